@@ -1,0 +1,5 @@
+"""Allow ``python -m kvadvisor``."""
+
+from kvadvisor.cli import main
+
+main()

@@ -1,0 +1,150 @@
+"""The advice model: everything a renderer may show, as frozen dataclasses (the JSON contract).
+
+Renderers depend on this module only. Field names follow DESIGN.md's JSON report; sections
+that an analysis could not compute are None, never invented.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# What each format_version changed:
+#   1: first version (DESIGN.md's contract).
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Report provenance; the clock and the version are inputs so output is deterministic."""
+
+    format_version: int
+    kvadvisor_version: str
+    generated_at: str
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """What was read: source, size, time span, columns, and every row dropped or change made."""
+
+    path: str
+    format: str
+    requests: int
+    duration_s: float
+    block_tokens: int | None
+    columns: tuple[str, ...] = ()
+    input_tokens_total: int = 0
+    output_tokens_total: int = 0
+    arrival_rate_per_s: float | None = None
+    dropped: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """The served model and its KV footprint."""
+
+    name: str
+    kv_bytes_per_token: int
+
+
+@dataclass(frozen=True)
+class StageSplit:
+    """GPU-time totals per stage over the trace; ``source`` is measured, modeled or calibrated."""
+
+    source: str
+    prefill_s: float
+    decode_s: float
+    prefill_share: float
+
+
+@dataclass(frozen=True)
+class MrcPoint:
+    """Token hit ratio at one capacity (None = unbounded); None ratios when there are no hashes."""
+
+    capacity_tokens: int | None
+    hit_ratio_all: float | None
+    hit_ratio_steady: float | None
+
+
+@dataclass(frozen=True)
+class HitRatio:
+    """Token hit ratio over all requests and in steady state (after the warm-up)."""
+
+    all: float | None
+    steady: float | None
+
+
+@dataclass(frozen=True)
+class PrefixCache:
+    """Prefix reuse: hit ratio at unbounded capacity and the miss-ratio curve."""
+
+    warmup_fraction: float
+    hit_ratio: HitRatio
+    mrc: tuple[MrcPoint, ...]
+
+
+@dataclass(frozen=True)
+class IoRate:
+    """A bandwidth time series reduced to mean, p99 and peak (bytes per second)."""
+
+    mean_bytes_per_s: float
+    p99_bytes_per_s: float
+    peak_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class IoDemand:
+    """KV write demand (prefill misses) and read demand (hits), over windows of ``window_s``."""
+
+    write: IoRate
+    read: IoRate
+    window_s: float
+
+
+@dataclass(frozen=True)
+class StageRecommendation:
+    """The configuration recommended for one stage."""
+
+    instance: str | None
+    storage: str | None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One recommendation per stage."""
+
+    prefill: StageRecommendation
+    decode: StageRecommendation
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule that fired: stable code, severity, stage, message, and the facts behind it."""
+
+    code: str
+    severity: str
+    stage: str
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AdviceReport:
+    """The whole report."""
+
+    meta: Meta
+    trace: TraceSummary
+    model: ModelSummary | None = None
+    stage_split: StageSplit | None = None
+    prefix_cache: PrefixCache | None = None
+    io: IoDemand | None = None
+    recommendation: Recommendation | None = None
+    findings: tuple[Finding, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict with the contract's top-level keys (meta fields lifted to the top)."""
+        body = asdict(self)
+        meta = body.pop("meta")
+        return {**meta, **body}

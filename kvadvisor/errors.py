@@ -1,0 +1,108 @@
+"""The error hierarchy: every user-facing failure is a KvAdvisorError with a stable slug."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class KvAdvisorError(Exception):
+    """Root of every error caused by user input; the CLI turns it into one line and exit 2.
+
+    ``slug`` names the docs anchor (docs/errors.md#<slug>) that explains the error.
+    """
+
+    slug = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(KvAdvisorError):
+    """Bad option or configuration value."""
+
+    slug = "config"
+
+
+class TraceError(KvAdvisorError):
+    """A trace cannot be used."""
+
+    slug = "trace"
+
+
+class TraceFormatError(TraceError):
+    """Unknown or unsniffable format, unreadable or corrupt file."""
+
+    slug = "trace-format"
+
+
+class TraceProblem(str, Enum):
+    """Stable reason codes for problems found while validating a trace (pandera's idiom)."""
+
+    MISSING_COLUMN = "missing_column"
+    WRONG_TYPE = "wrong_type"
+    NULL_VALUE = "null_value"
+    NAN_VALUE = "nan_value"
+    NEGATIVE_VALUE = "negative_value"
+    DUPLICATE_ID = "duplicate_id"
+    HASH_COUNT_MISMATCH = "hash_count_mismatch"
+    UNPARSEABLE = "unparseable"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in one cell: 1-based data row (None for the whole column), column, reason, value."""
+
+    row: int | None
+    column: str
+    reason: TraceProblem
+    value: str
+
+
+class TraceSchemaError(TraceError):
+    """Validation found problems; all of them are kept in ``problems`` (collected lazily)."""
+
+    slug = "trace-schema"
+
+    def __init__(self, path: str, problems: list[Problem], total: int | None = None) -> None:
+        self.path = path
+        self.problems = problems
+        self.total = len(problems) if total is None else total
+        first = problems[0]
+        where = f"row {first.row}, " if first.row is not None else ""
+        more = f" (and {self.total - 1} more problem(s))" if self.total > 1 else ""
+        super().__init__(
+            f"{path}: {where}column '{first.column}': {first.reason.value}: {first.value}{more}"
+        )
+
+
+class CatalogError(KvAdvisorError):
+    """A catalog file or entry is invalid or unknown (message names file and key path)."""
+
+    slug = "catalog"
+
+
+class RuleError(KvAdvisorError):
+    """A rule file is invalid."""
+
+    slug = "rule"
+
+
+class RuleSyntaxError(RuleError):
+    """YAML or structure error in a rule file (message names file and key path)."""
+
+    slug = "rule-syntax"
+
+
+class RuleReferenceError(RuleError):
+    """A rule names a fact that does not exist (message suggests the closest names)."""
+
+    slug = "rule-reference"
+
+
+class KvAdvisorWarning(UserWarning):
+    """Something the user should know, e.g. rows dropped or timestamps in a suspicious unit."""

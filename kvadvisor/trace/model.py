@@ -1,0 +1,98 @@
+"""The canonical trace: one row per request, as a pyarrow table plus metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+# name -> (arrow type, required). Units are in the names or in DESIGN.md's schema table.
+CANONICAL_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
+    "arrival_s": (pa.float64(), True),
+    "input_tokens": (pa.int64(), True),
+    "output_tokens": (pa.int64(), True),
+    "request_id": (pa.string(), False),
+    "session_id": (pa.string(), False),
+    "parent_id": (pa.string(), False),
+    "model": (pa.string(), False),
+    "block_hashes": (pa.list_(pa.int64()), False),
+    "cached_tokens": (pa.int64(), False),
+    "ttft_s": (pa.float64(), False),
+    "e2e_s": (pa.float64(), False),
+    "queue_s": (pa.float64(), False),
+    "tpot_s": (pa.float64(), False),
+    "ok": (pa.bool_(), False),
+}
+REQUIRED_COLUMNS = tuple(name for name, (_, req) in CANONICAL_COLUMNS.items() if req)
+
+# Parquet schema-metadata keys written by `convert`.
+META_BLOCK_TOKENS = b"kvadvisor.block_tokens"
+META_SOURCE_FORMAT = b"kvadvisor.source_format"
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A validated request trace in canonical form.
+
+    ``table`` holds only canonical columns with canonical types, sorted by ``arrival_s``
+    (stable), arrivals starting at 0. ``dropped`` counts rows removed while reading, by
+    reason code; ``notes`` says what was changed (sorted, shifted, ...), never silently.
+    """
+
+    table: pa.Table
+    block_tokens: int | None
+    source_format: str
+    source_path: str
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def requests(self) -> int:
+        """Number of requests (rows)."""
+        return self.table.num_rows
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Canonical columns present."""
+        return tuple(self.table.column_names)
+
+    def has(self, column: str) -> bool:
+        """Whether the trace carries ``column`` with at least one non-null value."""
+        return column in self.table.column_names and self.table[column].null_count < self.requests
+
+    @property
+    def has_hashes(self) -> bool:
+        """Whether prefix block hashes are present (prefix reuse can be measured)."""
+        return self.has("block_hashes") and self.block_tokens is not None
+
+    @property
+    def duration_s(self) -> float:
+        """Time from first to last arrival, seconds."""
+        if self.requests == 0:
+            return 0.0
+        arr = self.column_np("arrival_s")
+        return float(arr[-1] - arr[0])
+
+    def column_np(self, name: str) -> np.ndarray:
+        """A column as a numpy array (nulls become NaN for floats)."""
+        col = self.table[name]
+        if pa.types.is_floating(col.type):
+            return col.to_numpy(zero_copy_only=False)
+        return col.to_numpy(zero_copy_only=False)
+
+    def hash_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Block hashes flattened: (offsets int64 of length requests+1, values int64).
+
+        Request i owns ``values[offsets[i]:offsets[i+1]]``. Null lists count as empty.
+        """
+        col = self.table["block_hashes"].combine_chunks()
+        if isinstance(col, pa.ChunkedArray):  # pragma: no cover - defensive for old pyarrow
+            col = col.chunk(0) if col.num_chunks else pa.array([], col.type)
+        if col.null_count:
+            col = pa.compute.fill_null(col, pa.scalar([], col.type))
+        offsets = col.offsets.to_numpy().astype(np.int64, copy=False)
+        values = col.values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        base = offsets[0]
+        return offsets - base, values[base : offsets[-1]]

@@ -1,0 +1,65 @@
+"""Import-direction contract: each subpackage imports only what LAYOUT.md allows."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
+
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "units": set(),
+    "config": {"errors"},
+    "trace": {"errors", "units", "trace"},
+    "metrics": {"trace", "errors", "units", "metrics"},
+    "cache": {"trace", "errors", "units", "cache"},
+    "catalog": {"errors", "units", "catalog"},
+    "perfmodel": {"catalog", "errors", "units", "perfmodel"},
+    "rules": {"errors", "units", "rules"},
+    "advise": {
+        "trace", "metrics", "cache", "catalog", "perfmodel", "rules", "config", "errors",
+        "units", "advise",
+    },
+    "report": {"advise", "errors", "units", "report"},
+    "cli": {"advise", "report", "config", "errors", "trace", "catalog", "rules", "cache",
+            "metrics", "perfmodel", "units", "__init__"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "kvadvisor":
+                found.add(parts[1] if len(parts) > 1 else "__init__")
+    return found
+
+
+def test_import_directions() -> None:
+    """No module imports a part of kvadvisor that its layer may not see."""
+    violations = []
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG)
+        top = rel.parts[0].removesuffix(".py")
+        if top not in ALLOWED:
+            continue
+        for dep in _imports(path) - ALLOWED[top] - {top}:
+            violations.append(f"{rel} imports kvadvisor.{dep}")
+    assert not violations, violations
+
+
+def test_rules_engine_does_not_use_pandas() -> None:
+    """The rule engine sees facts, never a DataFrame."""
+    for path in (PKG / "rules").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        mods = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not any(m.split(".")[0] == "pandas" for m in mods if m), path
