@@ -10,20 +10,21 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "units": set(),
-    "config": {"errors"},
+    "yamlio": {"errors"},
+    "config": {"errors", "yamlio"},
     "trace": {"errors", "units", "trace"},
     "metrics": {"trace", "errors", "units", "metrics"},
     "cache": {"trace", "errors", "units", "cache"},
-    "catalog": {"errors", "units", "catalog"},
+    "catalog": {"errors", "units", "catalog", "yamlio"},
     "perfmodel": {"catalog", "errors", "units", "perfmodel"},
-    "rules": {"errors", "units", "rules"},
+    "rules": {"errors", "units", "rules", "yamlio"},
     "advise": {
         "trace", "metrics", "cache", "catalog", "perfmodel", "rules", "config", "errors",
-        "units", "advise",
+        "units", "advise", "yamlio",
     },
     "report": {"advise", "errors", "units", "report"},
     "cli": {"advise", "report", "config", "errors", "trace", "catalog", "rules", "cache",
-            "metrics", "perfmodel", "units", "__init__"},
+            "metrics", "perfmodel", "units", "__init__", "yamlio"},
 }
 
 

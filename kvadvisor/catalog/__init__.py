@@ -1,0 +1,1 @@
+"""Catalogs as data: models, GPUs, storage options and instance families, each figure sourced."""
