@@ -23,8 +23,10 @@ ALLOWED: dict[str, set[str]] = {
         "units", "advise", "yamlio",
     },
     "report": {"advise", "errors", "units", "report"},
+    # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
+    "synth": {"trace", "errors", "units", "synth"},
     "cli": {"advise", "report", "config", "errors", "trace", "catalog", "rules", "cache",
-            "metrics", "perfmodel", "units", "__init__", "yamlio"},
+            "metrics", "perfmodel", "units", "__init__", "yamlio", "synth"},
 }
 
 
