@@ -26,6 +26,8 @@ from kvadvisor.trace.model import (
     REQUIRED_COLUMNS,
     Trace,
 )
+from kvadvisor.trace.readers import read_parquet
+from kvadvisor.trace.schema import build_trace
 
 DEFAULT_BATCH_ROWS = 128 * 1024
 
@@ -36,6 +38,8 @@ class _File:
     rows: int
     min_arrival_s: float
     max_arrival_s: float
+    block_values: int = 0
+    uncompressed_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class TraceStream:
     files: tuple[str, ...]
     batch_rows: int = DEFAULT_BATCH_ROWS
     arrival_offset_s: float = 0.0
+    block_accesses: int = 0
+    table_bytes: int = 0
     _table: pa.Table | None = None
     _clusters: tuple[tuple[_File, ...], ...] = ()
 
@@ -77,6 +83,22 @@ class TraceStream:
             for batch in batches:
                 yield self._shift(batch)
 
+    def read_all(self) -> Trace:
+        """The whole trace in memory (a single file goes through its ordinary reader)."""
+        if self._table is not None:
+            return build_trace(self._table, path=self.path, source_format=self.source_format,
+                               block_tokens=self.block_tokens)
+        if len(self.files) == 1 and Path(self.path).is_file():
+            return read_parquet(Path(self.path))
+        batches = list(self)
+        table = (pa.Table.from_batches(batches) if batches else
+                 pa.schema([]).empty_table())
+        notes = ((f"arrival_s shifted by {self.arrival_offset_s:.6f} s so the first request "
+                  "arrives at 0",) if self.arrival_offset_s else ())
+        return build_trace(table, path=self.path, source_format=self.source_format,
+                           block_tokens=self.block_tokens,
+                           notes=(f"read from {len(self.files)} parquet files",) + notes)
+
     def _shift(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.arrival_offset_s == 0.0:
             return batch
@@ -87,6 +109,7 @@ class TraceStream:
 
 def stream_trace(trace: Trace, batch_rows: int = DEFAULT_BATCH_ROWS) -> TraceStream:
     """An in-memory Trace seen as a stream (the same code path for every trace size)."""
+    accesses = len(trace.hash_arrays()[1]) if "block_hashes" in trace.columns else 0
     return TraceStream(
         path=trace.source_path,
         source_format=trace.source_format,
@@ -95,6 +118,8 @@ def stream_trace(trace: Trace, batch_rows: int = DEFAULT_BATCH_ROWS) -> TraceStr
         requests=trace.requests,
         files=(trace.source_path,),
         batch_rows=batch_rows,
+        block_accesses=accesses,
+        table_bytes=trace.table.nbytes,
         _table=trace.table,
     )
 
@@ -106,7 +131,8 @@ def open_trace_stream(
 ) -> TraceStream:
     """Open a parquet file or a directory of parquet files (hive partitions too) as a stream.
 
-    Reads only footers (row counts, arrival_s statistics, schema metadata) until iterated.
+    Reads only footers (row counts, arrival_s statistics, value counts, schema metadata) until
+    iterated; ``block_accesses`` and ``table_bytes`` (uncompressed) come from them.
     ``columns`` limits the canonical columns read (required columns are always read).
     """
     path = Path(path)
@@ -141,6 +167,8 @@ def open_trace_stream(
         files=tuple(files),
         batch_rows=batch_rows,
         arrival_offset_s=first,
+        block_accesses=sum(f.block_values for f in infos) if "block_hashes" in wanted else 0,
+        table_bytes=sum(f.uncompressed_bytes for f in infos),
         _clusters=clusters,
     )
 
@@ -159,7 +187,15 @@ def _footers(files: list[str]) -> tuple[list[_File], int | None, str]:
         block_tokens.add(int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None)
         formats.add(meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet")
         lo, hi = _arrival_range(pf)
-        infos.append(_File(name, pf.metadata.num_rows, lo, hi))
+        md = pf.metadata
+        leaf = [i for i in range(md.num_columns)
+                if md.schema.column(i).path.split(".")[0] == "block_hashes"]
+        # A list column's leaf count is its value count (plus one per empty or null list):
+        # an upper bound on block accesses, known before reading a byte of data.
+        values = sum(md.row_group(rg).column(i).num_values
+                     for rg in range(md.num_row_groups) for i in leaf)
+        size = sum(md.row_group(rg).total_byte_size for rg in range(md.num_row_groups))
+        infos.append(_File(name, md.num_rows, lo, hi, values, size))
     if len(block_tokens) > 1:
         found = ", ".join(sorted(str(b) for b in block_tokens))
         raise TraceFormatError(
