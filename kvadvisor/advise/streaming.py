@@ -143,7 +143,7 @@ def plan_analysis(
         return ScalePlan(mode="in_memory", sample_rate=None, reason=(
             f"the whole trace fits the memory limit ({in_memory / gib:.2f} of "
             f"{memory_limit_bytes / gib:.2f} GiB): every analysis, exact"), **common)
-    if exact_stream <= memory_limit_bytes:
+    if exact_stream <= memory_limit_bytes or block_accesses == 0:
         return ScalePlan(mode="streaming", sample_rate=None, reason=(
             f"the whole trace needs {in_memory / gib:.2f} GiB > the memory limit "
             f"{memory_limit_bytes / gib:.2f} GiB: streamed; the exact curve fits "
