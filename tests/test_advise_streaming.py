@@ -94,7 +94,7 @@ def _hive(trace, tmp_path):
 
 
 def _exact_plan(stream):
-    plan = plan_for_stream(stream, BASELINE_BYTES + 2 * EXACT_BYTES_PER_ACCESS
+    plan = plan_for_stream(stream, BASELINE_BYTES + EXACT_BYTES_PER_ACCESS
                            * stream.block_accesses + 16 * stream.requests)
     assert plan.mode == "streaming" and plan.exact_curve
     return plan
