@@ -15,10 +15,13 @@ import typer
 
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.advise.model import AdviceReport
+from kvadvisor.advise.streaming import analyze_large, parse_memory_limit
 from kvadvisor.errors import ConfigError, KvAdvisorError
 from kvadvisor.report import get_renderer
 from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
 from kvadvisor.trace import read_trace
+from kvadvisor.trace.stream import open_trace_stream
 from kvadvisor.trace.writers import write_parquet
 
 EXIT_OK = 0
@@ -82,6 +85,27 @@ TraceFormatOpt = Annotated[
 ]
 
 
+MemoryLimitOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        help="Memory budget (8GiB, 512MB, 25%). Default: half the machine. A parquet trace or "
+        "directory larger than it is streamed, and the cache curve sampled beyond it.",
+    ),
+]
+
+
+def _analyze_any_size(
+    trace: Path, trace_format: Optional[str], options: AnalyzeOptions, memory_limit: Optional[str]
+') -> AdviceReport:
+    """Parquet files and directories go through the memory-budgeted path; others in memory."""
+    limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
+    if trace.is_dir() or (trace_format in (None, "parquet") and trace.suffix == ".parquet"):
+        return analyze_large(open_trace_stream(trace), options, memory_limit_bytes=limit,
+                             version=__version__, generated_at=_now())
+    return analyze(read_trace(trace, trace_format), options, version=__version__,
+                   generated_at=_now())
+
+
 @app.callback()
 def _root(
     version: Annotated[
@@ -106,16 +130,13 @@ def analyze_cmd(
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
+    memory_limit: MemoryLimitOpt = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
-        t = read_trace(trace, trace_format)
-        report = analyze(
-            t,
-            AnalyzeOptions(warmup_fraction=warmup_fraction),
-            version=__version__,
-            generated_at=_now(),
+        report = _analyze_any_size(
+            trace, trace_format, AnalyzeOptions(warmup_fraction=warmup_fraction), memory_limit
         )
         for target, renderer in renderers:
             write_output(target, renderer.render(report))

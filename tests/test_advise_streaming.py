@@ -145,3 +145,24 @@ def test_no_hashes_stream_says_unknown() -> None:
     report = analyze_stream(stream, OPTIONS, plan=plan, **_kw())
     assert report.prefix_cache.status == "unknown"
     assert report.trace.input_tokens_total == 11
+
+
+def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from kvadvisor.cli import app
+
+    import json
+
+    hive = _hive(mooncake, tmp_path)
+    out = tmp_path / "r.json"
+    limit = BASELINE_BYTES + 16 * mooncake.requests + int(64 * 0.5 * 300_000)
+    res = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", str(limit),
+                                   "--cache-instances", "1", "--format", "json", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    body = json.loads(out.read_text())
+    assert body["trace"]["requests"] == mooncake.requests
+    assert body["prefix_cache"]["status"] == "sampled"
+    assert 0.3 < body["prefix_cache"]["sampling"]["rate"] < 0.5
+    bad = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", "lots"])
+    assert bad.exit_code == 2 and "--memory-limit 'lots'" in bad.output
