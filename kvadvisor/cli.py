@@ -96,7 +96,7 @@ MemoryLimitOpt = Annotated[
 
 def _analyze_any_size(
     trace: Path, trace_format: Optional[str], options: AnalyzeOptions, memory_limit: Optional[str]
-') -> AdviceReport:
+) -> AdviceReport:
     """Parquet files and directories go through the memory-budgeted path; others in memory."""
     limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
     if trace.is_dir() or (trace_format in (None, "parquet") and trace.suffix == ".parquet"):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
+from typer.testing import CliRunner
 
 from kvadvisor.advise.analysis import AnalyzeOptions, analyze
 from kvadvisor.advise.streaming import (
@@ -21,6 +24,7 @@ from kvadvisor.advise.streaming import (
     plan_analysis,
     plan_for_stream,
 )
+from kvadvisor.cli import app
 from kvadvisor.errors import ConfigError
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.model import META_BLOCK_TOKENS, META_SOURCE_FORMAT
@@ -148,12 +152,6 @@ def test_no_hashes_stream_says_unknown() -> None:
 
 
 def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
-    from typer.testing import CliRunner
-
-    from kvadvisor.cli import app
-
-    import json
-
     hive = _hive(mooncake, tmp_path)
     out = tmp_path / "r.json"
     limit = BASELINE_BYTES + 16 * mooncake.requests + int(64 * 0.5 * 300_000)
