@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -15,10 +16,18 @@ import typer
 
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
-from kvadvisor.errors import ConfigError, KvAdvisorError
+from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.report import get_renderer
-from kvadvisor.trace import read_trace
-from kvadvisor.trace.writers import write_parquet
+from kvadvisor.trace import (
+    Trace,
+    TraceFormat,
+    describe_trace,
+    detect_format,
+    parse_column_map,
+    read_trace,
+    write_parquet,
+)
+from kvadvisor.trace.describe import format_description
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -35,12 +44,35 @@ app = typer.Typer(
 
 @contextmanager
 def handle_user_errors() -> Iterator[None]:
-    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2."""
+    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2.
+
+    A KvAdvisorWarning raised meanwhile is shown as one ``warning:`` line on stderr; other
+    warnings keep Python's default display.
+    """
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, KvAdvisorWarning):
+            typer.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
     try:
-        yield
+        # catch_warnings restores the filters and showwarning when the command ends.
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", KvAdvisorWarning)
+            warnings.showwarning = show
+            yield
     except KvAdvisorError as exc:
         typer.echo(f"error: {exc} (see docs/errors.md#{exc.slug})", err=True)
         raise typer.Exit(EXIT_USER_ERROR) from None
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under the umask (mkstemp alone would leave it 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def write_output(target: str, text: str) -> None:
@@ -56,6 +88,7 @@ def write_output(target: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -76,9 +109,37 @@ TraceArg = Annotated[
     Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
 ]
 TraceFormatOpt = Annotated[
-    Optional[str],
-    typer.Option("--trace-format", help="Trace format, when auto-detection cannot tell."),
+    Optional[TraceFormat],
+    typer.Option(
+        "--trace-format", help="Trace format, when auto-detection cannot tell.",
+        case_sensitive=False,
+    ),
 ]
+MapOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--map",
+        metavar="CANONICAL=SOURCE[:UNIT]",
+        help="Canonical CSV/parquet: take a canonical column from a source column "
+        "(repeatable), e.g. --map input_tokens=prompt_len --map arrival_s=ts:ms.",
+    ),
+]
+BlockTokensOpt = Annotated[
+    Optional[int],
+    typer.Option("--block-tokens", min=1, help="Tokens per hash block (overrides the format's)."),
+]
+
+
+def _read(
+    trace: Path,
+    trace_format: TraceFormat | None,
+    maps: list[str] | None,
+    block_tokens: int | None,
+) -> Trace:
+    """Read a trace with the trace options every command shares."""
+    return read_trace(
+        trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
+    )
 
 
 @app.callback()
@@ -102,6 +163,8 @@ def analyze_cmd(
         Optional[str], typer.Option("--format", help="Report format when -o cannot tell.")
     ] = None,
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
@@ -109,7 +172,7 @@ def analyze_cmd(
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
-        t = read_trace(trace, trace_format)
+        t = _read(trace, trace_format, maps, block_tokens)
         report = analyze(
             t,
             AnalyzeOptions(warmup_fraction=warmup_fraction),
@@ -127,10 +190,28 @@ def convert_cmd(
     trace: TraceArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="Canonical parquet to write.")],
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Convert a trace in any supported format to canonical parquet."""
     with handle_user_errors():
-        write_parquet(read_trace(trace, trace_format), output)
+        if output.suffix.lower() != ".parquet":
+            raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
+        write_parquet(_read(trace, trace_format, maps, block_tokens), output)
+
+
+@app.command("info")
+def info_cmd(
+    trace: TraceArg,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+) -> None:
+    """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
+    with handle_user_errors():
+        t = _read(trace, trace_format, maps, block_tokens)
+        typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
+                   nl=False)
 
 
 def main() -> None:
