@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor.errors import ConfigError, Problem, TraceProblem, TraceSchemaError
-from kvadvisor.trace.model import CANONICAL_COLUMNS
+from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS
 from kvadvisor.units import MS_PER_S, US_PER_S
 
 # Tokens per hash block, as each source documents it.
@@ -456,6 +456,25 @@ def from_canonical(
                 f"(columns found: {found})"
             )
     mapped_sources = {s.column for s in column_map.values()}
+    absent = [
+        c for c in REQUIRED_COLUMNS
+        if c not in column_map and (c not in raw.column_names or c in mapped_sources)
+    ]
+    if absent:
+        found = ", ".join(raw.column_names) or "none"
+        raise TraceSchemaError(
+            path,
+            [
+                Problem(
+                    None,
+                    absent[0],
+                    TraceProblem.MISSING_COLUMN,
+                    f"required column missing (columns found: {found}); map a source column "
+                    f"with --map {absent[0]}=<source column>",
+                )
+            ],
+            total=len(absent),
+        )
     cols: dict[str, pa.ChunkedArray | pa.Array] = {}
     notes: list[str] = []
     for name in CANONICAL_COLUMNS:

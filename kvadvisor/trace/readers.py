@@ -38,7 +38,7 @@ from kvadvisor.trace.schema import build_trace
 MOONCAKE_BLOCK_TOKENS = formats.MOONCAKE_BLOCK_TOKENS
 
 HEAD_BYTES = 64 * 1024
-JSONL_BLOCK_BYTES = 16 * 1024 * 1024  # pyarrow.json block: large blocks parse faster
+JSONL_BLOCK_BYTES = 64 * 1024 * 1024  # pyarrow.json block: large blocks parse faster
 MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
 
 # What each column must hold, for the error-path scans: "int", "number", "ints" (list of
@@ -275,12 +275,13 @@ def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Tab
     parse = pajson.ParseOptions(
         explicit_schema=JSONL_SCHEMAS[fmt], unexpected_field_behavior="infer"
     )
+    options = pajson.ReadOptions(block_size=JSONL_BLOCK_BYTES)
     try:
+        if compression is None:
+            # A plain path lets pyarrow read ahead in parallel (faster than a stream).
+            return pajson.read_json(str(path), read_options=options, parse_options=parse)
         with _open(path, compression) as stream:
-            return pajson.read_json(
-                stream, read_options=pajson.ReadOptions(block_size=JSONL_BLOCK_BYTES),
-                parse_options=parse,
-            )
+            return pajson.read_json(stream, read_options=options, parse_options=parse)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise _locate_jsonl_problem(path, compression, EXPECTED_KINDS[fmt], exc) from None
 
@@ -299,9 +300,15 @@ def _read_csv(
                 kinds[source] = NUMBER
     else:
         kinds = EXPECTED_KINDS[fmt]
+    # Only empty cells are nulls: pyarrow's defaults would also turn "NaN" into a null,
+    # hiding a NaN token count behind an "empty" message.
+    convert = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
     try:
-        with _open(path, compression) as stream:
-            table = pacsv.read_csv(stream)
+        if compression is None:
+            table = pacsv.read_csv(str(path), convert_options=convert)
+        else:
+            with _open(path, compression) as stream:
+                table = pacsv.read_csv(stream, convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise _locate_csv_problem(path, compression, kinds, exc) from None
     for name, kind in kinds.items():
@@ -314,7 +321,8 @@ def _arrow_kind_ok(arrow_type: pa.DataType, kind: str) -> bool:
     if pa.types.is_null(arrow_type):
         return True
     if kind == INT:
-        return pa.types.is_integer(arrow_type)
+        # Floats pass here: build_trace names a NaN or fractional cell with its own reason.
+        return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
     if kind == NUMBER:
         return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
     if kind == TIMESTAMP:
