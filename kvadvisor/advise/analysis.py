@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
+from kvadvisor.advise.cache_section import prefix_cache_section
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, TraceSummary
+from kvadvisor.cache.tiers import TierSpec
 from kvadvisor.trace.model import Trace
 
 
@@ -15,6 +17,15 @@ class AnalyzeOptions:
     """Every analysis knob, with defaults; the CLI fills it from options and config."""
 
     warmup_fraction: float = 0.5
+    # Prefix cache (docs/cache.md): inclusive tiers fastest first, routing comparison over this
+    # many instances (<= 1: off), engine chunk size to coarsen hashes to, SHARDS rate (None:
+    # exact unless the trace is huge).
+    cache_tiers: tuple[TierSpec, ...] = ()
+    cache_instances: int = 8
+    cache_routing_seed: int = 0
+    cache_chunk_tokens: int | None = None
+    cache_save_unfull_chunk: bool = False
+    cache_sample_rate: float | None = None
 
 
 def summarize_trace(trace: Trace) -> TraceSummary:
@@ -46,4 +57,14 @@ def analyze(
     """Run every analysis the trace supports and return the report."""
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
-    return AdviceReport(meta=meta, trace=summarize_trace(trace))
+    prefix_cache = prefix_cache_section(
+        trace,
+        warmup_fraction=options.warmup_fraction,
+        tiers=options.cache_tiers,
+        instances=options.cache_instances,
+        routing_seed=options.cache_routing_seed,
+        chunk_tokens=options.cache_chunk_tokens,
+        save_unfull_chunk=options.cache_save_unfull_chunk,
+        sample_rate=options.cache_sample_rate,
+    )
+    return AdviceReport(meta=meta, trace=summarize_trace(trace), prefix_cache=prefix_cache)
