@@ -19,7 +19,7 @@ def load_cases() -> list[tuple[str, str, dict]]:
     """(rule code, case name, case) for every case file."""
     return [
         (doc["rule"], name, case)
-        for doc in (load_yaml(p, ValueError) for p in sorted(CASES_DIR.glob("*.yaml")))  # type: ignore[arg-type]
+        for doc in (load_yaml(p, RuleSyntaxError) for p in sorted(CASES_DIR.glob("*.yaml")))
         for name, case in doc["cases"].items()
     ]
 
