@@ -52,7 +52,7 @@ def test_rule_case(rule_case: tuple[str, str, dict[str, Any]]) -> None:
     if case["expect"] == "fire":
         assert len(result.fired) == 1, result.quiet[0].reason if result.quiet else ""
         message = result.fired[0].message
-        assert "n/a" not in message or case.get("allow_na"), message
+        assert "unavailable" not in message or case.get("allow_na"), message
         for text in case.get("message_contains") or []:
             assert text in message, f"{text!r} not in {message!r}"
         # Evidence carries every available fact the rule read or quoted, with its unit.

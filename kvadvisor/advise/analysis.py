@@ -6,6 +6,13 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
+from kvadvisor.advise.advisor import (
+    AdvisorInputs,
+    AdvisorOptions,
+    advise_report,
+    load_advisor_inputs,
+    parse_instance_choice,
+)
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, TraceSummary
 from kvadvisor.trace.model import Trace
 
@@ -15,6 +22,11 @@ class AnalyzeOptions:
     """Every analysis knob, with defaults; the CLI fills it from options and config."""
 
     warmup_fraction: float = 0.5
+    # Advisor: one storage spec for both stages, instances ("NAME" or "prefill=NAME"), and the
+    # loaded rules and catalogs (None: the built-in ones).
+    storage: str | None = None
+    instance: tuple[str, ...] = ()
+    advisor_inputs: AdvisorInputs | None = None
 
 
 def summarize_trace(trace: Trace) -> TraceSummary:
@@ -46,4 +58,16 @@ def analyze(
     """Run every analysis the trace supports and return the report."""
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
-    return AdviceReport(meta=meta, trace=summarize_trace(trace))
+    report = AdviceReport(meta=meta, trace=summarize_trace(trace))
+    return _advise(report, options)
+
+
+def _advise(report: AdviceReport, options: AnalyzeOptions) -> AdviceReport:
+    """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
+    advisor_options = AdvisorOptions(
+        chunk_tokens=getattr(options, "chunk_tokens", 256),
+        storage=options.storage,
+        instance=parse_instance_choice(options.instance),
+    )
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    return advise_report(report, inputs, advisor_options)

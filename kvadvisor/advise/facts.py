@@ -54,6 +54,12 @@ FACT_SPECS: tuple[FactSpec, ...] = (
              "prefill_gpu_s / (prefill_gpu_s + decode_gpu_s).", _S),
     FactSpec("decode_share_gpu_time", "ratio", "1 − prefill_share_gpu_time.", _S),
     FactSpec("prefill_to_decode_gpu_time_ratio", "x", "prefill_gpu_s / decode_gpu_s.", _S),
+    FactSpec("split_gpu_bf16_tflops", "tflops",
+             "Dense BF16 TFLOPS of the GPU the stage split was modeled on (to rescale prefill "
+             "time to another GPU).", _S),
+    FactSpec("split_gpu_memory_bandwidth_gbps", "gbps",
+             "Memory bandwidth of the GPU the stage split was modeled on (to rescale decode "
+             "time).", _S),
     FactSpec("busy_gpus_mean", "count",
              "(prefill_gpu_s + decode_gpu_s) / trace_duration_s: GPUs kept busy on average, on "
              "the GPU the split was computed for.", _S),

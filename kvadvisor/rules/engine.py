@@ -170,7 +170,7 @@ def format_message(template: str, facts: Facts) -> str:
             continue
         fact = facts.get(name)
         if fact is None:
-            out.append("n/a")
+            out.append("unavailable")
         elif spec:
             out.append(format(fact.value, spec))
         else:
