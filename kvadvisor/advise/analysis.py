@@ -6,6 +6,13 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
+from kvadvisor.advise.advisor import (
+    AdvisorInputs,
+    AdvisorOptions,
+    advise_report,
+    load_advisor_inputs,
+    parse_instance_choice,
+)
 from kvadvisor.advise.cache_section import prefix_cache_section
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, TraceSummary
 from kvadvisor.cache.tiers import TierSpec
@@ -26,6 +33,11 @@ class AnalyzeOptions:
     cache_chunk_tokens: int | None = None
     cache_save_unfull_chunk: bool = False
     cache_sample_rate: float | None = None
+    # Advisor: one storage spec for both stages, instances ("NAME" or "prefill=NAME"), and the
+    # loaded rules and catalogs (None: the built-in ones).
+    storage: str | None = None
+    instance: tuple[str, ...] = ()
+    advisor_inputs: AdvisorInputs | None = None
 
 
 def summarize_trace(trace: Trace) -> TraceSummary:
@@ -67,4 +79,16 @@ def analyze(
         save_unfull_chunk=options.cache_save_unfull_chunk,
         sample_rate=options.cache_sample_rate,
     )
-    return AdviceReport(meta=meta, trace=summarize_trace(trace), prefix_cache=prefix_cache)
+    report = AdviceReport(meta=meta, trace=summarize_trace(trace), prefix_cache=prefix_cache)
+    return _advise(report, options)
+
+
+def _advise(report: AdviceReport, options: AnalyzeOptions) -> AdviceReport:
+    """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
+    advisor_options = AdvisorOptions(
+        chunk_tokens=getattr(options, "chunk_tokens", 256),
+        storage=options.storage,
+        instance=parse_instance_choice(options.instance),
+    )
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    return advise_report(report, inputs, advisor_options)

@@ -222,11 +222,75 @@ class IoDemand:
 
 
 @dataclass(frozen=True)
+class Tier:
+    """One KV tier of a stage: catalog entry, role, capacity per instance and device count."""
+
+    name: str
+    category: str
+    role: str
+    capacity_gib: float | None
+    devices: int = 1
+    shared: bool = False
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What a stage's KV tier must sustain per instance, and how each figure was derived."""
+
+    write_bytes_per_s: float | None = None
+    read_bytes_per_s: float | None = None
+    write_iops: float | None = None
+    read_iops: float | None = None
+    capacity_gib: float | None = None
+    derivation: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """Demand over capability of the chosen tier, at mean, p99 and peak (None = unknown)."""
+
+    mean: float | None
+    p99: float | None
+    peak: float | None
+    basis: str = ""
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A ranked candidate (storage or instance) with the reason for its rank."""
+
+    kind: str
+    name: str
+    rank: int
+    reason: str
+    feasible: bool = True
+
+
+@dataclass(frozen=True)
 class StageRecommendation:
     """The configuration recommended for one stage."""
 
     instance: str | None
     storage: str | None
+    instance_count: int | None = None
+    gpu: str | None = None
+    tiers: tuple[Tier, ...] = ()
+    required: Requirement | None = None
+    chunk_tokens: int | None = None
+    retention_s: float | None = None
+    utilization: Utilization | None = None
+    alternatives: tuple[Alternative, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """Whether a rule fired, and if not, why (condition false or a fact unavailable)."""
+
+    code: str
+    name: str
+    fired: bool
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -235,6 +299,9 @@ class Recommendation:
 
     prefill: StageRecommendation
     decode: StageRecommendation
+    shared_storage: bool = False
+    rules: tuple[RuleOutcome, ...] = ()
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -246,6 +313,11 @@ class Finding:
     stage: str
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    summary: str = ""
+    action: str = ""
+    candidates: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
