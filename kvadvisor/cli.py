@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -17,12 +18,21 @@ from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
 from kvadvisor.advise.model import AdviceReport
 from kvadvisor.advise.streaming import analyze_large, parse_memory_limit
-from kvadvisor.errors import ConfigError, KvAdvisorError
+from kvadvisor.cache.tiers import parse_tier
+from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.report import get_renderer
 from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
-from kvadvisor.trace import read_trace
+from kvadvisor.trace import (
+    Trace,
+    TraceFormat,
+    describe_trace,
+    detect_format,
+    parse_column_map,
+    read_trace,
+    write_parquet,
+)
+from kvadvisor.trace.describe import format_description
 from kvadvisor.trace.stream import open_trace_stream
-from kvadvisor.trace.writers import write_parquet
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -39,12 +49,35 @@ app = typer.Typer(
 
 @contextmanager
 def handle_user_errors() -> Iterator[None]:
-    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2."""
+    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2.
+
+    A KvAdvisorWarning raised meanwhile is shown as one ``warning:`` line on stderr; other
+    warnings keep Python's default display.
+    """
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, KvAdvisorWarning):
+            typer.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
     try:
-        yield
+        # catch_warnings restores the filters and showwarning when the command ends.
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", KvAdvisorWarning)
+            warnings.showwarning = show
+            yield
     except KvAdvisorError as exc:
         typer.echo(f"error: {exc} (see docs/errors.md#{exc.slug})", err=True)
         raise typer.Exit(EXIT_USER_ERROR) from None
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under the umask (mkstemp alone would leave it 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def write_output(target: str, text: str) -> None:
@@ -60,6 +93,7 @@ def write_output(target: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -80,9 +114,37 @@ TraceArg = Annotated[
     Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
 ]
 TraceFormatOpt = Annotated[
-    Optional[str],
-    typer.Option("--trace-format", help="Trace format, when auto-detection cannot tell."),
+    Optional[TraceFormat],
+    typer.Option(
+        "--trace-format", help="Trace format, when auto-detection cannot tell.",
+        case_sensitive=False,
+    ),
 ]
+MapOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--map",
+        metavar="CANONICAL=SOURCE[:UNIT]",
+        help="Canonical CSV/parquet: take a canonical column from a source column "
+        "(repeatable), e.g. --map input_tokens=prompt_len --map arrival_s=ts:ms.",
+    ),
+]
+BlockTokensOpt = Annotated[
+    Optional[int],
+    typer.Option("--block-tokens", min=1, help="Tokens per hash block (overrides the format's)."),
+]
+
+
+def _read(
+    trace: Path,
+    trace_format: TraceFormat | None,
+    maps: list[str] | None,
+    block_tokens: int | None,
+) -> Trace:
+    """Read a trace with the trace options every command shares."""
+    return read_trace(
+        trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
+    )
 
 
 MemoryLimitOpt = Annotated[
@@ -94,16 +156,18 @@ MemoryLimitOpt = Annotated[
 ]
 
 
-def _analyze_any_size(
-    trace: Path, trace_format: Optional[str], options: AnalyzeOptions, memory_limit: Optional[str]
-) -> AdviceReport:
-    """Parquet files and directories go through the memory-budgeted path; others in memory."""
+def _streamable(trace: Path, trace_format: object, maps: object, block_tokens: object) -> bool:
+    """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path."""
+    plain = maps is None and block_tokens is None
+    fmt = getattr(trace_format, "value", trace_format)
+    return plain and (trace.is_dir() or (fmt in (None, "parquet") and trace.suffix == ".parquet"))
+
+
+def _analyze_large(trace: Path, options: AnalyzeOptions, memory_limit: Optional[str]
+                   ) -> AdviceReport:
     limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
-    if trace.is_dir() or (trace_format in (None, "parquet") and trace.suffix == ".parquet"):
-        return analyze_large(open_trace_stream(trace), options, memory_limit_bytes=limit,
-                             version=__version__, generated_at=_now())
-    return analyze(read_trace(trace, trace_format), options, version=__version__,
-                   generated_at=_now())
+    return analyze_large(open_trace_stream(trace), options, memory_limit_bytes=limit,
+                         version=__version__, generated_at=_now())
 
 
 @app.callback()
@@ -127,17 +191,52 @@ def analyze_cmd(
         Optional[str], typer.Option("--format", help="Report format when -o cannot tell.")
     ] = None,
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
+    cache_tier: Annotated[
+        Optional[list[str]],
+        typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),
+    ] = None,
+    cache_instances: Annotated[
+        int, typer.Option(help="Serving instances for the routing comparison (1: off).", min=1)
+    ] = 8,
+    chunk_tokens: Annotated[
+        Optional[int],
+        typer.Option(help="Engine KV chunk size: coarsen the trace's block hashes to it.", min=1),
+    ] = None,
+    save_unfull_chunk: Annotated[
+        bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
+    ] = False,
+    cache_sample_rate: Annotated[
+        Optional[float],
+        typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
+    ] = None,
     memory_limit: MemoryLimitOpt = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
-        report = _analyze_any_size(
-            trace, trace_format, AnalyzeOptions(warmup_fraction=warmup_fraction), memory_limit
+        options = AnalyzeOptions(
+            warmup_fraction=warmup_fraction,
+            cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
+            cache_instances=cache_instances,
+            cache_chunk_tokens=chunk_tokens,
+            cache_save_unfull_chunk=save_unfull_chunk,
+            cache_sample_rate=cache_sample_rate,
         )
+        if _streamable(trace, trace_format, maps, block_tokens):
+            report = _analyze_large(trace, options, memory_limit)
+        else:
+            t = _read(trace, trace_format, maps, block_tokens)
+            report = analyze(
+                t,
+                options,
+                version=__version__,
+                generated_at=_now(),
+            )
         for target, renderer in renderers:
             write_output(target, renderer.render(report))
         if not any(o == "-" for o in (output or [])):
@@ -149,10 +248,28 @@ def convert_cmd(
     trace: TraceArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="Canonical parquet to write.")],
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Convert a trace in any supported format to canonical parquet."""
     with handle_user_errors():
-        write_parquet(read_trace(trace, trace_format), output)
+        if output.suffix.lower() != ".parquet":
+            raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
+        write_parquet(_read(trace, trace_format, maps, block_tokens), output)
+
+
+@app.command("info")
+def info_cmd(
+    trace: TraceArg,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+) -> None:
+    """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
+    with handle_user_errors():
+        t = _read(trace, trace_format, maps, block_tokens)
+        typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
+                   nl=False)
 
 
 @app.command("synth")

@@ -146,7 +146,9 @@ def test_parquet_is_streamed_in_bounded_row_groups(tmp_path) -> None:
     assert result.batches == 6
     trace = read_trace(path)
     assert trace.block_tokens == 16 and trace.source_format == "synth"
-    assert trace.notes == ()  # already canonical: sorted, starting at 0
+    # Already canonical (sorted, starting at 0): the only note says where it came from.
+    assert trace.notes == ("synthetic trace (kvadvisor synth, seed 11; shape in "
+                           "kvadvisor.synth_shape)",)
     assert trace.table.select(list(_table(shape).column_names)).equals(
         _table(shape, chunk_rows=1000)
     )

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kvadvisor.advise.analysis import AnalyzeOptions, analyze
+from kvadvisor.advise.analysis import AnalyzeOptions, _advise, analyze
 from kvadvisor.advise.cache_section import _curve_series, _mrc, _tiers, unknown_prefix_cache
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
@@ -333,7 +333,8 @@ def analyze_stream(
         notes=tuple(notes),
     )
     meta = Meta(FORMAT_VERSION, version, generated_at)
-    return AdviceReport(meta=meta, trace=summary, prefix_cache=prefix)
+    # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
+    return _advise(AdviceReport(meta=meta, trace=summary, prefix_cache=prefix), options)
 
 
 def analyze_large(

@@ -13,10 +13,23 @@ import pyarrow.parquet as pq
 from kvadvisor.errors import ConfigError
 from kvadvisor.synth.generate import DEFAULT_CHUNK_ROWS, SynthGenerator, synth_schema
 from kvadvisor.synth.model import SynthShape
-from kvadvisor.trace.model import META_BLOCK_TOKENS, META_SOURCE_FORMAT
+from kvadvisor.trace.model import (
+    META_ARRIVALS_MEASURED,
+    META_BLOCK_TOKENS,
+    META_DROPPED,
+    META_NOTES,
+    META_SOURCE_FORMAT,
+)
 
 META_SYNTH_SHAPE = b"kvadvisor.synth_shape"
 SOURCE_FORMAT = "synth"
+
+
+def _umask_mode() -> int:
+    """The mode a new file gets under the process umask (mkstemp alone would give 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 @dataclass(frozen=True)
@@ -42,9 +55,14 @@ def write_synth_parquet(
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give an output file name (.parquet)")
     shape_json = json.dumps({**asdict(shape), "arrival": shape.arrival.value}, sort_keys=True)
+    note = f"synthetic trace (kvadvisor synth, seed {shape.seed}; shape in {META_SYNTH_SHAPE.decode()})"
+    # The same keys as kvadvisor.trace.writers.write_parquet, so readers treat it as canonical.
     meta = {
         META_SOURCE_FORMAT: SOURCE_FORMAT.encode(),
         META_BLOCK_TOKENS: str(shape.block_tokens).encode(),
+        META_NOTES: json.dumps([note]).encode(),
+        META_DROPPED: b"{}",
+        META_ARRIVALS_MEASURED: b"true",
         META_SYNTH_SHAPE: shape_json.encode(),
     }
     schema = synth_schema().with_metadata(meta)
@@ -58,6 +76,7 @@ def write_synth_parquet(
                 writer.write_batch(batch, row_group_size=batch.num_rows)
                 batches += 1
                 hashes += len(batch.column("block_hashes").values)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -26,7 +26,7 @@ from kvadvisor.trace.model import (
     REQUIRED_COLUMNS,
     Trace,
 )
-from kvadvisor.trace.readers import read_parquet
+from kvadvisor.trace.readers import read_trace
 from kvadvisor.trace.schema import build_trace
 
 DEFAULT_BATCH_ROWS = 128 * 1024
@@ -89,7 +89,7 @@ class TraceStream:
             return build_trace(self._table, path=self.path, source_format=self.source_format,
                                block_tokens=self.block_tokens)
         if len(self.files) == 1 and Path(self.path).is_file():
-            return read_parquet(Path(self.path))
+            return read_trace(Path(self.path), "parquet")
         batches = list(self)
         table = (pa.Table.from_batches(batches) if batches else
                  pa.schema([]).empty_table())
