@@ -63,7 +63,7 @@ def test_parse_memory_limit() -> None:
 
 def test_plan_by_hand() -> None:
     req, acc, table = 1_000_000, 20_000_000, 100 * 2**20
-    in_memory = BASELINE_BYTES + table + 96 * req + 40 * acc
+    in_memory = BASELINE_BYTES + table + 96 * req + 120 * acc
     exact = BASELINE_BYTES + 16 * req + 40 * acc
     assert plan_analysis(req, acc, table, in_memory).mode == "in_memory"
     p = plan_analysis(req, acc, table, in_memory - 1)
