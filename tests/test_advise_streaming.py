@@ -69,8 +69,8 @@ def test_plan_by_hand() -> None:
     p = plan_analysis(req, acc, table, in_memory - 1)
     assert (p.mode, p.sample_rate) == ("streaming", None)
     assert p.estimated_exact_stream_bytes == exact
-    # Room for 64 B per sampled access at rate 0.1234 -> 0.12 (two digits, rounded down).
-    limit = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * req + int(64 * 0.1234 * acc)
+    # Room for 120 B per sampled access at rate 0.1234 -> 0.12 (two digits, rounded down).
+    limit = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * req + int(120 * 0.1234 * acc)
     p = plan_analysis(req, acc, table, limit)
     assert p.mode == "streaming" and p.sample_rate == pytest.approx(0.12)
     assert "SHARDS" in p.reason
@@ -155,7 +155,7 @@ def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
     hive = _hive(mooncake, tmp_path)
     out = tmp_path / "r.json"
     accesses = open_trace_stream(hive).block_accesses
-    limit = BASELINE_BYTES + 16 * mooncake.requests + int(64 * 0.5 * accesses)
+    limit = BASELINE_BYTES + 16 * mooncake.requests + int(120 * 0.5 * accesses)
     res = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", str(limit),
                                    "--cache-instances", "1", "--format", "json", "-o", str(out)])
     assert res.exit_code == 0, res.output
