@@ -155,13 +155,13 @@ def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
     hive = _hive(mooncake, tmp_path)
     out = tmp_path / "r.json"
     accesses = open_trace_stream(hive).block_accesses
-    limit = BASELINE_BYTES + 16 * mooncake.requests + int(120 * 0.5 * accesses)
+    limit = BASELINE_BYTES + 16 * mooncake.requests + int(120 * 0.25 * accesses)
     res = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", str(limit),
                                    "--cache-instances", "1", "--format", "json", "-o", str(out)])
     assert res.exit_code == 0, res.output
     body = json.loads(out.read_text())
     assert body["trace"]["requests"] == mooncake.requests
     assert body["prefix_cache"]["status"] == "sampled"
-    assert body["prefix_cache"]["sampling"]["rate"] == pytest.approx(0.5, abs=0.01)
+    assert body["prefix_cache"]["sampling"]["rate"] == pytest.approx(0.25, abs=0.01)
     bad = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", "lots"])
     assert bad.exit_code == 2 and "--memory-limit 'lots'" in bad.output
