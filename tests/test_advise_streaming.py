@@ -155,7 +155,8 @@ def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
     hive = _hive(mooncake, tmp_path)
     out = tmp_path / "r.json"
     accesses = open_trace_stream(hive).block_accesses
-    limit = BASELINE_BYTES + 16 * mooncake.requests + int(120 * 0.25 * accesses)
+    limit = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * mooncake.requests
+             + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * accesses))
     res = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", str(limit),
                                    "--cache-instances", "1", "--format", "json", "-o", str(out)])
     assert res.exit_code == 0, res.output
