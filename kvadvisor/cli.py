@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,7 +19,9 @@ import typer
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
 from kvadvisor.errors import ConfigError, KvAdvisorError
+from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
+from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.writers import write_parquet
 
@@ -62,6 +67,26 @@ def write_output(target: str, text: str) -> None:
         raise
 
 
+class ReportFormat(str, Enum):
+    """Report formats for --format (the -o file's extension names one too)."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+def file_sha256(path: Path) -> str | None:
+    """sha256 (hex) of a trace file, read in 1 MiB chunks; None for a directory of files."""
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
@@ -96,11 +121,20 @@ def analyze_cmd(
     trace: TraceArg,
     output: Annotated[
         Optional[list[str]],
-        typer.Option("-o", "--output", help="Report file (.json, ...); '-' is stdout. Repeatable."),
+        typer.Option(
+            "-o",
+            "--output",
+            help="Report file; the extension names the format (.html, .json, .md, .txt); "
+            "'-' is stdout. Repeatable.",
+        ),
     ] = None,
     fmt: Annotated[
-        Optional[str], typer.Option("--format", help="Report format when -o cannot tell.")
+        Optional[ReportFormat],
+        typer.Option("--format", help="Report format when -o cannot tell (or no -o: stdout)."),
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No terminal summary.")
+    ] = False,
     trace_format: TraceFormatOpt = None,
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
@@ -108,18 +142,29 @@ def analyze_cmd(
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
-        renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
-        t = read_trace(trace, trace_format)
-        report = analyze(
-            t,
-            AnalyzeOptions(warmup_fraction=warmup_fraction),
-            version=__version__,
-            generated_at=_now(),
-        )
+        fmt_name = fmt.value if fmt else None
+        targets = output or (["-"] if fmt_name else [])
+        renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
+        progress = Progress()
+        with progress.step(f"reading {trace}"):
+            t = read_trace(trace, trace_format)
+            sha256 = file_sha256(trace)
+        with progress.step("analyzing"):
+            report = analyze(
+                t,
+                AnalyzeOptions(warmup_fraction=warmup_fraction),
+                version=__version__,
+                generated_at=_now(),
+                trace_sha256=sha256,
+            )
         for target, renderer in renderers:
-            write_output(target, renderer.render(report))
-        if not any(o == "-" for o in (output or [])):
-            typer.echo(get_renderer("text", None).render(report), nl=False, err=bool(output))
+            with progress.step(f"writing {renderer.name} report to {target}"):
+                write_output(target, renderer.render(report))
+        if not quiet:
+            # The summary shares stdout only when no report is written there.
+            to_stderr = "-" in targets
+            width = shutil.get_terminal_size().columns
+            typer.echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)
 
 
 @app.command("convert")

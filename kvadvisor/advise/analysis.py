@@ -74,6 +74,17 @@ def length_histogram(tokens: np.ndarray, what: str) -> Series | None:
     )
 
 
+MAX_MODELS_LISTED = 20
+
+
+def trace_models(trace: Trace) -> tuple[str, ...]:
+    """Distinct non-null values of the ``model`` column, sorted, at most MAX_MODELS_LISTED."""
+    if "model" not in trace.table.column_names:
+        return ()
+    names = pc.unique(trace.table["model"].drop_null()).to_pylist()
+    return tuple(sorted(str(n) for n in names)[:MAX_MODELS_LISTED])
+
+
 def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
     """Counts, span, columns and workload chart data of a trace."""
     duration = trace.duration_s
@@ -91,6 +102,7 @@ def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
         dropped=dict(trace.dropped),
         notes=trace.notes,
         sha256=sha256,
+        models=trace_models(trace),
         arrivals=arrival_series(trace.column_np("arrival_s"), duration),
         input_tokens_hist=length_histogram(trace.column_np("input_tokens"), "input"),
         output_tokens_hist=length_histogram(trace.column_np("output_tokens"), "output"),

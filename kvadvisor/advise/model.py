@@ -44,6 +44,8 @@ class TraceSummary:
     capabilities: tuple[str, ...] = ()
     # sha256 of the trace file as read (hex); None when the trace did not come from one file.
     sha256: str | None = None
+    # Distinct served-model names in the trace's `model` column (sorted, at most 20).
+    models: tuple[str, ...] = ()
     # Chart data for the workload section (None when the trace is empty).
     arrivals: Series | None = None
     input_tokens_hist: Series | None = None

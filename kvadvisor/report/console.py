@@ -11,20 +11,23 @@ from kvadvisor.report import fmt, summary
 DEFAULT_WIDTH = 100
 MIN_WIDTH = 40
 GAP = "  "
+MIN_COLUMN = 6
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
-    """Lay out a table in ``width`` columns: every column but the widest-needing last one keeps
-    its natural width (capped to a fair share); the last column wraps into what is left."""
+    """Lay out a table within ``width`` columns: start from each column's natural width and
+    narrow the widest column, one character at a time, until the row fits; cells wrap."""
     cols = len(headers)
-    natural = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(cols)]
-    # Leading columns may take at most a third of the width each, so the last keeps room.
-    fixed = [min(n, max(8, width // 3)) for n in natural[:-1]]
-    last = max(12, width - sum(fixed) - len(GAP) * (cols - 1))
-    widths = [*fixed, min(natural[-1], last) if natural[-1] else last]
+    widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(cols)]
+    avail = width - len(GAP) * (cols - 1)
+    while sum(widths) > avail and max(widths) > MIN_COLUMN:
+        widest = max(range(cols), key=lambda i: (widths[i], i))
+        widths[widest] -= 1
     lines = []
     for cells in [tuple(headers), *(tuple(r) for r in rows)]:
-        wrapped = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(cells, widths)]
+        wrapped = [
+            textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(cells, widths)
+        ]
         for k in range(max(len(w) for w in wrapped)):
             parts = [(w[k] if k < len(w) else "").ljust(widths[i]) for i, w in enumerate(wrapped)]
             lines.append(GAP.join(parts).rstrip())
@@ -51,7 +54,7 @@ class ConsoleRenderer:
         """Return the summary text, every line at most ``width`` characters where words allow."""
         t = report.trace
         w = self.width
-        out = [f"kvadvisor {report.meta.kvadvisor_version} · {report.meta.generated_at}"]
+        out = self._wrap(f"kvadvisor {report.meta.kvadvisor_version} · {report.meta.generated_at}")
         out += self._wrap(f"trace: {t.path} ({t.format})")
         out += ["", "Verdict"]
         out += self._wrap(summary.headline(report), "  ")

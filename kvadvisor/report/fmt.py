@@ -17,6 +17,7 @@ NOT_MEASURED = "not measured"
 # Suffix -> (label text to drop, kind). Longest suffixes first, so `_bytes_per_s` wins over `_s`.
 _SUFFIXES: tuple[tuple[str, str], ...] = (
     ("_bytes_per_s", "bandwidth"),
+    ("_bytes_per_token", "bytes_per_token"),
     ("_per_s", "rate"),
     ("_bytes", "bytes"),
     ("_gbps", "gbps"),
@@ -48,7 +49,7 @@ def unit_kind(name: str) -> str:
 def label(name: str) -> str:
     """A readable label for a field name: unit suffix dropped, underscores to spaces."""
     for suffix, kind in _SUFFIXES:
-        if name.endswith(suffix) and kind not in ("tokens", "count"):
+        if name.endswith(suffix) and kind not in ("tokens", "count", "bytes_per_token"):
             name = name[: -len(suffix)]
             break
     return name.replace("_", " ").strip()
@@ -138,6 +139,7 @@ def value(name: str, val: Any) -> str:
         "bandwidth": bandwidth,
         "rate": lambda v: f"{number(v)}/s",
         "bytes": size,
+        "bytes_per_token": lambda v: f"{size(v)}/token",
         "gbps": lambda v: f"{number(v)} GB/s",
         "gib": lambda v: f"{number(v)} GiB",
         "tib": lambda v: f"{number(v)} TiB",

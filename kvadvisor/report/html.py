@@ -25,7 +25,7 @@ _HANDLED = {
     "trace": {
         "path", "format", "columns", "dropped", "notes", "capabilities", "sha256", "requests",
         "duration_s", "block_tokens", "input_tokens_total", "output_tokens_total",
-        "arrival_rate_per_s", "arrivals", "input_tokens_hist", "output_tokens_hist",
+        "arrival_rate_per_s", "arrivals", "input_tokens_hist", "output_tokens_hist", "models",
     },
     "prefix_cache": {"hit_ratio", "mrc", "warmup_fraction"},
     "io": {"write", "read", "window_s"},
@@ -204,6 +204,7 @@ def workload_section(report: AdviceReport) -> Section:
         ("mean output length", f"{fmt.number(mean_out)} tokens"),
         ("input : output tokens", f"{fmt.number(mean_in / mean_out) if mean_out else 'n/a'} : 1"),
         ("block size of the hashes", fmt.value("block_tokens", t.block_tokens)),
+        ("models in the trace", ", ".join(t.models) or "not recorded"),
     ]
     charts = []
     if t.arrivals is not None:
