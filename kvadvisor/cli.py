@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -101,7 +101,7 @@ TraceArg = Annotated[
     Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
 ]
 TraceFormatOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--trace-format", help="Trace format, when auto-detection cannot tell."),
 ]
 
@@ -120,7 +120,7 @@ def _root(
 def analyze_cmd(
     trace: TraceArg,
     output: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "-o",
             "--output",
@@ -129,7 +129,7 @@ def analyze_cmd(
         ),
     ] = None,
     fmt: Annotated[
-        Optional[ReportFormat],
+        ReportFormat | None,
         typer.Option("--format", help="Report format when -o cannot tell (or no -o: stdout)."),
     ] = None,
     quiet: Annotated[

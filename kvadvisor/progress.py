@@ -25,6 +25,7 @@ class Progress:
     """Step-by-step progress for the CLI; a no-op unless ``stream`` is a terminal."""
 
     def __init__(self, stream: TextIO | None = None, enabled: bool | None = None) -> None:
+        """Write to ``stream`` (default stderr); ``enabled`` None means "if it is a TTY"."""
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
             isatty = getattr(self.stream, "isatty", None)

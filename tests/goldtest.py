@@ -38,5 +38,6 @@ def compare_golden(request: pytest.FixtureRequest, case: str, name: str, actual:
         )
     )
     shown = "\n".join(diff[:MAX_DIFF_LINES])
-    more = f"\n... {len(diff) - MAX_DIFF_LINES} more diff lines" if len(diff) > MAX_DIFF_LINES else ""
+    extra = len(diff) - MAX_DIFF_LINES
+    more = f"\n... {extra} more diff lines" if extra > 0 else ""
     pytest.fail(f"{golden} differs from the output (saved to {out}):\n{shown}{more}")

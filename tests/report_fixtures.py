@@ -1,6 +1,8 @@
-"""Reports for the renderer tests: a small trace built in code, analysed for real, and a full
-report whose later sections (stage split, cache, I/O, advice) are filled with fixed values so
-every renderer path is exercised before, and independently of, the engines that compute them.
+"""Reports for the renderer tests, built in code.
+
+A small trace analysed for real, and a full report whose later sections (stage split, cache,
+I/O, advice) are filled with fixed values, so every renderer path is exercised before, and
+independently of, the engines that compute them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ SHA256 = "0" * 63 + "1"
 def small_trace(
     n: int = 40, request_prefix: str = "req-", model: str = "qwen3-32b", path: str = "small.jsonl"
 ) -> Trace:
-    """``n`` requests 0.75 s apart; every third shares a 2-block system prompt (512-token blocks)."""
+    """``n`` requests 0.75 s apart; every third shares a 2-block prefix (512-token blocks)."""
     arrival = [i * 0.75 for i in range(n)]
     inputs = [600 + 97 * (i % 7) * 11 for i in range(n)]
     outputs = [20 + 13 * (i % 5) ** 2 for i in range(n)]

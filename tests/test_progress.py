@@ -10,7 +10,10 @@ from kvadvisor.progress import Progress
 
 
 class FakeTty(io.StringIO):
+    """A string buffer that says it is a terminal."""
+
     def isatty(self) -> bool:
+        """Pretend to be a terminal."""
         return True
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from report_fixtures import full_report
 
 from kvadvisor.report.html import HtmlRenderer
-from report_fixtures import full_report
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT_DIR = REPO / "tests" / "golden_actual" / "browser"
@@ -68,6 +68,7 @@ class Cdp:
     """A minimal DevTools-protocol client over chromium's --remote-debugging-pipe (fd 3 / fd 4)."""
 
     def __init__(self, binary: str, user_data_dir: Path) -> None:
+        """Start chromium with a fresh profile in ``user_data_dir``."""
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
 
@@ -190,9 +191,9 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
         browser.call("Page.navigate", session, url=page.as_uri())
         browser.wait_event("Page.loadEventFired")
         measured = json.loads(
-            browser.call(
-                "Runtime.evaluate", session, expression=MEASURE_JS, returnByValue=True
-            )["result"]["value"]
+            browser.call("Runtime.evaluate", session, expression=MEASURE_JS, returnByValue=True)[
+                "result"
+            ]["value"]
         )
         browser.call(
             "Emulation.setDeviceMetricsOverride",

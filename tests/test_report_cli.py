@@ -1,5 +1,4 @@
-"""analyze's report options: -o repeatable with the format from the extension, --format, '-',
---quiet, and the terminal summary."""
+"""analyze's report options: -o (repeatable), --format, '-', --quiet, the terminal summary."""
 
 from __future__ import annotations
 

@@ -10,10 +10,11 @@ from report_fixtures import analysed, fill_sections, small_trace
 from kvadvisor.report import RENDERERS
 from kvadvisor.report.jsonreport import clean
 
-HOSTILE = "<script>alert(\"x\")</script>'\"><img src=x onerror=alert(1)>&amp;|`*_"
+HOSTILE = '<script>alert("x")</script>\'"><img src=x onerror=alert(1)>&amp;|`*_'
 
 
 def hostile_report():
+    """A report whose trace and advice strings all carry HOSTILE."""
     trace = small_trace(
         5,
         request_prefix=HOSTILE,

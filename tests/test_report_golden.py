@@ -23,8 +23,12 @@ CASES = {
     "small": lambda: analysed(small_trace()),
     "full": full_report,
 }
-FILE_NAMES = {"text": "report.txt", "json": "report.json", "markdown": "report.md",
-              "html": "report.html"}
+FILE_NAMES = {
+    "text": "report.txt",
+    "json": "report.json",
+    "markdown": "report.md",
+    "html": "report.html",
+}
 MPL_VERSION_FILE = GOLDEN / "matplotlib-version.txt"
 SVG = re.compile(r"<svg .*?</svg>", re.S)
 

@@ -22,22 +22,34 @@ from kvadvisor.trace import read_trace
 
 # DESIGN.md, "The JSON report: a public contract".
 CONTRACT_KEYS = {
-    "format_version", "kvadvisor_version", "trace", "model", "stage_split", "prefix_cache",
-    "io", "recommendation", "findings",
+    "format_version",
+    "kvadvisor_version",
+    "trace",
+    "model",
+    "stage_split",
+    "prefix_cache",
+    "io",
+    "recommendation",
+    "findings",
 }
 VALIDATOR = jsonschema.Draft202012Validator
 
 
 def _json_scalar() -> st.SearchStrategy[Any]:
     return st.one_of(
-        st.none(), st.booleans(), st.integers(-(2**53), 2**53),
-        st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8),
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**53), 2**53),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=8),
     )
 
 
 def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
-    """A hypothesis strategy for any type the advice model uses, read from its type hints,
-    so fields other parts add later are covered without touching this test."""
+    """A hypothesis strategy for any type the advice model uses, read from its type hints.
+
+    Fields that other parts add later are covered without touching this test.
+    """
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         return st.one_of(*(strategy_for(a) for a in typing.get_args(tp)))
@@ -133,7 +145,7 @@ def test_mooncake_report_validates_and_holds_true_values(mooncake_path) -> None:
     hist = doc["trace"]["input_tokens_hist"]
     assert sum(hist["y"]) == len(rows)
     # Requests in [2^k, 2^(k+1)) counted by int.bit_length, not by the analysis' log2.
-    for lower, n in zip(hist["x"], hist["y"]):
+    for lower, n in zip(hist["x"], hist["y"], strict=True):
         k = max(int(lower).bit_length() - 1, 0)
         in_bin = sum(1 for v in lengths.tolist() if max(int(v).bit_length() - 1, 0) == k)
         assert n == in_bin, (lower, n, in_bin)

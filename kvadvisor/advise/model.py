@@ -218,7 +218,7 @@ def _build(tp: Any, value: Any) -> Any:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_build(args[0], v) for v in value)
-        return tuple(_build(a, v) for a, v in zip(args, value))
+        return tuple(_build(a, v) for a, v in zip(args, value, strict=True))
     if origin is dict:
         _, val_tp = typing.get_args(tp)
         return {k: _build(val_tp, v) for k, v in value.items()}

@@ -88,7 +88,7 @@ def _bar_widths(line: Line) -> list[float]:
     if line.widths is not None:
         return list(line.widths)
     xs = list(line.x)
-    gaps = [b - a for a, b in zip(xs, xs[1:])]
+    gaps = [b - a for a, b in zip(xs, xs[1:], strict=False)]
     last = gaps[-1] if gaps else 1.0
     return [g * 0.9 for g in gaps] + [last * 0.9]
 
@@ -119,7 +119,9 @@ def render_svg(spec: ChartSpec) -> str:
                 ax.bar(pos, line.y, width=width, label=line.label, color=PALETTE[i % len(PALETTE)])
             rotate = 45 if len(spec.categories) > 10 else 0
             ax.set_xticks(
-                range(len(spec.categories)), spec.categories, rotation=rotate,
+                range(len(spec.categories)),
+                spec.categories,
+                rotation=rotate,
                 ha="right" if rotate else "center",
             )
             ax.grid(axis="x", visible=False)
@@ -127,23 +129,39 @@ def render_svg(spec: ChartSpec) -> str:
             for i, line in enumerate(spec.lines):
                 color = PALETTE[i % len(PALETTE)]
                 if line.kind == "bar":
-                    ax.bar(line.x, line.y, width=_bar_widths(line), align="edge",
-                           label=line.label, color=color)
+                    ax.bar(
+                        line.x,
+                        line.y,
+                        width=_bar_widths(line),
+                        align="edge",
+                        label=line.label,
+                        color=color,
+                    )
                 elif line.kind == "step":
-                    ax.step(line.x, line.y, where="post", label=line.label, color=color,
-                            linewidth=1.2)
+                    ax.step(
+                        line.x, line.y, where="post", label=line.label, color=color, linewidth=1.2
+                    )
                 else:
-                    ax.plot(line.x, line.y, label=line.label, color=color, linewidth=1.6,
-                            marker="o" if len(line.x) <= 12 else None, markersize=3)
+                    ax.plot(
+                        line.x,
+                        line.y,
+                        label=line.label,
+                        color=color,
+                        linewidth=1.6,
+                        marker="o" if len(line.x) <= 12 else None,
+                        markersize=3,
+                    )
         styles = ("--", ":", "-.", (0, (5, 1, 1, 1)))
         for j, mark in enumerate(spec.marks):
             style = styles[j % len(styles)]
             if mark.axis == "x":
-                ax.axvline(mark.at, color="#444444", linestyle=style, linewidth=1.0,
-                           label=mark.label)
+                ax.axvline(
+                    mark.at, color="#444444", linestyle=style, linewidth=1.0, label=mark.label
+                )
             else:
-                ax.axhline(mark.at, color="#444444", linestyle=style, linewidth=1.0,
-                           label=mark.label)
+                ax.axhline(
+                    mark.at, color="#444444", linestyle=style, linewidth=1.0, label=mark.label
+                )
         # parse_math is off, so log axes need a plain formatter (no "$10^{5}$" strings).
         if spec.log_x:
             ax.set_xscale("log")

@@ -1,4 +1,4 @@
-"""Terminal summary renderer: plain text that fits the terminal's width (tables wrap, never overflow)."""
+"""Terminal summary renderer: plain text that fits the terminal's width (cells wrap)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Sequence
 
 from kvadvisor.advise.model import AdviceReport
-from kvadvisor.report import fmt, summary
+from kvadvisor.report import summary
 
 DEFAULT_WIDTH = 100
 MIN_WIDTH = 40
@@ -15,8 +15,11 @@ MIN_COLUMN = 6
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
-    """Lay out a table within ``width`` columns: start from each column's natural width and
-    narrow the widest column, one character at a time, until the row fits; cells wrap."""
+    """Lay out a table within ``width`` columns; cells wrap.
+
+    Start from each column's natural width and narrow the widest column, one character at a
+    time, until a row fits (no column below MIN_COLUMN).
+    """
     cols = len(headers)
     widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(cols)]
     avail = width - len(GAP) * (cols - 1)
@@ -26,7 +29,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> 
     lines = []
     for cells in [tuple(headers), *(tuple(r) for r in rows)]:
         wrapped = [
-            textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(cells, widths)
+            textwrap.wrap(c, w, break_on_hyphens=False) or [""]
+            for c, w in zip(cells, widths, strict=True)
         ]
         for k in range(max(len(w) for w in wrapped)):
             parts = [(w[k] if k < len(w) else "").ljust(widths[i]) for i, w in enumerate(wrapped)]
@@ -43,12 +47,18 @@ class ConsoleRenderer:
     file_extension = ".txt"
 
     def __init__(self, width: int | None = None) -> None:
+        """Lay out for ``width`` columns (default DEFAULT_WIDTH, at least MIN_WIDTH)."""
         self.width = max(MIN_WIDTH, width or DEFAULT_WIDTH)
 
     def _wrap(self, text: str, indent: str = "") -> list[str]:
-        return textwrap.wrap(
-            text, self.width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
-        ) or [indent.rstrip()]
+        lines = textwrap.wrap(
+            text,
+            self.width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+        return lines or [indent.rstrip()]
 
     def render(self, report: AdviceReport) -> str:
         """Return the summary text, every line at most ``width`` characters where words allow."""
@@ -84,9 +94,9 @@ class ConsoleRenderer:
             )
         else:
             out += self._wrap(
-                "none: no rule fired" if report.recommendation else summary.why_missing(
-                    report, "recommendation"
-                ),
+                "none: no rule fired"
+                if report.recommendation
+                else summary.why_missing(report, "recommendation"),
                 "  ",
             )
         extra = [f"note: {n}" for n in t.notes]

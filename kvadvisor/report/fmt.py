@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KIB, BYTES_PER_KB, MS_PER_S
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_KIB, MS_PER_S
 
 NOT_MEASURED = "not measured"
 

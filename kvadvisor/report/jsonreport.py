@@ -44,7 +44,9 @@ class JsonRenderer:
 
 def schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the report this renderer writes."""
-    text = resources.files("kvadvisor.report").joinpath("schema/report.schema.json").read_text(
-        encoding="utf-8"
+    text = (
+        resources.files("kvadvisor.report")
+        .joinpath("schema/report.schema.json")
+        .read_text(encoding="utf-8")
     )
     return dict(json.loads(text))

@@ -1,4 +1,4 @@
-"""Markdown renderer: a pull-request comment with the verdict, the findings table and the key numbers."""
+"""Markdown renderer: a pull-request comment with the verdict, findings table and key numbers."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from kvadvisor.report import summary
 
 
 def cell(text: str) -> str:
-    """Text safe inside a GitHub table cell: HTML escaped (raw HTML renders there), pipes and
-    newlines neutralised, Markdown emphasis and link characters taken literally."""
+    """Text safe inside a GitHub table cell.
+
+    HTML is escaped (raw HTML renders there), pipes and newlines are neutralised, and
+    Markdown emphasis and link characters are taken literally.
+    """
     text = html.escape(text, quote=False)
     for ch in "\\`*_[]|":
         text = text.replace(ch, "\\" + ch)
@@ -70,4 +73,3 @@ class MarkdownRenderer:
             dropped = ", ".join(f"{n:,} {why}" for why, n in sorted(t.dropped.items()))
             out += ["", f"Rows dropped: {cell(dropped)}."]
         return "\n".join(out) + "\n"
-
