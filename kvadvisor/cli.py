@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,8 +16,12 @@ import typer
 
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.advise.review import review_trace
 from kvadvisor.errors import ConfigError, KvAdvisorError
+from kvadvisor.plan import PlanCatalogs, load_plan
 from kvadvisor.report import get_renderer
+from kvadvisor.report.junit import JUnitRenderer
+from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.writers import write_parquet
 
@@ -64,6 +69,11 @@ def write_output(target: str, text: str) -> None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def plan_catalogs() -> PlanCatalogs:
+    """The catalogs plan files may name (storage options, instance families, models)."""
+    return PlanCatalogs()
 
 
 def _version_callback(value: bool) -> None:
@@ -131,6 +141,63 @@ def convert_cmd(
     """Convert a trace in any supported format to canonical parquet."""
     with handle_user_errors():
         write_parquet(read_trace(trace, trace_format), output)
+
+
+class FailOn(str, Enum):
+    """Lowest finding severity that makes `review` exit 1."""
+
+    warning = "warning"
+    error = "error"
+
+
+def _review_renderer(target: str) -> ReviewMarkdownRenderer | ReviewTextRenderer:
+    suffix = Path(target).suffix.lower() if target != "-" else ".md"
+    renderers = {".md": ReviewMarkdownRenderer, ".txt": ReviewTextRenderer}
+    if suffix not in renderers:
+        raise ConfigError(f"cannot tell the review format from '{target}': use .md or .txt "
+                          "(and --junit FILE.xml for JUnit)")
+    return renderers[suffix]()
+
+
+@app.command("review")
+def review_cmd(
+    trace: TraceArg,
+    plan: Annotated[
+        list[Path], typer.Option("--plan", help="Deployment plan (YAML). Repeat to compare.")
+    ],
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")
+    ] = FailOn.error,
+    junit: Annotated[
+        Optional[Path], typer.Option("--junit", help="Write JUnit XML: one test case per check.")
+    ] = None,
+    output: Annotated[
+        Optional[list[str]],
+        typer.Option("-o", "--output", help="Review file (.md for a PR comment, .txt); '-' stdout."),
+    ] = None,
+    trace_format: TraceFormatOpt = None,
+    warmup_fraction: Annotated[
+        float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
+    ] = 0.5,
+    window: Annotated[
+        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+    ] = 1.0,
+) -> None:
+    """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
+    with handle_user_errors():
+        renderers = [(o, _review_renderer(o)) for o in (output or [])]
+        plans = [load_plan(p, plan_catalogs()) for p in plan]
+        report = review_trace(read_trace(trace, trace_format), plans, version=__version__,
+                              generated_at=_now(), warmup_fraction=warmup_fraction,
+                              window_s=window)
+        if junit is not None:
+            write_output(str(junit), JUnitRenderer().render(report))
+        for target, renderer in renderers:
+            write_output(target, renderer.render(report))
+        if not any(o == "-" for o in (output or [])):
+            typer.echo(ReviewTextRenderer().render(report), nl=False)
+    if report.fails(fail_on.value):
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def main() -> None:

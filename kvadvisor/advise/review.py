@@ -38,7 +38,10 @@ from kvadvisor.advise.model import (
     TraceSummary,
     Utilization,
 )
+from kvadvisor.advise.analysis import summarize_trace
+from kvadvisor.errors import ConfigError
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
+from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
 
 HitFn = Callable[[float | None], np.ndarray]
@@ -559,3 +562,60 @@ def review_report(
     """Wrap plan reviews into the report the renderers take."""
     return ReviewReport(Meta(FORMAT_VERSION, version, generated_at), trace, tuple(reviews),
                         window_s, warmup_fraction, tuple(notes))
+
+
+def replay_trace(trace: Trace, warmup_fraction: float) -> tuple[TraceReplay, tuple[str, ...]]:
+    """Measure the per-request arrays a review needs, running the exact prefix-cache replay."""
+    from kvadvisor.cache import simulate_prefix_cache
+
+    notes: list[str] = []
+    hit_fn: HitFn | None = None
+    n = trace.requests
+    warmup = int(math.floor(n * warmup_fraction))
+    if trace.has_hashes:
+        result = simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
+        warmup = result.warmup_requests
+        if result.exact:
+            hit_fn = result.hit_tokens_at
+        else:
+            notes.append("the trace is large enough that its cache curve was sampled; per-request "
+                         "hits, and so tier hit ratios and read demand, are not available")
+    else:
+        notes.append("the trace has no block hashes: prefix reuse is unknown, so tier hit "
+                     "ratios and read demand are not reported and every prompt token counts as "
+                     "written (an upper bound)")
+    replay = TraceReplay(
+        arrival_s=trace.column_np("arrival_s").astype(np.float64),
+        input_tokens=trace.column_np("input_tokens").astype(np.int64),
+        output_tokens=trace.column_np("output_tokens").astype(np.int64),
+        warmup_requests=warmup,
+        hit_tokens_at=hit_fn,
+    )
+    return replay, tuple(notes)
+
+
+def plan_perf(plan: Plan) -> PlanPerf:
+    """KV bytes per token and per-stage performance figures for a plan."""
+    if plan.model.kv_bytes_per_token is None:
+        raise ConfigError(
+            f"{plan.path}: model '{plan.model.name}': KV bytes per token unknown; give "
+            "model.kv_bytes_per_token in the plan")
+    return PlanPerf(plan.model.kv_bytes_per_token)
+
+
+def review_trace(
+    trace: Trace,
+    plans: Sequence[Plan],
+    *,
+    version: str,
+    generated_at: str,
+    warmup_fraction: float = 0.5,
+    window_s: float = 1.0,
+) -> ReviewReport:
+    """Replay the trace once and review every plan against it."""
+    perfs = [plan_perf(p) for p in plans]
+    replay, notes = replay_trace(trace, warmup_fraction)
+    reviews = [review_plan(p, replay, perf, window_s=window_s) for p, perf in zip(plans, perfs)]
+    return review_report(summarize_trace(trace), reviews, version=version,
+                         generated_at=generated_at, window_s=window_s,
+                         warmup_fraction=warmup_fraction, notes=notes)
