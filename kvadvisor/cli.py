@@ -17,6 +17,7 @@ import typer
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
 from kvadvisor.advise.review import review_trace
+from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError, KvAdvisorError
 from kvadvisor.plan import PlanCatalogs, load_plan
 from kvadvisor.report import get_renderer
@@ -71,6 +72,28 @@ def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
+class Engine(str, Enum):
+    """Serving engines whose configuration `analyze --emit` writes."""
+
+    lmcache = "lmcache"
+    sglang_hicache = "sglang-hicache"
+    dynamo_kvbm = "dynamo-kvbm"
+    mooncake = "mooncake"
+
+
+def _split_emit_dir(
+    emit: list[Engine] | None, output: list[str] | None
+) -> tuple[str | None, list[str] | None]:
+    """With --emit, the -o target without a file extension (or a directory) is the config dir."""
+    if not emit:
+        return None, output
+    dirs = [o for o in output or [] if o != "-" and (Path(o).is_dir() or not Path(o).suffix)]
+    if len(dirs) != 1:
+        raise ConfigError("--emit writes configuration files into a directory: give exactly "
+                          "one -o DIR (a name without a file extension)")
+    return dirs[0], [o for o in output or [] if o != dirs[0]]
+
+
 def plan_catalogs() -> PlanCatalogs:
     """The catalogs plan files may name (storage options, instance families, models)."""
     return PlanCatalogs()
@@ -115,9 +138,14 @@ def analyze_cmd(
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
+    emit: Annotated[
+        Optional[list[Engine]],
+        typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
+    ] = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
+        emit_dir, output = _split_emit_dir(emit, output)
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
         t = read_trace(trace, trace_format)
         report = analyze(
@@ -128,6 +156,9 @@ def analyze_cmd(
         )
         for target, renderer in renderers:
             write_output(target, renderer.render(report))
+        for engine in emit or []:
+            for name, text in emit_config(report, engine.value).items():
+                write_output(str(Path(emit_dir) / name), text)
         if not any(o == "-" for o in (output or [])):
             typer.echo(get_renderer("text", None).render(report), nl=False, err=bool(output))
 
