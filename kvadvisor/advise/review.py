@@ -323,13 +323,19 @@ def _tier_checks(stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf) -
                                   **ev))
             else:
                 out.append(_check(code, name, st, "error", "pass", text, "design", subj, **ev))
-        # RV04: underutilization (cause 1).
-        busy = max(
-            (u for u in (r.write_utilization, r.read_utilization) if u.mean is not None),
-            key=lambda u: u.mean or 0.0, default=None)
+        # RV04: underutilization (cause 1), for storage bought for its bandwidth: DRAM and CXL
+        # bandwidth comes with the memory and is never the thing sized.
+        if t.storage.kind in ("dram", "cxl"):
+            busy = None
+        else:
+            busy = max(
+                (u for u in (r.write_utilization, r.read_utilization) if u.mean is not None),
+                key=lambda u: u.mean or 0.0, default=None)
         if busy is None:
-            out.append(_check("RV04", "tier.underutilized", st, "warning", "skip",
-                              "bandwidth or demand unknown", "cause1", subj))
+            why = ("memory bandwidth comes with the memory; it is not sized on its own"
+                   if t.storage.kind in ("dram", "cxl") else "bandwidth or demand unknown")
+            out.append(_check("RV04", "tier.underutilized", st, "warning", "skip", why, "cause1",
+                              subj))
         elif busy.mean is not None and busy.mean < UNDERUSED_MEAN_UTILIZATION:
             peak = busy.peak or 0.0
             why = (f"sized for the peak: the peak window uses {peak:.0%}, the mean "
@@ -503,8 +509,9 @@ def _stage_balance(stages: Sequence[StageReview]) -> list[ReviewCheck]:
 
 
 def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
-    """The busiest tier direction of a stage, by mean utilization."""
-    us = [u for t in tiers for u in (t.write_utilization, t.read_utilization) if u.mean is not None]
+    """The busiest storage tier direction of a stage, by mean (DRAM and CXL left out, as RV04)."""
+    us = [u for t in tiers if t.kind not in ("dram", "cxl")
+          for u in (t.write_utilization, t.read_utilization) if u.mean is not None]
     if not us:
         return Utilization(None, None, None)
     return max(us, key=lambda u: u.mean or 0.0)
