@@ -573,13 +573,13 @@ def review_report(
 
 def replay_trace(trace: Trace, warmup_fraction: float) -> tuple[TraceReplay, tuple[str, ...]]:
     """Measure the per-request arrays a review needs, running the exact prefix-cache replay."""
-    from kvadvisor.cache import simulate_prefix_cache
-
     notes: list[str] = []
     hit_fn: HitFn | None = None
     n = trace.requests
     warmup = int(math.floor(n * warmup_fraction))
     if trace.has_hashes:
+        from kvadvisor.cache import simulate_prefix_cache
+
         result = simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
         warmup = result.warmup_requests
         if result.exact:
