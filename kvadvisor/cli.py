@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -18,13 +19,21 @@ from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
 from kvadvisor.advise.review import review_trace
 from kvadvisor.emit import emit_config
-from kvadvisor.errors import ConfigError, KvAdvisorError
+from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.plan import PlanCatalogs, load_plan
 from kvadvisor.report import get_renderer
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
-from kvadvisor.trace import read_trace
-from kvadvisor.trace.writers import write_parquet
+from kvadvisor.trace import (
+    Trace,
+    TraceFormat,
+    describe_trace,
+    detect_format,
+    parse_column_map,
+    read_trace,
+    write_parquet,
+)
+from kvadvisor.trace.describe import format_description
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -41,12 +50,35 @@ app = typer.Typer(
 
 @contextmanager
 def handle_user_errors() -> Iterator[None]:
-    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2."""
+    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2.
+
+    A KvAdvisorWarning raised meanwhile is shown as one ``warning:`` line on stderr; other
+    warnings keep Python's default display.
+    """
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, KvAdvisorWarning):
+            typer.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
     try:
-        yield
+        # catch_warnings restores the filters and showwarning when the command ends.
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", KvAdvisorWarning)
+            warnings.showwarning = show
+            yield
     except KvAdvisorError as exc:
         typer.echo(f"error: {exc} (see docs/errors.md#{exc.slug})", err=True)
         raise typer.Exit(EXIT_USER_ERROR) from None
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under the umask (mkstemp alone would leave it 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def write_output(target: str, text: str) -> None:
@@ -62,6 +94,7 @@ def write_output(target: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -109,9 +142,37 @@ TraceArg = Annotated[
     Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
 ]
 TraceFormatOpt = Annotated[
-    Optional[str],
-    typer.Option("--trace-format", help="Trace format, when auto-detection cannot tell."),
+    Optional[TraceFormat],
+    typer.Option(
+        "--trace-format", help="Trace format, when auto-detection cannot tell.",
+        case_sensitive=False,
+    ),
 ]
+MapOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--map",
+        metavar="CANONICAL=SOURCE[:UNIT]",
+        help="Canonical CSV/parquet: take a canonical column from a source column "
+        "(repeatable), e.g. --map input_tokens=prompt_len --map arrival_s=ts:ms.",
+    ),
+]
+BlockTokensOpt = Annotated[
+    Optional[int],
+    typer.Option("--block-tokens", min=1, help="Tokens per hash block (overrides the format's)."),
+]
+
+
+def _read(
+    trace: Path,
+    trace_format: TraceFormat | None,
+    maps: list[str] | None,
+    block_tokens: int | None,
+) -> Trace:
+    """Read a trace with the trace options every command shares."""
+    return read_trace(
+        trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
+    )
 
 
 @app.callback()
@@ -135,6 +196,8 @@ def analyze_cmd(
         Optional[str], typer.Option("--format", help="Report format when -o cannot tell.")
     ] = None,
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
@@ -147,7 +210,7 @@ def analyze_cmd(
     with handle_user_errors():
         emit_dir, output = _split_emit_dir(emit, output)
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
-        t = read_trace(trace, trace_format)
+        t = _read(trace, trace_format, maps, block_tokens)
         report = analyze(
             t,
             AnalyzeOptions(warmup_fraction=warmup_fraction),
@@ -168,10 +231,28 @@ def convert_cmd(
     trace: TraceArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="Canonical parquet to write.")],
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Convert a trace in any supported format to canonical parquet."""
     with handle_user_errors():
-        write_parquet(read_trace(trace, trace_format), output)
+        if output.suffix.lower() != ".parquet":
+            raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
+        write_parquet(_read(trace, trace_format, maps, block_tokens), output)
+
+
+@app.command("info")
+def info_cmd(
+    trace: TraceArg,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+) -> None:
+    """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
+    with handle_user_errors():
+        t = _read(trace, trace_format, maps, block_tokens)
+        typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
+                   nl=False)
 
 
 class FailOn(str, Enum):
@@ -207,6 +288,8 @@ def review_cmd(
         typer.Option("-o", "--output", help="Review file (.md for a PR comment, .txt); '-' stdout."),
     ] = None,
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
@@ -218,7 +301,8 @@ def review_cmd(
     with handle_user_errors():
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
         plans = [load_plan(p, plan_catalogs()) for p in plan]
-        report = review_trace(read_trace(trace, trace_format), plans, version=__version__,
+        report = review_trace(_read(trace, trace_format, maps, block_tokens), plans,
+                              version=__version__,
                               generated_at=_now(), warmup_fraction=warmup_fraction,
                               window_s=window)
         if junit is not None:
