@@ -285,7 +285,7 @@ def review_cmd(
     ] = None,
     output: Annotated[
         Optional[list[str]],
-        typer.Option("-o", "--output", help="Review file (.md for a PR comment, .txt); '-' stdout."),
+        typer.Option("-o", "--output", help="Review file (.md: PR comment, .txt); '-' is stdout."),
     ] = None,
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,

@@ -36,7 +36,10 @@ MRC = (
 )
 
 
-def _report(mrc=MRC, ratio=HitRatio(0.46, 0.48), write_peak=10e9) -> AdviceReport:
+RATIO = HitRatio(0.46, 0.48)
+
+
+def _report(mrc=MRC, ratio=RATIO, write_peak=10e9) -> AdviceReport:
     return AdviceReport(
         meta=Meta(1, "0.1.0", "2026-01-01T00:00:00+00:00"),
         trace=TraceSummary("trace.parquet", "mooncake", 100, 10.0, 512),

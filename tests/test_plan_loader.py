@@ -78,7 +78,8 @@ def test_good_plan_in_base_units() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
-        (["stages", "prefill", "cuont"], 2, "stages.prefill.cuont: unknown field; did you mean 'count'?"),
+        (["stages", "prefill", "cuont"], 2,
+         "stages.prefill.cuont: unknown field; did you mean 'count'?"),
         (["model", "kv_byte_per_token"], 1, "did you mean 'kv_bytes_per_token'?"),
         (["stages", "prefill", "tiers", 1, "capacity"], "2 TB/s",
          "capacity: 'TB/s' is a rate unit; a size takes one of"),

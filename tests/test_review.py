@@ -31,7 +31,7 @@ def reference_hits(capacity_tokens: float | None) -> np.ndarray:
     cap = np.inf if capacity_tokens is None else int(capacity_tokens // BLOCK)
     lru: OrderedDict[int, None] = OrderedDict()
     out = []
-    for hashes, n in zip(HASHES, INPUT):
+    for hashes, n in zip(HASHES, INPUT, strict=True):
         lead = 0
         for h in hashes:
             if h in lru:
@@ -110,7 +110,8 @@ def test_tiers_by_hand() -> None:
     assert host.write.mean_bytes_per_s == pytest.approx(1300 / 3)
     assert host.write.p99_bytes_per_s == pytest.approx(500 + 0.98 * 100)
     # SSD writes input - h(4 blocks) = [4, 2, 2, 0]; reads: 5 tokens in the last window.
-    assert ssd.write.peak_bytes_per_s == 600.0 and ssd.write.mean_bytes_per_s == pytest.approx(800 / 3)
+    assert ssd.write.peak_bytes_per_s == 600.0
+    assert ssd.write.mean_bytes_per_s == pytest.approx(800 / 3)
     assert ssd.read is not None and ssd.read.peak_bytes_per_s == 500.0
     assert ssd.read_utilization.peak == pytest.approx(0.5)
     # Load time of request 3: 1 ms + 500 B / 1000 B/s; p99 over [0, 0, 0, 0.501] interpolates.

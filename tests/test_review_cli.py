@@ -77,7 +77,9 @@ def test_error_finding_exits_1(tiny_trace: Path, tmp_path: Path) -> None:
          "tiers[0].storage: "),
     ],
 )
-def test_invalid_plan_is_one_line_exit_2(tiny_trace: Path, tmp_path: Path, change, expected) -> None:
+def test_invalid_plan_is_one_line_exit_2(
+    tiny_trace: Path, tmp_path: Path, change, expected
+) -> None:
     """Unknown field, wrong unit, negative capacity, unknown catalog name: one line, exit 2."""
     plan = _plan(tmp_path, GOOD.replace(*change))
     assert GOOD != plan.read_text()

@@ -1,4 +1,4 @@
-"""Review a deployment plan against a replayed trace: tier hits, bandwidth, utilization, engine lint.
+"""Review a deployment plan against a replayed trace: hits, bandwidth, utilization, engine lint.
 
 Everything here is a pure function of the plan and of arrays measured from the trace; the
 orchestration that runs the cache simulation lives in :func:`review_trace`. Definitions
@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from kvadvisor.advise.analysis import summarize_trace
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
     IoRate,
@@ -38,7 +39,6 @@ from kvadvisor.advise.model import (
     TraceSummary,
     Utilization,
 )
-from kvadvisor.advise.analysis import summarize_trace
 from kvadvisor.errors import ConfigError
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
 from kvadvisor.trace.model import Trace
@@ -63,7 +63,7 @@ SOURCES = {
     "hicache_ratio": "sgl-project/sglang hicache_design.md: --hicache-ratio minimum 2",
     "hicache_mem": "sglang #5372, bytedance-iaas/sglang #744: host pools over host memory OOM",
     "lmcache_chunk": "LMCache configurations.rst chunk_size; LMCache #4782, #5217 (KV geometry)",
-    "lmcache_fs": "LMCache #4725: fs_native max_capacity_gb without an eviction block grows past it",
+    "lmcache_fs": "LMCache #4725: fs_native max_capacity_gb without eviction grows past the cap",
     "mooncake_fs": "Mooncake deployment guide: do not combine --root_fs_dir with --enable_offload",
     "ssd_bound": "LMCache #4725, Mooncake #924: a disk tier without a bound fills the disk",
     "slo": "the plan's SLO; load time = latency + bytes / read bandwidth per tier",
@@ -622,7 +622,8 @@ def review_trace(
     """Replay the trace once and review every plan against it."""
     perfs = [plan_perf(p) for p in plans]
     replay, notes = replay_trace(trace, warmup_fraction)
-    reviews = [review_plan(p, replay, perf, window_s=window_s) for p, perf in zip(plans, perfs)]
+    reviews = [review_plan(p, replay, perf, window_s=window_s)
+               for p, perf in zip(plans, perfs, strict=True)]
     return review_report(summarize_trace(trace), reviews, version=version,
                          generated_at=generated_at, window_s=window_s,
                          warmup_fraction=warmup_fraction, notes=notes)

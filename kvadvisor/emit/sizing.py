@@ -119,6 +119,7 @@ def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
 def tier_comment(m: Measured, tier: TierSize, what: str) -> str:
     """The sentence saying where a capacity comes from."""
     return (f"{what}: {tier.capacity_tokens:,} tokens reach {tier.hit_ratio:.1%} {m.ratio_kind} "
-            f"prefix hit ratio, {tier.target_share:.0%} of the unbounded {m.hit_ratio_unbounded:.1%}"
+            f"prefix hit ratio, {tier.target_share:.0%} of the unbounded "
+            f"{m.hit_ratio_unbounded:.1%}"
             f" (measured on {m.trace_path}); × {m.kv_bytes_per_token:,} B/token "
             f"({m.model}) = {tier.gb(m.kv_bytes_per_token):,.1f} GB")

@@ -43,7 +43,7 @@ class PlanError(KvAdvisorError):
 
 @dataclass(frozen=True)
 class PlanCatalogs:
-    """Catalog entries a plan may name (entry name -> checked fields), as the catalog loaders give."""
+    """Catalog entries a plan may name (entry name -> checked fields)."""
 
     storage: Entries = field(default_factory=dict)
     instances: Entries = field(default_factory=dict)

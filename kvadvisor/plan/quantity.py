@@ -1,4 +1,4 @@
-"""Quantities with units in plan files ("2 TB", "5 GB/s", "250 ms"): parse to base units, or say why not."""
+"""Quantities with units in plan files ("2 TB", "5 GB/s", "250 ms"): to base units, or why not."""
 
 from __future__ import annotations
 
