@@ -354,13 +354,16 @@ def analyze_large(
     memory_limit_bytes: int | None = None,
     version: str,
     generated_at: str,
+    trace_sha256: str | None = None,
 ) -> AdviceReport:
     """Analyse a trace of any size within ``memory_limit_bytes`` (default: half the machine).
 
     In memory (every analysis) when it fits, else one streaming pass (see the module docstring).
+    ``trace_sha256`` (the caller hashed the file) is echoed in the in-memory report.
     """
     limit = default_memory_limit_bytes() if memory_limit_bytes is None else memory_limit_bytes
     plan = plan_for_stream(stream, limit)
     if plan.mode == "in_memory":
-        return analyze(stream.read_all(), options, version=version, generated_at=generated_at)
+        return analyze(stream.read_all(), options, version=version, generated_at=generated_at,
+                       trace_sha256=trace_sha256)
     return analyze_stream(stream, options, plan=plan, version=version, generated_at=generated_at)
