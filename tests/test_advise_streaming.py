@@ -115,8 +115,11 @@ def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source)
     assert got.prefix_cache.block_hit_ratio == want.block_hit_ratio
     assert got.prefix_cache.mrc == want.mrc
     assert got.prefix_cache.curve == want.curve
+    assert got.unavailable.keys() == reference.unavailable.keys()
+    assert got.options == reference.options
     for name in ("requests", "duration_s", "input_tokens_total", "output_tokens_total",
-                 "arrival_rate_per_s", "block_tokens"):
+                 "arrival_rate_per_s", "block_tokens", "models", "arrivals", "input_tokens_hist",
+                 "output_tokens_hist", "dropped"):
         assert getattr(got.trace, name) == getattr(reference.trace, name), name
 
 
@@ -143,12 +146,18 @@ def test_large_budget_runs_everything_in_memory(mooncake, reference) -> None:
 
 
 def test_no_hashes_stream_says_unknown() -> None:
-    table = pa.table({"arrival_s": [0.0, 1.0], "input_tokens": [5, 6], "output_tokens": [1, 2]})
+    table = pa.table({"arrival_s": [0.0, 1.0, 3.0], "input_tokens": [5, 6, 0],
+                      "output_tokens": [1, 2, 70], "model": ["m2", "m1", None]})
     stream = stream_trace(build_trace(table, path="t", source_format="t", block_tokens=None))
-    plan = plan_analysis(2, 0, 0, BASELINE_BYTES)
+    plan = plan_analysis(3, 0, 0, BASELINE_BYTES)
     report = analyze_stream(stream, OPTIONS, plan=plan, **_kw())
     assert report.prefix_cache.status == "unknown"
     assert report.trace.input_tokens_total == 11
+    assert report.trace.models == ("m1", "m2")
+    # Power-of-two bins by hand: inputs 5, 6 in [4, 8), 0 in bin 0; outputs 1, 2, 70.
+    assert report.trace.input_tokens_hist.y == (1.0, 0.0, 2.0)
+    assert report.trace.output_tokens_hist.y == (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    assert report.trace.arrivals.y == (1.0, 1.0, 0.0, 1.0)  # 1-s windows over 3 s
 
 
 def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
