@@ -127,7 +127,7 @@ def test_hash_chains_are_consistent_and_sized_by_block_tokens() -> None:
 
 
 def test_mix63_is_injective() -> None:
-    raw = np.concatenate([np.arange(500_000), (np.arange(500_000) << 20) + 3])
+    raw = np.concatenate([np.arange(100_000), (np.arange(100_000) << 20) + 3])
     assert len(np.unique(mix63(raw))) == len(np.unique(raw))
 
 
