@@ -42,15 +42,18 @@ def _kw() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def mooncake(mooncake_path):
+    """The Mooncake conversation trace, read once."""
     return read_trace(mooncake_path)
 
 
 @pytest.fixture(scope="module")
 def reference(mooncake):
+    """The in-memory report every streamed one is compared with."""
     return analyze(mooncake, OPTIONS, **_kw())
 
 
 def test_parse_memory_limit() -> None:
+    """Sizes with units and percentages parse; anything else is a ConfigError."""
     assert parse_memory_limit("8GiB") == 8 * GIB
     assert parse_memory_limit("512 MB") == 512 * 10**6
     assert parse_memory_limit("1.5g") == 1_500_000_000
@@ -62,6 +65,7 @@ def test_parse_memory_limit() -> None:
 
 
 def test_plan_by_hand() -> None:
+    """Each plan is chosen at the budget computed by hand from the documented estimates."""
     req, acc, table = 1_000_000, 20_000_000, 100 * 2**20
     in_memory = BASELINE_BYTES + table + 96 * req + 120 * acc
     exact = BASELINE_BYTES + 16 * req + 40 * acc
@@ -79,6 +83,7 @@ def test_plan_by_hand() -> None:
 
 
 def test_stream_footers_count_block_accesses(mooncake, tmp_path) -> None:
+    """Footer value counts bound the block accesses from above, tightly."""
     path = _hive(mooncake, tmp_path)
     stream = open_trace_stream(path)
     offsets, values = mooncake.hash_arrays()
@@ -106,6 +111,7 @@ def _exact_plan(stream):
 
 @pytest.mark.parametrize("source", ["memory", "hive"])
 def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source) -> None:
+    """Streaming exact gives the in-memory curve, summary and charts exactly."""
     stream = (stream_trace(mooncake, batch_rows=1000) if source == "memory"
               else open_trace_stream(_hive(mooncake, tmp_path), batch_rows=777))
     got = analyze_stream(stream, OPTIONS, plan=_exact_plan(stream), **_kw())
@@ -124,6 +130,7 @@ def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source)
 
 
 def test_small_budget_switches_to_sampling(mooncake, reference) -> None:
+    """A small budget samples at the rate that fits, states it, and stays close."""
     stream = stream_trace(mooncake, batch_rows=2000)
     limit = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * stream.requests
              + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * stream.block_accesses))
@@ -135,17 +142,19 @@ def test_small_budget_switches_to_sampling(mooncake, reference) -> None:
     assert pc_.sampling.error_estimate is not None and pc_.sampling.error_estimate > 0
     assert "SHARDS" in pc_.note and "0.25" in pc_.note
     want = reference.prefix_cache.mrc
-    diffs = [abs(a.hit_ratio_all - b.hit_ratio_all) for a, b in zip(pc_.mrc, want)]
+    diffs = [abs(a.hit_ratio_all - b.hit_ratio_all) for a, b in zip(pc_.mrc, want, strict=True)]
     assert np.mean(diffs) < 0.03
     assert report.trace.requests == mooncake.requests
 
 
 def test_large_budget_runs_everything_in_memory(mooncake, reference) -> None:
+    """A large budget gives exactly the in-memory report."""
     report = analyze_large(stream_trace(mooncake), OPTIONS, memory_limit_bytes=64 * GIB, **_kw())
     assert report == reference
 
 
 def test_no_hashes_stream_says_unknown() -> None:
+    """Without hashes: prefix reuse unknown; counts and charts by hand."""
     table = pa.table({"arrival_s": [0.0, 1.0, 3.0], "input_tokens": [5, 6, 0],
                       "output_tokens": [1, 2, 70], "model": ["m2", "m1", None]})
     stream = stream_trace(build_trace(table, path="t", source_format="t", block_tokens=None))
@@ -161,6 +170,7 @@ def test_no_hashes_stream_says_unknown() -> None:
 
 
 def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
+    """The analyze command on a directory samples by the budget; a bad size is exit 2."""
     hive = _hive(mooncake, tmp_path)
     out = tmp_path / "r.json"
     accesses = open_trace_stream(hive).block_accesses

@@ -383,7 +383,7 @@ def analyze_stream(
     stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
     totals = _Totals(duration_s=stream.duration_s)
     if not stream.has_hashes:
-        for batch in _tap(stream, totals):
+        for _ in _tap(stream, totals):
             pass
         prefix = unknown_prefix_cache(options.warmup_fraction)
     elif plan.sample_rate is None:

@@ -1,4 +1,4 @@
-"""Stream a large trace in record batches, in arrival order: one parquet file or a directory of them.
+"""Stream a large trace in record batches, in arrival order: one parquet file or a directory.
 
 A directory may be hive-partitioned (``day=2025-01-01/hour=03/part-0.parquet``): partition
 columns are not canonical and are dropped. Files are expected sorted by ``arrival_s`` inside (as
@@ -8,9 +8,8 @@ memory stays at about one batch per overlapping file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -274,25 +273,25 @@ def _canonical(batch: pa.RecordBatch, name: str, first_row: int) -> pa.RecordBat
     """Cast to canonical types and check required values (rows are 1-based within the file)."""
     arrays = []
     problems: list[Problem] = []
-    for field in batch.schema:
-        target, required = CANONICAL_COLUMNS[field.name]
-        col = batch.column(field.name)
+    for column in batch.schema:
+        target, required = CANONICAL_COLUMNS[column.name]
+        col = batch.column(column.name)
         if col.type != target:
             try:
                 col = pc.cast(col, target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                problems.append(Problem(None, field.name, TraceProblem.WRONG_TYPE,
+                problems.append(Problem(None, column.name, TraceProblem.WRONG_TYPE,
                                         f"{col.type} is not {target}"))
                 continue
         if required and col.null_count:
             row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            problems.append(Problem(first_row + row + 1, field.name,
+            problems.append(Problem(first_row + row + 1, column.name,
                                     TraceProblem.NULL_VALUE, "empty"))
         if required and len(col):
             values = col.to_numpy(zero_copy_only=False)
             bad = np.flatnonzero(values < 0)
             if len(bad):
-                problems.append(Problem(first_row + int(bad[0]) + 1, field.name,
+                problems.append(Problem(first_row + int(bad[0]) + 1, column.name,
                                         TraceProblem.NEGATIVE_VALUE, repr(values[bad[0]])))
         arrays.append(col)
     if problems:
