@@ -97,7 +97,8 @@ class VerdictCard:
 
     stage: str
     role: str
-    items: tuple[tuple[str, str], ...]
+    needs: tuple[tuple[str, str], ...]  # measured demand of the stage
+    items: tuple[tuple[str, str], ...]  # the recommended configuration (empty: none)
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,10 @@ class HtmlView:
 
 
 STAGE_ROLES = {
-    "prefill": "processes the whole prompt at once: large, bursty KV writes",
-    "decode": "one token at a time: small, frequent, latency-sensitive KV reads",
+    "prefill": "processes the whole prompt at once: large, bursty KV writes of the prompt "
+    "tokens that missed the cache",
+    "decode": "one token at a time: small, frequent, latency-sensitive KV reads; prefix hits "
+    "are read back instead of recomputed",
 }
 
 
@@ -332,7 +335,9 @@ def prefix_section(report: AdviceReport) -> Section:
         ("capacity", "all requests", "steady state"),
         tuple(
             (
-                fmt.tokens(p.capacity_tokens) if p.capacity_tokens is not None else "unbounded",
+                f"{binary_compact(p.capacity_tokens)} tokens"
+                if p.capacity_tokens is not None
+                else "unbounded",
                 fmt.percent(p.hit_ratio_all),
                 fmt.percent(p.hit_ratio_steady),
             )
@@ -428,7 +433,15 @@ def build_view(report: AdviceReport) -> HtmlView:
         headline=summary.headline(report),
         version=report.meta.kvadvisor_version,
         generated_at=report.meta.generated_at,
-        cards=tuple(VerdictCard(v.stage, STAGE_ROLES[v.stage], v.items) for v in verdicts),
+        cards=tuple(
+            VerdictCard(
+                stage,
+                STAGE_ROLES[stage],
+                summary.stage_needs(report, stage),
+                next((v.items for v in verdicts if v.stage == stage), ()),
+            )
+            for stage in summary.STAGES
+        ),
         verdict_missing=None if verdicts else no_rules,
         key_numbers=summary.key_numbers(report),
         finding_counts=tuple(

@@ -83,6 +83,33 @@ def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
     )
 
 
+def stage_needs(report: AdviceReport, stage: str) -> tuple[tuple[str, str], ...]:
+    """What the traffic demands of one stage, measured: its GPU-time share and its KV I/O.
+
+    Prefill writes the KV of prompt tokens that missed the cache; the KV of prefix hits is
+    read back (DESIGN.md's write and read demand). Missing measurements say so.
+    """
+    s, io, pc = report.stage_split, report.io, report.prefix_cache
+    share = None
+    if s is not None:
+        share = s.prefill_share if stage == "prefill" else 1.0 - s.prefill_share
+    rows = [("share of GPU time", fmt.percent(share) + (f" ({s.source})" if s else ""))]
+    if stage == "prefill":
+        rate, what = (io.write if io else None), "KV writes"
+    else:
+        rate, what = (io.read if io else None), "KV reads"
+        rows.append(("prefix hit ratio", fmt.percent(pc.hit_ratio.all) if pc else fmt.NOT_MEASURED))
+    if rate is None:
+        rows.append((what, fmt.NOT_MEASURED))
+    else:
+        rows += [
+            (f"{what}, mean", fmt.bandwidth(rate.mean_bytes_per_s)),
+            (f"{what}, p99", fmt.bandwidth(rate.p99_bytes_per_s)),
+            (f"{what}, peak", fmt.bandwidth(rate.peak_bytes_per_s)),
+        ]
+    return tuple(rows)
+
+
 def headline(report: AdviceReport) -> str:
     """One sentence a reader gets the recommendation from."""
     rec = report.recommendation
