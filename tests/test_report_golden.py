@@ -15,12 +15,12 @@ import warnings
 import matplotlib
 import pytest
 from goldtest import GOLDEN, compare_golden
-from report_fixtures import analysed, full_report, small_trace
+from report_fixtures import analysed_small, full_report
 
 from kvadvisor.report import RENDERERS
 
 CASES = {
-    "small": lambda: analysed(small_trace()),
+    "small": analysed_small,
     "full": full_report,
 }
 FILE_NAMES = {

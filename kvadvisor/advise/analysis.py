@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import dataclasses
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
 
+from kvadvisor.advise.advisor import (
+    AdvisorInputs,
+    AdvisorOptions,
+    advise_report,
+    load_advisor_inputs,
+    parse_instance_choice,
+)
+from kvadvisor.advise.cache_section import prefix_cache_section
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
+from kvadvisor.cache.tiers import TierSpec
 from kvadvisor.trace.model import Trace
 
 
@@ -16,6 +28,20 @@ class AnalyzeOptions:
     """Every analysis knob, with defaults; the CLI fills it from options and config."""
 
     warmup_fraction: float = 0.5
+    # Prefix cache (docs/cache.md): inclusive tiers fastest first, routing comparison over this
+    # many instances (<= 1: off), engine chunk size to coarsen hashes to, SHARDS rate (None:
+    # exact unless the trace is huge).
+    cache_tiers: tuple[TierSpec, ...] = ()
+    cache_instances: int = 8
+    cache_routing_seed: int = 0
+    cache_chunk_tokens: int | None = None
+    cache_save_unfull_chunk: bool = False
+    cache_sample_rate: float | None = None
+    # Advisor: one storage spec for both stages, instances ("NAME" or "prefill=NAME"), and the
+    # loaded rules and catalogs (None: the built-in ones).
+    storage: str | None = None
+    instance: tuple[str, ...] = ()
+    advisor_inputs: AdvisorInputs | None = None
 
 
 # Candidate arrival-chart windows (s): the smallest that keeps the chart under MAX_ARRIVAL_BINS.
@@ -85,6 +111,24 @@ def trace_models(trace: Trace) -> tuple[str, ...]:
     return tuple(sorted(str(n) for n in names)[:MAX_MODELS_LISTED])
 
 
+def options_record(options: AnalyzeOptions) -> dict[str, Any]:
+    """The options as plain values for the report's inputs.
+
+    Loaded rule and catalog objects are left out: their versions are recorded separately.
+    """
+    record: dict[str, Any] = {}
+    for f in dataclasses.fields(options):
+        if f.name == "advisor_inputs":
+            continue
+        value = getattr(options, f.name)
+        if isinstance(value, tuple):
+            value = tuple(
+                dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value
+            )
+        record[f.name] = value
+    return record
+
+
 def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
     """Counts, span, columns and workload chart data of a trace."""
     duration = trace.duration_s
@@ -123,12 +167,49 @@ def analyze(
     """
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
+    prefix_cache = prefix_cache_section(
+        trace,
+        warmup_fraction=options.warmup_fraction,
+        tiers=options.cache_tiers,
+        instances=options.cache_instances,
+        routing_seed=options.cache_routing_seed,
+        chunk_tokens=options.cache_chunk_tokens,
+        save_unfull_chunk=options.cache_save_unfull_chunk,
+        sample_rate=options.cache_sample_rate,
+    )
     report = AdviceReport(
         meta=meta,
         trace=summarize_trace(trace, sha256=trace_sha256),
-        options=asdict(options),
+        prefix_cache=prefix_cache,
+        options=options_record(options),
     )
-    return replace(report, unavailable=unavailable_reasons(trace, report))
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    report = _advise(report, options, inputs)
+    return replace(
+        report,
+        versions=data_versions(inputs),
+        unavailable=unavailable_reasons(trace, report),
+    )
+
+
+def _fingerprint(items: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(items)).encode("utf-8")).hexdigest()[:12]
+
+
+def data_versions(inputs: AdvisorInputs) -> dict[str, str]:
+    """What rules and catalogs the advice used: entry counts and a content fingerprint.
+
+    The fingerprint is the sha256 of the loaded entries (file locations left out), so two
+    reports can be told apart when their rules or catalogs differ.
+    """
+    rules = [repr(replace(r, path="")) for r in inputs.rules]
+    storage = [f"{k}={v!r}" for k, v in inputs.storage.items()]
+    instances = [f"{k}={v!r}" for k, v in inputs.instances.items()]
+    return {
+        "rules": f"{len(rules)} rules, sha256 {_fingerprint(rules)}",
+        "storage catalog": f"{len(storage)} entries, sha256 {_fingerprint(storage)}",
+        "instance catalog": f"{len(instances)} entries, sha256 {_fingerprint(instances)}",
+    }
 
 
 def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
@@ -149,3 +230,16 @@ def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
     if report.recommendation is None:
         why["recommendation"] = "the advisor did not run (no rules were evaluated)"
     return why
+
+
+def _advise(
+    report: AdviceReport, options: AnalyzeOptions, inputs: AdvisorInputs | None = None
+) -> AdviceReport:
+    """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
+    advisor_options = AdvisorOptions(
+        chunk_tokens=getattr(options, "chunk_tokens", 256),
+        storage=options.storage,
+        instance=parse_instance_choice(options.instance),
+    )
+    inputs = inputs or options.advisor_inputs or load_advisor_inputs()
+    return advise_report(report, inputs, advisor_options)

@@ -7,6 +7,7 @@ only draws. No pyplot: a bare ``Figure`` with the SVG canvas touches no global b
 from __future__ import annotations
 
 import io
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -176,11 +177,16 @@ def render_svg(spec: ChartSpec) -> str:
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         if spec.y_percent:
             ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-            ax.set_ylim(0, 1.02)
+            top = max([max(line.y, default=0.0) for line in spec.lines] + [0.0])
+            # Room above the highest point, in whole tenths, never past 100%.
+            ax.set_ylim(0, min(1.02, math.ceil((top + 0.05) * 10) / 10))
         elif not spec.log_y:
             ax.set_ylim(bottom=0)
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
         if len(spec.lines) + len(spec.marks) > 1:
-            ax.legend(loc="best")
+            # Below the plot, never over the data (constrained layout makes room for it).
+            entries = len(spec.lines) + len(spec.marks)
+            fig.legend(loc="outside lower center", ncols=min(entries, 4))
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()

@@ -14,7 +14,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from kvadvisor.advise.model import AdviceReport, IoRate, Series
+from kvadvisor.advise.model import AdviceReport, CacheReuse, IoRate, PrefixCache, Series
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.charts import HALF_FIG_SIZE_IN, ChartSpec, Line, Mark, render_svg
 from kvadvisor.report.jsonreport import clean
@@ -41,7 +41,21 @@ _HANDLED = {
         "output_tokens_hist",
         "models",
     },
-    "prefix_cache": {"hit_ratio", "mrc", "warmup_fraction"},
+    "prefix_cache": {
+        "hit_ratio",
+        "mrc",
+        "warmup_fraction",
+        "status",
+        "note",
+        "block_tokens",
+        "block_hit_ratio",
+        "sampling",
+        "curve",
+        "tiers",
+        "routing",
+        "reuse",
+        "block_sizes",
+    },
     "io": {"write", "read", "window_s"},
     "stage_split": {"source", "prefill_s", "decode_s", "prefill_share"},
 }
@@ -64,6 +78,7 @@ class Table:
     caption: str
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,11 @@ class FindingView:
     stage: str
     message: str
     evidence: tuple[tuple[str, str], ...]
+    name: str = ""
+    summary: str = ""
+    action: str = ""
+    candidates: str = ""
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +119,7 @@ class VerdictCard:
     role: str
     needs: tuple[tuple[str, str], ...]  # measured demand of the stage
     items: tuple[tuple[str, str], ...]  # the recommended configuration (empty: none)
+    notes: tuple[str, ...] = ()  # how the figures were derived, what was assumed
 
 
 @dataclass(frozen=True)
@@ -283,74 +304,235 @@ def stage_section(report: AdviceReport) -> Section:
     return Section("stages", "Stage split", lead, rows, charts + _extra_charts(s, "stage_split"))
 
 
+def _mrc_chart(pc: PrefixCache) -> Chart | None:
+    """The hit-ratio curve with each cache tier's capacity marked.
+
+    The whole curve when the model carries it, else the standard capacities.
+    """
+    curves = [c for c in pc.curve if c.x]
+    if curves:
+        lines = tuple(
+            Line(c.name.replace("token hit ratio ", "").strip("()"), c.x, c.y, "step")
+            for c in curves
+        )
+    else:
+        bounded = [p for p in pc.mrc if p.capacity_tokens is not None]
+        if not bounded or all(p.hit_ratio_all is None for p in bounded):
+            return None
+        xs = tuple(float(p.capacity_tokens or 0) for p in bounded)
+        lines = (
+            Line("all requests", xs, tuple(p.hit_ratio_all or 0.0 for p in bounded)),
+            Line("steady state", xs, tuple(p.hit_ratio_steady or 0.0 for p in bounded)),
+        )
+    marks = []
+    if pc.tiers is not None:
+        for tier in pc.tiers.levels:
+            cap = tier.effective_capacity_tokens or tier.capacity_tokens
+            if cap:
+                marks.append(Mark("x", float(cap), f"{tier.name}: {binary_compact(cap)} tokens"))
+    if pc.hit_ratio.all is not None:
+        marks.append(Mark("y", pc.hit_ratio.all, "unbounded cache, all requests"))
+    ticks = tuple(float(1 << k) for k in range(10, 41, 2))
+    lo = min(min(line.x) for line in lines)
+    hi = max(max(line.x) for line in lines)
+    shown = tuple(t for t in ticks if lo / 2 <= t <= hi * 2)
+    spec = ChartSpec(
+        key="prefix-mrc",
+        title="Token hit ratio against cache capacity (LRU)",
+        x_title="cache capacity (tokens, log scale)",
+        y_title="token hit ratio (%)",
+        lines=lines,
+        marks=tuple(marks),
+        log_x=True,
+        y_percent=True,
+        x_ticks=shown,
+        x_tick_labels=tuple(binary_compact(x) for x in shown),
+    )
+    caption = "Where the curve flattens, more capacity stops paying."
+    if marks and pc.tiers is not None:
+        caption += " Vertical lines: the capacity of each cache tier."
+    return Chart(spec.key, caption, Markup(render_svg(spec)))
+
+
+def _reuse_chart(reuse: CacheReuse) -> Chart | None:
+    """Hit tokens by time since their block was last used (log-spaced bins, upper edges)."""
+    h = reuse.histogram
+    if h is None or len(h.x) < 2:
+        return None
+    uppers = h.x
+    ratio = uppers[1] / uppers[0] if uppers[0] > 0 else 2.0
+    lowers = (uppers[0] / ratio, *uppers[:-1])
+    spec = ChartSpec(
+        key="prefix-reuse",
+        title="Time since a hit block was last used",
+        x_title="reuse time (s, log scale)",
+        y_title=_axis(h.y_label, h.y_unit),
+        lines=(
+            Line(
+                h.y_label,
+                lowers,
+                h.y,
+                "bar",
+                widths=tuple(u - lo for u, lo in zip(uppers, lowers, strict=True)),
+            ),
+        ),
+        marks=tuple(
+            Mark("x", q.seconds, f"p{round(q.quantile * 100)} {fmt.duration(q.seconds)}")
+            for q in reuse.quantiles
+        ),
+        log_x=True,
+    )
+    return Chart(
+        spec.key,
+        "A retention (TTL) longer than the reuse time of most hits keeps them; the table "
+        "below gives the TTL and capacity for each share of hits.",
+        Markup(render_svg(spec)),
+    )
+
+
 def prefix_section(report: AdviceReport) -> Section:
-    """The hit-ratio curve over cache capacity and the hit ratio at unbounded capacity."""
+    """The hit-ratio curve, hits per tier, reuse times, routing and block size."""
     pc = report.prefix_cache
     if pc is None:
         return Section(
             "prefix", "Prefix cache", missing=summary.why_missing(report, "prefix_cache")
         )
-    rows = (
+    if pc.status == "unknown":
+        return Section(
+            "prefix",
+            "Prefix cache",
+            missing=f"{fmt.NOT_MEASURED}: {pc.note or 'prefix reuse is unknown for this trace'}",
+        )
+    rows = [
         ("token hit ratio, all requests", fmt.percent(pc.hit_ratio.all)),
         ("token hit ratio, steady state", fmt.percent(pc.hit_ratio.steady)),
         ("warm-up (share of requests)", fmt.percent(pc.warmup_fraction)),
-    ) + _extra_rows(pc, "prefix_cache")
+        ("curve", pc.status + (f" ({pc.note})" if pc.note else "")),
+    ]
+    if pc.block_tokens:
+        rows.append(("block size simulated", fmt.tokens(pc.block_tokens)))
+    if pc.block_hit_ratio is not None:
+        rows.append(("block hit ratio, all requests", fmt.percent(pc.block_hit_ratio.all)))
+    if pc.sampling is not None:
+        smp = pc.sampling
+        rows += [
+            ("sampling rate (SHARDS)", fmt.percent(smp.rate)),
+            ("sampled block accesses", f"{smp.sampled_accesses:,} of {smp.total_accesses:,}"),
+            (f"estimated error ({smp.error_method})", fmt.percent(smp.error_estimate)),
+        ]
+    rows += list(_extra_rows(pc, "prefix_cache"))
     lead = (
         f"With an unbounded cache {fmt.percent(pc.hit_ratio.all)} of prompt tokens could be "
         f"loaded instead of recomputed ({fmt.percent(pc.hit_ratio.steady)} after warm-up). "
         "Read less first: capacity that lifts this ratio pays before faster storage does."
     )
-    bounded = [p for p in pc.mrc if p.capacity_tokens is not None]
-    charts: list[Chart] = []
-    if bounded and any(p.hit_ratio_all is not None for p in bounded):
-        xs = tuple(float(p.capacity_tokens or 0) for p in bounded)
-        lines = [
-            Line("all requests", xs, tuple(p.hit_ratio_all or 0.0 for p in bounded)),
-            Line("steady state", xs, tuple(p.hit_ratio_steady or 0.0 for p in bounded)),
-        ]
-        marks = ()
-        if pc.hit_ratio.all is not None:
-            marks = (Mark("y", pc.hit_ratio.all, "unbounded cache, all requests"),)
-        spec = ChartSpec(
-            key="prefix-mrc",
-            title="Token hit ratio against cache capacity (LRU)",
-            x_title="cache capacity (tokens, log scale)",
-            y_title="token hit ratio (%)",
-            lines=tuple(lines),
-            marks=marks,
-            log_x=True,
-            y_percent=True,
-            x_ticks=xs,
-            x_tick_labels=tuple(binary_compact(x) for x in xs),
+    charts = [c for c in (_mrc_chart(pc),) if c is not None]
+    tables = [
+        Table(
+            "Hit ratio at each capacity",
+            ("capacity", "all requests", "steady state"),
+            tuple(
+                (
+                    f"{binary_compact(p.capacity_tokens)} tokens"
+                    if p.capacity_tokens is not None
+                    else "unbounded",
+                    fmt.percent(p.hit_ratio_all),
+                    fmt.percent(p.hit_ratio_steady),
+                )
+                for p in pc.mrc
+            ),
         )
-        charts.append(
-            Chart(
-                spec.key,
-                "The hit-ratio curve: where it flattens, more capacity stops paying.",
-                Markup(render_svg(spec)),
+    ]
+    if pc.tiers is not None:
+        t = pc.tiers
+        tables.append(
+            Table(
+                "Hits per tier (inclusive hierarchy, fastest first)",
+                ("tier", "capacity", "share of prompt tokens, all", "steady state", "hit KV"),
+                tuple(
+                    (
+                        lv.name,
+                        fmt.tokens(lv.effective_capacity_tokens or lv.capacity_tokens),
+                        fmt.percent(lv.share_all),
+                        fmt.percent(lv.share_steady),
+                        fmt.size(lv.hit_bytes_all) if lv.hit_bytes_all is not None else "",
+                    )
+                    for lv in t.levels
+                )
+                + (
+                    (
+                        "miss (recomputed)",
+                        "",
+                        fmt.percent(t.miss_share_all),
+                        fmt.percent(t.miss_share_steady),
+                        "",
+                    ),
+                ),
             )
         )
-    table = Table(
-        "Hit ratio at each capacity",
-        ("capacity", "all requests", "steady state"),
-        tuple(
-            (
-                f"{binary_compact(p.capacity_tokens)} tokens"
-                if p.capacity_tokens is not None
-                else "unbounded",
-                fmt.percent(p.hit_ratio_all),
-                fmt.percent(p.hit_ratio_steady),
+    if pc.reuse is not None:
+        reuse_chart = _reuse_chart(pc.reuse)
+        if reuse_chart is not None:
+            charts.append(reuse_chart)
+        tables.append(
+            Table(
+                "Retention (TTL) that keeps a share of the hits, and the capacity it needs",
+                ("share of hits kept", "TTL", "capacity with TTL", "LRU capacity, same hits"),
+                tuple(
+                    (
+                        fmt.percent(tp.share),
+                        fmt.duration(tp.ttl_s),
+                        fmt.tokens(tp.capacity_tokens),
+                        fmt.tokens(tp.lru_capacity_tokens),
+                    )
+                    for tp in pc.reuse.ttl
+                ),
             )
-            for p in pc.mrc
-        ),
-    )
+        )
+    if pc.routing is not None and pc.routing.policies:
+        r = pc.routing
+        caps = [p.capacity_tokens_per_instance for p in r.policies[0].points]
+        tables.append(
+            Table(
+                f"Hit ratio (all requests) with {r.instances} instances: per-instance caches "
+                "by routing policy, by capacity per instance",
+                ("policy", *(f"{binary_compact(c)}" if c else "unbounded" for c in caps)),
+                tuple(
+                    (pol.policy, *(fmt.percent(p.hit_ratio_all) for p in pol.points))
+                    if pol.unavailable is None
+                    else (pol.policy, *("n/a" for _ in caps))
+                    for pol in r.policies
+                ),
+                note="; ".join(
+                    f"{p.policy}: {fmt.NOT_MEASURED}, {p.unavailable}"
+                    for p in r.policies
+                    if p.unavailable is not None
+                ),
+            )
+        )
+    if pc.block_sizes:
+        tables.append(
+            Table(
+                "Hit ratio by engine chunk size",
+                ("chunk", "partial last chunk saved", "all requests", "steady state"),
+                tuple(
+                    (
+                        fmt.tokens(b.chunk_tokens),
+                        "yes" if b.save_unfull_chunk else "no",
+                        fmt.percent(b.hit_ratio_all),
+                        fmt.percent(b.hit_ratio_steady),
+                    )
+                    for b in pc.block_sizes
+                ),
+            )
+        )
     return Section(
         "prefix",
         "Prefix cache",
         lead,
-        rows,
+        tuple(rows),
         tuple(charts) + _extra_charts(pc, "prefix_cache"),
-        (table,),
+        tuple(tables),
     )
 
 
@@ -397,6 +579,90 @@ def io_section(report: AdviceReport) -> Section:
     return Section("io", "I/O demand", lead, rows, charts + _extra_charts(io, "io"))
 
 
+def rules_section(report: AdviceReport) -> Section:
+    """Every rule evaluated: those that fired, those that stayed quiet, and why."""
+    rec = report.recommendation
+    if rec is None:
+        return Section(
+            "rules",
+            "Rules fired and rules quiet",
+            missing=summary.why_missing(report, "recommendation"),
+        )
+    fired = [r for r in rec.rules if r.fired]
+    quiet = [r for r in rec.rules if not r.fired]
+    unevaluated = [r for r in quiet if r.reason.startswith("not evaluated")]
+    lead = (
+        f"{len(rec.rules)} rules evaluated: {len(fired)} fired, {len(quiet)} stayed quiet"
+        + (
+            f" ({len(unevaluated)} of them because a fact they need was not measured)"
+            if unevaluated
+            else ""
+        )
+        + "."
+    )
+    tables = []
+    if fired:
+        tables.append(
+            Table(
+                "Fired", ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in fired)
+            )
+        )
+    if quiet:
+        tables.append(
+            Table(
+                "Quiet", ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in quiet)
+            )
+        )
+    if rec.facts:
+        facts = tuple((name, fmt.value(name, fact)) for name, fact in sorted(rec.facts.items()))
+        tables.append(Table("Facts the rules saw", ("fact", "value"), facts))
+    return Section("rules", "Rules fired and rules quiet", lead, tables=tuple(tables))
+
+
+def alternatives_section(report: AdviceReport) -> Section:
+    """The ranked alternatives per stage, with the reason for each rank."""
+    rec = report.recommendation
+    if rec is None:
+        return Section(
+            "alternatives",
+            "Alternatives compared",
+            missing=summary.why_missing(report, "recommendation"),
+        )
+    tables = []
+    for stage in summary.STAGES:
+        alts = getattr(getattr(rec, stage), "alternatives", ())
+        if alts:
+            tables.append(
+                Table(
+                    f"{stage.capitalize()}",
+                    ("rank", "kind", "option", "feasible", "reason"),
+                    tuple(
+                        (str(a.rank), a.kind, a.name, "yes" if a.feasible else "no", a.reason)
+                        for a in sorted(alts, key=lambda a: (a.kind, a.rank))
+                    ),
+                )
+            )
+    if not tables:
+        return Section(
+            "alternatives",
+            "Alternatives compared",
+            missing=f"{fmt.NOT_MEASURED}: the advisor ranked no alternatives for this traffic",
+        )
+    lead = (
+        "The options the advisor ranked for each stage; the first is the recommendation. "
+        + ("One storage specification was given for both stages." if rec.shared_storage else "")
+    ).strip()
+    return Section("alternatives", "Alternatives compared", lead, tables=tuple(tables))
+
+
+def _option_text(name: str, value: Any) -> str:
+    if value is None:
+        return "not set (default)"
+    if isinstance(value, (list, tuple, dict)) and not value:
+        return "none"
+    return fmt.value(name, value)
+
+
 def inputs_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
     """Provenance: what was read, with which options and data versions, by which kvadvisor."""
     t = report.trace
@@ -409,7 +675,7 @@ def inputs_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
         ("report format version", str(report.meta.format_version)),
         ("generated at", report.meta.generated_at),
     ]
-    rows += [(f"option {k}", fmt.value(k, v)) for k, v in sorted(report.options.items())]
+    rows += [(f"option {k}", _option_text(k, v)) for k, v in sorted(report.options.items())]
     rows += [(f"{k} version", v) for k, v in sorted(report.versions.items())]
     if not report.versions:
         rows.append(("catalog and rule versions", "not recorded: the advisor did not run"))
@@ -439,6 +705,9 @@ def build_view(report: AdviceReport) -> HtmlView:
                 STAGE_ROLES[stage],
                 summary.stage_needs(report, stage),
                 next((v.items for v in verdicts if v.stage == stage), ()),
+                summary.stage_notes(getattr(report.recommendation, stage))
+                if report.recommendation
+                else (),
             )
             for stage in summary.STAGES
         ),
@@ -461,12 +730,17 @@ def build_view(report: AdviceReport) -> HtmlView:
                 f.stage,
                 f.message,
                 summary.evidence_items(f),
+                name=getattr(f, "name", ""),
+                summary=getattr(f, "summary", ""),
+                action=getattr(f, "action", "").replace("_", " "),
+                candidates=", ".join(getattr(f, "candidates", ())),
+                references=tuple(getattr(f, "references", ())),
             )
             for f in findings
         ),
         findings_missing=None if report.recommendation or findings else no_rules,
-        rules=Section("rules", "Rules fired and rules quiet", missing=no_rules),
-        alternatives=Section("alternatives", "Alternatives compared", missing=no_rules),
+        rules=rules_section(report),
+        alternatives=alternatives_section(report),
         inputs=inputs_rows(report),
         notes=notes,
         report_data=clean(report.to_dict()),

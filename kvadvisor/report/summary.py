@@ -59,8 +59,50 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _tier_text(tier: Any) -> str:
+    capacity = fmt.value("capacity_gib", tier.capacity_gib)
+    devices = f" × {tier.devices}" if tier.devices and tier.devices > 1 else ""
+    shared = ", shared" if tier.shared else ""
+    return f"{tier.name} ({tier.role}; {capacity}{devices}{shared})"
+
+
+def _required_text(req: Any) -> str:
+    parts = []
+    for name in (
+        "write_bytes_per_s",
+        "read_bytes_per_s",
+        "write_iops",
+        "read_iops",
+        "capacity_gib",
+    ):
+        val = getattr(req, name, None)
+        if val is not None:
+            parts.append(f"{fmt.label(name)} {fmt.value(name, val)}")
+    return ", ".join(parts) or fmt.NOT_MEASURED + " (see notes)"
+
+
+def _utilization_text(u: Any) -> str:
+    if u.mean is None and u.p99 is None and u.peak is None:
+        return f"{fmt.NOT_MEASURED} ({u.basis})" if u.basis else fmt.NOT_MEASURED
+    text = f"mean {fmt.percent(u.mean)}, p99 {fmt.percent(u.p99)}, peak {fmt.percent(u.peak)}"
+    return f"{text} of {u.basis}" if u.basis else text
+
+
+# Fields of a stage recommendation with their own wording; any other field is shown by unit.
+_STAGE_FIELDS = {
+    "tiers": ("KV tiers", lambda v: "; ".join(_tier_text(t) for t in v)),
+    "required": ("must sustain per instance", _required_text),
+    "utilization": ("utilization", _utilization_text),
+    "retention_s": ("retention", lambda v: fmt.duration(v)),
+    "chunk_tokens": ("chunk size", lambda v: fmt.tokens(v)),
+    "instance_count": ("instances", lambda v: f"{v:,}"),
+    "gpu": ("GPU", str),
+}
+VERDICT_SKIP = VERDICT_SKIP | {"notes"}
+
+
 def stage_items(rec: StageRecommendation) -> tuple[tuple[str, str], ...]:
-    """Every field of a stage recommendation, formatted by its unit; empty extras are left out."""
+    """A stage recommendation as (label, text) pairs; empty optional fields are left out."""
     items = []
     for f in dataclasses.fields(rec):
         if f.name in VERDICT_SKIP:
@@ -70,8 +112,18 @@ def stage_items(rec: StageRecommendation) -> tuple[tuple[str, str], ...]:
             continue
         if isinstance(val, (list, tuple, dict)) and not val:
             continue
-        items.append((fmt.label(f.name), fmt.value(f.name, _plain(val))))
+        if f.name in _STAGE_FIELDS:
+            name, text = _STAGE_FIELDS[f.name]
+            items.append((name, text(val)))
+        else:
+            items.append((fmt.label(f.name), fmt.value(f.name, _plain(val))))
     return tuple(items)
+
+
+def stage_notes(rec: StageRecommendation) -> tuple[str, ...]:
+    """How a stage's figures were derived and what was assumed (the advisor's own words)."""
+    derivation = tuple(getattr(getattr(rec, "required", None), "derivation", ()) or ())
+    return derivation + tuple(getattr(rec, "notes", ()) or ())
 
 
 def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
