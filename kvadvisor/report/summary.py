@@ -85,7 +85,7 @@ def _utilization_text(u: Any) -> str:
     if u.mean is None and u.p99 is None and u.peak is None:
         return f"{fmt.NOT_MEASURED} ({u.basis})" if u.basis else fmt.NOT_MEASURED
     text = f"mean {fmt.percent(u.mean)}, p99 {fmt.percent(u.p99)}, peak {fmt.percent(u.peak)}"
-    return f"{text} of {u.basis}" if u.basis else text
+    return f"{text} ({u.basis})" if u.basis else text
 
 
 # Fields of a stage recommendation with their own wording; any other field is shown by unit.
@@ -171,6 +171,9 @@ def headline(report: AdviceReport) -> str:
     for stage in STAGES:
         r: StageRecommendation = getattr(rec, stage)
         instance = r.instance or "no instance chosen"
+        count = getattr(r, "instance_count", None)
+        if r.instance and count and count > 1:
+            instance = f"{count} × {instance}"
         storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
         parts.append(f"{stage}: {instance}{storage}")
     return "Recommended " + "; ".join(parts) + "."
