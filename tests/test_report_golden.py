@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import replace
 
 import matplotlib
 import pytest
@@ -18,6 +19,7 @@ from goldtest import GOLDEN, compare_golden
 from report_fixtures import analysed_small, full_report
 
 from kvadvisor.report import RENDERERS
+from kvadvisor.report.charts import ChartSpec, Line, Mark, render_svg
 
 CASES = {
     "small": analysed_small,
@@ -55,8 +57,29 @@ def test_golden(request: pytest.FixtureRequest, case: str, fmt: str) -> None:
 
 
 def test_charts_are_deterministic() -> None:
-    """Two renderings of one report are byte-identical (salted ids, no dates)."""
-    report = full_report()
-    first = RENDERERS["html"]().render(report)
-    assert first == RENDERERS["html"]().render(report)
+    """Drawing one chart twice gives identical bytes (salted ids, no date, no creator), and
+    two charts on one page never share an element id."""
+    draw = render_svg.__wrapped__  # bypass the cache: draw for real, twice
+    spec = ChartSpec(
+        key="a",
+        title="t",
+        x_title="x (s)",
+        y_title="y (GB/s)",
+        lines=(Line("l", (0.0, 1.0, 2.0), (1.0, 3.0, 2.0)),),
+        marks=(Mark("y", 2.0, "mean"),),
+    )
+    first = draw(spec)
+    assert first == draw(spec)
     assert "<dc:date>" not in first and "Matplotlib v" not in first
+    other = draw(replace(spec, key="b"))
+    ids = set(re.findall(r'id="([^"]+)"', first)) & set(re.findall(r'id="([^"]+)"', other))
+    assert not ids, ids
+
+
+def test_page_ids_are_unique_and_resolve() -> None:
+    """Inline SVGs share one id space: no id twice, every url(#...) / href="#..." resolves."""
+    page = RENDERERS["html"]().render(full_report())
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+    refs = re.findall(r"url\(#([^)]+)\)", page) + re.findall(r'href="#([^"]+)"', page)
+    assert refs and set(refs) <= set(ids)

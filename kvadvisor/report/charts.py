@@ -6,6 +6,7 @@ only draws. No pyplot: a bare ``Figure`` with the SVG canvas touches no global b
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
@@ -94,6 +95,9 @@ def _bar_widths(line: Line) -> list[float]:
     return [g * 0.9 for g in gaps] + [last * 0.9]
 
 
+# Drawing is the slow part of rendering (~0.2 s a chart) and a spec fully determines its SVG,
+# so a report written in several files, or rendered again, draws each chart once.
+@functools.lru_cache(maxsize=64)
 def render_svg(spec: ChartSpec) -> str:
     """Draw ``spec`` and return the ``<svg>`` element (no XML prolog), deterministic for a spec.
 
@@ -193,5 +197,11 @@ def render_svg(spec: ChartSpec) -> str:
     text = text[text.index("<svg") :]
     # The RDF metadata block only names the format; it adds bytes and nothing a reader sees.
     text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
+    # Several charts share one page: prefix every id (matplotlib numbers its groups figure_1,
+    # axes_1, ... in each SVG) and every reference to one with the chart key.
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "-", spec.key)
+    text = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', text)
+    text = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", text)
+    text = re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', text)
     # Let CSS size the chart: keep the viewBox, drop the fixed point size.
     return re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r"<svg \1", text, count=1)
