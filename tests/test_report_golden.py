@@ -60,8 +60,6 @@ def test_charts_are_deterministic() -> None:
     """Drawing one chart twice gives identical bytes; two charts never share an element id.
 
     Salted ids, no date and no creator make the bytes stable.
-    """Drawing one chart twice gives identical bytes (salted ids, no date, no creator), and
-    two charts on one page never share an element id.
     """
     draw = render_svg.__wrapped__  # bypass the cache: draw for real, twice
     spec = ChartSpec(
