@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, TraceSummary
+from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
 
 
@@ -33,6 +34,7 @@ def summarize_trace(trace: Trace) -> TraceSummary:
         arrival_rate_per_s=(trace.requests / duration) if duration > 0 else None,
         dropped=dict(trace.dropped),
         notes=trace.notes,
+        capabilities=capabilities(trace),
     )
 
 
