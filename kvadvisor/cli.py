@@ -16,6 +16,7 @@ import typer
 
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.cache.tiers import parse_tier
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.report import get_renderer
 from kvadvisor.trace import (
@@ -168,14 +169,40 @@ def analyze_cmd(
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
+    cache_tier: Annotated[
+        Optional[list[str]],
+        typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),
+    ] = None,
+    cache_instances: Annotated[
+        int, typer.Option(help="Serving instances for the routing comparison (1: off).", min=1)
+    ] = 8,
+    chunk_tokens: Annotated[
+        Optional[int],
+        typer.Option(help="Engine KV chunk size: coarsen the trace's block hashes to it.", min=1),
+    ] = None,
+    save_unfull_chunk: Annotated[
+        bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
+    ] = False,
+    cache_sample_rate: Annotated[
+        Optional[float],
+        typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
+    ] = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
         t = _read(trace, trace_format, maps, block_tokens)
+        options = AnalyzeOptions(
+            warmup_fraction=warmup_fraction,
+            cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
+            cache_instances=cache_instances,
+            cache_chunk_tokens=chunk_tokens,
+            cache_save_unfull_chunk=save_unfull_chunk,
+            cache_sample_rate=cache_sample_rate,
+        )
         report = analyze(
             t,
-            AnalyzeOptions(warmup_fraction=warmup_fraction),
+            options,
             version=__version__,
             generated_at=_now(),
         )
