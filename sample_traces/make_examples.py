@@ -61,7 +61,7 @@ def real_excerpts(traces: Path) -> None:
 
 
 def bench_results(traces: Path) -> None:
-    """vLLM (new keys, two appended runs; old keys, pretty-printed), SGLang, LLMPerf."""
+    """Benchmark results: vLLM (new keys, 2 runs appended; old keys, indented), SGLang, LLMPerf."""
     rng = random.Random(SEED)
     rows = _azure_rows(traces)[:60]
     runs = []

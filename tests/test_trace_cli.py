@@ -34,7 +34,7 @@ def _one_error_line(result, *needles: str) -> str:
 
 
 def test_info_on_the_sample_trace() -> None:
-    """info names the format, size, span, rate, columns and capabilities."""
+    """The info command names the format, size, span, rate, columns and capabilities."""
     result = runner.invoke(app, ["info", str(SAMPLES / "mooncake_conversation.parquet")])
     assert result.exit_code == EXIT_OK, result.output
     out = result.stdout
@@ -72,7 +72,7 @@ def test_trace_format_override_and_map() -> None:
 
 
 def test_convert_round_trip(tmp_path) -> None:
-    """convert writes canonical parquet that reads back to the same trace."""
+    """The convert command writes canonical parquet that reads back to the same trace."""
     out = tmp_path / "sub" / "m.parquet"
     result = runner.invoke(app, ["convert", str(FIX / "tiny_bailian.jsonl"), "-o", str(out)])
     assert result.exit_code == EXIT_OK, result.output
@@ -129,7 +129,7 @@ def test_directory_is_a_user_error(tmp_path) -> None:
 
 
 def test_millisecond_arrivals_warn_in_one_line(tmp_path) -> None:
-    """ms values declared as seconds (12k requests over 40 days): one warning line, exit 0."""
+    """Milliseconds declared as seconds (12k requests over 40 days): one warning line, exit 0."""
     path = tmp_path / "ms.csv"
     arrivals = np.linspace(0, 3_537_000, 12_000)
     with open(path, "w", newline="") as fh:
@@ -150,7 +150,7 @@ def test_millisecond_arrivals_warn_in_one_line(tmp_path) -> None:
 
 
 def test_report_output_respects_umask(tmp_path) -> None:
-    """analyze -o writes with the umask's mode (0644 under 022), not mkstemp's 0600."""
+    """A report written by analyze -o gets the umask's mode (0644 under 022), not 0600."""
     out = tmp_path / "r.json"
     old = os.umask(0o022)
     try:

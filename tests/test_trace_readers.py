@@ -46,7 +46,7 @@ def _close(a, b, tol=1e-9):
 
 
 def test_mooncake_fixture() -> None:
-    """ms timestamps become seconds; hashes and lengths pass through; 512-token blocks."""
+    """Millisecond timestamps become seconds; hashes and lengths pass through; 512-token blocks."""
     rows = _jsonl(FIX / "tiny_mooncake.jsonl")
     t = read_trace(FIX / "tiny_mooncake.jsonl")
     assert t.source_format == "mooncake" and t.block_tokens == 512
@@ -99,7 +99,7 @@ def test_azure_fixture() -> None:
     start = _wallclock_s(rows[0]["TIMESTAMP"])
     expected = [float(_wallclock_s(r["TIMESTAMP"]) - start) for r in rows]
     # Nanosecond timestamps: the 7th digit (100 ns) survives.
-    assert all(abs(a - e) < 1e-9 for a, e in zip(_col(t, "arrival_s"), expected))
+    assert all(abs(a - e) < 1e-9 for a, e in zip(_col(t, "arrival_s"), expected, strict=True))
     assert _col(t, "arrival_s")[3] == pytest.approx(56.0200401, abs=1e-9)
     assert _col(t, "input_tokens") == [int(r["ContextTokens"]) for r in rows]
     assert _col(t, "output_tokens") == [int(r["GeneratedTokens"]) for r in rows]
@@ -162,7 +162,8 @@ def _check_bench(t, runs: list[dict]) -> None:
         if key in ("input", "output", "ok"):
             assert got[key] == want, key
         else:
-            assert all(_close(a, b) for a, b in zip(got[key], want)), (key, got[key], want)
+            pairs = zip(got[key], want, strict=True)
+            assert all(_close(a, b) for a, b in pairs), (key, got[key], want)
 
 
 def test_vllm_appended_runs() -> None:
@@ -355,7 +356,7 @@ def test_real_azure(azure_code_path) -> None:
     assert t.duration_s == pytest.approx(ref["duration_s"], abs=1e-6)
     assert round(t.duration_s, 1) == 3435.9
     got = _col(t, "arrival_s")
-    assert max(abs(a - b) for a, b in zip(got, ref["arrival_s"])) < 1e-6
+    assert max(abs(a - b) for a, b in zip(got, ref["arrival_s"], strict=True)) < 1e-6
 
 
 # Every reader on real data: the Mooncake trace re-expressed in each source format with the

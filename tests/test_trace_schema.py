@@ -105,7 +105,7 @@ def test_hash_count_mismatch_is_noted_not_fatal() -> None:
 
 
 def test_failed_requests_counted() -> None:
-    """ok = false rows are kept, counted and noted."""
+    """Rows with ok = false are kept, counted and noted."""
     t = _build({"arrival_s": [0.0, 1.0, 2.0], "input_tokens": [1, 1, 1],
                 "output_tokens": [1, 0, 0], "ok": [True, False, False]})
     assert t.requests == 3 and t.failed_requests == 2

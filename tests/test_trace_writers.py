@@ -41,7 +41,7 @@ def test_every_sample_is_present_and_small() -> None:
 
 @pytest.mark.parametrize("path", SAMPLE_FILES + FIXTURES, ids=lambda p: p.name)
 def test_round_trip_is_exact(path, tmp_path) -> None:
-    """convert's output reads back to the same Trace (table, types, metadata, notes)."""
+    """The written parquet reads back to the same Trace (table, types, metadata, notes)."""
     options = OPTIONS.get(path.name, {})
     original = read_trace(path, **options)
     out = tmp_path / "out.parquet"

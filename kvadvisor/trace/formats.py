@@ -264,7 +264,7 @@ def _first_key(raw: pa.Table, meaning: str) -> str | None:
 
 
 def from_bench(raw: pa.Table, path: str, tool: str) -> Converted:
-    """vLLM ``bench serve`` / SGLang ``bench_serving`` results: one object per run, arrays per request.
+    """Benchmark results (vLLM bench serve, SGLang bench_serving): arrays per request, per run.
 
     ttfts, itls, start_times and latencies are seconds. Per request: e2e = latencies when the
     file has them, else ttft + Σ itls (vLLM's own definition: latency = last token time −

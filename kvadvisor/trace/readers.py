@@ -468,7 +468,7 @@ def _locate_csv_problem(
                     )
                 ],
             )
-        for name, value in zip(header, fields):
+        for name, value in zip(header, fields, strict=True):
             kind = kinds.get(name)
             if kind and value.strip() and not _text_ok(value.strip(), kind):
                 what = {INT: "an integer", NUMBER: "a number", TIMESTAMP: "a timestamp"}[kind]
