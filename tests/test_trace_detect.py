@@ -115,6 +115,14 @@ def test_ambiguous_and_unknown_json_objects() -> None:
         detect_format(FIX / "unknown.json")
 
 
+def test_summaries_without_per_request_data_say_what_to_rerun() -> None:
+    """A vLLM result saved without --save-detailed, an LLMPerf summary: say what to do."""
+    with pytest.raises(TraceFormatError, match="--save-detailed"):
+        sniff_keys("r.json", {"model_id", "duration", "mean_ttft_ms", "request_throughput"})
+    with pytest.raises(TraceFormatError, match="individual_responses"):
+        sniff_keys("s.json", {"model", "results_ttft_s_mean", "results_num_requests_started"})
+
+
 def test_parse_format_names() -> None:
     """Format names are case-insensitive; unknown names list the choices."""
     assert parse_format("VLLM") is TraceFormat.VLLM

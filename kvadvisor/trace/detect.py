@@ -175,5 +175,14 @@ def sniff_keys(name: str, keys: set[str], nested: set[str] = frozenset()) -> Tra
             f"{name}: a benchmark result with per-request arrays, but its keys do not tell "
             "vLLM from SGLang; give --trace-format vllm or --trace-format sglang"
         )
+    if keys & (VLLM_MARKERS | SGLANG_MARKERS) or {"mean_ttft_ms", "request_throughput"} & keys:
+        raise TraceFormatError(
+            f"{name}: a benchmark summary without per-request arrays (input_lens, "
+            "output_lens); rerun vLLM with --save-detailed or SGLang with --output-details"
+        )
+    if any(k.startswith("results_") for k in keys):
+        raise TraceFormatError(
+            f"{name}: an LLMPerf summary; give the *_individual_responses.json file instead"
+        )
     shown = ", ".join(sorted(keys)[:12]) or "none"
     raise TraceFormatError(f"{name}: unknown JSON trace (keys found: {shown}); {HINT}")
