@@ -54,7 +54,7 @@ def summarize_trace(trace: Trace) -> TraceSummary:
         columns=trace.columns,
         input_tokens_total=int(pc.sum(t["input_tokens"]).as_py() or 0),
         output_tokens_total=int(pc.sum(t["output_tokens"]).as_py() or 0),
-        arrival_rate_per_s=(trace.requests / duration) if duration > 0 else None,
+        arrival_rate_per_s=trace.arrival_rate_per_s,  # None when arrivals were not measured
         dropped=dict(trace.dropped),
         notes=trace.notes,
         capabilities=capabilities(trace),
