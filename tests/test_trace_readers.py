@@ -336,12 +336,13 @@ def _azure_reference(path: Path) -> dict:
         rows = list(csv.DictReader(fh))
     clock = [_wallclock_s(r["TIMESTAMP"]) for r in rows]
     assert len({r["TIMESTAMP"].split(" ")[0] for r in rows}) == 1  # one day: clock is enough
+    start = min(clock)
     return {
         "requests": len(rows),
         "input": sum(int(r["ContextTokens"]) for r in rows),
         "output": sum(int(r["GeneratedTokens"]) for r in rows),
-        "duration_s": float(max(clock) - min(clock)),
-        "arrival_s": [float(c - min(clock)) for c in clock],
+        "duration_s": float(max(clock) - start),
+        "arrival_s": [float(c - start) for c in clock],
     }
 
 
