@@ -24,11 +24,11 @@ from kvadvisor.trace import (
     TraceFormat,
     describe_trace,
     detect_format,
+    format_description,
     parse_column_map,
     read_trace,
     write_parquet,
 )
-from kvadvisor.trace.describe import format_description
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
