@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.advise.review import review_trace
 from kvadvisor.cache.tiers import parse_tier
+from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
+from kvadvisor.plan import PlanCatalogs, load_plan
+from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
+from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.report.junit import JUnitRenderer
+from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
 from kvadvisor.trace import (
     Trace,
     TraceFormat,
@@ -96,8 +106,55 @@ def write_output(target: str, text: str) -> None:
         raise
 
 
+class ReportFormat(str, Enum):
+    """Report formats for --format (the -o file's extension names one too)."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+def file_sha256(path: Path) -> str | None:
+    """sha256 (hex) of a trace file, read in 1 MiB chunks; None for a directory of files."""
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+class Engine(str, Enum):
+    """Serving engines whose configuration `analyze --emit` writes."""
+
+    lmcache = "lmcache"
+    sglang_hicache = "sglang-hicache"
+    dynamo_kvbm = "dynamo-kvbm"
+    mooncake = "mooncake"
+
+
+def _split_emit_dir(
+    emit: list[Engine] | None, output: list[str] | None
+) -> tuple[str | None, list[str] | None]:
+    """With --emit, the -o target without a file extension (or a directory) is the config dir."""
+    if not emit:
+        return None, output
+    dirs = [o for o in output or [] if o != "-" and (Path(o).is_dir() or not Path(o).suffix)]
+    if len(dirs) != 1:
+        raise ConfigError("--emit writes configuration files into a directory: give exactly "
+                          "one -o DIR (a name without a file extension)")
+    return dirs[0], [o for o in output or [] if o != dirs[0]]
+
+
+def plan_catalogs() -> PlanCatalogs:
+    """The catalogs plan files may name (storage options, instance families, models)."""
+    return PlanCatalogs()
 
 
 def _version_callback(value: bool) -> None:
@@ -110,14 +167,14 @@ TraceArg = Annotated[
     Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
 ]
 TraceFormatOpt = Annotated[
-    Optional[TraceFormat],
+    TraceFormat | None,
     typer.Option(
         "--trace-format", help="Trace format, when auto-detection cannot tell.",
         case_sensitive=False,
     ),
 ]
 MapOpt = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--map",
         metavar="CANONICAL=SOURCE[:UNIT]",
@@ -126,7 +183,7 @@ MapOpt = Annotated[
     ),
 ]
 BlockTokensOpt = Annotated[
-    Optional[int],
+    int | None,
     typer.Option("--block-tokens", min=1, help="Tokens per hash block (overrides the format's)."),
 ]
 
@@ -157,12 +214,21 @@ def _root(
 def analyze_cmd(
     trace: TraceArg,
     output: Annotated[
-        Optional[list[str]],
-        typer.Option("-o", "--output", help="Report file (.json, ...); '-' is stdout. Repeatable."),
+        list[str] | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Report file; the extension names the format (.html, .json, .md, .txt); "
+            "'-' is stdout. Repeatable.",
+        ),
     ] = None,
     fmt: Annotated[
-        Optional[str], typer.Option("--format", help="Report format when -o cannot tell.")
+        ReportFormat | None,
+        typer.Option("--format", help="Report format when -o cannot tell (or no -o: stdout)."),
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No terminal summary.")
+    ] = False,
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
@@ -170,28 +236,34 @@ def analyze_cmd(
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
     cache_tier: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),
     ] = None,
     cache_instances: Annotated[
         int, typer.Option(help="Serving instances for the routing comparison (1: off).", min=1)
     ] = 8,
     chunk_tokens: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(help="Engine KV chunk size: coarsen the trace's block hashes to it.", min=1),
     ] = None,
     save_unfull_chunk: Annotated[
         bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
     ] = False,
     cache_sample_rate: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
+    ] = None,
+    emit: Annotated[
+        list[Engine] | None,
+        typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
     ] = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
-        renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
-        t = _read(trace, trace_format, maps, block_tokens)
+        emit_dir, output = _split_emit_dir(emit, output)
+        fmt_name = fmt.value if fmt else None
+        targets = output or (["-"] if fmt_name else [])
+        renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
         options = AnalyzeOptions(
             warmup_fraction=warmup_fraction,
             cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
@@ -200,16 +272,29 @@ def analyze_cmd(
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
         )
-        report = analyze(
-            t,
-            options,
-            version=__version__,
-            generated_at=_now(),
-        )
+        progress = Progress()
+        with progress.step(f"reading {trace}"):
+            t = _read(trace, trace_format, maps, block_tokens)
+            sha256 = file_sha256(trace)
+        with progress.step("analyzing"):
+            report = analyze(
+                t,
+                options,
+                version=__version__,
+                generated_at=_now(),
+                trace_sha256=sha256,
+            )
         for target, renderer in renderers:
-            write_output(target, renderer.render(report))
-        if not any(o == "-" for o in (output or [])):
-            typer.echo(get_renderer("text", None).render(report), nl=False, err=bool(output))
+            with progress.step(f"writing {renderer.name} report to {target}"):
+                write_output(target, renderer.render(report))
+        for engine in emit or []:
+            for name, text in emit_config(report, engine.value).items():
+                write_output(str(Path(emit_dir) / name), text)
+        if not quiet:
+            # The summary shares stdout only when no report is written there.
+            to_stderr = "-" in targets
+            width = shutil.get_terminal_size().columns
+            typer.echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)
 
 
 @app.command("convert")
@@ -239,6 +324,66 @@ def info_cmd(
         t = _read(trace, trace_format, maps, block_tokens)
         typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
                    nl=False)
+
+
+class FailOn(str, Enum):
+    """Lowest finding severity that makes `review` exit 1."""
+
+    warning = "warning"
+    error = "error"
+
+
+def _review_renderer(target: str) -> ReviewMarkdownRenderer | ReviewTextRenderer:
+    suffix = Path(target).suffix.lower() if target != "-" else ".md"
+    renderers = {".md": ReviewMarkdownRenderer, ".txt": ReviewTextRenderer}
+    if suffix not in renderers:
+        raise ConfigError(f"cannot tell the review format from '{target}': use .md or .txt "
+                          "(and --junit FILE.xml for JUnit)")
+    return renderers[suffix]()
+
+
+@app.command("review")
+def review_cmd(
+    trace: TraceArg,
+    plan: Annotated[
+        list[Path], typer.Option("--plan", help="Deployment plan (YAML). Repeat to compare.")
+    ],
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")
+    ] = FailOn.error,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write JUnit XML: one test case per check.")
+    ] = None,
+    output: Annotated[
+        list[str] | None,
+        typer.Option("-o", "--output", help="Review file (.md: PR comment, .txt); '-' is stdout."),
+    ] = None,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+    warmup_fraction: Annotated[
+        float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
+    ] = 0.5,
+    window: Annotated[
+        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+    ] = 1.0,
+) -> None:
+    """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
+    with handle_user_errors():
+        renderers = [(o, _review_renderer(o)) for o in (output or [])]
+        plans = [load_plan(p, plan_catalogs()) for p in plan]
+        report = review_trace(_read(trace, trace_format, maps, block_tokens), plans,
+                              version=__version__,
+                              generated_at=_now(), warmup_fraction=warmup_fraction,
+                              window_s=window)
+        if junit is not None:
+            write_output(str(junit), JUnitRenderer().render(report))
+        for target, renderer in renderers:
+            write_output(target, renderer.render(report))
+        if not any(o == "-" for o in (output or [])):
+            typer.echo(ReviewTextRenderer().render(report), nl=False)
+    if report.fails(fail_on.value):
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def main() -> None:
