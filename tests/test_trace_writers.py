@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kvadvisor.errors import ConfigError
+from kvadvisor.errors import ConfigError, KvAdvisorWarning
 from kvadvisor.trace import read_trace, write_parquet
 from kvadvisor.trace.model import META_BLOCK_TOKENS
 from kvadvisor.trace.schema import build_trace
@@ -91,3 +95,38 @@ def test_refuses_to_overwrite_its_input(tmp_path) -> None:
         write_parquet(read_trace(src), src)
     assert src.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temp file left
+
+
+@st.composite
+def _canonical_tables(draw):
+    n = draw(st.integers(1, 30))
+    arrivals = draw(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=n, max_size=n))
+    tokens = st.lists(st.integers(0, 200_000), min_size=n, max_size=n)
+    cols = {"arrival_s": arrivals, "input_tokens": draw(tokens), "output_tokens": draw(tokens)}
+    if draw(st.booleans()):
+        cols["block_hashes"] = draw(st.lists(
+            st.one_of(st.none(), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5)),
+            min_size=n, max_size=n))
+    if draw(st.booleans()):
+        cols["ok"] = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    if draw(st.booleans()):
+        cols["ttft_s"] = draw(st.lists(st.one_of(st.none(), st.floats(0, 100)), min_size=n,
+                                       max_size=n))
+    if draw(st.booleans()):
+        cols["session_id"] = draw(st.lists(st.one_of(st.none(), st.text(max_size=4)),
+                                           min_size=n, max_size=n))
+    return pa.table(cols), draw(st.one_of(st.none(), st.integers(1, 1024)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(_canonical_tables())
+def test_round_trip_property(case) -> None:
+    """Any valid canonical table survives write + read unchanged (metadata included)."""
+    table, block_tokens = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KvAdvisorWarning)  # random spans may look like ms
+        trace = build_trace(table, path="mem", source_format="csv", block_tokens=block_tokens)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "t.parquet"
+            write_parquet(trace, out)
+            _same(trace, read_trace(out))
