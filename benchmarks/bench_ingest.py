@@ -70,8 +70,10 @@ def main() -> None:
         t0 = time.perf_counter()
         blocks = write_trace(path, args.requests)
         size_mb = path.stat().st_size / 1e6
-        print(f"generated {args.requests:,} requests, {blocks:,} hash ids, {size_mb:,.0f} MB "
-              f"in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"generated {args.requests:,} requests, {blocks:,} hash ids, {size_mb:,.0f} MB "
+            f"in {time.perf_counter() - t0:.1f} s"
+        )
         best = float("inf")
         for _ in range(args.repeat):
             t0 = time.perf_counter()
@@ -92,10 +94,14 @@ def main() -> None:
                 ),
             )
             parse = min(parse, time.perf_counter() - t0)
-        print(f"read_trace: best of {args.repeat}: {best:.2f} s = "
-              f"{args.requests / best:,.0f} requests/s ({size_mb / best:,.0f} MB/s)")
-        print(f"  of which pyarrow.json parsing alone: {parse:.2f} s; mapping, validation and "
-              f"sorting: {best - parse:.2f} s")
+        print(
+            f"read_trace: best of {args.repeat}: {best:.2f} s = "
+            f"{args.requests / best:,.0f} requests/s ({size_mb / best:,.0f} MB/s)"
+        )
+        print(
+            f"  of which pyarrow.json parsing alone: {parse:.2f} s; mapping, validation and "
+            f"sorting: {best - parse:.2f} s"
+        )
 
 
 if __name__ == "__main__":

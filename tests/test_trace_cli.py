@@ -60,13 +60,24 @@ def test_info_capabilities_follow_columns() -> None:
 
 def test_trace_format_override_and_map() -> None:
     """--trace-format settles an ambiguous file; --map feeds a renamed CSV."""
-    result = runner.invoke(app, ["info", str(FIX / "ambiguous_bench.json"),
-                                 "--trace-format", "sglang"])
+    result = runner.invoke(
+        app, ["info", str(FIX / "ambiguous_bench.json"), "--trace-format", "sglang"]
+    )
     assert result.exit_code == EXIT_OK, result.output
     assert "SGLang bench_serving JSONL" in result.stdout
-    result = runner.invoke(app, ["info", str(FIX / "tiny_mapped.csv"),
-                                 "--map", "arrival_s=ts_ms:ms", "--map", "input_tokens=prompt_len",
-                                 "--map", "output_tokens=gen_len"])
+    result = runner.invoke(
+        app,
+        [
+            "info",
+            str(FIX / "tiny_mapped.csv"),
+            "--map",
+            "arrival_s=ts_ms:ms",
+            "--map",
+            "input_tokens=prompt_len",
+            "--map",
+            "output_tokens=gen_len",
+        ],
+    )
     assert result.exit_code == EXIT_OK, result.output
     assert "time span     3.000 s" in result.stdout
 
@@ -82,12 +93,15 @@ def test_convert_round_trip(tmp_path) -> None:
 
 def test_convert_refuses_non_parquet_name_and_own_input(tmp_path) -> None:
     """-o must be *.parquet and must not be the input."""
-    _one_error_line(runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o",
-                                        str(tmp_path / "x.csv")]), "*.parquet")
+    _one_error_line(
+        runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o", str(tmp_path / "x.csv")]),
+        "*.parquet",
+    )
     src = tmp_path / "t.parquet"
     runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o", str(src)])
-    _one_error_line(runner.invoke(app, ["convert", str(src), "-o", str(src)]),
-                    "refusing to overwrite")
+    _one_error_line(
+        runner.invoke(app, ["convert", str(src), "-o", str(src)]), "refusing to overwrite"
+    )
 
 
 # One test per bad-input case of the issue: exit 2, one line naming file, row and column, no
@@ -98,12 +112,19 @@ BAD = {
     "truncated CSV line": ("truncated.csv", ["row 2", "column 'GeneratedTokens'"]),
     "wrong type (JSONL)": ("wrong_type.jsonl", ["row 3", "column 'input_length'", "wrong_type"]),
     "wrong type (CSV)": ("wrong_type.csv", ["row 3", "column 'input_tokens'", "'many'"]),
-    "negative tokens": ("negative_tokens.jsonl", ["row 2", "column 'output_tokens'",
-                                                  "negative_value: -5"]),
+    "negative tokens": (
+        "negative_tokens.jsonl",
+        ["row 2", "column 'output_tokens'", "negative_value: -5"],
+    ),
     "NaN tokens": ("nan_tokens.csv", ["row 2", "column 'input_tokens'", "nan_value"]),
-    "missing column": ("missing_column.csv", ["column 'input_tokens'",
-                                              "columns found: arrival_s, prompt_len, "
-                                              "output_tokens", "--map input_tokens="]),
+    "missing column": (
+        "missing_column.csv",
+        [
+            "column 'input_tokens'",
+            "columns found: arrival_s, prompt_len, output_tokens",
+            "--map input_tokens=",
+        ],
+    ),
     "binary file": ("binary.bin", ["binary file"]),
     "unknown format": ("unknown.txt", ["unknown trace format", "--trace-format"]),
     "unknown JSON": ("unknown.json", ["keys found: bar, foo", "--trace-format"]),
@@ -154,8 +175,9 @@ def test_report_output_respects_umask(tmp_path) -> None:
     out = tmp_path / "r.json"
     old = os.umask(0o022)
     try:
-        result = runner.invoke(app, ["analyze", str(SAMPLES / "mooncake_conversation.parquet"),
-                                     "-o", str(out)])
+        result = runner.invoke(
+            app, ["analyze", str(SAMPLES / "mooncake_conversation.parquet"), "-o", str(out)]
+        )
     finally:
         os.umask(old)
     assert result.exit_code == EXIT_OK, result.output

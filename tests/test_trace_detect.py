@@ -70,14 +70,18 @@ def test_sniff_rules() -> None:
     )
     assert sniff_head("x.json", b'{"a": 1}') == "json-object"
     assert sniff_csv_header("TIMESTAMP,ContextTokens,GeneratedTokens") is TraceFormat.AZURE
-    assert sniff_csv_header("Timestamp,Model,Request tokens,Response tokens,Total tokens,"
-                            "Log Type") is TraceFormat.BURSTGPT
+    assert (
+        sniff_csv_header("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type")
+        is TraceFormat.BURSTGPT
+    )
     assert sniff_csv_header("arrival_s,input_tokens,output_tokens") is TraceFormat.CSV
     assert sniff_keys("x", {"timestamp", "input_length", "output_length", "hash_ids"}) is (
         TraceFormat.MOONCAKE
     )
-    assert sniff_keys("x", {"chat_id", "parent_chat_id", "timestamp", "input_length",
-                            "output_length"}) is TraceFormat.BAILIAN
+    assert (
+        sniff_keys("x", {"chat_id", "parent_chat_id", "timestamp", "input_length", "output_length"})
+        is TraceFormat.BAILIAN
+    )
     assert sniff_keys("x", {"input_lens", "output_lens", "model_id"}) is TraceFormat.VLLM
     assert sniff_keys("x", {"backend", "details"}, {"input_lens", "output_lens"}) is (
         TraceFormat.SGLANG

@@ -24,9 +24,12 @@ SAMPLES = REPO / "sample_traces"
 FIX = REPO / "tests" / "fixtures" / "traces"
 TRACE_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".gz", ".zst")
 SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.name.endswith(TRACE_SUFFIXES))
-OPTIONS = {"tiny_canonical.csv": {"block_tokens": 16},
-           "tiny_mapped.csv": {"column_map": ["arrival_s=ts_ms:ms", "input_tokens=prompt_len",
-                                              "output_tokens=gen_len"]}}
+OPTIONS = {
+    "tiny_canonical.csv": {"block_tokens": 16},
+    "tiny_mapped.csv": {
+        "column_map": ["arrival_s=ts_ms:ms", "input_tokens=prompt_len", "output_tokens=gen_len"]
+    },
+}
 FIXTURES = sorted(p for p in FIX.glob("tiny_*"))
 
 
@@ -34,7 +37,12 @@ def _same(a, b) -> None:
     assert a.table.equals(b.table)
     assert a.table.schema == b.table.schema
     assert (a.block_tokens, a.source_format, a.notes, dict(a.dropped), a.arrivals_measured) == (
-        b.block_tokens, b.source_format, b.notes, dict(b.dropped), b.arrivals_measured)
+        b.block_tokens,
+        b.source_format,
+        b.notes,
+        dict(b.dropped),
+        b.arrivals_measured,
+    )
 
 
 def test_every_sample_is_present_and_small() -> None:
@@ -62,15 +70,25 @@ def test_metadata_and_row_groups(tmp_path) -> None:
     """block_tokens sits in the schema metadata; row groups hold 128k rows."""
     n = 300_000
     trace = build_trace(
-        pa.table({"arrival_s": np.arange(n, dtype=np.float64),
-                  "input_tokens": np.ones(n, np.int64), "output_tokens": np.ones(n, np.int64)}),
-        path="mem", source_format="csv", block_tokens=64,
+        pa.table(
+            {
+                "arrival_s": np.arange(n, dtype=np.float64),
+                "input_tokens": np.ones(n, np.int64),
+                "output_tokens": np.ones(n, np.int64),
+            }
+        ),
+        path="mem",
+        source_format="csv",
+        block_tokens=64,
     )
     out = tmp_path / "big.parquet"
     write_parquet(trace, out)
     meta = pq.ParquetFile(out).metadata
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [
-        131_072, 131_072, 300_000 - 262_144]
+        131_072,
+        131_072,
+        300_000 - 262_144,
+    ]
     assert pq.read_schema(out).metadata[META_BLOCK_TOKENS] == b"64"
 
 
@@ -104,17 +122,23 @@ def _canonical_tables(draw):
     tokens = st.lists(st.integers(0, 200_000), min_size=n, max_size=n)
     cols = {"arrival_s": arrivals, "input_tokens": draw(tokens), "output_tokens": draw(tokens)}
     if draw(st.booleans()):
-        cols["block_hashes"] = draw(st.lists(
-            st.one_of(st.none(), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5)),
-            min_size=n, max_size=n))
+        cols["block_hashes"] = draw(
+            st.lists(
+                st.one_of(st.none(), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5)),
+                min_size=n,
+                max_size=n,
+            )
+        )
     if draw(st.booleans()):
         cols["ok"] = draw(st.lists(st.booleans(), min_size=n, max_size=n))
     if draw(st.booleans()):
-        cols["ttft_s"] = draw(st.lists(st.one_of(st.none(), st.floats(0, 100)), min_size=n,
-                                       max_size=n))
+        cols["ttft_s"] = draw(
+            st.lists(st.one_of(st.none(), st.floats(0, 100)), min_size=n, max_size=n)
+        )
     if draw(st.booleans()):
-        cols["session_id"] = draw(st.lists(st.one_of(st.none(), st.text(max_size=4)),
-                                           min_size=n, max_size=n))
+        cols["session_id"] = draw(
+            st.lists(st.one_of(st.none(), st.text(max_size=4)), min_size=n, max_size=n)
+        )
     return pa.table(cols), draw(st.one_of(st.none(), st.integers(1, 1024)))
 
 
