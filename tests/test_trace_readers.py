@@ -560,3 +560,16 @@ def test_source_format_cells_are_named(name, content, needle, tmp_path) -> None:
     with pytest.raises(TraceSchemaError) as info:
         read_trace(path)
     assert needle in str(info.value)
+
+
+def test_row_numbers_skip_blank_lines_consistently(tmp_path) -> None:
+    """A blank line is not a row, whether pyarrow or the error-path scan finds the problem."""
+    header = "arrival_s,input_tokens,output_tokens\n0,1,1\n\n1,2,2\n"
+    for last, needle in (
+        ("2,x,3\n", "row 3, column 'input_tokens': wrong_type"),
+        ("2,-3,3\n", "row 3, column 'input_tokens': negative_value"),
+    ):
+        path = tmp_path / "t.csv"
+        path.write_text(header + last)
+        with pytest.raises(TraceSchemaError, match=needle):
+            read_trace(path)

@@ -463,9 +463,11 @@ def _locate_csv_problem(
     text = _read_all(path, compression).decode("utf-8", errors="replace")
     reader = csv.reader(io.StringIO(text))
     header = next(reader, [])
-    for row, fields in enumerate(reader, 1):
+    row = 0
+    for fields in reader:
         if not fields:
-            continue
+            continue  # pyarrow skips empty lines too: they are not rows
+        row += 1
         if len(fields) != len(header):
             column = header[len(fields)] if len(fields) < len(header) else "(extra field)"
             return TraceSchemaError(
