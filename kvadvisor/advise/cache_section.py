@@ -163,11 +163,14 @@ def _block_sizes(
 ) -> tuple[BlockSizePoint, ...]:
     block_tokens = int(trace.block_tokens or 0)
     sizes = sorted(
-        {block_tokens} | {c for c in COMPARED_CHUNK_TOKENS if c > block_tokens and c % block_tokens == 0}
+        {block_tokens}
+        | {c for c in COMPARED_CHUNK_TOKENS if c > block_tokens and c % block_tokens == 0}
     )
     points = []
     for chunk in sizes:
-        coarse = coarsen_trace(trace, chunk, save_unfull_chunk=save_unfull_chunk or chunk == block_tokens)
+        coarse = coarsen_trace(
+            trace, chunk, save_unfull_chunk=save_unfull_chunk or chunk == block_tokens
+        )
         all_, steady = _simulate(coarse, warmup_fraction=warmup_fraction).token_hit_ratio
         points.append(
             BlockSizePoint(chunk, save_unfull_chunk or chunk == block_tokens, _f(all_), _f(steady))

@@ -50,7 +50,9 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     return out, int(n_unique)
 
 
-def block_token_weights(offsets: np.ndarray, input_tokens: np.ndarray, block_tokens: int) -> np.ndarray:
+def block_token_weights(
+    offsets: np.ndarray, input_tokens: np.ndarray, block_tokens: int
+) -> np.ndarray:
     """Tokens each block access carries: ``min((j+1)·B, I) − min(j·B, I)`` for block j (int64)."""
     counts = np.diff(offsets)
     pos = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], counts)
@@ -138,7 +140,9 @@ def require_hashes(trace: Trace) -> int:
             "use a trace with block_hashes (and block_tokens) to simulate a prefix cache"
         )
     if trace.block_tokens <= 0:
-        raise TraceError(f"{trace.source_path}: block_tokens must be positive, got {trace.block_tokens}")
+        raise TraceError(
+            f"{trace.source_path}: block_tokens must be positive, got {trace.block_tokens}"
+        )
     return int(trace.block_tokens)
 
 
@@ -195,7 +199,5 @@ def curve_grid(curve: MissRatioCurve, max_points: int = 200) -> np.ndarray:
     if steps.shape[0] <= max_points:
         blocks = steps
     else:
-        blocks = np.unique(
-            np.round(np.geomspace(steps[0], steps[-1], max_points)).astype(np.int64)
-        )
+        blocks = np.unique(np.round(np.geomspace(steps[0], steps[-1], max_points)).astype(np.int64))
     return blocks * curve.block_tokens

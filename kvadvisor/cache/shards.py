@@ -81,7 +81,9 @@ def _collect(
         tok_all += int(tok.sum())
         tok_steady += int(tok[steady].sum())
         lab = np.empty(values.shape[0], np.int8)
-        stackdist.hash_sample(values, np.int64(threshold), np.uint64(salt), np.int64(SUBSAMPLES), lab)
+        stackdist.hash_sample(
+            values, np.int64(threshold), np.uint64(salt), np.int64(SUBSAMPLES), lab
+        )
         keep = lab >= 0
         keys.append(values[keep])
         reqs.append(req[keep])
@@ -200,7 +202,14 @@ def estimate_prefix_curve(
             "raise --cache-sample-rate or use the exact pass"
         )
     curve = _scaled_curve(
-        sample.keys, sample.req, sample.tok, eff_rate, warmup, sample, block_tokens, count_correction
+        sample.keys,
+        sample.req,
+        sample.tok,
+        eff_rate,
+        warmup,
+        sample,
+        block_tokens,
+        count_correction,
     )
     error = _error_estimate(sample, curve, eff_rate, warmup, block_tokens, count_correction)
     info = SamplingInfo(
