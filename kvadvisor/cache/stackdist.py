@@ -35,30 +35,33 @@ def _splitmix64(x: np.uint64) -> np.uint64:  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, nogil=True)
-def remap_dense(values, table_keys, table_ids, out):  # pragma: no cover - compiled
-    """Map arbitrary int64 keys to dense ids 0..U-1 in order of first appearance.
+def remap_dense(values, table, out):  # pragma: no cover - compiled
+    """Map arbitrary int64 keys to dense ids 0..U-1 in order of first appearance; return U.
 
-    Open addressing with linear probing; ``table_keys``/``table_ids`` have a power-of-two size
-    larger than the number of distinct keys, ``table_ids`` filled with -1 (empty). Returns U.
+    Open addressing with linear probing over ``table`` (int64, 2 × slots, filled with -1):
+    slot s keeps its key at 2s and its id at 2s + 1, so a probe touches one cache line. The
+    slot count need not be a power of two: the hash's top 32 bits are scaled onto it
+    (Lemire's multiply-shift range reduction), so the table is sized to the load it needs.
     """
-    mask = np.uint64(table_ids.shape[0] - 1)
+    slots = np.uint64(table.shape[0] // 2)
     n_unique = 0
     for i in range(values.shape[0]):
         key = values[i]
-        slot = _splitmix64(np.uint64(key)) & mask
+        s = np.int64(((_splitmix64(np.uint64(key)) >> np.uint64(32)) * slots) >> np.uint64(32))
         while True:
-            s = np.int64(slot)
-            found = table_ids[s]
+            found = table[2 * s + 1]
             if found < 0:
-                table_keys[s] = key
-                table_ids[s] = n_unique
+                table[2 * s] = key
+                table[2 * s + 1] = n_unique
                 out[i] = n_unique
                 n_unique += 1
                 break
-            if table_keys[s] == key:
+            if table[2 * s] == key:
                 out[i] = found
                 break
-            slot = (slot + np.uint64(1)) & mask
+            s += 1
+            if s == np.int64(slots):
+                s = 0
     return n_unique
 
 
