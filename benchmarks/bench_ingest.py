@@ -67,8 +67,10 @@ def main() -> None:
         t0 = time.perf_counter()
         blocks = write_trace(path, args.requests)
         size_mb = path.stat().st_size / 1e6
-        print(f"generated {args.requests:,} requests, {blocks:,} hash ids, {size_mb:,.0f} MB "
-              f"in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"generated {args.requests:,} requests, {blocks:,} hash ids, {size_mb:,.0f} MB "
+            f"in {time.perf_counter() - t0:.1f} s"
+        )
         best = float("inf")
         for _ in range(args.repeat):
             t0 = time.perf_counter()
@@ -77,8 +79,10 @@ def main() -> None:
             assert trace.requests == args.requests
             offsets, _ = trace.hash_arrays()
             assert int(offsets[-1]) == blocks
-        print(f"read_trace: best of {args.repeat}: {best:.2f} s = "
-              f"{args.requests / best:,.0f} requests/s ({size_mb / best:,.0f} MB/s)")
+        print(
+            f"read_trace: best of {args.repeat}: {best:.2f} s = "
+            f"{args.requests / best:,.0f} requests/s ({size_mb / best:,.0f} MB/s)"
+        )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor.cache.model import MissRatioCurve, PrefixCacheResult, SamplingInfo
-from kvadvisor.cache.prefix import block_token_weights, dense_block_ids, warmup_requests_for
+from kvadvisor.cache.prefix import dense_block_ids, warmup_requests_for
 from kvadvisor.errors import ConfigError
 from kvadvisor.trace.model import Trace
 
@@ -70,30 +70,28 @@ def _collect(
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
     keys, reqs, toks, labels, inputs = [], [], [], [], []
-    total = steady_n = tok_all = tok_steady = 0
+    totals = np.zeros(4, np.int64)
     r0 = 0
     for batch in batches:
         inp = batch.column("input_tokens").to_numpy(zero_copy_only=False).astype(np.int64)
         offsets, values = _flatten(batch.column("block_hashes"))
-        counts = np.diff(offsets)
-        tok = block_token_weights(offsets, inp, block_tokens)
-        req = np.repeat(np.arange(r0, r0 + inp.shape[0], dtype=np.int64), counts)
-        steady = req >= warmup
-        total += int(values.shape[0])
-        steady_n += int(steady.sum())
-        tok_all += int(tok.sum())
-        tok_steady += int(tok[steady].sum())
-        lab = np.empty(values.shape[0], np.int8)
-        stackdist.hash_sample(
-            values, np.int64(threshold), np.uint64(salt), np.int64(SUBSAMPLES), lab
-        )
-        keep = lab >= 0
-        keys.append(values[keep])
-        reqs.append(req[keep])
-        toks.append(tok[keep])
-        labels.append(lab[keep])
+        n = values.shape[0]
+        out_keys = np.empty(n, np.int64)
+        out_req = np.empty(n, np.int64)
+        out_tok = np.empty(n, np.int64)
+        out_label = np.empty(n, np.int8)
+        k = stackdist.sample_batch(
+            offsets, values, inp, np.int64(block_tokens), np.int64(r0), np.int64(warmup),
+            np.int64(threshold), np.uint64(salt), np.int64(SUBSAMPLES),
+            out_keys, out_req, out_tok, out_label, totals,
+        )  # fmt: skip
+        keys.append(out_keys[:k].copy())
+        reqs.append(out_req[:k].copy())
+        toks.append(out_tok[:k].copy())
+        labels.append(out_label[:k].copy())
         inputs.append(inp)
         r0 += inp.shape[0]
+    total, steady_n, tok_all, tok_steady = (int(x) for x in totals)
 
     def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
