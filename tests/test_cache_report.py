@@ -116,3 +116,16 @@ def test_cli_user_errors(mooncake_path, args, message) -> None:
     res = CliRunner().invoke(app, ["analyze", str(mooncake_path), *args])
     assert res.exit_code == 2
     assert message in res.output and "Traceback" not in res.output
+
+
+def test_sampled_section(mooncake_path) -> None:
+    """A sampled curve says so: rate, sample size and error estimate; no per-request extras."""
+    opts = AnalyzeOptions(cache_sample_rate=0.25)
+    report = analyze(read_trace(mooncake_path), opts, version="t", generated_at="t")
+    pc = json.loads(get_renderer("json", None).render(report))["prefix_cache"]
+    assert pc["status"] == "sampled" and "SHARDS" in pc["note"]
+    assert pc["sampling"]["rate"] == pytest.approx(0.25)
+    assert 0 < pc["sampling"]["error_estimate"] < 0.05
+    assert pc["routing"] is None and pc["reuse"] is None and pc["block_sizes"] == []
+    assert [p["capacity_tokens"] for p in pc["mrc"]] == CONTRACT_CAPACITIES
+    assert 0.3 < pc["hit_ratio"]["all"] < 0.45

@@ -27,6 +27,14 @@ def warmup_requests_for(requests: int, warmup_fraction: float) -> int:
     return int(math.floor(warmup_fraction * requests))
 
 
+def _is_dense(values: np.ndarray) -> bool:
+    """Whether hashes are already small non-negative ids (at most 2 per access, or < 1024)."""
+    if values.shape[0] == 0:
+        return True
+    lo, hi = int(values.min()), int(values.max())
+    return lo >= 0 and hi < max(2 * values.shape[0], 1024) and hi < MAX_EXACT_ACCESSES
+
+
 def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Block hashes as dense int32 ids, plus the id bound U (ids lie in ``[0, U)``).
 
@@ -36,9 +44,8 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     n = int(values.shape[0])
     if n == 0:
         return np.zeros(0, np.int32), 0
-    lo, hi = int(values.min()), int(values.max())
-    if lo >= 0 and hi < max(2 * n, 1024) and hi < MAX_EXACT_ACCESSES:
-        return values.astype(np.int32), hi + 1
+    if _is_dense(values):
+        return values.astype(np.int32), int(values.max()) + 1
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
     # Load at most 0.8 even if every key is distinct: probes stay short, 20 bytes per access.
@@ -79,16 +86,27 @@ def simulate_arrays(
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     input_tokens = np.ascontiguousarray(input_tokens, dtype=np.int64)
     n_req = int(input_tokens.shape[0])
-    ids, bound = dense_block_ids(values)
-    n = int(ids.shape[0])
+    n = int(values.shape[0])
     counts = np.diff(offsets)
-    longest = int(counts.max()) if n_req else 0
-    last_pos = np.zeros(max(bound, 1), np.int32)
+    longest = max(int(counts.max()) if n_req else 0, 1)
     tree = np.zeros(n + 1, np.int32)
-    scratch = np.empty(max(longest, 1), np.int32)
-    max_finite = stackdist.prefix_stack_distances(offsets, ids, last_pos, tree, scratch)
-    del last_pos, tree, scratch
-    dist = ids  # overwritten in place by the kernel
+    if _is_dense(values):
+        # small non-negative ids (Mooncake's): index the last positions directly
+        dist = values.astype(np.int32)
+        last_pos = np.zeros(int(values.max()) + 1 if n else 1, np.int32)
+        scratch = np.empty(longest, np.int32)
+        max_finite = stackdist.prefix_stack_distances(offsets, dist, last_pos, tree, scratch)
+        del last_pos
+    else:
+        # arbitrary 64-bit hashes: one hash table holds key and last position (load <= 0.8)
+        table = np.zeros(2 * (n + n // 4 + 1), np.int64)
+        dist = np.empty(n, np.int32)
+        scratch = np.empty(longest, np.int64)
+        max_finite = stackdist.prefix_stack_distances_hashed(
+            offsets, values, table, tree, scratch, dist
+        )
+        del table
+    del tree, scratch
     bins = int(max_finite) + 1
     tok_all = np.zeros(bins, np.int64)
     tok_steady = np.zeros(bins, np.int64)

@@ -285,3 +285,77 @@ def sample_batch(
                 out_label[k] = np.int8(np.int64(h >> np.uint64(40)) % subsamples)
                 k += 1
     return k
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _probe(table, slots, key):  # pragma: no cover - compiled
+    """Slot of ``key`` in ``table`` (see ``remap_dense``), or the empty slot it would take."""
+    s = np.int64(((_splitmix64(np.uint64(key)) >> np.uint64(32)) * slots) >> np.uint64(32))
+    while table[2 * s + 1] != 0 and table[2 * s] != key:
+        s += 1
+        if s == np.int64(slots):
+            s = 0
+    return s
+
+
+@nb.njit(cache=True, nogil=True)
+def prefix_stack_distances_hashed(offsets, values, table, tree, scratch, out):  # pragma: no cover
+    """``prefix_stack_distances`` keyed by arbitrary 64-bit hashes, without a dense-id pass.
+
+    ``table`` (int64, 2 × slots, zero-filled) keeps each key at 2s and its last position
+    (1-based; 0 = empty slot) at 2s + 1, so one probe finds both: the dense remap and the
+    last-position lookup become one random access. ``out`` (int32) gets the leading-run
+    distances; ``scratch`` (int64) is as long as the longest request. Returns the largest
+    finite distance.
+    """
+    n = values.shape[0]
+    slots = np.uint64(table.shape[0] // 2)
+    live = 0
+    max_finite = -1
+    for r in range(offsets.shape[0] - 1):
+        start = offsets[r]
+        end = offsets[r + 1]
+        running = np.int32(0)
+        for t in range(start, end):
+            if running == COLD:
+                out[t] = COLD
+                scratch[t - start] = -1
+                continue
+            s = _probe(table, slots, values[t])
+            scratch[t - start] = s
+            p = table[2 * s + 1]
+            if p == 0:
+                running = COLD
+            else:
+                acc = 0
+                i = p
+                while i > 0:
+                    acc += tree[i]
+                    i -= i & (-i)
+                d = np.int32(live - acc)
+                if d > running:
+                    running = d
+                if running > max_finite:
+                    max_finite = running
+            out[t] = running
+        for t in range(start, end):
+            key = values[t]
+            s = scratch[t - start]
+            # an earlier block of this request may have taken the empty slot found above
+            if s < 0 or (table[2 * s + 1] != 0 and table[2 * s] != key):
+                s = _probe(table, slots, key)
+            p = table[2 * s + 1]
+            if p == 0:
+                table[2 * s] = key
+                live += 1
+            else:
+                i = p
+                while i <= n:
+                    tree[i] -= 1
+                    i += i & (-i)
+            i = t + 1
+            while i <= n:
+                tree[i] += 1
+                i += i & (-i)
+            table[2 * s + 1] = t + 1
+    return max_finite
