@@ -89,24 +89,14 @@ def simulate_arrays(
     n = int(values.shape[0])
     counts = np.diff(offsets)
     longest = max(int(counts.max()) if n_req else 0, 1)
+    # Ids in order of first use also keep recently used blocks close together in last_pos,
+    # which the kernel's random lookups benefit from (a hash table would scatter them).
+    dist, bound = dense_block_ids(values)
+    last_pos = np.zeros(max(bound, 1), np.int32)
     tree = np.zeros(n + 1, np.int32)
-    if _is_dense(values):
-        # small non-negative ids (Mooncake's): index the last positions directly
-        dist = values.astype(np.int32)
-        last_pos = np.zeros(int(values.max()) + 1 if n else 1, np.int32)
-        scratch = np.empty(longest, np.int32)
-        max_finite = stackdist.prefix_stack_distances(offsets, dist, last_pos, tree, scratch)
-        del last_pos
-    else:
-        # arbitrary 64-bit hashes: one hash table holds key and last position (load <= 0.8)
-        table = np.zeros(2 * (n + n // 4 + 1), np.int64)
-        dist = np.empty(n, np.int32)
-        scratch = np.empty(longest, np.int64)
-        max_finite = stackdist.prefix_stack_distances_hashed(
-            offsets, values, table, tree, scratch, dist
-        )
-        del table
-    del tree, scratch
+    scratch = np.empty(longest, np.int32)
+    max_finite = stackdist.prefix_stack_distances(offsets, dist, last_pos, tree, scratch)
+    del last_pos, tree, scratch
     bins = int(max_finite) + 1
     tok_all = np.zeros(bins, np.int64)
     tok_steady = np.zeros(bins, np.int64)
