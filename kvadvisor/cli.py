@@ -37,11 +37,11 @@ from kvadvisor.trace import (
     TraceFormat,
     describe_trace,
     detect_format,
+    format_description,
     parse_column_map,
     read_trace,
     write_parquet,
 )
-from kvadvisor.trace.describe import format_description
 from kvadvisor.trace.stream import open_trace_stream
 
 EXIT_OK = 0
