@@ -1,7 +1,8 @@
 """Golden files for every renderer on a small trace built in code (byte-stable output).
 
-Two cases: ``small`` is the real pipeline on the trace (sections the analysis does not fill
-say why), ``full`` has every section filled with fixed values. Charts are matplotlib SVG: the
+Two cases: ``small`` has only what the trace gives (every other section says why it is
+missing), ``full`` has every section filled with fixed values. Neither runs the engines, so
+the files change only when a renderer does. Charts are matplotlib SVG: the
 HTML pages compare byte for byte under the matplotlib version that wrote the golden files
 (recorded beside them); under another version only the chart bodies are masked, since
 matplotlib's own drawing is not ours to freeze, and everything else still compares exactly.
@@ -16,13 +17,13 @@ from dataclasses import replace
 import matplotlib
 import pytest
 from goldtest import GOLDEN, compare_golden
-from report_fixtures import analysed_small, full_report
+from report_fixtures import bare_report, full_report
 
 from kvadvisor.report import RENDERERS
 from kvadvisor.report.charts import ChartSpec, Line, Mark, render_svg
 
 CASES = {
-    "small": analysed_small,
+    "small": bare_report,
     "full": full_report,
 }
 FILE_NAMES = {
