@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -81,6 +82,39 @@ TraceFormatOpt = Annotated[
 ]
 
 
+class KvDtype(str, Enum):
+    """KV cache element type."""
+
+    bf16 = "bf16"
+    fp8 = "fp8"
+
+
+class WeightDtype(str, Enum):
+    """Weight element type."""
+
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+    int8 = "int8"
+    int4 = "int4"
+    fp4 = "fp4"
+
+
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
+    "or path to a config.json. Default: llama-3.1-70b, reported as assumed.")]
+GpuOpt = Annotated[Optional[str], typer.Option(
+    "--gpu", help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.")]
+KvDtypeOpt = Annotated[KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.")]
+WeightDtypeOpt = Annotated[WeightDtype, typer.Option("--weight-dtype", help="Weight dtype.")]
+TpOpt = Annotated[Optional[int], typer.Option(
+    "--tp", min=1, help="Tensor-parallel GPUs per instance (default: smallest that fits).")]
+WindowOpt = Annotated[float, typer.Option(
+    "--window", min=1e-3, help="Window for I/O demand time series, seconds.")]
+ChunkTokensOpt = Annotated[int, typer.Option(
+    "--chunk-tokens", min=1, help="KV chunk per I/O, tokens (LMCache's default 256).")]
+
+
 @app.callback()
 def _root(
     version: Annotated[
@@ -105,17 +139,23 @@ def analyze_cmd(
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    kv_dtype: KvDtypeOpt = KvDtype.bf16,
+    weight_dtype: WeightDtypeOpt = WeightDtype.bf16,
+    tp: TpOpt = None,
+    window: WindowOpt = 1.0,
+    chunk_tokens: ChunkTokensOpt = 256,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
         t = read_trace(trace, trace_format)
-        report = analyze(
-            t,
-            AnalyzeOptions(warmup_fraction=warmup_fraction),
-            version=__version__,
-            generated_at=_now(),
+        options = AnalyzeOptions(
+            warmup_fraction=warmup_fraction, model=model, gpu=gpu, kv_dtype=kv_dtype.value,
+            weight_dtype=weight_dtype.value, tp=tp, window_s=window, chunk_tokens=chunk_tokens,
         )
+        report = analyze(t, options, version=__version__, generated_at=_now())
         for target, renderer in renderers:
             write_output(target, renderer.render(report))
         if not any(o == "-" for o in (output or [])):

@@ -85,6 +85,8 @@ def profile_stages(
     hit_tokens: np.ndarray | None = None,
     use_measured: bool = True,
     iterations: int = 3,
+    instances: int = 1,
+    max_batch: float | None = None,
 ) -> StageTimes:
     """Per-request stage times for a trace: measured rows where the trace has them, the
     cost model for the rest (``hit_tokens`` None = no prefix reuse known)."""
@@ -96,6 +98,8 @@ def profile_stages(
         hit_tokens=hit_tokens,
         measured=measured_stages(trace) if use_measured else None,
         iterations=iterations,
+        instances=instances,
+        max_batch=max_batch,
     )
 
 
