@@ -52,7 +52,8 @@ class Deployment:
     tp_assumed: bool
     kv_dtype: str
     weight_dtype: str
-    efficiency: dict[str, Any] = field(default_factory=dict)  # prefill_mfu, decode_mfu, memory, source
+    # prefill_mfu, decode_mfu, memory (fractions of peak) and where they come from
+    efficiency: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
-"""Stage profile of a trace: resolve model and GPU, measure or model (and calibrate) the stage
-times, then the split, KV I/O demand and load-vs-recompute, as report sections."""
+"""Stage profile of a trace: model and GPU, stage times, split, KV I/O demand, load vs recompute.
+
+Resolves the deployment, measures or models (and calibrates) the stage times, and returns the
+report sections.
+"""
 
 from __future__ import annotations
 

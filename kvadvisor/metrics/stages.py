@@ -129,7 +129,9 @@ def stage_times(
     a = np.asarray(arrival_s, dtype=np.float64)
     n = np.asarray(input_tokens, dtype=np.float64)
     o = np.asarray(output_tokens, dtype=np.float64)
-    h = np.zeros_like(n) if hit_tokens is None else np.clip(np.asarray(hit_tokens, np.float64), 0, n)
+    h = np.zeros_like(n)
+    if hit_tokens is not None:
+        h = np.clip(np.asarray(hit_tokens, dtype=np.float64), 0, n)
     new = np.where(n > 0, np.maximum(n - h, 1.0), 0.0)
     cached = n - new
     steps = np.maximum(o - 1.0, 0.0)

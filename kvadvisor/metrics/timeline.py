@@ -25,7 +25,9 @@ class TimeGrid:
     cells: int
 
     @classmethod
-    def covering(cls, span_s: float, cells: int = DEFAULT_CELLS, min_width_s: float = 1e-6) -> TimeGrid:
+    def covering(
+        cls, span_s: float, cells: int = DEFAULT_CELLS, min_width_s: float = 1e-6
+    ) -> TimeGrid:
         """A grid over ``[0, span_s]`` (the last instant included), cells no finer than needed."""
         span = max(float(span_s), min_width_s)
         width = max(span / cells, min_width_s)
