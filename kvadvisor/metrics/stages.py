@@ -25,6 +25,7 @@ import numpy as np
 from kvadvisor.metrics.timeline import DEFAULT_CELLS, TimeGrid
 
 DEFAULT_ITERATIONS = 3
+GRID_HEADROOM = 1.25  # the first grid spans 1.25 x the first estimate of the last completion
 
 
 class StageCostModel(Protocol):
@@ -163,13 +164,20 @@ def stage_times(
     rounds = 1 if ok.all() else max(int(iterations), 1)
     inst = 1 if ok.all() else max(int(instances), 1)
     cap = np.inf if max_batch is None or ok.all() else max(float(max_batch), 1.0)
+    grid: TimeGrid | None = None
     for _ in range(rounds):
         end = start + decode
         dur = end - start
-        grid = TimeGrid.covering(float(end.max(initial=0.0)), cells)
-        at_start, at_end = grid.locate(start), grid.locate(end)
-        batch_f = grid.open_time(start, end, ones)
-        kv_f = grid.open_time(start, end, own_kv)
+        if grid is None or end.max(initial=0.0) > grid.span_s:
+            # Room for the intervals to grow over the rounds without rebuilding the grid;
+            # the starts' ramps only change with the grid.
+            grid = TimeGrid.covering(GRID_HEADROOM * float(end.max(initial=0.0)), cells)
+            at_start = grid.locate(start)
+            start_batch, start_kv = grid.ramps(start, [ones, own_kv])
+        at_end = grid.locate(end)
+        end_batch, end_kv = grid.ramps(end, [ones, own_kv])
+        batch_f = start_batch - end_batch
+        kv_f = start_kv - end_kv
         per_instance = np.maximum(grid.mean(batch_f, at_start, at_end, dur) / inst, 1.0)
         mean_batch = np.minimum(per_instance, cap)
         scale = mean_batch / per_instance
