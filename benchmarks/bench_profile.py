@@ -24,8 +24,11 @@ TARGET_S = 2.0
 
 
 def synthetic_trace(requests: int, seed: int = 0):
-    """Poisson arrivals at 30 req/s; log-normal prompts (median ~2k) and outputs (median ~200);
-    half of each prompt's leading 16-token blocks reported as cached."""
+    """A synthetic trace with engine-reported prefix hits.
+
+    Poisson arrivals at 30 req/s; log-normal prompts (median ~2k) and outputs (median ~200);
+    a uniform share of each prompt's leading 16-token blocks reported as cached.
+    """
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1 / 30.0, requests))
     inp = np.clip(rng.lognormal(7.6, 1.0, requests), 16, 128_000).astype(np.int64)
@@ -54,7 +57,8 @@ def main() -> None:
         cpu.append(time.process_time() - start_cpu)
     split = profile.stage_split
     print(f"requests            {args.requests:,} over {trace.duration_s:,.0f} s")
-    print(f"cpus available      {len(os.sched_getaffinity(0))}  (load avg {os.getloadavg()[0]:.1f})")
+    cpus, load = len(os.sched_getaffinity(0)), os.getloadavg()[0]
+    print(f"cpus available      {cpus}  (load avg {load:.1f})")
     print(f"profile wall s      {', '.join(f'{t:.3f}' for t in times)}")
     # On a shared machine wall time includes waiting for a core; CPU time does not.
     print(f"profile cpu s       {', '.join(f'{t:.3f}' for t in cpu)}")
