@@ -356,7 +356,7 @@ def profile_workload(
         if not trace.has("queue_s"):
             split_notes.append("the trace has no queue_s: measured prefill is TTFT including "
                                "any queueing")
-    measured_all = bool(times.measured.all())
+    measured_all = bool(times.measured.any() and times.measured.all())
     if measured_all:
         source = "measured"
     elif times.measured.any() and calibration is not None:
