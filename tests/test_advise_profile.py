@@ -25,7 +25,7 @@ def _trace(cols: dict):
 
 def _measured_trace(n: int, measured_every: int = 1):
     """A trace whose TTFT/e2e come from a known deployment (efficiency factors set by hand)."""
-    pm, _, _ = build_perf_model(ProfileOptions(model="llama-3.1-8b", gpu="h100-sxm", tp=1))
+    pm, _, _, _ = build_perf_model(ProfileOptions(model="llama-3.1-8b", gpu="h100-sxm", tp=1))
     truth = pm.with_efficiency(pm.efficiency.with_values("truth", prefill_mfu=0.55, memory=0.7))
     rng = np.random.default_rng(3)
     arrival = np.arange(n) * 30.0  # one at a time: batch 1, no queueing
@@ -119,3 +119,15 @@ def test_cli_unknown_gpu_is_one_line(tmp_path) -> None:
     result = runner.invoke(app, ["analyze", str(path), "--gpu", "h2000"])
     assert result.exit_code == EXIT_USER_ERROR
     assert "Traceback" not in result.output and "did you mean" in result.output
+
+
+def test_model_from_the_trace_model_column() -> None:
+    """Without --model, a trace whose model column names one catalog model uses it."""
+    trace = _trace({"arrival_s": [0.0, 1.0], "input_tokens": [100, 200], "output_tokens": [5, 5],
+                    "model": ["Qwen/Qwen3-32B", "Qwen/Qwen3-32B"]})
+    model = profile_workload(trace, ProfileOptions()).model
+    assert model.name == "qwen3-32b" and not model.assumed
+    assert any("model column" in n for n in model.notes)
+    mixed = _trace({"arrival_s": [0.0, 1.0], "input_tokens": [100, 200], "output_tokens": [5, 5],
+                    "model": ["qwen3-32b", "llama-3.1-8b"]})
+    assert profile_workload(mixed, ProfileOptions()).model.assumed

@@ -6,8 +6,11 @@ that an analysis could not compute are None, never invented.
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Union
 
 # What each format_version changed:
 #   1: first version (DESIGN.md's contract).
@@ -39,6 +42,14 @@ class TraceSummary:
     dropped: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     capabilities: tuple[str, ...] = ()
+    # sha256 of the trace file as read (hex); None when the trace did not come from one file.
+    sha256: str | None = None
+    # Distinct served-model names in the trace's `model` column (sorted, at most 20).
+    models: tuple[str, ...] = ()
+    # Chart data for the workload section (None when the trace is empty).
+    arrivals: Series | None = None
+    input_tokens_hist: Series | None = None
+    output_tokens_hist: Series | None = None
 
 
 @dataclass(frozen=True)
@@ -154,11 +165,15 @@ class StageSplit:
 
 @dataclass(frozen=True)
 class MrcPoint:
-    """Token hit ratio at one capacity (None = unbounded); None ratios when there are no hashes."""
+    """Token hit ratio at one capacity (None = unbounded); None ratios when there are no hashes.
+
+    ``capacity_bytes`` is the capacity in KV bytes when the model's KV bytes per token is known.
+    """
 
     capacity_tokens: int | None
     hit_ratio_all: float | None
     hit_ratio_steady: float | None
+    capacity_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -170,12 +185,126 @@ class HitRatio:
 
 
 @dataclass(frozen=True)
+class CacheSampling:
+    """How a sampled (SHARDS) curve was estimated: rate, sample size and estimated error."""
+
+    rate: float
+    sampled_accesses: int
+    total_accesses: int
+    error_estimate: float | None
+    error_method: str
+
+
+@dataclass(frozen=True)
+class CacheTier:
+    """Hit tokens served by one tier of an inclusive hierarchy (fastest tier holding them)."""
+
+    name: str
+    capacity_tokens: int | None
+    effective_capacity_tokens: int | None
+    hit_tokens_all: float
+    hit_tokens_steady: float
+    share_all: float | None
+    share_steady: float | None
+    hit_bytes_all: float | None = None
+
+
+@dataclass(frozen=True)
+class CacheTiers:
+    """Every tier's share of the input tokens, and the share no tier holds (recomputed)."""
+
+    levels: tuple[CacheTier, ...]
+    miss_tokens_all: float
+    miss_share_all: float | None
+    miss_share_steady: float | None
+
+
+@dataclass(frozen=True)
+class RoutingPointSummary:
+    """Token hit ratio of one routing policy at one per-instance capacity (None = unbounded)."""
+
+    capacity_tokens_per_instance: int | None
+    hit_ratio_all: float | None
+    hit_ratio_steady: float | None
+
+
+@dataclass(frozen=True)
+class RoutingPolicySummary:
+    """One routing policy's hit ratios, or why it could not be evaluated."""
+
+    policy: str
+    points: tuple[RoutingPointSummary, ...]
+    unavailable: str | None = None
+
+
+@dataclass(frozen=True)
+class CacheRouting:
+    """N local caches under each routing policy against one pool (prefix_aware) of N × capacity."""
+
+    instances: int
+    seed: int
+    policies: tuple[RoutingPolicySummary, ...]
+
+
+@dataclass(frozen=True)
+class TtlPoint:
+    """The shortest retention keeping ``share`` of the hit tokens, and the capacity it needs."""
+
+    share: float
+    ttl_s: float
+    capacity_tokens: int
+    lru_capacity_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ReuseQuantile:
+    """A token-weighted quantile of the time since a hit block was last used."""
+
+    quantile: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CacheReuse:
+    """Reuse times of the hits at unbounded capacity and the TTL table."""
+
+    hit_tokens: int
+    quantiles: tuple[ReuseQuantile, ...]
+    histogram: Series | None
+    ttl: tuple[TtlPoint, ...]
+
+
+@dataclass(frozen=True)
+class BlockSizePoint:
+    """Token hit ratio at unbounded capacity with the hashes coarsened to ``chunk_tokens``."""
+
+    chunk_tokens: int
+    save_unfull_chunk: bool
+    hit_ratio_all: float | None
+    hit_ratio_steady: float | None
+
+
+@dataclass(frozen=True)
 class PrefixCache:
-    """Prefix reuse: hit ratio at unbounded capacity and the miss-ratio curve."""
+    """Prefix reuse: hit ratio at unbounded capacity and the miss-ratio curve.
+
+    ``status`` is "exact", "sampled" or "unknown" (no block hashes: every ratio None and
+    ``note`` says why). The fields after ``mrc`` are additions to DESIGN.md's contract.
+    """
 
     warmup_fraction: float
     hit_ratio: HitRatio
     mrc: tuple[MrcPoint, ...]
+    status: str = "exact"
+    note: str | None = None
+    block_tokens: int | None = None
+    block_hit_ratio: HitRatio | None = None
+    sampling: CacheSampling | None = None
+    curve: tuple[Series, ...] = ()
+    tiers: CacheTiers | None = None
+    routing: CacheRouting | None = None
+    reuse: CacheReuse | None = None
+    block_sizes: tuple[BlockSizePoint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -239,11 +368,75 @@ class IoDemand:
 
 
 @dataclass(frozen=True)
+class Tier:
+    """One KV tier of a stage: catalog entry, role, capacity per instance and device count."""
+
+    name: str
+    category: str
+    role: str
+    capacity_gib: float | None
+    devices: int = 1
+    shared: bool = False
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What a stage's KV tier must sustain per instance, and how each figure was derived."""
+
+    write_bytes_per_s: float | None = None
+    read_bytes_per_s: float | None = None
+    write_iops: float | None = None
+    read_iops: float | None = None
+    capacity_gib: float | None = None
+    derivation: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """Demand over capability of the chosen tier, at mean, p99 and peak (None = unknown)."""
+
+    mean: float | None
+    p99: float | None
+    peak: float | None
+    basis: str = ""
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A ranked candidate (storage or instance) with the reason for its rank."""
+
+    kind: str
+    name: str
+    rank: int
+    reason: str
+    feasible: bool = True
+
+
+@dataclass(frozen=True)
 class StageRecommendation:
     """The configuration recommended for one stage."""
 
     instance: str | None
     storage: str | None
+    instance_count: int | None = None
+    gpu: str | None = None
+    tiers: tuple[Tier, ...] = ()
+    required: Requirement | None = None
+    chunk_tokens: int | None = None
+    retention_s: float | None = None
+    utilization: Utilization | None = None
+    alternatives: tuple[Alternative, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """Whether a rule fired, and if not, why (condition false or a fact unavailable)."""
+
+    code: str
+    name: str
+    fired: bool
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -252,6 +445,9 @@ class Recommendation:
 
     prefill: StageRecommendation
     decode: StageRecommendation
+    shared_storage: bool = False
+    rules: tuple[RuleOutcome, ...] = ()
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -263,6 +459,11 @@ class Finding:
     stage: str
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    summary: str = ""
+    action: str = ""
+    candidates: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -277,12 +478,30 @@ class AdviceReport:
     io: IoDemand | None = None
     recommendation: Recommendation | None = None
     findings: tuple[Finding, ...] = ()
+    # The analysis options as given (name -> value), for the report's "inputs" section.
+    options: dict[str, Any] = field(default_factory=dict)
+    # Versions of the data the advice used, e.g. {"catalog": ..., "rules": ...}.
+    versions: dict[str, str] = field(default_factory=dict)
+    # Why a section is None (section name -> reason), so reports say "not measured: <why>".
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with the contract's top-level keys (meta fields lifted to the top)."""
         body = asdict(self)
         meta = body.pop("meta")
         return {**meta, **body}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AdviceReport:
+        """Inverse of :meth:`to_dict`: ``AdviceReport.from_dict(r.to_dict()) == r``.
+
+        Also reads parsed JSON output (lists become tuples). Keys this version does not know
+        are ignored, so a newer report still loads.
+        """
+        body = dict(data)
+        meta = {f.name: body.pop(f.name) for f in dataclasses.fields(Meta) if f.name in body}
+        body["meta"] = meta
+        return typing.cast(AdviceReport, _build(cls, body))
 
 
 @dataclass(frozen=True)
@@ -301,3 +520,33 @@ class Series:
     x: tuple[float, ...]
     y: tuple[float, ...]
     kind: str = "line"
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """Rebuild a value of type ``tp`` from its ``asdict``/JSON form (dataclasses, tuples, dicts)."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(options) == 1:
+            return _build(options[0], value)
+        for option in options:  # e.g. int | str: keep the value when it already fits
+            if isinstance(value, typing.get_origin(option) or option):
+                return value
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp) if f.init}
+        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_build(args[0], v) for v in value)
+        return tuple(_build(a, v) for a, v in zip(args, value, strict=True))
+    if origin is dict:
+        _, val_tp = typing.get_args(tp)
+        return {k: _build(val_tp, v) for k, v in value.items()}
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value

@@ -24,10 +24,12 @@ from kvadvisor.advise.model import (
     StageSplit,
 )
 from kvadvisor.catalog.gpus import get_gpu
-from kvadvisor.catalog.models import ModelSpec, resolve_model
+from kvadvisor.catalog.models import ModelSpec, get_model, resolve_model
+from kvadvisor.errors import CatalogError
 from kvadvisor.metrics import (
     DECODE_DOMINATED_SHARE,
     PREFILL_DOMINATED_SHARE,
+    Distribution,
     IoProfile,
     SplitSummary,
     StageIo,
@@ -50,6 +52,7 @@ from kvadvisor.perfmodel import (
     share_below,
 )
 from kvadvisor.trace.model import Trace
+from kvadvisor.units import BYTES_PER_GIB
 
 # Defaults when --model / --gpu are not given (stated in the report as assumed): Llama-3.1-70B,
 # whose 320 KiB of KV per token is the figure most often quoted (Mooncake paper), on an H200,
@@ -57,6 +60,9 @@ from kvadvisor.trace.model import Trace
 DEFAULT_MODEL = "llama-3.1-70b"
 DEFAULT_GPU = "h200"
 MAX_SERIES_POINTS = 1000
+# The advisor's break-even fact uses the slowest reference tier (one local Gen4 NVMe drive),
+# the conservative case for "is loading worth it".
+BREAKEVEN_FACT_TIER = "nvme-gen4-x4"
 
 
 @dataclass(frozen=True)
@@ -83,14 +89,39 @@ class StageProfile:
     model: ModelSummary
     stage_split: StageSplit
     io: IoDemand
+    facts: dict[str, float | None]  # extra facts for the advisor (names in advise/facts.py)
 
 
-def build_perf_model(options: ProfileOptions) -> tuple[PerfModel, ModelSpec, list[str]]:
-    """Resolve --model/--gpu/--tp (defaults noted) into a PerfModel."""
+def trace_model_name(trace: Trace) -> str | None:
+    """The trace's ``model`` column when it names one catalog model throughout, else None."""
+    if not trace.has("model"):
+        return None
+    names = set(trace.table["model"].drop_null().unique().to_pylist())
+    if len(names) != 1:
+        return None
+    (name,) = names
+    try:
+        return get_model(str(name)).name
+    except CatalogError:
+        return None
+
+
+def build_perf_model(
+    options: ProfileOptions, trace_model: str | None = None
+) -> tuple[PerfModel, ModelSpec, list[str], bool]:
+    """Resolve --model/--gpu/--tp into a PerfModel, with notes and whether the model is assumed.
+
+    Without --model, a model the trace's ``model`` column names is used, else the documented
+    default.
+    """
     notes: list[str] = []
-    spec = resolve_model(options.model or DEFAULT_MODEL)
-    if options.model is None:
+    name = options.model or trace_model or DEFAULT_MODEL
+    spec = resolve_model(name)
+    assumed = options.model is None and trace_model is None
+    if assumed:
         notes.append(f"model not given (--model): assumed {spec.display_name}")
+    elif options.model is None:
+        notes.append(f"model from the trace's model column: {spec.display_name}")
     gpu = get_gpu(options.gpu or DEFAULT_GPU)
     if options.gpu is None:
         notes.append(f"GPU not given (--gpu): assumed {gpu.display_name}")
@@ -100,7 +131,7 @@ def build_perf_model(options: ProfileOptions) -> tuple[PerfModel, ModelSpec, lis
                      "TP x GPU memory > 1.5 x weights (AIConfigurator's rule)")
     pm = PerfModel.build(spec, gpu, tp=tp, kv_dtype=options.kv_dtype,
                          weight_dtype=options.weight_dtype)
-    return pm, spec, notes
+    return pm, spec, notes, assumed
 
 
 def _calibration_rows(trace: Trace, pm: PerfModel, times: StageTimes) -> CalibrationRows | None:
@@ -162,10 +193,15 @@ def _series(name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, 
     return Series(name, "time", "s", y_label, y_unit, xs, ys, kind)
 
 
+def _scaled(d: Distribution, factor: float) -> dict[str, float]:
+    return {k: v * factor for k, v in asdict(d).items()}
+
+
 def _split_section(
     s: SplitSummary, source: str, hits_source: str | None, calibration: Calibration | None,
-    times: StageTimes, notes: list[str],
+    times: StageTimes, notes: list[str], tp: int,
 ) -> StageSplit:
+    """The stage_split section; GPU times in GPU-seconds (an instance's seconds x tp)."""
     per_share = np.divide(times.prefill_gpu_s, times.prefill_gpu_s + times.decode_gpu_s,
                           out=np.zeros_like(times.prefill_gpu_s),
                           where=(times.prefill_gpu_s + times.decode_gpu_s) > 0)
@@ -175,8 +211,8 @@ def _split_section(
                   "bar")
     return StageSplit(
         source=source,
-        prefill_s=s.prefill_gpu_s,
-        decode_s=s.decode_gpu_s,
+        prefill_s=s.prefill_gpu_s * tp,
+        decode_s=s.decode_gpu_s * tp,
         prefill_share=s.prefill_share,
         classification=s.classification,
         thresholds={"prefill_dominated_at_or_above": PREFILL_DOMINATED_SHARE,
@@ -186,13 +222,13 @@ def _split_section(
         latency_prefill_share=s.latency_prefill_share,
         latency_classification=s.latency_classification,
         hits_source=hits_source,
-        no_reuse_prefill_s=s.prefill_gpu_no_reuse_s,
+        no_reuse_prefill_s=s.prefill_gpu_no_reuse_s * tp,
         no_reuse_prefill_share=s.prefill_share_no_reuse,
-        prefill_s_saved_by_reuse=s.prefill_gpu_saved_by_reuse_s,
+        prefill_s_saved_by_reuse=s.prefill_gpu_saved_by_reuse_s * tp,
         request_classes=dict(s.request_classes),
         per_request={
-            "prefill_gpu_s": asdict(s.prefill_gpu_per_request_s),
-            "decode_gpu_s": asdict(s.decode_gpu_per_request_s),
+            "prefill_gpu_s": _scaled(s.prefill_gpu_per_request_s, tp),
+            "decode_gpu_s": _scaled(s.decode_gpu_per_request_s, tp),
             "prefill_share": asdict(s.prefill_share_per_request),
             "ttft_s": asdict(s.ttft_s),
             "decode_latency_s": asdict(s.decode_latency_s),
@@ -225,9 +261,10 @@ def _pattern(stage: StageIo) -> IoPattern | None:
 
 
 def _io_section(
-    io: IoProfile, times: StageTimes, pm: PerfModel, hits_known: bool
+    io: IoProfile, times: StageTimes, pm: PerfModel, hits_known: bool,
+    concurrency: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> IoDemand:
-    starts, inflight, peak_batch = concurrency_series(times, io.window_s, io.windows)
+    starts, inflight, peak_batch = concurrency
     series = [
         _series("KV write demand", "write bandwidth", "bytes/s", starts, io.write.rate_series,
                 "mean"),
@@ -267,7 +304,8 @@ def _io_section(
 
 
 def _model_section(
-    pm: PerfModel, spec: ModelSpec, options: ProfileOptions, times: StageTimes, notes: list[str]
+    pm: PerfModel, spec: ModelSpec, options: ProfileOptions, times: StageTimes, notes: list[str],
+    assumed: bool,
 ) -> ModelSummary:
     mean_context = float(np.mean(times.input_tokens + times.output_tokens)) if len(
         times.input_tokens) else 0.0
@@ -309,7 +347,7 @@ def _model_section(
         name=spec.name,
         kv_bytes_per_token=int(round(pm.kv.total_bytes_per_token)),
         display_name=spec.display_name,
-        assumed=options.model is None,
+        assumed=assumed,
         origin=spec.origin,
         attention=spec.attention,
         kv_bytes_per_token_per_gpu=int(round(pm.kv.per_rank_bytes_per_token)),
@@ -337,7 +375,7 @@ def profile_workload(
     ``hit_tokens`` (per request) come from the prefix-cache simulation or the engine's
     ``cached_tokens``; None means hits are unknown, taken as 0 for compute and reported so.
     """
-    pm, spec, notes = build_perf_model(options)
+    pm, spec, notes, model_assumed = build_perf_model(options, trace_model_name(trace))
     hits_known = hit_tokens is not None
     context = trace.column_np("input_tokens") + trace.column_np("output_tokens")
     max_batch = memory_fit(pm, float(np.mean(context)) if len(context) else 1.0
@@ -385,9 +423,36 @@ def profile_workload(
     io = profile_io(times, pm.kv_bytes, hits_known=hits_known, window_s=options.window_s,
                     chunk_tokens=options.chunk_tokens, io_unit_bytes=options.io_unit_bytes,
                     drive_capacity_bytes=options.drive_capacity_bytes)
+    concurrency = concurrency_series(times, io.window_s, io.windows)
+    io_section = _io_section(io, times, pm, hits_known, concurrency)
     return StageProfile(
-        model=_model_section(pm, spec, options, times, notes),
+        model=_model_section(pm, spec, options, times, notes, model_assumed),
         stage_split=_split_section(summarize_split(times), source, hits_source, calibration,
-                                   times, split_notes),
-        io=_io_section(io, times, pm, hits_known),
+                                   times, split_notes, pm.tp),
+        io=io_section,
+        facts=_facts(pm, times, io_section, concurrency[1]),
     )
+
+
+def _facts(
+    pm: PerfModel, times: StageTimes, io: IoDemand, inflight: np.ndarray
+) -> dict[str, float | None]:
+    """Facts the advisor reads besides the report sections (advise/facts.py names them).
+
+    In flight per instance: the per-window time-mean of requests from arrival to completion,
+    over ``instances``; its KV: that count x the mean of kv(n + o) over requests.
+    """
+    tier = next(t for t in io.load_vs_recompute if t.tier == BREAKEVEN_FACT_TIER)
+    per_instance = inflight / times.instances
+    p99 = float(np.percentile(per_instance, 99)) if len(per_instance) else None
+    context = times.input_tokens + times.output_tokens
+    mean_kv = float(np.mean(pm.kv_bytes(context))) if len(context) else 0.0
+    return {
+        "model_weights_gib": pm.weight_bytes / BYTES_PER_GIB,
+        "split_gpu_bf16_tflops": pm.gpu.bf16_dense_tflops,
+        "split_gpu_memory_bandwidth_gbps": pm.gpu.memory_bandwidth_gbps,
+        "breakeven_prefix_tokens": tier.break_even_tokens,
+        "hit_tokens_below_breakeven_share": tier.hit_token_share_below,
+        "inflight_requests_p99": p99,
+        "kv_inflight_gib_p99": None if p99 is None else p99 * mean_kv / BYTES_PER_GIB,
+    }

@@ -1,0 +1,246 @@
+"""Evaluate rules against facts (pure): three-valued logic, messages with units, evidence.
+
+A condition over a fact that the analysis could not produce is *unknown*, not false: ``all``
+is false if any part is false, unknown if any part is unknown, else true; ``any`` is true if any
+part is true, unknown if any part is unknown, else false; ``not`` keeps unknown (Kleene logic).
+A rule whose condition is unknown stays quiet with "not evaluated: fact X unavailable".
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import string
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kvadvisor.rules.model import (
+    AllOf,
+    AnyOf,
+    Compare,
+    Condition,
+    Evaluation,
+    FactValue,
+    Firing,
+    Not,
+    Op,
+    Quiet,
+    Rule,
+)
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_KIB, BYTES_PER_MB, BYTES_PER_MIB
+
+Facts = Mapping[str, FactValue]
+
+_OPS: dict[Op, Callable[[Any, Any], bool]] = {
+    Op.LT: operator.lt, Op.LE: operator.le, Op.GT: operator.gt, Op.GE: operator.ge,
+    Op.EQ: operator.eq, Op.NE: operator.ne,
+}
+_NEGATED = {Op.LT: ">=", Op.LE: ">", Op.GT: "<=", Op.GE: "<", Op.EQ: "!=", Op.NE: "=="}
+
+
+def format_value(value: float | int | bool, unit: str, name: str = "") -> str:
+    """A fact value as a person reads it, with its unit (binary sizes, decimal bandwidths)."""
+    if isinstance(value, bool) or unit == "bool":
+        return "yes" if value else "no"
+    v = float(value)
+    if not math.isfinite(v):
+        return "n/a"
+    if unit == "ratio":
+        return f"{v:.1%}"
+    if unit == "x":
+        return f"{v:,.1f}x"
+    if unit in ("bytes", "gib"):
+        b = v * BYTES_PER_GIB if unit == "gib" else v
+        for size, label in ((1024 * BYTES_PER_GIB, "TiB"), (BYTES_PER_GIB, "GiB"),
+                            (BYTES_PER_MIB, "MiB"), (BYTES_PER_KIB, "KiB")):
+            if abs(b) >= size:
+                return f"{b / size:,.1f} {label}"
+        return f"{b:,.0f} B"
+    if unit == "bytes_per_s":
+        if abs(v) >= BYTES_PER_GB:
+            return f"{v / BYTES_PER_GB:,.2f} GB/s"
+        return f"{v / BYTES_PER_MB:,.1f} MB/s"
+    if unit == "gbps":
+        return f"{v:,.2f} GB/s"
+    if unit == "per_s":
+        return f"{v:,.0f} IOPS" if "iops" in name else f"{v:,.2f}/s"
+    if unit == "s":
+        if abs(v) < 1:
+            return f"{v * 1000:,.1f} ms"
+        if abs(v) < 120:
+            return f"{v:,.1f} s"
+        if abs(v) < 7200:
+            return f"{v / 60:,.1f} min"
+        return f"{v / 3600:,.1f} h"
+    if unit == "us":
+        return f"{v:,.0f} µs"
+    if unit == "tflops":
+        return f"{v:,.0f} TFLOPS"
+    if unit == "tokens":
+        return f"{v:,.0f} tokens"
+    if unit == "dwpd":
+        return f"{v:,.2f} drive writes per day"
+    if unit == "requests":
+        return f"{v:,.0f} requests"
+    return f"{v:,.4g}" if not float(v).is_integer() else f"{v:,.0f}"
+
+
+def _check(cond: Compare, facts: Facts) -> bool | None:
+    fact = facts.get(cond.fact)
+    if fact is None:
+        return None
+    if cond.ref is None:
+        other: Any = cond.value
+    else:
+        ref = facts.get(cond.ref)
+        if ref is None:
+            return None
+        other = ref.value * cond.factor
+    return bool(_OPS[cond.op](fact.value, other))
+
+
+def truth(cond: Condition, facts: Facts) -> bool | None:
+    """True, False, or None when a fact it needs is unavailable (Kleene logic)."""
+    if isinstance(cond, Compare):
+        return _check(cond, facts)
+    if isinstance(cond, Not):
+        inner = truth(cond.part, facts)
+        return None if inner is None else not inner
+    values = [truth(p, facts) for p in cond.parts]
+    if isinstance(cond, AllOf):
+        if any(v is False for v in values):
+            return False
+        return None if any(v is None for v in values) else True
+    if isinstance(cond, AnyOf):
+        if any(v is True for v in values):
+            return True
+        return None if any(v is None for v in values) else False
+    raise AssertionError(f"unknown condition {cond!r}")  # the loader builds only the four kinds
+
+
+def _describe(cond: Compare, facts: Facts, held: bool) -> str:
+    fact = facts[cond.fact]
+    lhs = f"{cond.fact} = {format_value(fact.value, fact.unit, fact.name)}"
+    if cond.ref is None:
+        rhs = format_value(cond.value, fact.unit, fact.name)  # type: ignore[arg-type]
+    else:
+        ref = facts[cond.ref]
+        scaled = format_value(ref.value * cond.factor, ref.unit, ref.name)
+        rhs = f"{cond.factor:g} × {cond.ref} = {scaled}" if cond.factor != 1 else (
+            f"{cond.ref} = {scaled}")
+    op = cond.op.value if held else _NEGATED[cond.op]
+    return f"{lhs} {op} {rhs}"
+
+
+def _why_false(cond: Condition, facts: Facts) -> str:
+    """The first comparison that made the condition false, in words."""
+    if isinstance(cond, Compare):
+        return _describe(cond, facts, held=False)
+    if isinstance(cond, Not):
+        return "not(" + _why_true(cond.part, facts) + ")"
+    if isinstance(cond, AllOf):
+        for part in cond.parts:
+            if truth(part, facts) is False:
+                return _why_false(part, facts)
+    return " and ".join(_why_false(p, facts) for p in cond.parts)  # AnyOf: every part false
+
+
+def _why_true(cond: Condition, facts: Facts) -> str:
+    if isinstance(cond, Compare):
+        return _describe(cond, facts, held=True)
+    if isinstance(cond, Not):
+        return "not(" + _why_false(cond.part, facts) + ")"
+    if isinstance(cond, AnyOf):
+        for part in cond.parts:
+            if truth(part, facts) is True:
+                return _why_true(part, facts)
+    return " and ".join(_why_true(p, facts) for p in cond.parts)
+
+
+def format_message(template: str, facts: Facts) -> str:
+    """Fill ``{fact}`` with the value and its unit, ``{fact:.1f}`` with the bare number.
+
+    Placeholders are plain names checked by the loader; only ``format()`` of a number with a
+    checked spec runs, never attribute access or code.
+    """
+    out: list[str] = []
+    for literal, name, spec, _ in string.Formatter().parse(template):
+        out.append(literal)
+        if name is None:
+            continue
+        fact = facts.get(name)
+        if fact is None:
+            out.append("unavailable")
+        elif spec:
+            out.append(format(fact.value, spec))
+        else:
+            out.append(format_value(fact.value, fact.unit, fact.name))
+    return "".join(out)
+
+
+def _message_facts(template: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
+def evidence_for(rule: Rule, facts: Facts) -> dict[str, dict[str, Any]]:
+    """The available facts a rule reads or quotes: name -> {value, unit, text}."""
+    names = dict.fromkeys([*rule.facts, *_message_facts(rule.message)])
+    return {
+        n: {"value": facts[n].value, "unit": facts[n].unit,
+            "text": format_value(facts[n].value, facts[n].unit, n)}
+        for n in names if n in facts
+    }
+
+
+def evaluate(rules: Iterable[Rule], facts: Facts) -> Evaluation:
+    """Run every rule over the facts: which fired (with message and evidence), which stayed
+    quiet and why."""
+    fired: list[Firing] = []
+    quiet: list[Quiet] = []
+    for rule in rules:
+        result = truth(rule.when, facts)
+        if result is True:
+            fired.append(Firing(rule, format_message(rule.message, facts),
+                                evidence_for(rule, facts)))
+        elif result is None:
+            missing = [n for n in rule.facts if n not in facts]
+            quiet.append(Quiet(rule, "not evaluated: fact " + ", ".join(missing)
+                               + " unavailable", evaluated=False))
+        else:
+            quiet.append(Quiet(rule, "condition not met: " + _why_false(rule.when, facts),
+                               evaluated=True))
+    return Evaluation(tuple(fired), tuple(quiet))
+
+
+def resolve_where(
+    where: Mapping[str, Mapping[str, Any]], facts: Facts
+) -> dict[str, list[tuple[str, Any]]] | None:
+    """A recommend.where clause with fact-valued bounds replaced by numbers.
+
+    Returns None when a bound names a fact that is unavailable (the query cannot be run).
+    """
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for field_name, tests in where.items():
+        for op, value in tests.items():
+            if isinstance(value, dict):
+                fact = facts.get(value["fact"])
+                if fact is None:
+                    return None
+                value = fact.value * float(value.get("factor", 1.0))
+            out.setdefault(field_name, []).append((op, value))
+    return out
+
+
+def matches(entry: Mapping[str, Any], query: Mapping[str, list[tuple[str, Any]]]) -> bool:
+    """Whether a catalog entry passes every bound of a resolved where clause (missing = no)."""
+    for field_name, tests in query.items():
+        have = entry.get(field_name)
+        if have is None:
+            return False
+        for op, value in tests:
+            try:
+                if not _OPS[Op(op)](have, value):
+                    return False
+            except TypeError:
+                return False
+    return True

@@ -1,0 +1,209 @@
+"""Rule data: facts, conditions, rules and evaluation results (frozen dataclasses, no behaviour)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Union
+
+
+class Severity(str, Enum):
+    """How much a finding matters; ordered info < warning < error."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        """0 for info, 1 for warning, 2 for error (for --fail-on and sorting)."""
+        return list(Severity).index(self)
+
+
+class Stage(str, Enum):
+    """Which serving stage a rule speaks about."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+    BOTH = "both"
+
+
+class Op(str, Enum):
+    """Comparison operators a condition may use (a closed set; nothing is evaluated as code)."""
+
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    EQ = "=="
+    NE = "!="
+
+
+# Units a fact may carry; the message formatter knows how to print each one.
+UNITS: dict[str, str] = {
+    "ratio": "a share between 0 and 1, printed as a percentage",
+    "x": "a multiple (dimensionless), printed as '3.2x'",
+    "bytes": "bytes, printed in KiB/MiB/GiB",
+    "bytes_per_s": "bytes per second, printed in MB/s or GB/s (decimal)",
+    "gib": "GiB (2^30 bytes)",
+    "tokens": "tokens",
+    "requests": "requests",
+    "per_s": "events per second (I/O operations per second for IOPS facts)",
+    "s": "seconds",
+    "us": "microseconds",
+    "tflops": "dense BF16 tera floating-point operations per second",
+    "gbps": "GB/s (decimal)",
+    "count": "a plain count",
+    "bool": "true or false",
+    "dwpd": "drive writes per day",
+}
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    """A named number the analysis may produce: what rules and docs may refer to."""
+
+    name: str
+    unit: str
+    description: str
+    source: str = ""  # which part of the analysis produces it (for docs/facts.md)
+
+
+@dataclass(frozen=True)
+class FactValue:
+    """One produced fact: its value (number or bool) and unit."""
+
+    name: str
+    value: float | int | bool
+    unit: str
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``fact op value`` or ``fact op factor × ref`` (ref is another fact)."""
+
+    fact: str
+    op: Op
+    value: float | bool | None = None
+    ref: str | None = None
+    factor: float = 1.0
+
+    @property
+    def facts(self) -> tuple[str, ...]:
+        """The fact names this comparison reads."""
+        return (self.fact,) if self.ref is None else (self.fact, self.ref)
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """True when every part is true."""
+
+    parts: tuple[Condition, ...]
+
+    @property
+    def facts(self) -> tuple[str, ...]:
+        """The fact names the parts read, in order, without repeats."""
+        return _unique(f for p in self.parts for f in p.facts)
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """True when at least one part is true."""
+
+    parts: tuple[Condition, ...]
+
+    @property
+    def facts(self) -> tuple[str, ...]:
+        """The fact names the parts read, in order, without repeats."""
+        return _unique(f for p in self.parts for f in p.facts)
+
+
+@dataclass(frozen=True)
+class Not:
+    """True when the part is false."""
+
+    part: Condition
+
+    @property
+    def facts(self) -> tuple[str, ...]:
+        """The fact names the part reads."""
+        return self.part.facts
+
+
+Condition = Union[Compare, AllOf, AnyOf, Not]
+
+
+def _unique(names) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class RuleDocs:
+    """The same headings for every rule (ruff's rule docs): what, why, example, references."""
+
+    what: str
+    why: str
+    example: str
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Recommend:
+    """What to do when the rule fires, and which catalog entries would do it.
+
+    ``where`` filters catalog entries (field -> {op: value}); ``rank_by`` orders the survivors
+    (a field name, ``-`` prefix for descending).
+    """
+
+    action: str
+    catalog: str | None = None
+    where: dict[str, dict[str, float | str | bool]] = field(default_factory=dict)
+    rank_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule, as loaded from one YAML file."""
+
+    code: str
+    name: str
+    groups: tuple[str, ...]
+    severity: Severity
+    stage: Stage
+    summary: str
+    when: Condition
+    message: str
+    docs: RuleDocs
+    recommend: Recommend | None = None
+    path: str = ""
+
+    @property
+    def facts(self) -> tuple[str, ...]:
+        """Every fact the condition reads."""
+        return self.when.facts
+
+
+@dataclass(frozen=True)
+class Firing:
+    """A rule whose condition held: the formatted message and the facts behind it."""
+
+    rule: Rule
+    message: str
+    evidence: dict[str, dict[str, float | int | bool | str]]
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """A rule that did not fire, and why (condition false, or a fact it needs is unavailable)."""
+
+    rule: Rule
+    reason: str
+    evaluated: bool
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome of running a rule set over one set of facts."""
+
+    fired: tuple[Firing, ...]
+    quiet: tuple[Quiet, ...]
