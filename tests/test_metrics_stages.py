@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pytest
 
 from kvadvisor.advise.profile import ProfileOptions, profile_workload
@@ -16,6 +14,7 @@ from kvadvisor.metrics import (
     stage_times,
     summarize_split,
 )
+from kvadvisor.trace import read_trace
 from kvadvisor.trace.schema import build_trace
 
 STEP_S = 0.01
@@ -122,22 +121,12 @@ def test_classification_thresholds() -> None:
     assert classify(0.4) == "decode-dominated"
 
 
-def _azure_trace(path) -> object:
-    raw = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-        column_types={"TIMESTAMP": pa.timestamp("ns")}))
-    ts = raw["TIMESTAMP"]
-    start = pc.min(ts)
-    arrival = pc.divide(pc.cast(pc.subtract(ts, start), pa.int64()), 1e9)
-    return _trace({"arrival_s": arrival, "input_tokens": raw["ContextTokens"],
-                   "output_tokens": raw["GeneratedTokens"]})
-
-
 def test_azure_code_trace_is_prefill_heavy(azure_code_path) -> None:
     """Azure code (~2k-token prompts, ~28 output tokens) is prefill-dominated in GPU time.
 
     On the default deployment and on other common ones; its latency split leans the other way.
     """
-    trace = _azure_trace(azure_code_path)
+    trace = read_trace(azure_code_path)
     assert trace.requests == 8819
     split = profile_workload(trace, ProfileOptions()).stage_split
     assert split.source == "modeled"
