@@ -320,9 +320,14 @@ def workload_section(report: AdviceReport) -> Section:
     )
 
 
-def _opt(obj: Any, name: str, default: Any = None) -> Any:
-    """A field another part of kvadvisor may not have added to the model yet."""
-    return getattr(obj, name, default)
+# Per-request distribution names as a reader says them (others: the name, unit suffix dropped).
+_DIST_LABELS = {
+    "prefill_gpu_s": "prefill GPU time",
+    "decode_gpu_s": "decode GPU time",
+    "prefill_share": "prefill share of GPU time",
+    "ttft_s": "time to first token",
+    "decode_latency_s": "decode time (end-to-end − TTFT)",
+}
 
 
 def _dist_table(caption: str, dists: dict[str, dict[str, float]]) -> Table | None:
@@ -336,7 +341,10 @@ def _dist_table(caption: str, dists: dict[str, dict[str, float]]) -> Table | Non
         caption,
         ("", *stats),
         tuple(
-            (fmt.label(name), *(fmt.value(name, d.get(k)) if k in d else "" for k in stats))
+            (
+                _DIST_LABELS.get(name, fmt.label(name)),
+                *(fmt.value(name, d.get(k)) if k in d else "" for k in stats),
+            )
             for name, d in dists.items()
         ),
     )
@@ -347,14 +355,14 @@ def _model_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
     m = report.model
     if m is None:
         return ()
-    name = _opt(m, "display_name") or m.name
+    name = m.display_name or m.name
     rows = [
-        ("model", name + (" (assumed)" if _opt(m, "assumed") else "")),
+        ("model", name + (" (assumed)" if m.assumed else "")),
         ("KV per token (all layers)", fmt.size(m.kv_bytes_per_token)),
     ]
-    if _opt(m, "attention"):
-        rows.append(("attention", str(_opt(m, "attention"))))
-    dep = _opt(m, "deployment")
+    if m.attention:
+        rows.append(("attention", str(m.attention)))
+    dep = m.deployment
     if dep is not None:
         gpu = dep.gpu_display_name or dep.gpu
         rows.append(
@@ -365,7 +373,7 @@ def _model_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
             )
         )
         rows.append(("dtypes (KV, weights)", f"{dep.kv_dtype}, {dep.weight_dtype}"))
-    mem = _opt(m, "memory")
+    mem = m.memory
     if mem is not None:
         rows += [
             ("weights fit in GPU memory", "yes" if mem.weights_fit else "no"),
@@ -383,19 +391,19 @@ def stage_section(report: AdviceReport) -> Section:
         return Section("stages", "Stage split", missing=summary.why_missing(report, "stage_split"))
     dominant = "prefill" if s.prefill_share >= 0.5 else "decode"
     share = s.prefill_share if dominant == "prefill" else 1 - s.prefill_share
-    classification = _opt(s, "classification", "")
+    classification = s.classification
     lead = (
         f"{dominant.capitalize()} takes {fmt.percent(share)} of GPU time on this traffic "
         f"({s.source}{'; ' + classification.replace('_', ' ') if classification else ''}); "
         f"size the {dominant} stage's hardware for that share, not a copied configuration."
     )
-    latency_share = _opt(s, "latency_prefill_share")
+    latency_share = s.latency_prefill_share
     if latency_share is not None:
         lead += (
             f" By latency (TTFT against decode time per request) prefill is "
             f"{fmt.percent(latency_share)}: the two splits can point different ways."
         )
-    no_reuse = _opt(s, "no_reuse_prefill_share")
+    no_reuse = s.no_reuse_prefill_share
     if no_reuse is not None:
         lead += f" Without prefix reuse prefill would take {fmt.percent(no_reuse)} of GPU time."
     rows = [
@@ -406,21 +414,21 @@ def stage_section(report: AdviceReport) -> Section:
     ]
     for name, text in (
         ("classification", classification.replace("_", " ")),
-        ("latency: prefill (Σ TTFT)", fmt.duration(_opt(s, "latency_prefill_s"))),
-        ("latency: decode (Σ end-to-end − TTFT)", fmt.duration(_opt(s, "latency_decode_s"))),
+        ("latency: prefill (Σ TTFT)", fmt.duration(s.latency_prefill_s)),
+        ("latency: decode (Σ end-to-end − TTFT)", fmt.duration(s.latency_decode_s)),
         ("latency: prefill share", fmt.percent(latency_share)),
-        ("latency classification", _opt(s, "latency_classification", "").replace("_", " ")),
+        ("latency classification", s.latency_classification.replace("_", " ")),
         ("prefill share without prefix reuse", fmt.percent(no_reuse)),
-        ("prefill GPU time saved by reuse", fmt.duration(_opt(s, "prefill_s_saved_by_reuse"))),
-        ("prefix hits taken from", _opt(s, "hits_source") or ""),
-        ("mean decode batch per instance", fmt.value("batch", _opt(s, "mean_decode_batch"))),
-        ("model instances", fmt.value("instances", _opt(s, "instances"))),
-        ("GPU busy share", fmt.percent(_opt(s, "gpu_busy_fraction"))),
-        ("requests with measured times", fmt.value("requests", _opt(s, "measured_requests"))),
+        ("prefill GPU time saved by reuse", fmt.duration(s.prefill_s_saved_by_reuse)),
+        ("prefix hits taken from", s.hits_source or ""),
+        ("mean decode batch per instance", fmt.value("batch", s.mean_decode_batch)),
+        ("model instances", fmt.value("instances", s.instances)),
+        ("GPU busy share", fmt.percent(s.gpu_busy_fraction)),
+        ("requests with measured times", fmt.value("requests", s.measured_requests)),
     ):
         if text and text != fmt.NOT_MEASURED:
             rows.append((name, text))
-    thresholds = _opt(s, "thresholds") or {}
+    thresholds = s.thresholds or {}
     if thresholds:
         rows.append(
             (
@@ -428,7 +436,7 @@ def stage_section(report: AdviceReport) -> Section:
                 "; ".join(f"{fmt.label(k)} {fmt.percent(v)}" for k, v in thresholds.items()),
             )
         )
-    classes = _opt(s, "request_classes") or {}
+    classes = s.request_classes or {}
     if classes:
         rows.append(
             (
@@ -464,10 +472,10 @@ def stage_section(report: AdviceReport) -> Section:
         ),
     )
     tables = []
-    per_request = _dist_table("Per request", _opt(s, "per_request") or {})
+    per_request = _dist_table("Per request", s.per_request or {})
     if per_request is not None:
         tables.append(per_request)
-    cal = _opt(s, "calibration")
+    cal = s.calibration
     if cal is not None:
 
         def err(e: Any) -> str:
@@ -497,7 +505,7 @@ def stage_section(report: AdviceReport) -> Section:
         tuple(rows),
         charts + _extra_charts(s, "stage_split"),
         tuple(tables),
-        notes=tuple(_opt(s, "notes", ()) or ()) + tuple(_opt(report.model, "notes", ()) or ()),
+        notes=s.notes + (report.model.notes if report.model else ()),
     )
 
 
@@ -733,7 +741,7 @@ def prefix_section(report: AdviceReport) -> Section:
     )
 
 
-def _bandwidth_chart(series: Series, rate: IoRate | None, key: str) -> Chart:
+def _bandwidth_chart(series: Series, rate: IoRate | None, key: str, window_s: float) -> Chart:
     """A bandwidth time series in GB/s with its mean, p99 and peak marked."""
     marks = []
     if rate is not None:
@@ -754,24 +762,29 @@ def _bandwidth_chart(series: Series, rate: IoRate | None, key: str) -> Chart:
         ),
         marks=tuple(marks),
     )
-    return Chart(
-        key,
+    caption = (
         "Storage sized for the peak runs at the mean most of the time; p99 is the level to "
-        "size a tier for, with a buffer for what lies above it.",
-        Markup(render_svg(spec)),
+        "size a tier for, with a buffer for what lies above it."
     )
+    step_s = series.x[1] - series.x[0] if len(series.x) > 1 else window_s
+    if step_s > 1.5 * window_s:
+        # The producer merged windows to keep the chart small: say so, or the line sits
+        # visibly below the p99 and peak drawn from the unmerged windows.
+        caption += (
+            f" Each point averages {fmt.duration(step_s)} of {fmt.duration(window_s)} windows; "
+            f"mean, p99 and peak are over the {fmt.duration(window_s)} windows themselves."
+        )
+    return Chart(key, caption, Markup(render_svg(spec)))
 
 
 def _io_pattern_table(io: IoDemand) -> Table | None:
     patterns = [
-        (name, p)
-        for name, p in (("write", _opt(io, "write_io")), ("read", _opt(io, "read_io")))
-        if p is not None
+        (name, p) for name, p in (("write", io.write_io), ("read", io.read_io)) if p is not None
     ]
     if not patterns:
         return None
-    chunk = _opt(io, "chunk_tokens")
-    unit = _opt(io, "io_unit_bytes")
+    chunk = io.chunk_tokens
+    unit = io.io_unit_bytes
     return Table(
         f"I/Os at the chunk size ({fmt.tokens(chunk)} per chunk"
         + (f", device I/O unit {fmt.size(unit)}" if unit else "")
@@ -809,7 +822,7 @@ def io_section(report: AdviceReport) -> Section:
     io = report.io
     if io is None:
         return Section("io", "I/O demand", missing=summary.why_missing(report, "io"))
-    read_known = _opt(io, "read_known", True)
+    read_known = io.read_known
     rows = [("window", fmt.duration(io.window_s))]
     for what, rate, known in (
         ("write (prefill misses)", io.write, True),
@@ -823,14 +836,14 @@ def io_section(report: AdviceReport) -> Section:
             (f"{what}: p99", fmt.bandwidth(rate.p99_bytes_per_s)),
             (f"{what}: peak", fmt.bandwidth(rate.peak_bytes_per_s)),
         ]
-        if _opt(rate, "p50_bytes_per_s") is not None:
+        if rate.p50_bytes_per_s is not None:
             rows.append((f"{what}: p50", fmt.bandwidth(rate.p50_bytes_per_s)))
-        if _opt(rate, "bytes_total") is not None:
+        if rate.bytes_total is not None:
             rows.append((f"{what}: total", fmt.size(rate.bytes_total)))
     for name, text in (
-        ("written per day", fmt.size(_opt(io, "write_bytes_per_day"))),
-        ("drive capacity assumed", fmt.size(_opt(io, "drive_capacity_bytes"))),
-        ("drive writes per day", fmt.value("dwpd", _opt(io, "drive_writes_per_day"))),
+        ("written per day", fmt.size(io.write_bytes_per_day)),
+        ("drive capacity assumed", fmt.size(io.drive_capacity_bytes)),
+        ("drive writes per day", fmt.value("dwpd", io.drive_writes_per_day)),
     ):
         if text != fmt.NOT_MEASURED:
             rows.append((name, text))
@@ -848,13 +861,13 @@ def io_section(report: AdviceReport) -> Section:
         + ". Storage sized for the peak runs at the mean."
     )
     charts: list[Chart] = []
-    series = tuple(_opt(io, "series", ()) or ())
+    series = io.series
     for i, ser in enumerate(series):
         if not ser.x:
             continue
         if ser.y_unit in ("bytes/s", "B/s"):
             rate = io.read if "read" in ser.name.lower() else io.write
-            charts.append(_bandwidth_chart(ser, rate, f"io-series-{i}"))
+            charts.append(_bandwidth_chart(ser, rate, f"io-series-{i}", io.window_s))
         else:
             charts.append(series_chart(ser, f"io-series-{i}"))
     if not any(ser.y_unit in ("bytes/s", "B/s") for ser in series):
@@ -863,9 +876,15 @@ def io_section(report: AdviceReport) -> Section:
             vals = (rate.mean_bytes_per_s, rate.p99_bytes_per_s, rate.peak_bytes_per_s)
             return tuple((v or 0.0) / BYTES_PER_GB for v in vals)  # type: ignore[return-value]
 
-        lines = [Line("write (prefill)", (0.0, 1.0, 2.0), gbps(io.write), "bar")]
-        if read_known:
-            lines.append(Line("read (prefix hits)", (0.0, 1.0, 2.0), gbps(io.read), "bar"))
+        # A side whose demand is unknown (null, e.g. no prefix hits known) gets no bars.
+        lines = [
+            Line(name, (0.0, 1.0, 2.0), gbps(rate), "bar")
+            for name, rate, known in (
+                ("write (prefill)", io.write, True),
+                ("read (prefix hits)", io.read, read_known),
+            )
+            if known and rate.mean_bytes_per_s is not None
+        ]
         spec = ChartSpec(
             key="io-summary",
             title=f"KV bandwidth demand per {fmt.duration(io.window_s)} window",
@@ -876,7 +895,7 @@ def io_section(report: AdviceReport) -> Section:
         )
         charts.insert(0, Chart(spec.key, "", Markup(render_svg(spec))))
     tables = [t for t in (_io_pattern_table(io),) if t is not None]
-    lvr = tuple(_opt(io, "load_vs_recompute", ()) or ())
+    lvr = io.load_vs_recompute
     if lvr:
         tables.append(
             Table(
@@ -912,7 +931,7 @@ def io_section(report: AdviceReport) -> Section:
         tuple(rows),
         tuple(charts),
         tuple(tables),
-        notes=tuple(_opt(io, "notes", ()) or ()),
+        notes=io.notes,
     )
 
 
@@ -967,7 +986,7 @@ def alternatives_section(report: AdviceReport) -> Section:
         )
     tables = []
     for stage in summary.STAGES:
-        alts = getattr(getattr(rec, stage), "alternatives", ())
+        alts = getattr(rec, stage).alternatives
         if alts:
             tables.append(
                 Table(
@@ -1067,11 +1086,11 @@ def build_view(report: AdviceReport) -> HtmlView:
                 f.stage,
                 f.message,
                 summary.evidence_items(f),
-                name=getattr(f, "name", ""),
-                summary=getattr(f, "summary", ""),
-                action=getattr(f, "action", "").replace("_", " "),
-                candidates=", ".join(getattr(f, "candidates", ())),
-                references=tuple(getattr(f, "references", ())),
+                name=f.name,
+                summary=f.summary,
+                action=f.action.replace("_", " "),
+                candidates=", ".join(f.candidates),
+                references=f.references,
             )
             for f in findings
         ),

@@ -122,8 +122,8 @@ def stage_items(rec: StageRecommendation) -> tuple[tuple[str, str], ...]:
 
 def stage_notes(rec: StageRecommendation) -> tuple[str, ...]:
     """How a stage's figures were derived and what was assumed (the advisor's own words)."""
-    derivation = tuple(getattr(getattr(rec, "required", None), "derivation", ()) or ())
-    return derivation + tuple(getattr(rec, "notes", ()) or ())
+    derivation = rec.required.derivation if rec.required is not None else ()
+    return tuple(derivation) + tuple(rec.notes)
 
 
 def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
@@ -171,7 +171,7 @@ def headline(report: AdviceReport) -> str:
     for stage in STAGES:
         r: StageRecommendation = getattr(rec, stage)
         instance = r.instance or "no instance chosen"
-        count = getattr(r, "instance_count", None)
+        count = r.instance_count
         if r.instance and count and count > 1:
             instance = f"{count} × {instance}"
         storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
