@@ -8,15 +8,27 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from kvadvisor import __version__
-from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.advise import (
+    AnalyzeOptions,
+    analyze,
+    load_advisor_inputs,
+    load_rule_set,
+    render_facts_doc,
+)
+from kvadvisor.catalog.instances import find_instance
+from kvadvisor.catalog.listing import entry_text, instances_table, storage_table
+from kvadvisor.catalog.storage import find_storage
 from kvadvisor.errors import ConfigError, KvAdvisorError
 from kvadvisor.report import get_renderer
+from kvadvisor.rules import builtin_rules_dir
+from kvadvisor.rules.docs import find_rule, render_rules_doc, rule_text, rules_table
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.writers import write_parquet
 
@@ -79,6 +91,27 @@ TraceFormatOpt = Annotated[
     Optional[str],
     typer.Option("--trace-format", help="Trace format, when auto-detection cannot tell."),
 ]
+RulesDirOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--rules", help="Directory of extra rule files (repeatable).", file_okay=False),
+]
+SelectOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--select", help="Only rules with this code, name or group (repeatable, or a,b)."),
+]
+IgnoreOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--ignore", help="Skip rules with this code, name or group (repeatable)."),
+]
+CatalogOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--catalog", help="Catalog file adding or overriding entries (repeatable).",
+                 dir_okay=False),
+]
+
+
+def _strs(values: Optional[list]) -> tuple[str, ...]:  # noqa: UP045 (typer needs Optional)
+    return tuple(str(v) for v in values or ())
 
 
 @app.callback()
@@ -105,14 +138,29 @@ def analyze_cmd(
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
+    rules_dir: RulesDirOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    catalog: CatalogOpt = None,
+    storage: Annotated[
+        Optional[str], typer.Option("--storage", help="One storage spec (catalog name) for both "
+                                    "stages: per-stage utilization and idle-stage warnings.")
+    ] = None,
+    instance: Annotated[
+        Optional[list[str]], typer.Option("--instance", help="Instance for both stages (NAME) or "
+                                          "one stage (prefill=NAME, decode=NAME).")
+    ] = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
+        inputs = load_advisor_inputs(_strs(rules_dir), _strs(select), _strs(ignore),
+                                     _strs(catalog))
         t = read_trace(trace, trace_format)
         report = analyze(
             t,
-            AnalyzeOptions(warmup_fraction=warmup_fraction),
+            AnalyzeOptions(warmup_fraction=warmup_fraction, storage=storage,
+                           instance=_strs(instance), advisor_inputs=inputs),
             version=__version__,
             generated_at=_now(),
         )
@@ -131,6 +179,92 @@ def convert_cmd(
     """Convert a trace in any supported format to canonical parquet."""
     with handle_user_errors():
         write_parquet(read_trace(trace, trace_format), output)
+
+
+rules_app = typer.Typer(help="List, show and check rules; print the rule and fact docs.",
+                        no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+
+@rules_app.command("list")
+def rules_list_cmd(rules_dir: RulesDirOpt = None, select: SelectOpt = None,
+                   ignore: IgnoreOpt = None) -> None:
+    """List the rules (built-in plus --rules), after --select / --ignore."""
+    with handle_user_errors():
+        typer.echo(rules_table(load_rule_set(_strs(rules_dir), _strs(select), _strs(ignore))),
+                   nl=False)
+
+
+@rules_app.command("show")
+def rules_show_cmd(rule: Annotated[str, typer.Argument(help="Rule code or name.")],
+                   rules_dir: RulesDirOpt = None) -> None:
+    """Show one rule: condition, message, docs and references."""
+    with handle_user_errors():
+        typer.echo(rule_text(find_rule(load_rule_set(_strs(rules_dir)), rule)), nl=False)
+
+
+@rules_app.command("check")
+def rules_check_cmd(directory: Annotated[Path, typer.Argument(help="Directory of rule files.")]
+                    ) -> None:
+    """Check a directory of rule files against the schema, the facts and the built-in rules."""
+    with handle_user_errors():
+        extra = load_rule_set([str(directory)], builtin=False)
+        if not directory.resolve().is_relative_to(builtin_rules_dir().resolve()):
+            load_rule_set([str(directory)])  # codes and names must not clash with built-ins
+        typer.echo(f"{directory}: {len(extra)} rule(s) OK")
+
+
+@rules_app.command("docs")
+def rules_docs_cmd(output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is "
+                                                       "stdout.")] = "-") -> None:
+    """Write the rules reference (docs/rules.md) generated from the rule files."""
+    with handle_user_errors():
+        write_output(output, render_rules_doc(load_rule_set()))
+
+
+@rules_app.command("facts")
+def rules_facts_cmd(output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is "
+                                                        "stdout.")] = "-") -> None:
+    """Write the facts reference (docs/facts.md): every fact rules may read, with its unit."""
+    with handle_user_errors():
+        write_output(output, render_facts_doc())
+
+
+catalog_app = typer.Typer(help="List and show storage options and GPU instances.",
+                          no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+
+class CatalogKind(str, Enum):
+    """The catalogs `catalog list` can show."""
+
+    storage = "storage"
+    instances = "instances"
+
+
+@catalog_app.command("list")
+def catalog_list_cmd(
+    kind: Annotated[CatalogKind, typer.Argument(help="Which catalog.")] = CatalogKind.storage,
+    catalog: CatalogOpt = None,
+) -> None:
+    """List a catalog's entries with their key figures."""
+    with handle_user_errors():
+        inputs = load_advisor_inputs(catalog_files=_strs(catalog))
+        typer.echo(storage_table(inputs.storage) if kind is CatalogKind.storage
+                   else instances_table(inputs.instances), nl=False)
+
+
+@catalog_app.command("show")
+def catalog_show_cmd(name: Annotated[str, typer.Argument(help="Storage or instance name.")],
+                     catalog: CatalogOpt = None) -> None:
+    """Show one entry in full, with its sources."""
+    with handle_user_errors():
+        inputs = load_advisor_inputs(catalog_files=_strs(catalog))
+        if name in inputs.instances or any(name.lower() in (a.lower() for a in s.aliases)
+                                           for s in inputs.instances.values()):
+            typer.echo(entry_text(find_instance(inputs.instances, name)), nl=False)
+        else:
+            typer.echo(entry_text(find_storage(inputs.storage, name)), nl=False)
 
 
 def main() -> None:

@@ -550,11 +550,9 @@ def load_advisor_inputs(
 ) -> AdvisorInputs:
     """Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
     group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``)."""
-    from kvadvisor.advise.facts import FACTS
     from kvadvisor.catalog.instances import load_instances
     from kvadvisor.catalog.storage import catalog_kind, load_storage
     from kvadvisor.errors import CatalogError
-    from kvadvisor.rules import load_rules, select_rules
 
     by_kind: dict[str, list[str]] = {"storage": [], "instances": []}
     for path in catalog_files:
@@ -564,9 +562,17 @@ def load_advisor_inputs(
         elif kind not in FOREIGN_CATALOG_KINDS:
             known = ", ".join([*by_kind, *FOREIGN_CATALOG_KINDS])
             raise CatalogError(f"{path}: unknown catalog kind {kind!r}; expected one of {known}")
-    rules = select_rules(load_rules(rules_dirs, FACTS), select, ignore)
-    return AdvisorInputs(rules, load_storage(by_kind["storage"]),
-                         load_instances(by_kind["instances"]))
+    return AdvisorInputs(load_rule_set(rules_dirs, select, ignore),
+                         load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
+
+
+def load_rule_set(rules_dirs: Sequence[str] = (), select: Sequence[str] = (),
+                  ignore: Sequence[str] = (), *, builtin: bool = True) -> tuple[Rule, ...]:
+    """Built-in rules plus ``rules_dirs``, checked against the fact registry, then selected."""
+    from kvadvisor.advise.facts import FACTS
+    from kvadvisor.rules import load_rules, select_rules
+
+    return select_rules(load_rules(rules_dirs, FACTS, builtin=builtin), select, ignore)
 
 
 def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
