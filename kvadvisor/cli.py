@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -22,15 +23,24 @@ from kvadvisor.advise import (
     load_rule_set,
     render_facts_doc,
 )
+from kvadvisor.cache.tiers import parse_tier
 from kvadvisor.catalog.instances import find_instance
 from kvadvisor.catalog.listing import entry_text, instances_table, storage_table
 from kvadvisor.catalog.storage import find_storage
-from kvadvisor.errors import ConfigError, KvAdvisorError
+from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.report import get_renderer
 from kvadvisor.rules import builtin_rules_dir
 from kvadvisor.rules.docs import find_rule, render_rules_doc, rule_text, rules_table
-from kvadvisor.trace import read_trace
-from kvadvisor.trace.writers import write_parquet
+from kvadvisor.trace import (
+    Trace,
+    TraceFormat,
+    describe_trace,
+    detect_format,
+    parse_column_map,
+    read_trace,
+    write_parquet,
+)
+from kvadvisor.trace.describe import format_description
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -47,12 +57,35 @@ app = typer.Typer(
 
 @contextmanager
 def handle_user_errors() -> Iterator[None]:
-    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2."""
+    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2.
+
+    A KvAdvisorWarning raised meanwhile is shown as one ``warning:`` line on stderr; other
+    warnings keep Python's default display.
+    """
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, KvAdvisorWarning):
+            typer.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
     try:
-        yield
+        # catch_warnings restores the filters and showwarning when the command ends.
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", KvAdvisorWarning)
+            warnings.showwarning = show
+            yield
     except KvAdvisorError as exc:
         typer.echo(f"error: {exc} (see docs/errors.md#{exc.slug})", err=True)
         raise typer.Exit(EXIT_USER_ERROR) from None
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under the umask (mkstemp alone would leave it 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def write_output(target: str, text: str) -> None:
@@ -68,6 +101,7 @@ def write_output(target: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -88,9 +122,37 @@ TraceArg = Annotated[
     Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
 ]
 TraceFormatOpt = Annotated[
-    Optional[str],
-    typer.Option("--trace-format", help="Trace format, when auto-detection cannot tell."),
+    Optional[TraceFormat],
+    typer.Option(
+        "--trace-format", help="Trace format, when auto-detection cannot tell.",
+        case_sensitive=False,
+    ),
 ]
+MapOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--map",
+        metavar="CANONICAL=SOURCE[:UNIT]",
+        help="Canonical CSV/parquet: take a canonical column from a source column "
+        "(repeatable), e.g. --map input_tokens=prompt_len --map arrival_s=ts:ms.",
+    ),
+]
+BlockTokensOpt = Annotated[
+    Optional[int],
+    typer.Option("--block-tokens", min=1, help="Tokens per hash block (overrides the format's)."),
+]
+
+
+def _read(
+    trace: Path,
+    trace_format: TraceFormat | None,
+    maps: list[str] | None,
+    block_tokens: int | None,
+) -> Trace:
+    """Read a trace with the trace options every command shares."""
+    return read_trace(
+        trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
+    )
 RulesDirOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--rules", help="Directory of extra rule files (repeatable).", file_okay=False),
@@ -135,9 +197,29 @@ def analyze_cmd(
         Optional[str], typer.Option("--format", help="Report format when -o cannot tell.")
     ] = None,
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
     warmup_fraction: Annotated[
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
+    cache_tier: Annotated[
+        Optional[list[str]],
+        typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),
+    ] = None,
+    cache_instances: Annotated[
+        int, typer.Option(help="Serving instances for the routing comparison (1: off).", min=1)
+    ] = 8,
+    chunk_tokens: Annotated[
+        Optional[int],
+        typer.Option(help="Engine KV chunk size: coarsen the trace's block hashes to it.", min=1),
+    ] = None,
+    save_unfull_chunk: Annotated[
+        bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
+    ] = False,
+    cache_sample_rate: Annotated[
+        Optional[float],
+        typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
+    ] = None,
     rules_dir: RulesDirOpt = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
@@ -156,11 +238,21 @@ def analyze_cmd(
         renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
         inputs = load_advisor_inputs(_strs(rules_dir), _strs(select), _strs(ignore),
                                      _strs(catalog))
-        t = read_trace(trace, trace_format)
+        t = _read(trace, trace_format, maps, block_tokens)
+        options = AnalyzeOptions(
+            warmup_fraction=warmup_fraction,
+            cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
+            cache_instances=cache_instances,
+            cache_chunk_tokens=chunk_tokens,
+            cache_save_unfull_chunk=save_unfull_chunk,
+            cache_sample_rate=cache_sample_rate,
+            storage=storage,
+            instance=_strs(instance),
+            advisor_inputs=inputs,
+        )
         report = analyze(
             t,
-            AnalyzeOptions(warmup_fraction=warmup_fraction, storage=storage,
-                           instance=_strs(instance), advisor_inputs=inputs),
+            options,
             version=__version__,
             generated_at=_now(),
         )
@@ -175,10 +267,28 @@ def convert_cmd(
     trace: TraceArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="Canonical parquet to write.")],
     trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Convert a trace in any supported format to canonical parquet."""
     with handle_user_errors():
-        write_parquet(read_trace(trace, trace_format), output)
+        if output.suffix.lower() != ".parquet":
+            raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
+        write_parquet(_read(trace, trace_format, maps, block_tokens), output)
+
+
+@app.command("info")
+def info_cmd(
+    trace: TraceArg,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+) -> None:
+    """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
+    with handle_user_errors():
+        t = _read(trace, trace_format, maps, block_tokens)
+        typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
+                   nl=False)
 
 
 rules_app = typer.Typer(help="List, show and check rules; print the rule and fact docs.",

@@ -51,6 +51,7 @@ class TraceProblem(str, Enum):
     DUPLICATE_ID = "duplicate_id"
     HASH_COUNT_MISMATCH = "hash_count_mismatch"
     UNPARSEABLE = "unparseable"
+    LENGTH_MISMATCH = "length_mismatch"
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,11 @@ class TraceSchemaError(TraceError):
         self.total = len(problems) if total is None else total
         first = problems[0]
         where = f"row {first.row}, " if first.row is not None else ""
-        more = f" (and {self.total - 1} more problem(s))" if self.total > 1 else ""
+        more = ""
+        if self.total > 1:
+            rows = [str(p.row) for p in problems[1:4] if p.row is not None]
+            also = f", next at rows {', '.join(rows)}" if rows else ""
+            more = f" (and {self.total - 1} more problem(s){also})"
         super().__init__(
             f"{path}: {where}column '{first.column}': {first.reason.value}: {first.value}{more}"
         )

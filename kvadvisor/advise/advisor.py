@@ -135,12 +135,14 @@ def instance_count(
     if ref is None or mine is None:
         return None, (f"the GPU the stage split was computed for is unknown: one {stage} "
                       "instance assumed to carry the whole trace")
-    busy_gpus = busy_s / duration * ref / mine
+    per_replica = _v(facts, "split_gpus_per_replica") or 1.0
+    modeled = busy_s * per_replica / duration
+    busy_gpus = modeled * ref / mine
     count = max(1, math.ceil(busy_gpus / inst.gpu_count / TARGET_GPU_UTILIZATION))
-    return count, (f"{stage}: {busy_s:,.0f} GPU-s over {duration:,.0f} s = {busy_s / duration:.2f} "
-                   f"busy GPUs of the modeled GPU, x {ref:g}/{mine:g} for {inst.gpu} = "
-                   f"{busy_gpus:.2f}; / {inst.gpu_count} GPUs / {TARGET_GPU_UTILIZATION:.0%} "
-                   f"target = {count} instance(s)")
+    return count, (f"{stage}: {busy_s:,.0f} replica-s x {per_replica:g} GPUs over "
+                   f"{duration:,.0f} s = {modeled:.2f} busy GPUs of the modeled GPU, x "
+                   f"{ref:g}/{mine:g} for {inst.gpu} = {busy_gpus:.2f}; / {inst.gpu_count} GPUs "
+                   f"/ {TARGET_GPU_UTILIZATION:.0%} target = {count} instance(s)")
 
 
 # -- storage ------------------------------------------------------------------------------------
@@ -348,6 +350,17 @@ def _tier_facts(stage: str, fit: TierFit | None, spec: StorageSpec, demand: dict
     ]
 
 
+def reference_tier_for(spec: StorageSpec) -> str | None:
+    """The stage profiler's load-vs-recompute reference tier of the same class as ``spec``
+    (host DRAM over PCIe, NVMe Gen4 x4, NVMe Gen5 x4); None for slower classes, whose
+    break-even the reference tiers would understate."""
+    if spec.category in ("memory", "cxl"):
+        return "host-dram-pcie"
+    if spec.category == "local_nvme":
+        return "nvme-gen5-x4" if "5.0" in (spec.interface or "") else "nvme-gen4-x4"
+    return None
+
+
 def advise(
     workload: Mapping[str, FactValue],
     prefix_cache: PrefixCache | None,
@@ -355,8 +368,13 @@ def advise(
     instances: Mapping[str, InstanceSpec],
     rules: Sequence[Rule],
     options: AdvisorOptions | None = None,
+    breakeven: Mapping[str, tuple[float | None, float | None]] | None = None,
 ) -> Advice:
-    """Recommend instances and KV tiers per stage, then evaluate the rules on all facts."""
+    """Recommend instances and KV tiers per stage, then evaluate the rules on all facts.
+
+    ``breakeven`` maps the stage profiler's reference tiers to (break-even prefix tokens,
+    share of hit tokens below it); the decode tier's class picks the entry.
+    """
     options = options or AdvisorOptions()
     facts: dict[str, FactValue] = dict(workload)
     kv = _v(facts, "kv_bytes_per_token")
@@ -450,6 +468,11 @@ def advise(
                                    hit_ratio_at(prefix_cache, host_tokens)))
         else:
             config.append(("decode_read_iops_p99_per_instance", iops_p99))
+            ref_tier = reference_tier_for(spec)
+            if breakeven and ref_tier in breakeven:
+                tokens, share = breakeven[ref_tier]
+                config += [("breakeven_prefix_tokens", tokens),
+                           ("hit_tokens_below_breakeven_share", share)]
 
         tiers = [Tier(HOST_TIER_ENTRY, "memory", "host DRAM KV pool and write buffer",
                       host_pool)]
@@ -590,17 +613,34 @@ def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions,
-                  extra_facts: Mapping[str, Any] | None = None) -> Any:
+def _split_gpu_facts(report: Any) -> dict[str, float]:
+    """TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
+    catalog; empty when the split was measured on an unknown GPU."""
+    from kvadvisor.catalog.gpus import get_gpu
+    from kvadvisor.errors import CatalogError
+
+    name = getattr(getattr(getattr(report, "model", None), "deployment", None), "gpu", None)
+    if report.stage_split is None or not name:
+        return {}
+    try:
+        gpu = get_gpu(name)
+    except CatalogError:
+        return {}
+    return {"split_gpu_bf16_tflops": gpu.bf16_dense_tflops,
+            "split_gpu_memory_bandwidth_gbps": gpu.memory_bandwidth_gbps}
+
+
+def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions) -> Any:
     """The report with ``recommendation`` and ``findings`` filled from its own sections."""
     from dataclasses import replace
 
-    from kvadvisor.advise.facts import workload_facts
+    from kvadvisor.advise.facts import collect, report_facts
 
-    workload = workload_facts(report.trace, report.model, report.stage_split,
-                              report.prefix_cache, report.io, chunk_tokens=options.chunk_tokens,
-                              extra=extra_facts)
+    workload = report_facts(report, chunk_tokens=options.chunk_tokens)
+    workload.update(collect(_split_gpu_facts(report).items()))
+    breakeven = {t.tier: (t.break_even_tokens, t.hit_token_share_below)
+                 for t in getattr(report.io, "load_vs_recompute", ()) or ()}
     advice = advise(workload, report.prefix_cache, inputs.storage, inputs.instances,
-                    inputs.rules, options)
+                    inputs.rules, options, breakeven)
     return replace(report, recommendation=advice.recommendation,
                    findings=tuple(report.findings) + advice.findings)

@@ -61,11 +61,15 @@ class StageSplit:
 
 @dataclass(frozen=True)
 class MrcPoint:
-    """Token hit ratio at one capacity (None = unbounded); None ratios when there are no hashes."""
+    """Token hit ratio at one capacity (None = unbounded); None ratios when there are no hashes.
+
+    ``capacity_bytes`` is the capacity in KV bytes when the model's KV bytes per token is known.
+    """
 
     capacity_tokens: int | None
     hit_ratio_all: float | None
     hit_ratio_steady: float | None
+    capacity_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,12 +81,126 @@ class HitRatio:
 
 
 @dataclass(frozen=True)
+class CacheSampling:
+    """How a sampled (SHARDS) curve was estimated: rate, sample size and estimated error."""
+
+    rate: float
+    sampled_accesses: int
+    total_accesses: int
+    error_estimate: float | None
+    error_method: str
+
+
+@dataclass(frozen=True)
+class CacheTier:
+    """Hit tokens served by one tier of an inclusive hierarchy (fastest tier holding them)."""
+
+    name: str
+    capacity_tokens: int | None
+    effective_capacity_tokens: int | None
+    hit_tokens_all: float
+    hit_tokens_steady: float
+    share_all: float | None
+    share_steady: float | None
+    hit_bytes_all: float | None = None
+
+
+@dataclass(frozen=True)
+class CacheTiers:
+    """Every tier's share of the input tokens, and the share no tier holds (recomputed)."""
+
+    levels: tuple[CacheTier, ...]
+    miss_tokens_all: float
+    miss_share_all: float | None
+    miss_share_steady: float | None
+
+
+@dataclass(frozen=True)
+class RoutingPointSummary:
+    """Token hit ratio of one routing policy at one per-instance capacity (None = unbounded)."""
+
+    capacity_tokens_per_instance: int | None
+    hit_ratio_all: float | None
+    hit_ratio_steady: float | None
+
+
+@dataclass(frozen=True)
+class RoutingPolicySummary:
+    """One routing policy's hit ratios, or why it could not be evaluated."""
+
+    policy: str
+    points: tuple[RoutingPointSummary, ...]
+    unavailable: str | None = None
+
+
+@dataclass(frozen=True)
+class CacheRouting:
+    """N local caches under each routing policy against one pool (prefix_aware) of N × capacity."""
+
+    instances: int
+    seed: int
+    policies: tuple[RoutingPolicySummary, ...]
+
+
+@dataclass(frozen=True)
+class TtlPoint:
+    """The shortest retention keeping ``share`` of the hit tokens, and the capacity it needs."""
+
+    share: float
+    ttl_s: float
+    capacity_tokens: int
+    lru_capacity_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ReuseQuantile:
+    """A token-weighted quantile of the time since a hit block was last used."""
+
+    quantile: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CacheReuse:
+    """Reuse times of the hits at unbounded capacity and the TTL table."""
+
+    hit_tokens: int
+    quantiles: tuple[ReuseQuantile, ...]
+    histogram: Series | None
+    ttl: tuple[TtlPoint, ...]
+
+
+@dataclass(frozen=True)
+class BlockSizePoint:
+    """Token hit ratio at unbounded capacity with the hashes coarsened to ``chunk_tokens``."""
+
+    chunk_tokens: int
+    save_unfull_chunk: bool
+    hit_ratio_all: float | None
+    hit_ratio_steady: float | None
+
+
+@dataclass(frozen=True)
 class PrefixCache:
-    """Prefix reuse: hit ratio at unbounded capacity and the miss-ratio curve."""
+    """Prefix reuse: hit ratio at unbounded capacity and the miss-ratio curve.
+
+    ``status`` is "exact", "sampled" or "unknown" (no block hashes: every ratio None and
+    ``note`` says why). The fields after ``mrc`` are additions to DESIGN.md's contract.
+    """
 
     warmup_fraction: float
     hit_ratio: HitRatio
     mrc: tuple[MrcPoint, ...]
+    status: str = "exact"
+    note: str | None = None
+    block_tokens: int | None = None
+    block_hit_ratio: HitRatio | None = None
+    sampling: CacheSampling | None = None
+    curve: tuple[Series, ...] = ()
+    tiers: CacheTiers | None = None
+    routing: CacheRouting | None = None
+    reuse: CacheReuse | None = None
+    block_sizes: tuple[BlockSizePoint, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (makes pa.compute available)
 
 # name -> (arrow type, required). Units are in the names or in DESIGN.md's schema table.
 CANONICAL_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
@@ -27,9 +28,12 @@ CANONICAL_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
 }
 REQUIRED_COLUMNS = tuple(name for name, (_, req) in CANONICAL_COLUMNS.items() if req)
 
-# Parquet schema-metadata keys written by `convert`.
+# Parquet schema-metadata keys written by `convert` (so reading the output gives the same Trace).
 META_BLOCK_TOKENS = b"kvadvisor.block_tokens"
 META_SOURCE_FORMAT = b"kvadvisor.source_format"
+META_NOTES = b"kvadvisor.notes"  # JSON list of str
+META_DROPPED = b"kvadvisor.dropped"  # JSON object: reason -> rows
+META_ARRIVALS_MEASURED = b"kvadvisor.arrivals_measured"  # b"true" | b"false"
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class Trace:
     ``table`` holds only canonical columns with canonical types, sorted by ``arrival_s``
     (stable), arrivals starting at 0. ``dropped`` counts rows removed while reading, by
     reason code; ``notes`` says what was changed (sorted, shifted, ...), never silently.
+    ``arrivals_measured`` is False when the source has no arrival times (benchmark results
+    without start times): ``arrival_s`` is then a placeholder, not a measurement.
     """
 
     table: pa.Table
@@ -47,6 +53,7 @@ class Trace:
     source_path: str
     dropped: Mapping[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    arrivals_measured: bool = True
 
     @property
     def requests(self) -> int:
@@ -74,6 +81,21 @@ class Trace:
             return 0.0
         arr = self.column_np("arrival_s")
         return float(arr[-1] - arr[0])
+
+    @property
+    def failed_requests(self) -> int:
+        """Requests with ok == false (0 when the trace has no ``ok`` column)."""
+        if "ok" not in self.table.column_names:
+            return 0
+        return int(pa.compute.sum(pa.compute.invert(self.table["ok"])).as_py() or 0)
+
+    @property
+    def arrival_rate_per_s(self) -> float | None:
+        """Mean arrival rate, requests / duration_s; None when unmeasured or the span is 0."""
+        duration = self.duration_s
+        if not self.arrivals_measured or duration <= 0:
+            return None
+        return self.requests / duration
 
     def column_np(self, name: str) -> np.ndarray:
         """A column as a numpy array (nulls become NaN for floats)."""

@@ -1,20 +1,86 @@
-"""Read a trace file in any supported format into a canonical Trace (the only trace file I/O)."""
+"""Read a trace file in any supported format into a canonical Trace (the only trace file I/O).
+
+Files are parsed with pyarrow's readers (multi-threaded C++, no Python loop per line);
+gzip and zstd inputs are decompressed on the fly. Python loops appear only on error paths,
+to name the row and column of the first bad cell.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from kvadvisor.errors import TraceFormatError
-from kvadvisor.trace.model import META_BLOCK_TOKENS, META_SOURCE_FORMAT, Trace
+from kvadvisor.errors import ConfigError, Problem, TraceFormatError, TraceProblem, TraceSchemaError
+from kvadvisor.trace import formats
+from kvadvisor.trace.detect import TraceFormat, compression_of, parse_format, sniff_head, sniff_keys
+from kvadvisor.trace.formats import ColumnSource, Converted
+from kvadvisor.trace.model import (
+    CANONICAL_COLUMNS,
+    META_ARRIVALS_MEASURED,
+    META_BLOCK_TOKENS,
+    META_DROPPED,
+    META_NOTES,
+    META_SOURCE_FORMAT,
+    Trace,
+)
 from kvadvisor.trace.schema import build_trace
-from kvadvisor.units import MS_PER_S
 
-MOONCAKE_BLOCK_TOKENS = 512
+# Re-exported for callers that used the skeleton's constant.
+MOONCAKE_BLOCK_TOKENS = formats.MOONCAKE_BLOCK_TOKENS
+
+HEAD_BYTES = 64 * 1024
+JSONL_BLOCK_BYTES = 64 * 1024 * 1024  # pyarrow.json block: large blocks parse faster
+MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
+
+# What each column must hold, for the error-path scans: "int", "number", "ints" (list of
+# int), "timestamp". Used to name the first bad cell when pyarrow refuses a file.
+INT, NUMBER, INTS, TIMESTAMP = "int", "number", "ints", "timestamp"
+EXPECTED_KINDS: dict[TraceFormat, dict[str, str]] = {
+    TraceFormat.MOONCAKE: {
+        "timestamp": NUMBER, "input_length": INT, "output_length": INT, "hash_ids": INTS,
+    },
+    TraceFormat.BAILIAN: {
+        "chat_id": INT, "parent_chat_id": INT, "timestamp": NUMBER, "input_length": INT,
+        "output_length": INT, "hash_ids": INTS,
+    },
+    TraceFormat.AZURE: {"TIMESTAMP": TIMESTAMP, "ContextTokens": INT, "GeneratedTokens": INT},
+    TraceFormat.BURSTGPT: {"Timestamp": NUMBER, "Request tokens": INT, "Response tokens": INT},
+    TraceFormat.LLMPERF: {
+        "number_input_tokens": INT, "number_output_tokens": INT, "ttft_s": NUMBER,
+        "end_to_end_latency_s": NUMBER,
+    },
+}
+# pyarrow types for the JSONL sources: an explicit schema skips type inference (faster) and
+# makes a wrong type an immediate error.
+JSONL_SCHEMAS: dict[TraceFormat, pa.Schema] = {
+    TraceFormat.MOONCAKE: pa.schema(
+        [
+            ("timestamp", pa.float64()),
+            ("input_length", pa.int64()),
+            ("output_length", pa.int64()),
+            ("hash_ids", pa.list_(pa.int64())),
+        ]
+    ),
+    TraceFormat.BAILIAN: pa.schema(
+        [
+            ("chat_id", pa.int64()),
+            ("parent_chat_id", pa.int64()),
+            ("timestamp", pa.float64()),
+            ("input_length", pa.int64()),
+            ("output_length", pa.int64()),
+            ("hash_ids", pa.list_(pa.int64())),
+        ]
+    ),
+}
 
 
 def _check_file(path: Path) -> None:
@@ -22,53 +88,446 @@ def _check_file(path: Path) -> None:
         raise TraceFormatError(f"{path}: no such file")
     if path.is_dir():
         raise TraceFormatError(f"{path}: is a directory; give a trace file")
+    if not path.is_file():
+        raise TraceFormatError(f"{path}: not a regular file; give a trace file")
 
 
-def read_mooncake(path: Path) -> Trace:
-    """Mooncake FAST'25 JSONL: timestamp (ms), input_length, output_length, hash_ids (512 tok)."""
+def _open(path: Path, compression: str | None) -> pa.NativeFile:
+    """A (decompressing) input stream; compression=None reads the bytes as they are."""
     try:
-        raw = pajson.read_json(path)
-    except pa.ArrowInvalid as exc:
-        raise TraceFormatError(f"{path}: not valid JSONL ({exc})") from None
-    cols = {
-        "arrival_s": pc.divide(pc.cast(raw["timestamp"], pa.float64()), MS_PER_S),
-        "input_tokens": raw["input_length"],
-        "output_tokens": raw["output_length"],
-    }
-    if "hash_ids" in raw.column_names:
-        cols["block_hashes"] = raw["hash_ids"]
+        return pa.input_stream(str(path), compression=compression)
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot be read ({exc})") from None
+
+
+def _read_all(path: Path, compression: str | None) -> bytes:
+    try:
+        with _open(path, compression) as stream:
+            return stream.read()
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TraceFormatError(f"{path}: cannot be read or decompressed ({exc})") from None
+
+
+def _head(path: Path) -> tuple[bytes, str | None]:
+    """The first bytes after decompression, and the compression found."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(HEAD_BYTES)
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot be read ({exc.strerror})") from None
+    compression = compression_of(raw)
+    if compression is None:
+        return raw, None
+    try:
+        with _open(path, compression) as stream:
+            return stream.read(HEAD_BYTES), compression
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TraceFormatError(f"{path}: corrupt {compression} data ({exc})") from None
+
+
+def _first_record(path: Path, compression: str | None) -> dict:
+    """The first JSON object of the file: its first line, or the whole file if pretty-printed."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with _open(path, compression) as stream:
+            while size < MAX_FIRST_RECORD_BYTES:
+                chunk = stream.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if b"\n" in chunk.lstrip(b"\r\n \t"):
+                    break
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TraceFormatError(f"{path}: cannot be read or decompressed ({exc})") from None
+    data = b"".join(chunks).lstrip(b"\xef\xbb\xbf \t\r\n")
+    line = data.split(b"\n", 1)[0]
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        try:
+            record = json.loads(_read_all(path, compression))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise TraceSchemaError(str(path), [_json_problem(1, 1, line.decode(errors="replace"),
+                                                             exc)]) from None
+    if not isinstance(record, dict):
+        raise TraceFormatError(f"{path}: the first JSON value is not an object; not a trace")
+    return record
+
+
+def detect_format(path: str | Path) -> TraceFormat:
+    """The format of ``path`` from its name and content (see docs/traces.md, detection rules)."""
+    path = Path(path)
+    _check_file(path)
+    head, compression = _head(path)
+    found = sniff_head(str(path), head)
+    if isinstance(found, TraceFormat):
+        return found
+    record = _first_record(path, compression)
+    details = record.get("details")
+    nested = set(details) if isinstance(details, dict) else set()
+    return sniff_keys(str(path), set(record), nested)
+
+
+def read_trace(
+    path: str | Path,
+    trace_format: str | TraceFormat | None = None,
+    *,
+    column_map: Mapping[str, ColumnSource] | Sequence[str] | None = None,
+    block_tokens: int | None = None,
+) -> Trace:
+    """Read ``path`` in ``trace_format`` (auto-detected when None) into a canonical Trace.
+
+    ``column_map`` renames columns of a canonical CSV/parquet (``{"input_tokens":
+    ColumnSource("prompt_len")}`` or the ``--map`` strings); ``block_tokens`` sets or
+    overrides the tokens per hash block.
+    """
+    path = Path(path)
+    _check_file(path)
+    if block_tokens is not None and block_tokens <= 0:
+        raise ConfigError(f"--block-tokens {block_tokens}: must be a positive number of tokens")
+    mapping = (
+        formats.parse_column_map(column_map)
+        if isinstance(column_map, (list, tuple))
+        else dict(column_map or {})
+    )
+    fmt = parse_format(trace_format) or detect_format(path)
+    if mapping and fmt not in (TraceFormat.CSV, TraceFormat.PARQUET):
+        raise ConfigError(
+            f"{path}: --map applies to canonical CSV/parquet, not to {fmt.value} traces"
+        )
+    _, compression = _head(path)
+    if fmt is TraceFormat.PARQUET:
+        return _read_parquet(path, mapping, block_tokens)
+    if fmt in (TraceFormat.MOONCAKE, TraceFormat.BAILIAN):
+        raw = _read_jsonl(path, compression, fmt)
+        convert = formats.from_mooncake if fmt is TraceFormat.MOONCAKE else formats.from_bailian
+        converted = convert(raw, str(path))
+    elif fmt in (TraceFormat.AZURE, TraceFormat.BURSTGPT, TraceFormat.CSV):
+        raw = _read_csv(path, compression, fmt, mapping)
+        converters: dict[TraceFormat, Callable[[pa.Table, str], Converted]] = {
+            TraceFormat.AZURE: formats.from_azure,
+            TraceFormat.BURSTGPT: formats.from_burstgpt,
+            TraceFormat.CSV: lambda t, p: formats.from_canonical(t, p, mapping),
+        }
+        converted = converters[fmt](raw, str(path))
+    elif fmt in (TraceFormat.VLLM, TraceFormat.SGLANG):
+        raw = _read_bench(path, compression)
+        converted = formats.from_bench(raw, str(path), fmt.value)
+    else:  # LLMPerf
+        raw = _read_llmperf(path, compression)
+        converted = formats.from_llmperf(raw, str(path))
+    return _build(converted, path, fmt.value, block_tokens)
+
+
+def _build(
+    converted: Converted, path: Path, source_format: str, block_tokens: int | None
+) -> Trace:
+    notes = list(converted.notes)
+    tokens = converted.block_tokens
+    if block_tokens is not None and block_tokens != tokens:
+        if tokens is not None:
+            notes.append(
+                f"block_tokens set to {block_tokens} (the {source_format} default is {tokens})"
+            )
+        tokens = block_tokens
     return build_trace(
-        pa.table(cols),
+        converted.table,
         path=str(path),
-        source_format="mooncake",
-        block_tokens=MOONCAKE_BLOCK_TOKENS,
+        source_format=source_format,
+        block_tokens=tokens,
+        notes=tuple(notes),
+        arrivals_measured=converted.arrivals_measured,
     )
 
 
-def read_parquet(path: Path) -> Trace:
-    """Canonical parquet as written by ``kvadvisor convert``."""
+def _read_parquet(
+    path: Path, mapping: Mapping[str, ColumnSource], block_tokens: int | None
+) -> Trace:
+    """Canonical parquet (as written by ``kvadvisor convert``, or any parquet with --map)."""
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceFormatError(f"{path}: not a readable parquet file ({exc})") from None
     meta = table.schema.metadata or {}
-    block_tokens = int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None
-    fmt = meta.get(META_SOURCE_FORMAT, b"parquet").decode()
+    fmt = meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet"
+    stored_tokens = int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None
+    notes = tuple(json.loads(meta[META_NOTES])) if META_NOTES in meta else ()
+    dropped = json.loads(meta[META_DROPPED]) if META_DROPPED in meta else {}
+    measured = meta.get(META_ARRIVALS_MEASURED, b"true") != b"false"
+    table = table.replace_schema_metadata(None)
+    converted = formats.from_canonical(table, str(path), mapping)
+    tokens = block_tokens if block_tokens is not None else stored_tokens
     return build_trace(
-        table.replace_schema_metadata(None),
+        converted.table,
         path=str(path),
-        source_format=fmt if fmt else "parquet",
-        block_tokens=block_tokens,
+        source_format=fmt,
+        block_tokens=tokens,
+        notes=notes + tuple(n for n in converted.notes if n not in notes),
+        dropped=dropped,
+        arrivals_measured=measured,
     )
 
 
-def read_trace(path: str | Path, trace_format: str | None = None) -> Trace:
-    """Read ``path`` in ``trace_format`` (auto-detected when None) into a canonical Trace."""
-    path = Path(path)
-    _check_file(path)
-    fmt = trace_format or ("parquet" if path.suffix == ".parquet" else "mooncake")
-    if fmt == "parquet":
-        return read_parquet(path)
-    if fmt == "mooncake":
-        return read_mooncake(path)
-    raise TraceFormatError(f"{path}: unknown trace format '{fmt}'")
+def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Table:
+    """One JSON object per line, parsed by pyarrow.json with the format's explicit schema."""
+    parse = pajson.ParseOptions(
+        explicit_schema=JSONL_SCHEMAS[fmt], unexpected_field_behavior="infer"
+    )
+    options = pajson.ReadOptions(block_size=JSONL_BLOCK_BYTES)
+    try:
+        if compression is None:
+            # A plain path lets pyarrow read ahead in parallel (faster than a stream).
+            return pajson.read_json(str(path), read_options=options, parse_options=parse)
+        with _open(path, compression) as stream:
+            return pajson.read_json(stream, read_options=options, parse_options=parse)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise _locate_jsonl_problem(path, compression, EXPECTED_KINDS[fmt], exc) from None
+
+
+def _read_csv(
+    path: Path, compression: str | None, fmt: TraceFormat, mapping: Mapping[str, ColumnSource]
+) -> pa.Table:
+    """A CSV with a header line, parsed by pyarrow.csv (types inferred, then checked)."""
+    if fmt is TraceFormat.CSV:
+        kinds = {}
+        for name, (arrow_type, _) in CANONICAL_COLUMNS.items():
+            source = mapping[name].column if name in mapping else name
+            if pa.types.is_integer(arrow_type):
+                kinds[source] = INT
+            elif pa.types.is_floating(arrow_type) and name != "arrival_s":
+                kinds[source] = NUMBER
+    else:
+        kinds = EXPECTED_KINDS[fmt]
+    # Only empty cells are nulls: pyarrow's defaults would also turn "NaN" into a null,
+    # hiding a NaN token count behind an "empty" message.
+    convert = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
+    try:
+        if compression is None:
+            table = pacsv.read_csv(str(path), convert_options=convert)
+        else:
+            with _open(path, compression) as stream:
+                table = pacsv.read_csv(stream, convert_options=convert)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise _locate_csv_problem(path, compression, kinds, exc) from None
+    for name, kind in kinds.items():
+        if name in table.column_names and not _arrow_kind_ok(table[name].type, kind):
+            raise _locate_csv_problem(path, compression, kinds, None)
+    return table
+
+
+def _arrow_kind_ok(arrow_type: pa.DataType, kind: str) -> bool:
+    if pa.types.is_null(arrow_type):
+        return True
+    if kind == INT:
+        # Floats pass here: build_trace names a NaN or fractional cell with its own reason.
+        return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+    if kind == NUMBER:
+        return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+    if kind == TIMESTAMP:
+        return pa.types.is_timestamp(arrow_type)
+    return True
+
+
+def _read_bench(path: Path, compression: str | None) -> pa.Table:
+    """vLLM/SGLang results: one (possibly pretty-printed) object per run; files are small."""
+    data = _read_all(path, compression)
+    try:
+        table = pajson.read_json(
+            pa.BufferReader(data),
+            read_options=pajson.ReadOptions(block_size=max(len(data) + 1, 1 << 20)),
+            parse_options=pajson.ParseOptions(newlines_in_values=True),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise _locate_bench_problem(path, data, exc) from None
+    lifted = formats._lift_details(table)
+    kinds = {"input_lens": INTS, "output_lens": INTS, "ttfts": NUMBER, "start_times": NUMBER}
+    for key, kind in kinds.items():
+        if key not in lifted.column_names:
+            continue
+        col_type = lifted[key].type
+        value_type = col_type.value_type if pa.types.is_list(col_type) else col_type
+        if not pa.types.is_list(col_type) or not _arrow_kind_ok(
+            value_type, INT if kind == INTS else NUMBER
+        ):
+            raise _locate_bench_problem(path, data, None)
+    return table
+
+
+def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
+    """LLMPerf ``*_individual_responses.json``: one JSON array of per-request objects (small)."""
+    data = _read_all(path, compression)
+    try:
+        records = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8", errors="replace")
+        pos = getattr(exc, "pos", 0)
+        row = text.count("{", 0, pos)
+        raise TraceSchemaError(
+            str(path), [_json_problem(max(row, 1), text.count("\n", 0, pos) + 1, text, exc)]
+        ) from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise TraceFormatError(f"{path}: LLMPerf results must be a JSON array of objects")
+    problem = _first_kind_problem(enumerate(records, 1), EXPECTED_KINDS[TraceFormat.LLMPERF])
+    if problem:
+        raise TraceSchemaError(str(path), [problem])
+    return pa.Table.from_pylist(records)
+
+
+# --- error paths: find the first bad row and column (Python loops are fine here) -----------
+
+
+def _value_ok(value: object, kind: str) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return False
+    if kind == INT:
+        return isinstance(value, int)
+    if kind == NUMBER:
+        return isinstance(value, (int, float))
+    if kind == INTS:
+        return isinstance(value, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        )
+    return True
+
+
+def _first_kind_problem(rows, kinds: Mapping[str, str]) -> Problem | None:
+    """The first (row, record) whose value in a known column has the wrong kind."""
+    for row, record in rows:
+        for key, kind in kinds.items():
+            if key in record and not _value_ok(record[key], kind):
+                what = {INT: "an integer", NUMBER: "a number", INTS: "a list of integers"}[kind]
+                return Problem(
+                    row, key, TraceProblem.WRONG_TYPE, f"{record[key]!r:.60} is not {what}"
+                )
+    return None
+
+
+def _json_problem(row: int, line: int, text: str, exc: Exception) -> Problem:
+    """A JSON syntax error as a Problem naming the key being parsed where it broke."""
+    pos = getattr(exc, "colno", 1)
+    keys = re.findall(r'"([^"\\]+)"\s*:', text[: max(pos - 1, 0)])
+    column = keys[-1] if keys else "(record)"
+    msg = getattr(exc, "msg", str(exc))
+    return Problem(
+        row,
+        column,
+        TraceProblem.UNPARSEABLE,
+        f"not valid JSON at line {line}, character {pos} ({msg}); "
+        "a truncated line? complete or delete it",
+    )
+
+
+def _locate_jsonl_problem(
+    path: Path, compression: str | None, kinds: Mapping[str, str], exc: Exception
+) -> KvAdvisorErrorType:
+    text = _read_all(path, compression).decode("utf-8", errors="replace")
+    row = 0
+    for line_no, line in enumerate(io.StringIO(text), 1):
+        if not line.strip():
+            continue
+        row += 1
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            return TraceSchemaError(str(path), [_json_problem(row, line_no, line, err)])
+        if not isinstance(record, dict):
+            return TraceSchemaError(
+                str(path),
+                [Problem(row, "(record)", TraceProblem.UNPARSEABLE, "not a JSON object")],
+            )
+        problem = _first_kind_problem([(row, record)], kinds)
+        if problem:
+            return TraceSchemaError(str(path), [problem])
+    return TraceFormatError(f"{path}: not valid JSONL ({exc})")
+
+
+def _locate_csv_problem(
+    path: Path, compression: str | None, kinds: Mapping[str, str], exc: Exception | None
+) -> KvAdvisorErrorType:
+    text = _read_all(path, compression).decode("utf-8", errors="replace")
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, [])
+    for row, fields in enumerate(reader, 1):
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            column = header[len(fields)] if len(fields) < len(header) else "(extra field)"
+            return TraceSchemaError(
+                str(path),
+                [
+                    Problem(
+                        row,
+                        column,
+                        TraceProblem.UNPARSEABLE,
+                        f"{len(fields)} fields where the header has {len(header)}; "
+                        "a truncated line? complete or delete it",
+                    )
+                ],
+            )
+        for name, value in zip(header, fields):
+            kind = kinds.get(name)
+            if kind and value.strip() and not _text_ok(value.strip(), kind):
+                what = {INT: "an integer", NUMBER: "a number", TIMESTAMP: "a timestamp"}[kind]
+                return TraceSchemaError(
+                    str(path), [Problem(row, name, TraceProblem.WRONG_TYPE,
+                                        f"{value!r:.60} is not {what}")]
+                )
+    detail = f" ({exc})" if exc else ""
+    return TraceFormatError(f"{path}: not a readable CSV{detail}")
+
+
+def _text_ok(value: str, kind: str) -> bool:
+    try:
+        if kind == INT:
+            int(value)
+        elif kind == NUMBER:
+            float(value)
+        elif kind == TIMESTAMP:
+            pa.scalar(value).cast(pa.timestamp("ns"))
+    except (ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> KvAdvisorErrorType:
+    text = data.decode("utf-8", errors="replace")
+    try:
+        runs = [json.loads(text)]
+    except json.JSONDecodeError:
+        runs = []
+        row = 0
+        for line_no, line in enumerate(io.StringIO(text), 1):
+            if not line.strip():
+                continue
+            row += 1
+            try:
+                runs.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                return TraceSchemaError(str(path), [_json_problem(row, line_no, line, err)])
+    for row, run in enumerate(runs, 1):
+        if not isinstance(run, dict):
+            return TraceFormatError(f"{path}: row {row}: a benchmark run must be a JSON object")
+        arrays = run.get("details") if isinstance(run.get("details"), dict) else run
+        for key, kind in (("input_lens", INT), ("output_lens", INT), ("ttfts", NUMBER),
+                          ("start_times", NUMBER)):
+            values = arrays.get(key, run.get(key))
+            if values is None:
+                continue
+            if not isinstance(values, list):
+                return TraceSchemaError(str(path), [Problem(
+                    row, key, TraceProblem.WRONG_TYPE, f"{values!r:.60} is not a list")])
+            for i, value in enumerate(values):
+                if not _value_ok(value, kind):
+                    return TraceSchemaError(str(path), [Problem(
+                        row, f"{key}[{i}]", TraceProblem.WRONG_TYPE,
+                        f"{value!r:.60} is not {'an integer' if kind == INT else 'a number'} "
+                        "(row = run object)")])
+    detail = f" ({exc})" if exc else ""
+    return TraceFormatError(f"{path}: not a readable benchmark result{detail}")
+
+
+KvAdvisorErrorType = TraceSchemaError | TraceFormatError

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kvadvisor.errors import Problem, TraceProblem, TraceSchemaError
+from kvadvisor.errors import (
+    KvAdvisorWarning,
+    Problem,
+    TraceFormatError,
+    TraceProblem,
+    TraceSchemaError,
+)
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
+from kvadvisor.units import S_PER_DAY, S_PER_MIN
 
 MAX_PROBLEMS_KEPT = 1000
+MAX_ROWS_PER_CHECK = 100
+
+# Suspicious time unit: a trace longer than a day in which requests arrive less than once a
+# minute on average. Milliseconds read as seconds stretch a trace 1000x (the Mooncake
+# conversation trace, 12,031 requests in 3,537 s, would span 40.9 days at one request per
+# 294 s), while real fleet traces that long carry many requests per minute (BurstGPT: about
+# 16/min over two months).
+SUSPICIOUS_SPAN_S = S_PER_DAY
+SUSPICIOUS_GAP_S = S_PER_MIN
 
 
 def _row_numbers(mask: np.ndarray) -> np.ndarray:
@@ -17,7 +35,7 @@ def _row_numbers(mask: np.ndarray) -> np.ndarray:
     return np.flatnonzero(mask) + 1
 
 
-def _cast(table: pa.Table, path: str, problems: list[Problem]) -> pa.Table:
+def _cast(table: pa.Table, problems: list[Problem]) -> pa.Table:
     """Cast canonical columns to their canonical types, recording cells that do not cast."""
     arrays, names = [], []
     for name in table.column_names:
@@ -25,18 +43,42 @@ def _cast(table: pa.Table, path: str, problems: list[Problem]) -> pa.Table:
             continue
         target, _ = CANONICAL_COLUMNS[name]
         col = table[name]
+        if pa.types.is_null(col.type):
+            col = pa.chunked_array([pa.nulls(len(col), target)])
         if col.type != target:
+            if pa.types.is_integer(target) and pa.types.is_floating(col.type):
+                bad = _float_to_int_problems(name, col)
+                if bad:
+                    problems.extend(bad)
+                    continue
             try:
                 col = pc.cast(col, target, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                bad = _first_uncastable(col, target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                row, value = _first_uncastable(col, target)
                 problems.append(
-                    Problem(bad[0], name, TraceProblem.WRONG_TYPE, f"{bad[1]!r} is not {target}")
+                    Problem(row, name, TraceProblem.WRONG_TYPE, f"{value!r} is not {target}")
                 )
                 continue
         arrays.append(col)
         names.append(name)
     return pa.table(arrays, names=names) if names else pa.table({})
+
+
+def _float_to_int_problems(name: str, col: pa.ChunkedArray) -> list[Problem]:
+    """NaN and fractional values in a column that must hold whole numbers."""
+    values = col.to_numpy(zero_copy_only=False).astype(np.float64)
+    nulls = col.is_null().to_numpy(zero_copy_only=False)
+    problems = [
+        Problem(int(r), name, TraceProblem.NAN_VALUE, "NaN")
+        for r in _row_numbers(np.isnan(values) & ~nulls)[:MAX_ROWS_PER_CHECK]
+    ]
+    with np.errstate(invalid="ignore"):
+        frac = np.isfinite(values) & (values != np.round(values))
+    problems += [
+        Problem(int(r), name, TraceProblem.WRONG_TYPE, f"{values[r - 1]!r} is not a whole number")
+        for r in _row_numbers(frac)[:MAX_ROWS_PER_CHECK]
+    ]
+    return problems
 
 
 def _first_uncastable(col: pa.ChunkedArray, target: pa.DataType) -> tuple[int | None, object]:
@@ -45,7 +87,7 @@ def _first_uncastable(col: pa.ChunkedArray, target: pa.DataType) -> tuple[int | 
         if value is None:
             continue
         try:
-            pc.cast(pa.array([value]), target, safe=True)
+            pc.cast(pa.array([value], col.type), target, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return i + 1, value
     return None, col.type
@@ -59,11 +101,14 @@ def build_trace(
     block_tokens: int | None,
     notes: tuple[str, ...] = (),
     dropped: dict[str, int] | None = None,
+    arrivals_measured: bool = True,
 ) -> Trace:
     """Validate ``table`` (canonical column names already applied) into a Trace.
 
     Every problem is collected before raising one TraceSchemaError. Arrivals are shifted to
-    start at 0 and sorted (stable) when needed; both are noted.
+    start at 0 and sorted (stable) when needed; both are noted. Failed requests are counted,
+    a hash count that disagrees with the input length is noted, and a suspicious time unit
+    raises a KvAdvisorWarning (and a note), never an error.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
@@ -82,10 +127,12 @@ def build_trace(
             ],
             total=len(missing),
         )
+    if table.num_rows == 0:
+        raise TraceFormatError(f"{path}: no requests in the file; give a trace with rows")
     problems: list[Problem] = []
-    table = _cast(table, path, problems)
+    table = _cast(table, problems)
     if problems:
-        raise TraceSchemaError(path, problems)
+        raise TraceSchemaError(path, problems[:MAX_PROBLEMS_KEPT], total=len(problems))
     notes_list = list(notes)
     problems.extend(_check_values(table))
     if problems:
@@ -105,6 +152,9 @@ def build_trace(
             pa.array(arrival - start, pa.float64()),
         )
         notes_list.append(f"arrival_s shifted by {start:.6f} s so the first request arrives at 0")
+        arrival = arrival - start
+    derived = _derived_notes(table, arrival, block_tokens, path, arrivals_measured)
+    notes_list.extend(n for n in derived if n not in notes_list)
     return Trace(
         table=table.combine_chunks(),
         block_tokens=block_tokens,
@@ -112,7 +162,50 @@ def build_trace(
         source_path=path,
         dropped=dict(dropped or {}),
         notes=tuple(notes_list),
+        arrivals_measured=arrivals_measured,
     )
+
+
+def _derived_notes(
+    table: pa.Table,
+    arrival: np.ndarray,
+    block_tokens: int | None,
+    path: str,
+    arrivals_measured: bool,
+) -> list[str]:
+    """Notes computed from the validated table (recomputed identically on every read)."""
+    notes: list[str] = []
+    n = table.num_rows
+    if "ok" in table.column_names:
+        failed = int(pc.sum(pc.invert(table["ok"].fill_null(True))).as_py() or 0)
+        if failed:
+            notes.append(
+                f"{failed} failed requests (ok = false) kept; metrics that need a successful "
+                "request exclude them"
+            )
+    if "block_hashes" in table.column_names and block_tokens:
+        lengths = pc.list_value_length(table["block_hashes"]).fill_null(-1)
+        counts = lengths.to_numpy(zero_copy_only=False)
+        tokens = table["input_tokens"].to_numpy(zero_copy_only=False)
+        expected = -(-tokens // block_tokens)  # ceil(input_tokens / block_tokens)
+        off = int(np.sum((counts != expected) & (counts >= 0)))
+        if off:
+            notes.append(
+                f"{off} requests have a block hash count other than "
+                f"ceil(input_tokens / {block_tokens}); hit tokens are capped at input_tokens"
+            )
+    elif "block_hashes" in table.column_names:
+        notes.append("block_hashes present but block_tokens unknown: give --block-tokens")
+    span = float(arrival[-1]) if n else 0.0
+    if arrivals_measured and n > 1 and span > SUSPICIOUS_SPAN_S and span / n > SUSPICIOUS_GAP_S:
+        message = (
+            f"{n} requests over {span / S_PER_DAY:.1f} days (one every {span / n:.0f} s on "
+            "average): are the arrival times milliseconds read as seconds? If so, map them "
+            "with --map arrival_s=<column>:ms"
+        )
+        warnings.warn(f"{path}: column 'arrival_s': {message}", KvAdvisorWarning, stacklevel=3)
+        notes.append(f"suspicious time unit: {message}")
+    return notes
 
 
 def _check_values(table: pa.Table) -> list[Problem]:
@@ -122,21 +215,24 @@ def _check_values(table: pa.Table) -> list[Problem]:
         col = table[name]
         _, required = CANONICAL_COLUMNS[name]
         if required and col.null_count:
-            for row in _row_numbers(col.is_null().to_numpy(zero_copy_only=False))[:100]:
+            for row in _row_numbers(col.is_null().to_numpy(zero_copy_only=False))[
+                :MAX_ROWS_PER_CHECK
+            ]:
                 problems.append(Problem(int(row), name, TraceProblem.NULL_VALUE, "empty"))
         if pa.types.is_floating(col.type):
             values = col.to_numpy(zero_copy_only=False)
             nan = np.isnan(values) & ~col.is_null().to_numpy(zero_copy_only=False)
-            for row in _row_numbers(nan)[:100]:
+            for row in _row_numbers(nan)[:MAX_ROWS_PER_CHECK]:
                 problems.append(Problem(int(row), name, TraceProblem.NAN_VALUE, "NaN"))
-            neg = values < 0
-            for row in _row_numbers(neg)[:100]:
+            with np.errstate(invalid="ignore"):
+                neg = values < 0
+            for row in _row_numbers(neg)[:MAX_ROWS_PER_CHECK]:
                 problems.append(
                     Problem(int(row), name, TraceProblem.NEGATIVE_VALUE, repr(values[row - 1]))
                 )
         elif pa.types.is_integer(col.type):
             values = col.fill_null(0).to_numpy(zero_copy_only=False)
-            for row in _row_numbers(values < 0)[:100]:
+            for row in _row_numbers(values < 0)[:MAX_ROWS_PER_CHECK]:
                 problems.append(
                     Problem(int(row), name, TraceProblem.NEGATIVE_VALUE, repr(int(values[row - 1])))
                 )
@@ -147,7 +243,7 @@ def _check_values(table: pa.Table) -> list[Problem]:
         if len(dup_values):
             mask = pc.is_in(ids, value_set=dup_values).to_numpy(zero_copy_only=False)
             rows = _row_numbers(mask)
-            # The first occurrence is fine; report the later ones.
+            # The first occurrence is fine; report the later ones (error path: a loop is fine).
             seen: set[str] = set()
             for row in rows:
                 value = ids[int(row) - 1].as_py()

@@ -1,0 +1,231 @@
+"""The report's prefix_cache section, built from the cache engine's results (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kvadvisor.advise.model import (
+    BlockSizePoint,
+    CacheReuse,
+    CacheRouting,
+    CacheSampling,
+    CacheTier,
+    CacheTiers,
+    HitRatio,
+    MrcPoint,
+    PrefixCache,
+    ReuseQuantile,
+    RoutingPointSummary,
+    RoutingPolicySummary,
+    Series,
+    TtlPoint,
+)
+from kvadvisor.cache import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult, curve_grid
+from kvadvisor.cache import simulate_prefix_cache as _simulate
+from kvadvisor.cache.coarsen import coarsen_trace
+from kvadvisor.cache.reuse import reuse_times
+from kvadvisor.cache.routing import compare_routing
+from kvadvisor.cache.tiers import TierSpec, split_tiers
+from kvadvisor.trace.model import Trace
+
+UNKNOWN_NOTE = (
+    "prefix reuse unknown: the trace has no block hashes, so no hit ratio can be measured"
+)
+# Engine chunk sizes compared when the trace's blocks are fine enough (LMCache's default is
+# 256, vLLM/SGLang pages 16-64, Mooncake 512; research/field.md).
+COMPARED_CHUNK_TOKENS = (64, 256, 512)
+
+
+def _f(x: float | None) -> float | None:
+    return None if x is None else float(x)
+
+
+def unknown_prefix_cache(warmup_fraction: float) -> PrefixCache:
+    """The section for a trace without hashes: every ratio null, and a note saying so."""
+    return PrefixCache(
+        warmup_fraction=warmup_fraction,
+        hit_ratio=HitRatio(None, None),
+        mrc=tuple(MrcPoint(c, None, None) for c in STANDARD_CAPACITIES_TOKENS),
+        status="unknown",
+        note=UNKNOWN_NOTE,
+    )
+
+
+def _mrc(result: PrefixCacheResult, kv_bytes_per_token: int | None) -> tuple[MrcPoint, ...]:
+    points = []
+    for cap in STANDARD_CAPACITIES_TOKENS:
+        all_, steady = result.curve.token_hit_ratio_at(cap)
+        cap_bytes = None if cap is None or kv_bytes_per_token is None else cap * kv_bytes_per_token
+        points.append(MrcPoint(cap, _f(all_), _f(steady), cap_bytes))
+    return tuple(points)
+
+
+def _curve_series(result: PrefixCacheResult) -> tuple[Series, ...]:
+    grid = curve_grid(result.curve)
+    all_, steady = result.curve.ratios_on_grid(grid)
+    x = tuple(float(g) for g in grid)
+    return tuple(
+        Series(
+            name=f"token hit ratio ({label})",
+            x_label="LRU cache capacity",
+            x_unit="tokens",
+            y_label="token hit ratio",
+            y_unit="ratio",
+            x=x,
+            y=tuple(float(v) for v in ys),
+            kind="step",
+        )
+        for label, ys in (("all requests", all_), ("steady state", steady))
+    )
+
+
+def _tiers(
+    result: PrefixCacheResult, tiers: Sequence[TierSpec], kv_bytes_per_token: int | None
+) -> CacheTiers:
+    b = split_tiers(result, tiers)
+    return CacheTiers(
+        levels=tuple(
+            CacheTier(
+                name=t.name,
+                capacity_tokens=t.capacity_tokens,
+                effective_capacity_tokens=t.effective_capacity_tokens,
+                hit_tokens_all=t.hit_tokens_all,
+                hit_tokens_steady=t.hit_tokens_steady,
+                share_all=t.share_all,
+                share_steady=t.share_steady,
+                hit_bytes_all=(
+                    None if kv_bytes_per_token is None else t.hit_tokens_all * kv_bytes_per_token
+                ),
+            )
+            for t in b.tiers
+        ),
+        miss_tokens_all=b.miss_tokens_all,
+        miss_share_all=b.miss_share_all,
+        miss_share_steady=b.miss_share_steady,
+    )
+
+
+def _routing(trace: Trace, instances: int, warmup_fraction: float, seed: int) -> CacheRouting:
+    cmp = compare_routing(
+        trace,
+        instances=instances,
+        capacities_tokens=STANDARD_CAPACITIES_TOKENS,
+        warmup_fraction=warmup_fraction,
+        seed=seed,
+    )
+    return CacheRouting(
+        instances=cmp.instances,
+        seed=cmp.seed,
+        policies=tuple(
+            RoutingPolicySummary(
+                policy=o.policy.value,
+                points=tuple(
+                    RoutingPointSummary(
+                        p.capacity_tokens_per_instance, _f(p.hit_ratio_all), _f(p.hit_ratio_steady)
+                    )
+                    for p in o.points
+                ),
+                unavailable=o.unavailable,
+            )
+            for o in cmp.outcomes
+        ),
+    )
+
+
+def _reuse(trace: Trace, result: PrefixCacheResult) -> CacheReuse:
+    rt = reuse_times(trace, result)
+    hist = None
+    if rt.histogram_tokens:
+        hist = Series(
+            name="time since a hit block was last used",
+            x_label="reuse time (bin upper edge)",
+            x_unit="s",
+            y_label="hit tokens",
+            y_unit="tokens",
+            x=rt.histogram_edges_s[1:],
+            y=tuple(float(v) for v in rt.histogram_tokens),
+            kind="bar",
+        )
+    return CacheReuse(
+        hit_tokens=rt.hit_tokens,
+        quantiles=tuple(ReuseQuantile(q, s) for q, s in rt.quantiles_s),
+        histogram=hist,
+        ttl=tuple(
+            TtlPoint(r.share, r.ttl_s, r.capacity_tokens, r.lru_capacity_tokens) for r in rt.ttl
+        ),
+    )
+
+
+def _block_sizes(
+    trace: Trace, warmup_fraction: float, save_unfull_chunk: bool
+) -> tuple[BlockSizePoint, ...]:
+    block_tokens = int(trace.block_tokens or 0)
+    sizes = sorted(
+        {block_tokens} | {c for c in COMPARED_CHUNK_TOKENS if c > block_tokens and c % block_tokens == 0}
+    )
+    points = []
+    for chunk in sizes:
+        coarse = coarsen_trace(trace, chunk, save_unfull_chunk=save_unfull_chunk or chunk == block_tokens)
+        all_, steady = _simulate(coarse, warmup_fraction=warmup_fraction).token_hit_ratio
+        points.append(
+            BlockSizePoint(chunk, save_unfull_chunk or chunk == block_tokens, _f(all_), _f(steady))
+        )
+    return tuple(points)
+
+
+def prefix_cache_section(
+    trace: Trace,
+    *,
+    warmup_fraction: float = 0.5,
+    tiers: Sequence[TierSpec] = (),
+    instances: int = 8,
+    routing_seed: int = 0,
+    chunk_tokens: int | None = None,
+    save_unfull_chunk: bool = False,
+    sample_rate: float | None = None,
+    kv_bytes_per_token: int | None = None,
+) -> PrefixCache:
+    """Simulate the prefix cache on ``trace`` and summarise it for the report.
+
+    Without block hashes the section says "prefix reuse unknown" and every ratio is null. With
+    ``chunk_tokens`` the hashes are first coarsened to that engine chunk size. Routing, reuse
+    times and the block-size comparison need the exact pass; a sampled curve omits them.
+    """
+    if not trace.has_hashes:
+        return unknown_prefix_cache(warmup_fraction)
+    original = trace
+    if chunk_tokens is not None and chunk_tokens != trace.block_tokens:
+        trace = coarsen_trace(trace, chunk_tokens, save_unfull_chunk=save_unfull_chunk)
+    result = _simulate(trace, warmup_fraction=warmup_fraction, sample_rate=sample_rate)
+    all_, steady = result.token_hit_ratio
+    blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
+    sampling = None
+    if result.sampling is not None:
+        err = result.sampling.error_estimate
+        sampling = CacheSampling(
+            rate=result.sampling.rate,
+            sampled_accesses=result.sampling.sampled_accesses,
+            total_accesses=result.sampling.total_accesses,
+            error_estimate=None if not np.isfinite(err) else err,
+            error_method=result.sampling.error_method,
+        )
+    exact = result.exact
+    return PrefixCache(
+        warmup_fraction=warmup_fraction,
+        hit_ratio=HitRatio(_f(all_), _f(steady)),
+        mrc=_mrc(result, kv_bytes_per_token),
+        status="exact" if exact else "sampled",
+        note=None if exact else "curve estimated by spatial hash sampling (SHARDS); see sampling",
+        block_tokens=result.block_tokens,
+        block_hit_ratio=HitRatio(_f(blk_all), _f(blk_steady)),
+        sampling=sampling,
+        curve=_curve_series(result),
+        tiers=_tiers(result, tiers, kv_bytes_per_token) if tiers else None,
+        routing=_routing(trace, instances, warmup_fraction, routing_seed)
+        if exact and instances > 1
+        else None,
+        reuse=_reuse(trace, result) if exact else None,
+        block_sizes=_block_sizes(original, warmup_fraction, save_unfull_chunk) if exact else (),
+    )

@@ -1,0 +1,19 @@
+"""Prefix-cache simulation: exact LRU miss-ratio curve, tiers, routing, reuse times, sampling."""
+
+from kvadvisor.cache.model import (
+    STANDARD_CAPACITIES_TOKENS,
+    MissRatioCurve,
+    PrefixCacheResult,
+    SamplingInfo,
+)
+from kvadvisor.cache.prefix import curve_grid, simulate_arrays, simulate_prefix_cache
+
+__all__ = [
+    "STANDARD_CAPACITIES_TOKENS",
+    "MissRatioCurve",
+    "PrefixCacheResult",
+    "SamplingInfo",
+    "curve_grid",
+    "simulate_arrays",
+    "simulate_prefix_cache",
+]

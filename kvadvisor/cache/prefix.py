@@ -1,0 +1,201 @@
+"""Exact prefix-cache hit ratio at every LRU capacity in one pass (DESIGN.md's prefix hit)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kvadvisor.cache.model import MissRatioCurve, PrefixCacheResult
+from kvadvisor.errors import ConfigError, TraceError
+from kvadvisor.trace.model import Trace
+
+# Above this many block accesses the exact pass (about 30 bytes per access) is replaced by the
+# SHARDS estimate unless the caller insists; 100M accesses is about 3 GB for the exact pass.
+SAMPLE_ABOVE_ACCESSES = 100_000_000
+DEFAULT_SAMPLE_RATE = 0.01
+# The kernel stores positions and distances as int32.
+MAX_EXACT_ACCESSES = 2**31 - 2
+
+
+def warmup_requests_for(requests: int, warmup_fraction: float) -> int:
+    """Requests treated as warm-up: ``floor(warmup_fraction × requests)``."""
+    if not 0.0 <= warmup_fraction < 1.0:
+        raise ConfigError(
+            f"warmup fraction {warmup_fraction} is outside [0, 1); give e.g. 0.5 for half the trace"
+        )
+    return int(math.floor(warmup_fraction * requests))
+
+
+def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Block hashes as dense int32 ids, plus the id bound U (ids lie in ``[0, U)``).
+
+    Ids that are already small non-negative integers (Mooncake's remapped hashes) are used as
+    they are; arbitrary 64-bit hashes go through a compiled hash map, ids in order of first use.
+    """
+    n = int(values.shape[0])
+    if n == 0:
+        return np.zeros(0, np.int32), 0
+    lo, hi = int(values.min()), int(values.max())
+    if lo >= 0 and hi < max(2 * n, 1024) and hi < MAX_EXACT_ACCESSES:
+        return values.astype(np.int32), hi + 1
+    from kvadvisor.cache import stackdist  # numba only when a curve is computed
+
+    # Load factor at most 0.8 (all keys distinct); linear probing stays short at that load.
+    size = 1 << max(1, int(math.ceil(math.log2(n * 1.25 + 1))))
+    keys = np.empty(size, np.int64)
+    table_ids = np.full(size, -1, np.int32)
+    out = np.empty(n, np.int32)
+    n_unique = stackdist.remap_dense(values, keys, table_ids, out)
+    return out, int(n_unique)
+
+
+def block_token_weights(offsets: np.ndarray, input_tokens: np.ndarray, block_tokens: int) -> np.ndarray:
+    """Tokens each block access carries: ``min((j+1)·B, I) − min(j·B, I)`` for block j (int64)."""
+    counts = np.diff(offsets)
+    pos = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], counts)
+    inp = np.repeat(input_tokens.astype(np.int64), counts)
+    return np.minimum((pos + 1) * block_tokens, inp) - np.minimum(pos * block_tokens, inp)
+
+
+def simulate_arrays(
+    offsets: np.ndarray,
+    values: np.ndarray,
+    input_tokens: np.ndarray,
+    block_tokens: int,
+    *,
+    warmup_requests: int,
+    warmup_fraction: float,
+) -> PrefixCacheResult:
+    """The exact pass over flattened block hashes (see :func:`simulate_prefix_cache`)."""
+    from kvadvisor.cache import stackdist  # numba only when a curve is computed
+
+    if values.shape[0] > MAX_EXACT_ACCESSES:
+        raise ConfigError(
+            f"{values.shape[0]} block accesses exceed the exact pass's limit "
+            f"({MAX_EXACT_ACCESSES}); estimate the curve by sampling instead (--cache-sample-rate)"
+        )
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    input_tokens = np.ascontiguousarray(input_tokens, dtype=np.int64)
+    n_req = int(input_tokens.shape[0])
+    ids, bound = dense_block_ids(values)
+    n = int(ids.shape[0])
+    counts = np.diff(offsets)
+    longest = int(counts.max()) if n_req else 0
+    last_pos = np.zeros(max(bound, 1), np.int32)
+    tree = np.zeros(n + 1, np.int32)
+    scratch = np.empty(max(longest, 1), np.int32)
+    max_finite = stackdist.prefix_stack_distances(offsets, ids, last_pos, tree, scratch)
+    del last_pos, tree, scratch
+    dist = ids  # overwritten in place by the kernel
+    bins = int(max_finite) + 1
+    tok_all = np.zeros(bins, np.int64)
+    tok_steady = np.zeros(bins, np.int64)
+    blk_all = np.zeros(bins, np.int64)
+    blk_steady = np.zeros(bins, np.int64)
+    hit = stackdist.curve_bins(
+        offsets,
+        dist,
+        input_tokens,
+        np.int64(block_tokens),
+        np.int64(warmup_requests),
+        tok_all,
+        tok_steady,
+        blk_all,
+        blk_steady,
+    )
+    steps = np.flatnonzero(blk_all)
+    curve = MissRatioCurve(
+        block_tokens=block_tokens,
+        # a block at distance d is a hit once the cache holds d + 1 blocks
+        capacity_blocks=steps.astype(np.int64) + 1,
+        hit_tokens_all=np.cumsum(tok_all[steps]),
+        hit_tokens_steady=np.cumsum(tok_steady[steps]),
+        hit_blocks_all=np.cumsum(blk_all[steps]),
+        hit_blocks_steady=np.cumsum(blk_steady[steps]),
+        total_tokens_all=int(input_tokens.sum()),
+        total_tokens_steady=int(input_tokens[warmup_requests:].sum()),
+        total_blocks_all=n,
+        total_blocks_steady=n - int(offsets[warmup_requests]) if n_req else 0,
+    )
+    return PrefixCacheResult(
+        block_tokens=block_tokens,
+        warmup_fraction=warmup_fraction,
+        warmup_requests=warmup_requests,
+        input_tokens=input_tokens,
+        curve=curve,
+        hit_tokens=hit,
+        access_offsets=offsets,
+        leading_distance=dist,
+    )
+
+
+def require_hashes(trace: Trace) -> int:
+    """The trace's block size; a trace without hashes has unknown prefix reuse (an error here)."""
+    if not trace.has_hashes or trace.block_tokens is None:
+        raise TraceError(
+            f"{trace.source_path}: the trace has no block hashes, so prefix reuse is unknown; "
+            "use a trace with block_hashes (and block_tokens) to simulate a prefix cache"
+        )
+    if trace.block_tokens <= 0:
+        raise TraceError(f"{trace.source_path}: block_tokens must be positive, got {trace.block_tokens}")
+    return int(trace.block_tokens)
+
+
+def simulate_prefix_cache(
+    trace: Trace,
+    *,
+    warmup_fraction: float = 0.5,
+    sample_rate: float | None = None,
+    sample_above_accesses: int = SAMPLE_ABOVE_ACCESSES,
+    sample_salt: int = 0,
+) -> PrefixCacheResult:
+    """Replay ``trace`` through an LRU prefix cache at every capacity at once.
+
+    DESIGN.md's prefix hit: requests in arrival order; a request's hit is the longest leading run
+    of its blocks present at arrival; hit tokens = min(hit blocks × block_tokens, input_tokens);
+    then every block of the request is inserted or refreshed. Capacity counts whole blocks.
+    Exact (O(N log N) in block accesses N) unless ``sample_rate`` is given or N exceeds
+    ``sample_above_accesses``, in which case the curve is a SHARDS estimate at ``sample_rate``
+    (default 0.01) and the result states the rate and an error estimate.
+    """
+    block_tokens = require_hashes(trace)
+    warmup = warmup_requests_for(trace.requests, warmup_fraction)
+    offsets, values = trace.hash_arrays()
+    if sample_rate is not None or values.shape[0] > sample_above_accesses:
+        from kvadvisor.cache.shards import estimate_prefix_curve, trace_batches
+
+        return estimate_prefix_curve(
+            trace_batches(trace),
+            block_tokens=block_tokens,
+            total_requests=trace.requests,
+            warmup_fraction=warmup_fraction,
+            rate=DEFAULT_SAMPLE_RATE if sample_rate is None else sample_rate,
+            salt=sample_salt,
+        )
+    return simulate_arrays(
+        offsets,
+        values,
+        trace.column_np("input_tokens"),
+        block_tokens,
+        warmup_requests=warmup,
+        warmup_fraction=warmup_fraction,
+    )
+
+
+def curve_grid(curve: MissRatioCurve, max_points: int = 200) -> np.ndarray:
+    """Capacities in tokens at which to draw the whole curve: every step, or a log grid.
+
+    All steps when there are at most ``max_points``; otherwise ``max_points`` capacities spaced
+    evenly in log scale from the first to the last step (each the exact value there).
+    """
+    steps = curve.capacity_blocks
+    if steps.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    if steps.shape[0] <= max_points:
+        blocks = steps
+    else:
+        blocks = np.unique(
+            np.round(np.geomspace(steps[0], steps[-1], max_points)).astype(np.int64)
+        )
+    return blocks * curve.block_tokens

@@ -1,0 +1,147 @@
+"""Per-instance prefix caches under a routing policy, against one pooled cache."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import pandas as pd
+
+from kvadvisor.cache.prefix import require_hashes, simulate_arrays, warmup_requests_for
+from kvadvisor.errors import ConfigError
+from kvadvisor.trace.model import Trace
+
+
+class RoutingPolicy(str, Enum):
+    """How requests are spread over serving instances."""
+
+    RANDOM = "random"
+    ROUND_ROBIN = "round_robin"
+    SESSION = "session"  # session-sticky: every request of a session goes to one instance
+    PREFIX_AWARE = "prefix_aware"  # one global cache: every instance sees every prefix
+
+
+@dataclass(frozen=True)
+class RoutingPoint:
+    """Token hit ratio at one per-instance capacity (None = unbounded)."""
+
+    capacity_tokens_per_instance: int | None
+    hit_ratio_all: float | None
+    hit_ratio_steady: float | None
+
+
+@dataclass(frozen=True)
+class RoutingOutcome:
+    """One policy's curve at the compared capacities, or why it could not be evaluated."""
+
+    policy: RoutingPolicy
+    points: tuple[RoutingPoint, ...]
+    unavailable: str | None = None
+
+
+@dataclass(frozen=True)
+class RoutingComparison:
+    """Local caches (one per instance, each ``capacity`` big) against a pool of N × capacity."""
+
+    instances: int
+    seed: int
+    outcomes: tuple[RoutingOutcome, ...]
+
+
+def assign_instances(
+    trace: Trace, policy: RoutingPolicy, instances: int, seed: int = 0
+) -> np.ndarray | None:
+    """Instance index per request for a local-cache policy (None: the trace has no sessions)."""
+    n = trace.requests
+    if policy is RoutingPolicy.RANDOM:
+        return np.random.default_rng(seed).integers(0, instances, n)
+    if policy is RoutingPolicy.ROUND_ROBIN:
+        return np.arange(n, dtype=np.int64) % instances
+    if policy is RoutingPolicy.SESSION:
+        if not trace.has("session_id"):
+            return None
+        sessions = trace.table["session_id"].to_pandas()
+        # A request without a session is its own session: key it by its row number.
+        keys = sessions.where(sessions.notna(), pd.Series(np.arange(n)).map("#row{}".format))
+        h = pd.util.hash_array(keys.to_numpy(dtype=object), hash_key=f"{seed:016d}")
+        return (h % np.uint64(instances)).astype(np.int64)
+    raise ConfigError(f"routing policy '{policy.value}' does not split the cache")
+
+
+def _subset(
+    offsets: np.ndarray, values: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened hashes of the requests ``rows`` (ascending), vectorised gather."""
+    counts = np.diff(offsets)[rows]
+    sub_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    gather = np.repeat(offsets[rows] - sub_offsets[:-1], counts) + np.arange(
+        int(sub_offsets[-1]), dtype=np.int64
+    )
+    return sub_offsets, values[gather]
+
+
+def compare_routing(
+    trace: Trace,
+    *,
+    instances: int,
+    capacities_tokens: Sequence[int | None],
+    policies: Sequence[RoutingPolicy] = tuple(RoutingPolicy),
+    warmup_fraction: float = 0.5,
+    seed: int = 0,
+) -> RoutingComparison:
+    """Hit ratio of N local LRU caches under each policy, and of the pooled cache.
+
+    A local policy routes each request to one instance; each instance replays its own requests
+    through its own cache of C tokens (the same prefix rule), and the hit tokens of all
+    instances are summed. The pooled cache (prefix-aware routing, or Mooncake's global KV pool)
+    is one LRU cache of N × C tokens that every request reads. Steady state is the same set of
+    requests as for the whole trace (global index past the warm-up).
+    """
+    block_tokens = require_hashes(trace)
+    if instances < 1:
+        raise ConfigError(f"instances must be at least 1, got {instances}")
+    warmup = warmup_requests_for(trace.requests, warmup_fraction)
+    offsets, values = trace.hash_arrays()
+    inp = trace.column_np("input_tokens").astype(np.int64)
+    total_all = float(inp.sum())
+    total_steady = float(inp[warmup:].sum())
+    caps = np.asarray([np.inf if c is None else c for c in capacities_tokens], np.float64)
+    outcomes = []
+    for policy in policies:
+        if policy is RoutingPolicy.PREFIX_AWARE:
+            res = simulate_arrays(
+                offsets, values, inp, block_tokens,
+                warmup_requests=warmup, warmup_fraction=warmup_fraction,
+            )
+            hits = res.curve.hit_tokens_at(caps * instances)
+        else:
+            inst = assign_instances(trace, policy, instances, seed)
+            if inst is None:
+                outcomes.append(
+                    RoutingOutcome(policy, (), unavailable="the trace has no session_id column")
+                )
+                continue
+            hits = np.zeros((2, caps.shape[0]))
+            for i in range(instances):
+                rows = np.flatnonzero(inst == i)
+                if rows.shape[0] == 0:
+                    continue
+                sub_offsets, sub_values = _subset(offsets, values, rows)
+                res = simulate_arrays(
+                    sub_offsets, sub_values, inp[rows], block_tokens,
+                    warmup_requests=int(np.searchsorted(rows, warmup)),
+                    warmup_fraction=warmup_fraction,
+                )
+                hits += res.curve.hit_tokens_at(caps)
+        points = tuple(
+            RoutingPoint(
+                capacities_tokens[j],
+                hits[0, j] / total_all if total_all > 0 else None,
+                hits[1, j] / total_steady if total_steady > 0 else None,
+            )
+            for j in range(caps.shape[0])
+        )
+        outcomes.append(RoutingOutcome(policy, points))
+    return RoutingComparison(instances=instances, seed=seed, outcomes=tuple(outcomes))

@@ -1,0 +1,250 @@
+"""Compiled kernels: dense-id remap, prefix-aware LRU stack distances (Fenwick tree), curve bins.
+
+This module imports numba at import time; ``kvadvisor.cache`` imports it only inside the
+functions that compute a curve, so reading a trace or rendering a report never pays for numba.
+Every kernel writes into arrays allocated by the caller (numpy, hence visible to tracemalloc),
+so memory use is explicit and measurable.
+
+Stack distance by counting live markers (Bennett and Kruskal, 1975; Almasi et al., 2002): each
+block keeps one marker at the stream position of its most recent access; the number of markers
+after a block's previous access is the number of distinct blocks used since, i.e. its LRU stack
+depth minus one. A Fenwick tree (Fenwick, 1994) answers that count in O(log N).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+# Distance of a block that is not in the cache at any capacity (cold, or after a cold block of
+# the same request, which breaks the leading run).
+COLD = np.int32(np.iinfo(np.int32).max)
+
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@nb.njit(cache=True, nogil=True)
+def _splitmix64(x: np.uint64) -> np.uint64:  # pragma: no cover - compiled
+    """SplitMix64 finaliser (Steele, Lea and Flood, 2014): a fast, well-mixed 64-bit hash."""
+    z = x + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@nb.njit(cache=True, nogil=True)
+def remap_dense(values, table_keys, table_ids, out):  # pragma: no cover - compiled
+    """Map arbitrary int64 keys to dense ids 0..U-1 in order of first appearance.
+
+    Open addressing with linear probing; ``table_keys``/``table_ids`` have a power-of-two size
+    larger than the number of distinct keys, ``table_ids`` filled with -1 (empty). Returns U.
+    """
+    mask = np.uint64(table_ids.shape[0] - 1)
+    n_unique = 0
+    for i in range(values.shape[0]):
+        key = values[i]
+        slot = _splitmix64(np.uint64(key)) & mask
+        while True:
+            s = np.int64(slot)
+            found = table_ids[s]
+            if found < 0:
+                table_keys[s] = key
+                table_ids[s] = n_unique
+                out[i] = n_unique
+                n_unique += 1
+                break
+            if table_keys[s] == key:
+                out[i] = found
+                break
+            slot = (slot + np.uint64(1)) & mask
+    return n_unique
+
+
+@nb.njit(cache=True, nogil=True)
+def prefix_stack_distances(offsets, ids, last_pos, tree, scratch):  # pragma: no cover - compiled
+    """Replace ``ids`` in place by each access's leading-run LRU distance; return the largest.
+
+    For request r (accesses ``offsets[r]:offsets[r+1]``), every block's distance is measured
+    against the cache state at the request's arrival (before any of its own blocks is touched):
+    the number of distinct blocks used since the block's last use. The value stored is the
+    running maximum over the request's blocks so far, so block j is a hit at capacity C blocks
+    exactly when ``value < C``: it and every earlier block of the request are among the C most
+    recently used. COLD marks blocks never seen before and every block after one. Then all the
+    request's blocks are moved to the top of the stack in order (insert or refresh).
+
+    ``last_pos`` (int32, one per dense id, filled with 0) holds each block's last position,
+    1-based; ``tree`` (int32, N + 1 zeros) is the Fenwick tree of live markers; ``scratch``
+    (int32) is as long as the longest request.
+    """
+    n = ids.shape[0]
+    live = 0
+    max_finite = -1
+    for r in range(offsets.shape[0] - 1):
+        start = offsets[r]
+        end = offsets[r + 1]
+        running = np.int32(0)
+        for t in range(start, end):
+            if running == COLD:
+                scratch[t - start] = COLD
+                continue
+            p = last_pos[ids[t]]
+            if p == 0:
+                running = COLD
+            else:
+                # markers at positions <= p
+                s = 0
+                i = p
+                while i > 0:
+                    s += tree[i]
+                    i -= i & (-i)
+                d = np.int32(live - s)
+                if d > running:
+                    running = d
+                if running > max_finite:
+                    max_finite = running
+            scratch[t - start] = running
+        for t in range(start, end):
+            k = ids[t]
+            p = last_pos[k]
+            if p == 0:
+                live += 1
+            else:
+                i = p
+                while i <= n:
+                    tree[i] -= 1
+                    i += i & (-i)
+            i = t + 1
+            while i <= n:
+                tree[i] += 1
+                i += i & (-i)
+            last_pos[k] = t + 1
+        for t in range(start, end):
+            ids[t] = scratch[t - start]
+    return max_finite
+
+
+@nb.njit(cache=True, nogil=True)
+def curve_bins(
+    offsets, dist, input_tokens, block_tokens, steady_from, tok_all, tok_steady, blk_all, blk_steady
+):  # pragma: no cover - compiled
+    """Histogram hit tokens and hit blocks by leading-run distance, over all and steady requests.
+
+    A block at position j of a request with I input tokens carries
+    ``min((j+1)·B, I) − min(j·B, I)`` tokens, so the tokens of a request's first k blocks sum to
+    ``min(k·B, I)`` (DESIGN.md's hit-token cap). Requests with index >= ``steady_from`` are
+    steady state. Returns per-request hit tokens at unbounded capacity (int64).
+    """
+    n_req = offsets.shape[0] - 1
+    hit = np.zeros(n_req, np.int64)
+    for r in range(n_req):
+        start = offsets[r]
+        end = offsets[r + 1]
+        inp = input_tokens[r]
+        steady = r >= steady_from
+        for t in range(start, end):
+            d = dist[t]
+            if d == COLD:
+                break
+            j = t - start
+            lo = min(j * block_tokens, inp)
+            hi = min((j + 1) * block_tokens, inp)
+            tok = hi - lo
+            tok_all[d] += tok
+            blk_all[d] += 1
+            hit[r] += tok
+            if steady:
+                tok_steady[d] += tok
+                blk_steady[d] += 1
+    return hit
+
+
+@nb.njit(cache=True, nogil=True)
+def leading_hits_at(offsets, dist, capacity_blocks, out):  # pragma: no cover - compiled
+    """Per request, the number of leading blocks whose distance is below ``capacity_blocks``."""
+    for r in range(offsets.shape[0] - 1):
+        k = 0
+        for t in range(offsets[r], offsets[r + 1]):
+            if dist[t] >= capacity_blocks:
+                break
+            k += 1
+        out[r] = k
+
+
+@nb.njit(cache=True, nogil=True)
+def hash_sample(values, threshold, salt, subsamples, out):  # pragma: no cover - compiled
+    """SHARDS spatial filter (Waldspurger et al., FAST'15): sample a key by its hash, not by time.
+
+    A key is sampled when ``splitmix64(key ^ salt) mod 2^24 < threshold``; every access of a
+    sampled key is kept, so reuse among sampled keys is exact. ``out`` gets -1 for unsampled
+    accesses, else the key's sub-sample label in ``[0, subsamples)`` from higher hash bits
+    (independent of the sampling bits), used to estimate the sampling error.
+    """
+    for i in range(values.shape[0]):
+        h = _splitmix64(np.uint64(values[i]) ^ salt)
+        if np.int64(h & np.uint64(0xFFFFFF)) < threshold:
+            out[i] = np.int8(np.int64(h >> np.uint64(40)) % subsamples)
+        else:
+            out[i] = np.int8(-1)
+
+
+@nb.njit(cache=True, nogil=True)
+def reuse_gaps(offsets, ids, dist, arrival_s, last_req, gap_s, lead_gap_s):  # pragma: no cover
+    """Per access: seconds since the block's previous use, and its running max in the request.
+
+    Only accesses that are hits at unbounded capacity (finite ``dist``) get a value; others get
+    NaN. ``lead_gap_s`` is the running maximum of ``gap_s`` within the request: block j is kept
+    by a cache that retains every block for T seconds after its last use (a TTL cache) exactly
+    when ``lead_gap_s[j] <= T``. ``last_req`` (int64 per dense id, filled with -1) is scratch.
+    """
+    for r in range(offsets.shape[0] - 1):
+        running = 0.0
+        for t in range(offsets[r], offsets[r + 1]):
+            p = last_req[ids[t]]
+            if p >= 0 and dist[t] != COLD:
+                g = arrival_s[r] - arrival_s[p]
+                gap_s[t] = g
+                if g > running:
+                    running = g
+                lead_gap_s[t] = running
+            else:
+                gap_s[t] = np.nan
+                lead_gap_s[t] = np.nan
+        for t in range(offsets[r], offsets[r + 1]):
+            last_req[ids[t]] = r
+
+
+@nb.njit(cache=True, nogil=True)
+def ttl_peak_blocks(offsets, ids, arrival_s, ttl_s, last_req, count):  # pragma: no cover
+    """Peak number of blocks a TTL cache holds: blocks last used at most ``ttl_s`` seconds ago.
+
+    Sweep over requests: ``count[q]`` is how many blocks have request q as their latest use;
+    ``held`` sums ``count`` over requests no older than the TTL. ``last_req`` (int64 per dense
+    id) and ``count`` (int64 per request) are scratch, reset here.
+    """
+    last_req[:] = -1
+    count[:] = 0
+    lo = 0
+    held = 0
+    peak = 0
+    for r in range(offsets.shape[0] - 1):
+        now = arrival_s[r]
+        while arrival_s[lo] < now - ttl_s:
+            held -= count[lo]
+            lo += 1
+        for t in range(offsets[r], offsets[r + 1]):
+            k = ids[t]
+            p = last_req[k]
+            if p == r:
+                continue
+            if p >= 0:
+                count[p] -= 1
+                if p >= lo:
+                    held -= 1
+            count[r] += 1
+            held += 1
+            last_req[k] = r
+        if held > peak:
+            peak = held
+    return peak

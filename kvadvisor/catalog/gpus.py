@@ -1,0 +1,101 @@
+"""Accelerators: the packaged GPU catalog (dense TFLOPS, memory, bandwidths), each figure sourced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from kvadvisor.catalog.loader import FieldSpec, load_catalog_file, lookup
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, FLOPS_PER_TFLOPS
+
+GPUS_YAML = Path(__file__).with_name("data") / "gpus.yaml"
+
+GPU_FIELDS: dict[str, FieldSpec] = {
+    "bf16_dense_tflops": FieldSpec("number", required=True, minimum=1),
+    "fp8_dense_tflops": FieldSpec("number", minimum=1, help="absent when there are no FP8 units"),
+    "memory_gb": FieldSpec("number", required=True, minimum=1, help="vendor's decimal GB"),
+    "memory_gib": FieldSpec("number", minimum=1, help="as a cloud reports it"),
+    "memory_bandwidth_gbps": FieldSpec("number", required=True, minimum=1),
+    "pcie_gen": FieldSpec("int", minimum=1),
+    "pcie_gbps": FieldSpec("number", required=True, minimum=0, help="host link, per direction"),
+    "nvlink_gbps": FieldSpec("number", minimum=0, help="bidirectional total per GPU; 0 = none"),
+}
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One accelerator. Rates are per GPU, decimal units as the field names say."""
+
+    name: str
+    display_name: str
+    bf16_dense_tflops: float
+    fp8_dense_tflops: float | None
+    memory_gb: float
+    memory_bandwidth_gbps: float
+    pcie_gbps: float
+    nvlink_gbps: float = 0.0
+    memory_gib: float | None = None
+    pcie_gen: int | None = None
+    source: tuple[str, ...] = ()
+    notes: str = ""
+
+    @property
+    def memory_bytes(self) -> float:
+        """Usable device memory in bytes (the cloud's GiB figure where known, else vendor GB)."""
+        if self.memory_gib is not None:
+            return self.memory_gib * BYTES_PER_GIB
+        return self.memory_gb * BYTES_PER_GB
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        """Peak HBM/GDDR bandwidth, bytes per second."""
+        return self.memory_bandwidth_gbps * BYTES_PER_GB
+
+    @property
+    def pcie_bytes_per_s(self) -> float:
+        """Host link bandwidth per direction, bytes per second."""
+        return self.pcie_gbps * BYTES_PER_GB
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense tensor FLOP/s for matmuls in ``dtype`` ("bf16" or "fp8"; fp8 falls back to bf16
+        on GPUs without FP8 units, as engines then run FP8 weights through BF16 kernels)."""
+        if dtype == "fp8" and self.fp8_dense_tflops is not None:
+            return self.fp8_dense_tflops * FLOPS_PER_TFLOPS
+        return self.bf16_dense_tflops * FLOPS_PER_TFLOPS
+
+
+def _spec(name: str, e: dict[str, Any]) -> GpuSpec:
+    return GpuSpec(
+        name=name,
+        display_name=e.get("display_name", name),
+        bf16_dense_tflops=float(e["bf16_dense_tflops"]),
+        fp8_dense_tflops=float(e["fp8_dense_tflops"]) if e.get("fp8_dense_tflops") else None,
+        memory_gb=float(e["memory_gb"]),
+        memory_gib=float(e["memory_gib"]) if e.get("memory_gib") else None,
+        memory_bandwidth_gbps=float(e["memory_bandwidth_gbps"]),
+        pcie_gbps=float(e["pcie_gbps"]),
+        pcie_gen=e.get("pcie_gen"),
+        nvlink_gbps=float(e.get("nvlink_gbps") or 0.0),
+        source=tuple(e.get("source_text") or ()),
+        notes=e.get("notes", ""),
+    )
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, GpuSpec]]:
+    entries = load_catalog_file(path, "gpus", GPU_FIELDS)
+    return entries, {name: _spec(name, e) for name, e in entries.items()}
+
+
+def load_gpus(path: str | Path | None = None) -> dict[str, GpuSpec]:
+    """All GPUs of a catalog file (the packaged one by default), by name."""
+    return dict(_load(str(path or GPUS_YAML))[1])
+
+
+def get_gpu(name: str, path: str | Path | None = None) -> GpuSpec:
+    """A GPU by name or alias (``h200``, ``h100-sxm``, ``h20``, ``l20``), case-insensitive."""
+    entries, specs = _load(str(path or GPUS_YAML))
+    key, _ = lookup(entries, name, "GPU")
+    return specs[key]

@@ -1,0 +1,280 @@
+"""Served-model shapes: the packaged model catalog, Hugging Face ids as aliases, and HF config.json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from kvadvisor.catalog.loader import FieldSpec, load_catalog_file, lookup
+from kvadvisor.errors import CatalogError
+
+MODELS_YAML = Path(__file__).with_name("data") / "models.yaml"
+PARAMS_PER_BILLION = 1e9
+
+MODEL_FIELDS: dict[str, FieldSpec] = {
+    "attention": FieldSpec("str", choices=("gqa", "mla"), help="gqa (also MHA) or mla"),
+    "layers": FieldSpec("int", required=True, minimum=1),
+    "q_heads": FieldSpec("int", required=True, minimum=1),
+    "kv_heads": FieldSpec("int", required=True, minimum=1),
+    "head_dim": FieldSpec("int", minimum=1, help="required for gqa"),
+    "kv_lora_rank": FieldSpec("int", minimum=1, help="MLA latent width"),
+    "qk_rope_head_dim": FieldSpec("int", minimum=1, help="MLA decoupled RoPE key width"),
+    "qk_nope_head_dim": FieldSpec("int", minimum=1),
+    "v_head_dim": FieldSpec("int", minimum=1),
+    "total_params_billion": FieldSpec("number", required=True, minimum=0.001),
+    "active_params_billion": FieldSpec("number", minimum=0.001, help="MoE; dense = total"),
+    "experts": FieldSpec("int", minimum=1, help="routed experts per MoE layer"),
+    "experts_per_token": FieldSpec("int", minimum=1),
+    "sliding_window_tokens": FieldSpec("int", minimum=1),
+    "sliding_window_layers": FieldSpec("int", minimum=0, help="layers that use the window"),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A transformer's shape as far as KV size and FLOPs need it.
+
+    Parameter counts are plain counts (not billions). ``origin`` says where the shape came from:
+    "catalog" (packaged YAML) or "hf-config" (a Hugging Face config.json, counts estimated).
+    """
+
+    name: str
+    display_name: str
+    attention: str  # "gqa" | "mla"
+    layers: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    total_params: float
+    active_params: float
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    experts: int = 0
+    experts_per_token: int = 0
+    sliding_window_tokens: int | None = None
+    sliding_window_layers: int = 0
+    source: tuple[str, ...] = ()
+    notes: str = ""
+    origin: str = "catalog"
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3): one compressed KV latent per layer."""
+        return self.attention == "mla"
+
+    @property
+    def is_moe(self) -> bool:
+        """Mixture of experts (active parameters below total)."""
+        return self.experts > 0 and self.active_params < self.total_params
+
+    @property
+    def qk_dim(self) -> int:
+        """Width of one query-key dot product per head (MLA: nope + rope part)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Width of one value vector per head."""
+        return self.v_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers whose KV grows with the whole context (no sliding window)."""
+        return self.layers - self.sliding_window_layers
+
+
+def _spec_from_entry(name: str, e: Mapping[str, Any], where: str) -> ModelSpec:
+    attention = e.get("attention", "gqa")
+    if attention == "gqa" and not e.get("head_dim"):
+        raise CatalogError(f"{where}.head_dim: is required for gqa attention")
+    if attention == "mla" and not (e.get("kv_lora_rank") and e.get("qk_rope_head_dim")):
+        raise CatalogError(f"{where}: mla needs kv_lora_rank and qk_rope_head_dim")
+    if e.get("sliding_window_layers") and not e.get("sliding_window_tokens"):
+        raise CatalogError(f"{where}.sliding_window_tokens: is required with sliding_window_layers")
+    if e.get("sliding_window_layers", 0) > e["layers"]:
+        raise CatalogError(f"{where}.sliding_window_layers: more than layers ({e['layers']})")
+    total = float(e["total_params_billion"]) * PARAMS_PER_BILLION
+    active = float(e.get("active_params_billion") or e["total_params_billion"]) * PARAMS_PER_BILLION
+    if active > total:
+        raise CatalogError(f"{where}.active_params_billion: above total_params_billion")
+    head_dim = int(e.get("head_dim") or 0)
+    return ModelSpec(
+        name=name,
+        display_name=e.get("display_name", name),
+        attention=attention,
+        layers=int(e["layers"]),
+        q_heads=int(e["q_heads"]),
+        kv_heads=int(e["kv_heads"]),
+        head_dim=head_dim or int(e.get("v_head_dim") or 0),
+        total_params=total,
+        active_params=active,
+        kv_lora_rank=int(e.get("kv_lora_rank") or 0),
+        qk_rope_head_dim=int(e.get("qk_rope_head_dim") or 0),
+        qk_nope_head_dim=int(e.get("qk_nope_head_dim") or 0),
+        v_head_dim=int(e.get("v_head_dim") or 0),
+        experts=int(e.get("experts") or 0),
+        experts_per_token=int(e.get("experts_per_token") or 0),
+        sliding_window_tokens=e.get("sliding_window_tokens"),
+        sliding_window_layers=int(e.get("sliding_window_layers") or 0),
+        source=tuple(e.get("source_text") or e.get("source") or ()),
+        notes=e.get("notes", ""),
+        origin="catalog",
+    )
+
+
+def check_model_entries(entries: Mapping[str, Mapping[str, Any]], path: str) -> dict[str, ModelSpec]:
+    """Turn checked catalog entries into ModelSpecs (cross-field checks included)."""
+    return {
+        name: _spec_from_entry(name, e, f"{path}: entries.{name}") for name, e in entries.items()
+    }
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, ModelSpec]]:
+    entries = load_catalog_file(path, "models", MODEL_FIELDS)
+    return entries, check_model_entries(entries, path)
+
+
+def load_models(path: str | Path | None = None) -> dict[str, ModelSpec]:
+    """All models of a catalog file (the packaged one by default), by name."""
+    return dict(_load(str(path or MODELS_YAML))[1])
+
+
+def get_model(name: str, path: str | Path | None = None) -> ModelSpec:
+    """A catalog model by name or alias (HF id), case-insensitive; unknown names get suggestions."""
+    entries, specs = _load(str(path or MODELS_YAML))
+    key, _ = lookup(entries, name, "model")
+    return specs[key]
+
+
+def resolve_model(name_or_path: str, catalog_path: str | Path | None = None) -> ModelSpec:
+    """``--model``: a catalog name (qwen3-32b), an HF id alias (Qwen/Qwen3-32B) or a config.json path."""
+    candidate = Path(name_or_path)
+    if name_or_path.endswith(".json") or candidate.is_file() or candidate.is_dir():
+        if candidate.is_dir():
+            candidate = candidate / "config.json"
+        return read_hf_config(candidate)
+    return get_model(name_or_path, catalog_path)
+
+
+def read_hf_config(path: str | Path) -> ModelSpec:
+    """Read a Hugging Face config.json (the only file this module reads besides the catalog)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CatalogError(f"{path}: no such model config file")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"{path}: not a JSON config ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise CatalogError(f"{path}: expected a JSON object (a Hugging Face config.json)")
+    name = str(cfg.get("_name_or_path") or path.parent.name or path.stem)
+    return model_from_hf_config(cfg, name=name, where=str(path))
+
+
+def _int(cfg: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise CatalogError(f"{where}: '{key}' is missing; it is needed for the KV size")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise CatalogError(f"{where}: '{key}' must be a non-negative number, got {value!r}")
+    return int(value)
+
+
+def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "config") -> ModelSpec:
+    """Build a ModelSpec from a parsed HF config.json (pure).
+
+    Handles GQA (``num_key_value_heads``), an explicit ``head_dim`` (Qwen3, gpt-oss), MLA
+    (``kv_lora_rank``, ``qk_rope_head_dim``), sliding windows (``layer_types``, or
+    ``sliding_window`` with ``use_sliding_window``/``max_window_layers`` as Mistral and Qwen2 use
+    them) and MoE (``num_local_experts``/``num_experts``/``n_routed_experts``). Parameter counts
+    are estimated from the matrix shapes (norms and biases ignored), since config.json does not
+    state them.
+    """
+    if isinstance(cfg.get("text_config"), Mapping):  # multimodal wrappers keep the LM inside
+        cfg = {**cfg, **cfg["text_config"]}
+    layers = _int(cfg, "num_hidden_layers", where)
+    heads = _int(cfg, "num_attention_heads", where)
+    hidden = _int(cfg, "hidden_size", where)
+    kv_heads = _int(cfg, "num_key_value_heads", where, default=heads)
+    vocab = _int(cfg, "vocab_size", where, default=0)
+    if layers == 0 or heads == 0 or hidden == 0:
+        raise CatalogError(f"{where}: layers, heads and hidden_size must be positive")
+    is_mla = bool(cfg.get("kv_lora_rank"))
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+
+    # Attention weights per layer.
+    if is_mla:
+        rank = _int(cfg, "kv_lora_rank", where)
+        rope = _int(cfg, "qk_rope_head_dim", where)
+        nope = _int(cfg, "qk_nope_head_dim", where, default=head_dim)
+        v_dim = _int(cfg, "v_head_dim", where, default=head_dim)
+        q_lora = int(cfg.get("q_lora_rank") or 0)
+        q_out = heads * (nope + rope)
+        q_params = hidden * q_lora + q_lora * q_out if q_lora else hidden * q_out
+        attn = q_params + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+    else:
+        rank = rope = nope = v_dim = 0
+        attn = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+
+    # Feed-forward weights: gated MLPs have three matrices (gate, up, down).
+    inter = _int(cfg, "intermediate_size", where, default=4 * hidden)
+    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0)
+    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
+    dense_mlp = 3 * hidden * inter
+    if experts and top_k:
+        moe_inter = int(cfg.get("moe_intermediate_size") or inter)
+        expert = 3 * hidden * moe_inter
+        shared = int(cfg.get("n_shared_experts") or 0) * expert
+        shared += 3 * hidden * int(cfg.get("shared_expert_intermediate_size") or 0)
+        moe_layers = layers - int(cfg.get("first_k_dense_replace") or 0)
+        mlp_total = (layers - moe_layers) * dense_mlp + moe_layers * (experts * expert + shared + hidden * experts)
+        mlp_active = (layers - moe_layers) * dense_mlp + moe_layers * (top_k * expert + shared + hidden * experts)
+    else:
+        experts = top_k = 0
+        mlp_total = mlp_active = layers * dense_mlp
+    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    total = float(embed + layers * attn + mlp_total)
+    active = float(embed + layers * attn + mlp_active)
+
+    # Sliding windows.
+    window = cfg.get("sliding_window")
+    window_layers = 0
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        window_layers = sum(1 for t in layer_types if t == "sliding_attention")
+    elif window and cfg.get("use_sliding_window", True):
+        window_layers = layers - int(cfg.get("max_window_layers") or 0)
+    if not window or window_layers == 0:
+        window, window_layers = None, 0
+    if window is not None and (not isinstance(window, int) or window <= 0):
+        raise CatalogError(f"{where}: 'sliding_window' must be a positive whole number")
+    return ModelSpec(
+        name=name,
+        display_name=name,
+        attention="mla" if is_mla else "gqa",
+        layers=layers,
+        q_heads=heads,
+        kv_heads=heads if is_mla else kv_heads,
+        head_dim=v_dim if is_mla else head_dim,
+        total_params=total,
+        active_params=active,
+        kv_lora_rank=rank,
+        qk_rope_head_dim=rope,
+        qk_nope_head_dim=nope,
+        v_head_dim=v_dim,
+        experts=experts,
+        experts_per_token=top_k,
+        sliding_window_tokens=window,
+        sliding_window_layers=min(window_layers, layers),
+        source=(where,),
+        notes="parameter counts estimated from config.json matrix shapes",
+        origin="hf-config",
+    )
+

@@ -1,0 +1,133 @@
+"""Fit the roofline's efficiency factors to measured stage latencies (robust least squares).
+
+Residuals are log ratios ``log(model / measured)`` of prefill latency and of decode time per
+step, so every row weighs the same whatever its size; scipy's ``least_squares`` with the
+``soft_l1`` loss keeps outliers (a stalled request, a queueing spike) from dragging the fit.
+Every fifth measured row is held out and the fit's error is reported on those rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from kvadvisor.perfmodel.efficiency import Efficiency
+from kvadvisor.perfmodel.perf import PerfModel
+
+HELDOUT_EVERY = 5
+MIN_ROWS = 10
+EFFICIENCY_BOUNDS = (0.01, 1.0)
+SOFT_L1_SCALE = 0.1  # log-error at which the loss turns linear (about 10 %)
+
+
+@dataclass(frozen=True)
+class FitError:
+    """Mean and median absolute percentage error of a model against measured rows."""
+
+    rows: int
+    mape: float | None
+    median_ape: float | None
+
+    @classmethod
+    def of(cls, model: np.ndarray, measured: np.ndarray) -> FitError:
+        """Errors over rows where both are positive and finite."""
+        ok = np.isfinite(model) & np.isfinite(measured) & (measured > 0)
+        if not ok.any():
+            return cls(0, None, None)
+        ape = np.abs(model[ok] - measured[ok]) / measured[ok]
+        return cls(int(ok.sum()), float(ape.mean()), float(np.median(ape)))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted efficiency factors and the fit's error, before and after, on held-out rows."""
+
+    efficiency: Efficiency
+    prior: Efficiency
+    fit_rows: int
+    heldout_rows: int
+    prefill_fit: FitError
+    prefill_heldout: FitError
+    decode_fit: FitError
+    decode_heldout: FitError
+    prefill_heldout_prior: FitError
+    decode_heldout_prior: FitError
+    converged: bool
+
+
+@dataclass(frozen=True)
+class CalibrationRows:
+    """Measured rows and the model inputs for them (arrays of equal length).
+
+    ``measured_step_s`` is decode time per step (NaN where a request has no decode step);
+    ``mean_batch`` and ``mean_batch_kv_rank_bytes`` are the decode batch the request ran in,
+    from the trace's measured timings.
+    """
+
+    new_tokens: np.ndarray
+    cached_tokens: np.ndarray
+    measured_prefill_s: np.ndarray
+    measured_step_s: np.ndarray
+    mean_batch: np.ndarray
+    mean_batch_kv_rank_bytes: np.ndarray
+
+
+def _predict(pm: PerfModel, rows: CalibrationRows) -> tuple[np.ndarray, np.ndarray]:
+    prefill = pm.prefill_s(rows.new_tokens, rows.cached_tokens)
+    step = pm.decode_step_s(rows.mean_batch, rows.mean_batch_kv_rank_bytes)
+    return prefill, step
+
+
+def _subset(rows: CalibrationRows, mask: np.ndarray) -> CalibrationRows:
+    return CalibrationRows(*(getattr(rows, f)[mask] for f in CalibrationRows.__dataclass_fields__))
+
+
+def _errors(pm: PerfModel, rows: CalibrationRows) -> tuple[FitError, FitError]:
+    prefill, step = _predict(pm, rows)
+    return (FitError.of(prefill, rows.measured_prefill_s), FitError.of(step, rows.measured_step_s))
+
+
+def calibrate(pm: PerfModel, rows: CalibrationRows) -> Calibration | None:
+    """Fit prefill MFU, decode MFU and memory efficiency; None with fewer than MIN_ROWS rows."""
+    n = len(rows.new_tokens)
+    if n < MIN_ROWS:
+        return None
+    heldout = (np.arange(n) % HELDOUT_EVERY) == HELDOUT_EVERY - 1
+    fit, test = _subset(rows, ~heldout), _subset(rows, heldout)
+    prior = pm.efficiency
+    p_ok = np.isfinite(fit.measured_prefill_s) & (fit.measured_prefill_s > 0)
+    d_ok = np.isfinite(fit.measured_step_s) & (fit.measured_step_s > 0)
+    log_p = np.log(np.where(p_ok, fit.measured_prefill_s, 1.0))
+    log_d = np.log(np.where(d_ok, fit.measured_step_s, 1.0))
+
+    def model_at(x: np.ndarray) -> PerfModel:
+        p, d, m = np.exp(x)
+        return pm.with_efficiency(prior.with_values("calibrated", prefill_mfu=float(p),
+                                                    decode_mfu=float(d), memory=float(m)))
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        prefill, step = _predict(model_at(x), fit)
+        return np.concatenate([(np.log(prefill) - log_p)[p_ok], (np.log(step) - log_d)[d_ok]])
+
+    x0 = np.log([prior.prefill_mfu, prior.decode_mfu, prior.memory])
+    lo, hi = np.log(EFFICIENCY_BOUNDS)
+    result = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=SOFT_L1_SCALE)
+    fitted = model_at(result.x)
+    prefill_fit, decode_fit = _errors(fitted, fit)
+    prefill_test, decode_test = _errors(fitted, test)
+    prefill_prior, decode_prior = _errors(pm, test)
+    return Calibration(
+        efficiency=fitted.efficiency,
+        prior=prior,
+        fit_rows=int((~heldout).sum()),
+        heldout_rows=int(heldout.sum()),
+        prefill_fit=prefill_fit,
+        prefill_heldout=prefill_test,
+        decode_fit=decode_fit,
+        decode_heldout=decode_test,
+        prefill_heldout_prior=prefill_prior,
+        decode_heldout_prior=decode_prior,
+        converged=bool(result.success),
+    )

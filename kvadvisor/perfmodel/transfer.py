@@ -1,0 +1,131 @@
+"""Load vs recompute: the prefix length above which loading KV from a tier beats recomputing it.
+
+Loading ``p`` cached tokens from a tier takes ``latency + bytes(p) / bandwidth``; recomputing
+them takes the compute-bound prefill of ``p`` tokens from scratch on the GPU group
+(``PerfModel.prefill_compute_s``; the weight read is paid by the request's own prefill anyway).
+Recompute grows faster than linearly (attention), loading linearly, so above a break-even length
+loading wins, below it recompute wins (Mooncake FAST'25 section 5 makes the same comparison).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.perfmodel.perf import PerfModel
+from kvadvisor.units import BYTES_PER_GB, US_PER_S
+
+MAX_PREFIX_TOKENS = 1 << 24
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A place KV can be loaded from.
+
+    ``per_gpu``: every GPU of the TP group has its own link of this bandwidth (host DRAM over
+    each GPU's PCIe) and loads its own rank's KV; otherwise one link feeds the whole group and
+    carries every rank's KV.
+    """
+
+    name: str
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    per_gpu: bool
+    source: str
+
+
+def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
+    """Reference tiers for the report, each figure sourced."""
+    return (
+        Tier(
+            "host-dram-pcie",
+            gpu.pcie_bytes_per_s,
+            10.0 / US_PER_S,
+            True,
+            f"{gpu.name} host link {gpu.pcie_gbps:g} GB/s per direction (GPU catalog); "
+            "latency ~10 us: NVIDIA KVBM docs class G2 pinned DRAM as ~us",
+        ),
+        Tier(
+            "nvme-gen4-x4",
+            7.0 * BYTES_PER_GB,
+            80.0 / US_PER_S,
+            False,
+            "research catalog 3.5: Gen4 x4 ~7 GB/s sequential read; TLC random read ~70-90 us QD1",
+        ),
+        Tier(
+            "nvme-gen5-x4",
+            14.0 * BYTES_PER_GB,
+            80.0 / US_PER_S,
+            False,
+            "research catalog 3.5: Gen5 x4 ~14 GB/s sequential read; TLC random read ~70-90 us QD1",
+        ),
+    )
+
+
+def load_s(pm: PerfModel, tier: Tier, prefix_tokens: np.ndarray) -> np.ndarray:
+    """Time to load the KV of ``prefix_tokens`` from ``tier``, s."""
+    p = np.asarray(prefix_tokens, dtype=np.float64)
+    if tier.per_gpu:
+        moved = pm.kv_rank_bytes(p)
+    else:
+        moved = pm.kv.rank_layout.bytes_for(p) * pm.tp  # every rank's share over one link
+    return tier.latency_s + moved / tier.bandwidth_bytes_per_s
+
+
+def recompute_s(pm: PerfModel, prefix_tokens: np.ndarray) -> np.ndarray:
+    """Time to recompute ``prefix_tokens`` of KV from scratch, s (compute-bound)."""
+    p = np.asarray(prefix_tokens, dtype=np.float64)
+    return pm.prefill_compute_s(p, np.zeros_like(p))
+
+
+def break_even_tokens(
+    pm: PerfModel, tier: Tier, max_tokens: int = MAX_PREFIX_TOKENS
+) -> float | None:
+    """Smallest prefix length (tokens) at which loading is no slower than recomputing.
+
+    1 when loading always wins; None when recompute wins up to ``max_tokens``.
+    """
+    grid = np.unique(np.round(np.geomspace(1, max_tokens, 512)))
+    gain = recompute_s(pm, grid) - load_s(pm, tier, grid)
+    wins = np.flatnonzero(gain >= 0)
+    if len(wins) == 0:
+        return None
+    first = wins[0]
+    if first == 0:
+        return 1.0
+    lo, hi = float(grid[first - 1]), float(grid[first])
+    # Bisection to one token between the last losing and first winning grid point.
+    while hi - lo > 1.0:
+        mid = np.floor((lo + hi) / 2.0)
+        if recompute_s(pm, np.asarray(mid)) - load_s(pm, tier, np.asarray(mid)) >= 0:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def break_even_bandwidth_bytes_per_s(
+    pm: PerfModel, prefix_tokens: float, latency_s: float = 0.0, per_gpu: bool = False
+) -> float | None:
+    """Tier bandwidth at which loading ``prefix_tokens`` takes as long as recomputing them
+    (Mooncake FAST'25's "minimum B"); None when the latency alone exceeds the recompute time."""
+    p = np.asarray(float(prefix_tokens))
+    spare = float(recompute_s(pm, p)) - latency_s
+    if spare <= 0:
+        return None
+    moved = pm.kv_rank_bytes(p) if per_gpu else pm.kv.rank_layout.bytes_for(p) * pm.tp
+    return float(moved) / spare
+
+
+def share_below(hit_tokens: np.ndarray, threshold_tokens: float | None) -> float | None:
+    """Share of all hit tokens that sit in requests whose hit is shorter than the threshold
+    (those hits are cheaper to recompute than to load); None when there are no hits."""
+    h = np.asarray(hit_tokens, dtype=np.float64)
+    total = float(h.sum())
+    if total <= 0:
+        return None
+    if threshold_tokens is None:
+        return 1.0
+    return float(h[h < threshold_tokens].sum()) / total

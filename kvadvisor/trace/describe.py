@@ -1,0 +1,134 @@
+"""What a trace holds and what each later analysis can do with it (for ``kvadvisor info``; pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow.compute as pc
+
+from kvadvisor.trace.detect import FORMAT_TITLES, TraceFormat
+from kvadvisor.trace.model import Trace
+
+
+@dataclass(frozen=True)
+class TraceDescription:
+    """A trace's vital figures; derived values are filled by :func:`describe_trace`."""
+
+    path: str
+    file_format: str
+    source_format: str
+    requests: int
+    duration_s: float
+    arrival_rate_per_s: float | None
+    arrivals_measured: bool
+    columns: tuple[str, ...]
+    block_tokens: int | None
+    input_tokens_total: int
+    output_tokens_total: int
+    failed_requests: int
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()
+
+
+def capabilities(trace: Trace) -> tuple[str, ...]:
+    """One sentence per analysis: what the trace's columns let it measure, and what not."""
+    lines: list[str] = []
+    if trace.has_hashes:
+        lines.append(
+            f"block hashes ({trace.block_tokens} tokens per block): prefix reuse and the "
+            "miss-ratio curve can be measured"
+        )
+    elif trace.has("block_hashes"):
+        lines.append(
+            "block hashes without block_tokens: give --block-tokens to measure prefix reuse"
+        )
+    else:
+        lines.append("no block hashes: prefix reuse cannot be measured")
+    if trace.has("ttft_s"):
+        lines.append("TTFT present: stage times will be measured, not modeled")
+        if trace.has("queue_s"):
+            lines.append("queue times present: prefill is measured as TTFT - queueing")
+        else:
+            lines.append("no queue times: measured prefill includes any queueing")
+        if trace.has("e2e_s"):
+            lines.append("end-to-end latency present: decode is measured as e2e - TTFT")
+    else:
+        lines.append("no TTFT: stage times will be modeled from the model and the GPU")
+    if trace.arrivals_measured:
+        lines.append(
+            "arrival times present: arrival rate, burstiness, concurrency and I/O demand "
+            "over time can be measured"
+        )
+    else:
+        lines.append(
+            "no arrival times: arrival rate, burstiness and concurrency cannot be measured"
+        )
+    if trace.has("cached_tokens"):
+        lines.append("engine-reported cached tokens: simulated prefix hits can be checked")
+    if trace.has("session_id"):
+        lines.append("session ids present: reuse within and across sessions can be told apart")
+    if trace.failed_requests:
+        lines.append(
+            f"{trace.failed_requests} failed requests: kept, and excluded where a metric "
+            "needs a successful request"
+        )
+    return tuple(lines)
+
+
+def describe_trace(trace: Trace, file_format: TraceFormat | str | None = None) -> TraceDescription:
+    """Summarise ``trace``; ``file_format`` is the format the file was read as (if known)."""
+    t = trace.table
+    fmt = file_format.value if isinstance(file_format, TraceFormat) else file_format
+    return TraceDescription(
+        path=trace.source_path,
+        file_format=fmt or trace.source_format,
+        source_format=trace.source_format,
+        requests=trace.requests,
+        duration_s=trace.duration_s,
+        arrival_rate_per_s=trace.arrival_rate_per_s,
+        arrivals_measured=trace.arrivals_measured,
+        columns=trace.columns,
+        block_tokens=trace.block_tokens,
+        input_tokens_total=int(pc.sum(t["input_tokens"]).as_py() or 0),
+        output_tokens_total=int(pc.sum(t["output_tokens"]).as_py() or 0),
+        failed_requests=trace.failed_requests,
+        dropped=dict(trace.dropped),
+        notes=trace.notes,
+        capabilities=capabilities(trace),
+    )
+
+
+def _title(name: str) -> str:
+    try:
+        return FORMAT_TITLES[TraceFormat(name)]
+    except ValueError:
+        return name
+
+
+def format_description(d: TraceDescription) -> str:
+    """Plain text for ``kvadvisor info``: one fact per line, then notes and capabilities."""
+    fmt = _title(d.file_format)
+    if d.file_format != d.source_format:
+        fmt += f" (converted from {_title(d.source_format)})"
+    rate = (
+        f"{d.arrival_rate_per_s:,.3f} requests/s"
+        if d.arrival_rate_per_s is not None
+        else "unknown (no arrival times)" if not d.arrivals_measured else "n/a (one instant)"
+    )
+    dropped = ", ".join(f"{n:,} {why}" for why, n in d.dropped.items()) or "none"
+    lines = [
+        f"trace         {d.path}",
+        f"format        {fmt}",
+        f"requests      {d.requests:,} ({d.failed_requests:,} failed)",
+        f"time span     {d.duration_s:,.3f} s",
+        f"arrival rate  {rate}",
+        f"tokens        {d.input_tokens_total:,} input, {d.output_tokens_total:,} output",
+        f"block_tokens  {d.block_tokens if d.block_tokens is not None else 'none'}",
+        f"columns       {', '.join(d.columns)}",
+        f"dropped rows  {dropped}",
+    ]
+    lines += [f"note          {n}" for n in d.notes]
+    lines += [f"can           {c}" for c in d.capabilities]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,98 @@
+"""The prefix_cache section of the report and the analyze options that drive it."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.cli import app
+from kvadvisor.report import get_renderer
+from kvadvisor.trace import read_trace
+from kvadvisor.trace.schema import build_trace
+
+CONTRACT_CAPACITIES = [16384, 65536, 262144, 1048576, 4194304, 16777216, None]
+
+
+@pytest.fixture(scope="module")
+def mooncake_json(mooncake_path):
+    opts = AnalyzeOptions(
+        cache_tiers=(TierSpec("hbm", 2**20), TierSpec("dram", 2**24), TierSpec("pool", None)),
+        cache_instances=4,
+    )
+    report = analyze(read_trace(mooncake_path), opts, version="t", generated_at="t")
+    return report, json.loads(get_renderer("json", None).render(report))["prefix_cache"]
+
+
+def test_contract_keys(mooncake_json) -> None:
+    report, pc = mooncake_json
+    assert pc["warmup_fraction"] == 0.5
+    assert set(pc["hit_ratio"]) == {"all", "steady"}
+    assert [p["capacity_tokens"] for p in pc["mrc"]] == CONTRACT_CAPACITIES
+    for p in pc["mrc"]:
+        assert {"capacity_tokens", "hit_ratio_all", "hit_ratio_steady"} <= set(p)
+    assert pc["mrc"][-1]["hit_ratio_all"] == pc["hit_ratio"]["all"]
+    ratios = [p["hit_ratio_all"] for p in pc["mrc"]]
+    assert ratios == sorted(ratios) and 0 < ratios[-1] < 1
+    assert pc["status"] == "exact" and pc["sampling"] is None
+
+
+def test_sections(mooncake_json) -> None:
+    report, pc = mooncake_json
+    prefix = report.prefix_cache
+    levels = prefix.tiers.levels
+    assert [t.name for t in levels] == ["hbm", "dram", "pool"]
+    total = sum(t.share_all for t in levels) + prefix.tiers.miss_share_all
+    assert total == pytest.approx(1.0)
+    assert sum(t.share_all for t in levels) == pytest.approx(prefix.hit_ratio.all)
+    policies = {p.policy: p for p in prefix.routing.policies}
+    assert policies["session"].unavailable
+    assert policies["prefix_aware"].points[-1].hit_ratio_all == pytest.approx(prefix.hit_ratio.all)
+    assert prefix.reuse.hit_tokens > 0 and len(prefix.reuse.ttl) == 5
+    assert [b.chunk_tokens for b in prefix.block_sizes] == [512]
+    assert len(prefix.curve) == 2 and len(prefix.curve[0].x) == len(prefix.curve[0].y) > 10
+
+
+def test_no_hashes_prefix_reuse_unknown() -> None:
+    table = pa.table({"arrival_s": [0.0, 1.0], "input_tokens": [5, 6], "output_tokens": [1, 1]})
+    trace = build_trace(table, path="t.csv", source_format="test", block_tokens=None)
+    report = analyze(trace, version="t", generated_at="t")
+    pc = json.loads(get_renderer("json", None).render(report))["prefix_cache"]
+    assert pc["status"] == "unknown" and "prefix reuse unknown" in pc["note"]
+    assert pc["hit_ratio"] == {"all": None, "steady": None}
+    assert [p["capacity_tokens"] for p in pc["mrc"]] == CONTRACT_CAPACITIES
+    assert all(p["hit_ratio_all"] is None and p["hit_ratio_steady"] is None for p in pc["mrc"])
+
+
+def test_cli_options(mooncake_path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(
+        app,
+        [
+            "analyze", str(mooncake_path), "--format", "json", "-o", "-",
+            "--cache-tier", "hbm=1M", "--cache-tier", "pool=inf", "--cache-instances", "1",
+            "--chunk-tokens", "1024", "--save-unfull-chunk", "--warmup-fraction", "0.25",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    pc = json.loads(res.stdout)["prefix_cache"]
+    assert pc["block_tokens"] == 1024 and pc["warmup_fraction"] == 0.25
+    assert [t["name"] for t in pc["tiers"]["levels"]] == ["hbm", "pool"]
+    assert pc["routing"] is None
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--chunk-tokens", "256"], "cannot refine"),
+        (["--cache-tier", "hbm"], "NAME=TOKENS"),
+    ],
+)
+def test_cli_user_errors(mooncake_path, args, message) -> None:
+    res = CliRunner().invoke(app, ["analyze", str(mooncake_path), *args])
+    assert res.exit_code == 2
+    assert message in res.output and "Traceback" not in res.output

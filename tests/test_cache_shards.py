@@ -1,0 +1,62 @@
+"""SHARDS sampling: exact at rate 1, independent of batch size, close to exact at low rates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_cache_reference import make_trace
+
+from kvadvisor.cache import simulate_prefix_cache
+from kvadvisor.cache.shards import estimate_prefix_curve, trace_batches
+from kvadvisor.errors import ConfigError
+from kvadvisor.trace import read_trace
+
+
+@pytest.fixture(scope="module")
+def mooncake(mooncake_path):
+    trace = read_trace(mooncake_path)
+    return trace, simulate_prefix_cache(trace)
+
+
+def _grid(result) -> np.ndarray:
+    return np.geomspace(512, 2**27, 40)
+
+
+def test_rate_one_is_exact(mooncake) -> None:
+    """Every key sampled: same distances, no correction, the exact curve."""
+    trace, exact = mooncake
+    est = simulate_prefix_cache(trace, sample_rate=1.0)
+    assert est.sampling is not None and est.sampling.rate == 1.0
+    assert est.hit_tokens is None
+    grid = _grid(exact)
+    for a, b in zip(exact.curve.ratios_on_grid(grid), est.curve.ratios_on_grid(grid)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+def test_batches_do_not_change_the_estimate(mooncake) -> None:
+    trace, _ = mooncake
+    kw = dict(block_tokens=512, total_requests=trace.requests, warmup_fraction=0.5, rate=0.2)
+    one = estimate_prefix_curve(trace_batches(trace, batch_rows=10**9), **kw)
+    many = estimate_prefix_curve(trace_batches(trace, batch_rows=777), **kw)
+    grid = _grid(one)
+    np.testing.assert_array_equal(one.curve.ratios_on_grid(grid), many.curve.ratios_on_grid(grid))
+    assert one.sampling == many.sampling
+
+
+def test_low_rate_close_to_exact(mooncake) -> None:
+    """At rate 0.1 on 288k accesses the curve stays within a few points of the exact one."""
+    trace, exact = mooncake
+    est = simulate_prefix_cache(trace, sample_rate=0.1)
+    grid = _grid(exact)
+    mae = np.abs(exact.curve.ratios_on_grid(grid)[0] - est.curve.ratios_on_grid(grid)[0]).mean()
+    assert mae < 0.03
+    assert 0 < est.sampling.error_estimate < 0.05
+    assert 0.05 < est.sampling.sampled_accesses / est.sampling.total_accesses < 0.2
+
+
+def test_bad_rates() -> None:
+    trace = make_trace([[1, 2]], [8], 4)
+    with pytest.raises(ConfigError, match="outside"):
+        simulate_prefix_cache(trace, sample_rate=0.0)
+    with pytest.raises(ConfigError, match="drew no block"):
+        simulate_prefix_cache(trace, sample_rate=1e-7)
