@@ -197,9 +197,13 @@ def fit_tier(
     demand_bytes_per_s: float | None,
     demand_iops: float | None,
     capacity_gib: float | None,
+    devices_limit: int | None = None,
 ) -> TierFit:
     """Size one option for a stage: devices and capacity so p99 demand stays under the target
-    utilization where possible; feasible when it does and the capacity fits."""
+    utilization where possible; feasible when it does and the capacity fits.
+
+    ``devices_limit`` caps the device count (1 for a spec given with --storage: one device or
+    volume of that kind, sized up to its own maximum)."""
     need = None if demand_bytes_per_s is None else (
         demand_bytes_per_s / TARGET_TIER_UTILIZATION / BYTES_PER_MB)
     size = _size_for(spec, need, capacity_gib)
@@ -208,6 +212,8 @@ def fit_tier(
     per_dev_iops = perf.write_iops if stage == "prefill" else perf.read_iops
     max_devices = (inst.local_nvme_count if spec.category == "local_nvme"
                    else MAX_BLOCK_VOLUMES if spec.category in ("block", "ephemeral") else 1)
+    if devices_limit is not None:
+        max_devices = max(1, min(max_devices, devices_limit))
     devices = 1
     if need is not None and per_dev_bw:
         devices = min(max_devices, max(1, math.ceil(need / per_dev_bw)))
@@ -410,17 +416,22 @@ def advise(
             fit = fit_tier(spec, stage, inst,
                            _v(facts, f"{kind}_bytes_per_s_p99") if spec.shared else demand["p99"],
                            None if spec.shared else iops_p99,
-                           needed_gib if spec.shared else local_gib)
-            notes.append(f"storage fixed by --storage {spec.name} for both stages")
+                           needed_gib if spec.shared else local_gib, devices_limit=1)
+            notes.append(f"storage fixed by --storage {spec.name} for both stages: one "
+                         "device or volume of it per instance")
         elif ranked and (beyond_host or _v(facts, f"{kind}_bytes_per_s_p99") is not None):
             fit, spec = ranked[0], ranked[0].spec
         else:
             spec = storage[HOST_TIER_ENTRY]
             fit = None
-            notes.append(
-                "no capacity tier: prefix reuse and I/O demand were not measured" if needed_gib
-                is None and _v(facts, f"{kind}_bytes_per_s_p99") is None
-                else "no capacity tier: the KV working set fits the host DRAM pool")
+            if needed_gib is not None:
+                notes.append("no capacity tier: the KV working set fits the host DRAM pool")
+            elif _v(facts, "kv_working_set_tokens") is not None and kv is None:
+                notes.append("no capacity tier sized: the KV working set is "
+                             f"{_v(facts, 'kv_working_set_tokens'):,.0f} tokens but KV bytes "
+                             "per token are unknown (give the model)")
+            else:
+                notes.append("no capacity tier: KV working set and I/O demand unknown")
         if weights is None:
             notes.append("model unknown: instances ranked by per-GPU "
                          + ("TFLOPS" if stage == "prefill" else "memory bandwidth")

@@ -194,6 +194,8 @@ class _Checker:
                 return None
             value = node["value"]
             is_bool_fact = ok and self.facts[fact].unit == "bool"
+            if not ok and isinstance(value, bool):
+                return None  # the unknown fact is the problem to report
             if isinstance(value, bool) or is_bool_fact:
                 if not (isinstance(value, bool) and is_bool_fact) or op not in (Op.EQ, Op.NE):
                     self.bad(f"{where}.value", "true/false compares only a bool fact, with == "
