@@ -1,5 +1,8 @@
-"""Advisor: instance counts, tier sizing for p99, utilization, --storage for both stages,
-alternatives and findings, with figures computed by hand."""
+"""Advisor tests with figures computed by hand.
+
+Advisor: instance counts, tier sizing for p99, utilization, --storage for both stages,
+alternatives and findings, with figures computed by hand.
+"""
 
 from __future__ import annotations
 
@@ -41,8 +44,11 @@ def workload(write=(1.0e9, 3.0e9, 6.0e9), read=(0.5e9, 1.0e9, 2.0e9)):  # type: 
 
 
 def test_instance_count_by_hand() -> None:
-    """900 replica-s x 8 GPUs / 1,000 s = 7.2 busy H200s; / 8 per p5e / 0.7 = 1.29 -> 2.
-    On B200 (2,250 TFLOPS): 7.2 x 989.4 / 2,250 = 3.17 -> / 8 / 0.7 = 0.57 -> 1."""
+    """Instance counts from GPU time, by hand.
+
+    900 replica-s x 8 GPUs / 1,000 s = 7.2 busy H200s; / 8 per p5e / 0.7 = 1.29 -> 2.
+    On B200 (2,250 TFLOPS): 7.2 x 989.4 / 2,250 = 3.17 -> / 8 / 0.7 = 0.57 -> 1.
+    """
     f = workload()
     assert instance_count("prefill", INSTANCES["p5e.48xlarge"], f)[0] == 2
     assert instance_count("prefill", INSTANCES["p6-b200.48xlarge"], f)[0] == 1
@@ -66,8 +72,11 @@ def test_essd_sized_for_bandwidth() -> None:
 
 
 def test_recommendation_per_stage_by_hand() -> None:
-    """p5e for both stages: 2 prefill instances, so 1.5 GB/s p99 writes each; the built-in NVMe
-    drive closest to 80% at p99 is the 4,000 MB/s P5810 (37.5%)."""
+    """The per-stage recommendation, by hand.
+
+    p5e for both stages: 2 prefill instances, so 1.5 GB/s p99 writes each; the built-in NVMe
+    drive closest to 80% at p99 is the 4,000 MB/s P5810 (37.5%).
+    """
     advice = advise(workload(), None, STORAGE, INSTANCES, RULES,
                     AdvisorOptions(instance={"both": "p5e.48xlarge"}))
     pre, dec = advice.recommendation.prefill, advice.recommendation.decode

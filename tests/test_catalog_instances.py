@@ -59,8 +59,11 @@ def test_lookup_by_alias_and_suggestion() -> None:
 
 
 def test_gpu_figures_agree_with_the_gpu_catalog() -> None:
-    """Per-GPU TFLOPS and bandwidth in instance entries match the GPU catalog where it has the
-    GPU (two catalogs, one truth)."""
+    """Instance GPU figures agree with the GPU catalog.
+
+    Per-GPU TFLOPS and bandwidth in instance entries match the GPU catalog where it has the
+    GPU (two catalogs, one truth).
+    """
     from kvadvisor.catalog.gpus import load_gpus
 
     gpus = load_gpus()

@@ -19,8 +19,11 @@ def _doc(**entry: object) -> dict:
 
 
 def test_every_topic_of_the_issue_is_present() -> None:
-    """Host DRAM, CXL, NVMe Gen4/Gen5, each cloud's block storage, file systems, 3FS, Mooncake,
-    object storage."""
+    """Every storage class the issue names is present.
+
+    Host DRAM, CXL, NVMe Gen4/Gen5, each cloud's block storage, file systems, 3FS, Mooncake,
+    object storage.
+    """
     for name in (
         "host-dram-ddr5-spr", "cxl-micron-cz120", "nvme-gen4-x4", "nvme-gen5-x4",
         "alibaba-essd-pl0", "alibaba-essd-pl1", "alibaba-essd-pl2", "alibaba-essd-pl3",

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_rules_list_select_ignore() -> None:
-    """list honours --select and --ignore by group, code and name."""
+    """List honours --select and --ignore by group, code and name."""
     result = runner.invoke(app, ["rules", "list", "--select", "tiers", "--ignore", "TI02"])
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
@@ -24,7 +24,7 @@ def test_rules_list_select_ignore() -> None:
 
 
 def test_rules_show() -> None:
-    """show prints the condition, docs headings and references of one rule."""
+    """Show prints the condition, docs headings and references of one rule."""
     result = runner.invoke(app, ["rules", "show", "storage.prefill_write_bandwidth"])
     assert result.exit_code == 0
     for text in ("ST03", "prefill_storage_write_utilization_p99 > 1", "What it does:",
@@ -35,7 +35,7 @@ def test_rules_show() -> None:
 
 
 def test_rules_check_user_dir(tmp_path: Path) -> None:
-    """check accepts a valid user rule and rejects an unknown fact with a suggestion."""
+    """Check accepts a valid user rule and rejects an unknown fact with a suggestion."""
     text = (REPO / "rules" / "cache" / "CA03-reuse-unknown.yaml").read_text(encoding="utf-8")
     good = text.replace("code: CA03", "code: XX01").replace("cache.reuse_unknown", "team.no_hashes")
     (tmp_path / "XX01.yaml").write_text(good, encoding="utf-8")
@@ -59,7 +59,7 @@ def test_rules_doc_is_up_to_date() -> None:
 
 
 def test_catalog_list_and_show(tmp_path: Path) -> None:
-    """catalog list/show, with an extra catalog file adding an entry."""
+    """Catalog list/show, with an extra catalog file adding an entry."""
     extra = tmp_path / "mine.yaml"
     extra.write_text("kind: storage\nsources: {V: 'vendor sheet'}\nentries:\n"
                      "  team-array: {category: local_nvme, provider: generic, write_mbps: 50000,"
@@ -86,7 +86,7 @@ def test_bad_catalog_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> None:
-    """analyze --storage/--instance/--select fill the recommendation and rule outcomes."""
+    """Analyze --storage/--instance/--select fill the recommendation and rule outcomes."""
     out = tmp_path / "r.json"
     result = runner.invoke(app, [
         "analyze", str(mooncake_path), "-o", str(out), "--storage", "aws-ebs-gp3",

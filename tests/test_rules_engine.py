@@ -36,7 +36,7 @@ def test_kleene_logic(cond, expected) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_ref_with_factor() -> None:
-    """fact op factor × ref compares against another fact, scaled."""
+    """Fact op factor × ref compares against another fact, scaled."""
     cond = Compare("host_kv_pool_gib", Op.LT, ref="gpu_kv_pool_gib", factor=2)
     assert truth(cond, facts(host_kv_pool_gib=900, gpu_kv_pool_gib=600)) is True
     assert truth(cond, facts(host_kv_pool_gib=1200, gpu_kv_pool_gib=600)) is False
@@ -76,8 +76,11 @@ def test_message_uses_units_and_specs() -> None:
 
 
 def test_evaluate_reports_why_quiet() -> None:
-    """Fired rules carry message and evidence; quiet ones say which fact was missing or which
-    comparison failed."""
+    """Fired rules explain themselves, quiet rules say why.
+
+    Fired rules carry message and evidence; quiet ones say which fact was missing or which
+    comparison failed.
+    """
     doc = {
         "code": "XX01", "name": "custom.test", "groups": ["custom"], "severity": "info",
         "stage": "both", "summary": "s",

@@ -1,5 +1,8 @@
-"""Rule loader: schema errors name file and key, unknown facts get suggestions, hostile YAML
-fails with exit 2 and one line and runs nothing, built-in rules found installed or in a checkout."""
+"""Rule loader: schema, references, hostile YAML, packaging.
+
+Rule loader: schema errors name file and key, unknown facts get suggestions, hostile YAML
+fails with exit 2 and one line and runs nothing, built-in rules found installed or in a checkout.
+"""
 
 from __future__ import annotations
 
@@ -150,7 +153,7 @@ def test_hostile_yaml_through_the_cli(tmp_path: Path, case: str) -> None:
 
 
 def test_hostile_rules_dir_in_analyze_runs_nothing(tmp_path: Path, mooncake_path: Path) -> None:
-    """analyze --rules with a python tag fails before reading the trace."""
+    """Analyze --rules with a python tag fails before reading the trace."""
     folder = tmp_path / "rules"
     folder.mkdir()
     (folder / "R.yaml").write_text(_hostile(tmp_path)["python-object"], encoding="utf-8")
@@ -168,8 +171,11 @@ def test_builtin_rules_from_the_checkout() -> None:
 
 
 def test_builtin_rules_from_the_installed_package(tmp_path: Path, monkeypatch) -> None:
-    """Installed, the rules are package data at kvadvisor/_builtin_rules (hatch force-include);
-    they take precedence over any rules/ folder."""
+    """Installed, the rules come from the package data.
+
+    Installed, the rules are package data at kvadvisor/_builtin_rules (hatch force-include);
+    they take precedence over any rules/ folder.
+    """
     checkout_codes = [r.code for r in load_rules([], FACTS)]
     pkg = tmp_path / "kvadvisor"
     shutil.copytree(REPO / "rules", pkg / "_builtin_rules")
@@ -192,7 +198,7 @@ def test_missing_builtin_rules_is_a_clear_error(tmp_path: Path, monkeypatch) -> 
 
 
 def test_wheel_ships_the_rules() -> None:
-    """pyproject maps the top-level rules/ into the wheel as kvadvisor/_builtin_rules."""
+    """Pyproject maps the top-level rules/ into the wheel as kvadvisor/_builtin_rules."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))

@@ -97,8 +97,11 @@ def _fits(inst: InstanceSpec, weights_gib: float | None) -> bool:
 def rank_instances(
     stage: str, instances: Mapping[str, InstanceSpec], facts: Mapping[str, FactValue]
 ) -> list[tuple[InstanceSpec, bool, str]]:
-    """Instances ranked for a stage: memory fit first, then the stage's bottleneck per GPU
-    (higher first), then fewer GPUs (the smallest size that fits)."""
+    """Instances ranked for a stage.
+
+    Instances ranked for a stage: memory fit first, then the stage's bottleneck per GPU
+    (higher first), then fewer GPUs (the smallest size that fits).
+    """
     weights = _v(facts, "model_weights_gib")
     unit = "dense BF16 TFLOPS" if stage == "prefill" else "GB/s of GPU memory bandwidth"
 
@@ -123,8 +126,11 @@ def rank_instances(
 def instance_count(
     stage: str, inst: InstanceSpec, facts: Mapping[str, FactValue]
 ) -> tuple[int | None, str]:
-    """Instances a stage needs from its GPU time, scaled from the GPU the split was computed
-    for to this one by the stage's bottleneck; None when the split or that GPU is unknown."""
+    """Instances a stage needs from its GPU time.
+
+    Instances a stage needs from its GPU time, scaled from the GPU the split was computed
+    for to this one by the stage's bottleneck; None when the split or that GPU is unknown.
+    """
     busy_s = _v(facts, f"{stage}_gpu_s")
     duration = _v(facts, "trace_duration_s")
     ref_name = "split_gpu_bf16_tflops" if stage == "prefill" else (
@@ -174,8 +180,11 @@ def _available_on(spec: StorageSpec, inst: InstanceSpec) -> bool:
 
 
 def _size_for(spec: StorageSpec, need_mbps: float | None, capacity_gib: float | None) -> float:
-    """Smallest size that holds ``capacity_gib`` and, for size-scaled disks, reaches the
-    bandwidth (inverting ``base + per_gib × C``)."""
+    """Size of one device or volume for a capacity and a bandwidth.
+
+    Smallest size that holds ``capacity_gib`` and, for size-scaled disks, reaches the
+    bandwidth (inverting ``base + per_gib × C``).
+    """
     size = capacity_gib or 0.0
     formula = spec.per_gib.get("mbps") or spec.per_gib.get("write_mbps") or spec.per_gib.get(
         "read_mbps")
@@ -199,11 +208,14 @@ def fit_tier(
     capacity_gib: float | None,
     devices_limit: int | None = None,
 ) -> TierFit:
-    """Size one option for a stage: devices and capacity so p99 demand stays under the target
+    """Size one storage option for a stage on one instance.
+
+    Size one option for a stage: devices and capacity so p99 demand stays under the target
     utilization where possible; feasible when it does and the capacity fits.
 
     ``devices_limit`` caps the device count (1 for a spec given with --storage: one device or
-    volume of that kind, sized up to its own maximum)."""
+    volume of that kind, sized up to its own maximum).
+    """
     need = None if demand_bytes_per_s is None else (
         demand_bytes_per_s / TARGET_TIER_UTILIZATION / BYTES_PER_MB)
     size = _size_for(spec, need, capacity_gib)
@@ -231,7 +243,8 @@ def fit_tier(
         problems.append(f"no published {'write' if stage == 'prefill' else 'read'} bandwidth")
     elif demand_bytes_per_s is not None and demand_bytes_per_s > TARGET_TIER_UTILIZATION * bw:
         problems.append(f"p99 demand is {demand_bytes_per_s / bw:.0%} of its bandwidth")
-    if demand_iops is not None and iops is not None and demand_iops > TARGET_TIER_UTILIZATION * iops:
+    if (demand_iops is not None and iops is not None
+            and demand_iops > TARGET_TIER_UTILIZATION * iops):
         problems.append(f"p99 I/O rate is {demand_iops / iops:.0%} of its IOPS")
     if capacity_gib and total_capacity is not None and total_capacity < capacity_gib:
         problems.append(f"holds {total_capacity:,.0f} of the {capacity_gib:,.0f} GiB needed")
@@ -357,9 +370,12 @@ def _tier_facts(stage: str, fit: TierFit | None, spec: StorageSpec, demand: dict
 
 
 def reference_tier_for(spec: StorageSpec) -> str | None:
-    """The stage profiler's load-vs-recompute reference tier of the same class as ``spec``
+    """The profiler's reference tier matching a storage class.
+
+    The stage profiler's load-vs-recompute reference tier of the same class as ``spec``
     (host DRAM over PCIe, NVMe Gen4 x4, NVMe Gen5 x4); None for slower classes, whose
-    break-even the reference tiers would understate."""
+    break-even the reference tiers would understate.
+    """
     if spec.category in ("memory", "cxl"):
         return "host-dram-pcie"
     if spec.category == "local_nvme":
@@ -438,7 +454,8 @@ def advise(
                          + " only, without a memory-fit check")
         if fit is not None and spec.shared:
             demand_here = {s: _v(facts, f"{kind}_bytes_per_s_{s}") for s in ("mean", "p99", "peak")}
-            iops_here = _v(facts, "write_iops_p99" if stage == "prefill" else "decode_read_iops_p99")
+            iops_here = _v(facts, "write_iops_p99" if stage == "prefill"
+                           else "decode_read_iops_p99")
         else:
             demand_here, iops_here = demand, iops_p99
         config += _tier_facts(stage, fit, spec, demand_here, iops_here)
@@ -491,10 +508,11 @@ def advise(
             tiers.append(Tier(spec.name, spec.category,
                               "capacity tier" if stage == "prefill" else "read tier",
                               fit.capacity_gib, fit.devices, spec.shared))
+        what = ("bytes of prompt tokens that missed the cache (written when prefill completes)"
+                if stage == "prefill" else "bytes of hit tokens (loaded before prefill starts)")
         derivation = [
             f"{kind} demand: p99 of {_v(facts, 'io_window_s') or 0:g}-second windows of KV "
-            f"{'bytes of prompt tokens that missed the cache (written when prefill completes)' if stage == 'prefill' else 'bytes of hit tokens (loaded before prefill starts)'}"
-            f", divided by {n} {stage} instance(s)",
+            f"{what}, divided by {n} {stage} instance(s)",
             f"IOPS: that rate / chunk size ({options.chunk_tokens} tokens x KV bytes per token)",
             f"sized so p99 uses at most {TARGET_TIER_UTILIZATION:.0%} of the tier; peaks above "
             "it go to the host DRAM buffer",
@@ -582,8 +600,11 @@ def load_advisor_inputs(
     ignore: Sequence[str] = (),
     catalog_files: Sequence[str] = (),
 ) -> AdvisorInputs:
-    """Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
-    group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``)."""
+    """Load rules and catalogs for the advisor.
+
+    Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
+    group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``).
+    """
     from kvadvisor.catalog.instances import load_instances
     from kvadvisor.catalog.storage import catalog_kind, load_storage
     from kvadvisor.errors import CatalogError
@@ -625,8 +646,11 @@ def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
 
 
 def _split_gpu_facts(report: Any) -> dict[str, float]:
-    """TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
-    catalog; empty when the split was measured on an unknown GPU."""
+    """Figures of the GPU the stage split was modeled on.
+
+    TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
+    catalog; empty when the split was measured on an unknown GPU.
+    """
     from kvadvisor.catalog.gpus import get_gpu
     from kvadvisor.errors import CatalogError
 

@@ -208,11 +208,14 @@ def _div(a: float | None, b: float | None) -> float | None:
 
 
 def curve_points(prefix_cache: PrefixCache) -> list[tuple[float, float]]:
-    """(capacity tokens, steady hit ratio) at finite capacities, ascending: the cache engine's
-    whole curve where the section carries it, else the standard curve points."""
+    """The hit-ratio curve as points.
+
+    (capacity tokens, steady hit ratio) at finite capacities, ascending: the cache engine's
+    whole curve where the section carries it, else the standard curve points.
+    """
     for series in getattr(prefix_cache, "curve", ()) or ():
         if "steady" in series.name and series.x_unit == "tokens":
-            return sorted((float(x), float(y)) for x, y in zip(series.x, series.y)
+            return sorted((float(x), float(y)) for x, y in zip(series.x, series.y, strict=False)
                           if x is not None and y is not None and math.isfinite(y))
     out = []
     for p in prefix_cache.mrc:
@@ -223,8 +226,11 @@ def curve_points(prefix_cache: PrefixCache) -> list[tuple[float, float]]:
 
 
 def working_set_tokens(prefix_cache: PrefixCache) -> int | None:
-    """Smallest finite capacity whose steady hit ratio reaches WORKING_SET_HIT_SHARE of the
-    unbounded one; None if no point of the curve reaches it (or reuse is unknown)."""
+    """The KV working set in tokens.
+
+    Smallest finite capacity whose steady hit ratio reaches WORKING_SET_HIT_SHARE of the
+    unbounded one; None if no point of the curve reaches it (or reuse is unknown).
+    """
     target = prefix_cache.hit_ratio.steady
     if target is None:
         target = prefix_cache.hit_ratio.all
@@ -239,8 +245,11 @@ def working_set_tokens(prefix_cache: PrefixCache) -> int | None:
 
 
 def hit_ratio_at(prefix_cache: PrefixCache | None, capacity_tokens: float) -> float | None:
-    """Steady hit ratio at a capacity: the largest curve point not above it (a lower bound,
-    since the LRU hit ratio never falls as capacity grows); None when reuse is unknown."""
+    """Steady hit ratio at a capacity (a lower bound).
+
+    Steady hit ratio at a capacity: the largest curve point not above it (a lower bound,
+    since the LRU hit ratio never falls as capacity grows); None when reuse is unknown.
+    """
     if prefix_cache is None or prefix_cache.hit_ratio.all is None:
         return None
     best = 0.0

@@ -31,7 +31,8 @@ def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
     rows = [("name", "provider", "GPUs", "GPU GiB", "TFLOPS/GPU", "HBM GB/s", "host GiB",
              "local NVMe", "disk cap MB/s")]
     for s in specs.values():
-        nvme = f"{s.local_nvme_count} x {s.local_nvme_each_gb:,.0f} GB" if s.local_nvme_count else "-"
+        nvme = (f"{s.local_nvme_count} x {s.local_nvme_each_gb:,.0f} GB" if s.local_nvme_count
+                else "-")
         rows.append((s.name, s.provider, f"{s.gpu_count} x {s.gpu}", _num(s.gpu_memory_gib, ",.1f"),
                      _num(s.gpu_bf16_tflops, ",.1f"), _num(s.gpu_memory_bandwidth_gbps),
                      _num(s.host_memory_gib), nvme, _num(s.disk_cap_mbps)))
@@ -40,7 +41,7 @@ def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
 
 def _table(rows: list[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                      for r in rows) + "\n"
 
 
@@ -66,5 +67,6 @@ def entry_text(spec: StorageSpec | InstanceSpec) -> str:
     if spec.notes:
         lines.append(f"  notes: {spec.notes}")
     lines.append("  sources:")
-    lines += [f"    [{key}] {text}" for key, text in zip(spec.source, spec.source_text)]
+    pairs = zip(spec.source, spec.source_text, strict=True)
+    lines += [f"    [{key}] {text}" for key, text in pairs]
     return "\n".join(lines) + "\n"
