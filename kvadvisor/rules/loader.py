@@ -69,7 +69,7 @@ def reject_aliases(path: Path, error: type[RuleError] = RuleSyntaxError) -> None
     except (OSError, UnicodeDecodeError):
         return
     try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        for token in yaml.scan(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
                 mark = token.start_mark
                 raise error(
