@@ -178,25 +178,25 @@ def _read(
         trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
     )
 RulesDirOpt = Annotated[
-    Optional[list[Path]],
+    list[Path] | None,
     typer.Option("--rules", help="Directory of extra rule files (repeatable).", file_okay=False),
 ]
 SelectOpt = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option("--select", help="Only rules with this code, name or group (repeatable, or a,b)."),
 ]
 IgnoreOpt = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option("--ignore", help="Skip rules with this code, name or group (repeatable)."),
 ]
 CatalogOpt = Annotated[
-    Optional[list[Path]],
+    list[Path] | None,
     typer.Option("--catalog", help="Catalog file adding or overriding entries (repeatable).",
                  dir_okay=False),
 ]
 
 
-def _strs(values: Optional[list]) -> tuple[str, ...]:  # noqa: UP045 (typer needs Optional)
+def _strs(values: list | None) -> tuple[str, ...]:
     return tuple(str(v) for v in values or ())
 
 
@@ -258,11 +258,11 @@ def analyze_cmd(
     ignore: IgnoreOpt = None,
     catalog: CatalogOpt = None,
     storage: Annotated[
-        Optional[str], typer.Option("--storage", help="One storage spec (catalog name) for both "
+        str | None, typer.Option("--storage", help="One storage spec (catalog name) for both "
                                     "stages: per-stage utilization and idle-stage warnings.")
     ] = None,
     instance: Annotated[
-        Optional[list[str]], typer.Option("--instance", help="Instance for both stages (NAME) or "
+        list[str] | None, typer.Option("--instance", help="Instance for both stages (NAME) or "
                                           "one stage (prefill=NAME, decode=NAME).")
     ] = None,
 ) -> None:
