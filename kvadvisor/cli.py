@@ -32,9 +32,9 @@ from kvadvisor.catalog.storage import find_storage
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
+from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.rules import builtin_rules_dir
 from kvadvisor.rules.docs import find_rule, render_rules_doc, rule_text, rules_table
-from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.trace import (
     Trace,
     TraceFormat,
