@@ -25,14 +25,19 @@ from kvadvisor.advise import (
     load_rule_set,
     render_facts_doc,
 )
+from kvadvisor.advise.review import review_trace
 from kvadvisor.cache.tiers import parse_tier
 from kvadvisor.catalog.instances import find_instance
 from kvadvisor.catalog.listing import entry_text, instances_table, storage_table
 from kvadvisor.catalog.storage import find_storage
+from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
+from kvadvisor.plan import PlanCatalogs, load_plan
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.report.junit import JUnitRenderer
+from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
 from kvadvisor.rules import builtin_rules_dir
 from kvadvisor.rules.docs import find_rule, render_rules_doc, rule_text, rules_table
 from kvadvisor.trace import (
@@ -134,6 +139,33 @@ def file_sha256(path: Path) -> str | None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+class Engine(str, Enum):
+    """Serving engines whose configuration `analyze --emit` writes."""
+
+    lmcache = "lmcache"
+    sglang_hicache = "sglang-hicache"
+    dynamo_kvbm = "dynamo-kvbm"
+    mooncake = "mooncake"
+
+
+def _split_emit_dir(
+    emit: list[Engine] | None, output: list[str] | None
+) -> tuple[str | None, list[str] | None]:
+    """With --emit, the -o target without a file extension (or a directory) is the config dir."""
+    if not emit:
+        return None, output
+    dirs = [o for o in output or [] if o != "-" and (Path(o).is_dir() or not Path(o).suffix)]
+    if len(dirs) != 1:
+        raise ConfigError("--emit writes configuration files into a directory: give exactly "
+                          "one -o DIR (a name without a file extension)")
+    return dirs[0], [o for o in output or [] if o != dirs[0]]
+
+
+def plan_catalogs() -> PlanCatalogs:
+    """The catalogs plan files may name (storage options, instance families, models)."""
+    return PlanCatalogs()
 
 
 def _version_callback(value: bool) -> None:
@@ -265,9 +297,14 @@ def analyze_cmd(
         list[str] | None, typer.Option("--instance", help="Instance for both stages (NAME) or "
                                           "one stage (prefill=NAME, decode=NAME).")
     ] = None,
+    emit: Annotated[
+        list[Engine] | None,
+        typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
+    ] = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
+        emit_dir, output = _split_emit_dir(emit, output)
         fmt_name = fmt.value if fmt else None
         targets = output or (["-"] if fmt_name else [])
         renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
@@ -299,6 +336,9 @@ def analyze_cmd(
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 write_output(target, renderer.render(report))
+        for engine in emit or []:
+            for name, text in emit_config(report, engine.value).items():
+                write_output(str(Path(emit_dir) / name), text)
         if not quiet:
             # The summary shares stdout only when no report is written there.
             to_stderr = "-" in targets
@@ -419,6 +459,66 @@ def catalog_show_cmd(name: Annotated[str, typer.Argument(help="Storage or instan
             typer.echo(entry_text(find_instance(inputs.instances, name)), nl=False)
         else:
             typer.echo(entry_text(find_storage(inputs.storage, name)), nl=False)
+
+
+class FailOn(str, Enum):
+    """Lowest finding severity that makes `review` exit 1."""
+
+    warning = "warning"
+    error = "error"
+
+
+def _review_renderer(target: str) -> ReviewMarkdownRenderer | ReviewTextRenderer:
+    suffix = Path(target).suffix.lower() if target != "-" else ".md"
+    renderers = {".md": ReviewMarkdownRenderer, ".txt": ReviewTextRenderer}
+    if suffix not in renderers:
+        raise ConfigError(f"cannot tell the review format from '{target}': use .md or .txt "
+                          "(and --junit FILE.xml for JUnit)")
+    return renderers[suffix]()
+
+
+@app.command("review")
+def review_cmd(
+    trace: TraceArg,
+    plan: Annotated[
+        list[Path], typer.Option("--plan", help="Deployment plan (YAML). Repeat to compare.")
+    ],
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")
+    ] = FailOn.error,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write JUnit XML: one test case per check.")
+    ] = None,
+    output: Annotated[
+        list[str] | None,
+        typer.Option("-o", "--output", help="Review file (.md: PR comment, .txt); '-' is stdout."),
+    ] = None,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+    warmup_fraction: Annotated[
+        float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
+    ] = 0.5,
+    window: Annotated[
+        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+    ] = 1.0,
+) -> None:
+    """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
+    with handle_user_errors():
+        renderers = [(o, _review_renderer(o)) for o in (output or [])]
+        plans = [load_plan(p, plan_catalogs()) for p in plan]
+        report = review_trace(_read(trace, trace_format, maps, block_tokens), plans,
+                              version=__version__,
+                              generated_at=_now(), warmup_fraction=warmup_fraction,
+                              window_s=window)
+        if junit is not None:
+            write_output(str(junit), JUnitRenderer().render(report))
+        for target, renderer in renderers:
+            write_output(target, renderer.render(report))
+        if not any(o == "-" for o in (output or [])):
+            typer.echo(ReviewTextRenderer().render(report), nl=False)
+    if report.fails(fail_on.value):
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def main() -> None:
