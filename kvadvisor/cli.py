@@ -25,8 +25,8 @@ from kvadvisor.advise import (
     load_rule_set,
     render_facts_doc,
 )
-from kvadvisor.advise.review import review_trace
 from kvadvisor.advise.model import AdviceReport
+from kvadvisor.advise.review import review_trace
 from kvadvisor.advise.streaming import analyze_large, parse_memory_limit
 from kvadvisor.cache.tiers import parse_tier
 from kvadvisor.catalog.instances import find_instance
