@@ -204,3 +204,29 @@ def test_wheel_ships_the_rules() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     include = config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     assert include["rules"] == "kvadvisor/_builtin_rules"
+
+
+def test_real_wheel_carries_and_loads_the_rules(tmp_path: Path) -> None:
+    """Build the wheel (hatchling, no network), unpack it, and load the rules from it in a
+    fresh interpreter run outside the checkout: they come from kvadvisor/_builtin_rules."""
+    import subprocess
+    import sys
+    import zipfile
+
+    pytest.importorskip("hatchling")
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         str(REPO), "-w", str(tmp_path / "dist")], capture_output=True, text=True, check=False)
+    if build.returncode != 0:
+        pytest.skip(f"wheel build unavailable here: {build.stderr.strip()[-200:]}")
+    wheel = next((tmp_path / "dist").glob("kvadvisor-*.whl"))
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("from kvadvisor.advise.facts import FACTS; from kvadvisor.rules import "
+            "builtin_rules_dir, load_rules; print(builtin_rules_dir()); "
+            "print(','.join(r.code for r in load_rules([], FACTS)))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": ""}, check=True)
+    where, codes = run.stdout.strip().splitlines()
+    assert Path(where) == site / "kvadvisor" / "_builtin_rules"
+    assert codes.split(",") == [r.code for r in load_rules([], FACTS)]
