@@ -145,3 +145,14 @@ def test_parse_instance_choice() -> None:
         "both": "p5e.48xlarge", "decode": "ecs.gn8v-8x.48xlarge"}
     with pytest.raises(ConfigError):
         parse_instance_choice(["train=p5"])
+
+
+def test_modeled_gpu_picks_family_and_smallest_fitting_size() -> None:
+    """With H20 chosen and 131 GiB of weights (x 1.5 = 196.5 GiB needed), the 1-GPU gn8v
+    (96 GiB) does not fit and the 4-GPU gn8v (384 GiB) is the smallest H20 size that does."""
+    advice = advise(workload(), None, STORAGE, INSTANCES, RULES,
+                    AdvisorOptions(preferred_gpu="h20"))
+    assert advice.recommendation.prefill.instance == "ecs.gn8v-4x.8xlarge"
+    ranked = [a for a in advice.recommendation.prefill.alternatives if a.kind == "instance"]
+    assert ranked[0].name == "ecs.gn8v-4x.8xlarge" and "384 GiB GPU memory > 1.5 x 131" in (
+        ranked[0].reason)

@@ -63,6 +63,7 @@ class AdvisorOptions:
     chunk_tokens: int = 256
     storage: str | None = None
     instance: Mapping[str, str] = field(default_factory=dict)  # stage -> name ("both" allowed)
+    preferred_gpu: str | None = None  # the GPU the user modeled (--gpu): its instances first
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def _fits(inst: InstanceSpec, weights_gib: float | None) -> bool:
 
 
 def rank_instances(
-    stage: str, instances: Mapping[str, InstanceSpec], facts: Mapping[str, FactValue]
+    stage: str, instances: Mapping[str, InstanceSpec], facts: Mapping[str, FactValue],
+    preferred_gpu: str | None = None,
 ) -> list[tuple[InstanceSpec, bool, str]]:
     """Instances ranked for a stage.
 
@@ -107,8 +109,8 @@ def rank_instances(
 
     def key(inst: InstanceSpec) -> tuple[Any, ...]:
         metric = _stage_metric(inst, stage)
-        return (not _fits(inst, weights), metric is None, -(metric or 0.0), inst.gpu_count,
-                inst.name)
+        return (not _fits(inst, weights), preferred_gpu is not None and inst.gpu != preferred_gpu,
+                metric is None, -(metric or 0.0), inst.gpu_count, inst.name)
 
     out = []
     for inst in sorted(instances.values(), key=key):
@@ -325,7 +327,7 @@ def _demand(facts: Mapping[str, FactValue], kind: str, count: int) -> dict[str, 
 
 def _stage_instance(stage: str, options: AdvisorOptions, instances: Mapping[str, InstanceSpec],
                     facts: Mapping[str, FactValue]) -> tuple[InstanceSpec, list[Alternative]]:
-    ranked = rank_instances(stage, instances, facts)
+    ranked = rank_instances(stage, instances, facts, options.preferred_gpu)
     alternatives = [Alternative("instance", inst.name, i + 1, reason, fits)
                     for i, (inst, fits, reason) in enumerate(ranked[:MAX_ALTERNATIVES])]
     chosen = options.instance.get(stage) or options.instance.get("both")
@@ -671,6 +673,9 @@ def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions) -
 
     from kvadvisor.advise.facts import collect, report_facts
 
+    deployment = getattr(getattr(report, "model", None), "deployment", None)
+    if deployment is not None and not getattr(deployment, "gpu_assumed", True):
+        options = replace(options, preferred_gpu=deployment.gpu)
     workload = report_facts(report, chunk_tokens=options.chunk_tokens)
     workload.update(collect(_split_gpu_facts(report).items()))
     breakeven = {t.tier: (t.break_even_tokens, t.hit_token_share_below)
