@@ -114,7 +114,7 @@ def test_report_facts_from_richer_sections() -> None:
     assert f["retention_ttl_s"] == 519.0
     assert f["retention_capacity_gib"] == pytest.approx(3_276_800 * 327_680 / 2**30)
     assert f["model_weights_gib"] == pytest.approx(140.0)
-    assert f["kv_inflight_gib_peak"] == pytest.approx(320.0)
+    assert f["max_concurrent_requests_fit"] == 96.0
 
 
 def test_reuse_unknown_from_the_cache_section() -> None:

@@ -497,8 +497,17 @@ def advise(
                     config.append(("prefix_hit_ratio_at_host_pool",
                                    hit_ratio_at(prefix_cache, host_tokens)))
         else:
-            config.append(("decode_read_iops_p99_per_instance", iops_p99))
+            inflight = _v(facts, "kv_inflight_gib_p99")
+            config += [
+                ("decode_read_iops_p99_per_instance", iops_p99),
+                ("kv_inflight_gib_p99_per_instance",
+                 None if inflight is None else inflight * (_v(facts, "split_instances") or 1) / n),
+            ]
+            # Break-even belongs to the decode tier's class; without a reference tier of that
+            # class it is unknown rather than borrowed from a faster tier.
             ref_tier = reference_tier_for(spec)
+            for name in ("breakeven_prefix_tokens", "hit_tokens_below_breakeven_share"):
+                facts.pop(name, None)
             if breakeven and ref_tier in breakeven:
                 tokens, share = breakeven[ref_tier]
                 config += [("breakeven_prefix_tokens", tokens),
@@ -667,8 +676,13 @@ def _split_gpu_facts(report: Any) -> dict[str, float]:
             "split_gpu_memory_bandwidth_gbps": gpu.memory_bandwidth_gbps}
 
 
-def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions) -> Any:
-    """The report with ``recommendation`` and ``findings`` filled from its own sections."""
+def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions,
+                  extra_facts: Mapping[str, Any] | None = None) -> Any:
+    """The report with ``recommendation`` and ``findings`` filled from its own sections.
+
+    ``extra_facts`` are facts a producer computed from results the report does not carry
+    (registered names; None values are dropped); they take precedence.
+    """
     from dataclasses import replace
 
     from kvadvisor.advise.facts import collect, report_facts
@@ -678,6 +692,7 @@ def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions) -
         options = replace(options, preferred_gpu=deployment.gpu)
     workload = report_facts(report, chunk_tokens=options.chunk_tokens)
     workload.update(collect(_split_gpu_facts(report).items()))
+    workload.update(collect((extra_facts or {}).items()))
     breakeven = {t.tier: (t.break_even_tokens, t.hit_token_share_below)
                  for t in getattr(report.io, "load_vs_recompute", ()) or ()}
     advice = advise(workload, report.prefix_cache, inputs.storage, inputs.instances,

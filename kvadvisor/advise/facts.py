@@ -116,9 +116,16 @@ FACT_SPECS: tuple[FactSpec, ...] = (
              "Share of hit tokens in prefixes shorter than breakeven_prefix_tokens.", _P),
     FactSpec("max_concurrent_requests_fit", "requests",
              "Requests of mean context whose KV fits the modeled replica's GPU memory.", _P),
-    FactSpec("kv_inflight_gib_peak", "gib",
-             "Peak KV of the requests in flight on one model replica, in GiB (all its GPUs).",
-             _P),
+    FactSpec("inflight_requests_p99", "requests",
+             "99th percentile over windows of the requests in flight (arrival to completion) per "
+             "modeled instance.", _P),
+    FactSpec("kv_inflight_gib_p99", "gib",
+             "KV of inflight_requests_p99 requests of mean context, in GiB.", _P),
+    FactSpec("kv_inflight_gib_p99_per_instance", "gib",
+             "kv_inflight_gib_p99 × modeled instances / decode_instance_count: the in-flight KV "
+             "one recommended decode instance holds.", _CFG),
+    FactSpec("split_instances", "count",
+             "Model instances the stage profiler spread the trace's load over.", _S),
     FactSpec("split_gpus_per_replica", "count",
              "GPUs per model replica (tensor parallelism) the stage split was computed with.", _S),
     # -- configuration -------------------------------------------------------------------
@@ -394,11 +401,10 @@ def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue
     memory = _get(model, "memory")
     if memory is not None:
         extra["model_weights_gib"] = memory.weight_bytes_per_gpu * tp / BYTES_PER_GIB
-        extra["kv_inflight_gib_peak"] = (memory.kv_working_set_peak_bytes_per_gpu * tp
-                                         / BYTES_PER_GIB)
         extra["max_concurrent_requests_fit"] = memory.max_concurrent_requests
     if split is not None:
         extra["split_gpus_per_replica"] = tp
+        extra["split_instances"] = getattr(split, "instances", 1)
     if io is not None:
         chunk_tokens = getattr(io, "chunk_tokens", None) or chunk_tokens
         write_io, read_io = getattr(io, "write_io", None), getattr(io, "read_io", None)
