@@ -128,9 +128,9 @@ def _split_emit_dir(
     return dirs[0], [o for o in output or [] if o != dirs[0]]
 
 
-def plan_catalogs() -> PlanCatalogs:
-    """The catalogs plan files may name (storage options, instance families, models)."""
-    return PlanCatalogs()
+def plan_catalogs(extra: list[Path] | None) -> PlanCatalogs:
+    """The catalogs plan files may name: the packaged ones plus --catalog files."""
+    return PlanCatalogs.packaged(tuple(str(p) for p in extra or ()))
 
 
 def _version_callback(value: bool) -> None:
@@ -323,11 +323,16 @@ def review_cmd(
     window: Annotated[
         float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
     ] = 1.0,
+    catalog: Annotated[
+        Optional[list[Path]],
+        typer.Option("--catalog", help="Extra storage or instance catalog YAML. Repeatable."),
+    ] = None,
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
-        plans = [load_plan(p, plan_catalogs()) for p in plan]
+        catalogs = plan_catalogs(catalog)
+        plans = [load_plan(p, catalogs) for p in plan]
         report = review_trace(_read(trace, trace_format, maps, block_tokens), plans,
                               version=__version__,
                               generated_at=_now(), warmup_fraction=warmup_fraction,

@@ -40,6 +40,7 @@ from kvadvisor.advise.model import (
     Utilization,
 )
 from kvadvisor.errors import ConfigError
+from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit, recompute_s
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
@@ -602,12 +603,38 @@ def replay_trace(trace: Trace, warmup_fraction: float) -> tuple[TraceReplay, tup
 
 
 def plan_perf(plan: Plan) -> PlanPerf:
-    """KV bytes per token and per-stage performance figures for a plan."""
-    if plan.model.kv_bytes_per_token is None:
-        raise ConfigError(
-            f"{plan.path}: model '{plan.model.name}': KV bytes per token unknown; give "
-            "model.kv_bytes_per_token in the plan")
-    return PlanPerf(plan.model.kv_bytes_per_token)
+    """KV bytes per token and, per stage, the GPU KV pool and recompute time (perfmodel).
+
+    The KV size comes from the plan when it gives one, else from the model catalog (DESIGN.md's
+    formula, distinct bytes as a storage tier keeps them). The device pool is the perfmodel's KV
+    budget at vLLM's default memory utilization, for every TP group of the instance.
+    """
+    m = plan.model
+    kvb = m.kv_bytes_per_token
+    if kvb is None and m.spec is not None:
+        kvb = int(round(kv_size(m.spec, m.kv_dtype, m.tp).total_bytes_per_token))
+    if kvb is None:
+        raise ConfigError(f"{plan.path}: model: KV bytes per token unknown; give a catalog "
+                          "model name or model.kv_bytes_per_token")
+    stages: dict[str, StagePerf] = {}
+    for stage in plan.stages:
+        if m.spec is None or stage.gpu is None:
+            stages[stage.stage] = StagePerf(notes=("no catalog model or GPU for this stage: "
+                                                   "device pool and recompute time unknown",))
+            continue
+        pm = PerfModel.build(m.spec, stage.gpu, tp=m.tp, kv_dtype=m.kv_dtype,
+                             weight_dtype=m.weight_dtype)
+        fit = memory_fit(pm, 1.0)
+        groups = (stage.gpus_per_instance or m.tp) / m.tp
+        pool = fit.kv_capacity_tokens * kvb * groups if fit.weights_fit else 0.0
+        stages[stage.stage] = StagePerf(
+            device_pool_bytes=pool,
+            recompute_s=lambda p, pm=pm: recompute_s(pm, p),
+            notes=(f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {m.tp} (TP): KV pool "
+                   f"{pool / BYTES_PER_GB:,.0f} GB per instance at "
+                   f"{fit.utilization:.0%} GPU memory",),
+        )
+    return PlanPerf(kvb, stages)
 
 
 def review_trace(
