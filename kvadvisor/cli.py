@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -11,7 +13,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,7 +24,9 @@ from kvadvisor.cache.tiers import parse_tier
 from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.plan import PlanCatalogs, load_plan
+from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
+from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
 from kvadvisor.trace import (
@@ -102,6 +106,26 @@ def write_output(target: str, text: str) -> None:
         raise
 
 
+class ReportFormat(str, Enum):
+    """Report formats for --format (the -o file's extension names one too)."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+def file_sha256(path: Path) -> str | None:
+    """sha256 (hex) of a trace file, read in 1 MiB chunks; None for a directory of files."""
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
@@ -143,14 +167,14 @@ TraceArg = Annotated[
     Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
 ]
 TraceFormatOpt = Annotated[
-    Optional[TraceFormat],
+    TraceFormat | None,
     typer.Option(
         "--trace-format", help="Trace format, when auto-detection cannot tell.",
         case_sensitive=False,
     ),
 ]
 MapOpt = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--map",
         metavar="CANONICAL=SOURCE[:UNIT]",
@@ -159,7 +183,7 @@ MapOpt = Annotated[
     ),
 ]
 BlockTokensOpt = Annotated[
-    Optional[int],
+    int | None,
     typer.Option("--block-tokens", min=1, help="Tokens per hash block (overrides the format's)."),
 ]
 
@@ -190,12 +214,21 @@ def _root(
 def analyze_cmd(
     trace: TraceArg,
     output: Annotated[
-        Optional[list[str]],
-        typer.Option("-o", "--output", help="Report file (.json, ...); '-' is stdout. Repeatable."),
+        list[str] | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Report file; the extension names the format (.html, .json, .md, .txt); "
+            "'-' is stdout. Repeatable.",
+        ),
     ] = None,
     fmt: Annotated[
-        Optional[str], typer.Option("--format", help="Report format when -o cannot tell.")
+        ReportFormat | None,
+        typer.Option("--format", help="Report format when -o cannot tell (or no -o: stdout)."),
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No terminal summary.")
+    ] = False,
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
@@ -203,33 +236,34 @@ def analyze_cmd(
         float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
     ] = 0.5,
     cache_tier: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),
     ] = None,
     cache_instances: Annotated[
         int, typer.Option(help="Serving instances for the routing comparison (1: off).", min=1)
     ] = 8,
     chunk_tokens: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(help="Engine KV chunk size: coarsen the trace's block hashes to it.", min=1),
     ] = None,
     save_unfull_chunk: Annotated[
         bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
     ] = False,
     cache_sample_rate: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
     ] = None,
     emit: Annotated[
-        Optional[list[Engine]],
+        list[Engine] | None,
         typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
     ] = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
         emit_dir, output = _split_emit_dir(emit, output)
-        renderers = [(o, get_renderer(fmt, o)) for o in (output or [])]
-        t = _read(trace, trace_format, maps, block_tokens)
+        fmt_name = fmt.value if fmt else None
+        targets = output or (["-"] if fmt_name else [])
+        renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
         options = AnalyzeOptions(
             warmup_fraction=warmup_fraction,
             cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
@@ -238,19 +272,29 @@ def analyze_cmd(
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
         )
-        report = analyze(
-            t,
-            options,
-            version=__version__,
-            generated_at=_now(),
-        )
+        progress = Progress()
+        with progress.step(f"reading {trace}"):
+            t = _read(trace, trace_format, maps, block_tokens)
+            sha256 = file_sha256(trace)
+        with progress.step("analyzing"):
+            report = analyze(
+                t,
+                options,
+                version=__version__,
+                generated_at=_now(),
+                trace_sha256=sha256,
+            )
         for target, renderer in renderers:
-            write_output(target, renderer.render(report))
+            with progress.step(f"writing {renderer.name} report to {target}"):
+                write_output(target, renderer.render(report))
         for engine in emit or []:
             for name, text in emit_config(report, engine.value).items():
                 write_output(str(Path(emit_dir) / name), text)
-        if not any(o == "-" for o in (output or [])):
-            typer.echo(get_renderer("text", None).render(report), nl=False, err=bool(output))
+        if not quiet:
+            # The summary shares stdout only when no report is written there.
+            to_stderr = "-" in targets
+            width = shutil.get_terminal_size().columns
+            typer.echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)
 
 
 @app.command("convert")
@@ -308,10 +352,10 @@ def review_cmd(
         FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")
     ] = FailOn.error,
     junit: Annotated[
-        Optional[Path], typer.Option("--junit", help="Write JUnit XML: one test case per check.")
+        Path | None, typer.Option("--junit", help="Write JUnit XML: one test case per check.")
     ] = None,
     output: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("-o", "--output", help="Review file (.md: PR comment, .txt); '-' is stdout."),
     ] = None,
     trace_format: TraceFormatOpt = None,
@@ -324,7 +368,7 @@ def review_cmd(
         float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
     ] = 1.0,
     catalog: Annotated[
-        Optional[list[Path]],
+        list[Path] | None,
         typer.Option("--catalog", help="Extra storage or instance catalog YAML. Repeatable."),
     ] = None,
 ) -> None:

@@ -26,3 +26,13 @@ def azure_code_path() -> Path:
     if not AZURE_CODE_TRACE.exists():
         pytest.skip("shared/traces not available")
     return AZURE_CODE_TRACE
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """--update-golden rewrites tests/golden/ from the current output (see tests/goldtest.py)."""
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite golden files under tests/golden/ instead of comparing with them",
+    )

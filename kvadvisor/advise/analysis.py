@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
+import numpy as np
 import pyarrow.compute as pc
 
 from kvadvisor.advise.advisor import (
@@ -14,7 +15,7 @@ from kvadvisor.advise.advisor import (
     parse_instance_choice,
 )
 from kvadvisor.advise.cache_section import prefix_cache_section
-from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, TraceSummary
+from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
 from kvadvisor.cache.tiers import TierSpec
 from kvadvisor.trace.model import Trace
 
@@ -40,8 +41,75 @@ class AnalyzeOptions:
     advisor_inputs: AdvisorInputs | None = None
 
 
-def summarize_trace(trace: Trace) -> TraceSummary:
-    """Counts, span and columns of a trace."""
+# Candidate arrival-chart windows (s): the smallest that keeps the chart under MAX_ARRIVAL_BINS.
+ARRIVAL_WINDOWS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
+MAX_ARRIVAL_BINS = 240
+
+
+def arrival_series(arrival_s: np.ndarray, duration_s: float) -> Series | None:
+    """Requests per second in fixed windows from the first arrival (None for an empty trace).
+
+    The window is the smallest of ``ARRIVAL_WINDOWS_S`` giving at most ``MAX_ARRIVAL_BINS``
+    windows; x is each window's start (s), y its request count divided by the window length.
+    """
+    if arrival_s.size == 0:
+        return None
+    window_s = next(
+        (w for w in ARRIVAL_WINDOWS_S if duration_s / w < MAX_ARRIVAL_BINS), ARRIVAL_WINDOWS_S[-1]
+    )
+    bins = int(duration_s // window_s) + 1
+    idx = np.minimum((arrival_s // window_s).astype(np.int64), bins - 1)
+    counts = np.bincount(idx, minlength=bins)
+    return Series(
+        name=f"arrivals per {window_s} s window",
+        x_label="time since first request",
+        x_unit="s",
+        y_label="arrival rate",
+        y_unit="requests/s",
+        x=tuple(float(v) for v in np.arange(bins) * window_s),
+        y=tuple(float(v) for v in counts / window_s),
+        kind="step",
+    )
+
+
+def length_histogram(tokens: np.ndarray, what: str) -> Series | None:
+    """Requests per power-of-two token-length bin: [0, 2), [2, 4), [4, 8), ... (None if empty).
+
+    Powers of two because prompt and output lengths are heavy-tailed (spanning 1 to 100k+
+    tokens); x is each bin's lower edge in tokens, y the number of requests in it.
+    """
+    if tokens.size == 0:
+        return None
+    # Bin k holds [2^k, 2^(k+1)) for k >= 1; bin 0 holds 0 and 1 (log2 is undefined at 0).
+    k = np.floor(np.log2(np.maximum(tokens, 1).astype(np.float64))).astype(np.int64)
+    counts = np.bincount(k)
+    ks = np.arange(counts.size)
+    lower = np.where(ks == 0, 0.0, 2.0**ks)
+    return Series(
+        name=f"{what} length distribution",
+        x_label=f"{what} length, bin lower edge",
+        x_unit="tokens",
+        y_label="requests",
+        y_unit="count",
+        x=tuple(float(v) for v in lower),
+        y=tuple(float(v) for v in counts),
+        kind="bar",
+    )
+
+
+MAX_MODELS_LISTED = 20
+
+
+def trace_models(trace: Trace) -> tuple[str, ...]:
+    """Distinct non-null values of the ``model`` column, sorted, at most MAX_MODELS_LISTED."""
+    if "model" not in trace.table.column_names:
+        return ()
+    names = pc.unique(trace.table["model"].drop_null()).to_pylist()
+    return tuple(sorted(str(n) for n in names)[:MAX_MODELS_LISTED])
+
+
+def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
+    """Counts, span, columns and workload chart data of a trace."""
     duration = trace.duration_s
     t = trace.table
     return TraceSummary(
@@ -56,6 +124,11 @@ def summarize_trace(trace: Trace) -> TraceSummary:
         arrival_rate_per_s=(trace.requests / duration) if duration > 0 else None,
         dropped=dict(trace.dropped),
         notes=trace.notes,
+        sha256=sha256,
+        models=trace_models(trace),
+        arrivals=arrival_series(trace.column_np("arrival_s"), duration),
+        input_tokens_hist=length_histogram(trace.column_np("input_tokens"), "input"),
+        output_tokens_hist=length_histogram(trace.column_np("output_tokens"), "output"),
     )
 
 
@@ -65,8 +138,12 @@ def analyze(
     *,
     version: str,
     generated_at: str,
+    trace_sha256: str | None = None,
 ) -> AdviceReport:
-    """Run every analysis the trace supports and return the report."""
+    """Run every analysis the trace supports and return the report.
+
+    ``trace_sha256`` is the hash of the trace file (the caller read the file; this stays pure).
+    """
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
     prefix_cache = prefix_cache_section(
@@ -79,8 +156,21 @@ def analyze(
         save_unfull_chunk=options.cache_save_unfull_chunk,
         sample_rate=options.cache_sample_rate,
     )
-    report = AdviceReport(meta=meta, trace=summarize_trace(trace), prefix_cache=prefix_cache)
-    return _advise(report, options)
+    report = AdviceReport(
+        meta=meta,
+        trace=summarize_trace(trace, sha256=trace_sha256),
+        prefix_cache=prefix_cache,
+        options=_echo_options(options),
+    )
+    report = _advise(report, options)
+    return replace(report, unavailable=unavailable_reasons(trace, report))
+
+
+def _echo_options(options: AnalyzeOptions) -> dict:
+    """The options as the report echoes them (loaded rules and catalogs are named, not dumped)."""
+    echoed = asdict(options)
+    echoed.pop("advisor_inputs", None)
+    return echoed
 
 
 def _advise(report: AdviceReport, options: AnalyzeOptions) -> AdviceReport:
@@ -92,3 +182,23 @@ def _advise(report: AdviceReport, options: AnalyzeOptions) -> AdviceReport:
     )
     inputs = options.advisor_inputs or load_advisor_inputs()
     return advise_report(report, inputs, advisor_options)
+
+
+def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
+    """Why each section left empty is empty, in words a reader can act on."""
+    why: dict[str, str] = {}
+    if report.prefix_cache is None:
+        why["prefix_cache"] = (
+            "the trace has no block hashes, so prefix reuse cannot be measured"
+            if not trace.has_hashes
+            else "the prefix-cache simulation did not run"
+        )
+    if report.model is None:
+        why["model"] = "no model given (--model), so KV bytes per token are unknown"
+    if report.stage_split is None:
+        why["stage_split"] = "the stage profiler did not run"
+    if report.io is None:
+        why["io"] = "I/O demand needs the model's KV bytes per token and the cache simulation"
+    if report.recommendation is None:
+        why["recommendation"] = "the advisor did not run (no rules were evaluated)"
+    return why

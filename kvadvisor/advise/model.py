@@ -6,8 +6,11 @@ that an analysis could not compute are None, never invented.
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Union
 
 # What each format_version changed:
 #   1: first version (DESIGN.md's contract).
@@ -39,6 +42,14 @@ class TraceSummary:
     dropped: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     capabilities: tuple[str, ...] = ()
+    # sha256 of the trace file as read (hex); None when the trace did not come from one file.
+    sha256: str | None = None
+    # Distinct served-model names in the trace's `model` column (sorted, at most 20).
+    models: tuple[str, ...] = ()
+    # Chart data for the workload section (None when the trace is empty).
+    arrivals: Series | None = None
+    input_tokens_hist: Series | None = None
+    output_tokens_hist: Series | None = None
 
 
 @dataclass(frozen=True)
@@ -332,12 +343,30 @@ class AdviceReport:
     io: IoDemand | None = None
     recommendation: Recommendation | None = None
     findings: tuple[Finding, ...] = ()
+    # The analysis options as given (name -> value), for the report's "inputs" section.
+    options: dict[str, Any] = field(default_factory=dict)
+    # Versions of the data the advice used, e.g. {"catalog": ..., "rules": ...}.
+    versions: dict[str, str] = field(default_factory=dict)
+    # Why a section is None (section name -> reason), so reports say "not measured: <why>".
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with the contract's top-level keys (meta fields lifted to the top)."""
         body = asdict(self)
         meta = body.pop("meta")
         return {**meta, **body}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AdviceReport:
+        """Inverse of :meth:`to_dict`: ``AdviceReport.from_dict(r.to_dict()) == r``.
+
+        Also reads parsed JSON output (lists become tuples). Keys this version does not know
+        are ignored, so a newer report still loads.
+        """
+        body = dict(data)
+        meta = {f.name: body.pop(f.name) for f in dataclasses.fields(Meta) if f.name in body}
+        body["meta"] = meta
+        return typing.cast(AdviceReport, _build(cls, body))
 
 
 @dataclass(frozen=True)
@@ -356,6 +385,36 @@ class Series:
     x: tuple[float, ...]
     y: tuple[float, ...]
     kind: str = "line"
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """Rebuild a value of type ``tp`` from its ``asdict``/JSON form (dataclasses, tuples, dicts)."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(options) == 1:
+            return _build(options[0], value)
+        for option in options:  # e.g. int | str: keep the value when it already fits
+            if isinstance(value, typing.get_origin(option) or option):
+                return value
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp) if f.init}
+        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_build(args[0], v) for v in value)
+        return tuple(_build(a, v) for a, v in zip(args, value, strict=True))
+    if origin is dict:
+        _, val_tp = typing.get_args(tp)
+        return {k: _build(val_tp, v) for k, v in value.items()}
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 # --- Pre-deployment review (`kvadvisor review TRACE --plan plan.yaml`) ---------------------------

@@ -1,9 +1,16 @@
-"""JSON renderer: the public contract of DESIGN.md, sorted keys, floats rounded in one place."""
+"""JSON renderer: the public contract of DESIGN.md, sorted keys, floats rounded in one place.
+
+The document is ``AdviceReport.to_dict()``: ``format_version`` (see FORMAT_VERSION in
+``kvadvisor.advise.model`` for what each version changed) and the contract's top-level keys,
+plus additive keys. It validates against ``schema/report.schema.json`` shipped beside this
+module (:func:`schema`).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from importlib import resources
 from typing import Any
 
 from kvadvisor.advise.model import AdviceReport
@@ -11,16 +18,16 @@ from kvadvisor.advise.model import AdviceReport
 FLOAT_DIGITS = 6
 
 
-def _clean(value: Any) -> Any:
+def clean(value: Any) -> Any:
     """Round floats and make NaN/inf null, recursively (JSON has no NaN)."""
     if isinstance(value, float):
         if not math.isfinite(value):
             return None
         return round(value, FLOAT_DIGITS)
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [clean(v) for v in value]
     return value
 
 
@@ -32,4 +39,14 @@ class JsonRenderer:
 
     def render(self, report: AdviceReport) -> str:
         """Return deterministic JSON text."""
-        return json.dumps(_clean(report.to_dict()), sort_keys=True, indent=2) + "\n"
+        return json.dumps(clean(report.to_dict()), sort_keys=True, indent=2) + "\n"
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the report this renderer writes."""
+    text = (
+        resources.files("kvadvisor.report")
+        .joinpath("schema/report.schema.json")
+        .read_text(encoding="utf-8")
+    )
+    return dict(json.loads(text))

@@ -8,7 +8,9 @@ from typing import Protocol
 from kvadvisor.advise.model import AdviceReport
 from kvadvisor.errors import ConfigError
 from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.report.html import HtmlRenderer
 from kvadvisor.report.jsonreport import JsonRenderer
+from kvadvisor.report.markdown import MarkdownRenderer
 
 
 class Renderer(Protocol):
@@ -25,21 +27,43 @@ class Renderer(Protocol):
 RENDERERS: dict[str, type] = {
     "text": ConsoleRenderer,
     "json": JsonRenderer,
+    "markdown": MarkdownRenderer,
+    "html": HtmlRenderer,
 }
+# Extra file extensions accepted for a format (the renderer's own comes first).
+EXTRA_EXTENSIONS = {".htm": "html", ".markdown": "markdown", ".text": "text"}
+
+
+def format_for(output: str | None) -> str | None:
+    """The format an output file's extension names, or None ('-', no or unknown extension)."""
+    if not output or output == "-":
+        return None
+    suffix = Path(output).suffix.lower()
+    by_ext = {cls.file_extension: key for key, cls in RENDERERS.items()} | EXTRA_EXTENSIONS
+    return by_ext.get(suffix)
 
 
 def get_renderer(name: str | None, output: str | None) -> Renderer:
-    """Renderer by explicit name, else guessed from the output file's extension."""
+    """Renderer by explicit name, else guessed from the output file's extension.
+
+    A name that contradicts a known extension (``--format json -o report.html``) is an error
+    rather than a silent choice (pyinstrument's MisconfigurationError idiom).
+    """
+    if name is not None and name not in RENDERERS:
+        raise ConfigError(f"unknown format '{name}': choose one of {', '.join(RENDERERS)}")
+    guessed = format_for(output)
     if name is None:
-        suffix = Path(output).suffix.lower() if output and output != "-" else ""
-        by_ext = {cls.file_extension: key for key, cls in RENDERERS.items()}
-        if suffix not in by_ext:
-            known = ", ".join(sorted(e for e in by_ext if e))
+        if guessed is None:
+            known = ", ".join(cls.file_extension for cls in RENDERERS.values())
+            what = "stdout ('-')" if output == "-" else f"'{output}'"
             raise ConfigError(
-                f"cannot tell the report format from '{output}': use one of {known} "
+                f"cannot tell the report format for {what}: name the file with one of {known} "
                 "or give --format"
             )
-        name = by_ext[suffix]
-    if name not in RENDERERS:
-        raise ConfigError(f"unknown format '{name}': choose one of {', '.join(RENDERERS)}")
+        name = guessed
+    elif guessed is not None and guessed != name:
+        raise ConfigError(
+            f"--format {name} contradicts the output file '{output}', which names {guessed}: "
+            "drop --format or change the file name"
+        )
     return RENDERERS[name]()

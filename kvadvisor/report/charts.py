@@ -1,0 +1,191 @@
+"""Charts as inline SVG, drawn offline with matplotlib's SVG backend, byte-for-byte deterministic.
+
+The HTML view describes each chart as a :class:`ChartSpec` (data already computed); this module
+only draws. No pyplot: a bare ``Figure`` with the SVG canvas touches no global backend state.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+
+# Colour-blind-safe palette (Okabe & Ito, "Color Universal Design", 2008), dark enough to print.
+PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
+FIG_SIZE_IN = (7.0, 3.2)
+HALF_FIG_SIZE_IN = (4.2, 3.2)
+FONT_SIZE_PT = 10
+
+
+@dataclass(frozen=True)
+class Line:
+    """One data line or bar set: x and y of equal length; ``kind`` is line, step or bar."""
+
+    label: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    kind: str = "line"
+    # Bar widths in x units (bars only); None draws bars as wide as the gap to the next x.
+    widths: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A reference line across the chart (x = vertical, y = horizontal) with its label."""
+
+    axis: str
+    at: float
+    label: str
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """Everything needed to draw one chart; titles carry units ("time (s)")."""
+
+    key: str
+    title: str
+    x_title: str
+    y_title: str
+    lines: tuple[Line, ...]
+    marks: tuple[Mark, ...] = ()
+    log_x: bool = False
+    log_y: bool = False
+    y_percent: bool = False
+    y_integer: bool = False  # counts: no fractional ticks
+    categories: tuple[str, ...] = field(default=())  # bar charts over named categories
+    # Explicit x ticks and their labels (e.g. cache capacities); empty = matplotlib's choice.
+    x_ticks: tuple[float, ...] = ()
+    x_tick_labels: tuple[str, ...] = ()
+    size_in: tuple[float, float] = FIG_SIZE_IN
+
+
+_RC = {
+    "svg.fonttype": "none",  # text stays text: searchable, crisp in print, no glyph paths
+    "text.parse_math": False,  # labels come from data; "$" must never start mathtext
+    "font.size": FONT_SIZE_PT,
+    "font.family": "DejaVu Sans",
+    "axes.titlesize": FONT_SIZE_PT + 1,
+    "axes.titleweight": "bold",
+    "axes.grid": True,
+    "grid.color": "#d0d0d0",
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.fontsize": FONT_SIZE_PT - 1,
+    "legend.frameon": False,
+}
+
+
+def compact(value: float) -> str:
+    """Tick label without exponent notation: 950, 1.5k, 20k, 3M, 2G (decimal prefixes)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _bar_widths(line: Line) -> list[float]:
+    if line.widths is not None:
+        return list(line.widths)
+    xs = list(line.x)
+    gaps = [b - a for a, b in zip(xs, xs[1:], strict=False)]
+    last = gaps[-1] if gaps else 1.0
+    return [g * 0.9 for g in gaps] + [last * 0.9]
+
+
+def render_svg(spec: ChartSpec) -> str:
+    """Draw ``spec`` and return the ``<svg>`` element (no XML prolog), deterministic for a spec.
+
+    The SVG's element ids are salted with the chart key, so several charts inline in one
+    page never share an id.
+    """
+    import matplotlib
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator, PercentFormatter
+
+    with matplotlib.rc_context({**_RC, "svg.hashsalt": f"kvadvisor-{spec.key}"}):
+        fig = Figure(figsize=spec.size_in, layout="constrained")
+        FigureCanvasSVG(fig)
+        ax = fig.add_subplot()
+        ax.set_title(spec.title, loc="left")
+        ax.set_xlabel(spec.x_title)
+        ax.set_ylabel(spec.y_title)
+        if spec.categories:
+            n = len(spec.lines)
+            width = 0.8 / max(n, 1)
+            for i, line in enumerate(spec.lines):
+                pos = [c + (i - (n - 1) / 2) * width for c in range(len(spec.categories))]
+                ax.bar(pos, line.y, width=width, label=line.label, color=PALETTE[i % len(PALETTE)])
+            rotate = 45 if len(spec.categories) > 10 else 0
+            ax.set_xticks(
+                range(len(spec.categories)),
+                spec.categories,
+                rotation=rotate,
+                ha="right" if rotate else "center",
+            )
+            ax.grid(axis="x", visible=False)
+        else:
+            for i, line in enumerate(spec.lines):
+                color = PALETTE[i % len(PALETTE)]
+                if line.kind == "bar":
+                    ax.bar(
+                        line.x,
+                        line.y,
+                        width=_bar_widths(line),
+                        align="edge",
+                        label=line.label,
+                        color=color,
+                    )
+                elif line.kind == "step":
+                    ax.step(
+                        line.x, line.y, where="post", label=line.label, color=color, linewidth=1.2
+                    )
+                else:
+                    ax.plot(
+                        line.x,
+                        line.y,
+                        label=line.label,
+                        color=color,
+                        linewidth=1.6,
+                        marker="o" if len(line.x) <= 12 else None,
+                        markersize=3,
+                    )
+        styles = ("--", ":", "-.", (0, (5, 1, 1, 1)))
+        for j, mark in enumerate(spec.marks):
+            style = styles[j % len(styles)]
+            if mark.axis == "x":
+                ax.axvline(
+                    mark.at, color="#444444", linestyle=style, linewidth=1.0, label=mark.label
+                )
+            else:
+                ax.axhline(
+                    mark.at, color="#444444", linestyle=style, linewidth=1.0, label=mark.label
+                )
+        # parse_math is off, so log axes need a plain formatter (no "$10^{5}$" strings).
+        if spec.log_x:
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+            ax.xaxis.set_minor_locator(NullLocator())
+        if spec.log_y:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+        if spec.x_ticks:
+            ax.set_xticks(spec.x_ticks, spec.x_tick_labels or None)
+        if spec.y_integer:
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if spec.y_percent:
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+            ax.set_ylim(0, 1.02)
+        elif not spec.log_y:
+            ax.set_ylim(bottom=0)
+        if len(spec.lines) + len(spec.marks) > 1:
+            ax.legend(loc="best")
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]
+    # The RDF metadata block only names the format; it adds bytes and nothing a reader sees.
+    text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
+    # Let CSS size the chart: keep the viewBox, drop the fixed point size.
+    return re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r"<svg \1", text, count=1)

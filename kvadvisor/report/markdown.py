@@ -1,0 +1,75 @@
+"""Markdown renderer: a pull-request comment with the verdict, findings table and key numbers."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from kvadvisor.advise.model import AdviceReport
+from kvadvisor.report import summary
+
+
+def cell(text: str) -> str:
+    """Text safe inside a GitHub table cell.
+
+    HTML is escaped (raw HTML renders there), pipes and newlines are neutralised, and
+    Markdown emphasis and link characters are taken literally.
+    """
+    text = html.escape(text, quote=False)
+    for ch in "\\`*_[]|":
+        text = text.replace(ch, "\\" + ch)
+    return " ".join(text.split())
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A GitHub-flavoured Markdown table."""
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |"]
+    lines.append("|" + "|".join("---" for _ in headers) + "|")
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+class MarkdownRenderer:
+    """Render a report short enough for a pull-request comment."""
+
+    name = "markdown"
+    file_extension = ".md"
+
+    def render(self, report: AdviceReport) -> str:
+        """Return the Markdown text."""
+        t = report.trace
+        out = [f"## kvadvisor: {cell(summary.headline(report))}", ""]
+        verdicts = summary.verdicts(report)
+        if verdicts:
+            names: list[str] = []
+            for v in verdicts:
+                names += [label for label, _ in v.items if label not in names]
+            rows = [[n, *(dict(v.items).get(n, "") for v in verdicts)] for n in names]
+            out += md_table(["", *(v.stage for v in verdicts)], rows) + [""]
+        findings = summary.sorted_findings(report)
+        out += [f"### Findings ({len(findings)})", ""]
+        if findings:
+            out += md_table(
+                ["severity", "code", "stage", "message"],
+                [[f.severity, f.code, f.stage, f.message] for f in findings],
+            )
+        elif report.recommendation is None:
+            out.append(cell(summary.why_missing(report, "recommendation")))
+        else:
+            out.append("No rule fired.")
+        out += ["", "### Key numbers", ""]
+        out += md_table(
+            ["", "value", "detail"],
+            [[k.name, k.value, k.note] for k in summary.key_numbers(report)],
+        )
+        out += [
+            "",
+            f"<sub>trace {cell(t.path)} ({cell(t.format)}"
+            + (f", sha256 {cell(t.sha256[:12])}" if t.sha256 else "")
+            + f"); kvadvisor {cell(report.meta.kvadvisor_version)}, "
+            f"{cell(report.meta.generated_at)}</sub>",
+        ]
+        if t.dropped:
+            dropped = ", ".join(f"{n:,} {why}" for why, n in sorted(t.dropped.items()))
+            out += ["", f"Rows dropped: {cell(dropped)}."]
+        return "\n".join(out) + "\n"

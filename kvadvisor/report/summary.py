@@ -1,0 +1,173 @@
+"""What every renderer says first: the verdict per stage, the key numbers, the findings.
+
+Built once from the advice model as plain rows of formatted text, so the terminal, Markdown
+and HTML reports agree word for word on the numbers they share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from kvadvisor.advise.model import AdviceReport, Finding, StageRecommendation
+from kvadvisor.report import fmt
+
+STAGES = ("prefill", "decode")
+# Severity order for display, most severe first; unknown severities sort last.
+SEVERITY_RANK = {"critical": 0, "error": 0, "warning": 1, "info": 2}
+# Recommendation fields shown in their own sections rather than in the verdict table.
+VERDICT_SKIP = frozenset({"alternatives", "rationale", "derivation", "why"})
+SECTION_TITLES = {
+    "model": "model",
+    "stage_split": "stage split",
+    "prefix_cache": "prefix cache",
+    "io": "I/O demand",
+    "recommendation": "recommendation",
+}
+
+
+@dataclass(frozen=True)
+class StageVerdict:
+    """One stage's recommended configuration as (label, formatted value) pairs."""
+
+    stage: str
+    items: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class KeyNumber:
+    """One headline number: what it is, its formatted value, and a short qualifier."""
+
+    name: str
+    value: str
+    note: str = ""
+
+
+def why_missing(report: AdviceReport, section: str) -> str:
+    """'not measured: <reason>' for a section the analysis left empty."""
+    reason = report.unavailable.get(section, f"this analysis did not produce the {section}")
+    return f"{fmt.NOT_MEASURED}: {reason}"
+
+
+def _plain(value: Any) -> Any:
+    """Nested dataclasses as dicts, so fmt.value can show them."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def stage_items(rec: StageRecommendation) -> tuple[tuple[str, str], ...]:
+    """Every field of a stage recommendation, formatted by its unit; empty extras are left out."""
+    items = []
+    for f in dataclasses.fields(rec):
+        if f.name in VERDICT_SKIP:
+            continue
+        val = getattr(rec, f.name)
+        if val is None and f.name not in ("instance", "storage"):
+            continue
+        if isinstance(val, (list, tuple, dict)) and not val:
+            continue
+        items.append((fmt.label(f.name), fmt.value(f.name, _plain(val))))
+    return tuple(items)
+
+
+def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
+    """The verdict per stage, prefill first (empty when there is no recommendation)."""
+    if report.recommendation is None:
+        return ()
+    return tuple(
+        StageVerdict(stage, stage_items(getattr(report.recommendation, stage))) for stage in STAGES
+    )
+
+
+def headline(report: AdviceReport) -> str:
+    """One sentence a reader gets the recommendation from."""
+    rec = report.recommendation
+    if rec is None:
+        return f"No recommendation: {report.unavailable.get('recommendation', 'none was made')}."
+    parts = []
+    for stage in STAGES:
+        r: StageRecommendation = getattr(rec, stage)
+        instance = r.instance or "no instance chosen"
+        storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
+        parts.append(f"{stage}: {instance}{storage}")
+    return "Recommended " + "; ".join(parts) + "."
+
+
+def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
+    """The numbers a reviewer needs beside the verdict (missing ones say why)."""
+    t = report.trace
+    rows = [
+        KeyNumber(
+            "requests",
+            f"{t.requests:,}",
+            f"over {fmt.duration(t.duration_s)}"
+            + (f", {fmt.number(t.arrival_rate_per_s)}/s" if t.arrival_rate_per_s else ""),
+        ),
+        KeyNumber(
+            "tokens",
+            f"{fmt.tokens(t.input_tokens_total)} in",
+            f"{fmt.tokens(t.output_tokens_total)} out",
+        ),
+    ]
+    m = report.model
+    rows.append(
+        KeyNumber("KV per token", fmt.size(m.kv_bytes_per_token), m.name)
+        if m
+        else KeyNumber("KV per token", fmt.NOT_MEASURED, report.unavailable.get("model", ""))
+    )
+    s = report.stage_split
+    rows.append(
+        KeyNumber(
+            "prefill share of GPU time",
+            fmt.percent(s.prefill_share),
+            f"{s.source}; prefill {fmt.duration(s.prefill_s)}, decode {fmt.duration(s.decode_s)}",
+        )
+        if s
+        else KeyNumber("stage split", fmt.NOT_MEASURED, report.unavailable.get("stage_split", ""))
+    )
+    pc = report.prefix_cache
+    rows.append(
+        KeyNumber(
+            "prefix hit ratio",
+            fmt.percent(pc.hit_ratio.all),
+            f"steady state {fmt.percent(pc.hit_ratio.steady)}; unbounded cache",
+        )
+        if pc
+        else KeyNumber(
+            "prefix hit ratio", fmt.NOT_MEASURED, report.unavailable.get("prefix_cache", "")
+        )
+    )
+    io = report.io
+    if io:
+        for what, rate in (("KV write demand", io.write), ("KV read demand", io.read)):
+            rows.append(
+                KeyNumber(
+                    what,
+                    f"mean {fmt.bandwidth(rate.mean_bytes_per_s)}",
+                    f"p99 {fmt.bandwidth(rate.p99_bytes_per_s)}, "
+                    f"peak {fmt.bandwidth(rate.peak_bytes_per_s)} ({fmt.duration(io.window_s)} "
+                    "windows)",
+                )
+            )
+    else:
+        rows.append(KeyNumber("KV I/O demand", fmt.NOT_MEASURED, report.unavailable.get("io", "")))
+    return tuple(rows)
+
+
+def sorted_findings(report: AdviceReport) -> tuple[Finding, ...]:
+    """Findings, most severe first, then by stage and code (stable for golden files)."""
+    return tuple(
+        sorted(
+            report.findings,
+            key=lambda f: (SEVERITY_RANK.get(f.severity, 9), f.stage, f.code),
+        )
+    )
+
+
+def evidence_items(finding: Finding) -> tuple[tuple[str, str], ...]:
+    """A finding's evidence as (fact, formatted value) pairs, in the order given."""
+    return tuple((k, fmt.value(k, _plain(v))) for k, v in finding.evidence.items())

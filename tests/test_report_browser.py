@@ -1,0 +1,227 @@
+"""Real-browser test: headless Debian chromium opens the HTML report offline.
+
+One chromium launch, driven over the DevTools protocol on a pipe (stdlib only): any console
+error, uncaught exception or network request fails the test; every chart must lay out with a
+non-zero size; a full-page screenshot is saved for a person to look at.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from report_fixtures import full_report
+
+from kvadvisor.report.html import HtmlRenderer
+
+REPO = Path(__file__).resolve().parents[1]
+SCREENSHOT_DIR = REPO / "tests" / "golden_actual" / "browser"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+)
+TIMEOUT_S = 60.0
+VIEWPORT_WIDTH_PX = 1100
+
+# Runs in the page: the rendered size of every chart and the number of <figure> elements.
+MEASURE_JS = """(() => {
+  const figs = Array.from(document.querySelectorAll('figure.chart'));
+  return JSON.stringify({
+    figures: figs.length,
+    charts: figs.map(f => {
+      const svg = f.querySelector('svg');
+      const r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+      const drawn = svg ? svg.querySelectorAll('path, rect, line, polyline').length : 0;
+      return {id: f.id, width: r.width, height: r.height, drawn: drawn};
+    }),
+    sections: Array.from(document.querySelectorAll('main > section')).map(s => s.id),
+    height: document.documentElement.scrollHeight,
+  });
+})()"""
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class Cdp:
+    """A minimal DevTools-protocol client over chromium's --remote-debugging-pipe (fd 3 / fd 4)."""
+
+    def __init__(self, binary: str, user_data_dir: Path) -> None:
+        """Start chromium with a fresh profile in ``user_data_dir``."""
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+
+        def wire_fds() -> None:  # runs in the child: chromium reads fd 3, writes fd 4
+            os.dup2(to_child_r, 3)
+            os.dup2(from_child_w, 4)
+
+        self.proc = subprocess.Popen(
+            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=wire_fds,
+            close_fds=False,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._next_id = 0
+        self._buffer = b""
+        self.events: list[dict[str, Any]] = []
+
+    def _read_message(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("chromium did not answer in time")
+            ready, _, _ = select.select([self._from_child], [], [], left)
+            if ready:
+                chunk = os.read(self._from_child, 1 << 20)
+                if not chunk:
+                    raise RuntimeError("chromium closed the DevTools pipe")
+                self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        return dict(json.loads(raw))
+
+    def call(self, method: str, session: str | None = None, **params: Any) -> dict[str, Any]:
+        """Send one command and return its result; events seen meanwhile are kept."""
+        self._next_id += 1
+        msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._to_child, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            reply = self._read_message(deadline)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return dict(reply.get("result", {}))
+            self.events.append(reply)
+
+    def wait_event(self, method: str) -> dict[str, Any]:
+        """Wait for the first event named ``method`` (including ones already received)."""
+        deadline = time.monotonic() + TIMEOUT_S
+        for event in self.events:
+            if event.get("method") == method:
+                return event
+        while True:
+            event = self._read_message(deadline)
+            self.events.append(event)
+            if event.get("method") == method:
+                return event
+
+    def close(self) -> None:
+        """Ask the browser to exit, then make sure it did."""
+        try:
+            self.call("Browser.close")
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_child)
+        os.close(self._from_child)
+
+
+def _problems(events: list[dict[str, Any]]) -> list[str]:
+    """Console errors, uncaught exceptions, and any request that left the file itself."""
+    found = []
+    for e in events:
+        method, p = e.get("method"), e.get("params", {})
+        if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            found.append(f"console.{p['type']}: {p.get('args')}")
+        elif method == "Runtime.exceptionThrown":
+            found.append(f"exception: {p.get('exceptionDetails', {}).get('text')}")
+        elif method == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            found.append(f"log error: {p['entry'].get('text')}")
+        elif method == "Network.requestWillBeSent":
+            url = p.get("request", {}).get("url", "")
+            if not url.startswith(("file:", "data:", "about:")):
+                found.append(f"network request: {url}")
+    return found
+
+
+def test_html_report_in_chromium(tmp_path: Path) -> None:
+    """The full report opens offline with no console error, every chart drawn, screenshot saved."""
+    binary = _chromium()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run installs Debian's chromium")
+        pytest.skip("chromium not installed (CI installs it; apt-get install chromium)")
+    page = tmp_path / "report.html"
+    page.write_text(HtmlRenderer().render(full_report()), encoding="utf-8")
+    browser = Cdp(binary, tmp_path / "profile")
+    try:
+        target = browser.call("Target.createTarget", url="about:blank")["targetId"]
+        session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Runtime", "Log", "Page", "Network"):
+            browser.call(f"{domain}.enable", session)
+        browser.call(
+            "Emulation.setDeviceMetricsOverride",
+            session,
+            width=VIEWPORT_WIDTH_PX,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        browser.call("Page.navigate", session, url=page.as_uri())
+        browser.wait_event("Page.loadEventFired")
+        measured = json.loads(
+            browser.call("Runtime.evaluate", session, expression=MEASURE_JS, returnByValue=True)[
+                "result"
+            ]["value"]
+        )
+        browser.call(
+            "Emulation.setDeviceMetricsOverride",
+            session,
+            width=VIEWPORT_WIDTH_PX,
+            height=int(measured["height"]),
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        shot = browser.call("Page.captureScreenshot", session, format="png")
+        # Let late console messages (e.g. CSP reports) arrive before judging.
+        browser.call("Runtime.evaluate", session, expression="1", returnByValue=True)
+    finally:
+        browser.close()
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    png = base64.b64decode(shot["data"])
+    (SCREENSHOT_DIR / "report.png").write_bytes(png)
+    assert png.startswith(b"\x89PNG"), "screenshot is not a PNG"
+
+    assert _problems(browser.events) == []
+    charts = measured["charts"]
+    # The full fixture fills every section that draws charts: workload (3), stages (1+),
+    # prefix cache (1+) and I/O (1+).
+    assert measured["figures"] == len(charts) >= 6
+    for chart in charts:
+        assert chart["width"] > 100 and chart["height"] > 50, chart
+        assert chart["drawn"] > 10, chart
+    assert measured["sections"][0] == "verdict"
+    assert {"workload", "stages", "prefix", "io", "findings", "method", "inputs"} <= set(
+        measured["sections"]
+    )

@@ -1,0 +1,24 @@
+"""Every renderer on an empty (zero-request) and a one-request report (pyinstrument's idiom)."""
+
+from __future__ import annotations
+
+import pytest
+from report_fixtures import analysed, fill_sections, small_trace
+
+from kvadvisor.report import RENDERERS
+
+
+@pytest.mark.parametrize("requests", [0, 1])
+@pytest.mark.parametrize("filled", [False, True])
+@pytest.mark.parametrize("fmt", sorted(RENDERERS))
+def test_renderer_smoke(fmt: str, requests: int, filled: bool) -> None:
+    """Renders without error; missing sections say why instead of inventing numbers."""
+    report = analysed(small_trace(requests))
+    if filled:
+        report = fill_sections(report)
+    text = RENDERERS[fmt]().render(report)
+    assert text.endswith("\n")
+    if not filled and fmt == "html":
+        assert "not measured: " in text
+    if requests == 0 and fmt == "html":
+        assert "not measured: the trace has no requests" in text
