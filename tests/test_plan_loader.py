@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kvadvisor.plan import PlanCatalogs, PlanError, check_plan, engine_settings_table, load_plan
+from kvadvisor.plan import PlanError, check_plan, engine_settings_table, load_plan
 from kvadvisor.plan.quantity import QuantityError, parse_quantity
 
 GOOD: dict[str, Any] = {
