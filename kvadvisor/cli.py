@@ -257,6 +257,10 @@ def analyze_cmd(
         list[Engine] | None,
         typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
     ] = None,
+    plan: Annotated[
+        list[Path] | None,
+        typer.Option("--plan", help="Deployment plan to review against the trace. Repeatable."),
+    ] = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
@@ -271,6 +275,7 @@ def analyze_cmd(
             cache_chunk_tokens=chunk_tokens,
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
+            plans=tuple(load_plan(p, plan_catalogs(None)) for p in plan or ()),
         )
         progress = Progress()
         with progress.step(f"reading {trace}"):

@@ -159,3 +159,20 @@ def test_examples_end_to_end(tmp_path: Path) -> None:
                           "EL07", "EL08"}
     result = runner.invoke(app, ["review", str(SAMPLE), "--plan", str(GOOD_EXAMPLE)])
     assert result.exit_code == EXIT_OK, result.output
+
+
+def test_analyze_with_plan_adds_the_plan_section(tiny_trace: Path, tmp_path: Path) -> None:
+    """analyze --plan: the JSON carries plan_reviews, the HTML a "plan against" section."""
+    out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
+    result = runner.invoke(app, ["analyze", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
+                                 "-o", str(out_json), "-o", str(out_html), "--quiet"])
+    assert result.exit_code == EXIT_OK, result.output
+    doc = json.loads(out_json.read_text())
+    (review,) = doc["plan_reviews"]
+    assert review["name"] == "roomy"
+    assert {c["code"] for c in review["checks"]} >= {"RV02", "RV04", "EL05", "EL08"}
+    assert doc["options"]["plans"] == [str(tmp_path / "plan.yaml")]
+    html = out_html.read_text()
+    assert "Plan against the workload" in html and "roomy: tiers replayed" in html
+    result = runner.invoke(app, ["analyze", str(tiny_trace), "-o", str(out_json), "--quiet"])
+    assert "plan_reviews" not in json.loads(out_json.read_text())  # unchanged without --plan

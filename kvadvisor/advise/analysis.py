@@ -16,7 +16,9 @@ from kvadvisor.advise.advisor import (
 )
 from kvadvisor.advise.cache_section import prefix_cache_section
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
+from kvadvisor.advise.review import review_plans
 from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.plan.model import Plan
 from kvadvisor.trace.model import Trace
 
 
@@ -39,6 +41,8 @@ class AnalyzeOptions:
     storage: str | None = None
     instance: tuple[str, ...] = ()
     advisor_inputs: AdvisorInputs | None = None
+    # Deployment plans to review against the trace (docs/review.md).
+    plans: tuple[Plan, ...] = ()
 
 
 # Candidate arrival-chart windows (s): the smallest that keeps the chart under MAX_ARRIVAL_BINS.
@@ -163,6 +167,9 @@ def analyze(
         options=_echo_options(options),
     )
     report = _advise(report, options)
+    if options.plans:
+        report = replace(report, plan_reviews=review_plans(
+            trace, options.plans, warmup_fraction=options.warmup_fraction))
     return replace(report, unavailable=unavailable_reasons(trace, report))
 
 
@@ -170,6 +177,8 @@ def _echo_options(options: AnalyzeOptions) -> dict:
     """The options as the report echoes them (loaded rules and catalogs are named, not dumped)."""
     echoed = asdict(options)
     echoed.pop("advisor_inputs", None)
+    if echoed.pop("plans", None):
+        echoed["plans"] = [p.path for p in options.plans]
     return echoed
 
 

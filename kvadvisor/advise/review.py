@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from kvadvisor.advise.analysis import summarize_trace
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
     IoRate,
@@ -381,8 +380,6 @@ def _tier_checks(stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf) -
 
 
 def _replace_tier(r: TierReview, p_star: float | None, share: float | None) -> TierReview:
-    from dataclasses import replace
-
     return replace(r, break_even_tokens=p_star, below_break_even_share=share)
 
 
@@ -637,6 +634,16 @@ def plan_perf(plan: Plan) -> PlanPerf:
     return PlanPerf(kvb, stages)
 
 
+def review_plans(
+    trace: Trace, plans: Sequence[Plan], *, warmup_fraction: float = 0.5, window_s: float = 1.0
+) -> tuple[PlanReview, ...]:
+    """Replay the trace once and review every plan against it (notes go to each review)."""
+    perfs = [plan_perf(p) for p in plans]
+    replay, notes = replay_trace(trace, warmup_fraction)
+    return tuple(replace(review_plan(p, replay, perf, window_s=window_s), notes=notes)
+                 for p, perf in zip(plans, perfs, strict=True))
+
+
 def review_trace(
     trace: Trace,
     plans: Sequence[Plan],
@@ -646,11 +653,12 @@ def review_trace(
     warmup_fraction: float = 0.5,
     window_s: float = 1.0,
 ) -> ReviewReport:
-    """Replay the trace once and review every plan against it."""
-    perfs = [plan_perf(p) for p in plans]
-    replay, notes = replay_trace(trace, warmup_fraction)
-    reviews = [review_plan(p, replay, perf, window_s=window_s)
-               for p, perf in zip(plans, perfs, strict=True)]
+    """Replay the trace once and review every plan against it: the `review` command's report."""
+    # analysis imports this module (analyze --plan), so its summary comes in at call time.
+    from kvadvisor.advise.analysis import summarize_trace
+
+    reviews = review_plans(trace, plans, warmup_fraction=warmup_fraction, window_s=window_s)
+    notes = reviews[0].notes if reviews else ()
     return review_report(summarize_trace(trace), reviews, version=version,
                          generated_at=generated_at, window_s=window_s,
                          warmup_fraction=warmup_fraction, notes=notes)
