@@ -162,7 +162,7 @@ def test_examples_end_to_end(tmp_path: Path) -> None:
 
 
 def test_analyze_with_plan_adds_the_plan_section(tiny_trace: Path, tmp_path: Path) -> None:
-    """analyze --plan: the JSON carries plan_reviews, the HTML a "plan against" section."""
+    """With --plan, the analyze JSON carries plan_reviews and the HTML a plan section."""
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
     result = runner.invoke(app, ["analyze", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
                                  "-o", str(out_json), "-o", str(out_html), "--quiet"])
