@@ -153,6 +153,23 @@ class _TierCalc:
     plan: TierPlan
     review: TierReview
     served_tokens: np.ndarray | None
+    written_tokens: np.ndarray
+    fleet: int
+
+
+def stage_chunk_tokens(stage: StagePlan) -> tuple[int, str]:
+    """Tokens per KV I/O on a stage's tiers, and where the number comes from."""
+    lmcache, hicache = stage.engines.get("lmcache"), stage.engines.get("sglang-hicache")
+    if stage.chunk_tokens:
+        return stage.chunk_tokens, "the plan's chunk_tokens"
+    if lmcache is not None:
+        return int(lmcache.get("chunk_size", 256)), "LMCache chunk_size"
+    if hicache is not None and "page-size" in hicache:
+        return int(hicache["page-size"]), "SGLang --page-size"
+    if "dynamo-kvbm" in stage.engines or "vllm" in stage.engines:
+        # KVBM moves the engine's blocks; vLLM's default block is 16 tokens.
+        return int(stage.engines.get("vllm", {}).get("block-size", 16)), "vLLM --block-size"
+    return 256, "no engine chunk given: LMCache's default chunk_size"
 
 
 def _stage_tiers(
@@ -211,7 +228,7 @@ def _stage_tiers(
             write_utilization=_util(write, wcap),
             read_utilization=_util(read, rcap),
         )
-        out.append(_TierCalc(tier, review, served))
+        out.append(_TierCalc(tier, review, served, written, fleet))
     return out
 
 
@@ -269,7 +286,46 @@ def _gbps(rate: float | None) -> str:
     return "unknown" if rate is None else f"{_gb(rate)}/s"
 
 
-def _tier_checks(stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf) -> list[ReviewCheck]:
+def _iops_check(stage: StagePlan, c: _TierCalc, times_s: np.ndarray, span_s: float,
+                window_s: float) -> ReviewCheck:
+    """RV08: chunk I/Os per second (each request's tokens in whole chunks) against IOPS."""
+    chunk, why = stage_chunk_tokens(stage)
+    t, st = c.plan, stage.stage
+    directions = [("write", c.written_tokens, t.storage.write_iops)]
+    if c.served_tokens is not None:
+        directions.append(("read", c.served_tokens, t.storage.read_iops))
+    ev: dict[str, Any] = {"chunk_tokens": chunk, "chunk_from": why}
+    worst, parts = "pass", []
+    for direction, tokens, iops in directions:
+        if iops is None:
+            continue
+        cap = iops * t.devices
+        rate = io_rate(times_s, np.ceil(tokens / chunk) / c.fleet, window_s, span_s)
+        ev.update({f"{direction}_iops_p99": rate.p99_bytes_per_s,
+                   f"{direction}_iops_peak": rate.peak_bytes_per_s,
+                   f"{direction}_iops_capability": cap})
+        parts.append(f"{direction} p99 {rate.p99_bytes_per_s:,.0f} / peak "
+                     f"{rate.peak_bytes_per_s:,.0f} I/O per s against {cap:,.0f}")
+        level = ("error" if rate.p99_bytes_per_s > cap else
+                 "warning" if rate.peak_bytes_per_s > cap else "pass")
+        if level == "error" or (level == "warning" and worst == "pass"):
+            worst = level
+    if not parts:
+        return _check("RV08", "tier.iops", st, "error", "skip",
+                      f"the tier's IOPS are not known (chunks of {chunk} tokens, {why})",
+                      "design", t.name)
+    text = (f"'{t.name}' at {chunk}-token chunks ({why}): " + "; ".join(parts))
+    if worst == "pass":
+        return _check("RV08", "tier.iops", st, "error", "pass", text, "design", t.name, **ev)
+    return _check("RV08", "tier.iops", st, worst, "fail",
+                  text + (": the tier runs out of I/O operations" if worst == "error" else
+                          ": bursts exceed the tier's IOPS"), "design", t.name, **ev)
+
+
+def _tier_checks(
+    stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf, times_s: np.ndarray,
+    span_s: float, window_s: float,
+) -> list[ReviewCheck]:
     out: list[ReviewCheck] = []
     st = stage.stage
     for c in calcs:
@@ -367,6 +423,8 @@ def _tier_checks(stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf) -
                 f"loading from '{t.name}' beats recomputing above {pe}; {share_text} come in "
                 "loads that recompute faster", "loadrecompute", subj,
                 break_even_tokens=p_star, below_break_even_share=share))
+        # RV08: I/O operations at the engine's chunk size against the tier's IOPS.
+        out.append(_iops_check(stage, c, times_s, span_s, window_s))
         # EL08: a disk-like tier needs a bound.
         if t.storage.kind in DISK_KINDS:
             bounded = t.capacity_bytes is not None
@@ -527,7 +585,7 @@ def review_plan(
     checks: list[ReviewCheck] = []
     for stage in plan.stages:
         calcs = _stage_tiers(stage, replay, perf, times, span, window_s)
-        checks.extend(_tier_checks(stage, calcs, perf))
+        checks.extend(_tier_checks(stage, calcs, perf, times, span, window_s))
         checks.extend(_engine_checks(stage, plan, perf))
         load = _load_times(calcs, kvb) if stage.stage == "prefill" and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
