@@ -105,7 +105,8 @@ class ReviewMarkdownRenderer:
             if any(c is not None for c in cells):
                 out.append(f"| {stage} storage utilization (mean / p99 / peak) | "
                            + " | ".join("–" if c is None else _util(c) for c in cells) + " |")
-        out.extend(f"> {n}" for n in review.notes)
+        for note in review.notes:
+            out += ["", f"> {_cell(note)}"]
         for plan in review.plans:
             out += ["", f"### `{_cell(plan.name)}`: {verdict(plan)}", "",
                     f"Plan file `{plan.path}`."]
