@@ -156,3 +156,16 @@ def test_missing_measurements_are_user_errors() -> None:
         emit_config(no_model, "lmcache")
     with pytest.raises(ConfigError, match="unknown engine"):
         emit_config(report, "trtllm")
+
+
+def test_chunk_comes_from_the_recommendation() -> None:
+    """The advisor's prefill chunk wins over LMCache's default, and the comment says so."""
+    from dataclasses import replace
+
+    from kvadvisor.advise.model import Recommendation, StageRecommendation
+
+    rec = Recommendation(StageRecommendation("p5e.48xlarge", "nvme-gen4-x4", chunk_tokens=512),
+                         StageRecommendation(None, None))
+    text = emit_config(replace(_report(), recommendation=rec), "lmcache")["lmcache.yaml"]
+    assert yaml.safe_load(text)["chunk_size"] == 512
+    assert "512 tokens (the advisor's prefill chunk) × 327,680 B/token = 160.0 MiB" in text

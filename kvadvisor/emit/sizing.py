@@ -47,6 +47,7 @@ class Measured:
     disk: TierSize | None
     block_tokens: int | None
     chunk_tokens: int
+    chunk_from: str
     write_peak_bytes_per_s: float | None
     write_mean_bytes_per_s: float | None
     window_s: float | None
@@ -58,8 +59,8 @@ class Measured:
 
     def chunk_text(self) -> str:
         """"256 tokens × 327,680 B/token = 80 MiB"."""
-        return (f"{self.chunk_tokens} tokens × {self.kv_bytes_per_token:,} B/token = "
-                f"{self.chunk_bytes / BYTES_PER_MIB:,.1f} MiB per chunk I/O")
+        return (f"{self.chunk_tokens} tokens ({self.chunk_from}) × {self.kv_bytes_per_token:,} "
+                f"B/token = {self.chunk_bytes / BYTES_PER_MIB:,.1f} MiB per chunk I/O")
 
 
 def _ratio(p: MrcPoint, kind: str) -> float | None:
@@ -100,6 +101,13 @@ def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
         ):
             disk = TierSize(dp.capacity_tokens, _ratio(dp, kind) or 0.0, DISK_TARGET_SHARE)
     io = report.io
+    rec = report.recommendation
+    if chunk_tokens:
+        chunk_from = "as asked"
+    elif rec is not None and rec.prefill.chunk_tokens:
+        chunk_tokens, chunk_from = rec.prefill.chunk_tokens, "the advisor's prefill chunk"
+    else:
+        chunk_tokens, chunk_from = LMCACHE_DEFAULT_CHUNK_TOKENS, "LMCache's default"
     return Measured(
         trace_path=report.trace.path,
         kv_bytes_per_token=kvb,
@@ -109,7 +117,8 @@ def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
         host=host,
         disk=disk,
         block_tokens=report.trace.block_tokens,
-        chunk_tokens=chunk_tokens or LMCACHE_DEFAULT_CHUNK_TOKENS,
+        chunk_tokens=chunk_tokens,
+        chunk_from=chunk_from,
         write_peak_bytes_per_s=None if io is None else io.write.peak_bytes_per_s,
         write_mean_bytes_per_s=None if io is None else io.write.mean_bytes_per_s,
         window_s=None if io is None else io.window_s,
