@@ -412,15 +412,17 @@ def plan_section(report: AdviceReport) -> Section:
             f"{plan.name}: tiers replayed at the plan's capacities",
             ("stage", "tier", "capacity", "hit ratio (steady)", "write mean / p99 / peak",
              "read mean / p99 / peak", "write util p99", "read util p99"),
-            tuple((t.stage, f"{t.tier} ({t.kind})", fmt.size(t.capacity_bytes),
-                   fmt.percent(t.hit_ratio_steady),
+            tuple((t.stage, f"{t.tier} ({t.kind})",
+                   "unbounded" if t.capacity_bytes is None else fmt.size(t.capacity_bytes),
+                   "n/a" if t.stage == "decode" else fmt.percent(t.hit_ratio_steady),
                    " / ".join(fmt.bandwidth(v) for v in (
                        t.write.mean_bytes_per_s, t.write.p99_bytes_per_s,
                        t.write.peak_bytes_per_s)),
                    "n/a" if t.read is None else " / ".join(fmt.bandwidth(v) for v in (
                        t.read.mean_bytes_per_s, t.read.p99_bytes_per_s,
                        t.read.peak_bytes_per_s)),
-                   fmt.percent(t.write_utilization.p99), fmt.percent(t.read_utilization.p99))
+                   fmt.percent(t.write_utilization.p99),
+                   "n/a" if t.read is None else fmt.percent(t.read_utilization.p99))
                   for s in plan.stages for t in s.tiers)))
     lead = ("Each plan replayed against this trace: the hit ratio each tier serves at the plan's "
             "capacities, the write and read demand on it against its bandwidth, and engine lint "
