@@ -169,3 +169,35 @@ def test_chunk_comes_from_the_recommendation() -> None:
     text = emit_config(replace(_report(), recommendation=rec), "lmcache")["lmcache.yaml"]
     assert yaml.safe_load(text)["chunk_size"] == 512
     assert "512 tokens (the advisor's prefill chunk) × 327,680 B/token = 160.0 MiB" in text
+
+
+def test_analyze_emit_writes_every_engine(tmp_path: Path, monkeypatch) -> None:
+    """`analyze --emit ENGINE -o DIR`: the CLI writes each engine's files into DIR."""
+    import kvadvisor.cli as cli
+    from typer.testing import CliRunner
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
+    monkeypatch.setattr(cli, "analyze", lambda *a, **k: _report())
+    out = tmp_path / "configs"
+    args = ["analyze", str(trace), "--quiet", "-o", str(out)]
+    for engine in ("lmcache", "sglang-hicache", "dynamo-kvbm", "mooncake"):
+        args += ["--emit", engine]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "kvbm.env", "lmcache.yaml", "mooncake-client.json", "mooncake-client.notes.txt",
+        "mooncake-master.sh", "sglang-hicache.sh"]
+    assert yaml.safe_load((out / "lmcache.yaml").read_text())["max_local_cpu_size"] == 85.9
+
+
+def test_emit_needs_one_directory(tmp_path: Path) -> None:
+    """--emit without an -o DIR is a one-line user error."""
+    import kvadvisor.cli as cli
+    from typer.testing import CliRunner
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
+    result = CliRunner().invoke(cli.app, ["analyze", str(trace), "--emit", "lmcache",
+                                          "-o", str(tmp_path / "r.json")])
+    assert result.exit_code == 2 and "give exactly one -o DIR" in result.output
