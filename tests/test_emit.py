@@ -173,8 +173,9 @@ def test_chunk_comes_from_the_recommendation() -> None:
 
 def test_analyze_emit_writes_every_engine(tmp_path: Path, monkeypatch) -> None:
     """`analyze --emit ENGINE -o DIR`: the CLI writes each engine's files into DIR."""
-    import kvadvisor.cli as cli
     from typer.testing import CliRunner
+
+    import kvadvisor.cli as cli
 
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
@@ -193,8 +194,9 @@ def test_analyze_emit_writes_every_engine(tmp_path: Path, monkeypatch) -> None:
 
 def test_emit_needs_one_directory(tmp_path: Path) -> None:
     """--emit without an -o DIR is a one-line user error."""
-    import kvadvisor.cli as cli
     from typer.testing import CliRunner
+
+    import kvadvisor.cli as cli
 
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
