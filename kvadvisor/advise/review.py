@@ -38,6 +38,7 @@ from kvadvisor.advise.model import (
     TraceSummary,
     Utilization,
 )
+from kvadvisor.cache import simulate_prefix_cache
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit, recompute_s
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
@@ -634,8 +635,6 @@ def replay_trace(trace: Trace, warmup_fraction: float) -> tuple[TraceReplay, tup
     n = trace.requests
     warmup = int(math.floor(n * warmup_fraction))
     if trace.has_hashes:
-        from kvadvisor.cache import simulate_prefix_cache
-
         result = simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
         warmup = result.warmup_requests
         if result.exact:
@@ -685,21 +684,33 @@ def plan_perf(plan: Plan) -> PlanPerf:
         stages[stage.stage] = StagePerf(
             device_pool_bytes=pool,
             recompute_s=lambda p, pm=pm: recompute_s(pm, p),
-            notes=(f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {m.tp} (TP): KV pool "
-                   f"{pool / BYTES_PER_GB:,.0f} GB per instance at "
-                   f"{fit.utilization:.0%} GPU memory",),
+            notes=(f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {m.tp} (TP): modeled KV "
+                   f"pool {pool / BYTES_PER_GB:,.0f} GB per instance at {fit.utilization:.0%} "
+                   "GPU memory"
+                   + ("" if stage.gpu_kv_pool_bytes is None else
+                      f"; the plan's gpu_kv_pool of {_gb(stage.gpu_kv_pool_bytes)} is used"),),
         )
     return PlanPerf(kvb, stages)
+
+
+def _review_all(
+    trace: Trace, plans: Sequence[Plan], warmup_fraction: float, window_s: float
+) -> tuple[tuple[PlanReview, ...], tuple[str, ...]]:
+    """Replay once, review every plan; the replay's notes apart from each plan's own."""
+    perfs = [plan_perf(p) for p in plans]
+    replay, notes = replay_trace(trace, warmup_fraction)
+    reviews = tuple(
+        replace(review_plan(p, replay, perf, window_s=window_s),
+                notes=notes + tuple(n for s in perf.stages.values() for n in s.notes))
+        for p, perf in zip(plans, perfs, strict=True))
+    return reviews, notes
 
 
 def review_plans(
     trace: Trace, plans: Sequence[Plan], *, warmup_fraction: float = 0.5, window_s: float = 1.0
 ) -> tuple[PlanReview, ...]:
     """Replay the trace once and review every plan against it (notes go to each review)."""
-    perfs = [plan_perf(p) for p in plans]
-    replay, notes = replay_trace(trace, warmup_fraction)
-    return tuple(replace(review_plan(p, replay, perf, window_s=window_s), notes=notes)
-                 for p, perf in zip(plans, perfs, strict=True))
+    return _review_all(trace, plans, warmup_fraction, window_s)[0]
 
 
 def review_trace(
@@ -715,8 +726,7 @@ def review_trace(
     # analysis imports this module (analyze --plan), so its summary comes in at call time.
     from kvadvisor.advise.analysis import summarize_trace
 
-    reviews = review_plans(trace, plans, warmup_fraction=warmup_fraction, window_s=window_s)
-    notes = reviews[0].notes if reviews else ()
+    reviews, notes = _review_all(trace, plans, warmup_fraction, window_s)
     return review_report(summarize_trace(trace), reviews, version=version,
                          generated_at=generated_at, window_s=window_s,
                          warmup_fraction=warmup_fraction, notes=notes)

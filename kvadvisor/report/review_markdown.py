@@ -110,6 +110,8 @@ class ReviewMarkdownRenderer:
         for plan in review.plans:
             out += ["", f"### `{_cell(plan.name)}`: {verdict(plan)}", "",
                     f"Plan file `{plan.path}`."]
+            own = [n for n in plan.notes if n not in review.notes]
+            out += [f"- {_cell(n)}" for n in own]
             if plan.findings:
                 out += ["", "| | check | stage | finding |", "|---|---|---|---|"]
                 out += [f"| {ICON[c.severity]} {c.severity} | {c.code} `{c.name}` | {c.stage} | "
