@@ -347,3 +347,21 @@ def test_chunk_tokens_follow_the_engine() -> None:
     assert chunk({"engines": {"sglang-hicache": {"page-size": 64}}}) == 64
     assert chunk({"engines": {"dynamo-kvbm": {}}}) == 16
     assert chunk({"chunk_tokens": 128, "engines": {"lmcache": {"chunk_size": 512}}}) == 128
+
+
+def test_plan_perf_from_catalogs() -> None:
+    """Llama-3.1-70B: 327,680 B/token (field.md §4.1); p5e pool = 8 × (0.9 × HBM − weights / 8)."""
+    from kvadvisor.advise.review import plan_perf
+
+    plan = check_plan("p.yaml", {"model": {"name": "llama-3.1-70b", "tp": 8},
+                                 "stages": {"prefill": {"instance": "p5e.48xlarge"}}})
+    perf = plan_perf(plan)
+    assert perf.kv_bytes_per_token == 327_680
+    stage = plan.stages[0]
+    assert stage.gpu is not None and plan.model.spec is not None
+    per_gpu = 0.9 * stage.gpu.memory_bytes - plan.model.spec.total_params * 2 / 8
+    assert perf.stages["prefill"].device_pool_bytes == pytest.approx(8 * per_gpu)
+    recompute = perf.stages["prefill"].recompute_s
+    assert recompute is not None
+    times = recompute(np.array([1_000.0, 2_000.0]))
+    assert 0 < times[0] < times[1]  # prefill time grows with the prefix
