@@ -87,7 +87,9 @@ def test_lmcache_yaml_keys_values_and_reasons() -> None:
     }
     lines = text.splitlines()
     assert len(_commented(lines, lambda s: s and not s.startswith("#"))) == len(doc)
-    assert "262,144 tokens reach 42.0% steady" in text
+    assert ("the smallest measured capacity reaching 80% of the unbounded hit ratio: 262,144 "
+            "tokens × 327,680 B/token (llama-3.1-70b) = 85.9 GB; the trace's steady prefix hit "
+            "ratio there is 42.0% of an unbounded 48.0%") in text
 
 
 def test_sglang_flags(tmp_path: Path) -> None:
@@ -203,3 +205,32 @@ def test_emit_needs_one_directory(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli.app, ["analyze", str(trace), "--emit", "lmcache",
                                           "-o", str(tmp_path / "r.json")])
     assert result.exit_code == 2 and "give exactly one -o DIR" in result.output
+
+
+def test_sizes_come_from_the_recommendation() -> None:
+    """The advisor's per-instance tiers set the sizes; the full curve gives their hit ratios."""
+    from dataclasses import replace
+
+    from kvadvisor.advise.model import Recommendation, Series, StageRecommendation, Tier
+
+    tiers = (Tier("host-dram-ddr5-spr", "memory", "host DRAM KV pool", 100.0),
+             Tier("nvme-gen5-x4", "local_nvme", "capacity tier", 1000.0, devices=8))
+    rec = Recommendation(StageRecommendation("p5e.48xlarge", "nvme-gen5-x4", tiers=tiers),
+                         StageRecommendation(None, None))
+    curve = Series("token hit ratio (steady state)", "LRU cache capacity", "tokens",
+                   "token hit ratio", "ratio", (16_384.0, 65_536.0, 262_144.0, 1_048_576.0),
+                   (0.10, 0.35, 0.42, 0.47), "step")
+    report = _report()
+    report = replace(report, recommendation=rec,
+                     prefix_cache=replace(report.prefix_cache, curve=(curve,)))
+    files = emit_config(report, "lmcache")
+    doc = yaml.safe_load(files["lmcache.yaml"])
+    # 100 GiB / 327,680 B = 327,680 tokens → 107.4 GB; 1,000 GiB → 3,276,800 tokens → 1,073.8 GB
+    assert doc["max_local_cpu_size"] == 107.4 and doc["max_local_disk_size"] == 1073.8
+    text = files["lmcache.yaml"]
+    assert ("the advisor's prefill host DRAM KV pool (host-dram-ddr5-spr on p5e.48xlarge, "
+            "100.0 GiB per instance): 327,680 tokens") in text
+    assert "hit ratio there is 42.0%" in text and "hit ratio there is 47.0%" in text
+    assert "# Sizes are per instance, as the advisor recommends for prefill." in text
+    env = emit_config(report, "dynamo-kvbm")["kvbm.env"]
+    assert "DYN_KVBM_CPU_CACHE_GB=108" in env and "DYN_KVBM_DISK_CACHE_GB=1074" in env
