@@ -177,3 +177,29 @@ def test_analyze_with_plan_adds_the_plan_section(tiny_trace: Path, tmp_path: Pat
     assert "Plan against the workload" in html and "roomy: tiers replayed" in html
     result = runner.invoke(app, ["analyze", str(tiny_trace), "-o", str(out_json), "--quiet"])
     assert "plan_reviews" not in json.loads(out_json.read_text())  # unchanged without --plan
+
+
+def test_extra_catalog_names_a_storage_option(tiny_trace: Path, tmp_path: Path) -> None:
+    """--catalog adds a storage option that plans may name; its figures reach the review."""
+    extra = tmp_path / "lab.yaml"
+    extra.write_text(
+        "kind: storage\n"
+        "sources:\n  L1: \"our lab's fio runs\"\n"
+        "entries:\n"
+        "  lab-nvme:\n    category: local_nvme\n    provider: generic\n"
+        "    read_mbps: 2000\n    write_mbps: 1000\n    source: [L1]\n"
+    )
+    plan = _plan(tmp_path, GOOD.replace(
+        "storage: {kind: ssd, read_bandwidth: 100 MB/s, write_bandwidth: 100 MB/s}",
+        "storage: lab-nvme"))
+    out = tmp_path / "r.xml"
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(plan), "--junit",
+                                 str(out)])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "unknown storage option 'lab-nvme'" in result.output
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(plan), "--catalog",
+                                 str(extra), "--junit", str(out)])
+    assert result.exit_code == EXIT_OK, result.output
+    rv02 = next(c for c in ET.parse(out).getroot().iter("testcase")
+                if c.get("name").startswith("RV02"))
+    assert "against 1 GB/s" in rv02.find("system-out").text
