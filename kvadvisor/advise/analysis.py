@@ -20,12 +20,14 @@ from kvadvisor.advise.advisor import (
 from kvadvisor.advise.cache_section import prefix_cache_section
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
 from kvadvisor.advise.profile import ProfileOptions, StageProfile, profile_workload
+from kvadvisor.advise.review import review_plans
 from kvadvisor.cache import simulate_prefix_cache
 from kvadvisor.cache.coarsen import coarsen_trace
 from kvadvisor.cache.prefix import SAMPLE_ABOVE_ACCESSES
 from kvadvisor.cache.tiers import TierSpec
 from kvadvisor.trace.describe import capabilities
 from kvadvisor.metrics import trace_hit_tokens
+from kvadvisor.plan.model import Plan
 from kvadvisor.trace.model import Trace
 
 
@@ -48,6 +50,8 @@ class AnalyzeOptions:
     storage: str | None = None
     instance: tuple[str, ...] = ()
     advisor_inputs: AdvisorInputs | None = None
+    # Deployment plans to review against the trace (docs/review.md).
+    plans: tuple[Plan, ...] = ()
     # Stage profiler (docs/stage-profiler.md); None = the documented default, reported as assumed.
     model: str | None = None
     gpu: str | None = None
@@ -147,7 +151,10 @@ def options_record(options: AnalyzeOptions) -> dict[str, Any]:
         if f.name == "advisor_inputs":
             continue
         value = getattr(options, f.name)
-        if isinstance(value, tuple):
+        if f.name == "plans":
+            # A plan is echoed by its file; its review is its own section.
+            value = tuple(p.path for p in value)
+        elif isinstance(value, tuple):
             value = tuple(
                 dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value
             )
@@ -219,6 +226,9 @@ def analyze(
     )
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = _advise(report, options, inputs, stages)
+    if options.plans:
+        report = replace(report, plan_reviews=review_plans(
+            trace, options.plans, warmup_fraction=options.warmup_fraction))
     return replace(
         report,
         versions=data_versions(inputs),
