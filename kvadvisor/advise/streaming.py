@@ -32,7 +32,7 @@ from kvadvisor.advise.analysis import (
     MAX_MODELS_LISTED,
     AnalyzeOptions,
     _advise,
-    _echo_options,
+    options_record,
     analyze,
     unavailable_reasons,
 )
@@ -423,7 +423,7 @@ def analyze_stream(
     )
     meta = Meta(FORMAT_VERSION, version, generated_at)
     report = AdviceReport(meta=meta, trace=summary, prefix_cache=prefix,
-                          options=_echo_options(options))
+                          options=options_record(options))
     # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
     report = _advise(report, options)
     # unavailable_reasons asks the trace only whether it has hashes; the stream knows that.
