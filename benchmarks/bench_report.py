@@ -53,12 +53,12 @@ def main() -> None:
           f"{time.perf_counter() - start:.2f} s")
     for name, cls in sorted(RENDERERS.items()):
         if name == "html":
-            def cold() -> str:
+            def cold(cls: type = cls) -> str:
                 render_svg.cache_clear()
                 return cls().render(report)
 
             t_cold, out = best_of(args.repeat, cold)
-            t_warm, _ = best_of(args.repeat, lambda: cls().render(report))
+            t_warm, _ = best_of(args.repeat, lambda cls=cls: cls().render(report))
             charts = out.count("<figure class=\"chart")
             print(f"{name:<9} cold {t_cold:6.3f} s  warm {t_warm:6.3f} s  "
                   f"{len(out.encode()) / 1024:8.1f} KiB  {charts} charts")
