@@ -8,7 +8,7 @@ places them, with autoescape on. Charts are inline SVG from :mod:`kvadvisor.repo
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -182,6 +182,7 @@ class HtmlView:
     finding_counts: tuple[tuple[str, int], ...]
     sections: tuple[Section, ...]
     findings: tuple[FindingView, ...]
+    top_findings: tuple[FindingView, ...]  # the most severe, shown with the verdict
     findings_missing: str | None
     rules: Section
     alternatives: Section
@@ -189,6 +190,9 @@ class HtmlView:
     notes: tuple[str, ...]
     report_data: dict[str, Any]
 
+
+# Findings repeated under the verdict, most severe first.
+TOP_FINDINGS = 3
 
 STAGE_ROLES = {
     "prefill": "processes the whole prompt at once: large, bursty KV writes of the prompt "
@@ -1088,7 +1092,7 @@ def build_view(report: AdviceReport) -> HtmlView:
         f"{n:,} rows dropped: {why}" for why, n in sorted(t.dropped.items())
     )
     no_rules = summary.why_missing(report, "recommendation")
-    return HtmlView(
+    view = HtmlView(
         title=f"kvadvisor report: {t.path}",
         headline=summary.headline(report),
         version=report.meta.kvadvisor_version,
@@ -1132,6 +1136,7 @@ def build_view(report: AdviceReport) -> HtmlView:
             )
             for f in findings
         ),
+        top_findings=(),
         findings_missing=None if report.recommendation or findings else no_rules,
         rules=rules_section(report),
         alternatives=alternatives_section(report),
@@ -1139,6 +1144,7 @@ def build_view(report: AdviceReport) -> HtmlView:
         notes=notes,
         report_data=clean(report.to_dict()),
     )
+    return replace(view, top_findings=view.findings[:TOP_FINDINGS])
 
 
 _ENV = Environment(
