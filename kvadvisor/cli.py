@@ -48,11 +48,11 @@ from kvadvisor.trace import (
     TraceFormat,
     describe_trace,
     detect_format,
+    format_description,
     parse_column_map,
     read_trace,
     write_parquet,
 )
-from kvadvisor.trace.describe import format_description
 from kvadvisor.trace.stream import open_trace_stream
 
 EXIT_OK = 0
@@ -260,6 +260,38 @@ def _analyze_large(trace: Path, options: AnalyzeOptions, memory_limit: str | Non
                          version=__version__, generated_at=_now(), trace_sha256=sha256)
 
 
+class KvDtype(str, Enum):
+    """KV cache element type."""
+
+    bf16 = "bf16"
+    fp8 = "fp8"
+
+
+class WeightDtype(str, Enum):
+    """Weight element type."""
+
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+    int8 = "int8"
+    int4 = "int4"
+    fp4 = "fp4"
+
+
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
+    "or path to a config.json. Default: llama-3.1-70b, reported as assumed.")]
+GpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.")]
+KvDtypeOpt = Annotated[KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.")]
+WeightDtypeOpt = Annotated[WeightDtype, typer.Option("--weight-dtype", help="Weight dtype.")]
+TpOpt = Annotated[int | None, typer.Option(
+    "--tp", min=1, help="Tensor-parallel GPUs per instance (default: smallest that fits).")]
+WindowOpt = Annotated[float, typer.Option(
+    "--window", min=1e-3, help="Window for I/O demand time series, seconds.")]
+DEFAULT_IO_CHUNK_TOKENS = 256  # LMCache's chunk_size: KV I/Os are counted per chunk
+
+
 @app.callback()
 def _root(
     version: Annotated[
@@ -304,7 +336,8 @@ def analyze_cmd(
     ] = 8,
     chunk_tokens: Annotated[
         int | None,
-        typer.Option(help="Engine KV chunk size: coarsen the trace's block hashes to it.", min=1),
+        typer.Option(help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
+                     "and count KV I/Os per chunk (I/O default: 256, LMCache's).", min=1),
     ] = None,
     save_unfull_chunk: Annotated[
         bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
@@ -330,6 +363,12 @@ def analyze_cmd(
         typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
     ] = None,
     memory_limit: MemoryLimitOpt = None,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    kv_dtype: KvDtypeOpt = KvDtype.bf16,
+    weight_dtype: WeightDtypeOpt = WeightDtype.bf16,
+    tp: TpOpt = None,
+    window: WindowOpt = 1.0,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
@@ -346,6 +385,8 @@ def analyze_cmd(
             cache_chunk_tokens=chunk_tokens,
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
+            model=model, gpu=gpu, kv_dtype=kv_dtype.value, weight_dtype=weight_dtype.value,
+            tp=tp, window_s=window, chunk_tokens=chunk_tokens or DEFAULT_IO_CHUNK_TOKENS,
             storage=storage,
             instance=_strs(instance),
             advisor_inputs=inputs,
