@@ -19,7 +19,7 @@ import typer
 
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
-from kvadvisor.cache.tiers import parse_tier
+from kvadvisor.cache import parse_tier
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
