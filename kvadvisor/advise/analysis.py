@@ -16,7 +16,13 @@ from kvadvisor.advise.advisor import (
 )
 from kvadvisor.advise.cache_section import prefix_cache_section
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
+from kvadvisor.advise.profile import ProfileOptions, StageProfile, profile_workload
+from kvadvisor.cache import simulate_prefix_cache
+from kvadvisor.cache.coarsen import coarsen_trace
+from kvadvisor.cache.prefix import SAMPLE_ABOVE_ACCESSES
 from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.trace.describe import capabilities
+from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.trace.model import Trace
 
 
@@ -39,6 +45,26 @@ class AnalyzeOptions:
     storage: str | None = None
     instance: tuple[str, ...] = ()
     advisor_inputs: AdvisorInputs | None = None
+    # Stage profiler (docs/stage-profiler.md); None = the documented default, reported as assumed.
+    model: str | None = None
+    gpu: str | None = None
+    kv_dtype: str = "bf16"
+    weight_dtype: str = "bf16"
+    tp: int | None = None
+    window_s: float = 1.0
+    chunk_tokens: int = 256
+    io_unit_bytes: int = 4096
+    drive_capacity_bytes: float | None = None
+    instances: int = 1  # model instances the trace's load is spread over
+
+    def profile_options(self) -> ProfileOptions:
+        """The stage profiler's slice of the options."""
+        return ProfileOptions(
+            model=self.model, gpu=self.gpu, kv_dtype=self.kv_dtype,
+            weight_dtype=self.weight_dtype, tp=self.tp, window_s=self.window_s,
+            chunk_tokens=self.chunk_tokens, io_unit_bytes=self.io_unit_bytes,
+            drive_capacity_bytes=self.drive_capacity_bytes, instances=self.instances,
+        )
 
 
 # Candidate arrival-chart windows (s): the smallest that keeps the chart under MAX_ARRIVAL_BINS.
@@ -121,9 +147,10 @@ def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
         columns=trace.columns,
         input_tokens_total=int(pc.sum(t["input_tokens"]).as_py() or 0),
         output_tokens_total=int(pc.sum(t["output_tokens"]).as_py() or 0),
-        arrival_rate_per_s=(trace.requests / duration) if duration > 0 else None,
+        arrival_rate_per_s=trace.arrival_rate_per_s,  # None when arrivals were not measured
         dropped=dict(trace.dropped),
         notes=trace.notes,
+        capabilities=capabilities(trace),
         sha256=sha256,
         models=trace_models(trace),
         arrivals=arrival_series(trace.column_np("arrival_s"), duration),
@@ -146,6 +173,9 @@ def analyze(
     """
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
+    hits, hits_source = prefix_hits(trace, options)
+    stages = profile_workload(trace, options.profile_options(), hit_tokens=hits,
+                              hits_source=hits_source)
     prefix_cache = prefix_cache_section(
         trace,
         warmup_fraction=options.warmup_fraction,
@@ -155,14 +185,18 @@ def analyze(
         chunk_tokens=options.cache_chunk_tokens,
         save_unfull_chunk=options.cache_save_unfull_chunk,
         sample_rate=options.cache_sample_rate,
+        kv_bytes_per_token=stages.model.kv_bytes_per_token,
     )
     report = AdviceReport(
         meta=meta,
         trace=summarize_trace(trace, sha256=trace_sha256),
+        model=stages.model,
+        stage_split=stages.stage_split,
         prefix_cache=prefix_cache,
+        io=stages.io,
         options=_echo_options(options),
     )
-    report = _advise(report, options)
+    report = _advise(report, options, stages)
     return replace(report, unavailable=unavailable_reasons(trace, report))
 
 
@@ -173,7 +207,31 @@ def _echo_options(options: AnalyzeOptions) -> dict:
     return echoed
 
 
-def _advise(report: AdviceReport, options: AnalyzeOptions) -> AdviceReport:
+def prefix_hits(trace: Trace, options: AnalyzeOptions) -> tuple[np.ndarray | None, str | None]:
+    """Per-request prefix-hit tokens for the stage profiler, and where they came from.
+
+    With block hashes: the prefix-cache simulation at unbounded capacity (coarsened to the
+    engine chunk size when one is given), unless the trace is so large that the simulation
+    samples (no per-request hits then). Else the engine's ``cached_tokens``. Else None: unknown.
+    """
+    if trace.has_hashes and options.cache_sample_rate is None:
+        _, values = trace.hash_arrays()
+        if values.shape[0] <= SAMPLE_ABOVE_ACCESSES:
+            sim = trace
+            chunk = options.cache_chunk_tokens
+            if chunk is not None and chunk != trace.block_tokens:
+                sim = coarsen_trace(trace, chunk, save_unfull_chunk=options.cache_save_unfull_chunk)
+            result = simulate_prefix_cache(sim, warmup_fraction=options.warmup_fraction)
+            if result.hit_tokens is not None:
+                return (np.asarray(result.hit_tokens, dtype=np.float64),
+                        "prefix-cache simulation (unbounded capacity)")
+    hits = trace_hit_tokens(trace)
+    return hits, ("cached_tokens" if hits is not None else None)
+
+
+def _advise(
+    report: AdviceReport, options: AnalyzeOptions, stages: StageProfile | None = None
+) -> AdviceReport:
     """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
     advisor_options = AdvisorOptions(
         chunk_tokens=getattr(options, "chunk_tokens", 256),
@@ -181,7 +239,8 @@ def _advise(report: AdviceReport, options: AnalyzeOptions) -> AdviceReport:
         instance=parse_instance_choice(options.instance),
     )
     inputs = options.advisor_inputs or load_advisor_inputs()
-    return advise_report(report, inputs, advisor_options)
+    extra = stages.facts if stages is not None else None
+    return advise_report(report, inputs, advisor_options, extra_facts=extra)
 
 
 def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:

@@ -382,9 +382,11 @@ def io_section(report: AdviceReport) -> Section:
         title=f"KV bandwidth demand per {fmt.duration(io.window_s)} window",
         x_title="statistic over windows",
         y_title="bandwidth (GB/s)",
-        lines=(
-            Line("write (prefill)", (0.0, 1.0, 2.0), gbps(io.write), "bar"),
-            Line("read (prefix hits)", (0.0, 1.0, 2.0), gbps(io.read), "bar"),
+        # A side whose demand is unknown (null, e.g. no prefix hits known) gets no bars.
+        lines=tuple(
+            Line(name, (0.0, 1.0, 2.0), gbps(rate), "bar")
+            for name, rate in (("write (prefill)", io.write), ("read (prefix hits)", io.read))
+            if rate.mean_bytes_per_s is not None
         ),
         categories=("mean", "p99", "peak"),
     )
