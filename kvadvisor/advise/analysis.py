@@ -234,7 +234,7 @@ def _advise(
 ) -> AdviceReport:
     """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
     advisor_options = AdvisorOptions(
-        chunk_tokens=getattr(options, "chunk_tokens", 256),
+        chunk_tokens=getattr(options, "chunk_tokens", None) or options.cache_chunk_tokens or 256,
         storage=options.storage,
         instance=parse_instance_choice(options.instance),
     )
