@@ -167,9 +167,9 @@ def _split_emit_dir(
     return dirs[0], [o for o in output or [] if o != dirs[0]]
 
 
-def plan_catalogs() -> PlanCatalogs:
-    """The catalogs plan files may name (storage options, instance families, models)."""
-    return PlanCatalogs()
+def plan_catalogs(extra: list[Path] | None) -> PlanCatalogs:
+    """The catalogs plan files may name: the packaged ones plus --catalog files."""
+    return PlanCatalogs.packaged(tuple(str(p) for p in extra or ()))
 
 
 def _version_callback(value: bool) -> None:
@@ -362,6 +362,10 @@ def analyze_cmd(
         list[Engine] | None,
         typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
     ] = None,
+    plan: Annotated[
+        list[Path] | None,
+        typer.Option("--plan", help="Deployment plan to review against the trace. Repeatable."),
+    ] = None,
     memory_limit: MemoryLimitOpt = None,
     model: ModelOpt = None,
     gpu: GpuOpt = None,
@@ -390,6 +394,8 @@ def analyze_cmd(
             storage=storage,
             instance=_strs(instance),
             advisor_inputs=inputs,
+            plans=tuple(load_plan(p, PlanCatalogs(inputs.storage, inputs.instances))
+                        for p in plan or ()),
         )
         progress = Progress()
         if _streamable(trace, trace_format, maps, block_tokens):
@@ -407,6 +413,10 @@ def analyze_cmd(
                     generated_at=_now(),
                     trace_sha256=sha256,
                 )
+        if options.plans and not report.plan_reviews:
+            raise ConfigError(f"{trace}: too large to replay per request within the memory "
+                              "limit, so --plan cannot be reviewed; use `kvadvisor review` on "
+                              "a sample of the trace")
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 write_output(target, renderer.render(report))
@@ -576,11 +586,13 @@ def review_cmd(
     window: Annotated[
         float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
     ] = 1.0,
+    catalog: CatalogOpt = None,
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
-        plans = [load_plan(p, plan_catalogs()) for p in plan]
+        catalogs = plan_catalogs(catalog)
+        plans = [load_plan(p, catalogs) for p in plan]
         report = review_trace(_read(trace, trace_format, maps, block_tokens), plans,
                               version=__version__,
                               generated_at=_now(), warmup_fraction=warmup_fraction,
