@@ -20,6 +20,8 @@ import typer
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
 from kvadvisor.advise.review import review_trace
+from kvadvisor.advise.model import AdviceReport
+from kvadvisor.advise.streaming import analyze_large, parse_memory_limit
 from kvadvisor.cache.tiers import parse_tier
 from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
@@ -29,6 +31,7 @@ from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
 from kvadvisor.trace import (
     Trace,
     TraceFormat,
@@ -39,6 +42,7 @@ from kvadvisor.trace import (
     read_trace,
     write_parquet,
 )
+from kvadvisor.trace.stream import open_trace_stream
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -200,6 +204,30 @@ def _read(
     )
 
 
+MemoryLimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Memory budget (8GiB, 512MB, 25%). Default: half the machine. A parquet trace or "
+        "directory larger than it is streamed, and the cache curve sampled beyond it.",
+    ),
+]
+
+
+def _streamable(trace: Path, trace_format: object, maps: object, block_tokens: object) -> bool:
+    """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path."""
+    plain = maps is None and block_tokens is None
+    fmt = getattr(trace_format, "value", trace_format)
+    return plain and (trace.is_dir() or (fmt in (None, "parquet") and trace.suffix == ".parquet"))
+
+
+def _analyze_large(trace: Path, options: AnalyzeOptions, memory_limit: str | None
+                   ) -> AdviceReport:
+    limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
+    sha256 = file_sha256(trace) if trace.is_file() else None
+    return analyze_large(open_trace_stream(trace), options, memory_limit_bytes=limit,
+                         version=__version__, generated_at=_now(), trace_sha256=sha256)
+
+
 @app.callback()
 def _root(
     version: Annotated[
@@ -257,6 +285,7 @@ def analyze_cmd(
         list[Engine] | None,
         typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
     ] = None,
+    memory_limit: MemoryLimitOpt = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
@@ -273,17 +302,21 @@ def analyze_cmd(
             cache_sample_rate=cache_sample_rate,
         )
         progress = Progress()
-        with progress.step(f"reading {trace}"):
-            t = _read(trace, trace_format, maps, block_tokens)
-            sha256 = file_sha256(trace)
-        with progress.step("analyzing"):
-            report = analyze(
-                t,
-                options,
-                version=__version__,
-                generated_at=_now(),
-                trace_sha256=sha256,
-            )
+        if _streamable(trace, trace_format, maps, block_tokens):
+            with progress.step(f"analyzing {trace} in batches"):
+                report = _analyze_large(trace, options, memory_limit)
+        else:
+            with progress.step(f"reading {trace}"):
+                t = _read(trace, trace_format, maps, block_tokens)
+                sha256 = file_sha256(trace)
+            with progress.step("analyzing"):
+                report = analyze(
+                    t,
+                    options,
+                    version=__version__,
+                    generated_at=_now(),
+                    trace_sha256=sha256,
+                )
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 write_output(target, renderer.render(report))
@@ -384,6 +417,50 @@ def review_cmd(
             typer.echo(ReviewTextRenderer().render(report), nl=False)
     if report.fails(fail_on.value):
         raise typer.Exit(EXIT_FINDINGS)
+
+
+@app.command("synth")
+def synth_cmd(
+    output: Annotated[Path, typer.Option("-o", "--output", help="Parquet file to write.")],
+    requests: Annotated[int, typer.Option(help="Number of requests.", min=0)] = 100_000,
+    seed: Annotated[int, typer.Option(help="Random seed: same seed, same trace.")] = 0,
+    rate: Annotated[float, typer.Option(help="Mean arrival rate, requests per second.")] = 10.0,
+    arrival: Annotated[ArrivalProcess, typer.Option(help="Gap distribution.")] = (
+        ArrivalProcess.POISSON
+    ),
+    burst_cv: Annotated[float, typer.Option(help="Gap CV when --arrival bursty.")] = 3.0,
+    diurnal_amplitude: Annotated[float, typer.Option(help="Rate swing, 0 <= A < 1.")] = 0.0,
+    diurnal_period: Annotated[float, typer.Option(help="Diurnal period, seconds.")] = 86_400.0,
+    input_median: Annotated[float, typer.Option(help="Median prompt tokens.")] = 2048.0,
+    input_sigma: Annotated[float, typer.Option(help="Prompt log-length std dev.")] = 1.0,
+    output_median: Annotated[float, typer.Option(help="Median output tokens.")] = 256.0,
+    output_sigma: Annotated[float, typer.Option(help="Output log-length std dev.")] = 1.0,
+    sessions: Annotated[int, typer.Option(help="Concurrent session slots.")] = 10_000,
+    session_zipf: Annotated[float, typer.Option(help="Zipf exponent of slot popularity.")] = 1.0,
+    requests_per_session: Annotated[float, typer.Option(help="Mean requests per session.")] = 8.0,
+    system_prompts: Annotated[int, typer.Option(help="Distinct system prompts.")] = 100,
+    system_prompt_zipf: Annotated[float, typer.Option(help="Zipf exponent of prompts.")] = 1.2,
+    system_prompt_median: Annotated[float, typer.Option(help="Median prompt tokens.")] = 1024.0,
+    block_tokens: Annotated[int, typer.Option(help="Tokens per hash block.")] = 512,
+    chunk_rows: Annotated[int, typer.Option(help="Requests generated per batch.")] = 1 << 20,
+) -> None:
+    """Write a deterministic synthetic trace with a chosen shape, streamed to parquet."""
+    with handle_user_errors():
+        shape = SynthShape(
+            requests=requests, seed=seed, block_tokens=block_tokens, rate_per_s=rate,
+            arrival=arrival, burst_cv=burst_cv, diurnal_amplitude=diurnal_amplitude,
+            diurnal_period_s=diurnal_period, input_tokens_median=input_median,
+            input_tokens_sigma=input_sigma, output_tokens_median=output_median,
+            output_tokens_sigma=output_sigma, sessions=sessions, session_zipf=session_zipf,
+            mean_requests_per_session=requests_per_session, system_prompts=system_prompts,
+            system_prompt_zipf=system_prompt_zipf, system_prompt_tokens_median=system_prompt_median,
+        )
+        result = write_synth_parquet(shape, output, chunk_rows)
+        typer.echo(
+            f"wrote {result.path}: {result.requests} requests, {result.block_hashes} block "
+            f"hashes, {result.batches} row groups, {result.file_bytes} bytes",
+            err=True,
+        )
 
 
 def main() -> None:

@@ -28,8 +28,11 @@ ALLOWED: dict[str, set[str]] = {
     # Engine configuration writers read the advice model only, like renderers.
     "emit": {"advise", "errors", "units", "emit"},
     "report": {"advise", "errors", "units", "report"},
+    # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
+    "synth": {"trace", "errors", "units", "synth"},
     "cli": {"advise", "report", "config", "errors", "trace", "catalog", "rules", "cache",
-            "metrics", "perfmodel", "units", "__init__", "yamlio", "progress", "plan", "emit"},
+            "metrics", "perfmodel", "units", "__init__", "yamlio", "progress", "plan", "emit",
+            "synth"},
 }
 
 
