@@ -148,8 +148,11 @@ def test_parse_instance_choice() -> None:
 
 
 def test_modeled_gpu_picks_family_and_smallest_fitting_size() -> None:
-    """With H20 chosen and 131 GiB of weights (x 1.5 = 196.5 GiB needed), the 1-GPU gn8v
-    (96 GiB) does not fit and the 4-GPU gn8v (384 GiB) is the smallest H20 size that does."""
+    """A modeled GPU picks its family and the smallest fitting size.
+
+    With H20 chosen and 131 GiB of weights (x 1.5 = 196.5 GiB needed), the 1-GPU gn8v
+    (96 GiB) does not fit and the 4-GPU gn8v (384 GiB) is the smallest H20 size that does.
+    """
     advice = advise(workload(), None, STORAGE, INSTANCES, RULES,
                     AdvisorOptions(preferred_gpu="h20"))
     assert advice.recommendation.prefill.instance == "ecs.gn8v-4x.8xlarge"

@@ -187,3 +187,23 @@ def test_invariants(case) -> None:
     np.testing.assert_array_equal(result.hit_tokens, expected)
     cum = result.curve.hit_tokens_all
     assert (int(cum[-1]) if cum.shape[0] else 0) == sum(expected)
+
+
+def test_mooncake_64_bit_hashes_same_as_dense_ids(mooncake) -> None:
+    """Replacing Mooncake's dense ids by scattered 64-bit hashes (a bijection) changes nothing."""
+    trace, result, _ = mooncake
+    offsets, values = trace.hash_arrays()
+    with np.errstate(over="ignore"):
+        scattered = (values.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(np.int64)
+    col = trace.table["block_hashes"].combine_chunks()
+    hashes = pa.ListArray.from_arrays(col.offsets, pa.array(scattered, pa.int64()))
+    table = trace.table.set_column(
+        trace.table.column_names.index("block_hashes"), "block_hashes", hashes
+    )
+    other = simulate_prefix_cache(
+        build_trace(table, path="x", source_format="test", block_tokens=512)
+    )
+    np.testing.assert_array_equal(other.hit_tokens, result.hit_tokens)
+    for cap in (512, 2**20, 2**24):
+        np.testing.assert_array_equal(other.hit_tokens_at(cap), result.hit_tokens_at(cap))
+    np.testing.assert_array_equal(other.curve.capacity_blocks, result.curve.capacity_blocks)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from test_cache_prefix import random_traces
 from test_cache_reference import make_trace
 
 from kvadvisor.cache import simulate_prefix_cache
@@ -63,3 +65,15 @@ def test_bad_rates() -> None:
         simulate_prefix_cache(trace, sample_rate=0.0)
     with pytest.raises(ConfigError, match="drew no block"):
         simulate_prefix_cache(trace, sample_rate=1e-7)
+
+
+@settings(max_examples=30, deadline=None)
+@given(random_traces())
+def test_rate_one_is_exact_on_random_traces(case) -> None:
+    """At rate 1 the SHARDS path reproduces the exact curve, whatever the trace."""
+    hashes, inp, bt, warmup = case
+    trace = make_trace(hashes, inp, bt)
+    exact = simulate_prefix_cache(trace, warmup_fraction=warmup)
+    est = simulate_prefix_cache(trace, warmup_fraction=warmup, sample_rate=1.0)
+    grid = np.arange(0, 30) * bt
+    np.testing.assert_allclose(est.curve.hit_tokens_at(grid), exact.curve.hit_tokens_at(grid))

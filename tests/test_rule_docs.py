@@ -74,3 +74,12 @@ def test_topics_covered() -> None:
         "gpu.stage_hardware_choice", "workload.disaggregate", "utilization.shared_spec_idle_stage",
     ):
         assert needed in names, needed
+
+
+def test_split_thresholds_match_the_profiler() -> None:
+    """WL01 fires exactly when the stage profiler's classification is not 'balanced'."""
+    from kvadvisor.metrics import DECODE_DOMINATED_SHARE, PREFILL_DOMINATED_SHARE
+
+    wl01 = next(r for r in RULES if r.code == "WL01")
+    values = sorted(p.value for p in wl01.when.parts)  # type: ignore[union-attr]
+    assert values == [DECODE_DOMINATED_SHARE, PREFILL_DOMINATED_SHARE]

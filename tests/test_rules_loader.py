@@ -207,8 +207,11 @@ def test_wheel_ships_the_rules() -> None:
 
 
 def test_real_wheel_carries_and_loads_the_rules(tmp_path: Path) -> None:
-    """Build the wheel (hatchling, no network), unpack it, and load the rules from it in a
-    fresh interpreter run outside the checkout: they come from kvadvisor/_builtin_rules."""
+    """The real wheel carries and loads the built-in rules.
+
+    Build the wheel (hatchling, no network), unpack it, and load the rules from it in a
+    fresh interpreter run outside the checkout: they come from kvadvisor/_builtin_rules.
+    """
     import subprocess
     import sys
     import zipfile

@@ -49,7 +49,7 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
     # Load at most 0.8 even if every key is distinct: probes stay short, 20 bytes per access.
-    table = np.full(2 * (n + n // 4 + 1), -1, np.int64)
+    table = np.zeros(2 * (n + n // 4 + 1), np.int64)
     out = np.empty(n, np.int32)
     n_unique = stackdist.remap_dense(values, table, out)
     del table

@@ -38,10 +38,11 @@ def _splitmix64(x: np.uint64) -> np.uint64:  # pragma: no cover - compiled
 def remap_dense(values, table, out):  # pragma: no cover - compiled
     """Map arbitrary int64 keys to dense ids 0..U-1 in order of first appearance; return U.
 
-    Open addressing with linear probing over ``table`` (int64, 2 × slots, filled with -1):
-    slot s keeps its key at 2s and its id at 2s + 1, so a probe touches one cache line. The
-    slot count need not be a power of two: the hash's top 32 bits are scaled onto it
-    (Lemire's multiply-shift range reduction), so the table is sized to the load it needs.
+    Open addressing with linear probing over ``table`` (int64, 2 × slots, zero-filled): slot
+    s keeps its key at 2s and its id + 1 at 2s + 1 (0 = empty, so a freshly calloc'ed table
+    needs no fill pass), and a probe touches one cache line. The slot count need not be a
+    power of two: the hash's top 32 bits are scaled onto it (Lemire's multiply-shift range
+    reduction), so the table is sized to the load it needs.
     """
     slots = np.uint64(table.shape[0] // 2)
     n_unique = 0
@@ -50,14 +51,14 @@ def remap_dense(values, table, out):  # pragma: no cover - compiled
         s = np.int64(((_splitmix64(np.uint64(key)) >> np.uint64(32)) * slots) >> np.uint64(32))
         while True:
             found = table[2 * s + 1]
-            if found < 0:
+            if found == 0:
                 table[2 * s] = key
-                table[2 * s + 1] = n_unique
-                out[i] = n_unique
                 n_unique += 1
+                table[2 * s + 1] = n_unique
+                out[i] = n_unique - 1
                 break
             if table[2 * s] == key:
-                out[i] = found
+                out[i] = found - 1
                 break
             s += 1
             if s == np.int64(slots):

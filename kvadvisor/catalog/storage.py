@@ -16,7 +16,7 @@ from typing import Any
 
 from kvadvisor.catalog.loader import FieldSpec, check_entries, lookup
 from kvadvisor.errors import CatalogError
-from kvadvisor.yamlio import MAX_YAML_BYTES, load_yaml
+from kvadvisor.yamlio import load_yaml
 
 DATA_DIR = Path(__file__).parent / "data"
 STORAGE_FILE = DATA_DIR / "storage.yaml"
@@ -172,27 +172,8 @@ def _check_formulas(where: str, per_gib: Mapping[str, Any], unconfirmed: Iterabl
     return out
 
 
-def _guard(path: Path) -> None:
-    """Refuse YAML anchors/aliases (expansion attacks) before building the document."""
-    import yaml  # the safe scanner only; nothing is constructed here
-
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_YAML_BYTES:
-            return
-        text = path.read_text(encoding="utf-8")
-        for token in yaml.scan(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-            if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
-                line = token.start_mark.line + 1
-                raise CatalogError(f"{path}: line {line}: YAML anchors and aliases are not "
-                                   "allowed in catalogs; write the value out")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return
-
-
 def read_catalog_document(path: str | Path) -> Any:
     """Parse a catalog file safely (size, nesting and alias limits); no checking of fields."""
-    path = Path(path)
-    _guard(path)
     return load_yaml(path, CatalogError)
 
 
