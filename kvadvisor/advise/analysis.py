@@ -17,17 +17,15 @@ from kvadvisor.advise.advisor import (
     load_advisor_inputs,
     parse_instance_choice,
 )
-from kvadvisor.advise.cache_section import prefix_cache_section
+from kvadvisor.advise.cache_section import prefix_cache_section, simulate_section_cache
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
 from kvadvisor.advise.profile import ProfileOptions, StageProfile, profile_workload
 from kvadvisor.advise.review import review_plans
-from kvadvisor.cache import simulate_prefix_cache
-from kvadvisor.cache.coarsen import coarsen_trace
-from kvadvisor.cache.prefix import SAMPLE_ABOVE_ACCESSES
+from kvadvisor.cache import PrefixCacheResult
 from kvadvisor.cache.tiers import TierSpec
-from kvadvisor.trace.describe import capabilities
 from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.plan.model import Plan
+from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
 
 
@@ -201,7 +199,18 @@ def analyze(
     """
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
-    hits, hits_source = prefix_hits(trace, options)
+    simulated = (
+        simulate_section_cache(
+            trace,
+            warmup_fraction=options.warmup_fraction,
+            chunk_tokens=options.cache_chunk_tokens,
+            save_unfull_chunk=options.cache_save_unfull_chunk,
+            sample_rate=options.cache_sample_rate,
+        )
+        if trace.has_hashes
+        else None
+    )
+    hits, hits_source = prefix_hits(trace, simulated[1] if simulated else None)
     stages = profile_workload(trace, options.profile_options(), hit_tokens=hits,
                               hits_source=hits_source)
     prefix_cache = prefix_cache_section(
@@ -214,6 +223,7 @@ def analyze(
         save_unfull_chunk=options.cache_save_unfull_chunk,
         sample_rate=options.cache_sample_rate,
         kv_bytes_per_token=stages.model.kv_bytes_per_token,
+        simulated=simulated,
     )
     report = AdviceReport(
         meta=meta,
@@ -236,24 +246,18 @@ def analyze(
     )
 
 
-def prefix_hits(trace: Trace, options: AnalyzeOptions) -> tuple[np.ndarray | None, str | None]:
+def prefix_hits(
+    trace: Trace, simulated: PrefixCacheResult | None
+) -> tuple[np.ndarray | None, str | None]:
     """Per-request prefix-hit tokens for the stage profiler, and where they came from.
 
-    With block hashes: the prefix-cache simulation at unbounded capacity (coarsened to the
-    engine chunk size when one is given), unless the trace is so large that the simulation
-    samples (no per-request hits then). Else the engine's ``cached_tokens``. Else None: unknown.
+    With block hashes: the report's prefix-cache simulation at unbounded capacity (coarsened to
+    the engine chunk size when one is given), unless it sampled (no per-request hits then).
+    Else the engine's ``cached_tokens``. Else None: unknown.
     """
-    if trace.has_hashes and options.cache_sample_rate is None:
-        _, values = trace.hash_arrays()
-        if values.shape[0] <= SAMPLE_ABOVE_ACCESSES:
-            sim = trace
-            chunk = options.cache_chunk_tokens
-            if chunk is not None and chunk != trace.block_tokens:
-                sim = coarsen_trace(trace, chunk, save_unfull_chunk=options.cache_save_unfull_chunk)
-            result = simulate_prefix_cache(sim, warmup_fraction=options.warmup_fraction)
-            if result.hit_tokens is not None:
-                return (np.asarray(result.hit_tokens, dtype=np.float64),
-                        "prefix-cache simulation (unbounded capacity)")
+    if simulated is not None and simulated.hit_tokens is not None:
+        return (np.asarray(simulated.hit_tokens, dtype=np.float64),
+                "prefix-cache simulation (unbounded capacity)")
     hits = trace_hit_tokens(trace)
     return hits, ("cached_tokens" if hits is not None else None)
 

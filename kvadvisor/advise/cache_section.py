@@ -181,6 +181,23 @@ def _block_sizes(
     return tuple(points)
 
 
+def simulate_section_cache(
+    trace: Trace,
+    *,
+    warmup_fraction: float = 0.5,
+    chunk_tokens: int | None = None,
+    save_unfull_chunk: bool = False,
+    sample_rate: float | None = None,
+) -> tuple[Trace, PrefixCacheResult]:
+    """The one simulation the report's cache section rests on: (trace as simulated, result).
+
+    The trace is coarsened to ``chunk_tokens`` first when that differs from its block size.
+    """
+    if chunk_tokens is not None and chunk_tokens != trace.block_tokens:
+        trace = coarsen_trace(trace, chunk_tokens, save_unfull_chunk=save_unfull_chunk)
+    return trace, _simulate(trace, warmup_fraction=warmup_fraction, sample_rate=sample_rate)
+
+
 def prefix_cache_section(
     trace: Trace,
     *,
@@ -192,19 +209,26 @@ def prefix_cache_section(
     save_unfull_chunk: bool = False,
     sample_rate: float | None = None,
     kv_bytes_per_token: int | None = None,
+    simulated: tuple[Trace, PrefixCacheResult] | None = None,
 ) -> PrefixCache:
     """Simulate the prefix cache on ``trace`` and summarise it for the report.
 
     Without block hashes the section says "prefix reuse unknown" and every ratio is null. With
     ``chunk_tokens`` the hashes are first coarsened to that engine chunk size. Routing, reuse
     times and the block-size comparison need the exact pass; a sampled curve omits them.
+    ``simulated`` is the (coarsened trace, result) of ``simulate_section_cache`` with the same
+    options, when the caller already ran it (the pass is then not run twice).
     """
     if not trace.has_hashes:
         return unknown_prefix_cache(warmup_fraction)
     original = trace
-    if chunk_tokens is not None and chunk_tokens != trace.block_tokens:
-        trace = coarsen_trace(trace, chunk_tokens, save_unfull_chunk=save_unfull_chunk)
-    result = _simulate(trace, warmup_fraction=warmup_fraction, sample_rate=sample_rate)
+    trace, result = simulated or simulate_section_cache(
+        trace,
+        warmup_fraction=warmup_fraction,
+        chunk_tokens=chunk_tokens,
+        save_unfull_chunk=save_unfull_chunk,
+        sample_rate=sample_rate,
+    )
     all_, steady = result.token_hit_ratio
     blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
     sampling = None
