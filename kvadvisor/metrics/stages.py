@@ -103,6 +103,13 @@ class StageTimes:
         return self.arrival_s + self.ttft_s
 
     @property
+    def active_span_s(self) -> float:
+        """From the first arrival to the last completion, s (0 for an empty trace)."""
+        if len(self.arrival_s) == 0:
+            return 0.0
+        return float(self.end_s.max() - self.arrival_s.min())
+
+    @property
     def end_s(self) -> np.ndarray:
         """When the request completes, s."""
         return self.prefill_end_s + self.decode_s
@@ -286,7 +293,7 @@ class SplitSummary:
     mean_decode_batch: float
     measured_requests: int
     instances: int
-    gpu_busy_fraction: float | None  # GPU time / (instances x span of arrivals)
+    gpu_busy_fraction: float | None  # GPU time / (instances x active span)
 
 
 def _share(a: float, b: float) -> float:
@@ -307,7 +314,7 @@ def summarize_split(t: StageTimes) -> SplitSummary:
     }
     cls_counts["balanced"] = len(per_share) - sum(cls_counts.values())
     decoding = t.output_tokens > 1
-    span = float(t.arrival_s.max(initial=0.0) - t.arrival_s.min(initial=0.0))
+    span = t.active_span_s
     share = _share(p, d)
     lshare = _share(lp, ld)
     return SplitSummary(
