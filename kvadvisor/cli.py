@@ -19,21 +19,30 @@ import typer
 
 from kvadvisor import __version__
 from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.advise.review import review_trace
+from kvadvisor.advise.model import AdviceReport
+from kvadvisor.advise.streaming import analyze_large, parse_memory_limit
 from kvadvisor.cache.tiers import parse_tier
+from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
+from kvadvisor.plan import PlanCatalogs, load_plan
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.report.junit import JUnitRenderer
+from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
 from kvadvisor.trace import (
     Trace,
     TraceFormat,
     describe_trace,
     detect_format,
+    format_description,
     parse_column_map,
     read_trace,
     write_parquet,
 )
-from kvadvisor.trace.describe import format_description
+from kvadvisor.trace.stream import open_trace_stream
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -125,6 +134,33 @@ def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
+class Engine(str, Enum):
+    """Serving engines whose configuration `analyze --emit` writes."""
+
+    lmcache = "lmcache"
+    sglang_hicache = "sglang-hicache"
+    dynamo_kvbm = "dynamo-kvbm"
+    mooncake = "mooncake"
+
+
+def _split_emit_dir(
+    emit: list[Engine] | None, output: list[str] | None
+) -> tuple[str | None, list[str] | None]:
+    """With --emit, the -o target without a file extension (or a directory) is the config dir."""
+    if not emit:
+        return None, output
+    dirs = [o for o in output or [] if o != "-" and (Path(o).is_dir() or not Path(o).suffix)]
+    if len(dirs) != 1:
+        raise ConfigError("--emit writes configuration files into a directory: give exactly "
+                          "one -o DIR (a name without a file extension)")
+    return dirs[0], [o for o in output or [] if o != dirs[0]]
+
+
+def plan_catalogs() -> PlanCatalogs:
+    """The catalogs plan files may name (storage options, instance families, models)."""
+    return PlanCatalogs()
+
+
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(f"kvadvisor {__version__}")
@@ -166,6 +202,30 @@ def _read(
     return read_trace(
         trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
     )
+
+
+MemoryLimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Memory budget (8GiB, 512MB, 25%). Default: half the machine. A parquet trace or "
+        "directory larger than it is streamed, and the cache curve sampled beyond it.",
+    ),
+]
+
+
+def _streamable(trace: Path, trace_format: object, maps: object, block_tokens: object) -> bool:
+    """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path."""
+    plain = maps is None and block_tokens is None
+    fmt = getattr(trace_format, "value", trace_format)
+    return plain and (trace.is_dir() or (fmt in (None, "parquet") and trace.suffix == ".parquet"))
+
+
+def _analyze_large(trace: Path, options: AnalyzeOptions, memory_limit: str | None
+                   ) -> AdviceReport:
+    limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
+    sha256 = file_sha256(trace) if trace.is_file() else None
+    return analyze_large(open_trace_stream(trace), options, memory_limit_bytes=limit,
+                         version=__version__, generated_at=_now(), trace_sha256=sha256)
 
 
 class KvDtype(str, Enum):
@@ -254,6 +314,11 @@ def analyze_cmd(
         float | None,
         typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
     ] = None,
+    emit: Annotated[
+        list[Engine] | None,
+        typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
+    ] = None,
+    memory_limit: MemoryLimitOpt = None,
     model: ModelOpt = None,
     gpu: GpuOpt = None,
     kv_dtype: KvDtypeOpt = KvDtype.bf16,
@@ -263,6 +328,7 @@ def analyze_cmd(
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
+        emit_dir, output = _split_emit_dir(emit, output)
         fmt_name = fmt.value if fmt else None
         targets = output or (["-"] if fmt_name else [])
         renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
@@ -277,20 +343,27 @@ def analyze_cmd(
             tp=tp, window_s=window, chunk_tokens=chunk_tokens or DEFAULT_IO_CHUNK_TOKENS,
         )
         progress = Progress()
-        with progress.step(f"reading {trace}"):
-            t = _read(trace, trace_format, maps, block_tokens)
-            sha256 = file_sha256(trace)
-        with progress.step("analyzing"):
-            report = analyze(
-                t,
-                options,
-                version=__version__,
-                generated_at=_now(),
-                trace_sha256=sha256,
-            )
+        if _streamable(trace, trace_format, maps, block_tokens):
+            with progress.step(f"analyzing {trace} in batches"):
+                report = _analyze_large(trace, options, memory_limit)
+        else:
+            with progress.step(f"reading {trace}"):
+                t = _read(trace, trace_format, maps, block_tokens)
+                sha256 = file_sha256(trace)
+            with progress.step("analyzing"):
+                report = analyze(
+                    t,
+                    options,
+                    version=__version__,
+                    generated_at=_now(),
+                    trace_sha256=sha256,
+                )
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 write_output(target, renderer.render(report))
+        for engine in emit or []:
+            for name, text in emit_config(report, engine.value).items():
+                write_output(str(Path(emit_dir) / name), text)
         if not quiet:
             # The summary shares stdout only when no report is written there.
             to_stderr = "-" in targets
@@ -325,6 +398,110 @@ def info_cmd(
         t = _read(trace, trace_format, maps, block_tokens)
         typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
                    nl=False)
+
+
+class FailOn(str, Enum):
+    """Lowest finding severity that makes `review` exit 1."""
+
+    warning = "warning"
+    error = "error"
+
+
+def _review_renderer(target: str) -> ReviewMarkdownRenderer | ReviewTextRenderer:
+    suffix = Path(target).suffix.lower() if target != "-" else ".md"
+    renderers = {".md": ReviewMarkdownRenderer, ".txt": ReviewTextRenderer}
+    if suffix not in renderers:
+        raise ConfigError(f"cannot tell the review format from '{target}': use .md or .txt "
+                          "(and --junit FILE.xml for JUnit)")
+    return renderers[suffix]()
+
+
+@app.command("review")
+def review_cmd(
+    trace: TraceArg,
+    plan: Annotated[
+        list[Path], typer.Option("--plan", help="Deployment plan (YAML). Repeat to compare.")
+    ],
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at least this severe.")
+    ] = FailOn.error,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write JUnit XML: one test case per check.")
+    ] = None,
+    output: Annotated[
+        list[str] | None,
+        typer.Option("-o", "--output", help="Review file (.md: PR comment, .txt); '-' is stdout."),
+    ] = None,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+    warmup_fraction: Annotated[
+        float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
+    ] = 0.5,
+    window: Annotated[
+        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+    ] = 1.0,
+) -> None:
+    """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
+    with handle_user_errors():
+        renderers = [(o, _review_renderer(o)) for o in (output or [])]
+        plans = [load_plan(p, plan_catalogs()) for p in plan]
+        report = review_trace(_read(trace, trace_format, maps, block_tokens), plans,
+                              version=__version__,
+                              generated_at=_now(), warmup_fraction=warmup_fraction,
+                              window_s=window)
+        if junit is not None:
+            write_output(str(junit), JUnitRenderer().render(report))
+        for target, renderer in renderers:
+            write_output(target, renderer.render(report))
+        if not any(o == "-" for o in (output or [])):
+            typer.echo(ReviewTextRenderer().render(report), nl=False)
+    if report.fails(fail_on.value):
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+@app.command("synth")
+def synth_cmd(
+    output: Annotated[Path, typer.Option("-o", "--output", help="Parquet file to write.")],
+    requests: Annotated[int, typer.Option(help="Number of requests.", min=0)] = 100_000,
+    seed: Annotated[int, typer.Option(help="Random seed: same seed, same trace.")] = 0,
+    rate: Annotated[float, typer.Option(help="Mean arrival rate, requests per second.")] = 10.0,
+    arrival: Annotated[ArrivalProcess, typer.Option(help="Gap distribution.")] = (
+        ArrivalProcess.POISSON
+    ),
+    burst_cv: Annotated[float, typer.Option(help="Gap CV when --arrival bursty.")] = 3.0,
+    diurnal_amplitude: Annotated[float, typer.Option(help="Rate swing, 0 <= A < 1.")] = 0.0,
+    diurnal_period: Annotated[float, typer.Option(help="Diurnal period, seconds.")] = 86_400.0,
+    input_median: Annotated[float, typer.Option(help="Median prompt tokens.")] = 2048.0,
+    input_sigma: Annotated[float, typer.Option(help="Prompt log-length std dev.")] = 1.0,
+    output_median: Annotated[float, typer.Option(help="Median output tokens.")] = 256.0,
+    output_sigma: Annotated[float, typer.Option(help="Output log-length std dev.")] = 1.0,
+    sessions: Annotated[int, typer.Option(help="Concurrent session slots.")] = 10_000,
+    session_zipf: Annotated[float, typer.Option(help="Zipf exponent of slot popularity.")] = 1.0,
+    requests_per_session: Annotated[float, typer.Option(help="Mean requests per session.")] = 8.0,
+    system_prompts: Annotated[int, typer.Option(help="Distinct system prompts.")] = 100,
+    system_prompt_zipf: Annotated[float, typer.Option(help="Zipf exponent of prompts.")] = 1.2,
+    system_prompt_median: Annotated[float, typer.Option(help="Median prompt tokens.")] = 1024.0,
+    block_tokens: Annotated[int, typer.Option(help="Tokens per hash block.")] = 512,
+    chunk_rows: Annotated[int, typer.Option(help="Requests generated per batch.")] = 1 << 20,
+) -> None:
+    """Write a deterministic synthetic trace with a chosen shape, streamed to parquet."""
+    with handle_user_errors():
+        shape = SynthShape(
+            requests=requests, seed=seed, block_tokens=block_tokens, rate_per_s=rate,
+            arrival=arrival, burst_cv=burst_cv, diurnal_amplitude=diurnal_amplitude,
+            diurnal_period_s=diurnal_period, input_tokens_median=input_median,
+            input_tokens_sigma=input_sigma, output_tokens_median=output_median,
+            output_tokens_sigma=output_sigma, sessions=sessions, session_zipf=session_zipf,
+            mean_requests_per_session=requests_per_session, system_prompts=system_prompts,
+            system_prompt_zipf=system_prompt_zipf, system_prompt_tokens_median=system_prompt_median,
+        )
+        result = write_synth_parquet(shape, output, chunk_rows)
+        typer.echo(
+            f"wrote {result.path}: {result.requests} requests, {result.block_hashes} block "
+            f"hashes, {result.batches} row groups, {result.file_bytes} bytes",
+            err=True,
+        )
 
 
 def main() -> None:

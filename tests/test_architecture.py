@@ -21,11 +21,18 @@ ALLOWED: dict[str, set[str]] = {
     "rules": {"errors", "units", "rules", "yamlio"},
     "advise": {
         "trace", "metrics", "cache", "catalog", "perfmodel", "rules", "config", "errors",
-        "units", "advise", "yamlio",
+        "units", "advise", "yamlio", "plan",
     },
+    # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
+    "plan": {"errors", "units", "yamlio", "catalog", "plan"},
+    # Engine configuration writers read the advice model only, like renderers.
+    "emit": {"advise", "errors", "units", "emit"},
     "report": {"advise", "errors", "units", "report"},
+    # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
+    "synth": {"trace", "errors", "units", "synth"},
     "cli": {"advise", "report", "config", "errors", "trace", "catalog", "rules", "cache",
-            "metrics", "perfmodel", "units", "__init__", "yamlio", "progress"},
+            "metrics", "perfmodel", "units", "__init__", "yamlio", "progress", "plan", "emit",
+            "synth"},
 }
 
 
@@ -65,3 +72,25 @@ def test_rules_engine_does_not_use_pandas() -> None:
         mods = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not any(m.split(".")[0] == "pandas" for m in mods if m), path
+
+
+def _advise_modules(path: Path) -> set[str]:
+    """The kvadvisor.advise.* modules a file imports (``from kvadvisor.advise import x`` too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "kvadvisor.advise":
+                found.update(f"advise.{a.name}" for a in node.names)
+            elif node.module.startswith("kvadvisor.advise."):
+                found.add(node.module.removeprefix("kvadvisor."))
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("kvadvisor.") for a in node.names
+                         if a.name.startswith("kvadvisor.advise"))
+    return found
+
+
+def test_renderers_and_emitters_see_only_the_advice_model() -> None:
+    """report/ and emit/ read advise.model and nothing else of advise (LAYOUT.md)."""
+    for sub in ("report", "emit"):
+        for path in (PKG / sub).rglob("*.py"):
+            assert _advise_modules(path) <= {"advise.model"}, path

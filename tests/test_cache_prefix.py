@@ -20,6 +20,7 @@ from kvadvisor.trace.schema import build_trace
 
 @pytest.fixture(scope="module")
 def mooncake(mooncake_path):
+    """The Mooncake trace, its exact result, and its hashes as lists (computed once)."""
     trace = read_trace(mooncake_path)
     return trace, simulate_prefix_cache(trace), as_lists(trace)
 
@@ -77,8 +78,10 @@ def test_standard_capacities_and_grid(mooncake) -> None:
     grid = curve_grid(result.curve, max_points=50)
     assert 0 < grid.shape[0] <= 50 and np.all(np.diff(grid) > 0)
     all_, _ = result.curve.ratios_on_grid(grid)
-    for cap, ratio in zip(grid[::10], all_[::10]):
-        assert ratio == pytest.approx(result.hit_tokens_at(int(cap)).sum() / result.input_tokens.sum())
+    for cap, ratio in zip(grid[::10], all_[::10], strict=True):
+        assert ratio == pytest.approx(
+            result.hit_tokens_at(int(cap)).sum() / result.input_tokens.sum()
+        )
 
 
 def test_numba_not_imported_by_package() -> None:
@@ -99,6 +102,7 @@ def test_no_hashes_is_an_error_for_the_engine() -> None:
 
 
 def test_bad_warmup() -> None:
+    """A warm-up fraction outside [0, 1) is a user error."""
     trace = make_trace([[1]], [5], 4)
     with pytest.raises(ConfigError, match="warmup fraction"):
         simulate_prefix_cache(trace, warmup_fraction=1.0)
@@ -174,7 +178,7 @@ def test_invariants(case) -> None:
     # unbounded: tokens of the leading blocks that were seen in any earlier request
     seen: set[int] = set()
     expected = []
-    for blocks, n_in in zip(hashes, inp):
+    for blocks, n_in in zip(hashes, inp, strict=True):
         k = 0
         while k < len(blocks) and blocks[k] in seen:
             k += 1

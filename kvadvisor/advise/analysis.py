@@ -21,6 +21,7 @@ from kvadvisor.cache import simulate_prefix_cache
 from kvadvisor.cache.coarsen import coarsen_trace
 from kvadvisor.cache.prefix import SAMPLE_ABOVE_ACCESSES
 from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.trace.describe import capabilities
 from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.trace.model import Trace
 
@@ -146,9 +147,10 @@ def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
         columns=trace.columns,
         input_tokens_total=int(pc.sum(t["input_tokens"]).as_py() or 0),
         output_tokens_total=int(pc.sum(t["output_tokens"]).as_py() or 0),
-        arrival_rate_per_s=(trace.requests / duration) if duration > 0 else None,
+        arrival_rate_per_s=trace.arrival_rate_per_s,  # None when arrivals were not measured
         dropped=dict(trace.dropped),
         notes=trace.notes,
+        capabilities=capabilities(trace),
         sha256=sha256,
         models=trace_models(trace),
         arrivals=arrival_series(trace.column_np("arrival_s"), duration),

@@ -1,0 +1,363 @@
+"""Analysis of traces larger than memory: one streaming pass, exact curve within a memory budget.
+
+The plan (:func:`plan_analysis`) compares the memory each way of analysing would need with the
+budget (``--memory-limit``, by default :data:`DEFAULT_MEMORY_FRACTION` of the machine's memory):
+
+1. ``in_memory``: the whole trace fits with room for every analysis: read it and run
+   :func:`kvadvisor.advise.analysis.analyze` (every metric, exact).
+2. ``streaming`` with the exact curve: only the flattened block stream is kept (about
+   :data:`EXACT_BYTES_PER_ACCESS` bytes per block access), never the whole table.
+3. ``streaming`` with a SHARDS sample: the largest spatial sampling rate whose sampled state fits
+   the budget; the report states the rate and the error estimate.
+
+In both streaming modes one pass over the record batches computes every metric that allows it
+(request and token counts, time span, arrival rate, the prefix-cache curve); sections that need
+the whole trace at once (routing, reuse times, block-size comparison) are left out and said so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kvadvisor.advise.analysis import AnalyzeOptions, _advise, analyze
+from kvadvisor.advise.cache_section import _curve_series, _mrc, _tiers, unknown_prefix_cache
+from kvadvisor.advise.model import (
+    FORMAT_VERSION,
+    AdviceReport,
+    CacheSampling,
+    HitRatio,
+    Meta,
+    PrefixCache,
+    TraceSummary,
+)
+from kvadvisor.cache.model import PrefixCacheResult
+from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
+from kvadvisor.cache.shards import estimate_prefix_curve
+from kvadvisor.errors import ConfigError
+from kvadvisor.trace.stream import TraceStream
+
+# Share of physical memory used when no --memory-limit is given: half leaves the rest of the
+# machine (page cache for the parquet files, other processes) room to work.
+DEFAULT_MEMORY_FRACTION = 0.5
+# Measured on the Mooncake trace x50 (docs/benchmarks.md): the exact pass adds about 22 B per
+# block access over the 8-byte hash it reads (dense ids 13-19 B, arbitrary 64-bit hashes 22 B);
+# 40 B keeps headroom and matches the cache engine's stated bound (< 40 B per access).
+EXACT_BYTES_PER_ACCESS = 40
+# The sampled state: hash, request, tokens and label per kept access (25 B) plus the exact pass
+# over the sample and its four error sub-samples, rounded up.
+SAMPLED_BYTES_PER_ACCESS = 64
+# Per request, streaming keeps offsets and input tokens (exact) or input tokens (sampled).
+EXACT_BYTES_PER_REQUEST = 16
+SAMPLED_BYTES_PER_REQUEST = 16
+# In memory, every analysis works on the whole table: the table itself plus the per-request
+# arrays the analyses build (times, tokens, hits: about a dozen 8-byte columns) and, per block
+# access, the exact pass plus routing, reuse-time and block-size passes. Measured: 1.13 GB peak
+# for a 1M-request, 7.08M-access synthetic trace (73 MB table), about 110 B per access over
+# the baseline, table and per-request arrays; 120 B keeps headroom.
+IN_MEMORY_BYTES_PER_REQUEST = 96
+IN_MEMORY_BYTES_PER_ACCESS = 120
+# Interpreter, numpy/pyarrow/numba and one record batch in flight.
+BASELINE_BYTES = 512 * 1024**2
+MIN_SAMPLE_RATE = 1e-4
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "tib": 2**40}
+
+
+def parse_memory_limit(text: str) -> int:
+    """Bytes from '8GiB', '512MB', '2e9', '50%' (of physical memory); one clear error otherwise."""
+    s = text.strip().lower().replace(" ", "")
+    if s.endswith("%"):
+        try:
+            share = float(s[:-1]) / 100.0
+        except ValueError:
+            share = -1.0
+        if not 0.0 < share <= 1.0:
+            raise ConfigError(f"--memory-limit {text!r}: a percentage must be in (0, 100]")
+        return int(share * physical_memory_bytes())
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)([a-z]*)", s)
+    if not m or m.group(2) not in _UNITS:
+        raise ConfigError(
+            f"--memory-limit {text!r}: give a size such as 8GiB, 512MB or 50% of the machine"
+        )
+    value = int(float(m.group(1)) * _UNITS[m.group(2)])
+    if value <= 0:
+        raise ConfigError(f"--memory-limit {text!r}: must be more than 0 bytes")
+    return value
+
+
+def physical_memory_bytes() -> int:
+    """The machine's physical memory in bytes."""
+    return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+
+
+def default_memory_limit_bytes() -> int:
+    """:data:`DEFAULT_MEMORY_FRACTION` of the machine's physical memory."""
+    return int(DEFAULT_MEMORY_FRACTION * physical_memory_bytes())
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    """How a trace is analysed within ``memory_limit_bytes``, with the estimates behind it.
+
+    ``mode`` is "in_memory" or "streaming"; ``sample_rate`` is None for the exact curve.
+    """
+
+    mode: str
+    memory_limit_bytes: int
+    requests: int
+    block_accesses: int
+    estimated_in_memory_bytes: int
+    estimated_exact_stream_bytes: int
+    sample_rate: float | None
+    reason: str
+
+    @property
+    def exact_curve(self) -> bool:
+        """Whether the prefix-cache curve is exact."""
+        return self.sample_rate is None
+
+
+def plan_analysis(
+    requests: int, block_accesses: int, table_bytes: int, memory_limit_bytes: int
+) -> ScalePlan:
+    """Choose in-memory, streaming exact or streaming sampled from sizes and the budget.
+
+    Estimates (bytes): in memory = baseline + table + 96·requests + 120·accesses; streaming
+    exact = baseline + 16·requests + 40·accesses; sampled at rate R = baseline + 16·requests +
+    64·R·accesses, R the largest that fits (at least 1e-4).
+    """
+    in_memory = (BASELINE_BYTES + table_bytes + IN_MEMORY_BYTES_PER_REQUEST * requests
+                 + IN_MEMORY_BYTES_PER_ACCESS * block_accesses)
+    exact_stream = (BASELINE_BYTES + EXACT_BYTES_PER_REQUEST * requests
+                    + EXACT_BYTES_PER_ACCESS * block_accesses)
+    common = dict(memory_limit_bytes=memory_limit_bytes, requests=requests,
+                  block_accesses=block_accesses, estimated_in_memory_bytes=in_memory,
+                  estimated_exact_stream_bytes=exact_stream)
+    gib = 1024**3
+    if in_memory <= memory_limit_bytes:
+        return ScalePlan(mode="in_memory", sample_rate=None, reason=(
+            f"the whole trace fits the memory limit ({in_memory / gib:.2f} of "
+            f"{memory_limit_bytes / gib:.2f} GiB): every analysis, exact"), **common)
+    if exact_stream <= memory_limit_bytes or block_accesses == 0:
+        return ScalePlan(mode="streaming", sample_rate=None, reason=(
+            f"the whole trace needs {in_memory / gib:.2f} GiB > the memory limit "
+            f"{memory_limit_bytes / gib:.2f} GiB: streamed; the exact curve fits "
+            f"({exact_stream / gib:.2f} GiB)"), **common)
+    room = memory_limit_bytes - BASELINE_BYTES - SAMPLED_BYTES_PER_REQUEST * requests
+    rate = room / (SAMPLED_BYTES_PER_ACCESS * max(block_accesses, 1))
+    if rate < MIN_SAMPLE_RATE:
+        need = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests
+                + SAMPLED_BYTES_PER_ACCESS * MIN_SAMPLE_RATE * block_accesses)
+        raise ConfigError(
+            f"--memory-limit {memory_limit_bytes / gib:.2f} GiB is too small for {requests} "
+            f"requests and {block_accesses} block accesses even sampling at {MIN_SAMPLE_RATE:g}; "
+            f"give at least {need / gib:.2f} GiB"
+        )
+    # Two significant digits, rounded down, so the stated rate is a readable number.
+    digits = 1 - int(np.floor(np.log10(rate)))
+    rate = min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
+    return ScalePlan(mode="streaming", sample_rate=rate, reason=(
+        f"the exact curve needs {exact_stream / gib:.2f} GiB > the memory limit "
+        f"{memory_limit_bytes / gib:.2f} GiB: SHARDS spatial sampling at rate {rate:g}"),
+        **common)
+
+
+def plan_for_stream(stream: TraceStream, memory_limit_bytes: int) -> ScalePlan:
+    """:func:`plan_analysis` from a stream's footer sizes (accesses are an upper bound)."""
+    return plan_analysis(stream.requests, stream.block_accesses, stream.table_bytes,
+                         memory_limit_bytes)
+
+
+@dataclass
+class _Totals:
+    """Everything one streaming pass sums (O(1) memory)."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    block_accesses: int = 0
+    first_arrival_s: float | None = None
+    last_arrival_s: float = 0.0
+    batches: int = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.requests += batch.num_rows
+        self.batches += 1
+        if batch.num_rows == 0:
+            return
+        self.input_tokens += int(pc.sum(batch.column("input_tokens")).as_py() or 0)
+        self.output_tokens += int(pc.sum(batch.column("output_tokens")).as_py() or 0)
+        arrival = batch.column("arrival_s")
+        if self.first_arrival_s is None:
+            self.first_arrival_s = float(arrival[0].as_py())
+        self.last_arrival_s = float(arrival[-1].as_py())
+        if "block_hashes" in batch.schema.names:
+            self.block_accesses += int(pc.sum(pc.list_value_length(
+                batch.column("block_hashes"))).as_py() or 0)
+
+
+def _tap(batches: Iterable[pa.RecordBatch], totals: _Totals) -> Iterator[pa.RecordBatch]:
+    """Pass batches through, summing them on the way (so the cache pass is the only pass)."""
+    for batch in batches:
+        totals.add(batch)
+        yield batch
+
+
+@dataclass
+class _FlatBlocks:
+    """The exact pass's input, filled batch by batch into arrays sized from the footers."""
+
+    offsets: np.ndarray
+    values: np.ndarray
+    input_tokens: np.ndarray
+    rows: int = 0
+    used: int = 0
+    grown: list[int] = field(default_factory=list)
+
+    @classmethod
+    def sized(cls, requests: int, accesses: int) -> _FlatBlocks:
+        return cls(np.zeros(requests + 1, np.int64), np.empty(accesses, np.int64),
+                   np.empty(requests, np.int64))
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        col = batch.column("block_hashes")
+        if col.null_count:
+            col = pc.fill_null(col, pa.scalar([], col.type))
+        off = col.offsets.to_numpy().astype(np.int64)
+        vals = col.values.to_numpy(zero_copy_only=False)[off[0]:off[-1]]
+        n, k = batch.num_rows, len(vals)
+        if self.rows + n > len(self.input_tokens) or self.used + k > len(self.values):
+            # Footers undercounted (they should not): grow rather than fail, and remember it.
+            self.grown.append(self.rows)
+            self.offsets = np.resize(self.offsets, max(2 * len(self.offsets), self.rows + n + 1))
+            self.input_tokens = np.resize(self.input_tokens, max(2 * len(self.input_tokens),
+                                                                 self.rows + n))
+            self.values = np.resize(self.values, max(2 * len(self.values), self.used + k))
+        self.values[self.used:self.used + k] = vals
+        self.offsets[self.rows + 1:self.rows + n + 1] = self.used + off[1:] - off[0]
+        self.input_tokens[self.rows:self.rows + n] = batch.column("input_tokens").to_numpy()
+        self.rows += n
+        self.used += k
+
+
+def _exact_streamed(stream: TraceStream, totals: _Totals, warmup_fraction: float
+                    ) -> PrefixCacheResult:
+    flat = _FlatBlocks.sized(stream.requests, stream.block_accesses)
+    for batch in _tap(stream, totals):
+        flat.add(batch)
+    warmup = warmup_requests_for(flat.rows, warmup_fraction)
+    return simulate_arrays(
+        flat.offsets[: flat.rows + 1], flat.values[: flat.used], flat.input_tokens[: flat.rows],
+        int(stream.block_tokens or 0), warmup_requests=warmup, warmup_fraction=warmup_fraction,
+    )
+
+
+def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: ScalePlan
+                    ) -> PrefixCache:
+    all_, steady = result.token_hit_ratio
+    blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
+    sampling = None
+    if result.sampling is not None:
+        err = result.sampling.error_estimate
+        sampling = CacheSampling(
+            rate=result.sampling.rate,
+            sampled_accesses=result.sampling.sampled_accesses,
+            total_accesses=result.sampling.total_accesses,
+            error_estimate=float(err) if np.isfinite(err) else None,
+            error_method=result.sampling.error_method,
+        )
+    left_out = "routing, reuse times and block sizes need the whole trace in memory: left out"
+    note = (f"streamed ({plan.reason}); {left_out}" if result.exact else
+            f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; "
+            f"{left_out}")
+    return PrefixCache(
+        warmup_fraction=options.warmup_fraction,
+        hit_ratio=HitRatio(all_, steady),
+        mrc=_mrc(result, None),
+        status="exact" if result.exact else "sampled",
+        note=note,
+        block_tokens=result.block_tokens,
+        block_hit_ratio=HitRatio(blk_all, blk_steady),
+        sampling=sampling,
+        curve=_curve_series(result),
+        tiers=_tiers(result, options.cache_tiers, None) if options.cache_tiers else None,
+    )
+
+
+def analyze_stream(
+    stream: TraceStream,
+    options: AnalyzeOptions | None = None,
+    *,
+    plan: ScalePlan,
+    version: str,
+    generated_at: str,
+) -> AdviceReport:
+    """One streaming pass over ``stream``: the summary and the prefix-cache curve per ``plan``."""
+    options = options or AnalyzeOptions()
+    totals = _Totals()
+    if not stream.has_hashes:
+        for batch in _tap(stream, totals):
+            pass
+        prefix = unknown_prefix_cache(options.warmup_fraction)
+    elif plan.sample_rate is None:
+        prefix = _prefix_section(_exact_streamed(stream, totals, options.warmup_fraction),
+                                 options, plan)
+    else:
+        result = estimate_prefix_curve(
+            _tap(iter(stream), totals), block_tokens=int(stream.block_tokens or 0),
+            total_requests=stream.requests, warmup_fraction=options.warmup_fraction,
+            rate=plan.sample_rate,
+        )
+        prefix = _prefix_section(result, options, plan)
+    duration = (totals.last_arrival_s - (totals.first_arrival_s or 0.0)) if totals.requests else 0.0
+    notes = [f"streamed in {totals.batches} record batches from {len(stream.files)} file(s): "
+             f"{plan.reason}"]
+    if stream.arrival_offset_s:
+        notes.append(f"arrival_s shifted by {stream.arrival_offset_s:.6f} s so the first "
+                     "request arrives at 0")
+    summary = TraceSummary(
+        path=stream.path,
+        format=stream.source_format,
+        requests=totals.requests,
+        duration_s=duration,
+        block_tokens=stream.block_tokens,
+        columns=stream.columns,
+        input_tokens_total=totals.input_tokens,
+        output_tokens_total=totals.output_tokens,
+        arrival_rate_per_s=(totals.requests / duration) if duration > 0 else None,
+        notes=tuple(notes),
+    )
+    meta = Meta(FORMAT_VERSION, version, generated_at)
+    # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
+    return _advise(AdviceReport(meta=meta, trace=summary, prefix_cache=prefix), options)
+
+
+def analyze_large(
+    stream: TraceStream,
+    options: AnalyzeOptions | None = None,
+    *,
+    memory_limit_bytes: int | None = None,
+    version: str,
+    generated_at: str,
+    trace_sha256: str | None = None,
+) -> AdviceReport:
+    """Analyse a trace of any size within ``memory_limit_bytes`` (default: half the machine).
+
+    In memory (every analysis) when it fits, else one streaming pass (see the module docstring).
+    ``trace_sha256`` (the caller hashed the file) is echoed in the in-memory report.
+    """
+    limit = default_memory_limit_bytes() if memory_limit_bytes is None else memory_limit_bytes
+    plan = plan_for_stream(stream, limit)
+    if plan.mode == "in_memory":
+        return analyze(stream.read_all(), options, version=version, generated_at=generated_at,
+                       trace_sha256=trace_sha256)
+    return analyze_stream(stream, options, plan=plan, version=version, generated_at=generated_at)

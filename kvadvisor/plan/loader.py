@@ -1,0 +1,340 @@
+"""Read plan.yaml with the safe loader and check it field by field (one line per mistake).
+
+Every error names the file and the key path, says what is wrong and how to write it: unknown
+fields get the closest known name, quantities must carry a unit of the right kind, capacities
+and counts must not be negative, catalog names are looked up with suggestions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kvadvisor.catalog.loader import lookup
+from kvadvisor.errors import CatalogError, KvAdvisorError
+from kvadvisor.plan.model import (
+    ENGINES,
+    STAGES,
+    TIER_KINDS,
+    ModelPlan,
+    Plan,
+    Slo,
+    StagePlan,
+    StorageCapability,
+    TierPlan,
+)
+from kvadvisor.plan.quantity import QuantityError, parse_quantity
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, US_PER_S
+from kvadvisor.yamlio import load_yaml
+
+Entries = Mapping[str, dict[str, Any]]
+
+
+class PlanError(KvAdvisorError):
+    """A plan file is invalid (the message names file and key path and how to fix it)."""
+
+    slug = "plan"
+
+
+@dataclass(frozen=True)
+class PlanCatalogs:
+    """Catalog entries a plan may name (entry name -> checked fields)."""
+
+    storage: Entries = field(default_factory=dict)
+    instances: Entries = field(default_factory=dict)
+    models: Entries = field(default_factory=dict)
+
+
+# Allowed keys per mapping of the plan; the value says what the key holds (for docs and errors).
+TOP_KEYS = {"name": "text", "description": "text", "model": "mapping", "slo": "mapping",
+            "traffic": "mapping", "stages": "mapping"}
+MODEL_KEYS = {"name": "catalog model name", "kv_bytes_per_token": "whole number",
+              "tp": "whole number", "kv_dtype": "bf16 | fp16 | fp8",
+              "weight_dtype": "bf16 | fp16 | fp8"}
+SLO_KEYS = {"ttft_p99": "time", "tpot_p99": "time"}
+TRAFFIC_KEYS = {"scale": "number > 0"}
+STAGE_KEYS = {"instance": "catalog instance name", "count": "whole number",
+              "gpus_per_instance": "whole number", "host_memory": "size",
+              "gpu_kv_pool": "size", "disk_bandwidth_cap": "rate", "chunk_tokens": "whole number",
+              "engines": "mapping", "tiers": "list"}
+TIER_KEYS = {"name": "text", "storage": "catalog name or mapping", "capacity": "size or null",
+             "devices": "whole number", "shared": "true | false"}
+INLINE_STORAGE_KEYS = {"kind": " | ".join(TIER_KINDS), "read_bandwidth": "rate",
+                       "write_bandwidth": "rate", "read_iops": "number", "write_iops": "number",
+                       "latency": "time"}
+DTYPES = ("bf16", "fp16", "fp8")
+
+
+def engine_settings_table() -> dict[str, Any]:
+    """The documented engine setting names (packaged data, with sources)."""
+    text = resources.files("kvadvisor.plan").joinpath("data/engine_settings.yaml")
+    with resources.as_file(text) as path:
+        return load_yaml(path, PlanError)
+
+
+class _Checker:
+    """Walks the parsed document, keeping the file name for every message."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, where: str, what: str) -> PlanError:
+        return PlanError(f"{self.path}: {where}: {what}")
+
+    def mapping(self, where: str, value: Any, allowed: Mapping[str, str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected a mapping with keys {', '.join(allowed)}")
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
+                hint = f"; did you mean '{close[0]}'?" if close else (
+                    f"; known fields: {', '.join(allowed)}")
+                raise self.fail(f"{where}.{key}" if where else str(key), f"unknown field{hint}")
+        return value
+
+    def text(self, where: str, value: Any, choices: tuple[str, ...] | None = None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, f"expected text, got {value!r}")
+        if choices and value not in choices:
+            close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise self.fail(where, f"must be one of {', '.join(choices)}, got {value!r}{hint}")
+        return value
+
+    def whole(self, where: str, value: Any, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(where, f"expected a whole number, got {value!r}")
+        if value < minimum:
+            raise self.fail(where, f"must be >= {minimum}, got {value}")
+        return value
+
+    def number(self, where: str, value: Any, positive: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value
+        ):
+            raise self.fail(where, f"expected a number, got {value!r}")
+        if value < 0 or (positive and value == 0):
+            raise self.fail(where, f"must be {'> 0' if positive else '>= 0'}, got {value!r}")
+        return float(value)
+
+    def quantity(self, where: str, value: Any, kind: str) -> float:
+        try:
+            return parse_quantity(value, kind)
+        except QuantityError as exc:
+            raise self.fail(where, str(exc)) from None
+
+    def catalog(self, where: str, entries: Entries, name: Any, what: str) -> tuple[str, dict]:
+        name = self.text(where, name)
+        if not entries:
+            raise self.fail(where, f"no {what} catalog is loaded to look up '{name}'; "
+                                   "give the figures inline instead")
+        try:
+            return lookup(entries, name, what)
+        except CatalogError as exc:
+            raise self.fail(where, str(exc)) from None
+
+
+def _storage_from_entry(name: str, entry: Mapping[str, Any]) -> StorageCapability:
+    """A storage catalog entry's figures in base units (catalog keys carry their unit)."""
+    def rate(*keys: str) -> float | None:
+        for key in keys:
+            if entry.get(key) is not None:
+                return float(entry[key]) * BYTES_PER_GB
+        return None
+
+    latency_us = entry.get("latency_us", entry.get("read_latency_us"))
+    return StorageCapability(
+        kind=str(entry.get("kind", "ssd")),
+        read_bytes_per_s=rate("read_gbps", "read_bandwidth_gbps"),
+        write_bytes_per_s=rate("write_gbps", "write_bandwidth_gbps"),
+        read_iops=entry.get("read_iops"),
+        write_iops=entry.get("write_iops"),
+        latency_s=None if latency_us is None else float(latency_us) / US_PER_S,
+        catalog_name=name,
+        source=tuple(entry.get("source_text") or entry.get("source") or ()),
+    )
+
+
+def _check_engine_settings(
+    c: _Checker, where: str, engine: str, settings: Any, table: Mapping[str, Any]
+) -> dict[str, Any]:
+    documented = table["engines"][engine]["settings"]
+    settings = c.mapping(where, {} if settings is None else settings,
+                         {k: v.get("kind", "") for k, v in documented.items()})
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        spec, at = documented[key], f"{where}.{key}"
+        kind = spec["kind"]
+        if kind == "bool" and not isinstance(value, bool):
+            raise c.fail(at, f"expected true or false, got {value!r}")
+        if kind == "int":
+            value = c.whole(at, value, 0)
+        elif kind == "number":
+            unit = f" (in {spec['unit']}, as {engine} takes it)" if "unit" in spec else ""
+            if isinstance(value, str):
+                raise c.fail(at, f"expected a plain number{unit}, got {value!r}")
+            value = c.number(at, value)
+        elif kind == "str":
+            value = c.text(at, value, tuple(spec["choices"]) if "choices" in spec else None)
+        elif kind == "mapping" and not isinstance(value, dict):
+            raise c.fail(at, f"expected a mapping, got {value!r}")
+        out[key] = value
+    return out
+
+
+def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan:
+    raw = c.mapping(where, raw, TIER_KEYS)
+    if "storage" not in raw:
+        raise c.fail(f"{where}.storage", "is required (a storage catalog name or an inline spec)")
+    storage = raw["storage"]
+    if isinstance(storage, dict):
+        s = c.mapping(f"{where}.storage", storage, INLINE_STORAGE_KEYS)
+        at = f"{where}.storage"
+        if "kind" not in s:
+            raise c.fail(f"{at}.kind", f"is required: one of {', '.join(TIER_KINDS)}")
+
+        def opt(key: str, kind: str) -> float | None:
+            return None if s.get(key) is None else c.quantity(f"{at}.{key}", s[key], kind)
+
+        cap = StorageCapability(
+            kind=c.text(f"{at}.kind", s["kind"], TIER_KINDS),
+            read_bytes_per_s=opt("read_bandwidth", "rate"),
+            write_bytes_per_s=opt("write_bandwidth", "rate"),
+            read_iops=None if s.get("read_iops") is None else c.number(
+                f"{at}.read_iops", s["read_iops"]),
+            write_iops=None if s.get("write_iops") is None else c.number(
+                f"{at}.write_iops", s["write_iops"]),
+            latency_s=opt("latency", "time"),
+        )
+    else:
+        name, entry = c.catalog(f"{where}.storage", catalogs.storage, storage, "storage")
+        cap = _storage_from_entry(name, entry)
+    capacity = raw.get("capacity")
+    capacity_bytes = None if capacity is None else c.quantity(f"{where}.capacity", capacity,
+                                                              "size")
+    shared = raw.get("shared", cap.kind in ("pool", "filesystem", "object"))
+    if not isinstance(shared, bool):
+        raise c.fail(f"{where}.shared", f"expected true or false, got {shared!r}")
+    return TierPlan(
+        name=c.text(f"{where}.name", raw.get("name", cap.catalog_name or cap.kind)),
+        storage=cap,
+        capacity_bytes=capacity_bytes,
+        devices=c.whole(f"{where}.devices", raw.get("devices", 1), 1),
+        shared=shared,
+    )
+
+
+def _instance_figures(entry: Mapping[str, Any]) -> tuple[int | None, float | None, float | None]:
+    """GPUs, host memory bytes and disk-bandwidth cap bytes/s of an instance catalog entry."""
+    gpus = entry.get("gpu_count", entry.get("gpus"))
+    mem_gib = entry.get("host_memory_gib", entry.get("memory_gib"))
+    cap_gbps = entry.get("disk_bandwidth_gbps", entry.get("disk_bandwidth_cap_gbps"))
+    return (
+        int(gpus) if gpus is not None else None,
+        float(mem_gib) * BYTES_PER_GIB if mem_gib is not None else None,
+        float(cap_gbps) * BYTES_PER_GB if cap_gbps is not None else None,
+    )
+
+
+def _stage(
+    c: _Checker, name: str, raw: Any, catalogs: PlanCatalogs, table: Mapping[str, Any]
+) -> StagePlan:
+    where = f"stages.{name}"
+    raw = c.mapping(where, raw, STAGE_KEYS)
+    instance, gpus, host_mem, disk_cap = None, None, None, None
+    if raw.get("instance") is not None:
+        instance, entry = c.catalog(f"{where}.instance", catalogs.instances, raw["instance"],
+                                    "instance")
+        gpus, host_mem, disk_cap = _instance_figures(entry)
+    if raw.get("gpus_per_instance") is not None:
+        gpus = c.whole(f"{where}.gpus_per_instance", raw["gpus_per_instance"], 1)
+    if raw.get("host_memory") is not None:
+        host_mem = c.quantity(f"{where}.host_memory", raw["host_memory"], "size")
+    if raw.get("disk_bandwidth_cap") is not None:
+        disk_cap = c.quantity(f"{where}.disk_bandwidth_cap", raw["disk_bandwidth_cap"], "rate")
+    engines_raw = raw.get("engines") or {}
+    engines_raw = c.mapping(f"{where}.engines", engines_raw, {e: "settings" for e in ENGINES})
+    engines = {
+        e: _check_engine_settings(c, f"{where}.engines.{e}", e, s, table)
+        for e, s in engines_raw.items()
+    }
+    tiers_raw = raw.get("tiers") or []
+    if not isinstance(tiers_raw, list):
+        raise c.fail(f"{where}.tiers", "expected a list of tiers, fastest first")
+    tiers = tuple(_tier(c, f"{where}.tiers[{i}]", t, catalogs) for i, t in enumerate(tiers_raw))
+    names = [t.name for t in tiers]
+    if len(set(names)) != len(names):
+        raise c.fail(f"{where}.tiers", f"tier names must be unique, got {names}")
+    return StagePlan(
+        stage=name,
+        instance=instance,
+        count=c.whole(f"{where}.count", raw.get("count", 1), 1),
+        gpus_per_instance=gpus,
+        host_memory_bytes=host_mem,
+        gpu_kv_pool_bytes=None if raw.get("gpu_kv_pool") is None else c.quantity(
+            f"{where}.gpu_kv_pool", raw["gpu_kv_pool"], "size"),
+        disk_bandwidth_cap_bytes_per_s=disk_cap,
+        tiers=tiers,
+        engines=engines,
+        chunk_tokens=None if raw.get("chunk_tokens") is None else c.whole(
+            f"{where}.chunk_tokens", raw["chunk_tokens"], 1),
+    )
+
+
+def check_plan(
+    path: str, data: Any, catalogs: PlanCatalogs | None = None
+) -> Plan:
+    """Check a parsed plan document and build the Plan (pure; raises PlanError)."""
+    catalogs = catalogs or PlanCatalogs()
+    table = engine_settings_table()
+    c = _Checker(path)
+    doc = c.mapping("", data, TOP_KEYS) if isinstance(data, dict) else None
+    if doc is None:
+        raise PlanError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}")
+    if "model" not in doc:
+        raise c.fail("model", "is required (name and/or kv_bytes_per_token)")
+    m = c.mapping("model", doc["model"], MODEL_KEYS)
+    model_name = None
+    if m.get("name") is not None:
+        model_name = (c.catalog("model.name", catalogs.models, m["name"], "model")[0]
+                      if catalogs.models else c.text("model.name", m["name"]))
+    kvb = None if m.get("kv_bytes_per_token") is None else c.whole(
+        "model.kv_bytes_per_token", m["kv_bytes_per_token"], 1)
+    if model_name is None and kvb is None:
+        raise c.fail("model", "give a catalog model name or kv_bytes_per_token")
+    model = ModelPlan(
+        name=model_name,
+        kv_bytes_per_token=kvb,
+        tp=c.whole("model.tp", m.get("tp", 1), 1),
+        kv_dtype=c.text("model.kv_dtype", m.get("kv_dtype", "bf16"), DTYPES),
+        weight_dtype=c.text("model.weight_dtype", m.get("weight_dtype", "bf16"), DTYPES),
+    )
+    slo_raw = c.mapping("slo", doc.get("slo") or {}, SLO_KEYS)
+    slo = Slo(**{
+        f"{k}_s": c.quantity(f"slo.{k}", v, "time") for k, v in slo_raw.items() if v is not None
+    })
+    traffic = c.mapping("traffic", doc.get("traffic") or {}, TRAFFIC_KEYS)
+    scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True)
+    stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGES})
+    if not stages_raw:
+        raise c.fail("stages", "give at least one of prefill, decode")
+    stages = tuple(_stage(c, s, stages_raw[s], catalogs, table) for s in STAGES if s in stages_raw)
+    return Plan(
+        name=c.text("name", doc.get("name", Path(path).stem)),
+        path=path,
+        model=model,
+        stages=stages,
+        slo=slo,
+        traffic_scale=scale,
+        description=str(doc.get("description") or ""),
+    )
+
+
+def load_plan(path: str | Path, catalogs: PlanCatalogs | None = None) -> Plan:
+    """Load and check one plan file (the only function here that reads a file)."""
+    return check_plan(str(path), load_yaml(path, PlanError), catalogs)

@@ -1,0 +1,71 @@
+"""JUnit XML for a plan review: one test case per check, so CI shows every check by name."""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from kvadvisor.advise.model import PlanReview, ReviewReport
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _suite(review: ReviewReport, plan: PlanReview) -> ET.Element:
+    checks = plan.checks
+    suite = ET.Element("testsuite", {
+        "name": f"kvadvisor review: {plan.name}",
+        "tests": str(len(checks)),
+        "failures": str(sum(c.status == "fail" for c in checks)),
+        "skipped": str(sum(c.status == "skip" for c in checks)),
+        "errors": "0",
+        "timestamp": review.meta.generated_at,
+    })
+    props = ET.SubElement(suite, "properties")
+    for name, value in (("plan", plan.path), ("trace", review.trace.path),
+                        ("traffic_scale", f"{plan.traffic_scale:g}"),
+                        ("kvadvisor_version", review.meta.kvadvisor_version)):
+        ET.SubElement(props, "property", {"name": name, "value": value})
+    for check in checks:
+        case = ET.SubElement(suite, "testcase", {
+            "classname": f"kvadvisor.review.{plan.name}",
+            "name": f"{check.test_id} {check.name}",
+        })
+        if check.status == "fail":
+            node = ET.SubElement(case, "failure", {"type": check.severity,
+                                                   "message": check.message})
+            node.text = json.dumps({"evidence": _plain(check.evidence), "source": check.source},
+                                   sort_keys=True, indent=2)
+        elif check.status == "skip":
+            ET.SubElement(case, "skipped", {"message": check.message})
+        else:
+            ET.SubElement(case, "system-out").text = check.message
+    return suite
+
+
+class JUnitRenderer:
+    """Render a ReviewReport as JUnit XML (one testsuite per plan)."""
+
+    name = "junit"
+    file_extension = ".xml"
+
+    def render(self, review: ReviewReport) -> str:
+        """Return the XML document text."""
+        root = ET.Element("testsuites", {
+            "name": "kvadvisor review",
+            "tests": str(sum(len(p.checks) for p in review.plans)),
+            "failures": str(sum(c.status == "fail" for p in review.plans for c in p.checks)),
+        })
+        for plan in review.plans:
+            root.append(_suite(review, plan))
+        ET.indent(root)
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -1,0 +1,146 @@
+"""Markdown (a pull-request comment) and terminal text for a plan review; plans side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kvadvisor.advise.model import IoRate, PlanReview, ReviewReport, TierReview, Utilization
+
+ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
+
+
+def _size(nbytes: float | None) -> str:
+    if nbytes is None:
+        return "unbounded"
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(nbytes) >= size:
+            return f"{nbytes / size:,.3g} {unit}"
+    return f"{nbytes:,.0f} B"
+
+
+def _rate(rate: float | None) -> str:
+    return "–" if rate is None else f"{_size(rate)}/s"
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}%}"
+
+
+def _triple(rate: IoRate | None) -> str:
+    if rate is None:
+        return "–"
+    return " / ".join(_rate(v) for v in (rate.mean_bytes_per_s, rate.p99_bytes_per_s,
+                                          rate.peak_bytes_per_s))
+
+
+def _util(u: Utilization) -> str:
+    return " / ".join(_pct(v, 0) for v in (u.mean, u.p99, u.peak))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def verdict(plan: PlanReview) -> str:
+    """One word and counts: 'fails' (errors), 'passes with warnings' or 'passes'."""
+    errors = sum(c.severity == "error" for c in plan.findings)
+    warnings = sum(c.severity == "warning" for c in plan.findings)
+    if errors:
+        return f"fails: {errors} error(s), {warnings} warning(s)"
+    if warnings:
+        return f"passes with {warnings} warning(s)"
+    return "passes"
+
+
+def _prefill_hit(plan: PlanReview) -> float | None:
+    stage = next((s for s in plan.stages if s.stage == "prefill"), None)
+    if stage is None or not stage.tiers:
+        return None
+    return stage.tiers[-1].cumulative_hit_ratio_steady
+
+
+def _stage_util(plan: PlanReview, name: str) -> Utilization | None:
+    stage = next((s for s in plan.stages if s.stage == name), None)
+    return None if stage is None else stage.utilization
+
+
+def _tier_rows(tiers: Iterable[TierReview]) -> list[str]:
+    rows = []
+    for t in tiers:
+        rows.append(
+            f"| {t.stage} | {_cell(t.tier)} ({t.kind}{', shared' if t.shared else ''}) | "
+            f"{_size(t.capacity_bytes)} | {_pct(t.hit_ratio_steady)} | {_triple(t.write)} | "
+            f"{_triple(t.read)} | {_rate(t.write_capability_bytes_per_s)} / "
+            f"{_rate(t.read_capability_bytes_per_s)} | {_util(t.write_utilization)} | "
+            f"{_util(t.read_utilization)} |")
+    return rows
+
+
+class ReviewMarkdownRenderer:
+    """Render a ReviewReport as Markdown fit for a pull-request comment."""
+
+    name = "markdown"
+    file_extension = ".md"
+
+    def render(self, review: ReviewReport) -> str:
+        """Return the Markdown text."""
+        t = review.trace
+        out = [
+            "## kvadvisor review",
+            "",
+            f"Trace `{t.path}`: {t.requests:,} requests over {t.duration_s:,.1f} s; demand in "
+            f"{review.window_s:g} s windows; steady state after the first "
+            f"{review.warmup_fraction:.0%} of requests.",
+            "",
+            "| | " + " | ".join(f"`{_cell(p.name)}`" for p in review.plans) + " |",
+            "|---|" + "---|" * len(review.plans),
+            "| verdict | " + " | ".join(verdict(p) for p in review.plans) + " |",
+            "| traffic scale | " + " | ".join(f"×{p.traffic_scale:g}" for p in review.plans)
+            + " |",
+            "| prefix hit ratio, all tiers (steady) | "
+            + " | ".join(_pct(_prefill_hit(p)) for p in review.plans) + " |",
+        ]
+        for stage in ("prefill", "decode"):
+            cells = [_stage_util(p, stage) for p in review.plans]
+            if any(c is not None for c in cells):
+                out.append(f"| {stage} storage utilization (mean / p99 / peak) | "
+                           + " | ".join("–" if c is None else _util(c) for c in cells) + " |")
+        out.extend(f"> {n}" for n in review.notes)
+        for plan in review.plans:
+            out += ["", f"### `{_cell(plan.name)}`: {verdict(plan)}", "",
+                    f"Plan file `{plan.path}`."]
+            if plan.findings:
+                out += ["", "| | check | stage | finding |", "|---|---|---|---|"]
+                out += [f"| {ICON[c.severity]} {c.severity} | {c.code} `{c.name}` | {c.stage} | "
+                        f"{_cell(c.message)} |" for c in plan.findings]
+            tiers = [tr for s in plan.stages for tr in s.tiers]
+            if tiers:
+                out += ["", "| stage | tier | capacity | hit ratio (steady) | write mean / p99 / "
+                        "peak | read mean / p99 / peak | capability W / R | write util | "
+                        "read util |", "|---|---|---|---|---|---|---|---|---|"]
+                out += _tier_rows(tiers)
+            passed = [c for c in plan.checks if c.status != "fail"]
+            if passed:
+                out += ["", f"<details><summary>{len(passed)} other check(s)</summary>", ""]
+                out += [f"- {c.status}: {c.code} `{c.name}` ({c.stage}): {_cell(c.message)}"
+                        for c in passed]
+                out += ["", "</details>"]
+        return "\n".join(out) + "\n"
+
+
+class ReviewTextRenderer:
+    """A short terminal summary of a ReviewReport: the verdict and findings of each plan."""
+
+    name = "text"
+    file_extension = ".txt"
+
+    def render(self, review: ReviewReport) -> str:
+        """Return the plain text."""
+        lines = [f"kvadvisor review of {review.trace.path} ({review.trace.requests:,} requests)"]
+        for plan in review.plans:
+            ran = sum(c.status != "skip" for c in plan.checks)
+            lines.append(f"plan {plan.name}: {verdict(plan)} ({ran} checks run, "
+                         f"{len(plan.checks) - ran} skipped)")
+            lines += [f"  {c.severity:<7} {c.code} {c.stage:<7} {c.message}"
+                      for c in plan.findings]
+        return "\n".join(lines) + "\n"

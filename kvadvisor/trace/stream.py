@@ -1,0 +1,342 @@
+"""Stream a large trace in record batches, in arrival order: one parquet file or a directory of them.
+
+A directory may be hive-partitioned (``day=2025-01-01/hour=03/part-0.parquet``): partition
+columns are not canonical and are dropped. Files are expected sorted by ``arrival_s`` inside (as
+``convert`` and ``synth`` write them); files whose time ranges overlap are merged on the fly, so
+memory stays at about one batch per overlapping file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
+from kvadvisor.trace.model import (
+    CANONICAL_COLUMNS,
+    META_BLOCK_TOKENS,
+    META_SOURCE_FORMAT,
+    REQUIRED_COLUMNS,
+    Trace,
+)
+from kvadvisor.trace.readers import read_trace
+from kvadvisor.trace.schema import build_trace
+
+DEFAULT_BATCH_ROWS = 128 * 1024
+
+
+@dataclass(frozen=True)
+class _File:
+    path: str
+    rows: int
+    min_arrival_s: float
+    max_arrival_s: float
+    block_values: int = 0
+    uncompressed_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class TraceStream:
+    """A trace too large to hold at once: metadata up front, canonical record batches on demand.
+
+    Iterating yields ``pa.RecordBatch`` es of canonical columns (``columns``), in arrival order
+    (ties keep file order, files in path order), with ``arrival_s`` shifted by
+    ``arrival_offset_s`` so the first request arrives at 0. Each batch has at most about
+    ``batch_rows`` rows per file whose time range overlaps another's.
+    """
+
+    path: str
+    source_format: str
+    block_tokens: int | None
+    columns: tuple[str, ...]
+    requests: int
+    files: tuple[str, ...]
+    batch_rows: int = DEFAULT_BATCH_ROWS
+    arrival_offset_s: float = 0.0
+    block_accesses: int = 0
+    table_bytes: int = 0
+    _table: pa.Table | None = None
+    _clusters: tuple[tuple[_File, ...], ...] = ()
+
+    @property
+    def has_hashes(self) -> bool:
+        """Whether prefix block hashes are present (prefix reuse can be measured)."""
+        return "block_hashes" in self.columns and self.block_tokens is not None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        """Canonical batches in arrival order."""
+        if self._table is not None:
+            yield from self._table.select(list(self.columns)).to_batches(self.batch_rows)
+            return
+        for cluster in self._clusters:
+            if len(cluster) == 1:
+                batches = _checked_batches(cluster[0].path, self.columns, self.batch_rows)
+            else:
+                batches = _merge(cluster, self.columns, self.batch_rows)
+            for batch in batches:
+                yield self._shift(batch)
+
+    def read_all(self) -> Trace:
+        """The whole trace in memory (a single file goes through its ordinary reader)."""
+        if self._table is not None:
+            return build_trace(self._table, path=self.path, source_format=self.source_format,
+                               block_tokens=self.block_tokens)
+        if len(self.files) == 1 and Path(self.path).is_file():
+            return read_trace(Path(self.path), "parquet")
+        batches = list(self)
+        table = (pa.Table.from_batches(batches) if batches else
+                 pa.schema([]).empty_table())
+        notes = ((f"arrival_s shifted by {self.arrival_offset_s:.6f} s so the first request "
+                  "arrives at 0",) if self.arrival_offset_s else ())
+        return build_trace(table, path=self.path, source_format=self.source_format,
+                           block_tokens=self.block_tokens,
+                           notes=(f"read from {len(self.files)} parquet files",) + notes)
+
+    def _shift(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if self.arrival_offset_s == 0.0:
+            return batch
+        i = batch.schema.get_field_index("arrival_s")
+        shifted = pc.subtract(batch.column(i), self.arrival_offset_s)
+        return batch.set_column(i, "arrival_s", shifted)
+
+
+def stream_trace(trace: Trace, batch_rows: int = DEFAULT_BATCH_ROWS) -> TraceStream:
+    """An in-memory Trace seen as a stream (the same code path for every trace size)."""
+    accesses = len(trace.hash_arrays()[1]) if "block_hashes" in trace.columns else 0
+    return TraceStream(
+        path=trace.source_path,
+        source_format=trace.source_format,
+        block_tokens=trace.block_tokens,
+        columns=trace.columns,
+        requests=trace.requests,
+        files=(trace.source_path,),
+        batch_rows=batch_rows,
+        block_accesses=accesses,
+        table_bytes=trace.table.nbytes,
+        _table=trace.table,
+    )
+
+
+def open_trace_stream(
+    path: str | Path,
+    columns: tuple[str, ...] | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> TraceStream:
+    """Open a parquet file or a directory of parquet files (hive partitions too) as a stream.
+
+    Reads only footers (row counts, arrival_s statistics, value counts, schema metadata) until
+    iterated; ``block_accesses`` and ``table_bytes`` (uncompressed) come from them.
+    ``columns`` limits the canonical columns read (required columns are always read).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such file or directory")
+    try:
+        dataset = ds.dataset(str(path), format="parquet", partitioning="hive")
+        files = sorted(dataset.files)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceFormatError(f"{path}: not readable as parquet ({exc})") from None
+    if not files:
+        raise TraceFormatError(f"{path}: no parquet files found")
+    present = [c for c in CANONICAL_COLUMNS if c in dataset.schema.names]
+    missing = [c for c in REQUIRED_COLUMNS if c not in present]
+    if missing:
+        raise TraceSchemaError(
+            str(path),
+            [Problem(None, missing[0], TraceProblem.MISSING_COLUMN,
+                     "required column missing; convert the files with `kvadvisor convert`")],
+            total=len(missing),
+        )
+    wanted = tuple(c for c in present if columns is None or c in columns or c in REQUIRED_COLUMNS)
+    infos, block_tokens, fmt = _footers(files)
+    clusters = _clusters(infos)
+    first = min((f.min_arrival_s for f in infos if f.rows), default=0.0)
+    return TraceStream(
+        path=str(path),
+        source_format=fmt,
+        block_tokens=block_tokens,
+        columns=wanted,
+        requests=sum(f.rows for f in infos),
+        files=tuple(files),
+        batch_rows=batch_rows,
+        arrival_offset_s=first,
+        block_accesses=sum(f.block_values for f in infos) if "block_hashes" in wanted else 0,
+        table_bytes=sum(f.uncompressed_bytes for f in infos),
+        _clusters=clusters,
+    )
+
+
+def _footers(files: list[str]) -> tuple[list[_File], int | None, str]:
+    """Row counts and arrival ranges from footers; block_tokens must agree across files."""
+    infos: list[_File] = []
+    block_tokens: set[int | None] = set()
+    formats: set[str] = set()
+    for name in files:
+        try:
+            pf = pq.ParquetFile(name)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise TraceFormatError(f"{name}: not a readable parquet file ({exc})") from None
+        meta = pf.schema_arrow.metadata or {}
+        block_tokens.add(int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None)
+        formats.add(meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet")
+        lo, hi = _arrival_range(pf)
+        md = pf.metadata
+        leaf = [i for i in range(md.num_columns)
+                if md.schema.column(i).path.split(".")[0] == "block_hashes"]
+        # A list column's leaf count is its value count (plus one per empty or null list):
+        # an upper bound on block accesses, known before reading a byte of data.
+        values = sum(md.row_group(rg).column(i).num_values
+                     for rg in range(md.num_row_groups) for i in leaf)
+        size = sum(md.row_group(rg).total_byte_size for rg in range(md.num_row_groups))
+        infos.append(_File(name, md.num_rows, lo, hi, values, size))
+    if len(block_tokens) > 1:
+        found = ", ".join(sorted(str(b) for b in block_tokens))
+        raise TraceFormatError(
+            f"{files[0]}: files disagree on block_tokens ({found}); hashes of different block "
+            "sizes cannot be mixed: analyze them separately"
+        )
+    fmt = formats.pop() if len(formats) == 1 else "parquet"
+    return infos, block_tokens.pop(), fmt
+
+
+def _arrival_range(pf: pq.ParquetFile) -> tuple[float, float]:
+    """Min and max arrival_s from row-group statistics, or by reading the column if absent."""
+    meta = pf.metadata
+    if meta.num_rows == 0:
+        return np.inf, -np.inf
+    col = pf.schema_arrow.get_field_index("arrival_s")
+    lows, highs = [], []
+    for rg in range(meta.num_row_groups):
+        stats = meta.row_group(rg).column(col).statistics if col >= 0 else None
+        if stats is None or not stats.has_min_max:
+            values = pf.read(columns=["arrival_s"])["arrival_s"]
+            return float(pc.min(values).as_py()), float(pc.max(values).as_py())
+        if meta.row_group(rg).num_rows:
+            lows.append(float(stats.min))
+            highs.append(float(stats.max))
+    return min(lows), max(highs)
+
+
+def _clusters(infos: list[_File]) -> tuple[tuple[_File, ...], ...]:
+    """Group files whose arrival ranges overlap; groups follow each other in time."""
+    ordered = sorted((f for f in infos if f.rows), key=lambda f: f.min_arrival_s)
+    clusters: list[list[_File]] = []
+    end = -np.inf
+    for f in ordered:
+        # Touching ranges (equal timestamps) must merge too, so ties keep file order.
+        if clusters and f.min_arrival_s <= end:
+            clusters[-1].append(f)
+        else:
+            clusters.append([f])
+        end = max(end, f.max_arrival_s)
+    return tuple(tuple(sorted(c, key=lambda f: f.path)) for c in clusters)
+
+
+def _canonical(batch: pa.RecordBatch, name: str, first_row: int) -> pa.RecordBatch:
+    """Cast to canonical types and check required values (rows are 1-based within the file)."""
+    arrays = []
+    problems: list[Problem] = []
+    for field in batch.schema:
+        target, required = CANONICAL_COLUMNS[field.name]
+        col = batch.column(field.name)
+        if col.type != target:
+            try:
+                col = pc.cast(col, target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                problems.append(Problem(None, field.name, TraceProblem.WRONG_TYPE,
+                                        f"{col.type} is not {target}"))
+                continue
+        if required and col.null_count:
+            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+            problems.append(Problem(first_row + row + 1, field.name,
+                                    TraceProblem.NULL_VALUE, "empty"))
+        if required and len(col):
+            values = col.to_numpy(zero_copy_only=False)
+            bad = np.flatnonzero(values < 0)
+            if len(bad):
+                problems.append(Problem(first_row + int(bad[0]) + 1, field.name,
+                                        TraceProblem.NEGATIVE_VALUE, repr(values[bad[0]])))
+        arrays.append(col)
+    if problems:
+        raise TraceSchemaError(name, problems)
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def _unsorted(name: str, row: int) -> TraceFormatError:
+    return TraceFormatError(
+        f"{name}: row {row}: arrival_s goes back in time; a streamed file must be sorted by "
+        "arrival_s (`kvadvisor convert` sorts it)"
+    )
+
+
+def _checked_batches(
+    name: str, columns: tuple[str, ...], batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    """One file's batches, canonical and checked to be in arrival order."""
+    last = -np.inf
+    row = 0
+    for raw in pq.ParquetFile(name).iter_batches(batch_size=batch_rows, columns=list(columns)):
+        batch = _canonical(raw, name, row)
+        arrival = batch.column("arrival_s").to_numpy()
+        if len(arrival):
+            back = np.flatnonzero(np.diff(arrival, prepend=last) < 0)
+            if len(back):
+                raise _unsorted(name, row + int(back[0]) + 1)
+            last = arrival[-1]
+        row += batch.num_rows
+        yield batch
+
+
+def _merge(
+    files: tuple[_File, ...], columns: tuple[str, ...], batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    """K-way merge of sorted files by a watermark: emit rows earlier than every file's buffer end.
+
+    Rows at the watermark wait until every file has buffered past it, so ties keep file order.
+    """
+    sources = [_checked_batches(f.path, columns, batch_rows) for f in files]
+    buffers: list[pa.Table | None] = [None] * len(files)
+    done = [False] * len(files)
+
+    def load(i: int) -> None:
+        batch = next(sources[i], None)
+        if batch is None:
+            done[i] = True
+            return
+        table = pa.Table.from_batches([batch])
+        buffers[i] = table if buffers[i] is None else pa.concat_tables([buffers[i], table])
+
+    for i in range(len(files)):
+        load(i)
+    while True:
+        for i in range(len(files)):
+            while not done[i] and (buffers[i] is None or buffers[i].num_rows == 0):
+                load(i)
+        ends = {i: buffers[i]["arrival_s"][-1].as_py() for i in range(len(files))
+                if not done[i] and buffers[i] is not None and buffers[i].num_rows}
+        if not any(b is not None and b.num_rows for b in buffers):
+            return
+        watermark = min(ends.values()) if ends else np.inf
+        parts, file_ids = [], []
+        for i, buf in enumerate(buffers):
+            if buf is None or buf.num_rows == 0:
+                continue
+            arrival = buf["arrival_s"].to_numpy()
+            cut = int(np.searchsorted(arrival, watermark, side="left"))
+            if cut:
+                parts.append(buf.slice(0, cut))
+                file_ids.append(np.full(cut, i))
+                buffers[i] = buf.slice(cut)
+        if not parts:
+            load(min(ends, key=ends.__getitem__))
+            continue
+        merged = pa.concat_tables(parts)
+        order = np.lexsort((np.concatenate(file_ids), merged["arrival_s"].to_numpy()))
+        yield from merged.take(pa.array(order)).combine_chunks().to_batches()

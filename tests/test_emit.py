@@ -1,0 +1,158 @@
+"""Engine configurations: documented names only, each with its reason, parsed as their format."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvadvisor.advise.model import (
+    AdviceReport,
+    HitRatio,
+    IoDemand,
+    IoRate,
+    Meta,
+    ModelSummary,
+    MrcPoint,
+    PrefixCache,
+    TraceSummary,
+)
+from kvadvisor.emit import emit_config
+from kvadvisor.errors import ConfigError
+from kvadvisor.plan import engine_settings_table
+
+KVB = 327_680  # Llama-3.1-70B, bf16 (research/field.md §4.1)
+MRC = (
+    MrcPoint(16_384, 0.10, 0.10),
+    MrcPoint(65_536, 0.30, 0.35),
+    MrcPoint(262_144, 0.40, 0.42),
+    MrcPoint(1_048_576, 0.45, 0.47),
+    MrcPoint(None, 0.46, 0.48),
+)
+
+
+RATIO = HitRatio(0.46, 0.48)
+
+
+def _report(mrc=MRC, ratio=RATIO, write_peak=10e9) -> AdviceReport:
+    return AdviceReport(
+        meta=Meta(1, "0.1.0", "2026-01-01T00:00:00+00:00"),
+        trace=TraceSummary("trace.parquet", "mooncake", 100, 10.0, 512),
+        model=ModelSummary("llama-3.1-70b", KVB),
+        prefix_cache=PrefixCache(0.5, ratio, mrc),
+        io=IoDemand(IoRate(1e9, 5e9, write_peak), IoRate(1e9, 2e9, 3e9), 1.0),
+    )
+
+
+DOCUMENTED = {e: set(spec["settings"]) for e, spec in engine_settings_table()["engines"].items()}
+
+
+def _commented(lines: list[str], is_setting) -> list[str]:
+    """Setting lines, asserting each has a comment line right above it."""
+    found = []
+    for i, line in enumerate(lines):
+        if is_setting(line):
+            assert lines[i - 1].strip().startswith("#"), f"no reason above {line!r}"
+            assert any(ch.isdigit() for ch in lines[i - 1]), f"no measured number: {lines[i - 1]}"
+            found.append(line)
+    return found
+
+
+def _bash_array(text: str, var: str, tmp_path: Path) -> list[str]:
+    body = text.split(f"{var}=(", 1)[1].rsplit(")", 1)[0]
+    if shutil.which("bash"):
+        script = tmp_path / "x.sh"
+        script.write_text(text)
+        assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    return shlex.split(body, comments=True)
+
+
+def test_lmcache_yaml_keys_values_and_reasons() -> None:
+    """Host tier at the knee (80% of 48% → 262,144 tokens), disk at the tail (95% → 1,048,576)."""
+    files = emit_config(_report(), "lmcache")
+    text = files["lmcache.yaml"]
+    doc = yaml.safe_load(text)
+    assert set(doc) <= DOCUMENTED["lmcache"]
+    assert doc == {
+        "chunk_size": 256,
+        "local_cpu": True,
+        "max_local_cpu_size": 85.9,  # 262,144 × 327,680 B = 85.90 GB, rounded up to 0.1
+        "local_disk": "file:///var/lib/lmcache/",
+        "max_local_disk_size": 343.6,  # 1,048,576 × 327,680 B = 343.60 GB
+    }
+    lines = text.splitlines()
+    assert len(_commented(lines, lambda s: s and not s.startswith("#"))) == len(doc)
+    assert "262,144 tokens reach 42.0% steady" in text
+
+
+def test_sglang_flags(tmp_path: Path) -> None:
+    """Flags parse with shlex, bash accepts the file, every flag is documented."""
+    text = emit_config(_report(), "sglang-hicache", tp=8)["sglang-hicache.sh"]
+    args = _bash_array(text, "SGLANG_HICACHE_ARGS", tmp_path)
+    flags = [a for a in args if a.startswith("--")]
+    assert {f[2:] for f in flags} <= DOCUMENTED["sglang-hicache"]
+    assert args == ["--enable-hierarchical-cache", "--page-size", "64", "--hicache-size", "11",
+                    "--hicache-write-policy", "write_through", "--hicache-storage-backend",
+                    "file"]  # 85.9 GB / 8 ranks = 10.7 → 11 GB per rank
+    lines = text.splitlines()
+    assert len(_commented(lines, lambda s: s.strip().startswith("--"))) == len(flags)
+
+
+def test_kvbm_env_file() -> None:
+    """KEY=VALUE lines with documented names; DISK >= CPU as KVBM's guide asks."""
+    text = emit_config(_report(), "dynamo-kvbm")["kvbm.env"]
+    lines = text.splitlines()
+    settings = _commented(lines, lambda s: s and not s.startswith("#"))
+    env = dict(line.split("=", 1) for line in settings)
+    assert set(env) <= DOCUMENTED["dynamo-kvbm"]
+    assert env == {"DYN_KVBM_CPU_CACHE_GB": "86", "DYN_KVBM_DISK_CACHE_GB": "344"}
+
+
+def test_mooncake_master_and_client(tmp_path: Path) -> None:
+    """Master flags in gflags form, client keys as mooncake_config.json spells them."""
+    files = emit_config(_report(), "mooncake")
+    args = _bash_array(files["mooncake-master.sh"], "MOONCAKE_MASTER_ARGS", tmp_path)
+    flags = dict(a[2:].split("=", 1) for a in args)
+    assert set(flags) <= DOCUMENTED["mooncake"]
+    # 10 GB peak write in a 1 s window over an 85.9 GB pool: evict 11.6% at a time.
+    assert flags == {"enable_offload": "true", "eviction_ratio": "0.116"}
+    client = json.loads(files["mooncake-client.json"])
+    assert set(client) <= DOCUMENTED["mooncake"]
+    assert client == {"global_segment_size": "86GB"}
+    assert "global_segment_size:" in files["mooncake-client.notes.txt"]
+
+
+def test_eviction_ratio_floor_is_the_default(tmp_path: Path) -> None:
+    """A small burst keeps Mooncake's default eviction ratio of 0.05."""
+    files = emit_config(_report(write_peak=1e9), "mooncake")
+    args = _bash_array(files["mooncake-master.sh"], "MOONCAKE_MASTER_ARGS", tmp_path)
+    assert "--eviction_ratio=0.050" in args
+
+
+def test_no_reuse_means_no_offload_tier() -> None:
+    """A zero hit ratio: LMCache keeps no CPU tier; engines without a tier to write refuse."""
+    flat = tuple(MrcPoint(p.capacity_tokens, 0.0, 0.0) for p in MRC)
+    report = _report(flat, HitRatio(0.0, 0.0))
+    doc = yaml.safe_load(emit_config(report, "lmcache")["lmcache.yaml"])
+    assert doc == {"chunk_size": 256, "local_cpu": False}
+    for engine in ("sglang-hicache", "dynamo-kvbm", "mooncake"):
+        with pytest.raises(ConfigError, match="0.0%"):
+            emit_config(report, engine)
+
+
+def test_missing_measurements_are_user_errors() -> None:
+    """No hashes or no model: one clear error, never invented sizes."""
+    report = _report()
+    no_hashes = AdviceReport(report.meta, report.trace, report.model, None, None, report.io)
+    with pytest.raises(ConfigError, match="no block hashes"):
+        emit_config(no_hashes, "lmcache")
+    no_model = AdviceReport(report.meta, report.trace, None, None, report.prefix_cache, report.io)
+    with pytest.raises(ConfigError, match="--model"):
+        emit_config(no_model, "lmcache")
+    with pytest.raises(ConfigError, match="unknown engine"):
+        emit_config(report, "trtllm")

@@ -1,0 +1,316 @@
+"""Plan review: hand-computed tier hits and demand, and every check firing and staying quiet."""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kvadvisor.advise.review import (
+    PlanPerf,
+    StagePerf,
+    TraceReplay,
+    io_rate,
+    review_plan,
+)
+from kvadvisor.plan import check_plan
+
+BLOCK = 2  # tokens per hash block in the tiny trace
+HASHES = [[1, 2], [1, 2, 3], [4], [1, 2, 3]]
+INPUT = np.array([4, 6, 2, 5])
+OUTPUT = np.array([10, 20, 30, 40])
+ARRIVAL = np.array([0.0, 0.5, 1.0, 2.5])
+KVB = 100  # bytes per token
+
+
+def reference_hits(capacity_tokens: float | None) -> np.ndarray:
+    """DESIGN.md's prefix hit, replayed literally with an ordered-dict LRU (slow reference)."""
+    cap = np.inf if capacity_tokens is None else int(capacity_tokens // BLOCK)
+    lru: OrderedDict[int, None] = OrderedDict()
+    out = []
+    for hashes, n in zip(HASHES, INPUT, strict=True):
+        lead = 0
+        for h in hashes:
+            if h in lru:
+                lead += 1
+            else:
+                break
+        out.append(min(lead * BLOCK, int(n)))
+        for h in hashes:
+            lru[h] = None
+            lru.move_to_end(h)
+            while len(lru) > cap:
+                lru.popitem(last=False)
+    return np.array(out, dtype=np.int64)
+
+
+REPLAY = TraceReplay(ARRIVAL, INPUT, OUTPUT, warmup_requests=2, hit_tokens_at=reference_hits)
+
+
+def test_reference_hits_by_hand() -> None:
+    """The reference reproduces the hand replay (2 blocks evict block 1 before request 3)."""
+    assert reference_hits(4).tolist() == [0, 4, 0, 0]
+    assert reference_hits(6).tolist() == [0, 4, 0, 0]
+    assert reference_hits(8).tolist() == [0, 4, 0, 5]
+    assert reference_hits(None).tolist() == [0, 4, 0, 5]
+    assert reference_hits(0).tolist() == [0, 0, 0, 0]
+
+
+BASE: dict[str, Any] = {
+    "name": "tiny",
+    "model": {"kv_bytes_per_token": KVB, "tp": 2},
+    "stages": {
+        "prefill": {
+            "count": 1,
+            "gpu_kv_pool": "400 B",  # 4 tokens = 2 blocks
+            "tiers": [
+                {"name": "host", "storage": {"kind": "dram", "read_bandwidth": "1 KB/s",
+                                             "write_bandwidth": "1 KB/s"}, "capacity": "600 B"},
+                {"name": "ssd", "storage": {"kind": "ssd", "read_bandwidth": "1 KB/s",
+                                            "write_bandwidth": "1 KB/s", "latency": "1 ms"},
+                 "capacity": "800 B"},
+            ],
+        },
+    },
+}
+
+
+def _plan(patch: dict[str, Any] | None = None, base: dict[str, Any] = BASE):
+    doc = copy.deepcopy(base)
+    for dotted, value in (patch or {}).items():
+        node = doc
+        keys = dotted.split(".")
+        for key in keys[:-1]:
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        last = keys[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return check_plan("plan.yaml", doc)
+
+
+def _checks(review, code: str):
+    return [c for c in review.checks if c.code == code]
+
+
+def test_tiers_by_hand() -> None:
+    """GPU pool 2 blocks, host 3 blocks (shadowed), SSD 4 blocks serves request 3's 5 tokens."""
+    review = review_plan(_plan(), REPLAY, PlanPerf(KVB), window_s=1.0)
+    host, ssd = review.stages[0].tiers
+    assert host.hit_ratio_all == 0.0 and host.capacity_tokens == 6
+    assert ssd.hit_ratio_all == pytest.approx(5 / 17)
+    assert ssd.hit_ratio_steady == pytest.approx(5 / 7)
+    assert ssd.cumulative_hit_ratio_steady == pytest.approx(5 / 7)
+    # Host writes: input - h(3 blocks) = [4, 2, 2, 5] tokens × 100 B in windows [0,1), [1,2), [2,3).
+    assert host.write.peak_bytes_per_s == 600.0
+    assert host.write.mean_bytes_per_s == pytest.approx(1300 / 3)
+    assert host.write.p99_bytes_per_s == pytest.approx(500 + 0.98 * 100)
+    # SSD writes input - h(4 blocks) = [4, 2, 2, 0]; reads: 5 tokens in the last window.
+    assert ssd.write.peak_bytes_per_s == 600.0
+    assert ssd.write.mean_bytes_per_s == pytest.approx(800 / 3)
+    assert ssd.read is not None and ssd.read.peak_bytes_per_s == 500.0
+    assert ssd.read_utilization.peak == pytest.approx(0.5)
+    # Load time of request 3: 1 ms + 500 B / 1000 B/s; p99 over [0, 0, 0, 0.501] interpolates.
+    assert review.stages[0].load_time_p99_s == pytest.approx(0.97 * 0.501)
+
+
+def test_traffic_scale_compresses_time() -> None:
+    """Arrivals 2× faster: the same bytes land in half the time; hit ratios do not change."""
+    review = review_plan(_plan({"traffic": {"scale": 2}}), REPLAY, PlanPerf(KVB), window_s=1.0)
+    host = review.stages[0].tiers[0]
+    # times [0, .25, .5, 1.25]: windows hold 800 B and 500 B.
+    assert host.write.peak_bytes_per_s == 800.0 and host.write.mean_bytes_per_s == 650.0
+    assert review.stages[0].tiers[1].hit_ratio_all == pytest.approx(5 / 17)
+    assert review.traffic_scale == 2.0
+
+
+def test_io_rate_counts_idle_windows() -> None:
+    """Empty windows are part of the mean; p99 interpolates between windows."""
+    rate = io_rate(np.array([0.1, 0.2, 3.5]), np.array([10.0, 30.0, 20.0]), 1.0, 3.5)
+    assert rate.mean_bytes_per_s == pytest.approx(60 / 4)
+    assert rate.peak_bytes_per_s == 40.0
+    assert rate.p99_bytes_per_s == pytest.approx(np.percentile([40, 0, 0, 20], 99))
+
+
+def _status(review, code: str, subject: str | None = None) -> str:
+    found = [c for c in _checks(review, code) if subject is None or c.subject == subject]
+    assert len(found) == 1, (code, subject, review.checks)
+    return found[0].status
+
+
+def _recompute(tokens: np.ndarray) -> np.ndarray:
+    return np.asarray(tokens, dtype=np.float64) * 1e-3  # 1 ms per token
+
+
+GOOD_TIERS = [
+    {"name": "host", "storage": {"kind": "dram", "read_bandwidth": "2 KB/s",
+                                 "write_bandwidth": "2 KB/s"}, "capacity": "1 KB"},
+]
+
+# Each case: a patch that breaks exactly one check, the check and its subject.
+BREAKERS = [
+    ("RV01", "host", {}),  # host (3 blocks) shadowed by the GPU pool of 2 blocks... and SSD
+    ("RV02", "host", {"stages.prefill.tiers.0.storage.write_bandwidth": "500 B/s"}),
+    ("RV03", "ssd", {"stages.prefill.tiers.1.storage.read_bandwidth": "400 B/s"}),
+    ("RV04", "ssd", {"stages.prefill.tiers.1.storage.write_bandwidth": "100 KB/s",
+                     "stages.prefill.tiers.1.storage.read_bandwidth": "100 KB/s"}),
+    ("RV06", "ssd", {}),
+    ("RV07", None, {"slo": {"ttft_p99": "100 ms"}}),
+    ("EL08", "ssd", {"stages.prefill.tiers.1.capacity": None}),
+]
+
+
+def _good_doc() -> dict[str, Any]:
+    doc = copy.deepcopy(BASE)
+    doc["stages"]["prefill"]["tiers"] = copy.deepcopy(GOOD_TIERS)
+    doc["stages"]["prefill"]["tiers"].append(
+        {"name": "ssd", "storage": {"kind": "ssd", "read_bandwidth": "2 KB/s",
+                                    "write_bandwidth": "2 KB/s", "latency": "1 ms"},
+         "capacity": "2 KB"})
+    doc["slo"] = {"ttft_p99": "2 s"}
+    return doc
+
+
+def test_good_plan_passes_every_tier_check() -> None:
+    """A plan sized to the tiny trace passes every check it can run."""
+    perf = PlanPerf(KVB, {"prefill": StagePerf(recompute_s=lambda t: np.asarray(t) * 1.0)})
+    review = review_plan(_plan(base=_good_doc()), REPLAY, perf, window_s=1.0)
+    # host 10 tokens = 5 blocks serves the hits; ssd (20 tokens) is shadowed: RV01 fails there
+    # by design, so the good plan's SSD must be what serves: check the others pass.
+    statuses = {c.test_id: c.status for c in review.checks}
+    assert statuses["RV01.prefill.host"] == "pass"
+    for code in ("RV02", "RV03", "RV06", "EL08"):
+        assert all(c.status == "pass" for c in _checks(review, code)), code
+    assert statuses["RV07.prefill"] == "pass"
+    assert statuses["RV04.prefill.ssd"] == "pass"
+    assert statuses["RV04.prefill.host"] == "skip"  # DRAM bandwidth is not sized on its own
+
+
+@pytest.mark.parametrize(("code", "subject", "patch"), BREAKERS, ids=[b[0] for b in BREAKERS])
+def test_each_review_check_fires(code, subject, patch) -> None:
+    """A plan built to break one check makes that check fail."""
+    perf = PlanPerf(KVB, {"prefill": StagePerf(recompute_s=_recompute)})
+    review = review_plan(_plan(patch), REPLAY, perf, window_s=1.0)
+    assert _status(review, code, subject) == "fail"
+    failed = next(c for c in review.findings if c.code == code)
+    assert failed.evidence, "a finding carries its evidence"
+
+
+def test_bandwidth_severity_p99_vs_peak() -> None:
+    """Demand above capability at p99 is an error; only at the peak, a warning."""
+    review = review_plan(_plan({"stages.prefill.tiers.0.storage.write_bandwidth": "500 B/s"}),
+                         REPLAY, PlanPerf(KVB), window_s=1.0)
+    (rv02,) = [c for c in _checks(review, "RV02") if c.subject == "host"]
+    assert rv02.severity == "error"  # 598 B/s p99 > 500 B/s
+    review = review_plan(_plan({"stages.prefill.tiers.0.storage.write_bandwidth": "599 B/s"}),
+                         REPLAY, PlanPerf(KVB), window_s=1.0)
+    (rv02,) = [c for c in _checks(review, "RV02") if c.subject == "host"]
+    assert rv02.status == "fail" and rv02.severity == "warning"  # p99 598 < 599 < peak 600
+
+
+def test_load_vs_recompute_break_even() -> None:
+    """1 ms latency + 0.1 s per token to load against 1 ms per token to recompute: never pays."""
+    perf = PlanPerf(KVB, {"prefill": StagePerf(recompute_s=_recompute)})
+    review = review_plan(_plan(), REPLAY, perf, window_s=1.0)
+    ssd = review.stages[0].tiers[1]
+    assert ssd.break_even_tokens == float("inf")
+    assert ssd.below_break_even_share == 1.0
+    # Recompute at 1 s per token: loading (0.001 + 0.1 p) wins from 1 token.
+    perf = PlanPerf(KVB, {"prefill": StagePerf(recompute_s=lambda t: np.asarray(t) * 1.0)})
+    ssd = review_plan(_plan(), REPLAY, perf, window_s=1.0).stages[0].tiers[1]
+    assert ssd.break_even_tokens == 1.0 and ssd.below_break_even_share == 0.0
+
+
+ENGINE_CASES = [
+    # (code, engines, extra stage fields, expected status)
+    ("EL01", {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 50}}, {"gpu_kv_pool": "100 GB"}, "fail"),
+    ("EL01", {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 100}}, {"gpu_kv_pool": "100 GB"}, "pass"),
+    ("EL02", {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 200, "DYN_KVBM_DISK_CACHE_GB": 100}}, {},
+     "fail"),
+    ("EL02", {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 200, "DYN_KVBM_DISK_CACHE_GB": 200}}, {},
+     "pass"),
+    ("EL03", {"sglang-hicache": {"hicache-ratio": 1.5}}, {"gpu_kv_pool": "80 GB"}, "fail"),
+    ("EL03", {"sglang-hicache": {"hicache-ratio": 2.0}}, {"gpu_kv_pool": "80 GB"}, "pass"),
+    # hicache-size 10 GB per rank over a 80 GB pool / 8 ranks = ratio 1.0
+    ("EL03", {"sglang-hicache": {"hicache-size": 10}},
+     {"gpu_kv_pool": "80 GB", "gpus_per_instance": 8}, "fail"),
+    # 8 ranks × 200 GB > 1 TB host memory
+    ("EL04", {"sglang-hicache": {"hicache-size": 200}},
+     {"gpus_per_instance": 8, "host_memory": "1 TB"}, "fail"),
+    ("EL04", {"sglang-hicache": {"hicache-size": 100}},
+     {"gpus_per_instance": 8, "host_memory": "1 TB"}, "pass"),
+    ("EL05", {"lmcache": {"chunk_size": 100}}, {}, "fail"),
+    ("EL05", {"lmcache": {"chunk_size": 256}}, {}, "pass"),
+    ("EL05", {"lmcache": {"chunk_size": 256}, "vllm": {"block-size": 96}}, {}, "fail"),
+    ("EL05", {"lmcache": {"chunk_size": 256}, "sglang-hicache": {"page-size": 64}}, {}, "pass"),
+    ("EL06", {"lmcache": {"l2-adapter": {"type": "fs_native", "max_capacity_gb": 4000}}}, {},
+     "fail"),
+    ("EL06", {"lmcache": {"l2-adapter": {"type": "fs_native", "max_capacity_gb": 4000,
+                                         "eviction": {"policy": "LRU"}}}}, {}, "pass"),
+    ("EL07", {"mooncake": {"root_fs_dir": "/mnt/kv", "enable_offload": True}}, {}, "fail"),
+    ("EL07", {"mooncake": {"enable_offload": True}}, {}, "pass"),
+    ("EL07", {"mooncake": {"root_fs_dir": "/mnt/kv"}}, {}, "pass"),
+]
+
+
+@pytest.mark.parametrize(("code", "engines", "fields", "expected"), ENGINE_CASES)
+def test_engine_lint(code, engines, fields, expected) -> None:
+    """Each engine lint fires on the plan built to break it and stays quiet on the fixed one."""
+    doc = copy.deepcopy(BASE)
+    stage = doc["stages"]["prefill"]
+    stage.pop("gpu_kv_pool")
+    stage.update(fields)
+    stage["engines"] = engines
+    plan = check_plan("plan.yaml", doc)
+    review = review_plan(plan, REPLAY, PlanPerf(KVB), window_s=1.0)
+    assert _status(review, code) == expected
+
+
+def test_engine_lint_absent_without_engine() -> None:
+    """A plan without an engine gets none of that engine's lints."""
+    review = review_plan(_plan(), REPLAY, PlanPerf(KVB), window_s=1.0)
+    assert not [c for c in review.checks if c.code.startswith("EL0") and c.code != "EL08"]
+
+
+def test_stage_balance_fires_when_one_stage_idles() -> None:
+    """Same storage for both stages: decode idles while prefill saturates (RV05)."""
+    doc = copy.deepcopy(BASE)
+    spec = {"kind": "ssd", "read_bandwidth": "700 B/s", "write_bandwidth": "700 B/s"}
+    doc["stages"]["prefill"]["tiers"] = [{"name": "ssd", "storage": spec, "capacity": "2 KB"}]
+    doc["stages"]["decode"] = {"count": 80, "tiers": [
+        {"name": "ssd", "storage": spec, "capacity": "2 KB"}]}
+    review = review_plan(check_plan("p.yaml", doc), REPLAY, PlanPerf(KVB), window_s=1.0)
+    assert _status(review, "RV05") == "fail"
+    decode = review.stages[1]
+    # decode writes input+output = [14, 26, 32, 45] tokens × 100 B over 80 instances.
+    assert decode.tiers[0].write.peak_bytes_per_s == pytest.approx(45 * 100 / 80)
+    assert decode.tiers[0].read is None
+    doc["stages"]["decode"]["count"] = 1
+    doc["stages"]["decode"]["tiers"][0]["storage"] = dict(spec, write_bandwidth="5 KB/s")
+    review = review_plan(check_plan("p.yaml", doc), REPLAY, PlanPerf(KVB), window_s=1.0)
+    assert _status(review, "RV05") == "pass"
+
+
+def test_no_hashes_skips_hit_checks() -> None:
+    """Without hashes: hit checks skip, writes count every prompt token (upper bound)."""
+    replay = TraceReplay(ARRIVAL, INPUT, OUTPUT, warmup_requests=2, hit_tokens_at=None)
+    review = review_plan(_plan(), replay, PlanPerf(KVB), window_s=1.0)
+    assert _status(review, "RV01", "host") == "skip"
+    assert _status(review, "RV03", "host") == "skip"
+    host = review.stages[0].tiers[0]
+    assert host.write.peak_bytes_per_s == 1000.0 and host.hit_ratio_all is None
+
+
+def test_shared_tier_capacity_is_not_multiplied() -> None:
+    """Node tiers scale with the instance count; a shared pool does not."""
+    doc = copy.deepcopy(BASE)
+    doc["stages"]["prefill"]["count"] = 2
+    doc["stages"]["prefill"]["tiers"][1]["shared"] = True
+    review = review_plan(check_plan("p.yaml", doc), REPLAY, PlanPerf(KVB), window_s=1.0)
+    host, ssd = review.stages[0].tiers
+    assert host.capacity_tokens == 12 and ssd.capacity_tokens == 8
+    assert host.write.peak_bytes_per_s == 300.0  # per instance: half the fleet's 600 B/s

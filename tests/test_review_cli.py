@@ -1,0 +1,161 @@
+"""`kvadvisor review`: exit codes, one-line plan errors, JUnit, Markdown, plans side by side."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvadvisor.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USER_ERROR, app
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "sample_traces" / "mooncake_conversation.parquet"
+GOOD_EXAMPLE = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+BAD_EXAMPLE = REPO / "examples" / "plans" / "bad-h20-cloud-disk.yaml"
+
+GOOD = """\
+name: roomy
+model: {kv_bytes_per_token: 1000}
+stages:
+  prefill:
+    count: 1
+    engines: {lmcache: {chunk_size: 256}}
+    tiers:
+      - name: nvme
+        storage: {kind: ssd, read_bandwidth: 100 MB/s, write_bandwidth: 100 MB/s}
+        capacity: 1 TB
+"""
+
+
+@pytest.fixture()
+def tiny_trace(tmp_path: Path) -> Path:
+    """Mooncake-style JSONL without hashes: 4 requests, 1,000 prompt tokens a second."""
+    path = tmp_path / "tiny.jsonl"
+    rows = [{"timestamp": 1000 * i, "input_length": 1000, "output_length": 10} for i in range(4)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _plan(tmp_path: Path, text: str, name: str = "plan.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_good_plan_exits_0(tiny_trace: Path, tmp_path: Path) -> None:
+    """1 MB/s of writes on a 100 MB/s tier: no error; the over-provisioning is a warning."""
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD)])
+    assert result.exit_code == EXIT_OK, result.output
+    assert "plan roomy: passes with 1 warning(s)" in result.output
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
+                                 "--fail-on", "warning"])
+    assert result.exit_code == EXIT_FINDINGS
+    assert "RV04" in result.output
+
+
+def test_error_finding_exits_1(tiny_trace: Path, tmp_path: Path) -> None:
+    """An LMCache chunk that does not align with vLLM's blocks is an error: exit 1."""
+    plan = _plan(tmp_path, GOOD.replace("chunk_size: 256", "chunk_size: 100"))
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(plan)])
+    assert result.exit_code == EXIT_FINDINGS
+    assert "EL05" in result.output
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("count: 1", "cuont: 1"), "stages.prefill.cuont: unknown field; did you mean 'count'?"),
+        (("capacity: 1 TB", "capacity: 1 TB/s"), "capacity: 'TB/s' is a rate unit"),
+        (("capacity: 1 TB", "capacity: -1 TB"), "capacity: must not be negative"),
+        (("name: nvme\n        storage: {kind: ssd, read_bandwidth: 100 MB/s, write_bandwidth: "
+          "100 MB/s}", "name: nvme\n        storage: nvme-gen5x"),
+         "tiers[0].storage: "),
+    ],
+)
+def test_invalid_plan_is_one_line_exit_2(
+    tiny_trace: Path, tmp_path: Path, change, expected
+) -> None:
+    """Unknown field, wrong unit, negative capacity, unknown catalog name: one line, exit 2."""
+    plan = _plan(tmp_path, GOOD.replace(*change))
+    assert GOOD != plan.read_text()
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(plan)])
+    assert result.exit_code == EXIT_USER_ERROR
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert expected in lines[0] and "Traceback" not in result.output
+
+
+def test_junit_lists_every_check(tiny_trace: Path, tmp_path: Path) -> None:
+    """One test case per check; failures and skips marked; the XML parses."""
+    bad = _plan(tmp_path, GOOD.replace("chunk_size: 256", "chunk_size: 100"), "bad.yaml")
+    out = tmp_path / "results.xml"
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(bad), "--junit",
+                                 str(out)])
+    assert result.exit_code == EXIT_FINDINGS
+    root = ET.parse(out).getroot()
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    names = [c.get("name") for c in cases]
+    assert len(names) == len(set(names)) == int(suite.get("tests"))
+    expected = {"RV01.prefill.nvme", "RV02.prefill.nvme", "RV03.prefill.nvme",
+                "RV04.prefill.nvme", "RV06.prefill.nvme", "EL08.prefill.nvme", "EL05.prefill"}
+    assert {n.split()[0] for n in names} == expected
+    failed = {c.get("name").split()[0]: c.find("failure") for c in cases
+              if c.find("failure") is not None}
+    assert set(failed) == {"EL05.prefill", "RV04.prefill.nvme"}
+    assert failed["EL05.prefill"].get("type") == "error"
+    assert json.loads(failed["EL05.prefill"].text)["evidence"]["chunk_size"] == 100
+    assert int(suite.get("failures")) == 2
+    assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in cases) == 3
+
+
+def test_markdown_side_by_side(tiny_trace: Path, tmp_path: Path) -> None:
+    """Two plans: one table with a column per plan, then each plan's findings."""
+    bad = _plan(tmp_path, GOOD.replace("roomy", "misaligned").replace("chunk_size: 256",
+                                                                    "chunk_size: 100"), "b.yaml")
+    md = tmp_path / "review.md"
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
+                                 "--plan", str(bad), "-o", str(md)])
+    assert result.exit_code == EXIT_FINDINGS
+    text = md.read_text()
+    assert "| | `roomy` | `misaligned` |" in text
+    assert "| verdict | passes with 1 warning(s) | fails: 1 error(s), 1 warning(s) |" in text
+    assert "EL05 `lmcache.chunk_not_multiple`" in text
+    assert "no block hashes" in text
+
+
+def test_unknown_review_format(tiny_trace: Path, tmp_path: Path) -> None:
+    """An output name whose format cannot be told is a user error before any work."""
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
+                                 "-o", str(tmp_path / "r.pdf")])
+    assert result.exit_code == EXIT_USER_ERROR and "cannot tell the review format" in result.output
+
+
+needs_cache = pytest.mark.skipif(
+    importlib.util.find_spec("kvadvisor.cache") is None,
+    reason="the prefix-cache engine is not on this branch yet",
+)
+
+
+@needs_cache
+def test_examples_end_to_end(tmp_path: Path) -> None:
+    """The shipped example plans on the sample trace: one passes, one fails with its findings."""
+    md, xml = tmp_path / "review.md", tmp_path / "results.xml"
+    result = runner.invoke(app, ["review", str(SAMPLE), "--plan", str(GOOD_EXAMPLE), "--plan",
+                                 str(BAD_EXAMPLE), "--junit", str(xml), "-o", str(md)])
+    assert result.exit_code == EXIT_FINDINGS, result.output
+    suites = {s.get("name").split(": ")[1]: s for s in ET.parse(xml).getroot()}
+    good_failed = {c.get("name").split()[0] for c in suites["p5e-prefill-h20-decode"]
+                   if c.find("failure") is not None}
+    assert good_failed == {"RV04.prefill.local-nvme"}  # sized for the peak: a warning only
+    bad_failed = {c.get("name").split()[0].split(".")[0] for c in suites["h20-cloud-disk"]
+                  if c.find("failure") is not None}
+    assert bad_failed == {"RV01", "RV02", "RV03", "RV07", "EL03", "EL04", "EL05", "EL06",
+                          "EL07", "EL08"}
+    result = runner.invoke(app, ["review", str(SAMPLE), "--plan", str(GOOD_EXAMPLE)])
+    assert result.exit_code == EXIT_OK, result.output

@@ -1,0 +1,107 @@
+"""Streaming reader: one file, a directory, hive partitions and overlapping files, in arrival order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from kvadvisor.errors import TraceFormatError, TraceSchemaError
+from kvadvisor.synth import SynthShape, write_synth_parquet
+from kvadvisor.trace import read_trace
+from kvadvisor.trace.model import META_BLOCK_TOKENS
+from kvadvisor.trace.stream import open_trace_stream, stream_trace
+
+SHAPE = SynthShape(requests=3000, block_tokens=64, input_tokens_median=500.0, rate_per_s=20.0,
+                   sessions=200, seed=21)
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> tuple[str, pa.Table]:
+    path = tmp_path_factory.mktemp("whole") / "trace.parquet"
+    write_synth_parquet(SHAPE, path, chunk_rows=700)
+    return str(path), read_trace(path).table
+
+
+def _collect(stream) -> pa.Table:
+    return pa.Table.from_batches(list(stream)).combine_chunks()
+
+
+def test_one_file_streams_to_the_same_table(whole) -> None:
+    path, table = whole
+    stream = open_trace_stream(path, batch_rows=256)
+    assert stream.requests == 3000 and stream.block_tokens == 64 and stream.has_hashes
+    batches = list(stream)
+    assert max(b.num_rows for b in batches) <= 256
+    assert _collect(batches).equals(table.select(list(stream.columns)))
+
+
+def test_hive_partitions_read_as_the_whole(whole, tmp_path) -> None:
+    path, table = whole
+    src = pq.read_table(path)
+    def bucket(width: float) -> pa.Array:
+        return pc.cast(pc.floor(pc.divide(src["arrival_s"], width)), pa.int64())
+
+    # Two levels; "hour=10" sorts before "hour=2", so path order is not time order.
+    ds.write_dataset(src.append_column("day", bucket(50.0)).append_column("hour", bucket(10.0)),
+                     tmp_path / "hive", format="parquet", partitioning=["day", "hour"],
+                     partitioning_flavor="hive", max_rows_per_group=200, preserve_order=True)
+    assert len(list((tmp_path / "hive").glob("day=*/hour=*/*.parquet"))) > 10
+    stream = open_trace_stream(tmp_path / "hive", batch_rows=128)
+    assert "hour" not in stream.columns and "day" not in stream.columns
+    assert stream.block_tokens == 64
+    assert len(stream._clusters) == len(stream.files)  # time-disjoint: no merge needed
+    assert _collect(stream).equals(table.select(list(stream.columns)))
+
+
+def test_overlapping_files_are_merged_in_arrival_order(whole, tmp_path) -> None:
+    path, table = whole
+    src = pq.read_table(path)
+    for k in range(3):  # every third row: three files spanning the same time
+        pq.write_table(src.take(pa.array(np.arange(k, src.num_rows, 3))),
+                       tmp_path / f"part-{k}.parquet", row_group_size=100)
+    stream = open_trace_stream(tmp_path, batch_rows=64)
+    assert len(stream._clusters) == 1
+    assert _collect(stream).equals(table.select(list(stream.columns)))
+
+
+def test_ties_across_files_keep_file_order(tmp_path) -> None:
+    meta = {META_BLOCK_TOKENS: b"16"}
+    for name, ids in (("a", [1, 2, 3]), ("b", [10, 20, 30])):
+        t = pa.table({"arrival_s": [5.0, 5.0, 6.0], "input_tokens": ids,
+                      "output_tokens": [1, 1, 1]}).replace_schema_metadata(meta)
+        pq.write_table(t, tmp_path / f"{name}.parquet")
+    got = _collect(open_trace_stream(tmp_path, batch_rows=1))
+    assert got["input_tokens"].to_pylist() == [1, 2, 10, 20, 3, 30]
+    assert got["arrival_s"].to_pylist() == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+
+
+def test_unsorted_file_is_one_clear_error(tmp_path) -> None:
+    pq.write_table(pa.table({"arrival_s": [0.0, 2.0, 1.0], "input_tokens": [1, 2, 3],
+                             "output_tokens": [1, 1, 1]}), tmp_path / "x.parquet")
+    with pytest.raises(TraceFormatError, match="row 3: arrival_s goes back in time"):
+        list(open_trace_stream(tmp_path / "x.parquet"))
+
+
+def test_missing_column_and_mixed_block_sizes_are_errors(tmp_path) -> None:
+    pq.write_table(pa.table({"arrival_s": [0.0]}), tmp_path / "m.parquet")
+    with pytest.raises(TraceSchemaError, match="input_tokens"):
+        open_trace_stream(tmp_path / "m.parquet")
+    d = tmp_path / "mixed"
+    d.mkdir()
+    for bt in (16, 512):
+        t = pa.table({"arrival_s": [float(bt)], "input_tokens": [1], "output_tokens": [1]})
+        pq.write_table(t.replace_schema_metadata({META_BLOCK_TOKENS: str(bt).encode()}),
+                       d / f"{bt}.parquet")
+    with pytest.raises(TraceFormatError, match="disagree on block_tokens"):
+        open_trace_stream(d)
+
+
+def test_in_memory_trace_streams_the_same(mooncake_path) -> None:
+    trace = read_trace(mooncake_path)
+    stream = stream_trace(trace, batch_rows=1000)
+    assert stream.requests == 12_031 and stream.block_tokens == 512
+    assert _collect(stream).equals(trace.table)
