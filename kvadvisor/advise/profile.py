@@ -134,6 +134,15 @@ def build_perf_model(
     return pm, spec, notes, assumed
 
 
+def kv_bytes_per_token_for(options: ProfileOptions, trace_model: str | None = None) -> int:
+    """Distinct KV bytes per token of the model the profile would use.
+
+    For callers that need only the KV size, such as the streamed prefix-cache section.
+    """
+    pm, _, _, _ = build_perf_model(options, trace_model)
+    return int(round(pm.kv.total_bytes_per_token))
+
+
 def _calibration_rows(trace: Trace, pm: PerfModel, times: StageTimes) -> CalibrationRows | None:
     measured = measured_stages(trace)
     if measured is None:

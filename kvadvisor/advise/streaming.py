@@ -37,6 +37,7 @@ from kvadvisor.advise.model import (
     PrefixCache,
     TraceSummary,
 )
+from kvadvisor.advise.profile import kv_bytes_per_token_for
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
@@ -279,17 +280,19 @@ def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: Sc
     note = (f"streamed ({plan.reason}); {left_out}" if result.exact else
             f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; "
             f"{left_out}")
+    # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
+    kv = kv_bytes_per_token_for(options.profile_options())
     return PrefixCache(
         warmup_fraction=options.warmup_fraction,
         hit_ratio=HitRatio(all_, steady),
-        mrc=_mrc(result, None),
+        mrc=_mrc(result, kv),
         status="exact" if result.exact else "sampled",
         note=note,
         block_tokens=result.block_tokens,
         block_hit_ratio=HitRatio(blk_all, blk_steady),
         sampling=sampling,
         curve=_curve_series(result),
-        tiers=_tiers(result, options.cache_tiers, None) if options.cache_tiers else None,
+        tiers=_tiers(result, options.cache_tiers, kv) if options.cache_tiers else None,
     )
 
 
