@@ -319,7 +319,7 @@ def _model_section(
     mean_context = float(np.mean(times.input_tokens + times.output_tokens)) if len(
         times.input_tokens) else 0.0
     fit = memory_fit(pm, mean_context)
-    peak_kv = float(times.decode_kv_rank_cells.max(initial=0.0)) / times.instances
+    peak_kv = float(times.decode_kv_rank_cells.max(initial=0.0))
     memory = MemorySummary(
         memory_bytes_per_gpu=fit.memory_bytes_per_gpu,
         usable_bytes_per_gpu=fit.usable_bytes_per_gpu,

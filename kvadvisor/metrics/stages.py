@@ -82,8 +82,8 @@ class StageTimes:
     harmonic_batch: np.ndarray
     measured: np.ndarray  # bool: stage latencies from the trace
     grid: TimeGrid  # the time grid the batch statistics were computed on
-    decode_batch_cells: np.ndarray  # mean decode batch in each grid cell
-    decode_kv_rank_cells: np.ndarray  # mean KV per rank held by decoding requests, per cell
+    decode_batch_cells: np.ndarray  # mean decode batch per instance in each grid cell
+    decode_kv_rank_cells: np.ndarray  # mean KV per rank held by decoding requests, per instance
     iterations: int
     instances: int  # model instances the load was spread over
 
@@ -225,8 +225,8 @@ def stage_times(
         harmonic_batch=harmonic,
         measured=ok,
         grid=grid,
-        decode_batch_cells=batch_cells,
-        decode_kv_rank_cells=grid.cell_means(kv_f),
+        decode_batch_cells=batch_cells / inst,
+        decode_kv_rank_cells=grid.cell_means(kv_f) / inst,
         iterations=rounds,
         instances=inst,
     )
