@@ -83,7 +83,7 @@ def write_mooncake_repeated(src: Path, dst: Path, repeats: int) -> tuple[int, in
     rows = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines() if line]
     id_span = 1 + max(max(r["hash_ids"], default=0) for r in rows)
     ts = [r["timestamp"] for r in rows]
-    gaps = [b - a for a, b in zip(ts, ts[1:]) if b > a]
+    gaps = [b - a for a, b in zip(ts, ts[1:], strict=False) if b > a]
     ts_span = max(ts) - min(ts) + (min(gaps) if gaps else 1)
     requests = accesses = 0
     with dst.open("w", encoding="utf-8") as out:
@@ -101,7 +101,7 @@ def write_mooncake_repeated(src: Path, dst: Path, repeats: int) -> tuple[int, in
 
 
 def mooncake_source() -> Path:
-    """The shared Mooncake conversation trace beside the checkout (as tests/conftest.py finds it)."""
+    """The shared Mooncake conversation trace beside the checkout (as tests/conftest.py does)."""
     path = REPO.parent / "shared" / "traces" / "conversation_trace.jsonl"
     if not path.exists():
         sys.exit(f"{path} not found: the benchmarks need the shared public traces beside the repo")

@@ -18,11 +18,20 @@ from typing import Annotated
 import typer
 
 from kvadvisor import __version__
-from kvadvisor.advise import AnalyzeOptions, analyze
-from kvadvisor.advise.review import review_trace
+from kvadvisor.advise import (
+    AnalyzeOptions,
+    analyze,
+    load_advisor_inputs,
+    load_rule_set,
+    render_facts_doc,
+)
 from kvadvisor.advise.model import AdviceReport
+from kvadvisor.advise.review import review_trace
 from kvadvisor.advise.streaming import analyze_large, parse_memory_limit
 from kvadvisor.cache.tiers import parse_tier
+from kvadvisor.catalog.instances import find_instance
+from kvadvisor.catalog.listing import entry_text, instances_table, storage_table
+from kvadvisor.catalog.storage import find_storage
 from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.plan import PlanCatalogs, load_plan
@@ -31,6 +40,8 @@ from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.rules import builtin_rules_dir
+from kvadvisor.rules.docs import find_rule, render_rules_doc, rule_text, rules_table
 from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
 from kvadvisor.trace import (
     Trace,
@@ -156,9 +167,9 @@ def _split_emit_dir(
     return dirs[0], [o for o in output or [] if o != dirs[0]]
 
 
-def plan_catalogs() -> PlanCatalogs:
-    """The catalogs plan files may name (storage options, instance families, models)."""
-    return PlanCatalogs()
+def plan_catalogs(extra: list[Path] | None) -> PlanCatalogs:
+    """The catalogs plan files may name: the packaged ones plus --catalog files."""
+    return PlanCatalogs.packaged(tuple(str(p) for p in extra or ()))
 
 
 def _version_callback(value: bool) -> None:
@@ -202,6 +213,27 @@ def _read(
     return read_trace(
         trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
     )
+RulesDirOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--rules", help="Directory of extra rule files (repeatable).", file_okay=False),
+]
+SelectOpt = Annotated[
+    list[str] | None,
+    typer.Option("--select", help="Only rules with this code, name or group (repeatable, or a,b)."),
+]
+IgnoreOpt = Annotated[
+    list[str] | None,
+    typer.Option("--ignore", help="Skip rules with this code, name or group (repeatable)."),
+]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--catalog", help="Catalog file adding or overriding entries (repeatable).",
+                 dir_okay=False),
+]
+
+
+def _strs(values: list | None) -> tuple[str, ...]:
+    return tuple(str(v) for v in values or ())
 
 
 MemoryLimitOpt = Annotated[
@@ -314,9 +346,25 @@ def analyze_cmd(
         float | None,
         typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
     ] = None,
+    rules_dir: RulesDirOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    catalog: CatalogOpt = None,
+    storage: Annotated[
+        str | None, typer.Option("--storage", help="One storage spec (catalog name) for both "
+                                    "stages: per-stage utilization and idle-stage warnings.")
+    ] = None,
+    instance: Annotated[
+        list[str] | None, typer.Option("--instance", help="Instance for both stages (NAME) or "
+                                          "one stage (prefill=NAME, decode=NAME).")
+    ] = None,
     emit: Annotated[
         list[Engine] | None,
         typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
+    ] = None,
+    plan: Annotated[
+        list[Path] | None,
+        typer.Option("--plan", help="Deployment plan to review against the trace. Repeatable."),
     ] = None,
     memory_limit: MemoryLimitOpt = None,
     model: ModelOpt = None,
@@ -332,6 +380,8 @@ def analyze_cmd(
         fmt_name = fmt.value if fmt else None
         targets = output or (["-"] if fmt_name else [])
         renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
+        inputs = load_advisor_inputs(_strs(rules_dir), _strs(select), _strs(ignore),
+                                     _strs(catalog))
         options = AnalyzeOptions(
             warmup_fraction=warmup_fraction,
             cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
@@ -341,6 +391,11 @@ def analyze_cmd(
             cache_sample_rate=cache_sample_rate,
             model=model, gpu=gpu, kv_dtype=kv_dtype.value, weight_dtype=weight_dtype.value,
             tp=tp, window_s=window, chunk_tokens=chunk_tokens or DEFAULT_IO_CHUNK_TOKENS,
+            storage=storage,
+            instance=_strs(instance),
+            advisor_inputs=inputs,
+            plans=tuple(load_plan(p, PlanCatalogs(inputs.storage, inputs.instances))
+                        for p in plan or ()),
         )
         progress = Progress()
         if _streamable(trace, trace_format, maps, block_tokens):
@@ -358,6 +413,10 @@ def analyze_cmd(
                     generated_at=_now(),
                     trace_sha256=sha256,
                 )
+        if options.plans and not report.plan_reviews:
+            raise ConfigError(f"{trace}: too large to replay per request within the memory "
+                              "limit, so --plan cannot be reviewed; use `kvadvisor review` on "
+                              "a sample of the trace")
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 write_output(target, renderer.render(report))
@@ -398,6 +457,92 @@ def info_cmd(
         t = _read(trace, trace_format, maps, block_tokens)
         typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
                    nl=False)
+
+
+rules_app = typer.Typer(help="List, show and check rules; print the rule and fact docs.",
+                        no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+
+@rules_app.command("list")
+def rules_list_cmd(rules_dir: RulesDirOpt = None, select: SelectOpt = None,
+                   ignore: IgnoreOpt = None) -> None:
+    """List the rules (built-in plus --rules), after --select / --ignore."""
+    with handle_user_errors():
+        typer.echo(rules_table(load_rule_set(_strs(rules_dir), _strs(select), _strs(ignore))),
+                   nl=False)
+
+
+@rules_app.command("show")
+def rules_show_cmd(rule: Annotated[str, typer.Argument(help="Rule code or name.")],
+                   rules_dir: RulesDirOpt = None) -> None:
+    """Show one rule: condition, message, docs and references."""
+    with handle_user_errors():
+        typer.echo(rule_text(find_rule(load_rule_set(_strs(rules_dir)), rule)), nl=False)
+
+
+@rules_app.command("check")
+def rules_check_cmd(directory: Annotated[Path, typer.Argument(help="Directory of rule files.")]
+                    ) -> None:
+    """Check a directory of rule files against the schema, the facts and the built-in rules."""
+    with handle_user_errors():
+        extra = load_rule_set([str(directory)], builtin=False)
+        if not directory.resolve().is_relative_to(builtin_rules_dir().resolve()):
+            load_rule_set([str(directory)])  # codes and names must not clash with built-ins
+        typer.echo(f"{directory}: {len(extra)} rule(s) OK")
+
+
+@rules_app.command("docs")
+def rules_docs_cmd(output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is "
+                                                       "stdout.")] = "-") -> None:
+    """Write the rules reference (docs/rules.md) generated from the rule files."""
+    with handle_user_errors():
+        write_output(output, render_rules_doc(load_rule_set()))
+
+
+@rules_app.command("facts")
+def rules_facts_cmd(output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is "
+                                                        "stdout.")] = "-") -> None:
+    """Write the facts reference (docs/facts.md): every fact rules may read, with its unit."""
+    with handle_user_errors():
+        write_output(output, render_facts_doc())
+
+
+catalog_app = typer.Typer(help="List and show storage options and GPU instances.",
+                          no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+
+class CatalogKind(str, Enum):
+    """The catalogs `catalog list` can show."""
+
+    storage = "storage"
+    instances = "instances"
+
+
+@catalog_app.command("list")
+def catalog_list_cmd(
+    kind: Annotated[CatalogKind, typer.Argument(help="Which catalog.")] = CatalogKind.storage,
+    catalog: CatalogOpt = None,
+) -> None:
+    """List a catalog's entries with their key figures."""
+    with handle_user_errors():
+        inputs = load_advisor_inputs(catalog_files=_strs(catalog))
+        typer.echo(storage_table(inputs.storage) if kind is CatalogKind.storage
+                   else instances_table(inputs.instances), nl=False)
+
+
+@catalog_app.command("show")
+def catalog_show_cmd(name: Annotated[str, typer.Argument(help="Storage or instance name.")],
+                     catalog: CatalogOpt = None) -> None:
+    """Show one entry in full, with its sources."""
+    with handle_user_errors():
+        inputs = load_advisor_inputs(catalog_files=_strs(catalog))
+        if name in inputs.instances or any(name.lower() in (a.lower() for a in s.aliases)
+                                           for s in inputs.instances.values()):
+            typer.echo(entry_text(find_instance(inputs.instances, name)), nl=False)
+        else:
+            typer.echo(entry_text(find_storage(inputs.storage, name)), nl=False)
 
 
 class FailOn(str, Enum):
@@ -441,11 +586,13 @@ def review_cmd(
     window: Annotated[
         float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
     ] = 1.0,
+    catalog: CatalogOpt = None,
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
-        plans = [load_plan(p, plan_catalogs()) for p in plan]
+        catalogs = plan_catalogs(catalog)
+        plans = [load_plan(p, catalogs) for p in plan]
         report = review_trace(_read(trace, trace_format, maps, block_tokens), plans,
                               version=__version__,
                               generated_at=_now(), warmup_fraction=warmup_fraction,

@@ -7,24 +7,38 @@ independently of, the engines that compute them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import pyarrow as pa
 
 from kvadvisor.advise import analyze
-from kvadvisor.advise.analysis import AnalyzeOptions
+from kvadvisor.advise.analysis import AnalyzeOptions, summarize_trace, unavailable_reasons
 from kvadvisor.advise.model import (
+    FORMAT_VERSION,
     AdviceReport,
+    Alternative,
+    CacheReuse,
+    CacheTier,
+    CacheTiers,
     Finding,
     HitRatio,
     IoDemand,
     IoRate,
+    Meta,
     ModelSummary,
     MrcPoint,
     PrefixCache,
     Recommendation,
+    Requirement,
+    ReuseQuantile,
+    RuleOutcome,
+    Series,
     StageRecommendation,
     StageSplit,
+    Tier,
+    TtlPoint,
+    Utilization,
 )
 from kvadvisor.trace.model import Trace
 
@@ -89,6 +103,30 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 MrcPoint(16_777_216, 0.42, 0.5),
                 MrcPoint(None, 0.42, 0.5),
             ),
+            tiers=CacheTiers(
+                levels=(
+                    CacheTier(f"hbm{text}", 65_536, 65_536, 17_600.0, 11_000.0, 0.12, 0.15),
+                    CacheTier("host DRAM", 4_194_304, 4_194_304, 42_500.0, 25_000.0, 0.29, 0.34),
+                ),
+                miss_tokens_all=86_600.0,
+                miss_share_all=0.59,
+                miss_share_steady=0.51,
+            ),
+            reuse=CacheReuse(
+                hit_tokens=61_600,
+                quantiles=(ReuseQuantile(0.5, 6.0), ReuseQuantile(0.9, 21.0)),
+                histogram=Series(
+                    name="time since a hit block was last used",
+                    x_label="reuse time (bin upper edge)",
+                    x_unit="s",
+                    y_label="hit tokens",
+                    y_unit="tokens",
+                    x=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
+                    y=(2_048.0, 9_216.0, 20_480.0, 16_384.0, 10_240.0, 3_232.0),
+                    kind="bar",
+                ),
+                ttl=(TtlPoint(0.5, 6.0, 180_224, 163_840), TtlPoint(0.9, 21.0, 512_000, None)),
+            ),
         ),
         io=IoDemand(
             write=IoRate(1.25e9, 4.5e9, 6.0e9),
@@ -96,8 +134,39 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
             window_s=1.0,
         ),
         recommendation=Recommendation(
-            prefill=StageRecommendation(instance=f"p5e.48xlarge{text}", storage="local NVMe Gen5"),
-            decode=StageRecommendation(instance="gn8is", storage=f"host DRAM{text}"),
+            prefill=StageRecommendation(
+                instance=f"p5e.48xlarge{text}",
+                storage="local NVMe Gen5",
+                instance_count=2,
+                gpu="h200",
+                tiers=(Tier("local NVMe Gen5", "nvme", "KV offload tier", 3_500.0, devices=2),),
+                required=Requirement(
+                    write_bytes_per_s=2.25e9,
+                    capacity_gib=1_200.0,
+                    derivation=(f"p99 write demand 4.5 GB/s over 2 instances{text}",),
+                ),
+                chunk_tokens=256,
+                utilization=Utilization(0.18, 0.64, 0.85, "write demand / NVMe write bandwidth"),
+                alternatives=(
+                    Alternative("storage", "local NVMe Gen5", 1, "closest to 80% at p99"),
+                    Alternative("storage", f"cloud block{text}", 2, "p99 above its cap", False),
+                ),
+            ),
+            decode=StageRecommendation(
+                instance="gn8is",
+                storage=f"host DRAM{text}",
+                retention_s=21.0,
+                notes=("decode reads served from host DRAM",),
+            ),
+            rules=(
+                RuleOutcome("ST01", "storage.write_burst", True, "write_peak_to_mean = 4.8 > 3"),
+                RuleOutcome("CA01", "cache.read_less_first", True, "hit ratio 42% >= 30%"),
+                RuleOutcome("GP01", f"gpu.memory_fit{text}", False, "condition not met"),
+            ),
+            facts={
+                "write_peak_to_mean": {"value": 4.8, "unit": "x"},
+                "prefix_hit_ratio_steady": {"value": 0.5, "unit": "ratio"},
+            },
         ),
         findings=(
             Finding(
@@ -106,6 +175,10 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 stage="prefill",
                 message=f"Prefill writes peak at 4.8x their mean{text}",
                 evidence={"write_peak_bytes_per_s": 6.0e9, "write_mean_bytes_per_s": 1.25e9},
+                name="storage.write_burst",
+                action="add_write_buffer",
+                candidates=("host DRAM",),
+                references=(f"https://example.org/paper{text}",),
             ),
             Finding(
                 code="CA01",
@@ -116,9 +189,34 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
             ),
         ),
         versions={"catalog": f"2026.01{text}", "rules": "1"},
+        unavailable={},
     )
 
 
+@functools.cache
+def analysed_small(n: int = 40) -> AdviceReport:
+    """``analysed(small_trace(n))``, computed once per session (reports are immutable)."""
+    return analysed(small_trace(n))
+
+
+@functools.cache
+def bare_report(n: int = 40) -> AdviceReport:
+    """Only what the trace itself gives (workload summary and charts), no engine sections.
+
+    The golden files rest on this, not on ``analyze``: they test the renderers, and must not
+    change whenever the cache engine, the profiler or the rules change their numbers.
+    """
+    trace = small_trace(n)
+    report = AdviceReport(
+        meta=Meta(FORMAT_VERSION, VERSION, GENERATED_AT),
+        trace=summarize_trace(trace, sha256=SHA256),
+        # Fixed, not AnalyzeOptions(): new options elsewhere must not move the golden files.
+        options={"warmup_fraction": 0.5, "cache_tiers": ()},
+    )
+    return replace(report, unavailable=unavailable_reasons(trace, report))
+
+
+@functools.cache
 def full_report() -> AdviceReport:
-    """The small trace analysed, with every section filled."""
-    return fill_sections(analysed(small_trace()))
+    """The small trace's summary with every section filled with fixed values."""
+    return fill_sections(bare_report())

@@ -42,15 +42,18 @@ def _kw() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def mooncake(mooncake_path):
+    """The Mooncake conversation trace, read once."""
     return read_trace(mooncake_path)
 
 
 @pytest.fixture(scope="module")
 def reference(mooncake):
+    """The in-memory report every streamed one is compared with."""
     return analyze(mooncake, OPTIONS, **_kw())
 
 
 def test_parse_memory_limit() -> None:
+    """Sizes with units and percentages parse; anything else is a ConfigError."""
     assert parse_memory_limit("8GiB") == 8 * GIB
     assert parse_memory_limit("512 MB") == 512 * 10**6
     assert parse_memory_limit("1.5g") == 1_500_000_000
@@ -62,6 +65,7 @@ def test_parse_memory_limit() -> None:
 
 
 def test_plan_by_hand() -> None:
+    """Each plan is chosen at the budget computed by hand from the documented estimates."""
     req, acc, table = 1_000_000, 20_000_000, 100 * 2**20
     in_memory = BASELINE_BYTES + table + 96 * req + 120 * acc
     exact = BASELINE_BYTES + 16 * req + 40 * acc
@@ -69,8 +73,8 @@ def test_plan_by_hand() -> None:
     p = plan_analysis(req, acc, table, in_memory - 1)
     assert (p.mode, p.sample_rate) == ("streaming", None)
     assert p.estimated_exact_stream_bytes == exact
-    # Room for 64 B per sampled access at rate 0.1234 -> 0.12 (two digits, rounded down).
-    limit = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * req + int(64 * 0.1234 * acc)
+    # Room for 120 B per sampled access at rate 0.1234 -> 0.12 (two digits, rounded down).
+    limit = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * req + int(120 * 0.1234 * acc)
     p = plan_analysis(req, acc, table, limit)
     assert p.mode == "streaming" and p.sample_rate == pytest.approx(0.12)
     assert "SHARDS" in p.reason
@@ -79,6 +83,7 @@ def test_plan_by_hand() -> None:
 
 
 def test_stream_footers_count_block_accesses(mooncake, tmp_path) -> None:
+    """Footer value counts bound the block accesses from above, tightly."""
     path = _hive(mooncake, tmp_path)
     stream = open_trace_stream(path)
     offsets, values = mooncake.hash_arrays()
@@ -106,6 +111,7 @@ def _exact_plan(stream):
 
 @pytest.mark.parametrize("source", ["memory", "hive"])
 def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source) -> None:
+    """Streaming exact gives the in-memory curve, summary and charts exactly."""
     stream = (stream_trace(mooncake, batch_rows=1000) if source == "memory"
               else open_trace_stream(_hive(mooncake, tmp_path), batch_rows=777))
     got = analyze_stream(stream, OPTIONS, plan=_exact_plan(stream), **_kw())
@@ -115,12 +121,16 @@ def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source)
     assert got.prefix_cache.block_hit_ratio == want.block_hit_ratio
     assert got.prefix_cache.mrc == want.mrc
     assert got.prefix_cache.curve == want.curve
+    assert got.unavailable.keys() == reference.unavailable.keys()
+    assert got.options == reference.options
     for name in ("requests", "duration_s", "input_tokens_total", "output_tokens_total",
-                 "arrival_rate_per_s", "block_tokens"):
+                 "arrival_rate_per_s", "block_tokens", "models", "arrivals", "input_tokens_hist",
+                 "output_tokens_hist", "dropped"):
         assert getattr(got.trace, name) == getattr(reference.trace, name), name
 
 
 def test_small_budget_switches_to_sampling(mooncake, reference) -> None:
+    """A small budget samples at the rate that fits, states it, and stays close."""
     stream = stream_trace(mooncake, batch_rows=2000)
     limit = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * stream.requests
              + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * stream.block_accesses))
@@ -132,36 +142,46 @@ def test_small_budget_switches_to_sampling(mooncake, reference) -> None:
     assert pc_.sampling.error_estimate is not None and pc_.sampling.error_estimate > 0
     assert "SHARDS" in pc_.note and "0.25" in pc_.note
     want = reference.prefix_cache.mrc
-    diffs = [abs(a.hit_ratio_all - b.hit_ratio_all) for a, b in zip(pc_.mrc, want)]
+    diffs = [abs(a.hit_ratio_all - b.hit_ratio_all) for a, b in zip(pc_.mrc, want, strict=True)]
     assert np.mean(diffs) < 0.03
     assert report.trace.requests == mooncake.requests
 
 
 def test_large_budget_runs_everything_in_memory(mooncake, reference) -> None:
+    """A large budget gives exactly the in-memory report."""
     report = analyze_large(stream_trace(mooncake), OPTIONS, memory_limit_bytes=64 * GIB, **_kw())
     assert report == reference
 
 
 def test_no_hashes_stream_says_unknown() -> None:
-    table = pa.table({"arrival_s": [0.0, 1.0], "input_tokens": [5, 6], "output_tokens": [1, 2]})
+    """Without hashes: prefix reuse unknown; counts and charts by hand."""
+    table = pa.table({"arrival_s": [0.0, 1.0, 3.0], "input_tokens": [5, 6, 0],
+                      "output_tokens": [1, 2, 70], "model": ["m2", "m1", None]})
     stream = stream_trace(build_trace(table, path="t", source_format="t", block_tokens=None))
-    plan = plan_analysis(2, 0, 0, BASELINE_BYTES)
+    plan = plan_analysis(3, 0, 0, BASELINE_BYTES)
     report = analyze_stream(stream, OPTIONS, plan=plan, **_kw())
     assert report.prefix_cache.status == "unknown"
     assert report.trace.input_tokens_total == 11
+    assert report.trace.models == ("m1", "m2")
+    # Power-of-two bins by hand: inputs 5, 6 in [4, 8), 0 in bin 0; outputs 1, 2, 70.
+    assert report.trace.input_tokens_hist.y == (1.0, 0.0, 2.0)
+    assert report.trace.output_tokens_hist.y == (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    assert report.trace.arrivals.y == (1.0, 1.0, 0.0, 1.0)  # 1-s windows over 3 s
 
 
 def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
+    """The analyze command on a directory samples by the budget; a bad size is exit 2."""
     hive = _hive(mooncake, tmp_path)
     out = tmp_path / "r.json"
     accesses = open_trace_stream(hive).block_accesses
-    limit = BASELINE_BYTES + 16 * mooncake.requests + int(64 * 0.5 * accesses)
+    limit = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * mooncake.requests
+             + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * accesses))
     res = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", str(limit),
                                    "--cache-instances", "1", "--format", "json", "-o", str(out)])
     assert res.exit_code == 0, res.output
     body = json.loads(out.read_text())
     assert body["trace"]["requests"] == mooncake.requests
     assert body["prefix_cache"]["status"] == "sampled"
-    assert body["prefix_cache"]["sampling"]["rate"] == pytest.approx(0.5, abs=0.01)
+    assert body["prefix_cache"]["sampling"]["rate"] == pytest.approx(0.25, abs=0.01)
     bad = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", "lots"])
     assert bad.exit_code == 2 and "--memory-limit 'lots'" in bad.output

@@ -73,8 +73,11 @@ class Cdp:
         self._from_child, from_child_w = os.pipe()
 
         def wire_fds() -> None:  # runs in the child: chromium reads fd 3, writes fd 4
-            os.dup2(to_child_r, 3)
-            os.dup2(from_child_w, 4)
+            # Copy both ends out of the way first: the pipes may themselves sit on fd 3 or 4,
+            # and dup2 onto the same fd would keep its close-on-exec flag.
+            read_end, write_end = os.dup(to_child_r), os.dup(from_child_w)
+            os.dup2(read_end, 3, inheritable=True)
+            os.dup2(write_end, 4, inheritable=True)
 
         self.proc = subprocess.Popen(
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"],

@@ -1,4 +1,4 @@
-"""Streaming reader: one file, a directory, hive partitions and overlapping files, in arrival order."""
+"""Streaming reader: one file, a directory, hive partitions, overlapping files, in order."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ SHAPE = SynthShape(requests=3000, block_tokens=64, input_tokens_median=500.0, ra
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory) -> tuple[str, pa.Table]:
+    """A synthetic trace in one file (several row groups) and its table as read_trace gives."""
     path = tmp_path_factory.mktemp("whole") / "trace.parquet"
     write_synth_parquet(SHAPE, path, chunk_rows=700)
     return str(path), read_trace(path).table
@@ -31,6 +32,7 @@ def _collect(stream) -> pa.Table:
 
 
 def test_one_file_streams_to_the_same_table(whole) -> None:
+    """One file streams in bounded batches to exactly the table read_trace gives."""
     path, table = whole
     stream = open_trace_stream(path, batch_rows=256)
     assert stream.requests == 3000 and stream.block_tokens == 64 and stream.has_hashes
@@ -40,6 +42,7 @@ def test_one_file_streams_to_the_same_table(whole) -> None:
 
 
 def test_hive_partitions_read_as_the_whole(whole, tmp_path) -> None:
+    """Two-level hive partitions (path order is not time order) read as the whole file."""
     path, table = whole
     src = pq.read_table(path)
     def bucket(width: float) -> pa.Array:
@@ -58,6 +61,7 @@ def test_hive_partitions_read_as_the_whole(whole, tmp_path) -> None:
 
 
 def test_overlapping_files_are_merged_in_arrival_order(whole, tmp_path) -> None:
+    """Files spanning the same time are merged back into arrival order."""
     path, table = whole
     src = pq.read_table(path)
     for k in range(3):  # every third row: three files spanning the same time
@@ -69,6 +73,7 @@ def test_overlapping_files_are_merged_in_arrival_order(whole, tmp_path) -> None:
 
 
 def test_ties_across_files_keep_file_order(tmp_path) -> None:
+    """Equal arrivals in different files come out in file order."""
     meta = {META_BLOCK_TOKENS: b"16"}
     for name, ids in (("a", [1, 2, 3]), ("b", [10, 20, 30])):
         t = pa.table({"arrival_s": [5.0, 5.0, 6.0], "input_tokens": ids,
@@ -80,6 +85,7 @@ def test_ties_across_files_keep_file_order(tmp_path) -> None:
 
 
 def test_unsorted_file_is_one_clear_error(tmp_path) -> None:
+    """A file going back in time is one error naming the row."""
     pq.write_table(pa.table({"arrival_s": [0.0, 2.0, 1.0], "input_tokens": [1, 2, 3],
                              "output_tokens": [1, 1, 1]}), tmp_path / "x.parquet")
     with pytest.raises(TraceFormatError, match="row 3: arrival_s goes back in time"):
@@ -87,6 +93,7 @@ def test_unsorted_file_is_one_clear_error(tmp_path) -> None:
 
 
 def test_missing_column_and_mixed_block_sizes_are_errors(tmp_path) -> None:
+    """A missing required column or mixed block sizes are clear errors."""
     pq.write_table(pa.table({"arrival_s": [0.0]}), tmp_path / "m.parquet")
     with pytest.raises(TraceSchemaError, match="input_tokens"):
         open_trace_stream(tmp_path / "m.parquet")
@@ -101,6 +108,7 @@ def test_missing_column_and_mixed_block_sizes_are_errors(tmp_path) -> None:
 
 
 def test_in_memory_trace_streams_the_same(mooncake_path) -> None:
+    """An in-memory Trace seen as a stream gives back its own table."""
     trace = read_trace(mooncake_path)
     stream = stream_trace(trace, batch_rows=1000)
     assert stream.requests == 12_031 and stream.block_tokens == 512

@@ -25,6 +25,7 @@ def _flat(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_same_seed_same_trace_whatever_the_chunk_size() -> None:
+    """The seed fixes the trace; the chunk size never changes it; another seed does."""
     shape = SynthShape(requests=6000, seed=7, arrival="bursty", diurnal_amplitude=0.3,
                        diurnal_period_s=100.0, sessions=300)
     one = _table(shape, chunk_rows=6000)
@@ -34,6 +35,7 @@ def test_same_seed_same_trace_whatever_the_chunk_size() -> None:
 
 
 def test_poisson_arrivals_recover_rate_and_cv() -> None:
+    """Poisson gaps: the rate and a CV of 1 come back; the first arrival is 0."""
     t = _table(SynthShape(requests=40_000, rate_per_s=25.0, seed=1))["arrival_s"].to_numpy()
     assert t[0] == 0.0
     gaps = np.diff(t)
@@ -43,6 +45,7 @@ def test_poisson_arrivals_recover_rate_and_cv() -> None:
 
 
 def test_bursty_arrivals_recover_cv() -> None:
+    """Gamma gaps: the rate and the chosen coefficient of variation come back."""
     shape = SynthShape(requests=40_000, rate_per_s=5.0, arrival="bursty", burst_cv=2.0, seed=2)
     gaps = np.diff(_table(shape)["arrival_s"].to_numpy())
     assert 1.0 / gaps.mean() == pytest.approx(5.0, rel=0.05)
@@ -50,6 +53,7 @@ def test_bursty_arrivals_recover_cv() -> None:
 
 
 def test_diurnal_cycle_recovers_amplitude() -> None:
+    """The diurnal amplitude comes back from 2·mean(sin ωt) over whole periods."""
     # For intensity r(1 + A sin ωt) over whole periods, E[sin ωt] over arrivals is A/2.
     period = 200.0
     t = _table(SynthShape(requests=40_000, rate_per_s=20.0, diurnal_amplitude=0.6,
@@ -59,6 +63,7 @@ def test_diurnal_cycle_recovers_amplitude() -> None:
 
 
 def test_diurnal_time_change_solves_the_integrated_rate() -> None:
+    """Newton's time change solves t + (A/ω)(1 − cos ωt) = τ and stays increasing."""
     tau = np.linspace(0.0, 500.0, 1001)
     a, period = 0.9, 37.0
     t = diurnal_time(tau, a, period)
@@ -68,6 +73,7 @@ def test_diurnal_time_change_solves_the_integrated_rate() -> None:
 
 
 def test_lognormal_lengths_recover_median_and_sigma() -> None:
+    """Prompt and output lengths: median and log standard deviation come back."""
     table = _table(SynthShape(requests=40_000, input_tokens_median=3000.0, input_tokens_sigma=0.8,
                               output_tokens_median=300.0, output_tokens_sigma=0.5, seed=4))
     for col, median, sigma in (("input_tokens", 3000.0, 0.8), ("output_tokens", 300.0, 0.5)):
@@ -83,6 +89,7 @@ def _zipf_slope(counts: np.ndarray, top: int) -> float:
 
 
 def test_session_popularity_is_zipf() -> None:
+    """Requests per session follow the chosen Zipf exponent (log-log slope)."""
     # Sessions never end here, so a session is a slot and its request count follows Zipf(s).
     shape = SynthShape(requests=40_000, sessions=1000, session_zipf=1.1,
                        mean_requests_per_session=1e12, seed=5)
@@ -92,6 +99,7 @@ def test_session_popularity_is_zipf() -> None:
 
 
 def test_system_prompt_popularity_is_zipf_and_sessions_churn() -> None:
+    """System prompts per session follow Zipf; sessions end at rate 1/m per request."""
     shape = SynthShape(requests=40_000, sessions=2000, mean_requests_per_session=2.0,
                        system_prompts=200, system_prompt_zipf=1.2,
                        system_prompt_tokens_median=8192.0, system_prompt_tokens_sigma=0.2,
@@ -110,6 +118,7 @@ def test_system_prompt_popularity_is_zipf_and_sessions_churn() -> None:
 
 
 def test_hash_chains_are_consistent_and_sized_by_block_tokens() -> None:
+    """ceil(input/block) hashes per request; every id has one position and one predecessor."""
     shape = SynthShape(requests=20_000, block_tokens=64, input_tokens_median=600.0,
                        sessions=500, system_prompts=20, system_prompt_tokens_median=300.0, seed=9)
     table = _table(shape)
@@ -127,17 +136,20 @@ def test_hash_chains_are_consistent_and_sized_by_block_tokens() -> None:
 
 
 def test_mix63_is_injective() -> None:
-    raw = np.concatenate([np.arange(500_000), (np.arange(500_000) << 20) + 3])
+    """The 63-bit mixing never maps two raw ids to one hash."""
+    raw = np.concatenate([np.arange(100_000), (np.arange(100_000) << 20) + 3])
     assert len(np.unique(mix63(raw))) == len(np.unique(raw))
 
 
 def test_generation_is_lazy_and_batches_are_bounded() -> None:
+    """Generation is lazy: a billion-request shape yields its first bounded batch at once."""
     # A billion requests could never sit in memory: the first batch comes at once.
     first = next(generate(SynthShape(requests=10**9), chunk_rows=1000))
     assert first.num_rows == 1000
 
 
 def test_parquet_is_streamed_in_bounded_row_groups(tmp_path) -> None:
+    """One row group per chunk; the file reads back as the generated canonical trace."""
     shape = SynthShape(requests=5500, block_tokens=16, input_tokens_median=200.0, seed=11)
     path = tmp_path / "s.parquet"
     result = write_synth_parquet(shape, path, chunk_rows=1000)
@@ -156,6 +168,7 @@ def test_parquet_is_streamed_in_bounded_row_groups(tmp_path) -> None:
 
 
 def test_bad_shape_is_a_config_error() -> None:
+    """Impossible shapes are ConfigErrors naming the option."""
     with pytest.raises(ConfigError, match="--diurnal-amplitude"):
         SynthShape(diurnal_amplitude=1.0)
     with pytest.raises(ConfigError, match="--arrival"):
@@ -163,6 +176,7 @@ def test_bad_shape_is_a_config_error() -> None:
 
 
 def test_cli_synth_writes_and_rejects_bad_options(tmp_path) -> None:
+    """The synth command writes a readable trace; a bad option is exit 2, one line."""
     out = tmp_path / "t.parquet"
     runner = CliRunner()
     ok = runner.invoke(app, ["synth", "-o", str(out), "--requests", "500", "--seed", "3"])

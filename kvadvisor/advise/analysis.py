@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import dataclasses
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -17,12 +20,14 @@ from kvadvisor.advise.advisor import (
 from kvadvisor.advise.cache_section import prefix_cache_section
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
 from kvadvisor.advise.profile import ProfileOptions, StageProfile, profile_workload
+from kvadvisor.advise.review import review_plans
 from kvadvisor.cache import simulate_prefix_cache
 from kvadvisor.cache.coarsen import coarsen_trace
 from kvadvisor.cache.prefix import SAMPLE_ABOVE_ACCESSES
 from kvadvisor.cache.tiers import TierSpec
 from kvadvisor.trace.describe import capabilities
 from kvadvisor.metrics import trace_hit_tokens
+from kvadvisor.plan.model import Plan
 from kvadvisor.trace.model import Trace
 
 
@@ -45,6 +50,8 @@ class AnalyzeOptions:
     storage: str | None = None
     instance: tuple[str, ...] = ()
     advisor_inputs: AdvisorInputs | None = None
+    # Deployment plans to review against the trace (docs/review.md).
+    plans: tuple[Plan, ...] = ()
     # Stage profiler (docs/stage-profiler.md); None = the documented default, reported as assumed.
     model: str | None = None
     gpu: str | None = None
@@ -134,6 +141,27 @@ def trace_models(trace: Trace) -> tuple[str, ...]:
     return tuple(sorted(str(n) for n in names)[:MAX_MODELS_LISTED])
 
 
+def options_record(options: AnalyzeOptions) -> dict[str, Any]:
+    """The options as plain values for the report's inputs.
+
+    Loaded rule and catalog objects are left out: their versions are recorded separately.
+    """
+    record: dict[str, Any] = {}
+    for f in dataclasses.fields(options):
+        if f.name == "advisor_inputs":
+            continue
+        value = getattr(options, f.name)
+        if f.name == "plans":
+            # A plan is echoed by its file; its review is its own section.
+            value = tuple(p.path for p in value)
+        elif isinstance(value, tuple):
+            value = tuple(
+                dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value
+            )
+        record[f.name] = value
+    return record
+
+
 def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
     """Counts, span, columns and workload chart data of a trace."""
     duration = trace.duration_s
@@ -194,17 +222,18 @@ def analyze(
         stage_split=stages.stage_split,
         prefix_cache=prefix_cache,
         io=stages.io,
-        options=_echo_options(options),
+        options=options_record(options),
     )
-    report = _advise(report, options, stages)
-    return replace(report, unavailable=unavailable_reasons(trace, report))
-
-
-def _echo_options(options: AnalyzeOptions) -> dict:
-    """The options as the report echoes them (loaded rules and catalogs are named, not dumped)."""
-    echoed = asdict(options)
-    echoed.pop("advisor_inputs", None)
-    return echoed
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    report = _advise(report, options, inputs, stages)
+    if options.plans:
+        report = replace(report, plan_reviews=review_plans(
+            trace, options.plans, warmup_fraction=options.warmup_fraction))
+    return replace(
+        report,
+        versions=data_versions(inputs),
+        unavailable=unavailable_reasons(trace, report),
+    )
 
 
 def prefix_hits(trace: Trace, options: AnalyzeOptions) -> tuple[np.ndarray | None, str | None]:
@@ -230,17 +259,40 @@ def prefix_hits(trace: Trace, options: AnalyzeOptions) -> tuple[np.ndarray | Non
 
 
 def _advise(
-    report: AdviceReport, options: AnalyzeOptions, stages: StageProfile | None = None
+    report: AdviceReport,
+    options: AnalyzeOptions,
+    inputs: AdvisorInputs | None = None,
+    stages: StageProfile | None = None,
 ) -> AdviceReport:
     """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
+    inputs = inputs or options.advisor_inputs or load_advisor_inputs()
     advisor_options = AdvisorOptions(
-        chunk_tokens=getattr(options, "chunk_tokens", 256),
+        chunk_tokens=getattr(options, "chunk_tokens", None) or options.cache_chunk_tokens or 256,
         storage=options.storage,
         instance=parse_instance_choice(options.instance),
     )
-    inputs = options.advisor_inputs or load_advisor_inputs()
     extra = stages.facts if stages is not None else None
     return advise_report(report, inputs, advisor_options, extra_facts=extra)
+
+
+def _fingerprint(items: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(items)).encode("utf-8")).hexdigest()[:12]
+
+
+def data_versions(inputs: AdvisorInputs) -> dict[str, str]:
+    """What rules and catalogs the advice used: entry counts and a content fingerprint.
+
+    The fingerprint is the sha256 of the loaded entries (file locations left out), so two
+    reports can be told apart when their rules or catalogs differ.
+    """
+    rules = [repr(replace(r, path="")) for r in inputs.rules]
+    storage = [f"{k}={v!r}" for k, v in inputs.storage.items()]
+    instances = [f"{k}={v!r}" for k, v in inputs.instances.items()]
+    return {
+        "rules": f"{len(rules)} rules, sha256 {_fingerprint(rules)}",
+        "storage catalog": f"{len(storage)} entries, sha256 {_fingerprint(storage)}",
+        "instance catalog": f"{len(instances)} entries, sha256 {_fingerprint(instances)}",
+    }
 
 
 def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
@@ -261,3 +313,4 @@ def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
     if report.recommendation is None:
         why["recommendation"] = "the advisor did not run (no rules were evaluated)"
     return why
+

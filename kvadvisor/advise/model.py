@@ -484,10 +484,14 @@ class AdviceReport:
     versions: dict[str, str] = field(default_factory=dict)
     # Why a section is None (section name -> reason), so reports say "not measured: <why>".
     unavailable: dict[str, str] = field(default_factory=dict)
+    # Deployment plans reviewed against this trace (`analyze --plan`); see PlanReview below.
+    plan_reviews: tuple[PlanReview, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with the contract's top-level keys (meta fields lifted to the top)."""
         body = asdict(self)
+        if not body["plan_reviews"]:  # absent unless plans were given: output stays as before
+            body.pop("plan_reviews")
         meta = body.pop("meta")
         return {**meta, **body}
 
@@ -635,6 +639,7 @@ class PlanReview:
     kv_bytes_per_token: int | None
     stages: tuple[StageReview, ...]
     checks: tuple[ReviewCheck, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def findings(self) -> tuple[ReviewCheck, ...]:

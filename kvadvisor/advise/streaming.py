@@ -20,13 +20,22 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kvadvisor.advise.analysis import AnalyzeOptions, _advise, analyze
+from kvadvisor.advise.analysis import (
+    ARRIVAL_WINDOWS_S,
+    MAX_ARRIVAL_BINS,
+    MAX_MODELS_LISTED,
+    AnalyzeOptions,
+    _advise,
+    analyze,
+    options_record,
+    unavailable_reasons,
+)
 from kvadvisor.advise.cache_section import _curve_series, _mrc, _tiers, unknown_prefix_cache
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
@@ -35,13 +44,16 @@ from kvadvisor.advise.model import (
     HitRatio,
     Meta,
     PrefixCache,
+    Series,
     TraceSummary,
 )
-from kvadvisor.advise.profile import kv_bytes_per_token_for
+from kvadvisor.advise.profile import StageProfile, kv_bytes_per_token_for, profile_workload
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
+from kvadvisor.metrics import trace_hit_tokens
+from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
@@ -51,12 +63,16 @@ DEFAULT_MEMORY_FRACTION = 0.5
 # block access over the 8-byte hash it reads (dense ids 13-19 B, arbitrary 64-bit hashes 22 B);
 # 40 B keeps headroom and matches the cache engine's stated bound (< 40 B per access).
 EXACT_BYTES_PER_ACCESS = 40
-# The sampled state: hash, request, tokens and label per kept access (25 B) plus the exact pass
-# over the sample and its four error sub-samples, rounded up.
-SAMPLED_BYTES_PER_ACCESS = 64
-# Per request, streaming keeps offsets and input tokens (exact) or input tokens (sampled).
+# The sampled state: hash, request, tokens and label per kept access (25 B, twice while the
+# batches are joined), the exact pass over the sample (hash table, ids, tree, distances) and the
+# binning and four error sub-samples. Measured: 2.95 GB peak sampling 23.8M of 70.9M accesses
+# of a 10M-request synthetic trace, about 105 B per sampled access over the baseline and the
+# per-request arrays; 120 B keeps headroom.
+SAMPLED_BYTES_PER_ACCESS = 120
+# Per request, streaming keeps offsets and input tokens (exact) or input tokens (sampled, twice
+# while the batches are joined; measured 26 B per request with the kernels loaded).
 EXACT_BYTES_PER_REQUEST = 16
-SAMPLED_BYTES_PER_REQUEST = 16
+SAMPLED_BYTES_PER_REQUEST = 32
 # In memory, every analysis works on the whole table: the table itself plus the per-request
 # arrays the analyses build (times, tokens, hits: about a dozen 8-byte columns) and, per block
 # access, the exact pass plus routing, reuse-time and block-size passes. Measured: 1.13 GB peak
@@ -67,6 +83,7 @@ IN_MEMORY_BYTES_PER_ACCESS = 120
 # Interpreter, numpy/pyarrow/numba and one record batch in flight.
 BASELINE_BYTES = 512 * 1024**2
 MIN_SAMPLE_RATE = 1e-4
+STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes", "model")
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
@@ -133,8 +150,8 @@ def plan_analysis(
     """Choose in-memory, streaming exact or streaming sampled from sizes and the budget.
 
     Estimates (bytes): in memory = baseline + table + 96·requests + 120·accesses; streaming
-    exact = baseline + 16·requests + 40·accesses; sampled at rate R = baseline + 16·requests +
-    64·R·accesses, R the largest that fits (at least 1e-4).
+    exact = baseline + 16·requests + 40·accesses; sampled at rate R = baseline + 32·requests +
+    120·R·accesses, R the largest that fits (at least 1e-4).
     """
     in_memory = (BASELINE_BYTES + table_bytes + IN_MEMORY_BYTES_PER_REQUEST * requests
                  + IN_MEMORY_BYTES_PER_ACCESS * block_accesses)
@@ -180,8 +197,13 @@ def plan_for_stream(stream: TraceStream, memory_limit_bytes: int) -> ScalePlan:
 
 @dataclass
 class _Totals:
-    """Everything one streaming pass sums (O(1) memory)."""
+    """Everything one streaming pass sums: counts, span, chart bins, model names.
 
+    The arrival window is chosen from the span in the footers exactly as
+    :func:`kvadvisor.advise.analysis.arrival_series` chooses it, so the charts are the same.
+    """
+
+    duration_s: float = 0.0
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -189,21 +211,77 @@ class _Totals:
     first_arrival_s: float | None = None
     last_arrival_s: float = 0.0
     batches: int = 0
+    arrival_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    input_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    output_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    models: set[str] = field(default_factory=set)
+
+    @property
+    def window_s(self) -> int:
+        return next((w for w in ARRIVAL_WINDOWS_S if self.duration_s / w < MAX_ARRIVAL_BINS),
+                    ARRIVAL_WINDOWS_S[-1])
 
     def add(self, batch: pa.RecordBatch) -> None:
         self.requests += batch.num_rows
         self.batches += 1
         if batch.num_rows == 0:
             return
-        self.input_tokens += int(pc.sum(batch.column("input_tokens")).as_py() or 0)
-        self.output_tokens += int(pc.sum(batch.column("output_tokens")).as_py() or 0)
-        arrival = batch.column("arrival_s")
+        inp = batch.column("input_tokens").to_numpy(zero_copy_only=False)
+        out = batch.column("output_tokens").to_numpy(zero_copy_only=False)
+        arrival = batch.column("arrival_s").to_numpy(zero_copy_only=False)
+        self.input_tokens += int(inp.sum())
+        self.output_tokens += int(out.sum())
         if self.first_arrival_s is None:
-            self.first_arrival_s = float(arrival[0].as_py())
-        self.last_arrival_s = float(arrival[-1].as_py())
+            self.first_arrival_s = float(arrival[0])
+        self.last_arrival_s = float(arrival[-1])
+        bins = int(self.duration_s // self.window_s) + 1
+        idx = np.minimum((arrival // self.window_s).astype(np.int64), bins - 1)
+        self.arrival_counts = _add_counts(self.arrival_counts, np.bincount(idx, minlength=bins))
+        self.input_bins = _add_counts(self.input_bins, np.bincount(_log2_bin(inp)))
+        self.output_bins = _add_counts(self.output_bins, np.bincount(_log2_bin(out)))
         if "block_hashes" in batch.schema.names:
             self.block_accesses += int(pc.sum(pc.list_value_length(
                 batch.column("block_hashes"))).as_py() or 0)
+        if "model" in batch.schema.names:
+            self.models.update(str(m) for m in pc.unique(batch.column("model").drop_null())
+                               .to_pylist())
+
+    def arrivals(self) -> Series | None:
+        """The arrivals chart, as :func:`kvadvisor.advise.analysis.arrival_series` draws it."""
+        if self.requests == 0:
+            return None
+        w = self.window_s
+        return Series(
+            name=f"arrivals per {w} s window", x_label="time since first request", x_unit="s",
+            y_label="arrival rate", y_unit="requests/s",
+            x=tuple(float(v) for v in np.arange(len(self.arrival_counts)) * w),
+            y=tuple(float(v) for v in self.arrival_counts / w), kind="step",
+        )
+
+    def histogram(self, what: str) -> Series | None:
+        """A length chart, as :func:`kvadvisor.advise.analysis.length_histogram` draws it."""
+        counts = self.input_bins if what == "input" else self.output_bins
+        if self.requests == 0:
+            return None
+        ks = np.arange(counts.size)
+        return Series(
+            name=f"{what} length distribution", x_label=f"{what} length, bin lower edge",
+            x_unit="tokens", y_label="requests", y_unit="count",
+            x=tuple(float(v) for v in np.where(ks == 0, 0.0, 2.0**ks)),
+            y=tuple(float(v) for v in counts), kind="bar",
+        )
+
+
+def _log2_bin(tokens: np.ndarray) -> np.ndarray:
+    """Power-of-two bin of each length: bin 0 holds 0 and 1, bin k >= 1 holds [2^k, 2^(k+1))."""
+    return np.floor(np.log2(np.maximum(tokens, 1).astype(np.float64))).astype(np.int64)
+
+
+def _add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
+    if more.size > total.size:
+        total = np.concatenate([total, np.zeros(more.size - total.size, np.int64)])
+    total[: more.size] += more
+    return total
 
 
 def _tap(batches: Iterable[pa.RecordBatch], totals: _Totals) -> Iterator[pa.RecordBatch]:
@@ -262,8 +340,8 @@ def _exact_streamed(stream: TraceStream, totals: _Totals, warmup_fraction: float
     )
 
 
-def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: ScalePlan
-                    ) -> PrefixCache:
+def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: ScalePlan,
+                    kv_bytes_per_token: int | None = None) -> PrefixCache:
     all_, steady = result.token_hit_ratio
     blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
     sampling = None
@@ -281,7 +359,7 @@ def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: Sc
             f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; "
             f"{left_out}")
     # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
-    kv = kv_bytes_per_token_for(options.profile_options())
+    kv = kv_bytes_per_token or kv_bytes_per_token_for(options.profile_options())
     return PrefixCache(
         warmup_fraction=options.warmup_fraction,
         hit_ratio=HitRatio(all_, steady),
@@ -296,6 +374,34 @@ def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: Sc
     )
 
 
+# The stage profiler needs only per-request columns: a second pass reads them (about 40 B per
+# request held) when the trace is small enough for the profiler's arrays (~250 B per request
+# while it runs); larger streamed traces leave model, stage_split and io unavailable.
+PROFILE_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "cached_tokens", "ttft_s",
+                   "e2e_s", "queue_s", "tpot_s", "ok", "model")
+PROFILE_MAX_REQUESTS = 20_000_000
+
+
+def _stage_profile(
+    stream: TraceStream, options: AnalyzeOptions, result: PrefixCacheResult | None
+) -> StageProfile | None:
+    """The stage profile of a streamed trace from its per-request columns, or None if too big."""
+    if stream.requests > PROFILE_MAX_REQUESTS:
+        return None
+    narrow = stream.select(PROFILE_COLUMNS)
+    table = pa.Table.from_batches(list(narrow))
+    trace = Trace(table=table, block_tokens=stream.block_tokens,
+                  source_format=stream.source_format, source_path=stream.path)
+    if result is not None and result.hit_tokens is not None:
+        hits = np.asarray(result.hit_tokens, dtype=np.float64)
+        source = "prefix-cache simulation (unbounded capacity)"
+    else:
+        hits = trace_hit_tokens(trace)
+        source = "cached_tokens" if hits is not None else None
+    return profile_workload(trace, options.profile_options(), hit_tokens=hits,
+                            hits_source=source)
+
+
 def analyze_stream(
     stream: TraceStream,
     options: AnalyzeOptions | None = None,
@@ -303,27 +409,32 @@ def analyze_stream(
     plan: ScalePlan,
     version: str,
     generated_at: str,
+    trace_sha256: str | None = None,
 ) -> AdviceReport:
     """One streaming pass over ``stream``: the summary and the prefix-cache curve per ``plan``."""
     options = options or AnalyzeOptions()
-    totals = _Totals()
+    stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
+    totals = _Totals(duration_s=stream.duration_s)
+    result: PrefixCacheResult | None = None
     if not stream.has_hashes:
-        for batch in _tap(stream, totals):
+        for _ in _tap(stream, totals):
             pass
-        prefix = unknown_prefix_cache(options.warmup_fraction)
     elif plan.sample_rate is None:
-        prefix = _prefix_section(_exact_streamed(stream, totals, options.warmup_fraction),
-                                 options, plan)
+        result = _exact_streamed(stream, totals, options.warmup_fraction)
     else:
         result = estimate_prefix_curve(
             _tap(iter(stream), totals), block_tokens=int(stream.block_tokens or 0),
             total_requests=stream.requests, warmup_fraction=options.warmup_fraction,
             rate=plan.sample_rate,
         )
-        prefix = _prefix_section(result, options, plan)
+    stages = _stage_profile(stream, options, result)
+    kv = stages.model.kv_bytes_per_token if stages is not None else None
+    prefix = (unknown_prefix_cache(options.warmup_fraction) if result is None
+              else _prefix_section(result, options, plan, kv))
     duration = (totals.last_arrival_s - (totals.first_arrival_s or 0.0)) if totals.requests else 0.0
-    notes = [f"streamed in {totals.batches} record batches from {len(stream.files)} file(s): "
-             f"{plan.reason}"]
+    notes = list(stream.notes)
+    notes.append(f"streamed in {totals.batches} record batches from {len(stream.files)} "
+                 f"file(s): {plan.reason}")
     if stream.arrival_offset_s:
         notes.append(f"arrival_s shifted by {stream.arrival_offset_s:.6f} s so the first "
                      "request arrives at 0")
@@ -337,11 +448,24 @@ def analyze_stream(
         input_tokens_total=totals.input_tokens,
         output_tokens_total=totals.output_tokens,
         arrival_rate_per_s=(totals.requests / duration) if duration > 0 else None,
+        dropped=dict(stream.dropped),
         notes=tuple(notes),
+        sha256=trace_sha256,
+        models=tuple(sorted(totals.models)[:MAX_MODELS_LISTED]),
+        arrivals=totals.arrivals(),
+        input_tokens_hist=totals.histogram("input"),
+        output_tokens_hist=totals.histogram("output"),
     )
     meta = Meta(FORMAT_VERSION, version, generated_at)
+    report = AdviceReport(meta=meta, trace=summary, prefix_cache=prefix,
+                          options=options_record(options))
+    if stages is not None:
+        report = replace(report, model=stages.model, stage_split=stages.stage_split,
+                         io=stages.io)
     # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
-    return _advise(AdviceReport(meta=meta, trace=summary, prefix_cache=prefix), options)
+    report = _advise(report, options, stages=stages)
+    # unavailable_reasons asks the trace only whether it has hashes; the stream knows that.
+    return replace(report, unavailable=unavailable_reasons(stream, report))  # type: ignore[arg-type]
 
 
 def analyze_large(
@@ -356,11 +480,12 @@ def analyze_large(
     """Analyse a trace of any size within ``memory_limit_bytes`` (default: half the machine).
 
     In memory (every analysis) when it fits, else one streaming pass (see the module docstring).
-    ``trace_sha256`` (the caller hashed the file) is echoed in the in-memory report.
+    ``trace_sha256`` (the caller hashed the file) is echoed in the report.
     """
     limit = default_memory_limit_bytes() if memory_limit_bytes is None else memory_limit_bytes
     plan = plan_for_stream(stream, limit)
     if plan.mode == "in_memory":
         return analyze(stream.read_all(), options, version=version, generated_at=generated_at,
                        trace_sha256=trace_sha256)
-    return analyze_stream(stream, options, plan=plan, version=version, generated_at=generated_at)
+    return analyze_stream(stream, options, plan=plan, version=version, generated_at=generated_at,
+                          trace_sha256=trace_sha256)

@@ -180,7 +180,7 @@ def _guard(path: Path) -> None:
         if not path.is_file() or path.stat().st_size > MAX_YAML_BYTES:
             return
         text = path.read_text(encoding="utf-8")
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        for token in yaml.scan(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
                 line = token.start_mark.line + 1
                 raise CatalogError(f"{path}: line {line}: YAML anchors and aliases are not "

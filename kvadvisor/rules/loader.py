@@ -69,7 +69,7 @@ def reject_aliases(path: Path, error: type[RuleError] = RuleSyntaxError) -> None
     except (OSError, UnicodeDecodeError):
         return
     try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        for token in yaml.scan(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
                 mark = token.start_mark
                 raise error(
@@ -194,6 +194,8 @@ class _Checker:
                 return None
             value = node["value"]
             is_bool_fact = ok and self.facts[fact].unit == "bool"
+            if not ok and isinstance(value, bool):
+                return None  # the unknown fact is the problem to report
             if isinstance(value, bool) or is_bool_fact:
                 if not (isinstance(value, bool) and is_bool_fact) or op not in (Op.EQ, Op.NE):
                     self.bad(f"{where}.value", "true/false compares only a bool fact, with == "

@@ -55,7 +55,8 @@ def write_synth_parquet(
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give an output file name (.parquet)")
     shape_json = json.dumps({**asdict(shape), "arrival": shape.arrival.value}, sort_keys=True)
-    note = f"synthetic trace (kvadvisor synth, seed {shape.seed}; shape in {META_SYNTH_SHAPE.decode()})"
+    note = (f"synthetic trace (kvadvisor synth, seed {shape.seed}; "
+            f"shape in {META_SYNTH_SHAPE.decode()})")
     # The same keys as kvadvisor.trace.writers.write_parquet, so readers treat it as canonical.
     meta = {
         META_SOURCE_FORMAT: SOURCE_FORMAT.encode(),

@@ -1,4 +1,4 @@
-"""Stream a large trace in record batches, in arrival order: one parquet file or a directory of them.
+"""Stream a large trace in record batches, in arrival order: one parquet file or a directory.
 
 A directory may be hive-partitioned (``day=2025-01-01/hour=03/part-0.parquet``): partition
 columns are not canonical and are dropped. Files are expected sorted by ``arrival_s`` inside (as
@@ -8,8 +8,9 @@ memory stays at about one batch per overlapping file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchem
 from kvadvisor.trace.model import (
     CANONICAL_COLUMNS,
     META_BLOCK_TOKENS,
+    META_DROPPED,
+    META_NOTES,
     META_SOURCE_FORMAT,
     REQUIRED_COLUMNS,
     Trace,
@@ -62,6 +65,9 @@ class TraceStream:
     arrival_offset_s: float = 0.0
     block_accesses: int = 0
     table_bytes: int = 0
+    duration_s: float = 0.0
+    notes: tuple[str, ...] = ()
+    dropped: Mapping[str, int] = field(default_factory=dict)
     _table: pa.Table | None = None
     _clusters: tuple[tuple[_File, ...], ...] = ()
 
@@ -83,6 +89,11 @@ class TraceStream:
             for batch in batches:
                 yield self._shift(batch)
 
+    def select(self, columns: tuple[str, ...]) -> TraceStream:
+        """The same stream reading only ``columns`` (those present; required ones always)."""
+        keep = tuple(c for c in self.columns if c in columns or c in REQUIRED_COLUMNS)
+        return replace(self, columns=keep)
+
     def read_all(self) -> Trace:
         """The whole trace in memory (a single file goes through its ordinary reader)."""
         if self._table is not None:
@@ -93,11 +104,12 @@ class TraceStream:
         batches = list(self)
         table = (pa.Table.from_batches(batches) if batches else
                  pa.schema([]).empty_table())
-        notes = ((f"arrival_s shifted by {self.arrival_offset_s:.6f} s so the first request "
+        shift = ((f"arrival_s shifted by {self.arrival_offset_s:.6f} s so the first request "
                   "arrives at 0",) if self.arrival_offset_s else ())
         return build_trace(table, path=self.path, source_format=self.source_format,
-                           block_tokens=self.block_tokens,
-                           notes=(f"read from {len(self.files)} parquet files",) + notes)
+                           block_tokens=self.block_tokens, dropped=dict(self.dropped),
+                           notes=self.notes + (f"read from {len(self.files)} parquet files",)
+                           + shift)
 
     def _shift(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.arrival_offset_s == 0.0:
@@ -120,6 +132,9 @@ def stream_trace(trace: Trace, batch_rows: int = DEFAULT_BATCH_ROWS) -> TraceStr
         batch_rows=batch_rows,
         block_accesses=accesses,
         table_bytes=trace.table.nbytes,
+        duration_s=trace.duration_s,
+        notes=trace.notes,
+        dropped=dict(trace.dropped),
         _table=trace.table,
     )
 
@@ -155,9 +170,10 @@ def open_trace_stream(
             total=len(missing),
         )
     wanted = tuple(c for c in present if columns is None or c in columns or c in REQUIRED_COLUMNS)
-    infos, block_tokens, fmt = _footers(files)
+    infos, block_tokens, fmt, notes, dropped = _footers(files)
     clusters = _clusters(infos)
     first = min((f.min_arrival_s for f in infos if f.rows), default=0.0)
+    last = max((f.max_arrival_s for f in infos if f.rows), default=0.0)
     return TraceStream(
         path=str(path),
         source_format=fmt,
@@ -169,15 +185,26 @@ def open_trace_stream(
         arrival_offset_s=first,
         block_accesses=sum(f.block_values for f in infos) if "block_hashes" in wanted else 0,
         table_bytes=sum(f.uncompressed_bytes for f in infos),
+        duration_s=last - first,
+        notes=notes,
+        dropped=dropped,
         _clusters=clusters,
     )
 
 
-def _footers(files: list[str]) -> tuple[list[_File], int | None, str]:
-    """Row counts and arrival ranges from footers; block_tokens must agree across files."""
+def _footers(
+    files: list[str],
+) -> tuple[list[_File], int | None, str, tuple[str, ...], dict[str, int]]:
+    """Row counts and arrival ranges from footers; block_tokens must agree across files.
+
+    Also the notes (each once, in file order) and dropped-row counts (summed) that
+    ``convert`` and ``synth`` store in the metadata.
+    """
     infos: list[_File] = []
     block_tokens: set[int | None] = set()
     formats: set[str] = set()
+    notes: dict[str, None] = {}
+    dropped: dict[str, int] = {}
     for name in files:
         try:
             pf = pq.ParquetFile(name)
@@ -186,6 +213,9 @@ def _footers(files: list[str]) -> tuple[list[_File], int | None, str]:
         meta = pf.schema_arrow.metadata or {}
         block_tokens.add(int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None)
         formats.add(meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet")
+        notes.update(dict.fromkeys(json.loads(meta.get(META_NOTES, b"[]"))))
+        for reason, rows in json.loads(meta.get(META_DROPPED, b"{}")).items():
+            dropped[reason] = dropped.get(reason, 0) + int(rows)
         lo, hi = _arrival_range(pf)
         md = pf.metadata
         leaf = [i for i in range(md.num_columns)
@@ -203,7 +233,7 @@ def _footers(files: list[str]) -> tuple[list[_File], int | None, str]:
             "sizes cannot be mixed: analyze them separately"
         )
     fmt = formats.pop() if len(formats) == 1 else "parquet"
-    return infos, block_tokens.pop(), fmt
+    return infos, block_tokens.pop(), fmt, tuple(notes), dropped
 
 
 def _arrival_range(pf: pq.ParquetFile) -> tuple[float, float]:
@@ -243,25 +273,25 @@ def _canonical(batch: pa.RecordBatch, name: str, first_row: int) -> pa.RecordBat
     """Cast to canonical types and check required values (rows are 1-based within the file)."""
     arrays = []
     problems: list[Problem] = []
-    for field in batch.schema:
-        target, required = CANONICAL_COLUMNS[field.name]
-        col = batch.column(field.name)
+    for column in batch.schema:
+        target, required = CANONICAL_COLUMNS[column.name]
+        col = batch.column(column.name)
         if col.type != target:
             try:
                 col = pc.cast(col, target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                problems.append(Problem(None, field.name, TraceProblem.WRONG_TYPE,
+                problems.append(Problem(None, column.name, TraceProblem.WRONG_TYPE,
                                         f"{col.type} is not {target}"))
                 continue
         if required and col.null_count:
             row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            problems.append(Problem(first_row + row + 1, field.name,
+            problems.append(Problem(first_row + row + 1, column.name,
                                     TraceProblem.NULL_VALUE, "empty"))
         if required and len(col):
             values = col.to_numpy(zero_copy_only=False)
             bad = np.flatnonzero(values < 0)
             if len(bad):
-                problems.append(Problem(first_row + int(bad[0]) + 1, field.name,
+                problems.append(Problem(first_row + int(bad[0]) + 1, column.name,
                                         TraceProblem.NEGATIVE_VALUE, repr(values[bad[0]])))
         arrays.append(col)
     if problems:
@@ -282,7 +312,9 @@ def _checked_batches(
     """One file's batches, canonical and checked to be in arrival order."""
     last = -np.inf
     row = 0
-    for raw in pq.ParquetFile(name).iter_batches(batch_size=batch_rows, columns=list(columns)):
+    # pre_buffer would read ahead whole row groups: 4x the peak memory on 1M-row groups.
+    reader = pq.ParquetFile(name, pre_buffer=False)
+    for raw in reader.iter_batches(batch_size=batch_rows, columns=list(columns)):
         batch = _canonical(raw, name, row)
         arrival = batch.column("arrival_s").to_numpy()
         if len(arrival):
