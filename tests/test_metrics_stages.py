@@ -163,3 +163,26 @@ def test_fixed_point_raises_batch_with_load() -> None:
     assert dense.mean_batch.mean() > 10
     assert dense.decode_gpu_s.mean() < sparse.decode_gpu_s.mean() / 5
     assert dense.decode_s.mean() > sparse.decode_s.mean()  # but each step is slower
+
+
+def test_instances_and_memory_cap_limit_the_batch() -> None:
+    """Fewer requests per instance, or a KV-memory cap, shrink the decode batch.
+
+    Each decode step then serves fewer requests, so decode costs more GPU time per request.
+    """
+    from kvadvisor.catalog.gpus import get_gpu
+    from kvadvisor.catalog.models import get_model
+    from kvadvisor.perfmodel import PerfModel
+
+    pm = PerfModel.build(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
+    n = 400
+    args = (np.arange(n) * 0.05, np.full(n, 500), np.full(n, 300), pm)
+    one = stage_times(*args)
+    four = stage_times(*args, instances=4)
+    capped = stage_times(*args, max_batch=3.0)
+    assert four.instances == 4
+    assert four.mean_batch.mean() < one.mean_batch.mean() / 2
+    assert four.decode_gpu_s.sum() > one.decode_gpu_s.sum()
+    assert capped.mean_batch.max() <= 3.0 and capped.harmonic_batch.max() <= 3.0
+    assert capped.decode_gpu_s.sum() > one.decode_gpu_s.sum()
+    assert four.decode_batch_cells.max() < one.decode_batch_cells.max()

@@ -134,6 +134,15 @@ def build_perf_model(
     return pm, spec, notes, assumed
 
 
+def kv_bytes_per_token_for(options: ProfileOptions, trace_model: str | None = None) -> int:
+    """Distinct KV bytes per token of the model the profile would use.
+
+    For callers that need only the KV size, such as the streamed prefix-cache section.
+    """
+    pm, _, _, _ = build_perf_model(options, trace_model)
+    return int(round(pm.kv.total_bytes_per_token))
+
+
 def _calibration_rows(trace: Trace, pm: PerfModel, times: StageTimes) -> CalibrationRows | None:
     measured = measured_stages(trace)
     if measured is None:
@@ -310,7 +319,7 @@ def _model_section(
     mean_context = float(np.mean(times.input_tokens + times.output_tokens)) if len(
         times.input_tokens) else 0.0
     fit = memory_fit(pm, mean_context)
-    peak_kv = float(times.decode_kv_rank_cells.max(initial=0.0)) / times.instances
+    peak_kv = float(times.decode_kv_rank_cells.max(initial=0.0))
     memory = MemorySummary(
         memory_bytes_per_gpu=fit.memory_bytes_per_gpu,
         usable_bytes_per_gpu=fit.usable_bytes_per_gpu,
@@ -412,14 +421,20 @@ def profile_workload(
                            "with and without reuse is the same")
     split_notes.append(f"decode batch from in-flight requests over time ({times.iterations} "
                        "rounds of the latency/concurrency fixed point)")
-    busy = (float(times.prefill_gpu_s.sum() + times.decode_gpu_s.sum())
-            / max(trace.duration_s, 1e-9) / times.instances)
-    if busy > 1:
+    summary = summarize_split(times)
+    busy = summary.gpu_busy_fraction or 0.0
+    if busy > 1 and source == "measured":
         split_notes.append(
-            f"the GPU time is {busy:.1f}x the trace's duration: {times.instances} instance(s) of "
-            f"this deployment cannot carry the load (about {int(np.ceil(busy * times.instances))} "
-            "would); queueing is not modelled, and spread over more instances each decode batch "
-            "is smaller, so decode's share would grow (AnalyzeOptions.instances)")
+            f"the GPU time is {busy:.1f}x the time from first arrival to last completion: the "
+            "measured prefills and decodes overlapped (mixed batches) and each stage is charged "
+            "its own share of the time it ran")
+    elif busy > 1:
+        split_notes.append(
+            f"the GPU time is {busy:.1f}x the time from first arrival to last completion: "
+            f"{times.instances} instance(s) of this deployment cannot carry the load (about "
+            f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
+            "spread over more instances each decode batch is smaller, so decode's share would "
+            "grow (AnalyzeOptions.instances)")
     io = profile_io(times, pm.kv_bytes, hits_known=hits_known, window_s=options.window_s,
                     chunk_tokens=options.chunk_tokens, io_unit_bytes=options.io_unit_bytes,
                     drive_capacity_bytes=options.drive_capacity_bytes)
@@ -427,8 +442,8 @@ def profile_workload(
     io_section = _io_section(io, times, pm, hits_known, concurrency)
     return StageProfile(
         model=_model_section(pm, spec, options, times, notes, model_assumed),
-        stage_split=_split_section(summarize_split(times), source, hits_source, calibration,
-                                   times, split_notes, pm.tp),
+        stage_split=_split_section(summary, source, hits_source, calibration, times,
+                                   split_notes, pm.tp),
         io=io_section,
         facts=_facts(pm, times, io_section, concurrency[1]),
     )

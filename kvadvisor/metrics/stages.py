@@ -82,8 +82,8 @@ class StageTimes:
     harmonic_batch: np.ndarray
     measured: np.ndarray  # bool: stage latencies from the trace
     grid: TimeGrid  # the time grid the batch statistics were computed on
-    decode_batch_cells: np.ndarray  # mean decode batch in each grid cell
-    decode_kv_rank_cells: np.ndarray  # mean KV per rank held by decoding requests, per cell
+    decode_batch_cells: np.ndarray  # mean decode batch per instance in each grid cell
+    decode_kv_rank_cells: np.ndarray  # mean KV per rank held by decoding requests, per instance
     iterations: int
     instances: int  # model instances the load was spread over
 
@@ -101,6 +101,13 @@ class StageTimes:
     def prefill_end_s(self) -> np.ndarray:
         """When prefill completes (its KV can be written), s."""
         return self.arrival_s + self.ttft_s
+
+    @property
+    def active_span_s(self) -> float:
+        """From the first arrival to the last completion, s (0 for an empty trace)."""
+        if len(self.arrival_s) == 0:
+            return 0.0
+        return float(self.end_s.max() - self.arrival_s.min())
 
     @property
     def end_s(self) -> np.ndarray:
@@ -218,8 +225,8 @@ def stage_times(
         harmonic_batch=harmonic,
         measured=ok,
         grid=grid,
-        decode_batch_cells=batch_cells,
-        decode_kv_rank_cells=grid.cell_means(kv_f),
+        decode_batch_cells=batch_cells / inst,
+        decode_kv_rank_cells=grid.cell_means(kv_f) / inst,
         iterations=rounds,
         instances=inst,
     )
@@ -286,7 +293,7 @@ class SplitSummary:
     mean_decode_batch: float
     measured_requests: int
     instances: int
-    gpu_busy_fraction: float | None  # GPU time / (instances x span of arrivals)
+    gpu_busy_fraction: float | None  # GPU time / (instances x active span)
 
 
 def _share(a: float, b: float) -> float:
@@ -307,7 +314,7 @@ def summarize_split(t: StageTimes) -> SplitSummary:
     }
     cls_counts["balanced"] = len(per_share) - sum(cls_counts.values())
     decoding = t.output_tokens > 1
-    span = float(t.arrival_s.max(initial=0.0) - t.arrival_s.min(initial=0.0))
+    span = t.active_span_s
     share = _share(p, d)
     lshare = _share(lp, ld)
     return SplitSummary(

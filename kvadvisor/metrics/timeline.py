@@ -26,7 +26,7 @@ class TimeGrid:
     edges: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # The edge times are used by every ramp; build them once.
+        """Build the edge times once: every ramp uses them."""
         edges = np.arange(self.cells + 1, dtype=np.float64) * self.width_s
         object.__setattr__(self, "edges", edges)
 
@@ -45,8 +45,10 @@ class TimeGrid:
         return self.cells * self.width_s
 
     def ramps(self, x: np.ndarray, weights: list[np.ndarray | None]) -> list[np.ndarray]:
-        """``R(T_k) = sum_{x_i < T_k} w_i (T_k - x_i)`` at every edge, for each weight array
-        (exact; an edge equal to x_i adds T - x = 0 either way). One binning shared by all."""
+        """``R(T_k) = sum_{x_i < T_k} w_i (T_k - x_i)`` at every edge, for each weight array.
+
+        Exact (an edge equal to x_i adds T - x = 0 either way); one binning shared by all.
+        """
         x = np.asarray(x, dtype=np.float64)
         # First edge at or after x (edges past the grid are dropped: they add to no edge).
         k = np.clip(np.ceil(x / self.width_s).astype(np.int64), 0, self.cells + 1)

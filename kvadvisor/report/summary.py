@@ -197,7 +197,9 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     ]
     m = report.model
     rows.append(
-        KeyNumber("KV per token", fmt.size(m.kv_bytes_per_token), m.name)
+        KeyNumber("KV per token", fmt.size(m.kv_bytes_per_token),
+                  # A default the user did not choose must be visible where the number is.
+                  f"{m.name} (assumed: no --model)" if getattr(m, "assumed", False) else m.name)
         if m
         else KeyNumber("KV per token", fmt.NOT_MEASURED, report.unavailable.get("model", ""))
     )
