@@ -178,10 +178,11 @@ def test_analyze_emit_writes_every_engine(tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
     import kvadvisor.cli as cli
+    import kvadvisor.cli.analyze as analyze_command
 
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
-    monkeypatch.setattr(cli, "analyze", lambda *a, **k: _report())
+    monkeypatch.setattr(analyze_command, "analyze", lambda *a, **k: _report())
     out = tmp_path / "configs"
     args = ["analyze", str(trace), "--quiet", "-o", str(out)]
     for engine in ("lmcache", "sglang-hicache", "dynamo-kvbm", "mooncake"):
@@ -199,6 +200,7 @@ def test_emit_needs_one_directory(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     import kvadvisor.cli as cli
+    import kvadvisor.cli.analyze as analyze_command
 
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
