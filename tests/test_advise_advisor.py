@@ -159,3 +159,21 @@ def test_modeled_gpu_picks_family_and_smallest_fitting_size() -> None:
     ranked = [a for a in advice.recommendation.prefill.alternatives if a.kind == "instance"]
     assert ranked[0].name == "ecs.gn8v-4x.8xlarge" and "384 GiB GPU memory > 1.5 x 131" in (
         ranked[0].reason)
+
+
+def test_announced_parts_are_never_recommended() -> None:
+    """Prototypes and announced drives rank after every shipping option, in both stages.
+
+    The Kioxia XL-NAND part has the lowest read latency in the catalog (27 us), so without the
+    rule it would top the decode ranking; it must still come after every shipping drive.
+    """
+    from kvadvisor.advise.advisor import rank_tiers
+
+    announced = {n for n, s in STORAGE.items() if s.announced_only}
+    assert {"kioxia-gen5-xl-nand", "kioxia-cm7-prototype"} <= announced
+    for stage in ("prefill", "decode"):
+        ranked = rank_tiers(stage, INSTANCES["p5e.48xlarge"], STORAGE, 2.0e9, 1.0e4,
+                            1000.0, 1000.0, 2.0e9)
+        flags = [f.spec.announced_only for f in ranked]
+        assert flags == sorted(flags), f"{stage}: an announced part outranks a shipping one"
+        assert not flags[0]

@@ -285,8 +285,9 @@ def rank_tiers(
 ) -> list[TierFit]:
     """Options for a stage's capacity tier, best first.
 
-    Feasible options first; among them, prefill prefers the one whose p99 utilization is
-    closest to the target (least idle bandwidth), decode prefers lower read latency first.
+    Shipping parts before prototypes and announcements; then feasible options first; among
+    them, prefill prefers the one whose p99 utilization is closest to the target (least idle
+    bandwidth), decode prefers lower read latency first.
     """
     fits = []
     for spec in storage.values():
@@ -313,9 +314,10 @@ def rank_tiers(
         # Drives that come with the instance are already paid for: use them first.
         built_in = f.spec.category == "local_nvme"
         if stage == "decode":
-            return (not f.feasible, not built_in, _latency_bucket(f.spec), closeness, order,
-                    f.spec.name)
-        return (not f.feasible, not built_in, cap is None, closeness, order, f.spec.name)
+            return (f.spec.announced_only, not f.feasible, not built_in,
+                    _latency_bucket(f.spec), closeness, order, f.spec.name)
+        return (f.spec.announced_only, not f.feasible, not built_in, cap is None, closeness,
+                order, f.spec.name)
 
     return sorted(fits, key=key)
 

@@ -48,6 +48,9 @@ STORAGE_SCHEMA: dict[str, FieldSpec] = {
     "per_gib": FieldSpec("mapping", help="size-dependent figures: {target: {base, per_gib, max, "
                                          "min}}"),
     "unconfirmed": FieldSpec("list[str]", help="fields whose figure could not be confirmed"),
+    "announced_only": FieldSpec(
+        "bool", help="a prototype or announced part, not a shipping product: compared, never "
+        "recommended"),
 }
 
 
@@ -86,6 +89,9 @@ class StorageSpec:
     shared: bool = False
     per_gib: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     unconfirmed: tuple[str, ...] = ()
+    # Prototypes and announcements stay in the catalog for comparison; the advisor ranks them
+    # after every shipping option so a recommendation is something one can buy.
+    announced_only: bool = False
     notes: str = ""
     display_name: str = ""
     aliases: tuple[str, ...] = ()
@@ -206,6 +212,7 @@ def parse_storage(data: Any, path: str) -> dict[str, StorageSpec]:
             io_unit_bytes=e.get("io_unit_bytes"), gds_support=e.get("gds_support"),
             shared=bool(e.get("shared", False)), per_gib=per_gib,
             unconfirmed=tuple(e.get("unconfirmed") or ()), notes=e.get("notes") or "",
+            announced_only=bool(e.get("announced_only", False)),
             display_name=e.get("display_name") or name, aliases=tuple(e.get("aliases") or ()),
         )
     return out
