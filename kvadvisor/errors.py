@@ -56,7 +56,7 @@ class TraceProblem(str, Enum):
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem in one cell: 1-based data row (None for the whole column), column, reason, value."""
+    """One problem in one cell: 1-based data row (None: whole column), column, reason, value."""
 
     row: int | None
     column: str

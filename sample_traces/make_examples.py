@@ -61,7 +61,7 @@ def real_excerpts(traces: Path) -> None:
 
 
 def bench_results(traces: Path) -> None:
-    """vLLM (new keys, two appended runs; old keys, pretty-printed), SGLang, LLMPerf."""
+    """Benchmark results: vLLM (new keys, 2 runs appended; old keys, indented), SGLang, LLMPerf."""
     rng = random.Random(SEED)
     rows = _azure_rows(traces)[:60]
     runs = []
@@ -69,11 +69,22 @@ def bench_results(traces: Path) -> None:
         part = rows[run * 30 : (run + 1) * 30]
         start, t = 1000.0 + run * 500, 0.0
         obj: dict[str, object] = {
-            "date": f"20250301-12000{run}", "backend": "vllm", "model_id": "example/model-8b",
-            "tokenizer_id": "example/model-8b", "num_prompts": len(part), "request_rate": 4.0,
-            "duration": None, "completed": 0, "failed": 0,
-            "input_lens": [], "output_lens": [], "ttfts": [], "itls": [], "start_times": [],
-            "generated_texts": [], "errors": [],
+            "date": f"20250301-12000{run}",
+            "backend": "vllm",
+            "model_id": "example/model-8b",
+            "tokenizer_id": "example/model-8b",
+            "num_prompts": len(part),
+            "request_rate": 4.0,
+            "duration": None,
+            "completed": 0,
+            "failed": 0,
+            "input_lens": [],
+            "output_lens": [],
+            "ttfts": [],
+            "itls": [],
+            "start_times": [],
+            "generated_texts": [],
+            "errors": [],
         }
         for i, r in enumerate(part):
             n_in, n_out = int(r["ContextTokens"]), min(int(r["GeneratedTokens"]), 64)
@@ -91,19 +102,31 @@ def bench_results(traces: Path) -> None:
         obj["failed"] = len(part) - obj["completed"]
         obj["duration"] = round(t + 2.0, 6)
         runs.append(obj)
-    _write(HERE / "vllm_bench_appended.json",
-           "".join(json.dumps(r) + "\n" for r in runs).encode())
-    old = {k: v for k, v in runs[0].items() if k not in ("start_times", "model_id",
-                                                         "tokenizer_id", "failed")}
+    _write(HERE / "vllm_bench_appended.json", "".join(json.dumps(r) + "\n" for r in runs).encode())
+    old = {
+        k: v
+        for k, v in runs[0].items()
+        if k not in ("start_times", "model_id", "tokenizer_id", "failed")
+    }
     old["mean_e2el_ms"] = 1234.5
     _write(HERE / "vllm_bench_old.json", (json.dumps(old, indent=2) + "\n").encode())
 
     sg = {
-        "backend": "sglang", "dataset_name": "random", "request_rate": 8.0,
-        "duration": 12.5, "completed": 24, "total_output_tokens_retokenized": 0,
+        "backend": "sglang",
+        "dataset_name": "random",
+        "request_rate": 8.0,
+        "duration": 12.5,
+        "completed": 24,
+        "total_output_tokens_retokenized": 0,
         "mean_e2e_latency_ms": 812.0,
-        "details": {"input_lens": [], "output_lens": [], "ttfts": [], "itls": [],
-                    "generated_texts": [], "errors": []},
+        "details": {
+            "input_lens": [],
+            "output_lens": [],
+            "ttfts": [],
+            "itls": [],
+            "generated_texts": [],
+            "errors": [],
+        },
     }
     d = sg["details"]
     for r in rows[:24]:
@@ -124,19 +147,22 @@ def bench_results(traces: Path) -> None:
         ttft, itls = _timings(rng, n_in, n_out)
         failed = i == 11
         e2e = ttft + sum(itls)
-        records.append({
-            "error_code": 429 if failed else None,
-            "error_msg": "Too Many Requests" if failed else "",
-            "inter_token_latency_s": 0 if failed else round(sum(itls) / max(n_out, 1), 6),
-            "ttft_s": 0 if failed else ttft,
-            "end_to_end_latency_s": 0 if failed else round(e2e, 6),
-            "request_output_throughput_token_per_s": 0 if failed else round(n_out / e2e, 3),
-            "number_total_tokens": n_in + (0 if failed else n_out),
-            "number_output_tokens": 0 if failed else n_out,
-            "number_input_tokens": n_in,
-        })
-    _write(HERE / "llmperf_individual_responses.json",
-           (json.dumps(records, indent=4) + "\n").encode())
+        records.append(
+            {
+                "error_code": 429 if failed else None,
+                "error_msg": "Too Many Requests" if failed else "",
+                "inter_token_latency_s": 0 if failed else round(sum(itls) / max(n_out, 1), 6),
+                "ttft_s": 0 if failed else ttft,
+                "end_to_end_latency_s": 0 if failed else round(e2e, 6),
+                "request_output_throughput_token_per_s": 0 if failed else round(n_out / e2e, 3),
+                "number_total_tokens": n_in + (0 if failed else n_out),
+                "number_output_tokens": 0 if failed else n_out,
+                "number_input_tokens": n_in,
+            }
+        )
+    _write(
+        HERE / "llmperf_individual_responses.json", (json.dumps(records, indent=4) + "\n").encode()
+    )
 
 
 def burstgpt(traces: Path) -> None:
@@ -145,8 +171,9 @@ def burstgpt(traces: Path) -> None:
     rows = _azure_rows(traces)[:200]
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens",
-                "Log Type"])
+    w.writerow(
+        ["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"]
+    )
     t = 5.0
     for i, r in enumerate(rows):
         t += rng.expovariate(0.5)
@@ -172,12 +199,20 @@ def bailian() -> None:
             while len(blocks) * 16 < n_in:
                 blocks.append(next_hash)
                 next_hash += 1
-            lines.append(json.dumps({
-                "chat_id": chat_id, "parent_chat_id": parent, "timestamp": round(t, 3),
-                "input_length": n_in, "output_length": rng.randint(5, 400),
-                "type": rng.choice(["text", "search", "file"]), "turn": turn,
-                "hash_ids": blocks,
-            }))
+            lines.append(
+                json.dumps(
+                    {
+                        "chat_id": chat_id,
+                        "parent_chat_id": parent,
+                        "timestamp": round(t, 3),
+                        "input_length": n_in,
+                        "output_length": rng.randint(5, 400),
+                        "type": rng.choice(["text", "search", "file"]),
+                        "turn": turn,
+                        "hash_ids": blocks,
+                    }
+                )
+            )
             parent, chat_id = chat_id, chat_id + rng.randint(1, 3)
             # The next turn's prompt holds every full block of this one.
             prefix = blocks[: n_in // 16]

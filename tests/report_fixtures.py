@@ -7,24 +7,44 @@ independently of, the engines that compute them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import pyarrow as pa
 
 from kvadvisor.advise import analyze
-from kvadvisor.advise.analysis import AnalyzeOptions
+from kvadvisor.advise.analysis import AnalyzeOptions, summarize_trace, unavailable_reasons
 from kvadvisor.advise.model import (
+    FORMAT_VERSION,
     AdviceReport,
+    Alternative,
+    CacheReuse,
+    CacheTier,
+    CacheTiers,
+    CalibrationSummary,
+    Deployment,
+    FitErrorSummary,
     Finding,
     HitRatio,
     IoDemand,
+    IoPattern,
     IoRate,
+    LoadVsRecompute,
+    MemorySummary,
+    Meta,
     ModelSummary,
     MrcPoint,
     PrefixCache,
     Recommendation,
+    Requirement,
+    ReuseQuantile,
+    RuleOutcome,
+    Series,
     StageRecommendation,
     StageSplit,
+    Tier,
+    TtlPoint,
+    Utilization,
 )
 from kvadvisor.trace.model import Trace
 
@@ -73,9 +93,57 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
     """Fill every later section with fixed values; ``text`` is appended to every free string."""
     return replace(
         report,
-        model=ModelSummary(name=f"qwen3-32b{text}", kv_bytes_per_token=262_144),
+        model=ModelSummary(
+            name=f"qwen3-32b{text}",
+            kv_bytes_per_token=262_144,
+            display_name="Qwen3-32B",
+            deployment=Deployment("h200", "NVIDIA H200", False, 1, True, "bf16", "bf16"),
+            memory=MemorySummary(
+                memory_bytes_per_gpu=141e9,
+                usable_bytes_per_gpu=126.9e9,
+                weight_bytes_per_gpu=65.6e9,
+                kv_budget_bytes_per_gpu=61.3e9,
+                weights_fit=True,
+                kv_capacity_tokens=233_839.0,
+                max_concurrent_requests=62.0,
+                mean_context_tokens=3_766.0,
+                kv_working_set_peak_bytes_per_gpu=4.2e9,
+                kv_working_set_fits=True,
+            ),
+            notes=(f"tensor parallelism not given: 1{text}",),
+        ),
         stage_split=StageSplit(
-            source="modeled", prefill_s=612.5, decode_s=187.5, prefill_share=0.765625
+            source="calibrated",
+            prefill_s=612.5,
+            decode_s=187.5,
+            prefill_share=0.765625,
+            classification="prefill_dominated",
+            thresholds={"prefill_dominated_at_or_above": 0.6},
+            latency_prefill_s=146.7,
+            latency_decode_s=391.2,
+            latency_prefill_share=0.2727,
+            latency_classification="decode_dominated",
+            no_reuse_prefill_share=0.84,
+            prefill_s_saved_by_reuse=238.0,
+            request_classes={"prefill_dominated": 31, "balanced": 9},
+            per_request={
+                "prefill_gpu_s": {"mean": 15.3, "p50": 14.0, "p99": 30.1},
+                "ttft_s": {"mean": 3.67, "p50": 3.5, "p99": 7.2},
+            },
+            mean_decode_batch=4.5,
+            measured_requests=40,
+            calibration=CalibrationSummary(
+                fit_rows=30,
+                heldout_rows=10,
+                efficiency={"prefill_mfu": 0.41},
+                prior_efficiency={"prefill_mfu": 0.5},
+                prefill_heldout=FitErrorSummary(10, 0.062, 0.05),
+                decode_step_heldout=FitErrorSummary(10, 0.081, 0.07),
+                prefill_heldout_prior=FitErrorSummary(10, 0.22, 0.2),
+                decode_step_heldout_prior=FitErrorSummary(10, 0.19, 0.18),
+                converged=True,
+            ),
+            notes=("decode batch from in-flight requests over time",),
         ),
         prefix_cache=PrefixCache(
             warmup_fraction=0.5,
@@ -89,15 +157,109 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 MrcPoint(16_777_216, 0.42, 0.5),
                 MrcPoint(None, 0.42, 0.5),
             ),
+            tiers=CacheTiers(
+                levels=(
+                    CacheTier(f"hbm{text}", 65_536, 65_536, 17_600.0, 11_000.0, 0.12, 0.15),
+                    CacheTier("host DRAM", 4_194_304, 4_194_304, 42_500.0, 25_000.0, 0.29, 0.34),
+                ),
+                miss_tokens_all=86_600.0,
+                miss_share_all=0.59,
+                miss_share_steady=0.51,
+            ),
+            reuse=CacheReuse(
+                hit_tokens=61_600,
+                quantiles=(ReuseQuantile(0.5, 6.0), ReuseQuantile(0.9, 21.0)),
+                histogram=Series(
+                    name="time since a hit block was last used",
+                    x_label="reuse time (bin upper edge)",
+                    x_unit="s",
+                    y_label="hit tokens",
+                    y_unit="tokens",
+                    x=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
+                    y=(2_048.0, 9_216.0, 20_480.0, 16_384.0, 10_240.0, 3_232.0),
+                    kind="bar",
+                ),
+                ttl=(TtlPoint(0.5, 6.0, 180_224, 163_840), TtlPoint(0.9, 21.0, 512_000, None)),
+            ),
         ),
         io=IoDemand(
-            write=IoRate(1.25e9, 4.5e9, 6.0e9),
+            write=IoRate(1.25e9, 4.5e9, 6.0e9, p50_bytes_per_s=1.0e9, bytes_total=36.6e9),
             read=IoRate(0.8e9, 2.1e9, 2.4e9),
             window_s=1.0,
+            chunk_tokens=256,
+            io_unit_bytes=4096,
+            write_io=IoPattern(
+                ios=350,
+                mean_iops=12.0,
+                p99_iops=40.0,
+                peak_iops=52.0,
+                full_chunk_ios=310,
+                partial_chunk_ios=40,
+                mean_io_bytes=60e6,
+                full_chunk_bytes=67_108_864.0,
+                device_bytes=21.1e9,
+                write_amplification=1.0001,
+            ),
+            load_vs_recompute=(
+                LoadVsRecompute("nvme", 7e9, 80e-6, 512.0, 0.08, f"research catalog{text}"),
+            ),
+            series=(
+                Series(
+                    "KV write demand",
+                    "time",
+                    "s",
+                    "write bandwidth",
+                    "bytes/s",
+                    tuple(float(t) for t in range(0, 30, 2)),
+                    tuple(1.0e9 + 0.4e9 * (t % 5) for t in range(15)),
+                    "step",
+                ),
+                Series(
+                    "requests in flight",
+                    "time",
+                    "s",
+                    "requests",
+                    "count",
+                    tuple(float(t) for t in range(30)),
+                    tuple(float(3 + t % 4) for t in range(30)),
+                    "step",
+                ),
+            ),
         ),
         recommendation=Recommendation(
-            prefill=StageRecommendation(instance=f"p5e.48xlarge{text}", storage="local NVMe Gen5"),
-            decode=StageRecommendation(instance="gn8is", storage=f"host DRAM{text}"),
+            prefill=StageRecommendation(
+                instance=f"p5e.48xlarge{text}",
+                storage="local NVMe Gen5",
+                instance_count=2,
+                gpu="h200",
+                tiers=(Tier("local NVMe Gen5", "nvme", "KV offload tier", 3_500.0, devices=2),),
+                required=Requirement(
+                    write_bytes_per_s=2.25e9,
+                    capacity_gib=1_200.0,
+                    derivation=(f"p99 write demand 4.5 GB/s over 2 instances{text}",),
+                ),
+                chunk_tokens=256,
+                utilization=Utilization(0.18, 0.64, 0.85, "write demand / NVMe write bandwidth"),
+                alternatives=(
+                    Alternative("storage", "local NVMe Gen5", 1, "closest to 80% at p99"),
+                    Alternative("storage", f"cloud block{text}", 2, "p99 above its cap", False),
+                ),
+            ),
+            decode=StageRecommendation(
+                instance="gn8is",
+                storage=f"host DRAM{text}",
+                retention_s=21.0,
+                notes=("decode reads served from host DRAM",),
+            ),
+            rules=(
+                RuleOutcome("ST01", "storage.write_burst", True, "write_peak_to_mean = 4.8 > 3"),
+                RuleOutcome("CA01", "cache.read_less_first", True, "hit ratio 42% >= 30%"),
+                RuleOutcome("GP01", f"gpu.memory_fit{text}", False, "condition not met"),
+            ),
+            facts={
+                "write_peak_to_mean": {"value": 4.8, "unit": "x"},
+                "prefix_hit_ratio_steady": {"value": 0.5, "unit": "ratio"},
+            },
         ),
         findings=(
             Finding(
@@ -106,6 +268,10 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 stage="prefill",
                 message=f"Prefill writes peak at 4.8x their mean{text}",
                 evidence={"write_peak_bytes_per_s": 6.0e9, "write_mean_bytes_per_s": 1.25e9},
+                name="storage.write_burst",
+                action="add_write_buffer",
+                candidates=("host DRAM",),
+                references=(f"https://example.org/paper{text}",),
             ),
             Finding(
                 code="CA01",
@@ -116,9 +282,34 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
             ),
         ),
         versions={"catalog": f"2026.01{text}", "rules": "1"},
+        unavailable={},
     )
 
 
+@functools.cache
+def analysed_small(n: int = 40) -> AdviceReport:
+    """``analysed(small_trace(n))``, computed once per session (reports are immutable)."""
+    return analysed(small_trace(n))
+
+
+@functools.cache
+def bare_report(n: int = 40) -> AdviceReport:
+    """Only what the trace itself gives (workload summary and charts), no engine sections.
+
+    The golden files rest on this, not on ``analyze``: they test the renderers, and must not
+    change whenever the cache engine, the profiler or the rules change their numbers.
+    """
+    trace = small_trace(n)
+    report = AdviceReport(
+        meta=Meta(FORMAT_VERSION, VERSION, GENERATED_AT),
+        trace=summarize_trace(trace, sha256=SHA256),
+        # Fixed, not AnalyzeOptions(): new options elsewhere must not move the golden files.
+        options={"warmup_fraction": 0.5, "cache_tiers": ()},
+    )
+    return replace(report, unavailable=unavailable_reasons(trace, report))
+
+
+@functools.cache
 def full_report() -> AdviceReport:
-    """The small trace analysed, with every section filled."""
-    return fill_sections(analysed(small_trace()))
+    """The small trace's summary with every section filled with fixed values."""
+    return fill_sections(bare_report())

@@ -16,6 +16,7 @@ INPUT = [18, 16, 7, 20]
 
 
 def test_chunk_hash_is_last_fine_hash() -> None:
+    """A chunk takes the hash of its last fine block; partial chunks are dropped by default."""
     coarse = coarsen_trace(make_trace(FINE, INPUT, 4), 8)
     hashes, _ = as_lists(coarse)
     # full chunks only: 18 tokens -> 2 chunks; 16 -> 2; 7 -> 0 (7 < 8); 20 -> 2
@@ -25,6 +26,7 @@ def test_chunk_hash_is_last_fine_hash() -> None:
 
 
 def test_save_unfull_chunk_keeps_the_tail() -> None:
+    """With save_unfull_chunk the partial tail is a chunk of its own."""
     coarse = coarsen_trace(make_trace(FINE, INPUT, 4), 8, save_unfull_chunk=True)
     hashes, _ = as_lists(coarse)
     # the tail chunk takes the request's last fine hash
@@ -32,16 +34,20 @@ def test_save_unfull_chunk_keeps_the_tail() -> None:
 
 
 def test_coarse_curve_equals_replay_of_chunks() -> None:
+    """The curve of the coarsened trace equals the replay of its chunk hashes."""
     coarse = coarsen_trace(make_trace(FINE, INPUT, 4), 8, save_unfull_chunk=True)
     hashes, inp = as_lists(coarse)
     res = simulate_prefix_cache(coarse, warmup_fraction=0.0)
     for cap in (0, 1, 2, 3, 10):
-        np.testing.assert_array_equal(res.hit_tokens_at(cap * 8), reference_hits(hashes, inp, 8, cap))
+        np.testing.assert_array_equal(
+            res.hit_tokens_at(cap * 8), reference_hits(hashes, inp, 8, cap)
+        )
     # last request: chunks 11, 13, 14 all seen -> hit = min(3 × 8, 20) = 20
     assert res.hit_tokens[-1] == 20
 
 
 def test_refining_is_refused() -> None:
+    """Chunks finer than, or not a multiple of, the trace's blocks are refused clearly."""
     trace = make_trace(FINE, INPUT, 4)
     with pytest.raises(ConfigError, match="cannot refine"):
         coarsen_trace(trace, 2)

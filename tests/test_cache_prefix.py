@@ -20,6 +20,7 @@ from kvadvisor.trace.schema import build_trace
 
 @pytest.fixture(scope="module")
 def mooncake(mooncake_path):
+    """The Mooncake trace, its exact result, and its hashes as lists (computed once)."""
     trace = read_trace(mooncake_path)
     return trace, simulate_prefix_cache(trace), as_lists(trace)
 
@@ -77,8 +78,10 @@ def test_standard_capacities_and_grid(mooncake) -> None:
     grid = curve_grid(result.curve, max_points=50)
     assert 0 < grid.shape[0] <= 50 and np.all(np.diff(grid) > 0)
     all_, _ = result.curve.ratios_on_grid(grid)
-    for cap, ratio in zip(grid[::10], all_[::10]):
-        assert ratio == pytest.approx(result.hit_tokens_at(int(cap)).sum() / result.input_tokens.sum())
+    for cap, ratio in zip(grid[::10], all_[::10], strict=True):
+        assert ratio == pytest.approx(
+            result.hit_tokens_at(int(cap)).sum() / result.input_tokens.sum()
+        )
 
 
 def test_numba_not_imported_by_package() -> None:
@@ -99,6 +102,7 @@ def test_no_hashes_is_an_error_for_the_engine() -> None:
 
 
 def test_bad_warmup() -> None:
+    """A warm-up fraction outside [0, 1) is a user error."""
     trace = make_trace([[1]], [5], 4)
     with pytest.raises(ConfigError, match="warmup fraction"):
         simulate_prefix_cache(trace, warmup_fraction=1.0)
@@ -174,7 +178,7 @@ def test_invariants(case) -> None:
     # unbounded: tokens of the leading blocks that were seen in any earlier request
     seen: set[int] = set()
     expected = []
-    for blocks, n_in in zip(hashes, inp):
+    for blocks, n_in in zip(hashes, inp, strict=True):
         k = 0
         while k < len(blocks) and blocks[k] in seen:
             k += 1
@@ -183,3 +187,23 @@ def test_invariants(case) -> None:
     np.testing.assert_array_equal(result.hit_tokens, expected)
     cum = result.curve.hit_tokens_all
     assert (int(cum[-1]) if cum.shape[0] else 0) == sum(expected)
+
+
+def test_mooncake_64_bit_hashes_same_as_dense_ids(mooncake) -> None:
+    """Replacing Mooncake's dense ids by scattered 64-bit hashes (a bijection) changes nothing."""
+    trace, result, _ = mooncake
+    offsets, values = trace.hash_arrays()
+    with np.errstate(over="ignore"):
+        scattered = (values.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(np.int64)
+    col = trace.table["block_hashes"].combine_chunks()
+    hashes = pa.ListArray.from_arrays(col.offsets, pa.array(scattered, pa.int64()))
+    table = trace.table.set_column(
+        trace.table.column_names.index("block_hashes"), "block_hashes", hashes
+    )
+    other = simulate_prefix_cache(
+        build_trace(table, path="x", source_format="test", block_tokens=512)
+    )
+    np.testing.assert_array_equal(other.hit_tokens, result.hit_tokens)
+    for cap in (512, 2**20, 2**24):
+        np.testing.assert_array_equal(other.hit_tokens_at(cap), result.hit_tokens_at(cap))
+    np.testing.assert_array_equal(other.curve.capacity_blocks, result.curve.capacity_blocks)

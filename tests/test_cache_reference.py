@@ -36,7 +36,9 @@ def make_trace(
     }
     if session_id is not None:
         cols["session_id"] = pa.array(list(session_id), pa.string())
-    return build_trace(pa.table(cols), path="<test>", source_format="test", block_tokens=block_tokens)
+    return build_trace(
+        pa.table(cols), path="<test>", source_format="test", block_tokens=block_tokens
+    )
 
 
 def reference_hits(
@@ -53,7 +55,7 @@ def reference_hits(
     """
     cache: OrderedDict[int, None] = OrderedDict()
     out = []
-    for blocks, inp in zip(hashes, input_tokens):
+    for blocks, inp in zip(hashes, input_tokens, strict=True):
         k = 0
         for h in blocks:
             if h not in cache:
@@ -86,7 +88,7 @@ def reference_ttl(
     last: dict[int, float] = {}
     out = []
     peak = 0
-    for blocks, inp, now in zip(hashes, input_tokens, arrival_s):
+    for blocks, inp, now in zip(hashes, input_tokens, arrival_s, strict=True):
         k = 0
         for h in blocks:
             if h not in last or now - last[h] > ttl_s:

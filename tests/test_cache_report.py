@@ -20,6 +20,7 @@ CONTRACT_CAPACITIES = [16384, 65536, 262144, 1048576, 4194304, 16777216, None]
 
 @pytest.fixture(scope="module")
 def mooncake_json(mooncake_path):
+    """The Mooncake report with three tiers and four instances, and its JSON section."""
     opts = AnalyzeOptions(
         cache_tiers=(TierSpec("hbm", 2**20), TierSpec("dram", 2**24), TierSpec("pool", None)),
         cache_instances=4,
@@ -29,6 +30,7 @@ def mooncake_json(mooncake_path):
 
 
 def test_contract_keys(mooncake_json) -> None:
+    """DESIGN.md's keys: warm-up, hit ratios, the mrc capacities (null = unbounded)."""
     report, pc = mooncake_json
     assert pc["warmup_fraction"] == 0.5
     assert set(pc["hit_ratio"]) == {"all", "steady"}
@@ -42,6 +44,7 @@ def test_contract_keys(mooncake_json) -> None:
 
 
 def test_sections(mooncake_json) -> None:
+    """Tiers add up to the hit ratio; routing, reuse and block sizes are filled."""
     report, pc = mooncake_json
     prefix = report.prefix_cache
     levels = prefix.tiers.levels
@@ -58,6 +61,7 @@ def test_sections(mooncake_json) -> None:
 
 
 def test_no_hashes_prefix_reuse_unknown() -> None:
+    """A trace without hashes: 'prefix reuse unknown', every ratio null, no invented numbers."""
     table = pa.table({"arrival_s": [0.0, 1.0], "input_tokens": [5, 6], "output_tokens": [1, 1]})
     trace = build_trace(table, path="t.csv", source_format="test", block_tokens=None)
     report = analyze(trace, version="t", generated_at="t")
@@ -69,13 +73,28 @@ def test_no_hashes_prefix_reuse_unknown() -> None:
 
 
 def test_cli_options(mooncake_path) -> None:
+    """The analyze options reach the engine: tiers, instances, chunk size, warm-up."""
     runner = CliRunner()
     res = runner.invoke(
         app,
         [
-            "analyze", str(mooncake_path), "--format", "json", "-o", "-",
-            "--cache-tier", "hbm=1M", "--cache-tier", "pool=inf", "--cache-instances", "1",
-            "--chunk-tokens", "1024", "--save-unfull-chunk", "--warmup-fraction", "0.25",
+            "analyze",
+            str(mooncake_path),
+            "--format",
+            "json",
+            "-o",
+            "-",
+            "--cache-tier",
+            "hbm=1M",
+            "--cache-tier",
+            "pool=inf",
+            "--cache-instances",
+            "1",
+            "--chunk-tokens",
+            "1024",
+            "--save-unfull-chunk",
+            "--warmup-fraction",
+            "0.25",
         ],
     )
     assert res.exit_code == 0, res.output
@@ -93,6 +112,20 @@ def test_cli_options(mooncake_path) -> None:
     ],
 )
 def test_cli_user_errors(mooncake_path, args, message) -> None:
+    """Bad cache options: one line, exit 2, no traceback."""
     res = CliRunner().invoke(app, ["analyze", str(mooncake_path), *args])
     assert res.exit_code == 2
     assert message in res.output and "Traceback" not in res.output
+
+
+def test_sampled_section(mooncake_path) -> None:
+    """A sampled curve says so: rate, sample size and error estimate; no per-request extras."""
+    opts = AnalyzeOptions(cache_sample_rate=0.25)
+    report = analyze(read_trace(mooncake_path), opts, version="t", generated_at="t")
+    pc = json.loads(get_renderer("json", None).render(report))["prefix_cache"]
+    assert pc["status"] == "sampled" and "SHARDS" in pc["note"]
+    assert pc["sampling"]["rate"] == pytest.approx(0.25)
+    assert 0 < pc["sampling"]["error_estimate"] < 0.05
+    assert pc["routing"] is None and pc["reuse"] is None and pc["block_sizes"] == []
+    assert [p["capacity_tokens"] for p in pc["mrc"]] == CONTRACT_CAPACITIES
+    assert 0.3 < pc["hit_ratio"]["all"] < 0.45

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cache_reference import make_trace, reference_ttl
@@ -76,4 +75,9 @@ def test_mooncake_reuse(mooncake_path) -> None:
 def _lists(trace):
     offsets, values = trace.hash_arrays()
     hashes = [values[offsets[i] : offsets[i + 1]].tolist() for i in range(trace.requests)]
-    return hashes, trace.column_np("input_tokens").tolist(), 512, trace.column_np("arrival_s").tolist()
+    return (
+        hashes,
+        trace.column_np("input_tokens").tolist(),
+        512,
+        trace.column_np("arrival_s").tolist(),
+    )

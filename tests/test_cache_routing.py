@@ -25,30 +25,42 @@ def _local_reference(inst: np.ndarray, instances: int, cap_blocks: float) -> int
 
 @pytest.mark.parametrize("policy", [RoutingPolicy.RANDOM, RoutingPolicy.ROUND_ROBIN])
 def test_local_policies_equal_replays_per_instance(policy: RoutingPolicy) -> None:
+    """Random and round-robin: the sum of per-instance replays at each capacity."""
     trace = make_trace(HASHES, INPUT, BT)
     cmp = compare_routing(
-        trace, instances=2, capacities_tokens=[BT, 2 * BT, None], policies=[policy],
-        warmup_fraction=0.0, seed=3,
+        trace,
+        instances=2,
+        capacities_tokens=[BT, 2 * BT, None],
+        policies=[policy],
+        warmup_fraction=0.0,
+        seed=3,
     )
     inst = assign_instances(trace, policy, 2, seed=3)
-    for point, cap in zip(cmp.outcomes[0].points, [1, 2, float("inf")]):
+    for point, cap in zip(cmp.outcomes[0].points, [1, 2, float("inf")], strict=True):
         assert point.hit_ratio_all == pytest.approx(_local_reference(inst, 2, cap) / sum(INPUT))
 
 
 def test_pooled_is_one_cache_of_n_times_capacity() -> None:
+    """Prefix-aware routing is one LRU cache of N × C tokens."""
     trace = make_trace(HASHES, INPUT, BT)
     cmp = compare_routing(
-        trace, instances=3, capacities_tokens=[BT, None],
-        policies=[RoutingPolicy.PREFIX_AWARE], warmup_fraction=0.0,
+        trace,
+        instances=3,
+        capacities_tokens=[BT, None],
+        policies=[RoutingPolicy.PREFIX_AWARE],
+        warmup_fraction=0.0,
     )
     pts = cmp.outcomes[0].points
-    assert pts[0].hit_ratio_all == pytest.approx(sum(reference_hits(HASHES, INPUT, BT, 3)) / sum(INPUT))
+    assert pts[0].hit_ratio_all == pytest.approx(
+        sum(reference_hits(HASHES, INPUT, BT, 3)) / sum(INPUT)
+    )
     assert pts[1].hit_ratio_all == pytest.approx(
         sum(reference_hits(HASHES, INPUT, BT, float("inf"))) / sum(INPUT)
     )
 
 
 def test_round_robin_one_instance_is_the_pool() -> None:
+    """With one instance, local and pooled caches are the same cache."""
     trace = make_trace(HASHES, INPUT, BT)
     cmp = compare_routing(trace, instances=1, capacities_tokens=[2 * BT, None], warmup_fraction=0.5)
     rr = next(o for o in cmp.outcomes if o.policy is RoutingPolicy.ROUND_ROBIN)
@@ -64,18 +76,22 @@ def test_session_sticky() -> None:
     for s in ("a", "b", "c"):
         assert len({inst[i] for i, x in enumerate(sessions) if x == s}) == 1
     cmp = compare_routing(
-        make_trace(HASHES, INPUT, BT), instances=2, capacities_tokens=[None],
+        make_trace(HASHES, INPUT, BT),
+        instances=2,
+        capacities_tokens=[None],
         policies=[RoutingPolicy.SESSION],
     )
     assert cmp.outcomes[0].unavailable and cmp.outcomes[0].points == ()
 
 
 def test_mooncake_pool_beats_local(mooncake_path) -> None:
-    """On the Mooncake trace the pool holds far more reuse than 8 local caches (Mooncake's point)."""
+    """On the Mooncake trace the pool holds far more reuse than 8 local caches ."""
     from kvadvisor.trace import read_trace
 
     cmp = compare_routing(
-        read_trace(mooncake_path), instances=8, capacities_tokens=[None],
+        read_trace(mooncake_path),
+        instances=8,
+        capacities_tokens=[None],
         policies=[RoutingPolicy.ROUND_ROBIN, RoutingPolicy.PREFIX_AWARE],
     )
     local, pool = (o.points[0].hit_ratio_all for o in cmp.outcomes)

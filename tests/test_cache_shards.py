@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from test_cache_prefix import random_traces
 from test_cache_reference import make_trace
 
 from kvadvisor.cache import simulate_prefix_cache
@@ -14,6 +16,7 @@ from kvadvisor.trace import read_trace
 
 @pytest.fixture(scope="module")
 def mooncake(mooncake_path):
+    """The Mooncake trace and its exact result (computed once)."""
     trace = read_trace(mooncake_path)
     return trace, simulate_prefix_cache(trace)
 
@@ -29,11 +32,12 @@ def test_rate_one_is_exact(mooncake) -> None:
     assert est.sampling is not None and est.sampling.rate == 1.0
     assert est.hit_tokens is None
     grid = _grid(exact)
-    for a, b in zip(exact.curve.ratios_on_grid(grid), est.curve.ratios_on_grid(grid)):
+    for a, b in zip(exact.curve.ratios_on_grid(grid), est.curve.ratios_on_grid(grid), strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
 
 
 def test_batches_do_not_change_the_estimate(mooncake) -> None:
+    """Streaming in small record batches gives the same estimate as one batch."""
     trace, _ = mooncake
     kw = dict(block_tokens=512, total_requests=trace.requests, warmup_fraction=0.5, rate=0.2)
     one = estimate_prefix_curve(trace_batches(trace, batch_rows=10**9), **kw)
@@ -55,8 +59,21 @@ def test_low_rate_close_to_exact(mooncake) -> None:
 
 
 def test_bad_rates() -> None:
+    """A rate outside (0, 1], or one that samples nothing, is a user error."""
     trace = make_trace([[1, 2]], [8], 4)
     with pytest.raises(ConfigError, match="outside"):
         simulate_prefix_cache(trace, sample_rate=0.0)
     with pytest.raises(ConfigError, match="drew no block"):
         simulate_prefix_cache(trace, sample_rate=1e-7)
+
+
+@settings(max_examples=30, deadline=None)
+@given(random_traces())
+def test_rate_one_is_exact_on_random_traces(case) -> None:
+    """At rate 1 the SHARDS path reproduces the exact curve, whatever the trace."""
+    hashes, inp, bt, warmup = case
+    trace = make_trace(hashes, inp, bt)
+    exact = simulate_prefix_cache(trace, warmup_fraction=warmup)
+    est = simulate_prefix_cache(trace, warmup_fraction=warmup, sample_rate=1.0)
+    grid = np.arange(0, 30) * bt
+    np.testing.assert_allclose(est.curve.hit_tokens_at(grid), exact.curve.hit_tokens_at(grid))

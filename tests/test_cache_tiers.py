@@ -45,6 +45,7 @@ def test_smaller_lower_tier_adds_nothing() -> None:
 
 
 def test_parse_tier() -> None:
+    """NAME=TOKENS with binary suffixes and inf; anything else is one clear error."""
     assert parse_tier("hbm=1M") == TierSpec("hbm", 1024**2)
     assert parse_tier("ssd = 1.5k") == TierSpec("ssd", 1536)
     assert parse_tier("pool=inf") == TierSpec("pool", None)

@@ -56,3 +56,24 @@ def test_lookup_by_alias_and_suggestion() -> None:
     assert find_instance(SPECS, "nd-h200-v5").name == "Standard_ND96isr_H200_v5"
     with pytest.raises(CatalogError, match="did you mean p5e.48xlarge"):
         find_instance(SPECS, "p5e.48xlarg")
+
+
+def test_gpu_figures_agree_with_the_gpu_catalog() -> None:
+    """Instance GPU figures agree with the GPU catalog.
+
+    Per-GPU TFLOPS and bandwidth in instance entries match the GPU catalog where it has the
+    GPU (two catalogs, one truth).
+    """
+    from kvadvisor.catalog.gpus import load_gpus
+
+    gpus = load_gpus()
+    checked = 0
+    for spec in SPECS.values():
+        gpu = gpus.get(spec.gpu)
+        if gpu is None or spec.gpu_bf16_tflops is None:
+            continue
+        assert spec.gpu_bf16_tflops == pytest.approx(gpu.bf16_dense_tflops, rel=0.01), spec.name
+        assert spec.gpu_memory_bandwidth_gbps == pytest.approx(gpu.memory_bandwidth_gbps,
+                                                               rel=0.01), spec.name
+        checked += 1
+    assert checked >= 20

@@ -19,8 +19,11 @@ def _doc(**entry: object) -> dict:
 
 
 def test_every_topic_of_the_issue_is_present() -> None:
-    """Host DRAM, CXL, NVMe Gen4/Gen5, each cloud's block storage, file systems, 3FS, Mooncake,
-    object storage."""
+    """Every storage class the issue names is present.
+
+    Host DRAM, CXL, NVMe Gen4/Gen5, each cloud's block storage, file systems, 3FS, Mooncake,
+    object storage.
+    """
     for name in (
         "host-dram-ddr5-spr", "cxl-micron-cz120", "nvme-gen4-x4", "nvme-gen5-x4",
         "alibaba-essd-pl0", "alibaba-essd-pl1", "alibaba-essd-pl2", "alibaba-essd-pl3",
@@ -163,3 +166,28 @@ def test_find_storage_suggests() -> None:
     assert find_storage(SPECS, "ALIBABA-ESSD-PL1").name == "alibaba-essd-pl1"
     with pytest.raises(CatalogError, match="did you mean alibaba-essd-pl1"):
         find_storage(SPECS, "alibaba-essd-p1")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kind: storage\nentries: !!python/object/apply:os.system ['touch {marker}']\n",
+        "kind: storage\na: &a [1,1,1,1,1,1,1,1,1]\nb: [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n",
+        "kind: storage\nentries: " + "{a: " * 100 + "1" + "}" * 100 + "\n",
+    ],
+    ids=["python-tag", "aliases", "deep-nesting"],
+)
+def test_hostile_catalog_through_the_cli(tmp_path: Path, text: str) -> None:
+    """--catalog with hostile YAML: exit 2, one line, no traceback, nothing run."""
+    from typer.testing import CliRunner
+
+    from kvadvisor.cli import EXIT_USER_ERROR, app
+
+    marker = tmp_path / "ran"
+    f = tmp_path / "evil.yaml"
+    f.write_text(text.replace("{marker}", str(marker)), encoding="utf-8")
+    result = CliRunner().invoke(app, ["catalog", "list", "--catalog", str(f)])
+    assert result.exit_code == EXIT_USER_ERROR
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "evil.yaml" in lines[0]
+    assert not marker.exists()

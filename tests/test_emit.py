@@ -87,7 +87,9 @@ def test_lmcache_yaml_keys_values_and_reasons() -> None:
     }
     lines = text.splitlines()
     assert len(_commented(lines, lambda s: s and not s.startswith("#"))) == len(doc)
-    assert "262,144 tokens reach 42.0% steady" in text
+    assert ("the smallest measured capacity reaching 80% of the unbounded hit ratio: 262,144 "
+            "tokens × 327,680 B/token (llama-3.1-70b) = 85.9 GB; the trace's steady prefix hit "
+            "ratio there is 42.0% of an unbounded 48.0%") in text
 
 
 def test_sglang_flags(tmp_path: Path) -> None:
@@ -156,3 +158,81 @@ def test_missing_measurements_are_user_errors() -> None:
         emit_config(no_model, "lmcache")
     with pytest.raises(ConfigError, match="unknown engine"):
         emit_config(report, "trtllm")
+
+
+def test_chunk_comes_from_the_recommendation() -> None:
+    """The advisor's prefill chunk wins over LMCache's default, and the comment says so."""
+    from dataclasses import replace
+
+    from kvadvisor.advise.model import Recommendation, StageRecommendation
+
+    rec = Recommendation(StageRecommendation("p5e.48xlarge", "nvme-gen4-x4", chunk_tokens=512),
+                         StageRecommendation(None, None))
+    text = emit_config(replace(_report(), recommendation=rec), "lmcache")["lmcache.yaml"]
+    assert yaml.safe_load(text)["chunk_size"] == 512
+    assert "512 tokens (the advisor's prefill chunk) × 327,680 B/token = 160.0 MiB" in text
+
+
+def test_analyze_emit_writes_every_engine(tmp_path: Path, monkeypatch) -> None:
+    """`analyze --emit ENGINE -o DIR`: the CLI writes each engine's files into DIR."""
+    from typer.testing import CliRunner
+
+    import kvadvisor.cli as cli
+    import kvadvisor.cli.analyze as analyze_command
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
+    monkeypatch.setattr(analyze_command, "analyze", lambda *a, **k: _report())
+    out = tmp_path / "configs"
+    args = ["analyze", str(trace), "--quiet", "-o", str(out)]
+    for engine in ("lmcache", "sglang-hicache", "dynamo-kvbm", "mooncake"):
+        args += ["--emit", engine]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "kvbm.env", "lmcache.yaml", "mooncake-client.json", "mooncake-client.notes.txt",
+        "mooncake-master.sh", "sglang-hicache.sh"]
+    assert yaml.safe_load((out / "lmcache.yaml").read_text())["max_local_cpu_size"] == 85.9
+
+
+def test_emit_needs_one_directory(tmp_path: Path) -> None:
+    """--emit without an -o DIR is a one-line user error."""
+    from typer.testing import CliRunner
+
+    import kvadvisor.cli as cli
+    import kvadvisor.cli.analyze as analyze_command
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
+    result = CliRunner().invoke(cli.app, ["analyze", str(trace), "--emit", "lmcache",
+                                          "-o", str(tmp_path / "r.json")])
+    assert result.exit_code == 2 and "give exactly one -o DIR" in result.output
+
+
+def test_sizes_come_from_the_recommendation() -> None:
+    """The advisor's per-instance tiers set the sizes; the full curve gives their hit ratios."""
+    from dataclasses import replace
+
+    from kvadvisor.advise.model import Recommendation, Series, StageRecommendation, Tier
+
+    tiers = (Tier("host-dram-ddr5-spr", "memory", "host DRAM KV pool", 100.0),
+             Tier("nvme-gen5-x4", "local_nvme", "capacity tier", 1000.0, devices=8))
+    rec = Recommendation(StageRecommendation("p5e.48xlarge", "nvme-gen5-x4", tiers=tiers),
+                         StageRecommendation(None, None))
+    curve = Series("token hit ratio (steady state)", "LRU cache capacity", "tokens",
+                   "token hit ratio", "ratio", (16_384.0, 65_536.0, 262_144.0, 1_048_576.0),
+                   (0.10, 0.35, 0.42, 0.47), "step")
+    report = _report()
+    report = replace(report, recommendation=rec,
+                     prefix_cache=replace(report.prefix_cache, curve=(curve,)))
+    files = emit_config(report, "lmcache")
+    doc = yaml.safe_load(files["lmcache.yaml"])
+    # 100 GiB / 327,680 B = 327,680 tokens → 107.4 GB; 1,000 GiB → 3,276,800 tokens → 1,073.8 GB
+    assert doc["max_local_cpu_size"] == 107.4 and doc["max_local_disk_size"] == 1073.8
+    text = files["lmcache.yaml"]
+    assert ("the advisor's prefill host DRAM KV pool (host-dram-ddr5-spr on p5e.48xlarge, "
+            "100.0 GiB per instance): 327,680 tokens") in text
+    assert "hit ratio there is 42.0%" in text and "hit ratio there is 47.0%" in text
+    assert "# Sizes are per instance, as the advisor recommends for prefill." in text
+    env = emit_config(report, "dynamo-kvbm")["kvbm.env"]
+    assert "DYN_KVBM_CPU_CACHE_GB=108" in env and "DYN_KVBM_DISK_CACHE_GB=1074" in env

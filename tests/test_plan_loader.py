@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries
-from kvadvisor.plan import PlanCatalogs, PlanError, check_plan, engine_settings_table, load_plan
+from kvadvisor.plan import PlanError, check_plan, engine_settings_table, load_plan
 from kvadvisor.plan.quantity import QuantityError, parse_quantity
 
 GOOD: dict[str, Any] = {
@@ -36,19 +35,6 @@ GOOD: dict[str, Any] = {
         "decode": {"count": 4},
     },
 }
-
-# A tiny storage catalog in the shape the catalog loader checks (the real one ships elsewhere).
-STORAGE = check_entries(
-    "test-storage.yaml", "storage",
-    {"kind": "storage", "sources": {"S1": "test figures"},
-     "entries": {"nvme-gen5": {"kind": "ssd", "read_gbps": 14.0, "write_gbps": 10.0,
-                               "latency_us": 60.0, "source": ["S1"]},
-                 "host-dram": {"kind": "dram", "read_gbps": 100.0, "write_gbps": 100.0,
-                               "source": ["S1"]}}},
-    {"kind": FieldSpec("str"), "read_gbps": FieldSpec("number"), "write_gbps": FieldSpec("number"),
-     "latency_us": FieldSpec("number")},
-)
-
 
 def _with(path: list[Any], value: Any) -> dict[str, Any]:
     doc = copy.deepcopy(GOOD)
@@ -114,25 +100,47 @@ def test_invalid_plan_names_the_field_and_the_fix(path, value, expected) -> None
 
 def test_catalog_names_resolve_and_suggest() -> None:
     """A storage name is looked up in the catalog; a misspelt one gets the closest names."""
-    catalogs = PlanCatalogs(storage=STORAGE)
-    plan = check_plan("p.yaml", _with(["stages", "prefill", "tiers", 1, "storage"], "nvme-gen5"),
-                      catalogs)
+    plan = check_plan("p.yaml", _with(["stages", "prefill", "tiers", 1, "storage"], "nvme-gen5-x4"))
     tier = plan.stages[0].tiers[1]
-    assert tier.storage.catalog_name == "nvme-gen5"
-    assert tier.storage.read_bytes_per_s == 14e9 and tier.storage.write_bytes_per_s == 10e9
-    assert tier.storage.latency_s == pytest.approx(60e-6)
-    assert tier.storage.source == ("test figures",)
+    assert tier.storage.catalog_name == "nvme-gen5-x4" and tier.storage.kind == "ssd"
+    # Samsung PM1743 class figures: 13,000 MB/s read, 6,600 MB/s write (catalog, with sources).
+    assert tier.storage.read_bytes_per_s == 13_000e6 and tier.storage.write_bytes_per_s == 6_600e6
+    assert tier.storage.source
     with pytest.raises(PlanError) as err:
-        check_plan("p.yaml", _with(["stages", "prefill", "tiers", 1, "storage"], "nvme-gen4"),
-                   catalogs)
-    assert "unknown storage 'nvme-gen4'; did you mean nvme-gen5" in str(err.value)
-    assert "stages.prefill.tiers[1].storage" in str(err.value)
+        check_plan("p.yaml", _with(["stages", "prefill", "tiers", 1, "storage"], "nvme-gen5-x5"))
+    message = str(err.value)
+    assert "stages.prefill.tiers[1].storage: unknown storage option 'nvme-gen5-x5'" in message
+    assert "did you mean nvme-gen5-x4" in message
 
 
-def test_instance_name_without_catalog_is_refused() -> None:
-    """Without an instance catalog a name cannot be checked: say so, do not guess."""
-    with pytest.raises(PlanError, match="no instance catalog is loaded"):
-        check_plan("p.yaml", _with(["stages", "prefill", "instance"], "p5e.48xlarge"))
+def test_cloud_disk_scales_with_its_size() -> None:
+    """ESSD PL1 bandwidth is min(120 + 0.5 MB/s per GiB, 350 MB/s): 220 MB/s at 200 GiB."""
+    tier = {"name": "essd", "storage": "alibaba-essd-pl1", "capacity": "200 GiB"}
+    plan = check_plan("p.yaml", _with(["stages", "prefill", "tiers"], [tier]))
+    cap = plan.stages[0].tiers[0].storage
+    assert cap.kind == "block"
+    assert cap.read_bytes_per_s == pytest.approx(220e6)
+    assert cap.read_iops == pytest.approx(1800 + 50 * 200)
+    assert cap.latency_s == pytest.approx(200e-6)
+
+
+def test_instance_and_model_from_catalogs() -> None:
+    """p5e.48xlarge: 8 × H200, 2,048 GiB host memory, 10,000 MB/s EBS cap; the model by HF id."""
+    doc = _with(["stages", "prefill", "instance"], "p5e.48xlarge")
+    del doc["stages"]["prefill"]["gpus_per_instance"]
+    del doc["stages"]["prefill"]["host_memory"]
+    doc["model"] = {"name": "meta-llama/Llama-3.1-70B-Instruct", "tp": 8}
+    plan = check_plan("p.yaml", doc)
+    pre = plan.stages[0]
+    assert pre.instance == "p5e.48xlarge" and pre.gpus_per_instance == 8
+    assert pre.gpu is not None and pre.gpu.name == "h200"
+    assert pre.host_memory_bytes == 2048 * 1024**3
+    assert pre.disk_bandwidth_cap_bytes_per_s == 10_000e6
+    assert plan.model.name == "llama-3.1-70b" and plan.model.spec is not None
+    with pytest.raises(PlanError, match=r"model.name: unknown model 'llama-3.1-71b'; did you mean"):
+        check_plan("p.yaml", _with(["model", "name"], "llama-3.1-71b"))
+    with pytest.raises(PlanError, match=r"stages.prefill.instance: unknown instance 'p5e.48xlrge'"):
+        check_plan("p.yaml", _with(["stages", "prefill", "instance"], "p5e.48xlrge"))
 
 
 def test_model_needs_name_or_kv_bytes() -> None:

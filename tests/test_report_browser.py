@@ -2,7 +2,8 @@
 
 One chromium launch, driven over the DevTools protocol on a pipe (stdlib only): any console
 error, uncaught exception or network request fails the test; every chart must lay out with a
-non-zero size; a full-page screenshot is saved for a person to look at.
+non-zero size, on screen and in print media; a full-page screenshot and the printed PDF are
+saved for a person to look at.
 """
 
 from __future__ import annotations
@@ -73,8 +74,11 @@ class Cdp:
         self._from_child, from_child_w = os.pipe()
 
         def wire_fds() -> None:  # runs in the child: chromium reads fd 3, writes fd 4
-            os.dup2(to_child_r, 3)
-            os.dup2(from_child_w, 4)
+            # Copy both ends out of the way first: the pipes may themselves sit on fd 3 or 4,
+            # and dup2 onto the same fd would keep its close-on-exec flag.
+            read_end, write_end = os.dup(to_child_r), os.dup(from_child_w)
+            os.dup2(read_end, 3, inheritable=True)
+            os.dup2(write_end, 4, inheritable=True)
 
         self.proc = subprocess.Popen(
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", "about:blank"],
@@ -204,6 +208,14 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
             mobile=False,
         )
         shot = browser.call("Page.captureScreenshot", session, format="png")
+        # Printed, the charts must still lay out (the print stylesheet keeps them whole).
+        browser.call("Emulation.setEmulatedMedia", session, media="print")
+        printed = json.loads(
+            browser.call("Runtime.evaluate", session, expression=MEASURE_JS, returnByValue=True)[
+                "result"
+            ]["value"]
+        )
+        pdf = browser.call("Page.printToPDF", session, printBackground=False)
         # Let late console messages (e.g. CSP reports) arrive before judging.
         browser.call("Runtime.evaluate", session, expression="1", returnByValue=True)
     finally:
@@ -212,6 +224,9 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
     png = base64.b64decode(shot["data"])
     (SCREENSHOT_DIR / "report.png").write_bytes(png)
     assert png.startswith(b"\x89PNG"), "screenshot is not a PNG"
+    document = base64.b64decode(pdf["data"])
+    (SCREENSHOT_DIR / "report.pdf").write_bytes(document)
+    assert document.startswith(b"%PDF")
 
     assert _problems(browser.events) == []
     charts = measured["charts"]
@@ -221,6 +236,9 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
     for chart in charts:
         assert chart["width"] > 100 and chart["height"] > 50, chart
         assert chart["drawn"] > 10, chart
+    assert len(printed["charts"]) == len(charts)
+    for chart in printed["charts"]:
+        assert chart["width"] > 100 and chart["height"] > 50, ("print", chart)
     assert measured["sections"][0] == "verdict"
     assert {"workload", "stages", "prefix", "io", "findings", "method", "inputs"} <= set(
         measured["sections"]

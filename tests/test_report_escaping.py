@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from html.parser import HTMLParser
 
@@ -13,6 +14,7 @@ from kvadvisor.report.jsonreport import clean
 HOSTILE = '<script>alert("x")</script>\'"><img src=x onerror=alert(1)>&amp;|`*_'
 
 
+@functools.cache
 def hostile_report():
     """A report whose trace and advice strings all carry HOSTILE."""
     trace = small_trace(

@@ -13,7 +13,14 @@ import jsonschema
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from report_fixtures import GENERATED_AT, VERSION, analysed, full_report, small_trace
+from report_fixtures import (
+    GENERATED_AT,
+    VERSION,
+    analysed,
+    analysed_small,
+    full_report,
+    small_trace,
+)
 
 from kvadvisor.advise import analyze
 from kvadvisor.advise.model import AdviceReport
@@ -110,7 +117,7 @@ def test_contract_keys_and_determinism() -> None:
 def test_schema_is_valid_and_accepts_the_fixtures() -> None:
     """The shipped schema is a valid 2020-12 schema; empty, small and full reports pass it."""
     VALIDATOR.check_schema(schema())
-    for report in (analysed(small_trace(0)), analysed(small_trace(1)), full_report()):
+    for report in (analysed_small(0), analysed_small(1), full_report()):
         VALIDATOR(schema()).validate(json.loads(JsonRenderer().render(report)))
 
 

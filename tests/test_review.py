@@ -314,3 +314,54 @@ def test_shared_tier_capacity_is_not_multiplied() -> None:
     host, ssd = review.stages[0].tiers
     assert host.capacity_tokens == 12 and ssd.capacity_tokens == 8
     assert host.write.peak_bytes_per_s == 300.0  # per instance: half the fleet's 600 B/s
+
+
+@pytest.mark.parametrize(
+    ("iops", "status", "severity"),
+    [("5", "fail", "error"), ("5.99", "fail", "warning"), ("6", "pass", "error")],
+)
+def test_iops_at_the_chunk_size(iops, status, severity) -> None:
+    """1-token chunks: host writes [4, 2, 2, 5] tokens → 6, 2, 5 I/Os per window (p99 5.98)."""
+    doc = copy.deepcopy(BASE)
+    doc["stages"]["prefill"]["chunk_tokens"] = 1
+    doc["stages"]["prefill"]["tiers"][0]["storage"]["write_iops"] = float(iops)
+    review = review_plan(check_plan("p.yaml", doc), REPLAY, PlanPerf(KVB), window_s=1.0)
+    (rv08,) = [c for c in _checks(review, "RV08") if c.subject == "host"]
+    assert rv08.status == status and rv08.severity == severity
+    assert rv08.evidence["write_iops_p99"] == pytest.approx(5.98)
+    assert rv08.evidence["write_iops_peak"] == 6.0
+    assert _status(review, "RV08", "ssd") == "skip"  # no IOPS figure for that tier
+
+
+def test_chunk_tokens_follow_the_engine() -> None:
+    """The I/O size comes from the plan, then LMCache, SGLang, vLLM, else LMCache's default."""
+    from kvadvisor.advise.review import stage_chunk_tokens
+
+    def chunk(stage: dict[str, Any]) -> int:
+        doc = copy.deepcopy(BASE)
+        doc["stages"]["prefill"].update(stage)
+        return stage_chunk_tokens(check_plan("p.yaml", doc).stages[0])[0]
+
+    assert chunk({}) == 256
+    assert chunk({"engines": {"lmcache": {"chunk_size": 512}}}) == 512
+    assert chunk({"engines": {"sglang-hicache": {"page-size": 64}}}) == 64
+    assert chunk({"engines": {"dynamo-kvbm": {}}}) == 16
+    assert chunk({"chunk_tokens": 128, "engines": {"lmcache": {"chunk_size": 512}}}) == 128
+
+
+def test_plan_perf_from_catalogs() -> None:
+    """Llama-3.1-70B: 327,680 B/token (field.md §4.1); p5e pool = 8 × (0.9 × HBM − weights / 8)."""
+    from kvadvisor.advise.review import plan_perf
+
+    plan = check_plan("p.yaml", {"model": {"name": "llama-3.1-70b", "tp": 8},
+                                 "stages": {"prefill": {"instance": "p5e.48xlarge"}}})
+    perf = plan_perf(plan)
+    assert perf.kv_bytes_per_token == 327_680
+    stage = plan.stages[0]
+    assert stage.gpu is not None and plan.model.spec is not None
+    per_gpu = 0.9 * stage.gpu.memory_bytes - plan.model.spec.total_params * 2 / 8
+    assert perf.stages["prefill"].device_pool_bytes == pytest.approx(8 * per_gpu)
+    recompute = perf.stages["prefill"].recompute_s
+    assert recompute is not None
+    times = recompute(np.array([1_000.0, 2_000.0]))
+    assert 0 < times[0] < times[1]  # prefill time grows with the prefix

@@ -73,8 +73,8 @@ def test_error_finding_exits_1(tiny_trace: Path, tmp_path: Path) -> None:
         (("capacity: 1 TB", "capacity: 1 TB/s"), "capacity: 'TB/s' is a rate unit"),
         (("capacity: 1 TB", "capacity: -1 TB"), "capacity: must not be negative"),
         (("name: nvme\n        storage: {kind: ssd, read_bandwidth: 100 MB/s, write_bandwidth: "
-          "100 MB/s}", "name: nvme\n        storage: nvme-gen5x"),
-         "tiers[0].storage: "),
+          "100 MB/s}", "name: nvme\n        storage: nvme-gen5-x5"),
+         "tiers[0].storage: unknown storage option 'nvme-gen5-x5'; did you mean nvme-gen5-x4"),
     ],
 )
 def test_invalid_plan_is_one_line_exit_2(
@@ -103,7 +103,8 @@ def test_junit_lists_every_check(tiny_trace: Path, tmp_path: Path) -> None:
     names = [c.get("name") for c in cases]
     assert len(names) == len(set(names)) == int(suite.get("tests"))
     expected = {"RV01.prefill.nvme", "RV02.prefill.nvme", "RV03.prefill.nvme",
-                "RV04.prefill.nvme", "RV06.prefill.nvme", "EL08.prefill.nvme", "EL05.prefill"}
+                "RV04.prefill.nvme", "RV06.prefill.nvme", "RV08.prefill.nvme", "EL08.prefill.nvme",
+                "EL05.prefill"}
     assert {n.split()[0] for n in names} == expected
     failed = {c.get("name").split()[0]: c.find("failure") for c in cases
               if c.find("failure") is not None}
@@ -111,7 +112,7 @@ def test_junit_lists_every_check(tiny_trace: Path, tmp_path: Path) -> None:
     assert failed["EL05.prefill"].get("type") == "error"
     assert json.loads(failed["EL05.prefill"].text)["evidence"]["chunk_size"] == 100
     assert int(suite.get("failures")) == 2
-    assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in cases) == 3
+    assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in cases) == 4
 
 
 def test_markdown_side_by_side(tiny_trace: Path, tmp_path: Path) -> None:
@@ -155,7 +156,50 @@ def test_examples_end_to_end(tmp_path: Path) -> None:
     assert good_failed == {"RV04.prefill.local-nvme"}  # sized for the peak: a warning only
     bad_failed = {c.get("name").split()[0].split(".")[0] for c in suites["h20-cloud-disk"]
                   if c.find("failure") is not None}
-    assert bad_failed == {"RV01", "RV02", "RV03", "RV07", "EL03", "EL04", "EL05", "EL06",
+    assert bad_failed == {"RV01", "RV02", "RV03", "RV06", "RV07", "EL04", "EL05", "EL06",
                           "EL07", "EL08"}
     result = runner.invoke(app, ["review", str(SAMPLE), "--plan", str(GOOD_EXAMPLE)])
     assert result.exit_code == EXIT_OK, result.output
+
+
+def test_analyze_with_plan_adds_the_plan_section(tiny_trace: Path, tmp_path: Path) -> None:
+    """With --plan, the analyze JSON carries plan_reviews and the HTML a plan section."""
+    out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
+    result = runner.invoke(app, ["analyze", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
+                                 "-o", str(out_json), "-o", str(out_html), "--quiet"])
+    assert result.exit_code == EXIT_OK, result.output
+    doc = json.loads(out_json.read_text())
+    (review,) = doc["plan_reviews"]
+    assert review["name"] == "roomy"
+    assert {c["code"] for c in review["checks"]} >= {"RV02", "RV04", "EL05", "EL08"}
+    assert doc["options"]["plans"] == [str(tmp_path / "plan.yaml")]
+    html = out_html.read_text()
+    assert "Plan against the workload" in html and "roomy: tiers replayed" in html
+    result = runner.invoke(app, ["analyze", str(tiny_trace), "-o", str(out_json), "--quiet"])
+    assert "plan_reviews" not in json.loads(out_json.read_text())  # unchanged without --plan
+
+
+def test_extra_catalog_names_a_storage_option(tiny_trace: Path, tmp_path: Path) -> None:
+    """--catalog adds a storage option that plans may name; its figures reach the review."""
+    extra = tmp_path / "lab.yaml"
+    extra.write_text(
+        "kind: storage\n"
+        "sources:\n  L1: \"our lab's fio runs\"\n"
+        "entries:\n"
+        "  lab-nvme:\n    category: local_nvme\n    provider: generic\n"
+        "    read_mbps: 2000\n    write_mbps: 1000\n    source: [L1]\n"
+    )
+    plan = _plan(tmp_path, GOOD.replace(
+        "storage: {kind: ssd, read_bandwidth: 100 MB/s, write_bandwidth: 100 MB/s}",
+        "storage: lab-nvme"))
+    out = tmp_path / "r.xml"
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(plan), "--junit",
+                                 str(out)])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "unknown storage option 'lab-nvme'" in result.output
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(plan), "--catalog",
+                                 str(extra), "--junit", str(out)])
+    assert result.exit_code == EXIT_OK, result.output
+    rv02 = next(c for c in ET.parse(out).getroot().iter("testcase")
+                if c.get("name").startswith("RV02"))
+    assert "against 1 GB/s" in rv02.find("system-out").text

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from kvadvisor.advise.facts import FACTS
-from kvadvisor.rules import FactValue, evaluate, load_rules
 from kvadvisor.errors import RuleSyntaxError
+from kvadvisor.rules import FactValue, evaluate, load_rules
 from kvadvisor.yamlio import load_yaml
 
 CASES_DIR = Path(__file__).parent / "fixtures" / "rule_cases"

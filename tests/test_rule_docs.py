@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-
 from pathlib import Path
 
 from kvadvisor.advise.facts import FACTS
-from kvadvisor.rules import load_rules
 from kvadvisor.errors import RuleSyntaxError
+from kvadvisor.rules import load_rules
 from kvadvisor.yamlio import load_yaml
 
 RULES = load_rules([], FACTS)
@@ -75,3 +74,12 @@ def test_topics_covered() -> None:
         "gpu.stage_hardware_choice", "workload.disaggregate", "utilization.shared_spec_idle_stage",
     ):
         assert needed in names, needed
+
+
+def test_split_thresholds_match_the_profiler() -> None:
+    """WL01 fires exactly when the stage profiler's classification is not 'balanced'."""
+    from kvadvisor.metrics import DECODE_DOMINATED_SHARE, PREFILL_DOMINATED_SHARE
+
+    wl01 = next(r for r in RULES if r.code == "WL01")
+    values = sorted(p.value for p in wl01.when.parts)  # type: ignore[union-attr]
+    assert values == [DECODE_DOMINATED_SHARE, PREFILL_DOMINATED_SHARE]

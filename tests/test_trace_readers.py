@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from kvadvisor.errors import ConfigError
+from kvadvisor.errors import ConfigError, TraceSchemaError
 from kvadvisor.trace import ColumnSource, read_trace
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
@@ -46,7 +46,7 @@ def _close(a, b, tol=1e-9):
 
 
 def test_mooncake_fixture() -> None:
-    """ms timestamps become seconds; hashes and lengths pass through; 512-token blocks."""
+    """Millisecond timestamps become seconds; hashes and lengths pass through; 512-token blocks."""
     rows = _jsonl(FIX / "tiny_mooncake.jsonl")
     t = read_trace(FIX / "tiny_mooncake.jsonl")
     assert t.source_format == "mooncake" and t.block_tokens == 512
@@ -99,7 +99,7 @@ def test_azure_fixture() -> None:
     start = _wallclock_s(rows[0]["TIMESTAMP"])
     expected = [float(_wallclock_s(r["TIMESTAMP"]) - start) for r in rows]
     # Nanosecond timestamps: the 7th digit (100 ns) survives.
-    assert all(abs(a - e) < 1e-9 for a, e in zip(_col(t, "arrival_s"), expected))
+    assert all(abs(a - e) < 1e-9 for a, e in zip(_col(t, "arrival_s"), expected, strict=True))
     assert _col(t, "arrival_s")[3] == pytest.approx(56.0200401, abs=1e-9)
     assert _col(t, "input_tokens") == [int(r["ContextTokens"]) for r in rows]
     assert _col(t, "output_tokens") == [int(r["GeneratedTokens"]) for r in rows]
@@ -153,16 +153,21 @@ def _check_bench(t, runs: list[dict]) -> None:
     order = sorted(range(len(ref["arrival"])), key=lambda i: ref["arrival"][i])
     start = min(ref["arrival"])
     got = {
-        "arrival": _col(t, "arrival_s"), "input": _col(t, "input_tokens"),
-        "output": _col(t, "output_tokens"), "ok": _col(t, "ok"), "ttft": _col(t, "ttft_s"),
-        "e2e": _col(t, "e2e_s"), "tpot": _col(t, "tpot_s"),
+        "arrival": _col(t, "arrival_s"),
+        "input": _col(t, "input_tokens"),
+        "output": _col(t, "output_tokens"),
+        "ok": _col(t, "ok"),
+        "ttft": _col(t, "ttft_s"),
+        "e2e": _col(t, "e2e_s"),
+        "tpot": _col(t, "tpot_s"),
     }
     for key, values in ref.items():
         want = [values[i] - start if key == "arrival" else values[i] for i in order]
         if key in ("input", "output", "ok"):
             assert got[key] == want, key
         else:
-            assert all(_close(a, b) for a, b in zip(got[key], want)), (key, got[key], want)
+            pairs = zip(got[key], want, strict=True)
+            assert all(_close(a, b) for a, b in pairs), (key, got[key], want)
 
 
 def test_vllm_appended_runs() -> None:
@@ -228,18 +233,24 @@ def test_canonical_csv_sorts_and_parses_hash_text() -> None:
 
 def test_column_map_with_units() -> None:
     """--map renames source columns and converts ms to seconds."""
-    maps = ["arrival_s=ts_ms:ms", "input_tokens=prompt_len", "output_tokens=gen_len",
-            "e2e_s=latency_ms:ms"]
+    maps = [
+        "arrival_s=ts_ms:ms",
+        "input_tokens=prompt_len",
+        "output_tokens=gen_len",
+        "e2e_s=latency_ms:ms",
+    ]
     t = read_trace(FIX / "tiny_mapped.csv", column_map=maps)
     assert _col(t, "arrival_s") == [0.0, 0.5, 3.0]
     assert _col(t, "input_tokens") == [100, 200, 300]
     assert _col(t, "e2e_s") == [0.25, 0.5, 0.75]
     same = read_trace(
         FIX / "tiny_mapped.csv",
-        column_map={"arrival_s": ColumnSource("ts_ms", "ms"),
-                    "input_tokens": ColumnSource("prompt_len"),
-                    "output_tokens": ColumnSource("gen_len"),
-                    "e2e_s": ColumnSource("latency_ms", "ms")},
+        column_map={
+            "arrival_s": ColumnSource("ts_ms", "ms"),
+            "input_tokens": ColumnSource("prompt_len"),
+            "output_tokens": ColumnSource("gen_len"),
+            "e2e_s": ColumnSource("latency_ms", "ms"),
+        },
     )
     assert same.table.equals(t.table)
 
@@ -335,12 +346,13 @@ def _azure_reference(path: Path) -> dict:
         rows = list(csv.DictReader(fh))
     clock = [_wallclock_s(r["TIMESTAMP"]) for r in rows]
     assert len({r["TIMESTAMP"].split(" ")[0] for r in rows}) == 1  # one day: clock is enough
+    start = min(clock)
     return {
         "requests": len(rows),
         "input": sum(int(r["ContextTokens"]) for r in rows),
         "output": sum(int(r["GeneratedTokens"]) for r in rows),
-        "duration_s": float(max(clock) - min(clock)),
-        "arrival_s": [float(c - min(clock)) for c in clock],
+        "duration_s": float(max(clock) - start),
+        "arrival_s": [float(c - start) for c in clock],
     }
 
 
@@ -355,7 +367,7 @@ def test_real_azure(azure_code_path) -> None:
     assert t.duration_s == pytest.approx(ref["duration_s"], abs=1e-6)
     assert round(t.duration_s, 1) == 3435.9
     got = _col(t, "arrival_s")
-    assert max(abs(a - b) for a, b in zip(got, ref["arrival_s"])) < 1e-6
+    assert max(abs(a - b) for a, b in zip(got, ref["arrival_s"], strict=True)) < 1e-6
 
 
 # Every reader on real data: the Mooncake trace re-expressed in each source format with the
@@ -365,11 +377,21 @@ def test_real_azure(azure_code_path) -> None:
 def _as_bailian(rows, path):
     with open(path, "w") as fh:
         for i, r in enumerate(rows):
-            fh.write(json.dumps({
-                "chat_id": i, "parent_chat_id": -1, "timestamp": r["timestamp"] / 1000,
-                "input_length": r["input_length"], "output_length": r["output_length"],
-                "type": "text", "turn": 1, "hash_ids": r["hash_ids"],
-            }) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "chat_id": i,
+                        "parent_chat_id": -1,
+                        "timestamp": r["timestamp"] / 1000,
+                        "input_length": r["input_length"],
+                        "output_length": r["output_length"],
+                        "type": "text",
+                        "turn": 1,
+                        "hash_ids": r["hash_ids"],
+                    }
+                )
+                + "\n"
+            )
 
 
 def _as_canonical_csv(rows, path):
@@ -377,18 +399,33 @@ def _as_canonical_csv(rows, path):
         w = csv.writer(fh)
         w.writerow(["arrival_s", "input_tokens", "output_tokens", "block_hashes"])
         for r in rows:
-            w.writerow([r["timestamp"] / 1000, r["input_length"], r["output_length"],
-                        " ".join(map(str, r["hash_ids"]))])
+            w.writerow(
+                [
+                    r["timestamp"] / 1000,
+                    r["input_length"],
+                    r["output_length"],
+                    " ".join(map(str, r["hash_ids"])),
+                ]
+            )
 
 
 def _as_burstgpt(rows, path):
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens",
-                    "Log Type"])
+        w.writerow(
+            ["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"]
+        )
         for r in rows:
-            w.writerow([r["timestamp"] / 1000, "ChatGPT", r["input_length"], r["output_length"],
-                        r["input_length"] + r["output_length"], "Conversation log"])
+            w.writerow(
+                [
+                    r["timestamp"] / 1000,
+                    "ChatGPT",
+                    r["input_length"],
+                    r["output_length"],
+                    r["input_length"] + r["output_length"],
+                    "Conversation log",
+                ]
+            )
 
 
 def _as_azure(rows, path):
@@ -400,34 +437,58 @@ def _as_azure(rows, path):
             s, frac = divmod(ms, 1000)
             h, rem = divmod(s, 3600)
             m, sec = divmod(rem, 60)
-            w.writerow([f"2024-05-10 {h:02d}:{m:02d}:{sec:02d}.{frac:03d}0000",
-                        r["input_length"], r["output_length"]])
+            w.writerow(
+                [
+                    f"2024-05-10 {h:02d}:{m:02d}:{sec:02d}.{frac:03d}0000",
+                    r["input_length"],
+                    r["output_length"],
+                ]
+            )
 
 
 def _as_vllm(rows, path):
-    run = {"model_id": "x", "duration": 1.0,
-           "input_lens": [r["input_length"] for r in rows],
-           "output_lens": [r["output_length"] for r in rows],
-           "ttfts": [0.1] * len(rows), "itls": [[0.01]] * len(rows),
-           "start_times": [r["timestamp"] / 1000 + 7.0 for r in rows],
-           "errors": [""] * len(rows)}
+    run = {
+        "model_id": "x",
+        "duration": 1.0,
+        "input_lens": [r["input_length"] for r in rows],
+        "output_lens": [r["output_length"] for r in rows],
+        "ttfts": [0.1] * len(rows),
+        "itls": [[0.01]] * len(rows),
+        "start_times": [r["timestamp"] / 1000 + 7.0 for r in rows],
+        "errors": [""] * len(rows),
+    }
     Path(path).write_text(json.dumps(run) + "\n")
 
 
 def _as_sglang(rows, path):
-    run = {"mean_e2e_latency_ms": 1.0,
-           "details": {"input_lens": [r["input_length"] for r in rows],
-                       "output_lens": [r["output_length"] for r in rows],
-                       "ttfts": [0.1] * len(rows), "itls": [[0.01]] * len(rows)}}
+    run = {
+        "mean_e2e_latency_ms": 1.0,
+        "details": {
+            "input_lens": [r["input_length"] for r in rows],
+            "output_lens": [r["output_length"] for r in rows],
+            "ttfts": [0.1] * len(rows),
+            "itls": [[0.01]] * len(rows),
+        },
+    }
     Path(path).write_text(json.dumps(run) + "\n")
 
 
 def _as_llmperf(rows, path):
-    Path(path).write_text(json.dumps([
-        {"number_input_tokens": r["input_length"], "number_output_tokens": r["output_length"],
-         "ttft_s": 0.1, "end_to_end_latency_s": 0.2, "error_code": None, "error_msg": ""}
-        for r in rows
-    ]))
+    Path(path).write_text(
+        json.dumps(
+            [
+                {
+                    "number_input_tokens": r["input_length"],
+                    "number_output_tokens": r["output_length"],
+                    "ttft_s": 0.1,
+                    "end_to_end_latency_s": 0.2,
+                    "error_code": None,
+                    "error_msg": "",
+                }
+                for r in rows
+            ]
+        )
+    )
 
 
 REAL_AS = {
@@ -459,3 +520,56 @@ def test_every_reader_on_real_mooncake(fmt, mooncake_ref, tmp_path) -> None:
     else:
         assert not t.arrivals_measured and t.duration_s == 0.0
     assert math.isfinite(t.duration_s)
+
+
+@pytest.mark.parametrize(
+    "name, content, needle",
+    [
+        (
+            "bench_type.json",
+            {"model_id": "m", "input_lens": [1, "two"], "output_lens": [1, 2], "ttfts": [0, 0]},
+            "row 1, column 'input_lens[1]': wrong_type: 'two' is not an integer",
+        ),
+        (
+            "bench_len.json",
+            {"model_id": "m", "input_lens": [1, 2], "output_lens": [1, 2], "ttfts": [0.1]},
+            "row 1, column 'ttfts': length_mismatch: 1 entries for 2 input_lens",
+        ),
+        (
+            "perf.json",
+            [{"number_input_tokens": 5, "number_output_tokens": "x"}],
+            "row 1, column 'number_output_tokens': wrong_type: 'x' is not an integer",
+        ),
+        (
+            "bail.jsonl",
+            {
+                "chat_id": "a",
+                "parent_chat_id": -1,
+                "timestamp": 1,
+                "input_length": 1,
+                "output_length": 1,
+            },
+            "row 1, column 'chat_id': wrong_type: 'a' is not an integer",
+        ),
+    ],
+)
+def test_source_format_cells_are_named(name, content, needle, tmp_path) -> None:
+    """Bad cells in benchmark and Bailian files name the run/row and the key."""
+    path = tmp_path / name
+    path.write_text(json.dumps(content) + "\n")
+    with pytest.raises(TraceSchemaError) as info:
+        read_trace(path)
+    assert needle in str(info.value)
+
+
+def test_row_numbers_skip_blank_lines_consistently(tmp_path) -> None:
+    """A blank line is not a row, whether pyarrow or the error-path scan finds the problem."""
+    header = "arrival_s,input_tokens,output_tokens\n0,1,1\n\n1,2,2\n"
+    for last, needle in (
+        ("2,x,3\n", "row 3, column 'input_tokens': wrong_type"),
+        ("2,-3,3\n", "row 3, column 'input_tokens': negative_value"),
+    ):
+        path = tmp_path / "t.csv"
+        path.write_text(header + last)
+        with pytest.raises(TraceSchemaError, match=needle):
+            read_trace(path)

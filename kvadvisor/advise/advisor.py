@@ -63,6 +63,7 @@ class AdvisorOptions:
     chunk_tokens: int = 256
     storage: str | None = None
     instance: Mapping[str, str] = field(default_factory=dict)  # stage -> name ("both" allowed)
+    preferred_gpu: str | None = None  # the GPU the user modeled (--gpu): its instances first
 
 
 @dataclass(frozen=True)
@@ -95,17 +96,21 @@ def _fits(inst: InstanceSpec, weights_gib: float | None) -> bool:
 
 
 def rank_instances(
-    stage: str, instances: Mapping[str, InstanceSpec], facts: Mapping[str, FactValue]
+    stage: str, instances: Mapping[str, InstanceSpec], facts: Mapping[str, FactValue],
+    preferred_gpu: str | None = None,
 ) -> list[tuple[InstanceSpec, bool, str]]:
-    """Instances ranked for a stage: memory fit first, then the stage's bottleneck per GPU
-    (higher first), then fewer GPUs (the smallest size that fits)."""
+    """Instances ranked for a stage.
+
+    Instances ranked for a stage: memory fit first, then the stage's bottleneck per GPU
+    (higher first), then fewer GPUs (the smallest size that fits).
+    """
     weights = _v(facts, "model_weights_gib")
     unit = "dense BF16 TFLOPS" if stage == "prefill" else "GB/s of GPU memory bandwidth"
 
     def key(inst: InstanceSpec) -> tuple[Any, ...]:
         metric = _stage_metric(inst, stage)
-        return (not _fits(inst, weights), metric is None, -(metric or 0.0), inst.gpu_count,
-                inst.name)
+        return (not _fits(inst, weights), preferred_gpu is not None and inst.gpu != preferred_gpu,
+                metric is None, -(metric or 0.0), inst.gpu_count, inst.name)
 
     out = []
     for inst in sorted(instances.values(), key=key):
@@ -123,8 +128,11 @@ def rank_instances(
 def instance_count(
     stage: str, inst: InstanceSpec, facts: Mapping[str, FactValue]
 ) -> tuple[int | None, str]:
-    """Instances a stage needs from its GPU time, scaled from the GPU the split was computed
-    for to this one by the stage's bottleneck; None when the split or that GPU is unknown."""
+    """Instances a stage needs from its GPU time.
+
+    Instances a stage needs from its GPU time, scaled from the GPU the split was computed
+    for to this one by the stage's bottleneck; None when the split or that GPU is unknown.
+    """
     busy_s = _v(facts, f"{stage}_gpu_s")
     duration = _v(facts, "trace_duration_s")
     ref_name = "split_gpu_bf16_tflops" if stage == "prefill" else (
@@ -135,12 +143,14 @@ def instance_count(
     if ref is None or mine is None:
         return None, (f"the GPU the stage split was computed for is unknown: one {stage} "
                       "instance assumed to carry the whole trace")
-    busy_gpus = busy_s / duration * ref / mine
+    per_replica = _v(facts, "split_gpus_per_replica") or 1.0
+    modeled = busy_s * per_replica / duration
+    busy_gpus = modeled * ref / mine
     count = max(1, math.ceil(busy_gpus / inst.gpu_count / TARGET_GPU_UTILIZATION))
-    return count, (f"{stage}: {busy_s:,.0f} GPU-s over {duration:,.0f} s = {busy_s / duration:.2f} "
-                   f"busy GPUs of the modeled GPU, x {ref:g}/{mine:g} for {inst.gpu} = "
-                   f"{busy_gpus:.2f}; / {inst.gpu_count} GPUs / {TARGET_GPU_UTILIZATION:.0%} "
-                   f"target = {count} instance(s)")
+    return count, (f"{stage}: {busy_s:,.0f} replica-s x {per_replica:g} GPUs over "
+                   f"{duration:,.0f} s = {modeled:.2f} busy GPUs of the modeled GPU, x "
+                   f"{ref:g}/{mine:g} for {inst.gpu} = {busy_gpus:.2f}; / {inst.gpu_count} GPUs "
+                   f"/ {TARGET_GPU_UTILIZATION:.0%} target = {count} instance(s)")
 
 
 # -- storage ------------------------------------------------------------------------------------
@@ -172,8 +182,11 @@ def _available_on(spec: StorageSpec, inst: InstanceSpec) -> bool:
 
 
 def _size_for(spec: StorageSpec, need_mbps: float | None, capacity_gib: float | None) -> float:
-    """Smallest size that holds ``capacity_gib`` and, for size-scaled disks, reaches the
-    bandwidth (inverting ``base + per_gib × C``)."""
+    """Size of one device or volume for a capacity and a bandwidth.
+
+    Smallest size that holds ``capacity_gib`` and, for size-scaled disks, reaches the
+    bandwidth (inverting ``base + per_gib × C``).
+    """
     size = capacity_gib or 0.0
     formula = spec.per_gib.get("mbps") or spec.per_gib.get("write_mbps") or spec.per_gib.get(
         "read_mbps")
@@ -195,9 +208,16 @@ def fit_tier(
     demand_bytes_per_s: float | None,
     demand_iops: float | None,
     capacity_gib: float | None,
+    devices_limit: int | None = None,
 ) -> TierFit:
-    """Size one option for a stage: devices and capacity so p99 demand stays under the target
-    utilization where possible; feasible when it does and the capacity fits."""
+    """Size one storage option for a stage on one instance.
+
+    Size one option for a stage: devices and capacity so p99 demand stays under the target
+    utilization where possible; feasible when it does and the capacity fits.
+
+    ``devices_limit`` caps the device count (1 for a spec given with --storage: one device or
+    volume of that kind, sized up to its own maximum).
+    """
     need = None if demand_bytes_per_s is None else (
         demand_bytes_per_s / TARGET_TIER_UTILIZATION / BYTES_PER_MB)
     size = _size_for(spec, need, capacity_gib)
@@ -206,6 +226,8 @@ def fit_tier(
     per_dev_iops = perf.write_iops if stage == "prefill" else perf.read_iops
     max_devices = (inst.local_nvme_count if spec.category == "local_nvme"
                    else MAX_BLOCK_VOLUMES if spec.category in ("block", "ephemeral") else 1)
+    if devices_limit is not None:
+        max_devices = max(1, min(max_devices, devices_limit))
     devices = 1
     if need is not None and per_dev_bw:
         devices = min(max_devices, max(1, math.ceil(need / per_dev_bw)))
@@ -223,7 +245,8 @@ def fit_tier(
         problems.append(f"no published {'write' if stage == 'prefill' else 'read'} bandwidth")
     elif demand_bytes_per_s is not None and demand_bytes_per_s > TARGET_TIER_UTILIZATION * bw:
         problems.append(f"p99 demand is {demand_bytes_per_s / bw:.0%} of its bandwidth")
-    if demand_iops is not None and iops is not None and demand_iops > TARGET_TIER_UTILIZATION * iops:
+    if (demand_iops is not None and iops is not None
+            and demand_iops > TARGET_TIER_UTILIZATION * iops):
         problems.append(f"p99 I/O rate is {demand_iops / iops:.0%} of its IOPS")
     if capacity_gib and total_capacity is not None and total_capacity < capacity_gib:
         problems.append(f"holds {total_capacity:,.0f} of the {capacity_gib:,.0f} GiB needed")
@@ -262,8 +285,9 @@ def rank_tiers(
 ) -> list[TierFit]:
     """Options for a stage's capacity tier, best first.
 
-    Feasible options first; among them, prefill prefers the one whose p99 utilization is
-    closest to the target (least idle bandwidth), decode prefers lower read latency first.
+    Shipping parts before prototypes and announcements; then feasible options first; among
+    them, prefill prefers the one whose p99 utilization is closest to the target (least idle
+    bandwidth), decode prefers lower read latency first.
     """
     fits = []
     for spec in storage.values():
@@ -290,9 +314,10 @@ def rank_tiers(
         # Drives that come with the instance are already paid for: use them first.
         built_in = f.spec.category == "local_nvme"
         if stage == "decode":
-            return (not f.feasible, not built_in, _latency_bucket(f.spec), closeness, order,
-                    f.spec.name)
-        return (not f.feasible, not built_in, cap is None, closeness, order, f.spec.name)
+            return (f.spec.announced_only, not f.feasible, not built_in,
+                    _latency_bucket(f.spec), closeness, order, f.spec.name)
+        return (f.spec.announced_only, not f.feasible, not built_in, cap is None, closeness,
+                order, f.spec.name)
 
     return sorted(fits, key=key)
 
@@ -304,7 +329,7 @@ def _demand(facts: Mapping[str, FactValue], kind: str, count: int) -> dict[str, 
 
 def _stage_instance(stage: str, options: AdvisorOptions, instances: Mapping[str, InstanceSpec],
                     facts: Mapping[str, FactValue]) -> tuple[InstanceSpec, list[Alternative]]:
-    ranked = rank_instances(stage, instances, facts)
+    ranked = rank_instances(stage, instances, facts, options.preferred_gpu)
     alternatives = [Alternative("instance", inst.name, i + 1, reason, fits)
                     for i, (inst, fits, reason) in enumerate(ranked[:MAX_ALTERNATIVES])]
     chosen = options.instance.get(stage) or options.instance.get("both")
@@ -348,6 +373,20 @@ def _tier_facts(stage: str, fit: TierFit | None, spec: StorageSpec, demand: dict
     ]
 
 
+def reference_tier_for(spec: StorageSpec) -> str | None:
+    """The profiler's reference tier matching a storage class.
+
+    The stage profiler's load-vs-recompute reference tier of the same class as ``spec``
+    (host DRAM over PCIe, NVMe Gen4 x4, NVMe Gen5 x4); None for slower classes, whose
+    break-even the reference tiers would understate.
+    """
+    if spec.category in ("memory", "cxl"):
+        return "host-dram-pcie"
+    if spec.category == "local_nvme":
+        return "nvme-gen5-x4" if "5.0" in (spec.interface or "") else "nvme-gen4-x4"
+    return None
+
+
 def advise(
     workload: Mapping[str, FactValue],
     prefix_cache: PrefixCache | None,
@@ -355,8 +394,13 @@ def advise(
     instances: Mapping[str, InstanceSpec],
     rules: Sequence[Rule],
     options: AdvisorOptions | None = None,
+    breakeven: Mapping[str, tuple[float | None, float | None]] | None = None,
 ) -> Advice:
-    """Recommend instances and KV tiers per stage, then evaluate the rules on all facts."""
+    """Recommend instances and KV tiers per stage, then evaluate the rules on all facts.
+
+    ``breakeven`` maps the stage profiler's reference tiers to (break-even prefix tokens,
+    share of hit tokens below it); the decode tier's class picks the entry.
+    """
     options = options or AdvisorOptions()
     facts: dict[str, FactValue] = dict(workload)
     kv = _v(facts, "kv_bytes_per_token")
@@ -392,24 +436,30 @@ def advise(
             fit = fit_tier(spec, stage, inst,
                            _v(facts, f"{kind}_bytes_per_s_p99") if spec.shared else demand["p99"],
                            None if spec.shared else iops_p99,
-                           needed_gib if spec.shared else local_gib)
-            notes.append(f"storage fixed by --storage {spec.name} for both stages")
+                           needed_gib if spec.shared else local_gib, devices_limit=1)
+            notes.append(f"storage fixed by --storage {spec.name} for both stages: one "
+                         "device or volume of it per instance")
         elif ranked and (beyond_host or _v(facts, f"{kind}_bytes_per_s_p99") is not None):
             fit, spec = ranked[0], ranked[0].spec
         else:
             spec = storage[HOST_TIER_ENTRY]
             fit = None
-            notes.append(
-                "no capacity tier: prefix reuse and I/O demand were not measured" if needed_gib
-                is None and _v(facts, f"{kind}_bytes_per_s_p99") is None
-                else "no capacity tier: the KV working set fits the host DRAM pool")
+            if needed_gib is not None:
+                notes.append("no capacity tier: the KV working set fits the host DRAM pool")
+            elif _v(facts, "kv_working_set_tokens") is not None and kv is None:
+                notes.append("no capacity tier sized: the KV working set is "
+                             f"{_v(facts, 'kv_working_set_tokens'):,.0f} tokens but KV bytes "
+                             "per token are unknown (give the model)")
+            else:
+                notes.append("no capacity tier: KV working set and I/O demand unknown")
         if weights is None:
             notes.append("model unknown: instances ranked by per-GPU "
                          + ("TFLOPS" if stage == "prefill" else "memory bandwidth")
                          + " only, without a memory-fit check")
         if fit is not None and spec.shared:
             demand_here = {s: _v(facts, f"{kind}_bytes_per_s_{s}") for s in ("mean", "p99", "peak")}
-            iops_here = _v(facts, "write_iops_p99" if stage == "prefill" else "decode_read_iops_p99")
+            iops_here = _v(facts, "write_iops_p99" if stage == "prefill"
+                           else "decode_read_iops_p99")
         else:
             demand_here, iops_here = demand, iops_p99
         config += _tier_facts(stage, fit, spec, demand_here, iops_here)
@@ -449,7 +499,21 @@ def advise(
                     config.append(("prefix_hit_ratio_at_host_pool",
                                    hit_ratio_at(prefix_cache, host_tokens)))
         else:
-            config.append(("decode_read_iops_p99_per_instance", iops_p99))
+            inflight = _v(facts, "kv_inflight_gib_p99")
+            config += [
+                ("decode_read_iops_p99_per_instance", iops_p99),
+                ("kv_inflight_gib_p99_per_instance",
+                 None if inflight is None else inflight * (_v(facts, "split_instances") or 1) / n),
+            ]
+            # Break-even belongs to the decode tier's class; without a reference tier of that
+            # class it is unknown rather than borrowed from a faster tier.
+            ref_tier = reference_tier_for(spec)
+            for name in ("breakeven_prefix_tokens", "hit_tokens_below_breakeven_share"):
+                facts.pop(name, None)
+            if breakeven and ref_tier in breakeven:
+                tokens, share = breakeven[ref_tier]
+                config += [("breakeven_prefix_tokens", tokens),
+                           ("hit_tokens_below_breakeven_share", share)]
 
         tiers = [Tier(HOST_TIER_ENTRY, "memory", "host DRAM KV pool and write buffer",
                       host_pool)]
@@ -457,10 +521,11 @@ def advise(
             tiers.append(Tier(spec.name, spec.category,
                               "capacity tier" if stage == "prefill" else "read tier",
                               fit.capacity_gib, fit.devices, spec.shared))
+        what = ("bytes of prompt tokens that missed the cache (written when prefill completes)"
+                if stage == "prefill" else "bytes of hit tokens (loaded before prefill starts)")
         derivation = [
             f"{kind} demand: p99 of {_v(facts, 'io_window_s') or 0:g}-second windows of KV "
-            f"{'bytes of prompt tokens that missed the cache (written when prefill completes)' if stage == 'prefill' else 'bytes of hit tokens (loaded before prefill starts)'}"
-            f", divided by {n} {stage} instance(s)",
+            f"{what}, divided by {n} {stage} instance(s)",
             f"IOPS: that rate / chunk size ({options.chunk_tokens} tokens x KV bytes per token)",
             f"sized so p99 uses at most {TARGET_TIER_UTILIZATION:.0%} of the tier; peaks above "
             "it go to the host DRAM buffer",
@@ -548,13 +613,14 @@ def load_advisor_inputs(
     ignore: Sequence[str] = (),
     catalog_files: Sequence[str] = (),
 ) -> AdvisorInputs:
-    """Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
-    group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``)."""
-    from kvadvisor.advise.facts import FACTS
+    """Load rules and catalogs for the advisor.
+
+    Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
+    group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``).
+    """
     from kvadvisor.catalog.instances import load_instances
     from kvadvisor.catalog.storage import catalog_kind, load_storage
     from kvadvisor.errors import CatalogError
-    from kvadvisor.rules import load_rules, select_rules
 
     by_kind: dict[str, list[str]] = {"storage": [], "instances": []}
     for path in catalog_files:
@@ -564,9 +630,17 @@ def load_advisor_inputs(
         elif kind not in FOREIGN_CATALOG_KINDS:
             known = ", ".join([*by_kind, *FOREIGN_CATALOG_KINDS])
             raise CatalogError(f"{path}: unknown catalog kind {kind!r}; expected one of {known}")
-    rules = select_rules(load_rules(rules_dirs, FACTS), select, ignore)
-    return AdvisorInputs(rules, load_storage(by_kind["storage"]),
-                         load_instances(by_kind["instances"]))
+    return AdvisorInputs(load_rule_set(rules_dirs, select, ignore),
+                         load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
+
+
+def load_rule_set(rules_dirs: Sequence[str] = (), select: Sequence[str] = (),
+                  ignore: Sequence[str] = (), *, builtin: bool = True) -> tuple[Rule, ...]:
+    """Built-in rules plus ``rules_dirs``, checked against the fact registry, then selected."""
+    from kvadvisor.advise.facts import FACTS
+    from kvadvisor.rules import load_rules, select_rules
+
+    return select_rules(load_rules(rules_dirs, FACTS, builtin=builtin), select, ignore)
 
 
 def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
@@ -584,17 +658,46 @@ def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _split_gpu_facts(report: Any) -> dict[str, float]:
+    """Figures of the GPU the stage split was modeled on.
+
+    TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
+    catalog; empty when the split was measured on an unknown GPU.
+    """
+    from kvadvisor.catalog.gpus import get_gpu
+    from kvadvisor.errors import CatalogError
+
+    name = getattr(getattr(getattr(report, "model", None), "deployment", None), "gpu", None)
+    if report.stage_split is None or not name:
+        return {}
+    try:
+        gpu = get_gpu(name)
+    except CatalogError:
+        return {}
+    return {"split_gpu_bf16_tflops": gpu.bf16_dense_tflops,
+            "split_gpu_memory_bandwidth_gbps": gpu.memory_bandwidth_gbps}
+
+
 def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions,
                   extra_facts: Mapping[str, Any] | None = None) -> Any:
-    """The report with ``recommendation`` and ``findings`` filled from its own sections."""
+    """The report with ``recommendation`` and ``findings`` filled from its own sections.
+
+    ``extra_facts`` are facts a producer computed from results the report does not carry
+    (registered names; None values are dropped); they take precedence.
+    """
     from dataclasses import replace
 
-    from kvadvisor.advise.facts import workload_facts
+    from kvadvisor.advise.facts import collect, report_facts
 
-    workload = workload_facts(report.trace, report.model, report.stage_split,
-                              report.prefix_cache, report.io, chunk_tokens=options.chunk_tokens,
-                              extra=extra_facts)
+    deployment = getattr(getattr(report, "model", None), "deployment", None)
+    if deployment is not None and not getattr(deployment, "gpu_assumed", True):
+        options = replace(options, preferred_gpu=deployment.gpu)
+    workload = report_facts(report, chunk_tokens=options.chunk_tokens)
+    workload.update(collect(_split_gpu_facts(report).items()))
+    workload.update(collect((extra_facts or {}).items()))
+    breakeven = {t.tier: (t.break_even_tokens, t.hit_token_share_below)
+                 for t in getattr(report.io, "load_vs_recompute", ()) or ()}
     advice = advise(workload, report.prefix_cache, inputs.storage, inputs.instances,
-                    inputs.rules, options)
+                    inputs.rules, options, breakeven)
     return replace(report, recommendation=advice.recommendation,
                    findings=tuple(report.findings) + advice.findings)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import dataclasses
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -14,9 +17,15 @@ from kvadvisor.advise.advisor import (
     load_advisor_inputs,
     parse_instance_choice,
 )
-from kvadvisor.advise.cache_section import prefix_cache_section
+from kvadvisor.advise.cache_section import prefix_cache_section, simulate_section_cache
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
+from kvadvisor.advise.profile import ProfileOptions, StageProfile, profile_workload
+from kvadvisor.advise.review import review_plans
+from kvadvisor.cache import PrefixCacheResult
 from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.metrics import trace_hit_tokens
+from kvadvisor.plan.model import Plan
+from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
 
 
@@ -39,6 +48,28 @@ class AnalyzeOptions:
     storage: str | None = None
     instance: tuple[str, ...] = ()
     advisor_inputs: AdvisorInputs | None = None
+    # Deployment plans to review against the trace (docs/review.md).
+    plans: tuple[Plan, ...] = ()
+    # Stage profiler (docs/stage-profiler.md); None = the documented default, reported as assumed.
+    model: str | None = None
+    gpu: str | None = None
+    kv_dtype: str = "bf16"
+    weight_dtype: str = "bf16"
+    tp: int | None = None
+    window_s: float = 1.0
+    chunk_tokens: int = 256
+    io_unit_bytes: int = 4096
+    drive_capacity_bytes: float | None = None
+    instances: int = 1  # model instances the trace's load is spread over
+
+    def profile_options(self) -> ProfileOptions:
+        """The stage profiler's slice of the options."""
+        return ProfileOptions(
+            model=self.model, gpu=self.gpu, kv_dtype=self.kv_dtype,
+            weight_dtype=self.weight_dtype, tp=self.tp, window_s=self.window_s,
+            chunk_tokens=self.chunk_tokens, io_unit_bytes=self.io_unit_bytes,
+            drive_capacity_bytes=self.drive_capacity_bytes, instances=self.instances,
+        )
 
 
 # Candidate arrival-chart windows (s): the smallest that keeps the chart under MAX_ARRIVAL_BINS.
@@ -108,6 +139,27 @@ def trace_models(trace: Trace) -> tuple[str, ...]:
     return tuple(sorted(str(n) for n in names)[:MAX_MODELS_LISTED])
 
 
+def options_record(options: AnalyzeOptions) -> dict[str, Any]:
+    """The options as plain values for the report's inputs.
+
+    Loaded rule and catalog objects are left out: their versions are recorded separately.
+    """
+    record: dict[str, Any] = {}
+    for f in dataclasses.fields(options):
+        if f.name == "advisor_inputs":
+            continue
+        value = getattr(options, f.name)
+        if f.name == "plans":
+            # A plan is echoed by its file; its review is its own section.
+            value = tuple(p.path for p in value)
+        elif isinstance(value, tuple):
+            value = tuple(
+                dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value
+            )
+        record[f.name] = value
+    return record
+
+
 def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
     """Counts, span, columns and workload chart data of a trace."""
     duration = trace.duration_s
@@ -121,9 +173,10 @@ def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
         columns=trace.columns,
         input_tokens_total=int(pc.sum(t["input_tokens"]).as_py() or 0),
         output_tokens_total=int(pc.sum(t["output_tokens"]).as_py() or 0),
-        arrival_rate_per_s=(trace.requests / duration) if duration > 0 else None,
+        arrival_rate_per_s=trace.arrival_rate_per_s,  # None when arrivals were not measured
         dropped=dict(trace.dropped),
         notes=trace.notes,
+        capabilities=capabilities(trace),
         sha256=sha256,
         models=trace_models(trace),
         arrivals=arrival_series(trace.column_np("arrival_s"), duration),
@@ -146,6 +199,20 @@ def analyze(
     """
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
+    simulated = (
+        simulate_section_cache(
+            trace,
+            warmup_fraction=options.warmup_fraction,
+            chunk_tokens=options.cache_chunk_tokens,
+            save_unfull_chunk=options.cache_save_unfull_chunk,
+            sample_rate=options.cache_sample_rate,
+        )
+        if trace.has_hashes
+        else None
+    )
+    hits, hits_source = prefix_hits(trace, simulated[1] if simulated else None)
+    stages = profile_workload(trace, options.profile_options(), hit_tokens=hits,
+                              hits_source=hits_source)
     prefix_cache = prefix_cache_section(
         trace,
         warmup_fraction=options.warmup_fraction,
@@ -155,33 +222,81 @@ def analyze(
         chunk_tokens=options.cache_chunk_tokens,
         save_unfull_chunk=options.cache_save_unfull_chunk,
         sample_rate=options.cache_sample_rate,
+        kv_bytes_per_token=stages.model.kv_bytes_per_token,
+        simulated=simulated,
     )
     report = AdviceReport(
         meta=meta,
         trace=summarize_trace(trace, sha256=trace_sha256),
+        model=stages.model,
+        stage_split=stages.stage_split,
         prefix_cache=prefix_cache,
-        options=_echo_options(options),
+        io=stages.io,
+        options=options_record(options),
     )
-    report = _advise(report, options)
-    return replace(report, unavailable=unavailable_reasons(trace, report))
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    report = _advise(report, options, inputs, stages)
+    if options.plans:
+        report = replace(report, plan_reviews=review_plans(
+            trace, options.plans, warmup_fraction=options.warmup_fraction))
+    return replace(
+        report,
+        versions=data_versions(inputs),
+        unavailable=unavailable_reasons(trace, report),
+    )
 
 
-def _echo_options(options: AnalyzeOptions) -> dict:
-    """The options as the report echoes them (loaded rules and catalogs are named, not dumped)."""
-    echoed = asdict(options)
-    echoed.pop("advisor_inputs", None)
-    return echoed
+def prefix_hits(
+    trace: Trace, simulated: PrefixCacheResult | None
+) -> tuple[np.ndarray | None, str | None]:
+    """Per-request prefix-hit tokens for the stage profiler, and where they came from.
+
+    With block hashes: the report's prefix-cache simulation at unbounded capacity (coarsened to
+    the engine chunk size when one is given), unless it sampled (no per-request hits then).
+    Else the engine's ``cached_tokens``. Else None: unknown.
+    """
+    if simulated is not None and simulated.hit_tokens is not None:
+        return (np.asarray(simulated.hit_tokens, dtype=np.float64),
+                "prefix-cache simulation (unbounded capacity)")
+    hits = trace_hit_tokens(trace)
+    return hits, ("cached_tokens" if hits is not None else None)
 
 
-def _advise(report: AdviceReport, options: AnalyzeOptions) -> AdviceReport:
+def _advise(
+    report: AdviceReport,
+    options: AnalyzeOptions,
+    inputs: AdvisorInputs | None = None,
+    stages: StageProfile | None = None,
+) -> AdviceReport:
     """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
+    inputs = inputs or options.advisor_inputs or load_advisor_inputs()
     advisor_options = AdvisorOptions(
-        chunk_tokens=getattr(options, "chunk_tokens", 256),
+        chunk_tokens=getattr(options, "chunk_tokens", None) or options.cache_chunk_tokens or 256,
         storage=options.storage,
         instance=parse_instance_choice(options.instance),
     )
-    inputs = options.advisor_inputs or load_advisor_inputs()
-    return advise_report(report, inputs, advisor_options)
+    extra = stages.facts if stages is not None else None
+    return advise_report(report, inputs, advisor_options, extra_facts=extra)
+
+
+def _fingerprint(items: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(items)).encode("utf-8")).hexdigest()[:12]
+
+
+def data_versions(inputs: AdvisorInputs) -> dict[str, str]:
+    """What rules and catalogs the advice used: entry counts and a content fingerprint.
+
+    The fingerprint is the sha256 of the loaded entries (file locations left out), so two
+    reports can be told apart when their rules or catalogs differ.
+    """
+    rules = [repr(replace(r, path="")) for r in inputs.rules]
+    storage = [f"{k}={v!r}" for k, v in inputs.storage.items()]
+    instances = [f"{k}={v!r}" for k, v in inputs.instances.items()]
+    return {
+        "rules": f"{len(rules)} rules, sha256 {_fingerprint(rules)}",
+        "storage catalog": f"{len(storage)} entries, sha256 {_fingerprint(storage)}",
+        "instance catalog": f"{len(instances)} entries, sha256 {_fingerprint(instances)}",
+    }
 
 
 def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
@@ -202,3 +317,4 @@ def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
     if report.recommendation is None:
         why["recommendation"] = "the advisor did not run (no rules were evaluated)"
     return why
+

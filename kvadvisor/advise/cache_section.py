@@ -36,6 +36,9 @@ UNKNOWN_NOTE = (
 # Engine chunk sizes compared when the trace's blocks are fine enough (LMCache's default is
 # 256, vLLM/SGLang pages 16-64, Mooncake 512; research/field.md).
 COMPARED_CHUNK_TOKENS = (64, 256, 512)
+# Routing, reuse times and block sizes replay the trace again (routing once per instance) and
+# reuse times hold about 60 bytes per block access; above this many accesses they are skipped.
+EXTRAS_MAX_ACCESSES = 20_000_000
 
 
 def _f(x: float | None) -> float | None:
@@ -163,16 +166,36 @@ def _block_sizes(
 ) -> tuple[BlockSizePoint, ...]:
     block_tokens = int(trace.block_tokens or 0)
     sizes = sorted(
-        {block_tokens} | {c for c in COMPARED_CHUNK_TOKENS if c > block_tokens and c % block_tokens == 0}
+        {block_tokens}
+        | {c for c in COMPARED_CHUNK_TOKENS if c > block_tokens and c % block_tokens == 0}
     )
     points = []
     for chunk in sizes:
-        coarse = coarsen_trace(trace, chunk, save_unfull_chunk=save_unfull_chunk or chunk == block_tokens)
+        coarse = coarsen_trace(
+            trace, chunk, save_unfull_chunk=save_unfull_chunk or chunk == block_tokens
+        )
         all_, steady = _simulate(coarse, warmup_fraction=warmup_fraction).token_hit_ratio
         points.append(
             BlockSizePoint(chunk, save_unfull_chunk or chunk == block_tokens, _f(all_), _f(steady))
         )
     return tuple(points)
+
+
+def simulate_section_cache(
+    trace: Trace,
+    *,
+    warmup_fraction: float = 0.5,
+    chunk_tokens: int | None = None,
+    save_unfull_chunk: bool = False,
+    sample_rate: float | None = None,
+) -> tuple[Trace, PrefixCacheResult]:
+    """The one simulation the report's cache section rests on: (trace as simulated, result).
+
+    The trace is coarsened to ``chunk_tokens`` first when that differs from its block size.
+    """
+    if chunk_tokens is not None and chunk_tokens != trace.block_tokens:
+        trace = coarsen_trace(trace, chunk_tokens, save_unfull_chunk=save_unfull_chunk)
+    return trace, _simulate(trace, warmup_fraction=warmup_fraction, sample_rate=sample_rate)
 
 
 def prefix_cache_section(
@@ -186,19 +209,26 @@ def prefix_cache_section(
     save_unfull_chunk: bool = False,
     sample_rate: float | None = None,
     kv_bytes_per_token: int | None = None,
+    simulated: tuple[Trace, PrefixCacheResult] | None = None,
 ) -> PrefixCache:
     """Simulate the prefix cache on ``trace`` and summarise it for the report.
 
     Without block hashes the section says "prefix reuse unknown" and every ratio is null. With
     ``chunk_tokens`` the hashes are first coarsened to that engine chunk size. Routing, reuse
     times and the block-size comparison need the exact pass; a sampled curve omits them.
+    ``simulated`` is the (coarsened trace, result) of ``simulate_section_cache`` with the same
+    options, when the caller already ran it (the pass is then not run twice).
     """
     if not trace.has_hashes:
         return unknown_prefix_cache(warmup_fraction)
     original = trace
-    if chunk_tokens is not None and chunk_tokens != trace.block_tokens:
-        trace = coarsen_trace(trace, chunk_tokens, save_unfull_chunk=save_unfull_chunk)
-    result = _simulate(trace, warmup_fraction=warmup_fraction, sample_rate=sample_rate)
+    trace, result = simulated or simulate_section_cache(
+        trace,
+        warmup_fraction=warmup_fraction,
+        chunk_tokens=chunk_tokens,
+        save_unfull_chunk=save_unfull_chunk,
+        sample_rate=sample_rate,
+    )
     all_, steady = result.token_hit_ratio
     blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
     sampling = None
@@ -212,20 +242,31 @@ def prefix_cache_section(
             error_method=result.sampling.error_method,
         )
     exact = result.exact
+    extras = exact and result.curve.total_blocks_all <= EXTRAS_MAX_ACCESSES
+    note = None
+    if not exact:
+        note = "curve estimated by spatial hash sampling (SHARDS); see sampling"
+    elif not extras:
+        note = (
+            f"routing, reuse times and block sizes skipped: more than {EXTRAS_MAX_ACCESSES} "
+            "block accesses"
+        )
     return PrefixCache(
         warmup_fraction=warmup_fraction,
         hit_ratio=HitRatio(_f(all_), _f(steady)),
         mrc=_mrc(result, kv_bytes_per_token),
         status="exact" if exact else "sampled",
-        note=None if exact else "curve estimated by spatial hash sampling (SHARDS); see sampling",
+        note=note,
         block_tokens=result.block_tokens,
         block_hit_ratio=HitRatio(_f(blk_all), _f(blk_steady)),
         sampling=sampling,
         curve=_curve_series(result),
         tiers=_tiers(result, tiers, kv_bytes_per_token) if tiers else None,
-        routing=_routing(trace, instances, warmup_fraction, routing_seed)
-        if exact and instances > 1
-        else None,
-        reuse=_reuse(trace, result) if exact else None,
-        block_sizes=_block_sizes(original, warmup_fraction, save_unfull_chunk) if exact else (),
+        routing=(
+            _routing(trace, instances, warmup_fraction, routing_seed)
+            if extras and instances > 1
+            else None
+        ),
+        reuse=_reuse(trace, result) if extras else None,
+        block_sizes=_block_sizes(original, warmup_fraction, save_unfull_chunk) if extras else (),
     )

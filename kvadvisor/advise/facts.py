@@ -46,10 +46,11 @@ FACT_SPECS: tuple[FactSpec, ...] = (
              "layers × (kv_lora_rank + qk_rope_head_dim) × dtype bytes.", _M),
     FactSpec("model_weights_gib", "gib", "Model weights at the serving dtype.", _M),
     # -- stage split ---------------------------------------------------------------------
-    FactSpec("prefill_gpu_s", "s", "Prefill GPU time summed over the trace.", _S),
+    FactSpec("prefill_gpu_s", "s", "Prefill GPU time summed over the trace (model-replica "
+             "seconds).", _S),
     FactSpec("decode_gpu_s", "s",
-             "Decode GPU time summed over the trace (each request charged its share of every "
-             "batched step).", _S),
+             "Decode GPU time summed over the trace (model-replica seconds; each request charged "
+             "its share of every batched step).", _S),
     FactSpec("prefill_share_gpu_time", "ratio",
              "prefill_gpu_s / (prefill_gpu_s + decode_gpu_s).", _S),
     FactSpec("decode_share_gpu_time", "ratio", "1 − prefill_share_gpu_time.", _S),
@@ -61,8 +62,8 @@ FACT_SPECS: tuple[FactSpec, ...] = (
              "Memory bandwidth of the GPU the stage split was modeled on (to rescale decode "
              "time).", _S),
     FactSpec("busy_gpus_mean", "count",
-             "(prefill_gpu_s + decode_gpu_s) / trace_duration_s: GPUs kept busy on average, on "
-             "the GPU the split was computed for.", _S),
+             "(prefill_gpu_s + decode_gpu_s) × split_gpus_per_replica / trace_duration_s: GPUs "
+             "kept busy on average, on the GPU the split was computed for.", _S),
     # -- prefix cache --------------------------------------------------------------------
     FactSpec("prefix_hit_ratio_unbounded", "ratio",
              "Token hit ratio over all requests with an unbounded LRU prefix cache "
@@ -70,7 +71,7 @@ FACT_SPECS: tuple[FactSpec, ...] = (
     FactSpec("prefix_hit_ratio_steady", "ratio",
              "Token hit ratio at unbounded capacity after the warm-up (steady state).", _C),
     FactSpec("kv_working_set_tokens", "tokens",
-             "Smallest capacity on the miss-ratio curve whose steady hit ratio reaches "
+             "Smallest capacity on the hit-ratio curve whose steady hit ratio reaches "
              "90% of the unbounded one.", _C),
     FactSpec("kv_working_set_gib", "gib",
              "kv_working_set_tokens × kv_bytes_per_token, in GiB.", _C),
@@ -109,13 +110,24 @@ FACT_SPECS: tuple[FactSpec, ...] = (
     FactSpec("decode_read_iops_mean", "per_s", "read_bytes_per_s_mean / io_size_bytes.", _IO),
     FactSpec("decode_read_iops_p99", "per_s", "read_bytes_per_s_p99 / io_size_bytes.", _IO),
     FactSpec("breakeven_prefix_tokens", "tokens",
-             "Prefix length above which loading KV from the chosen tier beats recomputing it.",
-             _P),
+             "Prefix length above which loading KV from the decode tier beats recomputing it "
+             "(the profiler's reference tier of the same class).", _P),
     FactSpec("hit_tokens_below_breakeven_share", "ratio",
              "Share of hit tokens in prefixes shorter than breakeven_prefix_tokens.", _P),
-    FactSpec("inflight_requests_p99", "requests", "99th percentile of requests in flight.", _P),
+    FactSpec("max_concurrent_requests_fit", "requests",
+             "Requests of mean context whose KV fits the modeled replica's GPU memory.", _P),
+    FactSpec("inflight_requests_p99", "requests",
+             "99th percentile over windows of the requests in flight (arrival to completion) per "
+             "modeled instance.", _P),
     FactSpec("kv_inflight_gib_p99", "gib",
-             "KV of the requests in flight at the p99 concurrency, in GiB.", _P),
+             "KV of inflight_requests_p99 requests of mean context, in GiB.", _P),
+    FactSpec("kv_inflight_gib_p99_per_instance", "gib",
+             "kv_inflight_gib_p99 × modeled instances / decode_instance_count: the in-flight KV "
+             "one recommended decode instance holds.", _CFG),
+    FactSpec("split_instances", "count",
+             "Model instances the stage profiler spread the trace's load over.", _S),
+    FactSpec("split_gpus_per_replica", "count",
+             "GPUs per model replica (tensor parallelism) the stage split was computed with.", _S),
     # -- configuration -------------------------------------------------------------------
     FactSpec("shared_storage_spec", "bool",
              "Whether one storage specification serves both stages (--storage).", _CFG),
@@ -202,40 +214,56 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+def curve_points(prefix_cache: PrefixCache) -> list[tuple[float, float]]:
+    """The hit-ratio curve as points.
+
+    (capacity tokens, steady hit ratio) at finite capacities, ascending: the cache engine's
+    whole curve where the section carries it, else the standard curve points.
+    """
+    for series in getattr(prefix_cache, "curve", ()) or ():
+        if "steady" in series.name and series.x_unit == "tokens":
+            return sorted((float(x), float(y)) for x, y in zip(series.x, series.y, strict=False)
+                          if x is not None and y is not None and math.isfinite(y))
+    out = []
+    for p in prefix_cache.mrc:
+        ratio = p.hit_ratio_steady if p.hit_ratio_steady is not None else p.hit_ratio_all
+        if p.capacity_tokens is not None and ratio is not None:
+            out.append((float(p.capacity_tokens), float(ratio)))
+    return sorted(out)
+
+
 def working_set_tokens(prefix_cache: PrefixCache) -> int | None:
-    """Smallest finite curve capacity whose steady (else overall) hit ratio reaches
-    WORKING_SET_HIT_SHARE of the unbounded one; None if no finite point reaches it."""
-    ratios = [(p.capacity_tokens, p.hit_ratio_steady if p.hit_ratio_steady is not None
-               else p.hit_ratio_all) for p in prefix_cache.mrc]
-    unbounded = [r for c, r in ratios if c is None and r is not None]
-    target = unbounded[0] if unbounded else (
-        prefix_cache.hit_ratio.steady if prefix_cache.hit_ratio.steady is not None
-        else prefix_cache.hit_ratio.all)
+    """The KV working set in tokens.
+
+    Smallest finite capacity whose steady hit ratio reaches WORKING_SET_HIT_SHARE of the
+    unbounded one; None if no point of the curve reaches it (or reuse is unknown).
+    """
+    target = prefix_cache.hit_ratio.steady
+    if target is None:
+        target = prefix_cache.hit_ratio.all
     if target is None:
         return None
     if target <= 0:
         return 0
-    finite = sorted((c, r) for c, r in ratios if c is not None and r is not None)
-    for capacity, ratio in finite:
+    for capacity, ratio in curve_points(prefix_cache):
         if ratio >= WORKING_SET_HIT_SHARE * target:
             return int(capacity)
     return None
 
 
 def hit_ratio_at(prefix_cache: PrefixCache | None, capacity_tokens: float) -> float | None:
-    """Steady hit ratio at a capacity: the largest curve point not above it (a lower bound,
-    since the LRU hit ratio never falls as capacity grows)."""
-    if prefix_cache is None:
+    """Steady hit ratio at a capacity (a lower bound).
+
+    Steady hit ratio at a capacity: the largest curve point not above it (a lower bound,
+    since the LRU hit ratio never falls as capacity grows); None when reuse is unknown.
+    """
+    if prefix_cache is None or prefix_cache.hit_ratio.all is None:
         return None
-    best: float | None = None
-    for p in sorted((p for p in prefix_cache.mrc if p.capacity_tokens is not None),
-                    key=lambda p: p.capacity_tokens or 0):
-        ratio = p.hit_ratio_steady if p.hit_ratio_steady is not None else p.hit_ratio_all
-        if ratio is None:
-            return None
-        if p.capacity_tokens is not None and p.capacity_tokens <= capacity_tokens:
+    best = 0.0
+    for capacity, ratio in curve_points(prefix_cache):
+        if capacity <= capacity_tokens:
             best = ratio
-    return 0.0 if best is None else best
+    return best
 
 
 def workload_facts(
@@ -337,3 +365,60 @@ def render_facts_doc() -> str:
     lines += ["", "## Units", "", "| unit | meaning |", "|---|---|"]
     lines += [f"| {u} | {meaning} |" for u, meaning in UNITS.items()]
     return "\n".join(lines) + "\n"
+
+
+def _get(obj: Any, *names: str) -> Any:
+    """Follow attributes that later producers add (None where a section or field is absent)."""
+    for name in names:
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue]:
+    """Every workload fact the report's sections support (pure).
+
+    Reads the contract sections (trace, model, stage_split, prefix_cache, io) and, where the
+    cache engine and the stage profiler attached them, their richer results: reuse times and
+    TTLs, the whole hit-ratio curve, memory fit, I/O counts at the chunk size.
+    """
+    extra: dict[str, Any] = {}
+    pc, model, io, split = report.prefix_cache, report.model, report.io, report.stage_split
+    kv = model.kv_bytes_per_token if model is not None else None
+    if pc is not None:
+        if getattr(pc, "status", "") == "unknown" or pc.hit_ratio.all is None:
+            extra["prefix_reuse_measurable"] = False
+        for q in _get(pc, "reuse", "quantiles") or ():
+            if q.quantile in (0.5, 0.9):
+                extra[f"reuse_time_p{round(q.quantile * 100)}_s"] = q.seconds
+        for t in _get(pc, "reuse", "ttl") or ():
+            if t.share == WORKING_SET_HIT_SHARE:
+                extra["retention_ttl_s"] = t.ttl_s
+                if kv:
+                    extra["retention_capacity_gib"] = t.capacity_tokens * kv / BYTES_PER_GIB
+    tp = _get(model, "deployment", "tp") or 1
+    memory = _get(model, "memory")
+    if memory is not None:
+        extra["model_weights_gib"] = memory.weight_bytes_per_gpu * tp / BYTES_PER_GIB
+        extra["max_concurrent_requests_fit"] = memory.max_concurrent_requests
+    if split is not None:
+        extra["split_gpus_per_replica"] = tp
+        extra["split_instances"] = getattr(split, "instances", 1)
+    if io is not None:
+        chunk_tokens = getattr(io, "chunk_tokens", None) or chunk_tokens
+        write_io, read_io = getattr(io, "write_io", None), getattr(io, "read_io", None)
+        if write_io is not None:
+            extra["write_iops_p99"] = write_io.p99_iops
+            extra["io_size_bytes"] = write_io.full_chunk_bytes
+        if read_io is not None and getattr(io, "read_known", True):
+            extra["decode_read_iops_p99"] = read_io.p99_iops
+            extra["decode_read_iops_mean"] = read_io.mean_iops
+    facts = workload_facts(report.trace, model, split, pc, io, chunk_tokens=chunk_tokens,
+                           extra=extra)
+    if io is not None and not getattr(io, "read_known", True):
+        for name in [n for n in facts if n.startswith(("read_", "decode_read_"))]:
+            del facts[name]
+    if split is not None and "busy_gpus_mean" in facts:
+        facts.update(collect([("busy_gpus_mean", facts["busy_gpus_mean"].value * tp)]))
+    return facts

@@ -53,21 +53,114 @@ class TraceSummary:
 
 
 @dataclass(frozen=True)
+class Deployment:
+    """Where the model runs in the performance model; ``*_assumed`` marks defaults not chosen."""
+
+    gpu: str
+    gpu_display_name: str
+    gpu_assumed: bool
+    tp: int
+    tp_assumed: bool
+    kv_dtype: str
+    weight_dtype: str
+    # prefill_mfu, decode_mfu, memory (fractions of peak) and where they come from
+    efficiency: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    """Weights and KV against GPU memory, per GPU of the TP group (bytes, tokens, requests)."""
+
+    memory_bytes_per_gpu: float
+    usable_bytes_per_gpu: float
+    weight_bytes_per_gpu: float
+    kv_budget_bytes_per_gpu: float
+    weights_fit: bool
+    kv_capacity_tokens: float
+    max_concurrent_requests: float
+    mean_context_tokens: float
+    kv_working_set_peak_bytes_per_gpu: float
+    kv_working_set_fits: bool
+
+
+@dataclass(frozen=True)
 class ModelSummary:
-    """The served model and its KV footprint."""
+    """The served model and its KV footprint (``kv_bytes_per_token``: distinct bytes, all ranks)."""
 
     name: str
     kv_bytes_per_token: int
+    display_name: str = ""
+    assumed: bool = False
+    origin: str = "catalog"  # "catalog" | "hf-config"
+    attention: str = "gqa"
+    kv_bytes_per_token_per_gpu: int | None = None
+    kv_bytes_per_token_all_gpus: int | None = None  # per-GPU bytes x TP (replicas counted)
+    sliding_window_tokens: int | None = None
+    sliding_window_layers: int = 0
+    total_params: float | None = None
+    active_params: float | None = None
+    deployment: Deployment | None = None
+    memory: MemorySummary | None = None
+    sources: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FitErrorSummary:
+    """Absolute percentage error of the model against measured rows (fractions, not %)."""
+
+    rows: int
+    mape: float | None
+    median_ape: float | None
+
+
+@dataclass(frozen=True)
+class CalibrationSummary:
+    """Efficiency factors fitted to measured rows, with errors before/after on held-out rows."""
+
+    fit_rows: int
+    heldout_rows: int
+    efficiency: dict[str, Any]
+    prior_efficiency: dict[str, Any]
+    prefill_heldout: FitErrorSummary
+    decode_step_heldout: FitErrorSummary
+    prefill_heldout_prior: FitErrorSummary
+    decode_step_heldout_prior: FitErrorSummary
+    converged: bool
 
 
 @dataclass(frozen=True)
 class StageSplit:
-    """GPU-time totals per stage over the trace; ``source`` is measured, modeled or calibrated."""
+    """GPU-time totals per stage over the trace; ``source`` is measured, modeled or calibrated.
+
+    ``prefill_s``/``decode_s``/``prefill_share`` are GPU time (batch-aware); the latency split
+    (sum of TTFT against sum of decode time) is beside it, as are the split had no prefix been
+    reused, the classification with its thresholds, and per-request distributions.
+    """
 
     source: str
     prefill_s: float
     decode_s: float
     prefill_share: float
+    classification: str = ""
+    thresholds: dict[str, float] = field(default_factory=dict)
+    latency_prefill_s: float | None = None
+    latency_decode_s: float | None = None
+    latency_prefill_share: float | None = None
+    latency_classification: str = ""
+    hits_source: str | None = None  # where prefix hits came from; None = unknown (assumed 0)
+    no_reuse_prefill_s: float | None = None
+    no_reuse_prefill_share: float | None = None
+    prefill_s_saved_by_reuse: float | None = None
+    request_classes: dict[str, int] = field(default_factory=dict)
+    per_request: dict[str, dict[str, float]] = field(default_factory=dict)
+    mean_decode_batch: float | None = None  # per instance
+    measured_requests: int = 0
+    instances: int = 1  # model instances the trace's load was spread over
+    gpu_busy_fraction: float | None = None  # GPU time / (instances x trace duration)
+    calibration: CalibrationSummary | None = None
+    series: tuple[Series, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -216,11 +309,42 @@ class PrefixCache:
 
 @dataclass(frozen=True)
 class IoRate:
-    """A bandwidth time series reduced to mean, p99 and peak (bytes per second)."""
+    """A bandwidth time series reduced to mean, p99 and peak (bytes per second); None = unknown."""
 
-    mean_bytes_per_s: float
-    p99_bytes_per_s: float
-    peak_bytes_per_s: float
+    mean_bytes_per_s: float | None
+    p99_bytes_per_s: float | None
+    peak_bytes_per_s: float | None
+    p50_bytes_per_s: float | None = None
+    peak_to_mean: float | None = None
+    bytes_total: float | None = None
+
+
+@dataclass(frozen=True)
+class IoPattern:
+    """I/Os at the chunk size: counts, rates, sizes and write amplification on the device unit."""
+
+    ios: int
+    mean_iops: float
+    p99_iops: float
+    peak_iops: float
+    full_chunk_ios: int
+    partial_chunk_ios: int
+    mean_io_bytes: float
+    full_chunk_bytes: float
+    device_bytes: float
+    write_amplification: float | None
+
+
+@dataclass(frozen=True)
+class LoadVsRecompute:
+    """Prefix length above which loading KV from a tier beats recomputing it on the GPU."""
+
+    tier: str
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    break_even_tokens: float | None  # None: recompute wins at every length considered
+    hit_token_share_below: float | None  # share of hit tokens in hits shorter than that
+    source: str
 
 
 @dataclass(frozen=True)
@@ -230,6 +354,17 @@ class IoDemand:
     write: IoRate
     read: IoRate
     window_s: float
+    read_known: bool = True
+    chunk_tokens: int | None = None
+    io_unit_bytes: int | None = None
+    write_io: IoPattern | None = None
+    read_io: IoPattern | None = None
+    write_bytes_per_day: float | None = None
+    drive_capacity_bytes: float | None = None
+    drive_writes_per_day: float | None = None
+    load_vs_recompute: tuple[LoadVsRecompute, ...] = ()
+    series: tuple[Series, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -349,10 +484,14 @@ class AdviceReport:
     versions: dict[str, str] = field(default_factory=dict)
     # Why a section is None (section name -> reason), so reports say "not measured: <why>".
     unavailable: dict[str, str] = field(default_factory=dict)
+    # Deployment plans reviewed against this trace (`analyze --plan`); see PlanReview below.
+    plan_reviews: tuple[PlanReview, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with the contract's top-level keys (meta fields lifted to the top)."""
         body = asdict(self)
+        if not body["plan_reviews"]:  # absent unless plans were given: output stays as before
+            body.pop("plan_reviews")
         meta = body.pop("meta")
         return {**meta, **body}
 
@@ -500,6 +639,7 @@ class PlanReview:
     kv_bytes_per_token: int | None
     stages: tuple[StageReview, ...]
     checks: tuple[ReviewCheck, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def findings(self) -> tuple[ReviewCheck, ...]:

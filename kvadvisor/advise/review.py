@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from kvadvisor.advise.analysis import summarize_trace
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
     IoRate,
@@ -39,7 +38,9 @@ from kvadvisor.advise.model import (
     TraceSummary,
     Utilization,
 )
+from kvadvisor.cache import simulate_prefix_cache
 from kvadvisor.errors import ConfigError
+from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit, recompute_s
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
@@ -153,6 +154,23 @@ class _TierCalc:
     plan: TierPlan
     review: TierReview
     served_tokens: np.ndarray | None
+    written_tokens: np.ndarray
+    fleet: int
+
+
+def stage_chunk_tokens(stage: StagePlan) -> tuple[int, str]:
+    """Tokens per KV I/O on a stage's tiers, and where the number comes from."""
+    lmcache, hicache = stage.engines.get("lmcache"), stage.engines.get("sglang-hicache")
+    if stage.chunk_tokens:
+        return stage.chunk_tokens, "the plan's chunk_tokens"
+    if lmcache is not None:
+        return int(lmcache.get("chunk_size", 256)), "LMCache chunk_size"
+    if hicache is not None and "page-size" in hicache:
+        return int(hicache["page-size"]), "SGLang --page-size"
+    if "dynamo-kvbm" in stage.engines or "vllm" in stage.engines:
+        # KVBM moves the engine's blocks; vLLM's default block is 16 tokens.
+        return int(stage.engines.get("vllm", {}).get("block-size", 16)), "vLLM --block-size"
+    return 256, "no engine chunk given: LMCache's default chunk_size"
 
 
 def _stage_tiers(
@@ -211,7 +229,7 @@ def _stage_tiers(
             write_utilization=_util(write, wcap),
             read_utilization=_util(read, rcap),
         )
-        out.append(_TierCalc(tier, review, served))
+        out.append(_TierCalc(tier, review, served, written, fleet))
     return out
 
 
@@ -269,7 +287,46 @@ def _gbps(rate: float | None) -> str:
     return "unknown" if rate is None else f"{_gb(rate)}/s"
 
 
-def _tier_checks(stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf) -> list[ReviewCheck]:
+def _iops_check(stage: StagePlan, c: _TierCalc, times_s: np.ndarray, span_s: float,
+                window_s: float) -> ReviewCheck:
+    """RV08: chunk I/Os per second (each request's tokens in whole chunks) against IOPS."""
+    chunk, why = stage_chunk_tokens(stage)
+    t, st = c.plan, stage.stage
+    directions = [("write", c.written_tokens, t.storage.write_iops)]
+    if c.served_tokens is not None:
+        directions.append(("read", c.served_tokens, t.storage.read_iops))
+    ev: dict[str, Any] = {"chunk_tokens": chunk, "chunk_from": why}
+    worst, parts = "pass", []
+    for direction, tokens, iops in directions:
+        if iops is None:
+            continue
+        cap = iops * t.devices
+        rate = io_rate(times_s, np.ceil(tokens / chunk) / c.fleet, window_s, span_s)
+        ev.update({f"{direction}_iops_p99": rate.p99_bytes_per_s,
+                   f"{direction}_iops_peak": rate.peak_bytes_per_s,
+                   f"{direction}_iops_capability": cap})
+        parts.append(f"{direction} p99 {rate.p99_bytes_per_s:,.0f} / peak "
+                     f"{rate.peak_bytes_per_s:,.0f} I/O per s against {cap:,.0f}")
+        level = ("error" if rate.p99_bytes_per_s > cap else
+                 "warning" if rate.peak_bytes_per_s > cap else "pass")
+        if level == "error" or (level == "warning" and worst == "pass"):
+            worst = level
+    if not parts:
+        return _check("RV08", "tier.iops", st, "error", "skip",
+                      f"the tier's IOPS are not known (chunks of {chunk} tokens, {why})",
+                      "design", t.name)
+    text = (f"'{t.name}' at {chunk}-token chunks ({why}): " + "; ".join(parts))
+    if worst == "pass":
+        return _check("RV08", "tier.iops", st, "error", "pass", text, "design", t.name, **ev)
+    return _check("RV08", "tier.iops", st, worst, "fail",
+                  text + (": the tier runs out of I/O operations" if worst == "error" else
+                          ": bursts exceed the tier's IOPS"), "design", t.name, **ev)
+
+
+def _tier_checks(
+    stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf, times_s: np.ndarray,
+    span_s: float, window_s: float,
+) -> list[ReviewCheck]:
     out: list[ReviewCheck] = []
     st = stage.stage
     for c in calcs:
@@ -367,6 +424,8 @@ def _tier_checks(stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf) -
                 f"loading from '{t.name}' beats recomputing above {pe}; {share_text} come in "
                 "loads that recompute faster", "loadrecompute", subj,
                 break_even_tokens=p_star, below_break_even_share=share))
+        # RV08: I/O operations at the engine's chunk size against the tier's IOPS.
+        out.append(_iops_check(stage, c, times_s, span_s, window_s))
         # EL08: a disk-like tier needs a bound.
         if t.storage.kind in DISK_KINDS:
             bounded = t.capacity_bytes is not None
@@ -380,8 +439,6 @@ def _tier_checks(stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf) -
 
 
 def _replace_tier(r: TierReview, p_star: float | None, share: float | None) -> TierReview:
-    from dataclasses import replace
-
     return replace(r, break_even_tokens=p_star, below_break_even_share=share)
 
 
@@ -529,7 +586,7 @@ def review_plan(
     checks: list[ReviewCheck] = []
     for stage in plan.stages:
         calcs = _stage_tiers(stage, replay, perf, times, span, window_s)
-        checks.extend(_tier_checks(stage, calcs, perf))
+        checks.extend(_tier_checks(stage, calcs, perf, times, span, window_s))
         checks.extend(_engine_checks(stage, plan, perf))
         load = _load_times(calcs, kvb) if stage.stage == "prefill" and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
@@ -578,8 +635,6 @@ def replay_trace(trace: Trace, warmup_fraction: float) -> tuple[TraceReplay, tup
     n = trace.requests
     warmup = int(math.floor(n * warmup_fraction))
     if trace.has_hashes:
-        from kvadvisor.cache import simulate_prefix_cache
-
         result = simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
         warmup = result.warmup_requests
         if result.exact:
@@ -602,12 +657,60 @@ def replay_trace(trace: Trace, warmup_fraction: float) -> tuple[TraceReplay, tup
 
 
 def plan_perf(plan: Plan) -> PlanPerf:
-    """KV bytes per token and per-stage performance figures for a plan."""
-    if plan.model.kv_bytes_per_token is None:
-        raise ConfigError(
-            f"{plan.path}: model '{plan.model.name}': KV bytes per token unknown; give "
-            "model.kv_bytes_per_token in the plan")
-    return PlanPerf(plan.model.kv_bytes_per_token)
+    """KV bytes per token and, per stage, the GPU KV pool and recompute time (perfmodel).
+
+    The KV size comes from the plan when it gives one, else from the model catalog (DESIGN.md's
+    formula, distinct bytes as a storage tier keeps them). The device pool is the perfmodel's KV
+    budget at vLLM's default memory utilization, for every TP group of the instance.
+    """
+    m = plan.model
+    kvb = m.kv_bytes_per_token
+    if kvb is None and m.spec is not None:
+        kvb = int(round(kv_size(m.spec, m.kv_dtype, m.tp).total_bytes_per_token))
+    if kvb is None:
+        raise ConfigError(f"{plan.path}: model: KV bytes per token unknown; give a catalog "
+                          "model name or model.kv_bytes_per_token")
+    stages: dict[str, StagePerf] = {}
+    for stage in plan.stages:
+        if m.spec is None or stage.gpu is None:
+            stages[stage.stage] = StagePerf(notes=("no catalog model or GPU for this stage: "
+                                                   "device pool and recompute time unknown",))
+            continue
+        pm = PerfModel.build(m.spec, stage.gpu, tp=m.tp, kv_dtype=m.kv_dtype,
+                             weight_dtype=m.weight_dtype)
+        fit = memory_fit(pm, 1.0)
+        groups = (stage.gpus_per_instance or m.tp) / m.tp
+        pool = fit.kv_capacity_tokens * kvb * groups if fit.weights_fit else 0.0
+        stages[stage.stage] = StagePerf(
+            device_pool_bytes=pool,
+            recompute_s=lambda p, pm=pm: recompute_s(pm, p),
+            notes=(f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {m.tp} (TP): modeled KV "
+                   f"pool {pool / BYTES_PER_GB:,.0f} GB per instance at {fit.utilization:.0%} "
+                   "GPU memory"
+                   + ("" if stage.gpu_kv_pool_bytes is None else
+                      f"; the plan's gpu_kv_pool of {_gb(stage.gpu_kv_pool_bytes)} is used"),),
+        )
+    return PlanPerf(kvb, stages)
+
+
+def _review_all(
+    trace: Trace, plans: Sequence[Plan], warmup_fraction: float, window_s: float
+) -> tuple[tuple[PlanReview, ...], tuple[str, ...]]:
+    """Replay once, review every plan; the replay's notes apart from each plan's own."""
+    perfs = [plan_perf(p) for p in plans]
+    replay, notes = replay_trace(trace, warmup_fraction)
+    reviews = tuple(
+        replace(review_plan(p, replay, perf, window_s=window_s),
+                notes=notes + tuple(n for s in perf.stages.values() for n in s.notes))
+        for p, perf in zip(plans, perfs, strict=True))
+    return reviews, notes
+
+
+def review_plans(
+    trace: Trace, plans: Sequence[Plan], *, warmup_fraction: float = 0.5, window_s: float = 1.0
+) -> tuple[PlanReview, ...]:
+    """Replay the trace once and review every plan against it (notes go to each review)."""
+    return _review_all(trace, plans, warmup_fraction, window_s)[0]
 
 
 def review_trace(
@@ -619,11 +722,11 @@ def review_trace(
     warmup_fraction: float = 0.5,
     window_s: float = 1.0,
 ) -> ReviewReport:
-    """Replay the trace once and review every plan against it."""
-    perfs = [plan_perf(p) for p in plans]
-    replay, notes = replay_trace(trace, warmup_fraction)
-    reviews = [review_plan(p, replay, perf, window_s=window_s)
-               for p, perf in zip(plans, perfs, strict=True)]
+    """Replay the trace once and review every plan against it: the `review` command's report."""
+    # analysis imports this module (analyze --plan), so its summary comes in at call time.
+    from kvadvisor.advise.analysis import summarize_trace
+
+    reviews, notes = _review_all(trace, plans, warmup_fraction, window_s)
     return review_report(summarize_trace(trace), reviews, version=version,
                          generated_at=generated_at, window_s=window_s,
                          warmup_fraction=warmup_fraction, notes=notes)

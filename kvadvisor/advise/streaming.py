@@ -32,8 +32,10 @@ from kvadvisor.advise.analysis import (
     MAX_MODELS_LISTED,
     AnalyzeOptions,
     _advise,
-    _echo_options,
     analyze,
+    data_versions,
+    load_advisor_inputs,
+    options_record,
     unavailable_reasons,
 )
 from kvadvisor.advise.cache_section import _curve_series, _mrc, _tiers, unknown_prefix_cache
@@ -47,10 +49,13 @@ from kvadvisor.advise.model import (
     Series,
     TraceSummary,
 )
+from kvadvisor.advise.profile import StageProfile, kv_bytes_per_token_for, profile_workload
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
+from kvadvisor.metrics import trace_hit_tokens
+from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
@@ -343,8 +348,8 @@ def _exact_streamed(stream: TraceStream, totals: _Totals, warmup_fraction: float
     )
 
 
-def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: ScalePlan
-                    ) -> PrefixCache:
+def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: ScalePlan,
+                    kv_bytes_per_token: int | None = None) -> PrefixCache:
     all_, steady = result.token_hit_ratio
     blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
     sampling = None
@@ -361,18 +366,48 @@ def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: Sc
     note = (f"streamed ({plan.reason}); {left_out}" if result.exact else
             f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; "
             f"{left_out}")
+    # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
+    kv = kv_bytes_per_token or kv_bytes_per_token_for(options.profile_options())
     return PrefixCache(
         warmup_fraction=options.warmup_fraction,
         hit_ratio=HitRatio(all_, steady),
-        mrc=_mrc(result, None),
+        mrc=_mrc(result, kv),
         status="exact" if result.exact else "sampled",
         note=note,
         block_tokens=result.block_tokens,
         block_hit_ratio=HitRatio(blk_all, blk_steady),
         sampling=sampling,
         curve=_curve_series(result),
-        tiers=_tiers(result, options.cache_tiers, None) if options.cache_tiers else None,
+        tiers=_tiers(result, options.cache_tiers, kv) if options.cache_tiers else None,
     )
+
+
+# The stage profiler needs only per-request columns: a second pass reads them (about 40 B per
+# request held) when the trace is small enough for the profiler's arrays (~250 B per request
+# while it runs); larger streamed traces leave model, stage_split and io unavailable.
+PROFILE_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "cached_tokens", "ttft_s",
+                   "e2e_s", "queue_s", "tpot_s", "ok", "model")
+PROFILE_MAX_REQUESTS = 20_000_000
+
+
+def _stage_profile(
+    stream: TraceStream, options: AnalyzeOptions, result: PrefixCacheResult | None
+) -> StageProfile | None:
+    """The stage profile of a streamed trace from its per-request columns, or None if too big."""
+    if stream.requests > PROFILE_MAX_REQUESTS:
+        return None
+    narrow = stream.select(PROFILE_COLUMNS)
+    table = pa.Table.from_batches(list(narrow))
+    trace = Trace(table=table, block_tokens=stream.block_tokens,
+                  source_format=stream.source_format, source_path=stream.path)
+    if result is not None and result.hit_tokens is not None:
+        hits = np.asarray(result.hit_tokens, dtype=np.float64)
+        source = "prefix-cache simulation (unbounded capacity)"
+    else:
+        hits = trace_hit_tokens(trace)
+        source = "cached_tokens" if hits is not None else None
+    return profile_workload(trace, options.profile_options(), hit_tokens=hits,
+                            hits_source=source)
 
 
 def analyze_stream(
@@ -388,20 +423,22 @@ def analyze_stream(
     options = options or AnalyzeOptions()
     stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
     totals = _Totals(duration_s=stream.duration_s)
+    result: PrefixCacheResult | None = None
     if not stream.has_hashes:
         for _ in _tap(stream, totals):
             pass
-        prefix = unknown_prefix_cache(options.warmup_fraction)
     elif plan.sample_rate is None:
-        prefix = _prefix_section(_exact_streamed(stream, totals, options.warmup_fraction),
-                                 options, plan)
+        result = _exact_streamed(stream, totals, options.warmup_fraction)
     else:
         result = estimate_prefix_curve(
             _tap(iter(stream), totals), block_tokens=int(stream.block_tokens or 0),
             total_requests=stream.requests, warmup_fraction=options.warmup_fraction,
             rate=plan.sample_rate, salt=SHARDS_SALT,
         )
-        prefix = _prefix_section(result, options, plan)
+    stages = _stage_profile(stream, options, result)
+    kv = stages.model.kv_bytes_per_token if stages is not None else None
+    prefix = (unknown_prefix_cache(options.warmup_fraction) if result is None
+              else _prefix_section(result, options, plan, kv))
     duration = (totals.last_arrival_s - (totals.first_arrival_s or 0.0)) if totals.requests else 0.0
     notes = list(stream.notes)
     notes.append(f"streamed in {totals.batches} record batches from {len(stream.files)} "
@@ -429,11 +466,19 @@ def analyze_stream(
     )
     meta = Meta(FORMAT_VERSION, version, generated_at)
     report = AdviceReport(meta=meta, trace=summary, prefix_cache=prefix,
-                          options=_echo_options(options))
+                          options=options_record(options))
+    if stages is not None:
+        report = replace(report, model=stages.model, stage_split=stages.stage_split,
+                         io=stages.io)
     # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
-    report = _advise(report, options)
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    report = _advise(report, options, inputs, stages=stages)
     # unavailable_reasons asks the trace only whether it has hashes; the stream knows that.
-    return replace(report, unavailable=unavailable_reasons(stream, report))  # type: ignore[arg-type]
+    return replace(
+        report,
+        versions=data_versions(inputs),
+        unavailable=unavailable_reasons(stream, report),  # type: ignore[arg-type]
+    )
 
 
 def analyze_large(

@@ -7,13 +7,16 @@ from kvadvisor.cache.model import (
     SamplingInfo,
 )
 from kvadvisor.cache.prefix import curve_grid, simulate_arrays, simulate_prefix_cache
+from kvadvisor.cache.tiers import TierSpec, parse_tier
 
 __all__ = [
     "STANDARD_CAPACITIES_TOKENS",
     "MissRatioCurve",
     "PrefixCacheResult",
     "SamplingInfo",
+    "TierSpec",
     "curve_grid",
+    "parse_tier",
     "simulate_arrays",
     "simulate_prefix_cache",
 ]

@@ -58,8 +58,12 @@ class MissRatioCurve:
         if capacity_tokens is None:
             cap = np.array([np.inf])
         else:
-            cap = np.floor(np.atleast_1d(np.asarray(capacity_tokens, np.float64)) / self.block_tokens)
-        return np.vstack([self._at(self.hit_tokens_all, cap), self._at(self.hit_tokens_steady, cap)])
+            cap = np.floor(
+                np.atleast_1d(np.asarray(capacity_tokens, np.float64)) / self.block_tokens
+            )
+        return np.vstack(
+            [self._at(self.hit_tokens_all, cap), self._at(self.hit_tokens_steady, cap)]
+        )
 
     def token_hit_ratio_at(
         self, capacity_tokens: float | None

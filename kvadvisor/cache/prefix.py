@@ -27,6 +27,14 @@ def warmup_requests_for(requests: int, warmup_fraction: float) -> int:
     return int(math.floor(warmup_fraction * requests))
 
 
+def _is_dense(values: np.ndarray) -> bool:
+    """Whether hashes are already small non-negative ids (at most 2 per access, or < 1024)."""
+    if values.shape[0] == 0:
+        return True
+    lo, hi = int(values.min()), int(values.max())
+    return lo >= 0 and hi < max(2 * values.shape[0], 1024) and hi < MAX_EXACT_ACCESSES
+
+
 def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Block hashes as dense int32 ids, plus the id bound U (ids lie in ``[0, U)``).
 
@@ -36,21 +44,21 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     n = int(values.shape[0])
     if n == 0:
         return np.zeros(0, np.int32), 0
-    lo, hi = int(values.min()), int(values.max())
-    if lo >= 0 and hi < max(2 * n, 1024) and hi < MAX_EXACT_ACCESSES:
-        return values.astype(np.int32), hi + 1
+    if _is_dense(values):
+        return values.astype(np.int32), int(values.max()) + 1
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
-    # Load factor at most 0.8 (all keys distinct); linear probing stays short at that load.
-    size = 1 << max(1, int(math.ceil(math.log2(n * 1.25 + 1))))
-    keys = np.empty(size, np.int64)
-    table_ids = np.full(size, -1, np.int32)
+    # Load at most 0.8 even if every key is distinct: probes stay short, 20 bytes per access.
+    table = np.zeros(2 * (n + n // 4 + 1), np.int64)
     out = np.empty(n, np.int32)
-    n_unique = stackdist.remap_dense(values, keys, table_ids, out)
+    n_unique = stackdist.remap_dense(values, table, out)
+    del table
     return out, int(n_unique)
 
 
-def block_token_weights(offsets: np.ndarray, input_tokens: np.ndarray, block_tokens: int) -> np.ndarray:
+def block_token_weights(
+    offsets: np.ndarray, input_tokens: np.ndarray, block_tokens: int
+) -> np.ndarray:
     """Tokens each block access carries: ``min((j+1)·B, I) − min(j·B, I)`` for block j (int64)."""
     counts = np.diff(offsets)
     pos = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], counts)
@@ -78,16 +86,17 @@ def simulate_arrays(
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     input_tokens = np.ascontiguousarray(input_tokens, dtype=np.int64)
     n_req = int(input_tokens.shape[0])
-    ids, bound = dense_block_ids(values)
-    n = int(ids.shape[0])
+    n = int(values.shape[0])
     counts = np.diff(offsets)
-    longest = int(counts.max()) if n_req else 0
+    longest = max(int(counts.max()) if n_req else 0, 1)
+    # Ids in order of first use also keep recently used blocks close together in last_pos,
+    # which the kernel's random lookups benefit from (a hash table would scatter them).
+    dist, bound = dense_block_ids(values)
     last_pos = np.zeros(max(bound, 1), np.int32)
     tree = np.zeros(n + 1, np.int32)
-    scratch = np.empty(max(longest, 1), np.int32)
-    max_finite = stackdist.prefix_stack_distances(offsets, ids, last_pos, tree, scratch)
+    scratch = np.empty(longest, np.int32)
+    max_finite = stackdist.prefix_stack_distances(offsets, dist, last_pos, tree, scratch)
     del last_pos, tree, scratch
-    dist = ids  # overwritten in place by the kernel
     bins = int(max_finite) + 1
     tok_all = np.zeros(bins, np.int64)
     tok_steady = np.zeros(bins, np.int64)
@@ -138,7 +147,9 @@ def require_hashes(trace: Trace) -> int:
             "use a trace with block_hashes (and block_tokens) to simulate a prefix cache"
         )
     if trace.block_tokens <= 0:
-        raise TraceError(f"{trace.source_path}: block_tokens must be positive, got {trace.block_tokens}")
+        raise TraceError(
+            f"{trace.source_path}: block_tokens must be positive, got {trace.block_tokens}"
+        )
     return int(trace.block_tokens)
 
 
@@ -195,7 +206,5 @@ def curve_grid(curve: MissRatioCurve, max_points: int = 200) -> np.ndarray:
     if steps.shape[0] <= max_points:
         blocks = steps
     else:
-        blocks = np.unique(
-            np.round(np.geomspace(steps[0], steps[-1], max_points)).astype(np.int64)
-        )
+        blocks = np.unique(np.round(np.geomspace(steps[0], steps[-1], max_points)).astype(np.int64))
     return blocks * curve.block_tokens

@@ -112,8 +112,12 @@ def compare_routing(
     for policy in policies:
         if policy is RoutingPolicy.PREFIX_AWARE:
             res = simulate_arrays(
-                offsets, values, inp, block_tokens,
-                warmup_requests=warmup, warmup_fraction=warmup_fraction,
+                offsets,
+                values,
+                inp,
+                block_tokens,
+                warmup_requests=warmup,
+                warmup_fraction=warmup_fraction,
             )
             hits = res.curve.hit_tokens_at(caps * instances)
         else:
@@ -130,7 +134,10 @@ def compare_routing(
                     continue
                 sub_offsets, sub_values = _subset(offsets, values, rows)
                 res = simulate_arrays(
-                    sub_offsets, sub_values, inp[rows], block_tokens,
+                    sub_offsets,
+                    sub_values,
+                    inp[rows],
+                    block_tokens,
                     warmup_requests=int(np.searchsorted(rows, warmup)),
                     warmup_fraction=warmup_fraction,
                 )

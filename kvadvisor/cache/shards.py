@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor.cache.model import MissRatioCurve, PrefixCacheResult, SamplingInfo
-from kvadvisor.cache.prefix import block_token_weights, dense_block_ids, warmup_requests_for
+from kvadvisor.cache.prefix import dense_block_ids, warmup_requests_for
 from kvadvisor.errors import ConfigError
 from kvadvisor.trace.model import Trace
 
@@ -27,6 +27,9 @@ HASH_SPACE = 1 << 24
 SUBSAMPLES = 4
 ERROR_GRID_POINTS = 64
 BATCH_ROWS = 65_536
+# Sampled distances below SPREAD_BELOW are spread over SPREAD sub-steps (see _scaled_curve).
+SPREAD_BELOW = 16
+SPREAD = 16
 
 
 def trace_batches(trace: Trace, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
@@ -67,28 +70,28 @@ def _collect(
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
     keys, reqs, toks, labels, inputs = [], [], [], [], []
-    total = steady_n = tok_all = tok_steady = 0
+    totals = np.zeros(4, np.int64)
     r0 = 0
     for batch in batches:
         inp = batch.column("input_tokens").to_numpy(zero_copy_only=False).astype(np.int64)
         offsets, values = _flatten(batch.column("block_hashes"))
-        counts = np.diff(offsets)
-        tok = block_token_weights(offsets, inp, block_tokens)
-        req = np.repeat(np.arange(r0, r0 + inp.shape[0], dtype=np.int64), counts)
-        steady = req >= warmup
-        total += int(values.shape[0])
-        steady_n += int(steady.sum())
-        tok_all += int(tok.sum())
-        tok_steady += int(tok[steady].sum())
-        lab = np.empty(values.shape[0], np.int8)
-        stackdist.hash_sample(values, np.int64(threshold), np.uint64(salt), np.int64(SUBSAMPLES), lab)
-        keep = lab >= 0
-        keys.append(values[keep])
-        reqs.append(req[keep])
-        toks.append(tok[keep])
-        labels.append(lab[keep])
+        n = values.shape[0]
+        out_keys = np.empty(n, np.int64)
+        out_req = np.empty(n, np.int64)
+        out_tok = np.empty(n, np.int64)
+        out_label = np.empty(n, np.int8)
+        k = stackdist.sample_batch(
+            offsets, values, inp, np.int64(block_tokens), np.int64(r0), np.int64(warmup),
+            np.int64(threshold), np.uint64(salt), np.int64(SUBSAMPLES),
+            out_keys, out_req, out_tok, out_label, totals,
+        )  # fmt: skip
+        keys.append(out_keys[:k].copy())
+        reqs.append(out_req[:k].copy())
+        toks.append(out_tok[:k].copy())
+        labels.append(out_label[:k].copy())
         inputs.append(inp)
         r0 += inp.shape[0]
+    total, steady_n, tok_all, tok_steady = (int(x) for x in totals)
 
     def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
@@ -136,38 +139,62 @@ def _scaled_curve(
     w = tok[hit]
     steady = req[hit] >= warmup
     steps, inverse = np.unique(dist, return_inverse=True)
-
-    def binned(weights: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-        wts = weights if mask is None else np.where(mask, weights, 0)
-        return np.cumsum(np.bincount(inverse, weights=wts, minlength=steps.shape[0]))
+    if steps.shape[0] == 0 or steps[0] > 0:
+        # SHARDS_adj credits the first bucket, distance 0 (capacity one block), even when no
+        # sampled access landed there.
+        steps = np.concatenate(([0], steps))
+        inverse = inverse + 1
 
     ones = np.ones(dist.shape[0], np.float64)
     sampled_steady = req >= warmup
     # SHARDS_adj: expected minus actual sampled weight, credited to the first bucket.
-    adj_tok_all = rate * sample.block_tokens_all - float(tok.sum())
-    adj_tok_steady = rate * sample.block_tokens_steady - float(tok[sampled_steady].sum())
-    adj_blk_all = rate * sample.total_accesses - float(n)
-    adj_blk_steady = rate * sample.accesses_steady - float(sampled_steady.sum())
-    if not count_correction:
-        adj_tok_all = adj_tok_steady = adj_blk_all = adj_blk_steady = 0.0
-    total_steady_tokens = int(sample.input_tokens[warmup:].sum())
-    total_tokens = int(sample.input_tokens.sum())
-
-    def scaled(cum: np.ndarray, adj: float, cap: float) -> np.ndarray:
-        return np.clip((cum + adj) / rate, 0.0, float(cap))
-
+    adjust = {
+        "tok_all": rate * sample.block_tokens_all - float(tok.sum()),
+        "tok_steady": rate * sample.block_tokens_steady - float(tok[sampled_steady].sum()),
+        "blk_all": rate * sample.total_accesses - float(n),
+        "blk_steady": rate * sample.accesses_steady - float(sampled_steady.sum()),
+    }
+    weights = {
+        "tok_all": w.astype(np.float64),
+        "tok_steady": np.where(steady, w, 0).astype(np.float64),
+        "blk_all": ones,
+        "blk_steady": np.where(steady, 1.0, 0.0),
+    }
+    # A sampled distance d stands for true distances in [d/R, (d+1)/R): spread the weight of
+    # the small distances, where that range is wide against the capacity, evenly over it in
+    # SPREAD sub-steps; larger distances take the middle of their range. At R = 1 every
+    # sub-step falls on d + 1 blocks, so the exact curve is returned.
+    spread = np.where(steps < SPREAD_BELOW, SPREAD, 1)
+    sub = np.concatenate([np.arange(k) for k in spread]) if steps.shape[0] else np.zeros(0)
+    owner = np.repeat(np.arange(steps.shape[0]), spread)
+    position = (steps[owner] + (sub + 0.5) / spread[owner]) / rate
+    capacity = np.floor(position).astype(np.int64) + 1
+    capacities, slot = np.unique(capacity, return_inverse=True)
+    totals = {
+        "tok_all": int(sample.input_tokens.sum()),
+        "tok_steady": int(sample.input_tokens[warmup:].sum()),
+        "blk_all": sample.total_accesses,
+        "blk_steady": sample.accesses_steady,
+    }
+    curves = {}
+    for key, wts in weights.items():
+        per_step = np.bincount(inverse, weights=wts, minlength=steps.shape[0])
+        if count_correction:
+            per_step[0] += adjust[key]
+        per_sub = per_step[owner] / spread[owner]
+        cum = np.cumsum(np.bincount(slot, weights=per_sub, minlength=capacities.shape[0]))
+        curves[key] = np.clip(cum / rate, 0.0, float(totals[key]))
     return MissRatioCurve(
         block_tokens=block_tokens,
-        # scaled distance d / R; a hit once the cache holds more blocks than that
-        capacity_blocks=np.floor(steps / rate).astype(np.int64) + 1,
-        hit_tokens_all=scaled(binned(w), adj_tok_all, total_tokens),
-        hit_tokens_steady=scaled(binned(w, steady), adj_tok_steady, total_steady_tokens),
-        hit_blocks_all=scaled(binned(ones), adj_blk_all, sample.total_accesses),
-        hit_blocks_steady=scaled(binned(ones, steady), adj_blk_steady, sample.accesses_steady),
-        total_tokens_all=total_tokens,
-        total_tokens_steady=total_steady_tokens,
-        total_blocks_all=sample.total_accesses,
-        total_blocks_steady=sample.accesses_steady,
+        capacity_blocks=capacities,
+        hit_tokens_all=curves["tok_all"],
+        hit_tokens_steady=curves["tok_steady"],
+        hit_blocks_all=curves["blk_all"],
+        hit_blocks_steady=curves["blk_steady"],
+        total_tokens_all=totals["tok_all"],
+        total_tokens_steady=totals["tok_steady"],
+        total_blocks_all=totals["blk_all"],
+        total_blocks_steady=totals["blk_steady"],
     )
 
 
@@ -200,7 +227,14 @@ def estimate_prefix_curve(
             "raise --cache-sample-rate or use the exact pass"
         )
     curve = _scaled_curve(
-        sample.keys, sample.req, sample.tok, eff_rate, warmup, sample, block_tokens, count_correction
+        sample.keys,
+        sample.req,
+        sample.tok,
+        eff_rate,
+        warmup,
+        sample,
+        block_tokens,
+        count_correction,
     )
     error = _error_estimate(sample, curve, eff_rate, warmup, block_tokens, count_correction)
     info = SamplingInfo(

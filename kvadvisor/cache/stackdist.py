@@ -35,30 +35,34 @@ def _splitmix64(x: np.uint64) -> np.uint64:  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, nogil=True)
-def remap_dense(values, table_keys, table_ids, out):  # pragma: no cover - compiled
-    """Map arbitrary int64 keys to dense ids 0..U-1 in order of first appearance.
+def remap_dense(values, table, out):  # pragma: no cover - compiled
+    """Map arbitrary int64 keys to dense ids 0..U-1 in order of first appearance; return U.
 
-    Open addressing with linear probing; ``table_keys``/``table_ids`` have a power-of-two size
-    larger than the number of distinct keys, ``table_ids`` filled with -1 (empty). Returns U.
+    Open addressing with linear probing over ``table`` (int64, 2 × slots, zero-filled): slot
+    s keeps its key at 2s and its id + 1 at 2s + 1 (0 = empty, so a freshly calloc'ed table
+    needs no fill pass), and a probe touches one cache line. The slot count need not be a
+    power of two: the hash's top 32 bits are scaled onto it (Lemire's multiply-shift range
+    reduction), so the table is sized to the load it needs.
     """
-    mask = np.uint64(table_ids.shape[0] - 1)
+    slots = np.uint64(table.shape[0] // 2)
     n_unique = 0
     for i in range(values.shape[0]):
         key = values[i]
-        slot = _splitmix64(np.uint64(key)) & mask
+        s = np.int64(((_splitmix64(np.uint64(key)) >> np.uint64(32)) * slots) >> np.uint64(32))
         while True:
-            s = np.int64(slot)
-            found = table_ids[s]
-            if found < 0:
-                table_keys[s] = key
-                table_ids[s] = n_unique
-                out[i] = n_unique
+            found = table[2 * s + 1]
+            if found == 0:
+                table[2 * s] = key
                 n_unique += 1
+                table[2 * s + 1] = n_unique
+                out[i] = n_unique - 1
                 break
-            if table_keys[s] == key:
-                out[i] = found
+            if table[2 * s] == key:
+                out[i] = found - 1
                 break
-            slot = (slot + np.uint64(1)) & mask
+            s += 1
+            if s == np.int64(slots):
+                s = 0
     return n_unique
 
 
@@ -173,23 +177,6 @@ def leading_hits_at(offsets, dist, capacity_blocks, out):  # pragma: no cover - 
 
 
 @nb.njit(cache=True, nogil=True)
-def hash_sample(values, threshold, salt, subsamples, out):  # pragma: no cover - compiled
-    """SHARDS spatial filter (Waldspurger et al., FAST'15): sample a key by its hash, not by time.
-
-    A key is sampled when ``splitmix64(key ^ salt) mod 2^24 < threshold``; every access of a
-    sampled key is kept, so reuse among sampled keys is exact. ``out`` gets -1 for unsampled
-    accesses, else the key's sub-sample label in ``[0, subsamples)`` from higher hash bits
-    (independent of the sampling bits), used to estimate the sampling error.
-    """
-    for i in range(values.shape[0]):
-        h = _splitmix64(np.uint64(values[i]) ^ salt)
-        if np.int64(h & np.uint64(0xFFFFFF)) < threshold:
-            out[i] = np.int8(np.int64(h >> np.uint64(40)) % subsamples)
-        else:
-            out[i] = np.int8(-1)
-
-
-@nb.njit(cache=True, nogil=True)
 def reuse_gaps(offsets, ids, dist, arrival_s, last_req, gap_s, lead_gap_s):  # pragma: no cover
     """Per access: seconds since the block's previous use, and its running max in the request.
 
@@ -248,3 +235,54 @@ def ttl_peak_blocks(offsets, ids, arrival_s, ttl_s, last_req, count):  # pragma:
         if held > peak:
             peak = held
     return peak
+
+
+@nb.njit(cache=True, nogil=True)
+def sample_batch(
+    offsets,
+    values,
+    input_tokens,
+    block_tokens,
+    r0,
+    warmup,
+    threshold,
+    salt,
+    subsamples,
+    out_keys,
+    out_req,
+    out_tok,
+    out_label,
+    totals,
+):  # pragma: no cover - compiled
+    """One record batch through the SHARDS spatial filter, fused with the exact totals.
+
+    SHARDS (Waldspurger et al., FAST'15) samples a key by its hash, not by time: a key is kept
+    when ``splitmix64(key ^ salt) mod 2^24 < threshold``, and then every access of it is kept,
+    so reuse among sampled keys is exact. Higher hash bits give the key's sub-sample label in
+    ``[0, subsamples)``, independent of the sampling bits, used to estimate the error.
+    Appends each sampled access's key, global request index (``r0`` + row), tokens
+    ``min((j+1)·B, I) − min(j·B, I)`` and sub-sample label to the ``out_*`` arrays, and adds
+    to ``totals`` = [accesses, steady accesses, block tokens, steady block tokens]. Returns the
+    number of sampled accesses.
+    """
+    k = 0
+    for r in range(offsets.shape[0] - 1):
+        inp = input_tokens[r]
+        steady = r0 + r >= warmup
+        start = offsets[r]
+        for t in range(start, offsets[r + 1]):
+            j = t - start
+            tok = min((j + 1) * block_tokens, inp) - min(j * block_tokens, inp)
+            totals[0] += 1
+            totals[2] += tok
+            if steady:
+                totals[1] += 1
+                totals[3] += tok
+            h = _splitmix64(np.uint64(values[t]) ^ salt)
+            if np.int64(h & np.uint64(0xFFFFFF)) < threshold:
+                out_keys[k] = values[t]
+                out_req[k] = r0 + r
+                out_tok[k] = tok
+                out_label[k] = np.int8(np.int64(h >> np.uint64(40)) % subsamples)
+                k += 1
+    return k

@@ -107,9 +107,7 @@ def split_tiers(result: PrefixCacheResult, tiers: Sequence[TierSpec]) -> TierBre
     )
 
 
-def tier_hit_tokens_per_request(
-    result: PrefixCacheResult, tiers: Sequence[TierSpec]
-) -> np.ndarray:
+def tier_hit_tokens_per_request(result: PrefixCacheResult, tiers: Sequence[TierSpec]) -> np.ndarray:
     """Per request (columns, trace row order), the hit tokens each tier (rows) serves (int64).
 
     Row k is ``hit_tokens_at(c_k) − hit_tokens_at(c_{k−1})``; input tokens minus the row sum
@@ -133,7 +131,7 @@ _TOKEN_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 def parse_tier(text: str) -> TierSpec:
-    """Parse ``NAME=TOKENS`` (e.g. ``dram=16M``; K/M/G/T are powers of 1024; ``inf`` = unbounded)."""
+    """Parse ``NAME=TOKENS``: e.g. ``dram=16M`` (K/M/G/T = powers of 1024; ``inf`` = unbounded)."""
     name, sep, size = text.partition("=")
     name, size = name.strip(), size.strip().lower()
     hint = "give NAME=TOKENS, e.g. hbm=1M, dram=16M, ssd=256M, pool=inf"

@@ -1,4 +1,4 @@
-"""Accelerators: the packaged GPU catalog (dense TFLOPS, memory, bandwidths), each figure sourced."""
+"""Accelerators: the packaged GPU catalog (dense TFLOPS, memory, bandwidths), all sourced."""
 
 from __future__ import annotations
 
@@ -59,8 +59,11 @@ class GpuSpec:
         return self.pcie_gbps * BYTES_PER_GB
 
     def peak_flops(self, dtype: str) -> float:
-        """Dense tensor FLOP/s for matmuls in ``dtype`` ("bf16" or "fp8"; fp8 falls back to bf16
-        on GPUs without FP8 units, as engines then run FP8 weights through BF16 kernels)."""
+        """Dense tensor FLOP/s for matmuls in ``dtype`` ("bf16" or "fp8").
+
+        FP8 falls back to BF16 on GPUs without FP8 units (engines then run FP8 weights
+        through BF16 kernels).
+        """
         if dtype == "fp8" and self.fp8_dense_tflops is not None:
             return self.fp8_dense_tflops * FLOPS_PER_TFLOPS
         return self.bf16_dense_tflops * FLOPS_PER_TFLOPS

@@ -1,4 +1,4 @@
-"""Served-model shapes: the packaged model catalog, Hugging Face ids as aliases, and HF config.json."""
+"""Served-model shapes: the packaged model catalog, HF ids as aliases, and HF config.json."""
 
 from __future__ import annotations
 
@@ -128,7 +128,9 @@ def _spec_from_entry(name: str, e: Mapping[str, Any], where: str) -> ModelSpec:
     )
 
 
-def check_model_entries(entries: Mapping[str, Mapping[str, Any]], path: str) -> dict[str, ModelSpec]:
+def check_model_entries(
+    entries: Mapping[str, Mapping[str, Any]], path: str
+) -> dict[str, ModelSpec]:
     """Turn checked catalog entries into ModelSpecs (cross-field checks included)."""
     return {
         name: _spec_from_entry(name, e, f"{path}: entries.{name}") for name, e in entries.items()
@@ -154,7 +156,7 @@ def get_model(name: str, path: str | Path | None = None) -> ModelSpec:
 
 
 def resolve_model(name_or_path: str, catalog_path: str | Path | None = None) -> ModelSpec:
-    """``--model``: a catalog name (qwen3-32b), an HF id alias (Qwen/Qwen3-32B) or a config.json path."""
+    """``--model``: a catalog name (qwen3-32b), an HF id (Qwen/Qwen3-32B) or a config.json path."""
     candidate = Path(name_or_path)
     if name_or_path.endswith(".json") or candidate.is_file() or candidate.is_dir():
         if candidate.is_dir():
@@ -218,14 +220,17 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         q_lora = int(cfg.get("q_lora_rank") or 0)
         q_out = heads * (nope + rope)
         q_params = hidden * q_lora + q_lora * q_out if q_lora else hidden * q_out
-        attn = q_params + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+        kv_params = hidden * (rank + rope) + rank * heads * (nope + v_dim)
+        attn = q_params + kv_params + heads * v_dim * hidden
     else:
         rank = rope = nope = v_dim = 0
         attn = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
 
     # Feed-forward weights: gated MLPs have three matrices (gate, up, down).
     inter = _int(cfg, "intermediate_size", where, default=4 * hidden)
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0)
+    experts = int(
+        cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
+    )
     top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
     dense_mlp = 3 * hidden * inter
     if experts and top_k:
@@ -234,14 +239,18 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         shared = int(cfg.get("n_shared_experts") or 0) * expert
         shared += 3 * hidden * int(cfg.get("shared_expert_intermediate_size") or 0)
         moe_layers = layers - int(cfg.get("first_k_dense_replace") or 0)
-        mlp_total = (layers - moe_layers) * dense_mlp + moe_layers * (experts * expert + shared + hidden * experts)
-        mlp_active = (layers - moe_layers) * dense_mlp + moe_layers * (top_k * expert + shared + hidden * experts)
+        dense_part = (layers - moe_layers) * dense_mlp
+        router = hidden * experts
+        mlp_total = dense_part + moe_layers * (experts * expert + shared + router)
+        mlp_active = dense_part + moe_layers * (top_k * expert + shared + router)
     else:
         experts = top_k = 0
         mlp_total = mlp_active = layers * dense_mlp
     embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
     total = float(embed + layers * attn + mlp_total)
-    active = float(embed + layers * attn + mlp_active)
+    # Active = parameters in a token's matmuls: the input embedding is a lookup, not a
+    # matmul (gpt-oss's published 5.1B active counts it out the same way).
+    active = float(vocab * hidden + layers * attn + mlp_active)
 
     # Sliding windows.
     window = cfg.get("sliding_window")

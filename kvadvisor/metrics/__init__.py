@@ -85,9 +85,14 @@ def profile_stages(
     hit_tokens: np.ndarray | None = None,
     use_measured: bool = True,
     iterations: int = 3,
+    instances: int = 1,
+    max_batch: float | None = None,
 ) -> StageTimes:
-    """Per-request stage times for a trace: measured rows where the trace has them, the
-    cost model for the rest (``hit_tokens`` None = no prefix reuse known)."""
+    """Per-request stage times for a trace.
+
+    Measured rows where the trace has them, the cost model for the rest (``hit_tokens`` None =
+    no prefix reuse known).
+    """
     return stage_times(
         trace.column_np("arrival_s"),
         trace.column_np("input_tokens"),
@@ -96,6 +101,8 @@ def profile_stages(
         hit_tokens=hit_tokens,
         measured=measured_stages(trace) if use_measured else None,
         iterations=iterations,
+        instances=instances,
+        max_batch=max_batch,
     )
 
 
@@ -127,7 +134,10 @@ def profile_io(
 def concurrency_series(
     times: StageTimes, window_s: float, windows: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per window: (start s, mean requests in flight from arrival to completion, peak decode batch)."""
+    """Per window: (start s, mean requests in flight, peak decode batch).
+
+    In flight = from arrival to completion (queue, prefill and decode).
+    """
     return (
         np.arange(windows, dtype=np.float64) * window_s,
         inflight_window_means(times.arrival_s, times.end_s, window_s, windows),

@@ -1,5 +1,6 @@
-"""KV I/O demand per stage: write and read bandwidth over windows, I/O counts and sizes per chunk,
-write amplification against a device I/O unit, drive writes per day (vectorised).
+"""KV I/O demand per stage: bandwidth over windows, I/Os per chunk, write amplification, DWPD.
+
+Vectorised throughout.
 
 * Write demand: KV bytes of the prompt tokens that missed the prefix cache, written when the
   request's prefill completes: ``kv(n) - kv(h)`` (``kv`` is the window-capped KV size).

@@ -25,6 +25,7 @@ import numpy as np
 from kvadvisor.metrics.timeline import DEFAULT_CELLS, TimeGrid
 
 DEFAULT_ITERATIONS = 3
+GRID_HEADROOM = 1.25  # the first grid spans 1.25 x the first estimate of the last completion
 
 
 class StageCostModel(Protocol):
@@ -81,9 +82,10 @@ class StageTimes:
     harmonic_batch: np.ndarray
     measured: np.ndarray  # bool: stage latencies from the trace
     grid: TimeGrid  # the time grid the batch statistics were computed on
-    decode_batch_cells: np.ndarray  # mean decode batch in each grid cell
-    decode_kv_rank_cells: np.ndarray  # mean KV per rank held by decoding requests, per cell
+    decode_batch_cells: np.ndarray  # mean decode batch per instance in each grid cell
+    decode_kv_rank_cells: np.ndarray  # mean KV per rank held by decoding requests, per instance
     iterations: int
+    instances: int  # model instances the load was spread over
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -101,6 +103,13 @@ class StageTimes:
         return self.arrival_s + self.ttft_s
 
     @property
+    def active_span_s(self) -> float:
+        """From the first arrival to the last completion, s (0 for an empty trace)."""
+        if len(self.arrival_s) == 0:
+            return 0.0
+        return float(self.end_s.max() - self.arrival_s.min())
+
+    @property
     def end_s(self) -> np.ndarray:
         """When the request completes, s."""
         return self.prefill_end_s + self.decode_s
@@ -116,12 +125,21 @@ def stage_times(
     measured: MeasuredStages | None = None,
     iterations: int = DEFAULT_ITERATIONS,
     cells: int = DEFAULT_CELLS,
+    instances: int = 1,
+    max_batch: float | None = None,
 ) -> StageTimes:
-    """Per-request stage latencies and GPU times; measured where the trace has them."""
+    """Per-request stage latencies and GPU times; measured where the trace has them.
+
+    ``instances``: model instances sharing the trace's load evenly (a measured trace keeps the
+    concurrency it was measured at). ``max_batch``: most requests one instance can decode at
+    once (KV memory); None = no cap.
+    """
     a = np.asarray(arrival_s, dtype=np.float64)
     n = np.asarray(input_tokens, dtype=np.float64)
     o = np.asarray(output_tokens, dtype=np.float64)
-    h = np.zeros_like(n) if hit_tokens is None else np.clip(np.asarray(hit_tokens, np.float64), 0, n)
+    h = np.zeros_like(n)
+    if hit_tokens is not None:
+        h = np.clip(np.asarray(hit_tokens, dtype=np.float64), 0, n)
     new = np.where(n > 0, np.maximum(n - h, 1.0), 0.0)
     cached = n - new
     steps = np.maximum(o - 1.0, 0.0)
@@ -147,17 +165,30 @@ def stage_times(
     ones_all = np.ones(len(n))
     decode = np.where(ok, decode_measured, steps * cost.decode_step_s(np.ones_like(n), own_kv))
     # Fixed point: intervals -> batch over time -> step latency -> intervals, a fixed number
-    # of rounds. Batch and KV over time come from the open-time function on a time grid.
+    # of rounds. Batch and KV over time come from the open-time function on a time grid. The
+    # trace's load is spread evenly over ``instances`` instances, and an engine never runs more
+    # requests than fit in KV memory (``max_batch``): beyond that, requests wait.
     rounds = 1 if ok.all() else max(int(iterations), 1)
+    inst = 1 if ok.all() else max(int(instances), 1)
+    cap = np.inf if max_batch is None or ok.all() else max(float(max_batch), 1.0)
+    grid: TimeGrid | None = None
     for _ in range(rounds):
         end = start + decode
         dur = end - start
-        grid = TimeGrid.covering(float(end.max(initial=0.0)), cells)
-        at_start, at_end = grid.locate(start), grid.locate(end)
-        batch_f = grid.open_time(start, end, ones)
-        mean_batch = np.maximum(grid.mean(batch_f, at_start, at_end, dur), 1.0)
-        kv_f = grid.open_time(start, end, own_kv)
-        mean_kv = np.maximum(grid.mean(kv_f, at_start, at_end, dur), own_kv)
+        if grid is None or end.max(initial=0.0) > grid.span_s:
+            # Room for the intervals to grow over the rounds without rebuilding the grid;
+            # the starts' ramps only change with the grid.
+            grid = TimeGrid.covering(GRID_HEADROOM * float(end.max(initial=0.0)), cells)
+            at_start = grid.locate(start)
+            start_batch, start_kv = grid.ramps(start, [ones, own_kv])
+        at_end = grid.locate(end)
+        end_batch, end_kv = grid.ramps(end, [ones, own_kv])
+        batch_f = start_batch - end_batch
+        kv_f = start_kv - end_kv
+        per_instance = np.maximum(grid.mean(batch_f, at_start, at_end, dur) / inst, 1.0)
+        mean_batch = np.minimum(per_instance, cap)
+        scale = mean_batch / per_instance
+        mean_kv = np.maximum(grid.mean(kv_f, at_start, at_end, dur) / inst * scale, own_kv)
         decode = np.where(ok, decode_measured, steps * cost.decode_step_s(mean_batch, mean_kv))
     # The batch statistics kept are those of the last round's intervals.
     batch_cells = grid.cell_means(batch_f)
@@ -165,7 +196,7 @@ def stage_times(
     inverse_f = grid.integrate_cells(inverse)
     inv_int = grid.at(inverse_f, at_end) - grid.at(inverse_f, at_start)
     harmonic = np.where((dur > 0) & (inv_int > 0), dur / np.where(inv_int > 0, inv_int, 1.0), 1.0)
-    harmonic = np.maximum(harmonic, 1.0)
+    harmonic = np.clip(harmonic / inst, 1.0, cap)
     end = start + decode
 
     decode_gpu = np.where(ok, inv_int, cost.decode_gpu_s(n, steps, harmonic))
@@ -194,9 +225,10 @@ def stage_times(
         harmonic_batch=harmonic,
         measured=ok,
         grid=grid,
-        decode_batch_cells=batch_cells,
-        decode_kv_rank_cells=grid.cell_means(kv_f),
+        decode_batch_cells=batch_cells / inst,
+        decode_kv_rank_cells=grid.cell_means(kv_f) / inst,
         iterations=rounds,
+        instances=inst,
     )
 
 
@@ -260,6 +292,8 @@ class SplitSummary:
     decode_latency_s: Distribution
     mean_decode_batch: float
     measured_requests: int
+    instances: int
+    gpu_busy_fraction: float | None  # GPU time / (instances x active span)
 
 
 def _share(a: float, b: float) -> float:
@@ -280,6 +314,7 @@ def summarize_split(t: StageTimes) -> SplitSummary:
     }
     cls_counts["balanced"] = len(per_share) - sum(cls_counts.values())
     decoding = t.output_tokens > 1
+    span = t.active_span_s
     share = _share(p, d)
     lshare = _share(lp, ld)
     return SplitSummary(
@@ -302,4 +337,6 @@ def summarize_split(t: StageTimes) -> SplitSummary:
         decode_latency_s=Distribution.of(t.decode_s),
         mean_decode_batch=float(t.mean_batch[decoding].mean()) if decoding.any() else 0.0,
         measured_requests=int(np.count_nonzero(t.measured)),
+        instances=t.instances,
+        gpu_busy_fraction=(p + d) / (t.instances * span) if span > 0 else None,
     )

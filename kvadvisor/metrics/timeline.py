@@ -10,7 +10,7 @@ weighted in-flight sum over any ``[a, b]`` is ``(F(b) - F(a)) / (b - a)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,39 +23,52 @@ class TimeGrid:
 
     width_s: float
     cells: int
+    edges: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Build the edge times once: every ramp uses them."""
+        edges = np.arange(self.cells + 1, dtype=np.float64) * self.width_s
+        object.__setattr__(self, "edges", edges)
 
     @classmethod
-    def covering(cls, span_s: float, cells: int = DEFAULT_CELLS, min_width_s: float = 1e-6) -> TimeGrid:
+    def covering(
+        cls, span_s: float, cells: int = DEFAULT_CELLS, min_width_s: float = 1e-6
+    ) -> TimeGrid:
         """A grid over ``[0, span_s]`` (the last instant included), cells no finer than needed."""
         span = max(float(span_s), min_width_s)
         width = max(span / cells, min_width_s)
         return cls(width, int(np.floor(span / width)) + 1)
 
     @property
-    def edges(self) -> np.ndarray:
-        """The ``cells + 1`` edge times, s."""
-        return np.arange(self.cells + 1, dtype=np.float64) * self.width_s
+    def span_s(self) -> float:
+        """Time the grid covers, s."""
+        return self.cells * self.width_s
+
+    def ramps(self, x: np.ndarray, weights: list[np.ndarray | None]) -> list[np.ndarray]:
+        """``R(T_k) = sum_{x_i < T_k} w_i (T_k - x_i)`` at every edge, for each weight array.
+
+        Exact (an edge equal to x_i adds T - x = 0 either way); one binning shared by all.
+        """
+        x = np.asarray(x, dtype=np.float64)
+        # First edge at or after x (edges past the grid are dropped: they add to no edge).
+        k = np.clip(np.ceil(x / self.width_s).astype(np.int64), 0, self.cells + 1)
+        out = []
+        for w in weights:
+            cnt = np.bincount(k, weights=w, minlength=self.cells + 2)[: self.cells + 1]
+            wx = x if w is None else w * x
+            tot = np.bincount(k, weights=wx, minlength=self.cells + 2)[: self.cells + 1]
+            out.append(np.cumsum(cnt) * self.edges - np.cumsum(tot))
+        return out
 
     def ramp(self, x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
-        """``R(T_k) = sum_{x_i < T_k} w_i (T_k - x_i)`` at every edge (exact; ties add 0)."""
-        x = np.asarray(x, dtype=np.float64)
-        # First edge at or after x; an edge equal to x contributes T - x = 0 either way.
-        k = np.clip(np.ceil(x / self.width_s).astype(np.int64), 0, self.cells + 1)
-        cnt = np.bincount(k, weights=w, minlength=self.cells + 2)[: self.cells + 1]
-        wx = x if w is None else w * x
-        tot = np.bincount(k, weights=wx, minlength=self.cells + 2)[: self.cells + 1]
-        return np.cumsum(cnt) * self.edges - np.cumsum(tot)
+        """One ramp sum (see ``ramps``)."""
+        return self.ramps(x, [w])[0]
 
     def open_time(
         self, starts: np.ndarray, ends: np.ndarray, w: np.ndarray | None = None,
-        start_ramp: np.ndarray | None = None,
     ) -> np.ndarray:
-        """``F`` at every edge for intervals ``[starts, ends)`` weighted by ``w``.
-
-        ``start_ramp`` (``ramp(starts, w)``) may be passed when the starts do not change.
-        """
-        rs = self.ramp(starts, w) if start_ramp is None else start_ramp
-        return rs - self.ramp(ends, w)
+        """``F`` at every edge for intervals ``[starts, ends)`` weighted by ``w``."""
+        return self.ramp(starts, w) - self.ramp(ends, w)
 
     def locate(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cell index and fraction within the cell of each time (for repeated interpolation)."""

@@ -1,4 +1,4 @@
-"""Efficiency factors (achieved / peak) for the roofline stage model, with their published sources."""
+"""Efficiency factors (achieved / peak) for the roofline stage model, with published sources."""
 
 from __future__ import annotations
 
@@ -41,8 +41,11 @@ class Efficiency:
 
 
 def default_efficiency(gpu_name: str) -> Efficiency:
-    """Documented defaults for ``gpu_name``: BLIS MFU where it has the GPU (or the same
-    silicon), else BLIS's H100 figures; AIConfigurator's 0.8 memory factor everywhere."""
+    """Documented defaults for ``gpu_name``.
+
+    BLIS MFU where it has the GPU (or the same silicon), else BLIS's H100 figures;
+    AIConfigurator's 0.8 memory factor everywhere.
+    """
     key = SAME_SILICON.get(gpu_name, gpu_name)
     if key in BLIS_MFU:
         prefill, decode = BLIS_MFU[key]

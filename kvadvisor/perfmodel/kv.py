@@ -1,4 +1,4 @@
-"""KV bytes per token from a model's shape: per rank and in total, TP sharding, MLA, sliding windows."""
+"""KV bytes per token from a model's shape: per rank and in total, TP, MLA, sliding windows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Roofline stage model: prefill time (compute-bound) and decode step time (memory-bound), vectorised.
+"""Roofline stage model: prefill time (compute-bound), decode step time (memory-bound), vectorised.
 
 Formulas (all times for one model instance of ``tp`` GPUs; every array argument is per request):
 
@@ -6,8 +6,8 @@ Formulas (all times for one model instance of ``tp`` GPUs; every array argument 
   AIConfigurator's GEMM ops); attention FLOPs per (query, key) pair per layer
   ``2 * q_heads * (d_qk + d_v)`` (QK^T and AV products).
 * Prefill of ``m`` new tokens after ``p`` cached ones: each new token at position ``t`` attends to
-  ``t`` keys (causal), ``min(t, W)`` on sliding-window layers; FLOPs over ``tp * peak * prefill_mfu``,
-  and never faster than reading the weights once (roofline ``max``).
+  ``t`` keys (causal), ``min(t, W)`` on sliding-window layers; FLOPs over
+  ``tp * peak * prefill_mfu``, and never faster than reading the weights once (roofline ``max``).
 * Decode step of a batch of ``B`` requests: weight bytes (MoE: the experts the batch touches)
   plus each request's KV, read from memory at ``bandwidth * memory_eff`` per rank; never faster
   than its FLOPs at ``decode_mfu`` (roofline ``max``).
@@ -161,7 +161,8 @@ class PerfModel:
         kv = np.asarray(batch_kv_rank_bytes, dtype=np.float64)
         mem = (self.weight_bytes_read(b) / self.tp + kv) / self._bandwidth()
         attended = kv / (self.kv.rank_layout.bytes_per_token or 1.0)
-        flops = self.flops_per_token * b + self.attention_flops_per_pair * self.model.layers * attended
+        attention = self.attention_flops_per_pair * self.model.layers * attended
+        flops = self.flops_per_token * b + attention
         comp = flops / (self.tp * self.peak_flops * self.efficiency.decode_mfu)
         return np.maximum(mem, comp)
 
@@ -181,7 +182,8 @@ class PerfModel:
         own_kv = self.kv.rank_layout.bytes_summed(first, steps)
         mem = (steps * self.weight_bytes_read(b) / (b * self.tp) + own_kv) / self._bandwidth()
         attended = own_kv / (self.kv.rank_layout.bytes_per_token or 1.0)
-        flops = steps * self.flops_per_token + self.attention_flops_per_pair * self.model.layers * attended
+        attention = self.attention_flops_per_pair * self.model.layers * attended
+        flops = steps * self.flops_per_token + attention
         comp = flops / (self.tp * self.peak_flops * self.efficiency.decode_mfu)
         return np.maximum(mem, comp)
 

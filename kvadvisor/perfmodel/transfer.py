@@ -109,8 +109,10 @@ def break_even_tokens(
 def break_even_bandwidth_bytes_per_s(
     pm: PerfModel, prefix_tokens: float, latency_s: float = 0.0, per_gpu: bool = False
 ) -> float | None:
-    """Tier bandwidth at which loading ``prefix_tokens`` takes as long as recomputing them
-    (Mooncake FAST'25's "minimum B"); None when the latency alone exceeds the recompute time."""
+    """Tier bandwidth at which loading ``prefix_tokens`` takes as long as recomputing them.
+
+    Mooncake FAST'25's "minimum B"; None when the latency alone exceeds the recompute time.
+    """
     p = np.asarray(float(prefix_tokens))
     spare = float(recompute_s(pm, p)) - latency_s
     if spare <= 0:
@@ -120,8 +122,10 @@ def break_even_bandwidth_bytes_per_s(
 
 
 def share_below(hit_tokens: np.ndarray, threshold_tokens: float | None) -> float | None:
-    """Share of all hit tokens that sit in requests whose hit is shorter than the threshold
-    (those hits are cheaper to recompute than to load); None when there are no hits."""
+    """Share of all hit tokens in requests whose hit is shorter than the threshold.
+
+    Those hits are cheaper to recompute than to load; None when there are no hits.
+    """
     h = np.asarray(hit_tokens, dtype=np.float64)
     total = float(h.sum())
     if total <= 0:

@@ -11,11 +11,16 @@ import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from kvadvisor.catalog.loader import lookup
+from kvadvisor.catalog.gpus import get_gpu
+from kvadvisor.catalog.instances import InstanceSpec, find_instance, load_instances
+from kvadvisor.catalog.models import ModelSpec, get_model
+from kvadvisor.catalog.storage import StorageSpec, find_storage, load_storage
 from kvadvisor.errors import CatalogError, KvAdvisorError
 from kvadvisor.plan.model import (
     ENGINES,
@@ -29,10 +34,8 @@ from kvadvisor.plan.model import (
     TierPlan,
 )
 from kvadvisor.plan.quantity import QuantityError, parse_quantity
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, US_PER_S
+from kvadvisor.units import BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
 from kvadvisor.yamlio import load_yaml
-
-Entries = Mapping[str, dict[str, Any]]
 
 
 class PlanError(KvAdvisorError):
@@ -43,11 +46,30 @@ class PlanError(KvAdvisorError):
 
 @dataclass(frozen=True)
 class PlanCatalogs:
-    """Catalog entries a plan may name (entry name -> checked fields)."""
+    """The catalogs a plan may name: storage options and instances (with any --catalog files).
 
-    storage: Entries = field(default_factory=dict)
-    instances: Entries = field(default_factory=dict)
-    models: Entries = field(default_factory=dict)
+    Models and GPUs come from their packaged catalogs (``get_model``, ``get_gpu``).
+    """
+
+    storage: Mapping[str, StorageSpec] = field(default_factory=dict)
+    instances: Mapping[str, InstanceSpec] = field(default_factory=dict)
+
+    @classmethod
+    def packaged(cls, extra_files: tuple[str, ...] = ()) -> PlanCatalogs:
+        """The packaged storage and instance catalogs, plus ``extra_files`` of either kind."""
+        from kvadvisor.catalog.storage import catalog_kind
+
+        if not extra_files:
+            return _packaged_catalogs()
+        storage = [f for f in extra_files if catalog_kind(f) == "storage"]
+        instances = [f for f in extra_files if catalog_kind(f) == "instances"]
+        return cls(load_storage(storage), load_instances(instances))
+
+
+@lru_cache(maxsize=1)
+def _packaged_catalogs() -> PlanCatalogs:
+    """The packaged catalogs, parsed once per process (they are data shipped with the code)."""
+    return PlanCatalogs(MappingProxyType(load_storage()), MappingProxyType(load_instances()))
 
 
 # Allowed keys per mapping of the plan; the value says what the key holds (for docs and errors).
@@ -58,7 +80,8 @@ MODEL_KEYS = {"name": "catalog model name", "kv_bytes_per_token": "whole number"
               "weight_dtype": "bf16 | fp16 | fp8"}
 SLO_KEYS = {"ttft_p99": "time", "tpot_p99": "time"}
 TRAFFIC_KEYS = {"scale": "number > 0"}
-STAGE_KEYS = {"instance": "catalog instance name", "count": "whole number",
+STAGE_KEYS = {"instance": "catalog instance name", "gpu": "GPU catalog name",
+              "count": "whole number",
               "gpus_per_instance": "whole number", "host_memory": "size",
               "gpu_kv_pool": "size", "disk_bandwidth_cap": "rate", "chunk_tokens": "whole number",
               "engines": "mapping", "tiers": "list"}
@@ -128,35 +151,38 @@ class _Checker:
         except QuantityError as exc:
             raise self.fail(where, str(exc)) from None
 
-    def catalog(self, where: str, entries: Entries, name: Any, what: str) -> tuple[str, dict]:
+    def catalog(self, where: str, name: Any, find: Any) -> Any:
+        """``find(name)`` from a catalog; its CatalogError (with suggestions) gets the key path."""
         name = self.text(where, name)
-        if not entries:
-            raise self.fail(where, f"no {what} catalog is loaded to look up '{name}'; "
-                                   "give the figures inline instead")
         try:
-            return lookup(entries, name, what)
+            return find(name)
         except CatalogError as exc:
             raise self.fail(where, str(exc)) from None
 
 
-def _storage_from_entry(name: str, entry: Mapping[str, Any]) -> StorageCapability:
-    """A storage catalog entry's figures in base units (catalog keys carry their unit)."""
-    def rate(*keys: str) -> float | None:
-        for key in keys:
-            if entry.get(key) is not None:
-                return float(entry[key]) * BYTES_PER_GB
-        return None
+# Storage catalog categories as plan tier kinds.
+CATEGORY_KINDS = {"memory": "dram", "cxl": "cxl", "local_nvme": "ssd", "ephemeral": "ssd",
+                  "block": "block", "parallel_fs": "filesystem", "kv_store": "pool",
+                  "object": "object"}
 
-    latency_us = entry.get("latency_us", entry.get("read_latency_us"))
+
+def _storage_from_spec(spec: StorageSpec, device_bytes: float | None) -> StorageCapability:
+    """A storage option's figures in base units at one device's capacity (cloud disks scale)."""
+    perf = spec.perf_at(None if device_bytes is None else device_bytes / BYTES_PER_GIB)
+
+    def rate(mbps: float | None) -> float | None:
+        return None if mbps is None else float(mbps) * BYTES_PER_MB
+
+    latency_us = spec.effective_read_latency_us
     return StorageCapability(
-        kind=str(entry.get("kind", "ssd")),
-        read_bytes_per_s=rate("read_gbps", "read_bandwidth_gbps"),
-        write_bytes_per_s=rate("write_gbps", "write_bandwidth_gbps"),
-        read_iops=entry.get("read_iops"),
-        write_iops=entry.get("write_iops"),
+        kind=CATEGORY_KINDS[spec.category],
+        read_bytes_per_s=rate(perf.read_mbps),
+        write_bytes_per_s=rate(perf.write_mbps),
+        read_iops=perf.read_iops,
+        write_iops=perf.write_iops,
         latency_s=None if latency_us is None else float(latency_us) / US_PER_S,
-        catalog_name=name,
-        source=tuple(entry.get("source_text") or entry.get("source") or ()),
+        catalog_name=spec.name,
+        source=tuple(spec.source_text),
     )
 
 
@@ -191,6 +217,10 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
     raw = c.mapping(where, raw, TIER_KEYS)
     if "storage" not in raw:
         raise c.fail(f"{where}.storage", "is required (a storage catalog name or an inline spec)")
+    capacity = raw.get("capacity")
+    capacity_bytes = None if capacity is None else c.quantity(f"{where}.capacity", capacity,
+                                                              "size")
+    devices = c.whole(f"{where}.devices", raw.get("devices", 1), 1)
     storage = raw["storage"]
     if isinstance(storage, dict):
         s = c.mapping(f"{where}.storage", storage, INLINE_STORAGE_KEYS)
@@ -212,11 +242,10 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
             latency_s=opt("latency", "time"),
         )
     else:
-        name, entry = c.catalog(f"{where}.storage", catalogs.storage, storage, "storage")
-        cap = _storage_from_entry(name, entry)
-    capacity = raw.get("capacity")
-    capacity_bytes = None if capacity is None else c.quantity(f"{where}.capacity", capacity,
-                                                              "size")
+        spec = c.catalog(f"{where}.storage", storage,
+                         lambda n: find_storage(catalogs.storage, n))
+        per_device = None if capacity_bytes is None else capacity_bytes / devices
+        cap = _storage_from_spec(spec, per_device)
     shared = raw.get("shared", cap.kind in ("pool", "filesystem", "object"))
     if not isinstance(shared, bool):
         raise c.fail(f"{where}.shared", f"expected true or false, got {shared!r}")
@@ -224,21 +253,11 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
         name=c.text(f"{where}.name", raw.get("name", cap.catalog_name or cap.kind)),
         storage=cap,
         capacity_bytes=capacity_bytes,
-        devices=c.whole(f"{where}.devices", raw.get("devices", 1), 1),
+        devices=devices,
         shared=shared,
     )
 
 
-def _instance_figures(entry: Mapping[str, Any]) -> tuple[int | None, float | None, float | None]:
-    """GPUs, host memory bytes and disk-bandwidth cap bytes/s of an instance catalog entry."""
-    gpus = entry.get("gpu_count", entry.get("gpus"))
-    mem_gib = entry.get("host_memory_gib", entry.get("memory_gib"))
-    cap_gbps = entry.get("disk_bandwidth_gbps", entry.get("disk_bandwidth_cap_gbps"))
-    return (
-        int(gpus) if gpus is not None else None,
-        float(mem_gib) * BYTES_PER_GIB if mem_gib is not None else None,
-        float(cap_gbps) * BYTES_PER_GB if cap_gbps is not None else None,
-    )
 
 
 def _stage(
@@ -246,11 +265,16 @@ def _stage(
 ) -> StagePlan:
     where = f"stages.{name}"
     raw = c.mapping(where, raw, STAGE_KEYS)
-    instance, gpus, host_mem, disk_cap = None, None, None, None
+    instance, gpus, host_mem, disk_cap, gpu = None, None, None, None, None
     if raw.get("instance") is not None:
-        instance, entry = c.catalog(f"{where}.instance", catalogs.instances, raw["instance"],
-                                    "instance")
-        gpus, host_mem, disk_cap = _instance_figures(entry)
+        spec: InstanceSpec = c.catalog(f"{where}.instance", raw["instance"],
+                                       lambda n: find_instance(catalogs.instances, n))
+        instance, gpus = spec.name, spec.gpu_count
+        host_mem = None if spec.host_memory_gib is None else spec.host_memory_gib * BYTES_PER_GIB
+        disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
+        gpu = c.catalog(f"{where}.instance", spec.gpu, get_gpu)
+    if raw.get("gpu") is not None:
+        gpu = c.catalog(f"{where}.gpu", raw["gpu"], get_gpu)
     if raw.get("gpus_per_instance") is not None:
         gpus = c.whole(f"{where}.gpus_per_instance", raw["gpus_per_instance"], 1)
     if raw.get("host_memory") is not None:
@@ -273,6 +297,7 @@ def _stage(
     return StagePlan(
         stage=name,
         instance=instance,
+        gpu=gpu,
         count=c.whole(f"{where}.count", raw.get("count", 1), 1),
         gpus_per_instance=gpus,
         host_memory_bytes=host_mem,
@@ -289,8 +314,11 @@ def _stage(
 def check_plan(
     path: str, data: Any, catalogs: PlanCatalogs | None = None
 ) -> Plan:
-    """Check a parsed plan document and build the Plan (pure; raises PlanError)."""
-    catalogs = catalogs or PlanCatalogs()
+    """Check a parsed plan document and build the Plan (raises PlanError).
+
+    ``catalogs`` None means the packaged storage and instance catalogs.
+    """
+    catalogs = catalogs or PlanCatalogs.packaged()
     table = engine_settings_table()
     c = _Checker(path)
     doc = c.mapping("", data, TOP_KEYS) if isinstance(data, dict) else None
@@ -299,16 +327,17 @@ def check_plan(
     if "model" not in doc:
         raise c.fail("model", "is required (name and/or kv_bytes_per_token)")
     m = c.mapping("model", doc["model"], MODEL_KEYS)
-    model_name = None
+    model_spec: ModelSpec | None = None
     if m.get("name") is not None:
-        model_name = (c.catalog("model.name", catalogs.models, m["name"], "model")[0]
-                      if catalogs.models else c.text("model.name", m["name"]))
+        model_spec = c.catalog("model.name", m["name"], get_model)
+    model_name = None if model_spec is None else model_spec.name
     kvb = None if m.get("kv_bytes_per_token") is None else c.whole(
         "model.kv_bytes_per_token", m["kv_bytes_per_token"], 1)
     if model_name is None and kvb is None:
         raise c.fail("model", "give a catalog model name or kv_bytes_per_token")
     model = ModelPlan(
         name=model_name,
+        spec=model_spec,
         kv_bytes_per_token=kvb,
         tp=c.whole("model.tp", m.get("tp", 1), 1),
         kv_dtype=c.text("model.kv_dtype", m.get("kv_dtype", "bf16"), DTYPES),

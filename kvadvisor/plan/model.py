@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.catalog.models import ModelSpec
+
 STAGES = ("prefill", "decode")
 ENGINES = ("lmcache", "sglang-hicache", "dynamo-kvbm", "mooncake", "vllm")
 # Storage kinds. "Disk-like" kinds are the ones that must carry a capacity bound
@@ -49,6 +52,7 @@ class StagePlan:
     stage: str
     instance: str | None
     count: int
+    gpu: GpuSpec | None = None
     gpus_per_instance: int | None = None
     host_memory_bytes: float | None = None
     gpu_kv_pool_bytes: float | None = None
@@ -64,6 +68,7 @@ class ModelPlan:
 
     name: str | None
     kv_bytes_per_token: int | None
+    spec: ModelSpec | None = None
     tp: int = 1
     kv_dtype: str = "bf16"
     weight_dtype: str = "bf16"

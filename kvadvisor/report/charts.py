@@ -6,7 +6,9 @@ only draws. No pyplot: a bare ``Figure`` with the SVG canvas touches no global b
 
 from __future__ import annotations
 
+import functools
 import io
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -93,6 +95,9 @@ def _bar_widths(line: Line) -> list[float]:
     return [g * 0.9 for g in gaps] + [last * 0.9]
 
 
+# Drawing is the slow part of rendering (~0.2 s a chart) and a spec fully determines its SVG,
+# so a report written in several files, or rendered again, draws each chart once.
+@functools.lru_cache(maxsize=64)
 def render_svg(spec: ChartSpec) -> str:
     """Draw ``spec`` and return the ``<svg>`` element (no XML prolog), deterministic for a spec.
 
@@ -176,16 +181,27 @@ def render_svg(spec: ChartSpec) -> str:
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         if spec.y_percent:
             ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-            ax.set_ylim(0, 1.02)
+            top = max([max(line.y, default=0.0) for line in spec.lines] + [0.0])
+            # Room above the highest point, in whole tenths, never past 100%.
+            ax.set_ylim(0, min(1.02, math.ceil((top + 0.05) * 10) / 10))
         elif not spec.log_y:
             ax.set_ylim(bottom=0)
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
         if len(spec.lines) + len(spec.marks) > 1:
-            ax.legend(loc="best")
+            # Below the plot, never over the data (constrained layout makes room for it).
+            entries = len(spec.lines) + len(spec.marks)
+            fig.legend(loc="outside lower center", ncols=min(entries, 4))
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
     text = text[text.index("<svg") :]
     # The RDF metadata block only names the format; it adds bytes and nothing a reader sees.
     text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
+    # Several charts share one page: prefix every id (matplotlib numbers its groups figure_1,
+    # axes_1, ... in each SVG) and every reference to one with the chart key.
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "-", spec.key)
+    text = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', text)
+    text = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", text)
+    text = re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', text)
     # Let CSS size the chart: keep the viewBox, drop the fixed point size.
     return re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r"<svg \1", text, count=1)

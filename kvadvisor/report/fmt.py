@@ -122,6 +122,39 @@ def tokens(value: float | None) -> str:
     return f"{count(value)} tokens"
 
 
+# Fact units (kvadvisor.advise.facts) -> formatter; a unit not listed is written after the number.
+_FACT_UNITS = {
+    "ratio": percent,
+    "x": lambda v: f"{number(v)}×",
+    "bool": lambda v: "yes" if v else "no",
+    "bytes": size,
+    "bytes_per_s": bandwidth,
+    "gib": lambda v: f"{number(v)} GiB",
+    "gbps": lambda v: f"{number(v)} GB/s",
+    "s": duration,
+    "ms": lambda v: f"{number(v)} ms",
+    "us": lambda v: f"{number(v)} µs",
+    "per_s": lambda v: f"{number(v)}/s",
+    "tokens": tokens,
+    "tflops": lambda v: f"{number(v)} TFLOPS",
+    "iops": lambda v: f"{number(v)} IOPS",
+    "dwpd": lambda v: f"{number(v)} drive writes/day",
+    "count": lambda v: number(v),
+    "requests": lambda v: f"{count(v)} requests",
+}
+
+
+def fact_value(val: Any, unit: str) -> str:
+    """A fact's value in its declared unit (facts carry the unit beside the value)."""
+    if val is None:
+        return NOT_MEASURED
+    if isinstance(val, bool) or not isinstance(val, (int, float)):
+        return _FACT_UNITS["bool"](val) if isinstance(val, bool) else str(val)
+    if unit in _FACT_UNITS:
+        return str(_FACT_UNITS[unit](val))
+    return f"{number(val)} {unit}".strip()
+
+
 def value(name: str, val: Any) -> str:
     """Format ``val`` by the unit its field ``name`` declares (strings and others as they are)."""
     if val is None:
@@ -131,6 +164,8 @@ def value(name: str, val: Any) -> str:
     if isinstance(val, (list, tuple)):
         return ", ".join(value(name, v) for v in val)
     if isinstance(val, dict):
+        if "value" in val and "unit" in val:  # a fact: {value, unit}
+            return fact_value(val["value"], str(val["unit"]))
         return "; ".join(f"{label(k)} {value(k, v)}" for k, v in val.items())
     if not isinstance(val, (int, float)):
         return str(val)

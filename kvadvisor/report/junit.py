@@ -22,29 +22,43 @@ def _plain(value: Any) -> Any:
 
 def _suite(review: ReviewReport, plan: PlanReview) -> ET.Element:
     checks = plan.checks
-    suite = ET.Element("testsuite", {
-        "name": f"kvadvisor review: {plan.name}",
-        "tests": str(len(checks)),
-        "failures": str(sum(c.status == "fail" for c in checks)),
-        "skipped": str(sum(c.status == "skip" for c in checks)),
-        "errors": "0",
-        "timestamp": review.meta.generated_at,
-    })
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": f"kvadvisor review: {plan.name}",
+            "tests": str(len(checks)),
+            "failures": str(sum(c.status == "fail" for c in checks)),
+            "skipped": str(sum(c.status == "skip" for c in checks)),
+            "errors": "0",
+            "timestamp": review.meta.generated_at,
+        },
+    )
     props = ET.SubElement(suite, "properties")
-    for name, value in (("plan", plan.path), ("trace", review.trace.path),
-                        ("traffic_scale", f"{plan.traffic_scale:g}"),
-                        ("kvadvisor_version", review.meta.kvadvisor_version)):
+    for name, value in (
+        ("plan", plan.path),
+        ("trace", review.trace.path),
+        ("traffic_scale", f"{plan.traffic_scale:g}"),
+        ("kvadvisor_version", review.meta.kvadvisor_version),
+    ):
         ET.SubElement(props, "property", {"name": name, "value": value})
     for check in checks:
-        case = ET.SubElement(suite, "testcase", {
-            "classname": f"kvadvisor.review.{plan.name}",
-            "name": f"{check.test_id} {check.name}",
-        })
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": f"kvadvisor.review.{plan.name}",
+                "name": f"{check.test_id} {check.name}",
+            },
+        )
         if check.status == "fail":
-            node = ET.SubElement(case, "failure", {"type": check.severity,
-                                                   "message": check.message})
-            node.text = json.dumps({"evidence": _plain(check.evidence), "source": check.source},
-                                   sort_keys=True, indent=2)
+            node = ET.SubElement(
+                case, "failure", {"type": check.severity, "message": check.message}
+            )
+            node.text = json.dumps(
+                {"evidence": _plain(check.evidence), "source": check.source},
+                sort_keys=True,
+                indent=2,
+            )
         elif check.status == "skip":
             ET.SubElement(case, "skipped", {"message": check.message})
         else:
@@ -60,11 +74,14 @@ class JUnitRenderer:
 
     def render(self, review: ReviewReport) -> str:
         """Return the XML document text."""
-        root = ET.Element("testsuites", {
-            "name": "kvadvisor review",
-            "tests": str(sum(len(p.checks) for p in review.plans)),
-            "failures": str(sum(c.status == "fail" for p in review.plans for c in p.checks)),
-        })
+        root = ET.Element(
+            "testsuites",
+            {
+                "name": "kvadvisor review",
+                "tests": str(sum(len(p.checks) for p in review.plans)),
+                "failures": str(sum(c.status == "fail" for p in review.plans for c in p.checks)),
+            },
+        )
         for plan in review.plans:
             root.append(_suite(review, plan))
         ET.indent(root)

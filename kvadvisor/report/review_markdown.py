@@ -29,8 +29,9 @@ def _pct(value: float | None, digits: int = 1) -> str:
 def _triple(rate: IoRate | None) -> str:
     if rate is None:
         return "–"
-    return " / ".join(_rate(v) for v in (rate.mean_bytes_per_s, rate.p99_bytes_per_s,
-                                          rate.peak_bytes_per_s))
+    return " / ".join(
+        _rate(v) for v in (rate.mean_bytes_per_s, rate.p99_bytes_per_s, rate.peak_bytes_per_s)
+    )
 
 
 def _util(u: Utilization) -> str:
@@ -72,7 +73,8 @@ def _tier_rows(tiers: Iterable[TierReview]) -> list[str]:
             f"{_size(t.capacity_bytes)} | {_pct(t.hit_ratio_steady)} | {_triple(t.write)} | "
             f"{_triple(t.read)} | {_rate(t.write_capability_bytes_per_s)} / "
             f"{_rate(t.read_capability_bytes_per_s)} | {_util(t.write_utilization)} | "
-            f"{_util(t.read_utilization)} |")
+            f"{_util(t.read_utilization)} |"
+        )
     return rows
 
 
@@ -95,35 +97,47 @@ class ReviewMarkdownRenderer:
             "| | " + " | ".join(f"`{_cell(p.name)}`" for p in review.plans) + " |",
             "|---|" + "---|" * len(review.plans),
             "| verdict | " + " | ".join(verdict(p) for p in review.plans) + " |",
-            "| traffic scale | " + " | ".join(f"×{p.traffic_scale:g}" for p in review.plans)
-            + " |",
+            "| traffic scale | " + " | ".join(f"×{p.traffic_scale:g}" for p in review.plans) + " |",
             "| prefix hit ratio, all tiers (steady) | "
-            + " | ".join(_pct(_prefill_hit(p)) for p in review.plans) + " |",
+            + " | ".join(_pct(_prefill_hit(p)) for p in review.plans)
+            + " |",
         ]
         for stage in ("prefill", "decode"):
             cells = [_stage_util(p, stage) for p in review.plans]
             if any(c is not None for c in cells):
                 out.append(f"| {stage} storage utilization (mean / p99 / peak) | "
                            + " | ".join("–" if c is None else _util(c) for c in cells) + " |")
-        out.extend(f"> {n}" for n in review.notes)
+        for note in review.notes:
+            out += ["", f"> {_cell(note)}"]
         for plan in review.plans:
             out += ["", f"### `{_cell(plan.name)}`: {verdict(plan)}", "",
                     f"Plan file `{plan.path}`."]
+            own = [n for n in plan.notes if n not in review.notes]
+            out += [f"- {_cell(n)}" for n in own]
             if plan.findings:
                 out += ["", "| | check | stage | finding |", "|---|---|---|---|"]
-                out += [f"| {ICON[c.severity]} {c.severity} | {c.code} `{c.name}` | {c.stage} | "
-                        f"{_cell(c.message)} |" for c in plan.findings]
+                out += [
+                    f"| {ICON[c.severity]} {c.severity} | {c.code} `{c.name}` | {c.stage} | "
+                    f"{_cell(c.message)} |"
+                    for c in plan.findings
+                ]
             tiers = [tr for s in plan.stages for tr in s.tiers]
             if tiers:
-                out += ["", "| stage | tier | capacity | hit ratio (steady) | write mean / p99 / "
-                        "peak | read mean / p99 / peak | capability W / R | write util | "
-                        "read util |", "|---|---|---|---|---|---|---|---|---|"]
+                out += [
+                    "",
+                    "| stage | tier | capacity | hit ratio (steady) | write mean / p99 / "
+                    "peak | read mean / p99 / peak | capability W / R | write util | "
+                    "read util |",
+                    "|---|---|---|---|---|---|---|---|---|",
+                ]
                 out += _tier_rows(tiers)
             passed = [c for c in plan.checks if c.status != "fail"]
             if passed:
                 out += ["", f"<details><summary>{len(passed)} other check(s)</summary>", ""]
-                out += [f"- {c.status}: {c.code} `{c.name}` ({c.stage}): {_cell(c.message)}"
-                        for c in passed]
+                out += [
+                    f"- {c.status}: {c.code} `{c.name}` ({c.stage}): {_cell(c.message)}"
+                    for c in passed
+                ]
                 out += ["", "</details>"]
         return "\n".join(out) + "\n"
 
@@ -139,8 +153,9 @@ class ReviewTextRenderer:
         lines = [f"kvadvisor review of {review.trace.path} ({review.trace.requests:,} requests)"]
         for plan in review.plans:
             ran = sum(c.status != "skip" for c in plan.checks)
-            lines.append(f"plan {plan.name}: {verdict(plan)} ({ran} checks run, "
-                         f"{len(plan.checks) - ran} skipped)")
-            lines += [f"  {c.severity:<7} {c.code} {c.stage:<7} {c.message}"
-                      for c in plan.findings]
+            lines.append(
+                f"plan {plan.name}: {verdict(plan)} ({ran} checks run, "
+                f"{len(plan.checks) - ran} skipped)"
+            )
+            lines += [f"  {c.severity:<7} {c.code} {c.stage:<7} {c.message}" for c in plan.findings]
         return "\n".join(lines) + "\n"

@@ -59,8 +59,50 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _tier_text(tier: Any) -> str:
+    capacity = fmt.value("capacity_gib", tier.capacity_gib)
+    devices = f" × {tier.devices}" if tier.devices and tier.devices > 1 else ""
+    shared = ", shared" if tier.shared else ""
+    return f"{tier.name} ({tier.role}; {capacity}{devices}{shared})"
+
+
+def _required_text(req: Any) -> str:
+    parts = []
+    for name in (
+        "write_bytes_per_s",
+        "read_bytes_per_s",
+        "write_iops",
+        "read_iops",
+        "capacity_gib",
+    ):
+        val = getattr(req, name, None)
+        if val is not None:
+            parts.append(f"{fmt.label(name)} {fmt.value(name, val)}")
+    return ", ".join(parts) or fmt.NOT_MEASURED + " (see notes)"
+
+
+def _utilization_text(u: Any) -> str:
+    if u.mean is None and u.p99 is None and u.peak is None:
+        return f"{fmt.NOT_MEASURED} ({u.basis})" if u.basis else fmt.NOT_MEASURED
+    text = f"mean {fmt.percent(u.mean)}, p99 {fmt.percent(u.p99)}, peak {fmt.percent(u.peak)}"
+    return f"{text} ({u.basis})" if u.basis else text
+
+
+# Fields of a stage recommendation with their own wording; any other field is shown by unit.
+_STAGE_FIELDS = {
+    "tiers": ("KV tiers", lambda v: "; ".join(_tier_text(t) for t in v)),
+    "required": ("must sustain per instance", _required_text),
+    "utilization": ("utilization", _utilization_text),
+    "retention_s": ("retention", lambda v: fmt.duration(v)),
+    "chunk_tokens": ("chunk size", lambda v: fmt.tokens(v)),
+    "instance_count": ("instances", lambda v: f"{v:,}"),
+    "gpu": ("GPU", str),
+}
+VERDICT_SKIP = VERDICT_SKIP | {"notes"}
+
+
 def stage_items(rec: StageRecommendation) -> tuple[tuple[str, str], ...]:
-    """Every field of a stage recommendation, formatted by its unit; empty extras are left out."""
+    """A stage recommendation as (label, text) pairs; empty optional fields are left out."""
     items = []
     for f in dataclasses.fields(rec):
         if f.name in VERDICT_SKIP:
@@ -70,8 +112,18 @@ def stage_items(rec: StageRecommendation) -> tuple[tuple[str, str], ...]:
             continue
         if isinstance(val, (list, tuple, dict)) and not val:
             continue
-        items.append((fmt.label(f.name), fmt.value(f.name, _plain(val))))
+        if f.name in _STAGE_FIELDS:
+            name, text = _STAGE_FIELDS[f.name]
+            items.append((name, text(val)))
+        else:
+            items.append((fmt.label(f.name), fmt.value(f.name, _plain(val))))
     return tuple(items)
+
+
+def stage_notes(rec: StageRecommendation) -> tuple[str, ...]:
+    """How a stage's figures were derived and what was assumed (the advisor's own words)."""
+    derivation = rec.required.derivation if rec.required is not None else ()
+    return tuple(derivation) + tuple(rec.notes)
 
 
 def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
@@ -83,6 +135,33 @@ def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
     )
 
 
+def stage_needs(report: AdviceReport, stage: str) -> tuple[tuple[str, str], ...]:
+    """What the traffic demands of one stage, measured: its GPU-time share and its KV I/O.
+
+    Prefill writes the KV of prompt tokens that missed the cache; the KV of prefix hits is
+    read back (DESIGN.md's write and read demand). Missing measurements say so.
+    """
+    s, io, pc = report.stage_split, report.io, report.prefix_cache
+    share = None
+    if s is not None:
+        share = s.prefill_share if stage == "prefill" else 1.0 - s.prefill_share
+    rows = [("share of GPU time", fmt.percent(share) + (f" ({s.source})" if s else ""))]
+    if stage == "prefill":
+        rate, what = (io.write if io else None), "KV writes"
+    else:
+        rate, what = (io.read if io else None), "KV reads"
+        rows.append(("prefix hit ratio", fmt.percent(pc.hit_ratio.all) if pc else fmt.NOT_MEASURED))
+    if rate is None:
+        rows.append((what, fmt.NOT_MEASURED))
+    else:
+        rows += [
+            (f"{what}, mean", fmt.bandwidth(rate.mean_bytes_per_s)),
+            (f"{what}, p99", fmt.bandwidth(rate.p99_bytes_per_s)),
+            (f"{what}, peak", fmt.bandwidth(rate.peak_bytes_per_s)),
+        ]
+    return tuple(rows)
+
+
 def headline(report: AdviceReport) -> str:
     """One sentence a reader gets the recommendation from."""
     rec = report.recommendation
@@ -92,6 +171,9 @@ def headline(report: AdviceReport) -> str:
     for stage in STAGES:
         r: StageRecommendation = getattr(rec, stage)
         instance = r.instance or "no instance chosen"
+        count = r.instance_count
+        if r.instance and count and count > 1:
+            instance = f"{count} × {instance}"
         storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
         parts.append(f"{stage}: {instance}{storage}")
     return "Recommended " + "; ".join(parts) + "."
@@ -115,7 +197,9 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     ]
     m = report.model
     rows.append(
-        KeyNumber("KV per token", fmt.size(m.kv_bytes_per_token), m.name)
+        KeyNumber("KV per token", fmt.size(m.kv_bytes_per_token),
+                  # A default the user did not choose must be visible where the number is.
+                  f"{m.name} (assumed: no --model)" if getattr(m, "assumed", False) else m.name)
         if m
         else KeyNumber("KV per token", fmt.NOT_MEASURED, report.unavailable.get("model", ""))
     )

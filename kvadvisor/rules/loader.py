@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kvadvisor.errors import RuleError, RuleReferenceError, RuleSyntaxError
 from kvadvisor.rules.model import (
     AllOf,
@@ -34,7 +32,7 @@ from kvadvisor.rules.model import (
     Severity,
     Stage,
 )
-from kvadvisor.yamlio import MAX_YAML_BYTES, load_yaml
+from kvadvisor.yamlio import load_yaml
 
 CODE_RE = re.compile(r"^[A-Z]{2}[0-9]{2}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
@@ -52,32 +50,6 @@ TOP_KEYS = {
 }
 REQUIRED_KEYS = TOP_KEYS - {"recommend"}
 DOCS_KEYS = ("what", "why", "example", "references")
-
-
-def reject_aliases(path: Path, error: type[RuleError] = RuleSyntaxError) -> None:
-    """Refuse YAML anchors and aliases before the document is built.
-
-    Rule and catalog files never need them, and aliases are how a small file expands into a
-    huge structure (the "billion laughs" attack): refusing them keeps loading linear in the
-    file size. Files that are missing, too big or unparseable are left for ``load_yaml`` to
-    report in its words.
-    """
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_YAML_BYTES:
-            return
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return
-    try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
-            if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
-                mark = token.start_mark
-                raise error(
-                    f"{path}: line {mark.line + 1}, column {mark.column + 1}: YAML anchors and "
-                    "aliases are not allowed here; write the value out"
-                )
-    except yaml.YAMLError:
-        return
 
 
 def builtin_rules_dir() -> Path:
@@ -194,6 +166,8 @@ class _Checker:
                 return None
             value = node["value"]
             is_bool_fact = ok and self.facts[fact].unit == "bool"
+            if not ok and isinstance(value, bool):
+                return None  # the unknown fact is the problem to report
             if isinstance(value, bool) or is_bool_fact:
                 if not (isinstance(value, bool) and is_bool_fact) or op not in (Op.EQ, Op.NE):
                     self.bad(f"{where}.value", "true/false compares only a bool fact, with == "
@@ -384,7 +358,6 @@ def parse_rule(data: Any, path: str, facts: Mapping[str, FactSpec]) -> Rule:
 def load_rule_file(path: str | Path, facts: Mapping[str, FactSpec]) -> Rule:
     """Load and check one rule file."""
     path = Path(path)
-    reject_aliases(path)
     return parse_rule(load_yaml(path, RuleSyntaxError), str(path), facts)
 
 

@@ -130,7 +130,7 @@ class Not:
         return self.part.facts
 
 
-Condition = Union[Compare, AllOf, AnyOf, Not]
+Condition = Union[Compare, AllOf, AnyOf, Not]  # noqa: UP007 (a runtime alias on 3.10)
 
 
 def _unique(names) -> tuple[str, ...]:  # type: ignore[no-untyped-def]

@@ -1,6 +1,11 @@
 """Trace readers and the canonical trace model."""
 
-from kvadvisor.trace.describe import TraceDescription, capabilities, describe_trace
+from kvadvisor.trace.describe import (
+    TraceDescription,
+    capabilities,
+    describe_trace,
+    format_description,
+)
 from kvadvisor.trace.detect import FORMAT_TITLES, TraceFormat
 from kvadvisor.trace.formats import ColumnSource, parse_column_map
 from kvadvisor.trace.model import CANONICAL_COLUMNS, Trace
@@ -16,6 +21,7 @@ __all__ = [
     "TraceFormat",
     "capabilities",
     "describe_trace",
+    "format_description",
     "detect_format",
     "parse_column_map",
     "read_trace",

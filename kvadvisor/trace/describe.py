@@ -115,7 +115,9 @@ def format_description(d: TraceDescription) -> str:
     rate = (
         f"{d.arrival_rate_per_s:,.3f} requests/s"
         if d.arrival_rate_per_s is not None
-        else "unknown (no arrival times)" if not d.arrivals_measured else "n/a (one instant)"
+        else "unknown (no arrival times)"
+        if not d.arrivals_measured
+        else "n/a (one instant)"
     )
     dropped = ", ".join(f"{n:,} {why}" for why, n in d.dropped.items()) or "none"
     lines = [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from enum import Enum
 
 from kvadvisor.errors import TraceFormatError
@@ -40,7 +39,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
-CSV_SUFFIXES = {".csv", ".tsv"}
+CSV_SUFFIXES = {".csv"}
 JSON_SUFFIXES = {".json", ".jsonl", ".ndjson"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}
 
@@ -150,7 +149,7 @@ def sniff_head(name: str, head: bytes) -> TraceFormat | str:
 
 def sniff_csv_header(header_line: str) -> TraceFormat:
     """Azure, BurstGPT or canonical CSV, from the header line."""
-    columns = {c.strip().strip('"') for c in re.split(r"[,\t]", header_line)}
+    columns = {c.strip().strip('"') for c in header_line.split(",")}
     if AZURE_HEADER <= columns:
         return TraceFormat.AZURE
     if BURSTGPT_HEADER <= columns:
@@ -174,6 +173,15 @@ def sniff_keys(name: str, keys: set[str], nested: set[str] = frozenset()) -> Tra
         raise TraceFormatError(
             f"{name}: a benchmark result with per-request arrays, but its keys do not tell "
             "vLLM from SGLang; give --trace-format vllm or --trace-format sglang"
+        )
+    if keys & (VLLM_MARKERS | SGLANG_MARKERS) or {"mean_ttft_ms", "request_throughput"} & keys:
+        raise TraceFormatError(
+            f"{name}: a benchmark summary without per-request arrays (input_lens, "
+            "output_lens); rerun vLLM with --save-detailed or SGLang with --output-details"
+        )
+    if any(k.startswith("results_") for k in keys):
+        raise TraceFormatError(
+            f"{name}: an LLMPerf summary; give the *_individual_responses.json file instead"
         )
     shown = ", ".join(sorted(keys)[:12]) or "none"
     raise TraceFormatError(f"{name}: unknown JSON trace (keys found: {shown}); {HINT}")

@@ -173,9 +173,7 @@ def from_bailian(raw: pa.Table, path: str) -> Converted:
             )
     if "hash_ids" in raw.column_names and raw["hash_ids"].null_count < raw.num_rows:
         cols["block_hashes"] = raw["hash_ids"]
-    return Converted(
-        pa.table(cols), BAILIAN_BLOCK_TOKENS, tuple(notes) + _unused(raw, used)
-    )
+    return Converted(pa.table(cols), BAILIAN_BLOCK_TOKENS, tuple(notes) + _unused(raw, used))
 
 
 def timestamps_to_seconds(col: pa.ChunkedArray) -> tuple[pa.Array, object]:
@@ -264,7 +262,7 @@ def _first_key(raw: pa.Table, meaning: str) -> str | None:
 
 
 def from_bench(raw: pa.Table, path: str, tool: str) -> Converted:
-    """vLLM ``bench serve`` / SGLang ``bench_serving`` results: one object per run, arrays per request.
+    """Benchmark results (vLLM bench serve, SGLang bench_serving): arrays per request, per run.
 
     ttfts, itls, start_times and latencies are seconds. Per request: e2e = latencies when the
     file has them, else ttft + Σ itls (vLLM's own definition: latency = last token time −
@@ -381,9 +379,7 @@ def _bench_arrivals(
 
 
 def _np_float(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(
-        pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64
-    )
+    return np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _masked(values: np.ndarray, mask: np.ndarray) -> pa.Array:
@@ -433,8 +429,12 @@ def from_llmperf(raw: pa.Table, path: str) -> Converted:
         "arrival rate and burstiness cannot be measured"
     ]
     used = {
-        "number_input_tokens", "number_output_tokens", "ttft_s", "end_to_end_latency_s",
-        "error_code", "error_msg",
+        "number_input_tokens",
+        "number_output_tokens",
+        "ttft_s",
+        "end_to_end_latency_s",
+        "error_code",
+        "error_msg",
     }
     return Converted(pa.table(cols), None, tuple(notes) + _unused(raw, used), False)
 
@@ -457,7 +457,8 @@ def from_canonical(
             )
     mapped_sources = {s.column for s in column_map.values()}
     absent = [
-        c for c in REQUIRED_COLUMNS
+        c
+        for c in REQUIRED_COLUMNS
         if c not in column_map and (c not in raw.column_names or c in mapped_sources)
     ]
     if absent:
@@ -503,8 +504,9 @@ def from_canonical(
             col = _parse_hash_text(col)
         cols[name] = col
     used = {s.column for s in column_map.values()} | set(cols)
-    return Converted(pa.table(cols) if cols else pa.table({}), None,
-                     tuple(notes) + _unused(raw, used))
+    return Converted(
+        pa.table(cols) if cols else pa.table({}), None, tuple(notes) + _unused(raw, used)
+    )
 
 
 def _parse_hash_text(col: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -19,7 +19,14 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from kvadvisor.errors import ConfigError, Problem, TraceFormatError, TraceProblem, TraceSchemaError
+from kvadvisor.errors import (
+    ConfigError,
+    Problem,
+    TraceError,
+    TraceFormatError,
+    TraceProblem,
+    TraceSchemaError,
+)
 from kvadvisor.trace import formats
 from kvadvisor.trace.detect import TraceFormat, compression_of, parse_format, sniff_head, sniff_keys
 from kvadvisor.trace.formats import ColumnSource, Converted
@@ -34,9 +41,6 @@ from kvadvisor.trace.model import (
 )
 from kvadvisor.trace.schema import build_trace
 
-# Re-exported for callers that used the skeleton's constant.
-MOONCAKE_BLOCK_TOKENS = formats.MOONCAKE_BLOCK_TOKENS
-
 HEAD_BYTES = 64 * 1024
 JSONL_BLOCK_BYTES = 64 * 1024 * 1024  # pyarrow.json block: large blocks parse faster
 MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
@@ -46,16 +50,25 @@ MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
 INT, NUMBER, INTS, TIMESTAMP = "int", "number", "ints", "timestamp"
 EXPECTED_KINDS: dict[TraceFormat, dict[str, str]] = {
     TraceFormat.MOONCAKE: {
-        "timestamp": NUMBER, "input_length": INT, "output_length": INT, "hash_ids": INTS,
+        "timestamp": NUMBER,
+        "input_length": INT,
+        "output_length": INT,
+        "hash_ids": INTS,
     },
     TraceFormat.BAILIAN: {
-        "chat_id": INT, "parent_chat_id": INT, "timestamp": NUMBER, "input_length": INT,
-        "output_length": INT, "hash_ids": INTS,
+        "chat_id": INT,
+        "parent_chat_id": INT,
+        "timestamp": NUMBER,
+        "input_length": INT,
+        "output_length": INT,
+        "hash_ids": INTS,
     },
     TraceFormat.AZURE: {"TIMESTAMP": TIMESTAMP, "ContextTokens": INT, "GeneratedTokens": INT},
     TraceFormat.BURSTGPT: {"Timestamp": NUMBER, "Request tokens": INT, "Response tokens": INT},
     TraceFormat.LLMPERF: {
-        "number_input_tokens": INT, "number_output_tokens": INT, "ttft_s": NUMBER,
+        "number_input_tokens": INT,
+        "number_output_tokens": INT,
+        "ttft_s": NUMBER,
         "end_to_end_latency_s": NUMBER,
     },
 }
@@ -149,8 +162,9 @@ def _first_record(path: Path, compression: str | None) -> dict:
         try:
             record = json.loads(_read_all(path, compression))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceSchemaError(str(path), [_json_problem(1, 1, line.decode(errors="replace"),
-                                                             exc)]) from None
+            raise TraceSchemaError(
+                str(path), [_json_problem(1, 1, line.decode(errors="replace"), exc)]
+            ) from None
     if not isinstance(record, dict):
         raise TraceFormatError(f"{path}: the first JSON value is not an object; not a trace")
     return record
@@ -221,9 +235,7 @@ def read_trace(
     return _build(converted, path, fmt.value, block_tokens)
 
 
-def _build(
-    converted: Converted, path: Path, source_format: str, block_tokens: int | None
-) -> Trace:
+def _build(converted: Converted, path: Path, source_format: str, block_tokens: int | None) -> Trace:
     notes = list(converted.notes)
     tokens = converted.block_tokens
     if block_tokens is not None and block_tokens != tokens:
@@ -423,7 +435,7 @@ def _json_problem(row: int, line: int, text: str, exc: Exception) -> Problem:
 
 def _locate_jsonl_problem(
     path: Path, compression: str | None, kinds: Mapping[str, str], exc: Exception
-) -> KvAdvisorErrorType:
+) -> TraceError:
     text = _read_all(path, compression).decode("utf-8", errors="replace")
     row = 0
     for line_no, line in enumerate(io.StringIO(text), 1):
@@ -447,13 +459,15 @@ def _locate_jsonl_problem(
 
 def _locate_csv_problem(
     path: Path, compression: str | None, kinds: Mapping[str, str], exc: Exception | None
-) -> KvAdvisorErrorType:
+) -> TraceError:
     text = _read_all(path, compression).decode("utf-8", errors="replace")
     reader = csv.reader(io.StringIO(text))
     header = next(reader, [])
-    for row, fields in enumerate(reader, 1):
+    row = 0
+    for fields in reader:
         if not fields:
-            continue
+            continue  # pyarrow skips empty lines too: they are not rows
+        row += 1
         if len(fields) != len(header):
             column = header[len(fields)] if len(fields) < len(header) else "(extra field)"
             return TraceSchemaError(
@@ -468,13 +482,13 @@ def _locate_csv_problem(
                     )
                 ],
             )
-        for name, value in zip(header, fields):
+        for name, value in zip(header, fields, strict=True):
             kind = kinds.get(name)
             if kind and value.strip() and not _text_ok(value.strip(), kind):
                 what = {INT: "an integer", NUMBER: "a number", TIMESTAMP: "a timestamp"}[kind]
                 return TraceSchemaError(
-                    str(path), [Problem(row, name, TraceProblem.WRONG_TYPE,
-                                        f"{value!r:.60} is not {what}")]
+                    str(path),
+                    [Problem(row, name, TraceProblem.WRONG_TYPE, f"{value!r:.60} is not {what}")],
                 )
     detail = f" ({exc})" if exc else ""
     return TraceFormatError(f"{path}: not a readable CSV{detail}")
@@ -493,7 +507,7 @@ def _text_ok(value: str, kind: str) -> bool:
     return True
 
 
-def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> KvAdvisorErrorType:
+def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> TraceError:
     text = data.decode("utf-8", errors="replace")
     try:
         runs = [json.loads(text)]
@@ -511,23 +525,37 @@ def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> KvA
     for row, run in enumerate(runs, 1):
         if not isinstance(run, dict):
             return TraceFormatError(f"{path}: row {row}: a benchmark run must be a JSON object")
-        arrays = run.get("details") if isinstance(run.get("details"), dict) else run
-        for key, kind in (("input_lens", INT), ("output_lens", INT), ("ttfts", NUMBER),
-                          ("start_times", NUMBER)):
-            values = arrays.get(key, run.get(key))
-            if values is None:
-                continue
-            if not isinstance(values, list):
-                return TraceSchemaError(str(path), [Problem(
-                    row, key, TraceProblem.WRONG_TYPE, f"{values!r:.60} is not a list")])
-            for i, value in enumerate(values):
-                if not _value_ok(value, kind):
-                    return TraceSchemaError(str(path), [Problem(
-                        row, f"{key}[{i}]", TraceProblem.WRONG_TYPE,
-                        f"{value!r:.60} is not {'an integer' if kind == INT else 'a number'} "
-                        "(row = run object)")])
+        problem = _bench_run_problem(row, run)
+        if problem:
+            return TraceSchemaError(str(path), [problem])
     detail = f" ({exc})" if exc else ""
     return TraceFormatError(f"{path}: not a readable benchmark result{detail}")
 
 
-KvAdvisorErrorType = TraceSchemaError | TraceFormatError
+BENCH_KINDS = (
+    ("input_lens", INT),
+    ("output_lens", INT),
+    ("ttfts", NUMBER),
+    ("start_times", NUMBER),
+)
+
+
+def _bench_run_problem(row: int, run: dict) -> Problem | None:
+    """The first per-request array of a run that is not a list, or holds a bad value."""
+    arrays = run["details"] if isinstance(run.get("details"), dict) else run
+    for key, kind in BENCH_KINDS:
+        values = arrays.get(key, run.get(key))
+        if values is None:
+            continue
+        if not isinstance(values, list):
+            return Problem(row, key, TraceProblem.WRONG_TYPE, f"{values!r:.60} is not a list")
+        for i, value in enumerate(values):
+            if not _value_ok(value, kind):
+                what = "an integer" if kind == INT else "a number"
+                return Problem(
+                    row,
+                    f"{key}[{i}]",
+                    TraceProblem.WRONG_TYPE,
+                    f"{value!r:.60} is not {what} (row = run object)",
+                )
+    return None

@@ -38,10 +38,10 @@ def _row_numbers(mask: np.ndarray) -> np.ndarray:
 def _cast(table: pa.Table, problems: list[Problem]) -> pa.Table:
     """Cast canonical columns to their canonical types, recording cells that do not cast."""
     arrays, names = [], []
-    for name in table.column_names:
-        if name not in CANONICAL_COLUMNS:
+    # Canonical order, whatever the source's order: the same trace always has the same schema.
+    for name, (target, _) in CANONICAL_COLUMNS.items():
+        if name not in table.column_names:
             continue
-        target, _ = CANONICAL_COLUMNS[name]
         col = table[name]
         if pa.types.is_null(col.type):
             col = pa.chunked_array([pa.nulls(len(col), target)])

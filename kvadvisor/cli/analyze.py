@@ -1,0 +1,270 @@
+"""`kvadvisor analyze`: measure a trace and advise a configuration per stage."""
+
+from __future__ import annotations
+
+import shutil
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvadvisor import __version__
+from kvadvisor.advise import (
+    AnalyzeOptions,
+    analyze,
+    load_advisor_inputs,
+)
+from kvadvisor.advise.model import AdviceReport
+from kvadvisor.advise.streaming import analyze_large, parse_memory_limit
+from kvadvisor.cache.tiers import parse_tier
+from kvadvisor.cli.common import (
+    BlockTokensOpt,
+    CatalogOpt,
+    IgnoreOpt,
+    MapOpt,
+    RulesDirOpt,
+    SelectOpt,
+    TraceArg,
+    TraceFormatOpt,
+    app,
+    as_strs,
+    file_sha256,
+    handle_user_errors,
+    read_with_options,
+    utc_now,
+    write_output,
+)
+from kvadvisor.emit import emit_config
+from kvadvisor.errors import ConfigError
+from kvadvisor.plan import PlanCatalogs, load_plan
+from kvadvisor.progress import Progress
+from kvadvisor.report import get_renderer
+from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.trace import TraceFormat
+from kvadvisor.trace.stream import open_trace_stream
+
+
+class ReportFormat(str, Enum):
+    """Report formats for --format (the -o file's extension names one too)."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+class Engine(str, Enum):
+    """Serving engines whose configuration `analyze --emit` writes."""
+
+    lmcache = "lmcache"
+    sglang_hicache = "sglang-hicache"
+    dynamo_kvbm = "dynamo-kvbm"
+    mooncake = "mooncake"
+
+
+def _split_emit_dir(
+    emit: list[Engine] | None, output: list[str] | None
+) -> tuple[str | None, list[str] | None]:
+    """With --emit, the -o target without a file extension (or a directory) is the config dir."""
+    if not emit:
+        return None, output
+    dirs = [o for o in output or [] if o != "-" and (Path(o).is_dir() or not Path(o).suffix)]
+    if len(dirs) != 1:
+        raise ConfigError("--emit writes configuration files into a directory: give exactly "
+                          "one -o DIR (a name without a file extension)")
+    return dirs[0], [o for o in output or [] if o != dirs[0]]
+
+
+MemoryLimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Memory budget (8GiB, 512MB, 25%). Default: half the machine. A parquet trace or "
+        "directory larger than it is streamed, and the cache curve sampled beyond it.",
+    ),
+]
+
+
+def _streamable(trace: Path, trace_format: object, maps: object, block_tokens: object) -> bool:
+    """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path."""
+    plain = maps is None and block_tokens is None
+    fmt = getattr(trace_format, "value", trace_format)
+    return plain and (trace.is_dir() or (fmt in (None, "parquet") and trace.suffix == ".parquet"))
+
+
+def _analyze_large(trace: Path, options: AnalyzeOptions, memory_limit: str | None
+                   ) -> AdviceReport:
+    limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
+    sha256 = file_sha256(trace) if trace.is_file() else None
+    return analyze_large(open_trace_stream(trace), options, memory_limit_bytes=limit,
+                         version=__version__, generated_at=utc_now(), trace_sha256=sha256)
+
+
+class KvDtype(str, Enum):
+    """KV cache element type."""
+
+    bf16 = "bf16"
+    fp8 = "fp8"
+
+
+class WeightDtype(str, Enum):
+    """Weight element type."""
+
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+    int8 = "int8"
+    int4 = "int4"
+    fp4 = "fp4"
+
+
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
+    "or path to a config.json. Default: llama-3.1-70b, reported as assumed.")]
+GpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.")]
+KvDtypeOpt = Annotated[KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.")]
+WeightDtypeOpt = Annotated[WeightDtype, typer.Option("--weight-dtype", help="Weight dtype.")]
+TpOpt = Annotated[int | None, typer.Option(
+    "--tp", min=1, help="Tensor-parallel GPUs per instance (default: smallest that fits).")]
+WindowOpt = Annotated[float, typer.Option(
+    "--window", min=1e-3, help="Window for I/O demand time series, seconds.")]
+DEFAULT_IO_CHUNK_TOKENS = 256  # LMCache's chunk_size: KV I/Os are counted per chunk
+
+
+def _run(
+    trace: Path,
+    options: AnalyzeOptions,
+    trace_format: TraceFormat | None,
+    maps: list[str] | None,
+    block_tokens: int | None,
+    memory_limit: str | None,
+    progress: Progress,
+) -> AdviceReport:
+    """Read and analyse: streamed within the memory budget for parquet, else in memory."""
+    if _streamable(trace, trace_format, maps, block_tokens):
+        with progress.step(f"analyzing {trace} in batches"):
+            report = _analyze_large(trace, options, memory_limit)
+    else:
+        with progress.step(f"reading {trace}"):
+            t = read_with_options(trace, trace_format, maps, block_tokens)
+            sha256 = file_sha256(trace)
+        with progress.step("analyzing"):
+            report = analyze(
+                t, options, version=__version__, generated_at=utc_now(), trace_sha256=sha256
+            )
+    if options.plans and not report.plan_reviews:
+        raise ConfigError(f"{trace}: too large to replay per request within the memory "
+                          "limit, so --plan cannot be reviewed; use `kvadvisor review` on "
+                          "a sample of the trace")
+    return report
+
+
+@app.command("analyze")
+def analyze_cmd(
+    trace: TraceArg,
+    output: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Report file; the extension names the format (.html, .json, .md, .txt); "
+            "'-' is stdout. Repeatable.",
+        ),
+    ] = None,
+    fmt: Annotated[
+        ReportFormat | None,
+        typer.Option("--format", help="Report format when -o cannot tell (or no -o: stdout)."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No terminal summary.")
+    ] = False,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+    warmup_fraction: Annotated[
+        float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
+    ] = 0.5,
+    cache_tier: Annotated[
+        list[str] | None,
+        typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),
+    ] = None,
+    cache_instances: Annotated[
+        int, typer.Option(help="Serving instances for the routing comparison (1: off).", min=1)
+    ] = 8,
+    chunk_tokens: Annotated[
+        int | None,
+        typer.Option(help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
+                     "and count KV I/Os per chunk (I/O default: 256, LMCache's).", min=1),
+    ] = None,
+    save_unfull_chunk: Annotated[
+        bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
+    ] = False,
+    cache_sample_rate: Annotated[
+        float | None,
+        typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
+    ] = None,
+    rules_dir: RulesDirOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    catalog: CatalogOpt = None,
+    storage: Annotated[
+        str | None, typer.Option("--storage", help="One storage spec (catalog name) for both "
+                                    "stages: per-stage utilization and idle-stage warnings.")
+    ] = None,
+    instance: Annotated[
+        list[str] | None, typer.Option("--instance", help="Instance for both stages (NAME) or "
+                                          "one stage (prefill=NAME, decode=NAME).")
+    ] = None,
+    emit: Annotated[
+        list[Engine] | None,
+        typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
+    ] = None,
+    plan: Annotated[
+        list[Path] | None,
+        typer.Option("--plan", help="Deployment plan to review against the trace. Repeatable."),
+    ] = None,
+    memory_limit: MemoryLimitOpt = None,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    kv_dtype: KvDtypeOpt = KvDtype.bf16,
+    weight_dtype: WeightDtypeOpt = WeightDtype.bf16,
+    tp: TpOpt = None,
+    window: WindowOpt = 1.0,
+) -> None:
+    """Analyze a trace and recommend a KV storage configuration per stage."""
+    with handle_user_errors():
+        emit_dir, output = _split_emit_dir(emit, output)
+        fmt_name = fmt.value if fmt else None
+        targets = output or (["-"] if fmt_name else [])
+        renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
+        inputs = load_advisor_inputs(as_strs(rules_dir), as_strs(select), as_strs(ignore),
+                                     as_strs(catalog))
+        options = AnalyzeOptions(
+            warmup_fraction=warmup_fraction,
+            cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
+            cache_instances=cache_instances,
+            cache_chunk_tokens=chunk_tokens,
+            cache_save_unfull_chunk=save_unfull_chunk,
+            cache_sample_rate=cache_sample_rate,
+            model=model, gpu=gpu, kv_dtype=kv_dtype.value, weight_dtype=weight_dtype.value,
+            tp=tp, window_s=window, chunk_tokens=chunk_tokens or DEFAULT_IO_CHUNK_TOKENS,
+            storage=storage,
+            instance=as_strs(instance),
+            advisor_inputs=inputs,
+            plans=tuple(load_plan(p, PlanCatalogs(inputs.storage, inputs.instances))
+                        for p in plan or ()),
+        )
+        progress = Progress()
+        report = _run(trace, options, trace_format, maps, block_tokens, memory_limit, progress)
+        for target, renderer in renderers:
+            with progress.step(f"writing {renderer.name} report to {target}"):
+                write_output(target, renderer.render(report))
+        for engine in emit or []:
+            for name, text in emit_config(report, engine.value).items():
+                write_output(str(Path(emit_dir) / name), text)
+        if not quiet:
+            # The summary shares stdout only when no report is written there.
+            to_stderr = "-" in targets
+            width = shutil.get_terminal_size().columns
+            typer.echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)

@@ -1,0 +1,189 @@
+"""Shared CLI plumbing: the app, exit codes, the one error boundary, output writing, options."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvadvisor import __version__
+from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
+from kvadvisor.plan import PlanCatalogs
+from kvadvisor.trace import (
+    Trace,
+    TraceFormat,
+    parse_column_map,
+    read_trace,
+)
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USER_ERROR = 2
+
+app = typer.Typer(
+    name="kvadvisor",
+    help="Profile LLM-serving traffic and advise KV-cache storage per stage (prefill / decode).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@contextmanager
+def handle_user_errors() -> Iterator[None]:
+    """The one boundary: a KvAdvisorError becomes one line on stderr and exit 2.
+
+    A KvAdvisorWarning raised meanwhile is shown as one ``warning:`` line on stderr; other
+    warnings keep Python's default display.
+    """
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, KvAdvisorWarning):
+            typer.echo(f"warning: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    try:
+        # catch_warnings restores the filters and showwarning when the command ends.
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", KvAdvisorWarning)
+            warnings.showwarning = show
+            yield
+    except KvAdvisorError as exc:
+        typer.echo(f"error: {exc} (see docs/errors.md#{exc.slug})", err=True)
+        raise typer.Exit(EXIT_USER_ERROR) from None
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under the umask (mkstemp alone would leave it 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_output(target: str, text: str) -> None:
+    """Write ``text`` to a file atomically (temp file + rename), or to stdout for '-'."""
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(target)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory; give an output file name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, _file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def file_sha256(path: Path) -> str | None:
+    """sha256 (hex) of a trace file, read in 1 MiB chunks; None for a directory of files."""
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def utc_now() -> str:
+    """The report's clock: now in UTC, to the second, ISO 8601 (an input to the pure core)."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def plan_catalogs(extra: list[Path] | None) -> PlanCatalogs:
+    """The catalogs plan files may name: the packaged ones plus --catalog files."""
+    return PlanCatalogs.packaged(tuple(str(p) for p in extra or ()))
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"kvadvisor {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+TraceArg = Annotated[
+    Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
+]
+TraceFormatOpt = Annotated[
+    TraceFormat | None,
+    typer.Option(
+        "--trace-format", help="Trace format, when auto-detection cannot tell.",
+        case_sensitive=False,
+    ),
+]
+MapOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--map",
+        metavar="CANONICAL=SOURCE[:UNIT]",
+        help="Canonical CSV/parquet: take a canonical column from a source column "
+        "(repeatable), e.g. --map input_tokens=prompt_len --map arrival_s=ts:ms.",
+    ),
+]
+BlockTokensOpt = Annotated[
+    int | None,
+    typer.Option("--block-tokens", min=1, help="Tokens per hash block (overrides the format's)."),
+]
+
+
+def read_with_options(
+    trace: Path,
+    trace_format: TraceFormat | None,
+    maps: list[str] | None,
+    block_tokens: int | None,
+) -> Trace:
+    """Read a trace with the trace options every command shares."""
+    return read_trace(
+        trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
+    )
+
+
+RulesDirOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--rules", help="Directory of extra rule files (repeatable).", file_okay=False),
+]
+SelectOpt = Annotated[
+    list[str] | None,
+    typer.Option("--select", help="Only rules with this code, name or group (repeatable, or a,b)."),
+]
+IgnoreOpt = Annotated[
+    list[str] | None,
+    typer.Option("--ignore", help="Skip rules with this code, name or group (repeatable)."),
+]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--catalog", help="Catalog file adding or overriding entries (repeatable).",
+                 dir_okay=False),
+]
+
+
+def as_strs(values: list | None) -> tuple[str, ...]:
+    """Repeatable option values (paths or text) as a tuple of strings; None is empty."""
+    return tuple(str(v) for v in values or ())
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Show version."),
+    ] = False,
+) -> None:
+    """kvadvisor: measure first, then configure."""

@@ -1,0 +1,99 @@
+"""Trace commands: `convert`, `info` and `synth`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvadvisor.cli.common import (
+    BlockTokensOpt,
+    MapOpt,
+    TraceArg,
+    TraceFormatOpt,
+    app,
+    handle_user_errors,
+    read_with_options,
+)
+from kvadvisor.errors import ConfigError
+from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
+from kvadvisor.trace import (
+    describe_trace,
+    detect_format,
+    format_description,
+    write_parquet,
+)
+
+
+@app.command("convert")
+def convert_cmd(
+    trace: TraceArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Canonical parquet to write.")],
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+) -> None:
+    """Convert a trace in any supported format to canonical parquet."""
+    with handle_user_errors():
+        if output.suffix.lower() != ".parquet":
+            raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
+        write_parquet(read_with_options(trace, trace_format, maps, block_tokens), output)
+
+
+@app.command("info")
+def info_cmd(
+    trace: TraceArg,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+) -> None:
+    """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
+    with handle_user_errors():
+        t = read_with_options(trace, trace_format, maps, block_tokens)
+        typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
+                   nl=False)
+
+
+@app.command("synth")
+def synth_cmd(
+    output: Annotated[Path, typer.Option("-o", "--output", help="Parquet file to write.")],
+    requests: Annotated[int, typer.Option(help="Number of requests.", min=0)] = 100_000,
+    seed: Annotated[int, typer.Option(help="Random seed: same seed, same trace.")] = 0,
+    rate: Annotated[float, typer.Option(help="Mean arrival rate, requests per second.")] = 10.0,
+    arrival: Annotated[ArrivalProcess, typer.Option(help="Gap distribution.")] = (
+        ArrivalProcess.POISSON
+    ),
+    burst_cv: Annotated[float, typer.Option(help="Gap CV when --arrival bursty.")] = 3.0,
+    diurnal_amplitude: Annotated[float, typer.Option(help="Rate swing, 0 <= A < 1.")] = 0.0,
+    diurnal_period: Annotated[float, typer.Option(help="Diurnal period, seconds.")] = 86_400.0,
+    input_median: Annotated[float, typer.Option(help="Median prompt tokens.")] = 2048.0,
+    input_sigma: Annotated[float, typer.Option(help="Prompt log-length std dev.")] = 1.0,
+    output_median: Annotated[float, typer.Option(help="Median output tokens.")] = 256.0,
+    output_sigma: Annotated[float, typer.Option(help="Output log-length std dev.")] = 1.0,
+    sessions: Annotated[int, typer.Option(help="Concurrent session slots.")] = 10_000,
+    session_zipf: Annotated[float, typer.Option(help="Zipf exponent of slot popularity.")] = 1.0,
+    requests_per_session: Annotated[float, typer.Option(help="Mean requests per session.")] = 8.0,
+    system_prompts: Annotated[int, typer.Option(help="Distinct system prompts.")] = 100,
+    system_prompt_zipf: Annotated[float, typer.Option(help="Zipf exponent of prompts.")] = 1.2,
+    system_prompt_median: Annotated[float, typer.Option(help="Median prompt tokens.")] = 1024.0,
+    block_tokens: Annotated[int, typer.Option(help="Tokens per hash block.")] = 512,
+    chunk_rows: Annotated[int, typer.Option(help="Requests generated per batch.")] = 1 << 20,
+) -> None:
+    """Write a deterministic synthetic trace with a chosen shape, streamed to parquet."""
+    with handle_user_errors():
+        shape = SynthShape(
+            requests=requests, seed=seed, block_tokens=block_tokens, rate_per_s=rate,
+            arrival=arrival, burst_cv=burst_cv, diurnal_amplitude=diurnal_amplitude,
+            diurnal_period_s=diurnal_period, input_tokens_median=input_median,
+            input_tokens_sigma=input_sigma, output_tokens_median=output_median,
+            output_tokens_sigma=output_sigma, sessions=sessions, session_zipf=session_zipf,
+            mean_requests_per_session=requests_per_session, system_prompts=system_prompts,
+            system_prompt_zipf=system_prompt_zipf, system_prompt_tokens_median=system_prompt_median,
+        )
+        result = write_synth_parquet(shape, output, chunk_rows)
+        typer.echo(
+            f"wrote {result.path}: {result.requests} requests, {result.block_hashes} block "
+            f"hashes, {result.batches} row groups, {result.file_bytes} bytes",
+            err=True,
+        )

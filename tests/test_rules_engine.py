@@ -1,0 +1,117 @@
+"""Rule engine: three-valued logic, value/ref comparisons, messages with units, evidence."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvadvisor.advise.facts import FACTS
+from kvadvisor.rules import FactValue, evaluate, format_message, format_value, parse_rule
+from kvadvisor.rules.engine import matches, resolve_where, truth
+from kvadvisor.rules.model import AllOf, AnyOf, Compare, Not, Op
+
+
+def facts(**values: float | bool) -> dict[str, FactValue]:
+    """Facts with their registered units."""
+    return {k: FactValue(k, v, FACTS[k].unit) for k, v in values.items()}
+
+
+A = Compare("prefill_share_gpu_time", Op.GE, value=0.75)   # true below
+B = Compare("write_peak_to_mean", Op.GE, value=3)           # false below
+C = Compare("kv_working_set_gib", Op.GT, value=1)            # unknown below
+F = facts(prefill_share_gpu_time=0.9, write_peak_to_mean=1.5)
+
+
+@pytest.mark.parametrize(
+    ("cond", "expected"),
+    [
+        (A, True), (B, False), (C, None),
+        (AllOf((A, B)), False), (AllOf((A, C)), None), (AllOf((B, C)), False),
+        (AnyOf((A, C)), True), (AnyOf((B, C)), None), (AnyOf((B, B)), False),
+        (Not(A), False), (Not(B), True), (Not(C), None),
+    ],
+)
+def test_kleene_logic(cond, expected) -> None:  # type: ignore[no-untyped-def]
+    """Unknown (a missing fact) is neither true nor false; and/or/not follow Kleene."""
+    assert truth(cond, F) is expected
+
+
+def test_ref_with_factor() -> None:
+    """Fact op factor × ref compares against another fact, scaled."""
+    cond = Compare("host_kv_pool_gib", Op.LT, ref="gpu_kv_pool_gib", factor=2)
+    assert truth(cond, facts(host_kv_pool_gib=900, gpu_kv_pool_gib=600)) is True
+    assert truth(cond, facts(host_kv_pool_gib=1200, gpu_kv_pool_gib=600)) is False
+    assert truth(cond, facts(host_kv_pool_gib=1200)) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "name", "text"),
+    [
+        (0.553, "ratio", "", "55.3%"),
+        (4.5e9, "bytes_per_s", "", "4.50 GB/s"),
+        (6.12e8, "bytes_per_s", "", "612.0 MB/s"),
+        (327680, "bytes", "", "320.0 KiB"),
+        (83886080, "bytes", "", "80.0 MiB"),
+        (3072, "gib", "", "3.0 TiB"),
+        (0.0123, "s", "", "12.3 ms"),
+        (600, "s", "", "10.0 min"),
+        (9100, "s", "", "2.5 h"),
+        (40000, "per_s", "decode_read_iops_p99", "40,000 IOPS"),
+        (7.46, "x", "", "7.5x"),
+        (True, "bool", "", "yes"),
+        (12035.1, "tokens", "", "12,035 tokens"),
+        (float("nan"), "ratio", "", "n/a"),
+    ],
+)
+def test_format_value(value, unit, name, text) -> None:  # type: ignore[no-untyped-def]
+    """Every unit prints the way a person reads it."""
+    assert format_value(value, unit, name) == text
+
+
+def test_message_uses_units_and_specs() -> None:
+    """{fact} gets its unit; {fact:.2f} the bare number; a missing fact says unavailable."""
+    f = facts(write_bytes_per_s_p99=4.5e9, prefix_hit_ratio_steady=0.5)
+    text = format_message("{write_bytes_per_s_p99} / {prefix_hit_ratio_steady:.2f} / "
+                          "{kv_working_set_gib}", f)
+    assert text == "4.50 GB/s / 0.50 / unavailable"
+
+
+def test_evaluate_reports_why_quiet() -> None:
+    """Fired rules explain themselves, quiet rules say why.
+
+    Fired rules carry message and evidence; quiet ones say which fact was missing or which
+    comparison failed.
+    """
+    doc = {
+        "code": "XX01", "name": "custom.test", "groups": ["custom"], "severity": "info",
+        "stage": "both", "summary": "s",
+        "when": {"all": [{"fact": "write_peak_to_mean", "op": ">=", "value": 3},
+                         {"fact": "prefill_share_gpu_time", "op": ">=", "value": 0.5}]},
+        "message": "peak/mean {write_peak_to_mean}",
+        "docs": {"what": "w", "why": "y", "example": "e", "references": ["r"]},
+    }
+    rule = parse_rule(doc, "x.yaml", FACTS)
+    fired = evaluate([rule], facts(write_peak_to_mean=4.0, prefill_share_gpu_time=0.6))
+    assert fired.fired[0].message == "peak/mean 4.0x"
+    assert fired.fired[0].evidence["write_peak_to_mean"] == {"value": 4.0, "unit": "x",
+                                                             "text": "4.0x"}
+    false = evaluate([rule], facts(write_peak_to_mean=4.0, prefill_share_gpu_time=0.2))
+    assert false.quiet[0].evaluated
+    assert false.quiet[0].reason == ("condition not met: prefill_share_gpu_time = 20.0% < 50.0%")
+    missing = evaluate([rule], facts(write_peak_to_mean=4.0))
+    assert not missing.quiet[0].evaluated
+    assert missing.quiet[0].reason == "not evaluated: fact prefill_share_gpu_time unavailable"
+    # A false part decides `all` even when another part is unknown.
+    decided = evaluate([rule], facts(write_peak_to_mean=1.0))
+    assert decided.quiet[0].evaluated
+
+
+def test_where_clause_resolution() -> None:
+    """Fact-valued bounds become numbers (with factor); unknown facts mean no query."""
+    where = {"write_mbps": {">=": {"fact": "write_bytes_per_s_p99", "factor": 1e-6}},
+             "category": {"!=": "block"}}
+    query = resolve_where(where, facts(write_bytes_per_s_p99=4.5e9))
+    assert query == {"write_mbps": [(">=", 4500.0)], "category": [("!=", "block")]}
+    assert matches({"write_mbps": 6600, "category": "local_nvme"}, query)
+    assert not matches({"write_mbps": 4200, "category": "local_nvme"}, query)
+    assert not matches({"write_mbps": None, "category": "local_nvme"}, query)
+    assert resolve_where(where, {}) is None
