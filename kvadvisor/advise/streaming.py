@@ -85,12 +85,6 @@ IN_MEMORY_BYTES_PER_ACCESS = 120
 # Interpreter, numpy/pyarrow/numba and one record batch in flight.
 BASELINE_BYTES = 512 * 1024**2
 MIN_SAMPLE_RATE = 1e-4
-# The SHARDS filter keeps keys whose splitmix64(key ^ salt) has low bits under the threshold;
-# the dense-id hash table places keys by the low bits of splitmix64(key). With salt 0 every
-# sampled key lands in the first rate·size slots and linear probing turns quadratic (a 100M-
-# request run at rate 0.0065 spent over 20 minutes there). Any non-zero salt makes the two hashes
-# independent; the sample is as valid with one salt as with another.
-SHARDS_SALT = 0x5CA1AB1E
 STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes", "model")
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
@@ -433,7 +427,7 @@ def analyze_stream(
         result = estimate_prefix_curve(
             _tap(iter(stream), totals), block_tokens=int(stream.block_tokens or 0),
             total_requests=stream.requests, warmup_fraction=options.warmup_fraction,
-            rate=plan.sample_rate, salt=SHARDS_SALT,
+            rate=plan.sample_rate,
         )
     stages = _stage_profile(stream, options, result)
     kv = stages.model.kv_bytes_per_token if stages is not None else None
