@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -80,6 +81,10 @@ def test_plan_by_hand() -> None:
     assert "SHARDS" in p.reason
     with pytest.raises(ConfigError, match="too small"):
         plan_analysis(req, acc, table, BASELINE_BYTES)
+    # The profile pass (32 + 256 B per request) fits at 300 MB over the baseline, not at 100 MB.
+    assert plan_analysis(req, acc, table, BASELINE_BYTES + 300 * 10**6).stage_profile
+    small = plan_analysis(req, acc, table, BASELINE_BYTES + 100 * 10**6)
+    assert small.sample_rate == pytest.approx(0.028) and not small.stage_profile
 
 
 def test_stream_footers_count_block_accesses(mooncake, tmp_path) -> None:
@@ -145,6 +150,15 @@ def test_small_budget_switches_to_sampling(mooncake, reference) -> None:
     diffs = [abs(a.hit_ratio_all - b.hit_ratio_all) for a, b in zip(pc_.mrc, want, strict=True)]
     assert np.mean(diffs) < 0.03
     assert report.trace.requests == mooncake.requests
+
+
+def test_profile_left_out_when_over_budget_says_why(mooncake) -> None:
+    """A plan without room for the stage profile leaves it out and names the limit."""
+    stream = stream_trace(mooncake, batch_rows=4000)
+    plan = dataclasses.replace(_exact_plan(stream), stage_profile=False)
+    report = analyze_stream(stream, OPTIONS, plan=plan, **_kw())
+    assert report.stage_split is None and report.prefix_cache.status == "exact"
+    assert "over the memory limit" in report.unavailable["stage_split"]
 
 
 def test_large_budget_runs_everything_in_memory(mooncake, reference) -> None:

@@ -139,6 +139,8 @@ class ScalePlan:
     estimated_exact_stream_bytes: int
     sample_rate: float | None
     reason: str
+    # Whether the streamed stage profile (per-request arrays) fits the limit beside the curve.
+    stage_profile: bool = True
 
     @property
     def exact_curve(self) -> bool:
@@ -159,9 +161,12 @@ def plan_analysis(
                  + IN_MEMORY_BYTES_PER_ACCESS * block_accesses)
     exact_stream = (BASELINE_BYTES + EXACT_BYTES_PER_REQUEST * requests
                     + EXACT_BYTES_PER_ACCESS * block_accesses)
+    # The profile pass runs after the curve, beside what the curve's result keeps per request.
+    profile_fits = (BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST)
+                    * requests) <= memory_limit_bytes
     common = dict(memory_limit_bytes=memory_limit_bytes, requests=requests,
                   block_accesses=block_accesses, estimated_in_memory_bytes=in_memory,
-                  estimated_exact_stream_bytes=exact_stream)
+                  estimated_exact_stream_bytes=exact_stream, stage_profile=profile_fits)
     gib = 1024**3
     if in_memory <= memory_limit_bytes:
         return ScalePlan(mode="in_memory", sample_rate=None, reason=(
@@ -377,18 +382,20 @@ def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: Sc
 
 
 # The stage profiler needs only per-request columns: a second pass reads them (about 40 B per
-# request held) when the trace is small enough for the profiler's arrays (~250 B per request
-# while it runs); larger streamed traces leave model, stage_split and io unavailable.
+# request held) and the profiler builds its arrays (measured: 2.2 GB more for a 10M-request
+# streamed trace, about 230 B per request), so it runs only when that fits the memory limit;
+# otherwise model, stage_split and io are unavailable and the report says why.
 PROFILE_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "cached_tokens", "ttft_s",
                    "e2e_s", "queue_s", "tpot_s", "ok", "model")
-PROFILE_MAX_REQUESTS = 20_000_000
+PROFILE_BYTES_PER_REQUEST = 256
 
 
 def _stage_profile(
-    stream: TraceStream, options: AnalyzeOptions, result: PrefixCacheResult | None
+    stream: TraceStream, options: AnalyzeOptions, result: PrefixCacheResult | None,
+    plan: ScalePlan,
 ) -> StageProfile | None:
     """The stage profile of a streamed trace from its per-request columns, or None if too big."""
-    if stream.requests > PROFILE_MAX_REQUESTS:
+    if not plan.stage_profile:
         return None
     narrow = stream.select(PROFILE_COLUMNS)
     table = pa.Table.from_batches(list(narrow))
@@ -429,7 +436,7 @@ def analyze_stream(
             total_requests=stream.requests, warmup_fraction=options.warmup_fraction,
             rate=plan.sample_rate,
         )
-    stages = _stage_profile(stream, options, result)
+    stages = _stage_profile(stream, options, result, plan)
     kv = stages.model.kv_bytes_per_token if stages is not None else None
     prefix = (unknown_prefix_cache(options.warmup_fraction) if result is None
               else _prefix_section(result, options, plan, kv))
@@ -468,11 +475,16 @@ def analyze_stream(
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = _advise(report, options, inputs, stages=stages)
     # unavailable_reasons asks the trace only whether it has hashes; the stream knows that.
-    return replace(
-        report,
-        versions=data_versions(inputs),
-        unavailable=unavailable_reasons(stream, report),  # type: ignore[arg-type]
-    )
+    why = unavailable_reasons(stream, report)  # type: ignore[arg-type]
+    if not plan.stage_profile:
+        need = BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST) * (
+            stream.requests)
+        reason = (f"the stage profile of {stream.requests} requests needs about "
+                  f"{need / 1024**3:.1f} GiB ({PROFILE_BYTES_PER_REQUEST} B per request), over "
+                  f"the memory limit {plan.memory_limit_bytes / 1024**3:.1f} GiB; raise "
+                  "--memory-limit to include it")
+        why.update({k: reason for k in ("model", "stage_split", "io") if k in why})
+    return replace(report, versions=data_versions(inputs), unavailable=why)
 
 
 def analyze_large(
