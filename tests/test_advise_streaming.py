@@ -108,9 +108,10 @@ def _hive(trace, tmp_path):
 
 
 def _exact_plan(stream):
+    # Exactly the exact pass plus the stage profile (256 B per request) beside it.
     plan = plan_for_stream(stream, BASELINE_BYTES + EXACT_BYTES_PER_ACCESS
-                           * stream.block_accesses + 16 * stream.requests)
-    assert plan.mode == "streaming" and plan.exact_curve
+                           * stream.block_accesses + (16 + 256) * stream.requests)
+    assert plan.mode == "streaming" and plan.exact_curve and plan.stage_profile
     return plan
 
 

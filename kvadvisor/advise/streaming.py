@@ -161,19 +161,20 @@ def plan_analysis(
                  + IN_MEMORY_BYTES_PER_ACCESS * block_accesses)
     exact_stream = (BASELINE_BYTES + EXACT_BYTES_PER_REQUEST * requests
                     + EXACT_BYTES_PER_ACCESS * block_accesses)
-    # The profile pass runs after the curve, beside what the curve's result keeps per request.
-    profile_fits = (BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST)
-                    * requests) <= memory_limit_bytes
+    # The profile pass runs after the curve, beside what the curve's result keeps: the exact
+    # result keeps per-access distances, a sampled one the input tokens of every request.
+    profile_bytes = PROFILE_BYTES_PER_REQUEST * requests
     common = dict(memory_limit_bytes=memory_limit_bytes, requests=requests,
                   block_accesses=block_accesses, estimated_in_memory_bytes=in_memory,
-                  estimated_exact_stream_bytes=exact_stream, stage_profile=profile_fits)
+                  estimated_exact_stream_bytes=exact_stream)
     gib = 1024**3
     if in_memory <= memory_limit_bytes:
-        return ScalePlan(mode="in_memory", sample_rate=None, reason=(
+        return ScalePlan(mode="in_memory", sample_rate=None, stage_profile=True, reason=(
             f"the whole trace fits the memory limit ({in_memory / gib:.2f} of "
             f"{memory_limit_bytes / gib:.2f} GiB): every analysis, exact"), **common)
     if exact_stream <= memory_limit_bytes or block_accesses == 0:
-        return ScalePlan(mode="streaming", sample_rate=None, reason=(
+        fits = exact_stream + profile_bytes <= memory_limit_bytes
+        return ScalePlan(mode="streaming", sample_rate=None, stage_profile=fits, reason=(
             f"the whole trace needs {in_memory / gib:.2f} GiB > the memory limit "
             f"{memory_limit_bytes / gib:.2f} GiB: streamed; the exact curve fits "
             f"({exact_stream / gib:.2f} GiB)"), **common)
@@ -190,7 +191,9 @@ def plan_analysis(
     # Two significant digits, rounded down, so the stated rate is a readable number.
     digits = 1 - int(np.floor(np.log10(rate)))
     rate = min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
-    return ScalePlan(mode="streaming", sample_rate=rate, reason=(
+    fits = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes
+            <= memory_limit_bytes)
+    return ScalePlan(mode="streaming", sample_rate=rate, stage_profile=fits, reason=(
         f"the exact curve needs {exact_stream / gib:.2f} GiB > the memory limit "
         f"{memory_limit_bytes / gib:.2f} GiB: SHARDS spatial sampling at rate {rate:g}"),
         **common)
