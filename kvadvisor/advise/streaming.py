@@ -11,8 +11,10 @@ budget (``--memory-limit``, by default :data:`DEFAULT_MEMORY_FRACTION` of the ma
    the budget; the report states the rate and the error estimate.
 
 In both streaming modes one pass over the record batches computes every metric that allows it
-(request and token counts, time span, arrival rate, the prefix-cache curve); sections that need
-the whole trace at once (routing, reuse times, block-size comparison) are left out and said so.
+(request and token counts, time span, arrival and length charts, model names, the prefix-cache
+curve); a second, narrow pass feeds the stage profiler its per-request columns when its arrays
+fit the budget too (``ScalePlan.stage_profile``). Sections that need the whole trace at once
+(routing, reuse times, block-size comparison) are left out, and the report says why.
 """
 
 from __future__ import annotations
