@@ -108,7 +108,7 @@ class TraceStream:
                   "arrives at 0",) if self.arrival_offset_s else ())
         return build_trace(table, path=self.path, source_format=self.source_format,
                            block_tokens=self.block_tokens, dropped=dict(self.dropped),
-                           notes=self.notes + (f"read from {len(self.files)} parquet files",)
+                           notes=self.notes + (f"read from {len(self.files)} parquet file(s)",)
                            + shift)
 
     def _shift(self, batch: pa.RecordBatch) -> pa.RecordBatch:
