@@ -81,3 +81,23 @@ def _lists(trace):
         512,
         trace.column_np("arrival_s").tolist(),
     )
+
+
+def test_block_token_weights_match_a_literal_loop() -> None:
+    """Each block access carries min((j+1)B, I) - min(jB, I) tokens, checked by a plain loop."""
+    import numpy as np
+
+    from kvadvisor.cache.prefix import block_token_weights
+
+    rng = np.random.default_rng(7)
+    counts = rng.integers(0, 6, 300)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    # Input lengths both shorter and longer than the blocks cover (hash counts can disagree).
+    inputs = rng.integers(0, 6 * 16 + 5, 300).astype(np.int64)
+    expected = []
+    for r, n in enumerate(counts):
+        for j in range(n):
+            expected.append(min((j + 1) * 16, inputs[r]) - min(j * 16, inputs[r]))
+    got = block_token_weights(offsets, inputs, 16)
+    assert got.dtype == np.int64
+    assert got.tolist() == expected

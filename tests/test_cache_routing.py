@@ -96,3 +96,17 @@ def test_mooncake_pool_beats_local(mooncake_path) -> None:
     )
     local, pool = (o.points[0].hit_ratio_all for o in cmp.outcomes)
     assert pool > 2 * local > 0
+
+
+def test_pooled_result_given_by_the_caller_is_used_as_is() -> None:
+    """Passing the trace's own exact pass gives the same pooled points as simulating again."""
+    from kvadvisor.cache import simulate_prefix_cache
+
+    trace = make_trace(HASHES, INPUT, BT)
+    kwargs = dict(instances=3, capacities_tokens=[BT, 4 * BT, None],
+                  policies=[RoutingPolicy.PREFIX_AWARE], warmup_fraction=0.5)
+    fresh = compare_routing(trace, **kwargs)
+    reused = compare_routing(
+        trace, pooled=simulate_prefix_cache(trace, warmup_fraction=0.5), **kwargs
+    )
+    assert fresh.outcomes == reused.outcomes

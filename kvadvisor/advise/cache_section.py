@@ -110,13 +110,20 @@ def _tiers(
     )
 
 
-def _routing(trace: Trace, instances: int, warmup_fraction: float, seed: int) -> CacheRouting:
+def _routing(
+    trace: Trace,
+    instances: int,
+    warmup_fraction: float,
+    seed: int,
+    pooled: PrefixCacheResult | None = None,
+) -> CacheRouting:
     cmp = compare_routing(
         trace,
         instances=instances,
         capacities_tokens=STANDARD_CAPACITIES_TOKENS,
         warmup_fraction=warmup_fraction,
         seed=seed,
+        pooled=pooled,
     )
     return CacheRouting(
         instances=cmp.instances,
@@ -162,8 +169,16 @@ def _reuse(trace: Trace, result: PrefixCacheResult) -> CacheReuse:
 
 
 def _block_sizes(
-    trace: Trace, warmup_fraction: float, save_unfull_chunk: bool
+    trace: Trace,
+    warmup_fraction: float,
+    save_unfull_chunk: bool,
+    own_ratio: tuple[float, float] | None = None,
 ) -> tuple[BlockSizePoint, ...]:
+    """Hit ratio with the hashes regrouped to each compared engine chunk size.
+
+    ``own_ratio`` is the (all, steady) token hit ratio already simulated at the trace's own
+    block size, which then is not simulated again.
+    """
     block_tokens = int(trace.block_tokens or 0)
     sizes = sorted(
         {block_tokens}
@@ -171,10 +186,13 @@ def _block_sizes(
     )
     points = []
     for chunk in sizes:
-        coarse = coarsen_trace(
-            trace, chunk, save_unfull_chunk=save_unfull_chunk or chunk == block_tokens
-        )
-        all_, steady = _simulate(coarse, warmup_fraction=warmup_fraction).token_hit_ratio
+        if chunk == block_tokens and own_ratio is not None:
+            all_, steady = own_ratio
+        else:
+            coarse = coarsen_trace(
+                trace, chunk, save_unfull_chunk=save_unfull_chunk or chunk == block_tokens
+            )
+            all_, steady = _simulate(coarse, warmup_fraction=warmup_fraction).token_hit_ratio
         points.append(
             BlockSizePoint(chunk, save_unfull_chunk or chunk == block_tokens, _f(all_), _f(steady))
         )
@@ -263,10 +281,20 @@ def prefix_cache_section(
         curve=_curve_series(result),
         tiers=_tiers(result, tiers, kv_bytes_per_token) if tiers else None,
         routing=(
-            _routing(trace, instances, warmup_fraction, routing_seed)
+            _routing(trace, instances, warmup_fraction, routing_seed, pooled=result)
             if extras and instances > 1
             else None
         ),
         reuse=_reuse(trace, result) if extras else None,
-        block_sizes=_block_sizes(original, warmup_fraction, save_unfull_chunk) if extras else (),
+        block_sizes=(
+            _block_sizes(
+                original,
+                warmup_fraction,
+                save_unfull_chunk,
+                # The section's own pass is the trace at its own block size unless coarsened.
+                own_ratio=(all_, steady) if trace is original else None,
+            )
+            if extras
+            else ()
+        ),
     )

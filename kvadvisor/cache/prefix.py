@@ -59,11 +59,21 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
 def block_token_weights(
     offsets: np.ndarray, input_tokens: np.ndarray, block_tokens: int
 ) -> np.ndarray:
-    """Tokens each block access carries: ``min((j+1)·B, I) − min(j·B, I)`` for block j (int64)."""
-    counts = np.diff(offsets)
-    pos = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], counts)
-    inp = np.repeat(input_tokens.astype(np.int64), counts)
-    return np.minimum((pos + 1) * block_tokens, inp) - np.minimum(pos * block_tokens, inp)
+    """Tokens each block access carries: ``min((j+1)·B, I) − min(j·B, I)`` for block j (int64).
+
+    Compiled: the vectorised form needed three access-length temporaries (position, repeated
+    input length, result) and was the largest single cost of the reuse-time analysis.
+    """
+    from kvadvisor.cache import stackdist  # numba only when a curve is computed
+
+    out = np.empty(int(offsets[-1]), np.int64)
+    stackdist.token_weights(
+        np.ascontiguousarray(offsets, dtype=np.int64),
+        np.ascontiguousarray(input_tokens, dtype=np.int64),
+        np.int64(block_tokens),
+        out,
+    )
+    return out
 
 
 def simulate_arrays(
@@ -74,8 +84,13 @@ def simulate_arrays(
     *,
     warmup_requests: int,
     warmup_fraction: float,
+    id_bound: int | None = None,
 ) -> PrefixCacheResult:
-    """The exact pass over flattened block hashes (see :func:`simulate_prefix_cache`)."""
+    """The exact pass over flattened block hashes (see :func:`simulate_prefix_cache`).
+
+    ``id_bound``: ``values`` are already dense ids in ``[0, id_bound)`` (e.g. a subset of a
+    trace whose ids were remapped once), so they are used as they are.
+    """
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
     if values.shape[0] > MAX_EXACT_ACCESSES:
@@ -91,7 +106,10 @@ def simulate_arrays(
     longest = max(int(counts.max()) if n_req else 0, 1)
     # Ids in order of first use also keep recently used blocks close together in last_pos,
     # which the kernel's random lookups benefit from (a hash table would scatter them).
-    dist, bound = dense_block_ids(values)
+    if id_bound is None:
+        dist, bound = dense_block_ids(values)
+    else:
+        dist, bound = np.ascontiguousarray(values, dtype=np.int32), int(id_bound)
     last_pos = np.zeros(max(bound, 1), np.int32)
     tree = np.zeros(n + 1, np.int32)
     scratch = np.empty(longest, np.int32)

@@ -9,7 +9,13 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
-from kvadvisor.cache.prefix import require_hashes, simulate_arrays, warmup_requests_for
+from kvadvisor.cache.model import PrefixCacheResult
+from kvadvisor.cache.prefix import (
+    dense_block_ids,
+    require_hashes,
+    simulate_arrays,
+    warmup_requests_for,
+)
 from kvadvisor.errors import ConfigError
 from kvadvisor.trace.model import Trace
 
@@ -90,6 +96,7 @@ def compare_routing(
     policies: Sequence[RoutingPolicy] = tuple(RoutingPolicy),
     warmup_fraction: float = 0.5,
     seed: int = 0,
+    pooled: PrefixCacheResult | None = None,
 ) -> RoutingComparison:
     """Hit ratio of N local LRU caches under each policy, and of the pooled cache.
 
@@ -97,7 +104,8 @@ def compare_routing(
     through its own cache of C tokens (the same prefix rule), and the hit tokens of all
     instances are summed. The pooled cache (prefix-aware routing, or Mooncake's global KV pool)
     is one LRU cache of N × C tokens that every request reads. Steady state is the same set of
-    requests as for the whole trace (global index past the warm-up).
+    requests as for the whole trace (global index past the warm-up). ``pooled`` is the exact
+    pass over this same trace and warm-up when the caller already has it (not run again).
     """
     block_tokens = require_hashes(trace)
     if instances < 1:
@@ -109,9 +117,11 @@ def compare_routing(
     total_steady = float(inp[warmup:].sum())
     caps = np.asarray([np.inf if c is None else c for c in capacities_tokens], np.float64)
     outcomes = []
+    dense: np.ndarray | None = None
+    bound = 0
     for policy in policies:
         if policy is RoutingPolicy.PREFIX_AWARE:
-            res = simulate_arrays(
+            res = pooled if pooled is not None and pooled.exact else simulate_arrays(
                 offsets,
                 values,
                 inp,
@@ -127,12 +137,15 @@ def compare_routing(
                     RoutingOutcome(policy, (), unavailable="the trace has no session_id column")
                 )
                 continue
+            if dense is None:
+                # Remap once for every instance's subset, instead of once per subset.
+                dense, bound = dense_block_ids(values)
             hits = np.zeros((2, caps.shape[0]))
             for i in range(instances):
                 rows = np.flatnonzero(inst == i)
                 if rows.shape[0] == 0:
                     continue
-                sub_offsets, sub_values = _subset(offsets, values, rows)
+                sub_offsets, sub_values = _subset(offsets, dense, rows)
                 res = simulate_arrays(
                     sub_offsets,
                     sub_values,
@@ -140,6 +153,7 @@ def compare_routing(
                     block_tokens,
                     warmup_requests=int(np.searchsorted(rows, warmup)),
                     warmup_fraction=warmup_fraction,
+                    id_bound=bound,
                 )
                 hits += res.curve.hit_tokens_at(caps)
         points = tuple(

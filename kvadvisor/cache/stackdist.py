@@ -286,3 +286,18 @@ def sample_batch(
                 out_label[k] = np.int8(np.int64(h >> np.uint64(40)) % subsamples)
                 k += 1
     return k
+
+
+@nb.njit(cache=True, nogil=True)
+def token_weights(offsets, input_tokens, block_tokens, out):  # pragma: no cover - compiled
+    """Tokens each block access carries: ``min((j+1)*B, I) - min(j*B, I)``.
+
+    Block j of a request with I input tokens; the last block may be partial, blocks past I
+    carry 0.
+    """
+    for r in range(offsets.shape[0] - 1):
+        inp = input_tokens[r]
+        for j in range(offsets[r + 1] - offsets[r]):
+            hi = min((j + 1) * block_tokens, inp)
+            lo = min(j * block_tokens, inp)
+            out[offsets[r] + j] = hi - lo
