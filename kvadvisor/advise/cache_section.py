@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -199,6 +200,44 @@ def _block_sizes(
     return tuple(points)
 
 
+def result_section(
+    result: PrefixCacheResult,
+    *,
+    warmup_fraction: float,
+    tiers: Sequence[TierSpec] = (),
+    kv_bytes_per_token: int | None = None,
+    note: str | None = None,
+) -> PrefixCache:
+    """The section's parts that one simulation result gives on its own (in memory or streamed).
+
+    Routing, reuse times and block sizes need the trace itself; callers add them.
+    """
+    all_, steady = result.token_hit_ratio
+    blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
+    sampling = None
+    if result.sampling is not None:
+        err = result.sampling.error_estimate
+        sampling = CacheSampling(
+            rate=result.sampling.rate,
+            sampled_accesses=result.sampling.sampled_accesses,
+            total_accesses=result.sampling.total_accesses,
+            error_estimate=float(err) if np.isfinite(err) else None,
+            error_method=result.sampling.error_method,
+        )
+    return PrefixCache(
+        warmup_fraction=warmup_fraction,
+        hit_ratio=HitRatio(_f(all_), _f(steady)),
+        mrc=_mrc(result, kv_bytes_per_token),
+        status="exact" if result.exact else "sampled",
+        note=note,
+        block_tokens=result.block_tokens,
+        block_hit_ratio=HitRatio(_f(blk_all), _f(blk_steady)),
+        sampling=sampling,
+        curve=_curve_series(result),
+        tiers=_tiers(result, tiers, kv_bytes_per_token) if tiers else None,
+    )
+
+
 def simulate_section_cache(
     trace: Trace,
     *,
@@ -247,18 +286,6 @@ def prefix_cache_section(
         save_unfull_chunk=save_unfull_chunk,
         sample_rate=sample_rate,
     )
-    all_, steady = result.token_hit_ratio
-    blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
-    sampling = None
-    if result.sampling is not None:
-        err = result.sampling.error_estimate
-        sampling = CacheSampling(
-            rate=result.sampling.rate,
-            sampled_accesses=result.sampling.sampled_accesses,
-            total_accesses=result.sampling.total_accesses,
-            error_estimate=None if not np.isfinite(err) else err,
-            error_method=result.sampling.error_method,
-        )
     exact = result.exact
     extras = exact and result.curve.total_blocks_all <= EXTRAS_MAX_ACCESSES
     note = None
@@ -269,17 +296,15 @@ def prefix_cache_section(
             f"routing, reuse times and block sizes skipped: more than {EXTRAS_MAX_ACCESSES} "
             "block accesses"
         )
-    return PrefixCache(
-        warmup_fraction=warmup_fraction,
-        hit_ratio=HitRatio(_f(all_), _f(steady)),
-        mrc=_mrc(result, kv_bytes_per_token),
-        status="exact" if exact else "sampled",
-        note=note,
-        block_tokens=result.block_tokens,
-        block_hit_ratio=HitRatio(_f(blk_all), _f(blk_steady)),
-        sampling=sampling,
-        curve=_curve_series(result),
-        tiers=_tiers(result, tiers, kv_bytes_per_token) if tiers else None,
+    all_, steady = result.token_hit_ratio
+    return replace(
+        result_section(
+            result,
+            warmup_fraction=warmup_fraction,
+            tiers=tiers,
+            kv_bytes_per_token=kv_bytes_per_token,
+            note=note,
+        ),
         routing=(
             _routing(trace, instances, warmup_fraction, routing_seed, pooled=result)
             if extras and instances > 1

@@ -40,12 +40,10 @@ from kvadvisor.advise.analysis import (
     options_record,
     unavailable_reasons,
 )
-from kvadvisor.advise.cache_section import _curve_series, _mrc, _tiers, unknown_prefix_cache
+from kvadvisor.advise.cache_section import result_section, unknown_prefix_cache
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
     AdviceReport,
-    CacheSampling,
-    HitRatio,
     Meta,
     PrefixCache,
     Series,
@@ -354,35 +352,18 @@ def _exact_streamed(stream: TraceStream, totals: _Totals, warmup_fraction: float
 
 def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: ScalePlan,
                     kv_bytes_per_token: int | None = None) -> PrefixCache:
-    all_, steady = result.token_hit_ratio
-    blk_all, blk_steady = result.curve.block_hit_ratio_at(None)
-    sampling = None
-    if result.sampling is not None:
-        err = result.sampling.error_estimate
-        sampling = CacheSampling(
-            rate=result.sampling.rate,
-            sampled_accesses=result.sampling.sampled_accesses,
-            total_accesses=result.sampling.total_accesses,
-            error_estimate=float(err) if np.isfinite(err) else None,
-            error_method=result.sampling.error_method,
-        )
     left_out = "routing, reuse times and block sizes need the whole trace in memory: left out"
     note = (f"streamed ({plan.reason}); {left_out}" if result.exact else
             f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; "
             f"{left_out}")
     # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
     kv = kv_bytes_per_token or kv_bytes_per_token_for(options.profile_options())
-    return PrefixCache(
+    return result_section(
+        result,
         warmup_fraction=options.warmup_fraction,
-        hit_ratio=HitRatio(all_, steady),
-        mrc=_mrc(result, kv),
-        status="exact" if result.exact else "sampled",
+        tiers=options.cache_tiers,
+        kv_bytes_per_token=kv,
         note=note,
-        block_tokens=result.block_tokens,
-        block_hit_ratio=HitRatio(blk_all, blk_steady),
-        sampling=sampling,
-        curve=_curve_series(result),
-        tiers=_tiers(result, options.cache_tiers, kv) if options.cache_tiers else None,
     )
 
 
