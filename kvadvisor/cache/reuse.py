@@ -43,9 +43,12 @@ class ReuseTimes:
     ttl: tuple[TtlRow, ...]
 
 
-def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
-    """Smallest x whose cumulative weight reaches q of the total (x sorted ascending)."""
-    cw = np.cumsum(w)
+def _weighted_quantile(x: np.ndarray, cw: np.ndarray, q: float) -> float:
+    """Smallest x whose cumulative weight ``cw`` reaches q of the total (x sorted ascending).
+
+    ``cw`` is ``np.cumsum`` of the weights in x's order, computed once by the caller for all
+    the quantiles it asks.
+    """
     idx = int(np.searchsorted(cw, q * cw[-1], side="left"))
     return float(x[min(idx, x.shape[0] - 1)])
 
@@ -87,20 +90,21 @@ def reuse_times(
         return ReuseTimes(0, (), (), (), ())
     order = np.argsort(g, kind="stable")
     g_sorted, w_g = g[order], w[order]
-    qs = tuple((float(q), _weighted_quantile(g_sorted, w_g, q)) for q in quantiles)
+    cw_g = np.cumsum(w_g)
+    qs = tuple((float(q), _weighted_quantile(g_sorted, cw_g, q)) for q in quantiles)
     top = max(float(g_sorted[-1]), 1.0)
     positive = g_sorted[g_sorted > 0]
     low = max(float(positive[0]) if positive.shape[0] else 1.0, 1e-3)
     edges = np.concatenate(([0.0], np.geomspace(low, top * (1 + 1e-9), bins)))
     hist = np.histogram(g_sorted, bins=edges, weights=w_g)[0].astype(np.int64)
     order = np.argsort(lg, kind="stable")
-    lg_sorted, w_l = lg[order], w[order]
+    lg_sorted, cw_l = lg[order], np.cumsum(w[order])
     count = np.zeros(result.requests, np.int64)
     rows = []
     for share in ttl_shares:
         if not 0.0 < share <= 1.0:
             raise ConfigError(f"TTL share {share} is outside (0, 1]")
-        ttl = _weighted_quantile(lg_sorted, w_l, share)
+        ttl = _weighted_quantile(lg_sorted, cw_l, share)
         last_req[:] = -1
         peak = int(stackdist.ttl_peak_blocks(offsets, ids, arrival, ttl, last_req, count))
         rows.append(

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
-import pandas as pd
 
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import (
@@ -68,6 +67,8 @@ def assign_instances(
     if policy is RoutingPolicy.SESSION:
         if not trace.has("session_id"):
             return None
+        import pandas as pd  # only this policy hashes strings; keep pandas off the import path
+
         sessions = trace.table["session_id"].to_pandas()
         # A request without a session is its own session: key it by its row number.
         keys = sessions.where(sessions.notna(), pd.Series(np.arange(n)).map("#row{}".format))

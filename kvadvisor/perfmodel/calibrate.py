@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from kvadvisor.perfmodel.efficiency import Efficiency
 from kvadvisor.perfmodel.perf import PerfModel
@@ -91,6 +90,9 @@ def _errors(pm: PerfModel, rows: CalibrationRows) -> tuple[FitError, FitError]:
 
 def calibrate(pm: PerfModel, rows: CalibrationRows) -> Calibration | None:
     """Fit prefill MFU, decode MFU and memory efficiency; None with fewer than MIN_ROWS rows."""
+    # scipy.optimize costs about half a second to import; only calibration needs it.
+    from scipy.optimize import least_squares
+
     n = len(rows.new_tokens)
     if n < MIN_ROWS:
         return None

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
@@ -154,6 +153,10 @@ def open_trace_stream(
     if not path.exists():
         raise TraceFormatError(f"{path}: no such file or directory")
     try:
+        # pyarrow.dataset (and the pandas it pulls in) costs ~0.4 s to import: only the
+        # streaming path needs it, so other commands do not pay for it.
+        import pyarrow.dataset as ds
+
         dataset = ds.dataset(str(path), format="parquet", partitioning="hive")
         files = sorted(dataset.files)
     except (pa.ArrowInvalid, OSError) as exc:
