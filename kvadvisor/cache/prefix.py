@@ -27,7 +27,7 @@ def warmup_requests_for(requests: int, warmup_fraction: float) -> int:
     return int(math.floor(warmup_fraction * requests))
 
 
-def _is_dense(values: np.ndarray) -> bool:
+def are_dense_ids(values: np.ndarray) -> bool:
     """Whether hashes are already small non-negative ids (at most 2 per access, or < 1024)."""
     if values.shape[0] == 0:
         return True
@@ -44,7 +44,7 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     n = int(values.shape[0])
     if n == 0:
         return np.zeros(0, np.int32), 0
-    if _is_dense(values):
+    if are_dense_ids(values):
         return values.astype(np.int32), int(values.max()) + 1
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 

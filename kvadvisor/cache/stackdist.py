@@ -183,7 +183,7 @@ def reuse_gaps(offsets, ids, dist, arrival_s, last_req, gap_s, lead_gap_s):  # p
     Only accesses that are hits at unbounded capacity (finite ``dist``) get a value; others get
     NaN. ``lead_gap_s`` is the running maximum of ``gap_s`` within the request: block j is kept
     by a cache that retains every block for T seconds after its last use (a TTL cache) exactly
-    when ``lead_gap_s[j] <= T``. ``last_req`` (int64 per dense id, filled with -1) is scratch.
+    when ``lead_gap_s[j] <= T``. ``last_req`` (an int per dense id, filled with -1) is scratch.
     """
     for r in range(offsets.shape[0] - 1):
         running = 0.0
@@ -207,7 +207,7 @@ def ttl_peak_blocks(offsets, ids, arrival_s, ttl_s, last_req, count):  # pragma:
     """Peak number of blocks a TTL cache holds: blocks last used at most ``ttl_s`` seconds ago.
 
     Sweep over requests: ``count[q]`` is how many blocks have request q as their latest use;
-    ``held`` sums ``count`` over requests no older than the TTL. ``last_req`` (int64 per dense
+    ``held`` sums ``count`` over requests no older than the TTL. ``last_req`` (an int per dense
     id) and ``count`` (int64 per request) are scratch, reset here.
     """
     last_req[:] = -1
