@@ -12,8 +12,9 @@ ALLOWED: dict[str, set[str]] = {
     "units": set(),
     "progress": set(),  # terminal progress for the CLI's long steps: a leaf like errors/units
     "yamlio": {"errors"},
+    "fileio": set(),
     "config": {"errors", "yamlio"},
-    "trace": {"errors", "units", "trace"},
+    "trace": {"errors", "units", "trace", "fileio"},
     "metrics": {"trace", "errors", "units", "metrics"},
     "cache": {"trace", "errors", "units", "cache"},
     "catalog": {"errors", "units", "catalog", "yamlio"},
@@ -29,10 +30,10 @@ ALLOWED: dict[str, set[str]] = {
     "emit": {"advise", "errors", "units", "emit"},
     "report": {"advise", "errors", "units", "report"},
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
-    "synth": {"trace", "errors", "units", "synth"},
+    "synth": {"trace", "errors", "units", "synth", "fileio"},
     "cli": {"advise", "report", "config", "errors", "trace", "catalog", "rules", "cache",
             "metrics", "perfmodel", "units", "__init__", "yamlio", "progress", "plan", "emit",
-            "synth"},
+            "synth", "fileio"},
 }
 
 

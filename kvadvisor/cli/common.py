@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +15,7 @@ import typer
 
 from kvadvisor import __version__
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
+from kvadvisor.fileio import atomic_target
 from kvadvisor.plan import PlanCatalogs
 from kvadvisor.trace import (
     Trace,
@@ -64,13 +63,6 @@ def handle_user_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_USER_ERROR) from None
 
 
-def _file_mode() -> int:
-    """The mode a new file gets under the umask (mkstemp alone would leave it 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def write_output(target: str, text: str) -> None:
     """Write ``text`` to a file atomically (temp file + rename), or to stdout for '-'."""
     if target == "-":
@@ -79,16 +71,8 @@ def write_output(target: str, text: str) -> None:
     path = Path(target)
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give an output file name")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_target(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def file_sha256(path: Path) -> str | None:

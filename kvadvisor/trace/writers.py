@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from kvadvisor.errors import ConfigError
+from kvadvisor.fileio import atomic_target
 from kvadvisor.trace.model import (
     META_ARRIVALS_MEASURED,
     META_BLOCK_TOKENS,
@@ -22,11 +22,24 @@ from kvadvisor.trace.model import (
 ROW_GROUP_ROWS = 128 * 1024
 
 
-def _umask_mode() -> int:
-    """The mode a newly created file gets under the process umask (mkstemp would give 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+def canonical_metadata(
+    source_format: str,
+    block_tokens: int | None,
+    *,
+    notes: Sequence[str] = (),
+    dropped: Mapping[str, int] | None = None,
+    arrivals_measured: bool = True,
+) -> dict[bytes, bytes]:
+    """The parquet schema metadata every canonical file carries (readers look these keys up)."""
+    meta = {
+        META_SOURCE_FORMAT: source_format.encode(),
+        META_NOTES: json.dumps(list(notes)).encode(),
+        META_DROPPED: json.dumps(dict(dropped or {}), sort_keys=True).encode(),
+        META_ARRIVALS_MEASURED: b"true" if arrivals_measured else b"false",
+    }
+    if block_tokens is not None:
+        meta[META_BLOCK_TOKENS] = str(block_tokens).encode()
+    return meta
 
 
 def write_parquet(trace: Trace, path: str | Path) -> None:
@@ -41,22 +54,13 @@ def write_parquet(trace: Trace, path: str | Path) -> None:
         raise ConfigError(f"{path}: is a directory; give an output file name")
     if path.exists() and path.resolve() == Path(trace.source_path).resolve():
         raise ConfigError(f"{path}: refusing to overwrite the input trace; choose another -o")
-    meta = {
-        META_SOURCE_FORMAT: trace.source_format.encode(),
-        META_NOTES: json.dumps(list(trace.notes)).encode(),
-        META_DROPPED: json.dumps(dict(trace.dropped), sort_keys=True).encode(),
-        META_ARRIVALS_MEASURED: b"true" if trace.arrivals_measured else b"false",
-    }
-    if trace.block_tokens is not None:
-        meta[META_BLOCK_TOKENS] = str(trace.block_tokens).encode()
+    meta = canonical_metadata(
+        trace.source_format,
+        trace.block_tokens,
+        notes=trace.notes,
+        dropped=trace.dropped,
+        arrivals_measured=trace.arrivals_measured,
+    )
     table = trace.table.replace_schema_metadata(meta)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_target(path) as tmp:
         pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, compression="zstd")
-        os.chmod(tmp, _umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
