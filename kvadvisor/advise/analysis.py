@@ -30,8 +30,12 @@ from kvadvisor.trace.model import Trace
 
 
 @dataclass(frozen=True)
-class AnalyzeOptions:
-    """Every analysis knob, with defaults; the CLI fills it from options and config."""
+class AnalyzeOptions(ProfileOptions):
+    """Every analysis knob, with defaults; the CLI fills it from options and config.
+
+    The stage profiler's knobs (model, GPU, dtypes, TP, window, chunk size, ...) are inherited
+    from ProfileOptions (docs/stage-profiler.md), so they are declared once.
+    """
 
     warmup_fraction: float = 0.5
     # Prefix cache (docs/cache.md): inclusive tiers fastest first, routing comparison over this
@@ -50,25 +54,11 @@ class AnalyzeOptions:
     advisor_inputs: AdvisorInputs | None = None
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
-    # Stage profiler (docs/stage-profiler.md); None = the documented default, reported as assumed.
-    model: str | None = None
-    gpu: str | None = None
-    kv_dtype: str = "bf16"
-    weight_dtype: str = "bf16"
-    tp: int | None = None
-    window_s: float = 1.0
-    chunk_tokens: int = 256
-    io_unit_bytes: int = 4096
-    drive_capacity_bytes: float | None = None
-    instances: int = 1  # model instances the trace's load is spread over
 
     def profile_options(self) -> ProfileOptions:
         """The stage profiler's slice of the options."""
         return ProfileOptions(
-            model=self.model, gpu=self.gpu, kv_dtype=self.kv_dtype,
-            weight_dtype=self.weight_dtype, tp=self.tp, window_s=self.window_s,
-            chunk_tokens=self.chunk_tokens, io_unit_bytes=self.io_unit_bytes,
-            drive_capacity_bytes=self.drive_capacity_bytes, instances=self.instances,
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(ProfileOptions)}
         )
 
 

@@ -67,7 +67,11 @@ BREAKEVEN_FACT_TIER = "nvme-gen4-x4"
 
 @dataclass(frozen=True)
 class ProfileOptions:
-    """The stage profiler's knobs (a slice of AnalyzeOptions)."""
+    """The stage profiler's knobs (AnalyzeOptions inherits them).
+
+    ``model``/``gpu`` None mean the documented defaults, reported as assumed; ``instances`` is
+    how many model instances the trace's load is spread over.
+    """
 
     model: str | None = None
     gpu: str | None = None
