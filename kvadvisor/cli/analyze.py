@@ -27,6 +27,7 @@ from kvadvisor.cli.common import (
     SelectOpt,
     TraceArg,
     TraceFormatOpt,
+    WarmupOpt,
     app,
     as_strs,
     file_sha256,
@@ -182,9 +183,7 @@ def analyze_cmd(
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
-    warmup_fraction: Annotated[
-        float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
-    ] = 0.5,
+    warmup_fraction: WarmupOpt = 0.5,
     cache_tier: Annotated[
         list[str] | None,
         typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),

@@ -139,6 +139,9 @@ def read_with_options(
     )
 
 
+WarmupOpt = Annotated[
+    float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
+]
 RulesDirOpt = Annotated[
     list[Path] | None,
     typer.Option("--rules", help="Directory of extra rule files (repeatable).", file_okay=False),

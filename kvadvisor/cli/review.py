@@ -17,6 +17,7 @@ from kvadvisor.cli.common import (
     MapOpt,
     TraceArg,
     TraceFormatOpt,
+    WarmupOpt,
     app,
     handle_user_errors,
     plan_catalogs,
@@ -65,9 +66,7 @@ def review_cmd(
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
-    warmup_fraction: Annotated[
-        float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
-    ] = 0.5,
+    warmup_fraction: WarmupOpt = 0.5,
     window: Annotated[
         float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
     ] = 1.0,
