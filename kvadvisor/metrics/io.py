@@ -187,28 +187,25 @@ def io_demand(
     def per_window(bins: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return np.bincount(bins, weights=weights, minlength=windows)[:windows] / window_s
 
-    w_chunks, w_ios = chunk_io(h, n, write_bytes, chunk_tokens, io_unit_bytes)
-    w_rate = per_window(wbin, write_bytes)
-    write = StageIo(
-        known=True,
-        bytes_total=float(write_bytes.sum()),
-        bandwidth=RateStats.of(w_rate),
-        iops=RateStats.of(per_window(wbin, w_ios.astype(np.float64))),
-        chunks=w_chunks,
-        rate_series=w_rate,
-    )
+    def measured(bins: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 nbytes: np.ndarray) -> StageIo:
+        """One stage's demand for token ranges [lo, hi): bytes and I/Os per window, totals."""
+        chunks, ios = chunk_io(lo, hi, nbytes, chunk_tokens, io_unit_bytes)
+        rate = per_window(bins, nbytes)
+        return StageIo(
+            known=True,
+            bytes_total=float(nbytes.sum()),
+            bandwidth=RateStats.of(rate),
+            iops=RateStats.of(per_window(bins, ios.astype(np.float64))),
+            chunks=chunks,
+            rate_series=rate,
+        )
+
+    # Writes are the prompt tokens after the hit, [h, n); reads are the hit itself, [0, h).
+    write = measured(wbin, h, n, write_bytes)
     notes: list[str] = []
     if known:
-        r_chunks, r_ios = chunk_io(np.zeros_like(h), h, read_bytes, chunk_tokens, io_unit_bytes)
-        r_rate = per_window(rbin, read_bytes)
-        read = StageIo(
-            known=True,
-            bytes_total=float(read_bytes.sum()),
-            bandwidth=RateStats.of(r_rate),
-            iops=RateStats.of(per_window(rbin, r_ios.astype(np.float64))),
-            chunks=r_chunks,
-            rate_series=r_rate,
-        )
+        read = measured(rbin, np.zeros_like(h), h, read_bytes)
     else:
         read = StageIo(False, float("nan"), None, None, None, np.zeros(0))
         notes.append(
