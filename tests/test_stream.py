@@ -113,3 +113,22 @@ def test_in_memory_trace_streams_the_same(mooncake_path) -> None:
     stream = stream_trace(trace, batch_rows=1000)
     assert stream.requests == 12_031 and stream.block_tokens == 512
     assert _collect(stream).equals(trace.table)
+
+
+def test_unmeasured_arrivals_survive_a_directory(tmp_path) -> None:
+    """Files that say their arrivals were not measured (benchmark results without start
+    times) keep saying so when read as a directory, as read_trace says for one file."""
+    from kvadvisor.trace.schema import build_trace
+    from kvadvisor.trace.writers import write_parquet
+
+    table = pa.table({"arrival_s": [0.0, 0.0, 0.0], "input_tokens": [10, 20, 30],
+                      "output_tokens": [1, 2, 3]})
+    for i, rows in enumerate(((0, 1), (2,))):
+        part = build_trace(table.take(list(rows)), path=f"part{i}", source_format="llmperf",
+                           block_tokens=None, arrivals_measured=False)
+        write_parquet(part, tmp_path / f"part{i}.parquet")
+    assert read_trace(tmp_path / "part0.parquet").arrivals_measured is False
+    stream = open_trace_stream(tmp_path)
+    assert stream.arrivals_measured is False
+    whole = stream.read_all()
+    assert whole.requests == 3 and whole.arrivals_measured is False

@@ -442,7 +442,9 @@ def analyze_stream(
         columns=stream.columns,
         input_tokens_total=totals.input_tokens,
         output_tokens_total=totals.output_tokens,
-        arrival_rate_per_s=(totals.requests / duration) if duration > 0 else None,
+        # As Trace.arrival_rate_per_s: unknown when the files say arrivals were not measured.
+        arrival_rate_per_s=(totals.requests / duration
+                            if duration > 0 and stream.arrivals_measured else None),
         dropped=dict(stream.dropped),
         notes=tuple(notes),
         sha256=trace_sha256,

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
 from kvadvisor.trace.model import (
     CANONICAL_COLUMNS,
+    META_ARRIVALS_MEASURED,
     META_BLOCK_TOKENS,
     META_DROPPED,
     META_NOTES,
@@ -67,6 +68,9 @@ class TraceStream:
     duration_s: float = 0.0
     notes: tuple[str, ...] = ()
     dropped: Mapping[str, int] = field(default_factory=dict)
+    # False when any file says its arrivals were not measured (benchmark results without
+    # start times), as read_trace reads the same key from one file.
+    arrivals_measured: bool = True
     _table: pa.Table | None = None
     _clusters: tuple[tuple[_File, ...], ...] = ()
 
@@ -97,7 +101,8 @@ class TraceStream:
         """The whole trace in memory (a single file goes through its ordinary reader)."""
         if self._table is not None:
             return build_trace(self._table, path=self.path, source_format=self.source_format,
-                               block_tokens=self.block_tokens)
+                               block_tokens=self.block_tokens,
+                               arrivals_measured=self.arrivals_measured)
         if len(self.files) == 1 and Path(self.path).is_file():
             return read_trace(Path(self.path), "parquet")
         batches = list(self)
@@ -107,6 +112,7 @@ class TraceStream:
                   "arrives at 0",) if self.arrival_offset_s else ())
         return build_trace(table, path=self.path, source_format=self.source_format,
                            block_tokens=self.block_tokens, dropped=dict(self.dropped),
+                           arrivals_measured=self.arrivals_measured,
                            notes=self.notes + (f"read from {len(self.files)} parquet file(s)",)
                            + shift)
 
@@ -134,6 +140,7 @@ def stream_trace(trace: Trace, batch_rows: int = DEFAULT_BATCH_ROWS) -> TraceStr
         duration_s=trace.duration_s,
         notes=trace.notes,
         dropped=dict(trace.dropped),
+        arrivals_measured=trace.arrivals_measured,
         _table=trace.table,
     )
 
@@ -173,7 +180,7 @@ def open_trace_stream(
             total=len(missing),
         )
     wanted = tuple(c for c in present if columns is None or c in columns or c in REQUIRED_COLUMNS)
-    infos, block_tokens, fmt, notes, dropped = _footers(files)
+    infos, block_tokens, fmt, notes, dropped, measured = _footers(files)
     clusters = _clusters(infos)
     first = min((f.min_arrival_s for f in infos if f.rows), default=0.0)
     last = max((f.max_arrival_s for f in infos if f.rows), default=0.0)
@@ -191,23 +198,25 @@ def open_trace_stream(
         duration_s=last - first,
         notes=notes,
         dropped=dropped,
+        arrivals_measured=measured,
         _clusters=clusters,
     )
 
 
 def _footers(
     files: list[str],
-) -> tuple[list[_File], int | None, str, tuple[str, ...], dict[str, int]]:
+) -> tuple[list[_File], int | None, str, tuple[str, ...], dict[str, int], bool]:
     """Row counts and arrival ranges from footers; block_tokens must agree across files.
 
-    Also the notes (each once, in file order) and dropped-row counts (summed) that
-    ``convert`` and ``synth`` store in the metadata.
+    Also the notes (each once, in file order), dropped-row counts (summed) and whether every
+    file's arrivals were measured, which ``convert`` and ``synth`` store in the metadata.
     """
     infos: list[_File] = []
     block_tokens: set[int | None] = set()
     formats: set[str] = set()
     notes: dict[str, None] = {}
     dropped: dict[str, int] = {}
+    measured = True
     for name in files:
         try:
             pf = pq.ParquetFile(name)
@@ -217,6 +226,7 @@ def _footers(
         block_tokens.add(int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None)
         formats.add(meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet")
         notes.update(dict.fromkeys(json.loads(meta.get(META_NOTES, b"[]"))))
+        measured = measured and meta.get(META_ARRIVALS_MEASURED, b"true") != b"false"
         for reason, rows in json.loads(meta.get(META_DROPPED, b"{}")).items():
             dropped[reason] = dropped.get(reason, 0) + int(rows)
         lo, hi = _arrival_range(pf)
@@ -236,7 +246,7 @@ def _footers(
             "sizes cannot be mixed: analyze them separately"
         )
     fmt = formats.pop() if len(formats) == 1 else "parquet"
-    return infos, block_tokens.pop(), fmt, tuple(notes), dropped
+    return infos, block_tokens.pop(), fmt, tuple(notes), dropped, measured
 
 
 def _arrival_range(pf: pq.ParquetFile) -> tuple[float, float]:
