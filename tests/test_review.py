@@ -365,3 +365,20 @@ def test_plan_perf_from_catalogs() -> None:
     assert recompute is not None
     times = recompute(np.array([1_000.0, 2_000.0]))
     assert 0 < times[0] < times[1]  # prefill time grows with the prefix
+
+
+def test_analyze_plan_review_equals_a_fresh_replay() -> None:
+    """analyze --plan reuses its own cache pass; the reviews equal a replay run from scratch."""
+    from pathlib import Path
+
+    from kvadvisor.advise import AnalyzeOptions, analyze
+    from kvadvisor.advise.review import review_plans
+    from kvadvisor.plan import load_plan
+    from kvadvisor.trace import read_trace
+
+    repo = Path(__file__).resolve().parents[1]
+    trace = read_trace(repo / "sample_traces" / "mooncake_conversation_head.jsonl.gz")
+    plans = tuple(load_plan(p) for p in sorted((repo / "examples" / "plans").glob("*.yaml")))
+    report = analyze(trace, AnalyzeOptions(plans=plans), version="t", generated_at="t")
+    assert report.plan_reviews == review_plans(trace, plans, warmup_fraction=0.5)
+    assert len(report.plan_reviews) == 2

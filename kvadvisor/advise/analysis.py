@@ -227,8 +227,12 @@ def analyze(
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = _advise(report, options, inputs, stages)
     if options.plans:
+        # The section's pass serves the review when it is exact and ran on the trace as it is
+        # (not coarsened to --chunk-tokens).
+        same = (simulated[1] if simulated is not None and simulated[0] is trace
+                and simulated[1].exact else None)
         report = replace(report, plan_reviews=review_plans(
-            trace, options.plans, warmup_fraction=options.warmup_fraction))
+            trace, options.plans, warmup_fraction=options.warmup_fraction, simulated=same))
     return replace(
         report,
         versions=data_versions(inputs),

@@ -38,7 +38,7 @@ from kvadvisor.advise.model import (
     TraceSummary,
     Utilization,
 )
-from kvadvisor.cache import simulate_prefix_cache
+from kvadvisor.cache import PrefixCacheResult, simulate_prefix_cache
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit, recompute_s
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
@@ -628,14 +628,20 @@ def review_report(
                         window_s, warmup_fraction, tuple(notes))
 
 
-def replay_trace(trace: Trace, warmup_fraction: float) -> tuple[TraceReplay, tuple[str, ...]]:
-    """Measure the per-request arrays a review needs, running the exact prefix-cache replay."""
+def replay_trace(
+    trace: Trace, warmup_fraction: float, simulated: PrefixCacheResult | None = None
+) -> tuple[TraceReplay, tuple[str, ...]]:
+    """Measure the per-request arrays a review needs, running the exact prefix-cache replay.
+
+    ``simulated`` is that replay when the caller already ran it on this trace with this warm-up
+    (``analyze --plan``); it is then not run again.
+    """
     notes: list[str] = []
     hit_fn: HitFn | None = None
     n = trace.requests
     warmup = int(math.floor(n * warmup_fraction))
     if trace.has_hashes:
-        result = simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
+        result = simulated or simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
         warmup = result.warmup_requests
         if result.exact:
             hit_fn = result.hit_tokens_at
@@ -694,11 +700,15 @@ def plan_perf(plan: Plan) -> PlanPerf:
 
 
 def _review_all(
-    trace: Trace, plans: Sequence[Plan], warmup_fraction: float, window_s: float
+    trace: Trace,
+    plans: Sequence[Plan],
+    warmup_fraction: float,
+    window_s: float,
+    simulated: PrefixCacheResult | None = None,
 ) -> tuple[tuple[PlanReview, ...], tuple[str, ...]]:
     """Replay once, review every plan; the replay's notes apart from each plan's own."""
     perfs = [plan_perf(p) for p in plans]
-    replay, notes = replay_trace(trace, warmup_fraction)
+    replay, notes = replay_trace(trace, warmup_fraction, simulated)
     reviews = tuple(
         replace(review_plan(p, replay, perf, window_s=window_s),
                 notes=notes + tuple(n for s in perf.stages.values() for n in s.notes))
@@ -707,10 +717,18 @@ def _review_all(
 
 
 def review_plans(
-    trace: Trace, plans: Sequence[Plan], *, warmup_fraction: float = 0.5, window_s: float = 1.0
+    trace: Trace,
+    plans: Sequence[Plan],
+    *,
+    warmup_fraction: float = 0.5,
+    window_s: float = 1.0,
+    simulated: PrefixCacheResult | None = None,
 ) -> tuple[PlanReview, ...]:
-    """Replay the trace once and review every plan against it (notes go to each review)."""
-    return _review_all(trace, plans, warmup_fraction, window_s)[0]
+    """Replay the trace once and review every plan against it (notes go to each review).
+
+    ``simulated``: the exact prefix-cache pass over this trace and warm-up, if already run.
+    """
+    return _review_all(trace, plans, warmup_fraction, window_s, simulated)[0]
 
 
 def review_trace(
