@@ -265,7 +265,7 @@ def _advise(
     """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
     inputs = inputs or options.advisor_inputs or load_advisor_inputs()
     advisor_options = AdvisorOptions(
-        chunk_tokens=getattr(options, "chunk_tokens", None) or options.cache_chunk_tokens or 256,
+        chunk_tokens=options.chunk_tokens,
         storage=options.storage,
         instance=parse_instance_choice(options.instance),
     )

@@ -79,7 +79,7 @@ class ProfileOptions:
     weight_dtype: str = "bf16"
     tp: int | None = None
     window_s: float = 1.0
-    chunk_tokens: int = 256
+    chunk_tokens: int = 256  # LMCache's default chunk_size: KV I/Os are counted per chunk
     io_unit_bytes: int = 4096
     drive_capacity_bytes: float | None = None
     iterations: int = 3

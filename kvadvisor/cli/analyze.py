@@ -130,7 +130,6 @@ TpOpt = Annotated[int | None, typer.Option(
     "--tp", min=1, help="Tensor-parallel GPUs per instance (default: smallest that fits).")]
 WindowOpt = Annotated[float, typer.Option(
     "--window", min=1e-3, help="Window for I/O demand time series, seconds.")]
-DEFAULT_IO_CHUNK_TOKENS = 256  # LMCache's chunk_size: KV I/Os are counted per chunk
 
 
 def _run(
@@ -247,7 +246,9 @@ def analyze_cmd(
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
             model=model, gpu=gpu, kv_dtype=kv_dtype.value, weight_dtype=weight_dtype.value,
-            tp=tp, window_s=window, chunk_tokens=chunk_tokens or DEFAULT_IO_CHUNK_TOKENS,
+            tp=tp, window_s=window,
+            # Without --chunk-tokens, I/Os are counted at the profiler's default chunk (256).
+            **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
             storage=storage,
             instance=as_strs(instance),
             advisor_inputs=inputs,
