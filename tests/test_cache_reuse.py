@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cache_reference import make_trace, reference_ttl
 
 from kvadvisor.cache import simulate_prefix_cache
 from kvadvisor.cache.reuse import reuse_times
+from kvadvisor.errors import ConfigError
 
 
 def test_by_hand() -> None:
@@ -101,3 +103,16 @@ def test_block_token_weights_match_a_literal_loop() -> None:
     got = block_token_weights(offsets, inputs, 16)
     assert got.dtype == np.int64
     assert got.tolist() == expected
+
+
+def test_sampled_pass_and_bad_ttl_share_are_config_errors() -> None:
+    """Reuse times need per-access distances (the exact pass); a TTL share must be in (0, 1]."""
+    hashes = [[1], [1, 2], [1, 2]]
+    trace = make_trace(hashes, [4, 8, 8], 4, arrival_s=[0.0, 5.0, 20.0])
+    sampled = simulate_prefix_cache(trace, warmup_fraction=0.0, sample_rate=1.0)
+    with pytest.raises(ConfigError, match="reuse times need the exact pass"):
+        reuse_times(trace, sampled)
+    exact = simulate_prefix_cache(trace, warmup_fraction=0.0)
+    for share in (0.0, 1.5):
+        with pytest.raises(ConfigError, match=f"TTL share {share} is outside"):
+            reuse_times(trace, exact, ttl_shares=(share,))

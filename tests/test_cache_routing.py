@@ -98,15 +98,38 @@ def test_mooncake_pool_beats_local(mooncake_path) -> None:
     assert pool > 2 * local > 0
 
 
-def test_pooled_result_given_by_the_caller_is_used_as_is() -> None:
+def test_pooled_result_given_by_the_caller_is_used_as_is(monkeypatch) -> None:
     """Passing the trace's own exact pass gives the same pooled points as simulating again."""
+    import kvadvisor.cache.routing as routing
     from kvadvisor.cache import simulate_prefix_cache
 
     trace = make_trace(HASHES, INPUT, BT)
     kwargs = dict(instances=3, capacities_tokens=[BT, 4 * BT, None],
                   policies=[RoutingPolicy.PREFIX_AWARE], warmup_fraction=0.5)
     fresh = compare_routing(trace, **kwargs)
-    reused = compare_routing(
-        trace, pooled=simulate_prefix_cache(trace, warmup_fraction=0.5), **kwargs
-    )
+    pooled = simulate_prefix_cache(trace, warmup_fraction=0.5)
+
+    # Equality alone would also hold if ``pooled`` were ignored and the pass ran again:
+    # make running it again fail, so the test proves the caller's result is the one used.
+    def _no_second_pass(*args, **kw):
+        raise AssertionError("compare_routing ran the pooled exact pass again")
+
+    monkeypatch.setattr(routing, "simulate_arrays", _no_second_pass)
+    reused = compare_routing(trace, pooled=pooled, **kwargs)
     assert fresh.outcomes == reused.outcomes
+    # 3 instances x 4 tokens = one 3-block pool; hit_ratio_all counts the warm-up too, so the point
+    # equals the literal LRU replay of the same requests.
+    assert reused.outcomes[0].points[0].hit_ratio_all == pytest.approx(
+        sum(reference_hits(HASHES, INPUT, BT, 3)) / sum(INPUT)
+    )
+
+
+def test_bad_instances_and_non_splitting_policy() -> None:
+    """Zero instances, or asking the pooled policy for a per-request split, are user errors."""
+    from kvadvisor.errors import ConfigError
+
+    trace = make_trace(HASHES, INPUT, BT)
+    with pytest.raises(ConfigError, match="instances must be at least 1, got 0"):
+        compare_routing(trace, instances=0, capacities_tokens=[None])
+    with pytest.raises(ConfigError, match="'prefix_aware' does not split the cache"):
+        assign_instances(trace, RoutingPolicy.PREFIX_AWARE, 2)

@@ -53,3 +53,12 @@ def test_parse_tier() -> None:
     for bad in ("hbm", "=5", "hbm=lots", "hbm=-3"):
         with pytest.raises(ConfigError, match="NAME=TOKENS"):
             parse_tier(bad)
+
+
+def test_split_tiers_refuses_no_tiers_and_negative_capacity() -> None:
+    """No tier at all, or a TierSpec built in code with a negative size, is a clear user error."""
+    result = simulate_prefix_cache(make_trace(HASHES, INPUT, BT), warmup_fraction=0.0)
+    with pytest.raises(ConfigError, match="give at least one tier"):
+        split_tiers(result, [])
+    with pytest.raises(ConfigError, match="tier 'dram': capacity must be >= 0 tokens"):
+        split_tiers(result, [TierSpec("hbm", BT), TierSpec("dram", -1)])

@@ -7,6 +7,7 @@ import pytest
 
 from kvadvisor.catalog.gpus import GpuSpec, get_gpu
 from kvadvisor.catalog.models import ModelSpec, get_model
+from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel.efficiency import Efficiency, default_efficiency
 from kvadvisor.perfmodel.perf import PerfModel
 
@@ -104,3 +105,25 @@ def test_default_efficiency_sources() -> None:
     eff = default_efficiency("l20")
     assert eff.prefill_mfu == 0.45 and "not profiled" in eff.source
     assert eff.memory == 0.8
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("prefill_mfu", 0.0), ("decode_mfu", 1.5), ("memory", -0.1)],
+)
+def test_efficiency_outside_unit_interval_is_a_config_error(field: str, value: float) -> None:
+    """An efficiency factor outside (0, 1] would divide by zero or beat the roofline: refused."""
+    import dataclasses
+
+    bad = dataclasses.replace(HALF, **{field: value})
+    with pytest.raises(ConfigError, match=rf"efficiency {field} must be in \(0, 1\], got {value}"):
+        PerfModel.build(TOY, TOY_GPU, efficiency=bad)
+    # The exact bound 1 is allowed.
+    edge = PerfModel.build(TOY, TOY_GPU, efficiency=dataclasses.replace(HALF, **{field: 1.0}))
+    assert getattr(edge.efficiency, field) == 1.0
+
+
+def test_build_refuses_tp_zero() -> None:
+    """TP 0 has no GPU to run on: a user error before any KV size is computed."""
+    with pytest.raises(ConfigError, match="--tp must be at least 1, got 0"):
+        PerfModel.build(TOY, TOY_GPU, tp=0, efficiency=HALF)
