@@ -145,6 +145,11 @@ def test_parse_instance_choice() -> None:
         "both": "p5e.48xlarge", "decode": "ecs.gn8v-8x.48xlarge"}
     with pytest.raises(ConfigError):
         parse_instance_choice(["train=p5"])
+    # The message names the bad value and the accepted forms; an empty name is also rejected.
+    for bad in ("train=p5", "prefill="):
+        with pytest.raises(ConfigError, match=rf"--instance '{bad}': expected NAME, prefill=NAME "
+                                              "or decode=NAME"):
+            parse_instance_choice([bad])
 
 
 def test_modeled_gpu_picks_family_and_smallest_fitting_size() -> None:

@@ -145,6 +145,12 @@ def test_no_reuse_means_no_offload_tier() -> None:
     for engine in ("sglang-hicache", "dynamo-kvbm", "mooncake"):
         with pytest.raises(ConfigError, match="0.0%"):
             emit_config(report, engine)
+    # Each refusal names what its engine would have emitted (emit/writers.py), not just 0.0%.
+    for engine, what in (("sglang-hicache", "no HiCache flags to emit"),
+                         ("dynamo-kvbm", "no KVBM tiers to emit"),
+                         ("mooncake", "no Mooncake Store pool to emit")):
+        with pytest.raises(ConfigError, match=f"^{what}: .*0\\.0%"):
+            emit_config(report, engine)
 
 
 def test_missing_measurements_are_user_errors() -> None:

@@ -73,15 +73,18 @@ def test_quiet_silences_the_summary(trace_file: Path, tmp_path: Path) -> None:
 
 def test_format_errors_are_one_line(trace_file: Path, tmp_path: Path) -> None:
     """Unknown extension, '-' without --format, and a contradiction: exit 2, one line, no file."""
-    for args in (
-        ["-o", str(tmp_path / "r.pdf")],
-        ["-o", "-"],
-        ["--format", "json", "-o", str(tmp_path / "r.html")],
+    # Each case names the message it must end with, so an unrelated exit-2 error cannot pass.
+    for args, expected in (
+        (["-o", str(tmp_path / "r.pdf")], "cannot tell the report format for '"),
+        (["-o", "-"], "cannot tell the report format for stdout ('-')"),
+        (["--format", "json", "-o", str(tmp_path / "r.html")],
+         "--format json contradicts the output file"),
     ):
         result = runner.invoke(app, ["analyze", str(trace_file), *args])
         assert result.exit_code == EXIT_USER_ERROR, (args, result.output)
         assert "Traceback" not in result.output
         assert len(result.stderr.strip().splitlines()) == 1
+        assert expected in result.stderr, (args, result.stderr)
     assert list(tmp_path.iterdir()) == []
 
 

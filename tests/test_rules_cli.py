@@ -85,6 +85,21 @@ def test_bad_catalog_file_is_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "entries.d.read_mbps" in lines[0] and "MB/s" in lines[0]
 
 
+def test_catalog_file_without_a_known_kind_is_one_line(tmp_path: Path) -> None:
+    """--catalog routes files by kind: a missing or unknown kind is exit 2, one line, no traceback."""
+    for text, expected in (
+        ("sources: {V: x}\nentries: {}\n", "a catalog file starts with 'kind: storage'"),
+        ("kind: gadgets\nentries: {}\n", "unknown catalog kind 'gadgets'; expected one of"),
+    ):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text, encoding="utf-8")
+        result = runner.invoke(app, ["catalog", "list", "--catalog", str(bad)])
+        assert result.exit_code == EXIT_USER_ERROR, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.output, result.output
+        assert str(bad) in lines[0] and expected in lines[0], lines[0]
+
+
 def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> None:
     """Analyze --storage/--instance/--select fill the recommendation and rule outcomes."""
     out = tmp_path / "r.json"
