@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
@@ -44,6 +45,15 @@ from kvadvisor.trace.schema import build_trace
 HEAD_BYTES = 64 * 1024
 JSONL_BLOCK_BYTES = 64 * 1024 * 1024  # pyarrow.json block: large blocks parse faster
 MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
+# Uncompressed Mooncake JSONL from this size up goes to the compiled reader (trace/fastjsonl.py;
+# anything outside its subset still goes to pyarrow). Its cost is numba: importing it and
+# initialising its compiler target takes about 0.55 s in a fresh process, then the cached
+# kernels parse about 4x faster than pyarrow.json. Measured (benchmarks/bench_ingest.py, see
+# docs/traces.md): in a process that never needs numba otherwise (convert, trace info) the
+# crossover is about 64 MiB; in analyze and review, which start numba for the cache passes
+# anyway, it is under 2 MiB. At 32 MiB analyze gains about 0.45 s and a cold convert loses
+# about 0.3 s; above it both gain or break even.
+FAST_JSONL_MIN_BYTES = 32 * 1024 * 1024
 
 # What each column must hold, for the error-path scans: "int", "number", "ints" (list of
 # int), "timestamp". Used to name the first bad cell when pyarrow refuses a file.
@@ -289,7 +299,16 @@ def _read_parquet(
 
 
 def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Table:
-    """One JSON object per line, parsed by pyarrow.json with the format's explicit schema."""
+    """One JSON object per line, parsed by pyarrow.json with the format's explicit schema.
+
+    A large uncompressed Mooncake file goes to the compiled reader first; it returns the same
+    table, or None for anything outside the plain Mooncake subset, which pyarrow then reads
+    (and reports, when it is wrong) exactly as for a small file.
+    """
+    if fmt is TraceFormat.MOONCAKE and compression is None:
+        table = _read_mooncake_compiled(path)
+        if table is not None:
+            return table
     parse = pajson.ParseOptions(
         explicit_schema=JSONL_SCHEMAS[fmt], unexpected_field_behavior="infer"
     )
@@ -302,6 +321,21 @@ def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Tab
             return pajson.read_json(stream, read_options=options, parse_options=parse)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise _locate_jsonl_problem(path, compression, EXPECTED_KINDS[fmt], exc) from None
+
+
+def _read_mooncake_compiled(path: Path) -> pa.Table | None:
+    """The compiled reader's table, or None (file too small to pay off, or not handled)."""
+    try:
+        if path.stat().st_size < FAST_JSONL_MIN_BYTES:
+            return None
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError:
+        return None  # pyarrow's path reports an unreadable file in its usual words
+    from kvadvisor.trace import fastjsonl  # numba only when a large Mooncake file is read
+
+    table = fastjsonl.parse_mooncake(data, JSONL_SCHEMAS[TraceFormat.MOONCAKE])
+    del data  # the file's bytes: free them before the caller builds the trace
+    return table
 
 
 def _read_csv(
