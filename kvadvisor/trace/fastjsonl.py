@@ -4,16 +4,17 @@ This module imports numba at import time; ``kvadvisor.trace.readers`` imports it
 large uncompressed Mooncake file is read, so every other read never pays for numba.
 
 pyarrow's JSON reader is general (any key, any JSON type, inference) and spends about 1.4 s on
-a 170 MiB Mooncake file; these kernels parse only what a Mooncake trace holds and do it in
-about a quarter of that. They accept exactly this subset and report anything else as "not
-handled", so the caller can hand the file to pyarrow, which then gives today's result or
-today's error message (the row and column of the first bad cell):
+a 170 MiB Mooncake file; these kernels parse only what a Mooncake trace holds, in about a
+quarter of that. They accept exactly this subset and report anything else as "not handled",
+so the caller hands the file to pyarrow, which then gives the result or the error message
+(row and column of the first bad cell) it always gave:
 
 - between records: any JSON whitespace (space, tab, CR, LF), so blank lines and CRLF pass;
 - each record is one object on one line whose keys are exactly ``timestamp``,
   ``input_length``, ``output_length`` and ``hash_ids`` (any order, each once, no escapes);
-- inside a record only spaces and tabs separate tokens (pyarrow splits its blocks at CR and
-  LF, so an object spread over lines is not something it reads reliably: leave it to it);
+- inside a record only spaces and tabs separate tokens: pyarrow's JSONL chunker cuts its
+  blocks at the last CR or LF (arrow ``NewlinesStrictlyDelimitChunker``), so whether it reads
+  a record spread over lines depends on where a block ends; such files stay with pyarrow;
 - values are non-negative decimal integers of 1 to 18 digits without leading zeros (so
   they fit int64 and read as float64 exactly as pyarrow does); ``hash_ids`` is an array of
   them, possibly empty.

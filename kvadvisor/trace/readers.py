@@ -47,12 +47,12 @@ JSONL_BLOCK_BYTES = 64 * 1024 * 1024  # pyarrow.json block: large blocks parse f
 MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
 # Uncompressed Mooncake JSONL from this size up goes to the compiled reader (trace/fastjsonl.py;
 # anything outside its subset still goes to pyarrow). Its cost is numba: importing it and
-# initialising its compiler target takes about 0.55 s in a fresh process, then the cached
-# kernels parse about 4x faster than pyarrow.json. Measured (benchmarks/bench_ingest.py, see
-# docs/traces.md): in a process that never needs numba otherwise (convert, trace info) the
-# crossover is about 64 MiB; in analyze and review, which start numba for the cache passes
-# anyway, it is under 2 MiB. At 32 MiB analyze gains about 0.45 s and a cold convert loses
-# about 0.3 s; above it both gain or break even.
+# starting its compiler takes about 0.5 s in a fresh process, after which reading and parsing
+# take about half of pyarrow.json's time (0.72 s against 1.33 s on 169 MiB). Measured with
+# benchmarks/bench_ingest.py (figures in docs/traces.md): where nothing else needs numba
+# (convert, info) the crossover lies between 16 and 64 MiB depending on machine load (32 MiB:
+# 0.77 s against pyarrow's 0.88 s); analyze and review start numba for their cache passes
+# anyway, and there the compiled reader wins at every size measured (8 MiB: 0.04 s, 0.10 s).
 FAST_JSONL_MIN_BYTES = 32 * 1024 * 1024
 
 # What each column must hold, for the error-path scans: "int", "number", "ints" (list of
