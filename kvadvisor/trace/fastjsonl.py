@@ -64,7 +64,7 @@ def count_lines_and_commas(buf):  # pragma: no cover - compiled
     return lines, commas
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _skip_blanks(buf, i, n):  # pragma: no cover - compiled
     """Past spaces and tabs: the only whitespace handled inside a record."""
     while i < n and (buf[i] == _SPACE or buf[i] == _TAB):
@@ -72,7 +72,7 @@ def _skip_blanks(buf, i, n):  # pragma: no cover - compiled
     return i
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _same_bytes(buf, start, length, key):  # pragma: no cover - compiled
     if length != key.shape[0]:
         return False
@@ -96,7 +96,7 @@ def _key_id(buf, start, length):  # pragma: no cover - compiled
     return -1
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _integer(buf, i, n):  # pragma: no cover - compiled
     """(value, index after it), or (-1, index) unless 1-18 digits without a leading zero.
 
@@ -166,9 +166,18 @@ def parse_records(buf, timestamps, inputs, outputs, offsets, hash_ids):  # pragm
                     i += 1
                 else:
                     while True:
-                        value, i = _integer(buf, i, n)
-                        if value < 0 or h >= max_ids:
+                        # _integer written out: this loop runs once per hash id, and the
+                        # helper's tuple return made the whole parse about 15% slower.
+                        start = i
+                        value = 0
+                        while i < n and _ZERO <= buf[i] <= _NINE:
+                            value = value * 10 + (np.int64(buf[i]) - _ZERO)
+                            i += 1
+                        digits = i - start
+                        if digits == 0 or digits > MAX_DIGITS or h >= max_ids:
                             return -1 - i, 0
+                        if digits > 1 and buf[start] == _ZERO:
+                            return -1 - start, 0
                         hash_ids[h] = value
                         h += 1
                         i = _skip_blanks(buf, i, n)
