@@ -48,11 +48,12 @@ MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
 # Uncompressed Mooncake JSONL from this size up goes to the compiled reader (trace/fastjsonl.py;
 # anything outside its subset still goes to pyarrow). Its cost is numba: importing it and
 # starting its compiler takes about 0.5 s in a fresh process, after which reading and parsing
-# take about half of pyarrow.json's time (0.72 s against 1.33 s on 169 MiB). Measured with
+# take less than half of pyarrow.json's time (0.53 s against 1.20 s on 169 MiB). Measured with
 # benchmarks/bench_ingest.py (figures in docs/traces.md): where nothing else needs numba
-# (convert, info) the crossover lies between 16 and 64 MiB depending on machine load (32 MiB:
-# 0.77 s against pyarrow's 0.88 s); analyze and review start numba for their cache passes
-# anyway, and there the compiled reader wins at every size measured (8 MiB: 0.04 s, 0.10 s).
+# (convert, info) the crossover is about 64 MiB on a quiet machine and below 32 MiB on a busy
+# one (32 MiB: 0.62 s against 0.45 s quiet, 0.77 s against 0.88 s busy); analyze and review
+# start numba for their cache passes anyway, and there the compiled reader wins at every size
+# measured (8 MiB: 0.04 s against 0.09 s).
 FAST_JSONL_MIN_BYTES = 32 * 1024 * 1024
 
 # What each column must hold, for the error-path scans: "int", "number", "ints" (list of
