@@ -19,6 +19,7 @@ fit the budget too (``ScalePlan.stage_profile``). Sections that need the whole t
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -93,24 +94,56 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 
 
 def parse_memory_limit(text: str) -> int:
-    """Bytes from '8GiB', '512MB', '2e9', '50%' (of physical memory); one clear error otherwise."""
-    s = text.strip().lower().replace(" ", "")
+    """Bytes from '8GiB', '512MB', '2e9', '50%' (of physical memory); one clear error otherwise.
+
+    Each mistake has its own message: nothing given, no number, an unknown unit, a percentage
+    that is not a number or not in (0, 100], a size of zero or below, more than the machine.
+    """
+    flag = f"--memory-limit {text!r}"
+    example = "give a size such as 8GiB, 512MB or 50% of the machine"
+    raw = text.strip().replace(" ", "")
+    if not raw:
+        raise ConfigError(f"{flag}: no size given; {example}")
+    s = raw.lower()
+    machine = physical_memory_bytes()
     if s.endswith("%"):
         try:
-            share = float(s[:-1]) / 100.0
+            percent = float(s[:-1])
         except ValueError:
-            share = -1.0
-        if not 0.0 < share <= 1.0:
-            raise ConfigError(f"--memory-limit {text!r}: a percentage must be in (0, 100]")
-        return int(share * physical_memory_bytes())
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)([a-z]*)", s)
-    if not m or m.group(2) not in _UNITS:
-        raise ConfigError(
-            f"--memory-limit {text!r}: give a size such as 8GiB, 512MB or 50% of the machine"
-        )
-    value = int(float(m.group(1)) * _UNITS[m.group(2)])
+            raise ConfigError(
+                f"{flag}: '{raw[:-1]}' is not a number; give a percentage of the machine's "
+                "memory such as 50%"
+            ) from None
+        if not 0.0 < percent <= 100.0:
+            raise ConfigError(
+                f"{flag}: a percentage of the machine's memory must be more than 0 and at most "
+                "100, such as 50%"
+            )
+        value = int(percent / 100.0 * machine)
+    else:
+        m = re.fullmatch(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?)(.*)", s)
+        if not m:
+            raise ConfigError(f"{flag}: no number before the unit; {example}")
+        unit = m.group(2)
+        if unit not in _UNITS:
+            units = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
+            raise ConfigError(
+                f"{flag}: unknown unit '{raw[m.end(1):]}'; use one of {units} "
+                "(KB = 1000 bytes, KiB = 1024), or a percentage such as 50%"
+            )
+        size = float(m.group(1)) * _UNITS[unit]
+        if size > machine:  # also an overflowing number (inf)
+            # Rounded down, so the size suggested is itself accepted.
+            most_gib = math.floor(machine / 2**30 * 10) / 10
+            raise ConfigError(
+                f"{flag}: more than this machine's memory ({machine / 2**30:.2f} GiB); give "
+                f"at most {most_gib:g}GiB, or a percentage such as 50%"
+            )
+        value = int(size)
     if value <= 0:
-        raise ConfigError(f"--memory-limit {text!r}: must be more than 0 bytes")
+        raise ConfigError(
+            f"{flag}: the limit must be more than 0 bytes; {example}"
+        )
     return value
 
 

@@ -142,6 +142,8 @@ def _run(
     progress: Progress,
 ) -> AdviceReport:
     """Read and analyse: streamed within the memory budget for parquet, else in memory."""
+    if memory_limit is not None:
+        parse_memory_limit(memory_limit)  # a bad value is an error even where it is unused
     if _streamable(trace, trace_format, maps, block_tokens):
         with progress.step(f"analyzing {trace} in batches"):
             report = _analyze_large(trace, options, memory_limit)
