@@ -562,7 +562,12 @@ def _locate_jsonl_problem(
         problem = _first_kind_problem([(row, record)], kinds)
         if problem:
             return TraceSchemaError(str(path), [problem])
-    return TraceFormatError(f"{path}: not valid JSONL ({one_line(exc)})")
+    # Every line parses and its known keys are fine: pyarrow refused something else, most
+    # often a key of another format holding different JSON types on different lines.
+    return TraceFormatError(
+        f"{path}: not valid JSONL ({one_line(exc)}); each line must be one JSON object, with "
+        "each key holding the same JSON type on every line"
+    )
 
 
 def _locate_csv_problem(
@@ -599,7 +604,10 @@ def _locate_csv_problem(
                     [Problem(row, name, TraceProblem.WRONG_TYPE, f"{value!r:.60} is not {what}")],
                 )
     detail = f" ({one_line(exc)})" if exc else ""
-    return TraceFormatError(f"{path}: not a readable CSV{detail}")
+    return TraceFormatError(
+        f"{path}: not a readable CSV{detail}; a header line, then comma-separated rows with "
+        "standard double-quote quoting (or give --trace-format)"
+    )
 
 
 def _text_ok(value: str, kind: str) -> bool:
@@ -632,12 +640,20 @@ def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> Tra
                 return TraceSchemaError(str(path), [_json_problem(row, line_no, line, err)])
     for row, run in enumerate(runs, 1):
         if not isinstance(run, dict):
-            return TraceFormatError(f"{path}: row {row}: a benchmark run must be a JSON object")
+            return TraceSchemaError(
+                str(path),
+                [Problem(row, "(record)", TraceProblem.UNPARSEABLE,
+                         f"{run!r:.60} is a JSON {_json_type(run)}, not a benchmark run object "
+                         "(row = run object): delete it or regenerate the result file")],
+            )
         problem = _bench_run_problem(row, run)
         if problem:
             return TraceSchemaError(str(path), [problem])
     detail = f" ({one_line(exc)})" if exc else ""
-    return TraceFormatError(f"{path}: not a readable benchmark result{detail}")
+    return TraceFormatError(
+        f"{path}: not a readable benchmark result{detail}; each run must be a JSON object, "
+        "with each key holding the same JSON type in every run: regenerate the result file"
+    )
 
 
 BENCH_KINDS = (
