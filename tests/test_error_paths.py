@@ -667,3 +667,134 @@ def test_memory_limit_through_the_cli(tmp_path) -> None:
     for trace in (parquet, FIX / "tiny_mooncake.jsonl"):
         _one_error_line(runner.invoke(app, ["analyze", str(trace), "--memory-limit", "8XB"]),
                         "--memory-limit '8XB': unknown unit 'XB'")
+
+
+# --- further raise sites found by grepping `raise` against the tests -------------------------
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_trace_that_is_not_a_regular_file(tmp_path) -> None:
+    """A FIFO (or device) is refused before anything reads from it (which could block)."""
+    import os
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    _raises(TraceFormatError, lambda: read_trace(fifo), "pipe.jsonl: not a regular file",
+            "give a trace file")
+
+
+def test_jsonl_key_with_changing_types(tmp_path) -> None:
+    """Lines that each parse, but a key changes JSON type: pyarrow's reason plus the rule."""
+    path = tmp_path / "t.jsonl"
+    extra = GOOD_LINE[:-1] + ', "tag": %s}\n'
+    path.write_text(extra % "1" + extra % '"a"')
+    _raises(TraceFormatError, lambda: read_trace(path), str(path), "not valid JSONL",
+            "Column(/tag) changed from number to string",
+            "each key holding the same JSON type on every line")
+
+
+BENCH_RUN = {"model_id": "m", "input_lens": [1, 2], "output_lens": [3, 4], "ttfts": [0.1, 0.2]}
+
+
+def test_benchmark_run_that_is_not_an_object(tmp_path) -> None:
+    """A results file with a non-object run names the run (row) and the fix."""
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(BENCH_RUN) + "\n[1, 2]\n")
+    _raises(TraceSchemaError, lambda: read_trace(path), str(path),
+            "row 2, column '(record)': unparseable: [1, 2] is a JSON array, not a benchmark run",
+            "regenerate the result file")
+    mixed = tmp_path / "m.jsonl"
+    mixed.write_text(json.dumps(BENCH_RUN) + "\n" + json.dumps({**BENCH_RUN, "model_id": 5}))
+    _raises(TraceFormatError, lambda: read_trace(mixed), "not a readable benchmark result",
+            "Column(/model_id) changed", "regenerate the result file")
+
+
+def test_hf_config_that_is_not_an_object(tmp_path) -> None:
+    """--model path/config.json holding a JSON array."""
+    path = tmp_path / "config.json"
+    path.write_text("[1, 2]")
+    _raises(CatalogError, lambda: read_hf_config(path), str(path),
+            "expected a JSON object (a Hugging Face config.json)")
+
+
+def _tiered(**tier: Any) -> dict:
+    return {**PLAN, "stages": {"prefill": {"tiers": [tier]}}}
+
+
+@pytest.mark.parametrize(
+    "doc, needles",
+    [
+        (_tiered(name="t", capacity="1 TB"),
+         ["stages.prefill.tiers[0].storage: is required (a storage catalog name or an inline"]),
+        (_tiered(storage={"read_bandwidth": "5 GB/s"}),
+         ["stages.prefill.tiers[0].storage.kind: is required: one of"]),
+        (_tiered(storage="nvme-gen5-x4", shared="no"),
+         ["stages.prefill.tiers[0].shared: expected true or false, got 'no'"]),
+        (_tiered(storage="nvme-gen5-x4", devices=2.5),
+         ["stages.prefill.tiers[0].devices: expected a whole number, got 2.5"]),
+        (_tiered(storage={"kind": "ssd", "read_iops": "1M"}),
+         ["tiers[0].storage.read_iops: expected a number, got '1M'"]),
+        (_tiered(storage={"kind": "ssd", "latency": ["80 us"]}),
+         ["tiers[0].storage.latency: expected a time such as '250 ms', got ['80 us']"]),
+        ({**PLAN, "stages": {"prefill": {"tiers": [{"storage": "nvme-gen5-x4"},
+                                                   {"storage": "nvme-gen5-x4"}]}}},
+         ["stages.prefill.tiers: tier names must be unique, got ['nvme-gen5-x4', 'nvme-gen5-x4']"]),
+        ({**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"local_cpu": "yes"}}}}},
+         ["stages.prefill.engines.lmcache.local_cpu: expected true or false, got 'yes'"]),
+        ({**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"l2-adapter": "disk"}}}}},
+         ["engines.lmcache.l2-adapter: expected a mapping, got 'disk'"]),
+        ({**PLAN, "stages": {"prefill": {"gpu": "h300"}}},
+         ["stages.prefill.gpu: unknown GPU 'h300'; did you mean"]),
+    ],
+)
+def test_plan_stage_and_tier_shapes(tmp_path, doc, needles) -> None:
+    """Below the top level: tiers, inline storage, engine settings, catalog names."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    _raises(PlanError, lambda: load_plan(path), f"{path}: ", *needles)
+
+
+def test_cli_output_targets(tmp_path) -> None:
+    """-o naming a directory or a path under a file, convert to a non-parquet name: one line."""
+    trace = str(FIX / "tiny_mooncake.jsonl")
+    _one_error_line(runner.invoke(app, ["rules", "facts", "-o", str(tmp_path)]),
+                    "is a directory; give an output file name")
+    _one_error_line(runner.invoke(app, ["convert", trace, "-o", str(tmp_path / "t.csv")]),
+                    "convert writes canonical parquet; name it *.parquet")
+    # A parent that is a file: the temporary file cannot be made (was a raw FileExistsError).
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    _one_error_line(runner.invoke(app, ["rules", "facts", "-o", str(blocker / "facts.md")]),
+                    "file.txt/facts.md: cannot be written", "choose another output path")
+    _one_error_line(runner.invoke(app, ["convert", trace, "-o", str(blocker / "t.parquet")]),
+                    "file.txt/t.parquet: cannot be written", "choose another -o")
+    assert blocker.read_text() == "x"
+
+
+def test_plan_on_a_trace_too_large_to_replay(tmp_path) -> None:
+    """With --plan, a parquet trace sampled within --memory-limit: say to use review."""
+    from kvadvisor.advise.streaming import BASELINE_BYTES, SAMPLED_BYTES_PER_REQUEST
+    from kvadvisor.synth import SynthShape, write_synth_parquet
+
+    path = tmp_path / "t.parquet"
+    write_synth_parquet(SynthShape(requests=500, block_tokens=64, sessions=50, seed=3), path)
+    stream = open_trace_stream(path)
+    # Room for a quarter of the block accesses sampled: the per-request replay does not fit.
+    limit = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * stream.requests
+             + 120 * stream.block_accesses // 4)
+    plan = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+    result = runner.invoke(app, ["analyze", str(path), "--memory-limit", str(limit),
+                                 "--plan", str(plan), "--format", "json", "-o",
+                                 str(tmp_path / "r.json")])
+    _one_error_line(result, "t.parquet: too large to replay per request within the memory limit",
+                    "use `kvadvisor review` on a sample")
+
+
+@pytest.mark.parametrize("value", [["2 TB"], {"size": 2}, None])
+def test_quantity_that_is_not_text(tmp_path, value) -> None:
+    """A capacity given as a list, mapping or null-like value says how to write one."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({**PLAN, "stages": {"prefill": {"host_memory": value or 0}}}))
+    expected = ("needs a unit, e.g. '2 TB' (got the bare number 0)" if value is None
+                else f"expected a size such as '2 TB', got {value!r}")
+    _raises(PlanError, lambda: load_plan(path), "stages.prefill.host_memory: ", expected)
