@@ -374,7 +374,7 @@ def test_io_unit_below_one_byte(unit) -> None:
     _raises(ConfigError, lambda: io_demand(
         input_tokens=np.asarray([1]), hit_tokens=None, read_time_s=np.asarray([0.0]),
         write_time_s=np.asarray([0.0]), kv_bytes=lambda n: n * 2, io_unit_bytes=unit),
-        f"io_unit_bytes) must be at least 1 byte, got {unit}", "page or block size")
+        f"I/O unit (--io-unit) must be at least 1 byte, got {unit}", "page or block size")
 
 
 # --- catalogs --------------------------------------------------------------------------------

@@ -169,8 +169,8 @@ def io_demand(
         raise ConfigError(f"--chunk-tokens must be at least 1, got {chunk_tokens}")
     if io_unit_bytes < 1:
         raise ConfigError(
-            f"the device I/O unit (io_unit_bytes) must be at least 1 byte, got {io_unit_bytes}; "
-            "give the device's page or block size in bytes (4096 for most NVMe drives)"
+            f"the device I/O unit (--io-unit) must be at least 1 byte, got {io_unit_bytes}; "
+            "give the device's page or block size, e.g. --io-unit '4 KiB' (most NVMe drives)"
         )
     n = np.asarray(input_tokens, dtype=np.int64)
     known = hit_tokens is not None
