@@ -199,7 +199,8 @@ def _check_engine_settings(
         if kind == "bool" and not isinstance(value, bool):
             raise c.fail(at, f"expected true or false, got {value!r}")
         if kind == "int":
-            value = c.whole(at, value, 0)
+            # Chunk, page and block sizes divide token counts in the review: at least 1.
+            value = c.whole(at, value, int(spec.get("minimum", 0)))
         elif kind == "number":
             unit = f" (in {spec['unit']}, as {engine} takes it)" if "unit" in spec else ""
             if isinstance(value, str):
