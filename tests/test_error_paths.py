@@ -804,3 +804,29 @@ def test_quantity_that_is_not_text(tmp_path, value) -> None:
     expected = ("needs a unit, e.g. '2 TB' (got the bare number 0)" if value is None
                 else f"expected a size such as '2 TB', got {value!r}")
     _raises(PlanError, lambda: load_plan(path), "stages.prefill.host_memory: ", expected)
+
+
+def test_broken_json_points_at_the_line_that_breaks(tmp_path) -> None:
+    """A syntax error names the line and character where parsing stops, and the key there."""
+    pretty = tmp_path / "p.json"
+    pretty.write_text('{\n  "model_id": "m",\n  "input_lens": [1, 2\n  "x": 1}\n')
+    _raises(TraceSchemaError, lambda: read_trace(pretty), "row 1, column 'input_lens'",
+            "not valid JSON at line 4, character 3", "complete or delete it")
+    first = tmp_path / "f.jsonl"
+    first.write_text('{"timestamp": 0, "input_length": 5x}\n' + GOOD_LINE + "\n")
+    _raises(TraceSchemaError, lambda: read_trace(first), "row 1, column 'input_length'",
+            "not valid JSON at line 1, character 35")
+    perf = tmp_path / "r.json"
+    perf.write_text('[{"number_input_tokens": 1, "number_output_tokens": 2},\n'
+                    ' {"number_input_tokens": 3, "number_output_tokens": }]\n')
+    _raises(TraceSchemaError, lambda: read_trace(perf),
+            "row 2, column 'number_output_tokens'", "not valid JSON at line 2, character 53")
+
+
+def test_forced_format_without_its_fields(tmp_path) -> None:
+    """--trace-format naming a format whose fields are absent: the fields found are listed."""
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n')
+    _raises(TraceSchemaError, lambda: read_trace(path, "bailian"),
+            "column 'chat_id': missing_column: required Bailian field missing",
+            "fields found: timestamp, input_length, output_length", "give --trace-format")

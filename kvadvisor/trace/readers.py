@@ -178,12 +178,23 @@ def _first_record(path: Path, compression: str | None) -> dict:
     line = data.split(b"\n", 1)[0]
     try:
         record = json.loads(line)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as line_exc:
+        first = line.decode(errors="replace")
+        if line_exc.pos < len(first.rstrip()):
+            # Broken inside the first line: the problem is there, whatever follows.
+            raise TraceSchemaError(str(path), [_json_problem(1, 1, first, line_exc)]) from None
+        # The first line is an unfinished object: a pretty-printed file; parse it whole and
+        # point at the line and character where that fails.
+        whole = _read_all(path, compression)
         try:
-            record = json.loads(_read_all(path, compression))
+            record = json.loads(whole)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            text = whole.decode("utf-8", errors="replace")
+            line_no = getattr(exc, "lineno", 1)
+            where = text.splitlines()[line_no - 1] if line_no <= len(text.splitlines()) else ""
+            before = text[: getattr(exc, "pos", 0)]
             raise TraceSchemaError(
-                str(path), [_json_problem(1, 1, line.decode(errors="replace"), exc)]
+                str(path), [_json_problem(1, line_no, where, exc, before=before)]
             ) from None
     if not isinstance(record, dict):
         raise TraceFormatError(f"{path}: the first JSON value is not an object; not a trace")
@@ -463,7 +474,9 @@ def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
         pos = getattr(exc, "pos", 0)
         row = text.count("{", 0, pos)
         raise TraceSchemaError(
-            str(path), [_json_problem(max(row, 1), text.count("\n", 0, pos) + 1, text, exc)]
+            str(path),
+            [_json_problem(max(row, 1), text.count("\n", 0, pos) + 1, text, exc,
+                           before=text[:pos])],
         ) from None
     if not isinstance(records, list):
         raise TraceFormatError(
@@ -524,10 +537,17 @@ def _json_type(value: object) -> str:
     return {dict: "object", list: "array", str: "string"}.get(type(value), "null")
 
 
-def _json_problem(row: int, line: int, text: str, exc: Exception) -> Problem:
-    """A JSON syntax error as a Problem naming the key being parsed where it broke."""
+def _json_problem(
+    row: int, line: int, text: str, exc: Exception, before: str | None = None
+) -> Problem:
+    """A JSON syntax error as a Problem naming the key being parsed where it broke.
+
+    ``text`` is the line that broke (``colno`` counts in it); ``before``, when given, is all the
+    text before the error (a multi-line document), searched for the key instead.
+    """
     pos = getattr(exc, "colno", 1)
-    keys = re.findall(r'"([^"\\]+)"\s*:', text[: max(pos - 1, 0)])
+    prefix = before if before is not None else text[: max(pos - 1, 0)]
+    keys = re.findall(r'"([^"\\]+)"\s*:', prefix)
     column = keys[-1] if keys else "(record)"
     msg = getattr(exc, "msg", str(exc))
     return Problem(
