@@ -19,7 +19,6 @@ from kvadvisor.report.jsonreport import clean
 # Findings repeated under the verdict, most severe first.
 TOP_FINDINGS = 3
 
-
 STAGE_ROLES = {
     "prefill": "processes the whole prompt at once: large, bursty KV writes of the prompt "
     "tokens that missed the cache",
