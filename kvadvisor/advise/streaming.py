@@ -55,6 +55,7 @@ from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
 from kvadvisor.metrics import trace_hit_tokens
+from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
 
@@ -85,7 +86,7 @@ IN_MEMORY_BYTES_PER_ACCESS = 120
 # Interpreter, numpy/pyarrow/numba and one record batch in flight.
 BASELINE_BYTES = 512 * 1024**2
 MIN_SAMPLE_RATE = 1e-4
-STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes", "model")
+STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes", "model", "ok")
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
@@ -225,6 +226,7 @@ class _Totals:
     input_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     output_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     models: set[str] = field(default_factory=set)
+    failed_requests: int = 0
 
     @property
     def window_s(self) -> int:
@@ -252,6 +254,9 @@ class _Totals:
         if "block_hashes" in batch.schema.names:
             self.block_accesses += int(pc.sum(pc.list_value_length(
                 batch.column("block_hashes"))).as_py() or 0)
+        if "ok" in batch.schema.names:
+            # as Trace.failed_requests: rows whose ok is false (nulls are not failures)
+            self.failed_requests += int(pc.sum(pc.invert(batch.column("ok"))).as_py() or 0)
         if "model" in batch.schema.names:
             self.models.update(str(m) for m in pc.unique(batch.column("model").drop_null())
                                .to_pylist())
@@ -408,6 +413,7 @@ def analyze_stream(
 ) -> AdviceReport:
     """One streaming pass over ``stream``: the summary and the prefix-cache curve per ``plan``."""
     options = options or AnalyzeOptions()
+    columns = stream.columns  # all of them, for the summary, before narrowing the stream
     stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
     totals = _Totals(duration_s=stream.duration_s)
     result: PrefixCacheResult | None = None
@@ -439,7 +445,7 @@ def analyze_stream(
         requests=totals.requests,
         duration_s=duration,
         block_tokens=stream.block_tokens,
-        columns=stream.columns,
+        columns=columns,
         input_tokens_total=totals.input_tokens,
         output_tokens_total=totals.output_tokens,
         # As Trace.arrival_rate_per_s: unknown when the files say arrivals were not measured.
@@ -447,6 +453,11 @@ def analyze_stream(
                             if duration > 0 and stream.arrivals_measured else None),
         dropped=dict(stream.dropped),
         notes=tuple(notes),
+        # Columns count as holding values when the files have them (footers do not say
+        # whether a column is all null, which the in-memory path checks).
+        capabilities=capabilities_of(columns, stream.block_tokens,
+                                     arrivals_measured=stream.arrivals_measured,
+                                     failed_requests=totals.failed_requests),
         sha256=trace_sha256,
         models=tuple(sorted(totals.models)[:MAX_MODELS_LISTED]),
         arrivals=totals.arrivals(),
