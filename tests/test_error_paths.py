@@ -774,6 +774,9 @@ def test_cli_output_targets(tmp_path) -> None:
                     "file.txt/facts.md: cannot be written", "choose another output path")
     _one_error_line(runner.invoke(app, ["convert", trace, "-o", str(blocker / "t.parquet")]),
                     "file.txt/t.parquet: cannot be written", "choose another -o")
+    _one_error_line(runner.invoke(app, ["synth", "--requests", "10", "-o",
+                                        str(blocker / "s.parquet")]),
+                    "file.txt/s.parquet: cannot be written", "choose another -o")
     assert blocker.read_text() == "x"
 
 

@@ -71,13 +71,8 @@ def write_output(target: str, text: str) -> None:
     path = Path(target)
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give an output file name")
-    try:
-        with atomic_target(path) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-    except OSError as exc:  # a parent that is a file, no permission, a full disk
-        raise ConfigError(
-            f"{path}: cannot be written ({exc.strerror or exc}); choose another output path"
-        ) from None
+    with atomic_target(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def file_sha256(path: Path) -> str | None:

@@ -62,10 +62,5 @@ def write_parquet(trace: Trace, path: str | Path) -> None:
         arrivals_measured=trace.arrivals_measured,
     )
     table = trace.table.replace_schema_metadata(meta)
-    try:
-        with atomic_target(path) as tmp:
-            pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, compression="zstd")
-    except OSError as exc:  # a parent that is a file, no permission, a full disk
-        raise ConfigError(
-            f"{path}: cannot be written ({exc.strerror or exc}); choose another -o"
-        ) from None
+    with atomic_target(path, fix="choose another -o") as tmp:
+        pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, compression="zstd")
