@@ -131,7 +131,7 @@ def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source)
     assert got.options == reference.options
     for name in ("requests", "duration_s", "input_tokens_total", "output_tokens_total",
                  "arrival_rate_per_s", "block_tokens", "models", "arrivals", "input_tokens_hist",
-                 "output_tokens_hist", "dropped"):
+                 "output_tokens_hist", "dropped", "columns", "capabilities"):
         assert getattr(got.trace, name) == getattr(reference.trace, name), name
 
 
@@ -182,6 +182,27 @@ def test_no_hashes_stream_says_unknown() -> None:
     assert report.trace.input_tokens_hist.y == (1.0, 0.0, 2.0)
     assert report.trace.output_tokens_hist.y == (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
     assert report.trace.arrivals.y == (1.0, 1.0, 0.0, 1.0)  # 1-s windows over 3 s
+
+
+def test_streamed_summary_states_columns_and_capabilities() -> None:
+    """Unread columns and failed requests reach the streamed summary as in memory.
+
+    The pass reads neither TTFT nor sessions, yet the summary's columns and capabilities
+    state them as the in-memory summary does.
+    """
+    from kvadvisor.trace.describe import capabilities
+
+    table = pa.table({"arrival_s": [0.0, 1.0, 3.0], "input_tokens": [5, 6, 0],
+                      "output_tokens": [1, 2, 70], "ttft_s": [0.1, 0.2, 0.3],
+                      "session_id": ["a", "b", "a"], "ok": [True, False, False]})
+    trace = build_trace(table, path="t", source_format="t", block_tokens=None)
+    plan = plan_analysis(3, 0, 0, BASELINE_BYTES)
+    report = analyze_stream(stream_trace(trace), OPTIONS, plan=plan, **_kw())
+    assert report.trace.columns == trace.columns
+    assert report.trace.capabilities == capabilities(trace)
+    assert "2 failed requests: kept, and excluded where a metric needs a successful request" in (
+        report.trace.capabilities)
+    assert "TTFT present: stage times will be measured, not modeled" in report.trace.capabilities
 
 
 def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:

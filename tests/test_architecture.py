@@ -12,7 +12,7 @@ ALLOWED: dict[str, set[str]] = {
     "units": set(),
     "progress": set(),  # terminal progress for the CLI's long steps: a leaf like errors/units
     "yamlio": {"errors"},
-    "fileio": set(),
+    "fileio": {"errors"},
     "config": {"errors", "yamlio"},
     "trace": {"errors", "units", "trace", "fileio"},
     "metrics": {"trace", "errors", "units", "metrics"},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from kvadvisor import __version__
@@ -28,7 +29,7 @@ def test_missing_file_is_user_error(tmp_path) -> None:
 
 
 def test_analyze_json_on_mooncake(mooncake_path, tmp_path) -> None:
-    """analyze writes the JSON contract's trace block with the trace's true size."""
+    """Analyze writes the JSON contract's trace block with the trace's true size."""
     out = tmp_path / "r.json"
     result = runner.invoke(app, ["analyze", str(mooncake_path), "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -37,3 +38,40 @@ def test_analyze_json_on_mooncake(mooncake_path, tmp_path) -> None:
     assert doc["trace"]["requests"] == 12031
     assert doc["trace"]["block_tokens"] == 512
     assert abs(doc["trace"]["duration_s"] - 3536.999) < 1e-6
+
+
+def _analyze_json(path, out, *extra):
+    result = runner.invoke(app, ["analyze", str(path), "-q", "-o", str(out), *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())
+
+
+def test_profile_deployment_options_reach_the_report(mooncake_path, tmp_path) -> None:
+    """--instances, --io-unit and --drive-capacity set the profile's knobs, with units."""
+    base = _analyze_json(mooncake_path, tmp_path / "a.json")
+    assert base["io"]["io_unit_bytes"] == 4096 and base["io"]["drive_writes_per_day"] is None
+    got = _analyze_json(mooncake_path, tmp_path / "b.json", "--instances", "4",
+                        "--io-unit", "16 KiB", "--drive-capacity", "7.68 TB")
+    assert got["options"]["instances"] == 4
+    assert got["io"]["io_unit_bytes"] == 16 * 1024
+    assert got["io"]["drive_capacity_bytes"] == 7.68e12
+    # DWPD = bytes written per day / drive capacity (decimal TB: 10^12 bytes)
+    assert got["io"]["drive_writes_per_day"] == pytest.approx(
+        got["io"]["write_bytes_per_day"] / 7.68e12, rel=1e-6)
+    # a larger device I/O unit rounds each chunk write up further: never fewer bytes on device
+    assert got["io"]["write_io"]["mean_io_bytes"] >= base["io"]["write_io"]["mean_io_bytes"]
+
+
+def test_profile_deployment_option_errors_are_one_line(mooncake_path) -> None:
+    """A size without a unit, of the wrong kind, zero, or a fraction of a byte: exit 2, one line."""
+    cases = {
+        ("--io-unit", "4"): "--io-unit '4': expected a size such as",
+        ("--io-unit", "1.5 B"): "--io-unit '1.5 B': must be a whole number of bytes",
+        ("--drive-capacity", "7 TB/s"): "'TB/s' is a rate unit",
+        ("--drive-capacity", "0 TB"): "--drive-capacity '0 TB': must be more than 0 bytes",
+    }
+    for (option, value), message in cases.items():
+        result = runner.invoke(app, ["analyze", str(mooncake_path), "-q", option, value])
+        assert result.exit_code == EXIT_USER_ERROR, (option, value)
+        assert message in result.output
+        assert "Traceback" not in result.output

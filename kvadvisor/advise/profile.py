@@ -438,7 +438,7 @@ def profile_workload(
             f"{times.instances} instance(s) of this deployment cannot carry the load (about "
             f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
             "spread over more instances each decode batch is smaller, so decode's share would "
-            "grow (AnalyzeOptions.instances)")
+            "grow (give the real count with --instances)")
     io = profile_io(times, pm.kv_bytes, hits_known=hits_known, window_s=options.window_s,
                     chunk_tokens=options.chunk_tokens, io_unit_bytes=options.io_unit_bytes,
                     drive_capacity_bytes=options.drive_capacity_bytes)

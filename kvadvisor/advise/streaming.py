@@ -19,6 +19,7 @@ fit the budget too (``ScalePlan.stage_profile``). Sections that need the whole t
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -55,6 +56,7 @@ from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
 from kvadvisor.metrics import trace_hit_tokens
+from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
 
@@ -85,7 +87,7 @@ IN_MEMORY_BYTES_PER_ACCESS = 120
 # Interpreter, numpy/pyarrow/numba and one record batch in flight.
 BASELINE_BYTES = 512 * 1024**2
 MIN_SAMPLE_RATE = 1e-4
-STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes", "model")
+STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes", "model", "ok")
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
@@ -93,24 +95,56 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 
 
 def parse_memory_limit(text: str) -> int:
-    """Bytes from '8GiB', '512MB', '2e9', '50%' (of physical memory); one clear error otherwise."""
-    s = text.strip().lower().replace(" ", "")
+    """Bytes from '8GiB', '512MB', '2e9', '50%' (of physical memory); one clear error otherwise.
+
+    Each mistake has its own message: nothing given, no number, an unknown unit, a percentage
+    that is not a number or not in (0, 100], a size of zero or below, more than the machine.
+    """
+    flag = f"--memory-limit {text!r}"
+    example = "give a size such as 8GiB, 512MB or 50% of the machine"
+    raw = text.strip().replace(" ", "")
+    if not raw:
+        raise ConfigError(f"{flag}: no size given; {example}")
+    s = raw.lower()
+    machine = physical_memory_bytes()
     if s.endswith("%"):
         try:
-            share = float(s[:-1]) / 100.0
+            percent = float(s[:-1])
         except ValueError:
-            share = -1.0
-        if not 0.0 < share <= 1.0:
-            raise ConfigError(f"--memory-limit {text!r}: a percentage must be in (0, 100]")
-        return int(share * physical_memory_bytes())
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)([a-z]*)", s)
-    if not m or m.group(2) not in _UNITS:
-        raise ConfigError(
-            f"--memory-limit {text!r}: give a size such as 8GiB, 512MB or 50% of the machine"
-        )
-    value = int(float(m.group(1)) * _UNITS[m.group(2)])
+            raise ConfigError(
+                f"{flag}: '{raw[:-1]}' is not a number; give a percentage of the machine's "
+                "memory such as 50%"
+            ) from None
+        if not 0.0 < percent <= 100.0:
+            raise ConfigError(
+                f"{flag}: a percentage of the machine's memory must be more than 0 and at most "
+                "100, such as 50%"
+            )
+        value = int(percent / 100.0 * machine)
+    else:
+        m = re.fullmatch(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?)(.*)", s)
+        if not m:
+            raise ConfigError(f"{flag}: no number before the unit; {example}")
+        unit = m.group(2)
+        if unit not in _UNITS:
+            units = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
+            raise ConfigError(
+                f"{flag}: unknown unit '{raw[m.end(1):]}'; use one of {units} "
+                "(KB = 1000 bytes, KiB = 1024), or a percentage such as 50%"
+            )
+        size = float(m.group(1)) * _UNITS[unit]
+        if size > machine:  # also an overflowing number (inf)
+            # Rounded down, so the size suggested is itself accepted.
+            most_gib = math.floor(machine / 2**30 * 10) / 10
+            raise ConfigError(
+                f"{flag}: more than this machine's memory ({machine / 2**30:.2f} GiB); give "
+                f"at most {most_gib:g}GiB, or a percentage such as 50%"
+            )
+        value = int(size)
     if value <= 0:
-        raise ConfigError(f"--memory-limit {text!r}: must be more than 0 bytes")
+        raise ConfigError(
+            f"{flag}: the limit must be more than 0 bytes; {example}"
+        )
     return value
 
 
@@ -225,6 +259,7 @@ class _Totals:
     input_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     output_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     models: set[str] = field(default_factory=set)
+    failed_requests: int = 0
 
     @property
     def window_s(self) -> int:
@@ -252,6 +287,9 @@ class _Totals:
         if "block_hashes" in batch.schema.names:
             self.block_accesses += int(pc.sum(pc.list_value_length(
                 batch.column("block_hashes"))).as_py() or 0)
+        if "ok" in batch.schema.names:
+            # as Trace.failed_requests: rows whose ok is false (nulls are not failures)
+            self.failed_requests += int(pc.sum(pc.invert(batch.column("ok"))).as_py() or 0)
         if "model" in batch.schema.names:
             self.models.update(str(m) for m in pc.unique(batch.column("model").drop_null())
                                .to_pylist())
@@ -408,6 +446,7 @@ def analyze_stream(
 ) -> AdviceReport:
     """One streaming pass over ``stream``: the summary and the prefix-cache curve per ``plan``."""
     options = options or AnalyzeOptions()
+    columns = stream.columns  # all of them, for the summary, before narrowing the stream
     stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
     totals = _Totals(duration_s=stream.duration_s)
     result: PrefixCacheResult | None = None
@@ -439,7 +478,7 @@ def analyze_stream(
         requests=totals.requests,
         duration_s=duration,
         block_tokens=stream.block_tokens,
-        columns=stream.columns,
+        columns=columns,
         input_tokens_total=totals.input_tokens,
         output_tokens_total=totals.output_tokens,
         # As Trace.arrival_rate_per_s: unknown when the files say arrivals were not measured.
@@ -447,6 +486,11 @@ def analyze_stream(
                             if duration > 0 and stream.arrivals_measured else None),
         dropped=dict(stream.dropped),
         notes=tuple(notes),
+        # Columns count as holding values when the files have them (footers do not say
+        # whether a column is all null, which the in-memory path checks).
+        capabilities=capabilities_of(columns, stream.block_tokens,
+                                     arrivals_measured=stream.arrivals_measured,
+                                     failed_requests=totals.failed_requests),
         sha256=trace_sha256,
         models=tuple(sorted(totals.models)[:MAX_MODELS_LISTED]),
         arrivals=totals.arrivals(),

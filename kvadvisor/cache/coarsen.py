@@ -23,18 +23,22 @@ def coarsen_trace(trace: Trace, chunk_tokens: int, *, save_unfull_chunk: bool = 
     name; its default, False, drops it, so those tokens are always recomputed).
     """
     block_tokens = require_hashes(trace)
+    # The chunk size reaches here from `analyze --chunk-tokens`; the messages name the option.
     if chunk_tokens <= 0:
-        raise ConfigError(f"chunk size must be a positive number of tokens, got {chunk_tokens}")
+        raise ConfigError(
+            f"--chunk-tokens {chunk_tokens}: the chunk size must be a positive number of "
+            f"tokens; give a multiple of the trace's {block_tokens}-token blocks"
+        )
     if chunk_tokens < block_tokens:
         raise ConfigError(
-            f"cannot refine the trace's {block_tokens}-token blocks into {chunk_tokens}-token "
-            f"chunks: a block hash does not say which tokens inside the block match; give a "
-            f"chunk size that is a multiple of {block_tokens}"
+            f"--chunk-tokens {chunk_tokens}: cannot refine the trace's {block_tokens}-token "
+            f"blocks into {chunk_tokens}-token chunks: a block hash does not say which tokens "
+            f"inside the block match; give a chunk size that is a multiple of {block_tokens}"
         )
     if chunk_tokens % block_tokens:
         raise ConfigError(
-            f"chunk size {chunk_tokens} is not a multiple of the trace's {block_tokens}-token "
-            f"blocks; give a multiple of {block_tokens}"
+            f"--chunk-tokens {chunk_tokens}: chunk size {chunk_tokens} is not a multiple of the "
+            f"trace's {block_tokens}-token blocks; give a multiple of {block_tokens}"
         )
     k = chunk_tokens // block_tokens
     if k == 1 and save_unfull_chunk:

@@ -56,26 +56,6 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     return out, int(n_unique)
 
 
-def block_token_weights(
-    offsets: np.ndarray, input_tokens: np.ndarray, block_tokens: int
-) -> np.ndarray:
-    """Tokens each block access carries: ``min((j+1)·B, I) − min(j·B, I)`` for block j (int64).
-
-    Compiled: the vectorised form needed three access-length temporaries (position, repeated
-    input length, result) and was the largest single cost of the reuse-time analysis.
-    """
-    from kvadvisor.cache import stackdist  # numba only when a curve is computed
-
-    out = np.empty(int(offsets[-1]), np.int64)
-    stackdist.token_weights(
-        np.ascontiguousarray(offsets, dtype=np.int64),
-        np.ascontiguousarray(input_tokens, dtype=np.int64),
-        np.int64(block_tokens),
-        out,
-    )
-    return out
-
-
 def simulate_arrays(
     offsets: np.ndarray,
     values: np.ndarray,

@@ -124,13 +124,17 @@ def compare_routing(
     bound = 0
     for policy in policies:
         if policy is RoutingPolicy.PREFIX_AWARE:
-            res = pooled if pooled is not None and pooled.exact else simulate_arrays(
-                offsets,
-                values,
-                inp,
-                block_tokens,
-                warmup_requests=warmup,
-                warmup_fraction=warmup_fraction,
+            res = (
+                pooled
+                if pooled is not None and pooled.exact
+                else simulate_arrays(
+                    offsets,
+                    values,
+                    inp,
+                    block_tokens,
+                    warmup_requests=warmup,
+                    warmup_fraction=warmup_fraction,
+                )
             )
             hits = res.curve.hit_tokens_at(caps * instances)
         else:
@@ -146,8 +150,9 @@ def compare_routing(
             hits = np.zeros((2, caps.shape[0]))
             subsets = [rows for i in range(instances) if (rows := np.flatnonzero(inst == i)).size]
 
-            def local_hits(rows: np.ndarray, dense: np.ndarray = dense, bound: int = bound
-                           ) -> np.ndarray:
+            def local_hits(
+                rows: np.ndarray, dense: np.ndarray = dense, bound: int = bound
+            ) -> np.ndarray:
                 sub_offsets, sub_values = _subset(offsets, dense, rows)
                 res = simulate_arrays(
                     sub_offsets,

@@ -177,67 +177,6 @@ def leading_hits_at(offsets, dist, capacity_blocks, out):  # pragma: no cover - 
 
 
 @nb.njit(cache=True, nogil=True)
-def reuse_gaps(offsets, ids, dist, arrival_s, last_req, gap_s, lead_gap_s):  # pragma: no cover
-    """Per access: seconds since the block's previous use, and its running max in the request.
-
-    Only accesses that are hits at unbounded capacity (finite ``dist``) get a value; others get
-    NaN. ``lead_gap_s`` is the running maximum of ``gap_s`` within the request: block j is kept
-    by a cache that retains every block for T seconds after its last use (a TTL cache) exactly
-    when ``lead_gap_s[j] <= T``. ``last_req`` (an int per dense id, filled with -1) is scratch.
-    """
-    for r in range(offsets.shape[0] - 1):
-        running = 0.0
-        for t in range(offsets[r], offsets[r + 1]):
-            p = last_req[ids[t]]
-            if p >= 0 and dist[t] != COLD:
-                g = arrival_s[r] - arrival_s[p]
-                gap_s[t] = g
-                if g > running:
-                    running = g
-                lead_gap_s[t] = running
-            else:
-                gap_s[t] = np.nan
-                lead_gap_s[t] = np.nan
-        for t in range(offsets[r], offsets[r + 1]):
-            last_req[ids[t]] = r
-
-
-@nb.njit(cache=True, nogil=True)
-def ttl_peak_blocks(offsets, ids, arrival_s, ttl_s, last_req, count):  # pragma: no cover
-    """Peak number of blocks a TTL cache holds: blocks last used at most ``ttl_s`` seconds ago.
-
-    Sweep over requests: ``count[q]`` is how many blocks have request q as their latest use;
-    ``held`` sums ``count`` over requests no older than the TTL. ``last_req`` (an int per dense
-    id) and ``count`` (int64 per request) are scratch, reset here.
-    """
-    last_req[:] = -1
-    count[:] = 0
-    lo = 0
-    held = 0
-    peak = 0
-    for r in range(offsets.shape[0] - 1):
-        now = arrival_s[r]
-        while arrival_s[lo] < now - ttl_s:
-            held -= count[lo]
-            lo += 1
-        for t in range(offsets[r], offsets[r + 1]):
-            k = ids[t]
-            p = last_req[k]
-            if p == r:
-                continue
-            if p >= 0:
-                count[p] -= 1
-                if p >= lo:
-                    held -= 1
-            count[r] += 1
-            held += 1
-            last_req[k] = r
-        if held > peak:
-            peak = held
-    return peak
-
-
-@nb.njit(cache=True, nogil=True)
 def sample_batch(
     offsets,
     values,
@@ -286,18 +225,3 @@ def sample_batch(
                 out_label[k] = np.int8(np.int64(h >> np.uint64(40)) % subsamples)
                 k += 1
     return k
-
-
-@nb.njit(cache=True, nogil=True)
-def token_weights(offsets, input_tokens, block_tokens, out):  # pragma: no cover - compiled
-    """Tokens each block access carries: ``min((j+1)*B, I) - min(j*B, I)``.
-
-    Block j of a request with I input tokens; the last block may be partial, blocks past I
-    carry 0.
-    """
-    for r in range(offsets.shape[0] - 1):
-        inp = input_tokens[r]
-        for j in range(offsets[r + 1] - offsets[r]):
-            hi = min((j + 1) * block_tokens, inp)
-            lo = min(j * block_tokens, inp)
-            out[offsets[r] + j] = hi - lo

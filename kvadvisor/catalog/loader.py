@@ -121,8 +121,13 @@ def check_entries(
     extra = set(data) - {"kind", "sources", "entries", "description"}
     if extra:
         raise CatalogError(f"{path}: unknown top-level key(s) {', '.join(sorted(map(str, extra)))}")
+    if "kind" not in data:
+        raise CatalogError(f"{path}: no 'kind'; start the file with 'kind: {kind}'")
     if data.get("kind") != kind:
-        raise CatalogError(f"{path}: kind is {data.get('kind')!r}, expected {kind!r}")
+        raise CatalogError(
+            f"{path}: kind is {data.get('kind')!r}, expected {kind!r}; a {kind} catalog starts "
+            f"with 'kind: {kind}'"
+        )
     sources = data.get("sources") or {}
     if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         raise CatalogError(f"{path}: 'sources' must map a key to a citation text")

@@ -189,6 +189,11 @@ def _int(cfg: Mapping[str, Any], key: str, where: str, default: int | None = Non
     return int(value)
 
 
+def _opt_int(cfg: Mapping[str, Any], key: str, where: str) -> int:
+    """An optional whole-number field: 0 when absent or null, else checked like ``_int``."""
+    return 0 if cfg.get(key) is None else _int(cfg, key, where)
+
+
 def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "config") -> ModelSpec:
     """Build a ModelSpec from a parsed HF config.json (pure).
 
@@ -209,7 +214,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
     if layers == 0 or heads == 0 or hidden == 0:
         raise CatalogError(f"{where}: layers, heads and hidden_size must be positive")
     is_mla = bool(cfg.get("kv_lora_rank"))
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    head_dim = _opt_int(cfg, "head_dim", where) or hidden // heads
 
     # Attention weights per layer.
     if is_mla:
@@ -217,7 +222,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         rope = _int(cfg, "qk_rope_head_dim", where)
         nope = _int(cfg, "qk_nope_head_dim", where, default=head_dim)
         v_dim = _int(cfg, "v_head_dim", where, default=head_dim)
-        q_lora = int(cfg.get("q_lora_rank") or 0)
+        q_lora = _opt_int(cfg, "q_lora_rank", where)
         q_out = heads * (nope + rope)
         q_params = hidden * q_lora + q_lora * q_out if q_lora else hidden * q_out
         kv_params = hidden * (rank + rope) + rank * heads * (nope + v_dim)
@@ -228,17 +233,16 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
 
     # Feed-forward weights: gated MLPs have three matrices (gate, up, down).
     inter = _int(cfg, "intermediate_size", where, default=4 * hidden)
-    experts = int(
-        cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
-    )
-    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
+    experts = (_opt_int(cfg, "num_local_experts", where) or _opt_int(cfg, "num_experts", where)
+               or _opt_int(cfg, "n_routed_experts", where))
+    top_k = _opt_int(cfg, "num_experts_per_tok", where) or _opt_int(cfg, "experts_per_token", where)
     dense_mlp = 3 * hidden * inter
     if experts and top_k:
-        moe_inter = int(cfg.get("moe_intermediate_size") or inter)
+        moe_inter = _opt_int(cfg, "moe_intermediate_size", where) or inter
         expert = 3 * hidden * moe_inter
-        shared = int(cfg.get("n_shared_experts") or 0) * expert
-        shared += 3 * hidden * int(cfg.get("shared_expert_intermediate_size") or 0)
-        moe_layers = layers - int(cfg.get("first_k_dense_replace") or 0)
+        shared = _opt_int(cfg, "n_shared_experts", where) * expert
+        shared += 3 * hidden * _opt_int(cfg, "shared_expert_intermediate_size", where)
+        moe_layers = layers - _opt_int(cfg, "first_k_dense_replace", where)
         dense_part = (layers - moe_layers) * dense_mlp
         router = hidden * experts
         mlp_total = dense_part + moe_layers * (experts * expert + shared + router)
@@ -259,7 +263,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
     if isinstance(layer_types, list) and layer_types:
         window_layers = sum(1 for t in layer_types if t == "sliding_attention")
     elif window and cfg.get("use_sliding_window", True):
-        window_layers = layers - int(cfg.get("max_window_layers") or 0)
+        window_layers = layers - _opt_int(cfg, "max_window_layers", where)
     if not window or window_layers == 0:
         window, window_layers = None, 0
     if window is not None and (not isinstance(window, int) or window <= 0):

@@ -39,6 +39,7 @@ from kvadvisor.cli.common import (
 from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError
 from kvadvisor.plan import PlanCatalogs, load_plan
+from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
@@ -130,6 +131,33 @@ TpOpt = Annotated[int | None, typer.Option(
     "--tp", min=1, help="Tensor-parallel GPUs per instance (default: smallest that fits).")]
 WindowOpt = Annotated[float, typer.Option(
     "--window", min=1e-3, help="Window for I/O demand time series, seconds.")]
+InstancesOpt = Annotated[int, typer.Option(
+    "--instances", min=1, help="Model instances serving the trace: the stage profile spreads "
+    "the load over them.")]
+IoUnitOpt = Annotated[str, typer.Option(
+    "--io-unit", help="Device I/O unit each KV chunk I/O is rounded up to (e.g. '4 KiB').")]
+DriveCapacityOpt = Annotated[str | None, typer.Option(
+    "--drive-capacity", help="Capacity of the KV drive (e.g. '7.68 TB'): the I/O section then "
+    "gives drive writes per day.")]
+
+
+def size_option(option: str, text: str) -> float:
+    """Bytes from a size option ('4 KiB', '7.68 TB'); one clear error otherwise."""
+    try:
+        value = parse_quantity(text, "size")
+    except QuantityError as exc:
+        raise ConfigError(f"{option} {text!r}: {exc}") from None
+    if value <= 0:
+        raise ConfigError(f"{option} {text!r}: must be more than 0 bytes")
+    return value
+
+
+def io_unit_bytes(text: str) -> int:
+    """The device I/O unit in whole bytes (at least 1)."""
+    value = size_option("--io-unit", text)
+    if value != int(value):
+        raise ConfigError(f"--io-unit {text!r}: must be a whole number of bytes")
+    return int(value)
 
 
 def _run(
@@ -142,6 +170,8 @@ def _run(
     progress: Progress,
 ) -> AdviceReport:
     """Read and analyse: streamed within the memory budget for parquet, else in memory."""
+    if memory_limit is not None:
+        parse_memory_limit(memory_limit)  # a bad value is an error even where it is unused
     if _streamable(trace, trace_format, maps, block_tokens):
         with progress.step(f"analyzing {trace} in batches"):
             report = _analyze_large(trace, options, memory_limit)
@@ -229,6 +259,9 @@ def analyze_cmd(
     weight_dtype: WeightDtypeOpt = WeightDtype.bf16,
     tp: TpOpt = None,
     window: WindowOpt = 1.0,
+    instances: InstancesOpt = 1,
+    io_unit: IoUnitOpt = "4 KiB",
+    drive_capacity: DriveCapacityOpt = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
@@ -246,7 +279,9 @@ def analyze_cmd(
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
             model=model, gpu=gpu, kv_dtype=kv_dtype.value, weight_dtype=weight_dtype.value,
-            tp=tp, window_s=window,
+            tp=tp, window_s=window, instances=instances, io_unit_bytes=io_unit_bytes(io_unit),
+            drive_capacity_bytes=(size_option("--drive-capacity", drive_capacity)
+                                  if drive_capacity is not None else None),
             # Without --chunk-tokens, I/Os are counted at the profiler's default chunk (256).
             **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
             storage=storage,

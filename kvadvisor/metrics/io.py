@@ -168,7 +168,10 @@ def io_demand(
     if chunk_tokens < 1:
         raise ConfigError(f"--chunk-tokens must be at least 1, got {chunk_tokens}")
     if io_unit_bytes < 1:
-        raise ConfigError(f"the device I/O unit must be at least 1 byte, got {io_unit_bytes}")
+        raise ConfigError(
+            f"the device I/O unit (--io-unit) must be at least 1 byte, got {io_unit_bytes}; "
+            "give the device's page or block size, e.g. --io-unit '4 KiB' (most NVMe drives)"
+        )
     n = np.asarray(input_tokens, dtype=np.int64)
     known = hit_tokens is not None
     h = np.clip(np.asarray(hit_tokens, dtype=np.int64), 0, n) if known else np.zeros_like(n)

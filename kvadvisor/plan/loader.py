@@ -199,7 +199,8 @@ def _check_engine_settings(
         if kind == "bool" and not isinstance(value, bool):
             raise c.fail(at, f"expected true or false, got {value!r}")
         if kind == "int":
-            value = c.whole(at, value, 0)
+            # Chunk, page and block sizes divide token counts in the review: at least 1.
+            value = c.whole(at, value, int(spec.get("minimum", 0)))
         elif kind == "number":
             unit = f" (in {spec['unit']}, as {engine} takes it)" if "unit" in spec else ""
             if isinstance(value, str):
@@ -281,13 +282,13 @@ def _stage(
         host_mem = c.quantity(f"{where}.host_memory", raw["host_memory"], "size")
     if raw.get("disk_bandwidth_cap") is not None:
         disk_cap = c.quantity(f"{where}.disk_bandwidth_cap", raw["disk_bandwidth_cap"], "rate")
-    engines_raw = raw.get("engines") or {}
+    engines_raw = _or_empty(raw.get("engines"), {})
     engines_raw = c.mapping(f"{where}.engines", engines_raw, {e: "settings" for e in ENGINES})
     engines = {
         e: _check_engine_settings(c, f"{where}.engines.{e}", e, s, table)
         for e, s in engines_raw.items()
     }
-    tiers_raw = raw.get("tiers") or []
+    tiers_raw = _or_empty(raw.get("tiers"), [])
     if not isinstance(tiers_raw, list):
         raise c.fail(f"{where}.tiers", "expected a list of tiers, fastest first")
     tiers = tuple(_tier(c, f"{where}.tiers[{i}]", t, catalogs) for i, t in enumerate(tiers_raw))
@@ -311,6 +312,22 @@ def _stage(
     )
 
 
+def _or_empty(value: Any, empty: Any) -> Any:
+    """A missing (None) section as ``empty``; any other value is kept, to be type-checked."""
+    return empty if value is None else value
+
+
+def _yaml_type(value: Any) -> str:
+    """What a parsed YAML value is, in the words of a YAML writer."""
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
 def check_plan(
     path: str, data: Any, catalogs: PlanCatalogs | None = None
 ) -> Plan:
@@ -323,7 +340,9 @@ def check_plan(
     c = _Checker(path)
     doc = c.mapping("", data, TOP_KEYS) if isinstance(data, dict) else None
     if doc is None:
-        raise PlanError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}")
+        got = "an empty file" if data is None else f"a {_yaml_type(data)}"
+        raise PlanError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}, got {got}; "
+                        "see docs/review.md for the plan format")
     if "model" not in doc:
         raise c.fail("model", "is required (name and/or kv_bytes_per_token)")
     m = c.mapping("model", doc["model"], MODEL_KEYS)
@@ -343,11 +362,11 @@ def check_plan(
         kv_dtype=c.text("model.kv_dtype", m.get("kv_dtype", "bf16"), DTYPES),
         weight_dtype=c.text("model.weight_dtype", m.get("weight_dtype", "bf16"), DTYPES),
     )
-    slo_raw = c.mapping("slo", doc.get("slo") or {}, SLO_KEYS)
+    slo_raw = c.mapping("slo", _or_empty(doc.get("slo"), {}), SLO_KEYS)
     slo = Slo(**{
         f"{k}_s": c.quantity(f"slo.{k}", v, "time") for k, v in slo_raw.items() if v is not None
     })
-    traffic = c.mapping("traffic", doc.get("traffic") or {}, TRAFFIC_KEYS)
+    traffic = c.mapping("traffic", _or_empty(doc.get("traffic"), {}), TRAFFIC_KEYS)
     scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True)
     stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGES})
     if not stages_raw:
@@ -360,7 +379,8 @@ def check_plan(
         stages=stages,
         slo=slo,
         traffic_scale=scale,
-        description=str(doc.get("description") or ""),
+        description="" if doc.get("description") is None else c.text(
+            "description", doc["description"]),
     )
 
 

@@ -8,6 +8,7 @@ the right unit and label, and every renderer shows the same number the same way.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_KIB, MS_PER_S
@@ -122,25 +123,40 @@ def tokens(value: float | None) -> str:
     return f"{count(value)} tokens"
 
 
-# Fact units (kvadvisor.advise.facts) -> formatter; a unit not listed is written after the number.
-_FACT_UNITS = {
-    "ratio": percent,
-    "x": lambda v: f"{number(v)}×",
-    "bool": lambda v: "yes" if v else "no",
+# Unit -> formatter: the one table for field names (by the kind their suffix gives, see
+# unit_kind) and for facts (kvadvisor.advise.facts, which carry their unit beside the value).
+_UNITS: dict[str, Callable[[Any], str]] = {
+    "fraction": percent,
+    "bandwidth": bandwidth,
+    "rate": lambda v: f"{number(v)}/s",
     "bytes": size,
-    "bytes_per_s": bandwidth,
-    "gib": lambda v: f"{number(v)} GiB",
+    "bytes_per_token": lambda v: f"{size(v)}/token",
     "gbps": lambda v: f"{number(v)} GB/s",
-    "s": duration,
+    "gib": lambda v: f"{number(v)} GiB",
+    "tib": lambda v: f"{number(v)} TiB",
+    "iops": lambda v: f"{number(v)} IOPS",
+    "tflops": lambda v: f"{number(v)} TFLOPS",
+    "tokens": tokens,
+    "count": count,
+    "number": number,
+    "requests": lambda v: f"{count(v)} requests",
+    "seconds": duration,
     "ms": lambda v: f"{number(v)} ms",
     "us": lambda v: f"{number(v)} µs",
-    "per_s": lambda v: f"{number(v)}/s",
-    "tokens": tokens,
-    "tflops": lambda v: f"{number(v)} TFLOPS",
-    "iops": lambda v: f"{number(v)} IOPS",
+    "pct": lambda v: f"{number(v)}%",
+    "usd": lambda v: f"${number(v)}",
+    "x": lambda v: f"{number(v)}×",
     "dwpd": lambda v: f"{number(v)} drive writes/day",
-    "count": lambda v: number(v),
-    "requests": lambda v: f"{count(v)} requests",
+    "bool": lambda v: "yes" if v else "no",
+}
+# Fact units spelled differently from the kinds above. A fact in "count" may be a mean
+# (busy_gpus_mean), so it keeps its significant digits instead of rounding to a whole count.
+_FACT_UNIT_ALIASES = {
+    "ratio": "fraction",
+    "bytes_per_s": "bandwidth",
+    "per_s": "rate",
+    "s": "seconds",
+    "count": "number",
 }
 
 
@@ -149,9 +165,11 @@ def fact_value(val: Any, unit: str) -> str:
     if val is None:
         return NOT_MEASURED
     if isinstance(val, bool) or not isinstance(val, (int, float)):
-        return _FACT_UNITS["bool"](val) if isinstance(val, bool) else str(val)
-    if unit in _FACT_UNITS:
-        return str(_FACT_UNITS[unit](val))
+        return _UNITS["bool"](val) if isinstance(val, bool) else str(val)
+    formatter = _UNITS.get(_FACT_UNIT_ALIASES.get(unit, unit))
+    if formatter is not None:
+        return str(formatter(val))
+    # A unit with no formatter is written after the number as it is.
     return f"{number(val)} {unit}".strip()
 
 
@@ -169,25 +187,7 @@ def value(name: str, val: Any) -> str:
         return "; ".join(f"{label(k)} {value(k, v)}" for k, v in val.items())
     if not isinstance(val, (int, float)):
         return str(val)
-    kind = unit_kind(name)
-    formatters = {
-        "bandwidth": bandwidth,
-        "rate": lambda v: f"{number(v)}/s",
-        "bytes": size,
-        "bytes_per_token": lambda v: f"{size(v)}/token",
-        "gbps": lambda v: f"{number(v)} GB/s",
-        "gib": lambda v: f"{number(v)} GiB",
-        "tib": lambda v: f"{number(v)} TiB",
-        "iops": lambda v: f"{number(v)} IOPS",
-        "tokens": tokens,
-        "count": count,
-        "ms": lambda v: f"{number(v)} ms",
-        "us": lambda v: f"{number(v)} µs",
-        "seconds": duration,
-        "pct": lambda v: f"{number(v)}%",
-        "usd": lambda v: f"${number(v)}",
-        "fraction": percent,
-    }
-    if kind in formatters:
-        return str(formatters[kind](float(val)))
+    formatter = _UNITS.get(unit_kind(name))
+    if formatter is not None:
+        return str(formatter(float(val)))
     return count(val) if isinstance(val, int) else number(val)

@@ -48,7 +48,10 @@ def write_synth_parquet(
     meta[META_SYNTH_SHAPE] = shape_json.encode()
     schema = synth_schema().with_metadata(meta)
     batches = hashes = 0
-    with atomic_target(path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+    with (
+        atomic_target(path, fix="choose another -o") as tmp,
+        pq.ParquetWriter(tmp, schema, compression="zstd") as writer,
+    ):
         for batch in SynthGenerator(shape, chunk_rows):
             writer.write_batch(batch, row_group_size=batch.num_rows)
             batches += 1

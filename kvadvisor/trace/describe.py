@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
@@ -34,29 +34,49 @@ class TraceDescription:
 
 def capabilities(trace: Trace) -> tuple[str, ...]:
     """One sentence per analysis: what the trace's columns let it measure, and what not."""
+    return capabilities_of(
+        tuple(c for c in trace.columns if trace.has(c)),
+        trace.block_tokens,
+        arrivals_measured=trace.arrivals_measured,
+        failed_requests=trace.failed_requests,
+    )
+
+
+def capabilities_of(
+    columns: Collection[str],
+    block_tokens: int | None,
+    *,
+    arrivals_measured: bool,
+    failed_requests: int,
+) -> tuple[str, ...]:
+    """:func:`capabilities` from the facts it needs, for traces not held in memory.
+
+    ``columns`` are the canonical columns holding at least one value.
+    """
     lines: list[str] = []
-    if trace.has_hashes:
+    has_hashes = "block_hashes" in columns and block_tokens is not None
+    if has_hashes:
         lines.append(
-            f"block hashes ({trace.block_tokens} tokens per block): prefix reuse and the "
+            f"block hashes ({block_tokens} tokens per block): prefix reuse and the "
             "miss-ratio curve can be measured"
         )
-    elif trace.has("block_hashes"):
+    elif "block_hashes" in columns:
         lines.append(
             "block hashes without block_tokens: give --block-tokens to measure prefix reuse"
         )
     else:
         lines.append("no block hashes: prefix reuse cannot be measured")
-    if trace.has("ttft_s"):
+    if "ttft_s" in columns:
         lines.append("TTFT present: stage times will be measured, not modeled")
-        if trace.has("queue_s"):
+        if "queue_s" in columns:
             lines.append("queue times present: prefill is measured as TTFT - queueing")
         else:
             lines.append("no queue times: measured prefill includes any queueing")
-        if trace.has("e2e_s"):
+        if "e2e_s" in columns:
             lines.append("end-to-end latency present: decode is measured as e2e - TTFT")
     else:
         lines.append("no TTFT: stage times will be modeled from the model and the GPU")
-    if trace.arrivals_measured:
+    if arrivals_measured:
         lines.append(
             "arrival times present: arrival rate, burstiness, concurrency and I/O demand "
             "over time can be measured"
@@ -65,13 +85,13 @@ def capabilities(trace: Trace) -> tuple[str, ...]:
         lines.append(
             "no arrival times: arrival rate, burstiness and concurrency cannot be measured"
         )
-    if trace.has("cached_tokens"):
+    if "cached_tokens" in columns:
         lines.append("engine-reported cached tokens: simulated prefix hits can be checked")
-    if trace.has("session_id"):
+    if "session_id" in columns:
         lines.append("session ids present: reuse within and across sessions can be told apart")
-    if trace.failed_requests:
+    if failed_requests:
         lines.append(
-            f"{trace.failed_requests} failed requests: kept, and excluded where a metric "
+            f"{failed_requests} failed requests: kept, and excluded where a metric "
             "needs a successful request"
         )
     return tuple(lines)

@@ -122,12 +122,16 @@ def sniff_head(name: str, head: bytes) -> TraceFormat | str:
     if head.startswith(PARQUET_MAGIC):
         return TraceFormat.PARQUET
     if suffix in PARQUET_SUFFIXES:
-        raise TraceFormatError(f"{name}: not a parquet file (no PAR1 magic number)")
+        raise TraceFormatError(
+            f"{name}: not a parquet file (no PAR1 magic number): damaged, or another format "
+            f"named .parquet; {HINT}"
+        )
     if not head.strip():
         raise TraceFormatError(f"{name}: empty file; give a trace with at least one request")
     if is_binary(head):
         raise TraceFormatError(
-            f"{name}: a binary file that is not parquet, gzip or zstd; not a trace"
+            f"{name}: a binary file that is not parquet, gzip or zstd; not a trace (give a "
+            "parquet, JSON or CSV trace, optionally gzip- or zstd-compressed)"
         )
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
     if text.startswith("["):
@@ -140,7 +144,9 @@ def sniff_head(name: str, head: bytes) -> TraceFormat | str:
     if text.startswith("{"):
         return "json-object"
     if suffix in JSON_SUFFIXES:
-        raise TraceFormatError(f"{name}: not JSON (it does not start with '{{' or '['); {HINT}")
+        raise TraceFormatError(
+            f"{name}: not JSON objects (it starts with neither '{{' nor '['); {HINT}"
+        )
     first_line = text.split("\n", 1)[0].rstrip("\r")
     if suffix in CSV_SUFFIXES or "," in first_line:
         return sniff_csv_header(first_line)

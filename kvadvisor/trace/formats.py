@@ -70,8 +70,24 @@ def parse_column_map(items: Sequence[str] | None) -> dict[str, ColumnSource]:
                     f"--map {item!r}: unknown time unit '{unit}'; use one of "
                     + ", ".join(TIME_UNITS_PER_S)
                 )
+        elif source.rpartition(":")[2] in TIME_UNITS_PER_S and ":" in source:
+            # A column name may hold a colon, but one ending in a time unit on a column that
+            # is not a time is far likelier a misplaced unit than a real name.
+            raise ConfigError(
+                f"--map {item!r}: '{canonical}' is not a time, so it takes no unit; a unit "
+                f"applies to {', '.join(TIME_COLUMNS)} (e.g. --map arrival_s=ts:ms)"
+            )
         if canonical in mapping:
-            raise ConfigError(f"--map {item!r}: '{canonical}' is mapped twice")
+            raise ConfigError(
+                f"--map {item!r}: '{canonical}' is mapped twice (also from "
+                f"'{mapping[canonical].column}'); give one --map per canonical column"
+            )
+        taken = next((c for c, src in mapping.items() if src.column == column), None)
+        if taken is not None:
+            raise ConfigError(
+                f"--map {item!r}: source column '{column}' is already mapped to '{taken}'; "
+                "each source column feeds one canonical column"
+            )
         mapping[canonical] = ColumnSource(column, unit)
     return mapping
 

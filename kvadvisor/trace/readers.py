@@ -12,6 +12,7 @@ import io
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,11 @@ JSONL_SCHEMAS: dict[TraceFormat, pa.Schema] = {
 }
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line: pyarrow's messages may span several (page headers)."""
+    return " ".join(str(exc).split())
+
+
 def _check_file(path: Path) -> None:
     if not path.exists():
         raise TraceFormatError(f"{path}: no such file")
@@ -121,7 +127,21 @@ def _open(path: Path, compression: str | None) -> pa.NativeFile:
     try:
         return pa.input_stream(str(path), compression=compression)
     except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot be read ({exc})") from None
+        raise TraceFormatError(f"{path}: cannot be read ({one_line(exc)})") from None
+
+
+def _corrupt(path: Path, compression: str | None, exc: Exception) -> TraceFormatError:
+    """A read that failed inside the file: corrupt or truncated compressed data, or an I/O error.
+
+    The head of a compressed file decompresses before the format is detected, so damage past it
+    shows only while the whole file is parsed.
+    """
+    if compression is None:
+        return TraceFormatError(f"{path}: cannot be read ({one_line(exc)})")
+    return TraceFormatError(
+        f"{path}: corrupt {compression} data ({one_line(exc)}); the file is damaged or incomplete "
+        f"(an interrupted download?): fetch or compress it again"
+    )
 
 
 def _read_all(path: Path, compression: str | None) -> bytes:
@@ -129,7 +149,7 @@ def _read_all(path: Path, compression: str | None) -> bytes:
         with _open(path, compression) as stream:
             return stream.read()
     except (OSError, pa.ArrowInvalid) as exc:
-        raise TraceFormatError(f"{path}: cannot be read or decompressed ({exc})") from None
+        raise _corrupt(path, compression, exc) from None
 
 
 def _head(path: Path) -> tuple[bytes, str | None]:
@@ -146,7 +166,7 @@ def _head(path: Path) -> tuple[bytes, str | None]:
         with _open(path, compression) as stream:
             return stream.read(HEAD_BYTES), compression
     except (OSError, pa.ArrowInvalid) as exc:
-        raise TraceFormatError(f"{path}: corrupt {compression} data ({exc})") from None
+        raise _corrupt(path, compression, exc) from None
 
 
 def _first_record(path: Path, compression: str | None) -> dict:
@@ -164,17 +184,28 @@ def _first_record(path: Path, compression: str | None) -> dict:
                 if b"\n" in chunk.lstrip(b"\r\n \t"):
                     break
     except (OSError, pa.ArrowInvalid) as exc:
-        raise TraceFormatError(f"{path}: cannot be read or decompressed ({exc})") from None
+        raise _corrupt(path, compression, exc) from None
     data = b"".join(chunks).lstrip(b"\xef\xbb\xbf \t\r\n")
     line = data.split(b"\n", 1)[0]
     try:
         record = json.loads(line)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as line_exc:
+        first = line.decode(errors="replace")
+        if line_exc.pos < len(first.rstrip()):
+            # Broken inside the first line: the problem is there, whatever follows.
+            raise TraceSchemaError(str(path), [_json_problem(1, 1, first, line_exc)]) from None
+        # The first line is an unfinished object: a pretty-printed file; parse it whole and
+        # point at the line and character where that fails.
+        whole = _read_all(path, compression)
         try:
-            record = json.loads(_read_all(path, compression))
+            record = json.loads(whole)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            text = whole.decode("utf-8", errors="replace")
+            line_no = getattr(exc, "lineno", 1)
+            where = text.splitlines()[line_no - 1] if line_no <= len(text.splitlines()) else ""
+            before = text[: getattr(exc, "pos", 0)]
             raise TraceSchemaError(
-                str(path), [_json_problem(1, 1, line.decode(errors="replace"), exc)]
+                str(path), [_json_problem(1, line_no, where, exc, before=before)]
             ) from None
     if not isinstance(record, dict):
         raise TraceFormatError(f"{path}: the first JSON value is not an object; not a trace")
@@ -271,6 +302,66 @@ def _build(converted: Converted, path: Path, source_format: str, block_tokens: i
     )
 
 
+def unreadable_parquet(
+    path: str | Path, exc: Exception, *, in_directory: bool = False
+) -> TraceFormatError:
+    """A parquet file pyarrow cannot read (truncated, corrupt, another format), with the fix."""
+    how = (
+        "every file in a trace directory must be canonical parquet: move other files out, "
+        "or write damaged ones again with `kvadvisor convert`"
+        if in_directory
+        else "the file is damaged or incomplete: write it again (`kvadvisor convert` writes "
+        "canonical parquet)"
+    )
+    return TraceFormatError(f"{path}: not a readable parquet file ({one_line(exc)}); {how}")
+
+
+@dataclass(frozen=True)
+class StoredMetadata:
+    """What ``convert`` and ``synth`` store in a canonical parquet file's schema metadata."""
+
+    source_format: str = "parquet"
+    block_tokens: int | None = None
+    notes: tuple[str, ...] = ()
+    dropped: dict[str, int] = field(default_factory=dict)
+    arrivals_measured: bool = True
+
+
+def stored_metadata(path: str | Path, meta: Mapping[bytes, bytes] | None) -> StoredMetadata:
+    """The kvadvisor keys of a parquet schema's metadata; a damaged value is a TraceFormatError."""
+    meta = meta or {}
+    key = META_SOURCE_FORMAT
+    try:
+        fmt = meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet"
+        key = META_BLOCK_TOKENS
+        tokens = int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None
+        if tokens is not None and tokens <= 0:
+            raise ValueError(f"{tokens} is not a positive number of tokens")
+        key = META_NOTES
+        notes = json.loads(meta.get(META_NOTES, b"[]"))
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise ValueError("not a JSON list of text")
+        key = META_DROPPED
+        dropped = json.loads(meta.get(META_DROPPED, b"{}"))
+        if not isinstance(dropped, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in dropped.values()
+        ):
+            raise ValueError("not a JSON object of row counts")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(
+            f"{path}: schema metadata '{key.decode()}' is damaged ({one_line(exc)}); write "
+            "the file "
+            "again with `kvadvisor convert`, or drop the kvadvisor.* metadata keys"
+        ) from None
+    return StoredMetadata(
+        source_format=fmt,
+        block_tokens=tokens,
+        notes=tuple(notes),
+        dropped={str(k): v for k, v in dropped.items()},
+        arrivals_measured=meta.get(META_ARRIVALS_MEASURED, b"true") != b"false",
+    )
+
+
 def _read_parquet(
     path: Path, mapping: Mapping[str, ColumnSource], block_tokens: int | None
 ) -> Trace:
@@ -278,24 +369,20 @@ def _read_parquet(
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceFormatError(f"{path}: not a readable parquet file ({exc})") from None
-    meta = table.schema.metadata or {}
-    fmt = meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet"
-    stored_tokens = int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None
-    notes = tuple(json.loads(meta[META_NOTES])) if META_NOTES in meta else ()
-    dropped = json.loads(meta[META_DROPPED]) if META_DROPPED in meta else {}
-    measured = meta.get(META_ARRIVALS_MEASURED, b"true") != b"false"
+        raise unreadable_parquet(path, exc) from None
+    stored = stored_metadata(path, table.schema.metadata)
+    notes = stored.notes
     table = table.replace_schema_metadata(None)
     converted = formats.from_canonical(table, str(path), mapping)
-    tokens = block_tokens if block_tokens is not None else stored_tokens
+    tokens = block_tokens if block_tokens is not None else stored.block_tokens
     return build_trace(
         converted.table,
         path=str(path),
-        source_format=fmt,
+        source_format=stored.source_format,
         block_tokens=tokens,
         notes=notes + tuple(n for n in converted.notes if n not in notes),
-        dropped=dropped,
-        arrivals_measured=measured,
+        dropped=stored.dropped,
+        arrivals_measured=stored.arrivals_measured,
     )
 
 
@@ -322,6 +409,8 @@ def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Tab
             return pajson.read_json(stream, read_options=options, parse_options=parse)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise _locate_jsonl_problem(path, compression, EXPECTED_KINDS[fmt], exc) from None
+    except OSError as exc:  # pyarrow's IOError: damage in compressed data past the head
+        raise _corrupt(path, compression, exc) from None
 
 
 def _read_mooncake_compiled(path: Path) -> pa.Table | None:
@@ -364,6 +453,8 @@ def _read_csv(
                 table = pacsv.read_csv(stream, convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise _locate_csv_problem(path, compression, kinds, exc) from None
+    except OSError as exc:  # pyarrow's IOError: damage in compressed data past the head
+        raise _corrupt(path, compression, exc) from None
     for name, kind in kinds.items():
         if name in table.column_names and not _arrow_kind_ok(table[name].type, kind):
             raise _locate_csv_problem(path, compression, kinds, None)
@@ -418,10 +509,23 @@ def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
         pos = getattr(exc, "pos", 0)
         row = text.count("{", 0, pos)
         raise TraceSchemaError(
-            str(path), [_json_problem(max(row, 1), text.count("\n", 0, pos) + 1, text, exc)]
+            str(path),
+            [_json_problem(max(row, 1), text.count("\n", 0, pos) + 1, text, exc,
+                           before=text[:pos])],
         ) from None
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise TraceFormatError(f"{path}: LLMPerf results must be a JSON array of objects")
+    if not isinstance(records, list):
+        raise TraceFormatError(
+            f"{path}: LLMPerf results must be a JSON array of per-request objects, got a JSON "
+            f"{_json_type(records)}; give the *_individual_responses.json file"
+        )
+    for row, record in enumerate(records, 1):
+        if not isinstance(record, dict):
+            raise TraceSchemaError(
+                str(path),
+                [Problem(row, "(record)", TraceProblem.UNPARSEABLE,
+                         f"{record!r:.60} is a JSON {_json_type(record)}, not a per-request "
+                         "object; delete it or regenerate the results file")],
+            )
     problem = _first_kind_problem(enumerate(records, 1), EXPECTED_KINDS[TraceFormat.LLMPERF])
     if problem:
         raise TraceSchemaError(str(path), [problem])
@@ -459,10 +563,26 @@ def _first_kind_problem(rows, kinds: Mapping[str, str]) -> Problem | None:
     return None
 
 
-def _json_problem(row: int, line: int, text: str, exc: Exception) -> Problem:
-    """A JSON syntax error as a Problem naming the key being parsed where it broke."""
+def _json_type(value: object) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "null")
+
+
+def _json_problem(
+    row: int, line: int, text: str, exc: Exception, before: str | None = None
+) -> Problem:
+    """A JSON syntax error as a Problem naming the key being parsed where it broke.
+
+    ``text`` is the line that broke (``colno`` counts in it); ``before``, when given, is all the
+    text before the error (a multi-line document), searched for the key instead.
+    """
     pos = getattr(exc, "colno", 1)
-    keys = re.findall(r'"([^"\\]+)"\s*:', text[: max(pos - 1, 0)])
+    prefix = before if before is not None else text[: max(pos - 1, 0)]
+    keys = re.findall(r'"([^"\\]+)"\s*:', prefix)
     column = keys[-1] if keys else "(record)"
     msg = getattr(exc, "msg", str(exc))
     return Problem(
@@ -490,12 +610,19 @@ def _locate_jsonl_problem(
         if not isinstance(record, dict):
             return TraceSchemaError(
                 str(path),
-                [Problem(row, "(record)", TraceProblem.UNPARSEABLE, "not a JSON object")],
+                [Problem(row, "(record)", TraceProblem.UNPARSEABLE,
+                         f"{line.strip()!r:.60} is a JSON {_json_type(record)}, not an object "
+                         f"(line {line_no}; one request object per line): delete or fix it")],
             )
         problem = _first_kind_problem([(row, record)], kinds)
         if problem:
             return TraceSchemaError(str(path), [problem])
-    return TraceFormatError(f"{path}: not valid JSONL ({exc})")
+    # Every line parses and its known keys are fine: pyarrow refused something else, most
+    # often a key of another format holding different JSON types on different lines.
+    return TraceFormatError(
+        f"{path}: not valid JSONL ({one_line(exc)}); each line must be one JSON object, with "
+        "each key holding the same JSON type on every line"
+    )
 
 
 def _locate_csv_problem(
@@ -531,8 +658,11 @@ def _locate_csv_problem(
                     str(path),
                     [Problem(row, name, TraceProblem.WRONG_TYPE, f"{value!r:.60} is not {what}")],
                 )
-    detail = f" ({exc})" if exc else ""
-    return TraceFormatError(f"{path}: not a readable CSV{detail}")
+    detail = f" ({one_line(exc)})" if exc else ""
+    return TraceFormatError(
+        f"{path}: not a readable CSV{detail}; a header line, then comma-separated rows with "
+        "standard double-quote quoting (or give --trace-format)"
+    )
 
 
 def _text_ok(value: str, kind: str) -> bool:
@@ -565,12 +695,20 @@ def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> Tra
                 return TraceSchemaError(str(path), [_json_problem(row, line_no, line, err)])
     for row, run in enumerate(runs, 1):
         if not isinstance(run, dict):
-            return TraceFormatError(f"{path}: row {row}: a benchmark run must be a JSON object")
+            return TraceSchemaError(
+                str(path),
+                [Problem(row, "(record)", TraceProblem.UNPARSEABLE,
+                         f"{run!r:.60} is a JSON {_json_type(run)}, not a benchmark run object "
+                         "(row = run object): delete it or regenerate the result file")],
+            )
         problem = _bench_run_problem(row, run)
         if problem:
             return TraceSchemaError(str(path), [problem])
-    detail = f" ({exc})" if exc else ""
-    return TraceFormatError(f"{path}: not a readable benchmark result{detail}")
+    detail = f" ({one_line(exc)})" if exc else ""
+    return TraceFormatError(
+        f"{path}: not a readable benchmark result{detail}; each run must be a JSON object, "
+        "with each key holding the same JSON type in every run: regenerate the result file"
+    )
 
 
 BENCH_KINDS = (

@@ -8,7 +8,6 @@ memory stays at about one batch per overlapping file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,17 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
-from kvadvisor.trace.model import (
-    CANONICAL_COLUMNS,
-    META_ARRIVALS_MEASURED,
-    META_BLOCK_TOKENS,
-    META_DROPPED,
-    META_NOTES,
-    META_SOURCE_FORMAT,
-    REQUIRED_COLUMNS,
-    Trace,
-)
-from kvadvisor.trace.readers import read_trace
+from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
+from kvadvisor.trace.readers import one_line, read_trace, stored_metadata, unreadable_parquet
 from kvadvisor.trace.schema import build_trace
 
 DEFAULT_BATCH_ROWS = 128 * 1024
@@ -167,9 +157,18 @@ def open_trace_stream(
         dataset = ds.dataset(str(path), format="parquet", partitioning="hive")
         files = sorted(dataset.files)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceFormatError(f"{path}: not readable as parquet ({exc})") from None
+        if path.is_file():
+            raise unreadable_parquet(path, exc) from None
+        raise TraceFormatError(
+            f"{path}: not readable as parquet ({one_line(exc)}); every file in a trace "
+            "directory must be canonical parquet: move other files out, or write damaged ones "
+            "again with `kvadvisor convert`"
+        ) from None
     if not files:
-        raise TraceFormatError(f"{path}: no parquet files found")
+        raise TraceFormatError(
+            f"{path}: no parquet files found; give a directory of canonical parquet files "
+            "(`kvadvisor convert` writes them) or a trace file"
+        )
     present = [c for c in CANONICAL_COLUMNS if c in dataset.schema.names]
     missing = [c for c in REQUIRED_COLUMNS if c not in present]
     if missing:
@@ -180,7 +179,7 @@ def open_trace_stream(
             total=len(missing),
         )
     wanted = tuple(c for c in present if columns is None or c in columns or c in REQUIRED_COLUMNS)
-    infos, block_tokens, fmt, notes, dropped, measured = _footers(files)
+    infos, block_tokens, fmt, notes, dropped, measured = _footers(files, path.is_dir())
     clusters = _clusters(infos)
     first = min((f.min_arrival_s for f in infos if f.rows), default=0.0)
     last = max((f.max_arrival_s for f in infos if f.rows), default=0.0)
@@ -204,7 +203,7 @@ def open_trace_stream(
 
 
 def _footers(
-    files: list[str],
+    files: list[str], in_directory: bool = False
 ) -> tuple[list[_File], int | None, str, tuple[str, ...], dict[str, int], bool]:
     """Row counts and arrival ranges from footers; block_tokens must agree across files.
 
@@ -221,15 +220,15 @@ def _footers(
         try:
             pf = pq.ParquetFile(name)
         except (pa.ArrowInvalid, OSError) as exc:
-            raise TraceFormatError(f"{name}: not a readable parquet file ({exc})") from None
-        meta = pf.schema_arrow.metadata or {}
-        block_tokens.add(int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None)
-        formats.add(meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet")
-        notes.update(dict.fromkeys(json.loads(meta.get(META_NOTES, b"[]"))))
-        measured = measured and meta.get(META_ARRIVALS_MEASURED, b"true") != b"false"
-        for reason, rows in json.loads(meta.get(META_DROPPED, b"{}")).items():
-            dropped[reason] = dropped.get(reason, 0) + int(rows)
-        lo, hi = _arrival_range(pf)
+            raise unreadable_parquet(name, exc, in_directory=in_directory) from None
+        stored = stored_metadata(name, pf.schema_arrow.metadata)
+        block_tokens.add(stored.block_tokens)
+        formats.add(stored.source_format)
+        notes.update(dict.fromkeys(stored.notes))
+        measured = measured and stored.arrivals_measured
+        for reason, rows in stored.dropped.items():
+            dropped[reason] = dropped.get(reason, 0) + rows
+        lo, hi = _arrival_range(pf, name)
         md = pf.metadata
         leaf = [i for i in range(md.num_columns)
                 if md.schema.column(i).path.split(".")[0] == "block_hashes"]
@@ -249,18 +248,35 @@ def _footers(
     return infos, block_tokens.pop(), fmt, tuple(notes), dropped, measured
 
 
-def _arrival_range(pf: pq.ParquetFile) -> tuple[float, float]:
+def _arrival_range(pf: pq.ParquetFile, name: str) -> tuple[float, float]:
     """Min and max arrival_s from row-group statistics, or by reading the column if absent."""
     meta = pf.metadata
     if meta.num_rows == 0:
         return np.inf, -np.inf
     col = pf.schema_arrow.get_field_index("arrival_s")
+    arrival_type = pf.schema_arrow.field(col).type if col >= 0 else None
+    if arrival_type is not None and not (
+        pa.types.is_integer(arrival_type) or pa.types.is_floating(arrival_type)
+    ):
+        # Statistics of a text or timestamp column are not seconds; the in-memory reader
+        # converts wall-clock times, so `convert` fixes the file.
+        raise TraceSchemaError(name, [Problem(
+            None, "arrival_s", TraceProblem.WRONG_TYPE,
+            f"{arrival_type} is not seconds (a number); `kvadvisor convert` turns wall-clock "
+            "times into seconds")])
     lows, highs = [], []
     for rg in range(meta.num_row_groups):
         stats = meta.row_group(rg).column(col).statistics if col >= 0 else None
         if stats is None or not stats.has_min_max:
-            values = pf.read(columns=["arrival_s"])["arrival_s"]
-            return float(pc.min(values).as_py()), float(pc.max(values).as_py())
+            try:
+                values = pf.read(columns=["arrival_s"])["arrival_s"]
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise unreadable_parquet(name, exc) from None
+            lo, hi = pc.min(values).as_py(), pc.max(values).as_py()
+            if lo is None:  # every arrival_s is empty
+                raise TraceSchemaError(name, [Problem(1, "arrival_s", TraceProblem.NULL_VALUE,
+                                                      "empty")], total=meta.num_rows)
+            return float(lo), float(hi)
         if meta.row_group(rg).num_rows:
             lows.append(float(stats.min))
             highs.append(float(stats.max))
@@ -294,7 +310,8 @@ def _canonical(batch: pa.RecordBatch, name: str, first_row: int) -> pa.RecordBat
                 col = pc.cast(col, target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 problems.append(Problem(None, column.name, TraceProblem.WRONG_TYPE,
-                                        f"{col.type} is not {target}"))
+                                        f"{col.type} is not {target}; `kvadvisor convert` "
+                                        "names the first bad cell"))
                 continue
         if required and col.null_count:
             row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
@@ -304,8 +321,9 @@ def _canonical(batch: pa.RecordBatch, name: str, first_row: int) -> pa.RecordBat
             values = col.to_numpy(zero_copy_only=False)
             bad = np.flatnonzero(values < 0)
             if len(bad):
+                # .item(): the plain number ("-1"), not numpy's repr ("np.int64(-1)").
                 problems.append(Problem(first_row + int(bad[0]) + 1, column.name,
-                                        TraceProblem.NEGATIVE_VALUE, repr(values[bad[0]])))
+                                        TraceProblem.NEGATIVE_VALUE, repr(values[bad[0]].item())))
         arrays.append(col)
     if problems:
         raise TraceSchemaError(name, problems)
@@ -327,7 +345,15 @@ def _checked_batches(
     row = 0
     # pre_buffer would read ahead whole row groups: 4x the peak memory on 1M-row groups.
     reader = pq.ParquetFile(name, pre_buffer=False)
-    for raw in reader.iter_batches(batch_size=batch_rows, columns=list(columns)):
+    batches = reader.iter_batches(batch_size=batch_rows, columns=list(columns))
+    while True:
+        try:
+            raw = next(batches, None)
+        except (pa.ArrowInvalid, OSError) as exc:
+            # The footer read fine when the stream opened: the damage is in a data page.
+            raise unreadable_parquet(name, exc) from None
+        if raw is None:
+            return
         batch = _canonical(raw, name, row)
         arrival = batch.column("arrival_s").to_numpy()
         if len(arrival):

@@ -62,5 +62,5 @@ def write_parquet(trace: Trace, path: str | Path) -> None:
         arrivals_measured=trace.arrivals_measured,
     )
     table = trace.table.replace_schema_metadata(meta)
-    with atomic_target(path) as tmp:
+    with atomic_target(path, fix="choose another -o") as tmp:
         pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, compression="zstd")

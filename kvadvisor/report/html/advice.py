@@ -1,0 +1,83 @@
+"""The advice sections: every rule fired or quiet, and the alternatives ranked."""
+
+from __future__ import annotations
+
+from kvadvisor.advise.model import AdviceReport
+from kvadvisor.report import fmt, summary
+from kvadvisor.report.html.view import Section, Table
+
+
+def rules_section(report: AdviceReport) -> Section:
+    """Every rule evaluated: those that fired, those that stayed quiet, and why."""
+    rec = report.recommendation
+    if rec is None:
+        return Section(
+            "rules",
+            "Rules fired and rules quiet",
+            missing=summary.why_missing(report, "recommendation"),
+        )
+    fired = [r for r in rec.rules if r.fired]
+    quiet = [r for r in rec.rules if not r.fired]
+    unevaluated = [r for r in quiet if r.reason.startswith("not evaluated")]
+    lead = (
+        f"{len(rec.rules)} rules evaluated: {len(fired)} fired, {len(quiet)} stayed quiet"
+        + (
+            f" ({len(unevaluated)} of them because a fact they need was not measured)"
+            if unevaluated
+            else ""
+        )
+        + "."
+    )
+    tables = []
+    if fired:
+        tables.append(
+            Table(
+                "Fired", ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in fired)
+            )
+        )
+    if quiet:
+        tables.append(
+            Table(
+                "Quiet", ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in quiet)
+            )
+        )
+    if rec.facts:
+        facts = tuple((name, fmt.value(name, fact)) for name, fact in sorted(rec.facts.items()))
+        tables.append(Table("Facts the rules saw", ("fact", "value"), facts))
+    return Section("rules", "Rules fired and rules quiet", lead, tables=tuple(tables))
+
+
+def alternatives_section(report: AdviceReport) -> Section:
+    """The ranked alternatives per stage, with the reason for each rank."""
+    rec = report.recommendation
+    if rec is None:
+        return Section(
+            "alternatives",
+            "Alternatives compared",
+            missing=summary.why_missing(report, "recommendation"),
+        )
+    tables = []
+    for stage in summary.STAGES:
+        alts = getattr(rec, stage).alternatives
+        if alts:
+            tables.append(
+                Table(
+                    f"{stage.capitalize()}",
+                    ("rank", "kind", "option", "feasible", "reason"),
+                    tuple(
+                        (str(a.rank), a.kind, a.name, "yes" if a.feasible else "no", a.reason)
+                        for a in sorted(alts, key=lambda a: (a.kind, a.rank))
+                    ),
+                )
+            )
+    if not tables:
+        return Section(
+            "alternatives",
+            "Alternatives compared",
+            missing=f"{fmt.NOT_MEASURED}: the advisor ranked no alternatives for this traffic",
+        )
+    lead = (
+        "The options the advisor ranked for each stage; the first is the recommendation. "
+        + ("One storage specification was given for both stages." if rec.shared_storage else "")
+    ).strip()
+    return Section("alternatives", "Alternatives compared", lead, tables=tuple(tables))

@@ -1,0 +1,155 @@
+"""The prefix-cache section: hit-ratio curve, tiers, reuse times, routing, chunk sizes."""
+
+from __future__ import annotations
+
+from kvadvisor.advise.model import AdviceReport
+from kvadvisor.report import fmt, summary
+from kvadvisor.report.html.chartviews import binary_compact, mrc_chart, reuse_chart
+from kvadvisor.report.html.extras import extra_charts, extra_rows
+from kvadvisor.report.html.view import Section, Table
+
+
+def prefix_section(report: AdviceReport) -> Section:
+    """The hit-ratio curve, hits per tier, reuse times, routing and block size."""
+    pc = report.prefix_cache
+    if pc is None:
+        return Section(
+            "prefix", "Prefix cache", missing=summary.why_missing(report, "prefix_cache")
+        )
+    if pc.status == "unknown":
+        return Section(
+            "prefix",
+            "Prefix cache",
+            missing=f"{fmt.NOT_MEASURED}: {pc.note or 'prefix reuse is unknown for this trace'}",
+        )
+    rows = [
+        ("token hit ratio, all requests", fmt.percent(pc.hit_ratio.all)),
+        ("token hit ratio, steady state", fmt.percent(pc.hit_ratio.steady)),
+        ("warm-up (share of requests)", fmt.percent(pc.warmup_fraction)),
+        ("curve", pc.status + (f" ({pc.note})" if pc.note else "")),
+    ]
+    if pc.block_tokens:
+        rows.append(("block size simulated", fmt.tokens(pc.block_tokens)))
+    if pc.block_hit_ratio is not None:
+        rows.append(("block hit ratio, all requests", fmt.percent(pc.block_hit_ratio.all)))
+    if pc.sampling is not None:
+        smp = pc.sampling
+        rows += [
+            ("sampling rate (SHARDS)", fmt.percent(smp.rate)),
+            ("sampled block accesses", f"{smp.sampled_accesses:,} of {smp.total_accesses:,}"),
+            (f"estimated error ({smp.error_method})", fmt.percent(smp.error_estimate)),
+        ]
+    rows += list(extra_rows(pc, "prefix_cache"))
+    lead = (
+        f"With an unbounded cache {fmt.percent(pc.hit_ratio.all)} of prompt tokens could be "
+        f"loaded instead of recomputed ({fmt.percent(pc.hit_ratio.steady)} after warm-up). "
+        "Read less first: capacity that lifts this ratio pays before faster storage does."
+    )
+    charts = [c for c in (mrc_chart(pc),) if c is not None]
+    tables = [
+        Table(
+            "Hit ratio at each capacity",
+            ("capacity", "all requests", "steady state"),
+            tuple(
+                (
+                    f"{binary_compact(p.capacity_tokens)} tokens"
+                    if p.capacity_tokens is not None
+                    else "unbounded",
+                    fmt.percent(p.hit_ratio_all),
+                    fmt.percent(p.hit_ratio_steady),
+                )
+                for p in pc.mrc
+            ),
+        )
+    ]
+    if pc.tiers is not None:
+        t = pc.tiers
+        tables.append(
+            Table(
+                "Hits per tier (inclusive hierarchy, fastest first)",
+                ("tier", "capacity", "share of prompt tokens, all", "steady state", "hit KV"),
+                tuple(
+                    (
+                        lv.name,
+                        fmt.tokens(lv.effective_capacity_tokens or lv.capacity_tokens),
+                        fmt.percent(lv.share_all),
+                        fmt.percent(lv.share_steady),
+                        fmt.size(lv.hit_bytes_all) if lv.hit_bytes_all is not None else "",
+                    )
+                    for lv in t.levels
+                )
+                + (
+                    (
+                        "miss (recomputed)",
+                        "",
+                        fmt.percent(t.miss_share_all),
+                        fmt.percent(t.miss_share_steady),
+                        "",
+                    ),
+                ),
+            )
+        )
+    if pc.reuse is not None:
+        chart = reuse_chart(pc.reuse)
+        if chart is not None:
+            charts.append(chart)
+        tables.append(
+            Table(
+                "Retention (TTL) that keeps a share of the hits, and the capacity it needs",
+                ("share of hits kept", "TTL", "capacity with TTL", "LRU capacity, same hits"),
+                tuple(
+                    (
+                        fmt.percent(tp.share),
+                        fmt.duration(tp.ttl_s),
+                        fmt.tokens(tp.capacity_tokens),
+                        fmt.tokens(tp.lru_capacity_tokens),
+                    )
+                    for tp in pc.reuse.ttl
+                ),
+            )
+        )
+    if pc.routing is not None and pc.routing.policies:
+        r = pc.routing
+        caps = [p.capacity_tokens_per_instance for p in r.policies[0].points]
+        tables.append(
+            Table(
+                f"Hit ratio (all requests) with {r.instances} instances: per-instance caches "
+                "by routing policy, by capacity per instance",
+                ("policy", *(f"{binary_compact(c)}" if c else "unbounded" for c in caps)),
+                tuple(
+                    (pol.policy, *(fmt.percent(p.hit_ratio_all) for p in pol.points))
+                    if pol.unavailable is None
+                    else (pol.policy, *("n/a" for _ in caps))
+                    for pol in r.policies
+                ),
+                note="; ".join(
+                    f"{p.policy}: {fmt.NOT_MEASURED}, {p.unavailable}"
+                    for p in r.policies
+                    if p.unavailable is not None
+                ),
+            )
+        )
+    if pc.block_sizes:
+        tables.append(
+            Table(
+                "Hit ratio by engine chunk size",
+                ("chunk", "partial last chunk saved", "all requests", "steady state"),
+                tuple(
+                    (
+                        fmt.tokens(b.chunk_tokens),
+                        "yes" if b.save_unfull_chunk else "no",
+                        fmt.percent(b.hit_ratio_all),
+                        fmt.percent(b.hit_ratio_steady),
+                    )
+                    for b in pc.block_sizes
+                ),
+            )
+        )
+    return Section(
+        "prefix",
+        "Prefix cache",
+        lead,
+        tuple(rows),
+        tuple(charts) + extra_charts(pc, "prefix_cache"),
+        tuple(tables),
+    )

@@ -1,0 +1,95 @@
+"""The view the HTML template fills: plain dataclasses of already formatted values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from kvadvisor.report import summary
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One rendered chart: an id for the page, a caption, and the SVG markup."""
+
+    key: str
+    caption: str
+    svg: Markup
+    half: bool = False  # shown side by side with the next half-width chart
+
+
+@dataclass(frozen=True)
+class Table:
+    """A small table of already formatted cells."""
+
+    caption: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One report section: a lead sentence, numbers, charts and tables, or why it is missing."""
+
+    id: str
+    title: str
+    lead: str = ""
+    rows: tuple[tuple[str, str], ...] = ()
+    charts: tuple[Chart, ...] = ()
+    tables: tuple[Table, ...] = ()
+    missing: str | None = None
+    notes: tuple[str, ...] = ()  # caveats the producing part attached
+
+
+@dataclass(frozen=True)
+class FindingView:
+    """A finding as shown: severity class for styling, evidence as formatted pairs."""
+
+    code: str
+    severity: str
+    severity_class: str
+    stage: str
+    message: str
+    evidence: tuple[tuple[str, str], ...]
+    name: str = ""
+    summary: str = ""
+    action: str = ""
+    candidates: str = ""
+    references: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VerdictCard:
+    """One stage's recommendation card."""
+
+    stage: str
+    role: str
+    needs: tuple[tuple[str, str], ...]  # measured demand of the stage
+    items: tuple[tuple[str, str], ...]  # the recommended configuration (empty: none)
+    notes: tuple[str, ...] = ()  # how the figures were derived, what was assumed
+
+
+@dataclass(frozen=True)
+class HtmlView:
+    """Everything the template shows, formatted; the template does no arithmetic."""
+
+    title: str
+    headline: str
+    version: str
+    generated_at: str
+    cards: tuple[VerdictCard, ...]
+    verdict_missing: str | None
+    key_numbers: tuple[summary.KeyNumber, ...]
+    finding_counts: tuple[tuple[str, int], ...]
+    sections: tuple[Section, ...]
+    findings: tuple[FindingView, ...]
+    top_findings: tuple[FindingView, ...]  # the most severe, shown with the verdict
+    findings_missing: str | None
+    rules: Section
+    alternatives: Section
+    inputs: tuple[tuple[str, str], ...]
+    notes: tuple[str, ...]
+    report_data: dict[str, Any]

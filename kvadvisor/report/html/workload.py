@@ -1,0 +1,57 @@
+"""The workload section: arrivals over time and the prompt and output lengths."""
+
+from __future__ import annotations
+
+from kvadvisor.advise.model import AdviceReport
+from kvadvisor.report import fmt
+from kvadvisor.report.charts import Mark
+from kvadvisor.report.html.chartviews import histogram_chart, series_chart
+from kvadvisor.report.html.extras import extra_charts, extra_rows
+from kvadvisor.report.html.view import Section
+
+
+def workload_section(report: AdviceReport) -> Section:
+    """Arrivals over time and the input/output length distributions."""
+    t = report.trace
+    if t.requests == 0:
+        return Section("workload", "Workload", missing="not measured: the trace has no requests")
+    mean_in = t.input_tokens_total / t.requests
+    mean_out = t.output_tokens_total / t.requests
+    rows = [
+        ("requests", f"{t.requests:,}"),
+        ("time span", fmt.duration(t.duration_s)),
+        ("mean arrival rate", fmt.value("arrival_rate_per_s", t.arrival_rate_per_s)),
+        ("mean input length", f"{fmt.number(mean_in)} tokens"),
+        ("mean output length", f"{fmt.number(mean_out)} tokens"),
+        ("input : output tokens", f"{fmt.number(mean_in / mean_out) if mean_out else 'n/a'} : 1"),
+        ("block size of the hashes", fmt.value("block_tokens", t.block_tokens)),
+        ("models in the trace", ", ".join(t.models) or "not recorded"),
+    ]
+    charts = []
+    if t.arrivals is not None:
+        marks = ()
+        if t.arrival_rate_per_s:
+            marks = (Mark("y", t.arrival_rate_per_s, f"mean {fmt.number(t.arrival_rate_per_s)}/s"),)
+        charts.append(
+            series_chart(
+                t.arrivals,
+                "workload-arrivals",
+                "Arrivals over time: bursts above the mean are what peak-sized storage is bought "
+                "for.",
+                marks=marks,
+            )
+        )
+    for key, hist, what in (
+        ("workload-input", t.input_tokens_hist, "Prompt lengths: prefill work and KV written"),
+        ("workload-output", t.output_tokens_hist, "Output lengths: decode steps per request"),
+    ):
+        if hist is not None:
+            charts.append(histogram_chart(hist, key, what))
+    lead = (
+        f"{t.requests:,} requests over {fmt.duration(t.duration_s)}; prompts average "
+        f"{fmt.number(mean_in)} tokens and outputs {fmt.number(mean_out)} tokens."
+    )
+    rows += list(extra_rows(t, "trace"))
+    return Section(
+        "workload", "Workload", lead, tuple(rows), tuple(charts) + extra_charts(t, "trace")
+    )
