@@ -77,6 +77,15 @@ def test_real_trace_same_trace_end_to_end(mooncake_path: Path, monkeypatch) -> N
     assert fast.table.schema.metadata == slow.table.schema.metadata
 
 
+def test_columns_are_built_without_copies(mooncake_path: Path) -> None:
+    """The table wraps the parsed numpy arrays: arrow's pool allocates nothing for it."""
+    data = np.fromfile(mooncake_path, dtype=np.uint8)
+    before = pa.total_allocated_bytes()
+    table = fastjsonl.parse_mooncake(data, SCHEMA)
+    assert table is not None and table.num_rows == 12_031
+    assert pa.total_allocated_bytes() == before
+
+
 def test_small_files_stay_with_pyarrow(tmp_path: Path, monkeypatch) -> None:
     """Below the threshold the compiled reader is not called (numba would cost more)."""
     path = tmp_path / "t.jsonl"

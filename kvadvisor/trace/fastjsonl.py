@@ -38,7 +38,8 @@ _HASH_IDS = np.frombuffer(b"hash_ids", dtype=np.uint8)
 # 18 decimal digits always fit int64 (max 9.2e18, 19 digits); longer numbers go to pyarrow,
 # which range-checks them.
 MAX_DIGITS = 18
-# pyarrow's list<int64> has int32 offsets; more hash ids than that go to pyarrow.
+# pyarrow's list<int64> has int32 offsets; a file with more commas than that (commas bound
+# the hash ids from above) goes to pyarrow.
 MAX_HASH_IDS = int(np.iinfo(np.int32).max)
 
 _TAB, _LF, _CR, _SPACE = 9, 10, 13, 32
@@ -224,8 +225,8 @@ def parse_mooncake(data: np.ndarray, schema: pa.Schema) -> pa.Table | None:
 
     ``schema`` is the reader's Mooncake schema (timestamp float64, input_length and
     output_length int64, hash_ids list<int64>); the columns are built from the parsed arrays
-    without copying. None also for a file without records or with more hash ids than int32
-    list offsets hold: pyarrow decides those.
+    without copying (nothing is allocated in arrow's pool). None also for a file without
+    records, or with more commas than int32 list offsets can index: pyarrow decides those.
     """
     lines, commas = count_lines_and_commas(data)
     max_rows = lines + 1
