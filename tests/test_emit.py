@@ -206,7 +206,6 @@ def test_emit_needs_one_directory(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     import kvadvisor.cli as cli
-    import kvadvisor.cli.analyze as analyze_command
 
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')

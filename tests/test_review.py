@@ -368,7 +368,7 @@ def test_plan_perf_from_catalogs() -> None:
 
 
 def test_analyze_plan_review_equals_a_fresh_replay() -> None:
-    """analyze --plan reuses its own cache pass; the reviews equal a replay run from scratch."""
+    """`analyze --plan` reuses its own cache pass; the reviews equal a replay from scratch."""
     from pathlib import Path
 
     from kvadvisor.advise import AnalyzeOptions, analyze

@@ -86,7 +86,7 @@ def test_bad_catalog_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_catalog_file_without_a_known_kind_is_one_line(tmp_path: Path) -> None:
-    """--catalog routes files by kind: a missing or unknown kind is exit 2, one line, no traceback."""
+    """--catalog routes files by kind: a missing or unknown kind is exit 2, one line."""
     for text, expected in (
         ("sources: {V: x}\nentries: {}\n", "a catalog file starts with 'kind: storage'"),
         ("kind: gadgets\nentries: {}\n", "unknown catalog kind 'gadgets'; expected one of"),

@@ -116,8 +116,11 @@ def test_in_memory_trace_streams_the_same(mooncake_path) -> None:
 
 
 def test_unmeasured_arrivals_survive_a_directory(tmp_path) -> None:
-    """Files that say their arrivals were not measured (benchmark results without start
-    times) keep saying so when read as a directory, as read_trace says for one file."""
+    """Unmeasured arrivals stay unmeasured when the files are read as a directory.
+
+    Files that say their arrivals were not measured (benchmark results without start
+    times) keep saying so, as read_trace says for one file.
+    """
     from kvadvisor.trace.schema import build_trace
     from kvadvisor.trace.writers import write_parquet
 
