@@ -75,3 +75,26 @@ def test_profile_deployment_option_errors_are_one_line(mooncake_path) -> None:
         assert result.exit_code == EXIT_USER_ERROR, (option, value)
         assert message in result.output
         assert "Traceback" not in result.output
+
+
+def test_analyze_parquet_with_wall_clock_arrivals(tmp_path) -> None:
+    """A parquet file whose arrival_s is a timestamp is read whole and converted, not refused."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    start = dt.datetime(2025, 3, 1, 12, 0, 0)
+    offsets_s = [0.0, 0.5, 2.25, 4.0]
+    common = {"input_tokens": [100, 200, 300, 50], "output_tokens": [10, 20, 5, 1]}
+    wall = tmp_path / "wall.parquet"
+    pq.write_table(pa.table({"arrival_s": pa.array(
+        [start + dt.timedelta(seconds=s) for s in offsets_s], pa.timestamp("us")), **common}), wall)
+    secs = tmp_path / "secs.parquet"
+    pq.write_table(pa.table({"arrival_s": offsets_s, **common}), secs)
+    got = _analyze_json(wall, tmp_path / "w.json")
+    want = _analyze_json(secs, tmp_path / "s.json")
+    assert got["trace"]["requests"] == 4
+    assert got["trace"]["duration_s"] == want["trace"]["duration_s"] == 4.0
+    assert got["stage_split"] == want["stage_split"]
+    assert any("wall clock" in n for n in got["trace"]["notes"])

@@ -44,7 +44,7 @@ from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.trace import TraceFormat
-from kvadvisor.trace.stream import open_trace_stream
+from kvadvisor.trace.stream import open_trace_stream, seconds_stored
 
 
 class ReportFormat(str, Enum):
@@ -88,10 +88,15 @@ MemoryLimitOpt = Annotated[
 
 
 def _streamable(trace: Path, trace_format: object, maps: object, block_tokens: object) -> bool:
-    """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path."""
+    """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path.
+
+    A file whose arrivals are wall-clock times goes to the whole-file reader, which converts
+    them (as `info` and `convert` do).
+    """
     plain = maps is None and block_tokens is None
     fmt = getattr(trace_format, "value", trace_format)
-    return plain and (trace.is_dir() or (fmt in (None, "parquet") and trace.suffix == ".parquet"))
+    return plain and (trace.is_dir() or (fmt in (None, "parquet") and trace.suffix == ".parquet"
+                                         and seconds_stored(trace)))
 
 
 def _analyze_large(trace: Path, options: AnalyzeOptions, memory_limit: str | None

@@ -135,6 +135,21 @@ def stream_trace(trace: Trace, batch_rows: int = DEFAULT_BATCH_ROWS) -> TraceStr
     )
 
 
+def seconds_stored(path: str | Path) -> bool:
+    """Whether a parquet file's ``arrival_s`` is stored as seconds (a number), as streaming needs.
+
+    False for wall-clock (timestamp) arrivals, which only the whole-file reader converts; True
+    when the footer cannot be read or has no ``arrival_s`` (streaming then says what is wrong).
+    """
+    try:
+        with pq.ParquetFile(path) as parquet_file:
+            schema = parquet_file.schema_arrow
+    except (pa.ArrowInvalid, OSError):
+        return True
+    index = schema.get_field_index("arrival_s")
+    return index < 0 or not pa.types.is_timestamp(schema.field(index).type)
+
+
 def open_trace_stream(
     path: str | Path,
     columns: tuple[str, ...] | None = None,
