@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -11,6 +12,7 @@ from kvadvisor import __version__
 from kvadvisor.cli import EXIT_USER_ERROR, app
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_version() -> None:
@@ -98,3 +100,42 @@ def test_analyze_parquet_with_wall_clock_arrivals(tmp_path) -> None:
     assert got["trace"]["duration_s"] == want["trace"]["duration_s"] == 4.0
     assert got["stage_split"] == want["stage_split"]
     assert any("wall clock" in n for n in got["trace"]["notes"])
+
+
+def _main(monkeypatch, capsys, *args):
+    """Run the console-script entry point; (exit code, stderr)."""
+    from kvadvisor.cli import main
+
+    monkeypatch.setattr("sys.argv", ["kvadvisor", *args])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    return stop.value.code, capsys.readouterr().err
+
+
+def test_parser_errors_are_one_line(monkeypatch, capsys, tmp_path) -> None:
+    """An option out of range, an unknown option or command, a missing argument: one line, 2."""
+    cases = {
+        ("analyze", "t.jsonl", "--instances", "0"):
+            "error: Invalid value for '--instances': Input should be greater than or equal to 1 "
+            "(see `kvadvisor analyze --help`)",
+        ("analyze", "t.jsonl", "--bogus"): "error: No such option: --bogus",
+        ("analyze",): "error: Missing argument 'trace'. (see `kvadvisor analyze --help`)",
+        ("nosuchcommand",): "error: No such command 'nosuchcommand'. (see `kvadvisor --help`)",
+    }
+    for args, message in cases.items():
+        code, err = _main(monkeypatch, capsys, *args)
+        assert code == EXIT_USER_ERROR, args
+        assert err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_entry_point_exit_codes(monkeypatch, capsys, mooncake_path, tmp_path) -> None:
+    """The entry point passes on each command's code: 0 done, 2 user error, 1 review findings."""
+    assert _main(monkeypatch, capsys, "--version")[0] == 0
+    code, err = _main(monkeypatch, capsys, "analyze", str(tmp_path / "missing.jsonl"))
+    assert code == EXIT_USER_ERROR and "no such file" in err
+    plans = REPO / "examples" / "plans"
+    ok = _main(monkeypatch, capsys, "review", str(mooncake_path), "--plan",
+               str(plans / "good-p5e-prefill-h20-decode.yaml"))[0]
+    bad = _main(monkeypatch, capsys, "review", str(mooncake_path), "--plan",
+                str(plans / "bad-h20-cloud-disk.yaml"))[0]
+    assert (ok, bad) == (0, 1)
