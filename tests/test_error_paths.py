@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from cli_checks import one_error_line
 from typer.testing import CliRunner
 
 from kvadvisor.advise.streaming import parse_memory_limit, physical_memory_bytes
@@ -26,7 +27,7 @@ from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.loader import FieldSpec, check_entries
 from kvadvisor.catalog.models import load_models, model_from_hf_config, read_hf_config
 from kvadvisor.catalog.storage import load_storage
-from kvadvisor.cli import EXIT_USER_ERROR, app
+from kvadvisor.cli import app
 from kvadvisor.errors import (
     CatalogError,
     ConfigError,
@@ -43,19 +44,6 @@ from kvadvisor.trace.stream import open_trace_stream
 REPO = Path(__file__).resolve().parents[1]
 FIX = REPO / "tests" / "fixtures" / "traces"
 runner = CliRunner()
-
-
-def _one_error_line(result, *needles: str) -> str:
-    """Exit 2, exactly one stderr line starting 'error:', no traceback, naming the needles."""
-    assert result.exit_code == EXIT_USER_ERROR, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def _raises(error: type[KvAdvisorError], call, *needles: str) -> str:
@@ -117,10 +105,10 @@ def test_damaged_compressed_trace_through_the_cli(tmp_path) -> None:
     """Damage past the detected head (the case that leaked an OSError) is exit 2, one line."""
     path = tmp_path / "t.jsonl.gz"
     path.write_bytes(_damaged("gzip", BIG_JSONL, "truncated"))
-    _one_error_line(runner.invoke(app, ["info", str(path)]), "t.jsonl.gz", "corrupt gzip data")
+    one_error_line(runner.invoke(app, ["info", str(path)]), "t.jsonl.gz", "corrupt gzip data")
     tiny = tmp_path / "tiny.jsonl.zst"
     tiny.write_bytes(_zstd(BIG_JSONL)[:30])  # magic and frame header only
-    _one_error_line(runner.invoke(app, ["info", str(tiny)]), "tiny.jsonl.zst", "corrupt zstd")
+    one_error_line(runner.invoke(app, ["info", str(tiny)]), "tiny.jsonl.zst", "corrupt zstd")
 
 
 # --- trace readers: JSON shapes --------------------------------------------------------------
@@ -148,7 +136,7 @@ def test_jsonl_first_line_not_an_object(tmp_path) -> None:
     _raises(TraceFormatError, lambda: read_trace(path), "not JSON objects", "--trace-format")
     _raises(TraceSchemaError, lambda: read_trace(path, "mooncake"), "row 1, column '(record)'",
             "is a JSON number")
-    _one_error_line(runner.invoke(app, ["info", str(path), "--trace-format", "mooncake"]),
+    one_error_line(runner.invoke(app, ["info", str(path), "--trace-format", "mooncake"]),
                     "t.jsonl", "row 1", "is a JSON number")
 
 
@@ -163,7 +151,7 @@ def test_llmperf_not_an_array(tmp_path) -> None:
     _raises(TraceFormatError, lambda: read_trace(path, "llmperf"), str(path),
             "must be a JSON array of per-request objects, got a JSON object",
             "*_individual_responses.json")
-    _one_error_line(runner.invoke(app, ["info", str(path), "--trace-format", "llmperf"]),
+    one_error_line(runner.invoke(app, ["info", str(path), "--trace-format", "llmperf"]),
                     "r.json", "got a JSON object")
 
 
@@ -176,7 +164,7 @@ def test_llmperf_array_of_non_objects(tmp_path) -> None:
     flat = tmp_path / "flat.json"
     flat.write_text("[1, 2]")
     _raises(TraceSchemaError, lambda: read_trace(flat, "llmperf"), "row 1", "is a JSON number")
-    _one_error_line(runner.invoke(app, ["info", str(path)]), "r.json", "row 3")
+    one_error_line(runner.invoke(app, ["info", str(path)]), "r.json", "row 3")
 
 
 # --- trace readers: parquet ------------------------------------------------------------------
@@ -197,7 +185,7 @@ def test_garbage_named_parquet(tmp_path) -> None:
     path.write_bytes(bytes(range(256)) * 4)
     _raises(TraceFormatError, lambda: read_trace(path), str(path), "no PAR1 magic number",
             "--trace-format")
-    _one_error_line(runner.invoke(app, ["info", str(path)]), "g.parquet", "no PAR1")
+    one_error_line(runner.invoke(app, ["info", str(path)]), "g.parquet", "no PAR1")
 
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupt-page"])
@@ -213,7 +201,7 @@ def test_unreadable_parquet(tmp_path, damage) -> None:
     # The streaming reader (what `analyze` uses for parquet) fails the same way, whether the
     # footer or a data page is damaged.
     _raises(TraceFormatError, lambda: list(open_trace_stream(path)), *needles)
-    _one_error_line(runner.invoke(app, ["analyze", str(path)]), "t.parquet",
+    one_error_line(runner.invoke(app, ["analyze", str(path)]), "t.parquet",
                     "not a readable parquet file")
 
 
@@ -251,7 +239,7 @@ def test_stream_no_such_path_and_no_parquet_files(tmp_path) -> None:
     empty.mkdir()
     _raises(TraceFormatError, lambda: open_trace_stream(empty), str(empty),
             "no parquet files found", "kvadvisor convert")
-    _one_error_line(runner.invoke(app, ["analyze", str(empty)]), "no parquet files found")
+    one_error_line(runner.invoke(app, ["analyze", str(empty)]), "no parquet files found")
 
 
 def test_stream_directory_with_other_files(tmp_path) -> None:
@@ -273,7 +261,7 @@ def test_stream_directory_with_other_files(tmp_path) -> None:
     (first / "a.parquet").write_bytes(data[: len(data) // 2])
     _raises(TraceFormatError, lambda: open_trace_stream(first), str(first),
             "not readable as parquet", "every file in a trace directory")
-    _one_error_line(runner.invoke(app, ["analyze", str(mixed)]), "notes.csv", "move other files")
+    one_error_line(runner.invoke(app, ["analyze", str(mixed)]), "notes.csv", "move other files")
 
 
 def test_stream_missing_required_columns(tmp_path) -> None:
@@ -308,7 +296,7 @@ def test_stream_arrival_column_not_seconds(tmp_path) -> None:
                    input_tokens=[1, 1], output_tokens=[1, 1])
     _raises(TraceSchemaError, lambda: open_trace_stream(empty),
             "row 1, column 'arrival_s': null_value")
-    _one_error_line(runner.invoke(app, ["analyze", str(text)]), "s.parquet", "arrival_s")
+    one_error_line(runner.invoke(app, ["analyze", str(text)]), "s.parquet", "arrival_s")
 
 
 # --- --map -----------------------------------------------------------------------------------
@@ -342,10 +330,10 @@ def test_bad_column_map(maps, needles) -> None:
 def test_bad_column_map_through_the_cli() -> None:
     """A map with a column mapped twice, and a map for a source format: exit 2, one line."""
     path = FIX / "tiny_mapped.csv"
-    _one_error_line(runner.invoke(app, ["info", str(path), "--map", "input_tokens=prompt_len",
+    one_error_line(runner.invoke(app, ["info", str(path), "--map", "input_tokens=prompt_len",
                                         "--map", "output_tokens=prompt_len"]),
                     "source column 'prompt_len' is already mapped to 'input_tokens'")
-    _one_error_line(runner.invoke(app, ["info", str(FIX / "tiny_mooncake.jsonl"), "--map",
+    one_error_line(runner.invoke(app, ["info", str(FIX / "tiny_mooncake.jsonl"), "--map",
                                         "input_tokens=input_length"]),
                     "--map applies to canonical CSV/parquet, not to mooncake")
 
@@ -365,7 +353,7 @@ def test_chunk_tokens_finer_than_the_blocks_through_the_cli() -> None:
     """`analyze --chunk-tokens` below the trace's block size: exit 2, one line."""
     result = runner.invoke(app, ["analyze", str(FIX / "tiny_mooncake.jsonl"),
                                  "--chunk-tokens", "256"])
-    _one_error_line(result, "--chunk-tokens 256", "cannot refine", "multiple of 512")
+    one_error_line(result, "--chunk-tokens 256", "cannot refine", "multiple of 512")
 
 
 @pytest.mark.parametrize("unit", [0, -4096])
@@ -449,7 +437,7 @@ def test_bad_storage_entry_through_the_cli(tmp_path) -> None:
     """`catalog list --catalog FILE` with capacity min above max: exit 2, one line."""
     path = _catalog(tmp_path, "storage", {**STORAGE, "capacity_min_gib": 100,
                                           "capacity_max_gib": 20})
-    _one_error_line(runner.invoke(app, ["catalog", "list", "storage", "--catalog", str(path)]),
+    one_error_line(runner.invoke(app, ["catalog", "list", "storage", "--catalog", str(path)]),
                     "storage.yaml: entries.x: capacity_min_gib is above capacity_max_gib")
 
 
@@ -502,7 +490,7 @@ def test_catalog_file_without_a_kind(tmp_path, text) -> None:
     path.write_text(text, encoding="utf-8")
     _raises(CatalogError, lambda: PlanCatalogs.packaged((str(path),)), f"{path}: ",
             "a catalog file starts with 'kind: storage' or 'kind: instances'")
-    _one_error_line(runner.invoke(app, ["catalog", "list", "--catalog", str(path)]), "c.yaml",
+    one_error_line(runner.invoke(app, ["catalog", "list", "--catalog", str(path)]), "c.yaml",
                     "starts with 'kind: storage'")
 
 
@@ -605,7 +593,7 @@ def test_plan_shape_through_the_cli(tmp_path) -> None:
     """`review --plan` with a wrong-typed section: exit 2, one line naming file and key."""
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump({**PLAN, "traffic": [3]}), encoding="utf-8")
-    _one_error_line(runner.invoke(app, ["review", str(FIX / "tiny_mooncake.jsonl"),
+    one_error_line(runner.invoke(app, ["review", str(FIX / "tiny_mooncake.jsonl"),
                                         "--plan", str(path)]),
                     "plan.yaml: traffic: expected a mapping", "docs/errors.md#plan")
 
@@ -665,7 +653,7 @@ def test_memory_limit_through_the_cli(tmp_path) -> None:
     parquet = tmp_path / "t.parquet"
     pq.write_table(CANONICAL, parquet)
     for trace in (parquet, FIX / "tiny_mooncake.jsonl"):
-        _one_error_line(runner.invoke(app, ["analyze", str(trace), "--memory-limit", "8XB"]),
+        one_error_line(runner.invoke(app, ["analyze", str(trace), "--memory-limit", "8XB"]),
                         "--memory-limit '8XB': unknown unit 'XB'")
 
 
@@ -763,18 +751,18 @@ def test_plan_stage_and_tier_shapes(tmp_path, doc, needles) -> None:
 def test_cli_output_targets(tmp_path) -> None:
     """-o naming a directory or a path under a file, convert to a non-parquet name: one line."""
     trace = str(FIX / "tiny_mooncake.jsonl")
-    _one_error_line(runner.invoke(app, ["rules", "facts", "-o", str(tmp_path)]),
+    one_error_line(runner.invoke(app, ["rules", "facts", "-o", str(tmp_path)]),
                     "is a directory; give an output file name")
-    _one_error_line(runner.invoke(app, ["convert", trace, "-o", str(tmp_path / "t.csv")]),
+    one_error_line(runner.invoke(app, ["convert", trace, "-o", str(tmp_path / "t.csv")]),
                     "convert writes canonical parquet; name it *.parquet")
     # A parent that is a file: the temporary file cannot be made (was a raw FileExistsError).
     blocker = tmp_path / "file.txt"
     blocker.write_text("x")
-    _one_error_line(runner.invoke(app, ["rules", "facts", "-o", str(blocker / "facts.md")]),
+    one_error_line(runner.invoke(app, ["rules", "facts", "-o", str(blocker / "facts.md")]),
                     "file.txt/facts.md: cannot be written", "choose another output path")
-    _one_error_line(runner.invoke(app, ["convert", trace, "-o", str(blocker / "t.parquet")]),
+    one_error_line(runner.invoke(app, ["convert", trace, "-o", str(blocker / "t.parquet")]),
                     "file.txt/t.parquet: cannot be written", "choose another -o")
-    _one_error_line(runner.invoke(app, ["synth", "--requests", "10", "-o",
+    one_error_line(runner.invoke(app, ["synth", "--requests", "10", "-o",
                                         str(blocker / "s.parquet")]),
                     "file.txt/s.parquet: cannot be written", "choose another -o")
     assert blocker.read_text() == "x"
@@ -795,7 +783,7 @@ def test_plan_on_a_trace_too_large_to_replay(tmp_path) -> None:
     result = runner.invoke(app, ["analyze", str(path), "--memory-limit", str(limit),
                                  "--plan", str(plan), "--format", "json", "-o",
                                  str(tmp_path / "r.json")])
-    _one_error_line(result, "t.parquet: too large to replay per request within the memory limit",
+    one_error_line(result, "t.parquet: too large to replay per request within the memory limit",
                     "use `kvadvisor review` on a sample")
 
 

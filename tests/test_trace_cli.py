@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_checks import one_error_line
 from typer.testing import CliRunner
 
-from kvadvisor.cli import EXIT_OK, EXIT_USER_ERROR, app
+from kvadvisor.cli import EXIT_OK, app
 from kvadvisor.errors import KvAdvisorWarning
 from kvadvisor.trace import read_trace
 
@@ -19,18 +20,6 @@ FIX = REPO / "tests" / "fixtures" / "traces"
 SAMPLES = REPO / "sample_traces"
 
 runner = CliRunner()
-
-
-def _one_error_line(result, *needles: str) -> str:
-    """Exit 2, exactly one stderr line starting 'error:', no traceback, naming the needles."""
-    assert result.exit_code == EXIT_USER_ERROR, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def test_info_on_the_sample_trace() -> None:
@@ -93,13 +82,13 @@ def test_convert_round_trip(tmp_path) -> None:
 
 def test_convert_refuses_non_parquet_name_and_own_input(tmp_path) -> None:
     """-o must be *.parquet and must not be the input."""
-    _one_error_line(
+    one_error_line(
         runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o", str(tmp_path / "x.csv")]),
         "*.parquet",
     )
     src = tmp_path / "t.parquet"
     runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o", str(src)])
-    _one_error_line(
+    one_error_line(
         runner.invoke(app, ["convert", str(src), "-o", str(src)]), "refusing to overwrite"
     )
 
@@ -140,13 +129,13 @@ def test_bad_input(case, command, tmp_path) -> None:
     name, needles = BAD[case]
     out = tmp_path / "out.parquet"
     args = [command, str(FIX / name)] + (["-o", str(out)] if command == "convert" else [])
-    _one_error_line(runner.invoke(app, args), name, *needles)
+    one_error_line(runner.invoke(app, args), name, *needles)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_directory_is_a_user_error(tmp_path) -> None:
     """A directory given as the trace."""
-    _one_error_line(runner.invoke(app, ["info", str(tmp_path)]), "is a directory")
+    one_error_line(runner.invoke(app, ["info", str(tmp_path)]), "is a directory")
 
 
 def test_millisecond_arrivals_warn_in_one_line(tmp_path) -> None:

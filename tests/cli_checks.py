@@ -1,0 +1,18 @@
+"""Shared assertion for the CLI tests: a user error is exit 2 and one ``error:`` line."""
+
+from __future__ import annotations
+
+from kvadvisor.cli import EXIT_USER_ERROR
+
+
+def one_error_line(result, *needles: str) -> str:
+    """Exit 2, exactly one stderr line starting 'error:', no traceback, naming the needles."""
+    assert result.exit_code == EXIT_USER_ERROR, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
