@@ -10,9 +10,6 @@ import numpy as np
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.errors import ConfigError
 
-# The usual order, fastest first (GPU HBM -> host DRAM -> local SSD -> shared pool).
-DEFAULT_TIER_NAMES = ("hbm", "dram", "ssd", "pool")
-
 
 @dataclass(frozen=True)
 class TierSpec:

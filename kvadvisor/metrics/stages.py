@@ -236,7 +236,6 @@ def stage_times(
 
 PREFILL_DOMINATED_SHARE = 0.6
 DECODE_DOMINATED_SHARE = 0.4
-CLASSES = ("prefill-dominated", "balanced", "decode-dominated")
 
 
 def classify(prefill_share: float) -> str:
