@@ -19,13 +19,18 @@ def _brute_open_time(starts, ends, weights, t: float) -> float:
     return sum(w * max(0.0, min(e, t) - min(s, t)) for s, e, w in pairs)
 
 
+def _scaled(items, unit_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hypothesis' (start, duration, weight) integers as (starts, ends, weights), times x unit."""
+    starts = np.asarray([s * unit_s for s, _, _ in items])
+    ends = starts + np.asarray([d * unit_s for _, d, _ in items])
+    return starts, ends, np.asarray([float(x) for _, _, x in items])
+
+
 @settings(max_examples=60, deadline=None)
 @given(intervals)
 def test_open_time_exact_at_edges(items) -> None:
     """F(T) equals the brute-force sum of weighted overlaps at every grid edge."""
-    starts = np.asarray([s * 0.25 for s, _, _ in items])
-    ends = starts + np.asarray([d * 0.25 for _, d, _ in items])
-    w = np.asarray([float(x) for _, _, x in items])
+    starts, ends, w = _scaled(items, 0.25)
     grid = TimeGrid(0.25, 70)
     f = grid.open_time(starts, ends, w)
     for k in range(0, 71, 7):
@@ -36,9 +41,7 @@ def test_open_time_exact_at_edges(items) -> None:
 @given(intervals)
 def test_interval_means_with_unaligned_grid(items) -> None:
     """Mean in-flight weight over each interval matches brute force on a fine default grid."""
-    starts = np.asarray([s * 0.37 for s, _, _ in items])
-    ends = starts + np.asarray([d * 0.37 for _, d, _ in items])
-    w = np.asarray([float(x) for _, _, x in items])
+    starts, ends, w = _scaled(items, 0.37)
     grid = TimeGrid.covering(float(ends.max()))
     f = grid.open_time(starts, ends, w)
     got = grid.mean(f, starts, ends, ends - starts)
