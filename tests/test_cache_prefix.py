@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_cache_reference import as_lists, make_trace, reference_hits
 
 from kvadvisor.cache import STANDARD_CAPACITIES_TOKENS, curve_grid, simulate_prefix_cache
-from kvadvisor.cache.prefix import dense_block_ids
+from kvadvisor.cache.prefix import dense_block_ids, pass_block_ids, simulate_arrays
 from kvadvisor.errors import ConfigError, TraceError
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.schema import build_trace
@@ -189,10 +189,9 @@ def test_invariants(case) -> None:
     assert (int(cum[-1]) if cum.shape[0] else 0) == sum(expected)
 
 
-def test_mooncake_64_bit_hashes_same_as_dense_ids(mooncake) -> None:
-    """Replacing Mooncake's dense ids by scattered 64-bit hashes (a bijection) changes nothing."""
-    trace, result, _ = mooncake
-    offsets, values = trace.hash_arrays()
+def _scattered(trace):
+    """The trace with its dense ids replaced by scattered 64-bit hashes (a bijection)."""
+    _, values = trace.hash_arrays()
     with np.errstate(over="ignore"):
         scattered = (values.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(np.int64)
     col = trace.table["block_hashes"].combine_chunks()
@@ -200,10 +199,51 @@ def test_mooncake_64_bit_hashes_same_as_dense_ids(mooncake) -> None:
     table = trace.table.set_column(
         trace.table.column_names.index("block_hashes"), "block_hashes", hashes
     )
-    other = simulate_prefix_cache(
-        build_trace(table, path="x", source_format="test", block_tokens=512)
-    )
+    return build_trace(table, path="x", source_format="test", block_tokens=512)
+
+
+def test_mooncake_64_bit_hashes_same_as_dense_ids(mooncake) -> None:
+    """Replacing Mooncake's dense ids by scattered 64-bit hashes (a bijection) changes nothing."""
+    trace, result, _ = mooncake
+    other = simulate_prefix_cache(_scattered(trace))
     np.testing.assert_array_equal(other.hit_tokens, result.hit_tokens)
     for cap in (512, 2**20, 2**24):
         np.testing.assert_array_equal(other.hit_tokens_at(cap), result.hit_tokens_at(cap))
     np.testing.assert_array_equal(other.curve.capacity_blocks, result.curve.capacity_blocks)
+
+
+def test_the_exact_pass_hands_its_ids_to_routing_and_reuse(mooncake, monkeypatch) -> None:
+    """Routing and reuse times take the exact pass's ids instead of finding them again.
+
+    Mooncake's small ids are used as they are (no copy); scattered 64-bit hashes are remapped
+    once, by the pass, and routing and reuse on that trace give the dense trace's results
+    (the remap is a bijection) with a second remap made to fail.
+    """
+    import kvadvisor.cache.prefix as prefix
+    from kvadvisor.cache.reuse import reuse_times
+    from kvadvisor.cache.routing import RoutingPolicy, compare_routing
+
+    trace, result, _ = mooncake
+    offsets, values = trace.hash_arrays()
+    ids, bound = pass_block_ids(result, values)
+    assert ids is values and bound == int(values.max()) + 1
+    scattered = _scattered(trace)
+    other = simulate_prefix_cache(scattered)
+    _, hashed = scattered.hash_arrays()
+    expected, expected_bound = dense_block_ids(hashed)
+    np.testing.assert_array_equal(other.block_ids, expected)
+    assert other.id_bound == expected_bound == bound
+    # Not kept unless asked (the streamed pass): then nothing is claimed about the ids.
+    bare = simulate_arrays(offsets, hashed, trace.column_np("input_tokens"), 512,
+                           warmup_requests=0, warmup_fraction=0.0)
+    assert bare.id_bound is None and bare.block_ids is None
+
+    def _no_second_remap(values):
+        raise AssertionError("the hashes were remapped again")
+
+    monkeypatch.setattr(prefix, "_remap", _no_second_remap)
+    assert reuse_times(scattered, other) == reuse_times(trace, result)
+    kwargs = dict(instances=4, capacities_tokens=[2**20, None],
+                  policies=[RoutingPolicy.RANDOM, RoutingPolicy.PREFIX_AWARE])
+    assert (compare_routing(scattered, pooled=other, **kwargs)
+            == compare_routing(trace, pooled=result, **kwargs))

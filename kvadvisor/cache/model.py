@@ -114,6 +114,10 @@ class PrefixCacheResult:
     the LRU distances within the request, so block j of a request is a hit at C blocks exactly
     when its value is below C (COLD = never). Sampled results (``sampling`` set) are estimates of
     the curve only and carry no per-request hits (``hit_tokens`` and ``leading_distance`` None).
+    ``id_bound`` bounds the dense block ids the exact pass indexed by, and ``block_ids`` holds
+    them when the hashes had to be remapped (kept on request); ``id_bound`` without
+    ``block_ids``: the hashes are the ids themselves. ``id_bound`` None: nothing is known (a
+    sampled result, or remapped ids not kept). See ``prefix.pass_block_ids``.
     """
 
     block_tokens: int
@@ -125,6 +129,8 @@ class PrefixCacheResult:
     access_offsets: np.ndarray | None
     leading_distance: np.ndarray | None
     sampling: SamplingInfo | None = None
+    id_bound: int | None = None
+    block_ids: np.ndarray | None = None
 
     @property
     def requests(self) -> int:

@@ -27,12 +27,30 @@ def warmup_requests_for(requests: int, warmup_fraction: float) -> int:
     return int(math.floor(warmup_fraction * requests))
 
 
-def are_dense_ids(values: np.ndarray) -> bool:
-    """Whether hashes are already small non-negative ids (at most 2 per access, or < 1024)."""
+def dense_id_bound(values: np.ndarray) -> int | None:
+    """The id bound U when hashes are already small non-negative ids, else None.
+
+    Small: at most 2 per access, or < 1024 (Mooncake's remapped hashes); ids lie in ``[0, U)``.
+    """
     if values.shape[0] == 0:
-        return True
+        return 0
     lo, hi = int(values.min()), int(values.max())
-    return lo >= 0 and hi < max(2 * values.shape[0], 1024) and hi < MAX_EXACT_ACCESSES
+    if lo >= 0 and hi < max(2 * values.shape[0], 1024) and hi < MAX_EXACT_ACCESSES:
+        return hi + 1
+    return None
+
+
+def _remap(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Arbitrary 64-bit hashes as dense int32 ids in order of first use, through a hash map."""
+    from kvadvisor.cache import stackdist  # numba only when a curve is computed
+
+    n = int(values.shape[0])
+    # Load at most 0.8 even if every key is distinct: probes stay short, 20 bytes per access.
+    table = np.zeros(2 * (n + n // 4 + 1), np.int64)
+    out = np.empty(n, np.int32)
+    n_unique = stackdist.remap_dense(values, table, out)
+    del table
+    return out, int(n_unique)
 
 
 def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -41,19 +59,31 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     Ids that are already small non-negative integers (Mooncake's remapped hashes) are used as
     they are; arbitrary 64-bit hashes go through a compiled hash map, ids in order of first use.
     """
-    n = int(values.shape[0])
-    if n == 0:
-        return np.zeros(0, np.int32), 0
-    if are_dense_ids(values):
-        return values.astype(np.int32), int(values.max()) + 1
-    from kvadvisor.cache import stackdist  # numba only when a curve is computed
+    bound = dense_id_bound(values)
+    if bound is not None:
+        return values.astype(np.int32), bound
+    return _remap(values)
 
-    # Load at most 0.8 even if every key is distinct: probes stay short, 20 bytes per access.
-    table = np.zeros(2 * (n + n // 4 + 1), np.int64)
-    out = np.empty(n, np.int32)
-    n_unique = stackdist.remap_dense(values, table, out)
-    del table
-    return out, int(n_unique)
+
+def pass_block_ids(
+    result: PrefixCacheResult | None, values: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Dense ids (any integer dtype) of ``values``, the flattened hashes ``result`` replayed.
+
+    The ids the exact pass used, so routing and reuse times neither remap the hashes again nor
+    scan them for their bound: the remapped ids it kept, or ``values`` themselves when they are
+    small ids already. Without such a result (None, sampled, or another stream's), found here.
+    """
+    if result is not None and result.id_bound is not None:
+        if result.block_ids is not None and result.block_ids.shape[0] == values.shape[0]:
+            return result.block_ids, result.id_bound
+        dist = result.leading_distance
+        if result.block_ids is None and dist is not None and dist.shape[0] == values.shape[0]:
+            return values, result.id_bound
+    bound = dense_id_bound(values)
+    if bound is not None:
+        return values, bound
+    return _remap(values)
 
 
 def simulate_arrays(
@@ -65,11 +95,13 @@ def simulate_arrays(
     warmup_requests: int,
     warmup_fraction: float,
     id_bound: int | None = None,
+    keep_ids: bool = False,
 ) -> PrefixCacheResult:
     """The exact pass over flattened block hashes (see :func:`simulate_prefix_cache`).
 
     ``id_bound``: ``values`` are already dense ids in ``[0, id_bound)`` (e.g. a subset of a
-    trace whose ids were remapped once), so they are used as they are.
+    trace whose ids were remapped once), so they are used as they are. ``keep_ids``: keep the
+    remapped ids in the result (4 bytes per access) for :func:`pass_block_ids`.
     """
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
@@ -86,10 +118,22 @@ def simulate_arrays(
     longest = max(int(counts.max()) if n_req else 0, 1)
     # Ids in order of first use also keep recently used blocks close together in last_pos,
     # which the kernel's random lookups benefit from (a hash table would scatter them).
+    # What the result says about the ids (see pass_block_ids): the bound when the hashes are
+    # the ids themselves or the remapped ids are kept, else nothing.
+    kept, known_bound = None, None
     if id_bound is None:
-        dist, bound = dense_block_ids(values)
+        bound = dense_id_bound(values)
+        if bound is not None:
+            dist, known_bound = values.astype(np.int32), bound
+        else:
+            dist, bound = _remap(values)
+            if keep_ids:
+                # The kernel overwrites the ids with distances; this copy adds nothing to the
+                # peak (the remap's table, 20 bytes per access, is gone by now).
+                kept, known_bound = dist.copy(), bound
     else:
         dist, bound = np.ascontiguousarray(values, dtype=np.int32), int(id_bound)
+        known_bound = bound
     last_pos = np.zeros(max(bound, 1), np.int32)
     tree = np.zeros(n + 1, np.int32)
     scratch = np.empty(longest, np.int32)
@@ -134,6 +178,8 @@ def simulate_arrays(
         hit_tokens=hit,
         access_offsets=offsets,
         leading_distance=dist,
+        id_bound=known_bound,
+        block_ids=kept,
     )
 
 
@@ -189,6 +235,7 @@ def simulate_prefix_cache(
         block_tokens,
         warmup_requests=warmup,
         warmup_fraction=warmup_fraction,
+        keep_ids=True,
     )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvadvisor.cache.model import PrefixCacheResult
-from kvadvisor.cache.prefix import are_dense_ids, dense_block_ids, require_hashes
+from kvadvisor.cache.prefix import pass_block_ids, require_hashes
 from kvadvisor.errors import ConfigError
 from kvadvisor.trace.model import Trace
 
@@ -112,11 +112,9 @@ def reuse_times(
         if not 0.0 < share <= 1.0:
             raise ConfigError(f"TTL share {share} is outside (0, 1]")
     offsets, values = trace.hash_arrays()
-    if are_dense_ids(values):
-        # Already small ids (Mooncake's): the kernels index with them as they are, no copy.
-        ids, bound = values, (int(values.max()) + 1 if values.shape[0] else 0)
-    else:
-        ids, bound = dense_block_ids(values)
+    # Mooncake's small ids index the kernels as they are (no copy); other hashes take the ids
+    # the exact pass kept.
+    ids, bound = pass_block_ids(result, values)
     arrival = np.ascontiguousarray(trace.column_np("arrival_s"), dtype=np.float64)
     # Only the hits are kept, packed (20 bytes each): holding a gap and a running maximum for
     # every access, then masking, cost ~0.9 GiB and a second copy on 14M accesses.

@@ -12,7 +12,7 @@ import numpy as np
 
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import (
-    dense_block_ids,
+    pass_block_ids,
     require_hashes,
     simulate_arrays,
     warmup_requests_for,
@@ -145,8 +145,9 @@ def compare_routing(
                 )
                 continue
             if dense is None:
-                # Remap once for every instance's subset, instead of once per subset.
-                dense, bound = dense_block_ids(values)
+                # One set of int32 ids for every instance's subset: the pooled pass's when given.
+                ids, bound = pass_block_ids(pooled, values)
+                dense = ids.astype(np.int32, copy=False)
             hits = np.zeros((2, caps.shape[0]))
             subsets = [rows for i in range(instances) if (rows := np.flatnonzero(inst == i)).size]
 
