@@ -127,3 +127,62 @@ def test_build_refuses_tp_zero() -> None:
     """TP 0 has no GPU to run on: a user error before any KV size is computed."""
     with pytest.raises(ConfigError, match="--tp must be at least 1, got 0"):
         PerfModel.build(TOY, TOY_GPU, tp=0, efficiency=HALF)
+
+
+# Shapes from each model's Hugging Face config.json (hidden_size, intermediate_size,
+# num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size; untied embeddings),
+# independent of the catalog, which stores only rounded published parameter counts.
+CONFIG_SHAPES = {
+    "llama-3.1-8b": dict(hidden=4096, ffn=14336, layers=32, heads=32, kv_heads=8, vocab=128256),
+    "llama-3.1-70b": dict(hidden=8192, ffn=28672, layers=80, heads=64, kv_heads=8, vocab=128256),
+    "llama-3.1-405b": dict(hidden=16384, ffn=53248, layers=126, heads=128, kv_heads=8,
+                           vocab=128256),
+}
+MIXTRAL = dict(hidden=4096, ffn=14336, layers=32, heads=32, kv_heads=8, vocab=32000)
+
+
+def _decoder_params(hidden: int, ffn: int, layers: int, heads: int, kv_heads: int, vocab: int,
+                    experts: int = 1) -> tuple[int, int]:
+    """(shared, one expert's) parameters of a Llama-style decoder, counted from its shape.
+
+    Per layer: q and o projections hidden² each, k and v hidden × kv_heads × head_dim each,
+    two RMSNorm vectors, a router hidden × experts when there are experts; per expert a SwiGLU
+    MLP 3 × hidden × ffn per layer. Plus the input embedding and LM head (vocab × hidden each)
+    and the final norm.
+    """
+    kv = hidden // heads * kv_heads
+    attention = 2 * hidden * hidden + 2 * hidden * kv
+    router = hidden * experts if experts > 1 else 0
+    shared = layers * (attention + 2 * hidden + router) + 2 * vocab * hidden + hidden
+    return shared, layers * 3 * hidden * ffn
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_SHAPES))
+def test_dense_flops_per_token_from_config_shapes(name: str) -> None:
+    """2 × parameters per token, the parameters counted from config.json: within 1 %.
+
+    The hand counts are 8.03, 70.55 and 405.85 billion (Meta publishes 8.03B, 70.6B, 405B);
+    the catalog rounds them to 8, 70 and 405.
+    """
+    shared, mlp = _decoder_params(**CONFIG_SHAPES[name])
+    pm = PerfModel.build(get_model(name), get_gpu("h200"), tp=8)
+    assert pm.flops_per_token == pytest.approx(2.0 * (shared + mlp), rel=0.01)
+    assert pm.weight_bytes == pytest.approx(2.0 * (shared + mlp), rel=0.01)  # bf16
+
+
+def test_mixtral_weights_touched_from_config_shape() -> None:
+    """Mixtral-8x7B (8 experts, top 2): active FLOPs and the weights a batch reads, by hand.
+
+    From config.json: shared 1.606B, each expert 5.637B over all layers; total 46.70B and
+    active 12.88B (Mistral publishes 46.7B and 12.9B). A forward pass over B tokens reads the
+    shared part and, under uniform routing, ``8 × (1 − (6/8)^B)`` experts' weights.
+    """
+    shared, expert = _decoder_params(**MIXTRAL, experts=8)
+    assert (shared + 8 * expert) / 1e9 == pytest.approx(46.70, abs=0.01)
+    assert (shared + 2 * expert) / 1e9 == pytest.approx(12.88, abs=0.01)
+    pm = PerfModel.build(get_model("mixtral-8x7b"), get_gpu("h200"), tp=2)
+    assert pm.flops_per_token == pytest.approx(2.0 * (shared + 2 * expert), rel=0.01)
+    for batch in (1, 2, 4, 64):
+        touched = 8 * (1 - 0.75**batch)
+        got = pm.weight_bytes_read(np.asarray(float(batch)))
+        assert got == pytest.approx(2.0 * (shared + touched * expert), rel=0.01)
