@@ -101,6 +101,34 @@ def test_no_hashes_is_an_error_for_the_engine() -> None:
         simulate_prefix_cache(trace)
 
 
+def test_non_positive_block_size_is_a_trace_error() -> None:
+    """A trace whose block size is 0 tokens cannot turn hit blocks into tokens: refused."""
+    import dataclasses
+
+    trace = dataclasses.replace(make_trace([[1], [1]], [4, 4], 4), block_tokens=0)
+    with pytest.raises(TraceError, match="block_tokens must be positive, got 0"):
+        simulate_prefix_cache(trace)
+
+
+def test_too_many_accesses_for_the_exact_pass(monkeypatch) -> None:
+    """Past the int32 kernel's limit the exact pass refuses and points to sampling."""
+    import kvadvisor.cache.prefix as prefix
+
+    monkeypatch.setattr(prefix, "MAX_EXACT_ACCESSES", 3)
+    trace = make_trace([[1, 2], [1, 2]], [8, 8], 4)
+    with pytest.raises(ConfigError, match=r"4 block accesses exceed .*--cache-sample-rate"):
+        simulate_prefix_cache(trace)
+
+
+def test_sampled_result_has_no_per_request_hits() -> None:
+    """Per-request hits need the exact pass's distances; a sampled result says so."""
+    trace = make_trace([[1, 2], [1, 2]], [8, 8], 4)
+    sampled = simulate_prefix_cache(trace, sample_rate=1.0)
+    assert not sampled.exact
+    with pytest.raises(ValueError, match="sampled curve has no per-request hits"):
+        sampled.hit_tokens_at(8)
+
+
 def test_bad_warmup() -> None:
     """A warm-up fraction outside [0, 1) is a user error."""
     trace = make_trace([[1]], [5], 4)

@@ -123,6 +123,12 @@ def test_efficiency_outside_unit_interval_is_a_config_error(field: str, value: f
     assert getattr(edge.efficiency, field) == 1.0
 
 
+def test_build_refuses_an_unknown_weight_dtype() -> None:
+    """A weight dtype with no known size is a user error that lists the choices."""
+    with pytest.raises(ConfigError, match="unknown weight dtype 'fp6'; choose one of bf16, "):
+        PerfModel.build(TOY, TOY_GPU, weight_dtype="fp6", efficiency=HALF)
+
+
 def test_build_refuses_tp_zero() -> None:
     """TP 0 has no GPU to run on: a user error before any KV size is computed."""
     with pytest.raises(ConfigError, match="--tp must be at least 1, got 0"):
