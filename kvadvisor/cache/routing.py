@@ -71,10 +71,12 @@ def assign_instances(
             return None
         import pandas as pd  # only this policy hashes strings; keep pandas off the import path
 
-        sessions = trace.table["session_id"].to_pandas()
-        # A request without a session is its own session: key it by its row number.
-        keys = sessions.where(sessions.notna(), pd.Series(np.arange(n)).map("#row{}".format))
-        h = pd.util.hash_array(keys.to_numpy(dtype=object), hash_key=f"{seed:016d}")
+        keys = trace.table["session_id"].to_pandas().to_numpy(dtype=object)
+        # A request without a session is its own session: key it by its row number (only
+        # those rows are formatted; formatting every row cost a Python call per request).
+        missing = np.flatnonzero(pd.isna(keys))
+        keys[missing] = [f"#row{i}" for i in missing]
+        h = pd.util.hash_array(keys, hash_key=f"{seed:016d}")
         return (h % np.uint64(instances)).astype(np.int64)
     raise ConfigError(f"routing policy '{policy.value}' does not split the cache")
 
