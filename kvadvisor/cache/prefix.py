@@ -132,8 +132,8 @@ def simulate_arrays(
                 # peak (the remap's table, 20 bytes per access, is gone by now).
                 kept, known_bound = dist.copy(), bound
     else:
+        # int32 input is overwritten in place: the result then says nothing about the ids.
         dist, bound = np.ascontiguousarray(values, dtype=np.int32), int(id_bound)
-        known_bound = bound
     last_pos = np.zeros(max(bound, 1), np.int32)
     tree = np.zeros(n + 1, np.int32)
     scratch = np.empty(longest, np.int32)
