@@ -185,11 +185,7 @@ def evidence_for(rule: Rule, facts: Facts) -> dict[str, dict[str, Any]]:
 
 
 def evaluate(rules: Iterable[Rule], facts: Facts) -> Evaluation:
-    """Run every rule over the facts.
-
-    Run every rule over the facts: which fired (with message and evidence), which stayed
-    quiet and why.
-    """
+    """Run every rule over the facts: which fired (message, evidence), which stayed quiet, why."""
     fired: list[Firing] = []
     quiet: list[Quiet] = []
     for rule in rules:
