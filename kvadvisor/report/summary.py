@@ -18,13 +18,6 @@ STAGES = ("prefill", "decode")
 SEVERITY_RANK = {"critical": 0, "error": 0, "warning": 1, "info": 2}
 # Recommendation fields shown in their own sections rather than in the verdict table.
 VERDICT_SKIP = frozenset({"alternatives", "rationale", "derivation", "why"})
-SECTION_TITLES = {
-    "model": "model",
-    "stage_split": "stage split",
-    "prefix_cache": "prefix cache",
-    "io": "I/O demand",
-    "recommendation": "recommendation",
-}
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,6 @@ FIELD_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 SPEC_RE = re.compile(r"^,?(\.[0-9]{1,2})?[fe%g]?$")
 # Nesting of all/any/not a rule may use; deeper conditions are a sign of a generated attack.
 MAX_CONDITION_DEPTH = 8
-MAX_CONDITION_LEAVES = 64
 
 TOP_KEYS = {
     "code", "name", "groups", "severity", "stage", "summary", "when", "message", "recommend",
