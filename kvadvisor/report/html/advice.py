@@ -28,19 +28,11 @@ def rules_section(report: AdviceReport) -> Section:
         )
         + "."
     )
-    tables = []
-    if fired:
-        tables.append(
-            Table(
-                "Fired", ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in fired)
-            )
-        )
-    if quiet:
-        tables.append(
-            Table(
-                "Quiet", ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in quiet)
-            )
-        )
+    tables = [
+        Table(title, ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in rows))
+        for title, rows in (("Fired", fired), ("Quiet", quiet))
+        if rows
+    ]
     if rec.facts:
         facts = tuple((name, fmt.value(name, fact)) for name, fact in sorted(rec.facts.items()))
         tables.append(Table("Facts the rules saw", ("fact", "value"), facts))
