@@ -57,7 +57,7 @@ def alternatives_section(report: AdviceReport) -> Section:
                     f"{stage.capitalize()}",
                     ("rank", "kind", "option", "feasible", "reason"),
                     tuple(
-                        (str(a.rank), a.kind, a.name, "yes" if a.feasible else "no", a.reason)
+                        (str(a.rank), a.kind, a.name, fmt.yes_no(a.feasible), a.reason)
                         for a in sorted(alts, key=lambda a: (a.kind, a.rank))
                     ),
                 )
