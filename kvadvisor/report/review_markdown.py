@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kvadvisor.advise.model import IoRate, PlanReview, ReviewReport, TierReview, Utilization
+from kvadvisor.advise.model import (
+    IoRate,
+    PlanReview,
+    ReviewReport,
+    StageReview,
+    TierReview,
+    Utilization,
+)
 
 ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 
@@ -53,15 +60,19 @@ def verdict(plan: PlanReview) -> str:
     return "passes"
 
 
+def _stage(plan: PlanReview, name: str) -> StageReview | None:
+    return next((s for s in plan.stages if s.stage == name), None)
+
+
 def _prefill_hit(plan: PlanReview) -> float | None:
-    stage = next((s for s in plan.stages if s.stage == "prefill"), None)
+    stage = _stage(plan, "prefill")
     if stage is None or not stage.tiers:
         return None
     return stage.tiers[-1].cumulative_hit_ratio_steady
 
 
 def _stage_util(plan: PlanReview, name: str) -> Utilization | None:
-    stage = next((s for s in plan.stages if s.stage == name), None)
+    stage = _stage(plan, name)
     return None if stage is None else stage.utilization
 
 
