@@ -175,6 +175,10 @@ def headline(report: AdviceReport) -> str:
 def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     """The numbers a reviewer needs beside the verdict (missing ones say why)."""
     t = report.trace
+
+    def not_measured(name: str, section: str) -> KeyNumber:
+        return KeyNumber(name, fmt.NOT_MEASURED, report.unavailable.get(section, ""))
+
     rows = [
         KeyNumber(
             "requests",
@@ -192,9 +196,9 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     rows.append(
         KeyNumber("KV per token", fmt.size(m.kv_bytes_per_token),
                   # A default the user did not choose must be visible where the number is.
-                  f"{m.name} (assumed: no --model)" if getattr(m, "assumed", False) else m.name)
+                  f"{m.name} (assumed: no --model)" if m.assumed else m.name)
         if m
-        else KeyNumber("KV per token", fmt.NOT_MEASURED, report.unavailable.get("model", ""))
+        else not_measured("KV per token", "model")
     )
     s = report.stage_split
     rows.append(
@@ -204,7 +208,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
             f"{s.source}; prefill {fmt.duration(s.prefill_s)}, decode {fmt.duration(s.decode_s)}",
         )
         if s
-        else KeyNumber("stage split", fmt.NOT_MEASURED, report.unavailable.get("stage_split", ""))
+        else not_measured("stage split", "stage_split")
     )
     pc = report.prefix_cache
     rows.append(
@@ -214,9 +218,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
             f"steady state {fmt.percent(pc.hit_ratio.steady)}; unbounded cache",
         )
         if pc
-        else KeyNumber(
-            "prefix hit ratio", fmt.NOT_MEASURED, report.unavailable.get("prefix_cache", "")
-        )
+        else not_measured("prefix hit ratio", "prefix_cache")
     )
     io = report.io
     if io:
@@ -231,7 +233,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
                 )
             )
     else:
-        rows.append(KeyNumber("KV I/O demand", fmt.NOT_MEASURED, report.unavailable.get("io", "")))
+        rows.append(not_measured("KV I/O demand", "io"))
     return tuple(rows)
 
 
