@@ -7,6 +7,7 @@ and HTML reports agree word for word on the numbers they share.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +127,15 @@ def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
     return tuple(
         StageVerdict(stage, stage_items(getattr(report.recommendation, stage))) for stage in STAGES
     )
+
+
+def verdict_table(verdicts: Sequence[StageVerdict]) -> tuple[list[str], list[list[str]]]:
+    """The stages side by side: headers ("", stage...) and one row per label any stage has."""
+    names: list[str] = []
+    for v in verdicts:
+        names += [label for label, _ in v.items if label not in names]
+    rows = [[n, *(dict(v.items).get(n, "") for v in verdicts)] for n in names]
+    return ["", *(v.stage for v in verdicts)], rows
 
 
 def stage_needs(report: AdviceReport, stage: str) -> tuple[tuple[str, str], ...]:
