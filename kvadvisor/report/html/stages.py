@@ -136,7 +136,7 @@ def stage_section(report: AdviceReport) -> Section:
                 ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in classes.items()),
             )
         )
-    rows += [r for r in _model_rows(report)]
+    rows += _model_rows(report)
     rows += list(extra_rows(s, "stage_split"))
     shares = [("GPU time", s.prefill_share)]
     if latency_share is not None:
