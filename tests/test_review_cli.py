@@ -144,6 +144,17 @@ def test_markdown_summary_rows(tiny_trace: Path, tmp_path: Path) -> None:
     assert "decode storage utilization" not in text
 
 
+def test_markdown_escapes_html_from_the_plan(tiny_trace: Path, tmp_path: Path) -> None:
+    """A tier name with HTML reaches the PR comment as text, never as a tag (as `analyze`'s)."""
+    evil = GOOD.replace("name: nvme", 'name: "<img src=x onerror=alert(1)>"')
+    md = tmp_path / "review.md"
+    runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, evil), "-o", str(md)])
+    text = md.read_text()
+    assert "<img" not in text
+    assert "| prefill | &lt;img src=x onerror=alert(1)&gt; (ssd) |" in text
+    assert "tier '&lt;img src=x onerror=alert(1)&gt;' is underused" in text
+
+
 def test_unknown_review_format(tiny_trace: Path, tmp_path: Path) -> None:
     """An output name whose format cannot be told is a user error before any work."""
     result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
