@@ -178,14 +178,9 @@ def _check_formulas(where: str, per_gib: Mapping[str, Any], unconfirmed: Iterabl
     return out
 
 
-def read_catalog_document(path: str | Path) -> Any:
-    """Parse a catalog file safely (size, nesting and alias limits); no checking of fields."""
-    return load_yaml(path, CatalogError)
-
-
 def catalog_kind(path: str | Path) -> str:
     """The ``kind`` a catalog file declares (storage, instances, ...)."""
-    data = read_catalog_document(path)
+    data = load_yaml(path, CatalogError)
     kind = data.get("kind") if isinstance(data, dict) else None
     if not isinstance(kind, str):
         raise CatalogError(f"{path}: a catalog file starts with 'kind: storage' or "
