@@ -99,10 +99,7 @@ class Trace:
 
     def column_np(self, name: str) -> np.ndarray:
         """A column as a numpy array (nulls become NaN for floats)."""
-        col = self.table[name]
-        if pa.types.is_floating(col.type):
-            return col.to_numpy(zero_copy_only=False)
-        return col.to_numpy(zero_copy_only=False)
+        return self.table[name].to_numpy(zero_copy_only=False)
 
     def hash_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """Block hashes flattened: (offsets int64 of length requests+1, values int64).
