@@ -110,8 +110,6 @@ class Trace:
         # One chunk is used as it is: combine_chunks would copy it (115 MB and up to 0.25 s
         # on 14M hashes, on every call).
         col = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
-        if isinstance(col, pa.ChunkedArray):  # pragma: no cover - defensive for old pyarrow
-            col = col.chunk(0) if col.num_chunks else pa.array([], col.type)
         if col.null_count:
             col = pa.compute.fill_null(col, pa.scalar([], col.type))
         offsets = col.offsets.to_numpy().astype(np.int64, copy=False)
