@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from kvadvisor.errors import ConfigError, Problem, TraceProblem, TraceSchemaError
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS
+from kvadvisor.trace.schema import missing_columns, missing_required
 from kvadvisor.units import MS_PER_S, US_PER_S
 
 # Tokens per hash block, as each source documents it.
@@ -98,18 +99,11 @@ def _missing(path: str, raw: pa.Table, needed: Sequence[str], what: str) -> None
     absent = [c for c in needed if c not in present]
     if absent:
         found = ", ".join(present) or "none"
-        raise TraceSchemaError(
+        raise missing_columns(
             path,
-            [
-                Problem(
-                    None,
-                    absent[0],
-                    TraceProblem.MISSING_COLUMN,
-                    f"required {what} field missing (fields found: {found}); "
-                    "if this is another format, give --trace-format",
-                )
-            ],
-            total=len(absent),
+            absent,
+            f"required {what} field missing (fields found: {found}); "
+            "if this is another format, give --trace-format",
         )
 
 
@@ -478,20 +472,7 @@ def from_canonical(
         if c not in column_map and (c not in raw.column_names or c in mapped_sources)
     ]
     if absent:
-        found = ", ".join(raw.column_names) or "none"
-        raise TraceSchemaError(
-            path,
-            [
-                Problem(
-                    None,
-                    absent[0],
-                    TraceProblem.MISSING_COLUMN,
-                    f"required column missing (columns found: {found}); map a source column "
-                    f"with --map {absent[0]}=<source column>",
-                )
-            ],
-            total=len(absent),
-        )
+        raise missing_required(path, absent, raw.column_names)
     cols: dict[str, pa.ChunkedArray | pa.Array] = {}
     notes: list[str] = []
     for name in CANONICAL_COLUMNS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,25 @@ MAX_ROWS_PER_CHECK = 100
 # 16/min over two months).
 SUSPICIOUS_SPAN_S = S_PER_DAY
 SUSPICIOUS_GAP_S = S_PER_MIN
+
+
+def missing_columns(path: str, absent: Sequence[str], message: str) -> TraceSchemaError:
+    """MISSING_COLUMN naming the first of ``absent`` (the total counts them all)."""
+    return TraceSchemaError(
+        path,
+        [Problem(None, absent[0], TraceProblem.MISSING_COLUMN, message)],
+        total=len(absent),
+    )
+
+
+def missing_required(path: str, absent: Sequence[str], found: Sequence[str]) -> TraceSchemaError:
+    """Required canonical columns ``absent`` from a table holding ``found``: how to map one."""
+    return missing_columns(
+        path,
+        absent,
+        f"required column missing (columns found: {', '.join(found) or 'none'}); "
+        f"map a source column with --map {absent[0]}=<source column>",
+    )
 
 
 def _row_numbers(mask: np.ndarray) -> np.ndarray:
@@ -112,21 +132,7 @@ def build_trace(
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
-        found = ", ".join(table.column_names) or "none"
-        raise TraceSchemaError(
-            path,
-            [
-                Problem(
-                    None,
-                    missing[0],
-                    TraceProblem.MISSING_COLUMN,
-                    f"required column missing (columns found: {found}); "
-                    "map a source column with --map "
-                    f"{missing[0]}=<source column>",
-                )
-            ],
-            total=len(missing),
-        )
+        raise missing_required(path, missing, table.column_names)
     if table.num_rows == 0:
         raise TraceFormatError(f"{path}: no requests in the file; give a trace with rows")
     problems: list[Problem] = []

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
 from kvadvisor.trace.readers import one_line, read_trace, stored_metadata, unreadable_parquet
-from kvadvisor.trace.schema import build_trace
+from kvadvisor.trace.schema import build_trace, missing_columns
 
 DEFAULT_BATCH_ROWS = 128 * 1024
 
@@ -187,11 +187,10 @@ def open_trace_stream(
     present = [c for c in CANONICAL_COLUMNS if c in dataset.schema.names]
     missing = [c for c in REQUIRED_COLUMNS if c not in present]
     if missing:
-        raise TraceSchemaError(
+        raise missing_columns(
             str(path),
-            [Problem(None, missing[0], TraceProblem.MISSING_COLUMN,
-                     "required column missing; convert the files with `kvadvisor convert`")],
-            total=len(missing),
+            missing,
+            "required column missing; convert the files with `kvadvisor convert`",
         )
     wanted = tuple(c for c in present if columns is None or c in columns or c in REQUIRED_COLUMNS)
     infos, block_tokens, fmt, notes, dropped, measured = _footers(files, path.is_dir())
