@@ -328,16 +328,7 @@ def from_bench(raw: pa.Table, path: str, tool: str) -> Converted:
         itl_sum = np.bincount(parents, weights=np.nan_to_num(values), minlength=n)
         e2e = ttft + itl_sum
         notes.append("e2e_s = ttft + sum of inter-token latencies (the file has no latencies)")
-    bad = ~ok
-    if ttft is not None:
-        cols["ttft_s"] = _masked(ttft, bad)
-    if e2e is not None:
-        cols["e2e_s"] = _masked(e2e, bad)
-    if ttft is not None and e2e is not None:
-        out = _np_float(out_tokens)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tpot = (e2e - ttft) / (out - 1)
-        cols["tpot_s"] = _masked(tpot, bad | ~(out > 1))
+    cols.update(_latency_columns(ttft, e2e, out_tokens, ~ok))
     if keys["queue"] is not None:
         cols["queue_s"] = pa.array(_np_float(flat("queue")), pa.float64())
     arrival, measured = _bench_arrivals(raw, keys, lengths, run_of, run_start, e2e)
@@ -396,6 +387,30 @@ def _masked(values: np.ndarray, mask: np.ndarray) -> pa.Array:
     return pa.array(values, pa.float64(), mask=mask | np.isnan(values))
 
 
+def _latency_columns(
+    ttft: np.ndarray | None,
+    e2e: np.ndarray | None,
+    output_tokens: pa.Array | pa.ChunkedArray,
+    failed: np.ndarray,
+) -> dict[str, pa.Array]:
+    """ttft_s, e2e_s and tpot_s (those the source gives), null for failed requests.
+
+    tpot = (e2e − ttft) / (output − 1): vLLM's TPOT, excluding the first token; null where a
+    request has one output token or fewer.
+    """
+    cols: dict[str, pa.Array] = {}
+    if ttft is not None:
+        cols["ttft_s"] = _masked(ttft, failed)
+    if e2e is not None:
+        cols["e2e_s"] = _masked(e2e, failed)
+    if ttft is not None and e2e is not None:
+        out = _np_float(output_tokens)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tpot = (e2e - ttft) / (out - 1)
+        cols["tpot_s"] = _masked(tpot, failed | ~(out > 1))
+    return cols
+
+
 def from_llmperf(raw: pa.Table, path: str) -> Converted:
     """LLMPerf per-request JSON array: number_input_tokens, ttft_s, end_to_end_latency_s, ...
 
@@ -412,7 +427,6 @@ def from_llmperf(raw: pa.Table, path: str) -> Converted:
     if "error_msg" in raw.column_names:
         msg = pc.cast(raw["error_msg"], pa.string())
         ok &= pc.fill_null(pc.equal(msg, ""), True).to_numpy(zero_copy_only=False)
-    bad = ~ok
     cols: dict[str, pa.Array | pa.ChunkedArray] = {
         "arrival_s": pa.array(np.zeros(n), pa.float64()),
         "input_tokens": raw["number_input_tokens"],
@@ -425,15 +439,7 @@ def from_llmperf(raw: pa.Table, path: str) -> Converted:
         if "end_to_end_latency_s" in raw.column_names
         else None
     )
-    if ttft is not None:
-        cols["ttft_s"] = _masked(ttft, bad)
-    if e2e is not None:
-        cols["e2e_s"] = _masked(e2e, bad)
-    if ttft is not None and e2e is not None:
-        out = _np_float(raw["number_output_tokens"])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tpot = (e2e - ttft) / (out - 1)
-        cols["tpot_s"] = _masked(tpot, bad | ~(out > 1))
+    cols.update(_latency_columns(ttft, e2e, raw["number_output_tokens"], ~ok))
     notes = [
         "no request start times in LLMPerf results: arrival times unknown (all set to 0); "
         "arrival rate and burstiness cannot be measured"
