@@ -84,6 +84,13 @@ EXPECTED_KINDS: dict[TraceFormat, dict[str, str]] = {
         "end_to_end_latency_s": NUMBER,
     },
 }
+# The per-request arrays of a benchmark run that are checked, and what each entry must be.
+BENCH_KINDS = (
+    ("input_lens", INT),
+    ("output_lens", INT),
+    ("ttfts", NUMBER),
+    ("start_times", NUMBER),
+)
 # pyarrow types for the JSONL sources: an explicit schema skips type inference (faster) and
 # makes a wrong type an immediate error.
 JSONL_SCHEMAS: dict[TraceFormat, pa.Schema] = {
@@ -486,15 +493,11 @@ def _read_bench(path: Path, compression: str | None) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise _locate_bench_problem(path, data, exc) from None
     lifted = formats._lift_details(table)
-    kinds = {"input_lens": INTS, "output_lens": INTS, "ttfts": NUMBER, "start_times": NUMBER}
-    for key, kind in kinds.items():
+    for key, kind in BENCH_KINDS:
         if key not in lifted.column_names:
             continue
         col_type = lifted[key].type
-        value_type = col_type.value_type if pa.types.is_list(col_type) else col_type
-        if not pa.types.is_list(col_type) or not _arrow_kind_ok(
-            value_type, INT if kind == INTS else NUMBER
-        ):
+        if not pa.types.is_list(col_type) or not _arrow_kind_ok(col_type.value_type, kind):
             raise _locate_bench_problem(path, data, None)
     return table
 
@@ -711,14 +714,6 @@ def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> Tra
         f"{path}: not a readable benchmark result{detail}; each run must be a JSON object, "
         "with each key holding the same JSON type in every run: regenerate the result file"
     )
-
-
-BENCH_KINDS = (
-    ("input_lens", INT),
-    ("output_lens", INT),
-    ("ttfts", NUMBER),
-    ("start_times", NUMBER),
-)
 
 
 def _bench_run_problem(row: int, run: dict) -> Problem | None:
