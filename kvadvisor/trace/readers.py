@@ -471,10 +471,8 @@ def _read_csv(
 def _arrow_kind_ok(arrow_type: pa.DataType, kind: str) -> bool:
     if pa.types.is_null(arrow_type):
         return True
-    if kind == INT:
-        # Floats pass here: build_trace names a NaN or fractional cell with its own reason.
-        return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
-    if kind == NUMBER:
+    if kind in (INT, NUMBER):
+        # Floats pass for INT too: build_trace names a NaN or fractional cell with its own reason.
         return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
     if kind == TIMESTAMP:
         return pa.types.is_timestamp(arrow_type)
