@@ -506,7 +506,8 @@ def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
     try:
         records = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        text = data.decode("utf-8", errors="replace")
+        # "utf-8-sig": json.loads drops a byte order mark, so exc.pos counts without it.
+        text = data.decode("utf-8-sig", errors="replace")
         pos = getattr(exc, "pos", 0)
         row = text.count("{", 0, pos)
         raise TraceSchemaError(
