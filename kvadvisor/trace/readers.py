@@ -207,13 +207,7 @@ def _first_record(path: Path, compression: str | None) -> dict:
         try:
             record = json.loads(whole)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            text = whole.decode("utf-8", errors="replace")
-            line_no = getattr(exc, "lineno", 1)
-            where = text.splitlines()[line_no - 1] if line_no <= len(text.splitlines()) else ""
-            before = text[: getattr(exc, "pos", 0)]
-            raise TraceSchemaError(
-                str(path), [_json_problem(1, line_no, where, exc, before=before)]
-            ) from None
+            raise _document_problem(path, whole, exc, row=1) from None
     if not isinstance(record, dict):
         raise TraceFormatError(f"{path}: the first JSON value is not an object; not a trace")
     return record
@@ -506,15 +500,7 @@ def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
     try:
         records = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        # "utf-8-sig": json.loads drops a byte order mark, so exc.pos counts without it.
-        text = data.decode("utf-8-sig", errors="replace")
-        pos = getattr(exc, "pos", 0)
-        row = text.count("{", 0, pos)
-        raise TraceSchemaError(
-            str(path),
-            [_json_problem(max(row, 1), text.count("\n", 0, pos) + 1, text, exc,
-                           before=text[:pos])],
-        ) from None
+        raise _document_problem(path, data, exc) from None
     if not isinstance(records, list):
         raise TraceFormatError(
             f"{path}: LLMPerf results must be a JSON array of per-request objects, got a JSON "
@@ -602,6 +588,23 @@ def _json_problem(
         f"not valid JSON at line {line}, character {pos} ({msg}); "
         "a truncated line? complete or delete it",
     )
+
+
+def _document_problem(
+    path: Path, data: bytes, exc: Exception, row: int | None = None
+) -> TraceSchemaError:
+    """A whole JSON document (it may span lines) that does not parse, as a one-Problem error.
+
+    ``row`` is the record that broke; None counts the objects opened before the break (a JSON
+    array with one object per request).
+    """
+    # "utf-8-sig": json.loads drops a byte order mark, so exc.pos counts without it.
+    text = data.decode("utf-8-sig", errors="replace")
+    pos = getattr(exc, "pos", 0)
+    if row is None:
+        row = max(text.count("{", 0, pos), 1)
+    line = text.count("\n", 0, pos) + 1
+    return TraceSchemaError(str(path), [_json_problem(row, line, text, exc, before=text[:pos])])
 
 
 def _locate_jsonl_problem(
