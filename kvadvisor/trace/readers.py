@@ -217,14 +217,19 @@ def detect_format(path: str | Path) -> TraceFormat:
     """The format of ``path`` from its name and content (see docs/traces.md, detection rules)."""
     path = Path(path)
     _check_file(path)
+    return _detect(path)[0]
+
+
+def _detect(path: Path) -> tuple[TraceFormat, str | None]:
+    """The format of a checked file, and the compression its head showed."""
     head, compression = _head(path)
     found = sniff_head(str(path), head)
     if isinstance(found, TraceFormat):
-        return found
+        return found, compression
     record = _first_record(path, compression)
     details = record.get("details")
     nested = set(details) if isinstance(details, dict) else set()
-    return sniff_keys(str(path), set(record), nested)
+    return sniff_keys(str(path), set(record), nested), compression
 
 
 def read_trace(
@@ -249,12 +254,14 @@ def read_trace(
         if isinstance(column_map, (list, tuple))
         else dict(column_map or {})
     )
-    fmt = parse_format(trace_format) or detect_format(path)
+    given = parse_format(trace_format)
+    fmt, compression = _detect(path) if given is None else (given, None)
     if mapping and fmt not in (TraceFormat.CSV, TraceFormat.PARQUET):
         raise ConfigError(
             f"{path}: --map applies to canonical CSV/parquet, not to {fmt.value} traces"
         )
-    _, compression = _head(path)
+    if given is not None:  # detection, skipped, is what reads the head otherwise
+        _, compression = _head(path)
     if fmt is TraceFormat.PARQUET:
         return _read_parquet(path, mapping, block_tokens)
     if fmt in (TraceFormat.MOONCAKE, TraceFormat.BAILIAN):
