@@ -91,7 +91,8 @@ class TraceStream:
         """The whole trace in memory (a single file goes through its ordinary reader)."""
         if self._table is not None:
             return build_trace(self._table, path=self.path, source_format=self.source_format,
-                               block_tokens=self.block_tokens,
+                               block_tokens=self.block_tokens, notes=self.notes,
+                               dropped=dict(self.dropped),
                                arrivals_measured=self.arrivals_measured)
         if len(self.files) == 1 and Path(self.path).is_file():
             return read_trace(Path(self.path), "parquet")
