@@ -59,6 +59,7 @@ from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.plan.quantity import SIZE_UNITS
 from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
+from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
 
@@ -474,8 +475,7 @@ def analyze_stream(
     notes.append(f"streamed in {totals.batches} record batches from {len(stream.files)} "
                  f"file(s): {plan.reason}")
     if stream.arrival_offset_s:
-        notes.append(f"arrival_s shifted by {stream.arrival_offset_s:.6f} s so the first "
-                     "request arrives at 0")
+        notes.append(shifted_note(stream.arrival_offset_s))
     summary = TraceSummary(
         path=stream.path,
         format=stream.source_format,

@@ -50,6 +50,11 @@ def missing_required(path: str, absent: Sequence[str], found: Sequence[str]) -> 
     )
 
 
+def shifted_note(start_s: float) -> str:
+    """The note for arrivals moved back by ``start_s`` so the first one is at 0."""
+    return f"arrival_s shifted by {start_s:.6f} s so the first request arrives at 0"
+
+
 def _row_numbers(mask: np.ndarray) -> np.ndarray:
     """1-based data-row numbers where mask is true."""
     return np.flatnonzero(mask) + 1
@@ -157,7 +162,7 @@ def build_trace(
             "arrival_s",
             pa.array(arrival - start, pa.float64()),
         )
-        notes_list.append(f"arrival_s shifted by {start:.6f} s so the first request arrives at 0")
+        notes_list.append(shifted_note(start))
         arrival = arrival - start
     derived = _derived_notes(table, arrival, block_tokens, path, arrivals_measured)
     notes_list.extend(n for n in derived if n not in notes_list)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
 from kvadvisor.trace.readers import one_line, read_trace, stored_metadata, unreadable_parquet
-from kvadvisor.trace.schema import build_trace, missing_columns
+from kvadvisor.trace.schema import build_trace, missing_columns, shifted_note
 
 DEFAULT_BATCH_ROWS = 128 * 1024
 
@@ -99,8 +99,7 @@ class TraceStream:
         batches = list(self)
         table = (pa.Table.from_batches(batches) if batches else
                  pa.schema([]).empty_table())
-        shift = ((f"arrival_s shifted by {self.arrival_offset_s:.6f} s so the first request "
-                  "arrives at 0",) if self.arrival_offset_s else ())
+        shift = (shifted_note(self.arrival_offset_s),) if self.arrival_offset_s else ()
         return build_trace(table, path=self.path, source_format=self.source_format,
                            block_tokens=self.block_tokens, dropped=dict(self.dropped),
                            arrivals_measured=self.arrivals_measured,
