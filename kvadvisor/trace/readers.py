@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -614,15 +614,20 @@ def _document_problem(
     return TraceSchemaError(str(path), [_json_problem(row, line, text, exc, before=text[:pos])])
 
 
+def _json_lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """(row, line number, line) of every non-blank line: pyarrow skips blank lines too."""
+    row = 0
+    for line_no, line in enumerate(io.StringIO(text), 1):
+        if line.strip():
+            row += 1
+            yield row, line_no, line
+
+
 def _locate_jsonl_problem(
     path: Path, compression: str | None, kinds: Mapping[str, str], exc: Exception
 ) -> TraceError:
     text = _read_all(path, compression).decode("utf-8", errors="replace")
-    row = 0
-    for line_no, line in enumerate(io.StringIO(text), 1):
-        if not line.strip():
-            continue
-        row += 1
+    for row, line_no, line in _json_lines(text):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
@@ -701,11 +706,7 @@ def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> Tra
         runs = [json.loads(text)]
     except json.JSONDecodeError:
         runs = []
-        row = 0
-        for line_no, line in enumerate(io.StringIO(text), 1):
-            if not line.strip():
-                continue
-            row += 1
+        for row, line_no, line in _json_lines(text):
             try:
                 runs.append(json.loads(line))
             except json.JSONDecodeError as err:
