@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor.errors import ConfigError, Problem, TraceProblem, TraceSchemaError
-from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS
+from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, has_values
 from kvadvisor.trace.schema import missing_columns, missing_required
 from kvadvisor.units import MS_PER_S, US_PER_S
 
@@ -95,7 +95,7 @@ def parse_column_map(items: Sequence[str] | None) -> dict[str, ColumnSource]:
 
 def _missing(path: str, raw: pa.Table, needed: Sequence[str], what: str) -> None:
     """Raise MISSING_COLUMN when a source column is absent (or null in every row)."""
-    present = [c for c in raw.column_names if raw[c].null_count < raw.num_rows]
+    present = [c for c in raw.column_names if has_values(raw, c)]
     absent = [c for c in needed if c not in present]
     if absent:
         found = ", ".join(present) or "none"
@@ -125,7 +125,7 @@ def from_mooncake(raw: pa.Table, path: str) -> Converted:
         "output_tokens": raw["output_length"],
     }
     used = {"timestamp", "input_length", "output_length", "hash_ids"}
-    if "hash_ids" in raw.column_names and raw["hash_ids"].null_count < raw.num_rows:
+    if has_values(raw, "hash_ids"):
         cols["block_hashes"] = raw["hash_ids"]
     return Converted(pa.table(cols), MOONCAKE_BLOCK_TOKENS, _unused(raw, used))
 
@@ -181,7 +181,7 @@ def from_bailian(raw: pa.Table, path: str) -> Converted:
                 "session_id = chat_id at the root of each parent_chat_id chain "
                 "(the first ancestor whose parent is -1 or not in the trace)"
             )
-    if "hash_ids" in raw.column_names and raw["hash_ids"].null_count < raw.num_rows:
+    if has_values(raw, "hash_ids"):
         cols["block_hashes"] = raw["hash_ids"]
     return Converted(pa.table(cols), BAILIAN_BLOCK_TOKENS, tuple(notes) + _unused(raw, used))
 
@@ -266,7 +266,7 @@ def _lift_details(raw: pa.Table) -> pa.Table:
 
 def _first_key(raw: pa.Table, meaning: str) -> str | None:
     for key in BENCH_ARRAYS[meaning]:
-        if key in raw.column_names and raw[key].null_count < raw.num_rows:
+        if has_values(raw, key):
             return key
     return None
 

@@ -36,6 +36,11 @@ META_DROPPED = b"kvadvisor.dropped"  # JSON object: reason -> rows
 META_ARRIVALS_MEASURED = b"kvadvisor.arrivals_measured"  # b"true" | b"false"
 
 
+def has_values(table: pa.Table, column: str) -> bool:
+    """Whether ``table`` has ``column`` with at least one non-null value."""
+    return column in table.column_names and table[column].null_count < table.num_rows
+
+
 @dataclass(frozen=True)
 class Trace:
     """A validated request trace in canonical form.
@@ -67,7 +72,7 @@ class Trace:
 
     def has(self, column: str) -> bool:
         """Whether the trace carries ``column`` with at least one non-null value."""
-        return column in self.table.column_names and self.table[column].null_count < self.requests
+        return has_values(self.table, column)
 
     @property
     def has_hashes(self) -> bool:

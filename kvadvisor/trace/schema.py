@@ -16,7 +16,7 @@ from kvadvisor.errors import (
     TraceProblem,
     TraceSchemaError,
 )
-from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
+from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace, has_values
 from kvadvisor.units import S_PER_DAY, S_PER_MIN
 
 MAX_PROBLEMS_KEPT = 1000
@@ -247,7 +247,7 @@ def _check_values(table: pa.Table) -> list[Problem]:
                 problems.append(
                     Problem(int(row), name, TraceProblem.NEGATIVE_VALUE, repr(int(values[row - 1])))
                 )
-    if "request_id" in table.column_names and table["request_id"].null_count < table.num_rows:
+    if has_values(table, "request_id"):
         ids = table["request_id"]
         counts = pc.value_counts(ids.combine_chunks())
         dup_values = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
