@@ -39,6 +39,7 @@ from kvadvisor.advise.analysis import (
     data_versions,
     load_advisor_inputs,
     options_record,
+    prefix_hits,
     unavailable_reasons,
 )
 from kvadvisor.advise.cache_section import result_section, unknown_prefix_cache
@@ -55,7 +56,6 @@ from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
-from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
@@ -425,12 +425,7 @@ def _stage_profile(
     table = pa.Table.from_batches(list(narrow))
     trace = Trace(table=table, block_tokens=stream.block_tokens,
                   source_format=stream.source_format, source_path=stream.path)
-    if result is not None and result.hit_tokens is not None:
-        hits = np.asarray(result.hit_tokens, dtype=np.float64)
-        source = "prefix-cache simulation (unbounded capacity)"
-    else:
-        hits = trace_hit_tokens(trace)
-        source = "cached_tokens" if hits is not None else None
+    hits, source = prefix_hits(trace, result)
     return profile_workload(trace, options.profile_options(), hit_tokens=hits,
                             hits_source=source)
 
