@@ -39,6 +39,7 @@ from kvadvisor.advise.model import (
     Utilization,
 )
 from kvadvisor.cache import PrefixCacheResult, simulate_prefix_cache
+from kvadvisor.cache.prefix import warmup_requests_for
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit, recompute_s
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
@@ -638,8 +639,7 @@ def replay_trace(
     """
     notes: list[str] = []
     hit_fn: HitFn | None = None
-    n = trace.requests
-    warmup = int(math.floor(n * warmup_fraction))
+    warmup = warmup_requests_for(trace.requests, warmup_fraction)
     if trace.has_hashes:
         result = simulated or simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
         warmup = result.warmup_requests
