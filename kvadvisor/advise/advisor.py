@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvadvisor.advise.facts import collect, hit_ratio_at
+from kvadvisor.advise.facts import FACTS, collect, hit_ratio_at, report_facts
 from kvadvisor.advise.model import (
     Alternative,
     Finding,
@@ -31,9 +31,18 @@ from kvadvisor.advise.model import (
     Tier,
     Utilization,
 )
-from kvadvisor.catalog.instances import InstanceSpec, find_instance
-from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
-from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
+from kvadvisor.catalog.gpus import get_gpu
+from kvadvisor.catalog.instances import InstanceSpec, find_instance, load_instances
+from kvadvisor.catalog.storage import (
+    CATEGORIES,
+    SSD_CATEGORIES,
+    StorageSpec,
+    catalog_kind,
+    find_storage,
+    load_storage,
+)
+from kvadvisor.errors import CatalogError, ConfigError
+from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate, load_rules, select_rules
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, S_PER_DAY
 
@@ -618,10 +627,6 @@ def load_advisor_inputs(
     Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
     group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``).
     """
-    from kvadvisor.catalog.instances import load_instances
-    from kvadvisor.catalog.storage import catalog_kind, load_storage
-    from kvadvisor.errors import CatalogError
-
     by_kind: dict[str, list[str]] = {"storage": [], "instances": []}
     for path in catalog_files:
         kind = catalog_kind(path)
@@ -637,16 +642,11 @@ def load_advisor_inputs(
 def load_rule_set(rules_dirs: Sequence[str] = (), select: Sequence[str] = (),
                   ignore: Sequence[str] = (), *, builtin: bool = True) -> tuple[Rule, ...]:
     """Built-in rules plus ``rules_dirs``, checked against the fact registry, then selected."""
-    from kvadvisor.advise.facts import FACTS
-    from kvadvisor.rules import load_rules, select_rules
-
     return select_rules(load_rules(rules_dirs, FACTS, builtin=builtin), select, ignore)
 
 
 def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
     """``--instance NAME`` for both stages, or ``prefill=NAME`` / ``decode=NAME``."""
-    from kvadvisor.errors import ConfigError
-
     out: dict[str, str] = {}
     for value in values:
         stage, sep, name = value.partition("=")
@@ -664,9 +664,6 @@ def _split_gpu_facts(report: Any) -> dict[str, float]:
     TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
     catalog; empty when the split was measured on an unknown GPU.
     """
-    from kvadvisor.catalog.gpus import get_gpu
-    from kvadvisor.errors import CatalogError
-
     name = getattr(getattr(getattr(report, "model", None), "deployment", None), "gpu", None)
     if report.stage_split is None or not name:
         return {}
@@ -685,10 +682,6 @@ def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions,
     ``extra_facts`` are facts a producer computed from results the report does not carry
     (registered names; None values are dropped); they take precedence.
     """
-    from dataclasses import replace
-
-    from kvadvisor.advise.facts import collect, report_facts
-
     deployment = getattr(getattr(report, "model", None), "deployment", None)
     if deployment is not None and not getattr(deployment, "gpu_assumed", True):
         options = replace(options, preferred_gpu=deployment.gpu)
