@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvadvisor.advise.facts import FACTS, collect, hit_ratio_at, report_facts
+from kvadvisor.advise.facts import FACTS, collect, div, hit_ratio_at, report_facts
 from kvadvisor.advise.model import (
     Alternative,
     Finding,
@@ -88,10 +88,6 @@ class Advice:
 def _v(facts: Mapping[str, FactValue], name: str) -> float | None:
     f = facts.get(name)
     return None if f is None else float(f.value)
-
-
-def _div(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b == 0 else a / b
 
 
 # -- instances ----------------------------------------------------------------------------------
@@ -317,7 +313,7 @@ def rank_tiers(
     def key(f: TierFit) -> tuple[Any, ...]:
         cap = f.write_bytes_per_s if stage == "prefill" else f.read_bytes_per_s
         demand = shared_demand_bytes_per_s if f.spec.shared else demand_bytes_per_s
-        util = _div(demand, cap)
+        util = div(demand, cap)
         closeness = abs(TARGET_TIER_UTILIZATION - util) if util is not None else 1.0
         order = CATEGORIES.index(f.spec.category)
         # Drives that come with the instance are already paid for: use them first.
@@ -333,7 +329,7 @@ def rank_tiers(
 
 # -- the advisor --------------------------------------------------------------------------------
 def _demand(facts: Mapping[str, FactValue], kind: str, count: int) -> dict[str, float | None]:
-    return {s: _div(_v(facts, f"{kind}_bytes_per_s_{s}"), count) for s in ("mean", "p99", "peak")}
+    return {s: div(_v(facts, f"{kind}_bytes_per_s_{s}"), count) for s in ("mean", "p99", "peak")}
 
 
 def _stage_instance(stage: str, options: AdvisorOptions, instances: Mapping[str, InstanceSpec],
@@ -353,9 +349,9 @@ def _tier_facts(stage: str, fit: TierFit | None, spec: StorageSpec, demand: dict
         cap = fit.write_bytes_per_s if fit else None
         return [
             ("prefill_storage_write_bytes_per_s", cap),
-            ("prefill_storage_write_utilization_mean", _div(demand["mean"], cap)),
-            ("prefill_storage_write_utilization_p99", _div(demand["p99"], cap)),
-            ("prefill_storage_write_utilization_peak", _div(demand["peak"], cap)),
+            ("prefill_storage_write_utilization_mean", div(demand["mean"], cap)),
+            ("prefill_storage_write_utilization_p99", div(demand["p99"], cap)),
+            ("prefill_storage_write_utilization_peak", div(demand["peak"], cap)),
             ("prefill_storage_io_unit_bytes", spec.io_unit_bytes),
             ("prefill_storage_gds", spec.gds_support),
         ]
@@ -363,10 +359,10 @@ def _tier_facts(stage: str, fit: TierFit | None, spec: StorageSpec, demand: dict
     iops = fit.read_iops if fit else None
 
     def util(x: float | None, io: float | None) -> float | None:
-        shares = [s for s in (_div(x, bw), _div(io, iops)) if s is not None]
+        shares = [s for s in (div(x, bw), div(io, iops)) if s is not None]
         return max(shares) if shares else None
 
-    scale = _div(iops_p99, demand["p99"])  # I/Os per byte at the chunk size
+    scale = div(iops_p99, demand["p99"])  # I/Os per byte at the chunk size
     return [
         ("decode_storage_read_bytes_per_s", bw),
         ("decode_storage_read_iops", iops),
@@ -429,7 +425,7 @@ def advise(
         n = count or 1
         kind = "write" if stage == "prefill" else "read"
         demand = _demand(facts, kind, n)
-        iops_p99 = _div(_v(facts, "write_iops_p99" if stage == "prefill"
+        iops_p99 = div(_v(facts, "write_iops_p99" if stage == "prefill"
                            else "decode_read_iops_p99"), n)
         local_gib = None if needed_gib is None else needed_gib / n
         gpu_pool = (GPU_MEMORY_USABLE * inst.gpu_memory_total_gib - weights
@@ -496,7 +492,7 @@ def advise(
                 ("write_amplification_ratio",
                  None if not io_size or not unit else math.ceil(io_size / unit) * unit / io_size),
                 ("prefill_disk_cap_bytes_per_s", disk_cap),
-                ("prefill_disk_cap_utilization_p99", _div(demand["p99"], disk_cap)),
+                ("prefill_disk_cap_utilization_p99", div(demand["p99"], disk_cap)),
                 ("ssd_drive_writes_per_day", dwpd),
             ]
             if kv and prefix_cache is not None and gpu_pool is not None:
@@ -556,8 +552,8 @@ def advise(
                 capacity_gib=local_gib, derivation=tuple(derivation)),
             chunk_tokens=options.chunk_tokens,
             retention_s=_v(facts, "retention_ttl_s"),
-            utilization=Utilization(_div(demand_here["mean"], cap), _div(demand_here["p99"], cap),
-                                    _div(demand_here["peak"], cap),
+            utilization=Utilization(div(demand_here["mean"], cap), div(demand_here["p99"], cap),
+                                    div(demand_here["peak"], cap),
                                     f"{kind} demand per instance / {spec.name} {kind} bandwidth"),
             alternatives=tuple(storage_alts + inst_alts),
             notes=tuple(notes),

@@ -208,7 +208,8 @@ def collect(pairs: Iterable[tuple[str, Any]]) -> dict[str, FactValue]:
     return out
 
 
-def _div(a: float | None, b: float | None) -> float | None:
+def div(a: float | None, b: float | None) -> float | None:
+    """The quotient a / b; None when either is unknown or b is 0."""
     if a is None or b is None or b == 0:
         return None
     return a / b
@@ -290,10 +291,10 @@ def workload_facts(
         ("requests_count", n),
         ("trace_duration_s", trace.duration_s),
         ("arrival_rate_per_s", trace.arrival_rate_per_s),
-        ("input_tokens_mean", _div(trace.input_tokens_total, n)),
-        ("output_tokens_mean", _div(trace.output_tokens_total, n)),
+        ("input_tokens_mean", div(trace.input_tokens_total, n)),
+        ("output_tokens_mean", div(trace.output_tokens_total, n)),
         ("output_to_input_tokens_ratio",
-         _div(trace.output_tokens_total, trace.input_tokens_total)),
+         div(trace.output_tokens_total, trace.input_tokens_total)),
         ("prefix_reuse_measurable", bool(has_hashes)),
         ("block_tokens", trace.block_tokens),
         ("chunk_tokens", chunk_tokens),
@@ -305,10 +306,10 @@ def workload_facts(
         pairs += [
             ("prefill_gpu_s", stage_split.prefill_s),
             ("decode_gpu_s", stage_split.decode_s),
-            ("prefill_share_gpu_time", _div(stage_split.prefill_s, total)),
-            ("decode_share_gpu_time", _div(stage_split.decode_s, total)),
-            ("prefill_to_decode_gpu_time_ratio", _div(stage_split.prefill_s, stage_split.decode_s)),
-            ("busy_gpus_mean", _div(total, trace.duration_s)),
+            ("prefill_share_gpu_time", div(stage_split.prefill_s, total)),
+            ("decode_share_gpu_time", div(stage_split.decode_s, total)),
+            ("prefill_to_decode_gpu_time_ratio", div(stage_split.prefill_s, stage_split.decode_s)),
+            ("busy_gpus_mean", div(total, trace.duration_s)),
         ]
     if prefix_cache is not None and prefix_cache.hit_ratio.all is not None:
         ws = working_set_tokens(prefix_cache)
@@ -326,16 +327,16 @@ def workload_facts(
             ("write_bytes_per_s_mean", w.mean_bytes_per_s),
             ("write_bytes_per_s_p99", w.p99_bytes_per_s),
             ("write_bytes_per_s_peak", w.peak_bytes_per_s),
-            ("write_peak_to_mean", _div(w.peak_bytes_per_s, w.mean_bytes_per_s)),
-            ("write_p99_to_mean", _div(w.p99_bytes_per_s, w.mean_bytes_per_s)),
+            ("write_peak_to_mean", div(w.peak_bytes_per_s, w.mean_bytes_per_s)),
+            ("write_p99_to_mean", div(w.p99_bytes_per_s, w.mean_bytes_per_s)),
             ("read_bytes_per_s_mean", r.mean_bytes_per_s),
             ("read_bytes_per_s_p99", r.p99_bytes_per_s),
             ("read_bytes_per_s_peak", r.peak_bytes_per_s),
-            ("read_peak_to_mean", _div(r.peak_bytes_per_s, r.mean_bytes_per_s)),
+            ("read_peak_to_mean", div(r.peak_bytes_per_s, r.mean_bytes_per_s)),
             ("io_size_bytes", io_size),
-            ("write_iops_p99", _div(w.p99_bytes_per_s, io_size)),
-            ("decode_read_iops_mean", _div(r.mean_bytes_per_s, io_size)),
-            ("decode_read_iops_p99", _div(r.p99_bytes_per_s, io_size)),
+            ("write_iops_p99", div(w.p99_bytes_per_s, io_size)),
+            ("decode_read_iops_mean", div(r.mean_bytes_per_s, io_size)),
+            ("decode_read_iops_p99", div(r.p99_bytes_per_s, io_size)),
         ]
     elif kv:
         pairs.append(("io_size_bytes", chunk_tokens * kv))
