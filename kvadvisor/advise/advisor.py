@@ -180,7 +180,7 @@ def _available_on(spec: StorageSpec, inst: InstanceSpec) -> bool:
     if spec.provider not in ("generic", inst.provider):
         return False
     if spec.category == "local_nvme":
-        return inst.local_nvme_count > 0 and spec.provider in ("generic", inst.provider)
+        return inst.local_nvme_count > 0
     if spec.category == "ephemeral":
         return inst.ephemeral_disks
     return True
