@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BYTES_PER_KIB = 1024
+from kvadvisor.units import BYTES_PER_KIB, BYTES_PER_MIB
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -33,7 +34,7 @@ class Measured:
     def line(self) -> str:
         """One human line with the figures."""
         return (f"{self.label:<34} wall {self.wall_s:8.2f} s   peak RSS "
-                f"{self.peak_rss_bytes / 2**20:9.1f} MiB   rc {self.returncode}")
+                f"{self.peak_rss_bytes / BYTES_PER_MIB:9.1f} MiB   rc {self.returncode}")
 
 
 def run_measured(label: str, argv: list[str], *, cwd: Path | None = None,

@@ -28,6 +28,8 @@ from _harness import (  # noqa: E402
     write_mooncake_repeated,
 )
 
+from kvadvisor.units import BYTES_PER_MIB  # noqa: E402
+
 TARGET_RATIO = 3.0
 
 
@@ -47,7 +49,7 @@ def main() -> int:
         conv = run_measured("convert", kvadvisor_argv("convert", str(jsonl), "-o", str(parquet)))
         if conv.returncode:
             sys.exit(conv.stderr_tail)
-    print(f"input: {parquet.name} ({parquet.stat().st_size / 2**20:.1f} MiB)")
+    print(f"input: {parquet.name} ({parquet.stat().st_size / BYTES_PER_MIB:.1f} MiB)")
     floor_argv = [sys.executable, str(Path(__file__).resolve().parent / "_floor_child.py"),
                   str(parquet)]
     out = work / "floor-analyze.json"

@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from kvadvisor.trace import read_trace, readers
+from kvadvisor.units import BYTES_PER_MIB
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import REPO, mooncake_source, write_mooncake_repeated  # noqa: E402
 
 NEVER = 1 << 62  # a threshold no file reaches: the compiled reader is off
-BYTES_PER_MIB = 1024 * 1024
 
 # The child: time readers._read_jsonl on one file; print seconds, its peak RSS before and after
 # the read (bytes), rows. "warm" starts numba first by calling a cached kernel, as analyze's

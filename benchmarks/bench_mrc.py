@@ -33,6 +33,7 @@ from kvadvisor.cache.model import PrefixCacheResult  # noqa: E402
 from kvadvisor.trace import read_trace  # noqa: E402
 from kvadvisor.trace.model import Trace  # noqa: E402
 from kvadvisor.trace.schema import build_trace  # noqa: E402
+from kvadvisor.units import BYTES_PER_MIB  # noqa: E402
 
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "conversation_trace.jsonl"
 SWEEP_POINTS = 30
@@ -205,7 +206,7 @@ def main() -> None:
         peak = peak_bytes(lambda tr=tr: simulate_prefix_cache(tr))
         print(
             f"peak memory, {label + ':':15s} {peak / n:.1f} bytes per block access "
-            f"({peak / 2**20:.0f} MiB)"
+            f"({peak / BYTES_PER_MIB:.0f} MiB)"
         )
     print(f"token hit ratio (all, steady) at unbounded capacity: {exact.token_hit_ratio}")
 

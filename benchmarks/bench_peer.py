@@ -29,6 +29,8 @@ from _harness import (  # noqa: E402
     write_mooncake_repeated,
 )
 
+from kvadvisor.units import BYTES_PER_MIB  # noqa: E402
+
 TARGET_SPEEDUP = 10.0
 TARGET_MEMORY_SHARE = 0.25
 
@@ -48,7 +50,7 @@ def main() -> int:
     trace = work / f"mooncake_x{args.repeats}.jsonl"
     requests, accesses = write_mooncake_repeated(mooncake_source(), trace, args.repeats)
     print(f"input: {trace.name}: {requests} requests, {accesses} block accesses, "
-          f"{trace.stat().st_size / 2**20:.1f} MiB")
+          f"{trace.stat().st_size / BYTES_PER_MIB:.1f} MiB")
 
     report = work / "kvadvisor.json"
     kv_argv = kvadvisor_argv("analyze", str(trace), "--trace-format", "mooncake",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import time
 
+import pytest
+
 from kvadvisor import progress
 from kvadvisor.progress import Progress
 
@@ -41,9 +43,6 @@ def test_long_step_on_a_tty(monkeypatch) -> None:
 def test_failed_step_says_so() -> None:
     """A step that raises is reported as failed, and the exception goes through."""
     stream = FakeTty()
-    try:
-        with Progress(stream).step("analyzing"):
-            raise ValueError("boom")
-    except ValueError:
-        pass
+    with pytest.raises(ValueError, match="boom"), Progress(stream).step("analyzing"):
+        raise ValueError("boom")
     assert "analyzing: failed in" in stream.getvalue()
