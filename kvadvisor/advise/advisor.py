@@ -37,7 +37,7 @@ from kvadvisor.catalog.storage import (
     CATEGORIES,
     SSD_CATEGORIES,
     StorageSpec,
-    catalog_kind,
+    catalog_files_by_kind,
     find_storage,
     load_storage,
 )
@@ -600,9 +600,6 @@ def _finding(rule: Rule, message: str, evidence: dict[str, Any], facts: Mapping[
 
 
 # -- inputs and the report ---------------------------------------------------------------------
-FOREIGN_CATALOG_KINDS = ("gpus", "models")  # loaded by the stage profiler's catalogs
-
-
 @dataclass(frozen=True)
 class AdvisorInputs:
     """Everything the advisor reads besides the workload: rules and catalogs."""
@@ -623,14 +620,7 @@ def load_advisor_inputs(
     Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
     group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``).
     """
-    by_kind: dict[str, list[str]] = {"storage": [], "instances": []}
-    for path in catalog_files:
-        kind = catalog_kind(path)
-        if kind in by_kind:
-            by_kind[kind].append(path)
-        elif kind not in FOREIGN_CATALOG_KINDS:
-            known = ", ".join([*by_kind, *FOREIGN_CATALOG_KINDS])
-            raise CatalogError(f"{path}: unknown catalog kind {kind!r}; expected one of {known}")
+    by_kind = catalog_files_by_kind(catalog_files)
     return AdvisorInputs(load_rule_set(rules_dirs, select, ignore),
                          load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
 
