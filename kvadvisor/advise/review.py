@@ -148,7 +148,7 @@ def _ratio(num: float, den: float) -> float | None:
     return float(num) / float(den) if den > 0 else None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _TierCalc:
     """Working arrays of one tier (per request), kept beside the TierReview for the checks."""
 
@@ -211,6 +211,12 @@ def _stage_tiers(
         # prefill reads are unknown without hashes.
         read = None if served is None else io_rate(times_s, served * kvb / fleet, window_s, span_s)
         wcap, rcap = _capability(tier, stage, "write"), _capability(tier, stage, "read")
+        # Load vs recompute (RV06) needs the performance model, hits and the read bandwidth.
+        p_star = share = None
+        if stage.stage == "prefill" and sp.recompute_s is not None and served is not None and (
+                rcap is not None):
+            p_star, share = _break_even(served, tier.storage.latency_s or 0.0, rcap, kvb,
+                                        sp.recompute_s)
         review = TierReview(
             stage=stage.stage,
             tier=tier.name,
@@ -229,6 +235,8 @@ def _stage_tiers(
             read_capability_bytes_per_s=rcap,
             write_utilization=_util(write, wcap),
             read_utilization=_util(read, rcap),
+            break_even_tokens=p_star,
+            below_break_even_share=share,
         )
         out.append(_TierCalc(tier, review, served, written, fleet))
     return out
@@ -248,19 +256,17 @@ def _load_times(calcs: Sequence[_TierCalc], kvb: int) -> np.ndarray | None:
 
 
 def _break_even(
-    c: _TierCalc, kvb: int, recompute: RecomputeFn
+    served_tokens: np.ndarray, latency_s: float, bw: float, kvb: int, recompute: RecomputeFn
 ) -> tuple[float | None, float | None]:
     """Break-even prefix length (tokens) and the share of served tokens loaded below it."""
-    bw = c.review.read_capability_bytes_per_s
-    if c.served_tokens is None or not bw:
+    if not bw:
         return None, None
-    lat = c.plan.storage.latency_s or 0.0
     grid = np.unique(np.geomspace(1, 1 << 24, 512).astype(np.int64)).astype(np.float64)
-    wins = lat + grid * kvb / bw <= recompute(grid)
+    wins = latency_s + grid * kvb / bw <= recompute(grid)
     p_star = float(grid[np.argmax(wins)]) if wins.any() else math.inf
-    s = c.served_tokens
+    s = served_tokens
     loaded = s > 0
-    lose = loaded & (lat + s * kvb / bw > recompute(s))
+    lose = loaded & (latency_s + s * kvb / bw > recompute(s))
     return p_star, _ratio(s[lose].sum(), s[loaded].sum())
 
 
@@ -408,15 +414,13 @@ def _tier_checks(
                               "average", "cause1", subj, utilization_mean=busy.mean))
         # RV06: load vs recompute.
         recompute = perf.stages.get(st, StagePerf()).recompute_s
-        if st != "prefill":
-            pass
-        elif recompute is None or c.served_tokens is None or r.read_capability_bytes_per_s is None:
+        if st == "prefill" and (recompute is None or c.served_tokens is None
+                                or r.read_capability_bytes_per_s is None):
             out.append(_check("RV06", "tier.load_vs_recompute", st, "warning", "skip",
                               "needs the model and GPU (performance model), the tier's read "
                               "bandwidth and block hashes", "loadrecompute", subj))
-        else:
-            p_star, share = _break_even(c, perf.kv_bytes_per_token, recompute)
-            c.review = r = _replace_tier(r, p_star, share)
+        elif st == "prefill":
+            p_star, share = r.break_even_tokens, r.below_break_even_share
             bad = share is not None and share > BELOW_BREAK_EVEN_RISK_SHARE
             pe = "never" if p_star is None or math.isinf(p_star) else f"{p_star:,.0f} tokens"
             share_text = "no hits" if share is None else f"{share:.0%} of its hit tokens"
@@ -437,10 +441,6 @@ def _tier_checks(
                                  "has no capacity bound: it grows until the disk is full"),
                               "ssd_bound", subj, capacity_bytes=t.capacity_bytes))
     return out
-
-
-def _replace_tier(r: TierReview, p_star: float | None, share: float | None) -> TierReview:
-    return replace(r, break_even_tokens=p_star, below_break_even_share=share)
 
 
 def _setting(stage: StagePlan, engine: str, key: str, default: Any = None) -> Any:
