@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -144,12 +145,16 @@ def length_histogram(tokens: np.ndarray, what: str) -> Series | None:
 MAX_MODELS_LISTED = 20
 
 
+def listed_models(names: Iterable[object]) -> tuple[str, ...]:
+    """Distinct served-model names as the report lists them: sorted, at most MAX_MODELS_LISTED."""
+    return tuple(sorted({str(n) for n in names})[:MAX_MODELS_LISTED])
+
+
 def trace_models(trace: Trace) -> tuple[str, ...]:
     """Distinct non-null values of the ``model`` column, sorted, at most MAX_MODELS_LISTED."""
     if "model" not in trace.table.column_names:
         return ()
-    names = pc.unique(trace.table["model"].drop_null()).to_pylist()
-    return tuple(sorted(str(n) for n in names)[:MAX_MODELS_LISTED])
+    return listed_models(pc.unique(trace.table["model"].drop_null()).to_pylist())
 
 
 def options_record(options: AnalyzeOptions) -> dict[str, Any]:

@@ -30,7 +30,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor.advise.analysis import (
-    MAX_MODELS_LISTED,
     AnalyzeOptions,
     _advise,
     analyze,
@@ -39,6 +38,7 @@ from kvadvisor.advise.analysis import (
     arrival_window_s,
     data_versions,
     length_chart,
+    listed_models,
     load_advisor_inputs,
     log2_bin,
     options_record,
@@ -467,7 +467,7 @@ def analyze_stream(
                                      arrivals_measured=stream.arrivals_measured,
                                      failed_requests=totals.failed_requests),
         sha256=trace_sha256,
-        models=tuple(sorted(totals.models)[:MAX_MODELS_LISTED]),
+        models=listed_models(totals.models),
         arrivals=totals.arrivals(),
         input_tokens_hist=totals.histogram("input"),
         output_tokens_hist=totals.histogram("output"),
