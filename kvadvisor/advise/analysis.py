@@ -287,11 +287,10 @@ def prefix_hits(
 def _advise(
     report: AdviceReport,
     options: AnalyzeOptions,
-    inputs: AdvisorInputs | None = None,
-    stages: StageProfile | None = None,
+    inputs: AdvisorInputs,
+    stages: StageProfile | None,
 ) -> AdviceReport:
     """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
-    inputs = inputs or options.advisor_inputs or load_advisor_inputs()
     advisor_options = AdvisorOptions(
         chunk_tokens=options.chunk_tokens,
         storage=options.storage,
