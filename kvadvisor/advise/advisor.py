@@ -21,7 +21,9 @@ from typing import Any
 
 from kvadvisor.advise.facts import FACTS, collect, div, hit_ratio_at, report_facts
 from kvadvisor.advise.model import (
+    AdviceReport,
     Alternative,
+    Deployment,
     Finding,
     PrefixCache,
     Recommendation,
@@ -644,38 +646,42 @@ def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _split_gpu_facts(report: Any) -> dict[str, float]:
+def _deployment(report: AdviceReport) -> Deployment | None:
+    return report.model.deployment if report.model is not None else None
+
+
+def _split_gpu_facts(report: AdviceReport) -> dict[str, float]:
     """Figures of the GPU the stage split was modeled on.
 
     TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
     catalog; empty when the split was measured on an unknown GPU.
     """
-    name = getattr(getattr(getattr(report, "model", None), "deployment", None), "gpu", None)
-    if report.stage_split is None or not name:
+    deployment = _deployment(report)
+    if report.stage_split is None or deployment is None or not deployment.gpu:
         return {}
     try:
-        gpu = get_gpu(name)
+        gpu = get_gpu(deployment.gpu)
     except CatalogError:
         return {}
     return {"split_gpu_bf16_tflops": gpu.bf16_dense_tflops,
             "split_gpu_memory_bandwidth_gbps": gpu.memory_bandwidth_gbps}
 
 
-def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions,
-                  extra_facts: Mapping[str, Any] | None = None) -> Any:
+def advise_report(report: AdviceReport, inputs: AdvisorInputs, options: AdvisorOptions,
+                  extra_facts: Mapping[str, Any] | None = None) -> AdviceReport:
     """The report with ``recommendation`` and ``findings`` filled from its own sections.
 
     ``extra_facts`` are facts a producer computed from results the report does not carry
     (registered names; None values are dropped); they take precedence.
     """
-    deployment = getattr(getattr(report, "model", None), "deployment", None)
-    if deployment is not None and not getattr(deployment, "gpu_assumed", True):
+    deployment = _deployment(report)
+    if deployment is not None and not deployment.gpu_assumed:
         options = replace(options, preferred_gpu=deployment.gpu)
     workload = report_facts(report, chunk_tokens=options.chunk_tokens)
     workload.update(collect(_split_gpu_facts(report).items()))
     workload.update(collect((extra_facts or {}).items()))
     breakeven = {t.tier: (t.break_even_tokens, t.hit_token_share_below)
-                 for t in getattr(report.io, "load_vs_recompute", ()) or ()}
+                 for t in (report.io.load_vs_recompute if report.io is not None else ())}
     advice = advise(workload, report.prefix_cache, inputs.storage, inputs.instances,
                     inputs.rules, options, breakeven)
     return replace(report, recommendation=advice.recommendation,
