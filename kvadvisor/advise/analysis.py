@@ -28,6 +28,7 @@ from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.plan.model import Plan
 from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
+from kvadvisor.trace.stream import TraceStream
 
 
 @dataclass(frozen=True)
@@ -320,8 +321,11 @@ def data_versions(inputs: AdvisorInputs) -> dict[str, str]:
     }
 
 
-def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
-    """Why each section left empty is empty, in words a reader can act on."""
+def unavailable_reasons(trace: Trace | TraceStream, report: AdviceReport) -> dict[str, str]:
+    """Why each section left empty is empty, in words a reader can act on.
+
+    Of the trace it asks only whether it has block hashes, which a stream knows too.
+    """
     why: dict[str, str] = {}
     if report.prefix_cache is None:
         why["prefix_cache"] = (

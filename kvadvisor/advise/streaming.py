@@ -481,8 +481,7 @@ def analyze_stream(
     # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = _advise(report, options, inputs, stages=stages)
-    # unavailable_reasons asks the trace only whether it has hashes; the stream knows that.
-    why = unavailable_reasons(stream, report)  # type: ignore[arg-type]
+    why = unavailable_reasons(stream, report)
     if not plan.stage_profile:
         need = BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST) * (
             stream.requests)
