@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvadvisor.advise.facts import FACTS, collect, div, hit_ratio_at, report_facts
+from kvadvisor.advise.facts import collect, div, hit_ratio_at, report_facts
+from kvadvisor.advise.inputs import AdvisorInputs
 from kvadvisor.advise.model import (
     AdviceReport,
     Alternative,
@@ -34,17 +35,10 @@ from kvadvisor.advise.model import (
     Utilization,
 )
 from kvadvisor.catalog.gpus import get_gpu
-from kvadvisor.catalog.instances import InstanceSpec, find_instance, load_instances
-from kvadvisor.catalog.storage import (
-    CATEGORIES,
-    SSD_CATEGORIES,
-    StorageSpec,
-    catalog_files_by_kind,
-    find_storage,
-    load_storage,
-)
+from kvadvisor.catalog.instances import InstanceSpec, find_instance
+from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
 from kvadvisor.errors import CatalogError, ConfigError
-from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate, load_rules, select_rules
+from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, S_PER_DAY
 
@@ -601,38 +595,7 @@ def _finding(rule: Rule, message: str, evidence: dict[str, Any], facts: Mapping[
     )
 
 
-# -- inputs and the report ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class AdvisorInputs:
-    """Everything the advisor reads besides the workload: rules and catalogs."""
-
-    rules: tuple[Rule, ...]
-    storage: Mapping[str, StorageSpec]
-    instances: Mapping[str, InstanceSpec]
-
-
-def load_advisor_inputs(
-    rules_dirs: Sequence[str] = (),
-    select: Sequence[str] = (),
-    ignore: Sequence[str] = (),
-    catalog_files: Sequence[str] = (),
-) -> AdvisorInputs:
-    """Load rules and catalogs for the advisor.
-
-    Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
-    group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``).
-    """
-    by_kind = catalog_files_by_kind(catalog_files)
-    return AdvisorInputs(load_rule_set(rules_dirs, select, ignore),
-                         load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
-
-
-def load_rule_set(rules_dirs: Sequence[str] = (), select: Sequence[str] = (),
-                  ignore: Sequence[str] = (), *, builtin: bool = True) -> tuple[Rule, ...]:
-    """Built-in rules plus ``rules_dirs``, checked against the fact registry, then selected."""
-    return select_rules(load_rules(rules_dirs, FACTS, builtin=builtin), select, ignore)
-
-
+# -- the report --------------------------------------------------------------------------------
 def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
     """``--instance NAME`` for both stages, or ``prefill=NAME`` / ``decode=NAME``."""
     out: dict[str, str] = {}

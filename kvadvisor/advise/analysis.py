@@ -11,14 +11,9 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from kvadvisor.advise.advisor import (
-    AdvisorInputs,
-    AdvisorOptions,
-    advise_report,
-    load_advisor_inputs,
-    parse_instance_choice,
-)
+from kvadvisor.advise.advisor import AdvisorOptions, advise_report, parse_instance_choice
 from kvadvisor.advise.cache_section import prefix_cache_section, simulate_section_cache
+from kvadvisor.advise.inputs import AdvisorInputs, load_advisor_inputs
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
 from kvadvisor.advise.profile import ProfileOptions, StageProfile, profile_workload
 from kvadvisor.advise.review import review_plans

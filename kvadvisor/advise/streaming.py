@@ -39,13 +39,13 @@ from kvadvisor.advise.analysis import (
     data_versions,
     length_chart,
     listed_models,
-    load_advisor_inputs,
     log2_bin,
     options_record,
     prefix_hits,
     unavailable_reasons,
 )
 from kvadvisor.advise.cache_section import result_section, unknown_prefix_cache
+from kvadvisor.advise.inputs import load_advisor_inputs
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
     AdviceReport,
