@@ -229,15 +229,13 @@ def analyze(
                               hits_source=hits_source)
     prefix_cache = prefix_cache_section(
         trace,
+        simulated,
         warmup_fraction=options.warmup_fraction,
         tiers=options.cache_tiers,
         instances=options.cache_instances,
         routing_seed=options.cache_routing_seed,
-        chunk_tokens=options.cache_chunk_tokens,
         save_unfull_chunk=options.cache_save_unfull_chunk,
-        sample_rate=options.cache_sample_rate,
         kv_bytes_per_token=stages.model.kv_bytes_per_token,
-        simulated=simulated,
     )
     report = AdviceReport(
         meta=meta,
