@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvadvisor.advise.model import IoDemand, ModelSummary, PrefixCache, StageSplit, TraceSummary
@@ -415,6 +416,10 @@ def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue
         if read_io is not None and getattr(io, "read_known", True):
             extra["decode_read_iops_p99"] = read_io.p99_iops
             extra["decode_read_iops_mean"] = read_io.mean_iops
+    if split is not None:
+        # The section counts GPU-seconds (a replica's seconds x TP, docs/stage-profiler.md); the
+        # facts count model-replica seconds, and busy_gpus_mean scales back by TP below.
+        split = replace(split, prefill_s=split.prefill_s / tp, decode_s=split.decode_s / tp)
     facts = workload_facts(report.trace, model, split, pc, io, chunk_tokens=chunk_tokens,
                            extra=extra)
     if io is not None and not getattr(io, "read_known", True):
