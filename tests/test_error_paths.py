@@ -167,6 +167,20 @@ def test_llmperf_array_of_non_objects(tmp_path) -> None:
     one_error_line(runner.invoke(app, ["info", str(path)]), "r.json", "row 3")
 
 
+def test_llmperf_syntax_error_line_counts_the_same_with_a_byte_order_mark(tmp_path) -> None:
+    """The line of a JSON syntax error is counted in the text json parsed (BOM removed).
+
+    Expected by hand: the stray ']' after a trailing comma is the first character of line 3.
+    """
+    body = b'[\n{"number_input_tokens": 5, "number_output_tokens": 3},\n]\n'
+    for name, data in (("plain.json", body), ("bom.json", b"\xef\xbb\xbf" + body)):
+        path = tmp_path / name
+        path.write_bytes(data)
+        _raises(TraceSchemaError, lambda p=path: read_trace(p, "llmperf"), name,
+                "row 1, column 'number_output_tokens': unparseable",
+                "not valid JSON at line 3, character 1 (Expecting value)")
+
+
 # --- trace readers: parquet ------------------------------------------------------------------
 
 CANONICAL = pa.table({"arrival_s": np.arange(2000, dtype=np.float64),

@@ -131,6 +131,31 @@ def test_markdown_side_by_side(tiny_trace: Path, tmp_path: Path) -> None:
     assert "no block hashes" in text
 
 
+def test_markdown_summary_rows(tiny_trace: Path, tmp_path: Path) -> None:
+    """The per-stage summary rows: 1,000 tokens/s × 1,000 B/token = 1 MB/s on a 100 MB/s tier.
+
+    Every 1 s window writes 1 MB, so mean, p99 and peak utilization are all 1%; the trace has
+    no hashes, so the hit ratio is unknown and no decode stage is planned (no decode row).
+    """
+    md = tmp_path / "review.md"
+    runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD), "-o", str(md)])
+    text = md.read_text()
+    assert "| prefix hit ratio, all tiers (steady) | – |" in text
+    assert "| prefill storage utilization (mean / p99 / peak) | 1% / 1% / 1% |" in text
+    assert "decode storage utilization" not in text
+
+
+def test_markdown_escapes_html_from_the_plan(tiny_trace: Path, tmp_path: Path) -> None:
+    """A tier name with HTML reaches the PR comment as text, never as a tag (as `analyze`'s)."""
+    evil = GOOD.replace("name: nvme", 'name: "<img src=x onerror=alert(1)>"')
+    md = tmp_path / "review.md"
+    runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, evil), "-o", str(md)])
+    text = md.read_text()
+    assert "<img" not in text
+    assert "| prefill | &lt;img src=x onerror=alert(1)&gt; (ssd) |" in text
+    assert "tier '&lt;img src=x onerror=alert(1)&gt;' is underused" in text
+
+
 def test_unknown_review_format(tiny_trace: Path, tmp_path: Path) -> None:
     """An output name whose format cannot be told is a user error before any work."""
     result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),

@@ -74,6 +74,18 @@ def test_catalog_list_and_show(tmp_path: Path) -> None:
     assert typo.exit_code == EXIT_USER_ERROR and "did you mean" in typo.output
 
 
+def test_catalog_show_finds_instances_as_lookup_does() -> None:
+    """Instance names match in any case, as storage names do; a typo is suggested from both."""
+    for name in ("p5e.48xlarge", "P5E.48XLARGE"):
+        shown = runner.invoke(app, ["catalog", "show", name])
+        assert shown.exit_code == 0, shown.output
+        assert shown.output.startswith("p5e.48xlarge\n  provider: aws\n")
+    typo = runner.invoke(app, ["catalog", "show", "p5e.48xlarg"])
+    assert typo.exit_code == EXIT_USER_ERROR
+    assert "unknown storage option or instance 'p5e.48xlarg'" in typo.output
+    assert "did you mean p5e.48xlarge" in typo.output
+
+
 def test_bad_catalog_file_is_one_line(tmp_path: Path) -> None:
     """A value with a unit in --catalog ends with exit 2 and one line naming file and field."""
     bad = tmp_path / "bad.yaml"

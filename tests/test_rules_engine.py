@@ -105,6 +105,37 @@ def test_evaluate_reports_why_quiet() -> None:
     assert decided.quiet[0].evaluated
 
 
+_PA = {"fact": "prefill_share_gpu_time", "op": ">=", "value": 0.75}  # true in F
+_PB = {"fact": "write_peak_to_mean", "op": ">=", "value": 3}  # false in F
+_SA = "prefill_share_gpu_time = 90.0% >= 75.0%"
+_SB_FALSE = "write_peak_to_mean = 1.5x < 3.0x"
+
+
+@pytest.mark.parametrize(
+    ("when", "reason"),
+    [
+        # `any` is false only when every part is: each part says why.
+        ({"any": [_PB, {"not": _PA}]}, f"{_SB_FALSE} and not({_SA})"),
+        # `not any` is false because one part held: that part alone is quoted.
+        ({"not": {"any": [_PA, _PB]}}, f"not({_SA})"),
+        # `not all` is false because every part held, a negated part included.
+        ({"not": {"all": [_PA, {"not": _PB}]}}, f"not({_SA} and not({_SB_FALSE}))"),
+        # `all` is false because of its first false part.
+        ({"all": [_PA, _PB, _PB]}, _SB_FALSE),
+    ],
+)
+def test_quiet_reason_through_nested_conditions(when, reason) -> None:  # type: ignore[no-untyped-def]
+    """A false condition is explained by the comparisons that decided it, through not/any/all."""
+    doc = {
+        "code": "XX02", "name": "custom.nested", "groups": ["custom"], "severity": "info",
+        "stage": "both", "summary": "s", "when": when, "message": "m",
+        "docs": {"what": "w", "why": "y", "example": "e", "references": ["r"]},
+    }
+    result = evaluate([parse_rule(doc, "x.yaml", FACTS)], F)
+    assert not result.fired
+    assert result.quiet[0].reason == "condition not met: " + reason
+
+
 def test_where_clause_resolution() -> None:
     """Fact-valued bounds become numbers (with factor); unknown facts mean no query."""
     where = {"write_mbps": {">=": {"fact": "write_bytes_per_s_p99", "factor": 1e-6}},

@@ -70,12 +70,68 @@ def test_good_rule_parses() -> None:
         ({"message": "{write_bytes_per_s_p99:>{width}}"}, "format must be like"),
         ({"message": "{"}, "bad placeholder"),
         ({"recommend": {"action": "x", "catalog": "gpus"}}, "expected storage or instances"),
+        # Error paths of the loader that had no test.
+        ({"when": 5}, "when: expected a mapping"),
+        ({"when": {"all": "x"}}, "when.all: expected a non-empty list of conditions"),
+        ({"when": {"fact": 3, "op": ">", "value": 1}}, "when.fact: expected a fact name"),
+        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "colour": 1}},
+         "when: unknown key"),
+        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "factor": 2}},
+         "when.factor: only allowed with 'ref'"),
+        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "ref": 3}},
+         "when.ref: expected a fact name"),
+        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "ref": "write_bytes_per_s_p99",
+                   "factor": 0}}, "when.factor: expected a positive number, got 0"),
+        ({"groups": "custom"}, "groups: expected a list of lower-case group names"),
+        ({"summary": " "}, "summary: expected non-empty text"),
+        ({"docs": "text"}, "docs: expected a mapping with what, why, example, references"),
+        ({"docs": {**GOOD["docs"], "extra": 1}}, "docs.extra: unknown key"),  # type: ignore[dict-item]
+        ({"recommend": "x"}, "recommend: expected a mapping with action"),
+        ({"recommend": {"action": "x", "colour": 1}}, "recommend: unknown key"),
+        ({"recommend": {"action": "x", "where": [1]}},
+         "recommend.where: expected a mapping of field to"),
+        ({"recommend": {"action": "x", "where": {"Read-MBps": {">=": 1}}}},
+         "recommend.where.Read-MBps: expected a catalog field name"),
+        ({"recommend": {"action": "x", "where": {"read_mbps": [1]}}},
+         "recommend.where.read_mbps: expected .op: value."),
+        ({"recommend": {"action": "x", "where": {"read_mbps": {"~": 1}}}},
+         "recommend.where.read_mbps: unknown operator '~'"),
+        ({"recommend": {"action": "x", "where": {"read_mbps": {">=": [1]}}}},
+         "recommend.where.read_mbps: expected a number, text or true/false"),
+        ({"recommend": {"action": "x", "where": {"read_mbps": {
+            ">=": {"fact": "write_bytes_per_s_p99", "scale": 2}}}}},
+         "recommend.where.read_mbps: a fact-valued bound is"),
+        ({"recommend": {"action": "x", "where": {"read_mbps": {
+            ">=": {"fact": "write_bytes_per_s_p99", "factor": "2"}}}}},
+         "recommend.where.read_mbps: factor must be a number"),
+        ({"recommend": {"action": "x", "rank_by": "-Read"}},
+         "recommend.rank_by: expected a catalog field name"),
     ],
 )
 def test_schema_errors(changes: dict, expected: str) -> None:
     """Each structural mistake is reported with the file and the key path."""
     with pytest.raises(RuleSyntaxError, match="x.yaml: .*" + expected.replace("(", r"\(")):
         parse_rule(_rule(**changes), "x.yaml", FACTS)
+
+
+def test_a_rule_must_be_a_mapping() -> None:
+    """A rule file holding a list (or text) says what a rule looks like."""
+    with pytest.raises(RuleSyntaxError, match="x.yaml: expected a mapping with code, name"):
+        parse_rule([GOOD], "x.yaml", FACTS)
+
+
+def test_unknown_fact_in_a_where_bound() -> None:
+    """A fact-valued catalog bound naming no fact is a reference error, like one in `when`."""
+    where = {"read_mbps": {">=": {"fact": "write_bytes_per_s_p9"}}}
+    with pytest.raises(RuleReferenceError, match="recommend.where.read_mbps: unknown fact"):
+        parse_rule(_rule(recommend={"action": "x", "where": where}), "x.yaml", FACTS)
+
+
+def test_rules_dir_must_be_a_directory(tmp_path: Path) -> None:
+    """--rules naming a file (or nothing) is refused with the path."""
+    missing = tmp_path / "nope"
+    with pytest.raises(RuleSyntaxError, match="nope: not a directory of rule files"):
+        load_rules([missing], FACTS)
 
 
 def test_every_problem_counted() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,6 +17,7 @@ from kvadvisor.trace import read_trace
 from kvadvisor.trace.model import META_BLOCK_TOKENS
 from kvadvisor.trace.stream import open_trace_stream, stream_trace
 
+FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
 SHAPE = SynthShape(requests=3000, block_tokens=64, input_tokens_median=500.0, rate_per_s=20.0,
                    sessions=200, seed=21)
 
@@ -113,6 +116,25 @@ def test_in_memory_trace_streams_the_same(mooncake_path) -> None:
     stream = stream_trace(trace, batch_rows=1000)
     assert stream.requests == 12_031 and stream.block_tokens == 512
     assert _collect(stream).equals(trace.table)
+
+
+def test_in_memory_stream_reads_back_the_same_trace() -> None:
+    """read_all of an in-memory Trace's stream is that Trace: notes and dropped counts too.
+
+    The BurstGPT fixture's first request arrives at 5 s and one request failed: read_trace
+    notes both; a dropped count is given by hand.
+    """
+    from kvadvisor.trace.schema import build_trace
+
+    read = read_trace(FIX / "tiny_burstgpt.csv")
+    trace = build_trace(read.table, path=read.source_path, source_format="burstgpt",
+                        block_tokens=None, notes=read.notes, dropped={"unparseable": 2})
+    assert any(n.startswith("arrival_s shifted by 5.000000 s") for n in trace.notes)
+    again = stream_trace(trace).read_all()
+    assert again.notes == trace.notes and dict(again.dropped) == {"unparseable": 2}
+    assert again.table.equals(trace.table)
+    assert (again.source_format, again.block_tokens, again.arrivals_measured) == (
+        "burstgpt", None, True)
 
 
 def test_unmeasured_arrivals_survive_a_directory(tmp_path) -> None:

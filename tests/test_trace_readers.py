@@ -531,6 +531,17 @@ def test_every_reader_on_real_mooncake(fmt, mooncake_ref, tmp_path) -> None:
             "row 1, column 'input_lens[1]': wrong_type: 'two' is not an integer",
         ),
         (
+            # Parses (a list of text), then fails the kind check made after parsing.
+            "bench_kind.json",
+            {"model_id": "m", "input_lens": [1, 2], "output_lens": [1, 2], "ttfts": ["a", "b"]},
+            "row 1, column 'ttfts[0]': wrong_type: 'a' is not a number (row = run object)",
+        ),
+        (
+            "bench_scalar.json",
+            {"model_id": "m", "input_lens": 5, "output_lens": [1], "ttfts": [0]},
+            "row 1, column 'input_lens': wrong_type: 5 is not a list",
+        ),
+        (
             "bench_len.json",
             {"model_id": "m", "input_lens": [1, 2], "output_lens": [1, 2], "ttfts": [0.1]},
             "row 1, column 'ttfts': length_mismatch: 1 entries for 2 input_lens",

@@ -61,3 +61,12 @@ def test_missing_file(tmp_path: Path) -> None:
     """A missing file names itself."""
     with pytest.raises(ConfigError, match="no such file"):
         load_yaml(tmp_path / "nope.yaml", ConfigError)
+
+
+def test_text_that_is_not_utf8(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 name the byte offset: 0xff is never valid UTF-8 (RFC 3629)."""
+    path = tmp_path / "doc.yaml"
+    path.write_bytes(b"a: \xff\n")
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path, ConfigError)
+    assert str(info.value) == f"{path}: not UTF-8 text (invalid start byte at byte 3)"

@@ -59,9 +59,12 @@ from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
+from kvadvisor.plan.quantity import SIZE_UNITS
 from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
+from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
 # machine (page cache for the parquet files, other processes) room to work.
@@ -92,9 +95,11 @@ BASELINE_BYTES = 512 * 1024**2
 MIN_SAMPLE_RATE = 1e-4
 STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes", "model", "ok")
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
-          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
-          "tib": 2**40}
+# plan files' size units in any case, plus a bare number (bytes) and K/M/G/T (decimal).
+_UNITS = {
+    "": 1, "k": BYTES_PER_KB, "m": BYTES_PER_MB, "g": BYTES_PER_GB, "t": BYTES_PER_TB,
+    **{unit.lower(): factor for unit, factor in SIZE_UNITS.items()},
+}
 
 
 def parse_memory_limit(text: str) -> int:
@@ -130,7 +135,7 @@ def parse_memory_limit(text: str) -> int:
             raise ConfigError(f"{flag}: no number before the unit; {example}")
         unit = m.group(2)
         if unit not in _UNITS:
-            units = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
+            units = ", ".join(SIZE_UNITS)
             raise ConfigError(
                 f"{flag}: unknown unit '{raw[m.end(1):]}'; use one of {units} "
                 "(KB = 1000 bytes, KiB = 1024), or a percentage such as 50%"
@@ -445,8 +450,7 @@ def analyze_stream(
     notes.append(f"streamed in {totals.batches} record batches from {len(stream.files)} "
                  f"file(s): {plan.reason}")
     if stream.arrival_offset_s:
-        notes.append(f"arrival_s shifted by {stream.arrival_offset_s:.6f} s so the first "
-                     "request arrives at 0")
+        notes.append(shifted_note(stream.arrival_offset_s))
     summary = TraceSummary(
         path=stream.path,
         format=stream.source_format,

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, lookup
-from kvadvisor.catalog.storage import DATA_DIR, PROVIDERS, read_catalog_document
+from kvadvisor.catalog.loader import FieldSpec, check_entries, find_named, load_layered
+from kvadvisor.catalog.storage import DATA_DIR, PROVIDERS
 from kvadvisor.errors import CatalogError
 
 INSTANCES_FILE = DATA_DIR / "instances.yaml"
@@ -117,14 +117,9 @@ def parse_instances(data: Any, path: str) -> dict[str, InstanceSpec]:
 
 def load_instances(extra_files: Iterable[str | Path] = ()) -> dict[str, InstanceSpec]:
     """The packaged instance catalog, with entries from ``extra_files`` added or overriding."""
-    specs = parse_instances(read_catalog_document(INSTANCES_FILE), str(INSTANCES_FILE))
-    for path in extra_files:
-        specs.update(parse_instances(read_catalog_document(path), str(path)))
-    return specs
+    return load_layered(parse_instances, INSTANCES_FILE, extra_files)
 
 
 def find_instance(specs: Mapping[str, InstanceSpec], name: str) -> InstanceSpec:
     """An instance by name or alias; unknown names get the closest ones."""
-    rows = {n: {"aliases": list(s.aliases)} for n, s in specs.items()}
-    found, _ = lookup(rows, name, "instance")
-    return specs[found]
+    return find_named(specs, name, "instance")

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kvadvisor.errors import CatalogError
 from kvadvisor.yamlio import load_yaml
@@ -180,3 +180,31 @@ def lookup(entries: Mapping[str, dict[str, Any]], name: str, what: str) -> tuple
     raise CatalogError(
         f"unknown {what} '{name}'{hint} (`kvadvisor catalog list` shows them all)"
     )
+
+
+class _Named(Protocol):
+    @property
+    def aliases(self) -> tuple[str, ...]: ...
+
+
+SpecT = TypeVar("SpecT")
+NamedT = TypeVar("NamedT", bound=_Named)
+
+
+def load_layered(
+    parse: Callable[[Any, str], dict[str, SpecT]],
+    packaged: Path,
+    extra_files: Iterable[str | Path] = (),
+) -> dict[str, SpecT]:
+    """The packaged catalog file parsed, then each extra file's entries added or overriding."""
+    specs: dict[str, SpecT] = {}
+    for path in (packaged, *extra_files):
+        specs.update(parse(load_yaml(path, CatalogError), str(path)))
+    return specs
+
+
+def find_named(specs: Mapping[str, NamedT], name: str, what: str) -> NamedT:
+    """A built spec by name or alias, as :func:`lookup` finds it among raw entries."""
+    rows = {n: {"aliases": list(s.aliases)} for n, s in specs.items()}
+    found, _ = lookup(rows, name, what)
+    return specs[found]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, lookup
+from kvadvisor.catalog.loader import FieldSpec, check_entries, find_named, load_layered
 from kvadvisor.errors import CatalogError
 from kvadvisor.yamlio import load_yaml
 
@@ -178,14 +178,9 @@ def _check_formulas(where: str, per_gib: Mapping[str, Any], unconfirmed: Iterabl
     return out
 
 
-def read_catalog_document(path: str | Path) -> Any:
-    """Parse a catalog file safely (size, nesting and alias limits); no checking of fields."""
-    return load_yaml(path, CatalogError)
-
-
 def catalog_kind(path: str | Path) -> str:
     """The ``kind`` a catalog file declares (storage, instances, ...)."""
-    data = read_catalog_document(path)
+    data = load_yaml(path, CatalogError)
     kind = data.get("kind") if isinstance(data, dict) else None
     if not isinstance(kind, str):
         raise CatalogError(f"{path}: a catalog file starts with 'kind: storage' or "
@@ -240,14 +235,9 @@ def parse_storage(data: Any, path: str) -> dict[str, StorageSpec]:
 
 def load_storage(extra_files: Iterable[str | Path] = ()) -> dict[str, StorageSpec]:
     """The packaged storage catalog, with entries from ``extra_files`` added or overriding."""
-    specs = parse_storage(read_catalog_document(STORAGE_FILE), str(STORAGE_FILE))
-    for path in extra_files:
-        specs.update(parse_storage(read_catalog_document(path), str(path)))
-    return specs
+    return load_layered(parse_storage, STORAGE_FILE, extra_files)
 
 
 def find_storage(specs: Mapping[str, StorageSpec], name: str) -> StorageSpec:
     """A storage option by name or alias; unknown names get the closest ones."""
-    rows = {n: {"aliases": list(s.aliases)} for n, s in specs.items()}
-    found, _ = lookup(rows, name, "storage option")
-    return specs[found]
+    return find_named(specs, name, "storage option")

@@ -99,14 +99,6 @@ def _streamable(trace: Path, trace_format: object, maps: object, block_tokens: o
                                          and seconds_stored(trace)))
 
 
-def _analyze_large(trace: Path, options: AnalyzeOptions, memory_limit: str | None
-                   ) -> AdviceReport:
-    limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
-    sha256 = file_sha256(trace) if trace.is_file() else None
-    return analyze_large(open_trace_stream(trace), options, memory_limit_bytes=limit,
-                         version=__version__, generated_at=utc_now(), trace_sha256=sha256)
-
-
 class KvDtype(str, Enum):
     """KV cache element type."""
 
@@ -175,11 +167,14 @@ def _run(
     progress: Progress,
 ) -> AdviceReport:
     """Read and analyse: streamed within the memory budget for parquet, else in memory."""
-    if memory_limit is not None:
-        parse_memory_limit(memory_limit)  # a bad value is an error even where it is unused
+    # Parsed first: a bad value is an error even where the trace is read whole.
+    limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
     if _streamable(trace, trace_format, maps, block_tokens):
         with progress.step(f"analyzing {trace} in batches"):
-            report = _analyze_large(trace, options, memory_limit)
+            report = analyze_large(
+                open_trace_stream(trace), options, memory_limit_bytes=limit,
+                version=__version__, generated_at=utc_now(), trace_sha256=file_sha256(trace),
+            )
     else:
         with progress.step(f"reading {trace}"):
             t = read_with_options(trace, trace_format, maps, block_tokens)

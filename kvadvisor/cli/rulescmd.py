@@ -13,9 +13,10 @@ from kvadvisor.advise import (
     load_rule_set,
     render_facts_doc,
 )
-from kvadvisor.catalog.instances import find_instance
+from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.listing import entry_text, instances_table, storage_table
-from kvadvisor.catalog.storage import find_storage
+from kvadvisor.catalog.loader import find_named
+from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.cli.common import (
     CatalogOpt,
     IgnoreOpt,
@@ -108,8 +109,8 @@ def catalog_show_cmd(name: Annotated[str, typer.Argument(help="Storage or instan
     """Show one entry in full, with its sources."""
     with handle_user_errors():
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
-        if name in inputs.instances or any(name.lower() in (a.lower() for a in s.aliases)
-                                           for s in inputs.instances.values()):
-            typer.echo(entry_text(find_instance(inputs.instances, name)), nl=False)
-        else:
-            typer.echo(entry_text(find_storage(inputs.storage, name)), nl=False)
+        # One lookup over both catalogs (instances first, as before): names and aliases match
+        # in any case, and a typo is suggested from either.
+        entries: dict[str, StorageSpec | InstanceSpec] = dict(inputs.instances)
+        entries.update((k, v) for k, v in inputs.storage.items() if k not in entries)
+        typer.echo(entry_text(find_named(entries, name, "storage option or instance")), nl=False)

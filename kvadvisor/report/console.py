@@ -70,14 +70,7 @@ class ConsoleRenderer:
         out += self._wrap(summary.headline(report), "  ")
         verdicts = summary.verdicts(report)
         if verdicts:
-            names = [label for label, _ in verdicts[0].items]
-            for v in verdicts[1:]:
-                names += [label for label, _ in v.items if label not in names]
-            rows = []
-            for name in names:
-                per_stage = [dict(v.items).get(name, "") for v in verdicts]
-                rows.append([name, *per_stage])
-            out += ["", *table(["", *(v.stage for v in verdicts)], rows, w)]
+            out += ["", *table(*summary.verdict_table(verdicts), w)]
         out += ["", "Key numbers"]
         out += table(
             ["", "value", "detail"],

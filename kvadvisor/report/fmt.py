@@ -114,6 +114,11 @@ def duration(seconds: float | None) -> str:
     return f"{number(seconds)} s"
 
 
+def yes_no(flag: object) -> str:
+    """A flag as "yes" or "no"."""
+    return "yes" if flag else "no"
+
+
 def tokens(value: float | None) -> str:
     """A token count, abbreviated above a million."""
     if value is None:
@@ -147,7 +152,7 @@ _UNITS: dict[str, Callable[[Any], str]] = {
     "usd": lambda v: f"${number(v)}",
     "x": lambda v: f"{number(v)}×",
     "dwpd": lambda v: f"{number(v)} drive writes/day",
-    "bool": lambda v: "yes" if v else "no",
+    "bool": yes_no,
 }
 # Fact units spelled differently from the kinds above. A fact in "count" may be a mean
 # (busy_gpus_mean), so it keeps its significant digits instead of rounding to a whole count.
@@ -164,8 +169,10 @@ def fact_value(val: Any, unit: str) -> str:
     """A fact's value in its declared unit (facts carry the unit beside the value)."""
     if val is None:
         return NOT_MEASURED
-    if isinstance(val, bool) or not isinstance(val, (int, float)):
-        return _UNITS["bool"](val) if isinstance(val, bool) else str(val)
+    if isinstance(val, bool):
+        return yes_no(val)
+    if not isinstance(val, (int, float)):
+        return str(val)
     formatter = _UNITS.get(_FACT_UNIT_ALIASES.get(unit, unit))
     if formatter is not None:
         return str(formatter(val))
@@ -178,7 +185,7 @@ def value(name: str, val: Any) -> str:
     if val is None:
         return NOT_MEASURED
     if isinstance(val, bool):
-        return "yes" if val else "no"
+        return yes_no(val)
     if isinstance(val, (list, tuple)):
         return ", ".join(value(name, v) for v in val)
     if isinstance(val, dict):

@@ -41,11 +41,7 @@ class MarkdownRenderer:
         out = [f"## kvadvisor: {cell(summary.headline(report))}", ""]
         verdicts = summary.verdicts(report)
         if verdicts:
-            names: list[str] = []
-            for v in verdicts:
-                names += [label for label, _ in v.items if label not in names]
-            rows = [[n, *(dict(v.items).get(n, "") for v in verdicts)] for n in names]
-            out += md_table(["", *(v.stage for v in verdicts)], rows) + [""]
+            out += md_table(*summary.verdict_table(verdicts)) + [""]
         findings = summary.sorted_findings(report)
         out += [f"### Findings ({len(findings)})", ""]
         if findings:

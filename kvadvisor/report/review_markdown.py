@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable
 
-from kvadvisor.advise.model import IoRate, PlanReview, ReviewReport, TierReview, Utilization
+from kvadvisor.advise.model import (
+    IoRate,
+    PlanReview,
+    ReviewReport,
+    StageReview,
+    TierReview,
+    Utilization,
+)
 
 ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 
@@ -42,6 +50,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _text(text: str) -> str:
+    """Prose from plan files and checks: HTML shown as text (raw HTML renders in a comment)."""
+    return _cell(html.escape(text, quote=False))
+
+
 def verdict(plan: PlanReview) -> str:
     """One word and counts: 'fails' (errors), 'passes with warnings' or 'passes'."""
     errors = sum(c.severity == "error" for c in plan.findings)
@@ -53,15 +66,19 @@ def verdict(plan: PlanReview) -> str:
     return "passes"
 
 
+def _stage(plan: PlanReview, name: str) -> StageReview | None:
+    return next((s for s in plan.stages if s.stage == name), None)
+
+
 def _prefill_hit(plan: PlanReview) -> float | None:
-    stage = next((s for s in plan.stages if s.stage == "prefill"), None)
+    stage = _stage(plan, "prefill")
     if stage is None or not stage.tiers:
         return None
     return stage.tiers[-1].cumulative_hit_ratio_steady
 
 
 def _stage_util(plan: PlanReview, name: str) -> Utilization | None:
-    stage = next((s for s in plan.stages if s.stage == name), None)
+    stage = _stage(plan, name)
     return None if stage is None else stage.utilization
 
 
@@ -69,7 +86,7 @@ def _tier_rows(tiers: Iterable[TierReview]) -> list[str]:
     rows = []
     for t in tiers:
         rows.append(
-            f"| {t.stage} | {_cell(t.tier)} ({t.kind}{', shared' if t.shared else ''}) | "
+            f"| {t.stage} | {_text(t.tier)} ({t.kind}{', shared' if t.shared else ''}) | "
             f"{_size(t.capacity_bytes)} | {_pct(t.hit_ratio_steady)} | {_triple(t.write)} | "
             f"{_triple(t.read)} | {_rate(t.write_capability_bytes_per_s)} / "
             f"{_rate(t.read_capability_bytes_per_s)} | {_util(t.write_utilization)} | "
@@ -108,17 +125,17 @@ class ReviewMarkdownRenderer:
                 out.append(f"| {stage} storage utilization (mean / p99 / peak) | "
                            + " | ".join("–" if c is None else _util(c) for c in cells) + " |")
         for note in review.notes:
-            out += ["", f"> {_cell(note)}"]
+            out += ["", f"> {_text(note)}"]
         for plan in review.plans:
             out += ["", f"### `{_cell(plan.name)}`: {verdict(plan)}", "",
                     f"Plan file `{plan.path}`."]
             own = [n for n in plan.notes if n not in review.notes]
-            out += [f"- {_cell(n)}" for n in own]
+            out += [f"- {_text(n)}" for n in own]
             if plan.findings:
                 out += ["", "| | check | stage | finding |", "|---|---|---|---|"]
                 out += [
                     f"| {ICON[c.severity]} {c.severity} | {c.code} `{c.name}` | {c.stage} | "
-                    f"{_cell(c.message)} |"
+                    f"{_text(c.message)} |"
                     for c in plan.findings
                 ]
             tiers = [tr for s in plan.stages for tr in s.tiers]
@@ -135,7 +152,7 @@ class ReviewMarkdownRenderer:
             if passed:
                 out += ["", f"<details><summary>{len(passed)} other check(s)</summary>", ""]
                 out += [
-                    f"- {c.status}: {c.code} `{c.name}` ({c.stage}): {_cell(c.message)}"
+                    f"- {c.status}: {c.code} `{c.name}` ({c.stage}): {_text(c.message)}"
                     for c in passed
                 ]
                 out += ["", "</details>"]

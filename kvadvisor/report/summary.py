@@ -7,6 +7,7 @@ and HTML reports agree word for word on the numbers they share.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +19,6 @@ STAGES = ("prefill", "decode")
 SEVERITY_RANK = {"critical": 0, "error": 0, "warning": 1, "info": 2}
 # Recommendation fields shown in their own sections rather than in the verdict table.
 VERDICT_SKIP = frozenset({"alternatives", "rationale", "derivation", "why"})
-SECTION_TITLES = {
-    "model": "model",
-    "stage_split": "stage split",
-    "prefix_cache": "prefix cache",
-    "io": "I/O demand",
-    "recommendation": "recommendation",
-}
 
 
 @dataclass(frozen=True)
@@ -135,6 +129,15 @@ def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
     )
 
 
+def verdict_table(verdicts: Sequence[StageVerdict]) -> tuple[list[str], list[list[str]]]:
+    """The stages side by side: headers ("", stage...) and one row per label any stage has."""
+    names: list[str] = []
+    for v in verdicts:
+        names += [label for label, _ in v.items if label not in names]
+    rows = [[n, *(dict(v.items).get(n, "") for v in verdicts)] for n in names]
+    return ["", *(v.stage for v in verdicts)], rows
+
+
 def stage_needs(report: AdviceReport, stage: str) -> tuple[tuple[str, str], ...]:
     """What the traffic demands of one stage, measured: its GPU-time share and its KV I/O.
 
@@ -182,6 +185,10 @@ def headline(report: AdviceReport) -> str:
 def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     """The numbers a reviewer needs beside the verdict (missing ones say why)."""
     t = report.trace
+
+    def not_measured(name: str, section: str) -> KeyNumber:
+        return KeyNumber(name, fmt.NOT_MEASURED, report.unavailable.get(section, ""))
+
     rows = [
         KeyNumber(
             "requests",
@@ -199,9 +206,9 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     rows.append(
         KeyNumber("KV per token", fmt.size(m.kv_bytes_per_token),
                   # A default the user did not choose must be visible where the number is.
-                  f"{m.name} (assumed: no --model)" if getattr(m, "assumed", False) else m.name)
+                  f"{m.name} (assumed: no --model)" if m.assumed else m.name)
         if m
-        else KeyNumber("KV per token", fmt.NOT_MEASURED, report.unavailable.get("model", ""))
+        else not_measured("KV per token", "model")
     )
     s = report.stage_split
     rows.append(
@@ -211,7 +218,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
             f"{s.source}; prefill {fmt.duration(s.prefill_s)}, decode {fmt.duration(s.decode_s)}",
         )
         if s
-        else KeyNumber("stage split", fmt.NOT_MEASURED, report.unavailable.get("stage_split", ""))
+        else not_measured("stage split", "stage_split")
     )
     pc = report.prefix_cache
     rows.append(
@@ -221,9 +228,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
             f"steady state {fmt.percent(pc.hit_ratio.steady)}; unbounded cache",
         )
         if pc
-        else KeyNumber(
-            "prefix hit ratio", fmt.NOT_MEASURED, report.unavailable.get("prefix_cache", "")
-        )
+        else not_measured("prefix hit ratio", "prefix_cache")
     )
     io = report.io
     if io:
@@ -238,7 +243,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
                 )
             )
     else:
-        rows.append(KeyNumber("KV I/O demand", fmt.NOT_MEASURED, report.unavailable.get("io", "")))
+        rows.append(not_measured("KV I/O demand", "io"))
     return tuple(rows)
 
 

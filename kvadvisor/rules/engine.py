@@ -132,29 +132,21 @@ def _describe(cond: Compare, facts: Facts, held: bool) -> str:
     return f"{lhs} {op} {rhs}"
 
 
-def _why_false(cond: Condition, facts: Facts) -> str:
-    """The first comparison that made the condition false, in words."""
-    if isinstance(cond, Compare):
-        return _describe(cond, facts, held=False)
-    if isinstance(cond, Not):
-        return "not(" + _why_true(cond.part, facts) + ")"
-    if isinstance(cond, AllOf):
-        for part in cond.parts:
-            if truth(part, facts) is False:
-                return _why_false(part, facts)
-    return " and ".join(_why_false(p, facts) for p in cond.parts)  # AnyOf: every part false
+def _why(cond: Condition, facts: Facts, held: bool) -> str:
+    """Why the condition is ``held`` (true or false), in words: the comparisons that decide it.
 
-
-def _why_true(cond: Condition, facts: Facts) -> str:
+    One part decides an ``all`` that is false or an ``any`` that is true (the first such part
+    is quoted); otherwise every part does, and all are quoted.
+    """
     if isinstance(cond, Compare):
-        return _describe(cond, facts, held=True)
+        return _describe(cond, facts, held)
     if isinstance(cond, Not):
-        return "not(" + _why_false(cond.part, facts) + ")"
-    if isinstance(cond, AnyOf):
+        return "not(" + _why(cond.part, facts, not held) + ")"
+    if isinstance(cond, AnyOf if held else AllOf):
         for part in cond.parts:
-            if truth(part, facts) is True:
-                return _why_true(part, facts)
-    return " and ".join(_why_true(p, facts) for p in cond.parts)
+            if truth(part, facts) is held:
+                return _why(part, facts, held)
+    return " and ".join(_why(p, facts, held) for p in cond.parts)
 
 
 def format_message(template: str, facts: Facts) -> str:
@@ -193,11 +185,7 @@ def evidence_for(rule: Rule, facts: Facts) -> dict[str, dict[str, Any]]:
 
 
 def evaluate(rules: Iterable[Rule], facts: Facts) -> Evaluation:
-    """Run every rule over the facts.
-
-    Run every rule over the facts: which fired (with message and evidence), which stayed
-    quiet and why.
-    """
+    """Run every rule over the facts: which fired (message, evidence), which stayed quiet, why."""
     fired: list[Firing] = []
     quiet: list[Quiet] = []
     for rule in rules:
@@ -210,7 +198,7 @@ def evaluate(rules: Iterable[Rule], facts: Facts) -> Evaluation:
             quiet.append(Quiet(rule, "not evaluated: fact " + ", ".join(missing)
                                + " unavailable", evaluated=False))
         else:
-            quiet.append(Quiet(rule, "condition not met: " + _why_false(rule.when, facts),
+            quiet.append(Quiet(rule, "condition not met: " + _why(rule.when, facts, held=False),
                                evaluated=True))
     return Evaluation(tuple(fired), tuple(quiet))
 

@@ -42,7 +42,6 @@ FIELD_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 SPEC_RE = re.compile(r"^,?(\.[0-9]{1,2})?[fe%g]?$")
 # Nesting of all/any/not a rule may use; deeper conditions are a sign of a generated attack.
 MAX_CONDITION_DEPTH = 8
-MAX_CONDITION_LEAVES = 64
 
 TOP_KEYS = {
     "code", "name", "groups", "severity", "stage", "summary", "when", "message", "recommend",
@@ -362,8 +361,8 @@ def load_rule_file(path: str | Path, facts: Mapping[str, FactSpec]) -> Rule:
 
 
 def load_rules(
-    dirs: Iterable[str | Path] = (),
-    facts: Mapping[str, FactSpec] | None = None,
+    dirs: Iterable[str | Path],
+    facts: Mapping[str, FactSpec],
     *,
     builtin: bool = True,
 ) -> tuple[Rule, ...]:
@@ -372,8 +371,6 @@ def load_rules(
     Codes and names must be unique across all of them. ``facts`` is the registry of known
     fact names (``kvadvisor.advise.facts.FACTS``); every name a rule reads must be in it.
     """
-    if facts is None:
-        raise TypeError("load_rules needs the fact registry (kvadvisor.advise.facts.FACTS)")
     folders = [(builtin_rules_dir(), True)] if builtin else []
     folders += [(Path(d), False) for d in dirs]
     rules: list[Rule] = []

@@ -95,27 +95,25 @@ class Compare:
 
 
 @dataclass(frozen=True)
-class AllOf:
-    """True when every part is true."""
+class _Parts:
+    """A condition over several parts (the base of AllOf and AnyOf)."""
 
     parts: tuple[Condition, ...]
 
     @property
     def facts(self) -> tuple[str, ...]:
         """The fact names the parts read, in order, without repeats."""
-        return _unique(f for p in self.parts for f in p.facts)
+        return tuple(dict.fromkeys(f for p in self.parts for f in p.facts))
 
 
 @dataclass(frozen=True)
-class AnyOf:
+class AllOf(_Parts):
+    """True when every part is true."""
+
+
+@dataclass(frozen=True)
+class AnyOf(_Parts):
     """True when at least one part is true."""
-
-    parts: tuple[Condition, ...]
-
-    @property
-    def facts(self) -> tuple[str, ...]:
-        """The fact names the parts read, in order, without repeats."""
-        return _unique(f for p in self.parts for f in p.facts)
 
 
 @dataclass(frozen=True)
@@ -131,10 +129,6 @@ class Not:
 
 
 Condition = Union[Compare, AllOf, AnyOf, Not]  # noqa: UP007 (a runtime alias on 3.10)
-
-
-def _unique(names) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
-    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from kvadvisor.errors import ConfigError
+from kvadvisor.units import S_PER_DAY
 
 
 class ArrivalProcess(str, Enum):
@@ -34,7 +35,7 @@ class SynthShape:
     arrival: ArrivalProcess = ArrivalProcess.POISSON
     burst_cv: float = 3.0
     diurnal_amplitude: float = 0.0
-    diurnal_period_s: float = 86_400.0
+    diurnal_period_s: float = S_PER_DAY
     input_tokens_median: float = 2048.0
     input_tokens_sigma: float = 1.0
     max_input_tokens: int = 131_072

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor.errors import ConfigError, Problem, TraceProblem, TraceSchemaError
-from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS
+from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, has_values
+from kvadvisor.trace.schema import missing_columns, missing_required
 from kvadvisor.units import MS_PER_S, US_PER_S
 
 # Tokens per hash block, as each source documents it.
@@ -94,22 +95,15 @@ def parse_column_map(items: Sequence[str] | None) -> dict[str, ColumnSource]:
 
 def _missing(path: str, raw: pa.Table, needed: Sequence[str], what: str) -> None:
     """Raise MISSING_COLUMN when a source column is absent (or null in every row)."""
-    present = [c for c in raw.column_names if raw[c].null_count < raw.num_rows]
+    present = [c for c in raw.column_names if has_values(raw, c)]
     absent = [c for c in needed if c not in present]
     if absent:
         found = ", ".join(present) or "none"
-        raise TraceSchemaError(
+        raise missing_columns(
             path,
-            [
-                Problem(
-                    None,
-                    absent[0],
-                    TraceProblem.MISSING_COLUMN,
-                    f"required {what} field missing (fields found: {found}); "
-                    "if this is another format, give --trace-format",
-                )
-            ],
-            total=len(absent),
+            absent,
+            f"required {what} field missing (fields found: {found}); "
+            "if this is another format, give --trace-format",
         )
 
 
@@ -131,7 +125,7 @@ def from_mooncake(raw: pa.Table, path: str) -> Converted:
         "output_tokens": raw["output_length"],
     }
     used = {"timestamp", "input_length", "output_length", "hash_ids"}
-    if "hash_ids" in raw.column_names and raw["hash_ids"].null_count < raw.num_rows:
+    if has_values(raw, "hash_ids"):
         cols["block_hashes"] = raw["hash_ids"]
     return Converted(pa.table(cols), MOONCAKE_BLOCK_TOKENS, _unused(raw, used))
 
@@ -187,7 +181,7 @@ def from_bailian(raw: pa.Table, path: str) -> Converted:
                 "session_id = chat_id at the root of each parent_chat_id chain "
                 "(the first ancestor whose parent is -1 or not in the trace)"
             )
-    if "hash_ids" in raw.column_names and raw["hash_ids"].null_count < raw.num_rows:
+    if has_values(raw, "hash_ids"):
         cols["block_hashes"] = raw["hash_ids"]
     return Converted(pa.table(cols), BAILIAN_BLOCK_TOKENS, tuple(notes) + _unused(raw, used))
 
@@ -272,7 +266,7 @@ def _lift_details(raw: pa.Table) -> pa.Table:
 
 def _first_key(raw: pa.Table, meaning: str) -> str | None:
     for key in BENCH_ARRAYS[meaning]:
-        if key in raw.column_names and raw[key].null_count < raw.num_rows:
+        if has_values(raw, key):
             return key
     return None
 
@@ -334,16 +328,7 @@ def from_bench(raw: pa.Table, path: str, tool: str) -> Converted:
         itl_sum = np.bincount(parents, weights=np.nan_to_num(values), minlength=n)
         e2e = ttft + itl_sum
         notes.append("e2e_s = ttft + sum of inter-token latencies (the file has no latencies)")
-    bad = ~ok
-    if ttft is not None:
-        cols["ttft_s"] = _masked(ttft, bad)
-    if e2e is not None:
-        cols["e2e_s"] = _masked(e2e, bad)
-    if ttft is not None and e2e is not None:
-        out = _np_float(out_tokens)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tpot = (e2e - ttft) / (out - 1)
-        cols["tpot_s"] = _masked(tpot, bad | ~(out > 1))
+    cols.update(_latency_columns(ttft, e2e, out_tokens, ~ok))
     if keys["queue"] is not None:
         cols["queue_s"] = pa.array(_np_float(flat("queue")), pa.float64())
     arrival, measured = _bench_arrivals(raw, keys, lengths, run_of, run_start, e2e)
@@ -402,6 +387,30 @@ def _masked(values: np.ndarray, mask: np.ndarray) -> pa.Array:
     return pa.array(values, pa.float64(), mask=mask | np.isnan(values))
 
 
+def _latency_columns(
+    ttft: np.ndarray | None,
+    e2e: np.ndarray | None,
+    output_tokens: pa.Array | pa.ChunkedArray,
+    failed: np.ndarray,
+) -> dict[str, pa.Array]:
+    """ttft_s, e2e_s and tpot_s (those the source gives), null for failed requests.
+
+    tpot = (e2e − ttft) / (output − 1): vLLM's TPOT, excluding the first token; null where a
+    request has one output token or fewer.
+    """
+    cols: dict[str, pa.Array] = {}
+    if ttft is not None:
+        cols["ttft_s"] = _masked(ttft, failed)
+    if e2e is not None:
+        cols["e2e_s"] = _masked(e2e, failed)
+    if ttft is not None and e2e is not None:
+        out = _np_float(output_tokens)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tpot = (e2e - ttft) / (out - 1)
+        cols["tpot_s"] = _masked(tpot, failed | ~(out > 1))
+    return cols
+
+
 def from_llmperf(raw: pa.Table, path: str) -> Converted:
     """LLMPerf per-request JSON array: number_input_tokens, ttft_s, end_to_end_latency_s, ...
 
@@ -418,7 +427,6 @@ def from_llmperf(raw: pa.Table, path: str) -> Converted:
     if "error_msg" in raw.column_names:
         msg = pc.cast(raw["error_msg"], pa.string())
         ok &= pc.fill_null(pc.equal(msg, ""), True).to_numpy(zero_copy_only=False)
-    bad = ~ok
     cols: dict[str, pa.Array | pa.ChunkedArray] = {
         "arrival_s": pa.array(np.zeros(n), pa.float64()),
         "input_tokens": raw["number_input_tokens"],
@@ -431,15 +439,7 @@ def from_llmperf(raw: pa.Table, path: str) -> Converted:
         if "end_to_end_latency_s" in raw.column_names
         else None
     )
-    if ttft is not None:
-        cols["ttft_s"] = _masked(ttft, bad)
-    if e2e is not None:
-        cols["e2e_s"] = _masked(e2e, bad)
-    if ttft is not None and e2e is not None:
-        out = _np_float(raw["number_output_tokens"])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tpot = (e2e - ttft) / (out - 1)
-        cols["tpot_s"] = _masked(tpot, bad | ~(out > 1))
+    cols.update(_latency_columns(ttft, e2e, raw["number_output_tokens"], ~ok))
     notes = [
         "no request start times in LLMPerf results: arrival times unknown (all set to 0); "
         "arrival rate and burstiness cannot be measured"
@@ -478,20 +478,7 @@ def from_canonical(
         if c not in column_map and (c not in raw.column_names or c in mapped_sources)
     ]
     if absent:
-        found = ", ".join(raw.column_names) or "none"
-        raise TraceSchemaError(
-            path,
-            [
-                Problem(
-                    None,
-                    absent[0],
-                    TraceProblem.MISSING_COLUMN,
-                    f"required column missing (columns found: {found}); map a source column "
-                    f"with --map {absent[0]}=<source column>",
-                )
-            ],
-            total=len(absent),
-        )
+        raise missing_required(path, absent, raw.column_names)
     cols: dict[str, pa.ChunkedArray | pa.Array] = {}
     notes: list[str] = []
     for name in CANONICAL_COLUMNS:

@@ -36,6 +36,11 @@ META_DROPPED = b"kvadvisor.dropped"  # JSON object: reason -> rows
 META_ARRIVALS_MEASURED = b"kvadvisor.arrivals_measured"  # b"true" | b"false"
 
 
+def has_values(table: pa.Table, column: str) -> bool:
+    """Whether ``table`` has ``column`` with at least one non-null value."""
+    return column in table.column_names and table[column].null_count < table.num_rows
+
+
 @dataclass(frozen=True)
 class Trace:
     """A validated request trace in canonical form.
@@ -67,7 +72,7 @@ class Trace:
 
     def has(self, column: str) -> bool:
         """Whether the trace carries ``column`` with at least one non-null value."""
-        return column in self.table.column_names and self.table[column].null_count < self.requests
+        return has_values(self.table, column)
 
     @property
     def has_hashes(self) -> bool:
@@ -99,10 +104,7 @@ class Trace:
 
     def column_np(self, name: str) -> np.ndarray:
         """A column as a numpy array (nulls become NaN for floats)."""
-        col = self.table[name]
-        if pa.types.is_floating(col.type):
-            return col.to_numpy(zero_copy_only=False)
-        return col.to_numpy(zero_copy_only=False)
+        return self.table[name].to_numpy(zero_copy_only=False)
 
     def hash_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """Block hashes flattened: (offsets int64 of length requests+1, values int64).
@@ -113,8 +115,6 @@ class Trace:
         # One chunk is used as it is: combine_chunks would copy it (115 MB and up to 0.25 s
         # on 14M hashes, on every call).
         col = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
-        if isinstance(col, pa.ChunkedArray):  # pragma: no cover - defensive for old pyarrow
-            col = col.chunk(0) if col.num_chunks else pa.array([], col.type)
         if col.null_count:
             col = pa.compute.fill_null(col, pa.scalar([], col.type))
         offsets = col.offsets.to_numpy().astype(np.int64, copy=False)

@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +84,13 @@ EXPECTED_KINDS: dict[TraceFormat, dict[str, str]] = {
         "end_to_end_latency_s": NUMBER,
     },
 }
+# The per-request arrays of a benchmark run that are checked, and what each entry must be.
+BENCH_KINDS = (
+    ("input_lens", INT),
+    ("output_lens", INT),
+    ("ttfts", NUMBER),
+    ("start_times", NUMBER),
+)
 # pyarrow types for the JSONL sources: an explicit schema skips type inference (faster) and
 # makes a wrong type an immediate error.
 JSONL_SCHEMAS: dict[TraceFormat, pa.Schema] = {
@@ -200,13 +207,7 @@ def _first_record(path: Path, compression: str | None) -> dict:
         try:
             record = json.loads(whole)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            text = whole.decode("utf-8", errors="replace")
-            line_no = getattr(exc, "lineno", 1)
-            where = text.splitlines()[line_no - 1] if line_no <= len(text.splitlines()) else ""
-            before = text[: getattr(exc, "pos", 0)]
-            raise TraceSchemaError(
-                str(path), [_json_problem(1, line_no, where, exc, before=before)]
-            ) from None
+            raise _document_problem(path, whole, exc, row=1) from None
     if not isinstance(record, dict):
         raise TraceFormatError(f"{path}: the first JSON value is not an object; not a trace")
     return record
@@ -216,14 +217,19 @@ def detect_format(path: str | Path) -> TraceFormat:
     """The format of ``path`` from its name and content (see docs/traces.md, detection rules)."""
     path = Path(path)
     _check_file(path)
+    return _detect(path)[0]
+
+
+def _detect(path: Path) -> tuple[TraceFormat, str | None]:
+    """The format of a checked file, and the compression its head showed."""
     head, compression = _head(path)
     found = sniff_head(str(path), head)
     if isinstance(found, TraceFormat):
-        return found
+        return found, compression
     record = _first_record(path, compression)
     details = record.get("details")
     nested = set(details) if isinstance(details, dict) else set()
-    return sniff_keys(str(path), set(record), nested)
+    return sniff_keys(str(path), set(record), nested), compression
 
 
 def read_trace(
@@ -248,12 +254,14 @@ def read_trace(
         if isinstance(column_map, (list, tuple))
         else dict(column_map or {})
     )
-    fmt = parse_format(trace_format) or detect_format(path)
+    given = parse_format(trace_format)
+    fmt, compression = _detect(path) if given is None else (given, None)
     if mapping and fmt not in (TraceFormat.CSV, TraceFormat.PARQUET):
         raise ConfigError(
             f"{path}: --map applies to canonical CSV/parquet, not to {fmt.value} traces"
         )
-    _, compression = _head(path)
+    if given is not None:  # detection, skipped, is what reads the head otherwise
+        _, compression = _head(path)
     if fmt is TraceFormat.PARQUET:
         return _read_parquet(path, mapping, block_tokens)
     if fmt in (TraceFormat.MOONCAKE, TraceFormat.BAILIAN):
@@ -464,10 +472,8 @@ def _read_csv(
 def _arrow_kind_ok(arrow_type: pa.DataType, kind: str) -> bool:
     if pa.types.is_null(arrow_type):
         return True
-    if kind == INT:
-        # Floats pass here: build_trace names a NaN or fractional cell with its own reason.
-        return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
-    if kind == NUMBER:
+    if kind in (INT, NUMBER):
+        # Floats pass for INT too: build_trace names a NaN or fractional cell with its own reason.
         return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
     if kind == TIMESTAMP:
         return pa.types.is_timestamp(arrow_type)
@@ -486,15 +492,11 @@ def _read_bench(path: Path, compression: str | None) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise _locate_bench_problem(path, data, exc) from None
     lifted = formats._lift_details(table)
-    kinds = {"input_lens": INTS, "output_lens": INTS, "ttfts": NUMBER, "start_times": NUMBER}
-    for key, kind in kinds.items():
+    for key, kind in BENCH_KINDS:
         if key not in lifted.column_names:
             continue
         col_type = lifted[key].type
-        value_type = col_type.value_type if pa.types.is_list(col_type) else col_type
-        if not pa.types.is_list(col_type) or not _arrow_kind_ok(
-            value_type, INT if kind == INTS else NUMBER
-        ):
+        if not pa.types.is_list(col_type) or not _arrow_kind_ok(col_type.value_type, kind):
             raise _locate_bench_problem(path, data, None)
     return table
 
@@ -505,14 +507,7 @@ def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
     try:
         records = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        text = data.decode("utf-8", errors="replace")
-        pos = getattr(exc, "pos", 0)
-        row = text.count("{", 0, pos)
-        raise TraceSchemaError(
-            str(path),
-            [_json_problem(max(row, 1), text.count("\n", 0, pos) + 1, text, exc,
-                           before=text[:pos])],
-        ) from None
+        raise _document_problem(path, data, exc) from None
     if not isinstance(records, list):
         raise TraceFormatError(
             f"{path}: LLMPerf results must be a JSON array of per-request objects, got a JSON "
@@ -602,15 +597,37 @@ def _json_problem(
     )
 
 
+def _document_problem(
+    path: Path, data: bytes, exc: Exception, row: int | None = None
+) -> TraceSchemaError:
+    """A whole JSON document (it may span lines) that does not parse, as a one-Problem error.
+
+    ``row`` is the record that broke; None counts the objects opened before the break (a JSON
+    array with one object per request).
+    """
+    # "utf-8-sig": json.loads drops a byte order mark, so exc.pos counts without it.
+    text = data.decode("utf-8-sig", errors="replace")
+    pos = getattr(exc, "pos", 0)
+    if row is None:
+        row = max(text.count("{", 0, pos), 1)
+    line = text.count("\n", 0, pos) + 1
+    return TraceSchemaError(str(path), [_json_problem(row, line, text, exc, before=text[:pos])])
+
+
+def _json_lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """(row, line number, line) of every non-blank line: pyarrow skips blank lines too."""
+    row = 0
+    for line_no, line in enumerate(io.StringIO(text), 1):
+        if line.strip():
+            row += 1
+            yield row, line_no, line
+
+
 def _locate_jsonl_problem(
     path: Path, compression: str | None, kinds: Mapping[str, str], exc: Exception
 ) -> TraceError:
     text = _read_all(path, compression).decode("utf-8", errors="replace")
-    row = 0
-    for line_no, line in enumerate(io.StringIO(text), 1):
-        if not line.strip():
-            continue
-        row += 1
+    for row, line_no, line in _json_lines(text):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
@@ -689,11 +706,7 @@ def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> Tra
         runs = [json.loads(text)]
     except json.JSONDecodeError:
         runs = []
-        row = 0
-        for line_no, line in enumerate(io.StringIO(text), 1):
-            if not line.strip():
-                continue
-            row += 1
+        for row, line_no, line in _json_lines(text):
             try:
                 runs.append(json.loads(line))
             except json.JSONDecodeError as err:
@@ -711,14 +724,6 @@ def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> Tra
         f"{path}: not a readable benchmark result{detail}; each run must be a JSON object, "
         "with each key holding the same JSON type in every run: regenerate the result file"
     )
-
-
-BENCH_KINDS = (
-    ("input_lens", INT),
-    ("output_lens", INT),
-    ("ttfts", NUMBER),
-    ("start_times", NUMBER),
-)
 
 
 def _bench_run_problem(row: int, run: dict) -> Problem | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +16,7 @@ from kvadvisor.errors import (
     TraceProblem,
     TraceSchemaError,
 )
-from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
+from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace, has_values
 from kvadvisor.units import S_PER_DAY, S_PER_MIN
 
 MAX_PROBLEMS_KEPT = 1000
@@ -28,6 +29,30 @@ MAX_ROWS_PER_CHECK = 100
 # 16/min over two months).
 SUSPICIOUS_SPAN_S = S_PER_DAY
 SUSPICIOUS_GAP_S = S_PER_MIN
+
+
+def missing_columns(path: str, absent: Sequence[str], message: str) -> TraceSchemaError:
+    """MISSING_COLUMN naming the first of ``absent`` (the total counts them all)."""
+    return TraceSchemaError(
+        path,
+        [Problem(None, absent[0], TraceProblem.MISSING_COLUMN, message)],
+        total=len(absent),
+    )
+
+
+def missing_required(path: str, absent: Sequence[str], found: Sequence[str]) -> TraceSchemaError:
+    """Required canonical columns ``absent`` from a table holding ``found``: how to map one."""
+    return missing_columns(
+        path,
+        absent,
+        f"required column missing (columns found: {', '.join(found) or 'none'}); "
+        f"map a source column with --map {absent[0]}=<source column>",
+    )
+
+
+def shifted_note(start_s: float) -> str:
+    """The note for arrivals moved back by ``start_s`` so the first one is at 0."""
+    return f"arrival_s shifted by {start_s:.6f} s so the first request arrives at 0"
 
 
 def _row_numbers(mask: np.ndarray) -> np.ndarray:
@@ -112,21 +137,7 @@ def build_trace(
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
-        found = ", ".join(table.column_names) or "none"
-        raise TraceSchemaError(
-            path,
-            [
-                Problem(
-                    None,
-                    missing[0],
-                    TraceProblem.MISSING_COLUMN,
-                    f"required column missing (columns found: {found}); "
-                    "map a source column with --map "
-                    f"{missing[0]}=<source column>",
-                )
-            ],
-            total=len(missing),
-        )
+        raise missing_required(path, missing, table.column_names)
     if table.num_rows == 0:
         raise TraceFormatError(f"{path}: no requests in the file; give a trace with rows")
     problems: list[Problem] = []
@@ -151,7 +162,7 @@ def build_trace(
             "arrival_s",
             pa.array(arrival - start, pa.float64()),
         )
-        notes_list.append(f"arrival_s shifted by {start:.6f} s so the first request arrives at 0")
+        notes_list.append(shifted_note(start))
         arrival = arrival - start
     derived = _derived_notes(table, arrival, block_tokens, path, arrivals_measured)
     notes_list.extend(n for n in derived if n not in notes_list)
@@ -236,7 +247,7 @@ def _check_values(table: pa.Table) -> list[Problem]:
                 problems.append(
                     Problem(int(row), name, TraceProblem.NEGATIVE_VALUE, repr(int(values[row - 1])))
                 )
-    if "request_id" in table.column_names and table["request_id"].null_count < table.num_rows:
+    if has_values(table, "request_id"):
         ids = table["request_id"]
         counts = pc.value_counts(ids.combine_chunks())
         dup_values = counts.field("values").filter(pc.greater(counts.field("counts"), 1))

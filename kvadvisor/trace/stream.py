@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
 from kvadvisor.trace.readers import one_line, read_trace, stored_metadata, unreadable_parquet
-from kvadvisor.trace.schema import build_trace
+from kvadvisor.trace.schema import build_trace, missing_columns, shifted_note
 
 DEFAULT_BATCH_ROWS = 128 * 1024
 
@@ -91,15 +91,15 @@ class TraceStream:
         """The whole trace in memory (a single file goes through its ordinary reader)."""
         if self._table is not None:
             return build_trace(self._table, path=self.path, source_format=self.source_format,
-                               block_tokens=self.block_tokens,
+                               block_tokens=self.block_tokens, notes=self.notes,
+                               dropped=dict(self.dropped),
                                arrivals_measured=self.arrivals_measured)
         if len(self.files) == 1 and Path(self.path).is_file():
             return read_trace(Path(self.path), "parquet")
         batches = list(self)
         table = (pa.Table.from_batches(batches) if batches else
                  pa.schema([]).empty_table())
-        shift = ((f"arrival_s shifted by {self.arrival_offset_s:.6f} s so the first request "
-                  "arrives at 0",) if self.arrival_offset_s else ())
+        shift = (shifted_note(self.arrival_offset_s),) if self.arrival_offset_s else ()
         return build_trace(table, path=self.path, source_format=self.source_format,
                            block_tokens=self.block_tokens, dropped=dict(self.dropped),
                            arrivals_measured=self.arrivals_measured,
@@ -187,11 +187,10 @@ def open_trace_stream(
     present = [c for c in CANONICAL_COLUMNS if c in dataset.schema.names]
     missing = [c for c in REQUIRED_COLUMNS if c not in present]
     if missing:
-        raise TraceSchemaError(
+        raise missing_columns(
             str(path),
-            [Problem(None, missing[0], TraceProblem.MISSING_COLUMN,
-                     "required column missing; convert the files with `kvadvisor convert`")],
-            total=len(missing),
+            missing,
+            "required column missing; convert the files with `kvadvisor convert`",
         )
     wanted = tuple(c for c in present if columns is None or c in columns or c in REQUIRED_COLUMNS)
     infos, block_tokens, fmt, notes, dropped, measured = _footers(files, path.is_dir())

@@ -6,16 +6,19 @@ from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.view import Section, Table
 
+RULES = ("rules", "Rules fired and rules quiet")
+ALTERNATIVES = ("alternatives", "Alternatives compared")
+
+
+def _no_recommendation(report: AdviceReport, section: tuple[str, str]) -> Section:
+    return Section(*section, missing=summary.why_missing(report, "recommendation"))
+
 
 def rules_section(report: AdviceReport) -> Section:
     """Every rule evaluated: those that fired, those that stayed quiet, and why."""
     rec = report.recommendation
     if rec is None:
-        return Section(
-            "rules",
-            "Rules fired and rules quiet",
-            missing=summary.why_missing(report, "recommendation"),
-        )
+        return _no_recommendation(report, RULES)
     fired = [r for r in rec.rules if r.fired]
     quiet = [r for r in rec.rules if not r.fired]
     unevaluated = [r for r in quiet if r.reason.startswith("not evaluated")]
@@ -28,34 +31,22 @@ def rules_section(report: AdviceReport) -> Section:
         )
         + "."
     )
-    tables = []
-    if fired:
-        tables.append(
-            Table(
-                "Fired", ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in fired)
-            )
-        )
-    if quiet:
-        tables.append(
-            Table(
-                "Quiet", ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in quiet)
-            )
-        )
+    tables = [
+        Table(title, ("code", "rule", "why"), tuple((r.code, r.name, r.reason) for r in rows))
+        for title, rows in (("Fired", fired), ("Quiet", quiet))
+        if rows
+    ]
     if rec.facts:
         facts = tuple((name, fmt.value(name, fact)) for name, fact in sorted(rec.facts.items()))
         tables.append(Table("Facts the rules saw", ("fact", "value"), facts))
-    return Section("rules", "Rules fired and rules quiet", lead, tables=tuple(tables))
+    return Section(*RULES, lead, tables=tuple(tables))
 
 
 def alternatives_section(report: AdviceReport) -> Section:
     """The ranked alternatives per stage, with the reason for each rank."""
     rec = report.recommendation
     if rec is None:
-        return Section(
-            "alternatives",
-            "Alternatives compared",
-            missing=summary.why_missing(report, "recommendation"),
-        )
+        return _no_recommendation(report, ALTERNATIVES)
     tables = []
     for stage in summary.STAGES:
         alts = getattr(rec, stage).alternatives
@@ -65,19 +56,18 @@ def alternatives_section(report: AdviceReport) -> Section:
                     f"{stage.capitalize()}",
                     ("rank", "kind", "option", "feasible", "reason"),
                     tuple(
-                        (str(a.rank), a.kind, a.name, "yes" if a.feasible else "no", a.reason)
+                        (str(a.rank), a.kind, a.name, fmt.yes_no(a.feasible), a.reason)
                         for a in sorted(alts, key=lambda a: (a.kind, a.rank))
                     ),
                 )
             )
     if not tables:
         return Section(
-            "alternatives",
-            "Alternatives compared",
+            *ALTERNATIVES,
             missing=f"{fmt.NOT_MEASURED}: the advisor ranked no alternatives for this traffic",
         )
     lead = (
         "The options the advisor ranked for each stage; the first is the recommendation. "
         + ("One storage specification was given for both stages." if rec.shared_storage else "")
     ).strip()
-    return Section("alternatives", "Alternatives compared", lead, tables=tuple(tables))
+    return Section(*ALTERNATIVES, lead, tables=tuple(tables))

@@ -137,7 +137,7 @@ def prefix_section(report: AdviceReport) -> Section:
                 tuple(
                     (
                         fmt.tokens(b.chunk_tokens),
-                        "yes" if b.save_unfull_chunk else "no",
+                        fmt.yes_no(b.save_unfull_chunk),
                         fmt.percent(b.hit_ratio_all),
                         fmt.percent(b.hit_ratio_steady),
                     )

@@ -68,8 +68,8 @@ def _model_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
     mem = m.memory
     if mem is not None:
         rows += [
-            ("weights fit in GPU memory", "yes" if mem.weights_fit else "no"),
-            ("KV working set (peak) fits", "yes" if mem.kv_working_set_fits else "no"),
+            ("weights fit in GPU memory", fmt.yes_no(mem.weights_fit)),
+            ("KV working set (peak) fits", fmt.yes_no(mem.kv_working_set_fits)),
             ("KV capacity per GPU", fmt.tokens(mem.kv_capacity_tokens)),
             ("concurrent requests that fit", fmt.number(mem.max_concurrent_requests)),
         ]
@@ -136,7 +136,7 @@ def stage_section(report: AdviceReport) -> Section:
                 ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in classes.items()),
             )
         )
-    rows += [r for r in _model_rows(report)]
+    rows += _model_rows(report)
     rows += list(extra_rows(s, "stage_split"))
     shares = [("GPU time", s.prefill_share)]
     if latency_share is not None:
