@@ -194,7 +194,7 @@ CATALOG_KINDS = ("storage", "instances", "gpus", "models")
 
 
 def catalog_files_by_kind(paths: Iterable[str | Path]) -> dict[str, list[str]]:
-    """``paths`` grouped by the kind each declares (every kind present, read once per file).
+    """``paths`` grouped by the kind each declares (every kind a key; each kind read once).
 
     A kind outside :data:`CATALOG_KINDS` is refused, naming the file and the known kinds.
     """
