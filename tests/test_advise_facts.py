@@ -128,3 +128,20 @@ def test_reuse_unknown_from_the_cache_section() -> None:
 def test_facts_doc_is_up_to_date() -> None:
     """docs/facts.md is generated from the registry (`kvadvisor rules facts -o docs/facts.md`)."""
     assert (REPO / "docs" / "facts.md").read_text(encoding="utf-8") == render_facts_doc()
+
+
+def test_stage_split_gpu_seconds_become_replica_seconds() -> None:
+    """stage_split is in GPU-seconds (docs/stage-profiler.md); the facts in replica-seconds.
+
+    At TP 4, 800 + 200 GPU-seconds over the 1000-s trace keep 1.0 GPU busy on average, and
+    one replica spends 800 / 4 = 200 s in prefill (docs/facts.md).
+    """
+    model = SimpleNamespace(kv_bytes_per_token=327_680, deployment=SimpleNamespace(tp=4),
+                            memory=None)
+    report = SimpleNamespace(trace=TRACE, model=model, prefix_cache=None, io=None,
+                             stage_split=StageSplit("modeled", 800.0, 200.0, 0.8))
+    f = {k: v.value for k, v in report_facts(report).items()}
+    assert f["busy_gpus_mean"] == pytest.approx(1.0)
+    assert f["prefill_gpu_s"] == pytest.approx(200.0) and f["decode_gpu_s"] == pytest.approx(50.0)
+    assert f["split_gpus_per_replica"] == 4
+    assert f["prefill_share_gpu_time"] == pytest.approx(0.8)

@@ -59,6 +59,8 @@ def test_contract_keys_and_assumed_defaults() -> None:
     assert doc["stage_split"]["source"] == "modeled"
     assert doc["io"]["read"]["mean_bytes_per_s"] is None  # unknown without hits, not zero
     assert doc["io"]["write"]["mean_bytes_per_s"] > 0
+    # Without hits every prompt token is written once: (1000 + 2000 + 3000) x 327,680 B.
+    assert doc["io"]["write"]["bytes_total"] == 6000 * 327_680
 
 
 def test_cached_tokens_give_read_demand() -> None:

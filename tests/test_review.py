@@ -382,3 +382,19 @@ def test_analyze_plan_review_equals_a_fresh_replay() -> None:
     report = analyze(trace, AnalyzeOptions(plans=plans), version="t", generated_at="t")
     assert report.plan_reviews == review_plans(trace, plans, warmup_fraction=0.5)
     assert len(report.plan_reviews) == 2
+
+
+def test_replay_refuses_a_warmup_outside_0_1_without_hashes() -> None:
+    """A trace without hashes gets the same warm-up check as one whose cache is replayed."""
+    import pyarrow as pa
+
+    from kvadvisor.advise.review import replay_trace
+    from kvadvisor.errors import ConfigError
+    from kvadvisor.trace.model import Trace
+
+    table = pa.table({"arrival_s": ARRIVAL, "input_tokens": INPUT, "output_tokens": OUTPUT})
+    trace = Trace(table=table, block_tokens=None, source_format="canonical", source_path="t")
+    with pytest.raises(ConfigError, match="warmup fraction 1.5"):
+        replay_trace(trace, 1.5)
+    replay, _ = replay_trace(trace, 0.5)
+    assert replay.warmup_requests == 2 and replay.hit_tokens_at is None

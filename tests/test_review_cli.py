@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_checks import one_error_line
 from typer.testing import CliRunner
 
 from kvadvisor.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USER_ERROR, app
@@ -228,3 +229,13 @@ def test_extra_catalog_names_a_storage_option(tiny_trace: Path, tmp_path: Path) 
     rv02 = next(c for c in ET.parse(out).getroot().iter("testcase")
                 if c.get("name").startswith("RV02"))
     assert "against 1 GB/s" in rv02.find("system-out").text
+
+
+def test_catalog_of_unknown_kind_is_refused(tiny_trace: Path, tmp_path: Path) -> None:
+    """A --catalog file whose kind is misspelled is an error, as analyze says, not ignored."""
+    catalog = tmp_path / "typo.yaml"
+    catalog.write_text("kind: storge\nentries: {}\n")
+    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
+                                 "--catalog", str(catalog)])
+    one_error_line(result, "typo.yaml", "unknown catalog kind 'storge'",
+                   "storage, instances, gpus, models")

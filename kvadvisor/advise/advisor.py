@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvadvisor.advise.facts import collect, hit_ratio_at
+from kvadvisor.advise.facts import collect, div, hit_ratio_at, report_facts
+from kvadvisor.advise.inputs import AdvisorInputs
 from kvadvisor.advise.model import (
+    AdviceReport,
     Alternative,
+    Deployment,
     Finding,
     PrefixCache,
     Recommendation,
@@ -31,8 +34,10 @@ from kvadvisor.advise.model import (
     Tier,
     Utilization,
 )
+from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance
 from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
+from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, S_PER_DAY
@@ -79,10 +84,6 @@ class Advice:
 def _v(facts: Mapping[str, FactValue], name: str) -> float | None:
     f = facts.get(name)
     return None if f is None else float(f.value)
-
-
-def _div(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b == 0 else a / b
 
 
 # -- instances ----------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ def _available_on(spec: StorageSpec, inst: InstanceSpec) -> bool:
     if spec.provider not in ("generic", inst.provider):
         return False
     if spec.category == "local_nvme":
-        return inst.local_nvme_count > 0 and spec.provider in ("generic", inst.provider)
+        return inst.local_nvme_count > 0
     if spec.category == "ephemeral":
         return inst.ephemeral_disks
     return True
@@ -308,7 +309,7 @@ def rank_tiers(
     def key(f: TierFit) -> tuple[Any, ...]:
         cap = f.write_bytes_per_s if stage == "prefill" else f.read_bytes_per_s
         demand = shared_demand_bytes_per_s if f.spec.shared else demand_bytes_per_s
-        util = _div(demand, cap)
+        util = div(demand, cap)
         closeness = abs(TARGET_TIER_UTILIZATION - util) if util is not None else 1.0
         order = CATEGORIES.index(f.spec.category)
         # Drives that come with the instance are already paid for: use them first.
@@ -324,7 +325,7 @@ def rank_tiers(
 
 # -- the advisor --------------------------------------------------------------------------------
 def _demand(facts: Mapping[str, FactValue], kind: str, count: int) -> dict[str, float | None]:
-    return {s: _div(_v(facts, f"{kind}_bytes_per_s_{s}"), count) for s in ("mean", "p99", "peak")}
+    return {s: div(_v(facts, f"{kind}_bytes_per_s_{s}"), count) for s in ("mean", "p99", "peak")}
 
 
 def _stage_instance(stage: str, options: AdvisorOptions, instances: Mapping[str, InstanceSpec],
@@ -344,9 +345,9 @@ def _tier_facts(stage: str, fit: TierFit | None, spec: StorageSpec, demand: dict
         cap = fit.write_bytes_per_s if fit else None
         return [
             ("prefill_storage_write_bytes_per_s", cap),
-            ("prefill_storage_write_utilization_mean", _div(demand["mean"], cap)),
-            ("prefill_storage_write_utilization_p99", _div(demand["p99"], cap)),
-            ("prefill_storage_write_utilization_peak", _div(demand["peak"], cap)),
+            ("prefill_storage_write_utilization_mean", div(demand["mean"], cap)),
+            ("prefill_storage_write_utilization_p99", div(demand["p99"], cap)),
+            ("prefill_storage_write_utilization_peak", div(demand["peak"], cap)),
             ("prefill_storage_io_unit_bytes", spec.io_unit_bytes),
             ("prefill_storage_gds", spec.gds_support),
         ]
@@ -354,10 +355,10 @@ def _tier_facts(stage: str, fit: TierFit | None, spec: StorageSpec, demand: dict
     iops = fit.read_iops if fit else None
 
     def util(x: float | None, io: float | None) -> float | None:
-        shares = [s for s in (_div(x, bw), _div(io, iops)) if s is not None]
+        shares = [s for s in (div(x, bw), div(io, iops)) if s is not None]
         return max(shares) if shares else None
 
-    scale = _div(iops_p99, demand["p99"])  # I/Os per byte at the chunk size
+    scale = div(iops_p99, demand["p99"])  # I/Os per byte at the chunk size
     return [
         ("decode_storage_read_bytes_per_s", bw),
         ("decode_storage_read_iops", iops),
@@ -420,7 +421,7 @@ def advise(
         n = count or 1
         kind = "write" if stage == "prefill" else "read"
         demand = _demand(facts, kind, n)
-        iops_p99 = _div(_v(facts, "write_iops_p99" if stage == "prefill"
+        iops_p99 = div(_v(facts, "write_iops_p99" if stage == "prefill"
                            else "decode_read_iops_p99"), n)
         local_gib = None if needed_gib is None else needed_gib / n
         gpu_pool = (GPU_MEMORY_USABLE * inst.gpu_memory_total_gib - weights
@@ -487,7 +488,7 @@ def advise(
                 ("write_amplification_ratio",
                  None if not io_size or not unit else math.ceil(io_size / unit) * unit / io_size),
                 ("prefill_disk_cap_bytes_per_s", disk_cap),
-                ("prefill_disk_cap_utilization_p99", _div(demand["p99"], disk_cap)),
+                ("prefill_disk_cap_utilization_p99", div(demand["p99"], disk_cap)),
                 ("ssd_drive_writes_per_day", dwpd),
             ]
             if kv and prefix_cache is not None and gpu_pool is not None:
@@ -547,8 +548,8 @@ def advise(
                 capacity_gib=local_gib, derivation=tuple(derivation)),
             chunk_tokens=options.chunk_tokens,
             retention_s=_v(facts, "retention_ttl_s"),
-            utilization=Utilization(_div(demand_here["mean"], cap), _div(demand_here["p99"], cap),
-                                    _div(demand_here["peak"], cap),
+            utilization=Utilization(div(demand_here["mean"], cap), div(demand_here["p99"], cap),
+                                    div(demand_here["peak"], cap),
                                     f"{kind} demand per instance / {spec.name} {kind} bandwidth"),
             alternatives=tuple(storage_alts + inst_alts),
             notes=tuple(notes),
@@ -594,59 +595,9 @@ def _finding(rule: Rule, message: str, evidence: dict[str, Any], facts: Mapping[
     )
 
 
-# -- inputs and the report ---------------------------------------------------------------------
-FOREIGN_CATALOG_KINDS = ("gpus", "models")  # loaded by the stage profiler's catalogs
-
-
-@dataclass(frozen=True)
-class AdvisorInputs:
-    """Everything the advisor reads besides the workload: rules and catalogs."""
-
-    rules: tuple[Rule, ...]
-    storage: Mapping[str, StorageSpec]
-    instances: Mapping[str, InstanceSpec]
-
-
-def load_advisor_inputs(
-    rules_dirs: Sequence[str] = (),
-    select: Sequence[str] = (),
-    ignore: Sequence[str] = (),
-    catalog_files: Sequence[str] = (),
-) -> AdvisorInputs:
-    """Load rules and catalogs for the advisor.
-
-    Load the built-in rules plus ``rules_dirs`` (selected and ignored by code, name or
-    group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``).
-    """
-    from kvadvisor.catalog.instances import load_instances
-    from kvadvisor.catalog.storage import catalog_kind, load_storage
-    from kvadvisor.errors import CatalogError
-
-    by_kind: dict[str, list[str]] = {"storage": [], "instances": []}
-    for path in catalog_files:
-        kind = catalog_kind(path)
-        if kind in by_kind:
-            by_kind[kind].append(path)
-        elif kind not in FOREIGN_CATALOG_KINDS:
-            known = ", ".join([*by_kind, *FOREIGN_CATALOG_KINDS])
-            raise CatalogError(f"{path}: unknown catalog kind {kind!r}; expected one of {known}")
-    return AdvisorInputs(load_rule_set(rules_dirs, select, ignore),
-                         load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
-
-
-def load_rule_set(rules_dirs: Sequence[str] = (), select: Sequence[str] = (),
-                  ignore: Sequence[str] = (), *, builtin: bool = True) -> tuple[Rule, ...]:
-    """Built-in rules plus ``rules_dirs``, checked against the fact registry, then selected."""
-    from kvadvisor.advise.facts import FACTS
-    from kvadvisor.rules import load_rules, select_rules
-
-    return select_rules(load_rules(rules_dirs, FACTS, builtin=builtin), select, ignore)
-
-
+# -- the report --------------------------------------------------------------------------------
 def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
     """``--instance NAME`` for both stages, or ``prefill=NAME`` / ``decode=NAME``."""
-    from kvadvisor.errors import ConfigError
-
     out: dict[str, str] = {}
     for value in values:
         stage, sep, name = value.partition("=")
@@ -658,45 +609,42 @@ def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _split_gpu_facts(report: Any) -> dict[str, float]:
+def _deployment(report: AdviceReport) -> Deployment | None:
+    return report.model.deployment if report.model is not None else None
+
+
+def _split_gpu_facts(report: AdviceReport) -> dict[str, float]:
     """Figures of the GPU the stage split was modeled on.
 
     TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
     catalog; empty when the split was measured on an unknown GPU.
     """
-    from kvadvisor.catalog.gpus import get_gpu
-    from kvadvisor.errors import CatalogError
-
-    name = getattr(getattr(getattr(report, "model", None), "deployment", None), "gpu", None)
-    if report.stage_split is None or not name:
+    deployment = _deployment(report)
+    if report.stage_split is None or deployment is None or not deployment.gpu:
         return {}
     try:
-        gpu = get_gpu(name)
+        gpu = get_gpu(deployment.gpu)
     except CatalogError:
         return {}
     return {"split_gpu_bf16_tflops": gpu.bf16_dense_tflops,
             "split_gpu_memory_bandwidth_gbps": gpu.memory_bandwidth_gbps}
 
 
-def advise_report(report: Any, inputs: AdvisorInputs, options: AdvisorOptions,
-                  extra_facts: Mapping[str, Any] | None = None) -> Any:
+def advise_report(report: AdviceReport, inputs: AdvisorInputs, options: AdvisorOptions,
+                  extra_facts: Mapping[str, Any] | None = None) -> AdviceReport:
     """The report with ``recommendation`` and ``findings`` filled from its own sections.
 
     ``extra_facts`` are facts a producer computed from results the report does not carry
     (registered names; None values are dropped); they take precedence.
     """
-    from dataclasses import replace
-
-    from kvadvisor.advise.facts import collect, report_facts
-
-    deployment = getattr(getattr(report, "model", None), "deployment", None)
-    if deployment is not None and not getattr(deployment, "gpu_assumed", True):
+    deployment = _deployment(report)
+    if deployment is not None and not deployment.gpu_assumed:
         options = replace(options, preferred_gpu=deployment.gpu)
     workload = report_facts(report, chunk_tokens=options.chunk_tokens)
     workload.update(collect(_split_gpu_facts(report).items()))
     workload.update(collect((extra_facts or {}).items()))
     breakeven = {t.tier: (t.break_even_tokens, t.hit_token_share_below)
-                 for t in getattr(report.io, "load_vs_recompute", ()) or ()}
+                 for t in (report.io.load_vs_recompute if report.io is not None else ())}
     advice = advise(workload, report.prefix_cache, inputs.storage, inputs.instances,
                     inputs.rules, options, breakeven)
     return replace(report, recommendation=advice.recommendation,

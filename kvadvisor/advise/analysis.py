@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
 
-from kvadvisor.advise.advisor import (
-    AdvisorInputs,
-    AdvisorOptions,
-    advise_report,
-    load_advisor_inputs,
-    parse_instance_choice,
-)
+from kvadvisor.advise.advisor import AdvisorOptions, advise_report, parse_instance_choice
 from kvadvisor.advise.cache_section import prefix_cache_section, simulate_section_cache
+from kvadvisor.advise.inputs import AdvisorInputs, load_advisor_inputs
 from kvadvisor.advise.model import FORMAT_VERSION, AdviceReport, Meta, Series, TraceSummary
 from kvadvisor.advise.profile import ProfileOptions, StageProfile, profile_workload
 from kvadvisor.advise.review import review_plans
@@ -27,6 +23,7 @@ from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.plan.model import Plan
 from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
+from kvadvisor.trace.stream import TraceStream
 
 
 @dataclass(frozen=True)
@@ -67,6 +64,34 @@ ARRIVAL_WINDOWS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 72
 MAX_ARRIVAL_BINS = 240
 
 
+def arrival_window_s(duration_s: float) -> int:
+    """The smallest of ``ARRIVAL_WINDOWS_S`` giving at most ``MAX_ARRIVAL_BINS`` windows."""
+    return next(
+        (w for w in ARRIVAL_WINDOWS_S if duration_s / w < MAX_ARRIVAL_BINS), ARRIVAL_WINDOWS_S[-1]
+    )
+
+
+def arrival_counts(arrival_s: np.ndarray, duration_s: float, window_s: int) -> np.ndarray:
+    """Requests per window of ``window_s`` from 0 to ``duration_s`` (later arrivals in the last)."""
+    bins = int(duration_s // window_s) + 1
+    idx = np.minimum((arrival_s // window_s).astype(np.int64), bins - 1)
+    return np.bincount(idx, minlength=bins)
+
+
+def arrival_chart(counts: np.ndarray, window_s: int) -> Series:
+    """The arrivals chart from per-window request counts: x each window's start, y requests/s."""
+    return Series(
+        name=f"arrivals per {window_s} s window",
+        x_label="time since first request",
+        x_unit="s",
+        y_label="arrival rate",
+        y_unit="requests/s",
+        x=tuple(float(v) for v in np.arange(counts.size) * window_s),
+        y=tuple(float(v) for v in counts / window_s),
+        kind="step",
+    )
+
+
 def arrival_series(arrival_s: np.ndarray, duration_s: float) -> Series | None:
     """Requests per second in fixed windows from the first arrival (None for an empty trace).
 
@@ -75,21 +100,30 @@ def arrival_series(arrival_s: np.ndarray, duration_s: float) -> Series | None:
     """
     if arrival_s.size == 0:
         return None
-    window_s = next(
-        (w for w in ARRIVAL_WINDOWS_S if duration_s / w < MAX_ARRIVAL_BINS), ARRIVAL_WINDOWS_S[-1]
-    )
-    bins = int(duration_s // window_s) + 1
-    idx = np.minimum((arrival_s // window_s).astype(np.int64), bins - 1)
-    counts = np.bincount(idx, minlength=bins)
+    window_s = arrival_window_s(duration_s)
+    return arrival_chart(arrival_counts(arrival_s, duration_s, window_s), window_s)
+
+
+def log2_bin(tokens: np.ndarray) -> np.ndarray:
+    """Power-of-two bin of each length: bin 0 holds 0 and 1, bin k >= 1 holds [2^k, 2^(k+1)).
+
+    Bin 0 takes 0 as well because log2 is undefined there.
+    """
+    return np.floor(np.log2(np.maximum(tokens, 1).astype(np.float64))).astype(np.int64)
+
+
+def length_chart(counts: np.ndarray, what: str) -> Series:
+    """The length chart from per-bin request counts (``log2_bin``): x each bin's lower edge."""
+    ks = np.arange(counts.size)
     return Series(
-        name=f"arrivals per {window_s} s window",
-        x_label="time since first request",
-        x_unit="s",
-        y_label="arrival rate",
-        y_unit="requests/s",
-        x=tuple(float(v) for v in np.arange(bins) * window_s),
-        y=tuple(float(v) for v in counts / window_s),
-        kind="step",
+        name=f"{what} length distribution",
+        x_label=f"{what} length, bin lower edge",
+        x_unit="tokens",
+        y_label="requests",
+        y_unit="count",
+        x=tuple(float(v) for v in np.where(ks == 0, 0.0, 2.0**ks)),
+        y=tuple(float(v) for v in counts),
+        kind="bar",
     )
 
 
@@ -101,32 +135,22 @@ def length_histogram(tokens: np.ndarray, what: str) -> Series | None:
     """
     if tokens.size == 0:
         return None
-    # Bin k holds [2^k, 2^(k+1)) for k >= 1; bin 0 holds 0 and 1 (log2 is undefined at 0).
-    k = np.floor(np.log2(np.maximum(tokens, 1).astype(np.float64))).astype(np.int64)
-    counts = np.bincount(k)
-    ks = np.arange(counts.size)
-    lower = np.where(ks == 0, 0.0, 2.0**ks)
-    return Series(
-        name=f"{what} length distribution",
-        x_label=f"{what} length, bin lower edge",
-        x_unit="tokens",
-        y_label="requests",
-        y_unit="count",
-        x=tuple(float(v) for v in lower),
-        y=tuple(float(v) for v in counts),
-        kind="bar",
-    )
+    return length_chart(np.bincount(log2_bin(tokens)), what)
 
 
 MAX_MODELS_LISTED = 20
+
+
+def listed_models(names: Iterable[object]) -> tuple[str, ...]:
+    """Distinct served-model names as the report lists them: sorted, at most MAX_MODELS_LISTED."""
+    return tuple(sorted({str(n) for n in names})[:MAX_MODELS_LISTED])
 
 
 def trace_models(trace: Trace) -> tuple[str, ...]:
     """Distinct non-null values of the ``model`` column, sorted, at most MAX_MODELS_LISTED."""
     if "model" not in trace.table.column_names:
         return ()
-    names = pc.unique(trace.table["model"].drop_null()).to_pylist()
-    return tuple(sorted(str(n) for n in names)[:MAX_MODELS_LISTED])
+    return listed_models(pc.unique(trace.table["model"].drop_null()).to_pylist())
 
 
 def options_record(options: AnalyzeOptions) -> dict[str, Any]:
@@ -205,15 +229,13 @@ def analyze(
                               hits_source=hits_source)
     prefix_cache = prefix_cache_section(
         trace,
+        simulated,
         warmup_fraction=options.warmup_fraction,
         tiers=options.cache_tiers,
         instances=options.cache_instances,
         routing_seed=options.cache_routing_seed,
-        chunk_tokens=options.cache_chunk_tokens,
         save_unfull_chunk=options.cache_save_unfull_chunk,
-        sample_rate=options.cache_sample_rate,
         kv_bytes_per_token=stages.model.kv_bytes_per_token,
-        simulated=simulated,
     )
     report = AdviceReport(
         meta=meta,
@@ -259,11 +281,10 @@ def prefix_hits(
 def _advise(
     report: AdviceReport,
     options: AnalyzeOptions,
-    inputs: AdvisorInputs | None = None,
-    stages: StageProfile | None = None,
+    inputs: AdvisorInputs,
+    stages: StageProfile | None,
 ) -> AdviceReport:
     """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
-    inputs = inputs or options.advisor_inputs or load_advisor_inputs()
     advisor_options = AdvisorOptions(
         chunk_tokens=options.chunk_tokens,
         storage=options.storage,
@@ -293,8 +314,11 @@ def data_versions(inputs: AdvisorInputs) -> dict[str, str]:
     }
 
 
-def unavailable_reasons(trace: Trace, report: AdviceReport) -> dict[str, str]:
-    """Why each section left empty is empty, in words a reader can act on."""
+def unavailable_reasons(trace: Trace | TraceStream, report: AdviceReport) -> dict[str, str]:
+    """Why each section left empty is empty, in words a reader can act on.
+
+    Of the trace it asks only whether it has block hashes, which a stream knows too.
+    """
     why: dict[str, str] = {}
     if report.prefix_cache is None:
         why["prefix_cache"] = (

@@ -257,35 +257,27 @@ def simulate_section_cache(
 
 def prefix_cache_section(
     trace: Trace,
+    simulated: tuple[Trace, PrefixCacheResult] | None,
     *,
     warmup_fraction: float = 0.5,
     tiers: Sequence[TierSpec] = (),
     instances: int = 8,
     routing_seed: int = 0,
-    chunk_tokens: int | None = None,
     save_unfull_chunk: bool = False,
-    sample_rate: float | None = None,
     kv_bytes_per_token: int | None = None,
-    simulated: tuple[Trace, PrefixCacheResult] | None = None,
 ) -> PrefixCache:
-    """Simulate the prefix cache on ``trace`` and summarise it for the report.
+    """Summarise the prefix-cache simulation of ``trace`` for the report.
 
-    Without block hashes the section says "prefix reuse unknown" and every ratio is null. With
-    ``chunk_tokens`` the hashes are first coarsened to that engine chunk size. Routing, reuse
-    times and the block-size comparison need the exact pass; a sampled curve omits them.
-    ``simulated`` is the (coarsened trace, result) of ``simulate_section_cache`` with the same
-    options, when the caller already ran it (the pass is then not run twice).
+    ``simulated`` is the (trace as simulated, result) of :func:`simulate_section_cache` with
+    the same warm-up (coarsened to the engine chunk size when one was given); None when the
+    trace has no block hashes, and the section then says "prefix reuse unknown" with every
+    ratio null. Routing, reuse times and the block-size comparison need the exact pass; a
+    sampled curve omits them.
     """
-    if not trace.has_hashes:
+    if simulated is None:
         return unknown_prefix_cache(warmup_fraction)
     original = trace
-    trace, result = simulated or simulate_section_cache(
-        trace,
-        warmup_fraction=warmup_fraction,
-        chunk_tokens=chunk_tokens,
-        save_unfull_chunk=save_unfull_chunk,
-        sample_rate=sample_rate,
-    )
+    trace, result = simulated
     exact = result.exact
     extras = exact and result.curve.total_blocks_all <= EXTRAS_MAX_ACCESSES
     note = None

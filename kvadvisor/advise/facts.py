@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvadvisor.advise.model import IoDemand, ModelSummary, PrefixCache, StageSplit, TraceSummary
@@ -208,7 +209,8 @@ def collect(pairs: Iterable[tuple[str, Any]]) -> dict[str, FactValue]:
     return out
 
 
-def _div(a: float | None, b: float | None) -> float | None:
+def div(a: float | None, b: float | None) -> float | None:
+    """The quotient a / b; None when either is unknown or b is 0."""
     if a is None or b is None or b == 0:
         return None
     return a / b
@@ -290,10 +292,10 @@ def workload_facts(
         ("requests_count", n),
         ("trace_duration_s", trace.duration_s),
         ("arrival_rate_per_s", trace.arrival_rate_per_s),
-        ("input_tokens_mean", _div(trace.input_tokens_total, n)),
-        ("output_tokens_mean", _div(trace.output_tokens_total, n)),
+        ("input_tokens_mean", div(trace.input_tokens_total, n)),
+        ("output_tokens_mean", div(trace.output_tokens_total, n)),
         ("output_to_input_tokens_ratio",
-         _div(trace.output_tokens_total, trace.input_tokens_total)),
+         div(trace.output_tokens_total, trace.input_tokens_total)),
         ("prefix_reuse_measurable", bool(has_hashes)),
         ("block_tokens", trace.block_tokens),
         ("chunk_tokens", chunk_tokens),
@@ -305,10 +307,10 @@ def workload_facts(
         pairs += [
             ("prefill_gpu_s", stage_split.prefill_s),
             ("decode_gpu_s", stage_split.decode_s),
-            ("prefill_share_gpu_time", _div(stage_split.prefill_s, total)),
-            ("decode_share_gpu_time", _div(stage_split.decode_s, total)),
-            ("prefill_to_decode_gpu_time_ratio", _div(stage_split.prefill_s, stage_split.decode_s)),
-            ("busy_gpus_mean", _div(total, trace.duration_s)),
+            ("prefill_share_gpu_time", div(stage_split.prefill_s, total)),
+            ("decode_share_gpu_time", div(stage_split.decode_s, total)),
+            ("prefill_to_decode_gpu_time_ratio", div(stage_split.prefill_s, stage_split.decode_s)),
+            ("busy_gpus_mean", div(total, trace.duration_s)),
         ]
     if prefix_cache is not None and prefix_cache.hit_ratio.all is not None:
         ws = working_set_tokens(prefix_cache)
@@ -326,16 +328,16 @@ def workload_facts(
             ("write_bytes_per_s_mean", w.mean_bytes_per_s),
             ("write_bytes_per_s_p99", w.p99_bytes_per_s),
             ("write_bytes_per_s_peak", w.peak_bytes_per_s),
-            ("write_peak_to_mean", _div(w.peak_bytes_per_s, w.mean_bytes_per_s)),
-            ("write_p99_to_mean", _div(w.p99_bytes_per_s, w.mean_bytes_per_s)),
+            ("write_peak_to_mean", div(w.peak_bytes_per_s, w.mean_bytes_per_s)),
+            ("write_p99_to_mean", div(w.p99_bytes_per_s, w.mean_bytes_per_s)),
             ("read_bytes_per_s_mean", r.mean_bytes_per_s),
             ("read_bytes_per_s_p99", r.p99_bytes_per_s),
             ("read_bytes_per_s_peak", r.peak_bytes_per_s),
-            ("read_peak_to_mean", _div(r.peak_bytes_per_s, r.mean_bytes_per_s)),
+            ("read_peak_to_mean", div(r.peak_bytes_per_s, r.mean_bytes_per_s)),
             ("io_size_bytes", io_size),
-            ("write_iops_p99", _div(w.p99_bytes_per_s, io_size)),
-            ("decode_read_iops_mean", _div(r.mean_bytes_per_s, io_size)),
-            ("decode_read_iops_p99", _div(r.p99_bytes_per_s, io_size)),
+            ("write_iops_p99", div(w.p99_bytes_per_s, io_size)),
+            ("decode_read_iops_mean", div(r.mean_bytes_per_s, io_size)),
+            ("decode_read_iops_p99", div(r.p99_bytes_per_s, io_size)),
         ]
     elif kv:
         pairs.append(("io_size_bytes", chunk_tokens * kv))
@@ -414,6 +416,10 @@ def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue
         if read_io is not None and getattr(io, "read_known", True):
             extra["decode_read_iops_p99"] = read_io.p99_iops
             extra["decode_read_iops_mean"] = read_io.mean_iops
+    if split is not None:
+        # The section counts GPU-seconds (a replica's seconds x TP, docs/stage-profiler.md); the
+        # facts count model-replica seconds, and busy_gpus_mean scales back by TP below.
+        split = replace(split, prefill_s=split.prefill_s / tp, decode_s=split.decode_s / tp)
     facts = workload_facts(report.trace, model, split, pc, io, chunk_tokens=chunk_tokens,
                            extra=extra)
     if io is not None and not getattr(io, "read_known", True):

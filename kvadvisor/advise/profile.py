@@ -171,16 +171,12 @@ def _fit_error(e) -> FitErrorSummary:  # noqa: ANN001 - perfmodel.FitError
     return FitErrorSummary(e.rows, e.mape, e.median_ape)
 
 
-def _efficiency_dict(eff) -> dict:  # noqa: ANN001 - perfmodel.Efficiency
-    return asdict(eff)
-
-
 def _calibration_summary(c: Calibration) -> CalibrationSummary:
     return CalibrationSummary(
         fit_rows=c.fit_rows,
         heldout_rows=c.heldout_rows,
-        efficiency=_efficiency_dict(c.efficiency),
-        prior_efficiency=_efficiency_dict(c.prior),
+        efficiency=asdict(c.efficiency),
+        prior_efficiency=asdict(c.prior),
         prefill_heldout=_fit_error(c.prefill_heldout),
         decode_step_heldout=_fit_error(c.decode_heldout),
         prefill_heldout_prior=_fit_error(c.prefill_heldout_prior),
@@ -354,7 +350,7 @@ def _model_section(
         tp_assumed=options.tp is None,
         kv_dtype=pm.kv_dtype,
         weight_dtype=pm.weight_dtype,
-        efficiency=_efficiency_dict(pm.efficiency),
+        efficiency=asdict(pm.efficiency),
     )
     return ModelSummary(
         name=spec.name,

@@ -1,7 +1,9 @@
 """Review a deployment plan against a replayed trace: hits, bandwidth, utilization, engine lint.
 
 Everything here is a pure function of the plan and of arrays measured from the trace; the
-orchestration that runs the cache simulation lives in :func:`review_trace`. Definitions
+orchestration that runs the cache simulation lives in :func:`review_trace`. The engine lint,
+which needs the plan only, and the checks' sources are in :mod:`kvadvisor.advise.review_checks`.
+Definitions
 (docs/review.md gives them in words):
 
 * Tiers form an inclusive LRU hierarchy, fastest first (LMCache, KVBM and HiCache all write
@@ -38,12 +40,14 @@ from kvadvisor.advise.model import (
     TraceSummary,
     Utilization,
 )
+from kvadvisor.advise.review_checks import check, engine_checks, fmt_bytes
 from kvadvisor.cache import PrefixCacheResult, simulate_prefix_cache
+from kvadvisor.cache.prefix import warmup_requests_for
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit, recompute_s
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
+from kvadvisor.units import BYTES_PER_GB
 
 HitFn = Callable[[float | None], np.ndarray]
 RecomputeFn = Callable[[np.ndarray], np.ndarray]
@@ -53,23 +57,6 @@ MIN_TIER_HIT_SHARE = 0.01  # a tier serving under 1% of prompt tokens is not wor
 UNDERUSED_MEAN_UTILIZATION = 0.10  # DESIGN.md cause 1: sized for the peak, run at the average
 SATURATED_P99_UTILIZATION = 0.70  # a stage this busy at p99 has little headroom
 BELOW_BREAK_EVEN_RISK_SHARE = 0.5  # most loads from the tier lose to recomputing them
-HICACHE_MIN_RATIO = 2.0  # SGLang hicache_design.md: host pool at least twice the device pool
-
-SOURCES = {
-    "design": "DESIGN.md definitions (prefix hit, write and read demand)",
-    "cause1": "DESIGN.md, underutilization cause 1 (sized for the peak, run at the average)",
-    "cause2": "DESIGN.md, underutilization cause 2 (the stage time split ignored)",
-    "loadrecompute": "DESIGN.md load vs recompute; Mooncake FAST'25 break-even; dynamo #6101",
-    "kvbm": "ai-dynamo/dynamo kvbm-guide.md (PR #6506): CPU cache >= device pool, DISK >= CPU",
-    "hicache_ratio": "sgl-project/sglang hicache_design.md: --hicache-ratio minimum 2",
-    "hicache_mem": "sglang #5372, bytedance-iaas/sglang #744: host pools over host memory OOM",
-    "lmcache_chunk": "LMCache configurations.rst chunk_size; LMCache #4782, #5217 (KV geometry)",
-    "lmcache_fs": "LMCache #4725: fs_native max_capacity_gb without eviction grows past the cap",
-    "mooncake_fs": "Mooncake deployment guide: do not combine --root_fs_dir with --enable_offload",
-    "ssd_bound": "LMCache #4725, Mooncake #924: a disk tier without a bound fills the disk",
-    "slo": "the plan's SLO; load time = latency + bytes / read bandwidth per tier",
-}
-
 
 @dataclass(frozen=True, eq=False)
 class TraceReplay:
@@ -147,7 +134,7 @@ def _ratio(num: float, den: float) -> float | None:
     return float(num) / float(den) if den > 0 else None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _TierCalc:
     """Working arrays of one tier (per request), kept beside the TierReview for the checks."""
 
@@ -173,6 +160,11 @@ def stage_chunk_tokens(stage: StagePlan) -> tuple[int, str]:
     return 256, "no engine chunk given: LMCache's default chunk_size"
 
 
+def _device_pool(stage: StagePlan, perf: PlanPerf) -> float | None:
+    """The stage's device KV pool per instance: the plan's gpu_kv_pool, else the modeled one."""
+    return stage.gpu_kv_pool_bytes or perf.stages.get(stage.stage, StagePerf()).device_pool_bytes
+
+
 def _stage_tiers(
     stage: StagePlan,
     replay: TraceReplay,
@@ -187,7 +179,7 @@ def _stage_tiers(
     inp = replay.input_tokens.astype(np.float64)
     hits = replay.hit_tokens_at if stage.stage == "prefill" else None
     prev = np.zeros_like(inp)
-    pool = stage.gpu_kv_pool_bytes or sp.device_pool_bytes
+    pool = _device_pool(stage, perf)
     if hits is not None and pool:
         prev = hits(pool * stage.count / kvb).astype(np.float64)
     out: list[_TierCalc] = []
@@ -210,6 +202,12 @@ def _stage_tiers(
         # prefill reads are unknown without hashes.
         read = None if served is None else io_rate(times_s, served * kvb / fleet, window_s, span_s)
         wcap, rcap = _capability(tier, stage, "write"), _capability(tier, stage, "read")
+        # Load vs recompute (RV06) needs the performance model, hits and the read bandwidth.
+        p_star = share = None
+        if stage.stage == "prefill" and sp.recompute_s is not None and served is not None and (
+                rcap is not None):
+            p_star, share = _break_even(served, tier.storage.latency_s or 0.0, rcap, kvb,
+                                        sp.recompute_s)
         review = TierReview(
             stage=stage.stage,
             tier=tier.name,
@@ -228,6 +226,8 @@ def _stage_tiers(
             read_capability_bytes_per_s=rcap,
             write_utilization=_util(write, wcap),
             read_utilization=_util(read, rcap),
+            break_even_tokens=p_star,
+            below_break_even_share=share,
         )
         out.append(_TierCalc(tier, review, served, written, fleet))
     return out
@@ -247,44 +247,25 @@ def _load_times(calcs: Sequence[_TierCalc], kvb: int) -> np.ndarray | None:
 
 
 def _break_even(
-    c: _TierCalc, kvb: int, recompute: RecomputeFn
+    served_tokens: np.ndarray, latency_s: float, bw: float, kvb: int, recompute: RecomputeFn
 ) -> tuple[float | None, float | None]:
     """Break-even prefix length (tokens) and the share of served tokens loaded below it."""
-    bw = c.review.read_capability_bytes_per_s
-    if c.served_tokens is None or not bw:
+    if not bw:
         return None, None
-    lat = c.plan.storage.latency_s or 0.0
     grid = np.unique(np.geomspace(1, 1 << 24, 512).astype(np.int64)).astype(np.float64)
-    wins = lat + grid * kvb / bw <= recompute(grid)
+    wins = latency_s + grid * kvb / bw <= recompute(grid)
     p_star = float(grid[np.argmax(wins)]) if wins.any() else math.inf
-    s = c.served_tokens
+    s = served_tokens
     loaded = s > 0
-    lose = loaded & (lat + s * kvb / bw > recompute(s))
+    lose = loaded & (latency_s + s * kvb / bw > recompute(s))
     return p_star, _ratio(s[lose].sum(), s[loaded].sum())
 
 
 # --- checks ------------------------------------------------------------------------------------
 
 
-def _check(code: str, name: str, stage: str, severity: str, status: str, message: str,
-           source: str, subject: str = "", **evidence: Any) -> ReviewCheck:
-    return ReviewCheck(code, name, stage, severity, status, message, evidence,
-                       SOURCES[source], subject)
-
-
-def _gb(nbytes: float | None) -> str:
-    """Decimal bytes with a readable prefix ("1.5 TB", "320 KB"); None is unbounded."""
-    if nbytes is None:
-        return "unbounded"
-    for unit, size in (("TB", BYTES_PER_TB), ("GB", BYTES_PER_GB), ("MB", BYTES_PER_MB),
-                       ("KB", BYTES_PER_KB)):
-        if abs(nbytes) >= size:
-            return f"{nbytes / size:,.3g} {unit}"
-    return f"{nbytes:,.0f} B"
-
-
 def _gbps(rate: float | None) -> str:
-    return "unknown" if rate is None else f"{_gb(rate)}/s"
+    return "unknown" if rate is None else f"{fmt_bytes(rate)}/s"
 
 
 def _iops_check(stage: StagePlan, c: _TierCalc, times_s: np.ndarray, span_s: float,
@@ -312,14 +293,14 @@ def _iops_check(stage: StagePlan, c: _TierCalc, times_s: np.ndarray, span_s: flo
         if level == "error" or (level == "warning" and worst == "pass"):
             worst = level
     if not parts:
-        return _check("RV08", "tier.iops", st, "error", "skip",
-                      f"the tier's IOPS are not known (chunks of {chunk} tokens, {why})",
-                      "design", t.name)
+        return check("RV08", "tier.iops", st, "error", "skip",
+                     f"the tier's IOPS are not known (chunks of {chunk} tokens, {why})",
+                     "design", t.name)
     text = (f"'{t.name}' at {chunk}-token chunks ({why}): " + "; ".join(parts))
     if worst == "pass":
-        return _check("RV08", "tier.iops", st, "error", "pass", text, "design", t.name, **ev)
-    return _check("RV08", "tier.iops", st, worst, "fail",
-                  text + (": the tier runs out of I/O operations" if worst == "error" else
+        return check("RV08", "tier.iops", st, "error", "pass", text, "design", t.name, **ev)
+    return check("RV08", "tier.iops", st, worst, "fail",
+                 text + (": the tier runs out of I/O operations" if worst == "error" else
                           ": bursts exceed the tier's IOPS"), "design", t.name, **ev)
 
 
@@ -335,14 +316,14 @@ def _tier_checks(
         # RV01: does the tier serve hits at all?
         if st == "prefill":
             if r.hit_ratio_steady is None:
-                out.append(_check("RV01", "tier.hit_share", st, "warning", "skip",
-                                  "prefix reuse unknown: the trace has no block hashes",
-                                  "design", subj))
+                out.append(check("RV01", "tier.hit_share", st, "warning", "skip",
+                                 "prefix reuse unknown: the trace has no block hashes",
+                                 "design", subj))
             else:
                 ok = r.hit_ratio_steady >= MIN_TIER_HIT_SHARE
-                out.append(_check(
+                out.append(check(
                     "RV01", "tier.hit_share", st, "warning", "pass" if ok else "fail",
-                    f"tier '{t.name}' ({_gb(t.capacity_bytes)} per "
+                    f"tier '{t.name}' ({fmt_bytes(t.capacity_bytes)} per "
                     f"{'pool' if t.shared else 'instance'}) serves {r.hit_ratio_steady:.1%} of "
                     f"prompt tokens in steady state (cumulative "
                     f"{r.cumulative_hit_ratio_steady:.1%})"
@@ -362,7 +343,7 @@ def _tier_checks(
                        "decode tiers are written, not read, in this model (KV reaches decode "
                        "from prefill over the network)" if st == "decode" else
                        "read demand is unknown: the trace has no block hashes")
-                out.append(_check(code, name, st, "error", "skip", why, "design", subj))
+                out.append(check(code, name, st, "error", "skip", why, "design", subj))
                 continue
             ev = dict(mean_bytes_per_s=rate.mean_bytes_per_s, p99_bytes_per_s=rate.p99_bytes_per_s,
                       peak_bytes_per_s=rate.peak_bytes_per_s, capability_bytes_per_s=cap,
@@ -371,15 +352,15 @@ def _tier_checks(
                     f"{_gbps(rate.p99_bytes_per_s)}, peak {_gbps(rate.peak_bytes_per_s)} against "
                     f"{_gbps(cap)} ({u.p99:.0%} at p99, {u.peak:.0%} at peak)")
             if u.p99 > 1:
-                out.append(_check(code, name, st, "error", "fail",
-                                  text + ": the tier cannot keep up 1% of the time or more",
-                                  "design", subj, **ev))
+                out.append(check(code, name, st, "error", "fail",
+                                 text + ": the tier cannot keep up 1% of the time or more",
+                                 "design", subj, **ev))
             elif u.peak > 1:
-                out.append(_check(code, name, st, "warning", "fail",
-                                  text + ": bursts exceed the tier; they queue", "design", subj,
-                                  **ev))
+                out.append(check(code, name, st, "warning", "fail",
+                                 text + ": bursts exceed the tier; they queue", "design", subj,
+                                 **ev))
             else:
-                out.append(_check(code, name, st, "error", "pass", text, "design", subj, **ev))
+                out.append(check(code, name, st, "error", "pass", text, "design", subj, **ev))
         # RV04: underutilization (cause 1), for storage bought for its bandwidth: DRAM and CXL
         # bandwidth comes with the memory and is never the thing sized.
         if t.storage.kind in ("dram", "cxl"):
@@ -391,35 +372,33 @@ def _tier_checks(
         if busy is None:
             why = ("memory bandwidth comes with the memory; it is not sized on its own"
                    if t.storage.kind in ("dram", "cxl") else "bandwidth or demand unknown")
-            out.append(_check("RV04", "tier.underutilized", st, "warning", "skip", why, "cause1",
-                              subj))
+            out.append(check("RV04", "tier.underutilized", st, "warning", "skip", why, "cause1",
+                             subj))
         elif busy.mean is not None and busy.mean < UNDERUSED_MEAN_UTILIZATION:
             peak = busy.peak or 0.0
             why = (f"sized for the peak: the peak window uses {peak:.0%}, the mean "
                    f"{busy.mean:.1%}" if peak >= 0.5 else
                    f"over-provisioned: even the peak window uses {peak:.0%} (mean {busy.mean:.1%})")
-            out.append(_check("RV04", "tier.underutilized", st, "warning", "fail",
-                              f"tier '{t.name}' is underused, {why}", "cause1", subj,
-                              utilization_mean=busy.mean, utilization_peak=peak))
+            out.append(check("RV04", "tier.underutilized", st, "warning", "fail",
+                             f"tier '{t.name}' is underused, {why}", "cause1", subj,
+                             utilization_mean=busy.mean, utilization_peak=peak))
         else:
-            out.append(_check("RV04", "tier.underutilized", st, "warning", "pass",
-                              f"tier '{t.name}' runs at {busy.mean:.0%} of its bandwidth on "
-                              "average", "cause1", subj, utilization_mean=busy.mean))
+            out.append(check("RV04", "tier.underutilized", st, "warning", "pass",
+                             f"tier '{t.name}' runs at {busy.mean:.0%} of its bandwidth on "
+                             "average", "cause1", subj, utilization_mean=busy.mean))
         # RV06: load vs recompute.
         recompute = perf.stages.get(st, StagePerf()).recompute_s
-        if st != "prefill":
-            pass
-        elif recompute is None or c.served_tokens is None or r.read_capability_bytes_per_s is None:
-            out.append(_check("RV06", "tier.load_vs_recompute", st, "warning", "skip",
-                              "needs the model and GPU (performance model), the tier's read "
-                              "bandwidth and block hashes", "loadrecompute", subj))
-        else:
-            p_star, share = _break_even(c, perf.kv_bytes_per_token, recompute)
-            c.review = r = _replace_tier(r, p_star, share)
+        if st == "prefill" and (recompute is None or c.served_tokens is None
+                                or r.read_capability_bytes_per_s is None):
+            out.append(check("RV06", "tier.load_vs_recompute", st, "warning", "skip",
+                             "needs the model and GPU (performance model), the tier's read "
+                             "bandwidth and block hashes", "loadrecompute", subj))
+        elif st == "prefill":
+            p_star, share = r.break_even_tokens, r.below_break_even_share
             bad = share is not None and share > BELOW_BREAK_EVEN_RISK_SHARE
             pe = "never" if p_star is None or math.isinf(p_star) else f"{p_star:,.0f} tokens"
             share_text = "no hits" if share is None else f"{share:.0%} of its hit tokens"
-            out.append(_check(
+            out.append(check(
                 "RV06", "tier.load_vs_recompute", st, "warning", "fail" if bad else "pass",
                 f"loading from '{t.name}' beats recomputing above {pe}; {share_text} come in "
                 "loads that recompute faster", "loadrecompute", subj,
@@ -429,114 +408,12 @@ def _tier_checks(
         # EL08: a disk-like tier needs a bound.
         if t.storage.kind in DISK_KINDS:
             bounded = t.capacity_bytes is not None
-            out.append(_check("EL08", "tier.ssd_unbounded", st, "error",
-                              "pass" if bounded else "fail",
-                              f"{t.storage.kind} tier '{t.name}' "
-                              + (f"is bounded at {_gb(t.capacity_bytes)}" if bounded else
+            out.append(check("EL08", "tier.ssd_unbounded", st, "error",
+                             "pass" if bounded else "fail",
+                             f"{t.storage.kind} tier '{t.name}' "
+                             + (f"is bounded at {fmt_bytes(t.capacity_bytes)}" if bounded else
                                  "has no capacity bound: it grows until the disk is full"),
-                              "ssd_bound", subj, capacity_bytes=t.capacity_bytes))
-    return out
-
-
-def _replace_tier(r: TierReview, p_star: float | None, share: float | None) -> TierReview:
-    return replace(r, break_even_tokens=p_star, below_break_even_share=share)
-
-
-def _setting(stage: StagePlan, engine: str, key: str, default: Any = None) -> Any:
-    return stage.engines.get(engine, {}).get(key, default)
-
-
-def _engine_checks(stage: StagePlan, plan: Plan, perf: PlanPerf) -> list[ReviewCheck]:
-    st, out = stage.stage, []
-    pool = stage.gpu_kv_pool_bytes or perf.stages.get(st, StagePerf()).device_pool_bytes
-    ranks = stage.gpus_per_instance or plan.model.tp
-    if "dynamo-kvbm" in stage.engines:
-        cpu_gb = _setting(stage, "dynamo-kvbm", "DYN_KVBM_CPU_CACHE_GB")
-        disk_gb = _setting(stage, "dynamo-kvbm", "DYN_KVBM_DISK_CACHE_GB")
-        if cpu_gb is None or pool is None:
-            out.append(_check("EL01", "kvbm.host_below_device", st, "error", "skip",
-                              "needs DYN_KVBM_CPU_CACHE_GB and the device KV pool (gpu_kv_pool)",
-                              "kvbm"))
-        else:
-            bad = cpu_gb * BYTES_PER_GB < pool
-            out.append(_check(
-                "EL01", "kvbm.host_below_device", st, "error", "fail" if bad else "pass",
-                f"DYN_KVBM_CPU_CACHE_GB={cpu_gb:g} against a device KV pool of {_gb(pool)}"
-                + (": KVBM will churn with no benefit (host cache must be at least the device "
-                   "pool)" if bad else ""), "kvbm",
-                cpu_cache_gb=cpu_gb, device_pool_gb=pool / BYTES_PER_GB))
-        if disk_gb is None or cpu_gb is None:
-            out.append(_check("EL02", "kvbm.disk_below_host", st, "warning", "skip",
-                              "no disk tier set (DYN_KVBM_DISK_CACHE_GB)", "kvbm"))
-        else:
-            bad = disk_gb < cpu_gb
-            out.append(_check(
-                "EL02", "kvbm.disk_below_host", st, "warning", "fail" if bad else "pass",
-                f"DYN_KVBM_DISK_CACHE_GB={disk_gb:g} against DYN_KVBM_CPU_CACHE_GB={cpu_gb:g}"
-                + (": the disk tier holds less than host memory, so it adds no hits" if bad
-                   else ""), "kvbm", disk_cache_gb=disk_gb, cpu_cache_gb=cpu_gb))
-    if "sglang-hicache" in stage.engines:
-        size_gb = _setting(stage, "sglang-hicache", "hicache-size", 0) or None
-        ratio = _setting(stage, "sglang-hicache", "hicache-ratio", 2.0)
-        per_rank_pool = pool / ranks if pool else None
-        if size_gb is not None:
-            ratio = (size_gb * BYTES_PER_GB / per_rank_pool) if per_rank_pool else None
-        if ratio is None:
-            out.append(_check("EL03", "hicache.ratio_below_2", st, "warning", "skip",
-                              "hicache-size is set but the device KV pool is unknown", 
-                              "hicache_ratio"))
-        else:
-            bad = ratio < HICACHE_MIN_RATIO
-            out.append(_check(
-                "EL03", "hicache.ratio_below_2", st, "warning", "fail" if bad else "pass",
-                f"host pool is {ratio:.2f}× the device pool"
-                + (" (below the documented minimum of 2)" if bad else ""), "hicache_ratio",
-                host_to_device_ratio=ratio))
-        host_pool_rank = (size_gb * BYTES_PER_GB if size_gb is not None else
-                          (ratio * per_rank_pool if per_rank_pool and ratio else None))
-        if host_pool_rank is None or stage.host_memory_bytes is None:
-            out.append(_check("EL04", "hicache.host_pool_exceeds_memory", st, "error", "skip",
-                              "needs the host pool size (hicache-size or device pool × ratio) "
-                              "and the instance's host memory", "hicache_mem"))
-        else:
-            total = host_pool_rank * ranks
-            bad = total > stage.host_memory_bytes
-            out.append(_check(
-                "EL04", "hicache.host_pool_exceeds_memory", st, "error", "fail" if bad else "pass",
-                f"host pools {_gb(host_pool_rank)} per rank × {ranks} ranks = {_gb(total)} against "
-                f"{_gb(stage.host_memory_bytes)} of host memory"
-                + (": the server will be OOM-killed" if bad else ""), "hicache_mem",
-                host_pool_bytes_per_rank=host_pool_rank, ranks=ranks,
-                host_memory_bytes=stage.host_memory_bytes))
-    if "lmcache" in stage.engines:
-        chunk = _setting(stage, "lmcache", "chunk_size", 256)
-        if "sglang-hicache" in stage.engines:
-            block, by = _setting(stage, "sglang-hicache", "page-size", 1), "SGLang --page-size"
-        else:
-            block, by = _setting(stage, "vllm", "block-size", 16), "vLLM --block-size"
-        bad = chunk % block != 0
-        out.append(_check(
-            "EL05", "lmcache.chunk_not_multiple", st, "error", "fail" if bad else "pass",
-            f"LMCache chunk_size {chunk} is {'not ' if bad else ''}a multiple of the engine's "
-            f"block of {block} tokens ({by})", "lmcache_chunk",
-            chunk_size=chunk, engine_block_tokens=block))
-        l2 = _setting(stage, "lmcache", "l2-adapter")
-        if isinstance(l2, dict) and l2.get("type") == "fs_native":
-            bad = "max_capacity_gb" in l2 and not l2.get("eviction")
-            out.append(_check(
-                "EL06", "lmcache.fs_native_no_eviction", st, "error", "fail" if bad else "pass",
-                "fs_native L2 " + ("sets max_capacity_gb without an eviction block: the disk "
-                                   "grows past the cap" if bad else "has its eviction set"),
-                "lmcache_fs", max_capacity_gb=l2.get("max_capacity_gb")))
-    if "mooncake" in stage.engines:
-        root = _setting(stage, "mooncake", "root_fs_dir")
-        offload = bool(_setting(stage, "mooncake", "enable_offload", False))
-        bad = bool(root) and offload
-        out.append(_check(
-            "EL07", "mooncake.root_fs_dir_with_offload", st, "error", "fail" if bad else "pass",
-            "root_fs_dir and enable_offload are " + ("both set: the documentation says never "
-                                                     "combine them" if bad else "not combined"),
-            "mooncake_fs", root_fs_dir=root, enable_offload=offload))
+                             "ssd_bound", subj, capacity_bytes=t.capacity_bytes))
     return out
 
 
@@ -547,8 +424,8 @@ def _stage_balance(stages: Sequence[StageReview]) -> list[ReviewCheck]:
         return []
     p, d = by["prefill"].utilization, by["decode"].utilization
     if None in (p.mean, p.p99, d.mean, d.p99):
-        return [_check("RV05", "stage.balance", "both", "warning", "skip",
-                       "both stages need tiers with known bandwidth", "cause2")]
+        return [check("RV05", "stage.balance", "both", "warning", "skip",
+                      "both stages need tiers with known bandwidth", "cause2")]
     assert p.mean is not None and p.p99 is not None and d.mean is not None and d.p99 is not None
     idle, busy = (("decode", "prefill") if d.mean < UNDERUSED_MEAN_UTILIZATION
                   and p.p99 > SATURATED_P99_UTILIZATION else
@@ -556,13 +433,13 @@ def _stage_balance(stages: Sequence[StageReview]) -> list[ReviewCheck]:
                   and d.p99 > SATURATED_P99_UTILIZATION else (None, None))
     ev = dict(prefill_mean=p.mean, prefill_p99=p.p99, decode_mean=d.mean, decode_p99=d.p99)
     if idle is None:
-        return [_check("RV05", "stage.balance", "both", "warning", "pass",
-                       f"prefill storage runs at {p.mean:.0%} mean / {p.p99:.0%} p99, decode at "
-                       f"{d.mean:.0%} / {d.p99:.0%}", "cause2", **ev)]
-    return [_check("RV05", "stage.balance", "both", "warning", "fail",
-                   f"{idle} storage sits idle ({by[idle].utilization.mean:.1%} mean) while "
-                   f"{busy} saturates ({by[busy].utilization.p99:.0%} at p99): size each stage "
-                   "for its own demand", "cause2", **ev)]
+        return [check("RV05", "stage.balance", "both", "warning", "pass",
+                      f"prefill storage runs at {p.mean:.0%} mean / {p.p99:.0%} p99, decode at "
+                      f"{d.mean:.0%} / {d.p99:.0%}", "cause2", **ev)]
+    return [check("RV05", "stage.balance", "both", "warning", "fail",
+                  f"{idle} storage sits idle ({by[idle].utilization.mean:.1%} mean) while "
+                  f"{busy} saturates ({by[busy].utilization.p99:.0%} at p99): size each stage "
+                  "for its own demand", "cause2", **ev)]
 
 
 def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
@@ -587,17 +464,17 @@ def review_plan(
     for stage in plan.stages:
         calcs = _stage_tiers(stage, replay, perf, times, span, window_s)
         checks.extend(_tier_checks(stage, calcs, perf, times, span, window_s))
-        checks.extend(_engine_checks(stage, plan, perf))
+        checks.extend(engine_checks(stage, plan, _device_pool(stage, perf)))
         load = _load_times(calcs, kvb) if stage.stage == "prefill" and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
         if plan.slo.ttft_p99_s is not None and stage.stage == "prefill":
             if load_p99 is None:
-                checks.append(_check("RV07", "stage.ttft_slo", stage.stage, "error", "skip",
-                                     "load time unknown (hashes or tier read bandwidth missing)",
-                                     "slo"))
+                checks.append(check("RV07", "stage.ttft_slo", stage.stage, "error", "skip",
+                                    "load time unknown (hashes or tier read bandwidth missing)",
+                                    "slo"))
             else:
                 bad = load_p99 > plan.slo.ttft_p99_s
-                checks.append(_check(
+                checks.append(check(
                     "RV07", "stage.ttft_slo", stage.stage, "error", "fail" if bad else "pass",
                     f"p99 time to load the cached prefix is {load_p99:.3f} s against a TTFT p99 "
                     f"SLO of {plan.slo.ttft_p99_s:.3f} s"
@@ -638,8 +515,7 @@ def replay_trace(
     """
     notes: list[str] = []
     hit_fn: HitFn | None = None
-    n = trace.requests
-    warmup = int(math.floor(n * warmup_fraction))
+    warmup = warmup_requests_for(trace.requests, warmup_fraction)
     if trace.has_hashes:
         result = simulated or simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
         warmup = result.warmup_requests
@@ -694,7 +570,8 @@ def plan_perf(plan: Plan) -> PlanPerf:
                    f"pool {pool / BYTES_PER_GB:,.0f} GB per instance at {fit.utilization:.0%} "
                    "GPU memory"
                    + ("" if stage.gpu_kv_pool_bytes is None else
-                      f"; the plan's gpu_kv_pool of {_gb(stage.gpu_kv_pool_bytes)} is used"),),
+                      f"; the plan's gpu_kv_pool of {fmt_bytes(stage.gpu_kv_pool_bytes)} is "
+                      "used"),),
         )
     return PlanPerf(kvb, stages)
 

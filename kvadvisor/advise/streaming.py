@@ -30,18 +30,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor.advise.analysis import (
-    ARRIVAL_WINDOWS_S,
-    MAX_ARRIVAL_BINS,
-    MAX_MODELS_LISTED,
     AnalyzeOptions,
     _advise,
     analyze,
+    arrival_chart,
+    arrival_counts,
+    arrival_window_s,
     data_versions,
-    load_advisor_inputs,
+    length_chart,
+    listed_models,
+    log2_bin,
     options_record,
+    prefix_hits,
     unavailable_reasons,
 )
 from kvadvisor.advise.cache_section import result_section, unknown_prefix_cache
+from kvadvisor.advise.inputs import load_advisor_inputs
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
     AdviceReport,
@@ -55,7 +59,6 @@ from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
-from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.plan.quantity import SIZE_UNITS
 from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
@@ -268,8 +271,7 @@ class _Totals:
 
     @property
     def window_s(self) -> int:
-        return next((w for w in ARRIVAL_WINDOWS_S if self.duration_s / w < MAX_ARRIVAL_BINS),
-                    ARRIVAL_WINDOWS_S[-1])
+        return arrival_window_s(self.duration_s)
 
     def add(self, batch: pa.RecordBatch) -> None:
         self.requests += batch.num_rows
@@ -284,11 +286,10 @@ class _Totals:
         if self.first_arrival_s is None:
             self.first_arrival_s = float(arrival[0])
         self.last_arrival_s = float(arrival[-1])
-        bins = int(self.duration_s // self.window_s) + 1
-        idx = np.minimum((arrival // self.window_s).astype(np.int64), bins - 1)
-        self.arrival_counts = _add_counts(self.arrival_counts, np.bincount(idx, minlength=bins))
-        self.input_bins = _add_counts(self.input_bins, np.bincount(_log2_bin(inp)))
-        self.output_bins = _add_counts(self.output_bins, np.bincount(_log2_bin(out)))
+        self.arrival_counts = _add_counts(
+            self.arrival_counts, arrival_counts(arrival, self.duration_s, self.window_s))
+        self.input_bins = _add_counts(self.input_bins, np.bincount(log2_bin(inp)))
+        self.output_bins = _add_counts(self.output_bins, np.bincount(log2_bin(out)))
         if "block_hashes" in batch.schema.names:
             self.block_accesses += int(pc.sum(pc.list_value_length(
                 batch.column("block_hashes"))).as_py() or 0)
@@ -301,33 +302,12 @@ class _Totals:
 
     def arrivals(self) -> Series | None:
         """The arrivals chart, as :func:`kvadvisor.advise.analysis.arrival_series` draws it."""
-        if self.requests == 0:
-            return None
-        w = self.window_s
-        return Series(
-            name=f"arrivals per {w} s window", x_label="time since first request", x_unit="s",
-            y_label="arrival rate", y_unit="requests/s",
-            x=tuple(float(v) for v in np.arange(len(self.arrival_counts)) * w),
-            y=tuple(float(v) for v in self.arrival_counts / w), kind="step",
-        )
+        return None if self.requests == 0 else arrival_chart(self.arrival_counts, self.window_s)
 
     def histogram(self, what: str) -> Series | None:
         """A length chart, as :func:`kvadvisor.advise.analysis.length_histogram` draws it."""
         counts = self.input_bins if what == "input" else self.output_bins
-        if self.requests == 0:
-            return None
-        ks = np.arange(counts.size)
-        return Series(
-            name=f"{what} length distribution", x_label=f"{what} length, bin lower edge",
-            x_unit="tokens", y_label="requests", y_unit="count",
-            x=tuple(float(v) for v in np.where(ks == 0, 0.0, 2.0**ks)),
-            y=tuple(float(v) for v in counts), kind="bar",
-        )
-
-
-def _log2_bin(tokens: np.ndarray) -> np.ndarray:
-    """Power-of-two bin of each length: bin 0 holds 0 and 1, bin k >= 1 holds [2^k, 2^(k+1))."""
-    return np.floor(np.log2(np.maximum(tokens, 1).astype(np.float64))).astype(np.int64)
+        return None if self.requests == 0 else length_chart(counts, what)
 
 
 def _add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
@@ -430,12 +410,7 @@ def _stage_profile(
     table = pa.Table.from_batches(list(narrow))
     trace = Trace(table=table, block_tokens=stream.block_tokens,
                   source_format=stream.source_format, source_path=stream.path)
-    if result is not None and result.hit_tokens is not None:
-        hits = np.asarray(result.hit_tokens, dtype=np.float64)
-        source = "prefix-cache simulation (unbounded capacity)"
-    else:
-        hits = trace_hit_tokens(trace)
-        source = "cached_tokens" if hits is not None else None
+    hits, source = prefix_hits(trace, result)
     return profile_workload(trace, options.profile_options(), hit_tokens=hits,
                             hits_source=source)
 
@@ -496,7 +471,7 @@ def analyze_stream(
                                      arrivals_measured=stream.arrivals_measured,
                                      failed_requests=totals.failed_requests),
         sha256=trace_sha256,
-        models=tuple(sorted(totals.models)[:MAX_MODELS_LISTED]),
+        models=listed_models(totals.models),
         arrivals=totals.arrivals(),
         input_tokens_hist=totals.histogram("input"),
         output_tokens_hist=totals.histogram("output"),
@@ -510,8 +485,7 @@ def analyze_stream(
     # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = _advise(report, options, inputs, stages=stages)
-    # unavailable_reasons asks the trace only whether it has hashes; the stream knows that.
-    why = unavailable_reasons(stream, report)  # type: ignore[arg-type]
+    why = unavailable_reasons(stream, report)
     if not plan.stage_profile:
         need = BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST) * (
             stream.requests)

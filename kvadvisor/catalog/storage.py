@@ -188,6 +188,26 @@ def catalog_kind(path: str | Path) -> str:
     return kind
 
 
+# Every kind a --catalog file may declare; storage and instances feed the advisor and plans,
+# gpus and models the stage profiler.
+CATALOG_KINDS = ("storage", "instances", "gpus", "models")
+
+
+def catalog_files_by_kind(paths: Iterable[str | Path]) -> dict[str, list[str]]:
+    """``paths`` grouped by the kind each declares (every kind a key; each kind read once).
+
+    A kind outside :data:`CATALOG_KINDS` is refused, naming the file and the known kinds.
+    """
+    out: dict[str, list[str]] = {k: [] for k in CATALOG_KINDS}
+    for path in paths:
+        kind = catalog_kind(path)
+        if kind not in out:
+            raise CatalogError(f"{path}: unknown catalog kind {kind!r}; expected one of "
+                               f"{', '.join(CATALOG_KINDS)}")
+        out[kind].append(str(path))
+    return out
+
+
 def parse_storage(data: Any, path: str) -> dict[str, StorageSpec]:
     """Check a parsed storage catalog document and build its specs."""
     entries = check_entries(path, "storage", data, STORAGE_SCHEMA)

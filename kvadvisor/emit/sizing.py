@@ -76,8 +76,7 @@ def _curve(report: AdviceReport, kind: str) -> list[tuple[float, float]]:
     pc = report.prefix_cache
     assert pc is not None
     for series in pc.curve:
-        if series.x_unit == "tokens" and (kind in series.name or (
-                kind == "all" and "all" in series.name)):
+        if series.x_unit == "tokens" and kind in series.name:
             return sorted(zip(series.x, series.y, strict=True))
     points = [(float(p.capacity_tokens), p.hit_ratio_steady if kind == "steady" else
                p.hit_ratio_all) for p in pc.mrc if p.capacity_tokens is not None]

@@ -20,7 +20,12 @@ from typing import Any
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance, load_instances
 from kvadvisor.catalog.models import ModelSpec, get_model
-from kvadvisor.catalog.storage import StorageSpec, find_storage, load_storage
+from kvadvisor.catalog.storage import (
+    StorageSpec,
+    catalog_files_by_kind,
+    find_storage,
+    load_storage,
+)
 from kvadvisor.errors import CatalogError, KvAdvisorError
 from kvadvisor.plan.model import (
     ENGINES,
@@ -56,14 +61,15 @@ class PlanCatalogs:
 
     @classmethod
     def packaged(cls, extra_files: tuple[str, ...] = ()) -> PlanCatalogs:
-        """The packaged storage and instance catalogs, plus ``extra_files`` of either kind."""
-        from kvadvisor.catalog.storage import catalog_kind
+        """The packaged storage and instance catalogs, plus ``extra_files`` of either kind.
 
+        GPU and model catalog files are accepted and left to the stage profiler; a file of any
+        other kind is refused, as ``analyze --catalog`` refuses it.
+        """
         if not extra_files:
             return _packaged_catalogs()
-        storage = [f for f in extra_files if catalog_kind(f) == "storage"]
-        instances = [f for f in extra_files if catalog_kind(f) == "instances"]
-        return cls(load_storage(storage), load_instances(instances))
+        by_kind = catalog_files_by_kind(extra_files)
+        return cls(load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
 
 
 @lru_cache(maxsize=1)
