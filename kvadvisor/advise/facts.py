@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from kvadvisor.advise.model import IoDemand, ModelSummary, PrefixCache, StageSplit, TraceSummary
@@ -276,12 +275,15 @@ def workload_facts(
     io: IoDemand | None = None,
     *,
     chunk_tokens: int = 256,
+    gpus_per_replica: int = 1,
     extra: Mapping[str, float | int | bool | None] | None = None,
 ) -> dict[str, FactValue]:
     """Facts measured from the analysis results (pure).
 
-    ``extra`` carries facts computed by the cache engine and the stage profiler from their own
-    result objects (reuse times, break-even, memory fit); names must be registered.
+    ``stage_split`` counts GPU-seconds (a replica's seconds × ``gpus_per_replica``,
+    docs/stage-profiler.md); the ``*_gpu_s`` facts count model-replica seconds. ``extra``
+    carries facts computed by the cache engine and the stage profiler from their own result
+    objects (reuse times, break-even, memory fit); names must be registered.
     """
     n = trace.requests
     # Readers list the columns they produced; a summary without columns falls back on whether
@@ -305,8 +307,8 @@ def workload_facts(
     if stage_split is not None:
         total = stage_split.prefill_s + stage_split.decode_s
         pairs += [
-            ("prefill_gpu_s", stage_split.prefill_s),
-            ("decode_gpu_s", stage_split.decode_s),
+            ("prefill_gpu_s", stage_split.prefill_s / gpus_per_replica),
+            ("decode_gpu_s", stage_split.decode_s / gpus_per_replica),
             ("prefill_share_gpu_time", div(stage_split.prefill_s, total)),
             ("decode_share_gpu_time", div(stage_split.decode_s, total)),
             ("prefill_to_decode_gpu_time_ratio", div(stage_split.prefill_s, stage_split.decode_s)),
@@ -416,15 +418,9 @@ def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue
         if read_io is not None and getattr(io, "read_known", True):
             extra["decode_read_iops_p99"] = read_io.p99_iops
             extra["decode_read_iops_mean"] = read_io.mean_iops
-    if split is not None:
-        # The section counts GPU-seconds (a replica's seconds x TP, docs/stage-profiler.md); the
-        # facts count model-replica seconds, and busy_gpus_mean scales back by TP below.
-        split = replace(split, prefill_s=split.prefill_s / tp, decode_s=split.decode_s / tp)
     facts = workload_facts(report.trace, model, split, pc, io, chunk_tokens=chunk_tokens,
-                           extra=extra)
+                           gpus_per_replica=tp, extra=extra)
     if io is not None and not getattr(io, "read_known", True):
         for name in [n for n in facts if n.startswith(("read_", "decode_read_"))]:
             del facts[name]
-    if split is not None and "busy_gpus_mean" in facts:
-        facts.update(collect([("busy_gpus_mean", facts["busy_gpus_mean"].value * tp)]))
     return facts
