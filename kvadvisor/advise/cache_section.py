@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -91,14 +91,9 @@ def _tiers(
     b = split_tiers(result, tiers)
     return CacheTiers(
         levels=tuple(
+            # The report's tier is the engine's TierShare (field for field) plus its bytes.
             CacheTier(
-                name=t.name,
-                capacity_tokens=t.capacity_tokens,
-                effective_capacity_tokens=t.effective_capacity_tokens,
-                hit_tokens_all=t.hit_tokens_all,
-                hit_tokens_steady=t.hit_tokens_steady,
-                share_all=t.share_all,
-                share_steady=t.share_steady,
+                **asdict(t),
                 hit_bytes_all=(
                     None if kv_bytes_per_token is None else t.hit_tokens_all * kv_bytes_per_token
                 ),
