@@ -22,7 +22,10 @@ def main(path: str) -> None:
     ids, bound = dense_block_ids(values)
     longest = int(np.diff(offsets).max())
     stackdist.prefix_stack_distances(
-        offsets, ids, np.zeros(max(bound, 1), np.int32), np.zeros(len(ids) + 1, np.int32),
+        offsets,
+        ids,
+        np.zeros(max(bound, 1), np.int32),
+        np.zeros(len(ids) + 1, np.int32),
         np.empty(max(longest, 1), np.int32),
     )
     print(len(ids), int((ids >= 0).sum()))

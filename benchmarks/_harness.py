@@ -33,26 +33,36 @@ class Measured:
 
     def line(self) -> str:
         """One human line with the figures."""
-        return (f"{self.label:<34} wall {self.wall_s:8.2f} s   peak RSS "
-                f"{self.peak_rss_bytes / BYTES_PER_MIB:9.1f} MiB   rc {self.returncode}")
+        return (
+            f"{self.label:<34} wall {self.wall_s:8.2f} s   peak RSS "
+            f"{self.peak_rss_bytes / BYTES_PER_MIB:9.1f} MiB   rc {self.returncode}"
+        )
 
 
-def run_measured(label: str, argv: list[str], *, cwd: Path | None = None,
-                 env: dict[str, str] | None = None) -> Measured:
+def run_measured(
+    label: str, argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> Measured:
     """Run ``argv`` to completion; stdout is discarded, the stderr tail is kept."""
     child_env = {**os.environ, **(env or {})}
     child_env["PYTHONPATH"] = str(REPO) + os.pathsep + child_env.get("PYTHONPATH", "")
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=child_env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=child_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     # Read stderr while waiting, so a chatty child cannot block on a full pipe.
     assert proc.stderr is not None
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Measured(label, tuple(argv), wall, int(usage.ru_maxrss) * BYTES_PER_KIB,
-                    proc.returncode, err.decode(errors="replace")[-2000:])
+    return Measured(
+        label,
+        tuple(argv),
+        wall,
+        int(usage.ru_maxrss) * BYTES_PER_KIB,
+        proc.returncode,
+        err.decode(errors="replace")[-2000:],
+    )
 
 
 def best_of(label: str, argv: list[str], repeats: int, **kwargs: object) -> Measured:
@@ -90,12 +100,17 @@ def write_mooncake_repeated(src: Path, dst: Path, repeats: int) -> tuple[int, in
     with dst.open("w", encoding="utf-8") as out:
         for k in range(repeats):
             for r in rows:
-                out.write(json.dumps({
-                    "timestamp": r["timestamp"] + k * ts_span,
-                    "input_length": r["input_length"],
-                    "output_length": r["output_length"],
-                    "hash_ids": [h + k * id_span for h in r["hash_ids"]],
-                }) + "\n")
+                out.write(
+                    json.dumps(
+                        {
+                            "timestamp": r["timestamp"] + k * ts_span,
+                            "input_length": r["input_length"],
+                            "output_length": r["output_length"],
+                            "hash_ids": [h + k * id_span for h in r["hash_ids"]],
+                        }
+                    )
+                    + "\n"
+                )
                 requests += 1
                 accesses += len(r["hash_ids"])
     return requests, accesses

@@ -50,15 +50,19 @@ def main() -> int:
         if conv.returncode:
             sys.exit(conv.stderr_tail)
     print(f"input: {parquet.name} ({parquet.stat().st_size / BYTES_PER_MIB:.1f} MiB)")
-    floor_argv = [sys.executable, str(Path(__file__).resolve().parent / "_floor_child.py"),
-                  str(parquet)]
+    floor_argv = [
+        sys.executable,
+        str(Path(__file__).resolve().parent / "_floor_child.py"),
+        str(parquet),
+    ]
     out = work / "floor-analyze.json"
     variants = {
-        "analyze (defaults)": kvadvisor_argv("analyze", str(parquet), "--format", "json",
-                                             "-o", str(out)),
-        "analyze --cache-instances 1": kvadvisor_argv("analyze", str(parquet), "--format",
-                                                      "json", "-o", str(out),
-                                                      "--cache-instances", "1"),
+        "analyze (defaults)": kvadvisor_argv(
+            "analyze", str(parquet), "--format", "json", "-o", str(out)
+        ),
+        "analyze --cache-instances 1": kvadvisor_argv(
+            "analyze", str(parquet), "--format", "json", "-o", str(out), "--cache-instances", "1"
+        ),
     }
     best_of("warm-up floor", floor_argv, 1)
     for argv in variants.values():
@@ -69,8 +73,10 @@ def main() -> int:
         m = best_of(label, argv, args.runs)
         ratio = m.wall_s / floor.wall_s
         print(m.line())
-        print(f"  {label} / floor: {ratio:.2f}x   target <= {TARGET_RATIO:g}x "
-              f"{'MET' if ratio <= TARGET_RATIO else 'NOT MET'}")
+        print(
+            f"  {label} / floor: {ratio:.2f}x   target <= {TARGET_RATIO:g}x "
+            f"{'MET' if ratio <= TARGET_RATIO else 'NOT MET'}"
+        )
     return 0
 
 

@@ -115,18 +115,24 @@ def _child_read(path: Path, reader: str, warm: bool, repeat: int) -> tuple[float
     for _ in range(repeat):
         out = subprocess.run(
             [sys.executable, "-c", CHILD, str(path), reader, "warm" if warm else "cold"],
-            capture_output=True, text=True, check=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                [str(REPO), os.environ.get("PYTHONPATH", "")])},
+            capture_output=True,
+            text=True,
+            check=True,
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            },
         )
         seconds, before, after, _ = out.stdout.split()
         runs.append((float(seconds), int(before), int(after)))
     return min(runs)
 
 
-CHILD_RUNS = (("pyarrow.json", "pyarrow", False),
-              ("compiled, cold process", "compiled", False),
-              ("compiled, numba started", "compiled", True))
+CHILD_RUNS = (
+    ("pyarrow.json", "pyarrow", False),
+    ("compiled, cold process", "compiled", False),
+    ("compiled, numba started", "compiled", True),
+)
 
 
 def _read_trace_best(path: Path, threshold: int, repeat: int) -> tuple[float, int]:
@@ -156,11 +162,18 @@ def main() -> None:
     """Write the input, then time both readers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1_000_000)
-    parser.add_argument("--mooncake-repeats", type=int, default=0,
-                        help="use the Mooncake conversation trace repeated K times instead")
+    parser.add_argument(
+        "--mooncake-repeats",
+        type=int,
+        default=0,
+        help="use the Mooncake conversation trace repeated K times instead",
+    )
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--sizes-mib", default="8,16,32,64",
-                        help="file prefixes (MiB) for the crossover table; '' to skip")
+    parser.add_argument(
+        "--sizes-mib",
+        default="8,16,32,64",
+        help="file prefixes (MiB) for the crossover table; '' to skip",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -174,8 +187,10 @@ def main() -> None:
             requests = args.requests
             blocks = write_trace(path, requests)
         size_mib = path.stat().st_size / BYTES_PER_MIB
-        print(f"input: {requests:,} requests, {blocks:,} hash ids, {size_mib:,.1f} MiB "
-              f"(written in {time.perf_counter() - t0:.1f} s); best of {args.repeat}")
+        print(
+            f"input: {requests:,} requests, {blocks:,} hash ids, {size_mib:,.1f} MiB "
+            f"(written in {time.perf_counter() - t0:.1f} s); best of {args.repeat}"
+        )
 
         # Warm-up: numba started and its kernels loaded, the file in the page cache.
         _read_trace_best(path, 0, 1)
@@ -185,28 +200,34 @@ def main() -> None:
             best, rows = _read_trace_best(path, threshold, args.repeat)
             assert rows == requests, (rows, requests)
             results[label] = best
-            print(f"   {label:<24} {best:6.2f} s  {requests / best:>12,.0f} requests/s  "
-                  f"{size_mib / best:6.0f} MiB/s")
+            print(
+                f"   {label:<24} {best:6.2f} s  {requests / best:>12,.0f} requests/s  "
+                f"{size_mib / best:6.0f} MiB/s"
+            )
         print(f"   speed-up {results['pyarrow.json'] / results['compiled reader']:.2f}x")
 
         print("\n2. the JSONL parse alone (readers._read_jsonl), one fresh process per run")
         for label, reader, warm in CHILD_RUNS:
             seconds, before, after = _child_read(path, reader, warm, args.repeat)
-            print(f"   {label:<24} {seconds:6.2f} s   peak RSS {after / BYTES_PER_MIB:7.1f} MiB "
-                  f"({before / BYTES_PER_MIB:5.1f} MiB before the read)")
+            print(
+                f"   {label:<24} {seconds:6.2f} s   peak RSS {after / BYTES_PER_MIB:7.1f} MiB "
+                f"({before / BYTES_PER_MIB:5.1f} MiB before the read)"
+            )
 
         sizes = [float(s) for s in args.sizes_mib.split(",") if s.strip()]
         if sizes:
-            print("\n3. crossover: the same parse on the file's first N MiB "
-                  f"(threshold now {readers.FAST_JSONL_MIN_BYTES / BYTES_PER_MIB:.0f} MiB)")
+            print(
+                "\n3. crossover: the same parse on the file's first N MiB "
+                f"(threshold now {readers.FAST_JSONL_MIN_BYTES / BYTES_PER_MIB:.0f} MiB)"
+            )
             print(f"   {'MiB':>6}  " + "  ".join(f"{label:>24}" for label, _, _ in CHILD_RUNS))
         for mib in sizes:
             part = Path(tmp) / f"head_{mib:g}.jsonl"
             got = _prefix(path, part, int(mib * BYTES_PER_MIB))
-            cells = [_child_read(part, reader, warm, args.repeat)[0]
-                     for _, reader, warm in CHILD_RUNS]
-            print(f"   {got / BYTES_PER_MIB:6.1f}  "
-                  + "  ".join(f"{c:>22.3f} s" for c in cells))
+            cells = [
+                _child_read(part, reader, warm, args.repeat)[0] for _, reader, warm in CHILD_RUNS
+            ]
+            print(f"   {got / BYTES_PER_MIB:6.1f}  " + "  ".join(f"{c:>22.3f} s" for c in cells))
 
 
 if __name__ == "__main__":

@@ -49,25 +49,35 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     trace = work / f"mooncake_x{args.repeats}.jsonl"
     requests, accesses = write_mooncake_repeated(mooncake_source(), trace, args.repeats)
-    print(f"input: {trace.name}: {requests} requests, {accesses} block accesses, "
-          f"{trace.stat().st_size / BYTES_PER_MIB:.1f} MiB")
+    print(
+        f"input: {trace.name}: {requests} requests, {accesses} block accesses, "
+        f"{trace.stat().st_size / BYTES_PER_MIB:.1f} MiB"
+    )
 
     report = work / "kvadvisor.json"
-    kv_argv = kvadvisor_argv("analyze", str(trace), "--trace-format", "mooncake",
-                             "--format", "json", "-o", str(report))
+    kv_argv = kvadvisor_argv(
+        "analyze", str(trace), "--trace-format", "mooncake", "--format", "json", "-o", str(report)
+    )
     best_of("warm-up (numba cache)", kv_argv, 1)
     kv = best_of("kvadvisor analyze (jsonl)", kv_argv, args.runs)
-    ltl = best_of("llmtrafficlens profile (jsonl)",
-                  [peer, "profile", "--format", "mooncake", str(trace), "-o", str(work / "ltl")],
-                  args.runs, cwd=work)
+    ltl = best_of(
+        "llmtrafficlens profile (jsonl)",
+        [peer, "profile", "--format", "mooncake", str(trace), "-o", str(work / "ltl")],
+        args.runs,
+        cwd=work,
+    )
     for m in (kv, ltl):
         print(m.line())
     speedup = ltl.wall_s / kv.wall_s
     mem_share = kv.peak_rss_bytes / ltl.peak_rss_bytes
-    print(f"speedup (peer wall / kvadvisor wall): {speedup:.1f}x   target >= {TARGET_SPEEDUP:g}x "
-          f"{'MET' if speedup >= TARGET_SPEEDUP else 'NOT MET'}")
-    print(f"memory (kvadvisor peak / peer peak):  {mem_share:.3f}   target <= "
-          f"{TARGET_MEMORY_SHARE:g} {'MET' if mem_share <= TARGET_MEMORY_SHARE else 'NOT MET'}")
+    print(
+        f"speedup (peer wall / kvadvisor wall): {speedup:.1f}x   target >= {TARGET_SPEEDUP:g}x "
+        f"{'MET' if speedup >= TARGET_SPEEDUP else 'NOT MET'}"
+    )
+    print(
+        f"memory (kvadvisor peak / peer peak):  {mem_share:.3f}   target <= "
+        f"{TARGET_MEMORY_SHARE:g} {'MET' if mem_share <= TARGET_MEMORY_SHARE else 'NOT MET'}"
+    )
     body = json.loads(report.read_text(encoding="utf-8"))
     filled = sorted(k for k, v in body.items() if v not in (None, [], {}, ()))
     peer_keys = sorted(json.loads((work / "ltl.json").read_text(encoding="utf-8")))

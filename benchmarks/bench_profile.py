@@ -34,8 +34,9 @@ def synthetic_trace(requests: int, seed: int = 0):
     inp = np.clip(rng.lognormal(7.6, 1.0, requests), 16, 128_000).astype(np.int64)
     out = np.clip(rng.lognormal(5.3, 1.0, requests), 1, 8_000).astype(np.int64)
     cached = (inp * rng.uniform(0, 1, requests)).astype(np.int64) // 16 * 16
-    table = pa.table({"arrival_s": arrival, "input_tokens": inp, "output_tokens": out,
-                      "cached_tokens": cached})
+    table = pa.table(
+        {"arrival_s": arrival, "input_tokens": inp, "output_tokens": out, "cached_tokens": cached}
+    )
     return build_trace(table, path="synthetic", source_format="synthetic", block_tokens=16)
 
 
@@ -65,12 +66,18 @@ def main() -> None:
     verdict = "met" if min(times) < TARGET_S else "NOT met"
     print(f"best wall s         {min(times):.3f}  (target < {TARGET_S:.1f} s: {verdict})")
     if os.getloadavg()[0] > len(os.sched_getaffinity(0)):
-        print(f"best cpu s          {min(cpu):.3f}  (machine oversubscribed: wall time includes "
-              "waiting for a core; single-threaded numpy, so idle wall time ~ cpu time)")
-    print(f"prefill share       {split.prefill_share:.3f} GPU time, "
-          f"{split.latency_prefill_share:.3f} latency ({split.classification})")
-    print(f"write mean/peak     {profile.io.write.mean_bytes_per_s / 1e9:.2f} / "
-          f"{profile.io.write.peak_bytes_per_s / 1e9:.2f} GB/s")
+        print(
+            f"best cpu s          {min(cpu):.3f}  (machine oversubscribed: wall time includes "
+            "waiting for a core; single-threaded numpy, so idle wall time ~ cpu time)"
+        )
+    print(
+        f"prefill share       {split.prefill_share:.3f} GPU time, "
+        f"{split.latency_prefill_share:.3f} latency ({split.classification})"
+    )
+    print(
+        f"write mean/peak     {profile.io.write.mean_bytes_per_s / 1e9:.2f} / "
+        f"{profile.io.write.peak_bytes_per_s / 1e9:.2f} GB/s"
+    )
 
 
 if __name__ == "__main__":

@@ -49,19 +49,24 @@ def main() -> None:
         version=__version__,
         generated_at="2026-01-01T00:00:00+00:00",
     )
-    print(f"analyze {args.trace.name} ({report.trace.requests:,} requests): "
-          f"{time.perf_counter() - start:.2f} s")
+    print(
+        f"analyze {args.trace.name} ({report.trace.requests:,} requests): "
+        f"{time.perf_counter() - start:.2f} s"
+    )
     for name, cls in sorted(RENDERERS.items()):
         if name == "html":
+
             def cold(cls: type = cls) -> str:
                 render_svg.cache_clear()
                 return cls().render(report)
 
             t_cold, out = best_of(args.repeat, cold)
             t_warm, _ = best_of(args.repeat, lambda cls=cls: cls().render(report))
-            charts = out.count("<figure class=\"chart")
-            print(f"{name:<9} cold {t_cold:6.3f} s  warm {t_warm:6.3f} s  "
-                  f"{len(out.encode()) / 1024:8.1f} KiB  {charts} charts")
+            charts = out.count('<figure class="chart')
+            print(
+                f"{name:<9} cold {t_cold:6.3f} s  warm {t_warm:6.3f} s  "
+                f"{len(out.encode()) / 1024:8.1f} KiB  {charts} charts"
+            )
         else:
             t, out = best_of(args.repeat, lambda cls=cls: cls().render(report))
             print(f"{name:<9}      {t:6.3f} s              {len(out.encode()) / 1024:8.1f} KiB")

@@ -44,10 +44,15 @@ def synthetic_trace(requests: int, seed: int = 7):
     fresh = np.cumsum(pos >= shared[req]) + conversations * 8  # unique ids after the shared run
     values = np.where(pos < shared[req], conv[req] * 8 + pos, fresh)
     hashes = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.int64()))
-    table = pa.table({"arrival_s": arrival, "input_tokens": inputs, "output_tokens": outputs,
-                      "block_hashes": hashes})
-    return build_trace(table, path="synthetic", source_format="parquet",
-                       block_tokens=BLOCK_TOKENS)
+    table = pa.table(
+        {
+            "arrival_s": arrival,
+            "input_tokens": inputs,
+            "output_tokens": outputs,
+            "block_hashes": hashes,
+        }
+    )
+    return build_trace(table, path="synthetic", source_format="parquet", block_tokens=BLOCK_TOKENS)
 
 
 def bench(name: str, trace, plans, repeat: int) -> None:
@@ -62,9 +67,11 @@ def bench(name: str, trace, plans, repeat: int) -> None:
         for plan, perf in zip(plans, perfs, strict=True):
             review_plan(plan, replay, perf)
         best = min(best, time.perf_counter() - t0)
-    print(f"{name}: {trace.requests:,} requests; replay {replay_s:.2f} s; "
-          f"{len(plans)} plans reviewed in {best:.3f} s (best of {repeat}) = "
-          f"{trace.requests * len(plans) / best:,.0f} request-plans/s")
+    print(
+        f"{name}: {trace.requests:,} requests; replay {replay_s:.2f} s; "
+        f"{len(plans)} plans reviewed in {best:.3f} s (best of {repeat}) = "
+        f"{trace.requests * len(plans) / best:,.0f} request-plans/s"
+    )
 
 
 def main() -> None:
@@ -74,8 +81,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     plans = [load_plan(p) for p in PLANS]
-    bench("sample (Mooncake conversation)",
-          read_trace(REPO / "sample_traces" / "mooncake_conversation.parquet"), plans, args.repeat)
+    bench(
+        "sample (Mooncake conversation)",
+        read_trace(REPO / "sample_traces" / "mooncake_conversation.parquet"),
+        plans,
+        args.repeat,
+    )
     t0 = time.perf_counter()
     trace = synthetic_trace(args.requests)
     print(f"built the synthetic trace in {time.perf_counter() - t0:.1f} s")

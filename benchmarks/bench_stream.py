@@ -46,18 +46,44 @@ def main() -> int:
     trace = work / f"synth_{args.requests}.parquet"
     limit = _size_bytes(args.memory_limit)
     if not trace.exists():
-        synth = run_measured("synth", kvadvisor_argv(
-            "synth", "-o", str(trace), "--requests", str(args.requests), "--seed", str(args.seed),
-            "--arrival", "bursty", "--diurnal-amplitude", "0.5", "--rate", "1000",
-            "--sessions", "200000"))
+        synth = run_measured(
+            "synth",
+            kvadvisor_argv(
+                "synth",
+                "-o",
+                str(trace),
+                "--requests",
+                str(args.requests),
+                "--seed",
+                str(args.seed),
+                "--arrival",
+                "bursty",
+                "--diurnal-amplitude",
+                "0.5",
+                "--rate",
+                "1000",
+                "--sessions",
+                "200000",
+            ),
+        )
         if synth.returncode:
             sys.exit(synth.stderr_tail)
         print(synth.line())
         print(f"  {synth.stderr_tail.strip()}")
     report = work / "stream-report.json"
-    run = run_measured("analyze --memory-limit " + args.memory_limit, kvadvisor_argv(
-        "analyze", str(trace), "--memory-limit", args.memory_limit, "--format", "json",
-        "-o", str(report)))
+    run = run_measured(
+        "analyze --memory-limit " + args.memory_limit,
+        kvadvisor_argv(
+            "analyze",
+            str(trace),
+            "--memory-limit",
+            args.memory_limit,
+            "--format",
+            "json",
+            "-o",
+            str(report),
+        ),
+    )
     if run.returncode:
         sys.exit(run.stderr_tail)
     print(run.line())
@@ -65,19 +91,27 @@ def main() -> int:
     pcache = body.get("prefix_cache") or {}
     sampling = pcache.get("sampling") or {}
     accesses = sampling.get("total_accesses")
-    print(f"  requests {body['trace']['requests']}, plan: {pcache.get('status')}; "
-          f"{pcache.get('note')}")
+    print(
+        f"  requests {body['trace']['requests']}, plan: {pcache.get('status')}; "
+        f"{pcache.get('note')}"
+    )
     if sampling:
-        print(f"  SHARDS rate {sampling['rate']:g}, sampled {sampling['sampled_accesses']} of "
-              f"{accesses} block accesses, error estimate {sampling['error_estimate']}")
+        print(
+            f"  SHARDS rate {sampling['rate']:g}, sampled {sampling['sampled_accesses']} of "
+            f"{accesses} block accesses, error estimate {sampling['error_estimate']}"
+        )
     print(f"  token hit ratio (unbounded): {pcache.get('hit_ratio')}")
-    print(f"  peak RSS / memory limit: {run.peak_rss_bytes / limit:.2f} "
-          f"({'within' if run.peak_rss_bytes <= limit else 'OVER'} the budget)")
+    print(
+        f"  peak RSS / memory limit: {run.peak_rss_bytes / limit:.2f} "
+        f"({'within' if run.peak_rss_bytes <= limit else 'OVER'} the budget)"
+    )
     rate = args.requests / run.wall_s
     print(f"  throughput {rate:,.0f} requests/s")
     if args.requests < TARGET_REQUESTS:
-        print(f"  EXTRAPOLATED (linear) to {TARGET_REQUESTS:,} requests: "
-              f"{TARGET_REQUESTS / rate:,.0f} s analyze; measured only {args.requests:,}")
+        print(
+            f"  EXTRAPOLATED (linear) to {TARGET_REQUESTS:,} requests: "
+            f"{TARGET_REQUESTS / rate:,.0f} s analyze; measured only {args.requests:,}"
+        )
     if not args.keep:
         trace.unlink(missing_ok=True)
         if args.workdir is None:

@@ -27,19 +27,38 @@ from kvadvisor.rules import load_rules
 STORAGE = load_storage()
 INSTANCES = load_instances()
 RULES = load_rules([], FACTS)
-TRACE = TraceSummary(path="t", format="mooncake", requests=10_000, duration_s=1000.0,
-                     block_tokens=512, columns=("arrival_s", "input_tokens", "output_tokens"),
-                     input_tokens_total=20_000_000, output_tokens_total=300_000,
-                     arrival_rate_per_s=10.0)
+TRACE = TraceSummary(
+    path="t",
+    format="mooncake",
+    requests=10_000,
+    duration_s=1000.0,
+    block_tokens=512,
+    columns=("arrival_s", "input_tokens", "output_tokens"),
+    input_tokens_total=20_000_000,
+    output_tokens_total=300_000,
+    arrival_rate_per_s=10.0,
+)
 
 
 def workload(write=(1.0e9, 3.0e9, 6.0e9), read=(0.5e9, 1.0e9, 2.0e9)):  # type: ignore[no-untyped-def]
     """Llama-3.1-70B on 8 x H200 replicas, 900 s prefill and 100 s decode per replica."""
-    f = workload_facts(TRACE, ModelSummary("llama-3.1-70b", 327_680),
-                       StageSplit("modeled", 900.0, 100.0, 0.9),
-                       None, IoDemand(IoRate(*write), IoRate(*read), 1.0))
-    f.update(collect([("split_gpus_per_replica", 8), ("split_gpu_bf16_tflops", 989.4),
-                      ("split_gpu_memory_bandwidth_gbps", 4800.0), ("model_weights_gib", 131.0)]))
+    f = workload_facts(
+        TRACE,
+        ModelSummary("llama-3.1-70b", 327_680),
+        StageSplit("modeled", 900.0, 100.0, 0.9),
+        None,
+        IoDemand(IoRate(*write), IoRate(*read), 1.0),
+    )
+    f.update(
+        collect(
+            [
+                ("split_gpus_per_replica", 8),
+                ("split_gpu_bf16_tflops", 989.4),
+                ("split_gpu_memory_bandwidth_gbps", 4800.0),
+                ("model_weights_gib", 131.0),
+            ]
+        )
+    )
     return f
 
 
@@ -60,14 +79,26 @@ def test_instance_count_by_hand() -> None:
 
 def test_essd_sized_for_bandwidth() -> None:
     """200 MB/s p99 at an 80% target needs 250 MB/s: PL1 size (250 - 120) / 0.5 = 260 GiB."""
-    fit = fit_tier(STORAGE["alibaba-essd-pl1"], "prefill", INSTANCES["ecs.gn8v-8x.48xlarge"],
-                   2.0e8, None, 100.0)
+    fit = fit_tier(
+        STORAGE["alibaba-essd-pl1"],
+        "prefill",
+        INSTANCES["ecs.gn8v-8x.48xlarge"],
+        2.0e8,
+        None,
+        100.0,
+    )
     assert fit.capacity_gib == 260 and fit.devices == 1
     assert fit.write_bytes_per_s == pytest.approx(2.5e8)
     assert fit.feasible
     # Beyond one volume's 350 MB/s ceiling the tier stripes over several volumes.
-    big = fit_tier(STORAGE["alibaba-essd-pl1"], "prefill", INSTANCES["ecs.gn8v-8x.48xlarge"],
-                   1.0e9, None, 100.0)
+    big = fit_tier(
+        STORAGE["alibaba-essd-pl1"],
+        "prefill",
+        INSTANCES["ecs.gn8v-8x.48xlarge"],
+        1.0e9,
+        None,
+        100.0,
+    )
     assert big.devices == math.ceil(1.25e9 / 3.5e8)
 
 
@@ -77,21 +108,29 @@ def test_recommendation_per_stage_by_hand() -> None:
     p5e for both stages: 2 prefill instances, so 1.5 GB/s p99 writes each; the built-in NVMe
     drive closest to 80% at p99 is the 4,000 MB/s P5810 (37.5%).
     """
-    advice = advise(workload(), None, STORAGE, INSTANCES, RULES,
-                    AdvisorOptions(instance={"both": "p5e.48xlarge"}))
+    advice = advise(
+        workload(),
+        None,
+        STORAGE,
+        INSTANCES,
+        RULES,
+        AdvisorOptions(instance={"both": "p5e.48xlarge"}),
+    )
     pre, dec = advice.recommendation.prefill, advice.recommendation.decode
     assert (pre.instance, pre.instance_count, dec.instance_count) == ("p5e.48xlarge", 2, 1)
     assert pre.required.write_bytes_per_s == pytest.approx(1.5e9)
     assert pre.storage == "solidigm-d7-p5810"
     assert (pre.utilization.mean, pre.utilization.p99, pre.utilization.peak) == pytest.approx(
-        (0.5e9 / 4.0e9, 1.5e9 / 4.0e9, 3.0e9 / 4.0e9))
+        (0.5e9 / 4.0e9, 1.5e9 / 4.0e9, 3.0e9 / 4.0e9)
+    )
     assert pre.required.derivation and "p99" in pre.required.derivation[0]
     # Alternatives are ranked with reasons, storage and instances both.
     kinds = {a.kind for a in pre.alternatives}
     assert kinds == {"storage", "instance"}
     assert all(a.reason for a in pre.alternatives)
     assert [a.rank for a in pre.alternatives if a.kind == "storage"] == list(
-        range(1, 1 + sum(a.kind == "storage" for a in pre.alternatives)))
+        range(1, 1 + sum(a.kind == "storage" for a in pre.alternatives))
+    )
     # Decode reads 1.0 GB/s at p99 on one instance; its tier is a local NVMe drive too.
     assert dec.required.read_bytes_per_s == pytest.approx(1.0e9)
     assert STORAGE[dec.storage].category == "local_nvme"
@@ -107,8 +146,14 @@ def test_recommendation_per_stage_by_hand() -> None:
 def test_shared_storage_idle_and_saturated() -> None:
     """--storage for both stages: prefill saturates a gp3 volume while decode idles on it."""
     f = workload(write=(0.8e9, 2.0e9, 3.0e9), read=(1.0e7, 2.0e7, 4.0e7))
-    advice = advise(f, None, STORAGE, INSTANCES, RULES,
-                    AdvisorOptions(storage="aws-ebs-gp3", instance={"both": "p5e.48xlarge"}))
+    advice = advise(
+        f,
+        None,
+        STORAGE,
+        INSTANCES,
+        RULES,
+        AdvisorOptions(storage="aws-ebs-gp3", instance={"both": "p5e.48xlarge"}),
+    )
     rec = advice.recommendation
     assert rec.shared_storage and rec.prefill.storage == rec.decode.storage == "aws-ebs-gp3"
     assert "UT02" in {x.code for x in advice.findings}
@@ -121,9 +166,16 @@ def test_shared_storage_idle_and_saturated() -> None:
 
 def test_disk_cap_below_demand() -> None:
     """ND H100 v5 caps attached disks at 612 MB/s: Premium SSD v2 cannot carry 1.5 GB/s."""
-    advice = advise(workload(), None, STORAGE, INSTANCES, RULES,
-                    AdvisorOptions(storage="azure-premium-ssd-v2",
-                                   instance={"both": "Standard_ND96isr_H100_v5"}))
+    advice = advise(
+        workload(),
+        None,
+        STORAGE,
+        INSTANCES,
+        RULES,
+        AdvisorOptions(
+            storage="azure-premium-ssd-v2", instance={"both": "Standard_ND96isr_H100_v5"}
+        ),
+    )
     findings = {f.code: f for f in advice.findings}
     assert "IN01" in findings and findings["IN01"].severity == "error"
     assert "612.0 MB/s" in findings["IN01"].message
@@ -142,13 +194,18 @@ def test_quiet_rules_say_why() -> None:
 def test_parse_instance_choice() -> None:
     """NAME for both stages, or stage=NAME; anything else is a user error."""
     assert parse_instance_choice(["p5e.48xlarge", "decode=ecs.gn8v-8x.48xlarge"]) == {
-        "both": "p5e.48xlarge", "decode": "ecs.gn8v-8x.48xlarge"}
+        "both": "p5e.48xlarge",
+        "decode": "ecs.gn8v-8x.48xlarge",
+    }
     with pytest.raises(ConfigError):
         parse_instance_choice(["train=p5"])
     # The message names the bad value and the accepted forms; an empty name is also rejected.
     for bad in ("train=p5", "prefill="):
-        with pytest.raises(ConfigError, match=rf"--instance '{bad}': expected NAME, prefill=NAME "
-                                              "or decode=NAME"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"--instance '{bad}': expected NAME, prefill=NAME "
+            "or decode=NAME",
+        ):
             parse_instance_choice([bad])
 
 
@@ -158,12 +215,14 @@ def test_modeled_gpu_picks_family_and_smallest_fitting_size() -> None:
     With H20 chosen and 131 GiB of weights (x 1.5 = 196.5 GiB needed), the 1-GPU gn8v
     (96 GiB) does not fit and the 4-GPU gn8v (384 GiB) is the smallest H20 size that does.
     """
-    advice = advise(workload(), None, STORAGE, INSTANCES, RULES,
-                    AdvisorOptions(preferred_gpu="h20"))
+    advice = advise(
+        workload(), None, STORAGE, INSTANCES, RULES, AdvisorOptions(preferred_gpu="h20")
+    )
     assert advice.recommendation.prefill.instance == "ecs.gn8v-4x.8xlarge"
     ranked = [a for a in advice.recommendation.prefill.alternatives if a.kind == "instance"]
     assert ranked[0].name == "ecs.gn8v-4x.8xlarge" and "384 GiB GPU memory > 1.5 x 131" in (
-        ranked[0].reason)
+        ranked[0].reason
+    )
 
 
 def test_announced_parts_are_never_recommended() -> None:
@@ -177,8 +236,9 @@ def test_announced_parts_are_never_recommended() -> None:
     announced = {n for n, s in STORAGE.items() if s.announced_only}
     assert {"kioxia-gen5-xl-nand", "kioxia-cm7-prototype"} <= announced
     for stage in ("prefill", "decode"):
-        ranked = rank_tiers(stage, INSTANCES["p5e.48xlarge"], STORAGE, 2.0e9, 1.0e4,
-                            1000.0, 1000.0, 2.0e9)
+        ranked = rank_tiers(
+            stage, INSTANCES["p5e.48xlarge"], STORAGE, 2.0e9, 1.0e4, 1000.0, 1000.0, 2.0e9
+        )
         flags = [f.spec.announced_only for f in ranked]
         assert flags == sorted(flags), f"{stage}: an announced part outranks a shipping one"
         assert not flags[0]

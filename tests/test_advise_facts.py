@@ -29,23 +29,44 @@ from kvadvisor.advise.model import (
 from kvadvisor.rules.model import UNITS
 
 REPO = Path(__file__).resolve().parents[1]
-TRACE = TraceSummary(path="t", format="mooncake", requests=10_000, duration_s=1000.0,
-                     block_tokens=512, columns=("arrival_s", "input_tokens", "output_tokens",
-                                                "block_hashes"),
-                     input_tokens_total=20_000_000, output_tokens_total=300_000,
-                     arrival_rate_per_s=10.0)
+TRACE = TraceSummary(
+    path="t",
+    format="mooncake",
+    requests=10_000,
+    duration_s=1000.0,
+    block_tokens=512,
+    columns=("arrival_s", "input_tokens", "output_tokens", "block_hashes"),
+    input_tokens_total=20_000_000,
+    output_tokens_total=300_000,
+    arrival_rate_per_s=10.0,
+)
 MODEL = ModelSummary("llama-3.1-70b", 327_680)
-CACHE = PrefixCache(0.5, HitRatio(0.40, 0.50), (
-    MrcPoint(16384, 0.01, 0.02), MrcPoint(1048576, 0.20, 0.30), MrcPoint(4194304, 0.35, 0.46),
-    MrcPoint(16777216, 0.40, 0.50), MrcPoint(None, 0.40, 0.50)))
+CACHE = PrefixCache(
+    0.5,
+    HitRatio(0.40, 0.50),
+    (
+        MrcPoint(16384, 0.01, 0.02),
+        MrcPoint(1048576, 0.20, 0.30),
+        MrcPoint(4194304, 0.35, 0.46),
+        MrcPoint(16777216, 0.40, 0.50),
+        MrcPoint(None, 0.40, 0.50),
+    ),
+)
 IO = IoDemand(IoRate(1.0e9, 3.0e9, 6.0e9), IoRate(0.5e9, 1.0e9, 2.0e9), 1.0)
 
 
 def test_registry_units_and_names() -> None:
     """Every fact has a known unit, a description, and a name whose suffix matches its unit."""
     assert len(FACTS) == len(FACT_SPECS)
-    suffix_unit = {"_s": "s", "_gib": "gib", "_bytes": "bytes", "_tokens": "tokens",
-                   "_us": "us", "_tflops": "tflops", "_gbps": "gbps"}
+    suffix_unit = {
+        "_s": "s",
+        "_gib": "gib",
+        "_bytes": "bytes",
+        "_tokens": "tokens",
+        "_us": "us",
+        "_tflops": "tflops",
+        "_gbps": "gbps",
+    }
     for spec in FACT_SPECS:
         assert spec.unit in UNITS and spec.description and spec.source, spec.name
         for suffix, unit in suffix_unit.items():
@@ -76,8 +97,13 @@ def test_workload_facts_by_hand() -> None:
 def test_absent_sections_give_absent_facts() -> None:
     """A fact the analysis could not produce is absent, never zero."""
     f = workload_facts(TRACE)
-    for name in ("prefill_share_gpu_time", "prefix_hit_ratio_unbounded", "write_bytes_per_s_p99",
-                 "kv_bytes_per_token", "io_size_bytes"):
+    for name in (
+        "prefill_share_gpu_time",
+        "prefix_hit_ratio_unbounded",
+        "write_bytes_per_s_p99",
+        "kv_bytes_per_token",
+        "io_size_bytes",
+    ):
         assert name not in f
     assert f["requests_count"].value == 10_000
 
@@ -96,19 +122,31 @@ def test_report_facts_from_richer_sections() -> None:
     """Reuse quantiles, TTL at 90% and the profiler's memory fit become facts."""
     cache = SimpleNamespace(
         **{k: getattr(CACHE, k) for k in ("warmup_fraction", "hit_ratio", "mrc")},
-        status="exact", curve=(),
+        status="exact",
+        curve=(),
         reuse=SimpleNamespace(
-            quantiles=(SimpleNamespace(quantile=0.5, seconds=114.0),
-                       SimpleNamespace(quantile=0.9, seconds=519.0)),
-            ttl=(SimpleNamespace(share=0.5, ttl_s=114.0, capacity_tokens=1000),
-                 SimpleNamespace(share=0.9, ttl_s=519.0, capacity_tokens=3_276_800))))
-    model = SimpleNamespace(kv_bytes_per_token=327_680,
-                            deployment=SimpleNamespace(tp=8, gpu="h200"),
-                            memory=SimpleNamespace(weight_bytes_per_gpu=17.5 * 2**30,
-                                                   kv_working_set_peak_bytes_per_gpu=40 * 2**30,
-                                                   max_concurrent_requests=96.0))
-    report = SimpleNamespace(trace=TRACE, model=model, stage_split=None, prefix_cache=cache,
-                             io=None)
+            quantiles=(
+                SimpleNamespace(quantile=0.5, seconds=114.0),
+                SimpleNamespace(quantile=0.9, seconds=519.0),
+            ),
+            ttl=(
+                SimpleNamespace(share=0.5, ttl_s=114.0, capacity_tokens=1000),
+                SimpleNamespace(share=0.9, ttl_s=519.0, capacity_tokens=3_276_800),
+            ),
+        ),
+    )
+    model = SimpleNamespace(
+        kv_bytes_per_token=327_680,
+        deployment=SimpleNamespace(tp=8, gpu="h200"),
+        memory=SimpleNamespace(
+            weight_bytes_per_gpu=17.5 * 2**30,
+            kv_working_set_peak_bytes_per_gpu=40 * 2**30,
+            max_concurrent_requests=96.0,
+        ),
+    )
+    report = SimpleNamespace(
+        trace=TRACE, model=model, stage_split=None, prefix_cache=cache, io=None
+    )
     f = {k: v.value for k, v in report_facts(report).items()}
     assert f["reuse_time_p50_s"] == 114.0 and f["reuse_time_p90_s"] == 519.0
     assert f["retention_ttl_s"] == 519.0
@@ -120,8 +158,7 @@ def test_report_facts_from_richer_sections() -> None:
 def test_reuse_unknown_from_the_cache_section() -> None:
     """A cache section with status unknown makes prefix reuse unmeasurable."""
     cache = PrefixCache(0.5, HitRatio(None, None), (MrcPoint(None, None, None),))
-    report = SimpleNamespace(trace=TRACE, model=None, stage_split=None, prefix_cache=cache,
-                             io=None)
+    report = SimpleNamespace(trace=TRACE, model=None, stage_split=None, prefix_cache=cache, io=None)
     assert report_facts(report)["prefix_reuse_measurable"].value is False
 
 
@@ -136,10 +173,16 @@ def test_stage_split_gpu_seconds_become_replica_seconds() -> None:
     At TP 4, 800 + 200 GPU-seconds over the 1000-s trace keep 1.0 GPU busy on average, and
     one replica spends 800 / 4 = 200 s in prefill (docs/facts.md).
     """
-    model = SimpleNamespace(kv_bytes_per_token=327_680, deployment=SimpleNamespace(tp=4),
-                            memory=None)
-    report = SimpleNamespace(trace=TRACE, model=model, prefix_cache=None, io=None,
-                             stage_split=StageSplit("modeled", 800.0, 200.0, 0.8))
+    model = SimpleNamespace(
+        kv_bytes_per_token=327_680, deployment=SimpleNamespace(tp=4), memory=None
+    )
+    report = SimpleNamespace(
+        trace=TRACE,
+        model=model,
+        prefix_cache=None,
+        io=None,
+        stage_split=StageSplit("modeled", 800.0, 200.0, 0.8),
+    )
     f = {k: v.value for k, v in report_facts(report).items()}
     assert f["busy_gpus_mean"] == pytest.approx(1.0)
     assert f["prefill_gpu_s"] == pytest.approx(200.0) and f["decode_gpu_s"] == pytest.approx(50.0)

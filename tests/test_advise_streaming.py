@@ -99,18 +99,29 @@ def test_stream_footers_count_block_accesses(mooncake, tmp_path) -> None:
 
 def _hive(trace, tmp_path):
     table = trace.table.replace_schema_metadata(
-        {META_BLOCK_TOKENS: b"512", META_SOURCE_FORMAT: b"mooncake"})
+        {META_BLOCK_TOKENS: b"512", META_SOURCE_FORMAT: b"mooncake"}
+    )
     part = pc.cast(pc.floor(pc.divide(table["arrival_s"], 600.0)), pa.int64())
-    ds.write_dataset(table.append_column("window", part), tmp_path / "hive", format="parquet",
-                     partitioning=["window"], partitioning_flavor="hive",
-                     max_rows_per_group=1000, preserve_order=True)
+    ds.write_dataset(
+        table.append_column("window", part),
+        tmp_path / "hive",
+        format="parquet",
+        partitioning=["window"],
+        partitioning_flavor="hive",
+        max_rows_per_group=1000,
+        preserve_order=True,
+    )
     return tmp_path / "hive"
 
 
 def _exact_plan(stream):
     # Exactly the exact pass plus the stage profile (256 B per request) beside it.
-    plan = plan_for_stream(stream, BASELINE_BYTES + EXACT_BYTES_PER_ACCESS
-                           * stream.block_accesses + (16 + 256) * stream.requests)
+    plan = plan_for_stream(
+        stream,
+        BASELINE_BYTES
+        + EXACT_BYTES_PER_ACCESS * stream.block_accesses
+        + (16 + 256) * stream.requests,
+    )
     assert plan.mode == "streaming" and plan.exact_curve and plan.stage_profile
     return plan
 
@@ -118,8 +129,11 @@ def _exact_plan(stream):
 @pytest.mark.parametrize("source", ["memory", "hive"])
 def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source) -> None:
     """Streaming exact gives the in-memory curve, summary and charts exactly."""
-    stream = (stream_trace(mooncake, batch_rows=1000) if source == "memory"
-              else open_trace_stream(_hive(mooncake, tmp_path), batch_rows=777))
+    stream = (
+        stream_trace(mooncake, batch_rows=1000)
+        if source == "memory"
+        else open_trace_stream(_hive(mooncake, tmp_path), batch_rows=777)
+    )
     got = analyze_stream(stream, OPTIONS, plan=_exact_plan(stream), **_kw())
     want = reference.prefix_cache
     assert got.prefix_cache.status == "exact"
@@ -129,17 +143,32 @@ def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source)
     assert got.prefix_cache.curve == want.curve
     assert got.unavailable.keys() == reference.unavailable.keys()
     assert got.options == reference.options
-    for name in ("requests", "duration_s", "input_tokens_total", "output_tokens_total",
-                 "arrival_rate_per_s", "block_tokens", "models", "arrivals", "input_tokens_hist",
-                 "output_tokens_hist", "dropped", "columns", "capabilities"):
+    for name in (
+        "requests",
+        "duration_s",
+        "input_tokens_total",
+        "output_tokens_total",
+        "arrival_rate_per_s",
+        "block_tokens",
+        "models",
+        "arrivals",
+        "input_tokens_hist",
+        "output_tokens_hist",
+        "dropped",
+        "columns",
+        "capabilities",
+    ):
         assert getattr(got.trace, name) == getattr(reference.trace, name), name
 
 
 def test_small_budget_switches_to_sampling(mooncake, reference) -> None:
     """A small budget samples at the rate that fits, states it, and stays close."""
     stream = stream_trace(mooncake, batch_rows=2000)
-    limit = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * stream.requests
-             + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * stream.block_accesses))
+    limit = (
+        BASELINE_BYTES
+        + SAMPLED_BYTES_PER_REQUEST * stream.requests
+        + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * stream.block_accesses)
+    )
     report = analyze_large(stream, OPTIONS, memory_limit_bytes=limit, **_kw())
     pc_ = report.prefix_cache
     assert pc_.status == "sampled"
@@ -170,8 +199,14 @@ def test_large_budget_runs_everything_in_memory(mooncake, reference) -> None:
 
 def test_no_hashes_stream_says_unknown() -> None:
     """Without hashes: prefix reuse unknown; counts and charts by hand."""
-    table = pa.table({"arrival_s": [0.0, 1.0, 3.0], "input_tokens": [5, 6, 0],
-                      "output_tokens": [1, 2, 70], "model": ["m2", "m1", None]})
+    table = pa.table(
+        {
+            "arrival_s": [0.0, 1.0, 3.0],
+            "input_tokens": [5, 6, 0],
+            "output_tokens": [1, 2, 70],
+            "model": ["m2", "m1", None],
+        }
+    )
     stream = stream_trace(build_trace(table, path="t", source_format="t", block_tokens=None))
     plan = plan_analysis(3, 0, 0, BASELINE_BYTES)
     report = analyze_stream(stream, OPTIONS, plan=plan, **_kw())
@@ -192,16 +227,24 @@ def test_streamed_summary_states_columns_and_capabilities() -> None:
     """
     from kvadvisor.trace.describe import capabilities
 
-    table = pa.table({"arrival_s": [0.0, 1.0, 3.0], "input_tokens": [5, 6, 0],
-                      "output_tokens": [1, 2, 70], "ttft_s": [0.1, 0.2, 0.3],
-                      "session_id": ["a", "b", "a"], "ok": [True, False, False]})
+    table = pa.table(
+        {
+            "arrival_s": [0.0, 1.0, 3.0],
+            "input_tokens": [5, 6, 0],
+            "output_tokens": [1, 2, 70],
+            "ttft_s": [0.1, 0.2, 0.3],
+            "session_id": ["a", "b", "a"],
+            "ok": [True, False, False],
+        }
+    )
     trace = build_trace(table, path="t", source_format="t", block_tokens=None)
     plan = plan_analysis(3, 0, 0, BASELINE_BYTES)
     report = analyze_stream(stream_trace(trace), OPTIONS, plan=plan, **_kw())
     assert report.trace.columns == trace.columns
     assert report.trace.capabilities == capabilities(trace)
     assert "2 failed requests: kept, and excluded where a metric needs a successful request" in (
-        report.trace.capabilities)
+        report.trace.capabilities
+    )
     assert "TTFT present: stage times will be measured, not modeled" in report.trace.capabilities
 
 
@@ -210,10 +253,26 @@ def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
     hive = _hive(mooncake, tmp_path)
     out = tmp_path / "r.json"
     accesses = open_trace_stream(hive).block_accesses
-    limit = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * mooncake.requests
-             + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * accesses))
-    res = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", str(limit),
-                                   "--cache-instances", "1", "--format", "json", "-o", str(out)])
+    limit = (
+        BASELINE_BYTES
+        + SAMPLED_BYTES_PER_REQUEST * mooncake.requests
+        + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * accesses)
+    )
+    res = CliRunner().invoke(
+        app,
+        [
+            "analyze",
+            str(hive),
+            "--memory-limit",
+            str(limit),
+            "--cache-instances",
+            "1",
+            "--format",
+            "json",
+            "-o",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     body = json.loads(out.read_text())
     assert body["trace"]["requests"] == mooncake.requests

@@ -21,8 +21,18 @@ ALLOWED: dict[str, set[str]] = {
     "perfmodel": {"catalog", "errors", "units", "perfmodel"},
     "rules": {"errors", "units", "rules", "yamlio"},
     "advise": {
-        "trace", "metrics", "cache", "catalog", "perfmodel", "rules", "config", "errors",
-        "units", "advise", "yamlio", "plan",
+        "trace",
+        "metrics",
+        "cache",
+        "catalog",
+        "perfmodel",
+        "rules",
+        "config",
+        "errors",
+        "units",
+        "advise",
+        "yamlio",
+        "plan",
     },
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
     "plan": {"errors", "units", "yamlio", "catalog", "plan"},
@@ -31,9 +41,26 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"advise", "errors", "units", "report"},
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
     "synth": {"trace", "errors", "units", "synth", "fileio"},
-    "cli": {"advise", "report", "config", "errors", "trace", "catalog", "rules", "cache",
-            "metrics", "perfmodel", "units", "__init__", "yamlio", "progress", "plan", "emit",
-            "synth", "fileio"},
+    "cli": {
+        "advise",
+        "report",
+        "config",
+        "errors",
+        "trace",
+        "catalog",
+        "rules",
+        "cache",
+        "metrics",
+        "perfmodel",
+        "units",
+        "__init__",
+        "yamlio",
+        "progress",
+        "plan",
+        "emit",
+        "synth",
+        "fileio",
+    },
 }
 
 
@@ -85,8 +112,11 @@ def _advise_modules(path: Path) -> set[str]:
             elif node.module.startswith("kvadvisor.advise."):
                 found.add(node.module.removeprefix("kvadvisor."))
         elif isinstance(node, ast.Import):
-            found.update(a.name.removeprefix("kvadvisor.") for a in node.names
-                         if a.name.startswith("kvadvisor.advise"))
+            found.update(
+                a.name.removeprefix("kvadvisor.")
+                for a in node.names
+                if a.name.startswith("kvadvisor.advise")
+            )
     return found
 
 

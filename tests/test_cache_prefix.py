@@ -262,8 +262,14 @@ def test_the_exact_pass_hands_its_ids_to_routing_and_reuse(mooncake, monkeypatch
     np.testing.assert_array_equal(other.block_ids, expected)
     assert other.id_bound == expected_bound == bound
     # Not kept unless asked (the streamed pass): then nothing is claimed about the ids.
-    bare = simulate_arrays(offsets, hashed, trace.column_np("input_tokens"), 512,
-                           warmup_requests=0, warmup_fraction=0.0)
+    bare = simulate_arrays(
+        offsets,
+        hashed,
+        trace.column_np("input_tokens"),
+        512,
+        warmup_requests=0,
+        warmup_fraction=0.0,
+    )
     assert bare.id_bound is None and bare.block_ids is None
 
     def _no_second_remap(values):
@@ -271,7 +277,11 @@ def test_the_exact_pass_hands_its_ids_to_routing_and_reuse(mooncake, monkeypatch
 
     monkeypatch.setattr(prefix, "_remap", _no_second_remap)
     assert reuse_times(scattered, other) == reuse_times(trace, result)
-    kwargs = dict(instances=4, capacities_tokens=[2**20, None],
-                  policies=[RoutingPolicy.RANDOM, RoutingPolicy.PREFIX_AWARE])
-    assert (compare_routing(scattered, pooled=other, **kwargs)
-            == compare_routing(trace, pooled=result, **kwargs))
+    kwargs = dict(
+        instances=4,
+        capacities_tokens=[2**20, None],
+        policies=[RoutingPolicy.RANDOM, RoutingPolicy.PREFIX_AWARE],
+    )
+    assert compare_routing(scattered, pooled=other, **kwargs) == compare_routing(
+        trace, pooled=result, **kwargs
+    )

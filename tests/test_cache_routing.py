@@ -104,8 +104,12 @@ def test_pooled_result_given_by_the_caller_is_used_as_is(monkeypatch) -> None:
     from kvadvisor.cache import simulate_prefix_cache
 
     trace = make_trace(HASHES, INPUT, BT)
-    kwargs = dict(instances=3, capacities_tokens=[BT, 4 * BT, None],
-                  policies=[RoutingPolicy.PREFIX_AWARE], warmup_fraction=0.5)
+    kwargs = dict(
+        instances=3,
+        capacities_tokens=[BT, 4 * BT, None],
+        policies=[RoutingPolicy.PREFIX_AWARE],
+        warmup_fraction=0.5,
+    )
     fresh = compare_routing(trace, **kwargs)
     pooled = simulate_prefix_cache(trace, warmup_fraction=0.5)
 

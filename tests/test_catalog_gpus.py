@@ -7,8 +7,22 @@ import pytest
 from kvadvisor.catalog.gpus import get_gpu, load_gpus
 from kvadvisor.errors import CatalogError
 
-REQUIRED = {"h100-sxm", "h100-pcie", "h800", "h200", "h20", "a100-40gb", "a100-80gb", "a800",
-            "l20", "l40s", "l4", "a10", "b200", "mi300x"}
+REQUIRED = {
+    "h100-sxm",
+    "h100-pcie",
+    "h800",
+    "h200",
+    "h20",
+    "a100-40gb",
+    "a100-80gb",
+    "a800",
+    "l20",
+    "l40s",
+    "l4",
+    "a10",
+    "b200",
+    "mi300x",
+}
 
 
 def test_every_requested_gpu_with_sources() -> None:
@@ -24,7 +38,10 @@ def test_figures_match_research_catalog() -> None:
     """Spot checks against research/catalog.md section 1 (dense, decimal units)."""
     h200 = get_gpu("h200")
     assert (h200.bf16_dense_tflops, h200.fp8_dense_tflops, h200.memory_bandwidth_gbps) == (
-        989.4, 1978.9, 4800)
+        989.4,
+        1978.9,
+        4800,
+    )
     h20 = get_gpu("h20")
     assert (h20.bf16_dense_tflops, h20.memory_gb, h20.memory_bandwidth_gbps) == (148, 96, 4000)
     assert get_gpu("l20").memory_bandwidth_gbps == 864

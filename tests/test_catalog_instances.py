@@ -13,9 +13,29 @@ SPECS = load_instances()
 def test_families_of_the_issue_are_present() -> None:
     """Alibaba, AWS, GCP and Azure families named in the issue."""
     families = {s.family for s in SPECS.values()}
-    for family in ("gn7i", "gn7e", "gn8is", "gn8v", "ebmgn8v", "ebmgn8is", "p4d", "p4de", "p5",
-                   "p5e", "p5en", "p6-b200", "g5", "g6", "g6e", "a2", "a3", "g2",
-                   "ND A100 v4", "ND H100 v5", "ND H200 v5"):
+    for family in (
+        "gn7i",
+        "gn7e",
+        "gn8is",
+        "gn8v",
+        "ebmgn8v",
+        "ebmgn8is",
+        "p4d",
+        "p4de",
+        "p5",
+        "p5e",
+        "p5en",
+        "p6-b200",
+        "g5",
+        "g6",
+        "g6e",
+        "a2",
+        "a3",
+        "g2",
+        "ND A100 v4",
+        "ND H100 v5",
+        "ND H200 v5",
+    ):
         assert family in families, family
 
 
@@ -37,8 +57,14 @@ def test_every_entry_has_a_source() -> None:
 
 def test_wrong_unit_and_missing_source() -> None:
     """A value with a unit and an entry without source are rejected, naming the field."""
-    entry = {"provider": "aws", "family": "p5", "gpu": "h100", "gpu_count": 8,
-             "gpu_memory_gib": 80, "source": ["W1"]}
+    entry = {
+        "provider": "aws",
+        "family": "p5",
+        "gpu": "h100",
+        "gpu_count": 8,
+        "gpu_memory_gib": 80,
+        "source": ["W1"],
+    }
     doc = {"kind": "instances", "sources": {"W1": "EC2"}, "entries": {"x": dict(entry)}}
     doc["entries"]["x"]["gpu_memory_bandwidth_gbps"] = "3.35 TB/s"
     with pytest.raises(CatalogError, match="gpu_memory_bandwidth_gbps: expected a number.*GB/s"):
@@ -73,7 +99,8 @@ def test_gpu_figures_agree_with_the_gpu_catalog() -> None:
         if gpu is None or spec.gpu_bf16_tflops is None:
             continue
         assert spec.gpu_bf16_tflops == pytest.approx(gpu.bf16_dense_tflops, rel=0.01), spec.name
-        assert spec.gpu_memory_bandwidth_gbps == pytest.approx(gpu.memory_bandwidth_gbps,
-                                                               rel=0.01), spec.name
+        assert spec.gpu_memory_bandwidth_gbps == pytest.approx(
+            gpu.memory_bandwidth_gbps, rel=0.01
+        ), spec.name
         checked += 1
     assert checked >= 20

@@ -18,38 +18,83 @@ from kvadvisor.catalog.models import (
 from kvadvisor.errors import CatalogError
 
 REQUIRED = {
-    "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwen3-8b", "qwen3-32b",
-    "qwen3-235b-a22b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "deepseek-v3",
-    "deepseek-r1", "mistral-7b", "mixtral-8x7b", "gpt-oss-120b",
+    "qwen2.5-7b",
+    "qwen2.5-14b",
+    "qwen2.5-32b",
+    "qwen2.5-72b",
+    "qwen3-8b",
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "deepseek-v3",
+    "deepseek-r1",
+    "mistral-7b",
+    "mixtral-8x7b",
+    "gpt-oss-120b",
 }
 
 # Hugging Face config.json excerpts (values as published on the model pages).
 LLAMA_31_8B = {
-    "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
-    "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
     "tie_word_embeddings": False,
 }
 QWEN3_32B = {
-    "hidden_size": 5120, "head_dim": 128, "intermediate_size": 25600, "num_attention_heads": 64,
-    "num_hidden_layers": 64, "num_key_value_heads": 8, "vocab_size": 151936,
-    "use_sliding_window": False, "sliding_window": None, "max_window_layers": 64,
+    "hidden_size": 5120,
+    "head_dim": 128,
+    "intermediate_size": 25600,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 151936,
+    "use_sliding_window": False,
+    "sliding_window": None,
+    "max_window_layers": 64,
 }
 DEEPSEEK_V3 = {
-    "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-    "num_attention_heads": 128, "num_hidden_layers": 61, "num_key_value_heads": 128,
-    "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-    "v_head_dim": 128, "n_routed_experts": 256, "n_shared_experts": 1,
-    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "vocab_size": 129280,
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_attention_heads": 128,
+    "num_hidden_layers": 61,
+    "num_key_value_heads": 128,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "vocab_size": 129280,
 }
 GPT_OSS_120B = {
-    "hidden_size": 2880, "head_dim": 64, "intermediate_size": 2880, "num_attention_heads": 64,
-    "num_hidden_layers": 36, "num_key_value_heads": 8, "num_local_experts": 128,
-    "experts_per_token": 4, "sliding_window": 128, "vocab_size": 201088,
+    "hidden_size": 2880,
+    "head_dim": 64,
+    "intermediate_size": 2880,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 36,
+    "num_key_value_heads": 8,
+    "num_local_experts": 128,
+    "experts_per_token": 4,
+    "sliding_window": 128,
+    "vocab_size": 201088,
     "layer_types": ["sliding_attention", "full_attention"] * 18,
 }
 MISTRAL_7B = {
-    "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
-    "num_hidden_layers": 32, "num_key_value_heads": 8, "sliding_window": 4096,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "sliding_window": 4096,
     "vocab_size": 32000,
 }
 
@@ -95,9 +140,19 @@ def test_catalog_shapes_from_research() -> None:
 
 def test_gqa_entry_without_head_dim_is_rejected() -> None:
     """Cross-field check: GQA needs head_dim; the message names the entry."""
-    doc = {"kind": "models", "sources": {"X": "a source"}, "entries": {
-        "m": {"layers": 2, "q_heads": 4, "kv_heads": 2, "total_params_billion": 1,
-              "source": ["X"]}}}
+    doc = {
+        "kind": "models",
+        "sources": {"X": "a source"},
+        "entries": {
+            "m": {
+                "layers": 2,
+                "q_heads": 4,
+                "kv_heads": 2,
+                "total_params_billion": 1,
+                "source": ["X"],
+            }
+        },
+    }
     entries = check_entries("f.yaml", "models", doc, MODEL_FIELDS)
     with pytest.raises(CatalogError, match=r"f.yaml: entries.m.head_dim"):
         check_model_entries(entries, "f.yaml")

@@ -25,13 +25,28 @@ def test_every_topic_of_the_issue_is_present() -> None:
     object storage.
     """
     for name in (
-        "host-dram-ddr5-spr", "cxl-micron-cz120", "nvme-gen4-x4", "nvme-gen5-x4",
-        "alibaba-essd-pl0", "alibaba-essd-pl1", "alibaba-essd-pl2", "alibaba-essd-pl3",
-        "alibaba-essd-autopl", "alibaba-ephemeral-standard", "alibaba-ephemeral-premium",
-        "aws-ebs-gp3", "aws-ebs-io2-block-express", "gcp-hyperdisk-balanced",
-        "azure-ultra-disk", "azure-premium-ssd-v2", "alibaba-cpfs-200",
-        "aws-fsx-lustre-persistent2-1000", "gcp-managed-lustre-1000", "deepseek-3fs",
-        "mooncake-store", "object-storage",
+        "host-dram-ddr5-spr",
+        "cxl-micron-cz120",
+        "nvme-gen4-x4",
+        "nvme-gen5-x4",
+        "alibaba-essd-pl0",
+        "alibaba-essd-pl1",
+        "alibaba-essd-pl2",
+        "alibaba-essd-pl3",
+        "alibaba-essd-autopl",
+        "alibaba-ephemeral-standard",
+        "alibaba-ephemeral-premium",
+        "aws-ebs-gp3",
+        "aws-ebs-io2-block-express",
+        "gcp-hyperdisk-balanced",
+        "azure-ultra-disk",
+        "azure-premium-ssd-v2",
+        "alibaba-cpfs-200",
+        "aws-fsx-lustre-persistent2-1000",
+        "gcp-managed-lustre-1000",
+        "deepseek-3fs",
+        "mooncake-store",
+        "object-storage",
     ):
         assert name in SPECS, name
     assert {s.category for s in SPECS.values()} == set(CATEGORIES)

@@ -52,14 +52,23 @@ def test_profile_deployment_options_reach_the_report(mooncake_path, tmp_path) ->
     """--instances, --io-unit and --drive-capacity set the profile's knobs, with units."""
     base = _analyze_json(mooncake_path, tmp_path / "a.json")
     assert base["io"]["io_unit_bytes"] == 4096 and base["io"]["drive_writes_per_day"] is None
-    got = _analyze_json(mooncake_path, tmp_path / "b.json", "--instances", "4",
-                        "--io-unit", "16 KiB", "--drive-capacity", "7.68 TB")
+    got = _analyze_json(
+        mooncake_path,
+        tmp_path / "b.json",
+        "--instances",
+        "4",
+        "--io-unit",
+        "16 KiB",
+        "--drive-capacity",
+        "7.68 TB",
+    )
     assert got["options"]["instances"] == 4
     assert got["io"]["io_unit_bytes"] == 16 * 1024
     assert got["io"]["drive_capacity_bytes"] == 7.68e12
     # DWPD = bytes written per day / drive capacity (decimal TB: 10^12 bytes)
     assert got["io"]["drive_writes_per_day"] == pytest.approx(
-        got["io"]["write_bytes_per_day"] / 7.68e12, rel=1e-6)
+        got["io"]["write_bytes_per_day"] / 7.68e12, rel=1e-6
+    )
     # a larger device I/O unit rounds each chunk write up further: never fewer bytes on device
     assert got["io"]["write_io"]["mean_io_bytes"] >= base["io"]["write_io"]["mean_io_bytes"]
 
@@ -90,8 +99,17 @@ def test_analyze_parquet_with_wall_clock_arrivals(tmp_path) -> None:
     offsets_s = [0.0, 0.5, 2.25, 4.0]
     common = {"input_tokens": [100, 200, 300, 50], "output_tokens": [10, 20, 5, 1]}
     wall = tmp_path / "wall.parquet"
-    pq.write_table(pa.table({"arrival_s": pa.array(
-        [start + dt.timedelta(seconds=s) for s in offsets_s], pa.timestamp("us")), **common}), wall)
+    pq.write_table(
+        pa.table(
+            {
+                "arrival_s": pa.array(
+                    [start + dt.timedelta(seconds=s) for s in offsets_s], pa.timestamp("us")
+                ),
+                **common,
+            }
+        ),
+        wall,
+    )
     secs = tmp_path / "secs.parquet"
     pq.write_table(pa.table({"arrival_s": offsets_s, **common}), secs)
     got = _analyze_json(wall, tmp_path / "w.json")
@@ -115,9 +133,13 @@ def _main(monkeypatch, capsys, *args):
 def test_parser_errors_are_one_line(monkeypatch, capsys, tmp_path) -> None:
     """An option out of range, an unknown option or command, a missing argument: one line, 2."""
     cases = {
-        ("analyze", "t.jsonl", "--instances", "0"):
-            "error: Invalid value for '--instances': Input should be greater than or equal to 1 "
-            "(see `kvadvisor analyze --help`)",
+        (
+            "analyze",
+            "t.jsonl",
+            "--instances",
+            "0",
+        ): "error: Invalid value for '--instances': Input should be greater than or equal to 1 "
+        "(see `kvadvisor analyze --help`)",
         ("analyze", "t.jsonl", "--bogus"): "error: No such option: --bogus",
         ("analyze",): "error: Missing argument 'trace'. (see `kvadvisor analyze --help`)",
         ("nosuchcommand",): "error: No such command 'nosuchcommand'. (see `kvadvisor --help`)",
@@ -134,8 +156,20 @@ def test_entry_point_exit_codes(monkeypatch, capsys, mooncake_path, tmp_path) ->
     code, err = _main(monkeypatch, capsys, "analyze", str(tmp_path / "missing.jsonl"))
     assert code == EXIT_USER_ERROR and "no such file" in err
     plans = REPO / "examples" / "plans"
-    ok = _main(monkeypatch, capsys, "review", str(mooncake_path), "--plan",
-               str(plans / "good-p5e-prefill-h20-decode.yaml"))[0]
-    bad = _main(monkeypatch, capsys, "review", str(mooncake_path), "--plan",
-                str(plans / "bad-h20-cloud-disk.yaml"))[0]
+    ok = _main(
+        monkeypatch,
+        capsys,
+        "review",
+        str(mooncake_path),
+        "--plan",
+        str(plans / "good-p5e-prefill-h20-decode.yaml"),
+    )[0]
+    bad = _main(
+        monkeypatch,
+        capsys,
+        "review",
+        str(mooncake_path),
+        "--plan",
+        str(plans / "bad-h20-cloud-disk.yaml"),
+    )[0]
     assert (ok, bad) == (0, 1)

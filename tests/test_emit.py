@@ -87,9 +87,11 @@ def test_lmcache_yaml_keys_values_and_reasons() -> None:
     }
     lines = text.splitlines()
     assert len(_commented(lines, lambda s: s and not s.startswith("#"))) == len(doc)
-    assert ("the smallest measured capacity reaching 80% of the unbounded hit ratio: 262,144 "
-            "tokens × 327,680 B/token (llama-3.1-70b) = 85.9 GB; the trace's steady prefix hit "
-            "ratio there is 42.0% of an unbounded 48.0%") in text
+    assert (
+        "the smallest measured capacity reaching 80% of the unbounded hit ratio: 262,144 "
+        "tokens × 327,680 B/token (llama-3.1-70b) = 85.9 GB; the trace's steady prefix hit "
+        "ratio there is 42.0% of an unbounded 48.0%"
+    ) in text
 
 
 def test_sglang_flags(tmp_path: Path) -> None:
@@ -98,9 +100,17 @@ def test_sglang_flags(tmp_path: Path) -> None:
     args = _bash_array(text, "SGLANG_HICACHE_ARGS", tmp_path)
     flags = [a for a in args if a.startswith("--")]
     assert {f[2:] for f in flags} <= DOCUMENTED["sglang-hicache"]
-    assert args == ["--enable-hierarchical-cache", "--page-size", "64", "--hicache-size", "11",
-                    "--hicache-write-policy", "write_through", "--hicache-storage-backend",
-                    "file"]  # 85.9 GB / 8 ranks = 10.7 → 11 GB per rank
+    assert args == [
+        "--enable-hierarchical-cache",
+        "--page-size",
+        "64",
+        "--hicache-size",
+        "11",
+        "--hicache-write-policy",
+        "write_through",
+        "--hicache-storage-backend",
+        "file",
+    ]  # 85.9 GB / 8 ranks = 10.7 → 11 GB per rank
     lines = text.splitlines()
     assert len(_commented(lines, lambda s: s.strip().startswith("--"))) == len(flags)
 
@@ -146,9 +156,11 @@ def test_no_reuse_means_no_offload_tier() -> None:
         with pytest.raises(ConfigError, match="0.0%"):
             emit_config(report, engine)
     # Each refusal names what its engine would have emitted (emit/writers.py), not just 0.0%.
-    for engine, what in (("sglang-hicache", "no HiCache flags to emit"),
-                         ("dynamo-kvbm", "no KVBM tiers to emit"),
-                         ("mooncake", "no Mooncake Store pool to emit")):
+    for engine, what in (
+        ("sglang-hicache", "no HiCache flags to emit"),
+        ("dynamo-kvbm", "no KVBM tiers to emit"),
+        ("mooncake", "no Mooncake Store pool to emit"),
+    ):
         with pytest.raises(ConfigError, match=f"^{what}: .*0\\.0%"):
             emit_config(report, engine)
 
@@ -172,8 +184,10 @@ def test_chunk_comes_from_the_recommendation() -> None:
 
     from kvadvisor.advise.model import Recommendation, StageRecommendation
 
-    rec = Recommendation(StageRecommendation("p5e.48xlarge", "nvme-gen4-x4", chunk_tokens=512),
-                         StageRecommendation(None, None))
+    rec = Recommendation(
+        StageRecommendation("p5e.48xlarge", "nvme-gen4-x4", chunk_tokens=512),
+        StageRecommendation(None, None),
+    )
     text = emit_config(replace(_report(), recommendation=rec), "lmcache")["lmcache.yaml"]
     assert yaml.safe_load(text)["chunk_size"] == 512
     assert "512 tokens (the advisor's prefill chunk) × 327,680 B/token = 160.0 MiB" in text
@@ -196,8 +210,13 @@ def test_analyze_emit_writes_every_engine(tmp_path: Path, monkeypatch) -> None:
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == [
-        "kvbm.env", "lmcache.yaml", "mooncake-client.json", "mooncake-client.notes.txt",
-        "mooncake-master.sh", "sglang-hicache.sh"]
+        "kvbm.env",
+        "lmcache.yaml",
+        "mooncake-client.json",
+        "mooncake-client.notes.txt",
+        "mooncake-master.sh",
+        "sglang-hicache.sh",
+    ]
     assert yaml.safe_load((out / "lmcache.yaml").read_text())["max_local_cpu_size"] == 85.9
 
 
@@ -209,8 +228,9 @@ def test_emit_needs_one_directory(tmp_path: Path) -> None:
 
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
-    result = CliRunner().invoke(cli.app, ["analyze", str(trace), "--emit", "lmcache",
-                                          "-o", str(tmp_path / "r.json")])
+    result = CliRunner().invoke(
+        cli.app, ["analyze", str(trace), "--emit", "lmcache", "-o", str(tmp_path / "r.json")]
+    )
     assert result.exit_code == 2 and "give exactly one -o DIR" in result.output
 
 
@@ -220,23 +240,37 @@ def test_sizes_come_from_the_recommendation() -> None:
 
     from kvadvisor.advise.model import Recommendation, Series, StageRecommendation, Tier
 
-    tiers = (Tier("host-dram-ddr5-spr", "memory", "host DRAM KV pool", 100.0),
-             Tier("nvme-gen5-x4", "local_nvme", "capacity tier", 1000.0, devices=8))
-    rec = Recommendation(StageRecommendation("p5e.48xlarge", "nvme-gen5-x4", tiers=tiers),
-                         StageRecommendation(None, None))
-    curve = Series("token hit ratio (steady state)", "LRU cache capacity", "tokens",
-                   "token hit ratio", "ratio", (16_384.0, 65_536.0, 262_144.0, 1_048_576.0),
-                   (0.10, 0.35, 0.42, 0.47), "step")
+    tiers = (
+        Tier("host-dram-ddr5-spr", "memory", "host DRAM KV pool", 100.0),
+        Tier("nvme-gen5-x4", "local_nvme", "capacity tier", 1000.0, devices=8),
+    )
+    rec = Recommendation(
+        StageRecommendation("p5e.48xlarge", "nvme-gen5-x4", tiers=tiers),
+        StageRecommendation(None, None),
+    )
+    curve = Series(
+        "token hit ratio (steady state)",
+        "LRU cache capacity",
+        "tokens",
+        "token hit ratio",
+        "ratio",
+        (16_384.0, 65_536.0, 262_144.0, 1_048_576.0),
+        (0.10, 0.35, 0.42, 0.47),
+        "step",
+    )
     report = _report()
-    report = replace(report, recommendation=rec,
-                     prefix_cache=replace(report.prefix_cache, curve=(curve,)))
+    report = replace(
+        report, recommendation=rec, prefix_cache=replace(report.prefix_cache, curve=(curve,))
+    )
     files = emit_config(report, "lmcache")
     doc = yaml.safe_load(files["lmcache.yaml"])
     # 100 GiB / 327,680 B = 327,680 tokens → 107.4 GB; 1,000 GiB → 3,276,800 tokens → 1,073.8 GB
     assert doc["max_local_cpu_size"] == 107.4 and doc["max_local_disk_size"] == 1073.8
     text = files["lmcache.yaml"]
-    assert ("the advisor's prefill host DRAM KV pool (host-dram-ddr5-spr on p5e.48xlarge, "
-            "100.0 GiB per instance): 327,680 tokens") in text
+    assert (
+        "the advisor's prefill host DRAM KV pool (host-dram-ddr5-spr on p5e.48xlarge, "
+        "100.0 GiB per instance): 327,680 tokens"
+    ) in text
     assert "hit ratio there is 42.0%" in text and "hit ratio there is 47.0%" in text
     assert "# Sizes are per instance, as the advisor recommends for prefill." in text
     env = emit_config(report, "dynamo-kvbm")["kvbm.env"]

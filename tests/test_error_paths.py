@@ -97,8 +97,14 @@ def test_damaged_compressed_trace(tmp_path, kind, how, name, data) -> None:
     """A cut-short or corrupt .gz/.zst is one TraceFormatError naming file and fix."""
     path = tmp_path / (name + COMPRESS[kind][1])
     path.write_bytes(_damaged(kind, data, how))
-    _raises(TraceFormatError, lambda: read_trace(path), str(path), f"corrupt {kind} data",
-            "damaged or incomplete", "fetch or compress it again")
+    _raises(
+        TraceFormatError,
+        lambda: read_trace(path),
+        str(path),
+        f"corrupt {kind} data",
+        "damaged or incomplete",
+        "fetch or compress it again",
+    )
 
 
 def test_damaged_compressed_trace_through_the_cli(tmp_path) -> None:
@@ -124,9 +130,15 @@ def test_jsonl_line_that_is_not_an_object(tmp_path, bad, json_type) -> None:
     path = tmp_path / "t.jsonl"
     # A blank line is not a row: the value is on row 2, line 3.
     path.write_text(f"{GOOD_LINE}\n\n{bad}\n{GOOD_LINE}\n")
-    _raises(TraceSchemaError, lambda: read_trace(path), str(path),
-            "row 2, column '(record)': unparseable", f"is a JSON {json_type}, not an object",
-            "line 3", "delete or fix it")
+    _raises(
+        TraceSchemaError,
+        lambda: read_trace(path),
+        str(path),
+        "row 2, column '(record)': unparseable",
+        f"is a JSON {json_type}, not an object",
+        "line 3",
+        "delete or fix it",
+    )
 
 
 def test_jsonl_first_line_not_an_object(tmp_path) -> None:
@@ -134,33 +146,56 @@ def test_jsonl_first_line_not_an_object(tmp_path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text(f"42\n{GOOD_LINE}\n")
     _raises(TraceFormatError, lambda: read_trace(path), "not JSON objects", "--trace-format")
-    _raises(TraceSchemaError, lambda: read_trace(path, "mooncake"), "row 1, column '(record)'",
-            "is a JSON number")
-    one_error_line(runner.invoke(app, ["info", str(path), "--trace-format", "mooncake"]),
-                    "t.jsonl", "row 1", "is a JSON number")
+    _raises(
+        TraceSchemaError,
+        lambda: read_trace(path, "mooncake"),
+        "row 1, column '(record)'",
+        "is a JSON number",
+    )
+    one_error_line(
+        runner.invoke(app, ["info", str(path), "--trace-format", "mooncake"]),
+        "t.jsonl",
+        "row 1",
+        "is a JSON number",
+    )
 
 
-LLMPERF_ROW = {"number_input_tokens": 10, "number_output_tokens": 2, "ttft_s": 0.1,
-               "end_to_end_latency_s": 0.5}
+LLMPERF_ROW = {
+    "number_input_tokens": 10,
+    "number_output_tokens": 2,
+    "ttft_s": 0.1,
+    "end_to_end_latency_s": 0.5,
+}
 
 
 def test_llmperf_not_an_array(tmp_path) -> None:
     """LLMPerf results that are one object: say what the file must be and which file to give."""
     path = tmp_path / "r.json"
     path.write_text(json.dumps(LLMPERF_ROW))
-    _raises(TraceFormatError, lambda: read_trace(path, "llmperf"), str(path),
-            "must be a JSON array of per-request objects, got a JSON object",
-            "*_individual_responses.json")
-    one_error_line(runner.invoke(app, ["info", str(path), "--trace-format", "llmperf"]),
-                    "r.json", "got a JSON object")
+    _raises(
+        TraceFormatError,
+        lambda: read_trace(path, "llmperf"),
+        str(path),
+        "must be a JSON array of per-request objects, got a JSON object",
+        "*_individual_responses.json",
+    )
+    one_error_line(
+        runner.invoke(app, ["info", str(path), "--trace-format", "llmperf"]),
+        "r.json",
+        "got a JSON object",
+    )
 
 
 def test_llmperf_array_of_non_objects(tmp_path) -> None:
     """An element that is not an object is named by its position (row)."""
     path = tmp_path / "r.json"
     path.write_text(json.dumps([LLMPERF_ROW, LLMPERF_ROW, 5]))
-    _raises(TraceSchemaError, lambda: read_trace(path), str(path),
-            "row 3, column '(record)': unparseable: 5 is a JSON number, not a per-request object")
+    _raises(
+        TraceSchemaError,
+        lambda: read_trace(path),
+        str(path),
+        "row 3, column '(record)': unparseable: 5 is a JSON number, not a per-request object",
+    )
     flat = tmp_path / "flat.json"
     flat.write_text("[1, 2]")
     _raises(TraceSchemaError, lambda: read_trace(flat, "llmperf"), "row 1", "is a JSON number")
@@ -176,15 +211,24 @@ def test_llmperf_syntax_error_line_counts_the_same_with_a_byte_order_mark(tmp_pa
     for name, data in (("plain.json", body), ("bom.json", b"\xef\xbb\xbf" + body)):
         path = tmp_path / name
         path.write_bytes(data)
-        _raises(TraceSchemaError, lambda p=path: read_trace(p, "llmperf"), name,
-                "row 1, column 'number_output_tokens': unparseable",
-                "not valid JSON at line 3, character 1 (Expecting value)")
+        _raises(
+            TraceSchemaError,
+            lambda p=path: read_trace(p, "llmperf"),
+            name,
+            "row 1, column 'number_output_tokens': unparseable",
+            "not valid JSON at line 3, character 1 (Expecting value)",
+        )
 
 
 # --- trace readers: parquet ------------------------------------------------------------------
 
-CANONICAL = pa.table({"arrival_s": np.arange(2000, dtype=np.float64),
-                      "input_tokens": np.full(2000, 64), "output_tokens": np.full(2000, 4)})
+CANONICAL = pa.table(
+    {
+        "arrival_s": np.arange(2000, dtype=np.float64),
+        "input_tokens": np.full(2000, 64),
+        "output_tokens": np.full(2000, 4),
+    }
+)
 
 
 def _parquet_bytes(table: pa.Table = CANONICAL) -> bytes:
@@ -197,8 +241,13 @@ def test_garbage_named_parquet(tmp_path) -> None:
     """Bytes that are not parquet under a .parquet name: say so and offer --trace-format."""
     path = tmp_path / "g.parquet"
     path.write_bytes(bytes(range(256)) * 4)
-    _raises(TraceFormatError, lambda: read_trace(path), str(path), "no PAR1 magic number",
-            "--trace-format")
+    _raises(
+        TraceFormatError,
+        lambda: read_trace(path),
+        str(path),
+        "no PAR1 magic number",
+        "--trace-format",
+    )
     one_error_line(runner.invoke(app, ["info", str(path)]), "g.parquet", "no PAR1")
 
 
@@ -207,31 +256,39 @@ def test_unreadable_parquet(tmp_path, damage) -> None:
     """A cut-short file (footer gone) or a corrupt data page (footer fine): one clear error."""
     data = _parquet_bytes()
     path = tmp_path / "t.parquet"
-    path.write_bytes(data[: len(data) // 2] if damage == "truncated"
-                     else data[:8] + b"\xff" * 2000 + data[2008:])
-    needles = (str(path), "not a readable parquet file", "damaged or incomplete",
-               "kvadvisor convert")
+    path.write_bytes(
+        data[: len(data) // 2] if damage == "truncated" else data[:8] + b"\xff" * 2000 + data[2008:]
+    )
+    needles = (
+        str(path),
+        "not a readable parquet file",
+        "damaged or incomplete",
+        "kvadvisor convert",
+    )
     _raises(TraceFormatError, lambda: read_trace(path), *needles)
     # The streaming reader (what `analyze` uses for parquet) fails the same way, whether the
     # footer or a data page is damaged.
     _raises(TraceFormatError, lambda: list(open_trace_stream(path)), *needles)
-    one_error_line(runner.invoke(app, ["analyze", str(path)]), "t.parquet",
-                    "not a readable parquet file")
+    one_error_line(
+        runner.invoke(app, ["analyze", str(path)]), "t.parquet", "not a readable parquet file"
+    )
 
 
 @pytest.mark.parametrize(
     "key, value, why",
-    [(META_BLOCK_TOKENS, b"sixteen", "invalid literal"), (META_BLOCK_TOKENS, b"0", "positive"),
-     (META_NOTES, b"{not json", "Expecting property name"),
-     (META_NOTES, b'{"a": 1}', "not a JSON list of text"),
-     (b"kvadvisor.dropped", b'{"nan_value": "many"}', "not a JSON object of row counts")],
+    [
+        (META_BLOCK_TOKENS, b"sixteen", "invalid literal"),
+        (META_BLOCK_TOKENS, b"0", "positive"),
+        (META_NOTES, b"{not json", "Expecting property name"),
+        (META_NOTES, b'{"a": 1}', "not a JSON list of text"),
+        (b"kvadvisor.dropped", b'{"nan_value": "many"}', "not a JSON object of row counts"),
+    ],
 )
 def test_damaged_kvadvisor_metadata(tmp_path, key, value, why) -> None:
     """kvadvisor.* schema metadata that does not parse: named, with the fix (both readers)."""
     path = tmp_path / "m.parquet"
     pq.write_table(CANONICAL.replace_schema_metadata({key: value}), path)
-    needles = (str(path), f"schema metadata '{key.decode()}' is damaged", why,
-               "kvadvisor convert")
+    needles = (str(path), f"schema metadata '{key.decode()}' is damaged", why, "kvadvisor convert")
     _raises(TraceFormatError, lambda: read_trace(path), *needles)
     _raises(TraceFormatError, lambda: open_trace_stream(path), *needles)
 
@@ -247,12 +304,20 @@ def _write(path: Path, **columns: Any) -> Path:
 
 def test_stream_no_such_path_and_no_parquet_files(tmp_path) -> None:
     """A missing path, and a directory with nothing in it: what and how."""
-    _raises(TraceFormatError, lambda: open_trace_stream(tmp_path / "nope"),
-            "nope: no such file or directory")
+    _raises(
+        TraceFormatError,
+        lambda: open_trace_stream(tmp_path / "nope"),
+        "nope: no such file or directory",
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
-    _raises(TraceFormatError, lambda: open_trace_stream(empty), str(empty),
-            "no parquet files found", "kvadvisor convert")
+    _raises(
+        TraceFormatError,
+        lambda: open_trace_stream(empty),
+        str(empty),
+        "no parquet files found",
+        "kvadvisor convert",
+    )
     one_error_line(runner.invoke(app, ["analyze", str(empty)]), "no parquet files found")
 
 
@@ -261,8 +326,10 @@ def test_stream_directory_with_other_files(tmp_path) -> None:
     mixed = tmp_path / "mixed"
     _write(mixed / "a.parquet", arrival_s=[0.0], input_tokens=[1], output_tokens=[1])
     (mixed / "notes.csv").write_text("a,b\n1,2\n")
-    needles = ("not a readable parquet file", "every file in a trace directory must be "
-               "canonical parquet: move other files out")
+    needles = (
+        "not a readable parquet file",
+        "every file in a trace directory must be canonical parquet: move other files out",
+    )
     _raises(TraceFormatError, lambda: open_trace_stream(mixed), "notes.csv", *needles)
     cut = tmp_path / "cut"
     _write(cut / "a.parquet", arrival_s=[0.0], input_tokens=[1], output_tokens=[1])
@@ -273,43 +340,73 @@ def test_stream_directory_with_other_files(tmp_path) -> None:
     first = tmp_path / "first"
     first.mkdir()
     (first / "a.parquet").write_bytes(data[: len(data) // 2])
-    _raises(TraceFormatError, lambda: open_trace_stream(first), str(first),
-            "not readable as parquet", "every file in a trace directory")
+    _raises(
+        TraceFormatError,
+        lambda: open_trace_stream(first),
+        str(first),
+        "not readable as parquet",
+        "every file in a trace directory",
+    )
     one_error_line(runner.invoke(app, ["analyze", str(mixed)]), "notes.csv", "move other files")
 
 
 def test_stream_missing_required_columns(tmp_path) -> None:
     """Every missing required column is counted; the fix is `kvadvisor convert`."""
     path = _write(tmp_path / "m.parquet", arrival_s=[0.0], prompt=[1])
-    message = _raises(TraceSchemaError, lambda: open_trace_stream(path),
-                      "column 'input_tokens': missing_column", "kvadvisor convert")
+    message = _raises(
+        TraceSchemaError,
+        lambda: open_trace_stream(path),
+        "column 'input_tokens': missing_column",
+        "kvadvisor convert",
+    )
     assert "(and 1 more problem(s))" in message  # output_tokens too
 
 
 def test_stream_bad_cells(tmp_path) -> None:
     """Wrong type, empty and negative cells name file, row and column; values print plainly."""
-    typ = _write(tmp_path / "t.parquet", arrival_s=[0.0, 1.0], input_tokens=["a", "b"],
-                 output_tokens=[1, 1])
-    _raises(TraceSchemaError, lambda: list(open_trace_stream(typ)),
-            "t.parquet: column 'input_tokens': wrong_type: string is not int64",
-            "kvadvisor convert")
-    neg = _write(tmp_path / "n.parquet", arrival_s=[0.0, 1.0], input_tokens=[1, -7],
-                 output_tokens=[1, None])
-    message = _raises(TraceSchemaError, lambda: list(open_trace_stream(neg)),
-                      "row 2, column 'input_tokens': negative_value: -7 (and 1 more")
+    typ = _write(
+        tmp_path / "t.parquet", arrival_s=[0.0, 1.0], input_tokens=["a", "b"], output_tokens=[1, 1]
+    )
+    _raises(
+        TraceSchemaError,
+        lambda: list(open_trace_stream(typ)),
+        "t.parquet: column 'input_tokens': wrong_type: string is not int64",
+        "kvadvisor convert",
+    )
+    neg = _write(
+        tmp_path / "n.parquet", arrival_s=[0.0, 1.0], input_tokens=[1, -7], output_tokens=[1, None]
+    )
+    message = _raises(
+        TraceSchemaError,
+        lambda: list(open_trace_stream(neg)),
+        "row 2, column 'input_tokens': negative_value: -7 (and 1 more",
+    )
     assert "np." not in message  # numpy's repr (np.int64(-7)) is not for people
 
 
 def test_stream_arrival_column_not_seconds(tmp_path) -> None:
     """Text arrival times, or none at all, cannot be ranged: one error each, not a traceback."""
-    text = _write(tmp_path / "s.parquet", arrival_s=["2025-01-01 00:00:00"] * 2,
-                  input_tokens=[1, 1], output_tokens=[1, 1])
-    _raises(TraceSchemaError, lambda: open_trace_stream(text),
-            "column 'arrival_s': wrong_type: string is not seconds", "kvadvisor convert")
-    empty = _write(tmp_path / "e.parquet", arrival_s=pa.array([None, None], pa.float64()),
-                   input_tokens=[1, 1], output_tokens=[1, 1])
-    _raises(TraceSchemaError, lambda: open_trace_stream(empty),
-            "row 1, column 'arrival_s': null_value")
+    text = _write(
+        tmp_path / "s.parquet",
+        arrival_s=["2025-01-01 00:00:00"] * 2,
+        input_tokens=[1, 1],
+        output_tokens=[1, 1],
+    )
+    _raises(
+        TraceSchemaError,
+        lambda: open_trace_stream(text),
+        "column 'arrival_s': wrong_type: string is not seconds",
+        "kvadvisor convert",
+    )
+    empty = _write(
+        tmp_path / "e.parquet",
+        arrival_s=pa.array([None, None], pa.float64()),
+        input_tokens=[1, 1],
+        output_tokens=[1, 1],
+    )
+    _raises(
+        TraceSchemaError, lambda: open_trace_stream(empty), "row 1, column 'arrival_s': null_value"
+    )
     one_error_line(runner.invoke(app, ["analyze", str(text)]), "s.parquet", "arrival_s")
 
 
@@ -319,21 +416,35 @@ def test_stream_arrival_column_not_seconds(tmp_path) -> None:
 @pytest.mark.parametrize(
     "maps, needles",
     [
-        (["input_tokens=a", "input_tokens=b"],
-         ["--map 'input_tokens=b'", "'input_tokens' is mapped twice (also from 'a')",
-          "one --map per canonical column"]),
-        (["input_tokens=len", "output_tokens=len"],
-         ["--map 'output_tokens=len'", "source column 'len' is already mapped to 'input_tokens'"]),
-        (["inptu_tokens=a"], ["'inptu_tokens' is not a canonical column",
-                              "did you mean 'input_tokens'?"]),
+        (
+            ["input_tokens=a", "input_tokens=b"],
+            [
+                "--map 'input_tokens=b'",
+                "'input_tokens' is mapped twice (also from 'a')",
+                "one --map per canonical column",
+            ],
+        ),
+        (
+            ["input_tokens=len", "output_tokens=len"],
+            [
+                "--map 'output_tokens=len'",
+                "source column 'len' is already mapped to 'input_tokens'",
+            ],
+        ),
+        (
+            ["inptu_tokens=a"],
+            ["'inptu_tokens' is not a canonical column", "did you mean 'input_tokens'?"],
+        ),
         (["zzz=a"], ["--map 'zzz=a': 'zzz' is not a canonical column"]),
         (["input_tokens"], ["expected CANONICAL=SOURCE", "--map input_tokens=prompt_len"]),
         (["=prompt_len"], ["--map '=prompt_len': expected CANONICAL=SOURCE"]),
         (["input_tokens="], ["--map 'input_tokens=': expected CANONICAL=SOURCE"]),
         (["arrival_s=ts:min"], ["unknown time unit 'min'", "use one of s, ms, us, ns"]),
         (["arrival_s=ts:"], ["unknown time unit ''"]),
-        (["input_tokens=len:ms"], ["'input_tokens' is not a time, so it takes no unit",
-                                   "--map arrival_s=ts:ms"]),
+        (
+            ["input_tokens=len:ms"],
+            ["'input_tokens' is not a time, so it takes no unit", "--map arrival_s=ts:ms"],
+        ),
     ],
 )
 def test_bad_column_map(maps, needles) -> None:
@@ -344,12 +455,26 @@ def test_bad_column_map(maps, needles) -> None:
 def test_bad_column_map_through_the_cli() -> None:
     """A map with a column mapped twice, and a map for a source format: exit 2, one line."""
     path = FIX / "tiny_mapped.csv"
-    one_error_line(runner.invoke(app, ["info", str(path), "--map", "input_tokens=prompt_len",
-                                        "--map", "output_tokens=prompt_len"]),
-                    "source column 'prompt_len' is already mapped to 'input_tokens'")
-    one_error_line(runner.invoke(app, ["info", str(FIX / "tiny_mooncake.jsonl"), "--map",
-                                        "input_tokens=input_length"]),
-                    "--map applies to canonical CSV/parquet, not to mooncake")
+    one_error_line(
+        runner.invoke(
+            app,
+            [
+                "info",
+                str(path),
+                "--map",
+                "input_tokens=prompt_len",
+                "--map",
+                "output_tokens=prompt_len",
+            ],
+        ),
+        "source column 'prompt_len' is already mapped to 'input_tokens'",
+    )
+    one_error_line(
+        runner.invoke(
+            app, ["info", str(FIX / "tiny_mooncake.jsonl"), "--map", "input_tokens=input_length"]
+        ),
+        "--map applies to canonical CSV/parquet, not to mooncake",
+    )
 
 
 # --- chunk size and I/O unit ----------------------------------------------------------------
@@ -359,35 +484,55 @@ def test_bad_column_map_through_the_cli() -> None:
 def test_chunk_tokens_not_positive(chunk) -> None:
     """A chunk of zero or fewer tokens names the option and the fix."""
     trace = read_trace(FIX / "tiny_mooncake.jsonl")
-    _raises(ConfigError, lambda: coarsen_trace(trace, chunk), f"--chunk-tokens {chunk}",
-            "must be a positive number of tokens", "multiple of the trace's 512-token blocks")
+    _raises(
+        ConfigError,
+        lambda: coarsen_trace(trace, chunk),
+        f"--chunk-tokens {chunk}",
+        "must be a positive number of tokens",
+        "multiple of the trace's 512-token blocks",
+    )
 
 
 def test_chunk_tokens_finer_than_the_blocks_through_the_cli() -> None:
     """`analyze --chunk-tokens` below the trace's block size: exit 2, one line."""
-    result = runner.invoke(app, ["analyze", str(FIX / "tiny_mooncake.jsonl"),
-                                 "--chunk-tokens", "256"])
+    result = runner.invoke(
+        app, ["analyze", str(FIX / "tiny_mooncake.jsonl"), "--chunk-tokens", "256"]
+    )
     one_error_line(result, "--chunk-tokens 256", "cannot refine", "multiple of 512")
 
 
 @pytest.mark.parametrize("unit", [0, -4096])
 def test_io_unit_below_one_byte(unit) -> None:
     """The device I/O unit must be at least a byte; the message says what to give."""
-    _raises(ConfigError, lambda: io_demand(
-        input_tokens=np.asarray([1]), hit_tokens=None, read_time_s=np.asarray([0.0]),
-        write_time_s=np.asarray([0.0]), kv_bytes=lambda n: n * 2, io_unit_bytes=unit),
-        f"I/O unit (--io-unit) must be at least 1 byte, got {unit}", "page or block size")
+    _raises(
+        ConfigError,
+        lambda: io_demand(
+            input_tokens=np.asarray([1]),
+            hit_tokens=None,
+            read_time_s=np.asarray([0.0]),
+            write_time_s=np.asarray([0.0]),
+            kv_bytes=lambda n: n * 2,
+            io_unit_bytes=unit,
+        ),
+        f"I/O unit (--io-unit) must be at least 1 byte, got {unit}",
+        "page or block size",
+    )
 
 
 # --- catalogs --------------------------------------------------------------------------------
 
-MODEL = {"layers": 4, "q_heads": 8, "kv_heads": 2, "head_dim": 64,
-         "total_params_billion": 1.0, "source": ["S"]}
+MODEL = {
+    "layers": 4,
+    "q_heads": 8,
+    "kv_heads": 2,
+    "head_dim": 64,
+    "total_params_billion": 1.0,
+    "source": ["S"],
+}
 
 
 def _catalog(tmp_path: Path, kind: str, entry: dict | None = None, **top: Any) -> Path:
-    doc: dict[str, Any] = {"kind": kind, "sources": {"S": "a datasheet"},
-                           "entries": {"x": entry}}
+    doc: dict[str, Any] = {"kind": kind, "sources": {"S": "a datasheet"}, "entries": {"x": entry}}
     doc.update(top)
     path = tmp_path / f"{kind}.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
@@ -397,18 +542,28 @@ def _catalog(tmp_path: Path, kind: str, entry: dict | None = None, **top: Any) -
 @pytest.mark.parametrize(
     "fields, needles",
     [
-        ({"attention": "mla", "kv_lora_rank": 512},
-         ["entries.x: mla needs kv_lora_rank and qk_rope_head_dim"]),
-        ({"attention": "mla", "qk_rope_head_dim": 64},
-         ["entries.x: mla needs kv_lora_rank and qk_rope_head_dim"]),
+        (
+            {"attention": "mla", "kv_lora_rank": 512},
+            ["entries.x: mla needs kv_lora_rank and qk_rope_head_dim"],
+        ),
+        (
+            {"attention": "mla", "qk_rope_head_dim": 64},
+            ["entries.x: mla needs kv_lora_rank and qk_rope_head_dim"],
+        ),
         ({"attention": "mha"}, ["entries.x.attention: must be one of gqa, mla, got 'mha'"]),
-        ({"sliding_window_layers": 2},
-         ["entries.x.sliding_window_tokens: is required with sliding_window_layers"]),
-        ({"sliding_window_layers": 5, "sliding_window_tokens": 4096},
-         ["entries.x.sliding_window_layers: more than layers (4)"]),
+        (
+            {"sliding_window_layers": 2},
+            ["entries.x.sliding_window_tokens: is required with sliding_window_layers"],
+        ),
+        (
+            {"sliding_window_layers": 5, "sliding_window_tokens": 4096},
+            ["entries.x.sliding_window_layers: more than layers (4)"],
+        ),
         ({"sliding_window_tokens": 0}, ["entries.x.sliding_window_tokens: must be >= 1, got 0"]),
-        ({"active_params_billion": 2.0},
-         ["entries.x.active_params_billion: above total_params_billion"]),
+        (
+            {"active_params_billion": 2.0},
+            ["entries.x.active_params_billion: above total_params_billion"],
+        ),
         ({"layers": 4.5}, ["entries.x.layers: expected a whole number, got 4.5"]),
         ({"head_dim": "128 dims"}, ["entries.x.head_dim: expected a number, got '128 dims'"]),
         ({"total_params_billion": float("inf")}, ["total_params_billion: must be finite"]),
@@ -428,11 +583,15 @@ STORAGE = {"category": "local_nvme", "provider": "generic", "read_mbps": 7000, "
     [
         ({"per_gib": {"mbps": 5}}, ["entries.x.per_gib.mbps: expected {base, per_gib, max, min}"]),
         ({"per_gib": {"mbps": {"base": 120}}}, ["with per_gib given"]),
-        ({"per_gib": {"iops": {"per_gib": -50}}},
-         ["per_gib.iops.per_gib: expected a plain non-negative number, got -50 (IOPS)"]),
+        (
+            {"per_gib": {"iops": {"per_gib": -50}}},
+            ["per_gib.iops.per_gib: expected a plain non-negative number, got -50 (IOPS)"],
+        ),
         ({"per_gib": 5}, ["entries.x.per_gib: expected a mapping, got 5"]),
-        ({"capacity_min_gib": 100, "capacity_max_gib": 20},
-         ["entries.x: capacity_min_gib is above capacity_max_gib"]),
+        (
+            {"capacity_min_gib": 100, "capacity_max_gib": 20},
+            ["entries.x: capacity_min_gib is above capacity_max_gib"],
+        ),
         ({"unconfirmed": ["read_mbs"]}, ["entries.x.unconfirmed: 'read_mbs' is not a field"]),
         ({"unconfirmed": "read_mbps, write_mbps"}, ["'read_mbps, write_mbps' is not a field"]),
         ({"shared": "yes"}, ["entries.x.shared: expected true or false, got 'yes'"]),
@@ -449,14 +608,23 @@ def test_bad_storage_entries(tmp_path, fields, needles) -> None:
 
 def test_bad_storage_entry_through_the_cli(tmp_path) -> None:
     """`catalog list --catalog FILE` with capacity min above max: exit 2, one line."""
-    path = _catalog(tmp_path, "storage", {**STORAGE, "capacity_min_gib": 100,
-                                          "capacity_max_gib": 20})
-    one_error_line(runner.invoke(app, ["catalog", "list", "storage", "--catalog", str(path)]),
-                    "storage.yaml: entries.x: capacity_min_gib is above capacity_max_gib")
+    path = _catalog(
+        tmp_path, "storage", {**STORAGE, "capacity_min_gib": 100, "capacity_max_gib": 20}
+    )
+    one_error_line(
+        runner.invoke(app, ["catalog", "list", "storage", "--catalog", str(path)]),
+        "storage.yaml: entries.x: capacity_min_gib is above capacity_max_gib",
+    )
 
 
-INSTANCE = {"provider": "aws", "family": "p5", "gpu": "h100-sxm", "gpu_count": 8,
-            "gpu_memory_gib": 80, "source": ["S"]}
+INSTANCE = {
+    "provider": "aws",
+    "family": "p5",
+    "gpu": "h100-sxm",
+    "gpu_count": 8,
+    "gpu_memory_gib": 80,
+    "source": ["S"],
+}
 
 
 @pytest.mark.parametrize(
@@ -478,16 +646,26 @@ def test_bad_instance_entries(tmp_path, fields, needles) -> None:
     [
         ("- kind: storage\n", ["expected a mapping with 'kind', 'sources' and 'entries'"]),
         ("sources: {S: s}\nentries: {x: {}}\n", ["no 'kind'; start the file with 'kind: storage'"]),
-        ("kind: storage\nsources: {S: s}\nentries: {x: {}}\nextra: 1\nmore: 2\n",
-         ["unknown top-level key(s) extra, more"]),
-        ("kind: gpus\nsources: {S: s}\nentries: {x: {}}\n",
-         ["kind is 'gpus', expected 'storage'", "starts with 'kind: storage'"]),
-        ("kind: storage\nsources: [S]\nentries: {x: {}}\n",
-         ["'sources' must map a key to a citation text"]),
-        ("kind: storage\nsources: {S: s}\nentries: {}\n",
-         ["'entries' must be a non-empty mapping of name to fields"]),
-        ("kind: storage\nsources: {S: s}\nentries: {x: [1, 2]}\n",
-         ["entries.x: expected a mapping of fields"]),
+        (
+            "kind: storage\nsources: {S: s}\nentries: {x: {}}\nextra: 1\nmore: 2\n",
+            ["unknown top-level key(s) extra, more"],
+        ),
+        (
+            "kind: gpus\nsources: {S: s}\nentries: {x: {}}\n",
+            ["kind is 'gpus', expected 'storage'", "starts with 'kind: storage'"],
+        ),
+        (
+            "kind: storage\nsources: [S]\nentries: {x: {}}\n",
+            ["'sources' must map a key to a citation text"],
+        ),
+        (
+            "kind: storage\nsources: {S: s}\nentries: {}\n",
+            ["'entries' must be a non-empty mapping of name to fields"],
+        ),
+        (
+            "kind: storage\nsources: {S: s}\nentries: {x: [1, 2]}\n",
+            ["entries.x: expected a mapping of fields"],
+        ),
     ],
 )
 def test_catalog_file_shapes(tmp_path, text, needles) -> None:
@@ -502,37 +680,74 @@ def test_catalog_file_without_a_kind(tmp_path, text) -> None:
     """--catalog files are routed by their kind: without one, say how the file must start."""
     path = tmp_path / "c.yaml"
     path.write_text(text, encoding="utf-8")
-    _raises(CatalogError, lambda: PlanCatalogs.packaged((str(path),)), f"{path}: ",
-            "a catalog file starts with 'kind: storage' or 'kind: instances'")
-    one_error_line(runner.invoke(app, ["catalog", "list", "--catalog", str(path)]), "c.yaml",
-                    "starts with 'kind: storage'")
+    _raises(
+        CatalogError,
+        lambda: PlanCatalogs.packaged((str(path),)),
+        f"{path}: ",
+        "a catalog file starts with 'kind: storage' or 'kind: instances'",
+    )
+    one_error_line(
+        runner.invoke(app, ["catalog", "list", "--catalog", str(path)]),
+        "c.yaml",
+        "starts with 'kind: storage'",
+    )
 
 
 def test_catalog_without_kind_in_the_models_loader(tmp_path) -> None:
     """The generic checker says which kind to write when 'kind' is absent."""
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump({"sources": {"S": "s"}, "entries": {"x": MODEL}}))
-    _raises(CatalogError, lambda: load_models(path), "no 'kind'",
-            "start the file with 'kind: models'")
+    _raises(
+        CatalogError, lambda: load_models(path), "no 'kind'", "start the file with 'kind: models'"
+    )
     gpu = tmp_path / "g.yaml"
-    gpu.write_text(yaml.safe_dump({"kind": "gpus", "sources": {"S": "s"}, "entries": {
-        "x": {"bf16_dense_tflops": 100, "memory_gb": 80, "memory_bandwidth_gbps": 3350,
-              "pcie_gbps": "64 GB/s", "source": ["S"]}}}))
-    _raises(CatalogError, lambda: load_gpus(gpu), "entries.x.pcie_gbps: expected a number",
-            "a plain number in GB/s")
+    gpu.write_text(
+        yaml.safe_dump(
+            {
+                "kind": "gpus",
+                "sources": {"S": "s"},
+                "entries": {
+                    "x": {
+                        "bf16_dense_tflops": 100,
+                        "memory_gb": 80,
+                        "memory_bandwidth_gbps": 3350,
+                        "pcie_gbps": "64 GB/s",
+                        "source": ["S"],
+                    }
+                },
+            }
+        )
+    )
+    _raises(
+        CatalogError,
+        lambda: load_gpus(gpu),
+        "entries.x.pcie_gbps: expected a number",
+        "a plain number in GB/s",
+    )
 
 
 def test_list_of_numbers_field() -> None:
     """The checker's list[number] kind refuses text and booleans in the list."""
     schema = {"points": FieldSpec("list[number]")}
-    doc = {"kind": "k", "sources": {"S": "s"}, "entries": {"x": {"points": [1, "2"],
-                                                                 "source": ["S"]}}}
-    _raises(CatalogError, lambda: check_entries("f.yaml", "k", doc, schema),
-            "f.yaml: entries.x.points: expected a list of numbers, got [1, '2']")
+    doc = {
+        "kind": "k",
+        "sources": {"S": "s"},
+        "entries": {"x": {"points": [1, "2"], "source": ["S"]}},
+    }
+    _raises(
+        CatalogError,
+        lambda: check_entries("f.yaml", "k", doc, schema),
+        "f.yaml: entries.x.points: expected a list of numbers, got [1, '2']",
+    )
 
 
-HF = {"num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512,
-      "num_key_value_heads": 2, "vocab_size": 1000}
+HF = {
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "hidden_size": 512,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+}
 
 
 @pytest.mark.parametrize(
@@ -543,8 +758,10 @@ HF = {"num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512,
         ({"hidden_size": None}, ["'hidden_size' is missing; it is needed for the KV size"]),
         ({"sliding_window": 4096.5}, ["'sliding_window' must be a positive whole number"]),
         ({"head_dim": "sixty-four"}, ["'head_dim' must be a non-negative number, got 'sixty"]),
-        ({"num_local_experts": [8], "num_experts_per_tok": 2},
-         ["'num_local_experts' must be a non-negative number, got [8]"]),
+        (
+            {"num_local_experts": [8], "num_experts_per_tok": 2},
+            ["'num_local_experts' must be a non-negative number, got [8]"],
+        ),
         ({"kv_lora_rank": 512}, ["'qk_rope_head_dim' is missing"]),
     ],
 )
@@ -569,31 +786,51 @@ PLAN = {"model": {"kv_bytes_per_token": 1024}, "stages": {"prefill": {"count": 1
 @pytest.mark.parametrize(
     "text, needles",
     [
-        ("- model\n- stages\n", ["expected a mapping with keys name, description, model",
-                                 "got a list", "docs/review.md"]),
+        (
+            "- model\n- stages\n",
+            [
+                "expected a mapping with keys name, description, model",
+                "got a list",
+                "docs/review.md",
+            ],
+        ),
         ("42\n", ["got a number"]),
         ("", ["got an empty file"]),
         (yaml.safe_dump({**PLAN, "modle": {}}), ["modle: unknown field; did you mean 'model'?"]),
         (yaml.safe_dump({**PLAN, "zzz": 1}), ["zzz: unknown field; known fields: name,"]),
         (yaml.safe_dump({**PLAN, "name": 5}), ["name: expected text, got 5"]),
-        (yaml.safe_dump({**PLAN, "description": ["a", "b"]}),
-         ["description: expected text, got ['a', 'b']"]),
-        (yaml.safe_dump({**PLAN, "model": "llama-3.1-70b"}),
-         ["model: expected a mapping with keys name, kv_bytes_per_token"]),
+        (
+            yaml.safe_dump({**PLAN, "description": ["a", "b"]}),
+            ["description: expected text, got ['a', 'b']"],
+        ),
+        (
+            yaml.safe_dump({**PLAN, "model": "llama-3.1-70b"}),
+            ["model: expected a mapping with keys name, kv_bytes_per_token"],
+        ),
         (yaml.safe_dump({"stages": PLAN["stages"]}), ["model: is required"]),
         (yaml.safe_dump({**PLAN, "slo": ["2 s"]}), ["slo: expected a mapping with keys ttft_p99"]),
         (yaml.safe_dump({**PLAN, "traffic": 3}), ["traffic: expected a mapping with keys scale"]),
-        (yaml.safe_dump({**PLAN, "stages": ["prefill"]}),
-         ["stages: expected a mapping with keys prefill, decode"]),
-        (yaml.safe_dump({"model": PLAN["model"]}),
-         ["stages: expected a mapping with keys prefill, decode"]),
+        (
+            yaml.safe_dump({**PLAN, "stages": ["prefill"]}),
+            ["stages: expected a mapping with keys prefill, decode"],
+        ),
+        (
+            yaml.safe_dump({"model": PLAN["model"]}),
+            ["stages: expected a mapping with keys prefill, decode"],
+        ),
         (yaml.safe_dump({**PLAN, "stages": {}}), ["stages: give at least one of prefill, decode"]),
-        (yaml.safe_dump({**PLAN, "stages": {"prefill": {"tiers": {"name": "a"}}}}),
-         ["stages.prefill.tiers: expected a list of tiers, fastest first"]),
-        (yaml.safe_dump({**PLAN, "stages": {"prefill": {"engines": ["lmcache"]}}}),
-         ["stages.prefill.engines: expected a mapping with keys"]),
-        (yaml.safe_dump({**PLAN, "stages": {"decode": "big"}}),
-         ["stages.decode: expected a mapping with keys instance"]),
+        (
+            yaml.safe_dump({**PLAN, "stages": {"prefill": {"tiers": {"name": "a"}}}}),
+            ["stages.prefill.tiers: expected a list of tiers, fastest first"],
+        ),
+        (
+            yaml.safe_dump({**PLAN, "stages": {"prefill": {"engines": ["lmcache"]}}}),
+            ["stages.prefill.engines: expected a mapping with keys"],
+        ),
+        (
+            yaml.safe_dump({**PLAN, "stages": {"decode": "big"}}),
+            ["stages.decode: expected a mapping with keys instance"],
+        ),
     ],
 )
 def test_plan_top_level_shape(tmp_path, text, needles) -> None:
@@ -607,9 +844,11 @@ def test_plan_shape_through_the_cli(tmp_path) -> None:
     """`review --plan` with a wrong-typed section: exit 2, one line naming file and key."""
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump({**PLAN, "traffic": [3]}), encoding="utf-8")
-    one_error_line(runner.invoke(app, ["review", str(FIX / "tiny_mooncake.jsonl"),
-                                        "--plan", str(path)]),
-                    "plan.yaml: traffic: expected a mapping", "docs/errors.md#plan")
+    one_error_line(
+        runner.invoke(app, ["review", str(FIX / "tiny_mooncake.jsonl"), "--plan", str(path)]),
+        "plan.yaml: traffic: expected a mapping",
+        "docs/errors.md#plan",
+    )
 
 
 # --- --memory-limit --------------------------------------------------------------------------
@@ -656,8 +895,9 @@ def test_memory_limit_machine_size_is_the_ceiling() -> None:
     machine = physical_memory_bytes()
     assert parse_memory_limit(str(machine)) == machine
     assert parse_memory_limit("100%") == machine
-    message = _raises(ConfigError, lambda: parse_memory_limit(str(machine + 1)),
-                      "more than this machine's memory")
+    message = _raises(
+        ConfigError, lambda: parse_memory_limit(str(machine + 1)), "more than this machine's memory"
+    )
     most = float(message.split("give at most ")[1].split("GiB")[0])
     assert parse_memory_limit(f"{most}GiB") <= machine  # the size suggested is accepted
 
@@ -667,8 +907,10 @@ def test_memory_limit_through_the_cli(tmp_path) -> None:
     parquet = tmp_path / "t.parquet"
     pq.write_table(CANONICAL, parquet)
     for trace in (parquet, FIX / "tiny_mooncake.jsonl"):
-        one_error_line(runner.invoke(app, ["analyze", str(trace), "--memory-limit", "8XB"]),
-                        "--memory-limit '8XB': unknown unit 'XB'")
+        one_error_line(
+            runner.invoke(app, ["analyze", str(trace), "--memory-limit", "8XB"]),
+            "--memory-limit '8XB': unknown unit 'XB'",
+        )
 
 
 # --- further raise sites found by grepping `raise` against the tests -------------------------
@@ -681,8 +923,12 @@ def test_trace_that_is_not_a_regular_file(tmp_path) -> None:
 
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
-    _raises(TraceFormatError, lambda: read_trace(fifo), "pipe.jsonl: not a regular file",
-            "give a trace file")
+    _raises(
+        TraceFormatError,
+        lambda: read_trace(fifo),
+        "pipe.jsonl: not a regular file",
+        "give a trace file",
+    )
 
 
 def test_jsonl_key_with_changing_types(tmp_path) -> None:
@@ -690,9 +936,14 @@ def test_jsonl_key_with_changing_types(tmp_path) -> None:
     path = tmp_path / "t.jsonl"
     extra = GOOD_LINE[:-1] + ', "tag": %s}\n'
     path.write_text(extra % "1" + extra % '"a"')
-    _raises(TraceFormatError, lambda: read_trace(path), str(path), "not valid JSONL",
-            "Column(/tag) changed from number to string",
-            "each key holding the same JSON type on every line")
+    _raises(
+        TraceFormatError,
+        lambda: read_trace(path),
+        str(path),
+        "not valid JSONL",
+        "Column(/tag) changed from number to string",
+        "each key holding the same JSON type on every line",
+    )
 
 
 BENCH_RUN = {"model_id": "m", "input_lens": [1, 2], "output_lens": [3, 4], "ttfts": [0.1, 0.2]}
@@ -702,21 +953,34 @@ def test_benchmark_run_that_is_not_an_object(tmp_path) -> None:
     """A results file with a non-object run names the run (row) and the fix."""
     path = tmp_path / "r.jsonl"
     path.write_text(json.dumps(BENCH_RUN) + "\n[1, 2]\n")
-    _raises(TraceSchemaError, lambda: read_trace(path), str(path),
-            "row 2, column '(record)': unparseable: [1, 2] is a JSON array, not a benchmark run",
-            "regenerate the result file")
+    _raises(
+        TraceSchemaError,
+        lambda: read_trace(path),
+        str(path),
+        "row 2, column '(record)': unparseable: [1, 2] is a JSON array, not a benchmark run",
+        "regenerate the result file",
+    )
     mixed = tmp_path / "m.jsonl"
     mixed.write_text(json.dumps(BENCH_RUN) + "\n" + json.dumps({**BENCH_RUN, "model_id": 5}))
-    _raises(TraceFormatError, lambda: read_trace(mixed), "not a readable benchmark result",
-            "Column(/model_id) changed", "regenerate the result file")
+    _raises(
+        TraceFormatError,
+        lambda: read_trace(mixed),
+        "not a readable benchmark result",
+        "Column(/model_id) changed",
+        "regenerate the result file",
+    )
 
 
 def test_hf_config_that_is_not_an_object(tmp_path) -> None:
     """--model path/config.json holding a JSON array."""
     path = tmp_path / "config.json"
     path.write_text("[1, 2]")
-    _raises(CatalogError, lambda: read_hf_config(path), str(path),
-            "expected a JSON object (a Hugging Face config.json)")
+    _raises(
+        CatalogError,
+        lambda: read_hf_config(path),
+        str(path),
+        "expected a JSON object (a Hugging Face config.json)",
+    )
 
 
 def _tiered(**tier: Any) -> dict:
@@ -726,33 +990,66 @@ def _tiered(**tier: Any) -> dict:
 @pytest.mark.parametrize(
     "doc, needles",
     [
-        (_tiered(name="t", capacity="1 TB"),
-         ["stages.prefill.tiers[0].storage: is required (a storage catalog name or an inline"]),
-        (_tiered(storage={"read_bandwidth": "5 GB/s"}),
-         ["stages.prefill.tiers[0].storage.kind: is required: one of"]),
-        (_tiered(storage="nvme-gen5-x4", shared="no"),
-         ["stages.prefill.tiers[0].shared: expected true or false, got 'no'"]),
-        (_tiered(storage="nvme-gen5-x4", devices=2.5),
-         ["stages.prefill.tiers[0].devices: expected a whole number, got 2.5"]),
-        (_tiered(storage={"kind": "ssd", "read_iops": "1M"}),
-         ["tiers[0].storage.read_iops: expected a number, got '1M'"]),
-        (_tiered(storage={"kind": "ssd", "latency": ["80 us"]}),
-         ["tiers[0].storage.latency: expected a time such as '250 ms', got ['80 us']"]),
-        ({**PLAN, "stages": {"prefill": {"tiers": [{"storage": "nvme-gen5-x4"},
-                                                   {"storage": "nvme-gen5-x4"}]}}},
-         ["stages.prefill.tiers: tier names must be unique, got ['nvme-gen5-x4', 'nvme-gen5-x4']"]),
-        ({**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"local_cpu": "yes"}}}}},
-         ["stages.prefill.engines.lmcache.local_cpu: expected true or false, got 'yes'"]),
-        ({**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"l2-adapter": "disk"}}}}},
-         ["engines.lmcache.l2-adapter: expected a mapping, got 'disk'"]),
-        ({**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"chunk_size": 0}}}}},
-         ["stages.prefill.engines.lmcache.chunk_size: must be >= 1, got 0"]),
-        ({**PLAN, "stages": {"prefill": {"engines": {"sglang-hicache": {"page-size": 0}}}}},
-         ["engines.sglang-hicache.page-size: must be >= 1, got 0"]),
-        ({**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"min_retrieve_tokens": -1}}}}},
-         ["engines.lmcache.min_retrieve_tokens: must be >= 0, got -1"]),
-        ({**PLAN, "stages": {"prefill": {"gpu": "h300"}}},
-         ["stages.prefill.gpu: unknown GPU 'h300'; did you mean"]),
+        (
+            _tiered(name="t", capacity="1 TB"),
+            ["stages.prefill.tiers[0].storage: is required (a storage catalog name or an inline"],
+        ),
+        (
+            _tiered(storage={"read_bandwidth": "5 GB/s"}),
+            ["stages.prefill.tiers[0].storage.kind: is required: one of"],
+        ),
+        (
+            _tiered(storage="nvme-gen5-x4", shared="no"),
+            ["stages.prefill.tiers[0].shared: expected true or false, got 'no'"],
+        ),
+        (
+            _tiered(storage="nvme-gen5-x4", devices=2.5),
+            ["stages.prefill.tiers[0].devices: expected a whole number, got 2.5"],
+        ),
+        (
+            _tiered(storage={"kind": "ssd", "read_iops": "1M"}),
+            ["tiers[0].storage.read_iops: expected a number, got '1M'"],
+        ),
+        (
+            _tiered(storage={"kind": "ssd", "latency": ["80 us"]}),
+            ["tiers[0].storage.latency: expected a time such as '250 ms', got ['80 us']"],
+        ),
+        (
+            {
+                **PLAN,
+                "stages": {
+                    "prefill": {"tiers": [{"storage": "nvme-gen5-x4"}, {"storage": "nvme-gen5-x4"}]}
+                },
+            },
+            [
+                "stages.prefill.tiers: tier names must be unique,"
+                " got ['nvme-gen5-x4', 'nvme-gen5-x4']"
+            ],
+        ),
+        (
+            {**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"local_cpu": "yes"}}}}},
+            ["stages.prefill.engines.lmcache.local_cpu: expected true or false, got 'yes'"],
+        ),
+        (
+            {**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"l2-adapter": "disk"}}}}},
+            ["engines.lmcache.l2-adapter: expected a mapping, got 'disk'"],
+        ),
+        (
+            {**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"chunk_size": 0}}}}},
+            ["stages.prefill.engines.lmcache.chunk_size: must be >= 1, got 0"],
+        ),
+        (
+            {**PLAN, "stages": {"prefill": {"engines": {"sglang-hicache": {"page-size": 0}}}}},
+            ["engines.sglang-hicache.page-size: must be >= 1, got 0"],
+        ),
+        (
+            {**PLAN, "stages": {"prefill": {"engines": {"lmcache": {"min_retrieve_tokens": -1}}}}},
+            ["engines.lmcache.min_retrieve_tokens: must be >= 0, got -1"],
+        ),
+        (
+            {**PLAN, "stages": {"prefill": {"gpu": "h300"}}},
+            ["stages.prefill.gpu: unknown GPU 'h300'; did you mean"],
+        ),
     ],
 )
 def test_plan_stage_and_tier_shapes(tmp_path, doc, needles) -> None:
@@ -765,20 +1062,32 @@ def test_plan_stage_and_tier_shapes(tmp_path, doc, needles) -> None:
 def test_cli_output_targets(tmp_path) -> None:
     """-o naming a directory or a path under a file, convert to a non-parquet name: one line."""
     trace = str(FIX / "tiny_mooncake.jsonl")
-    one_error_line(runner.invoke(app, ["rules", "facts", "-o", str(tmp_path)]),
-                    "is a directory; give an output file name")
-    one_error_line(runner.invoke(app, ["convert", trace, "-o", str(tmp_path / "t.csv")]),
-                    "convert writes canonical parquet; name it *.parquet")
+    one_error_line(
+        runner.invoke(app, ["rules", "facts", "-o", str(tmp_path)]),
+        "is a directory; give an output file name",
+    )
+    one_error_line(
+        runner.invoke(app, ["convert", trace, "-o", str(tmp_path / "t.csv")]),
+        "convert writes canonical parquet; name it *.parquet",
+    )
     # A parent that is a file: the temporary file cannot be made (was a raw FileExistsError).
     blocker = tmp_path / "file.txt"
     blocker.write_text("x")
-    one_error_line(runner.invoke(app, ["rules", "facts", "-o", str(blocker / "facts.md")]),
-                    "file.txt/facts.md: cannot be written", "choose another output path")
-    one_error_line(runner.invoke(app, ["convert", trace, "-o", str(blocker / "t.parquet")]),
-                    "file.txt/t.parquet: cannot be written", "choose another -o")
-    one_error_line(runner.invoke(app, ["synth", "--requests", "10", "-o",
-                                        str(blocker / "s.parquet")]),
-                    "file.txt/s.parquet: cannot be written", "choose another -o")
+    one_error_line(
+        runner.invoke(app, ["rules", "facts", "-o", str(blocker / "facts.md")]),
+        "file.txt/facts.md: cannot be written",
+        "choose another output path",
+    )
+    one_error_line(
+        runner.invoke(app, ["convert", trace, "-o", str(blocker / "t.parquet")]),
+        "file.txt/t.parquet: cannot be written",
+        "choose another -o",
+    )
+    one_error_line(
+        runner.invoke(app, ["synth", "--requests", "10", "-o", str(blocker / "s.parquet")]),
+        "file.txt/s.parquet: cannot be written",
+        "choose another -o",
+    )
     assert blocker.read_text() == "x"
 
 
@@ -791,14 +1100,32 @@ def test_plan_on_a_trace_too_large_to_replay(tmp_path) -> None:
     write_synth_parquet(SynthShape(requests=500, block_tokens=64, sessions=50, seed=3), path)
     stream = open_trace_stream(path)
     # Room for a quarter of the block accesses sampled: the per-request replay does not fit.
-    limit = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * stream.requests
-             + 120 * stream.block_accesses // 4)
+    limit = (
+        BASELINE_BYTES
+        + SAMPLED_BYTES_PER_REQUEST * stream.requests
+        + 120 * stream.block_accesses // 4
+    )
     plan = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
-    result = runner.invoke(app, ["analyze", str(path), "--memory-limit", str(limit),
-                                 "--plan", str(plan), "--format", "json", "-o",
-                                 str(tmp_path / "r.json")])
-    one_error_line(result, "t.parquet: too large to replay per request within the memory limit",
-                    "use `kvadvisor review` on a sample")
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            str(path),
+            "--memory-limit",
+            str(limit),
+            "--plan",
+            str(plan),
+            "--format",
+            "json",
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+    )
+    one_error_line(
+        result,
+        "t.parquet: too large to replay per request within the memory limit",
+        "use `kvadvisor review` on a sample",
+    )
 
 
 @pytest.mark.parametrize("value", [["2 TB"], {"size": 2}, None])
@@ -806,8 +1133,11 @@ def test_quantity_that_is_not_text(tmp_path, value) -> None:
     """A capacity given as a list, mapping or null-like value says how to write one."""
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump({**PLAN, "stages": {"prefill": {"host_memory": value or 0}}}))
-    expected = ("needs a unit, e.g. '2 TB' (got the bare number 0)" if value is None
-                else f"expected a size such as '2 TB', got {value!r}")
+    expected = (
+        "needs a unit, e.g. '2 TB' (got the bare number 0)"
+        if value is None
+        else f"expected a size such as '2 TB', got {value!r}"
+    )
     _raises(PlanError, lambda: load_plan(path), "stages.prefill.host_memory: ", expected)
 
 
@@ -815,23 +1145,42 @@ def test_broken_json_points_at_the_line_that_breaks(tmp_path) -> None:
     """A syntax error names the line and character where parsing stops, and the key there."""
     pretty = tmp_path / "p.json"
     pretty.write_text('{\n  "model_id": "m",\n  "input_lens": [1, 2\n  "x": 1}\n')
-    _raises(TraceSchemaError, lambda: read_trace(pretty), "row 1, column 'input_lens'",
-            "not valid JSON at line 4, character 3", "complete or delete it")
+    _raises(
+        TraceSchemaError,
+        lambda: read_trace(pretty),
+        "row 1, column 'input_lens'",
+        "not valid JSON at line 4, character 3",
+        "complete or delete it",
+    )
     first = tmp_path / "f.jsonl"
     first.write_text('{"timestamp": 0, "input_length": 5x}\n' + GOOD_LINE + "\n")
-    _raises(TraceSchemaError, lambda: read_trace(first), "row 1, column 'input_length'",
-            "not valid JSON at line 1, character 35")
+    _raises(
+        TraceSchemaError,
+        lambda: read_trace(first),
+        "row 1, column 'input_length'",
+        "not valid JSON at line 1, character 35",
+    )
     perf = tmp_path / "r.json"
-    perf.write_text('[{"number_input_tokens": 1, "number_output_tokens": 2},\n'
-                    ' {"number_input_tokens": 3, "number_output_tokens": }]\n')
-    _raises(TraceSchemaError, lambda: read_trace(perf),
-            "row 2, column 'number_output_tokens'", "not valid JSON at line 2, character 53")
+    perf.write_text(
+        '[{"number_input_tokens": 1, "number_output_tokens": 2},\n'
+        ' {"number_input_tokens": 3, "number_output_tokens": }]\n'
+    )
+    _raises(
+        TraceSchemaError,
+        lambda: read_trace(perf),
+        "row 2, column 'number_output_tokens'",
+        "not valid JSON at line 2, character 53",
+    )
 
 
 def test_forced_format_without_its_fields(tmp_path) -> None:
     """--trace-format naming a format whose fields are absent: the fields found are listed."""
     path = tmp_path / "t.jsonl"
     path.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n')
-    _raises(TraceSchemaError, lambda: read_trace(path, "bailian"),
-            "column 'chat_id': missing_column: required Bailian field missing",
-            "fields found: timestamp, input_length, output_length", "give --trace-format")
+    _raises(
+        TraceSchemaError,
+        lambda: read_trace(path, "bailian"),
+        "column 'chat_id': missing_column: required Bailian field missing",
+        "fields found: timestamp, input_length, output_length",
+        "give --trace-format",
+    )

@@ -19,3 +19,26 @@ def test_ruff_finds_nothing() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_leaves_everything_as_it_is() -> None:
+    """`ruff format --check` would rewrite nothing: one layout for every file, no format churn."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "format",
+            "--check",
+            "--no-cache",
+            "kvadvisor",
+            "tests",
+            "benchmarks",
+            "sample_traces",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -17,9 +17,14 @@ def kv(tokens):
 def test_windows_by_hand() -> None:
     """Writes of 300 and 200 tokens land in windows 0 and 2; reads of 100 tokens in 0 and 1."""
     prof = io_demand(
-        input_tokens=np.asarray([400, 300]), hit_tokens=np.asarray([100, 100]),
-        read_time_s=np.asarray([0.2, 1.5]), write_time_s=np.asarray([0.9, 2.1]), kv_bytes=kv,
-        window_s=1.0, chunk_tokens=256, io_unit_bytes=4096,
+        input_tokens=np.asarray([400, 300]),
+        hit_tokens=np.asarray([100, 100]),
+        read_time_s=np.asarray([0.2, 1.5]),
+        write_time_s=np.asarray([0.9, 2.1]),
+        kv_bytes=kv,
+        window_s=1.0,
+        chunk_tokens=256,
+        io_unit_bytes=4096,
     )
     assert prof.windows == 3
     assert prof.write.rate_series == pytest.approx([300_000.0, 0.0, 200_000.0])
@@ -55,8 +60,13 @@ def test_aligned_io_has_no_amplification() -> None:
 
 def test_unknown_hits_mean_unknown_reads() -> None:
     """Without hashes or cached_tokens the read side is unknown and every token is written."""
-    prof = io_demand(input_tokens=np.asarray([400]), hit_tokens=None,
-                     read_time_s=np.asarray([0.0]), write_time_s=np.asarray([0.5]), kv_bytes=kv)
+    prof = io_demand(
+        input_tokens=np.asarray([400]),
+        hit_tokens=None,
+        read_time_s=np.asarray([0.0]),
+        write_time_s=np.asarray([0.5]),
+        kv_bytes=kv,
+    )
     assert not prof.read.known and prof.read.bandwidth is None
     assert prof.write.bytes_total == 400_000
     assert any("unknown, not zero" in n for n in prof.notes)
@@ -64,9 +74,15 @@ def test_unknown_hits_mean_unknown_reads() -> None:
 
 def test_drive_writes_per_day() -> None:
     """1 MB/s for a day onto a 86.4 GB drive is one drive write per day."""
-    prof = io_demand(input_tokens=np.asarray([1000]), hit_tokens=np.asarray([0]),
-                     read_time_s=np.asarray([0.0]), write_time_s=np.asarray([0.0]),
-                     kv_bytes=kv, window_s=1.0, drive_capacity_bytes=86.4e9)
+    prof = io_demand(
+        input_tokens=np.asarray([1000]),
+        hit_tokens=np.asarray([0]),
+        read_time_s=np.asarray([0.0]),
+        write_time_s=np.asarray([0.0]),
+        kv_bytes=kv,
+        window_s=1.0,
+        drive_capacity_bytes=86.4e9,
+    )
     assert prof.write.bandwidth.mean_per_s == pytest.approx(1e6)
     assert prof.drive_writes_per_day == pytest.approx(1.0)
 
@@ -75,8 +91,20 @@ def test_rate_stats_and_bad_options() -> None:
     """Empty series and bad options."""
     assert RateStats.of(np.zeros(0)).peak_to_mean is None
     with pytest.raises(ConfigError, match="--window"):
-        io_demand(input_tokens=np.asarray([1]), hit_tokens=None, read_time_s=np.asarray([0.0]),
-                  write_time_s=np.asarray([0.0]), kv_bytes=kv, window_s=0)
+        io_demand(
+            input_tokens=np.asarray([1]),
+            hit_tokens=None,
+            read_time_s=np.asarray([0.0]),
+            write_time_s=np.asarray([0.0]),
+            kv_bytes=kv,
+            window_s=0,
+        )
     with pytest.raises(ConfigError, match="--chunk-tokens"):
-        io_demand(input_tokens=np.asarray([1]), hit_tokens=None, read_time_s=np.asarray([0.0]),
-                  write_time_s=np.asarray([0.0]), kv_bytes=kv, chunk_tokens=0)
+        io_demand(
+            input_tokens=np.asarray([1]),
+            hit_tokens=None,
+            read_time_s=np.asarray([0.0]),
+            write_time_s=np.asarray([0.0]),
+            kv_bytes=kv,
+            chunk_tokens=0,
+        )

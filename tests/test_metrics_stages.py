@@ -72,10 +72,15 @@ def test_hand_computed_split_modeled() -> None:
 
 def test_hand_computed_split_measured() -> None:
     """The same timings given as TTFT / end-to-end columns give the same GPU split."""
-    trace = _trace({
-        "arrival_s": ARRIVALS, "input_tokens": [100] * 4, "output_tokens": [101] * 4,
-        "ttft_s": [0.1] * 4, "e2e_s": [1.1] * 4,
-    })
+    trace = _trace(
+        {
+            "arrival_s": ARRIVALS,
+            "input_tokens": [100] * 4,
+            "output_tokens": [101] * 4,
+            "ttft_s": [0.1] * 4,
+            "e2e_s": [1.1] * 4,
+        }
+    )
     t = profile_stages(trace, ToyCost())
     assert t.measured.all()
     assert t.decode_gpu_s == pytest.approx([FIRST, MIDDLE, MIDDLE, FIRST], rel=1e-5)
@@ -85,8 +90,15 @@ def test_hand_computed_split_measured() -> None:
 
 def test_measured_overlapping_prefills_share_the_gpu() -> None:
     """Two prefills running together over the same second are charged half each."""
-    trace = _trace({"arrival_s": [0.0, 0.0], "input_tokens": [10, 10], "output_tokens": [1, 1],
-                    "ttft_s": [1.0, 1.0], "e2e_s": [1.0, 1.0]})
+    trace = _trace(
+        {
+            "arrival_s": [0.0, 0.0],
+            "input_tokens": [10, 10],
+            "output_tokens": [1, 1],
+            "ttft_s": [1.0, 1.0],
+            "e2e_s": [1.0, 1.0],
+        }
+    )
     t = profile_stages(trace, ToyCost())
     assert t.prefill_gpu_s == pytest.approx([0.5, 0.5], rel=1e-5)
     assert t.decode_gpu_s == pytest.approx([0.0, 0.0])
@@ -94,9 +106,17 @@ def test_measured_overlapping_prefills_share_the_gpu() -> None:
 
 def test_measured_columns_queue_and_tpot() -> None:
     """Prefill = TTFT - queue; decode = TPOT x (output - 1) where e2e is missing."""
-    trace = _trace({"arrival_s": [0.0, 1.0], "input_tokens": [10, 10], "output_tokens": [11, 5],
-                    "ttft_s": [0.5, 0.3], "queue_s": [0.2, 0.0], "tpot_s": [0.01, 0.02],
-                    "e2e_s": [None, 0.9]})
+    trace = _trace(
+        {
+            "arrival_s": [0.0, 1.0],
+            "input_tokens": [10, 10],
+            "output_tokens": [11, 5],
+            "ttft_s": [0.5, 0.3],
+            "queue_s": [0.2, 0.0],
+            "tpot_s": [0.01, 0.02],
+            "e2e_s": [None, 0.9],
+        }
+    )
     m = measured_stages(trace)
     assert m.prefill_s == pytest.approx([0.3, 0.3])
     assert m.decode_s == pytest.approx([0.1, 0.6])
@@ -104,8 +124,13 @@ def test_measured_columns_queue_and_tpot() -> None:
 
 def test_prefix_reuse_shrinks_prefill() -> None:
     """Hits cut the prefill GPU time; the no-reuse figure keeps the full prompt."""
-    t = stage_times(np.asarray(ARRIVALS), np.full(4, 100), np.full(4, 101), ToyCost(),
-                    hit_tokens=np.asarray([0, 50, 100, 20]))
+    t = stage_times(
+        np.asarray(ARRIVALS),
+        np.full(4, 100),
+        np.full(4, 101),
+        ToyCost(),
+        hit_tokens=np.asarray([0, 50, 100, 20]),
+    )
     s = summarize_split(t)
     # new tokens 100, 50, 1 (a full hit still computes one), 80 -> 231 ms of prefill.
     assert s.prefill_gpu_s == pytest.approx(0.231)
@@ -141,8 +166,13 @@ def test_azure_code_trace_is_prefill_heavy(azure_code_path) -> None:
 def test_synthetic_decode_heavy_trace_goes_the_other_way() -> None:
     """Short prompts, long outputs, one request a minute: decode-dominated."""
     n = 60
-    trace = _trace({"arrival_s": np.arange(n) * 60.0, "input_tokens": np.full(n, 200),
-                    "output_tokens": np.full(n, 2000)})
+    trace = _trace(
+        {
+            "arrival_s": np.arange(n) * 60.0,
+            "input_tokens": np.full(n, 200),
+            "output_tokens": np.full(n, 2000),
+        }
+    )
     split = profile_workload(trace, ProfileOptions()).stage_split
     assert split.classification == "decode-dominated"
     assert split.prefill_share < 0.1

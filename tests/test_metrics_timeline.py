@@ -47,7 +47,7 @@ def test_interval_means_with_unaligned_grid(items) -> None:
     got = grid.mean(f, starts, ends, ends - starts)
     for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
         if e > s:
-            brute = (_brute_open_time(starts, ends, w, e) - _brute_open_time(starts, ends, w, s))
+            brute = _brute_open_time(starts, ends, w, e) - _brute_open_time(starts, ends, w, s)
             assert got[i] == pytest.approx(brute / (e - s), rel=1e-4)
 
 

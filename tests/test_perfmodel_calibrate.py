@@ -25,13 +25,20 @@ def _rows(truth: PerfModel, n: int, noise: float, seed: int = 0) -> CalibrationR
 def test_recovers_known_factors_and_reports_heldout_error() -> None:
     """True factors 0.6 / 0.4 / 0.65 from defaults 0.45 / 0.30 / 0.8, 3 % noise, 5 % outliers."""
     pm = PerfModel.build(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
-    truth = pm.with_efficiency(pm.efficiency.with_values(
-        "truth", prefill_mfu=0.6, decode_mfu=0.4, memory=0.65))
+    truth = pm.with_efficiency(
+        pm.efficiency.with_values("truth", prefill_mfu=0.6, decode_mfu=0.4, memory=0.65)
+    )
     rows = _rows(truth, 500, noise=0.03)
     spoiled = rows.measured_prefill_s.copy()
     spoiled[::20] *= 5.0  # stalled requests: the robust loss must shrug them off
-    rows = CalibrationRows(rows.new_tokens, rows.cached_tokens, spoiled, rows.measured_step_s,
-                           rows.mean_batch, rows.mean_batch_kv_rank_bytes)
+    rows = CalibrationRows(
+        rows.new_tokens,
+        rows.cached_tokens,
+        spoiled,
+        rows.measured_step_s,
+        rows.mean_batch,
+        rows.mean_batch_kv_rank_bytes,
+    )
     cal = calibrate(pm, rows)
     assert cal is not None and cal.converged
     assert cal.efficiency.prefill_mfu == pytest.approx(0.6, rel=0.03)

@@ -13,11 +13,21 @@ from kvadvisor.perfmodel.kv import KvLayout, kv_size, window_sum
 
 # research/catalog.md section 4 and research/field.md 4.1 (bf16, all layers).
 PUBLISHED_BF16 = {
-    "qwen2.5-7b": 57_344, "qwen2.5-14b": 196_608, "qwen2.5-32b": 262_144,
-    "qwen2.5-72b": 327_680, "qwen3-8b": 147_456, "qwen3-32b": 262_144,
-    "qwen3-235b-a22b": 192_512, "llama-3.1-8b": 131_072, "llama-3.1-70b": 327_680,
-    "llama-3.1-405b": 516_096, "deepseek-v3": 70_272, "deepseek-r1": 70_272,
-    "mistral-7b": 131_072, "mixtral-8x7b": 131_072, "gpt-oss-120b": 73_728,
+    "qwen2.5-7b": 57_344,
+    "qwen2.5-14b": 196_608,
+    "qwen2.5-32b": 262_144,
+    "qwen2.5-72b": 327_680,
+    "qwen3-8b": 147_456,
+    "qwen3-32b": 262_144,
+    "qwen3-235b-a22b": 192_512,
+    "llama-3.1-8b": 131_072,
+    "llama-3.1-70b": 327_680,
+    "llama-3.1-405b": 516_096,
+    "deepseek-v3": 70_272,
+    "deepseek-r1": 70_272,
+    "mistral-7b": 131_072,
+    "mixtral-8x7b": 131_072,
+    "gpt-oss-120b": 73_728,
 }
 
 

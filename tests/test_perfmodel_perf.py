@@ -12,11 +12,26 @@ from kvadvisor.perfmodel.efficiency import Efficiency, default_efficiency
 from kvadvisor.perfmodel.perf import PerfModel
 
 # A toy model and GPU with round numbers so every expectation is computable by hand.
-TOY = ModelSpec(name="toy", display_name="toy", attention="gqa", layers=2, q_heads=4,
-                kv_heads=2, head_dim=8, total_params=1e9, active_params=1e9)
-TOY_GPU = GpuSpec(name="toy-gpu", display_name="toy", bf16_dense_tflops=100.0,
-                  fp8_dense_tflops=200.0, memory_gb=10.0, memory_bandwidth_gbps=1000.0,
-                  pcie_gbps=10.0)
+TOY = ModelSpec(
+    name="toy",
+    display_name="toy",
+    attention="gqa",
+    layers=2,
+    q_heads=4,
+    kv_heads=2,
+    head_dim=8,
+    total_params=1e9,
+    active_params=1e9,
+)
+TOY_GPU = GpuSpec(
+    name="toy-gpu",
+    display_name="toy",
+    bf16_dense_tflops=100.0,
+    fp8_dense_tflops=200.0,
+    memory_gb=10.0,
+    memory_bandwidth_gbps=1000.0,
+    pcie_gbps=10.0,
+)
 HALF = Efficiency(prefill_mfu=0.5, decode_mfu=0.25, memory=0.5, source="test")
 
 
@@ -36,9 +51,19 @@ def test_prefill_flops_by_hand() -> None:
 
 def test_attention_pairs_match_brute_force_with_windows() -> None:
     """Window-capped pairs equal a per-token loop (4 full layers, 2 windowed at 7 tokens)."""
-    model = ModelSpec(name="w", display_name="w", attention="gqa", layers=6, q_heads=1,
-                      kv_heads=1, head_dim=1, total_params=1.0, active_params=1.0,
-                      sliding_window_tokens=7, sliding_window_layers=2)
+    model = ModelSpec(
+        name="w",
+        display_name="w",
+        attention="gqa",
+        layers=6,
+        q_heads=1,
+        kv_heads=1,
+        head_dim=1,
+        total_params=1.0,
+        active_params=1.0,
+        sliding_window_tokens=7,
+        sliding_window_layers=2,
+    )
     pm = toy(model=model)
     for cached, new in [(0, 1), (0, 20), (3, 4), (10, 30), (6, 1)]:
         brute = sum(4 * t + 2 * min(t, 7) for t in range(cached + 1, cached + new + 1))
@@ -49,8 +74,9 @@ def test_prefill_time_roofline() -> None:
     """Long prefill is compute-bound; a 1-token prefill is bounded by reading the weights."""
     pm = toy(tp=2)
     long = pm.prefill_s(np.asarray(100_000.0), np.asarray(0.0))
-    assert long == pytest.approx(pm.prefill_flops(np.asarray(100_000.0), np.asarray(0.0))
-                                 / (2 * 100e12 * 0.5))
+    assert long == pytest.approx(
+        pm.prefill_flops(np.asarray(100_000.0), np.asarray(0.0)) / (2 * 100e12 * 0.5)
+    )
     one = pm.prefill_s(np.asarray(1.0), np.asarray(0.0))
     assert one == pytest.approx(2e9 / (2 * 1000e9 * 0.5))  # 2 GB of bf16 weights over 2 GPUs
 
@@ -99,8 +125,10 @@ def test_fp8_weights_use_fp8_peak_and_half_bytes() -> None:
 
 def test_default_efficiency_sources() -> None:
     """BLIS MFU per GPU where profiled, same silicon mapped, H100 figures otherwise."""
-    assert (default_efficiency("a100-80gb").prefill_mfu, default_efficiency("a100-80gb").decode_mfu
-            ) == (0.38, 0.18)
+    assert (
+        default_efficiency("a100-80gb").prefill_mfu,
+        default_efficiency("a100-80gb").decode_mfu,
+    ) == (0.38, 0.18)
     assert default_efficiency("h800").prefill_mfu == 0.45
     eff = default_efficiency("l20")
     assert eff.prefill_mfu == 0.45 and "not profiled" in eff.source
@@ -141,14 +169,16 @@ def test_build_refuses_tp_zero() -> None:
 CONFIG_SHAPES = {
     "llama-3.1-8b": dict(hidden=4096, ffn=14336, layers=32, heads=32, kv_heads=8, vocab=128256),
     "llama-3.1-70b": dict(hidden=8192, ffn=28672, layers=80, heads=64, kv_heads=8, vocab=128256),
-    "llama-3.1-405b": dict(hidden=16384, ffn=53248, layers=126, heads=128, kv_heads=8,
-                           vocab=128256),
+    "llama-3.1-405b": dict(
+        hidden=16384, ffn=53248, layers=126, heads=128, kv_heads=8, vocab=128256
+    ),
 }
 MIXTRAL = dict(hidden=4096, ffn=14336, layers=32, heads=32, kv_heads=8, vocab=32000)
 
 
-def _decoder_params(hidden: int, ffn: int, layers: int, heads: int, kv_heads: int, vocab: int,
-                    experts: int = 1) -> tuple[int, int]:
+def _decoder_params(
+    hidden: int, ffn: int, layers: int, heads: int, kv_heads: int, vocab: int, experts: int = 1
+) -> tuple[int, int]:
     """(shared, one expert's) parameters of a Llama-style decoder, counted from its shape.
 
     Per layer: q and o projections hidden² each, k and v hidden × kv_heads × head_dim each,

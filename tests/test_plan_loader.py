@@ -24,17 +24,33 @@ GOOD: dict[str, Any] = {
             "gpu_kv_pool": "400 GB",
             "engines": {"vllm": {"block-size": 16}, "lmcache": {"chunk_size": 256}},
             "tiers": [
-                {"name": "host", "storage": {"kind": "dram", "read_bandwidth": "50 GB/s",
-                                             "write_bandwidth": "50 GB/s"}, "capacity": "1 TB"},
-                {"name": "nvme", "storage": {"kind": "ssd", "read_bandwidth": "6.8 GB/s",
-                                             "write_bandwidth": "4 GB/s", "latency": "80 us",
-                                             "read_iops": 1_000_000}, "capacity": "2 TB",
-                 "devices": 8},
+                {
+                    "name": "host",
+                    "storage": {
+                        "kind": "dram",
+                        "read_bandwidth": "50 GB/s",
+                        "write_bandwidth": "50 GB/s",
+                    },
+                    "capacity": "1 TB",
+                },
+                {
+                    "name": "nvme",
+                    "storage": {
+                        "kind": "ssd",
+                        "read_bandwidth": "6.8 GB/s",
+                        "write_bandwidth": "4 GB/s",
+                        "latency": "80 us",
+                        "read_iops": 1_000_000,
+                    },
+                    "capacity": "2 TB",
+                    "devices": 8,
+                },
             ],
         },
         "decode": {"count": 4},
     },
 }
+
 
 def _with(path: list[Any], value: Any) -> dict[str, Any]:
     doc = copy.deepcopy(GOOD)
@@ -64,25 +80,43 @@ def test_good_plan_in_base_units() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
-        (["stages", "prefill", "cuont"], 2,
-         "stages.prefill.cuont: unknown field; did you mean 'count'?"),
+        (
+            ["stages", "prefill", "cuont"],
+            2,
+            "stages.prefill.cuont: unknown field; did you mean 'count'?",
+        ),
         (["model", "kv_byte_per_token"], 1, "did you mean 'kv_bytes_per_token'?"),
-        (["stages", "prefill", "tiers", 1, "capacity"], "2 TB/s",
-         "capacity: 'TB/s' is a rate unit; a size takes one of"),
-        (["stages", "prefill", "tiers", 0, "storage", "read_bandwidth"], "50 GB",
-         "read_bandwidth: 'GB' is a size unit; a rate takes one of"),
+        (
+            ["stages", "prefill", "tiers", 1, "capacity"],
+            "2 TB/s",
+            "capacity: 'TB/s' is a rate unit; a size takes one of",
+        ),
+        (
+            ["stages", "prefill", "tiers", 0, "storage", "read_bandwidth"],
+            "50 GB",
+            "read_bandwidth: 'GB' is a size unit; a rate takes one of",
+        ),
         (["slo", "ttft_p99"], "2 GB", "slo.ttft_p99: 'GB' is a size unit"),
         (["stages", "prefill", "tiers", 1, "capacity"], 2000, "needs a unit, e.g. '2 TB'"),
         (["stages", "prefill", "tiers", 1, "capacity"], "-2 TB", "must not be negative"),
         (["stages", "prefill", "gpu_kv_pool"], "-1 GiB", "must not be negative"),
         (["stages", "prefill", "count"], -1, "count: must be >= 1"),
         (["traffic", "scale"], 0, "traffic.scale: must be > 0"),
-        (["stages", "prefill", "engines", "lmcache", "chunk_sise"], 256,
-         "engines.lmcache.chunk_sise: unknown field; did you mean 'chunk_size'?"),
-        (["stages", "prefill", "engines", "sglang-hicache"], {"hicache-ratoi": 2},
-         "did you mean 'hicache-ratio'?"),
-        (["stages", "prefill", "engines", "dynamo-kvbm"], {"DYN_KVBM_CPU_CACHE_GB": "100 GB"},
-         "expected a plain number (in GB, as dynamo-kvbm takes it)"),
+        (
+            ["stages", "prefill", "engines", "lmcache", "chunk_sise"],
+            256,
+            "engines.lmcache.chunk_sise: unknown field; did you mean 'chunk_size'?",
+        ),
+        (
+            ["stages", "prefill", "engines", "sglang-hicache"],
+            {"hicache-ratoi": 2},
+            "did you mean 'hicache-ratio'?",
+        ),
+        (
+            ["stages", "prefill", "engines", "dynamo-kvbm"],
+            {"DYN_KVBM_CPU_CACHE_GB": "100 GB"},
+            "expected a plain number (in GB, as dynamo-kvbm takes it)",
+        ),
         (["stages", "prefill", "engines", "lmcahce"], {}, "did you mean 'lmcache'?"),
         (["stages", "prefill", "tiers", 0, "storage", "kind"], "nvme", "must be one of"),
         (["stages", "prefil"], {}, "did you mean 'prefill'?"),
@@ -177,9 +211,17 @@ def test_engine_table_lists_sources() -> None:
 
 @pytest.mark.parametrize(
     ("text", "kind", "value"),
-    [("2 TB", "size", 2e12), ("512 GiB", "size", 512 * 1024**3), ("1.5TB", "size", 1.5e12),
-     ("5 GB/s", "rate", 5e9), ("800 MiB/s", "rate", 800 * 1024**2), ("250 ms", "time", 0.25),
-     ("80 us", "time", 80e-6), ("2 s", "time", 2.0), ("0 B", "size", 0.0)],
+    [
+        ("2 TB", "size", 2e12),
+        ("512 GiB", "size", 512 * 1024**3),
+        ("1.5TB", "size", 1.5e12),
+        ("5 GB/s", "rate", 5e9),
+        ("800 MiB/s", "rate", 800 * 1024**2),
+        ("250 ms", "time", 0.25),
+        ("80 us", "time", 80e-6),
+        ("2 s", "time", 2.0),
+        ("0 B", "size", 0.0),
+    ],
 )
 def test_quantities(text, kind, value) -> None:
     """Units convert through the named constants."""

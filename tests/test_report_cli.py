@@ -77,8 +77,10 @@ def test_format_errors_are_one_line(trace_file: Path, tmp_path: Path) -> None:
     for args, expected in (
         (["-o", str(tmp_path / "r.pdf")], "cannot tell the report format for '"),
         (["-o", "-"], "cannot tell the report format for stdout ('-')"),
-        (["--format", "json", "-o", str(tmp_path / "r.html")],
-         "--format json contradicts the output file"),
+        (
+            ["--format", "json", "-o", str(tmp_path / "r.html")],
+            "--format json contradicts the output file",
+        ),
     ):
         result = runner.invoke(app, ["analyze", str(trace_file), *args])
         assert result.exit_code == EXIT_USER_ERROR, (args, result.output)

@@ -67,11 +67,25 @@ BASE: dict[str, Any] = {
             "count": 1,
             "gpu_kv_pool": "400 B",  # 4 tokens = 2 blocks
             "tiers": [
-                {"name": "host", "storage": {"kind": "dram", "read_bandwidth": "1 KB/s",
-                                             "write_bandwidth": "1 KB/s"}, "capacity": "600 B"},
-                {"name": "ssd", "storage": {"kind": "ssd", "read_bandwidth": "1 KB/s",
-                                            "write_bandwidth": "1 KB/s", "latency": "1 ms"},
-                 "capacity": "800 B"},
+                {
+                    "name": "host",
+                    "storage": {
+                        "kind": "dram",
+                        "read_bandwidth": "1 KB/s",
+                        "write_bandwidth": "1 KB/s",
+                    },
+                    "capacity": "600 B",
+                },
+                {
+                    "name": "ssd",
+                    "storage": {
+                        "kind": "ssd",
+                        "read_bandwidth": "1 KB/s",
+                        "write_bandwidth": "1 KB/s",
+                        "latency": "1 ms",
+                    },
+                    "capacity": "800 B",
+                },
             ],
         },
     },
@@ -147,8 +161,11 @@ def _recompute(tokens: np.ndarray) -> np.ndarray:
 
 
 GOOD_TIERS = [
-    {"name": "host", "storage": {"kind": "dram", "read_bandwidth": "2 KB/s",
-                                 "write_bandwidth": "2 KB/s"}, "capacity": "1 KB"},
+    {
+        "name": "host",
+        "storage": {"kind": "dram", "read_bandwidth": "2 KB/s", "write_bandwidth": "2 KB/s"},
+        "capacity": "1 KB",
+    },
 ]
 
 # Each case: a patch that breaks exactly one check, the check and its subject.
@@ -156,8 +173,14 @@ BREAKERS = [
     ("RV01", "host", {}),  # host (3 blocks) shadowed by the GPU pool of 2 blocks... and SSD
     ("RV02", "host", {"stages.prefill.tiers.0.storage.write_bandwidth": "500 B/s"}),
     ("RV03", "ssd", {"stages.prefill.tiers.1.storage.read_bandwidth": "400 B/s"}),
-    ("RV04", "ssd", {"stages.prefill.tiers.1.storage.write_bandwidth": "100 KB/s",
-                     "stages.prefill.tiers.1.storage.read_bandwidth": "100 KB/s"}),
+    (
+        "RV04",
+        "ssd",
+        {
+            "stages.prefill.tiers.1.storage.write_bandwidth": "100 KB/s",
+            "stages.prefill.tiers.1.storage.read_bandwidth": "100 KB/s",
+        },
+    ),
     ("RV06", "ssd", {}),
     ("RV07", None, {"slo": {"ttft_p99": "100 ms"}}),
     ("EL08", "ssd", {"stages.prefill.tiers.1.capacity": None}),
@@ -168,9 +191,17 @@ def _good_doc() -> dict[str, Any]:
     doc = copy.deepcopy(BASE)
     doc["stages"]["prefill"]["tiers"] = copy.deepcopy(GOOD_TIERS)
     doc["stages"]["prefill"]["tiers"].append(
-        {"name": "ssd", "storage": {"kind": "ssd", "read_bandwidth": "2 KB/s",
-                                    "write_bandwidth": "2 KB/s", "latency": "1 ms"},
-         "capacity": "2 KB"})
+        {
+            "name": "ssd",
+            "storage": {
+                "kind": "ssd",
+                "read_bandwidth": "2 KB/s",
+                "write_bandwidth": "2 KB/s",
+                "latency": "1 ms",
+            },
+            "capacity": "2 KB",
+        }
+    )
     doc["slo"] = {"ttft_p99": "2 s"}
     return doc
 
@@ -202,12 +233,20 @@ def test_each_review_check_fires(code, subject, patch) -> None:
 
 def test_bandwidth_severity_p99_vs_peak() -> None:
     """Demand above capability at p99 is an error; only at the peak, a warning."""
-    review = review_plan(_plan({"stages.prefill.tiers.0.storage.write_bandwidth": "500 B/s"}),
-                         REPLAY, PlanPerf(KVB), window_s=1.0)
+    review = review_plan(
+        _plan({"stages.prefill.tiers.0.storage.write_bandwidth": "500 B/s"}),
+        REPLAY,
+        PlanPerf(KVB),
+        window_s=1.0,
+    )
     (rv02,) = [c for c in _checks(review, "RV02") if c.subject == "host"]
     assert rv02.severity == "error"  # 598 B/s p99 > 500 B/s
-    review = review_plan(_plan({"stages.prefill.tiers.0.storage.write_bandwidth": "599 B/s"}),
-                         REPLAY, PlanPerf(KVB), window_s=1.0)
+    review = review_plan(
+        _plan({"stages.prefill.tiers.0.storage.write_bandwidth": "599 B/s"}),
+        REPLAY,
+        PlanPerf(KVB),
+        window_s=1.0,
+    )
     (rv02,) = [c for c in _checks(review, "RV02") if c.subject == "host"]
     assert rv02.status == "fail" and rv02.severity == "warning"  # p99 598 < 599 < peak 600
 
@@ -229,28 +268,64 @@ ENGINE_CASES = [
     # (code, engines, extra stage fields, expected status)
     ("EL01", {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 50}}, {"gpu_kv_pool": "100 GB"}, "fail"),
     ("EL01", {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 100}}, {"gpu_kv_pool": "100 GB"}, "pass"),
-    ("EL02", {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 200, "DYN_KVBM_DISK_CACHE_GB": 100}}, {},
-     "fail"),
-    ("EL02", {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 200, "DYN_KVBM_DISK_CACHE_GB": 200}}, {},
-     "pass"),
+    (
+        "EL02",
+        {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 200, "DYN_KVBM_DISK_CACHE_GB": 100}},
+        {},
+        "fail",
+    ),
+    (
+        "EL02",
+        {"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 200, "DYN_KVBM_DISK_CACHE_GB": 200}},
+        {},
+        "pass",
+    ),
     ("EL03", {"sglang-hicache": {"hicache-ratio": 1.5}}, {"gpu_kv_pool": "80 GB"}, "fail"),
     ("EL03", {"sglang-hicache": {"hicache-ratio": 2.0}}, {"gpu_kv_pool": "80 GB"}, "pass"),
     # hicache-size 10 GB per rank over a 80 GB pool / 8 ranks = ratio 1.0
-    ("EL03", {"sglang-hicache": {"hicache-size": 10}},
-     {"gpu_kv_pool": "80 GB", "gpus_per_instance": 8}, "fail"),
+    (
+        "EL03",
+        {"sglang-hicache": {"hicache-size": 10}},
+        {"gpu_kv_pool": "80 GB", "gpus_per_instance": 8},
+        "fail",
+    ),
     # 8 ranks × 200 GB > 1 TB host memory
-    ("EL04", {"sglang-hicache": {"hicache-size": 200}},
-     {"gpus_per_instance": 8, "host_memory": "1 TB"}, "fail"),
-    ("EL04", {"sglang-hicache": {"hicache-size": 100}},
-     {"gpus_per_instance": 8, "host_memory": "1 TB"}, "pass"),
+    (
+        "EL04",
+        {"sglang-hicache": {"hicache-size": 200}},
+        {"gpus_per_instance": 8, "host_memory": "1 TB"},
+        "fail",
+    ),
+    (
+        "EL04",
+        {"sglang-hicache": {"hicache-size": 100}},
+        {"gpus_per_instance": 8, "host_memory": "1 TB"},
+        "pass",
+    ),
     ("EL05", {"lmcache": {"chunk_size": 100}}, {}, "fail"),
     ("EL05", {"lmcache": {"chunk_size": 256}}, {}, "pass"),
     ("EL05", {"lmcache": {"chunk_size": 256}, "vllm": {"block-size": 96}}, {}, "fail"),
     ("EL05", {"lmcache": {"chunk_size": 256}, "sglang-hicache": {"page-size": 64}}, {}, "pass"),
-    ("EL06", {"lmcache": {"l2-adapter": {"type": "fs_native", "max_capacity_gb": 4000}}}, {},
-     "fail"),
-    ("EL06", {"lmcache": {"l2-adapter": {"type": "fs_native", "max_capacity_gb": 4000,
-                                         "eviction": {"policy": "LRU"}}}}, {}, "pass"),
+    (
+        "EL06",
+        {"lmcache": {"l2-adapter": {"type": "fs_native", "max_capacity_gb": 4000}}},
+        {},
+        "fail",
+    ),
+    (
+        "EL06",
+        {
+            "lmcache": {
+                "l2-adapter": {
+                    "type": "fs_native",
+                    "max_capacity_gb": 4000,
+                    "eviction": {"policy": "LRU"},
+                }
+            }
+        },
+        {},
+        "pass",
+    ),
     ("EL07", {"mooncake": {"root_fs_dir": "/mnt/kv", "enable_offload": True}}, {}, "fail"),
     ("EL07", {"mooncake": {"enable_offload": True}}, {}, "pass"),
     ("EL07", {"mooncake": {"root_fs_dir": "/mnt/kv"}}, {}, "pass"),
@@ -281,8 +356,10 @@ def test_stage_balance_fires_when_one_stage_idles() -> None:
     doc = copy.deepcopy(BASE)
     spec = {"kind": "ssd", "read_bandwidth": "700 B/s", "write_bandwidth": "700 B/s"}
     doc["stages"]["prefill"]["tiers"] = [{"name": "ssd", "storage": spec, "capacity": "2 KB"}]
-    doc["stages"]["decode"] = {"count": 80, "tiers": [
-        {"name": "ssd", "storage": spec, "capacity": "2 KB"}]}
+    doc["stages"]["decode"] = {
+        "count": 80,
+        "tiers": [{"name": "ssd", "storage": spec, "capacity": "2 KB"}],
+    }
     review = review_plan(check_plan("p.yaml", doc), REPLAY, PlanPerf(KVB), window_s=1.0)
     assert _status(review, "RV05") == "fail"
     decode = review.stages[1]
@@ -353,8 +430,13 @@ def test_plan_perf_from_catalogs() -> None:
     """Llama-3.1-70B: 327,680 B/token (field.md §4.1); p5e pool = 8 × (0.9 × HBM − weights / 8)."""
     from kvadvisor.advise.review import plan_perf
 
-    plan = check_plan("p.yaml", {"model": {"name": "llama-3.1-70b", "tp": 8},
-                                 "stages": {"prefill": {"instance": "p5e.48xlarge"}}})
+    plan = check_plan(
+        "p.yaml",
+        {
+            "model": {"name": "llama-3.1-70b", "tp": 8},
+            "stages": {"prefill": {"instance": "p5e.48xlarge"}},
+        },
+    )
     perf = plan_perf(plan)
     assert perf.kv_bytes_per_token == 327_680
     stage = plan.stages[0]

@@ -53,8 +53,9 @@ def test_good_plan_exits_0(tiny_trace: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD)])
     assert result.exit_code == EXIT_OK, result.output
     assert "plan roomy: passes with 1 warning(s)" in result.output
-    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
-                                 "--fail-on", "warning"])
+    result = runner.invoke(
+        app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD), "--fail-on", "warning"]
+    )
     assert result.exit_code == EXIT_FINDINGS
     assert "RV04" in result.output
 
@@ -73,9 +74,15 @@ def test_error_finding_exits_1(tiny_trace: Path, tmp_path: Path) -> None:
         (("count: 1", "cuont: 1"), "stages.prefill.cuont: unknown field; did you mean 'count'?"),
         (("capacity: 1 TB", "capacity: 1 TB/s"), "capacity: 'TB/s' is a rate unit"),
         (("capacity: 1 TB", "capacity: -1 TB"), "capacity: must not be negative"),
-        (("name: nvme\n        storage: {kind: ssd, read_bandwidth: 100 MB/s, write_bandwidth: "
-          "100 MB/s}", "name: nvme\n        storage: nvme-gen5-x5"),
-         "tiers[0].storage: unknown storage option 'nvme-gen5-x5'; did you mean nvme-gen5-x4"),
+        (
+            (
+                "name: nvme\n        storage: {kind: ssd, read_bandwidth: 100 MB/s,"
+                " write_bandwidth: "
+                "100 MB/s}",
+                "name: nvme\n        storage: nvme-gen5-x5",
+            ),
+            "tiers[0].storage: unknown storage option 'nvme-gen5-x5'; did you mean nvme-gen5-x4",
+        ),
     ],
 )
 def test_invalid_plan_is_one_line_exit_2(
@@ -95,20 +102,29 @@ def test_junit_lists_every_check(tiny_trace: Path, tmp_path: Path) -> None:
     """One test case per check; failures and skips marked; the XML parses."""
     bad = _plan(tmp_path, GOOD.replace("chunk_size: 256", "chunk_size: 100"), "bad.yaml")
     out = tmp_path / "results.xml"
-    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(bad), "--junit",
-                                 str(out)])
+    result = runner.invoke(
+        app, ["review", str(tiny_trace), "--plan", str(bad), "--junit", str(out)]
+    )
     assert result.exit_code == EXIT_FINDINGS
     root = ET.parse(out).getroot()
     (suite,) = root.findall("testsuite")
     cases = suite.findall("testcase")
     names = [c.get("name") for c in cases]
     assert len(names) == len(set(names)) == int(suite.get("tests"))
-    expected = {"RV01.prefill.nvme", "RV02.prefill.nvme", "RV03.prefill.nvme",
-                "RV04.prefill.nvme", "RV06.prefill.nvme", "RV08.prefill.nvme", "EL08.prefill.nvme",
-                "EL05.prefill"}
+    expected = {
+        "RV01.prefill.nvme",
+        "RV02.prefill.nvme",
+        "RV03.prefill.nvme",
+        "RV04.prefill.nvme",
+        "RV06.prefill.nvme",
+        "RV08.prefill.nvme",
+        "EL08.prefill.nvme",
+        "EL05.prefill",
+    }
     assert {n.split()[0] for n in names} == expected
-    failed = {c.get("name").split()[0]: c.find("failure") for c in cases
-              if c.find("failure") is not None}
+    failed = {
+        c.get("name").split()[0]: c.find("failure") for c in cases if c.find("failure") is not None
+    }
     assert set(failed) == {"EL05.prefill", "RV04.prefill.nvme"}
     assert failed["EL05.prefill"].get("type") == "error"
     assert json.loads(failed["EL05.prefill"].text)["evidence"]["chunk_size"] == 100
@@ -118,11 +134,25 @@ def test_junit_lists_every_check(tiny_trace: Path, tmp_path: Path) -> None:
 
 def test_markdown_side_by_side(tiny_trace: Path, tmp_path: Path) -> None:
     """Two plans: one table with a column per plan, then each plan's findings."""
-    bad = _plan(tmp_path, GOOD.replace("roomy", "misaligned").replace("chunk_size: 256",
-                                                                    "chunk_size: 100"), "b.yaml")
+    bad = _plan(
+        tmp_path,
+        GOOD.replace("roomy", "misaligned").replace("chunk_size: 256", "chunk_size: 100"),
+        "b.yaml",
+    )
     md = tmp_path / "review.md"
-    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
-                                 "--plan", str(bad), "-o", str(md)])
+    result = runner.invoke(
+        app,
+        [
+            "review",
+            str(tiny_trace),
+            "--plan",
+            _plan(tmp_path, GOOD),
+            "--plan",
+            str(bad),
+            "-o",
+            str(md),
+        ],
+    )
     assert result.exit_code == EXIT_FINDINGS
     text = md.read_text()
     assert "| | `roomy` | `misaligned` |" in text
@@ -158,8 +188,10 @@ def test_markdown_escapes_html_from_the_plan(tiny_trace: Path, tmp_path: Path) -
 
 def test_unknown_review_format(tiny_trace: Path, tmp_path: Path) -> None:
     """An output name whose format cannot be told is a user error before any work."""
-    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
-                                 "-o", str(tmp_path / "r.pdf")])
+    result = runner.invoke(
+        app,
+        ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD), "-o", str(tmp_path / "r.pdf")],
+    )
     assert result.exit_code == EXIT_USER_ERROR and "cannot tell the review format" in result.output
 
 
@@ -173,17 +205,46 @@ needs_cache = pytest.mark.skipif(
 def test_examples_end_to_end(tmp_path: Path) -> None:
     """The shipped example plans on the sample trace: one passes, one fails with its findings."""
     md, xml = tmp_path / "review.md", tmp_path / "results.xml"
-    result = runner.invoke(app, ["review", str(SAMPLE), "--plan", str(GOOD_EXAMPLE), "--plan",
-                                 str(BAD_EXAMPLE), "--junit", str(xml), "-o", str(md)])
+    result = runner.invoke(
+        app,
+        [
+            "review",
+            str(SAMPLE),
+            "--plan",
+            str(GOOD_EXAMPLE),
+            "--plan",
+            str(BAD_EXAMPLE),
+            "--junit",
+            str(xml),
+            "-o",
+            str(md),
+        ],
+    )
     assert result.exit_code == EXIT_FINDINGS, result.output
     suites = {s.get("name").split(": ")[1]: s for s in ET.parse(xml).getroot()}
-    good_failed = {c.get("name").split()[0] for c in suites["p5e-prefill-h20-decode"]
-                   if c.find("failure") is not None}
+    good_failed = {
+        c.get("name").split()[0]
+        for c in suites["p5e-prefill-h20-decode"]
+        if c.find("failure") is not None
+    }
     assert good_failed == {"RV04.prefill.local-nvme"}  # sized for the peak: a warning only
-    bad_failed = {c.get("name").split()[0].split(".")[0] for c in suites["h20-cloud-disk"]
-                  if c.find("failure") is not None}
-    assert bad_failed == {"RV01", "RV02", "RV03", "RV06", "RV07", "EL04", "EL05", "EL06",
-                          "EL07", "EL08"}
+    bad_failed = {
+        c.get("name").split()[0].split(".")[0]
+        for c in suites["h20-cloud-disk"]
+        if c.find("failure") is not None
+    }
+    assert bad_failed == {
+        "RV01",
+        "RV02",
+        "RV03",
+        "RV06",
+        "RV07",
+        "EL04",
+        "EL05",
+        "EL06",
+        "EL07",
+        "EL08",
+    }
     result = runner.invoke(app, ["review", str(SAMPLE), "--plan", str(GOOD_EXAMPLE)])
     assert result.exit_code == EXIT_OK, result.output
 
@@ -191,8 +252,20 @@ def test_examples_end_to_end(tmp_path: Path) -> None:
 def test_analyze_with_plan_adds_the_plan_section(tiny_trace: Path, tmp_path: Path) -> None:
     """With --plan, the analyze JSON carries plan_reviews and the HTML a plan section."""
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
-    result = runner.invoke(app, ["analyze", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
-                                 "-o", str(out_json), "-o", str(out_html), "--quiet"])
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            str(tiny_trace),
+            "--plan",
+            _plan(tmp_path, GOOD),
+            "-o",
+            str(out_json),
+            "-o",
+            str(out_html),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == EXIT_OK, result.output
     doc = json.loads(out_json.read_text())
     (review,) = doc["plan_reviews"]
@@ -210,24 +283,41 @@ def test_extra_catalog_names_a_storage_option(tiny_trace: Path, tmp_path: Path) 
     extra = tmp_path / "lab.yaml"
     extra.write_text(
         "kind: storage\n"
-        "sources:\n  L1: \"our lab's fio runs\"\n"
+        'sources:\n  L1: "our lab\'s fio runs"\n'
         "entries:\n"
         "  lab-nvme:\n    category: local_nvme\n    provider: generic\n"
         "    read_mbps: 2000\n    write_mbps: 1000\n    source: [L1]\n"
     )
-    plan = _plan(tmp_path, GOOD.replace(
-        "storage: {kind: ssd, read_bandwidth: 100 MB/s, write_bandwidth: 100 MB/s}",
-        "storage: lab-nvme"))
+    plan = _plan(
+        tmp_path,
+        GOOD.replace(
+            "storage: {kind: ssd, read_bandwidth: 100 MB/s, write_bandwidth: 100 MB/s}",
+            "storage: lab-nvme",
+        ),
+    )
     out = tmp_path / "r.xml"
-    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(plan), "--junit",
-                                 str(out)])
+    result = runner.invoke(
+        app, ["review", str(tiny_trace), "--plan", str(plan), "--junit", str(out)]
+    )
     assert result.exit_code == EXIT_USER_ERROR
     assert "unknown storage option 'lab-nvme'" in result.output
-    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", str(plan), "--catalog",
-                                 str(extra), "--junit", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "review",
+            str(tiny_trace),
+            "--plan",
+            str(plan),
+            "--catalog",
+            str(extra),
+            "--junit",
+            str(out),
+        ],
+    )
     assert result.exit_code == EXIT_OK, result.output
-    rv02 = next(c for c in ET.parse(out).getroot().iter("testcase")
-                if c.get("name").startswith("RV02"))
+    rv02 = next(
+        c for c in ET.parse(out).getroot().iter("testcase") if c.get("name").startswith("RV02")
+    )
     assert "against 1 GB/s" in rv02.find("system-out").text
 
 
@@ -235,7 +325,9 @@ def test_catalog_of_unknown_kind_is_refused(tiny_trace: Path, tmp_path: Path) ->
     """A --catalog file whose kind is misspelled is an error, as analyze says, not ignored."""
     catalog = tmp_path / "typo.yaml"
     catalog.write_text("kind: storge\nentries: {}\n")
-    result = runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD),
-                                 "--catalog", str(catalog)])
-    one_error_line(result, "typo.yaml", "unknown catalog kind 'storge'",
-                   "storage, instances, gpus, models")
+    result = runner.invoke(
+        app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD), "--catalog", str(catalog)]
+    )
+    one_error_line(
+        result, "typo.yaml", "unknown catalog kind 'storge'", "storage, instances, gpus, models"
+    )

@@ -65,13 +65,26 @@ def test_topics_covered() -> None:
     """The topics the issue lists each have a rule (by name)."""
     names = {r.name for r in RULES}
     for needed in (
-        "utilization.sized_for_peak", "workload.stage_split_skewed", "storage.paging_block_size",
-        "storage.prefill_write_bandwidth", "storage.write_amplification",
-        "storage.decode_read_iops", "storage.decode_read_latency", "cache.read_less_first",
-        "cache.low_reuse_write_only", "cache.retention", "perf.load_vs_recompute",
-        "storage.gpudirect_storage", "tiers.host_smaller_than_gpu", "tiers.host_ratio_below_two",
-        "storage.ssd_endurance", "instance.disk_bandwidth_cap", "gpu.memory_fit",
-        "gpu.stage_hardware_choice", "workload.disaggregate", "utilization.shared_spec_idle_stage",
+        "utilization.sized_for_peak",
+        "workload.stage_split_skewed",
+        "storage.paging_block_size",
+        "storage.prefill_write_bandwidth",
+        "storage.write_amplification",
+        "storage.decode_read_iops",
+        "storage.decode_read_latency",
+        "cache.read_less_first",
+        "cache.low_reuse_write_only",
+        "cache.retention",
+        "perf.load_vs_recompute",
+        "storage.gpudirect_storage",
+        "tiers.host_smaller_than_gpu",
+        "tiers.host_ratio_below_two",
+        "storage.ssd_endurance",
+        "instance.disk_bandwidth_cap",
+        "gpu.memory_fit",
+        "gpu.stage_hardware_choice",
+        "workload.disaggregate",
+        "utilization.shared_spec_idle_stage",
     ):
         assert needed in names, needed
 

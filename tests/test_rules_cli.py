@@ -27,8 +27,14 @@ def test_rules_show() -> None:
     """Show prints the condition, docs headings and references of one rule."""
     result = runner.invoke(app, ["rules", "show", "storage.prefill_write_bandwidth"])
     assert result.exit_code == 0
-    for text in ("ST03", "prefill_storage_write_utilization_p99 > 1", "What it does:",
-                 "Why it matters:", "Example:", "References:"):
+    for text in (
+        "ST03",
+        "prefill_storage_write_utilization_p99 > 1",
+        "What it does:",
+        "Why it matters:",
+        "Example:",
+        "References:",
+    ):
         assert text in result.output
     bad = runner.invoke(app, ["rules", "show", "ST3"])
     assert bad.exit_code == EXIT_USER_ERROR and "did you mean ST03" in bad.output
@@ -41,8 +47,9 @@ def test_rules_check_user_dir(tmp_path: Path) -> None:
     (tmp_path / "XX01.yaml").write_text(good, encoding="utf-8")
     ok = runner.invoke(app, ["rules", "check", str(tmp_path)])
     assert ok.exit_code == 0 and "1 rule(s) OK" in ok.output
-    (tmp_path / "XX01.yaml").write_text(good.replace("prefix_reuse_measurable, op",
-                                                     "prefix_reuse_measureable, op"))
+    (tmp_path / "XX01.yaml").write_text(
+        good.replace("prefix_reuse_measurable, op", "prefix_reuse_measureable, op")
+    )
     bad = runner.invoke(app, ["rules", "check", str(tmp_path)])
     assert bad.exit_code == EXIT_USER_ERROR
     assert "did you mean 'prefix_reuse_measurable'" in bad.output
@@ -61,9 +68,12 @@ def test_rules_doc_is_up_to_date() -> None:
 def test_catalog_list_and_show(tmp_path: Path) -> None:
     """Catalog list/show, with an extra catalog file adding an entry."""
     extra = tmp_path / "mine.yaml"
-    extra.write_text("kind: storage\nsources: {V: 'vendor sheet'}\nentries:\n"
-                     "  team-array: {category: local_nvme, provider: generic, write_mbps: 50000,"
-                     " source: [V]}\n", encoding="utf-8")
+    extra.write_text(
+        "kind: storage\nsources: {V: 'vendor sheet'}\nentries:\n"
+        "  team-array: {category: local_nvme, provider: generic, write_mbps: 50000,"
+        " source: [V]}\n",
+        encoding="utf-8",
+    )
     listed = runner.invoke(app, ["catalog", "list", "storage", "--catalog", str(extra)])
     assert listed.exit_code == 0 and "team-array" in listed.output
     inst = runner.invoke(app, ["catalog", "list", "instances"])
@@ -89,8 +99,11 @@ def test_catalog_show_finds_instances_as_lookup_does() -> None:
 def test_bad_catalog_file_is_one_line(tmp_path: Path) -> None:
     """A value with a unit in --catalog ends with exit 2 and one line naming file and field."""
     bad = tmp_path / "bad.yaml"
-    bad.write_text("kind: storage\nsources: {V: x}\nentries:\n  d: {category: local_nvme, "
-                   "provider: generic, read_mbps: '4.8 TB/s', source: [V]}\n", encoding="utf-8")
+    bad.write_text(
+        "kind: storage\nsources: {V: x}\nentries:\n  d: {category: local_nvme, "
+        "provider: generic, read_mbps: '4.8 TB/s', source: [V]}\n",
+        encoding="utf-8",
+    )
     result = runner.invoke(app, ["catalog", "list", "--catalog", str(bad)])
     assert result.exit_code == EXIT_USER_ERROR
     lines = result.output.strip().splitlines()
@@ -115,10 +128,23 @@ def test_catalog_file_without_a_known_kind_is_one_line(tmp_path: Path) -> None:
 def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> None:
     """Analyze --storage/--instance/--select fill the recommendation and rule outcomes."""
     out = tmp_path / "r.json"
-    result = runner.invoke(app, [
-        "analyze", str(mooncake_path), "-o", str(out), "--storage", "aws-ebs-gp3",
-        "--instance", "p5e.48xlarge", "--select", "cache,utilization", "--ignore", "CA05",
-    ])
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            str(mooncake_path),
+            "-o",
+            str(out),
+            "--storage",
+            "aws-ebs-gp3",
+            "--instance",
+            "p5e.48xlarge",
+            "--select",
+            "cache,utilization",
+            "--ignore",
+            "CA05",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
     rec = doc["recommendation"]

@@ -21,15 +21,23 @@ from kvadvisor.trace import read_trace
 @pytest.fixture(scope="module")
 def azure(azure_code_path: Path):  # type: ignore[no-untyped-def]
     """The advice for the Azure code trace."""
-    return analyze(read_trace(azure_code_path), AnalyzeOptions(), version=__version__,
-                   generated_at="2026-01-01T00:00:00+00:00")
+    return analyze(
+        read_trace(azure_code_path),
+        AnalyzeOptions(),
+        version=__version__,
+        generated_at="2026-01-01T00:00:00+00:00",
+    )
 
 
 @pytest.fixture(scope="module")
 def mooncake(mooncake_path: Path):  # type: ignore[no-untyped-def]
     """The advice for the Mooncake conversation trace."""
-    return analyze(read_trace(mooncake_path), AnalyzeOptions(), version=__version__,
-                   generated_at="2026-01-01T00:00:00+00:00")
+    return analyze(
+        read_trace(mooncake_path),
+        AnalyzeOptions(),
+        version=__version__,
+        generated_at="2026-01-01T00:00:00+00:00",
+    )
 
 
 def _outcomes(report) -> dict:  # type: ignore[no-untyped-def]
@@ -91,7 +99,8 @@ def test_mooncake_substantial_reuse(mooncake, mooncake_path: Path) -> None:  # t
     assert ref_steady > 0.3
     outcomes = _outcomes(mooncake)
     assert not outcomes["CA02"].fired and outcomes["CA02"].reason.startswith(
-        "condition not met: prefix_hit_ratio_steady")
+        "condition not met: prefix_hit_ratio_steady"
+    )
     assert not outcomes["CA03"].fired
     assert "CA03" not in {f.code for f in mooncake.findings}
     # Retention from reuse times: 90% of hits within the TTL the cache engine measured.

@@ -15,19 +15,27 @@ def facts(**values: float | bool) -> dict[str, FactValue]:
     return {k: FactValue(k, v, FACTS[k].unit) for k, v in values.items()}
 
 
-A = Compare("prefill_share_gpu_time", Op.GE, value=0.75)   # true below
-B = Compare("write_peak_to_mean", Op.GE, value=3)           # false below
-C = Compare("kv_working_set_gib", Op.GT, value=1)            # unknown below
+A = Compare("prefill_share_gpu_time", Op.GE, value=0.75)  # true below
+B = Compare("write_peak_to_mean", Op.GE, value=3)  # false below
+C = Compare("kv_working_set_gib", Op.GT, value=1)  # unknown below
 F = facts(prefill_share_gpu_time=0.9, write_peak_to_mean=1.5)
 
 
 @pytest.mark.parametrize(
     ("cond", "expected"),
     [
-        (A, True), (B, False), (C, None),
-        (AllOf((A, B)), False), (AllOf((A, C)), None), (AllOf((B, C)), False),
-        (AnyOf((A, C)), True), (AnyOf((B, C)), None), (AnyOf((B, B)), False),
-        (Not(A), False), (Not(B), True), (Not(C), None),
+        (A, True),
+        (B, False),
+        (C, None),
+        (AllOf((A, B)), False),
+        (AllOf((A, C)), None),
+        (AllOf((B, C)), False),
+        (AnyOf((A, C)), True),
+        (AnyOf((B, C)), None),
+        (AnyOf((B, B)), False),
+        (Not(A), False),
+        (Not(B), True),
+        (Not(C), None),
     ],
 )
 def test_kleene_logic(cond, expected) -> None:  # type: ignore[no-untyped-def]
@@ -70,8 +78,9 @@ def test_format_value(value, unit, name, text) -> None:  # type: ignore[no-untyp
 def test_message_uses_units_and_specs() -> None:
     """{fact} gets its unit; {fact:.2f} the bare number; a missing fact says unavailable."""
     f = facts(write_bytes_per_s_p99=4.5e9, prefix_hit_ratio_steady=0.5)
-    text = format_message("{write_bytes_per_s_p99} / {prefix_hit_ratio_steady:.2f} / "
-                          "{kv_working_set_gib}", f)
+    text = format_message(
+        "{write_bytes_per_s_p99} / {prefix_hit_ratio_steady:.2f} / {kv_working_set_gib}", f
+    )
     assert text == "4.50 GB/s / 0.50 / unavailable"
 
 
@@ -82,18 +91,29 @@ def test_evaluate_reports_why_quiet() -> None:
     comparison failed.
     """
     doc = {
-        "code": "XX01", "name": "custom.test", "groups": ["custom"], "severity": "info",
-        "stage": "both", "summary": "s",
-        "when": {"all": [{"fact": "write_peak_to_mean", "op": ">=", "value": 3},
-                         {"fact": "prefill_share_gpu_time", "op": ">=", "value": 0.5}]},
+        "code": "XX01",
+        "name": "custom.test",
+        "groups": ["custom"],
+        "severity": "info",
+        "stage": "both",
+        "summary": "s",
+        "when": {
+            "all": [
+                {"fact": "write_peak_to_mean", "op": ">=", "value": 3},
+                {"fact": "prefill_share_gpu_time", "op": ">=", "value": 0.5},
+            ]
+        },
         "message": "peak/mean {write_peak_to_mean}",
         "docs": {"what": "w", "why": "y", "example": "e", "references": ["r"]},
     }
     rule = parse_rule(doc, "x.yaml", FACTS)
     fired = evaluate([rule], facts(write_peak_to_mean=4.0, prefill_share_gpu_time=0.6))
     assert fired.fired[0].message == "peak/mean 4.0x"
-    assert fired.fired[0].evidence["write_peak_to_mean"] == {"value": 4.0, "unit": "x",
-                                                             "text": "4.0x"}
+    assert fired.fired[0].evidence["write_peak_to_mean"] == {
+        "value": 4.0,
+        "unit": "x",
+        "text": "4.0x",
+    }
     false = evaluate([rule], facts(write_peak_to_mean=4.0, prefill_share_gpu_time=0.2))
     assert false.quiet[0].evaluated
     assert false.quiet[0].reason == ("condition not met: prefill_share_gpu_time = 20.0% < 50.0%")
@@ -127,8 +147,14 @@ _SB_FALSE = "write_peak_to_mean = 1.5x < 3.0x"
 def test_quiet_reason_through_nested_conditions(when, reason) -> None:  # type: ignore[no-untyped-def]
     """A false condition is explained by the comparisons that decided it, through not/any/all."""
     doc = {
-        "code": "XX02", "name": "custom.nested", "groups": ["custom"], "severity": "info",
-        "stage": "both", "summary": "s", "when": when, "message": "m",
+        "code": "XX02",
+        "name": "custom.nested",
+        "groups": ["custom"],
+        "severity": "info",
+        "stage": "both",
+        "summary": "s",
+        "when": when,
+        "message": "m",
         "docs": {"what": "w", "why": "y", "example": "e", "references": ["r"]},
     }
     result = evaluate([parse_rule(doc, "x.yaml", FACTS)], F)
@@ -138,8 +164,10 @@ def test_quiet_reason_through_nested_conditions(when, reason) -> None:  # type: 
 
 def test_where_clause_resolution() -> None:
     """Fact-valued bounds become numbers (with factor); unknown facts mean no query."""
-    where = {"write_mbps": {">=": {"fact": "write_bytes_per_s_p99", "factor": 1e-6}},
-             "category": {"!=": "block"}}
+    where = {
+        "write_mbps": {">=": {"fact": "write_bytes_per_s_p99", "factor": 1e-6}},
+        "category": {"!=": "block"},
+    }
     query = resolve_where(where, facts(write_bytes_per_s_p99=4.5e9))
     assert query == {"write_mbps": [(">=", 4500.0)], "category": [("!=", "block")]}
     assert matches({"write_mbps": 6600, "category": "local_nvme"}, query)

@@ -23,8 +23,12 @@ runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 
 GOOD = {
-    "code": "XX01", "name": "custom.big_writes", "groups": ["custom"], "severity": "warning",
-    "stage": "prefill", "summary": "Big writes",
+    "code": "XX01",
+    "name": "custom.big_writes",
+    "groups": ["custom"],
+    "severity": "warning",
+    "stage": "prefill",
+    "summary": "Big writes",
     "when": {"all": [{"fact": "write_bytes_per_s_p99", "op": ">", "value": 1e9}]},
     "message": "p99 writes are {write_bytes_per_s_p99}",
     "docs": {"what": "w", "why": "y", "example": "e", "references": ["r"]},
@@ -51,20 +55,32 @@ def test_good_rule_parses() -> None:
         ({"severity": "critical"}, "severity: expected info, warning or error"),
         ({"stage": "train"}, "stage: expected prefill, decode or both"),
         ({"docs": None}, "docs: is required"),
-        ({"docs": {"what": "w", "why": "y", "example": "e", "references": []}},
-         "docs.references: expected a non-empty list"),
+        (
+            {"docs": {"what": "w", "why": "y", "example": "e", "references": []}},
+            "docs.references: expected a non-empty list",
+        ),
         ({"colour": "red"}, "colour: unknown key"),
-        ({"when": {"all": [{"fact": "write_bytes_per_s_p99", "op": "=~", "value": 1}]}},
-         "op: expected one of"),
-        ({"when": {"all": [{"fact": "write_bytes_per_s_p99", "op": ">", "value": "1 GB/s"}]}},
-         "expected a plain number"),
-        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "ref": "x"}},
-         "exactly one of 'value'"),
-        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "ref": "kv_working_set_gib"}},
-         "units differ"),
+        (
+            {"when": {"all": [{"fact": "write_bytes_per_s_p99", "op": "=~", "value": 1}]}},
+            "op: expected one of",
+        ),
+        (
+            {"when": {"all": [{"fact": "write_bytes_per_s_p99", "op": ">", "value": "1 GB/s"}]}},
+            "expected a plain number",
+        ),
+        (
+            {"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "ref": "x"}},
+            "exactly one of 'value'",
+        ),
+        (
+            {"when": {"fact": "write_bytes_per_s_p99", "op": ">", "ref": "kv_working_set_gib"}},
+            "units differ",
+        ),
         ({"when": {"all": [], "any": []}}, "must be the only key"),
-        ({"when": {"fact": "shared_storage_spec", "op": ">", "value": True}},
-         "true/false compares only a bool fact"),
+        (
+            {"when": {"fact": "shared_storage_spec", "op": ">", "value": True}},
+            "true/false compares only a bool fact",
+        ),
         ({"message": "{write_bytes_per_s_p99.__class__}"}, "must be a plain fact name"),
         ({"message": "{write_bytes_per_s_p99!r}"}, "conversions"),
         ({"message": "{write_bytes_per_s_p99:>{width}}"}, "format must be like"),
@@ -74,38 +90,79 @@ def test_good_rule_parses() -> None:
         ({"when": 5}, "when: expected a mapping"),
         ({"when": {"all": "x"}}, "when.all: expected a non-empty list of conditions"),
         ({"when": {"fact": 3, "op": ">", "value": 1}}, "when.fact: expected a fact name"),
-        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "colour": 1}},
-         "when: unknown key"),
-        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "factor": 2}},
-         "when.factor: only allowed with 'ref'"),
-        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "ref": 3}},
-         "when.ref: expected a fact name"),
-        ({"when": {"fact": "write_bytes_per_s_p99", "op": ">", "ref": "write_bytes_per_s_p99",
-                   "factor": 0}}, "when.factor: expected a positive number, got 0"),
+        (
+            {"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "colour": 1}},
+            "when: unknown key",
+        ),
+        (
+            {"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "factor": 2}},
+            "when.factor: only allowed with 'ref'",
+        ),
+        (
+            {"when": {"fact": "write_bytes_per_s_p99", "op": ">", "ref": 3}},
+            "when.ref: expected a fact name",
+        ),
+        (
+            {
+                "when": {
+                    "fact": "write_bytes_per_s_p99",
+                    "op": ">",
+                    "ref": "write_bytes_per_s_p99",
+                    "factor": 0,
+                }
+            },
+            "when.factor: expected a positive number, got 0",
+        ),
         ({"groups": "custom"}, "groups: expected a list of lower-case group names"),
         ({"summary": " "}, "summary: expected non-empty text"),
         ({"docs": "text"}, "docs: expected a mapping with what, why, example, references"),
         ({"docs": {**GOOD["docs"], "extra": 1}}, "docs.extra: unknown key"),  # type: ignore[dict-item]
         ({"recommend": "x"}, "recommend: expected a mapping with action"),
         ({"recommend": {"action": "x", "colour": 1}}, "recommend: unknown key"),
-        ({"recommend": {"action": "x", "where": [1]}},
-         "recommend.where: expected a mapping of field to"),
-        ({"recommend": {"action": "x", "where": {"Read-MBps": {">=": 1}}}},
-         "recommend.where.Read-MBps: expected a catalog field name"),
-        ({"recommend": {"action": "x", "where": {"read_mbps": [1]}}},
-         "recommend.where.read_mbps: expected .op: value."),
-        ({"recommend": {"action": "x", "where": {"read_mbps": {"~": 1}}}},
-         "recommend.where.read_mbps: unknown operator '~'"),
-        ({"recommend": {"action": "x", "where": {"read_mbps": {">=": [1]}}}},
-         "recommend.where.read_mbps: expected a number, text or true/false"),
-        ({"recommend": {"action": "x", "where": {"read_mbps": {
-            ">=": {"fact": "write_bytes_per_s_p99", "scale": 2}}}}},
-         "recommend.where.read_mbps: a fact-valued bound is"),
-        ({"recommend": {"action": "x", "where": {"read_mbps": {
-            ">=": {"fact": "write_bytes_per_s_p99", "factor": "2"}}}}},
-         "recommend.where.read_mbps: factor must be a number"),
-        ({"recommend": {"action": "x", "rank_by": "-Read"}},
-         "recommend.rank_by: expected a catalog field name"),
+        (
+            {"recommend": {"action": "x", "where": [1]}},
+            "recommend.where: expected a mapping of field to",
+        ),
+        (
+            {"recommend": {"action": "x", "where": {"Read-MBps": {">=": 1}}}},
+            "recommend.where.Read-MBps: expected a catalog field name",
+        ),
+        (
+            {"recommend": {"action": "x", "where": {"read_mbps": [1]}}},
+            "recommend.where.read_mbps: expected .op: value.",
+        ),
+        (
+            {"recommend": {"action": "x", "where": {"read_mbps": {"~": 1}}}},
+            "recommend.where.read_mbps: unknown operator '~'",
+        ),
+        (
+            {"recommend": {"action": "x", "where": {"read_mbps": {">=": [1]}}}},
+            "recommend.where.read_mbps: expected a number, text or true/false",
+        ),
+        (
+            {
+                "recommend": {
+                    "action": "x",
+                    "where": {"read_mbps": {">=": {"fact": "write_bytes_per_s_p99", "scale": 2}}},
+                }
+            },
+            "recommend.where.read_mbps: a fact-valued bound is",
+        ),
+        (
+            {
+                "recommend": {
+                    "action": "x",
+                    "where": {
+                        "read_mbps": {">=": {"fact": "write_bytes_per_s_p99", "factor": "2"}}
+                    },
+                }
+            },
+            "recommend.where.read_mbps: factor must be a number",
+        ),
+        (
+            {"recommend": {"action": "x", "rank_by": "-Read"}},
+            "recommend.rank_by: expected a catalog field name",
+        ),
     ],
 )
 def test_schema_errors(changes: dict, expected: str) -> None:
@@ -177,8 +234,10 @@ MARKER = "kvadvisor-hostile-yaml-ran"
 def _hostile(tmp_path: Path) -> dict[str, str]:
     marker = tmp_path / MARKER
     lol = ["a: &a [x, x, x, x, x, x, x, x, x]"]
-    lol += [f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]"
-            for i in range(9)]
+    lol += [
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]"
+        for i in range(9)
+    ]
     return {
         "python-object": f"code: !!python/object/apply:os.system ['touch {marker}']\n",
         "python-name": "code: !!python/name:os.system\n",
@@ -191,9 +250,19 @@ def _hostile(tmp_path: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("case", ["python-object", "python-name", "billion-laughs",
-                                  "deep-nesting", "huge", "malformed", "not-utf8",
-                                  "not-a-mapping"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "python-object",
+        "python-name",
+        "billion-laughs",
+        "deep-nesting",
+        "huge",
+        "malformed",
+        "not-utf8",
+        "not-a-mapping",
+    ],
+)
 def test_hostile_yaml_through_the_cli(tmp_path: Path, case: str) -> None:
     """`rules check` on hostile YAML: exit 2, one line on stderr, no traceback, nothing run."""
     folder = tmp_path / "rules"
@@ -274,18 +343,40 @@ def test_real_wheel_carries_and_loads_the_rules(tmp_path: Path) -> None:
 
     pytest.importorskip("hatchling")
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         str(REPO), "-w", str(tmp_path / "dist")], capture_output=True, text=True, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            str(REPO),
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if build.returncode != 0:
         pytest.skip(f"wheel build unavailable here: {build.stderr.strip()[-200:]}")
     wheel = next((tmp_path / "dist").glob("kvadvisor-*.whl"))
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    code = ("from kvadvisor.advise.facts import FACTS; from kvadvisor.rules import "
-            "builtin_rules_dir, load_rules; print(builtin_rules_dir()); "
-            "print(','.join(r.code for r in load_rules([], FACTS)))")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": ""}, check=True)
+    code = (
+        "from kvadvisor.advise.facts import FACTS; from kvadvisor.rules import "
+        "builtin_rules_dir, load_rules; print(builtin_rules_dir()); "
+        "print(','.join(r.code for r in load_rules([], FACTS)))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": ""},
+        check=True,
+    )
     where, codes = run.stdout.strip().splitlines()
     assert Path(where) == site / "kvadvisor" / "_builtin_rules"
     assert codes.split(",") == [r.code for r in load_rules([], FACTS)]

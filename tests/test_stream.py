@@ -18,8 +18,14 @@ from kvadvisor.trace.model import META_BLOCK_TOKENS
 from kvadvisor.trace.stream import open_trace_stream, stream_trace
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
-SHAPE = SynthShape(requests=3000, block_tokens=64, input_tokens_median=500.0, rate_per_s=20.0,
-                   sessions=200, seed=21)
+SHAPE = SynthShape(
+    requests=3000,
+    block_tokens=64,
+    input_tokens_median=500.0,
+    rate_per_s=20.0,
+    sessions=200,
+    seed=21,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +54,20 @@ def test_hive_partitions_read_as_the_whole(whole, tmp_path) -> None:
     """Two-level hive partitions (path order is not time order) read as the whole file."""
     path, table = whole
     src = pq.read_table(path)
+
     def bucket(width: float) -> pa.Array:
         return pc.cast(pc.floor(pc.divide(src["arrival_s"], width)), pa.int64())
 
     # Two levels; "hour=10" sorts before "hour=2", so path order is not time order.
-    ds.write_dataset(src.append_column("day", bucket(50.0)).append_column("hour", bucket(10.0)),
-                     tmp_path / "hive", format="parquet", partitioning=["day", "hour"],
-                     partitioning_flavor="hive", max_rows_per_group=200, preserve_order=True)
+    ds.write_dataset(
+        src.append_column("day", bucket(50.0)).append_column("hour", bucket(10.0)),
+        tmp_path / "hive",
+        format="parquet",
+        partitioning=["day", "hour"],
+        partitioning_flavor="hive",
+        max_rows_per_group=200,
+        preserve_order=True,
+    )
     assert len(list((tmp_path / "hive").glob("day=*/hour=*/*.parquet"))) > 10
     stream = open_trace_stream(tmp_path / "hive", batch_rows=128)
     assert "hour" not in stream.columns and "day" not in stream.columns
@@ -68,8 +81,11 @@ def test_overlapping_files_are_merged_in_arrival_order(whole, tmp_path) -> None:
     path, table = whole
     src = pq.read_table(path)
     for k in range(3):  # every third row: three files spanning the same time
-        pq.write_table(src.take(pa.array(np.arange(k, src.num_rows, 3))),
-                       tmp_path / f"part-{k}.parquet", row_group_size=100)
+        pq.write_table(
+            src.take(pa.array(np.arange(k, src.num_rows, 3))),
+            tmp_path / f"part-{k}.parquet",
+            row_group_size=100,
+        )
     stream = open_trace_stream(tmp_path, batch_rows=64)
     assert len(stream._clusters) == 1
     assert _collect(stream).equals(table.select(list(stream.columns)))
@@ -79,8 +95,9 @@ def test_ties_across_files_keep_file_order(tmp_path) -> None:
     """Equal arrivals in different files come out in file order."""
     meta = {META_BLOCK_TOKENS: b"16"}
     for name, ids in (("a", [1, 2, 3]), ("b", [10, 20, 30])):
-        t = pa.table({"arrival_s": [5.0, 5.0, 6.0], "input_tokens": ids,
-                      "output_tokens": [1, 1, 1]}).replace_schema_metadata(meta)
+        t = pa.table(
+            {"arrival_s": [5.0, 5.0, 6.0], "input_tokens": ids, "output_tokens": [1, 1, 1]}
+        ).replace_schema_metadata(meta)
         pq.write_table(t, tmp_path / f"{name}.parquet")
     got = _collect(open_trace_stream(tmp_path, batch_rows=1))
     assert got["input_tokens"].to_pylist() == [1, 2, 10, 20, 3, 30]
@@ -89,8 +106,12 @@ def test_ties_across_files_keep_file_order(tmp_path) -> None:
 
 def test_unsorted_file_is_one_clear_error(tmp_path) -> None:
     """A file going back in time is one error naming the row."""
-    pq.write_table(pa.table({"arrival_s": [0.0, 2.0, 1.0], "input_tokens": [1, 2, 3],
-                             "output_tokens": [1, 1, 1]}), tmp_path / "x.parquet")
+    pq.write_table(
+        pa.table(
+            {"arrival_s": [0.0, 2.0, 1.0], "input_tokens": [1, 2, 3], "output_tokens": [1, 1, 1]}
+        ),
+        tmp_path / "x.parquet",
+    )
     with pytest.raises(TraceFormatError, match="row 3: arrival_s goes back in time"):
         list(open_trace_stream(tmp_path / "x.parquet"))
 
@@ -104,8 +125,9 @@ def test_missing_column_and_mixed_block_sizes_are_errors(tmp_path) -> None:
     d.mkdir()
     for bt in (16, 512):
         t = pa.table({"arrival_s": [float(bt)], "input_tokens": [1], "output_tokens": [1]})
-        pq.write_table(t.replace_schema_metadata({META_BLOCK_TOKENS: str(bt).encode()}),
-                       d / f"{bt}.parquet")
+        pq.write_table(
+            t.replace_schema_metadata({META_BLOCK_TOKENS: str(bt).encode()}), d / f"{bt}.parquet"
+        )
     with pytest.raises(TraceFormatError, match="disagree on block_tokens"):
         open_trace_stream(d)
 
@@ -127,14 +149,23 @@ def test_in_memory_stream_reads_back_the_same_trace() -> None:
     from kvadvisor.trace.schema import build_trace
 
     read = read_trace(FIX / "tiny_burstgpt.csv")
-    trace = build_trace(read.table, path=read.source_path, source_format="burstgpt",
-                        block_tokens=None, notes=read.notes, dropped={"unparseable": 2})
+    trace = build_trace(
+        read.table,
+        path=read.source_path,
+        source_format="burstgpt",
+        block_tokens=None,
+        notes=read.notes,
+        dropped={"unparseable": 2},
+    )
     assert any(n.startswith("arrival_s shifted by 5.000000 s") for n in trace.notes)
     again = stream_trace(trace).read_all()
     assert again.notes == trace.notes and dict(again.dropped) == {"unparseable": 2}
     assert again.table.equals(trace.table)
     assert (again.source_format, again.block_tokens, again.arrivals_measured) == (
-        "burstgpt", None, True)
+        "burstgpt",
+        None,
+        True,
+    )
 
 
 def test_unmeasured_arrivals_survive_a_directory(tmp_path) -> None:
@@ -146,11 +177,17 @@ def test_unmeasured_arrivals_survive_a_directory(tmp_path) -> None:
     from kvadvisor.trace.schema import build_trace
     from kvadvisor.trace.writers import write_parquet
 
-    table = pa.table({"arrival_s": [0.0, 0.0, 0.0], "input_tokens": [10, 20, 30],
-                      "output_tokens": [1, 2, 3]})
+    table = pa.table(
+        {"arrival_s": [0.0, 0.0, 0.0], "input_tokens": [10, 20, 30], "output_tokens": [1, 2, 3]}
+    )
     for i, rows in enumerate(((0, 1), (2,))):
-        part = build_trace(table.take(list(rows)), path=f"part{i}", source_format="llmperf",
-                           block_tokens=None, arrivals_measured=False)
+        part = build_trace(
+            table.take(list(rows)),
+            path=f"part{i}",
+            source_format="llmperf",
+            block_tokens=None,
+            arrivals_measured=False,
+        )
         write_parquet(part, tmp_path / f"part{i}.parquet")
     assert read_trace(tmp_path / "part0.parquet").arrivals_measured is False
     stream = open_trace_stream(tmp_path)

@@ -26,8 +26,14 @@ def _flat(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 
 def test_same_seed_same_trace_whatever_the_chunk_size() -> None:
     """The seed fixes the trace; the chunk size never changes it; another seed does."""
-    shape = SynthShape(requests=6000, seed=7, arrival="bursty", diurnal_amplitude=0.3,
-                       diurnal_period_s=100.0, sessions=300)
+    shape = SynthShape(
+        requests=6000,
+        seed=7,
+        arrival="bursty",
+        diurnal_amplitude=0.3,
+        diurnal_period_s=100.0,
+        sessions=300,
+    )
     one = _table(shape, chunk_rows=6000)
     assert one.equals(_table(shape, chunk_rows=997))
     other = _table(SynthShape(requests=6000, seed=8, arrival="bursty", sessions=300))
@@ -56,8 +62,11 @@ def test_diurnal_cycle_recovers_amplitude() -> None:
     """The diurnal amplitude comes back from 2·mean(sin ωt) over whole periods."""
     # For intensity r(1 + A sin ωt) over whole periods, E[sin ωt] over arrivals is A/2.
     period = 200.0
-    t = _table(SynthShape(requests=40_000, rate_per_s=20.0, diurnal_amplitude=0.6,
-                          diurnal_period_s=period, seed=3))["arrival_s"].to_numpy()
+    t = _table(
+        SynthShape(
+            requests=40_000, rate_per_s=20.0, diurnal_amplitude=0.6, diurnal_period_s=period, seed=3
+        )
+    )["arrival_s"].to_numpy()
     t = t[t < period * np.floor(t[-1] / period)]
     assert 2.0 * np.mean(np.sin(2 * np.pi * t / period)) == pytest.approx(0.6, abs=0.04)
 
@@ -74,8 +83,16 @@ def test_diurnal_time_change_solves_the_integrated_rate() -> None:
 
 def test_lognormal_lengths_recover_median_and_sigma() -> None:
     """Prompt and output lengths: median and log standard deviation come back."""
-    table = _table(SynthShape(requests=40_000, input_tokens_median=3000.0, input_tokens_sigma=0.8,
-                              output_tokens_median=300.0, output_tokens_sigma=0.5, seed=4))
+    table = _table(
+        SynthShape(
+            requests=40_000,
+            input_tokens_median=3000.0,
+            input_tokens_sigma=0.8,
+            output_tokens_median=300.0,
+            output_tokens_sigma=0.5,
+            seed=4,
+        )
+    )
     for col, median, sigma in (("input_tokens", 3000.0, 0.8), ("output_tokens", 300.0, 0.5)):
         logs = np.log(table[col].to_numpy())
         assert np.exp(np.median(logs)) == pytest.approx(median, rel=0.03)
@@ -91,24 +108,34 @@ def _zipf_slope(counts: np.ndarray, top: int) -> float:
 def test_session_popularity_is_zipf() -> None:
     """Requests per session follow the chosen Zipf exponent (log-log slope)."""
     # Sessions never end here, so a session is a slot and its request count follows Zipf(s).
-    shape = SynthShape(requests=40_000, sessions=1000, session_zipf=1.1,
-                       mean_requests_per_session=1e12, seed=5)
-    _, counts = np.unique(_table(shape)["session_id"].to_numpy(zero_copy_only=False),
-                          return_counts=True)
+    shape = SynthShape(
+        requests=40_000, sessions=1000, session_zipf=1.1, mean_requests_per_session=1e12, seed=5
+    )
+    _, counts = np.unique(
+        _table(shape)["session_id"].to_numpy(zero_copy_only=False), return_counts=True
+    )
     assert _zipf_slope(counts, 30) == pytest.approx(-1.1, abs=0.12)
 
 
 def test_system_prompt_popularity_is_zipf_and_sessions_churn() -> None:
     """System prompts per session follow Zipf; sessions end at rate 1/m per request."""
-    shape = SynthShape(requests=40_000, sessions=2000, mean_requests_per_session=2.0,
-                       system_prompts=200, system_prompt_zipf=1.2,
-                       system_prompt_tokens_median=8192.0, system_prompt_tokens_sigma=0.2,
-                       seed=6)
+    shape = SynthShape(
+        requests=40_000,
+        sessions=2000,
+        mean_requests_per_session=2.0,
+        system_prompts=200,
+        system_prompt_zipf=1.2,
+        system_prompt_tokens_median=8192.0,
+        system_prompt_tokens_sigma=0.2,
+        seed=6,
+    )
     table = _table(shape)
     sessions = table["session_id"].to_numpy(zero_copy_only=False)
-    first_block = table["block_hashes"].combine_chunks().values.to_numpy()[
-        table["block_hashes"].combine_chunks().offsets.to_numpy()[:-1]
-    ]
+    first_block = (
+        table["block_hashes"]
+        .combine_chunks()
+        .values.to_numpy()[table["block_hashes"].combine_chunks().offsets.to_numpy()[:-1]]
+    )
     _, first_of_session = np.unique(sessions, return_index=True)
     _, counts = np.unique(first_block[first_of_session], return_counts=True)
     assert _zipf_slope(counts, 15) == pytest.approx(-1.2, abs=0.15)
@@ -119,8 +146,15 @@ def test_system_prompt_popularity_is_zipf_and_sessions_churn() -> None:
 
 def test_hash_chains_are_consistent_and_sized_by_block_tokens() -> None:
     """ceil(input/block) hashes per request; every id has one position and one predecessor."""
-    shape = SynthShape(requests=20_000, block_tokens=64, input_tokens_median=600.0,
-                       sessions=500, system_prompts=20, system_prompt_tokens_median=300.0, seed=9)
+    shape = SynthShape(
+        requests=20_000,
+        block_tokens=64,
+        input_tokens_median=600.0,
+        sessions=500,
+        system_prompts=20,
+        system_prompt_tokens_median=300.0,
+        seed=9,
+    )
     table = _table(shape)
     offsets, values = _flat(table)
     blocks = np.diff(offsets)
@@ -159,8 +193,9 @@ def test_parquet_is_streamed_in_bounded_row_groups(tmp_path) -> None:
     trace = read_trace(path)
     assert trace.block_tokens == 16 and trace.source_format == "synth"
     # Already canonical (sorted, starting at 0): the only note says where it came from.
-    assert trace.notes == ("synthetic trace (kvadvisor synth, seed 11; shape in "
-                           "kvadvisor.synth_shape)",)
+    assert trace.notes == (
+        "synthetic trace (kvadvisor synth, seed 11; shape in kvadvisor.synth_shape)",
+    )
     assert trace.table.select(list(_table(shape).column_names)).equals(
         _table(shape, chunk_rows=1000)
     )

@@ -152,8 +152,7 @@ def jsonl_files(draw) -> bytes:
             "hash_ids": "[" + draw(blank) + ("," + draw(blank)).join(map(str, hashes)) + "]",
         }
         members = [
-            f'{draw(blank)}"{k}"{draw(blank)}:{draw(blank)}{values[k]}{draw(blank)}'
-            for k in order
+            f'{draw(blank)}"{k}"{draw(blank)}:{draw(blank)}{values[k]}{draw(blank)}' for k in order
         ]
         line = draw(blank) + "{" + ",".join(members) + "}" + draw(blank)
         lines.append(line)

@@ -11,8 +11,10 @@ from kvadvisor.yamlio import MAX_NESTING, MAX_YAML_BYTES, load_yaml
 
 BILLION_LAUGHS = "\n".join(
     ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    + [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]"
-       for i in range(8)]
+    + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]"
+        for i in range(8)
+    ]
 )
 
 
@@ -25,7 +27,8 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_plain_data_loads(tmp_path: Path) -> None:
     """A normal document comes back as plain data."""
     assert load_yaml(_write(tmp_path, "a: 1\nb: [x, 2.5]\n"), ConfigError) == {
-        "a": 1, "b": ["x", 2.5]
+        "a": 1,
+        "b": ["x", 2.5],
     }
 
 

@@ -225,8 +225,9 @@ def analyze(
         else None
     )
     hits, hits_source = prefix_hits(trace, simulated[1] if simulated else None)
-    stages = profile_workload(trace, options.profile_options(), hit_tokens=hits,
-                              hits_source=hits_source)
+    stages = profile_workload(
+        trace, options.profile_options(), hit_tokens=hits, hits_source=hits_source
+    )
     prefix_cache = prefix_cache_section(
         trace,
         simulated,
@@ -251,10 +252,17 @@ def analyze(
     if options.plans:
         # The section's pass serves the review when it is exact and ran on the trace as it is
         # (not coarsened to --chunk-tokens).
-        same = (simulated[1] if simulated is not None and simulated[0] is trace
-                and simulated[1].exact else None)
-        report = replace(report, plan_reviews=review_plans(
-            trace, options.plans, warmup_fraction=options.warmup_fraction, simulated=same))
+        same = (
+            simulated[1]
+            if simulated is not None and simulated[0] is trace and simulated[1].exact
+            else None
+        )
+        report = replace(
+            report,
+            plan_reviews=review_plans(
+                trace, options.plans, warmup_fraction=options.warmup_fraction, simulated=same
+            ),
+        )
     return replace(
         report,
         versions=data_versions(inputs),
@@ -272,8 +280,10 @@ def prefix_hits(
     Else the engine's ``cached_tokens``. Else None: unknown.
     """
     if simulated is not None and simulated.hit_tokens is not None:
-        return (np.asarray(simulated.hit_tokens, dtype=np.float64),
-                "prefix-cache simulation (unbounded capacity)")
+        return (
+            np.asarray(simulated.hit_tokens, dtype=np.float64),
+            "prefix-cache simulation (unbounded capacity)",
+        )
     hits = trace_hit_tokens(trace)
     return hits, ("cached_tokens" if hits is not None else None)
 
@@ -335,4 +345,3 @@ def unavailable_reasons(trace: Trace | TraceStream, report: AdviceReport) -> dic
     if report.recommendation is None:
         why["recommendation"] = "the advisor did not run (no rules were evaluated)"
     return why
-

@@ -36,11 +36,19 @@ def load_advisor_inputs(
     group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``).
     """
     by_kind = catalog_files_by_kind(catalog_files)
-    return AdvisorInputs(load_rule_set(rules_dirs, select, ignore),
-                         load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
+    return AdvisorInputs(
+        load_rule_set(rules_dirs, select, ignore),
+        load_storage(by_kind["storage"]),
+        load_instances(by_kind["instances"]),
+    )
 
 
-def load_rule_set(rules_dirs: Sequence[str] = (), select: Sequence[str] = (),
-                  ignore: Sequence[str] = (), *, builtin: bool = True) -> tuple[Rule, ...]:
+def load_rule_set(
+    rules_dirs: Sequence[str] = (),
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    *,
+    builtin: bool = True,
+) -> tuple[Rule, ...]:
     """Built-in rules plus ``rules_dirs``, checked against the fact registry, then selected."""
     return select_rules(load_rules(rules_dirs, FACTS, builtin=builtin), select, ignore)

@@ -666,6 +666,4 @@ class ReviewReport:
     def fails(self, fail_on: str) -> bool:
         """Whether any plan has a finding at or above ``fail_on`` (warning or error)."""
         floor = SEVERITIES.index(fail_on)
-        return any(
-            SEVERITIES.index(c.severity) >= floor for p in self.plans for c in p.findings
-        )
+        return any(SEVERITIES.index(c.severity) >= floor for p in self.plans for c in p.findings)

@@ -131,10 +131,13 @@ def build_perf_model(
         notes.append(f"GPU not given (--gpu): assumed {gpu.display_name}")
     tp = options.tp or auto_tp(spec, gpu, options.weight_dtype)
     if options.tp is None:
-        notes.append(f"tensor parallelism not given (--tp): {tp}, the smallest with "
-                     "TP x GPU memory > 1.5 x weights (AIConfigurator's rule)")
-    pm = PerfModel.build(spec, gpu, tp=tp, kv_dtype=options.kv_dtype,
-                         weight_dtype=options.weight_dtype)
+        notes.append(
+            f"tensor parallelism not given (--tp): {tp}, the smallest with "
+            "TP x GPU memory > 1.5 x weights (AIConfigurator's rule)"
+        )
+    pm = PerfModel.build(
+        spec, gpu, tp=tp, kv_dtype=options.kv_dtype, weight_dtype=options.weight_dtype
+    )
     return pm, spec, notes, assumed
 
 
@@ -191,13 +194,17 @@ def _downsample(x: np.ndarray, y: np.ndarray, how: str) -> tuple[tuple, tuple]:
         return tuple(map(float, x)), tuple(map(float, y))
     k = int(np.ceil(len(x) / MAX_SERIES_POINTS))
     starts = np.arange(0, len(x), k)
-    agg = np.maximum.reduceat(y, starts) if how == "max" else np.add.reduceat(y, starts) / np.diff(
-        np.r_[starts, len(x)])
+    agg = (
+        np.maximum.reduceat(y, starts)
+        if how == "max"
+        else np.add.reduceat(y, starts) / np.diff(np.r_[starts, len(x)])
+    )
     return tuple(map(float, x[starts])), tuple(map(float, agg))
 
 
-def _series(name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str,
-            kind: str = "step") -> Series:
+def _series(
+    name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str, kind: str = "step"
+) -> Series:
     xs, ys = _downsample(x, y, how)
     return Series(name, "time", "s", y_label, y_unit, xs, ys, kind)
 
@@ -207,25 +214,42 @@ def _scaled(d: Distribution, factor: float) -> dict[str, float]:
 
 
 def _split_section(
-    s: SplitSummary, source: str, hits_source: str | None, calibration: Calibration | None,
-    times: StageTimes, notes: list[str], tp: int,
+    s: SplitSummary,
+    source: str,
+    hits_source: str | None,
+    calibration: Calibration | None,
+    times: StageTimes,
+    notes: list[str],
+    tp: int,
 ) -> StageSplit:
     """The stage_split section; GPU times in GPU-seconds (an instance's seconds x tp)."""
-    per_share = np.divide(times.prefill_gpu_s, times.prefill_gpu_s + times.decode_gpu_s,
-                          out=np.zeros_like(times.prefill_gpu_s),
-                          where=(times.prefill_gpu_s + times.decode_gpu_s) > 0)
+    per_share = np.divide(
+        times.prefill_gpu_s,
+        times.prefill_gpu_s + times.decode_gpu_s,
+        out=np.zeros_like(times.prefill_gpu_s),
+        where=(times.prefill_gpu_s + times.decode_gpu_s) > 0,
+    )
     counts, edges = np.histogram(per_share, bins=10, range=(0.0, 1.0))
-    hist = Series("requests by prefill share of GPU time", "prefill share", "fraction",
-                  "requests", "count", tuple(map(float, edges[:-1])), tuple(map(float, counts)),
-                  "bar")
+    hist = Series(
+        "requests by prefill share of GPU time",
+        "prefill share",
+        "fraction",
+        "requests",
+        "count",
+        tuple(map(float, edges[:-1])),
+        tuple(map(float, counts)),
+        "bar",
+    )
     return StageSplit(
         source=source,
         prefill_s=s.prefill_gpu_s * tp,
         decode_s=s.decode_gpu_s * tp,
         prefill_share=s.prefill_share,
         classification=s.classification,
-        thresholds={"prefill_dominated_at_or_above": PREFILL_DOMINATED_SHARE,
-                    "decode_dominated_at_or_below": DECODE_DOMINATED_SHARE},
+        thresholds={
+            "prefill_dominated_at_or_above": PREFILL_DOMINATED_SHARE,
+            "decode_dominated_at_or_below": DECODE_DOMINATED_SHARE,
+        },
         latency_prefill_s=s.latency_prefill_s,
         latency_decode_s=s.latency_decode_s,
         latency_prefill_share=s.latency_prefill_share,
@@ -256,44 +280,64 @@ def _rate(stage: StageIo) -> IoRate:
     if not stage.known or stage.bandwidth is None:
         return IoRate(None, None, None, None, None, None)
     b = stage.bandwidth
-    return IoRate(b.mean_per_s, b.p99_per_s, b.peak_per_s, b.p50_per_s, b.peak_to_mean,
-                  stage.bytes_total)
+    return IoRate(
+        b.mean_per_s, b.p99_per_s, b.peak_per_s, b.p50_per_s, b.peak_to_mean, stage.bytes_total
+    )
 
 
 def _pattern(stage: StageIo) -> IoPattern | None:
     if not stage.known or stage.chunks is None or stage.iops is None:
         return None
     c, r = stage.chunks, stage.iops
-    return IoPattern(c.ios, r.mean_per_s, r.p99_per_s, r.peak_per_s, c.full_chunk_ios,
-                     c.partial_chunk_ios, c.mean_io_bytes, c.full_chunk_bytes, c.device_bytes,
-                     c.write_amplification)
+    return IoPattern(
+        c.ios,
+        r.mean_per_s,
+        r.p99_per_s,
+        r.peak_per_s,
+        c.full_chunk_ios,
+        c.partial_chunk_ios,
+        c.mean_io_bytes,
+        c.full_chunk_bytes,
+        c.device_bytes,
+        c.write_amplification,
+    )
 
 
 def _io_section(
-    io: IoProfile, times: StageTimes, pm: PerfModel, hits_known: bool,
+    io: IoProfile,
+    times: StageTimes,
+    pm: PerfModel,
+    hits_known: bool,
     concurrency: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> IoDemand:
     starts, inflight, peak_batch = concurrency
     series = [
-        _series("KV write demand", "write bandwidth", "bytes/s", starts, io.write.rate_series,
-                "mean"),
+        _series(
+            "KV write demand", "write bandwidth", "bytes/s", starts, io.write.rate_series, "mean"
+        ),
         _series("requests in flight", "requests", "count", starts, inflight, "mean"),
         _series("peak decode batch", "requests", "count", starts, peak_batch, "max"),
     ]
     if io.read.known:
-        series.insert(1, _series("KV read demand", "read bandwidth", "bytes/s", starts,
-                                 io.read.rate_series, "mean"))
+        series.insert(
+            1,
+            _series(
+                "KV read demand", "read bandwidth", "bytes/s", starts, io.read.rate_series, "mean"
+            ),
+        )
     tiers = []
     for tier in reference_tiers(pm.gpu):
         be = break_even_tokens(pm, tier)
-        tiers.append(LoadVsRecompute(
-            tier=tier.name,
-            bandwidth_bytes_per_s=tier.bandwidth_bytes_per_s,
-            latency_s=tier.latency_s,
-            break_even_tokens=be,
-            hit_token_share_below=share_below(times.hit_tokens, be) if hits_known else None,
-            source=tier.source,
-        ))
+        tiers.append(
+            LoadVsRecompute(
+                tier=tier.name,
+                bandwidth_bytes_per_s=tier.bandwidth_bytes_per_s,
+                latency_s=tier.latency_s,
+                break_even_tokens=be,
+                hit_token_share_below=share_below(times.hit_tokens, be) if hits_known else None,
+                source=tier.source,
+            )
+        )
     return IoDemand(
         write=_rate(io.write),
         read=_rate(io.read),
@@ -313,11 +357,16 @@ def _io_section(
 
 
 def _model_section(
-    pm: PerfModel, spec: ModelSpec, options: ProfileOptions, times: StageTimes, notes: list[str],
+    pm: PerfModel,
+    spec: ModelSpec,
+    options: ProfileOptions,
+    times: StageTimes,
+    notes: list[str],
     assumed: bool,
 ) -> ModelSummary:
-    mean_context = float(np.mean(times.input_tokens + times.output_tokens)) if len(
-        times.input_tokens) else 0.0
+    mean_context = (
+        float(np.mean(times.input_tokens + times.output_tokens)) if len(times.input_tokens) else 0.0
+    )
     fit = memory_fit(pm, mean_context)
     peak_kv = float(times.decode_kv_rank_cells.max(initial=0.0))
     memory = MemorySummary(
@@ -336,12 +385,16 @@ def _model_section(
     if spec.notes:
         model_notes.append(spec.notes)
     if not fit.weights_fit:
-        model_notes.append(f"weights ({fit.weight_bytes_per_gpu / 1e9:.1f} GB per GPU) do not "
-                           f"fit in {fit.utilization:.0%} of {pm.gpu.display_name} memory at "
-                           f"TP {pm.tp}; times are modelled as if they did")
+        model_notes.append(
+            f"weights ({fit.weight_bytes_per_gpu / 1e9:.1f} GB per GPU) do not "
+            f"fit in {fit.utilization:.0%} of {pm.gpu.display_name} memory at "
+            f"TP {pm.tp}; times are modelled as if they did"
+        )
     if not memory.kv_working_set_fits:
-        model_notes.append("the decode KV working set at peak exceeds the GPU memory left for "
-                           "KV: an engine would queue or preempt requests (not modelled)")
+        model_notes.append(
+            "the decode KV working set at peak exceeds the GPU memory left for "
+            "KV: an engine would queue or preempt requests (not modelled)"
+        )
     deployment = Deployment(
         gpu=pm.gpu.name,
         gpu_display_name=pm.gpu.display_name,
@@ -387,10 +440,15 @@ def profile_workload(
     pm, spec, notes, model_assumed = build_perf_model(options, trace_model_name(trace))
     hits_known = hit_tokens is not None
     context = trace.column_np("input_tokens") + trace.column_np("output_tokens")
-    max_batch = memory_fit(pm, float(np.mean(context)) if len(context) else 1.0
-                           ).max_concurrent_requests
-    run = {"hit_tokens": hit_tokens, "iterations": options.iterations,
-           "instances": options.instances, "max_batch": max(max_batch, 1.0)}
+    max_batch = memory_fit(
+        pm, float(np.mean(context)) if len(context) else 1.0
+    ).max_concurrent_requests
+    run = {
+        "hit_tokens": hit_tokens,
+        "iterations": options.iterations,
+        "instances": options.instances,
+        "max_batch": max(max_batch, 1.0),
+    }
     times = profile_stages(trace, pm, **run)
     calibration = None
     split_notes: list[str] = []
@@ -401,49 +459,67 @@ def profile_workload(
             pm = pm.with_efficiency(calibration.efficiency)
             times = profile_stages(trace, pm, **run)
         if not trace.has("queue_s"):
-            split_notes.append("the trace has no queue_s: measured prefill is TTFT including "
-                               "any queueing")
+            split_notes.append(
+                "the trace has no queue_s: measured prefill is TTFT including any queueing"
+            )
     measured_all = bool(times.measured.any() and times.measured.all())
     if measured_all:
         source = "measured"
     elif times.measured.any() and calibration is not None:
         source = "calibrated"
-        split_notes.append(f"{int(times.measured.sum()):,} requests measured, the rest modelled "
-                           "with efficiency factors fitted to them")
+        split_notes.append(
+            f"{int(times.measured.sum()):,} requests measured, the rest modelled "
+            "with efficiency factors fitted to them"
+        )
     else:
         source = "modeled"
         if times.measured.any():
-            split_notes.append(f"only {int(times.measured.sum())} measured requests: too few to "
-                               "calibrate; all requests modelled with default efficiency "
-                               "factors")
+            split_notes.append(
+                f"only {int(times.measured.sum())} measured requests: too few to "
+                "calibrate; all requests modelled with default efficiency "
+                "factors"
+            )
     if not hits_known:
-        split_notes.append("prefix hits unknown: every prompt token is prefilled; the split "
-                           "with and without reuse is the same")
-    split_notes.append(f"decode batch from in-flight requests over time ({times.iterations} "
-                       "rounds of the latency/concurrency fixed point)")
+        split_notes.append(
+            "prefix hits unknown: every prompt token is prefilled; the split "
+            "with and without reuse is the same"
+        )
+    split_notes.append(
+        f"decode batch from in-flight requests over time ({times.iterations} "
+        "rounds of the latency/concurrency fixed point)"
+    )
     summary = summarize_split(times)
     busy = summary.gpu_busy_fraction or 0.0
     if busy > 1 and source == "measured":
         split_notes.append(
             f"the GPU time is {busy:.1f}x the time from first arrival to last completion: the "
             "measured prefills and decodes overlapped (mixed batches) and each stage is charged "
-            "its own share of the time it ran")
+            "its own share of the time it ran"
+        )
     elif busy > 1:
         split_notes.append(
             f"the GPU time is {busy:.1f}x the time from first arrival to last completion: "
             f"{times.instances} instance(s) of this deployment cannot carry the load (about "
             f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
             "spread over more instances each decode batch is smaller, so decode's share would "
-            "grow (give the real count with --instances)")
-    io = profile_io(times, pm.kv_bytes, hits_known=hits_known, window_s=options.window_s,
-                    chunk_tokens=options.chunk_tokens, io_unit_bytes=options.io_unit_bytes,
-                    drive_capacity_bytes=options.drive_capacity_bytes)
+            "grow (give the real count with --instances)"
+        )
+    io = profile_io(
+        times,
+        pm.kv_bytes,
+        hits_known=hits_known,
+        window_s=options.window_s,
+        chunk_tokens=options.chunk_tokens,
+        io_unit_bytes=options.io_unit_bytes,
+        drive_capacity_bytes=options.drive_capacity_bytes,
+    )
     concurrency = concurrency_series(times, io.window_s, io.windows)
     io_section = _io_section(io, times, pm, hits_known, concurrency)
     return StageProfile(
         model=_model_section(pm, spec, options, times, notes, model_assumed),
-        stage_split=_split_section(summary, source, hits_source, calibration, times,
-                                   split_notes, pm.tp),
+        stage_split=_split_section(
+            summary, source, hits_source, calibration, times, split_notes, pm.tp
+        ),
         io=io_section,
         facts=_facts(pm, times, io_section, concurrency[1]),
     )

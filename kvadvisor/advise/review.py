@@ -58,6 +58,7 @@ UNDERUSED_MEAN_UTILIZATION = 0.10  # DESIGN.md cause 1: sized for the peak, run 
 SATURATED_P99_UTILIZATION = 0.70  # a stage this busy at p99 has little headroom
 BELOW_BREAK_EVEN_RISK_SHARE = 0.5  # most loads from the tier lose to recomputing them
 
+
 @dataclass(frozen=True, eq=False)
 class TraceReplay:
     """Per-request arrays measured from the trace (row order), and its prefix hits.
@@ -204,10 +205,15 @@ def _stage_tiers(
         wcap, rcap = _capability(tier, stage, "write"), _capability(tier, stage, "read")
         # Load vs recompute (RV06) needs the performance model, hits and the read bandwidth.
         p_star = share = None
-        if stage.stage == "prefill" and sp.recompute_s is not None and served is not None and (
-                rcap is not None):
-            p_star, share = _break_even(served, tier.storage.latency_s or 0.0, rcap, kvb,
-                                        sp.recompute_s)
+        if (
+            stage.stage == "prefill"
+            and sp.recompute_s is not None
+            and served is not None
+            and (rcap is not None)
+        ):
+            p_star, share = _break_even(
+                served, tier.storage.latency_s or 0.0, rcap, kvb, sp.recompute_s
+            )
         review = TierReview(
             stage=stage.stage,
             tier=tier.name,
@@ -216,10 +222,12 @@ def _stage_tiers(
             capacity_bytes=tier.capacity_bytes,
             capacity_tokens=cap_tokens,
             hit_ratio_all=None if served is None else _ratio(served.sum(), inp.sum()),
-            hit_ratio_steady=None if served is None else _ratio(
-                served[steady].sum(), inp[steady].sum()),
-            cumulative_hit_ratio_steady=None if served is None else _ratio(
-                prev[steady].sum(), inp[steady].sum()),
+            hit_ratio_steady=None
+            if served is None
+            else _ratio(served[steady].sum(), inp[steady].sum()),
+            cumulative_hit_ratio_steady=None
+            if served is None
+            else _ratio(prev[steady].sum(), inp[steady].sum()),
             write=write,
             read=read,
             write_capability_bytes_per_s=wcap,
@@ -268,8 +276,9 @@ def _gbps(rate: float | None) -> str:
     return "unknown" if rate is None else f"{fmt_bytes(rate)}/s"
 
 
-def _iops_check(stage: StagePlan, c: _TierCalc, times_s: np.ndarray, span_s: float,
-                window_s: float) -> ReviewCheck:
+def _iops_check(
+    stage: StagePlan, c: _TierCalc, times_s: np.ndarray, span_s: float, window_s: float
+) -> ReviewCheck:
     """RV08: chunk I/Os per second (each request's tokens in whole chunks) against IOPS."""
     chunk, why = stage_chunk_tokens(stage)
     t, st = c.plan, stage.stage
@@ -283,30 +292,65 @@ def _iops_check(stage: StagePlan, c: _TierCalc, times_s: np.ndarray, span_s: flo
             continue
         cap = iops * t.devices
         rate = io_rate(times_s, np.ceil(tokens / chunk) / c.fleet, window_s, span_s)
-        ev.update({f"{direction}_iops_p99": rate.p99_bytes_per_s,
-                   f"{direction}_iops_peak": rate.peak_bytes_per_s,
-                   f"{direction}_iops_capability": cap})
-        parts.append(f"{direction} p99 {rate.p99_bytes_per_s:,.0f} / peak "
-                     f"{rate.peak_bytes_per_s:,.0f} I/O per s against {cap:,.0f}")
-        level = ("error" if rate.p99_bytes_per_s > cap else
-                 "warning" if rate.peak_bytes_per_s > cap else "pass")
+        ev.update(
+            {
+                f"{direction}_iops_p99": rate.p99_bytes_per_s,
+                f"{direction}_iops_peak": rate.peak_bytes_per_s,
+                f"{direction}_iops_capability": cap,
+            }
+        )
+        parts.append(
+            f"{direction} p99 {rate.p99_bytes_per_s:,.0f} / peak "
+            f"{rate.peak_bytes_per_s:,.0f} I/O per s against {cap:,.0f}"
+        )
+        level = (
+            "error"
+            if rate.p99_bytes_per_s > cap
+            else "warning"
+            if rate.peak_bytes_per_s > cap
+            else "pass"
+        )
         if level == "error" or (level == "warning" and worst == "pass"):
             worst = level
     if not parts:
-        return check("RV08", "tier.iops", st, "error", "skip",
-                     f"the tier's IOPS are not known (chunks of {chunk} tokens, {why})",
-                     "design", t.name)
-    text = (f"'{t.name}' at {chunk}-token chunks ({why}): " + "; ".join(parts))
+        return check(
+            "RV08",
+            "tier.iops",
+            st,
+            "error",
+            "skip",
+            f"the tier's IOPS are not known (chunks of {chunk} tokens, {why})",
+            "design",
+            t.name,
+        )
+    text = f"'{t.name}' at {chunk}-token chunks ({why}): " + "; ".join(parts)
     if worst == "pass":
         return check("RV08", "tier.iops", st, "error", "pass", text, "design", t.name, **ev)
-    return check("RV08", "tier.iops", st, worst, "fail",
-                 text + (": the tier runs out of I/O operations" if worst == "error" else
-                          ": bursts exceed the tier's IOPS"), "design", t.name, **ev)
+    return check(
+        "RV08",
+        "tier.iops",
+        st,
+        worst,
+        "fail",
+        text
+        + (
+            ": the tier runs out of I/O operations"
+            if worst == "error"
+            else ": bursts exceed the tier's IOPS"
+        ),
+        "design",
+        t.name,
+        **ev,
+    )
 
 
 def _tier_checks(
-    stage: StagePlan, calcs: Sequence[_TierCalc], perf: PlanPerf, times_s: np.ndarray,
-    span_s: float, window_s: float,
+    stage: StagePlan,
+    calcs: Sequence[_TierCalc],
+    perf: PlanPerf,
+    times_s: np.ndarray,
+    span_s: float,
+    window_s: float,
 ) -> list[ReviewCheck]:
     out: list[ReviewCheck] = []
     st = stage.stage
@@ -316,22 +360,44 @@ def _tier_checks(
         # RV01: does the tier serve hits at all?
         if st == "prefill":
             if r.hit_ratio_steady is None:
-                out.append(check("RV01", "tier.hit_share", st, "warning", "skip",
-                                 "prefix reuse unknown: the trace has no block hashes",
-                                 "design", subj))
+                out.append(
+                    check(
+                        "RV01",
+                        "tier.hit_share",
+                        st,
+                        "warning",
+                        "skip",
+                        "prefix reuse unknown: the trace has no block hashes",
+                        "design",
+                        subj,
+                    )
+                )
             else:
                 ok = r.hit_ratio_steady >= MIN_TIER_HIT_SHARE
-                out.append(check(
-                    "RV01", "tier.hit_share", st, "warning", "pass" if ok else "fail",
-                    f"tier '{t.name}' ({fmt_bytes(t.capacity_bytes)} per "
-                    f"{'pool' if t.shared else 'instance'}) serves {r.hit_ratio_steady:.1%} of "
-                    f"prompt tokens in steady state (cumulative "
-                    f"{r.cumulative_hit_ratio_steady:.1%})"
-                    + ("" if ok else "; smaller than or shadowed by a faster tier, it adds "
-                       "almost nothing"),
-                    "design", subj, hit_ratio_steady=r.hit_ratio_steady,
-                    cumulative_hit_ratio_steady=r.cumulative_hit_ratio_steady,
-                    capacity_tokens=r.capacity_tokens))
+                out.append(
+                    check(
+                        "RV01",
+                        "tier.hit_share",
+                        st,
+                        "warning",
+                        "pass" if ok else "fail",
+                        f"tier '{t.name}' ({fmt_bytes(t.capacity_bytes)} per "
+                        f"{'pool' if t.shared else 'instance'}) serves {r.hit_ratio_steady:.1%} of "
+                        f"prompt tokens in steady state (cumulative "
+                        f"{r.cumulative_hit_ratio_steady:.1%})"
+                        + (
+                            ""
+                            if ok
+                            else "; smaller than or shadowed by a faster tier, it adds "
+                            "almost nothing"
+                        ),
+                        "design",
+                        subj,
+                        hit_ratio_steady=r.hit_ratio_steady,
+                        cumulative_hit_ratio_steady=r.cumulative_hit_ratio_steady,
+                        capacity_tokens=r.capacity_tokens,
+                    )
+                )
         # RV02 / RV03: bandwidth against demand at p99 and peak.
         for code, direction, rate, cap, u in (
             ("RV02", "write", r.write, r.write_capability_bytes_per_s, r.write_utilization),
@@ -339,26 +405,57 @@ def _tier_checks(
         ):
             name = f"tier.{direction}_bandwidth"
             if rate is None or cap is None or u.p99 is None or u.peak is None:
-                why = (f"the tier's {direction} bandwidth is not known" if rate is not None else
-                       "decode tiers are written, not read, in this model (KV reaches decode "
-                       "from prefill over the network)" if st == "decode" else
-                       "read demand is unknown: the trace has no block hashes")
+                why = (
+                    f"the tier's {direction} bandwidth is not known"
+                    if rate is not None
+                    else "decode tiers are written, not read, in this model (KV reaches decode "
+                    "from prefill over the network)"
+                    if st == "decode"
+                    else "read demand is unknown: the trace has no block hashes"
+                )
                 out.append(check(code, name, st, "error", "skip", why, "design", subj))
                 continue
-            ev = dict(mean_bytes_per_s=rate.mean_bytes_per_s, p99_bytes_per_s=rate.p99_bytes_per_s,
-                      peak_bytes_per_s=rate.peak_bytes_per_s, capability_bytes_per_s=cap,
-                      utilization_p99=u.p99, utilization_peak=u.peak)
-            text = (f"{direction} demand on '{t.name}' mean {_gbps(rate.mean_bytes_per_s)}, p99 "
-                    f"{_gbps(rate.p99_bytes_per_s)}, peak {_gbps(rate.peak_bytes_per_s)} against "
-                    f"{_gbps(cap)} ({u.p99:.0%} at p99, {u.peak:.0%} at peak)")
+            ev = dict(
+                mean_bytes_per_s=rate.mean_bytes_per_s,
+                p99_bytes_per_s=rate.p99_bytes_per_s,
+                peak_bytes_per_s=rate.peak_bytes_per_s,
+                capability_bytes_per_s=cap,
+                utilization_p99=u.p99,
+                utilization_peak=u.peak,
+            )
+            text = (
+                f"{direction} demand on '{t.name}' mean {_gbps(rate.mean_bytes_per_s)}, p99 "
+                f"{_gbps(rate.p99_bytes_per_s)}, peak {_gbps(rate.peak_bytes_per_s)} against "
+                f"{_gbps(cap)} ({u.p99:.0%} at p99, {u.peak:.0%} at peak)"
+            )
             if u.p99 > 1:
-                out.append(check(code, name, st, "error", "fail",
-                                 text + ": the tier cannot keep up 1% of the time or more",
-                                 "design", subj, **ev))
+                out.append(
+                    check(
+                        code,
+                        name,
+                        st,
+                        "error",
+                        "fail",
+                        text + ": the tier cannot keep up 1% of the time or more",
+                        "design",
+                        subj,
+                        **ev,
+                    )
+                )
             elif u.peak > 1:
-                out.append(check(code, name, st, "warning", "fail",
-                                 text + ": bursts exceed the tier; they queue", "design", subj,
-                                 **ev))
+                out.append(
+                    check(
+                        code,
+                        name,
+                        st,
+                        "warning",
+                        "fail",
+                        text + ": bursts exceed the tier; they queue",
+                        "design",
+                        subj,
+                        **ev,
+                    )
+                )
             else:
                 out.append(check(code, name, st, "error", "pass", text, "design", subj, **ev))
         # RV04: underutilization (cause 1), for storage bought for its bandwidth: DRAM and CXL
@@ -368,52 +465,115 @@ def _tier_checks(
         else:
             busy = max(
                 (u for u in (r.write_utilization, r.read_utilization) if u.mean is not None),
-                key=lambda u: u.mean or 0.0, default=None)
+                key=lambda u: u.mean or 0.0,
+                default=None,
+            )
         if busy is None:
-            why = ("memory bandwidth comes with the memory; it is not sized on its own"
-                   if t.storage.kind in ("dram", "cxl") else "bandwidth or demand unknown")
-            out.append(check("RV04", "tier.underutilized", st, "warning", "skip", why, "cause1",
-                             subj))
+            why = (
+                "memory bandwidth comes with the memory; it is not sized on its own"
+                if t.storage.kind in ("dram", "cxl")
+                else "bandwidth or demand unknown"
+            )
+            out.append(
+                check("RV04", "tier.underutilized", st, "warning", "skip", why, "cause1", subj)
+            )
         elif busy.mean is not None and busy.mean < UNDERUSED_MEAN_UTILIZATION:
             peak = busy.peak or 0.0
-            why = (f"sized for the peak: the peak window uses {peak:.0%}, the mean "
-                   f"{busy.mean:.1%}" if peak >= 0.5 else
-                   f"over-provisioned: even the peak window uses {peak:.0%} (mean {busy.mean:.1%})")
-            out.append(check("RV04", "tier.underutilized", st, "warning", "fail",
-                             f"tier '{t.name}' is underused, {why}", "cause1", subj,
-                             utilization_mean=busy.mean, utilization_peak=peak))
+            why = (
+                f"sized for the peak: the peak window uses {peak:.0%}, the mean {busy.mean:.1%}"
+                if peak >= 0.5
+                else f"over-provisioned: even the peak window uses {peak:.0%}"
+                f" (mean {busy.mean:.1%})"
+            )
+            out.append(
+                check(
+                    "RV04",
+                    "tier.underutilized",
+                    st,
+                    "warning",
+                    "fail",
+                    f"tier '{t.name}' is underused, {why}",
+                    "cause1",
+                    subj,
+                    utilization_mean=busy.mean,
+                    utilization_peak=peak,
+                )
+            )
         else:
-            out.append(check("RV04", "tier.underutilized", st, "warning", "pass",
-                             f"tier '{t.name}' runs at {busy.mean:.0%} of its bandwidth on "
-                             "average", "cause1", subj, utilization_mean=busy.mean))
+            out.append(
+                check(
+                    "RV04",
+                    "tier.underutilized",
+                    st,
+                    "warning",
+                    "pass",
+                    f"tier '{t.name}' runs at {busy.mean:.0%} of its bandwidth on average",
+                    "cause1",
+                    subj,
+                    utilization_mean=busy.mean,
+                )
+            )
         # RV06: load vs recompute.
         recompute = perf.stages.get(st, StagePerf()).recompute_s
-        if st == "prefill" and (recompute is None or c.served_tokens is None
-                                or r.read_capability_bytes_per_s is None):
-            out.append(check("RV06", "tier.load_vs_recompute", st, "warning", "skip",
-                             "needs the model and GPU (performance model), the tier's read "
-                             "bandwidth and block hashes", "loadrecompute", subj))
+        if st == "prefill" and (
+            recompute is None or c.served_tokens is None or r.read_capability_bytes_per_s is None
+        ):
+            out.append(
+                check(
+                    "RV06",
+                    "tier.load_vs_recompute",
+                    st,
+                    "warning",
+                    "skip",
+                    "needs the model and GPU (performance model), the tier's read "
+                    "bandwidth and block hashes",
+                    "loadrecompute",
+                    subj,
+                )
+            )
         elif st == "prefill":
             p_star, share = r.break_even_tokens, r.below_break_even_share
             bad = share is not None and share > BELOW_BREAK_EVEN_RISK_SHARE
             pe = "never" if p_star is None or math.isinf(p_star) else f"{p_star:,.0f} tokens"
             share_text = "no hits" if share is None else f"{share:.0%} of its hit tokens"
-            out.append(check(
-                "RV06", "tier.load_vs_recompute", st, "warning", "fail" if bad else "pass",
-                f"loading from '{t.name}' beats recomputing above {pe}; {share_text} come in "
-                "loads that recompute faster", "loadrecompute", subj,
-                break_even_tokens=p_star, below_break_even_share=share))
+            out.append(
+                check(
+                    "RV06",
+                    "tier.load_vs_recompute",
+                    st,
+                    "warning",
+                    "fail" if bad else "pass",
+                    f"loading from '{t.name}' beats recomputing above {pe}; {share_text} come in "
+                    "loads that recompute faster",
+                    "loadrecompute",
+                    subj,
+                    break_even_tokens=p_star,
+                    below_break_even_share=share,
+                )
+            )
         # RV08: I/O operations at the engine's chunk size against the tier's IOPS.
         out.append(_iops_check(stage, c, times_s, span_s, window_s))
         # EL08: a disk-like tier needs a bound.
         if t.storage.kind in DISK_KINDS:
             bounded = t.capacity_bytes is not None
-            out.append(check("EL08", "tier.ssd_unbounded", st, "error",
-                             "pass" if bounded else "fail",
-                             f"{t.storage.kind} tier '{t.name}' "
-                             + (f"is bounded at {fmt_bytes(t.capacity_bytes)}" if bounded else
-                                 "has no capacity bound: it grows until the disk is full"),
-                             "ssd_bound", subj, capacity_bytes=t.capacity_bytes))
+            out.append(
+                check(
+                    "EL08",
+                    "tier.ssd_unbounded",
+                    st,
+                    "error",
+                    "pass" if bounded else "fail",
+                    f"{t.storage.kind} tier '{t.name}' "
+                    + (
+                        f"is bounded at {fmt_bytes(t.capacity_bytes)}"
+                        if bounded
+                        else "has no capacity bound: it grows until the disk is full"
+                    ),
+                    "ssd_bound",
+                    subj,
+                    capacity_bytes=t.capacity_bytes,
+                )
+            )
     return out
 
 
@@ -424,28 +584,65 @@ def _stage_balance(stages: Sequence[StageReview]) -> list[ReviewCheck]:
         return []
     p, d = by["prefill"].utilization, by["decode"].utilization
     if None in (p.mean, p.p99, d.mean, d.p99):
-        return [check("RV05", "stage.balance", "both", "warning", "skip",
-                      "both stages need tiers with known bandwidth", "cause2")]
+        return [
+            check(
+                "RV05",
+                "stage.balance",
+                "both",
+                "warning",
+                "skip",
+                "both stages need tiers with known bandwidth",
+                "cause2",
+            )
+        ]
     assert p.mean is not None and p.p99 is not None and d.mean is not None and d.p99 is not None
-    idle, busy = (("decode", "prefill") if d.mean < UNDERUSED_MEAN_UTILIZATION
-                  and p.p99 > SATURATED_P99_UTILIZATION else
-                  ("prefill", "decode") if p.mean < UNDERUSED_MEAN_UTILIZATION
-                  and d.p99 > SATURATED_P99_UTILIZATION else (None, None))
+    idle, busy = (
+        ("decode", "prefill")
+        if d.mean < UNDERUSED_MEAN_UTILIZATION and p.p99 > SATURATED_P99_UTILIZATION
+        else ("prefill", "decode")
+        if p.mean < UNDERUSED_MEAN_UTILIZATION and d.p99 > SATURATED_P99_UTILIZATION
+        else (None, None)
+    )
     ev = dict(prefill_mean=p.mean, prefill_p99=p.p99, decode_mean=d.mean, decode_p99=d.p99)
     if idle is None:
-        return [check("RV05", "stage.balance", "both", "warning", "pass",
-                      f"prefill storage runs at {p.mean:.0%} mean / {p.p99:.0%} p99, decode at "
-                      f"{d.mean:.0%} / {d.p99:.0%}", "cause2", **ev)]
-    return [check("RV05", "stage.balance", "both", "warning", "fail",
-                  f"{idle} storage sits idle ({by[idle].utilization.mean:.1%} mean) while "
-                  f"{busy} saturates ({by[busy].utilization.p99:.0%} at p99): size each stage "
-                  "for its own demand", "cause2", **ev)]
+        return [
+            check(
+                "RV05",
+                "stage.balance",
+                "both",
+                "warning",
+                "pass",
+                f"prefill storage runs at {p.mean:.0%} mean / {p.p99:.0%} p99, decode at "
+                f"{d.mean:.0%} / {d.p99:.0%}",
+                "cause2",
+                **ev,
+            )
+        ]
+    return [
+        check(
+            "RV05",
+            "stage.balance",
+            "both",
+            "warning",
+            "fail",
+            f"{idle} storage sits idle ({by[idle].utilization.mean:.1%} mean) while "
+            f"{busy} saturates ({by[busy].utilization.p99:.0%} at p99): size each stage "
+            "for its own demand",
+            "cause2",
+            **ev,
+        )
+    ]
 
 
 def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
     """The busiest storage tier direction of a stage, by mean (DRAM and CXL left out, as RV04)."""
-    us = [u for t in tiers if t.kind not in ("dram", "cxl")
-          for u in (t.write_utilization, t.read_utilization) if u.mean is not None]
+    us = [
+        u
+        for t in tiers
+        if t.kind not in ("dram", "cxl")
+        for u in (t.write_utilization, t.read_utilization)
+        if u.mean is not None
+    ]
     if not us:
         return Utilization(None, None, None)
     return max(us, key=lambda u: u.mean or 0.0)
@@ -456,7 +653,7 @@ def review_plan(
 ) -> PlanReview:
     """Replay ``plan`` against the trace arrays and run every check (pure)."""
     kvb = perf.kv_bytes_per_token
-    times = (replay.arrival_s - (replay.arrival_s[0] if replay.arrival_s.size else 0.0))
+    times = replay.arrival_s - (replay.arrival_s[0] if replay.arrival_s.size else 0.0)
     times = times / plan.traffic_scale
     span = float(times[-1]) if times.size else 0.0
     stage_reviews: list[StageReview] = []
@@ -469,25 +666,55 @@ def review_plan(
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
         if plan.slo.ttft_p99_s is not None and stage.stage == "prefill":
             if load_p99 is None:
-                checks.append(check("RV07", "stage.ttft_slo", stage.stage, "error", "skip",
-                                    "load time unknown (hashes or tier read bandwidth missing)",
-                                    "slo"))
+                checks.append(
+                    check(
+                        "RV07",
+                        "stage.ttft_slo",
+                        stage.stage,
+                        "error",
+                        "skip",
+                        "load time unknown (hashes or tier read bandwidth missing)",
+                        "slo",
+                    )
+                )
             else:
                 bad = load_p99 > plan.slo.ttft_p99_s
-                checks.append(check(
-                    "RV07", "stage.ttft_slo", stage.stage, "error", "fail" if bad else "pass",
-                    f"p99 time to load the cached prefix is {load_p99:.3f} s against a TTFT p99 "
-                    f"SLO of {plan.slo.ttft_p99_s:.3f} s"
-                    + (" before any compute" if bad else ""), "slo",
-                    load_time_p99_s=load_p99, ttft_p99_slo_s=plan.slo.ttft_p99_s))
+                checks.append(
+                    check(
+                        "RV07",
+                        "stage.ttft_slo",
+                        stage.stage,
+                        "error",
+                        "fail" if bad else "pass",
+                        f"p99 time to load the cached prefix is {load_p99:.3f} s"
+                        " against a TTFT p99 "
+                        f"SLO of {plan.slo.ttft_p99_s:.3f} s"
+                        + (" before any compute" if bad else ""),
+                        "slo",
+                        load_time_p99_s=load_p99,
+                        ttft_p99_slo_s=plan.slo.ttft_p99_s,
+                    )
+                )
         tiers = tuple(c.review for c in calcs)
-        stage_reviews.append(StageReview(
-            stage=stage.stage, instance=stage.instance, count=stage.count, tiers=tiers,
-            utilization=_stage_utilization(tiers), load_time_p99_s=load_p99))
+        stage_reviews.append(
+            StageReview(
+                stage=stage.stage,
+                instance=stage.instance,
+                count=stage.count,
+                tiers=tiers,
+                utilization=_stage_utilization(tiers),
+                load_time_p99_s=load_p99,
+            )
+        )
     checks.extend(_stage_balance(stage_reviews))
     return PlanReview(
-        name=plan.name, path=plan.path, traffic_scale=plan.traffic_scale,
-        kv_bytes_per_token=kvb, stages=tuple(stage_reviews), checks=tuple(checks))
+        name=plan.name,
+        path=plan.path,
+        traffic_scale=plan.traffic_scale,
+        kv_bytes_per_token=kvb,
+        stages=tuple(stage_reviews),
+        checks=tuple(checks),
+    )
 
 
 def review_report(
@@ -501,8 +728,14 @@ def review_report(
     notes: Sequence[str] = (),
 ) -> ReviewReport:
     """Wrap plan reviews into the report the renderers take."""
-    return ReviewReport(Meta(FORMAT_VERSION, version, generated_at), trace, tuple(reviews),
-                        window_s, warmup_fraction, tuple(notes))
+    return ReviewReport(
+        Meta(FORMAT_VERSION, version, generated_at),
+        trace,
+        tuple(reviews),
+        window_s,
+        warmup_fraction,
+        tuple(notes),
+    )
 
 
 def replay_trace(
@@ -522,12 +755,16 @@ def replay_trace(
         if result.exact:
             hit_fn = result.hit_tokens_at
         else:
-            notes.append("the trace is large enough that its cache curve was sampled; per-request "
-                         "hits, and so tier hit ratios and read demand, are not available")
+            notes.append(
+                "the trace is large enough that its cache curve was sampled; per-request "
+                "hits, and so tier hit ratios and read demand, are not available"
+            )
     else:
-        notes.append("the trace has no block hashes: prefix reuse is unknown, so tier hit "
-                     "ratios and read demand are not reported and every prompt token counts as "
-                     "written (an upper bound)")
+        notes.append(
+            "the trace has no block hashes: prefix reuse is unknown, so tier hit "
+            "ratios and read demand are not reported and every prompt token counts as "
+            "written (an upper bound)"
+        )
     replay = TraceReplay(
         arrival_s=trace.column_np("arrival_s").astype(np.float64),
         input_tokens=trace.column_np("input_tokens").astype(np.int64),
@@ -550,28 +787,39 @@ def plan_perf(plan: Plan) -> PlanPerf:
     if kvb is None and m.spec is not None:
         kvb = int(round(kv_size(m.spec, m.kv_dtype, m.tp).total_bytes_per_token))
     if kvb is None:
-        raise ConfigError(f"{plan.path}: model: KV bytes per token unknown; give a catalog "
-                          "model name or model.kv_bytes_per_token")
+        raise ConfigError(
+            f"{plan.path}: model: KV bytes per token unknown; give a catalog "
+            "model name or model.kv_bytes_per_token"
+        )
     stages: dict[str, StagePerf] = {}
     for stage in plan.stages:
         if m.spec is None or stage.gpu is None:
-            stages[stage.stage] = StagePerf(notes=("no catalog model or GPU for this stage: "
-                                                   "device pool and recompute time unknown",))
+            stages[stage.stage] = StagePerf(
+                notes=(
+                    "no catalog model or GPU for this stage: "
+                    "device pool and recompute time unknown",
+                )
+            )
             continue
-        pm = PerfModel.build(m.spec, stage.gpu, tp=m.tp, kv_dtype=m.kv_dtype,
-                             weight_dtype=m.weight_dtype)
+        pm = PerfModel.build(
+            m.spec, stage.gpu, tp=m.tp, kv_dtype=m.kv_dtype, weight_dtype=m.weight_dtype
+        )
         fit = memory_fit(pm, 1.0)
         groups = (stage.gpus_per_instance or m.tp) / m.tp
         pool = fit.kv_capacity_tokens * kvb * groups if fit.weights_fit else 0.0
         stages[stage.stage] = StagePerf(
             device_pool_bytes=pool,
             recompute_s=lambda p, pm=pm: recompute_s(pm, p),
-            notes=(f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {m.tp} (TP): modeled KV "
-                   f"pool {pool / BYTES_PER_GB:,.0f} GB per instance at {fit.utilization:.0%} "
-                   "GPU memory"
-                   + ("" if stage.gpu_kv_pool_bytes is None else
-                      f"; the plan's gpu_kv_pool of {fmt_bytes(stage.gpu_kv_pool_bytes)} is "
-                      "used"),),
+            notes=(
+                f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {m.tp} (TP): modeled KV "
+                f"pool {pool / BYTES_PER_GB:,.0f} GB per instance at {fit.utilization:.0%} "
+                "GPU memory"
+                + (
+                    ""
+                    if stage.gpu_kv_pool_bytes is None
+                    else f"; the plan's gpu_kv_pool of {fmt_bytes(stage.gpu_kv_pool_bytes)} is used"
+                ),
+            ),
         )
     return PlanPerf(kvb, stages)
 
@@ -587,9 +835,12 @@ def _review_all(
     perfs = [plan_perf(p) for p in plans]
     replay, notes = replay_trace(trace, warmup_fraction, simulated)
     reviews = tuple(
-        replace(review_plan(p, replay, perf, window_s=window_s),
-                notes=notes + tuple(n for s in perf.stages.values() for n in s.notes))
-        for p, perf in zip(plans, perfs, strict=True))
+        replace(
+            review_plan(p, replay, perf, window_s=window_s),
+            notes=notes + tuple(n for s in perf.stages.values() for n in s.notes),
+        )
+        for p, perf in zip(plans, perfs, strict=True)
+    )
     return reviews, notes
 
 
@@ -622,6 +873,12 @@ def review_trace(
     from kvadvisor.advise.analysis import summarize_trace
 
     reviews, notes = _review_all(trace, plans, warmup_fraction, window_s)
-    return review_report(summarize_trace(trace), reviews, version=version,
-                         generated_at=generated_at, window_s=window_s,
-                         warmup_fraction=warmup_fraction, notes=notes)
+    return review_report(
+        summarize_trace(trace),
+        reviews,
+        version=version,
+        generated_at=generated_at,
+        window_s=window_s,
+        warmup_fraction=warmup_fraction,
+        notes=notes,
+    )

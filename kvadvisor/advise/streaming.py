@@ -97,7 +97,11 @@ STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes"
 
 # plan files' size units in any case, plus a bare number (bytes) and K/M/G/T (decimal).
 _UNITS = {
-    "": 1, "k": BYTES_PER_KB, "m": BYTES_PER_MB, "g": BYTES_PER_GB, "t": BYTES_PER_TB,
+    "": 1,
+    "k": BYTES_PER_KB,
+    "m": BYTES_PER_MB,
+    "g": BYTES_PER_GB,
+    "t": BYTES_PER_TB,
     **{unit.lower(): factor for unit, factor in SIZE_UNITS.items()},
 }
 
@@ -137,7 +141,7 @@ def parse_memory_limit(text: str) -> int:
         if unit not in _UNITS:
             units = ", ".join(SIZE_UNITS)
             raise ConfigError(
-                f"{flag}: unknown unit '{raw[m.end(1):]}'; use one of {units} "
+                f"{flag}: unknown unit '{raw[m.end(1) :]}'; use one of {units} "
                 "(KB = 1000 bytes, KiB = 1024), or a percentage such as 50%"
             )
         size = float(m.group(1)) * _UNITS[unit]
@@ -150,9 +154,7 @@ def parse_memory_limit(text: str) -> int:
             )
         value = int(size)
     if value <= 0:
-        raise ConfigError(
-            f"{flag}: the limit must be more than 0 bytes; {example}"
-        )
+        raise ConfigError(f"{flag}: the limit must be more than 0 bytes; {example}")
     return value
 
 
@@ -199,32 +201,60 @@ def plan_analysis(
     exact = baseline + 16·requests + 40·accesses; sampled at rate R = baseline + 32·requests +
     120·R·accesses, R the largest that fits (at least 1e-4).
     """
-    in_memory = (BASELINE_BYTES + table_bytes + IN_MEMORY_BYTES_PER_REQUEST * requests
-                 + IN_MEMORY_BYTES_PER_ACCESS * block_accesses)
-    exact_stream = (BASELINE_BYTES + EXACT_BYTES_PER_REQUEST * requests
-                    + EXACT_BYTES_PER_ACCESS * block_accesses)
+    in_memory = (
+        BASELINE_BYTES
+        + table_bytes
+        + IN_MEMORY_BYTES_PER_REQUEST * requests
+        + IN_MEMORY_BYTES_PER_ACCESS * block_accesses
+    )
+    exact_stream = (
+        BASELINE_BYTES
+        + EXACT_BYTES_PER_REQUEST * requests
+        + EXACT_BYTES_PER_ACCESS * block_accesses
+    )
     # The profile pass runs after the curve, beside what the curve's result keeps: the exact
     # result keeps per-access distances, a sampled one the input tokens of every request.
     profile_bytes = PROFILE_BYTES_PER_REQUEST * requests
-    common = dict(memory_limit_bytes=memory_limit_bytes, requests=requests,
-                  block_accesses=block_accesses, estimated_in_memory_bytes=in_memory,
-                  estimated_exact_stream_bytes=exact_stream)
+    common = dict(
+        memory_limit_bytes=memory_limit_bytes,
+        requests=requests,
+        block_accesses=block_accesses,
+        estimated_in_memory_bytes=in_memory,
+        estimated_exact_stream_bytes=exact_stream,
+    )
     gib = 1024**3
     if in_memory <= memory_limit_bytes:
-        return ScalePlan(mode="in_memory", sample_rate=None, stage_profile=True, reason=(
-            f"the whole trace fits the memory limit ({in_memory / gib:.2f} of "
-            f"{memory_limit_bytes / gib:.2f} GiB): every analysis, exact"), **common)
+        return ScalePlan(
+            mode="in_memory",
+            sample_rate=None,
+            stage_profile=True,
+            reason=(
+                f"the whole trace fits the memory limit ({in_memory / gib:.2f} of "
+                f"{memory_limit_bytes / gib:.2f} GiB): every analysis, exact"
+            ),
+            **common,
+        )
     if exact_stream <= memory_limit_bytes or block_accesses == 0:
         fits = exact_stream + profile_bytes <= memory_limit_bytes
-        return ScalePlan(mode="streaming", sample_rate=None, stage_profile=fits, reason=(
-            f"the whole trace needs {in_memory / gib:.2f} GiB > the memory limit "
-            f"{memory_limit_bytes / gib:.2f} GiB: streamed; the exact curve fits "
-            f"({exact_stream / gib:.2f} GiB)"), **common)
+        return ScalePlan(
+            mode="streaming",
+            sample_rate=None,
+            stage_profile=fits,
+            reason=(
+                f"the whole trace needs {in_memory / gib:.2f} GiB > the memory limit "
+                f"{memory_limit_bytes / gib:.2f} GiB: streamed; the exact curve fits "
+                f"({exact_stream / gib:.2f} GiB)"
+            ),
+            **common,
+        )
     room = memory_limit_bytes - BASELINE_BYTES - SAMPLED_BYTES_PER_REQUEST * requests
     rate = room / (SAMPLED_BYTES_PER_ACCESS * max(block_accesses, 1))
     if rate < MIN_SAMPLE_RATE:
-        need = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests
-                + SAMPLED_BYTES_PER_ACCESS * MIN_SAMPLE_RATE * block_accesses)
+        need = (
+            BASELINE_BYTES
+            + SAMPLED_BYTES_PER_REQUEST * requests
+            + SAMPLED_BYTES_PER_ACCESS * MIN_SAMPLE_RATE * block_accesses
+        )
         raise ConfigError(
             f"--memory-limit {memory_limit_bytes / gib:.2f} GiB is too small for {requests} "
             f"requests and {block_accesses} block accesses even sampling at {MIN_SAMPLE_RATE:g}; "
@@ -233,18 +263,26 @@ def plan_analysis(
     # Two significant digits, rounded down, so the stated rate is a readable number.
     digits = 1 - int(np.floor(np.log10(rate)))
     rate = min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
-    fits = (BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes
-            <= memory_limit_bytes)
-    return ScalePlan(mode="streaming", sample_rate=rate, stage_profile=fits, reason=(
-        f"the exact curve needs {exact_stream / gib:.2f} GiB > the memory limit "
-        f"{memory_limit_bytes / gib:.2f} GiB: SHARDS spatial sampling at rate {rate:g}"),
-        **common)
+    fits = (
+        BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes <= memory_limit_bytes
+    )
+    return ScalePlan(
+        mode="streaming",
+        sample_rate=rate,
+        stage_profile=fits,
+        reason=(
+            f"the exact curve needs {exact_stream / gib:.2f} GiB > the memory limit "
+            f"{memory_limit_bytes / gib:.2f} GiB: SHARDS spatial sampling at rate {rate:g}"
+        ),
+        **common,
+    )
 
 
 def plan_for_stream(stream: TraceStream, memory_limit_bytes: int) -> ScalePlan:
     """:func:`plan_analysis` from a stream's footer sizes (accesses are an upper bound)."""
-    return plan_analysis(stream.requests, stream.block_accesses, stream.table_bytes,
-                         memory_limit_bytes)
+    return plan_analysis(
+        stream.requests, stream.block_accesses, stream.table_bytes, memory_limit_bytes
+    )
 
 
 @dataclass
@@ -287,18 +325,21 @@ class _Totals:
             self.first_arrival_s = float(arrival[0])
         self.last_arrival_s = float(arrival[-1])
         self.arrival_counts = _add_counts(
-            self.arrival_counts, arrival_counts(arrival, self.duration_s, self.window_s))
+            self.arrival_counts, arrival_counts(arrival, self.duration_s, self.window_s)
+        )
         self.input_bins = _add_counts(self.input_bins, np.bincount(log2_bin(inp)))
         self.output_bins = _add_counts(self.output_bins, np.bincount(log2_bin(out)))
         if "block_hashes" in batch.schema.names:
-            self.block_accesses += int(pc.sum(pc.list_value_length(
-                batch.column("block_hashes"))).as_py() or 0)
+            self.block_accesses += int(
+                pc.sum(pc.list_value_length(batch.column("block_hashes"))).as_py() or 0
+            )
         if "ok" in batch.schema.names:
             # as Trace.failed_requests: rows whose ok is false (nulls are not failures)
             self.failed_requests += int(pc.sum(pc.invert(batch.column("ok"))).as_py() or 0)
         if "model" in batch.schema.names:
-            self.models.update(str(m) for m in pc.unique(batch.column("model").drop_null())
-                               .to_pylist())
+            self.models.update(
+                str(m) for m in pc.unique(batch.column("model").drop_null()).to_pylist()
+            )
 
     def arrivals(self) -> Series | None:
         """The arrivals chart, as :func:`kvadvisor.advise.analysis.arrival_series` draws it."""
@@ -337,48 +378,63 @@ class _FlatBlocks:
 
     @classmethod
     def sized(cls, requests: int, accesses: int) -> _FlatBlocks:
-        return cls(np.zeros(requests + 1, np.int64), np.empty(accesses, np.int64),
-                   np.empty(requests, np.int64))
+        return cls(
+            np.zeros(requests + 1, np.int64),
+            np.empty(accesses, np.int64),
+            np.empty(requests, np.int64),
+        )
 
     def add(self, batch: pa.RecordBatch) -> None:
         col = batch.column("block_hashes")
         if col.null_count:
             col = pc.fill_null(col, pa.scalar([], col.type))
         off = col.offsets.to_numpy().astype(np.int64)
-        vals = col.values.to_numpy(zero_copy_only=False)[off[0]:off[-1]]
+        vals = col.values.to_numpy(zero_copy_only=False)[off[0] : off[-1]]
         n, k = batch.num_rows, len(vals)
         if self.rows + n > len(self.input_tokens) or self.used + k > len(self.values):
             # Footers undercounted (they should not): grow rather than fail, and remember it.
             self.grown.append(self.rows)
             self.offsets = np.resize(self.offsets, max(2 * len(self.offsets), self.rows + n + 1))
-            self.input_tokens = np.resize(self.input_tokens, max(2 * len(self.input_tokens),
-                                                                 self.rows + n))
+            self.input_tokens = np.resize(
+                self.input_tokens, max(2 * len(self.input_tokens), self.rows + n)
+            )
             self.values = np.resize(self.values, max(2 * len(self.values), self.used + k))
-        self.values[self.used:self.used + k] = vals
-        self.offsets[self.rows + 1:self.rows + n + 1] = self.used + off[1:] - off[0]
-        self.input_tokens[self.rows:self.rows + n] = batch.column("input_tokens").to_numpy()
+        self.values[self.used : self.used + k] = vals
+        self.offsets[self.rows + 1 : self.rows + n + 1] = self.used + off[1:] - off[0]
+        self.input_tokens[self.rows : self.rows + n] = batch.column("input_tokens").to_numpy()
         self.rows += n
         self.used += k
 
 
-def _exact_streamed(stream: TraceStream, totals: _Totals, warmup_fraction: float
-                    ) -> PrefixCacheResult:
+def _exact_streamed(
+    stream: TraceStream, totals: _Totals, warmup_fraction: float
+) -> PrefixCacheResult:
     flat = _FlatBlocks.sized(stream.requests, stream.block_accesses)
     for batch in _tap(stream, totals):
         flat.add(batch)
     warmup = warmup_requests_for(flat.rows, warmup_fraction)
     return simulate_arrays(
-        flat.offsets[: flat.rows + 1], flat.values[: flat.used], flat.input_tokens[: flat.rows],
-        int(stream.block_tokens or 0), warmup_requests=warmup, warmup_fraction=warmup_fraction,
+        flat.offsets[: flat.rows + 1],
+        flat.values[: flat.used],
+        flat.input_tokens[: flat.rows],
+        int(stream.block_tokens or 0),
+        warmup_requests=warmup,
+        warmup_fraction=warmup_fraction,
     )
 
 
-def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: ScalePlan,
-                    kv_bytes_per_token: int | None = None) -> PrefixCache:
+def _prefix_section(
+    result: PrefixCacheResult,
+    options: AnalyzeOptions,
+    plan: ScalePlan,
+    kv_bytes_per_token: int | None = None,
+) -> PrefixCache:
     left_out = "routing, reuse times and block sizes need the whole trace in memory: left out"
-    note = (f"streamed ({plan.reason}); {left_out}" if result.exact else
-            f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; "
-            f"{left_out}")
+    note = (
+        f"streamed ({plan.reason}); {left_out}"
+        if result.exact
+        else f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; {left_out}"
+    )
     # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
     kv = kv_bytes_per_token or kv_bytes_per_token_for(options.profile_options())
     return result_section(
@@ -394,13 +450,25 @@ def _prefix_section(result: PrefixCacheResult, options: AnalyzeOptions, plan: Sc
 # request held) and the profiler builds its arrays (measured: 2.2 GB more for a 10M-request
 # streamed trace, about 230 B per request), so it runs only when that fits the memory limit;
 # otherwise model, stage_split and io are unavailable and the report says why.
-PROFILE_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "cached_tokens", "ttft_s",
-                   "e2e_s", "queue_s", "tpot_s", "ok", "model")
+PROFILE_COLUMNS = (
+    "arrival_s",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "ttft_s",
+    "e2e_s",
+    "queue_s",
+    "tpot_s",
+    "ok",
+    "model",
+)
 PROFILE_BYTES_PER_REQUEST = 256
 
 
 def _stage_profile(
-    stream: TraceStream, options: AnalyzeOptions, result: PrefixCacheResult | None,
+    stream: TraceStream,
+    options: AnalyzeOptions,
+    result: PrefixCacheResult | None,
     plan: ScalePlan,
 ) -> StageProfile | None:
     """The stage profile of a streamed trace from its per-request columns, or None if too big."""
@@ -408,11 +476,14 @@ def _stage_profile(
         return None
     narrow = stream.select(PROFILE_COLUMNS)
     table = pa.Table.from_batches(list(narrow))
-    trace = Trace(table=table, block_tokens=stream.block_tokens,
-                  source_format=stream.source_format, source_path=stream.path)
+    trace = Trace(
+        table=table,
+        block_tokens=stream.block_tokens,
+        source_format=stream.source_format,
+        source_path=stream.path,
+    )
     hits, source = prefix_hits(trace, result)
-    return profile_workload(trace, options.profile_options(), hit_tokens=hits,
-                            hits_source=source)
+    return profile_workload(trace, options.profile_options(), hit_tokens=hits, hits_source=source)
 
 
 def analyze_stream(
@@ -437,18 +508,25 @@ def analyze_stream(
         result = _exact_streamed(stream, totals, options.warmup_fraction)
     else:
         result = estimate_prefix_curve(
-            _tap(iter(stream), totals), block_tokens=int(stream.block_tokens or 0),
-            total_requests=stream.requests, warmup_fraction=options.warmup_fraction,
+            _tap(iter(stream), totals),
+            block_tokens=int(stream.block_tokens or 0),
+            total_requests=stream.requests,
+            warmup_fraction=options.warmup_fraction,
             rate=plan.sample_rate,
         )
     stages = _stage_profile(stream, options, result, plan)
     kv = stages.model.kv_bytes_per_token if stages is not None else None
-    prefix = (unknown_prefix_cache(options.warmup_fraction) if result is None
-              else _prefix_section(result, options, plan, kv))
+    prefix = (
+        unknown_prefix_cache(options.warmup_fraction)
+        if result is None
+        else _prefix_section(result, options, plan, kv)
+    )
     duration = (totals.last_arrival_s - (totals.first_arrival_s or 0.0)) if totals.requests else 0.0
     notes = list(stream.notes)
-    notes.append(f"streamed in {totals.batches} record batches from {len(stream.files)} "
-                 f"file(s): {plan.reason}")
+    notes.append(
+        f"streamed in {totals.batches} record batches from {len(stream.files)} "
+        f"file(s): {plan.reason}"
+    )
     if stream.arrival_offset_s:
         notes.append(shifted_note(stream.arrival_offset_s))
     summary = TraceSummary(
@@ -461,15 +539,19 @@ def analyze_stream(
         input_tokens_total=totals.input_tokens,
         output_tokens_total=totals.output_tokens,
         # As Trace.arrival_rate_per_s: unknown when the files say arrivals were not measured.
-        arrival_rate_per_s=(totals.requests / duration
-                            if duration > 0 and stream.arrivals_measured else None),
+        arrival_rate_per_s=(
+            totals.requests / duration if duration > 0 and stream.arrivals_measured else None
+        ),
         dropped=dict(stream.dropped),
         notes=tuple(notes),
         # Columns count as holding values when the files have them (footers do not say
         # whether a column is all null, which the in-memory path checks).
-        capabilities=capabilities_of(columns, stream.block_tokens,
-                                     arrivals_measured=stream.arrivals_measured,
-                                     failed_requests=totals.failed_requests),
+        capabilities=capabilities_of(
+            columns,
+            stream.block_tokens,
+            arrivals_measured=stream.arrivals_measured,
+            failed_requests=totals.failed_requests,
+        ),
         sha256=trace_sha256,
         models=listed_models(totals.models),
         arrivals=totals.arrivals(),
@@ -477,22 +559,25 @@ def analyze_stream(
         output_tokens_hist=totals.histogram("output"),
     )
     meta = Meta(FORMAT_VERSION, version, generated_at)
-    report = AdviceReport(meta=meta, trace=summary, prefix_cache=prefix,
-                          options=options_record(options))
+    report = AdviceReport(
+        meta=meta, trace=summary, prefix_cache=prefix, options=options_record(options)
+    )
     if stages is not None:
-        report = replace(report, model=stages.model, stage_split=stages.stage_split,
-                         io=stages.io)
+        report = replace(report, model=stages.model, stage_split=stages.stage_split, io=stages.io)
     # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = _advise(report, options, inputs, stages=stages)
     why = unavailable_reasons(stream, report)
     if not plan.stage_profile:
         need = BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST) * (
-            stream.requests)
-        reason = (f"the stage profile of {stream.requests} requests needs about "
-                  f"{need / 1024**3:.1f} GiB ({PROFILE_BYTES_PER_REQUEST} B per request), over "
-                  f"the memory limit {plan.memory_limit_bytes / 1024**3:.1f} GiB; raise "
-                  "--memory-limit to include it")
+            stream.requests
+        )
+        reason = (
+            f"the stage profile of {stream.requests} requests needs about "
+            f"{need / 1024**3:.1f} GiB ({PROFILE_BYTES_PER_REQUEST} B per request), over "
+            f"the memory limit {plan.memory_limit_bytes / 1024**3:.1f} GiB; raise "
+            "--memory-limit to include it"
+        )
         why.update({k: reason for k in ("model", "stage_split", "io") if k in why})
     return replace(report, versions=data_versions(inputs), unavailable=why)
 
@@ -514,7 +599,18 @@ def analyze_large(
     limit = default_memory_limit_bytes() if memory_limit_bytes is None else memory_limit_bytes
     plan = plan_for_stream(stream, limit)
     if plan.mode == "in_memory":
-        return analyze(stream.read_all(), options, version=version, generated_at=generated_at,
-                       trace_sha256=trace_sha256)
-    return analyze_stream(stream, options, plan=plan, version=version, generated_at=generated_at,
-                          trace_sha256=trace_sha256)
+        return analyze(
+            stream.read_all(),
+            options,
+            version=version,
+            generated_at=generated_at,
+            trace_sha256=trace_sha256,
+        )
+    return analyze_stream(
+        stream,
+        options,
+        plan=plan,
+        version=version,
+        generated_at=generated_at,
+        trace_sha256=trace_sha256,
+    )

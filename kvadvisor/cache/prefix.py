@@ -65,9 +65,7 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     return _remap(values)
 
 
-def pass_block_ids(
-    result: PrefixCacheResult | None, values: np.ndarray
-) -> tuple[np.ndarray, int]:
+def pass_block_ids(result: PrefixCacheResult | None, values: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense ids (any integer dtype) of ``values``, the flattened hashes ``result`` replayed.
 
     The ids the exact pass used, so routing and reuse times neither remap the hashes again nor

@@ -74,14 +74,21 @@ class InstanceSpec:
     def as_row(self) -> dict[str, Any]:
         """Flat fields for catalog queries and listings."""
         return {
-            "name": self.name, "provider": self.provider, "family": self.family,
-            "gpu": self.gpu, "gpu_count": self.gpu_count, "gpu_memory_gib": self.gpu_memory_gib,
+            "name": self.name,
+            "provider": self.provider,
+            "family": self.family,
+            "gpu": self.gpu,
+            "gpu_count": self.gpu_count,
+            "gpu_memory_gib": self.gpu_memory_gib,
             "gpu_memory_total_gib": self.gpu_memory_total_gib,
             "gpu_bf16_tflops": self.gpu_bf16_tflops,
             "gpu_memory_bandwidth_gbps": self.gpu_memory_bandwidth_gbps,
-            "host_memory_gib": self.host_memory_gib, "local_nvme_count": self.local_nvme_count,
-            "local_nvme_total_gb": self.local_nvme_total_gb, "network_gbit": self.network_gbit,
-            "disk_cap_mbps": self.disk_cap_mbps, "disk_cap_iops": self.disk_cap_iops,
+            "host_memory_gib": self.host_memory_gib,
+            "local_nvme_count": self.local_nvme_count,
+            "local_nvme_total_gb": self.local_nvme_total_gb,
+            "network_gbit": self.network_gbit,
+            "disk_cap_mbps": self.disk_cap_mbps,
+            "disk_cap_iops": self.disk_cap_iops,
         }
 
 
@@ -92,25 +99,36 @@ def parse_instances(data: Any, path: str) -> dict[str, InstanceSpec]:
     for name, e in entries.items():
         for field_name in e.get("unconfirmed") or []:
             if field_name not in INSTANCE_SCHEMA:
-                raise CatalogError(f"{path}: entries.{name}.unconfirmed: '{field_name}' is not a "
-                                   "field")
+                raise CatalogError(
+                    f"{path}: entries.{name}.unconfirmed: '{field_name}' is not a field"
+                )
         if bool(e.get("local_nvme_count")) != (e.get("local_nvme_each_gb") is not None):
-            raise CatalogError(f"{path}: entries.{name}: give local_nvme_count and "
-                               "local_nvme_each_gb together")
+            raise CatalogError(
+                f"{path}: entries.{name}: give local_nvme_count and local_nvme_each_gb together"
+            )
         out[name] = InstanceSpec(
-            name=name, provider=e["provider"], family=e["family"], gpu=e["gpu"],
-            gpu_count=e["gpu_count"], gpu_memory_gib=e["gpu_memory_gib"],
-            source=tuple(e["source"]), source_text=tuple(e["source_text"]),
+            name=name,
+            provider=e["provider"],
+            family=e["family"],
+            gpu=e["gpu"],
+            gpu_count=e["gpu_count"],
+            gpu_memory_gib=e["gpu_memory_gib"],
+            source=tuple(e["source"]),
+            source_text=tuple(e["source_text"]),
             gpu_bf16_tflops=e.get("gpu_bf16_tflops"),
             gpu_memory_bandwidth_gbps=e.get("gpu_memory_bandwidth_gbps"),
-            vcpus=e.get("vcpus"), host_memory_gib=e.get("host_memory_gib"),
+            vcpus=e.get("vcpus"),
+            host_memory_gib=e.get("host_memory_gib"),
             local_nvme_count=e.get("local_nvme_count") or 0,
             local_nvme_each_gb=e.get("local_nvme_each_gb"),
-            network_gbit=e.get("network_gbit"), disk_cap_mbps=e.get("disk_cap_mbps"),
+            network_gbit=e.get("network_gbit"),
+            disk_cap_mbps=e.get("disk_cap_mbps"),
             disk_cap_iops=e.get("disk_cap_iops"),
             ephemeral_disks=bool(e.get("ephemeral_disks", False)),
-            scenario=e.get("scenario") or "", unconfirmed=tuple(e.get("unconfirmed") or ()),
-            notes=e.get("notes") or "", aliases=tuple(e.get("aliases") or ()),
+            scenario=e.get("scenario") or "",
+            unconfirmed=tuple(e.get("unconfirmed") or ()),
+            notes=e.get("notes") or "",
+            aliases=tuple(e.get("aliases") or ()),
         )
     return out
 

@@ -50,10 +50,22 @@ COMMON_FIELDS: dict[str, FieldSpec] = {
 
 def _unit_hint(field: str) -> str:
     suffixes = {
-        "_gbps": "GB/s", "_mbps": "MB/s", "_gib": "GiB", "_gb": "GB", "_tb": "TB", "_tib": "TiB",
-        "_tflops": "TFLOPS", "_us": "microseconds", "_ms": "milliseconds", "_s": "seconds",
-        "_bytes": "bytes", "_tokens": "tokens", "_iops": "I/O per second", "_gbit": "Gbit/s",
-        "_w": "watts", "_per_gib": "per GiB",
+        "_gbps": "GB/s",
+        "_mbps": "MB/s",
+        "_gib": "GiB",
+        "_gb": "GB",
+        "_tb": "TB",
+        "_tib": "TiB",
+        "_tflops": "TFLOPS",
+        "_us": "microseconds",
+        "_ms": "milliseconds",
+        "_s": "seconds",
+        "_bytes": "bytes",
+        "_tokens": "tokens",
+        "_iops": "I/O per second",
+        "_gbit": "Gbit/s",
+        "_w": "watts",
+        "_per_gib": "per GiB",
     }
     for suffix, unit in suffixes.items():
         if field.endswith(suffix):
@@ -63,6 +75,7 @@ def _unit_hint(field: str) -> str:
 
 def _check_value(where: str, field: str, spec: FieldSpec, value: Any) -> Any:
     """Return the checked value or raise CatalogError naming file, entry and field."""
+
     def fail(what: str) -> CatalogError:
         return CatalogError(f"{where}.{field}: {what}")
 
@@ -177,9 +190,7 @@ def lookup(entries: Mapping[str, dict[str, Any]], name: str, what: str) -> tuple
     candidates = list(entries) + [a for e in entries.values() for a in e.get("aliases") or []]
     close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise CatalogError(
-        f"unknown {what} '{name}'{hint} (`kvadvisor catalog list` shows them all)"
-    )
+    raise CatalogError(f"unknown {what} '{name}'{hint} (`kvadvisor catalog list` shows them all)")
 
 
 class _Named(Protocol):

@@ -233,8 +233,11 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
 
     # Feed-forward weights: gated MLPs have three matrices (gate, up, down).
     inter = _int(cfg, "intermediate_size", where, default=4 * hidden)
-    experts = (_opt_int(cfg, "num_local_experts", where) or _opt_int(cfg, "num_experts", where)
-               or _opt_int(cfg, "n_routed_experts", where))
+    experts = (
+        _opt_int(cfg, "num_local_experts", where)
+        or _opt_int(cfg, "num_experts", where)
+        or _opt_int(cfg, "n_routed_experts", where)
+    )
     top_k = _opt_int(cfg, "num_experts_per_tok", where) or _opt_int(cfg, "experts_per_token", where)
     dense_mlp = 3 * hidden * inter
     if experts and top_k:
@@ -290,4 +293,3 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         notes="parameter counts estimated from config.json matrix shapes",
         origin="hf-config",
     )
-

@@ -22,8 +22,16 @@ DATA_DIR = Path(__file__).parent / "data"
 STORAGE_FILE = DATA_DIR / "storage.yaml"
 
 # Ordered from fastest and smallest to slowest and largest; ties in rankings follow this order.
-CATEGORIES = ("memory", "cxl", "local_nvme", "ephemeral", "block", "parallel_fs", "kv_store",
-              "object")
+CATEGORIES = (
+    "memory",
+    "cxl",
+    "local_nvme",
+    "ephemeral",
+    "block",
+    "parallel_fs",
+    "kv_store",
+    "object",
+)
 SSD_CATEGORIES = ("local_nvme", "ephemeral", "block")
 PROVIDERS = ("generic", "alibaba", "aws", "gcp", "azure")
 FORMULA_TARGETS = ("iops", "mbps", "read_iops", "write_iops", "read_mbps", "write_mbps")
@@ -45,12 +53,14 @@ STORAGE_SCHEMA: dict[str, FieldSpec] = {
     "io_unit_bytes": FieldSpec("int", minimum=1, help="page, block or stripe size"),
     "gds_support": FieldSpec("bool", help="GPUDirect Storage path documented"),
     "shared": FieldSpec("bool", help="one pool reachable from many instances"),
-    "per_gib": FieldSpec("mapping", help="size-dependent figures: {target: {base, per_gib, max, "
-                                         "min}}"),
+    "per_gib": FieldSpec(
+        "mapping", help="size-dependent figures: {target: {base, per_gib, max, min}}"
+    ),
     "unconfirmed": FieldSpec("list[str]", help="fields whose figure could not be confirmed"),
     "announced_only": FieldSpec(
-        "bool", help="a prototype or announced part, not a shipping product: compared, never "
-        "recommended"),
+        "bool",
+        help="a prototype or announced part, not a shipping product: compared, never recommended",
+    ),
 }
 
 
@@ -140,19 +150,26 @@ class StorageSpec:
         """Flat fields for catalog queries and listings (formulas at their ceilings)."""
         perf = self.perf_at(None)
         return {
-            "name": self.name, "category": self.category, "provider": self.provider,
-            "read_mbps": perf.read_mbps, "write_mbps": perf.write_mbps,
-            "read_iops": perf.read_iops, "write_iops": perf.write_iops,
+            "name": self.name,
+            "category": self.category,
+            "provider": self.provider,
+            "read_mbps": perf.read_mbps,
+            "write_mbps": perf.write_mbps,
+            "read_iops": perf.read_iops,
+            "write_iops": perf.write_iops,
             "read_latency_us": self.effective_read_latency_us,
             "write_latency_us": self.write_latency_us,
-            "capacity_max_gib": self.capacity_max_gib, "capacity_min_gib": self.capacity_min_gib,
-            "io_unit_bytes": self.io_unit_bytes, "gds_support": self.gds_support,
+            "capacity_max_gib": self.capacity_max_gib,
+            "capacity_min_gib": self.capacity_min_gib,
+            "io_unit_bytes": self.io_unit_bytes,
+            "gds_support": self.gds_support,
             "shared": self.shared,
         }
 
 
-def _check_formulas(where: str, per_gib: Mapping[str, Any], unconfirmed: Iterable[str],
-                    fields: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def _check_formulas(
+    where: str, per_gib: Mapping[str, Any], unconfirmed: Iterable[str], fields: Mapping[str, Any]
+) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for target, formula in per_gib.items():
         at = f"{where}.per_gib.{target}"
@@ -164,10 +181,16 @@ def _check_formulas(where: str, per_gib: Mapping[str, Any], unconfirmed: Iterabl
         if extra:
             raise CatalogError(f"{at}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
         for key, value in formula.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-                    value) or value < 0:
-                raise CatalogError(f"{at}.{key}: expected a plain non-negative number, got "
-                                   f"{value!r} ({'MB/s' if 'mbps' in target else 'IOPS'})")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise CatalogError(
+                    f"{at}.{key}: expected a plain non-negative number, got "
+                    f"{value!r} ({'MB/s' if 'mbps' in target else 'IOPS'})"
+                )
         out[str(target)] = {k: float(v) for k, v in formula.items()}
     for name in unconfirmed:
         if name not in STORAGE_SCHEMA and name not in FORMULA_TARGETS:
@@ -183,8 +206,9 @@ def catalog_kind(path: str | Path) -> str:
     data = load_yaml(path, CatalogError)
     kind = data.get("kind") if isinstance(data, dict) else None
     if not isinstance(kind, str):
-        raise CatalogError(f"{path}: a catalog file starts with 'kind: storage' or "
-                           "'kind: instances'")
+        raise CatalogError(
+            f"{path}: a catalog file starts with 'kind: storage' or 'kind: instances'"
+        )
     return kind
 
 
@@ -202,8 +226,9 @@ def catalog_files_by_kind(paths: Iterable[str | Path]) -> dict[str, list[str]]:
     for path in paths:
         kind = catalog_kind(path)
         if kind not in out:
-            raise CatalogError(f"{path}: unknown catalog kind {kind!r}; expected one of "
-                               f"{', '.join(CATALOG_KINDS)}")
+            raise CatalogError(
+                f"{path}: unknown catalog kind {kind!r}; expected one of {', '.join(CATALOG_KINDS)}"
+            )
         out[kind].append(str(path))
     return out
 
@@ -216,19 +241,30 @@ def parse_storage(data: Any, path: str) -> dict[str, StorageSpec]:
         where = f"{path}: entries.{name}"
         per_gib = _check_formulas(where, e.get("per_gib") or {}, e.get("unconfirmed") or [], e)
         out[name] = StorageSpec(
-            name=name, category=e["category"], provider=e["provider"],
-            source=tuple(e["source"]), source_text=tuple(e["source_text"]),
+            name=name,
+            category=e["category"],
+            provider=e["provider"],
+            source=tuple(e["source"]),
+            source_text=tuple(e["source_text"]),
             interface=e.get("interface"),
-            read_mbps=e.get("read_mbps"), write_mbps=e.get("write_mbps"),
-            read_iops=e.get("read_iops"), write_iops=e.get("write_iops"),
-            read_latency_us=e.get("read_latency_us"), write_latency_us=e.get("write_latency_us"),
+            read_mbps=e.get("read_mbps"),
+            write_mbps=e.get("write_mbps"),
+            read_iops=e.get("read_iops"),
+            write_iops=e.get("write_iops"),
+            read_latency_us=e.get("read_latency_us"),
+            write_latency_us=e.get("write_latency_us"),
             latency_us=e.get("latency_us"),
-            capacity_min_gib=e.get("capacity_min_gib"), capacity_max_gib=e.get("capacity_max_gib"),
-            io_unit_bytes=e.get("io_unit_bytes"), gds_support=e.get("gds_support"),
-            shared=bool(e.get("shared", False)), per_gib=per_gib,
-            unconfirmed=tuple(e.get("unconfirmed") or ()), notes=e.get("notes") or "",
+            capacity_min_gib=e.get("capacity_min_gib"),
+            capacity_max_gib=e.get("capacity_max_gib"),
+            io_unit_bytes=e.get("io_unit_bytes"),
+            gds_support=e.get("gds_support"),
+            shared=bool(e.get("shared", False)),
+            per_gib=per_gib,
+            unconfirmed=tuple(e.get("unconfirmed") or ()),
+            notes=e.get("notes") or "",
             announced_only=bool(e.get("announced_only", False)),
-            display_name=e.get("display_name") or name, aliases=tuple(e.get("aliases") or ()),
+            display_name=e.get("display_name") or name,
+            aliases=tuple(e.get("aliases") or ()),
         )
     return out
 

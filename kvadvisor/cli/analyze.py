@@ -73,8 +73,10 @@ def _split_emit_dir(
         return None, output
     dirs = [o for o in output or [] if o != "-" and (Path(o).is_dir() or not Path(o).suffix)]
     if len(dirs) != 1:
-        raise ConfigError("--emit writes configuration files into a directory: give exactly "
-                          "one -o DIR (a name without a file extension)")
+        raise ConfigError(
+            "--emit writes configuration files into a directory: give exactly "
+            "one -o DIR (a name without a file extension)"
+        )
     return dirs[0], [o for o in output or [] if o != dirs[0]]
 
 
@@ -95,8 +97,10 @@ def _streamable(trace: Path, trace_format: object, maps: object, block_tokens: o
     """
     plain = maps is None and block_tokens is None
     fmt = getattr(trace_format, "value", trace_format)
-    return plain and (trace.is_dir() or (fmt in (None, "parquet") and trace.suffix == ".parquet"
-                                         and seconds_stored(trace)))
+    return plain and (
+        trace.is_dir()
+        or (fmt in (None, "parquet") and trace.suffix == ".parquet" and seconds_stored(trace))
+    )
 
 
 class KvDtype(str, Enum):
@@ -117,25 +121,53 @@ class WeightDtype(str, Enum):
     fp4 = "fp4"
 
 
-ModelOpt = Annotated[str | None, typer.Option(
-    "--model", help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
-    "or path to a config.json. Default: llama-3.1-70b, reported as assumed.")]
-GpuOpt = Annotated[str | None, typer.Option(
-    "--gpu", help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
+        "or path to a config.json. Default: llama-3.1-70b, reported as assumed.",
+    ),
+]
+GpuOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu", help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed."
+    ),
+]
 KvDtypeOpt = Annotated[KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.")]
 WeightDtypeOpt = Annotated[WeightDtype, typer.Option("--weight-dtype", help="Weight dtype.")]
-TpOpt = Annotated[int | None, typer.Option(
-    "--tp", min=1, help="Tensor-parallel GPUs per instance (default: smallest that fits).")]
-WindowOpt = Annotated[float, typer.Option(
-    "--window", min=1e-3, help="Window for I/O demand time series, seconds.")]
-InstancesOpt = Annotated[int, typer.Option(
-    "--instances", min=1, help="Model instances serving the trace: the stage profile spreads "
-    "the load over them.")]
-IoUnitOpt = Annotated[str, typer.Option(
-    "--io-unit", help="Device I/O unit each KV chunk I/O is rounded up to (e.g. '4 KiB').")]
-DriveCapacityOpt = Annotated[str | None, typer.Option(
-    "--drive-capacity", help="Capacity of the KV drive (e.g. '7.68 TB'): the I/O section then "
-    "gives drive writes per day.")]
+TpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--tp", min=1, help="Tensor-parallel GPUs per instance (default: smallest that fits)."
+    ),
+]
+WindowOpt = Annotated[
+    float, typer.Option("--window", min=1e-3, help="Window for I/O demand time series, seconds.")
+]
+InstancesOpt = Annotated[
+    int,
+    typer.Option(
+        "--instances",
+        min=1,
+        help="Model instances serving the trace: the stage profile spreads the load over them.",
+    ),
+]
+IoUnitOpt = Annotated[
+    str,
+    typer.Option(
+        "--io-unit", help="Device I/O unit each KV chunk I/O is rounded up to (e.g. '4 KiB')."
+    ),
+]
+DriveCapacityOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--drive-capacity",
+        help="Capacity of the KV drive (e.g. '7.68 TB'): the I/O section then "
+        "gives drive writes per day.",
+    ),
+]
 
 
 def size_option(option: str, text: str) -> float:
@@ -172,8 +204,12 @@ def _run(
     if _streamable(trace, trace_format, maps, block_tokens):
         with progress.step(f"analyzing {trace} in batches"):
             report = analyze_large(
-                open_trace_stream(trace), options, memory_limit_bytes=limit,
-                version=__version__, generated_at=utc_now(), trace_sha256=file_sha256(trace),
+                open_trace_stream(trace),
+                options,
+                memory_limit_bytes=limit,
+                version=__version__,
+                generated_at=utc_now(),
+                trace_sha256=file_sha256(trace),
             )
     else:
         with progress.step(f"reading {trace}"):
@@ -184,9 +220,11 @@ def _run(
                 t, options, version=__version__, generated_at=utc_now(), trace_sha256=sha256
             )
     if options.plans and not report.plan_reviews:
-        raise ConfigError(f"{trace}: too large to replay per request within the memory "
-                          "limit, so --plan cannot be reviewed; use `kvadvisor review` on "
-                          "a sample of the trace")
+        raise ConfigError(
+            f"{trace}: too large to replay per request within the memory "
+            "limit, so --plan cannot be reviewed; use `kvadvisor review` on "
+            "a sample of the trace"
+        )
     return report
 
 
@@ -206,9 +244,7 @@ def analyze_cmd(
         ReportFormat | None,
         typer.Option("--format", help="Report format when -o cannot tell (or no -o: stdout)."),
     ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No terminal summary.")
-    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
@@ -222,8 +258,11 @@ def analyze_cmd(
     ] = 8,
     chunk_tokens: Annotated[
         int | None,
-        typer.Option(help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
-                     "and count KV I/Os per chunk (I/O default: 256, LMCache's).", min=1),
+        typer.Option(
+            help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
+            "and count KV I/Os per chunk (I/O default: 256, LMCache's).",
+            min=1,
+        ),
     ] = None,
     save_unfull_chunk: Annotated[
         bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
@@ -237,12 +276,19 @@ def analyze_cmd(
     ignore: IgnoreOpt = None,
     catalog: CatalogOpt = None,
     storage: Annotated[
-        str | None, typer.Option("--storage", help="One storage spec (catalog name) for both "
-                                    "stages: per-stage utilization and idle-stage warnings.")
+        str | None,
+        typer.Option(
+            "--storage",
+            help="One storage spec (catalog name) for both "
+            "stages: per-stage utilization and idle-stage warnings.",
+        ),
     ] = None,
     instance: Annotated[
-        list[str] | None, typer.Option("--instance", help="Instance for both stages (NAME) or "
-                                          "one stage (prefill=NAME, decode=NAME).")
+        list[str] | None,
+        typer.Option(
+            "--instance",
+            help="Instance for both stages (NAME) or one stage (prefill=NAME, decode=NAME).",
+        ),
     ] = None,
     emit: Annotated[
         list[Engine] | None,
@@ -269,8 +315,9 @@ def analyze_cmd(
         fmt_name = fmt.value if fmt else None
         targets = output or (["-"] if fmt_name else [])
         renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
-        inputs = load_advisor_inputs(as_strs(rules_dir), as_strs(select), as_strs(ignore),
-                                     as_strs(catalog))
+        inputs = load_advisor_inputs(
+            as_strs(rules_dir), as_strs(select), as_strs(ignore), as_strs(catalog)
+        )
         options = AnalyzeOptions(
             warmup_fraction=warmup_fraction,
             cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
@@ -278,17 +325,27 @@ def analyze_cmd(
             cache_chunk_tokens=chunk_tokens,
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
-            model=model, gpu=gpu, kv_dtype=kv_dtype.value, weight_dtype=weight_dtype.value,
-            tp=tp, window_s=window, instances=instances, io_unit_bytes=io_unit_bytes(io_unit),
-            drive_capacity_bytes=(size_option("--drive-capacity", drive_capacity)
-                                  if drive_capacity is not None else None),
+            model=model,
+            gpu=gpu,
+            kv_dtype=kv_dtype.value,
+            weight_dtype=weight_dtype.value,
+            tp=tp,
+            window_s=window,
+            instances=instances,
+            io_unit_bytes=io_unit_bytes(io_unit),
+            drive_capacity_bytes=(
+                size_option("--drive-capacity", drive_capacity)
+                if drive_capacity is not None
+                else None
+            ),
             # Without --chunk-tokens, I/Os are counted at the profiler's default chunk (256).
             **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
             storage=storage,
             instance=as_strs(instance),
             advisor_inputs=inputs,
-            plans=tuple(load_plan(p, PlanCatalogs(inputs.storage, inputs.instances))
-                        for p in plan or ()),
+            plans=tuple(
+                load_plan(p, PlanCatalogs(inputs.storage, inputs.instances)) for p in plan or ()
+            ),
         )
         progress = Progress()
         report = _run(trace, options, trace_format, maps, block_tokens, memory_limit, progress)

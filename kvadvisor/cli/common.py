@@ -108,7 +108,8 @@ TraceArg = Annotated[
 TraceFormatOpt = Annotated[
     TraceFormat | None,
     typer.Option(
-        "--trace-format", help="Trace format, when auto-detection cannot tell.",
+        "--trace-format",
+        help="Trace format, when auto-detection cannot tell.",
         case_sensitive=False,
     ),
 ]
@@ -156,8 +157,9 @@ IgnoreOpt = Annotated[
 ]
 CatalogOpt = Annotated[
     list[Path] | None,
-    typer.Option("--catalog", help="Catalog file adding or overriding entries (repeatable).",
-                 dir_okay=False),
+    typer.Option(
+        "--catalog", help="Catalog file adding or overriding entries (repeatable).", dir_okay=False
+    ),
 ]
 
 

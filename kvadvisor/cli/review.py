@@ -42,8 +42,10 @@ def _review_renderer(target: str) -> ReviewMarkdownRenderer | ReviewTextRenderer
     suffix = Path(target).suffix.lower() if target != "-" else ".md"
     renderers = {".md": ReviewMarkdownRenderer, ".txt": ReviewTextRenderer}
     if suffix not in renderers:
-        raise ConfigError(f"cannot tell the review format from '{target}': use .md or .txt "
-                          "(and --junit FILE.xml for JUnit)")
+        raise ConfigError(
+            f"cannot tell the review format from '{target}': use .md or .txt "
+            "(and --junit FILE.xml for JUnit)"
+        )
     return renderers[suffix]()
 
 
@@ -77,10 +79,14 @@ def review_cmd(
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
         catalogs = plan_catalogs(catalog)
         plans = [load_plan(p, catalogs) for p in plan]
-        report = review_trace(read_with_options(trace, trace_format, maps, block_tokens), plans,
-                              version=__version__,
-                              generated_at=utc_now(), warmup_fraction=warmup_fraction,
-                              window_s=window)
+        report = review_trace(
+            read_with_options(trace, trace_format, maps, block_tokens),
+            plans,
+            version=__version__,
+            generated_at=utc_now(),
+            warmup_fraction=warmup_fraction,
+            window_s=window,
+        )
         if junit is not None:
             write_output(str(junit), JUnitRenderer().render(report))
         for target, renderer in renderers:

@@ -30,31 +30,37 @@ from kvadvisor.cli.common import (
 from kvadvisor.rules import builtin_rules_dir
 from kvadvisor.rules.docs import find_rule, render_rules_doc, rule_text, rules_table
 
-rules_app = typer.Typer(help="List, show and check rules; print the rule and fact docs.",
-                        no_args_is_help=True)
+rules_app = typer.Typer(
+    help="List, show and check rules; print the rule and fact docs.", no_args_is_help=True
+)
 app.add_typer(rules_app, name="rules")
 
 
 @rules_app.command("list")
-def rules_list_cmd(rules_dir: RulesDirOpt = None, select: SelectOpt = None,
-                   ignore: IgnoreOpt = None) -> None:
+def rules_list_cmd(
+    rules_dir: RulesDirOpt = None, select: SelectOpt = None, ignore: IgnoreOpt = None
+) -> None:
     """List the rules (built-in plus --rules), after --select / --ignore."""
     with handle_user_errors():
-        typer.echo(rules_table(load_rule_set(as_strs(rules_dir), as_strs(select), as_strs(ignore))),
-                   nl=False)
+        typer.echo(
+            rules_table(load_rule_set(as_strs(rules_dir), as_strs(select), as_strs(ignore))),
+            nl=False,
+        )
 
 
 @rules_app.command("show")
-def rules_show_cmd(rule: Annotated[str, typer.Argument(help="Rule code or name.")],
-                   rules_dir: RulesDirOpt = None) -> None:
+def rules_show_cmd(
+    rule: Annotated[str, typer.Argument(help="Rule code or name.")], rules_dir: RulesDirOpt = None
+) -> None:
     """Show one rule: condition, message, docs and references."""
     with handle_user_errors():
         typer.echo(rule_text(find_rule(load_rule_set(as_strs(rules_dir)), rule)), nl=False)
 
 
 @rules_app.command("check")
-def rules_check_cmd(directory: Annotated[Path, typer.Argument(help="Directory of rule files.")]
-                    ) -> None:
+def rules_check_cmd(
+    directory: Annotated[Path, typer.Argument(help="Directory of rule files.")],
+) -> None:
     """Check a directory of rule files against the schema, the facts and the built-in rules."""
     with handle_user_errors():
         extra = load_rule_set([str(directory)], builtin=False)
@@ -64,23 +70,26 @@ def rules_check_cmd(directory: Annotated[Path, typer.Argument(help="Directory of
 
 
 @rules_app.command("docs")
-def rules_docs_cmd(output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is "
-                                                       "stdout.")] = "-") -> None:
+def rules_docs_cmd(
+    output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is stdout.")] = "-",
+) -> None:
     """Write the rules reference (docs/rules.md) generated from the rule files."""
     with handle_user_errors():
         write_output(output, render_rules_doc(load_rule_set()))
 
 
 @rules_app.command("facts")
-def rules_facts_cmd(output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is "
-                                                        "stdout.")] = "-") -> None:
+def rules_facts_cmd(
+    output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is stdout.")] = "-",
+) -> None:
     """Write the facts reference (docs/facts.md): every fact rules may read, with its unit."""
     with handle_user_errors():
         write_output(output, render_facts_doc())
 
 
-catalog_app = typer.Typer(help="List and show storage options and GPU instances.",
-                          no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="List and show storage options and GPU instances.", no_args_is_help=True
+)
 app.add_typer(catalog_app, name="catalog")
 
 
@@ -99,13 +108,19 @@ def catalog_list_cmd(
     """List a catalog's entries with their key figures."""
     with handle_user_errors():
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
-        typer.echo(storage_table(inputs.storage) if kind is CatalogKind.storage
-                   else instances_table(inputs.instances), nl=False)
+        typer.echo(
+            storage_table(inputs.storage)
+            if kind is CatalogKind.storage
+            else instances_table(inputs.instances),
+            nl=False,
+        )
 
 
 @catalog_app.command("show")
-def catalog_show_cmd(name: Annotated[str, typer.Argument(help="Storage or instance name.")],
-                     catalog: CatalogOpt = None) -> None:
+def catalog_show_cmd(
+    name: Annotated[str, typer.Argument(help="Storage or instance name.")],
+    catalog: CatalogOpt = None,
+) -> None:
     """Show one entry in full, with its sources."""
     with handle_user_errors():
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))

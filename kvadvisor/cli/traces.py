@@ -51,8 +51,9 @@ def info_cmd(
     """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
     with handle_user_errors():
         t = read_with_options(trace, trace_format, maps, block_tokens)
-        typer.echo(format_description(describe_trace(t, trace_format or detect_format(trace))),
-                   nl=False)
+        typer.echo(
+            format_description(describe_trace(t, trace_format or detect_format(trace))), nl=False
+        )
 
 
 @app.command("synth")
@@ -83,13 +84,24 @@ def synth_cmd(
     """Write a deterministic synthetic trace with a chosen shape, streamed to parquet."""
     with handle_user_errors():
         shape = SynthShape(
-            requests=requests, seed=seed, block_tokens=block_tokens, rate_per_s=rate,
-            arrival=arrival, burst_cv=burst_cv, diurnal_amplitude=diurnal_amplitude,
-            diurnal_period_s=diurnal_period, input_tokens_median=input_median,
-            input_tokens_sigma=input_sigma, output_tokens_median=output_median,
-            output_tokens_sigma=output_sigma, sessions=sessions, session_zipf=session_zipf,
-            mean_requests_per_session=requests_per_session, system_prompts=system_prompts,
-            system_prompt_zipf=system_prompt_zipf, system_prompt_tokens_median=system_prompt_median,
+            requests=requests,
+            seed=seed,
+            block_tokens=block_tokens,
+            rate_per_s=rate,
+            arrival=arrival,
+            burst_cv=burst_cv,
+            diurnal_amplitude=diurnal_amplitude,
+            diurnal_period_s=diurnal_period,
+            input_tokens_median=input_median,
+            input_tokens_sigma=input_sigma,
+            output_tokens_median=output_median,
+            output_tokens_sigma=output_sigma,
+            sessions=sessions,
+            session_zipf=session_zipf,
+            mean_requests_per_session=requests_per_session,
+            system_prompts=system_prompts,
+            system_prompt_zipf=system_prompt_zipf,
+            system_prompt_tokens_median=system_prompt_median,
         )
         result = write_synth_parquet(shape, output, chunk_rows)
         typer.echo(

@@ -66,9 +66,11 @@ class Measured:
         return self.chunk_tokens * self.kv_bytes_per_token
 
     def chunk_text(self) -> str:
-        """"256 tokens (…) × 327,680 B/token = 80 MiB per chunk I/O"."""
-        return (f"{self.chunk_tokens} tokens ({self.chunk_from}) × {self.kv_bytes_per_token:,} "
-                f"B/token = {self.chunk_bytes / BYTES_PER_MIB:,.1f} MiB per chunk I/O")
+        """Say the chunk as "256 tokens (…) × 327,680 B/token = 80 MiB per chunk I/O"."""
+        return (
+            f"{self.chunk_tokens} tokens ({self.chunk_from}) × {self.kv_bytes_per_token:,} "
+            f"B/token = {self.chunk_bytes / BYTES_PER_MIB:,.1f} MiB per chunk I/O"
+        )
 
 
 def _curve(report: AdviceReport, kind: str) -> list[tuple[float, float]]:
@@ -78,8 +80,11 @@ def _curve(report: AdviceReport, kind: str) -> list[tuple[float, float]]:
     for series in pc.curve:
         if series.x_unit == "tokens" and kind in series.name:
             return sorted(zip(series.x, series.y, strict=True))
-    points = [(float(p.capacity_tokens), p.hit_ratio_steady if kind == "steady" else
-               p.hit_ratio_all) for p in pc.mrc if p.capacity_tokens is not None]
+    points = [
+        (float(p.capacity_tokens), p.hit_ratio_steady if kind == "steady" else p.hit_ratio_all)
+        for p in pc.mrc
+        if p.capacity_tokens is not None
+    ]
     return sorted((x, y) for x, y in points if y is not None)
 
 
@@ -93,15 +98,19 @@ def _reaching(curve: list[tuple[float, float]], target: float) -> tuple[float, f
     return next(((x, y) for x, y in curve if y >= target), None)
 
 
-def _from_tier(tier: Tier, instance: str | None, kvb: int,
-               curve: list[tuple[float, float]]) -> TierSize | None:
+def _from_tier(
+    tier: Tier, instance: str | None, kvb: int, curve: list[tuple[float, float]]
+) -> TierSize | None:
     if tier.capacity_gib is None:
         return None
     tokens = int(tier.capacity_gib * BYTES_PER_GIB // kvb)
     where = f" on {instance}" if instance else ""
-    return TierSize(tokens, _hit_at(curve, tokens),
-                    f"the advisor's prefill {tier.role} ({tier.name}{where}, "
-                    f"{tier.capacity_gib:,.1f} GiB per instance)")
+    return TierSize(
+        tokens,
+        _hit_at(curve, tokens),
+        f"the advisor's prefill {tier.role} ({tier.name}{where}, "
+        f"{tier.capacity_gib:,.1f} GiB per instance)",
+    )
 
 
 def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
@@ -112,7 +121,8 @@ def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
     if pc is None or pc.hit_ratio.all is None:
         raise ConfigError(
             f"--emit needs the prefix-cache curve, and {report.trace.path} has no block hashes; "
-            "use a trace with hash_ids (Mooncake, Bailian) or a converted one")
+            "use a trace with hash_ids (Mooncake, Bailian) or a converted one"
+        )
     kind = "steady" if pc.hit_ratio.steady is not None else "all"
     top = pc.hit_ratio.steady if kind == "steady" else pc.hit_ratio.all
     assert top is not None
@@ -129,11 +139,19 @@ def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
         hp = _reaching(curve, HOST_TARGET_SHARE * top)
         dp = _reaching(curve, DISK_TARGET_SHARE * top)
         if hp is not None:
-            host = TierSize(int(hp[0]), hp[1], f"the smallest measured capacity reaching "
-                            f"{HOST_TARGET_SHARE:.0%} of the unbounded hit ratio")
+            host = TierSize(
+                int(hp[0]),
+                hp[1],
+                f"the smallest measured capacity reaching "
+                f"{HOST_TARGET_SHARE:.0%} of the unbounded hit ratio",
+            )
         if dp is not None and (host is None or dp[0] > host.capacity_tokens):
-            disk = TierSize(int(dp[0]), dp[1], f"the smallest measured capacity reaching "
-                            f"{DISK_TARGET_SHARE:.0%} of the unbounded hit ratio")
+            disk = TierSize(
+                int(dp[0]),
+                dp[1],
+                f"the smallest measured capacity reaching "
+                f"{DISK_TARGET_SHARE:.0%} of the unbounded hit ratio",
+            )
     io = report.io
     if chunk_tokens:
         chunk_from = "as asked"
@@ -161,8 +179,10 @@ def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
 
 def tier_comment(m: Measured, tier: TierSize, what: str) -> str:
     """The sentence saying where a capacity comes from and what the curve measures there."""
-    return (f"{what}: {tier.origin}: {tier.capacity_tokens:,} tokens × "
-            f"{m.kv_bytes_per_token:,} B/token ({m.model}) = "
-            f"{tier.gb(m.kv_bytes_per_token):,.1f} GB; the trace's {m.ratio_kind} prefix hit "
-            f"ratio there is {tier.hit_ratio:.1%} of an unbounded {m.hit_ratio_unbounded:.1%} "
-            f"(measured on {m.trace_path})")
+    return (
+        f"{what}: {tier.origin}: {tier.capacity_tokens:,} tokens × "
+        f"{m.kv_bytes_per_token:,} B/token ({m.model}) = "
+        f"{tier.gb(m.kv_bytes_per_token):,.1f} GB; the trace's {m.ratio_kind} prefix hit "
+        f"ratio there is {tier.hit_ratio:.1%} of an unbounded {m.hit_ratio_unbounded:.1%} "
+        f"(measured on {m.trace_path})"
+    )

@@ -190,8 +190,7 @@ def io_demand(
     def per_window(bins: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return np.bincount(bins, weights=weights, minlength=windows)[:windows] / window_s
 
-    def measured(bins: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                 nbytes: np.ndarray) -> StageIo:
+    def measured(bins: np.ndarray, lo: np.ndarray, hi: np.ndarray, nbytes: np.ndarray) -> StageIo:
         """One stage's demand for token ranges [lo, hi): bytes and I/Os per window, totals."""
         chunks, ios = chunk_io(lo, hi, nbytes, chunk_tokens, io_unit_bytes)
         rate = per_window(bins, nbytes)

@@ -305,8 +305,9 @@ def summarize_split(t: StageTimes) -> SplitSummary:
     lp, ld = float(t.ttft_s.sum()), float(t.decode_s.sum())
     p0 = float(t.prefill_gpu_no_reuse_s.sum())
     per_total = t.prefill_gpu_s + t.decode_gpu_s
-    per_share = np.divide(t.prefill_gpu_s, per_total, out=np.zeros_like(per_total),
-                          where=per_total > 0)
+    per_share = np.divide(
+        t.prefill_gpu_s, per_total, out=np.zeros_like(per_total), where=per_total > 0
+    )
     cls_counts = {
         "prefill-dominated": int(np.count_nonzero(per_share >= PREFILL_DOMINATED_SHARE)),
         "decode-dominated": int(np.count_nonzero(per_share <= DECODE_DOMINATED_SHARE)),

@@ -65,7 +65,10 @@ class TimeGrid:
         return self.ramps(x, [w])[0]
 
     def open_time(
-        self, starts: np.ndarray, ends: np.ndarray, w: np.ndarray | None = None,
+        self,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        w: np.ndarray | None = None,
     ) -> np.ndarray:
         """``F`` at every edge for intervals ``[starts, ends)`` weighted by ``w``."""
         return self.ramp(starts, w) - self.ramp(ends, w)
@@ -105,8 +108,9 @@ class TimeGrid:
 
     def window_peaks(self, cell_values: np.ndarray, window_s: float, windows: int) -> np.ndarray:
         """Largest per-cell value within each window ``[k w, (k+1) w)``."""
-        idx = np.minimum((np.arange(self.cells) * self.width_s // window_s).astype(np.int64),
-                         windows - 1)
+        idx = np.minimum(
+            (np.arange(self.cells) * self.width_s // window_s).astype(np.int64), windows - 1
+        )
         out = np.zeros(windows)
         firsts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
         out[idx[firsts]] = np.maximum.reduceat(cell_values, firsts)

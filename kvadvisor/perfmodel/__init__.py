@@ -16,8 +16,24 @@ from kvadvisor.perfmodel.transfer import (
 )
 
 __all__ = [
-    "Calibration", "CalibrationRows", "Efficiency", "FitError", "KvLayout", "KvSize",
-    "MemoryFit", "PerfModel", "Tier", "auto_tp", "break_even_bandwidth_bytes_per_s",
-    "break_even_tokens", "calibrate", "default_efficiency", "kv_size", "load_s", "memory_fit",
-    "recompute_s", "reference_tiers", "share_below",
+    "Calibration",
+    "CalibrationRows",
+    "Efficiency",
+    "FitError",
+    "KvLayout",
+    "KvSize",
+    "MemoryFit",
+    "PerfModel",
+    "Tier",
+    "auto_tp",
+    "break_even_bandwidth_bytes_per_s",
+    "break_even_tokens",
+    "calibrate",
+    "default_efficiency",
+    "kv_size",
+    "load_s",
+    "memory_fit",
+    "recompute_s",
+    "reference_tiers",
+    "share_below",
 ]

@@ -106,8 +106,11 @@ def calibrate(pm: PerfModel, rows: CalibrationRows) -> Calibration | None:
 
     def model_at(x: np.ndarray) -> PerfModel:
         p, d, m = np.exp(x)
-        return pm.with_efficiency(prior.with_values("calibrated", prefill_mfu=float(p),
-                                                    decode_mfu=float(d), memory=float(m)))
+        return pm.with_efficiency(
+            prior.with_values(
+                "calibrated", prefill_mfu=float(p), decode_mfu=float(d), memory=float(m)
+            )
+        )
 
     def residuals(x: np.ndarray) -> np.ndarray:
         prefill, step = _predict(model_at(x), fit)

@@ -61,13 +61,26 @@ class PerfModel:
             value = getattr(eff, name)
             if not 0 < value <= 1:
                 raise ConfigError(f"efficiency {name} must be in (0, 1], got {value}")
-        return cls(model, gpu, tp, kv_dtype.lower(), weight_dtype.lower(), eff,
-                   kv_size(model, kv_dtype, tp))
+        return cls(
+            model,
+            gpu,
+            tp,
+            kv_dtype.lower(),
+            weight_dtype.lower(),
+            eff,
+            kv_size(model, kv_dtype, tp),
+        )
 
     def with_efficiency(self, efficiency: Efficiency) -> PerfModel:
         """The same deployment with other efficiency factors."""
-        return PerfModel.build(self.model, self.gpu, tp=self.tp, kv_dtype=self.kv_dtype,
-                               weight_dtype=self.weight_dtype, efficiency=efficiency)
+        return PerfModel.build(
+            self.model,
+            self.gpu,
+            tp=self.tp,
+            kv_dtype=self.kv_dtype,
+            weight_dtype=self.weight_dtype,
+            efficiency=efficiency,
+        )
 
     # ---- constants ------------------------------------------------------------------------
     @property
@@ -133,8 +146,9 @@ class PerfModel:
     def prefill_flops(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
         """FLOPs to prefill ``new_tokens`` after ``cached_tokens`` already in the KV cache."""
         m_tok = np.asarray(new_tokens, dtype=np.float64)
-        return (self.flops_per_token * m_tok
-                + self.attention_flops_per_pair * self.attention_pairs(m_tok, cached_tokens))
+        return self.flops_per_token * m_tok + self.attention_flops_per_pair * self.attention_pairs(
+            m_tok, cached_tokens
+        )
 
     def prefill_compute_s(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
         """Compute-bound prefill time, s: FLOPs / (tp x peak x prefill_mfu)."""

@@ -10,6 +10,13 @@ from kvadvisor.plan.loader import (
 from kvadvisor.plan.model import Plan, StagePlan, StorageCapability, TierPlan
 
 __all__ = [
-    "Plan", "PlanCatalogs", "PlanError", "StagePlan", "StorageCapability", "TierPlan",
-    "check_plan", "engine_settings_table", "load_plan",
+    "Plan",
+    "PlanCatalogs",
+    "PlanError",
+    "StagePlan",
+    "StorageCapability",
+    "TierPlan",
+    "check_plan",
+    "engine_settings_table",
+    "load_plan",
 ]

@@ -79,23 +79,50 @@ def _packaged_catalogs() -> PlanCatalogs:
 
 
 # Allowed keys per mapping of the plan; the value says what the key holds (for docs and errors).
-TOP_KEYS = {"name": "text", "description": "text", "model": "mapping", "slo": "mapping",
-            "traffic": "mapping", "stages": "mapping"}
-MODEL_KEYS = {"name": "catalog model name", "kv_bytes_per_token": "whole number",
-              "tp": "whole number", "kv_dtype": "bf16 | fp16 | fp8",
-              "weight_dtype": "bf16 | fp16 | fp8"}
+TOP_KEYS = {
+    "name": "text",
+    "description": "text",
+    "model": "mapping",
+    "slo": "mapping",
+    "traffic": "mapping",
+    "stages": "mapping",
+}
+MODEL_KEYS = {
+    "name": "catalog model name",
+    "kv_bytes_per_token": "whole number",
+    "tp": "whole number",
+    "kv_dtype": "bf16 | fp16 | fp8",
+    "weight_dtype": "bf16 | fp16 | fp8",
+}
 SLO_KEYS = {"ttft_p99": "time", "tpot_p99": "time"}
 TRAFFIC_KEYS = {"scale": "number > 0"}
-STAGE_KEYS = {"instance": "catalog instance name", "gpu": "GPU catalog name",
-              "count": "whole number",
-              "gpus_per_instance": "whole number", "host_memory": "size",
-              "gpu_kv_pool": "size", "disk_bandwidth_cap": "rate", "chunk_tokens": "whole number",
-              "engines": "mapping", "tiers": "list"}
-TIER_KEYS = {"name": "text", "storage": "catalog name or mapping", "capacity": "size or null",
-             "devices": "whole number", "shared": "true | false"}
-INLINE_STORAGE_KEYS = {"kind": " | ".join(TIER_KINDS), "read_bandwidth": "rate",
-                       "write_bandwidth": "rate", "read_iops": "number", "write_iops": "number",
-                       "latency": "time"}
+STAGE_KEYS = {
+    "instance": "catalog instance name",
+    "gpu": "GPU catalog name",
+    "count": "whole number",
+    "gpus_per_instance": "whole number",
+    "host_memory": "size",
+    "gpu_kv_pool": "size",
+    "disk_bandwidth_cap": "rate",
+    "chunk_tokens": "whole number",
+    "engines": "mapping",
+    "tiers": "list",
+}
+TIER_KEYS = {
+    "name": "text",
+    "storage": "catalog name or mapping",
+    "capacity": "size or null",
+    "devices": "whole number",
+    "shared": "true | false",
+}
+INLINE_STORAGE_KEYS = {
+    "kind": " | ".join(TIER_KINDS),
+    "read_bandwidth": "rate",
+    "write_bandwidth": "rate",
+    "read_iops": "number",
+    "write_iops": "number",
+    "latency": "time",
+}
 DTYPES = ("bf16", "fp16", "fp8")
 
 
@@ -121,8 +148,11 @@ class _Checker:
         for key in value:
             if key not in allowed:
                 close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
-                hint = f"; did you mean '{close[0]}'?" if close else (
-                    f"; known fields: {', '.join(allowed)}")
+                hint = (
+                    f"; did you mean '{close[0]}'?"
+                    if close
+                    else (f"; known fields: {', '.join(allowed)}")
+                )
                 raise self.fail(f"{where}.{key}" if where else str(key), f"unknown field{hint}")
         return value
 
@@ -143,8 +173,10 @@ class _Checker:
         return value
 
     def number(self, where: str, value: Any, positive: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-            value
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
         ):
             raise self.fail(where, f"expected a number, got {value!r}")
         if value < 0 or (positive and value == 0):
@@ -167,9 +199,16 @@ class _Checker:
 
 
 # Storage catalog categories as plan tier kinds.
-CATEGORY_KINDS = {"memory": "dram", "cxl": "cxl", "local_nvme": "ssd", "ephemeral": "ssd",
-                  "block": "block", "parallel_fs": "filesystem", "kv_store": "pool",
-                  "object": "object"}
+CATEGORY_KINDS = {
+    "memory": "dram",
+    "cxl": "cxl",
+    "local_nvme": "ssd",
+    "ephemeral": "ssd",
+    "block": "block",
+    "parallel_fs": "filesystem",
+    "kv_store": "pool",
+    "object": "object",
+}
 
 
 def _storage_from_spec(spec: StorageSpec, device_bytes: float | None) -> StorageCapability:
@@ -196,8 +235,11 @@ def _check_engine_settings(
     c: _Checker, where: str, engine: str, settings: Any, table: Mapping[str, Any]
 ) -> dict[str, Any]:
     documented = table["engines"][engine]["settings"]
-    settings = c.mapping(where, {} if settings is None else settings,
-                         {k: v.get("kind", "") for k, v in documented.items()})
+    settings = c.mapping(
+        where,
+        {} if settings is None else settings,
+        {k: v.get("kind", "") for k, v in documented.items()},
+    )
     out: dict[str, Any] = {}
     for key, value in settings.items():
         spec, at = documented[key], f"{where}.{key}"
@@ -225,8 +267,7 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
     if "storage" not in raw:
         raise c.fail(f"{where}.storage", "is required (a storage catalog name or an inline spec)")
     capacity = raw.get("capacity")
-    capacity_bytes = None if capacity is None else c.quantity(f"{where}.capacity", capacity,
-                                                              "size")
+    capacity_bytes = None if capacity is None else c.quantity(f"{where}.capacity", capacity, "size")
     devices = c.whole(f"{where}.devices", raw.get("devices", 1), 1)
     storage = raw["storage"]
     if isinstance(storage, dict):
@@ -242,15 +283,16 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
             kind=c.text(f"{at}.kind", s["kind"], TIER_KINDS),
             read_bytes_per_s=opt("read_bandwidth", "rate"),
             write_bytes_per_s=opt("write_bandwidth", "rate"),
-            read_iops=None if s.get("read_iops") is None else c.number(
-                f"{at}.read_iops", s["read_iops"]),
-            write_iops=None if s.get("write_iops") is None else c.number(
-                f"{at}.write_iops", s["write_iops"]),
+            read_iops=None
+            if s.get("read_iops") is None
+            else c.number(f"{at}.read_iops", s["read_iops"]),
+            write_iops=None
+            if s.get("write_iops") is None
+            else c.number(f"{at}.write_iops", s["write_iops"]),
             latency_s=opt("latency", "time"),
         )
     else:
-        spec = c.catalog(f"{where}.storage", storage,
-                         lambda n: find_storage(catalogs.storage, n))
+        spec = c.catalog(f"{where}.storage", storage, lambda n: find_storage(catalogs.storage, n))
         per_device = None if capacity_bytes is None else capacity_bytes / devices
         cap = _storage_from_spec(spec, per_device)
     shared = raw.get("shared", cap.kind in ("pool", "filesystem", "object"))
@@ -265,8 +307,6 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
     )
 
 
-
-
 def _stage(
     c: _Checker, name: str, raw: Any, catalogs: PlanCatalogs, table: Mapping[str, Any]
 ) -> StagePlan:
@@ -274,8 +314,9 @@ def _stage(
     raw = c.mapping(where, raw, STAGE_KEYS)
     instance, gpus, host_mem, disk_cap, gpu = None, None, None, None, None
     if raw.get("instance") is not None:
-        spec: InstanceSpec = c.catalog(f"{where}.instance", raw["instance"],
-                                       lambda n: find_instance(catalogs.instances, n))
+        spec: InstanceSpec = c.catalog(
+            f"{where}.instance", raw["instance"], lambda n: find_instance(catalogs.instances, n)
+        )
         instance, gpus = spec.name, spec.gpu_count
         host_mem = None if spec.host_memory_gib is None else spec.host_memory_gib * BYTES_PER_GIB
         disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
@@ -308,13 +349,15 @@ def _stage(
         count=c.whole(f"{where}.count", raw.get("count", 1), 1),
         gpus_per_instance=gpus,
         host_memory_bytes=host_mem,
-        gpu_kv_pool_bytes=None if raw.get("gpu_kv_pool") is None else c.quantity(
-            f"{where}.gpu_kv_pool", raw["gpu_kv_pool"], "size"),
+        gpu_kv_pool_bytes=None
+        if raw.get("gpu_kv_pool") is None
+        else c.quantity(f"{where}.gpu_kv_pool", raw["gpu_kv_pool"], "size"),
         disk_bandwidth_cap_bytes_per_s=disk_cap,
         tiers=tiers,
         engines=engines,
-        chunk_tokens=None if raw.get("chunk_tokens") is None else c.whole(
-            f"{where}.chunk_tokens", raw["chunk_tokens"], 1),
+        chunk_tokens=None
+        if raw.get("chunk_tokens") is None
+        else c.whole(f"{where}.chunk_tokens", raw["chunk_tokens"], 1),
     )
 
 
@@ -334,9 +377,7 @@ def _yaml_type(value: Any) -> str:
     return "text" if isinstance(value, str) else type(value).__name__
 
 
-def check_plan(
-    path: str, data: Any, catalogs: PlanCatalogs | None = None
-) -> Plan:
+def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Plan:
     """Check a parsed plan document and build the Plan (raises PlanError).
 
     ``catalogs`` None means the packaged storage and instance catalogs.
@@ -347,8 +388,10 @@ def check_plan(
     doc = c.mapping("", data, TOP_KEYS) if isinstance(data, dict) else None
     if doc is None:
         got = "an empty file" if data is None else f"a {_yaml_type(data)}"
-        raise PlanError(f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}, got {got}; "
-                        "see docs/review.md for the plan format")
+        raise PlanError(
+            f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}, got {got}; "
+            "see docs/review.md for the plan format"
+        )
     if "model" not in doc:
         raise c.fail("model", "is required (name and/or kv_bytes_per_token)")
     m = c.mapping("model", doc["model"], MODEL_KEYS)
@@ -356,8 +399,11 @@ def check_plan(
     if m.get("name") is not None:
         model_spec = c.catalog("model.name", m["name"], get_model)
     model_name = None if model_spec is None else model_spec.name
-    kvb = None if m.get("kv_bytes_per_token") is None else c.whole(
-        "model.kv_bytes_per_token", m["kv_bytes_per_token"], 1)
+    kvb = (
+        None
+        if m.get("kv_bytes_per_token") is None
+        else c.whole("model.kv_bytes_per_token", m["kv_bytes_per_token"], 1)
+    )
     if model_name is None and kvb is None:
         raise c.fail("model", "give a catalog model name or kv_bytes_per_token")
     model = ModelPlan(
@@ -369,9 +415,9 @@ def check_plan(
         weight_dtype=c.text("model.weight_dtype", m.get("weight_dtype", "bf16"), DTYPES),
     )
     slo_raw = c.mapping("slo", _or_empty(doc.get("slo"), {}), SLO_KEYS)
-    slo = Slo(**{
-        f"{k}_s": c.quantity(f"slo.{k}", v, "time") for k, v in slo_raw.items() if v is not None
-    })
+    slo = Slo(
+        **{f"{k}_s": c.quantity(f"slo.{k}", v, "time") for k, v in slo_raw.items() if v is not None}
+    )
     traffic = c.mapping("traffic", _or_empty(doc.get("traffic"), {}), TRAFFIC_KEYS)
     scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True)
     stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGES})
@@ -385,8 +431,9 @@ def check_plan(
         stages=stages,
         slo=slo,
         traffic_scale=scale,
-        description="" if doc.get("description") is None else c.text(
-            "description", doc["description"]),
+        description=""
+        if doc.get("description") is None
+        else c.text("description", doc["description"]),
     )
 
 

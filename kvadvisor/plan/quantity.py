@@ -19,8 +19,15 @@ from kvadvisor.units import (
 
 # Decimal (GB) and binary (GiB) prefixes are both accepted and never confused: "GB" is 10^9.
 SIZE_UNITS: dict[str, float] = {
-    "B": 1, "KB": BYTES_PER_KB, "MB": BYTES_PER_MB, "GB": BYTES_PER_GB, "TB": BYTES_PER_TB,
-    "KiB": BYTES_PER_KIB, "MiB": BYTES_PER_MIB, "GiB": BYTES_PER_GIB, "TiB": BYTES_PER_TIB,
+    "B": 1,
+    "KB": BYTES_PER_KB,
+    "MB": BYTES_PER_MB,
+    "GB": BYTES_PER_GB,
+    "TB": BYTES_PER_TB,
+    "KiB": BYTES_PER_KIB,
+    "MiB": BYTES_PER_MIB,
+    "GiB": BYTES_PER_GIB,
+    "TiB": BYTES_PER_TIB,
 }
 RATE_UNITS: dict[str, float] = {f"{u}/s": f for u, f in SIZE_UNITS.items()}
 TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1.0 / MS_PER_S, "us": 1.0 / US_PER_S}
@@ -56,9 +63,7 @@ def parse_quantity(value: object, kind: str) -> float:
     if unit not in units:
         other = next((k for k, (u, _) in KINDS.items() if unit in u), None)
         what = f"'{unit}' is a {other} unit" if other else f"unknown unit '{unit}'"
-        raise QuantityError(
-            f"{what}; a {kind} takes one of {', '.join(units)} (e.g. '{example}')"
-        )
+        raise QuantityError(f"{what}; a {kind} takes one of {', '.join(units)} (e.g. '{example}')")
     if number < 0:
         raise QuantityError(f"must not be negative, got {value!r}")
     return number * units[unit]

@@ -159,8 +159,13 @@ def render_svg(spec: ChartSpec) -> str:
         styles = ("--", ":", "-.", (0, (5, 1, 1, 1)))
         for j, mark in enumerate(spec.marks):
             draw = ax.axvline if mark.axis == "x" else ax.axhline
-            draw(mark.at, color="#444444", linestyle=styles[j % len(styles)], linewidth=1.0,
-                 label=mark.label)
+            draw(
+                mark.at,
+                color="#444444",
+                linestyle=styles[j % len(styles)],
+                linewidth=1.0,
+                label=mark.label,
+            )
         # parse_math is off, so log axes need a plain formatter (no "$10^{5}$" strings).
         if spec.log_x:
             ax.set_xscale("log")

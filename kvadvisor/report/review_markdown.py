@@ -122,13 +122,20 @@ class ReviewMarkdownRenderer:
         for stage in ("prefill", "decode"):
             cells = [_stage_util(p, stage) for p in review.plans]
             if any(c is not None for c in cells):
-                out.append(f"| {stage} storage utilization (mean / p99 / peak) | "
-                           + " | ".join("–" if c is None else _util(c) for c in cells) + " |")
+                out.append(
+                    f"| {stage} storage utilization (mean / p99 / peak) | "
+                    + " | ".join("–" if c is None else _util(c) for c in cells)
+                    + " |"
+                )
         for note in review.notes:
             out += ["", f"> {_text(note)}"]
         for plan in review.plans:
-            out += ["", f"### `{_cell(plan.name)}`: {verdict(plan)}", "",
-                    f"Plan file `{plan.path}`."]
+            out += [
+                "",
+                f"### `{_cell(plan.name)}`: {verdict(plan)}",
+                "",
+                f"Plan file `{plan.path}`.",
+            ]
             own = [n for n in plan.notes if n not in review.notes]
             out += [f"- {_text(n)}" for n in own]
             if plan.findings:

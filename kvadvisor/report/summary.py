@@ -204,9 +204,12 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     ]
     m = report.model
     rows.append(
-        KeyNumber("KV per token", fmt.size(m.kv_bytes_per_token),
-                  # A default the user did not choose must be visible where the number is.
-                  f"{m.name} (assumed: no --model)" if m.assumed else m.name)
+        KeyNumber(
+            "KV per token",
+            fmt.size(m.kv_bytes_per_token),
+            # A default the user did not choose must be visible where the number is.
+            f"{m.name} (assumed: no --model)" if m.assumed else m.name,
+        )
         if m
         else not_measured("KV per token", "model")
     )

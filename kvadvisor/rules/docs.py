@@ -32,16 +32,19 @@ def condition_text(cond: Condition, indent: str = "") -> list[str]:
         return [f"{indent}not:", *condition_text(cond.part, indent + "  ")]
     word = "all of" if isinstance(cond, AllOf) else "any of"
     assert isinstance(cond, (AllOf, AnyOf))
-    return [f"{indent}{word}:"] + [line for p in cond.parts
-                                   for line in condition_text(p, indent + "  ")]
+    return [f"{indent}{word}:"] + [
+        line for p in cond.parts for line in condition_text(p, indent + "  ")
+    ]
 
 
 def rules_table(rules: Sequence[Rule]) -> str:
     """One line per rule: code, severity, stage, name, summary."""
     width = max((len(r.name) for r in rules), default=4)
     lines = [f"{'code':<5} {'severity':<8} {'stage':<7} {'name':<{width}} summary"]
-    lines += [f"{r.code:<5} {r.severity.value:<8} {r.stage.value:<7} {r.name:<{width}} "
-              f"{r.summary}" for r in rules]
+    lines += [
+        f"{r.code:<5} {r.severity.value:<8} {r.stage.value:<7} {r.name:<{width}} {r.summary}"
+        for r in rules
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -59,8 +62,16 @@ def rule_text(rule: Rule) -> str:
     ]
     if rule.recommend is not None:
         lines.append(f"recommend: {rule.recommend.action}")
-    lines += ["", f"What it does: {rule.docs.what}", "", f"Why it matters: {rule.docs.why}", "",
-              f"Example: {rule.docs.example}", "", "References:"]
+    lines += [
+        "",
+        f"What it does: {rule.docs.what}",
+        "",
+        f"Why it matters: {rule.docs.why}",
+        "",
+        f"Example: {rule.docs.example}",
+        "",
+        "References:",
+    ]
     lines += [f"  - {ref}" for ref in rule.docs.references]
     lines.append(f"\nfile: {rule.path}")
     return "\n".join(lines) + "\n"
@@ -81,17 +92,36 @@ def render_rules_doc(rules: Sequence[Rule]) -> str:
         "| code | name | severity | stage | summary |",
         "|---|---|---|---|---|",
     ]
-    lines += [f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity.value} | "
-              f"{r.stage.value} | {r.summary} |" for r in rules]
+    lines += [
+        f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity.value} | "
+        f"{r.stage.value} | {r.summary} |"
+        for r in rules
+    ]
     for r in rules:
         lines += [
-            "", f"## {r.code}", "",
+            "",
+            f"## {r.code}",
+            "",
             f"`{r.name}`: {r.summary}. Severity **{r.severity.value}**, stage **{r.stage.value}**,"
             f" groups {', '.join(f'`{g}`' for g in r.groups)}.",
-            "", "### What it does", "", r.docs.what,
-            "", "### Why it matters", "", r.docs.why,
-            "", "### Example", "", r.docs.example,
-            "", "### Condition", "", "```", *condition_text(r.when), "```",
+            "",
+            "### What it does",
+            "",
+            r.docs.what,
+            "",
+            "### Why it matters",
+            "",
+            r.docs.why,
+            "",
+            "### Example",
+            "",
+            r.docs.example,
+            "",
+            "### Condition",
+            "",
+            "```",
+            *condition_text(r.when),
+            "```",
         ]
         if r.recommend is not None:
             lines += ["", f"**Recommendation:** {r.recommend.action}."]

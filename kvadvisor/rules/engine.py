@@ -32,8 +32,12 @@ from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_KIB, BYTES_PE
 Facts = Mapping[str, FactValue]
 
 _OPS: dict[Op, Callable[[Any, Any], bool]] = {
-    Op.LT: operator.lt, Op.LE: operator.le, Op.GT: operator.gt, Op.GE: operator.ge,
-    Op.EQ: operator.eq, Op.NE: operator.ne,
+    Op.LT: operator.lt,
+    Op.LE: operator.le,
+    Op.GT: operator.gt,
+    Op.GE: operator.ge,
+    Op.EQ: operator.eq,
+    Op.NE: operator.ne,
 }
 _NEGATED = {Op.LT: ">=", Op.LE: ">", Op.GT: "<=", Op.GE: "<", Op.EQ: "!=", Op.NE: "=="}
 
@@ -51,8 +55,12 @@ def format_value(value: float | int | bool, unit: str, name: str = "") -> str:
         return f"{v:,.1f}x"
     if unit in ("bytes", "gib"):
         b = v * BYTES_PER_GIB if unit == "gib" else v
-        for size, label in ((1024 * BYTES_PER_GIB, "TiB"), (BYTES_PER_GIB, "GiB"),
-                            (BYTES_PER_MIB, "MiB"), (BYTES_PER_KIB, "KiB")):
+        for size, label in (
+            (1024 * BYTES_PER_GIB, "TiB"),
+            (BYTES_PER_GIB, "GiB"),
+            (BYTES_PER_MIB, "MiB"),
+            (BYTES_PER_KIB, "KiB"),
+        ):
             if abs(b) >= size:
                 return f"{b / size:,.1f} {label}"
         return f"{b:,.0f} B"
@@ -126,8 +134,11 @@ def _describe(cond: Compare, facts: Facts, held: bool) -> str:
     else:
         ref = facts[cond.ref]
         scaled = format_value(ref.value * cond.factor, ref.unit, ref.name)
-        rhs = f"{cond.factor:g} × {cond.ref} = {scaled}" if cond.factor != 1 else (
-            f"{cond.ref} = {scaled}")
+        rhs = (
+            f"{cond.factor:g} × {cond.ref} = {scaled}"
+            if cond.factor != 1
+            else (f"{cond.ref} = {scaled}")
+        )
     op = cond.op.value if held else _NEGATED[cond.op]
     return f"{lhs} {op} {rhs}"
 
@@ -178,9 +189,13 @@ def evidence_for(rule: Rule, facts: Facts) -> dict[str, dict[str, Any]]:
     """The available facts a rule reads or quotes: name -> {value, unit, text}."""
     names = dict.fromkeys([*rule.facts, *_message_facts(rule.message)])
     return {
-        n: {"value": facts[n].value, "unit": facts[n].unit,
-            "text": format_value(facts[n].value, facts[n].unit, n)}
-        for n in names if n in facts
+        n: {
+            "value": facts[n].value,
+            "unit": facts[n].unit,
+            "text": format_value(facts[n].value, facts[n].unit, n),
+        }
+        for n in names
+        if n in facts
     }
 
 
@@ -191,15 +206,24 @@ def evaluate(rules: Iterable[Rule], facts: Facts) -> Evaluation:
     for rule in rules:
         result = truth(rule.when, facts)
         if result is True:
-            fired.append(Firing(rule, format_message(rule.message, facts),
-                                evidence_for(rule, facts)))
+            fired.append(
+                Firing(rule, format_message(rule.message, facts), evidence_for(rule, facts))
+            )
         elif result is None:
             missing = [n for n in rule.facts if n not in facts]
-            quiet.append(Quiet(rule, "not evaluated: fact " + ", ".join(missing)
-                               + " unavailable", evaluated=False))
+            quiet.append(
+                Quiet(
+                    rule,
+                    "not evaluated: fact " + ", ".join(missing) + " unavailable",
+                    evaluated=False,
+                )
+            )
         else:
-            quiet.append(Quiet(rule, "condition not met: " + _why(rule.when, facts, held=False),
-                               evaluated=True))
+            quiet.append(
+                Quiet(
+                    rule, "condition not met: " + _why(rule.when, facts, held=False), evaluated=True
+                )
+            )
     return Evaluation(tuple(fired), tuple(quiet))
 
 

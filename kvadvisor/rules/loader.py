@@ -44,7 +44,15 @@ SPEC_RE = re.compile(r"^,?(\.[0-9]{1,2})?[fe%g]?$")
 MAX_CONDITION_DEPTH = 8
 
 TOP_KEYS = {
-    "code", "name", "groups", "severity", "stage", "summary", "when", "message", "recommend",
+    "code",
+    "name",
+    "groups",
+    "severity",
+    "stage",
+    "summary",
+    "when",
+    "message",
+    "recommend",
     "docs",
 }
 REQUIRED_KEYS = TOP_KEYS - {"recommend"}
@@ -111,8 +119,11 @@ class _Checker:
             self.bad(where, f"conditions nested deeper than {MAX_CONDITION_DEPTH} levels")
             return None
         if not isinstance(node, dict):
-            self.bad(where, "expected a mapping: {all: [...]}, {any: [...]}, {not: {...}} or "
-                            "{fact: NAME, op: OP, value: X}")
+            self.bad(
+                where,
+                "expected a mapping: {all: [...]}, {any: [...]}, {not: {...}} or "
+                "{fact: NAME, op: OP, value: X}",
+            )
             return None
         logical = [k for k in ("all", "any", "not") if k in node]
         if logical:
@@ -127,8 +138,9 @@ class _Checker:
             if not isinstance(items, list) or not items:
                 self.bad(f"{where}.{key}", "expected a non-empty list of conditions")
                 return None
-            parts = [self.condition(c, f"{where}.{key}[{i}]", depth + 1)
-                     for i, c in enumerate(items)]
+            parts = [
+                self.condition(c, f"{where}.{key}[{i}]", depth + 1) for i, c in enumerate(items)
+            ]
             if any(p is None for p in parts):
                 return None
             return (AllOf if key == "all" else AnyOf)(tuple(parts))  # type: ignore[arg-type]
@@ -137,8 +149,11 @@ class _Checker:
     def compare(self, node: dict[str, Any], where: str) -> Compare | None:
         extra = set(node) - {"fact", "op", "value", "ref", "factor"}
         if extra:
-            self.bad(where, f"unknown key(s) {', '.join(sorted(map(str, extra)))} (a comparison "
-                            "has fact, op and value, or fact, op, ref and optionally factor)")
+            self.bad(
+                where,
+                f"unknown key(s) {', '.join(sorted(map(str, extra)))} (a comparison "
+                "has fact, op and value, or fact, op, ref and optionally factor)",
+            )
             return None
         fact = node.get("fact")
         if not isinstance(fact, str):
@@ -151,13 +166,17 @@ class _Checker:
         try:
             op = Op(node.get("op"))
         except ValueError:
-            self.bad(f"{where}.op", f"expected one of {', '.join(o.value for o in Op)}, "
-                                    f"got {node.get('op')!r}")
+            self.bad(
+                f"{where}.op",
+                f"expected one of {', '.join(o.value for o in Op)}, got {node.get('op')!r}",
+            )
             return None
         has_value, has_ref = "value" in node, "ref" in node
         if has_value == has_ref:
-            self.bad(where, "give exactly one of 'value' (a number or true/false) and 'ref' "
-                            "(another fact)")
+            self.bad(
+                where,
+                "give exactly one of 'value' (a number or true/false) and 'ref' (another fact)",
+            )
             return None
         if has_value:
             if "factor" in node:
@@ -169,12 +188,16 @@ class _Checker:
                 return None  # the unknown fact is the problem to report
             if isinstance(value, bool) or is_bool_fact:
                 if not (isinstance(value, bool) and is_bool_fact) or op not in (Op.EQ, Op.NE):
-                    self.bad(f"{where}.value", "true/false compares only a bool fact, with == "
-                                               "or !=")
+                    self.bad(
+                        f"{where}.value", "true/false compares only a bool fact, with == or !="
+                    )
                     return None
             elif not isinstance(value, (int, float)) or value != value:
-                self.bad(f"{where}.value", f"expected a plain number, got {value!r} (the "
-                                           "fact's unit is fixed; write no unit)")
+                self.bad(
+                    f"{where}.value",
+                    f"expected a plain number, got {value!r} (the "
+                    "fact's unit is fixed; write no unit)",
+                )
                 return None
             return Compare(fact, op, value=value) if ok else None
         ref = node["ref"]
@@ -189,8 +212,11 @@ class _Checker:
             self.bad(f"{where}.factor", f"expected a positive number, got {factor!r}")
             return None
         if ok and self.facts[fact].unit != self.facts[ref].unit:
-            self.bad(where, f"compares {fact} ({self.facts[fact].unit}) with {ref} "
-                            f"({self.facts[ref].unit}): units differ")
+            self.bad(
+                where,
+                f"compares {fact} ({self.facts[fact].unit}) with {ref} "
+                f"({self.facts[ref].unit}): units differ",
+            )
             return None
         return Compare(fact, op, ref=ref, factor=float(factor)) if ok else None
 
@@ -210,8 +236,11 @@ class _Checker:
             if conversion is not None:
                 self.bad(where, f"placeholder {{{name}}}: conversions (!r, !s) are not allowed")
             if spec and not SPEC_RE.match(spec):
-                self.bad(where, f"placeholder {{{name}:{spec}}}: format must be like .1f, ,.0f, "
-                                ".0% or empty (units are added automatically when empty)")
+                self.bad(
+                    where,
+                    f"placeholder {{{name}:{spec}}}: format must be like .1f, ,.0f, "
+                    ".0% or empty (units are added automatically when empty)",
+                )
             if name not in self.facts:
                 self.unknown_fact(where, name)
 
@@ -220,8 +249,9 @@ class _Checker:
         if node is None:
             return None
         if not isinstance(node, dict):
-            self.bad(where, "expected a mapping with action, and optionally catalog, where, "
-                            "rank_by")
+            self.bad(
+                where, "expected a mapping with action, and optionally catalog, where, rank_by"
+            )
             return None
         extra = set(node) - {"action", "catalog", "where", "rank_by"}
         if extra:
@@ -265,18 +295,21 @@ class _Checker:
                 checked[op] = value
             where_clause[field_name] = checked
         rank_by = node.get("rank_by")
-        if rank_by is not None and (not isinstance(rank_by, str)
-                                    or not FIELD_RE.match(rank_by.lstrip("-"))):
-            self.bad(f"{where}.rank_by", "expected a catalog field name, '-' prefix for "
-                                         "descending")
+        if rank_by is not None and (
+            not isinstance(rank_by, str) or not FIELD_RE.match(rank_by.lstrip("-"))
+        ):
+            self.bad(f"{where}.rank_by", "expected a catalog field name, '-' prefix for descending")
             rank_by = None
         return Recommend(action=action, catalog=catalog, where=where_clause, rank_by=rank_by)
 
     # -- the whole rule ------------------------------------------------------------------
     def rule(self, data: Any) -> Rule | None:
         if not isinstance(data, dict):
-            self.bad("", "expected a mapping with code, name, groups, severity, stage, "
-                         "summary, when, message and docs")
+            self.bad(
+                "",
+                "expected a mapping with code, name, groups, severity, stage, "
+                "summary, when, message and docs",
+            )
             return None
         for key in sorted(map(str, set(data) - TOP_KEYS)):
             close = difflib.get_close_matches(key, sorted(TOP_KEYS), n=1)
@@ -285,15 +318,21 @@ class _Checker:
             self.bad(key, "is required")
         code = data.get("code")
         if not isinstance(code, str) or not CODE_RE.match(code):
-            self.bad("code", f"expected two capital letters and two digits (e.g. ST01), "
-                             f"got {code!r}")
+            self.bad(
+                "code", f"expected two capital letters and two digits (e.g. ST01), got {code!r}"
+            )
         name = data.get("name")
         if not isinstance(name, str) or not NAME_RE.match(name):
-            self.bad("name", f"expected a dotted lower-case name (e.g. storage.write_bandwidth), "
-                             f"got {name!r}")
+            self.bad(
+                "name",
+                f"expected a dotted lower-case name (e.g. storage.write_bandwidth), got {name!r}",
+            )
         groups = data.get("groups")
-        if (not isinstance(groups, list) or not groups
-                or not all(isinstance(g, str) and GROUP_RE.match(g) for g in groups)):
+        if (
+            not isinstance(groups, list)
+            or not groups
+            or not all(isinstance(g, str) and GROUP_RE.match(g) for g in groups)
+        ):
             self.bad("groups", f"expected a list of lower-case group names, got {groups!r}")
             groups = []
         try:
@@ -316,8 +355,16 @@ class _Checker:
         if self.problems or self.unknown or when is None or docs is None:
             return None
         return Rule(
-            code=code, name=name, groups=tuple(groups), severity=severity, stage=stage,
-            summary=summary, when=when, message=message, docs=docs, recommend=recommend,
+            code=code,
+            name=name,
+            groups=tuple(groups),
+            severity=severity,
+            stage=stage,
+            summary=summary,
+            when=when,
+            message=message,
+            docs=docs,
+            recommend=recommend,
             path=self.path,
         )
 
@@ -331,8 +378,10 @@ class _Checker:
             self.bad(f"docs.{key}", "unknown key")
         texts = [self.text(node, k, "docs.") for k in DOCS_KEYS[:3]]
         refs = node.get("references")
-        if not isinstance(refs, list) or not refs or not all(
-            isinstance(r, str) and r.strip() for r in refs
+        if (
+            not isinstance(refs, list)
+            or not refs
+            or not all(isinstance(r, str) and r.strip() for r in refs)
         ):
             self.bad("docs.references", "expected a non-empty list of citations")
             refs = []

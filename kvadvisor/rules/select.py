@@ -27,8 +27,11 @@ def _matches(rule: Rule, selector: str) -> bool:
 def _check_known(rules: Sequence[Rule], selectors: list[str], option: str) -> None:
     for selector in selectors:
         if not any(_matches(r, selector) for r in rules):
-            known = sorted({r.code for r in rules} | {r.name for r in rules}
-                           | {g for r in rules for g in r.groups})
+            known = sorted(
+                {r.code for r in rules}
+                | {r.name for r in rules}
+                | {g for r in rules for g in r.groups}
+            )
             close = difflib.get_close_matches(selector, known, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise RuleError(
@@ -50,7 +53,8 @@ def select_rules(
     _check_known(rules, chosen, "--select")
     _check_known(rules, dropped, "--ignore")
     return tuple(
-        r for r in rules
+        r
+        for r in rules
         if (not chosen or any(_matches(r, s) for s in chosen))
         and not any(_matches(r, s) for s in dropped)
     )

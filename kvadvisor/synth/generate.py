@@ -187,12 +187,16 @@ class SynthGenerator:
         shape = self.shape
         arrival = self._arrivals(n, state)
         input_tokens = _lognormal_tokens(
-            self._input.standard_normal(n), shape.input_tokens_median,
-            shape.input_tokens_sigma, shape.max_input_tokens,
+            self._input.standard_normal(n),
+            shape.input_tokens_median,
+            shape.input_tokens_sigma,
+            shape.max_input_tokens,
         )
         output_tokens = _lognormal_tokens(
-            self._output.standard_normal(n), shape.output_tokens_median,
-            shape.output_tokens_sigma, shape.max_output_tokens,
+            self._output.standard_normal(n),
+            shape.output_tokens_median,
+            shape.output_tokens_sigma,
+            shape.max_output_tokens,
         )
         gid = self._sessions(n, state)
         u_prompt = mix63(gid ^ self._prompt_salt).astype(np.float64) / 2.0**63
@@ -210,9 +214,7 @@ class SynthGenerator:
             ((shape.system_prompts + np.repeat(gid, blocks)) << _POSITION_BITS)
             + (position - p_blocks),
         )
-        hashes = pa.ListArray.from_arrays(
-            pa.array(offsets.astype(np.int32)), pa.array(mix63(raw))
-        )
+        hashes = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(mix63(raw)))
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(arrival, pa.float64()),

@@ -70,8 +70,10 @@ class SynthShape:
             (self.output_tokens_sigma >= 0, "--output-sigma must be >= 0"),
             (self.max_input_tokens >= 1, "--max-input-tokens must be >= 1"),
             (self.max_output_tokens >= 1, "--max-output-tokens must be >= 1"),
-            (self.max_input_tokens // self.block_tokens < 2**20,
-             "--max-input-tokens / --block-tokens must stay under 2^20 blocks"),
+            (
+                self.max_input_tokens // self.block_tokens < 2**20,
+                "--max-input-tokens / --block-tokens must stay under 2^20 blocks",
+            ),
             (1 <= self.sessions <= 2**24, "--sessions must be in [1, 16777216]"),
             (self.session_zipf >= 0, "--session-zipf must be >= 0 (0 is uniform)"),
             (self.mean_requests_per_session >= 1, "--requests-per-session must be >= 1"),

@@ -41,8 +41,10 @@ def write_synth_parquet(
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give an output file name (.parquet)")
     shape_json = json.dumps({**asdict(shape), "arrival": shape.arrival.value}, sort_keys=True)
-    note = (f"synthetic trace (kvadvisor synth, seed {shape.seed}; "
-            f"shape in {META_SYNTH_SHAPE.decode()})")
+    note = (
+        f"synthetic trace (kvadvisor synth, seed {shape.seed}; "
+        f"shape in {META_SYNTH_SHAPE.decode()})"
+    )
     # The canonical keys (so readers treat it as canonical) plus the shape that made it.
     meta = canonical_metadata(SOURCE_FORMAT, shape.block_tokens, notes=(note,))
     meta[META_SYNTH_SHAPE] = shape_json.encode()

@@ -515,9 +515,13 @@ def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
         )
     for row, record in enumerate(records, 1):
         if not isinstance(record, dict):
-            raise _not_an_object(path, row, repr(record), record,
-                                 "not a per-request object; delete it or regenerate the "
-                                 "results file")
+            raise _not_an_object(
+                path,
+                row,
+                repr(record),
+                record,
+                "not a per-request object; delete it or regenerate the results file",
+            )
     problem = _first_kind_problem(enumerate(records, 1), EXPECTED_KINDS[TraceFormat.LLMPERF])
     if problem:
         raise TraceSchemaError(str(path), [problem])
@@ -555,14 +559,18 @@ def _first_kind_problem(rows, kinds: Mapping[str, str]) -> Problem | None:
     return None
 
 
-def _not_an_object(
-    path: Path, row: int, shown: str, value: object, why: str
-) -> TraceSchemaError:
+def _not_an_object(path: Path, row: int, shown: str, value: object, why: str) -> TraceSchemaError:
     """Row ``row`` parsed as a JSON ``value`` that is not an object: say what it is and ``why``."""
     return TraceSchemaError(
         str(path),
-        [Problem(row, "(record)", TraceProblem.UNPARSEABLE,
-                 f"{shown:.60} is a JSON {_json_type(value)}, {why}")],
+        [
+            Problem(
+                row,
+                "(record)",
+                TraceProblem.UNPARSEABLE,
+                f"{shown:.60} is a JSON {_json_type(value)}, {why}",
+            )
+        ],
     )
 
 
@@ -633,9 +641,13 @@ def _locate_jsonl_problem(
         except json.JSONDecodeError as err:
             return TraceSchemaError(str(path), [_json_problem(row, line_no, line, err)])
         if not isinstance(record, dict):
-            return _not_an_object(path, row, repr(line.strip()), record,
-                                  f"not an object (line {line_no}; one request object per "
-                                  "line): delete or fix it")
+            return _not_an_object(
+                path,
+                row,
+                repr(line.strip()),
+                record,
+                f"not an object (line {line_no}; one request object per line): delete or fix it",
+            )
         problem = _first_kind_problem([(row, record)], kinds)
         if problem:
             return TraceSchemaError(str(path), [problem])
@@ -713,9 +725,14 @@ def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> Tra
                 return TraceSchemaError(str(path), [_json_problem(row, line_no, line, err)])
     for row, run in enumerate(runs, 1):
         if not isinstance(run, dict):
-            return _not_an_object(path, row, repr(run), run,
-                                  "not a benchmark run object (row = run object): delete it "
-                                  "or regenerate the result file")
+            return _not_an_object(
+                path,
+                row,
+                repr(run),
+                run,
+                "not a benchmark run object (row = run object): delete it "
+                "or regenerate the result file",
+            )
         problem = _bench_run_problem(row, run)
         if problem:
             return TraceSchemaError(str(path), [problem])

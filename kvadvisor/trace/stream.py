@@ -90,21 +90,29 @@ class TraceStream:
     def read_all(self) -> Trace:
         """The whole trace in memory (a single file goes through its ordinary reader)."""
         if self._table is not None:
-            return build_trace(self._table, path=self.path, source_format=self.source_format,
-                               block_tokens=self.block_tokens, notes=self.notes,
-                               dropped=dict(self.dropped),
-                               arrivals_measured=self.arrivals_measured)
+            return build_trace(
+                self._table,
+                path=self.path,
+                source_format=self.source_format,
+                block_tokens=self.block_tokens,
+                notes=self.notes,
+                dropped=dict(self.dropped),
+                arrivals_measured=self.arrivals_measured,
+            )
         if len(self.files) == 1 and Path(self.path).is_file():
             return read_trace(Path(self.path), "parquet")
         batches = list(self)
-        table = (pa.Table.from_batches(batches) if batches else
-                 pa.schema([]).empty_table())
+        table = pa.Table.from_batches(batches) if batches else pa.schema([]).empty_table()
         shift = (shifted_note(self.arrival_offset_s),) if self.arrival_offset_s else ()
-        return build_trace(table, path=self.path, source_format=self.source_format,
-                           block_tokens=self.block_tokens, dropped=dict(self.dropped),
-                           arrivals_measured=self.arrivals_measured,
-                           notes=self.notes + (f"read from {len(self.files)} parquet file(s)",)
-                           + shift)
+        return build_trace(
+            table,
+            path=self.path,
+            source_format=self.source_format,
+            block_tokens=self.block_tokens,
+            dropped=dict(self.dropped),
+            arrivals_measured=self.arrivals_measured,
+            notes=self.notes + (f"read from {len(self.files)} parquet file(s)",) + shift,
+        )
 
     def _shift(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.arrival_offset_s == 0.0:
@@ -244,12 +252,16 @@ def _footers(
             dropped[reason] = dropped.get(reason, 0) + rows
         lo, hi = _arrival_range(pf, name)
         md = pf.metadata
-        leaf = [i for i in range(md.num_columns)
-                if md.schema.column(i).path.split(".")[0] == "block_hashes"]
+        leaf = [
+            i
+            for i in range(md.num_columns)
+            if md.schema.column(i).path.split(".")[0] == "block_hashes"
+        ]
         # A list column's leaf count is its value count (plus one per empty or null list):
         # an upper bound on block accesses, known before reading a byte of data.
-        values = sum(md.row_group(rg).column(i).num_values
-                     for rg in range(md.num_row_groups) for i in leaf)
+        values = sum(
+            md.row_group(rg).column(i).num_values for rg in range(md.num_row_groups) for i in leaf
+        )
         size = sum(md.row_group(rg).total_byte_size for rg in range(md.num_row_groups))
         infos.append(_File(name, md.num_rows, lo, hi, values, size))
     if len(block_tokens) > 1:
@@ -274,10 +286,19 @@ def _arrival_range(pf: pq.ParquetFile, name: str) -> tuple[float, float]:
     ):
         # Statistics of a text or timestamp column are not seconds; the in-memory reader
         # converts wall-clock times, so `convert` fixes the file.
-        raise TraceSchemaError(name, [Problem(
-            None, "arrival_s", TraceProblem.WRONG_TYPE,
-            f"{arrival_type} is not seconds (a number); `kvadvisor convert` turns wall-clock "
-            "times into seconds")])
+        raise TraceSchemaError(
+            name,
+            [
+                Problem(
+                    None,
+                    "arrival_s",
+                    TraceProblem.WRONG_TYPE,
+                    f"{arrival_type} is not seconds (a number); `kvadvisor convert` turns"
+                    " wall-clock "
+                    "times into seconds",
+                )
+            ],
+        )
     lows, highs = [], []
     for rg in range(meta.num_row_groups):
         stats = meta.row_group(rg).column(col).statistics if col >= 0 else None
@@ -288,8 +309,11 @@ def _arrival_range(pf: pq.ParquetFile, name: str) -> tuple[float, float]:
                 raise unreadable_parquet(name, exc) from None
             lo, hi = pc.min(values).as_py(), pc.max(values).as_py()
             if lo is None:  # every arrival_s is empty
-                raise TraceSchemaError(name, [Problem(1, "arrival_s", TraceProblem.NULL_VALUE,
-                                                      "empty")], total=meta.num_rows)
+                raise TraceSchemaError(
+                    name,
+                    [Problem(1, "arrival_s", TraceProblem.NULL_VALUE, "empty")],
+                    total=meta.num_rows,
+                )
             return float(lo), float(hi)
         if meta.row_group(rg).num_rows:
             lows.append(float(stats.min))
@@ -323,21 +347,33 @@ def _canonical(batch: pa.RecordBatch, name: str, first_row: int) -> pa.RecordBat
             try:
                 col = pc.cast(col, target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                problems.append(Problem(None, column.name, TraceProblem.WRONG_TYPE,
-                                        f"{col.type} is not {target}; `kvadvisor convert` "
-                                        "names the first bad cell"))
+                problems.append(
+                    Problem(
+                        None,
+                        column.name,
+                        TraceProblem.WRONG_TYPE,
+                        f"{col.type} is not {target}; `kvadvisor convert` names the first bad cell",
+                    )
+                )
                 continue
         if required and col.null_count:
             row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            problems.append(Problem(first_row + row + 1, column.name,
-                                    TraceProblem.NULL_VALUE, "empty"))
+            problems.append(
+                Problem(first_row + row + 1, column.name, TraceProblem.NULL_VALUE, "empty")
+            )
         if required and len(col):
             values = col.to_numpy(zero_copy_only=False)
             bad = np.flatnonzero(values < 0)
             if len(bad):
                 # .item(): the plain number ("-1"), not numpy's repr ("np.int64(-1)").
-                problems.append(Problem(first_row + int(bad[0]) + 1, column.name,
-                                        TraceProblem.NEGATIVE_VALUE, repr(values[bad[0]].item())))
+                problems.append(
+                    Problem(
+                        first_row + int(bad[0]) + 1,
+                        column.name,
+                        TraceProblem.NEGATIVE_VALUE,
+                        repr(values[bad[0]].item()),
+                    )
+                )
         arrays.append(col)
     if problems:
         raise TraceSchemaError(name, problems)
@@ -404,8 +440,11 @@ def _merge(
         for i in range(len(files)):
             while not done[i] and (buffers[i] is None or buffers[i].num_rows == 0):
                 load(i)
-        ends = {i: buffers[i]["arrival_s"][-1].as_py() for i in range(len(files))
-                if not done[i] and buffers[i] is not None and buffers[i].num_rows}
+        ends = {
+            i: buffers[i]["arrival_s"][-1].as_py()
+            for i in range(len(files))
+            if not done[i] and buffers[i] is not None and buffers[i].num_rows
+        }
         if not any(b is not None and b.num_rows for b in buffers):
             return
         watermark = min(ends.values()) if ends else np.inf

@@ -66,7 +66,8 @@ def build_view(report: AdviceReport) -> HtmlView:
             stage_section(report),
             prefix_section(report),
             io_section(report),
-        ) + ((plan_section(report),) if report.plan_reviews else ()),
+        )
+        + ((plan_section(report),) if report.plan_reviews else ()),
         findings=tuple(
             FindingView(
                 f.code,
