@@ -34,6 +34,9 @@ ALLOWED: dict[str, set[str]] = {
         "yamlio",
         "plan",
     },
+    # The fleet replay: trace x deployment -> latencies, stage split, demand. Below the advice:
+    # it never sees facts, rules or advice.
+    "replay": {"trace", "cache", "perfmodel", "plan", "catalog", "errors", "units", "replay"},
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
     "plan": {"errors", "units", "yamlio", "catalog", "plan"},
     # Engine configuration writers read the advice model only, like renderers.
