@@ -39,6 +39,19 @@ ALLOWED: dict[str, set[str]] = {
     # Engine configuration writers read the advice model only, like renderers.
     "emit": {"advise", "errors", "units", "emit"},
     "report": {"advise", "errors", "units", "report"},
+    # Verify: jobs that test a plan on real hardware, from the review's replay (advise), and
+    # their results read back (its loader reads the folder; the rest is pure).
+    "verify": {
+        "advise",
+        "plan",
+        "perfmodel",
+        "metrics",
+        "trace",
+        "catalog",
+        "errors",
+        "units",
+        "verify",
+    },
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
     "synth": {"trace", "errors", "units", "synth", "fileio"},
     "cli": {
@@ -60,6 +73,7 @@ ALLOWED: dict[str, set[str]] = {
         "emit",
         "synth",
         "fileio",
+        "verify",
     },
 }
 

@@ -95,17 +95,30 @@ class PlanPerf:
     stages: Mapping[str, StagePerf] = field(default_factory=dict)
 
 
+def window_rates(
+    times_s: np.ndarray, amounts: np.ndarray, window_s: float, span_s: float
+) -> np.ndarray:
+    """``amounts`` per second in each window of ``window_s`` covering [0, span_s].
+
+    An amount at time t falls in window ``floor(t / window_s)`` (the last window takes what
+    lies beyond it); empty windows are zeros.
+    """
+    n = int(math.floor(span_s / window_s)) + 1
+    if times_s.size == 0:
+        return np.zeros(n)
+    idx = np.minimum((times_s / window_s).astype(np.int64), n - 1)
+    return np.bincount(idx, weights=amounts.astype(np.float64), minlength=n) / window_s
+
+
 def io_rate(times_s: np.ndarray, nbytes: np.ndarray, window_s: float, span_s: float) -> IoRate:
     """Bytes per second over windows of ``window_s`` covering [0, span_s]: mean, p99, peak.
 
     Empty windows count (they are time the tier sits idle), so the mean is total bytes over
     the whole span, rounded up to whole windows.
     """
-    n = int(math.floor(span_s / window_s)) + 1
     if times_s.size == 0:
         return IoRate(0.0, 0.0, 0.0)
-    idx = np.minimum((times_s / window_s).astype(np.int64), n - 1)
-    per = np.bincount(idx, weights=nbytes.astype(np.float64), minlength=n) / window_s
+    per = window_rates(times_s, nbytes, window_s, span_s)
     return IoRate(float(per.mean()), float(np.percentile(per, 99)), float(per.max()))
 
 
@@ -648,14 +661,48 @@ def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
     return max(us, key=lambda u: u.mean or 0.0)
 
 
+def plan_times(plan: Plan, replay: TraceReplay) -> tuple[np.ndarray, float]:
+    """Arrival seconds since the first request divided by the traffic scale, and their span."""
+    times = replay.arrival_s - (replay.arrival_s[0] if replay.arrival_s.size else 0.0)
+    times = times / plan.traffic_scale
+    return times, float(times[-1]) if times.size else 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class TierFlow:
+    """One tier's KV flows per request (trace row order), as the review replays them.
+
+    ``written_tokens`` and ``served_tokens`` (None when reads are unknown or not modelled) are
+    fleet totals; ``fleet`` is how many instances share them (1 for a shared tier), so per
+    instance demand is ``tokens × kv_bytes_per_token / fleet``.
+    """
+
+    stage: str
+    tier: TierPlan
+    review: TierReview
+    written_tokens: np.ndarray
+    served_tokens: np.ndarray | None
+    fleet: int
+
+
+def tier_flows(
+    plan: Plan, replay: TraceReplay, perf: PlanPerf, *, window_s: float = 1.0
+) -> tuple[TierFlow, ...]:
+    """Every tier's per-request flows, stage by stage, fastest tier first (pure)."""
+    times, span = plan_times(plan, replay)
+    return tuple(
+        TierFlow(stage.stage, c.plan, c.review, c.written_tokens, c.served_tokens, c.fleet)
+        for stage in plan.stages
+        for c in _stage_tiers(stage, replay, perf, times, span, window_s)
+    )
+
+
 def review_plan(
     plan: Plan, replay: TraceReplay, perf: PlanPerf, *, window_s: float = 1.0
 ) -> PlanReview:
     """Replay ``plan`` against the trace arrays and run every check (pure)."""
     kvb = perf.kv_bytes_per_token
-    times = replay.arrival_s - (replay.arrival_s[0] if replay.arrival_s.size else 0.0)
-    times = times / plan.traffic_scale
-    span = float(times[-1]) if times.size else 0.0
+    times, span = plan_times(plan, replay)
     stage_reviews: list[StageReview] = []
     checks: list[ReviewCheck] = []
     for stage in plan.stages:

@@ -19,6 +19,7 @@ from kvadvisor.cli.common import (
     TraceFormatOpt,
     WarmupOpt,
     app,
+    file_sha256,
     handle_user_errors,
     plan_catalogs,
     read_with_options,
@@ -29,6 +30,8 @@ from kvadvisor.errors import ConfigError
 from kvadvisor.plan import load_plan
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.verify.loader import load_folder
+from kvadvisor.verify.results import attach, verify_results
 
 
 class FailOn(str, Enum):
@@ -73,12 +76,21 @@ def review_cmd(
         float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
     ] = 1.0,
     catalog: CatalogOpt = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="A `kvadvisor verify` folder with results: its measured checks join the review.",
+            file_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
         catalogs = plan_catalogs(catalog)
         plans = [load_plan(p, catalogs) for p in plan]
+        measured = None if results is None else verify_results(load_folder(results), utc_now())
         report = review_trace(
             read_with_options(trace, trace_format, maps, block_tokens),
             plans,
@@ -87,6 +99,8 @@ def review_cmd(
             warmup_fraction=warmup_fraction,
             window_s=window,
         )
+        if measured is not None:
+            report = attach(report, measured, file_sha256(trace))
         if junit is not None:
             write_output(str(junit), JUnitRenderer().render(report))
         for target, renderer in renderers:
