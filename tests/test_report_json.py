@@ -22,9 +22,9 @@ from report_fixtures import (
     small_trace,
 )
 
-from kvadvisor.advise import analyze
-from kvadvisor.advise.model import AdviceReport
+from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.report.jsonreport import JsonRenderer, schema
+from kvadvisor.results.report import AdviceReport
 from kvadvisor.trace import read_trace
 
 # DESIGN.md, "The JSON report: a public contract".

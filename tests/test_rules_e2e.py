@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from kvadvisor import __version__
-from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.trace import read_trace
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import warnings
 from collections.abc import Iterator
@@ -73,17 +72,6 @@ def write_output(target: str, text: str) -> None:
         raise ConfigError(f"{path}: is a directory; give an output file name")
     with atomic_target(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-
-
-def file_sha256(path: Path) -> str | None:
-    """sha256 (hex) of a trace file, read in 1 MiB chunks; None for a directory of files."""
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def utc_now() -> str:

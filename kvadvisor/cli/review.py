@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from kvadvisor import __version__
-from kvadvisor.advise.review import review_trace
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     BlockTokensOpt,
@@ -21,11 +20,11 @@ from kvadvisor.cli.common import (
     app,
     handle_user_errors,
     plan_catalogs,
-    read_with_options,
     utc_now,
     write_output,
 )
 from kvadvisor.errors import ConfigError
+from kvadvisor.pipeline.review import review
 from kvadvisor.plan import load_plan
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
@@ -79,11 +78,14 @@ def review_cmd(
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
         catalogs = plan_catalogs(catalog)
         plans = [load_plan(p, catalogs) for p in plan]
-        report = review_trace(
-            read_with_options(trace, trace_format, maps, block_tokens),
+        report = review(
+            trace,
             plans,
             version=__version__,
             generated_at=utc_now(),
+            trace_format=trace_format,
+            column_map=maps,
+            block_tokens=block_tokens,
             warmup_fraction=warmup_fraction,
             window_s=window,
         )

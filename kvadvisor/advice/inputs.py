@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kvadvisor.advise.facts import FACTS
 from kvadvisor.catalog.instances import InstanceSpec, load_instances
 from kvadvisor.catalog.storage import StorageSpec, catalog_files_by_kind, load_storage
+from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import Rule, load_rules, select_rules
 
 
