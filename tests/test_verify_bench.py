@@ -19,7 +19,7 @@ from verify_fixtures import MODEL_PLAN, write_bursty_trace
 
 from kvadvisor.cli import EXIT_FINDINGS, EXIT_OK, app
 from kvadvisor.trace import read_trace
-from kvadvisor.verify.bench import ID_MASK, ID_MIX, bench_datasets, recut_ids
+from kvadvisor.verifyjobs.bench import ID_MASK, ID_MIX, bench_datasets, recut_ids
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]

@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 from verify_fixtures import DISK_PLAN, MODEL_PLAN, write_bursty_trace
 
-from kvadvisor.advise.review import plan_perf, replay_trace, review_plans, tier_flows
+from kvadvisor.pipeline.review import replay_trace, review_plans
+from kvadvisor.pipeline.verify import verify
 from kvadvisor.plan import PlanCatalogs, load_plan
+from kvadvisor.planreview.demand import plan_times, stage_tiers
+from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.trace import read_trace
-from kvadvisor.verify import VerifyOptions, verify_plan
-from kvadvisor.verify.demand import burst_profile
+from kvadvisor.verifyjobs import VerifyOptions
+from kvadvisor.verifyjobs.demand import burst_profile
 
 CATALOGS = PlanCatalogs.packaged()
 
@@ -49,7 +52,7 @@ def disk(tmp_path_factory: pytest.TempPathFactory):
 def test_rates_are_the_reviews(disk) -> None:
     """Mean, p99 and peak per direction equal the review's figures for the same tier."""
     trace, plan = disk
-    written = verify_plan(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
+    written = verify(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
     (tier,) = written.tiers
     (review,) = review_plans(trace, [plan])
     reviewed = review.stages[0].tiers[0]
@@ -63,10 +66,11 @@ def test_rates_are_the_reviews(disk) -> None:
 def test_latency_target_fits_the_p99_request_in_the_slo(disk) -> None:
     """Read target = 2 s SLO x depth 1 / the p99 request's 256-token chunk reads."""
     trace, plan = disk
-    written = verify_plan(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
+    written = verify(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
     (tier,) = written.tiers
     replay, _ = replay_trace(trace, 0.5)
-    (flow,) = tier_flows(plan, replay, plan_perf(plan))
+    times, span = plan_times(plan, replay)
+    (flow,) = stage_tiers(plan.stages[0], replay, plan_perf(plan), times, span, 1.0)
     served = flow.served_tokens
     assert served is not None
     ios = np.ceil(served[served > 0] / 256)
@@ -82,7 +86,7 @@ def test_queue_depth_from_the_stage_model(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(MODEL_PLAN)
     plan = load_plan(path, CATALOGS)
-    written = verify_plan(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
+    written = verify(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
     (tier,) = written.tiers
     assert tier.iodepth >= 1 and "open-loop stage model" in tier.iodepth_from
     assert tier.gds and tier.shape.writers == 1

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kvadvisor.advise.review import plan_perf
 from kvadvisor.plan import PlanCatalogs, check_plan
-from kvadvisor.verify.shape import gds_support, io_shape
+from kvadvisor.planreview.perf import plan_perf
+from kvadvisor.verifyjobs.shape import gds_support, io_shape
 
 CATALOGS = PlanCatalogs.packaged()
 

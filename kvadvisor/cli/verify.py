@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kvadvisor import __version__
+import kvadvisor
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     BlockTokensOpt,
@@ -18,21 +18,13 @@ from kvadvisor.cli.common import (
     TraceFormatOpt,
     WarmupOpt,
     app,
-    file_sha256,
+    as_strs,
     handle_user_errors,
-    plan_catalogs,
-    read_with_options,
-    utc_now,
     write_output,
 )
 from kvadvisor.cli.review import FailOn
 from kvadvisor.errors import ConfigError
 from kvadvisor.fileio import atomic_target
-from kvadvisor.plan import load_plan
-from kvadvisor.verify import VerifyOptions, verify_plan
-from kvadvisor.verify.loader import load_folder
-from kvadvisor.verify.render import render_catalog, render_json, render_text
-from kvadvisor.verify.results import DEFAULT_TOLERANCE, fails, verify_results
 
 CATALOG_NAME = "measured-catalog.yaml"
 
@@ -75,9 +67,11 @@ def verify_cmd(
         FailOn, typer.Option("--fail-on", help="With --results: exit 1 at this severity.")
     ] = FailOn.error,
     tolerance: Annotated[
-        float,
-        typer.Option(help="Shortfall allowed below a required rate.", min=0.0, max=0.5),
-    ] = DEFAULT_TOLERANCE,
+        float | None,
+        typer.Option(
+            help="Shortfall allowed below a required rate [default: 0.05].", min=0.0, max=0.5
+        ),
+    ] = None,
     window: Annotated[
         float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
     ] = 1.0,
@@ -100,37 +94,42 @@ def verify_cmd(
         if results is not None:
             if trace is not None or plan is not None:
                 raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
-            report = verify_results(load_folder(results), utc_now(), tolerance)
-            targets = output or [str(results / CATALOG_NAME)]
+            given = {} if tolerance is None else {"tolerance": tolerance}
+            report = kvadvisor.verify_results(results, **given)
             catalog_path = None
-            for target in targets:
+            for target in output or [str(results / CATALOG_NAME)]:
                 suffix = Path(target).suffix.lower()
-                if suffix in (".yaml", ".yml") and report.catalog is not None:
-                    write_output(target, render_catalog(report.catalog))
-                    catalog_path = target
+                catalog_text = report.catalog_yaml()
+                if suffix in (".yaml", ".yml"):
+                    if catalog_text is not None:
+                        write_output(target, catalog_text)
+                        catalog_path = target
                 elif suffix == ".json":
-                    write_output(target, render_json(report, utc_now(), __version__))
-                elif suffix not in (".yaml", ".yml"):
+                    write_output(target, report.to_json())
+                else:
                     raise ConfigError(
                         f"cannot tell what to write to '{target}': use .yaml (measured catalog) "
                         "or .json (report)"
                     )
-            typer.echo(render_text(report, catalog_path), nl=False)
-            failed = fails(report, fail_on.value)
+            typer.echo(report.to_text(catalog_path), nl=False)
+            failed = report.fails(fail_on.value)
         else:
             if trace is None or plan is None or not output or len(output) != 1:
                 raise ConfigError(
                     "give TRACE --plan PLAN -o DIR to write the jobs, or --results DIR to read "
                     "them back"
                 )
-            catalogs = plan_catalogs(catalog)
-            written = verify_plan(
-                read_with_options(trace, trace_format, maps, block_tokens),
-                load_plan(plan, catalogs),
-                catalogs.storage,
-                VerifyOptions(window, warmup_fraction, bench_instances, bench_requests),
-                version=__version__,
-                trace_sha256=file_sha256(trace),
+            written = kvadvisor.verify(
+                trace,
+                plan,
+                catalogs=as_strs(catalog),
+                window_s=window,
+                warmup_fraction=warmup_fraction,
+                bench_instances=bench_instances,
+                bench_requests=bench_requests,
+                trace_format=trace_format,
+                column_map=maps,
+                block_tokens=block_tokens,
             )
             folder = Path(output[0])
             write_folder(folder, written.files, (trace, plan))

@@ -1,6 +1,0 @@
-"""Verify a plan on real hardware: fio and serving-benchmark jobs out, their results back in."""
-
-from kvadvisor.verify.generate import VerifyOptions, verify_plan
-from kvadvisor.verify.model import VerifyError, VerifyReport, VerifySet
-
-__all__ = ["VerifyError", "VerifyOptions", "VerifyReport", "VerifySet", "verify_plan"]
