@@ -18,9 +18,7 @@ from kvadvisor.cache.tiers import TierSpec as CacheTier
 from kvadvisor.cache.tiers import tier_hit_tokens_per_request
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import get_model
-from kvadvisor.perfmodel import kv_size
-from kvadvisor.perfmodel.step import StepTable
-from kvadvisor.replay import (
+from kvadvisor.fleet import (
     Deployment,
     ReplayContext,
     ReplayOptions,
@@ -36,7 +34,9 @@ from kvadvisor.replay import (
     request_columns,
     run_replay,
 )
-from kvadvisor.replay.build import kv_model, pool_tokens, roofline_for
+from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
+from kvadvisor.perfmodel import kv_size
+from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.trace import read_trace
 from kvadvisor.units import BYTES_PER_GB
 
@@ -103,7 +103,7 @@ def test_one_request_alone_is_the_step_model_exactly(prompt: int) -> None:
 
 def test_compiled_step_time_agrees_with_the_step_table() -> None:
     """The loop's mirror of StepTable.step_s gives the same time (windowed model too)."""
-    from kvadvisor.replay import kernel
+    from kvadvisor.fleet import kernel
 
     rng = np.random.default_rng(0)
     for name in ("qwen3-32b", "gpt-oss-120b"):
