@@ -137,6 +137,7 @@ class StageSpec:
     swap_bytes_per_s: float | None = None
     instance: str | None = None
     gpu: str | None = None
+    kv: KvModel | None = None  # this stage's KV layout per rank (its TP); None: the deployment's
 
     @property
     def replicas(self) -> int:

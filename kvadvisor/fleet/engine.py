@@ -319,14 +319,18 @@ def _kernel_call(
         "cnt": np.zeros(kernel.N_COUNTERS, np.int64),
         "fcnt": np.zeros(kernel.N_FLOAT_COUNTERS),
     }
-    step, kv, sch = stage.step, dep.kv, stage.scheduler
+    step, kv, sch = stage.step, stage.kv or dep.kv, stage.scheduler
 
     def col(values: list[float]) -> np.ndarray:
         return np.asarray(values, dtype=np.float64)
 
+    route = np.ascontiguousarray(route, dtype=np.int64)
+    next_same, first_same = _chains(route, pool_pages.shape[0])
     kernel.simulate_group(
         np.ascontiguousarray(inp.arrival[local]),
-        np.ascontiguousarray(route, dtype=np.int64),
+        route,
+        next_same,
+        first_same,
         np.ascontiguousarray(inp.input_tok[local]),
         np.ascontiguousarray(inp.output_tok[local]),
         np.ascontiguousarray(inp.gpu_hit[local]),
@@ -399,6 +403,21 @@ def _kernel_call(
         out["fcnt"],
     )
     return out
+
+
+def _chains(route: np.ndarray, replicas: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per request the next one routed to the same replica; per replica its first (-1: none)."""
+    next_same = np.full(route.size, -1, np.int64)
+    first = np.full(replicas, -1, np.int64)
+    fixed = np.flatnonzero(route >= 0)
+    if fixed.size:
+        order = fixed[np.argsort(route[fixed], kind="stable")]
+        reps = route[order]
+        same = reps[1:] == reps[:-1]
+        next_same[order[:-1][same]] = order[1:][same]
+        starts = np.concatenate(([True], ~same))
+        first[reps[starts]] = order[starts]
+    return next_same, first
 
 
 def _block_view(

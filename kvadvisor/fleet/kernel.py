@@ -122,6 +122,18 @@ def _rank_kv(c, full_bpt, win_bpt, win_tokens):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, nogil=True)
+def _rank_kv_sum(c0, k, full_bpt, win_bpt, win_tokens):  # pragma: no cover - compiled
+    """Sum of ``_rank_kv(c0 + j)`` for j in 0..k-1 (``KvLayout.bytes_summed``)."""
+    out = full_bpt * (k * c0 + k * (k - 1.0) / 2.0)
+    if win_bpt > 0.0 and win_tokens > 0:
+        w = float(win_tokens)
+        hi = _window_prefix(max(c0 + k - 1.0, 0.0), w)
+        lo = _window_prefix(max(c0 - 1.0, 0.0), w)
+        out += win_bpt * (hi - lo)
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
 def _add_rate(series, row, t0, t1, rate, window_s):  # pragma: no cover - compiled
     """Spread ``rate`` (per second) over [t0, t1) into the windows of ``series[row]``."""
     if t1 <= t0 or rate == 0.0:
@@ -399,6 +411,8 @@ def simulate_group(
     # requests (group order: by arrival at the group)
     arrival,
     route,
+    next_same,  # the next request routed to the same replica (fixed routing), -1 at the end
+    first_same,  # per replica, its first request (fixed routing), -1 when none
     input_tok,
     output_tok,
     gpu_hit,
@@ -523,6 +537,7 @@ def simulate_group(
     act_pf = np.zeros(n_rep, np.float64)
     act_dec = np.zeros(n_rep, np.float64)
     overlap = np.zeros(n_rep, np.int64)
+    rep_next = first_same.copy()  # the next arrival routed to each replica (fixed routing)
     rr = 0
     # ---- resources
     ps_v = np.zeros(n_res, np.float64)
@@ -695,8 +710,8 @@ def simulate_group(
                             else:
                                 state[q] = S_DECODE
                     elif c > 0 and state[q] == S_DECODE:
-                        ctx[q] += 1
-                        gen[q] += 1
+                        ctx[q] += c  # c > 1: several decode steps taken at once (below)
+                        gen[q] += c
                         if gen[q] >= output_tok[q]:
                             finished = True
                     if finished:
@@ -769,6 +784,8 @@ def simulate_group(
                     bit = np.uint64(1) << np.uint64(r % 64)
                     for k in range(blk_offsets[q], blk_offsets[q + 1]):
                         blk_masks[blk_ids[k], word] |= bit
+            else:
+                rep_next[r] = next_same[q]
             o_replica[q] = r
             outstanding[r] += 1.0
             r_pf_tok[q] = float(input_tok[q] - min(gpu_hit[q], input_tok[q]))
@@ -904,6 +921,7 @@ def simulate_group(
                     kv += _rank_kv(float(ctx[q] + 1), rank_full_bpt, rank_win_bpt, window_tokens)
                 i += 1
             # admissions, first come first served, while budget, sequences and pages allow
+            admitted = False
             prev = -1
             q = whead[r]
             while q >= 0 and not preempted and budget > 0 and run_cnt[r] < max_seqs:
@@ -951,7 +969,8 @@ def simulate_group(
                                     s, t, ps_v, ps_last, ps_size, rd_bw, rd_series, window_s
                                 )
                                 left = ps_key[ps_base[s] + fpos[f]] - ps_v[s]
-                                got = int((fbytes[f] - left) / kv_bytes_per_token)
+                                # whole tokens delivered (a relative 1e-9 absorbs rounding)
+                                got = int((fbytes[f] - left) / kv_bytes_per_token * (1 + 1e-9))
                                 got = max(0, min(got, load_tok[q, k]))
                                 _ps_remove(s, f, ps_key, ps_fid, ps_size, ps_base, fpos)
                                 pending[q] -= 1
@@ -1018,6 +1037,7 @@ def simulate_group(
                     if need > free[r]:
                         break
                 # admitted: out of the waiting list, into the running list
+                admitted = True
                 if prev < 0:
                     whead[r] = nxt
                 else:
@@ -1130,6 +1150,64 @@ def simulate_group(
                 _add_at(rd_io_series, s, t, ios, window_s)
                 extra += read_s
             n_dec = n_tok - n_pf_tok
+            # Decode fast-forward: a replica running only decode tokens, with nothing waiting,
+            # loading or offloaded, takes identical steps but for the KV growing by one token
+            # per request per step, until a request finishes, the next request routed to it
+            # arrives, or its pages run out. Those k steps are taken as one event, each with
+            # the time R1 gives it: the same results, k - 1 fewer events.
+            steps = 1
+            if (
+                n_pf_tok == 0
+                and n_dec == run_cnt[r]
+                and not preempted
+                and not admitted
+                and whead[r] < 0
+                and extra == 0.0
+                and res_offload[r] < 0
+            ):
+                kmax = INF
+                slope = 0.0
+                for i in range(run_cnt[r]):
+                    q = run[r, i]
+                    kmax = min(kmax, float(output_tok[q] - gen[q]))
+                    slope += rank_full_bpt
+                    if rank_win_bpt > 0.0 and window_tokens > 0:
+                        below = window_tokens - (ctx[q] + 1)
+                        if below > 0:
+                            slope += rank_win_bpt
+                            kmax = min(kmax, float(below))
+                slope *= s_per_kv
+                if route_policy == ROUTE_FIXED:
+                    t_lim = arrival[rep_next[r]] if rep_next[r] >= 0 else INF
+                else:
+                    t_lim = arrival[next_arr] if next_arr < n else INF
+                t_lim = min(t_lim, t_stop) - t
+                total = compute
+                k = 1
+                while k < kmax:
+                    d = compute + slope * k
+                    if total + d > t_lim:
+                        break
+                    # pages for one more token each, from the free ones
+                    more = 0
+                    for i in range(run_cnt[r]):
+                        q = run[r, i]
+                        if (ctx[q] + k + 1) % page_tokens == 1 or page_tokens == 1:
+                            more += 1
+                    if more > free[r]:
+                        break
+                    free[r] -= more
+                    for i in range(run_cnt[r]):
+                        q = run[r, i]
+                        if (ctx[q] + k + 1) % page_tokens == 1 or page_tokens == 1:
+                            held[q] += 1
+                    total += d
+                    k += 1
+                if k > 1:
+                    steps = k
+                    compute = total
+                    for i in range(run_cnt[r]):
+                        chunk[run[r, i]] = k
             for i in range(run_cnt[r]):
                 q = run[r, i]
                 c = chunk[q]
@@ -1143,14 +1221,16 @@ def simulate_group(
                         o_pf_gpu[q] += extra * c / n_tok
                 else:
                     o_dec_gpu[q] += (
-                        tok_part / n_tok
+                        steps * tok_part / n_tok
                         + extra / n_dec
                         + s_per_kv
-                        * _rank_kv(float(ctx[q] + 1), rank_full_bpt, rank_win_bpt, window_tokens)
+                        * _rank_kv_sum(
+                            float(ctx[q] + 1), float(c), rank_full_bpt, rank_win_bpt, window_tokens
+                        )
                     )
             busy[r] = True
             step_t0[r] = t
-            cnt[C_STEPS] += 1
+            cnt[C_STEPS] += steps
             ev_n = _ev_push(ev_t, ev_k, ev_i, ev_n, t + compute + extra, EV_STEP, r)
     # ---- the end: flows and buffers brought to the last event; what never finished counted
     for s in range(n_res):

@@ -235,8 +235,8 @@ class ReplayReport:
     replay: ReplayResult
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return plain(self)
+        """JSON-ready dict (this model's fields only, also for a subclass that adds more)."""
+        return {f.name: plain(getattr(self, f.name)) for f in fields(ReplayReport)}
 
 
 def plain(value: Any) -> Any:
