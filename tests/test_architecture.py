@@ -82,8 +82,12 @@ ALLOWED: dict[str, set[str]] = {
     # Renderers and engine-config writers read the result models only.
     "report": {"results"},
     "emit": {"results"},
-    # The public API (kvadvisor/__init__.py) and `python -m kvadvisor`.
-    "__init__": {"pipeline", "trace", "plan", "results", "report"},
+    # The public API: kvadvisor/__init__.py names it and loads it on first use from api.py,
+    # which turns what a user has (paths, option values) into one pipeline call and a result
+    # with its renderings.
+    "__init__": {"api", "pipeline", "trace", "plan"},
+    "api": {"__init__", "pipeline", "advice", "cache", "plan", "trace", "results", "report"},
+    # `python -m kvadvisor`.
     "__main__": {"cli"},
     "cli": {
         "__init__",

@@ -9,9 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kvadvisor import __version__
-from kvadvisor.advice.inputs import load_advisor_inputs
-from kvadvisor.cache.tiers import parse_tier
+import kvadvisor
 from kvadvisor.cli.common import (
     BlockTokensOpt,
     CatalogOpt,
@@ -25,15 +23,10 @@ from kvadvisor.cli.common import (
     app,
     as_strs,
     handle_user_errors,
-    utc_now,
     write_output,
 )
 from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError
-from kvadvisor.pipeline.analyze import analyze
-from kvadvisor.pipeline.options import AnalyzeOptions
-from kvadvisor.pipeline.streaming import parse_memory_limit
-from kvadvisor.plan import PlanCatalogs, load_plan
 from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
@@ -252,17 +245,24 @@ def analyze_cmd(
     """Analyze a trace and recommend a KV storage configuration per stage."""
     with handle_user_errors():
         emit_dir, output = _split_emit_dir(emit, output)
-        # Parsed first: a bad value is an error even where the trace is read whole.
-        limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
         fmt_name = fmt.value if fmt else None
         targets = output or (["-"] if fmt_name else [])
         renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
-        inputs = load_advisor_inputs(
-            as_strs(rules_dir), as_strs(select), as_strs(ignore), as_strs(catalog)
-        )
-        options = AnalyzeOptions(
+        progress = Progress()
+        report = kvadvisor.analyze(
+            trace,
+            rules=as_strs(rules_dir),
+            select=as_strs(select),
+            ignore=as_strs(ignore),
+            catalogs=as_strs(catalog),
+            plans=as_strs(plan),
+            memory_limit=memory_limit,
+            trace_format=trace_format,
+            column_map=maps,
+            block_tokens=block_tokens,
+            progress=progress,
             warmup_fraction=warmup_fraction,
-            cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
+            cache_tiers=as_strs(cache_tier),
             cache_instances=cache_instances,
             cache_chunk_tokens=chunk_tokens,
             cache_save_unfull_chunk=save_unfull_chunk,
@@ -284,22 +284,6 @@ def analyze_cmd(
             **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
             storage=storage,
             instance=as_strs(instance),
-            advisor_inputs=inputs,
-            plans=tuple(
-                load_plan(p, PlanCatalogs(inputs.storage, inputs.instances)) for p in plan or ()
-            ),
-        )
-        progress = Progress()
-        report = analyze(
-            trace,
-            options,
-            version=__version__,
-            generated_at=utc_now(),
-            trace_format=trace_format,
-            column_map=maps,
-            block_tokens=block_tokens,
-            memory_limit_bytes=limit,
-            progress=progress,
         )
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):

@@ -22,6 +22,7 @@ from kvadvisor.pipeline.streaming import (
     plan_for_stream,
 )
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.trace.detect import TraceFormat, parse_format
 from kvadvisor.trace.formats import ColumnSource
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.readers import read_trace
@@ -44,7 +45,10 @@ class _Silent:
 
 
 def streamable(
-    path: Path, trace_format: object, column_map: ColumnMap, block_tokens: int | None
+    path: Path,
+    trace_format: str | TraceFormat | None,
+    column_map: ColumnMap,
+    block_tokens: int | None,
 ) -> bool:
     """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path.
 
@@ -52,10 +56,14 @@ def streamable(
     them (as `info` and `convert` do).
     """
     plain = not column_map and block_tokens is None
-    fmt = getattr(trace_format, "value", trace_format)
+    fmt = parse_format(trace_format)
     return plain and (
         path.is_dir()
-        or (fmt in (None, "parquet") and path.suffix == ".parquet" and seconds_stored(path))
+        or (
+            fmt in (None, TraceFormat.PARQUET)
+            and path.suffix == ".parquet"
+            and seconds_stored(path)
+        )
     )
 
 
@@ -100,7 +108,7 @@ def analyze(
     *,
     version: str,
     generated_at: str,
-    trace_format: object = None,
+    trace_format: str | TraceFormat | None = None,
     column_map: ColumnMap = None,
     block_tokens: int | None = None,
     memory_limit_bytes: int | None = None,

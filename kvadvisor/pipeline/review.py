@@ -16,6 +16,7 @@ from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.planreview.review import review_plan, review_report
 from kvadvisor.results.review import PlanReview, ReviewReport
 from kvadvisor.sections.workload import summarize_trace
+from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.readers import read_trace
 
@@ -120,7 +121,7 @@ def review(
     *,
     version: str,
     generated_at: str,
-    trace_format: object = None,
+    trace_format: str | TraceFormat | None = None,
     column_map: Sequence[str] | None = None,
     block_tokens: int | None = None,
     warmup_fraction: float = 0.5,
