@@ -12,22 +12,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvadvisor.cache import simulate_prefix_cache
-from kvadvisor.cache.prefix import dense_block_ids
+from kvadvisor.cache.prefix import dense_block_ids, first_use_ids
 from kvadvisor.cache.sharing import (
+    PrefixTree,
     ReuseSplit,
     SharedPrefix,
-    chained_problem,
     reuse_split,
     shared_prefixes,
 )
 from kvadvisor.trace import read_trace
 
 
-def _arrays(hashes: list[list[int]]) -> tuple[np.ndarray, np.ndarray, int]:
+def _tree(hashes: list[list[int]]) -> PrefixTree:
     offsets = np.concatenate([[0], np.cumsum([len(h) for h in hashes])]).astype(np.int64)
     values = np.asarray([v for h in hashes for v in h], dtype=np.int64)
-    ids, bound = dense_block_ids(values)
-    return offsets, ids, bound
+    ids, _ = dense_block_ids(values)
+    return PrefixTree(offsets, ids)
 
 
 # Five requests, 4-token blocks. Sessions A, A, B, B, none.
@@ -42,8 +42,8 @@ def test_shared_prefixes_by_hand() -> None:
     Node 1 is not maximal: its child 2 keeps all three requests. Node 3's prefix is 15 tokens,
     not 16: request 1 ends in it with a partial block; node 4's is 6 (request 2 ends there).
     """
-    offsets, ids, bound = _arrays(HAND)
-    got = shared_prefixes(offsets, ids, bound, HAND_INPUT, 4)
+    tree = _tree(HAND)
+    got = shared_prefixes(tree, HAND_INPUT, 4)
     node0 = SharedPrefix(blocks=1, prefix_tokens=4, requests=5, reusable_tokens=16, first_request=0)
     node2 = SharedPrefix(3, 12, 3, 24, 0)
     node3 = SharedPrefix(4, 15, 2, 15, 1)
@@ -52,7 +52,7 @@ def test_shared_prefixes_by_hand() -> None:
     assert got.requests_sharing == 5
     assert got.top_by_count == (node0, node2, node3, node4)
     assert got.top_by_volume == (node2, node0, node3, node4)
-    assert shared_prefixes(offsets, ids, bound, HAND_INPUT, 4, top=2).top_by_volume == (
+    assert shared_prefixes(tree, HAND_INPUT, 4, top=2).top_by_volume == (
         node2,
         node0,
     )
@@ -63,8 +63,7 @@ def test_reuse_split_by_sessions_by_hand() -> None:
 
     Request 4 repeats request 1's prompt but has no session: a conversation of its own.
     """
-    offsets, ids, bound = _arrays(HAND)
-    got = reuse_split(offsets, ids, bound, HAND_INPUT, 4, warmup_requests=2, session=HAND_SESSION)
+    got = reuse_split(_tree(HAND), HAND_INPUT, 4, warmup_requests=2, session=HAND_SESSION)
     assert got == ReuseSplit(
         basis="session",
         conversations=3,
@@ -86,16 +85,17 @@ def test_reuse_split_by_continuation_by_hand() -> None:
     r3 continues r2 only through block 0 (4 within; block 4, partial in r2, 4 across); r4
     continues r0 (12 within; block 3 from r1, 4 across).
     """
-    offsets, ids, bound = _arrays(HAND)
-    got = reuse_split(offsets, ids, bound, HAND_INPUT, 4, warmup_requests=2)
+    got = reuse_split(_tree(HAND), HAND_INPUT, 4, warmup_requests=2)
     assert got == ReuseSplit("continuation", 2, 2, 59, 28, 12, 32, 16, 12)
 
 
 def test_chained_problem() -> None:
     """A hash at two positions, or after two different blocks, is named; chained hashes pass."""
-    assert chained_problem(*_arrays(HAND)) is None
-    assert "position" in chained_problem(*_arrays([[1, 2], [2, 3]]))
-    assert "preceding block" in chained_problem(*_arrays([[1, 3], [2, 3]]))
+    assert _tree(HAND).problem is None
+    assert "position" in _tree([[1, 2], [2, 3]]).problem
+    assert "preceding block" in _tree([[1, 3], [2, 3]]).problem
+    with pytest.raises(ValueError, match="not prefix-chained"):
+        shared_prefixes(_tree([[1, 2], [2, 3]]), np.asarray([8, 8]), 4)
 
 
 # --- plain-Python references ------------------------------------------------------------------
@@ -174,16 +174,14 @@ def ref_reuse_split(hashes, inputs, block_tokens, warmup, sessions=None):
 
 
 def _check_against_reference(hashes, inputs, block_tokens, sessions=None, warmup=0) -> None:
-    offsets, ids, bound = _arrays(hashes)
+    tree = _tree(hashes)
     inputs = np.asarray(inputs, dtype=np.int64)
     groups, by_count, by_volume = ref_shared_prefixes(hashes, inputs, block_tokens)
-    got = shared_prefixes(offsets, ids, bound, inputs, block_tokens, top=len(hashes) + 1)
+    got = shared_prefixes(tree, inputs, block_tokens, top=len(hashes) + 1)
     assert got.groups == groups
     assert list(got.top_by_count) == by_count
     assert list(got.top_by_volume) == by_volume
-    split = reuse_split(
-        offsets, ids, bound, inputs, block_tokens, warmup_requests=warmup, session=sessions
-    )
+    split = reuse_split(tree, inputs, block_tokens, warmup_requests=warmup, session=sessions)
     assert (
         split.within_tokens_all,
         split.across_tokens_all,
@@ -236,18 +234,27 @@ def test_mooncake_equals_the_reference(mooncake_lists) -> None:
     """The whole Mooncake trace: groups, both top-10 rankings and the continuation split."""
     trace, hashes, inputs = mooncake_lists
     offsets, values = trace.hash_arrays()
-    ids, bound = dense_block_ids(values)
-    assert chained_problem(offsets, ids, bound) is None  # traces README: ids are chained
+    tree = PrefixTree(offsets, dense_block_ids(values)[0])
+    assert tree.problem is None  # traces README: ids are chained
     inp = np.asarray(inputs)
     groups, by_count, by_volume = ref_shared_prefixes(hashes, inp, 512)
-    got = shared_prefixes(offsets, ids, bound, inp, 512)
+    got = shared_prefixes(tree, inp, 512)
     assert got.groups == groups
     assert list(got.top_by_count) == by_count[:10]
     assert list(got.top_by_volume) == by_volume[:10]
     warm = len(hashes) // 2
-    split = reuse_split(offsets, ids, bound, inp, 512, warmup_requests=warm)
+    split = reuse_split(tree, inp, 512, warmup_requests=warm)
     w_all, a_all, w_steady, a_steady = ref_reuse_split(hashes, inp, 512, warm)
     assert (split.within_tokens_all, split.across_tokens_all) == (w_all, a_all)
     assert (split.within_tokens_steady, split.across_tokens_steady) == (w_steady, a_steady)
     # Within + across is the whole unbounded hit, as the LRU engine counts it.
     assert w_all + a_all == int(simulate_prefix_cache(trace).hit_tokens.sum())
+
+
+def test_first_use_ids() -> None:
+    """Ids already numbered by first use pass through; any others are renumbered so."""
+    ordered = np.asarray([0, 1, 0, 2, 1, 3], dtype=np.int32)
+    assert first_use_ids(ordered) is ordered
+    got = first_use_ids(np.asarray([7, 3, 7, 9, 3], dtype=np.int64))
+    assert got.tolist() == [0, 1, 0, 2, 1]
+    assert first_use_ids(np.asarray([1, 0])).tolist() == [0, 1]

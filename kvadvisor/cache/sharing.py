@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvadvisor.cache.prefix import first_use_ids
+
 # Shared prefixes listed per ranking.
 TOP_SHARED_PREFIXES = 10
 
@@ -78,92 +80,118 @@ class ReuseSplit:
     across_tokens_steady: int
 
 
-def _request_of_access(offsets: np.ndarray) -> np.ndarray:
-    lengths = np.diff(offsets)
-    return np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)
+class PrefixTree:
+    """The trace's block accesses as nodes of its prefix tree (ids renumbered by first use).
+
+    ``ids`` numbers every distinct hash in order of first use, so an id's first access is the
+    first whose id exceeds all before it, and ids in increasing order are in first-seen order.
+    ``request``/``pos``: each access's request row and position in it; ``depth`` and
+    ``parent`` per id (position + 1, and the id before it, -1 at the root), written from any
+    one access; ``problem`` says why the hashes are not a tree (an id at two positions, or
+    after two different ids), None when they are.
+    """
+
+    def __init__(self, offsets: np.ndarray, ids: np.ndarray) -> None:
+        self.offsets = np.asarray(offsets, dtype=np.int64) - int(offsets[0])
+        self.ids = first_use_ids(ids)
+        lengths = np.diff(self.offsets)
+        self.requests = int(lengths.shape[0])
+        self.request = np.repeat(np.arange(self.requests, dtype=np.int64), lengths)
+        n = self.ids.shape[0]
+        self.bound = int(self.ids.max()) + 1 if n else 0
+        self.pos = np.arange(n, dtype=np.int64) - self.offsets[self.request]
+        parent = np.full(n, -1, np.int64)
+        parent[1:] = self.ids[:-1]
+        parent[self.pos == 0] = -1
+        self.depth = np.zeros(self.bound, np.int64)
+        self.depth[self.ids] = self.pos + 1
+        self.parent = np.full(self.bound, -1, np.int64)
+        self.parent[self.ids] = parent
+        # Any one access wins each write above; reading back agrees with every access exactly
+        # when all accesses of each id agree.
+        self.problem = None
+        for what, kept, arr in (
+            ("position", self.depth, self.pos + 1),
+            ("preceding block", self.parent, parent),
+        ):
+            bad = np.unique(self.ids[kept[self.ids] != arr])
+            if bad.size:
+                self.problem = (
+                    f"block hashes are not prefix-chained: one hash appears with more than one "
+                    f"{what} ({bad.size:,} such hashes), so shared prefixes cannot be told apart"
+                )
+                break
+
+    def first_requests(self) -> np.ndarray:
+        """Per id, the request of its first access."""
+        return _first_requests(self.ids, self.request)
 
 
-def _positions(offsets: np.ndarray, request: np.ndarray) -> np.ndarray:
-    return np.arange(int(offsets[-1]) - int(offsets[0]), dtype=np.int64) - (
-        offsets[request] - offsets[0]
-    )
+def _first_requests(ordered: np.ndarray, request: np.ndarray) -> np.ndarray:
+    """Per id of ``ordered`` (ids in first-use order), the request of its first access.
 
-
-def _first_request(ids: np.ndarray, request: np.ndarray, bound: int) -> np.ndarray:
-    """Per id, the first request holding it (int64 max where no request holds it)."""
-    first = np.full(bound, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(first, ids, request)
-    return first
-
-
-def chained_problem(offsets: np.ndarray, ids: np.ndarray, bound: int) -> str | None:
-    """None when every block id sits at one position with one predecessor, else what breaks it."""
-    request = _request_of_access(offsets)
-    pos = _positions(offsets, request)
-    parent = np.where(pos > 0, np.concatenate([[-1], ids[:-1]]), -1).astype(np.int64)
-    for what, arr in (("position", pos), ("preceding block", parent)):
-        lo = np.full(bound, np.iinfo(np.int64).max, np.int64)
-        hi = np.full(bound, np.iinfo(np.int64).min, np.int64)
-        np.minimum.at(lo, ids, arr)
-        np.maximum.at(hi, ids, arr)
-        bad = np.flatnonzero((lo != hi) & (hi != np.iinfo(np.int64).min))
-        if bad.size:
-            return (
-                f"block hashes are not prefix-chained: one hash appears with more than one "
-                f"{what} ({bad.size:,} such hashes), so shared prefixes cannot be told apart"
-            )
-    return None
+    An access is the first of its id exactly when the id exceeds every id before it, so each
+    id is written once (no scattered minimum, no sort).
+    """
+    if ordered.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    first = np.empty(ordered.shape[0], bool)
+    first[0] = True
+    first[1:] = ordered[1:] > np.maximum.accumulate(ordered)[:-1]
+    out = np.empty(int(ordered.max()) + 1, np.int64)
+    out[ordered[first]] = request[first]
+    return out
 
 
 def shared_prefixes(
-    offsets: np.ndarray,
-    ids: np.ndarray,
-    bound: int,
+    tree: PrefixTree,
     input_tokens: np.ndarray,
     block_tokens: int,
     top: int = TOP_SHARED_PREFIXES,
 ) -> PrefixSharing:
     """The maximal shared prefixes of a trace, top ``top`` by requests and by reusable tokens.
 
-    ``offsets``/``ids`` are the flattened hashes as dense ids in ``[0, bound)`` (see
-    ``prefix.pass_block_ids``); the hashes must be prefix-chained (``chained_problem``).
+    The hashes must be prefix-chained (``tree.problem`` None).
     """
-    n_access = int(offsets[-1] - offsets[0])
-    if n_access == 0:
+    if tree.problem is not None:
+        raise ValueError(tree.problem)
+    if tree.ids.shape[0] == 0:
         return PrefixSharing(0, 0, (), ())
-    request = _request_of_access(offsets)
-    pos = _positions(offsets, request)
-    count = np.bincount(ids, minlength=bound).astype(np.int64)
-    depth = np.zeros(bound, np.int64)
-    depth[ids] = pos + 1
-    # Tokens up to and including each node: whole blocks, or fewer where a prompt ends in it.
-    tokens = np.full(bound, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(
-        tokens, ids, np.minimum((pos + 1) * block_tokens, input_tokens[request].astype(np.int64))
-    )
-    child = pos > 0
-    max_child = np.zeros(bound, np.int64)
-    np.maximum.at(max_child, ids[np.flatnonzero(child) - 1], count[ids[child]])
-    first = _first_request(ids, request, bound)
-    nodes = np.flatnonzero((count >= 2) & (max_child < count))
+    ids, pos, request = tree.ids, tree.pos, tree.request
+    count = np.bincount(ids, minlength=tree.bound).astype(np.int64)
+    # Tokens up to and including each node: whole blocks, or fewer where a prompt ends inside
+    # it (only those accesses need the minimum).
+    tokens = tree.depth * block_tokens
+    whole = (pos + 1) * block_tokens
+    covered = np.minimum(whole, np.asarray(input_tokens, dtype=np.int64)[request])
+    short = np.flatnonzero(covered < whole)
+    np.minimum.at(tokens, ids[short], covered[short])
+    # A node is maximal when shared and no child keeps all its requests.
+    parent = tree.parent
+    children = np.flatnonzero(parent >= 0)
+    keeps_all = children[count[children] == count[parent[children]]]
+    kept_whole = np.zeros(tree.bound, bool)
+    kept_whole[parent[keeps_all]] = True
+    nodes = np.flatnonzero((count >= 2) & ~kept_whole)
     reusable = tokens[nodes] * (count[nodes] - 1)
+    first = tree.first_requests()[nodes]
 
     def rows(order: np.ndarray) -> tuple[SharedPrefix, ...]:
         return tuple(
             SharedPrefix(
-                blocks=int(depth[nodes[i]]),
+                blocks=int(tree.depth[nodes[i]]),
                 prefix_tokens=int(tokens[nodes[i]]),
                 requests=int(count[nodes[i]]),
                 reusable_tokens=int(reusable[i]),
-                first_request=int(first[nodes[i]]),
+                first_request=int(first[i]),
             )
             for i in order[:top]
         )
 
-    # np.lexsort sorts by the last key first.
-    by_count = np.lexsort((first[nodes], -depth[nodes], -count[nodes]))
-    by_volume = np.lexsort((first[nodes], -count[nodes], -reusable))
-    firsts = ids[offsets[:-1][np.diff(offsets) > 0] - offsets[0]]
+    # np.lexsort sorts by the last key first; ids in first-use order break the last ties.
+    by_count = np.lexsort((nodes, -tree.depth[nodes], -count[nodes]))
+    by_volume = np.lexsort((nodes, -count[nodes], -reusable))
+    firsts = ids[tree.offsets[:-1][np.diff(tree.offsets) > 0]]
     return PrefixSharing(
         groups=int(nodes.shape[0]),
         requests_sharing=int(np.count_nonzero(count[firsts] >= 2)),
@@ -172,26 +200,27 @@ def shared_prefixes(
     )
 
 
-def _leading_run(flags: np.ndarray, offsets: np.ndarray, request: np.ndarray) -> np.ndarray:
+def _leading_run(flags: np.ndarray, tree: PrefixTree) -> np.ndarray:
     """Per request, how many of its leading accesses have ``flags`` set."""
-    n = offsets.shape[0] - 1
-    lengths = np.diff(offsets)
-    run = lengths.astype(np.int64)
+    run = np.diff(tree.offsets).astype(np.int64)
     breaks = np.flatnonzero(~flags)
     if breaks.size:
         # The first unset access of each request ends its run (accesses are in request order).
-        req = request[breaks]
+        req = tree.request[breaks]
         first = np.ones(breaks.size, bool)
         first[1:] = req[1:] != req[:-1]
-        pos = breaks[first] - (offsets[req[first]] - offsets[0])
-        run[req[first]] = pos
-    return run[:n]
+        run[req[first]] = tree.pos[breaks[first]]
+    return run
+
+
+def _held_before(keys: np.ndarray, request: np.ndarray) -> np.ndarray:
+    """Per access, whether an earlier request had the same key."""
+    ordered = first_use_ids(keys)
+    return _first_requests(ordered, request)[ordered] < request
 
 
 def reuse_split(
-    offsets: np.ndarray,
-    ids: np.ndarray,
-    bound: int,
+    tree: PrefixTree,
     input_tokens: np.ndarray,
     block_tokens: int,
     *,
@@ -201,14 +230,15 @@ def reuse_split(
     """Hit tokens within and across conversations (see :class:`ReuseSplit`).
 
     ``session`` holds one integer code per request (-1: none), or is None to infer
-    conversations from continuations. The leading run is the unbounded prefix hit of the
-    documented definition: a block is a hit when any earlier request held it.
+    conversations from continuations (which needs chained hashes: ``tree.problem`` None). The
+    leading run is the unbounded prefix hit of the documented definition: a block is a hit
+    when any earlier request held it.
     """
-    n = int(offsets.shape[0] - 1)
+    n = tree.requests
+    ids, request, pos = tree.ids, tree.request, tree.pos
     inp = np.asarray(input_tokens, dtype=np.int64)
-    request = _request_of_access(offsets)
-    first = _first_request(ids, request, bound)
-    hit_run = _leading_run(first[ids] < request, offsets, request)
+    first = tree.first_requests()
+    hit_run = _leading_run(first[ids] < request, tree)
     if session is not None:
         basis = "session"
         codes = np.asarray(session, dtype=np.int64)
@@ -217,21 +247,21 @@ def reuse_split(
         # A request without a session shares a conversation with no one: give it its own code.
         solo = codes.max(initial=-1) + 1 + np.arange(n, dtype=np.int64)
         codes = np.where(own, codes, solo)
-        key = codes[request] * np.int64(bound) + ids.astype(np.int64)
-        _, first_at, inverse = np.unique(key, return_index=True, return_inverse=True)
-        held = request[first_at][inverse.reshape(-1)] < request
-        within_run = _leading_run(held, offsets, request)
+        # (session, block) pairs as one key, numbered by first use through the hash map.
+        key = codes[request] * np.int64(max(tree.bound, 1)) + ids.astype(np.int64)
+        within_run = _leading_run(_held_before(key, request), tree)
     else:
+        if tree.problem is not None:
+            raise ValueError(tree.problem)
         basis = "continuation"
-        lengths = np.diff(offsets)
-        pos = _positions(offsets, request)
+        lengths = np.diff(tree.offsets)
         # Each request's prompt in whole blocks: a partial last block is left out, since the
         # next turn extends it and its hash then changes (Mooncake hashes partial blocks).
         full = np.minimum(inp // block_tokens, lengths)
         has_full = full > 0
-        last_full = ids[offsets[:-1][has_full] + full[has_full] - 1 - offsets[0]]
+        last_full = ids[tree.offsets[:-1][has_full] + full[has_full] - 1]
         # Per id, the first request whose whole-block prompt ends with it.
-        ends_first = np.full(bound, np.iinfo(np.int64).max, np.int64)
+        ends_first = np.full(tree.bound, np.iinfo(np.int64).max, np.int64)
         np.minimum.at(ends_first, last_full, np.flatnonzero(has_full))
         # Strictly shorter: the earlier prompt ends before this one's last block, so the same
         # prompt sent again (a retry, or one question many users ask) is no continuation.
