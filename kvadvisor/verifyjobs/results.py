@@ -524,6 +524,10 @@ def make_report(
         missing=tuple(missing),
         trace_sha256=(manifest.get("trace") or {}).get("sha256"),
         notes=tuple(notes),
+        inputs=tuple(
+            [p for j in manifest["fio"] for p in (j["file"], j["result"])]
+            + [b[k] for b in manifest["benchmarks"] for k in ("script", "dataset", "result")]
+        ),
     )
 
 
