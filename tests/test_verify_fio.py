@@ -297,3 +297,23 @@ def test_gds_variant_differs_only_in_engine_and_jobs(tmp_path: Path) -> None:
 
     assert rates(back) == rates(plain)
     assert sections(back) == sections(plain)
+
+
+@pytest.mark.parametrize(
+    ("phase", "fail_on", "code"),
+    [("p99", "error", EXIT_FINDINGS), ("peak", "error", EXIT_OK), ("peak", "warning", 1)],
+)
+def test_a_rate_the_device_did_not_move_fails_at_its_severity(
+    fio_run: dict, tmp_path: Path, phase: str, fail_on: str, code: int
+) -> None:
+    """The measured rates against a requirement 10x theirs: p99 is an error, peak a warning."""
+    copy = tmp_path / "copy"
+    shutil.copytree(fio_run["folder"], copy)
+    manifest = json.loads((copy / "verify.json").read_text())
+    for p in manifest["fio"][0]["phases"]:
+        if p["phase"] == phase:
+            p["rates_bytes_per_s"] = {k: v * 10 for k, v in p["rates_bytes_per_s"].items()}
+    (copy / "verify.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["verify", "--results", str(copy), "--fail-on", fail_on])
+    assert result.exit_code == code, result.output
+    assert "below the" in result.output and "required" in result.output
