@@ -317,3 +317,30 @@ def test_a_rate_the_device_did_not_move_fails_at_its_severity(
     result = runner.invoke(app, ["verify", "--results", str(copy), "--fail-on", fail_on])
     assert result.exit_code == code, result.output
     assert "below the" in result.output and "required" in result.output
+
+
+def test_measured_entry_keeps_its_catalog_entrys_other_fields(fio_run: dict) -> None:
+    """A tier naming nvme-gen4-x4 x 8: the entry keeps unit, GDS, capacity and sources.
+
+    The figures are the real run's over 8 devices; the datasheet's speed fields go.
+    """
+    from kvadvisor.catalog.storage import STORAGE_FILE, parse_storage
+    from kvadvisor.verifyjobs.loader import storage_entries
+    from kvadvisor.verifyjobs.results import judge_fio, measured_catalog
+
+    manifest = json.loads(json.dumps(fio_run["manifest"]))
+    manifest["tiers"][0].update(catalog_name="nvme-gen4-x4", devices=8)
+    docs = {"fio/prefill.disk.fio": ("prefill.disk.json", fio_run["doc"])}
+    phases, _ = judge_fio(manifest, docs)
+    entries, sources = storage_entries()
+    doc = measured_catalog(manifest, phases, "2026-12-01T00:00:00+00:00", entries, sources)
+    assert doc is not None
+    entry = doc["entries"]["nvme-gen4-x4"]
+    write = fio_run["jobs"]["prefill.disk.max-write"]["write"]["bw_bytes"]
+    assert entry["write_mbps"] == pytest.approx(write / 8 / 1e6, abs=0.1)
+    assert "unconfirmed" not in entry  # the datasheet's caveat on write_iops is gone
+    assert entry["io_unit_bytes"] == 4096 and entry["gds_support"] is True
+    assert entry["source"][0] == "MEASURED" and set(entry["source"][1:]) <= set(doc["sources"])
+    (spec,) = parse_storage(doc, "measured.yaml").values()  # the loader's own checks
+    assert spec.name == "nvme-gen4-x4" and spec.category == "local_nvme"
+    assert STORAGE_FILE.exists()
