@@ -10,10 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from kvadvisor.advise import AnalyzeOptions, analyze
-from kvadvisor.advise.profile import ProfileOptions, build_perf_model, profile_workload
 from kvadvisor.cli import EXIT_USER_ERROR, app
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.report.jsonreport import JsonRenderer
+from kvadvisor.sections.profile import ProfileOptions, build_perf_model, profile_workload
 from kvadvisor.trace.schema import build_trace
 
 runner = CliRunner()

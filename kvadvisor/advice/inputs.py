@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kvadvisor.advise.facts import FACTS
 from kvadvisor.catalog.crossref import check_references
 from kvadvisor.catalog.instances import InstanceSpec, load_instances
 from kvadvisor.catalog.storage import StorageSpec, catalog_files_by_kind, load_storage
+from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import Rule, load_rules, select_rules
 
 

@@ -1,55 +1,24 @@
-"""The advice model: everything a renderer may show, as frozen dataclasses (the JSON contract).
+"""The report model: what `kvadvisor analyze` shows, as frozen dataclasses (the JSON contract).
 
-Renderers depend on this module only. Field names follow DESIGN.md's JSON report; sections
-that an analysis could not compute are None, never invented.
+Renderers and engine-config writers depend on the result models only. Field names follow
+DESIGN.md's JSON report; sections that an analysis could not compute are None, never invented.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any, Union
+from typing import Any
+
+from kvadvisor.results.common import IoRate, Meta, TraceSummary, Utilization
+from kvadvisor.results.review import PlanReview
+from kvadvisor.results.serial import from_plain
+from kvadvisor.results.series import Series
 
 # What each format_version changed:
 #   1: first version (DESIGN.md's contract).
 FORMAT_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Meta:
-    """Report provenance; the clock and the version are inputs so output is deterministic."""
-
-    format_version: int
-    kvadvisor_version: str
-    generated_at: str
-
-
-@dataclass(frozen=True)
-class TraceSummary:
-    """What was read: source, size, time span, columns, and every row dropped or change made."""
-
-    path: str
-    format: str
-    requests: int
-    duration_s: float
-    block_tokens: int | None
-    columns: tuple[str, ...] = ()
-    input_tokens_total: int = 0
-    output_tokens_total: int = 0
-    arrival_rate_per_s: float | None = None
-    dropped: dict[str, int] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    capabilities: tuple[str, ...] = ()
-    # sha256 of the trace file as read (hex); None when the trace did not come from one file.
-    sha256: str | None = None
-    # Distinct served-model names in the trace's `model` column (sorted, at most 20).
-    models: tuple[str, ...] = ()
-    # Chart data for the workload section (None when the trace is empty).
-    arrivals: Series | None = None
-    input_tokens_hist: Series | None = None
-    output_tokens_hist: Series | None = None
 
 
 @dataclass(frozen=True)
@@ -308,18 +277,6 @@ class PrefixCache:
 
 
 @dataclass(frozen=True)
-class IoRate:
-    """A bandwidth time series reduced to mean, p99 and peak (bytes per second); None = unknown."""
-
-    mean_bytes_per_s: float | None
-    p99_bytes_per_s: float | None
-    peak_bytes_per_s: float | None
-    p50_bytes_per_s: float | None = None
-    peak_to_mean: float | None = None
-    bytes_total: float | None = None
-
-
-@dataclass(frozen=True)
 class IoPattern:
     """I/Os at the chunk size: counts, rates, sizes and write amplification on the device unit."""
 
@@ -389,16 +346,6 @@ class Requirement:
     read_iops: float | None = None
     capacity_gib: float | None = None
     derivation: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Utilization:
-    """Demand over capability of the chosen tier, at mean, p99 and peak (None = unknown)."""
-
-    mean: float | None
-    p99: float | None
-    peak: float | None
-    basis: str = ""
 
 
 @dataclass(frozen=True)
@@ -505,165 +452,4 @@ class AdviceReport:
         body = dict(data)
         meta = {f.name: body.pop(f.name) for f in dataclasses.fields(Meta) if f.name in body}
         body["meta"] = meta
-        return typing.cast(AdviceReport, _build(cls, body))
-
-
-@dataclass(frozen=True)
-class Series:
-    """One chart-ready series (x and y of equal length) with axis labels and units.
-
-    Producers attach these to their sections; renderers draw them and never compute them.
-    ``kind`` is "line", "step" or "bar".
-    """
-
-    name: str
-    x_label: str
-    x_unit: str
-    y_label: str
-    y_unit: str
-    x: tuple[float, ...]
-    y: tuple[float, ...]
-    kind: str = "line"
-
-
-def _build(tp: Any, value: Any) -> Any:
-    """Rebuild a value of type ``tp`` from its ``asdict``/JSON form (dataclasses, tuples, dicts)."""
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        options = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(options) == 1:
-            return _build(options[0], value)
-        for option in options:  # e.g. int | str: keep the value when it already fits
-            if isinstance(value, typing.get_origin(option) or option):
-                return value
-        return value
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        hints = typing.get_type_hints(tp)
-        known = {f.name for f in dataclasses.fields(tp) if f.init}
-        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_build(args[0], v) for v in value)
-        return tuple(_build(a, v) for a, v in zip(args, value, strict=True))
-    if origin is dict:
-        _, val_tp = typing.get_args(tp)
-        return {k: _build(val_tp, v) for k, v in value.items()}
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
-
-
-# --- Pre-deployment review (`kvadvisor review TRACE --plan plan.yaml`) ---------------------------
-
-SEVERITIES = ("info", "warning", "error")
-
-
-@dataclass(frozen=True)
-class TierReview:
-    """One KV tier of a plan replayed against the trace.
-
-    Hit ratios are shares of all prompt tokens served from this tier (not from a faster one).
-    Demand is per instance for node-local tiers and for the whole pool for shared ones, after
-    the plan's traffic scale; capability is the tier's bandwidth times its devices (and the
-    instance's disk-bandwidth cap where it applies).
-    """
-
-    stage: str
-    tier: str
-    kind: str
-    shared: bool
-    capacity_bytes: float | None
-    capacity_tokens: float | None
-    hit_ratio_all: float | None
-    hit_ratio_steady: float | None
-    cumulative_hit_ratio_steady: float | None
-    write: IoRate
-    read: IoRate | None
-    write_capability_bytes_per_s: float | None
-    read_capability_bytes_per_s: float | None
-    write_utilization: Utilization
-    read_utilization: Utilization
-    break_even_tokens: float | None = None
-    below_break_even_share: float | None = None
-
-
-@dataclass(frozen=True)
-class StageReview:
-    """One stage of a plan: instances, its tiers, and its busiest tier's utilization."""
-
-    stage: str
-    instance: str | None
-    count: int
-    tiers: tuple[TierReview, ...]
-    utilization: Utilization
-    load_time_p99_s: float | None = None
-
-
-@dataclass(frozen=True)
-class ReviewCheck:
-    """One check run on a plan: ``status`` is pass, fail or skip; a failed check is a finding.
-
-    ``source`` names where the check comes from (an engine's documentation or issue tracker,
-    or DESIGN.md's definitions), so a user can judge it.
-    """
-
-    code: str
-    name: str
-    stage: str
-    severity: str
-    status: str
-    message: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-    source: str = ""
-    subject: str = ""
-
-    @property
-    def test_id(self) -> str:
-        """A stable, unique identifier within a plan (JUnit test case name)."""
-        parts = [self.code, self.stage]
-        if self.subject:
-            parts.append(self.subject)
-        return ".".join(parts)
-
-
-@dataclass(frozen=True)
-class PlanReview:
-    """A plan replayed against a trace: per-stage and per-tier numbers and every check."""
-
-    name: str
-    path: str
-    traffic_scale: float
-    kv_bytes_per_token: int | None
-    stages: tuple[StageReview, ...]
-    checks: tuple[ReviewCheck, ...]
-    notes: tuple[str, ...] = ()
-
-    @property
-    def findings(self) -> tuple[ReviewCheck, ...]:
-        """Checks that failed, most severe first."""
-        failed = [c for c in self.checks if c.status == "fail"]
-        return tuple(sorted(failed, key=lambda c: -SEVERITIES.index(c.severity)))
-
-    def worst_severity(self) -> str | None:
-        """The most severe failed check's severity, or None when nothing failed."""
-        return self.findings[0].severity if self.findings else None
-
-
-@dataclass(frozen=True)
-class ReviewReport:
-    """One or more plans reviewed against one trace (renderers take this and nothing else)."""
-
-    meta: Meta
-    trace: TraceSummary
-    plans: tuple[PlanReview, ...]
-    window_s: float
-    warmup_fraction: float
-    notes: tuple[str, ...] = ()
-
-    def fails(self, fail_on: str) -> bool:
-        """Whether any plan has a finding at or above ``fail_on`` (warning or error)."""
-        floor = SEVERITIES.index(fail_on)
-        return any(SEVERITIES.index(c.severity) >= floor for p in self.plans for c in p.findings)
+        return typing.cast(AdviceReport, from_plain(cls, body))

@@ -19,9 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvadvisor.advise.facts import collect, div, hit_ratio_at, report_facts
-from kvadvisor.advise.inputs import AdvisorInputs
-from kvadvisor.advise.model import (
+from kvadvisor.advice.inputs import AdvisorInputs
+from kvadvisor.catalog.gpus import get_gpu
+from kvadvisor.catalog.instances import InstanceSpec, find_instance
+from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
+from kvadvisor.errors import CatalogError, ConfigError
+from kvadvisor.facts.registry import collect
+from kvadvisor.facts.workload import div, hit_ratio_at, report_facts
+from kvadvisor.results.common import Utilization
+from kvadvisor.results.report import (
     AdviceReport,
     Alternative,
     Deployment,
@@ -32,12 +38,7 @@ from kvadvisor.advise.model import (
     RuleOutcome,
     StageRecommendation,
     Tier,
-    Utilization,
 )
-from kvadvisor.catalog.gpus import get_gpu
-from kvadvisor.catalog.instances import InstanceSpec, find_instance
-from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
-from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, S_PER_DAY

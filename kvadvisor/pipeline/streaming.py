@@ -4,7 +4,7 @@ The plan (:func:`plan_analysis`) compares the memory each way of analysing would
 budget (``--memory-limit``, by default :data:`DEFAULT_MEMORY_FRACTION` of the machine's memory):
 
 1. ``in_memory``: the whole trace fits with room for every analysis: read it and run
-   :func:`kvadvisor.advise.analysis.analyze` (every metric, exact).
+   :func:`kvadvisor.pipeline.inmemory.analyze_trace` (every metric, exact).
 2. ``streaming`` with the exact curve: only the flattened block stream is kept (about
    :data:`EXACT_BYTES_PER_ACCESS` bytes per block access), never the whole table.
 3. ``streaming`` with a SHARDS sample: the largest spatial sampling rate whose sampled state fits
@@ -29,37 +29,32 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kvadvisor.advise.analysis import (
-    AnalyzeOptions,
-    _advise,
-    analyze,
-    arrival_chart,
-    arrival_counts,
-    arrival_window_s,
-    data_versions,
-    length_chart,
-    listed_models,
-    log2_bin,
-    options_record,
-    prefix_hits,
-    unavailable_reasons,
-)
-from kvadvisor.advise.cache_section import result_section, unknown_prefix_cache
-from kvadvisor.advise.inputs import load_advisor_inputs
-from kvadvisor.advise.model import (
-    FORMAT_VERSION,
-    AdviceReport,
-    Meta,
-    PrefixCache,
-    Series,
-    TraceSummary,
-)
-from kvadvisor.advise.profile import StageProfile, kv_bytes_per_token_for, profile_workload
+from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
+from kvadvisor.pipeline.assemble import (
+    advise_sections,
+    data_versions,
+    prefix_hits,
+    unavailable_reasons,
+)
+from kvadvisor.pipeline.options import AnalyzeOptions, options_record
 from kvadvisor.plan.quantity import SIZE_UNITS
+from kvadvisor.results.common import Meta, TraceSummary
+from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, PrefixCache
+from kvadvisor.results.series import Series
+from kvadvisor.sections.prefix import result_section, unknown_prefix_cache
+from kvadvisor.sections.profile import StageProfile, kv_bytes_per_token_for, profile_workload
+from kvadvisor.sections.workload import (
+    arrival_chart,
+    arrival_counts,
+    arrival_window_s,
+    length_chart,
+    listed_models,
+    log2_bin,
+)
 from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
@@ -290,7 +285,7 @@ class _Totals:
     """Everything one streaming pass sums: counts, span, chart bins, model names.
 
     The arrival window is chosen from the span in the footers exactly as
-    :func:`kvadvisor.advise.analysis.arrival_series` chooses it, so the charts are the same.
+    :func:`kvadvisor.sections.workload.arrival_series` chooses it, so the charts are the same.
     """
 
     duration_s: float = 0.0
@@ -342,11 +337,11 @@ class _Totals:
             )
 
     def arrivals(self) -> Series | None:
-        """The arrivals chart, as :func:`kvadvisor.advise.analysis.arrival_series` draws it."""
+        """The arrivals chart, as :func:`kvadvisor.sections.workload.arrival_series` draws it."""
         return None if self.requests == 0 else arrival_chart(self.arrival_counts, self.window_s)
 
     def histogram(self, what: str) -> Series | None:
-        """A length chart, as :func:`kvadvisor.advise.analysis.length_histogram` draws it."""
+        """A length chart, as :func:`kvadvisor.sections.workload.length_histogram` draws it."""
         counts = self.input_bins if what == "input" else self.output_bins
         return None if self.requests == 0 else length_chart(counts, what)
 
@@ -566,7 +561,7 @@ def analyze_stream(
         report = replace(report, model=stages.model, stage_split=stages.stage_split, io=stages.io)
     # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
     inputs = options.advisor_inputs or load_advisor_inputs()
-    report = _advise(report, options, inputs, stages=stages)
+    report = advise_sections(report, options, inputs, stages=stages)
     why = unavailable_reasons(stream, report)
     if not plan.stage_profile:
         need = BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST) * (
@@ -580,37 +575,3 @@ def analyze_stream(
         )
         why.update({k: reason for k in ("model", "stage_split", "io") if k in why})
     return replace(report, versions=data_versions(inputs), unavailable=why)
-
-
-def analyze_large(
-    stream: TraceStream,
-    options: AnalyzeOptions | None = None,
-    *,
-    memory_limit_bytes: int | None = None,
-    version: str,
-    generated_at: str,
-    trace_sha256: str | None = None,
-) -> AdviceReport:
-    """Analyse a trace of any size within ``memory_limit_bytes`` (default: half the machine).
-
-    In memory (every analysis) when it fits, else one streaming pass (see the module docstring).
-    ``trace_sha256`` (the caller hashed the file) is echoed in the report.
-    """
-    limit = default_memory_limit_bytes() if memory_limit_bytes is None else memory_limit_bytes
-    plan = plan_for_stream(stream, limit)
-    if plan.mode == "in_memory":
-        return analyze(
-            stream.read_all(),
-            options,
-            version=version,
-            generated_at=generated_at,
-            trace_sha256=trace_sha256,
-        )
-    return analyze_stream(
-        stream,
-        options,
-        plan=plan,
-        version=version,
-        generated_at=generated_at,
-        trace_sha256=trace_sha256,
-    )

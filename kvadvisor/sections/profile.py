@@ -10,19 +10,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kvadvisor.advise.model import (
-    CalibrationSummary,
-    Deployment,
-    FitErrorSummary,
-    IoDemand,
-    IoPattern,
-    IoRate,
-    LoadVsRecompute,
-    MemorySummary,
-    ModelSummary,
-    Series,
-    StageSplit,
-)
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import ModelSpec, get_model, resolve_model
 from kvadvisor.errors import CatalogError
@@ -51,6 +38,19 @@ from kvadvisor.perfmodel import (
     reference_tiers,
     share_below,
 )
+from kvadvisor.results.common import IoRate
+from kvadvisor.results.report import (
+    CalibrationSummary,
+    Deployment,
+    FitErrorSummary,
+    IoDemand,
+    IoPattern,
+    LoadVsRecompute,
+    MemorySummary,
+    ModelSummary,
+    StageSplit,
+)
+from kvadvisor.results.series import Series
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GIB
 

@@ -10,18 +10,20 @@ import math
 
 import pytest
 
-from kvadvisor.advise.advisor import (
+from kvadvisor.advice.advisor import (
     AdvisorOptions,
     advise,
     fit_tier,
     instance_count,
     parse_instance_choice,
 )
-from kvadvisor.advise.facts import FACTS, collect, workload_facts
-from kvadvisor.advise.model import IoDemand, IoRate, ModelSummary, StageSplit, TraceSummary
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.errors import ConfigError
+from kvadvisor.facts.registry import FACTS, collect
+from kvadvisor.facts.workload import workload_facts
+from kvadvisor.results.common import IoRate, TraceSummary
+from kvadvisor.results.report import IoDemand, ModelSummary, StageSplit
 from kvadvisor.rules import load_rules
 
 STORAGE = load_storage()
@@ -231,7 +233,7 @@ def test_announced_parts_are_never_recommended() -> None:
     The Kioxia XL-NAND part has the lowest read latency in the catalog (27 us), so without the
     rule it would top the decode ranking; it must still come after every shipping drive.
     """
-    from kvadvisor.advise.advisor import rank_tiers
+    from kvadvisor.advice.advisor import rank_tiers
 
     announced = {n for n, s in STORAGE.items() if s.announced_only}
     assert {"kioxia-gen5-xl-nand", "kioxia-cm7-prototype"} <= announced

@@ -7,24 +7,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from kvadvisor.advise.facts import (
-    FACT_SPECS,
-    FACTS,
-    hit_ratio_at,
-    render_facts_doc,
-    report_facts,
-    working_set_tokens,
-    workload_facts,
-)
-from kvadvisor.advise.model import (
+from kvadvisor.facts.doc import render_facts_doc
+from kvadvisor.facts.registry import FACT_SPECS, FACTS
+from kvadvisor.facts.workload import hit_ratio_at, report_facts, working_set_tokens, workload_facts
+from kvadvisor.results.common import IoRate, TraceSummary
+from kvadvisor.results.report import (
     HitRatio,
     IoDemand,
-    IoRate,
     ModelSummary,
     MrcPoint,
     PrefixCache,
     StageSplit,
-    TraceSummary,
 )
 from kvadvisor.rules.model import UNITS
 

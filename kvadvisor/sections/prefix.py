@@ -7,7 +7,13 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from kvadvisor.advise.model import (
+from kvadvisor.cache import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult, curve_grid
+from kvadvisor.cache import simulate_prefix_cache as _simulate
+from kvadvisor.cache.coarsen import coarsen_trace
+from kvadvisor.cache.reuse import reuse_times
+from kvadvisor.cache.routing import compare_routing
+from kvadvisor.cache.tiers import TierSpec, split_tiers
+from kvadvisor.results.report import (
     BlockSizePoint,
     CacheReuse,
     CacheRouting,
@@ -20,15 +26,9 @@ from kvadvisor.advise.model import (
     ReuseQuantile,
     RoutingPointSummary,
     RoutingPolicySummary,
-    Series,
     TtlPoint,
 )
-from kvadvisor.cache import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult, curve_grid
-from kvadvisor.cache import simulate_prefix_cache as _simulate
-from kvadvisor.cache.coarsen import coarsen_trace
-from kvadvisor.cache.reuse import reuse_times
-from kvadvisor.cache.routing import compare_routing
-from kvadvisor.cache.tiers import TierSpec, split_tiers
+from kvadvisor.results.series import Series
 from kvadvisor.trace.model import Trace
 
 UNKNOWN_NOTE = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvadvisor.advise.analysis import arrival_series, arrival_window_s, length_histogram
+from kvadvisor.sections.workload import arrival_series, arrival_window_s, length_histogram
 
 
 def test_arrival_window_is_the_smallest_under_240_bins() -> None:

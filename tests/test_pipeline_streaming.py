@@ -12,21 +12,21 @@ import pyarrow.dataset as ds
 import pytest
 from typer.testing import CliRunner
 
-from kvadvisor.advise.analysis import AnalyzeOptions, analyze
-from kvadvisor.advise.streaming import (
+from kvadvisor.cli import app
+from kvadvisor.errors import ConfigError
+from kvadvisor.pipeline.analyze import analyze, analyze_large
+from kvadvisor.pipeline.options import AnalyzeOptions
+from kvadvisor.pipeline.streaming import (
     BASELINE_BYTES,
     EXACT_BYTES_PER_ACCESS,
     SAMPLED_BYTES_PER_ACCESS,
     SAMPLED_BYTES_PER_REQUEST,
-    analyze_large,
     analyze_stream,
     parse_memory_limit,
     physical_memory_bytes,
     plan_analysis,
     plan_for_stream,
 )
-from kvadvisor.cli import app
-from kvadvisor.errors import ConfigError
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.model import META_BLOCK_TOKENS, META_SOURCE_FORMAT
 from kvadvisor.trace.schema import build_trace
