@@ -294,6 +294,6 @@ def load_layered(
 
 def find_named(specs: Mapping[str, NamedT], name: str, what: str) -> NamedT:
     """A built spec by name or alias, as :func:`lookup` finds it among raw entries."""
-    rows = {n: {"aliases": list(s.aliases)} for n, s in specs.items()}
+    rows = {n: {"aliases": list(getattr(s, "aliases", ()))} for n, s in specs.items()}
     found, _ = lookup(rows, name, what)
     return specs[found]

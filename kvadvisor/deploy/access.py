@@ -1,4 +1,4 @@
-"""Which storage an instance can have, and through which path (pure: catalog entries in, verdict out).
+"""Which storage an instance can have, and through which path (pure: catalog entries in, out).
 
 The rules, each one a fact of how the hardware is sold:
 
@@ -115,9 +115,7 @@ def access(instance: InstanceSpec, spec: StorageSpec) -> Access:
     if spec.category == "cxl":
         if not instance.cxl_slots:
             return _refuse(f"{instance.name} lists no CXL memory slots")
-        return Access(
-            True, Via.BAYS, f"up to {instance.cxl_slots} CXL modules", instance.cxl_slots
-        )
+        return Access(True, Via.BAYS, f"up to {instance.cxl_slots} CXL modules", instance.cxl_slots)
     if spec.category == "local_nvme":
         if not instance.drive_bays:
             return _refuse(f"{instance.name} has no drive bays for a {spec.name}")
