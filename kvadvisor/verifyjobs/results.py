@@ -55,6 +55,15 @@ KIND_CATEGORIES = {
     "object": "object",
 }
 SOURCE_KEY = "MEASURED"
+# What a measured figure holds for: fio's figures are divided by the tier's devices, and a
+# shared tier is measured from one node, so its figures are one client's.
+MEASURED_SCOPES = {
+    "local_nvme": "per_drive",
+    "block": "per_volume",
+    "ephemeral": "per_volume",
+    "memory": "per_socket",
+    "cxl": "per_module",
+}
 
 
 def check_manifest(manifest: Any, path: str) -> dict[str, Any]:
@@ -363,7 +372,10 @@ def measured_catalog(
         base.setdefault("provider", "generic")
         base["display_name"] = f"{base.get('display_name', name)} (measured)"
         entry = {**base, **figures}
+        entry["scope"] = MEASURED_SCOPES.get(entry["category"], "per_client")
         entry["source"] = [SOURCE_KEY]
+        if re.match(r"\d{4}-\d{2}-\d{2}", generated_at):
+            entry["as_of"] = generated_at[:10]  # the day the figures were read back
         entry["notes"] = (
             f"Measured by kvadvisor verify, job set {set_id}: {tier['stage']} tier "
             f"'{tier['tier']}' with fio at {io_bytes:,} B I/Os (the KV chunk piece), queue "
