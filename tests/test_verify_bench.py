@@ -174,3 +174,41 @@ def test_no_results_yet_is_not_a_failure(model_folder: Path) -> None:
     result = runner.invoke(app, ["verify", "--results", str(model_folder)])
     assert result.exit_code == EXIT_OK, result.output
     assert "skip VF02" in result.output
+
+
+def test_usage_errors_are_one_line(model_folder: Path, tmp_path: Path) -> None:
+    """Half a generation, both modes at once, an output over an input: exit 2 each."""
+    one_error_line(runner.invoke(app, ["verify"]), "give TRACE --plan PLAN -o DIR")
+    result = runner.invoke(app, ["verify", "t.jsonl", "--results", str(model_folder)])
+    one_error_line(result, "--results reads a folder back")
+    target = model_folder / "verify.json"
+    result = runner.invoke(app, ["verify", "--results", str(model_folder), "-o", str(target)])
+    one_error_line(result, "verify.json", "is an input of the verify folder")
+    one_error_line(runner.invoke(app, ["verify", "--results", str(tmp_path)]), "no verify.json")
+
+
+def test_output_folder_of_another_project_is_refused(tmp_path: Path) -> None:
+    """-o at a non-empty folder that is not a verify folder (a README.md to lose): exit 2."""
+    trace = write_bursty_trace(tmp_path / "t.jsonl")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(MODEL_PLAN)
+    result = runner.invoke(app, ["verify", str(trace), "--plan", str(plan), "-o", str(tmp_path)])
+    one_error_line(result, "not empty and not a verify folder")
+    assert not (tmp_path / "README.md").exists()
+
+
+def test_review_results_must_match_plan_and_trace(model_folder: Path, tmp_path: Path) -> None:
+    """The folder's plan and trace only: another plan, another trace: exit 2 naming them."""
+    trace = model_folder.parent / "t.jsonl"
+    other = tmp_path / "other.yaml"
+    other.write_text(MODEL_PLAN.replace("name: llama8b-h200", "name: other"))
+    result = runner.invoke(
+        app, ["review", str(trace), "--plan", str(other), "--results", str(model_folder)]
+    )
+    one_error_line(result, "generated for plan 'llama8b-h200'", "'other'")
+    changed = write_bursty_trace(tmp_path / "changed.jsonl", seed=8)
+    plan = model_folder.parent / "plan.yaml"
+    result = runner.invoke(
+        app, ["review", str(changed), "--plan", str(plan), "--results", str(model_folder)]
+    )
+    one_error_line(result, "generated from another trace")

@@ -27,21 +27,40 @@ from kvadvisor.errors import ConfigError
 from kvadvisor.fileio import atomic_target
 
 CATALOG_NAME = "measured-catalog.yaml"
+MANIFEST = "verify.json"
 
 
 def write_folder(folder: Path, files: dict[str, str], inputs: tuple[Path, ...]) -> None:
-    """Write every file under ``folder`` atomically; scripts get the execute bit."""
+    """Write every file under ``folder`` atomically; scripts get the execute bit.
+
+    The folder must be new, empty or an earlier verify folder (its files are replaced, its
+    ``results/`` kept): a README.md or run script of another project is never overwritten,
+    nor an input.
+    """
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{folder}: exists and is not a directory; give a folder for -o")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / MANIFEST).is_file():
+        raise ConfigError(
+            f"{folder}: not empty and not a verify folder (no {MANIFEST}); give a new or "
+            "empty folder for -o"
+        )
+    targets = {(folder / rel).resolve() for rel in files}
     for given in inputs:
-        if given.resolve() == folder.resolve() or folder.resolve() in given.resolve().parents:
-            raise ConfigError(f"{folder}: holds the input {given}; write the jobs elsewhere")
+        if given.resolve() in targets:
+            raise ConfigError(f"{folder}: would overwrite the input {given}; write elsewhere")
     for rel, text in sorted(files.items()):
         with atomic_target(folder / rel) as tmp:
             tmp.write_text(text, encoding="utf-8")
         if rel.endswith(".sh"):
             path = folder / rel
             os.chmod(path, path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _not_an_input(target: Path, folder: Path, inputs: tuple[str, ...]) -> None:
+    """Refuse an output that would replace the manifest, a job file or a result read back."""
+    read = {(folder / rel).resolve() for rel in (MANIFEST, *inputs)}
+    if target.resolve() in read:
+        raise ConfigError(f"{target}: is an input of the verify folder; write elsewhere")
 
 
 @app.command("verify")
@@ -95,9 +114,10 @@ def verify_cmd(
             if trace is not None or plan is not None:
                 raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
             given = {} if tolerance is None else {"tolerance": tolerance}
-            report = kvadvisor.verify_results(results, **given)
+            report = kvadvisor.verify_results(results, catalogs=as_strs(catalog), **given)
             catalog_path = None
             for target in output or [str(results / CATALOG_NAME)]:
+                _not_an_input(Path(target), results, report.inputs)
                 suffix = Path(target).suffix.lower()
                 catalog_text = report.catalog_yaml()
                 if suffix in (".yaml", ".yml"):

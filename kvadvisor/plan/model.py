@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.storage import StorageSpec
 
 STAGES = ("prefill", "decode")
 # Stage blocks a plan may give: prefill and decode (disaggregated), or one serving block
@@ -55,6 +57,7 @@ class TierPlan:
     capacity_bytes: float | None
     devices: int = 1
     shared: bool = False
+    spec: StorageSpec | None = None  # the catalog entry, when the tier names one
     # Who shares it: each model replica, the replicas of one instance, or the whole stage
     # (``shared: true``); capacity, bandwidth and IOPS are per such unit.
     scope: str = "instance"
@@ -101,6 +104,7 @@ class StagePlan:
     instance: str | None
     count: int
     gpu: GpuSpec | None = None
+    instance_spec: InstanceSpec | None = None  # the catalog entry, when the stage names one
     gpus_per_instance: int | None = None
     host_memory_bytes: float | None = None
     gpu_kv_pool_bytes: float | None = None

@@ -238,6 +238,9 @@ class VerifyReport:
     missing: tuple[str, ...] = ()
     trace_sha256: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The folder's files this report was read from (relative paths): outputs must not replace
+    # them.
+    inputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
