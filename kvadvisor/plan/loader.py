@@ -461,8 +461,11 @@ def _stage(
             f"{where}.instance", raw["instance"], lambda n: find_instance(catalogs.instances, n)
         )
         instance, gpus = spec.name, spec.gpu_count
-        if spec.network_gbit is not None:
-            network = spec.network_gbit * BYTES_PER_GB / BITS_PER_BYTE
+        # KV crosses between prefill and decode over the GPU back-end (RDMA) network when
+        # the instance has one (NIXL, Mooncake's transfer engine), else its front-end NIC.
+        gbit = spec.backend_network_gbit or spec.frontend_network_gbit
+        if gbit is not None:
+            network = gbit * BYTES_PER_GB / BITS_PER_BYTE
         host_mem = None if spec.host_memory_gib is None else spec.host_memory_gib * BYTES_PER_GIB
         disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
         # An instance whose GPU the GPU catalog lacks (B300, GB200) still loads: the stage

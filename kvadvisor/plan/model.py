@@ -120,7 +120,7 @@ class StagePlan:
     kv_load: KvLoadPlan | None = None  # None: from the engines (docs/replay.md)
     decode_offload: str | None = None  # a tier name: decode reads KV beyond HBM from it
     save_decode_kv: bool | None = None  # None: true on a disaggregated decode stage with tiers
-    network_bytes_per_s: float | None = None  # the instance's NIC (catalog), for the P-to-D link
+    network_bytes_per_s: float | None = None  # back-end (else front-end) network, per instance
 
     def tier_units(self, tier: TierPlan) -> int:
         """How many of ``tier`` the stage has: one pool, one per instance, or one per replica."""
