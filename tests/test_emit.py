@@ -86,7 +86,7 @@ def test_lmcache_yaml_keys_values_and_reasons() -> None:
     lines = text.splitlines()
     assert len(_commented(lines, lambda s: s and not s.startswith("#"))) == len(doc)
     assert (
-        "the smallest measured capacity reaching 80% of the unbounded hit ratio: 262,144 "
+        "the smallest measured capacity reaching 80.0% of the unbounded hit ratio: 262,144 "
         "tokens × 327,680 B/token (llama-3.1-70b) = 85.9 GB; the trace's steady prefix hit "
         "ratio there is 42.0% of an unbounded 48.0%"
     ) in text
@@ -188,7 +188,7 @@ def test_chunk_comes_from_the_recommendation() -> None:
     )
     text = emit_config(replace(_report(), recommendation=rec), "lmcache")["lmcache.yaml"]
     assert yaml.safe_load(text)["chunk_size"] == 512
-    assert "512 tokens (the advisor's prefill chunk) × 327,680 B/token = 160.0 MiB" in text
+    assert "512 tokens (the advisor's prefill chunk) × 327,680 B/token = 160 MiB" in text
 
 
 def test_analyze_emit_writes_every_engine(tmp_path: Path, monkeypatch) -> None:
@@ -269,7 +269,7 @@ def test_sizes_come_from_the_recommendation() -> None:
     text = files["lmcache.yaml"]
     assert (
         "the advisor's prefill host DRAM KV pool (host-dram-ddr5-spr on p5e.48xlarge, "
-        "100.0 GiB per instance): 327,680 tokens"
+        "100 GiB per instance): 327,680 tokens"
     ) in text
     assert "hit ratio there is 42.0%" in text and "hit ratio there is 47.0%" in text
     assert "# Sizes are per instance, as the advisor recommends for prefill." in text

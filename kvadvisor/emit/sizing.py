@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.results.report import AdviceReport, Tier
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MIB
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
 
 # DESIGN.md: read less first (the knee), then make the remaining reads faster (the tail).
 HOST_TARGET_SHARE = 0.80
@@ -69,7 +69,7 @@ class Measured:
         """Say the chunk as "256 tokens (…) × 327,680 B/token = 80 MiB per chunk I/O"."""
         return (
             f"{self.chunk_tokens} tokens ({self.chunk_from}) × {self.kv_bytes_per_token:,} "
-            f"B/token = {self.chunk_bytes / BYTES_PER_MIB:,.1f} MiB per chunk I/O"
+            f"B/token = {format_value(self.chunk_bytes, Unit.BYTES)} per chunk I/O"
         )
 
 
@@ -109,7 +109,7 @@ def _from_tier(
         tokens,
         _hit_at(curve, tokens),
         f"the advisor's prefill {tier.role} ({tier.name}{where}, "
-        f"{tier.capacity_gib:,.1f} GiB per instance)",
+        f"{format_value(tier.capacity_gib, Unit.GIB)} per instance)",
     )
 
 
@@ -143,14 +143,14 @@ def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
                 int(hp[0]),
                 hp[1],
                 f"the smallest measured capacity reaching "
-                f"{HOST_TARGET_SHARE:.0%} of the unbounded hit ratio",
+                f"{format_value(HOST_TARGET_SHARE, Unit.RATIO)} of the unbounded hit ratio",
             )
         if dp is not None and (host is None or dp[0] > host.capacity_tokens):
             disk = TierSize(
                 int(dp[0]),
                 dp[1],
                 f"the smallest measured capacity reaching "
-                f"{DISK_TARGET_SHARE:.0%} of the unbounded hit ratio",
+                f"{format_value(DISK_TARGET_SHARE, Unit.RATIO)} of the unbounded hit ratio",
             )
     io = report.io
     if chunk_tokens:
@@ -182,7 +182,9 @@ def tier_comment(m: Measured, tier: TierSize, what: str) -> str:
     return (
         f"{what}: {tier.origin}: {tier.capacity_tokens:,} tokens × "
         f"{m.kv_bytes_per_token:,} B/token ({m.model}) = "
+        # In decimal GB: the unit the engines' size settings take, as the setting beside it.
         f"{tier.gb(m.kv_bytes_per_token):,.1f} GB; the trace's {m.ratio_kind} prefix hit "
-        f"ratio there is {tier.hit_ratio:.1%} of an unbounded {m.hit_ratio_unbounded:.1%} "
+        f"ratio there is {format_value(tier.hit_ratio, Unit.RATIO)} of an unbounded "
+        f"{format_value(m.hit_ratio_unbounded, Unit.RATIO)} "
         f"(measured on {m.trace_path})"
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kvadvisor.emit.sizing import Measured, measure, tier_comment
 from kvadvisor.errors import ConfigError
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 
 HICACHE_PAGE_TOKENS = 64  # SGLang hicache_best_practices.md examples use --page-size 64
 LOW_REUSE_HIT_RATIO = 0.20  # below this, writing every block through is mostly a write-only cost
@@ -47,13 +47,17 @@ def _header(report: AdviceReport, m: Measured, what: str, prefix: str) -> list[s
     ]
 
 
+def _pct(ratio: float) -> str:
+    return format_value(ratio, Unit.RATIO)
+
+
 def _gb_ceil(nbytes: float) -> int:
     return max(1, math.ceil(nbytes / BYTES_PER_GB))
 
 
 def _reuse_comment(m: Measured) -> str:
     return (
-        f"unbounded {m.ratio_kind} prefix hit ratio is {m.hit_ratio_unbounded:.1%} "
+        f"unbounded {m.ratio_kind} prefix hit ratio is {_pct(m.hit_ratio_unbounded)} "
         f"(measured on {m.trace_path})"
     )
 
@@ -84,8 +88,8 @@ def lmcache_settings(m: Measured) -> list[Setting]:
             Setting(
                 "local_disk",
                 '"file:///var/lib/lmcache/"',
-                f"the curve still gains from {m.host.hit_ratio:.1%} to "
-                f"{m.disk.hit_ratio:.1%} beyond the host tier: add a disk tier "
+                f"the curve still gains from {_pct(m.host.hit_ratio)} to "
+                f"{_pct(m.disk.hit_ratio)} beyond the host tier: add a disk tier "
                 "(point this at a directory on local NVMe)",
             )
         )
@@ -126,9 +130,9 @@ def sglang_settings(m: Measured, tp: int) -> list[Setting]:
             else "write_through_selective",
             _reuse_comment(m)
             + (
-                f": at least {LOW_REUSE_HIT_RATIO:.0%}, write every block"
+                f": at least {_pct(LOW_REUSE_HIT_RATIO)}, write every block"
                 if m.hit_ratio_unbounded >= LOW_REUSE_HIT_RATIO
-                else f": under {LOW_REUSE_HIT_RATIO:.0%}, write only blocks that are hit again"
+                else f": under {_pct(LOW_REUSE_HIT_RATIO)}, write only blocks that are hit again"
             ),
         ),
     ]
@@ -137,8 +141,8 @@ def sglang_settings(m: Measured, tp: int) -> list[Setting]:
             Setting(
                 "--hicache-storage-backend",
                 "file",
-                f"the curve still gains from {m.host.hit_ratio:.1%} to "
-                f"{m.disk.hit_ratio:.1%} beyond the host pool "
+                f"the curve still gains from {_pct(m.host.hit_ratio)} to "
+                f"{_pct(m.disk.hit_ratio)} beyond the host pool "
                 f"({m.disk.gb(m.kv_bytes_per_token):,.1f} GB): an L3 tier; 'file' is "
                 "local disk, use mooncake or hf3fs for a shared pool",
             )
@@ -181,11 +185,11 @@ def mooncake_master_settings(m: Measured) -> list[Setting]:
             "--enable_offload",
             "true" if m.disk is not None else "false",
             (
-                f"the curve gains from {m.host.hit_ratio:.1%} to {m.disk.hit_ratio:.1%} "
+                f"the curve gains from {_pct(m.host.hit_ratio)} to {_pct(m.disk.hit_ratio)} "
                 "beyond DRAM: offload evicted objects to SSD (never with --root_fs_dir)"
             )
             if m.disk is not None
-            else f"DRAM alone reaches {m.host.hit_ratio:.1%}; the curve gains little beyond",
+            else f"DRAM alone reaches {_pct(m.host.hit_ratio)}; the curve gains little beyond",
         )
     ]
     if m.write_peak_bytes_per_s is not None and m.window_s:
