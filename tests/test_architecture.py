@@ -59,6 +59,19 @@ ALLOWED: dict[str, set[str]] = {
         "plan",
         "results",
     },
+    # Verify (issue 20): fio and serving-benchmark jobs from a plan's replayed demand, and their
+    # results read back (its loader reads the folder; the rest is pure). Not named `verify`:
+    # `kvadvisor.verify` is the public function.
+    "verifyjobs": {
+        "planreview",
+        "plan",
+        "perfmodel",
+        "metrics",
+        "trace",
+        "catalog",
+        "results",
+        "sections",
+    },
     # Plan review: a plan checked against the trace's replayed arrays.
     "planreview": {"plan", "perfmodel", "catalog", "fleet", "facts", "rules", "results"},
     # The pipelines: one entry per command; they read or stream the trace and call the rest.
@@ -78,6 +91,7 @@ ALLOWED: dict[str, set[str]] = {
         "planreview",
         "results",
         "config",
+        "verifyjobs",
     },
     # Renderers and engine-config writers read the result models only.
     "report": {"results"},
@@ -86,7 +100,17 @@ ALLOWED: dict[str, set[str]] = {
     # which turns what a user has (paths, option values) into one pipeline call and a result
     # with its renderings.
     "__init__": {"api", "pipeline", "trace", "plan"},
-    "api": {"__init__", "pipeline", "advice", "cache", "plan", "trace", "results", "report"},
+    "api": {
+        "__init__",
+        "pipeline",
+        "advice",
+        "cache",
+        "plan",
+        "trace",
+        "results",
+        "report",
+        "verifyjobs",
+    },
     # `python -m kvadvisor`.
     "__main__": {"cli"},
     "cli": {

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvadvisor.plan.model import StagePlan, TierPlan
+from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.planreview.perf import PlanPerf, RecomputeFn, StagePerf
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import TierReview
@@ -46,17 +46,37 @@ class TraceReplay:
     hit_tokens_at: HitFn | None
 
 
+def plan_times(plan: Plan, replay: TraceReplay) -> tuple[np.ndarray, float]:
+    """Arrival seconds since the first request divided by the traffic scale, and their span."""
+    times = replay.arrival_s - (replay.arrival_s[0] if replay.arrival_s.size else 0.0)
+    times = times / plan.traffic_scale
+    return times, float(times[-1]) if times.size else 0.0
+
+
+def window_rates(
+    times_s: np.ndarray, amounts: np.ndarray, window_s: float, span_s: float
+) -> np.ndarray:
+    """``amounts`` per second in each window of ``window_s`` covering [0, span_s].
+
+    An amount at time t falls in window ``floor(t / window_s)`` (the last window takes what
+    lies beyond it); empty windows are zeros.
+    """
+    n = int(math.floor(span_s / window_s)) + 1
+    if times_s.size == 0:
+        return np.zeros(n)
+    idx = np.minimum((times_s / window_s).astype(np.int64), n - 1)
+    return np.bincount(idx, weights=amounts.astype(np.float64), minlength=n) / window_s
+
+
 def io_rate(times_s: np.ndarray, nbytes: np.ndarray, window_s: float, span_s: float) -> IoRate:
     """Bytes per second over windows of ``window_s`` covering [0, span_s]: mean, p99, peak.
 
     Empty windows count (they are time the tier sits idle), so the mean is total bytes over
     the whole span, rounded up to whole windows.
     """
-    n = int(math.floor(span_s / window_s)) + 1
     if times_s.size == 0:
         return IoRate(0.0, 0.0, 0.0)
-    idx = np.minimum((times_s / window_s).astype(np.int64), n - 1)
-    per = np.bincount(idx, weights=nbytes.astype(np.float64), minlength=n) / window_s
+    per = window_rates(times_s, nbytes, window_s, span_s)
     return IoRate(float(per.mean()), float(np.percentile(per, 99)), float(per.max()))
 
 

@@ -15,7 +15,13 @@ import numpy as np
 
 from kvadvisor.plan.model import Plan
 from kvadvisor.planreview.checks import check, q
-from kvadvisor.planreview.demand import TraceReplay, device_pool, load_times, stage_tiers
+from kvadvisor.planreview.demand import (
+    TraceReplay,
+    device_pool,
+    load_times,
+    plan_times,
+    stage_tiers,
+)
 from kvadvisor.planreview.lint import engine_checks
 from kvadvisor.planreview.perf import PlanPerf
 from kvadvisor.planreview.tierchecks import stage_balance, tier_checks
@@ -44,9 +50,7 @@ def review_plan(
 ) -> PlanReview:
     """Replay ``plan`` against the trace arrays and run every check (pure)."""
     kvb = perf.kv_bytes_per_token
-    times = replay.arrival_s - (replay.arrival_s[0] if replay.arrival_s.size else 0.0)
-    times = times / plan.traffic_scale
-    span = float(times[-1]) if times.size else 0.0
+    times, span = plan_times(plan, replay)
     stage_reviews: list[StageReview] = []
     checks: list[ReviewCheck] = []
     for stage in plan.stages:
