@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from kvadvisor.advise.engine_lint import engine_lint
 from kvadvisor.advise.model import (
     FORMAT_VERSION,
     IoRate,
@@ -662,6 +663,7 @@ def review_plan(
         calcs = _stage_tiers(stage, replay, perf, times, span, window_s)
         checks.extend(_tier_checks(stage, calcs, perf, times, span, window_s))
         checks.extend(engine_checks(stage, plan, _device_pool(stage, perf)))
+        checks.extend(engine_lint(stage, plan, _device_pool(stage, perf)))
         load = _load_times(calcs, kvb) if stage.stage == "prefill" and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
         if plan.slo.ttft_p99_s is not None and stage.stage == "prefill":
