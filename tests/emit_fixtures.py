@@ -7,7 +7,7 @@ every TP from 1 to 8 fits an H200.
 
 from __future__ import annotations
 
-from kvadvisor.advise.model import (
+from kvadvisor.results import (
     AdviceReport,
     Deployment,
     HitRatio,

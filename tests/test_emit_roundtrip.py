@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kvadvisor.advise import AnalyzeOptions, analyze
-from kvadvisor.advise.review import review_plans
 from kvadvisor.emit import TARGETS, emit_all
+from kvadvisor.pipeline import AnalyzeOptions
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.review import review_plans
 from kvadvisor.plan import load_plan
 from kvadvisor.trace import read_trace
 

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+import kvadvisor
 from kvadvisor import __version__
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.fileio import atomic_target
-from kvadvisor.plan import PlanCatalogs
-from kvadvisor.trace import (
-    Trace,
-    TraceFormat,
-    parse_column_map,
-    read_trace,
-)
+from kvadvisor.trace import Trace, TraceFormat
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -75,27 +68,6 @@ def write_output(target: str, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def file_sha256(path: Path) -> str | None:
-    """sha256 (hex) of a trace file, read in 1 MiB chunks; None for a directory of files."""
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def utc_now() -> str:
-    """The report's clock: now in UTC, to the second, ISO 8601 (an input to the pure core)."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
-
-
-def plan_catalogs(extra: list[Path] | None) -> PlanCatalogs:
-    """The catalogs plan files may name: the packaged ones plus --catalog files."""
-    return PlanCatalogs.packaged(tuple(str(p) for p in extra or ()))
-
-
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(f"kvadvisor {__version__}")
@@ -135,9 +107,7 @@ def read_with_options(
     block_tokens: int | None,
 ) -> Trace:
     """Read a trace with the trace options every command shares."""
-    return read_trace(
-        trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
-    )
+    return kvadvisor.read_trace(trace, trace_format, column_map=maps, block_tokens=block_tokens)
 
 
 WarmupOpt = Annotated[

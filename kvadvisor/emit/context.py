@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.emit.deployment import Deployment, StageView, TierView, Topology
 from kvadvisor.emit.sizing import Scope, Share, reuse_at, share
 from kvadvisor.emit.text import header
+from kvadvisor.results import AdviceReport
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
 
 # Engines read sizes in their own unit; a size is rounded down so ranks x size stays within

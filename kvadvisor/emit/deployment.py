@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from kvadvisor.advise.model import AdviceReport, StageRecommendation, Tier
 from kvadvisor.errors import ConfigError
+from kvadvisor.results import AdviceReport, StageRecommendation, Tier
 from kvadvisor.units import BYTES_PER_GIB
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.emit.deployment import Deployment, StageView, TierView
+from kvadvisor.results import AdviceReport
 
 
 class Scope(str, Enum):

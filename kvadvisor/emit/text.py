@@ -12,8 +12,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.emit.deployment import Deployment
+from kvadvisor.results import AdviceReport
 
 # Values an operator must supply (addresses, mounts, devices) are written as this marker, so
 # neither the engine nor kvadvisor's review mistakes them for a real value.

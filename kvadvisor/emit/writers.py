@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import deployment_from_report
 from kvadvisor.emit.kvbm import emit_kvbm
@@ -20,6 +19,7 @@ from kvadvisor.emit.plan import emit_plan
 from kvadvisor.emit.sglang import emit_sglang
 from kvadvisor.emit.vllm import emit_vllm
 from kvadvisor.errors import ConfigError
+from kvadvisor.results import AdviceReport
 
 EMITTERS: dict[str, Callable[[EmitContext], dict[str, str]]] = {
     "lmcache": emit_lmcache,

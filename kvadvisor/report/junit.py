@@ -7,7 +7,7 @@ import math
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from kvadvisor.advise.model import PlanReview, ReviewReport
+from kvadvisor.results.review import PlanReview, ReviewReport
 
 
 def _plain(value: Any) -> Any:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import summary
+from kvadvisor.results.report import AdviceReport
 
 
 def cell(text: str) -> str:

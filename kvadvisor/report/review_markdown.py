@@ -5,14 +5,8 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 
-from kvadvisor.advise.model import (
-    IoRate,
-    PlanReview,
-    ReviewReport,
-    StageReview,
-    TierReview,
-    Utilization,
-)
+from kvadvisor.results.common import IoRate, Utilization
+from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
 
 ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 
