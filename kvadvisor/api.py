@@ -38,7 +38,7 @@ from kvadvisor.trace import read_trace as read_trace_file
 from kvadvisor.trace.formats import ColumnSource
 from kvadvisor.trace.source import file_sha256
 from kvadvisor.verifyjobs import VerifyOptions, VerifyReport, VerifySet
-from kvadvisor.verifyjobs.loader import load_folder
+from kvadvisor.verifyjobs.loader import load_folder, storage_entries
 from kvadvisor.verifyjobs.render import render_catalog, render_json, render_text
 from kvadvisor.verifyjobs.results import DEFAULT_TOLERANCE, attach, fails, review_checks
 from kvadvisor.verifyjobs.results import verify_results as judge_folder
@@ -258,7 +258,11 @@ def review(
     """
     loaded = _plans(plans, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))
     # Read first: a folder that does not match is an error before the replay runs.
-    measured = None if results is None else verify_results(results, generated_at=generated_at)
+    measured = (
+        None
+        if results is None
+        else verify_results(results, catalogs=catalogs, generated_at=generated_at)
+    )
     report = review_source(
         trace if isinstance(trace, Trace) else os.fspath(trace),
         loaded,
@@ -313,8 +317,15 @@ def verify_results(
     folder: PathLike,
     *,
     tolerance: float = DEFAULT_TOLERANCE,
+    catalogs: Sequence[PathLike] = (),
     generated_at: str | None = None,
 ) -> Verification:
-    """Read a verify folder's fio and benchmark results back and judge them (`--results`)."""
-    report = judge_folder(load_folder(folder), generated_at or utc_now(), tolerance)
+    """Read a verify folder's fio and benchmark results back and judge them (`--results`).
+
+    ``catalogs``: storage catalog files the plan's tiers were named from besides the packaged
+    one (the measured catalog keeps their entries' other fields).
+    """
+    loaded = load_folder(folder)
+    base = storage_entries(tuple(str(c) for c in catalogs))
+    report = judge_folder(loaded, generated_at or utc_now(), tolerance, base)
     return Verification.of(report)

@@ -71,6 +71,7 @@ ALLOWED: dict[str, set[str]] = {
         "catalog",
         "results",
         "sections",
+        "yamlio",
     },
     # Plan review: a plan checked against the trace's replayed arrays.
     "planreview": {"plan", "perfmodel", "catalog", "fleet", "facts", "rules", "results"},

@@ -297,3 +297,50 @@ def test_gds_variant_differs_only_in_engine_and_jobs(tmp_path: Path) -> None:
 
     assert rates(back) == rates(plain)
     assert sections(back) == sections(plain)
+
+
+@pytest.mark.parametrize(
+    ("phase", "fail_on", "code"),
+    [("p99", "error", EXIT_FINDINGS), ("peak", "error", EXIT_OK), ("peak", "warning", 1)],
+)
+def test_a_rate_the_device_did_not_move_fails_at_its_severity(
+    fio_run: dict, tmp_path: Path, phase: str, fail_on: str, code: int
+) -> None:
+    """The measured rates against a requirement 10x theirs: p99 is an error, peak a warning."""
+    copy = tmp_path / "copy"
+    shutil.copytree(fio_run["folder"], copy)
+    manifest = json.loads((copy / "verify.json").read_text())
+    for p in manifest["fio"][0]["phases"]:
+        if p["phase"] == phase:
+            p["rates_bytes_per_s"] = {k: v * 10 for k, v in p["rates_bytes_per_s"].items()}
+    (copy / "verify.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["verify", "--results", str(copy), "--fail-on", fail_on])
+    assert result.exit_code == code, result.output
+    assert "below the" in result.output and "required" in result.output
+
+
+def test_measured_entry_keeps_its_catalog_entrys_other_fields(fio_run: dict) -> None:
+    """A tier naming nvme-gen4-x4 x 8: the entry keeps unit, GDS, capacity and sources.
+
+    The figures are the real run's over 8 devices; the datasheet's speed fields go.
+    """
+    from kvadvisor.catalog.storage import STORAGE_FILE, parse_storage
+    from kvadvisor.verifyjobs.loader import storage_entries
+    from kvadvisor.verifyjobs.results import judge_fio, measured_catalog
+
+    manifest = json.loads(json.dumps(fio_run["manifest"]))
+    manifest["tiers"][0].update(catalog_name="nvme-gen4-x4", devices=8)
+    docs = {"fio/prefill.disk.fio": ("prefill.disk.json", fio_run["doc"])}
+    phases, _ = judge_fio(manifest, docs)
+    entries, sources = storage_entries()
+    doc = measured_catalog(manifest, phases, "2026-12-01T00:00:00+00:00", entries, sources)
+    assert doc is not None
+    entry = doc["entries"]["nvme-gen4-x4"]
+    write = fio_run["jobs"]["prefill.disk.max-write"]["write"]["bw_bytes"]
+    assert entry["write_mbps"] == pytest.approx(write / 8 / 1e6, abs=0.1)
+    assert "unconfirmed" not in entry  # the datasheet's caveat on write_iops is gone
+    assert entry["io_unit_bytes"] == 4096 and entry["gds_support"] is True
+    assert entry["source"][0] == "MEASURED" and set(entry["source"][1:]) <= set(doc["sources"])
+    (spec,) = parse_storage(doc, "measured.yaml").values()  # the loader's own checks
+    assert spec.name == "nvme-gen4-x4" and spec.category == "local_nvme"
+    assert STORAGE_FILE.exists()

@@ -114,7 +114,7 @@ def verify_cmd(
             if trace is not None or plan is not None:
                 raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
             given = {} if tolerance is None else {"tolerance": tolerance}
-            report = kvadvisor.verify_results(results, **given)
+            report = kvadvisor.verify_results(results, catalogs=as_strs(catalog), **given)
             catalog_path = None
             for target in output or [str(results / CATALOG_NAME)]:
                 _not_an_input(Path(target), results, report.inputs)

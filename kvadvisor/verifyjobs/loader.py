@@ -7,14 +7,18 @@ VerifyError (or the trace reader's TraceError) naming it and saying what to do.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kvadvisor.catalog.storage import STORAGE_FILE
+from kvadvisor.errors import CatalogError
 from kvadvisor.trace import TraceFormat, read_trace
 from kvadvisor.trace.model import Trace
 from kvadvisor.verifyjobs.fio import fio_jobs
 from kvadvisor.verifyjobs.model import MANIFEST_NAME, RESULTS_DIR, VerifyError, VerifyFolder
 from kvadvisor.verifyjobs.results import DESCRIPTION, check_manifest
+from kvadvisor.yamlio import load_yaml
 
 BENCH_FORMATS = {"vllm": TraceFormat.VLLM, "sglang": TraceFormat.SGLANG}
 MAX_JSON_BYTES = 256 * 1024 * 1024  # a fio JSON of a few jobs is kilobytes; refuse the absurd
@@ -100,3 +104,20 @@ def load_folder(folder: str | Path) -> VerifyFolder:
                 )
         notes.append(f"{path}: fio output of this job set under another name; not read")
     return VerifyFolder(str(folder), manifest, fio, benches, tuple(notes))
+
+
+def storage_entries(extra: Sequence[str | Path] = ()) -> tuple[dict[str, Any], dict[str, str]]:
+    """The storage catalog's entries as written (raw fields) and its sources, with ``extra``.
+
+    Later files add or replace entries, as ``--catalog`` does; a measured entry keeps the
+    fields of the entry it replaces. Files that are not storage catalogs are skipped.
+    """
+    entries: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for path in (STORAGE_FILE, *extra):
+        doc = load_yaml(path, CatalogError)
+        if not isinstance(doc, dict) or doc.get("kind") != "storage":
+            continue
+        sources.update({str(k): str(v) for k, v in (doc.get("sources") or {}).items()})
+        entries.update({str(k): v for k, v in (doc.get("entries") or {}).items()})
+    return entries, sources

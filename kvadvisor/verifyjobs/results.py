@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from kvadvisor.catalog.models import get_model
+from kvadvisor.catalog.storage import STORAGE_SCHEMA
 from kvadvisor.errors import CatalogError
 from kvadvisor.planreview.checks import fmt_bytes
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport
@@ -324,52 +325,108 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+# Figures a measured entry replaces or drops: what the datasheet said about speed no longer
+# stands beside the measurement (a size formula, a per-client figure, "unconfirmed" marks).
+FIGURE_FIELDS = frozenset(
+    {
+        "read_mbps",
+        "write_mbps",
+        "read_iops",
+        "write_iops",
+        "read_latency_us",
+        "write_latency_us",
+        "latency_us",
+        "per_gib",
+        "unconfirmed",
+        "client_read_mbps",
+        "client_write_mbps",
+    }
+)
+
+
+def _figures(tier: Mapping[str, Any], phases: Sequence[PhaseResult]) -> dict[str, float]:
+    """Per-device bandwidth, IOPS and latency of one tier from its max-* and p99 phases."""
+    by_phase = {
+        p.phase: p
+        for p in phases
+        if p.stage == tier["stage"] and p.tier == tier["tier"] and not p.gds
+    }
+    devices = max(int(tier["devices"]), 1)
+    figures: dict[str, float] = {}
+    for direction in DIRECTIONS:
+        m = by_phase.get(f"max-{direction}")
+        got = None if m is None else m.measured.get(direction)
+        if got is None:
+            continue
+        figures[f"{direction}_mbps"] = round(got.bytes_per_s / devices / BYTES_PER_MB, 1)
+        figures[f"{direction}_iops"] = round(got.iops / devices, 1)
+        p99 = by_phase.get("p99")
+        lat = None if p99 is None else p99.measured.get(direction)
+        if lat is not None and lat.clat_p50_s is not None:
+            figures[f"{direction}_latency_us"] = round(lat.clat_p50_s * US_PER_S, 1)
+    return figures
+
+
 def measured_catalog(
-    manifest: Mapping[str, Any], phases: Sequence[PhaseResult], generated_at: str
+    manifest: Mapping[str, Any],
+    phases: Sequence[PhaseResult],
+    generated_at: str,
+    base: Mapping[str, Mapping[str, Any]] | None = None,
+    base_sources: Mapping[str, str] | None = None,
+    schema_fields: Sequence[str] = (),
 ) -> dict[str, Any] | None:
     """A storage catalog (``kind: storage``) of the measured tiers, to use with ``--catalog``.
 
     An entry takes the name of the catalog entry the plan's tier names, so plans naming it
-    get the measured figures; a tier given inline gets a new name to put in the plan.
+    get the measured figures; a tier given inline gets a new name to put in the plan. ``base``
+    holds the catalog entries as written (name: raw fields) and ``base_sources`` their
+    citations: a measured entry keeps every field of its base but the figures
+    (:data:`FIGURE_FIELDS`), citing the base's sources beside the measurement. An ``as_of``
+    (the day read) is written when the catalog schema has that field (``schema_fields``).
     """
     set_id = manifest["job_set_id"]
+    base, base_sources = base or {}, base_sources or {}
+    sources = {
+        SOURCE_KEY: f"kvadvisor verify --results, job set {set_id}, read {generated_at}: "
+        "fio JSON output of the generated jobs"
+    }
     entries: dict[str, dict[str, Any]] = {}
     for tier in manifest["tiers"]:
-        own = [
-            p for p in phases if p.stage == tier["stage"] and p.tier == tier["tier"] and not p.gds
-        ]
-        by_phase = {p.phase: p for p in own}
-        figures: dict[str, float] = {}
-        devices = max(int(tier["devices"]), 1)
-        io_bytes = int(tier["io"]["io_bytes"])
-        for direction in DIRECTIONS:
-            m = by_phase.get(f"max-{direction}")
-            got = None if m is None else m.measured.get(direction)
-            if got is None:
-                continue
-            figures[f"{direction}_mbps"] = round(got.bytes_per_s / devices / BYTES_PER_MB, 1)
-            figures[f"{direction}_iops"] = round(got.iops / devices, 1)
-            p99 = by_phase.get("p99")
-            lat = None if p99 is None else p99.measured.get(direction)
-            if lat is not None and lat.clat_p50_s is not None:
-                figures[f"{direction}_latency_us"] = round(lat.clat_p50_s * US_PER_S, 1)
+        figures = _figures(tier, phases)
         if not figures:
             continue
-        base = dict(tier.get("catalog_entry") or {})
         name = tier.get("catalog_name") or _slug(
             f"measured-{manifest['plan']['name']}-{tier['stage']}-{tier['tier']}"
         )
-        base.setdefault("category", KIND_CATEGORIES.get(tier["kind"], "local_nvme"))
-        base.setdefault("provider", "generic")
-        base["display_name"] = f"{base.get('display_name', name)} (measured)"
-        entry = {**base, **figures}
-        entry["source"] = [SOURCE_KEY]
+        raw = base.get(name)
+        if raw is not None:
+            entry = {k: v for k, v in raw.items() if k not in FIGURE_FIELDS}
+            cited = [
+                str(x)
+                for x in (
+                    [raw["source"]]
+                    if isinstance(raw.get("source"), str)
+                    else raw.get("source") or []
+                )
+            ]
+        else:
+            entry = dict(tier.get("catalog_entry") or {})
+            entry.setdefault("category", KIND_CATEGORIES.get(tier["kind"], "local_nvme"))
+            entry.setdefault("provider", "generic")
+            cited = []
+        sources.update({c: base_sources[c] for c in cited if c in base_sources})
+        entry["display_name"] = f"{entry.get('display_name', name)} (measured)"
+        entry.update(figures)
+        entry["source"] = [SOURCE_KEY, *cited]
+        if "as_of" in schema_fields:
+            entry["as_of"] = generated_at[:10]
         entry["notes"] = (
             f"Measured by kvadvisor verify, job set {set_id}: {tier['stage']} tier "
-            f"'{tier['tier']}' with fio at {io_bytes:,} B I/Os (the KV chunk piece), queue "
-            f"depth {tier['iodepth']} per rank; bandwidth and IOPS per device over "
-            f"{devices} device(s), IOPS at that I/O size (not 4 KiB); latency: median "
-            "completion latency at the p99 rate."
+            f"'{tier['tier']}' with fio at {int(tier['io']['io_bytes']):,} B I/Os (the KV chunk "
+            f"piece), queue depth {tier['iodepth']} per rank; bandwidth and IOPS per device "
+            f"over {max(int(tier['devices']), 1)} device(s), IOPS at that I/O size (not "
+            "4 KiB); latency: median completion latency at the p99 rate. Other fields: "
+            + ("the catalog entry it replaces." if raw is not None else "the plan's tier.")
         )
         if name in entries:  # two tiers on one catalog device: keep the lower figure
             for key, value in figures.items():
@@ -382,10 +439,7 @@ def measured_catalog(
         "kind": "storage",
         "description": f"Storage figures measured on your hardware (kvadvisor verify, job set "
         f"{set_id}, plan '{manifest['plan']['name']}')",
-        "sources": {
-            SOURCE_KEY: f"kvadvisor verify --results, job set {set_id}, read {generated_at}: "
-            "fio JSON output of the generated jobs"
-        },
+        "sources": sources,
         "entries": entries,
     }
 
@@ -513,14 +567,18 @@ def make_report(
     benches: Sequence[BenchResult],
     generated_at: str,
     notes: Sequence[str] = (),
+    base: tuple[Mapping[str, Any], Mapping[str, str]] | None = None,
 ) -> VerifyReport:
-    """The verify report with its measured catalog."""
+    """The verify report with its measured catalog (``base``: raw entries and sources)."""
+    entries, cites = base or ({}, {})
     return VerifyReport(
         job_set_id=manifest["job_set_id"],
         plan=manifest["plan"]["name"],
         phases=tuple(phases),
         benches=tuple(benches),
-        catalog=measured_catalog(manifest, phases, generated_at),
+        catalog=measured_catalog(
+            manifest, phases, generated_at, entries, cites, tuple(STORAGE_SCHEMA)
+        ),
         missing=tuple(missing),
         trace_sha256=(manifest.get("trace") or {}).get("sha256"),
         notes=tuple(notes),
@@ -532,9 +590,16 @@ def make_report(
 
 
 def verify_results(
-    folder: VerifyFolder, generated_at: str, tolerance: float = DEFAULT_TOLERANCE
+    folder: VerifyFolder,
+    generated_at: str,
+    tolerance: float = DEFAULT_TOLERANCE,
+    base: tuple[Mapping[str, Any], Mapping[str, str]] | None = None,
 ) -> VerifyReport:
-    """Judge everything a verify folder holds (pure: the folder was read by the loader)."""
+    """Judge everything a verify folder holds (pure: the folder was read by the loader).
+
+    ``base``: the storage catalog entries as written, and their sources (for the measured
+    catalog's entries to keep their other fields).
+    """
     manifest = folder.manifest
     phases, missing = judge_fio(manifest, folder.fio, tolerance)
     benches = []
@@ -552,4 +617,4 @@ def verify_results(
                 "10 requests with measured TTFT and decode time)"
             )
         benches.append(judge_bench(manifest, spec["engine"], path, trace, cal))
-    return make_report(manifest, phases, missing, benches, generated_at, notes)
+    return make_report(manifest, phases, missing, benches, generated_at, notes, base)
