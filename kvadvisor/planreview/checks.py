@@ -55,6 +55,8 @@ SOURCES = {
     "mooncake_ssd": "Mooncake docs/source/deployment/ssd/ssd-offload.md@3b5a594 (defaults "
     "/data/file_storage and 2 TB)",
     "mooncake_master": "Mooncake mooncake-store/src/master.cpp@3b5a594 (eviction_ratio in [0, 1])",
+    "deploy": "the catalogs' deployment rules (docs/catalog.md): a cloud instance's own NVMe, "
+    "its provider's volumes (count and disk caps) and file systems; bought drives on-premises",
 }
 
 
