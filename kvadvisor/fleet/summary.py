@@ -36,6 +36,7 @@ from kvadvisor.results.replay import (
     StageSummary,
     TierDemand,
 )
+from kvadvisor.units import QuantityError, parse_quantity
 
 # Chart lines keep at most this many points (windows are merged to get there).
 CHART_POINTS = 400
@@ -107,8 +108,6 @@ def request_columns(run: ReplayRun) -> dict[str, np.ndarray]:
 
 def parse_slo(text: str) -> dict[str, float]:
     """``ttft_p90=2s,tpot_p90=50ms`` as targets in seconds keyed ``ttft_p90_s`` (ConfigError)."""
-    from kvadvisor.plan.quantity import QuantityError, parse_quantity
-
     out: dict[str, float] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
