@@ -251,6 +251,7 @@ def test_examples_end_to_end(tmp_path: Path) -> None:
         "EL06",
         "EL07",
         "EL08",
+        "EL09",
     }
     result = runner.invoke(app, ["review", str(SAMPLE), "--plan", str(GOOD_EXAMPLE)])
     assert result.exit_code == EXIT_OK, result.output

@@ -787,6 +787,9 @@ def advise(
             ),
             alternatives=tuple(storage_alts + inst_alts),
             notes=tuple(notes),
+            gpus_per_instance=inst.gpu_count,
+            gpu_memory_gib=inst.gpu_memory_gib,
+            host_memory_gib=inst.host_memory_gib,
         )
 
     facts.update(collect(config))

@@ -1,6 +1,7 @@
 """The engine lint (EL01-EL07): an engine's settings judged against its documentation.
 
-It needs the plan only; the checks that need the trace replayed (RV01-RV08, EL08) are in
+It needs the plan only, as do EL09-EL31 (:mod:`kvadvisor.planreview.enginelint`, one check for
+every setting `--emit` writes); the checks that need the trace replayed (RV01-RV08, EL08) are in
 :mod:`kvadvisor.planreview.tierchecks`.
 """
 
@@ -40,7 +41,13 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                 )
             )
         else:
-            bad = cpu_gb * BYTES_PER_GB < pool
+            # KVBM sizes per engine instance (its leader sums the TP workers' blocks), so the
+            # device pool it must cover is one engine instance's: the instance's pool over its
+            # TP groups.
+            tp = int(_setting(stage, "vllm", "tensor-parallel-size") or plan.model.tp)
+            groups = max(1, ranks // tp)
+            pool_engine = pool / groups
+            bad = cpu_gb * BYTES_PER_GB < pool_engine
             out.append(
                 check(
                     "EL01",
@@ -48,8 +55,9 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     st,
                     "error",
                     "fail" if bad else "pass",
-                    f"DYN_KVBM_CPU_CACHE_GB={cpu_gb:g} against a device KV pool"
-                    f" of {fmt_bytes(pool)}"
+                    f"DYN_KVBM_CPU_CACHE_GB={cpu_gb:g} against the device KV pool of one engine "
+                    f"instance, {fmt_bytes(pool_engine)}"
+                    + ("" if groups == 1 else f" ({fmt_bytes(pool)} over {groups} TP groups)")
                     + (
                         ": KVBM will churn with no benefit (host cache must be at least the device "
                         "pool)"
@@ -58,7 +66,7 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     ),
                     "kvbm",
                     cpu_cache_gb=cpu_gb,
-                    device_pool_gb=pool / BYTES_PER_GB,
+                    device_pool_gb=pool_engine / BYTES_PER_GB,
                 )
             )
         if disk_gb is None or cpu_gb is None:
@@ -206,8 +214,11 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                 )
             )
     if "mooncake" in stage.engines:
-        root = _setting(stage, "mooncake", "root_fs_dir")
-        offload = bool(_setting(stage, "mooncake", "enable_offload", False))
+        master = _setting(stage, "mooncake", "master") or {}
+        root = _setting(stage, "mooncake", "root_fs_dir") or master.get("root_fs_dir")
+        offload = bool(
+            _setting(stage, "mooncake", "enable_offload", False) or master.get("enable_offload")
+        )
         bad = bool(root) and offload
         out.append(
             check(

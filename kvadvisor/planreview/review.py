@@ -22,6 +22,7 @@ from kvadvisor.planreview.demand import (
     plan_times,
     stage_tiers,
 )
+from kvadvisor.planreview.enginelint import engine_lint
 from kvadvisor.planreview.lint import engine_checks
 from kvadvisor.planreview.perf import PlanPerf
 from kvadvisor.planreview.tierchecks import deployable_check, stage_balance, tier_checks
@@ -57,6 +58,7 @@ def review_plan(
         checks.extend(c for c in (deployable_check(stage, t) for t in calcs) if c is not None)
         checks.extend(tier_checks(stage, calcs, perf, times, span, window_s))
         checks.extend(engine_checks(stage, plan, device_pool(stage, perf)))
+        checks.extend(engine_lint(stage, plan, device_pool(stage, perf)))
         load = load_times(calcs, kvb) if stage.stage == "prefill" and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
         if plan.slo.ttft_p99_s is not None and stage.stage == "prefill":

@@ -421,6 +421,11 @@ class StageRecommendation:
     utilization: Utilization | None = None
     alternatives: tuple[Alternative, ...] = ()
     notes: tuple[str, ...] = ()
+    # The chosen instance as the catalog describes it, so engine configurations can size
+    # per rank and check the host's memory without a catalog (None when not chosen).
+    gpus_per_instance: int | None = None
+    gpu_memory_gib: float | None = None  # per GPU
+    host_memory_gib: float | None = None
 
 
 @dataclass(frozen=True)
