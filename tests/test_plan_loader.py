@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kvadvisor.plan import PlanError, check_plan, engine_settings_table, load_plan
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
+from kvadvisor.units.parse import QuantityError, parse_quantity
 
 GOOD: dict[str, Any] = {
     "name": "good",

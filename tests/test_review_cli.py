@@ -171,7 +171,7 @@ def test_markdown_summary_rows(tiny_trace: Path, tmp_path: Path) -> None:
     runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD), "-o", str(md)])
     text = md.read_text()
     assert "| prefix hit ratio, all tiers (steady) | – |" in text
-    assert "| prefill storage utilization (mean / p99 / peak) | 1% / 1% / 1% |" in text
+    assert "| prefill storage utilization (mean / p99 / peak) | 1.0% / 1.0% / 1.0% |" in text
     assert "decode storage utilization" not in text
 
 

@@ -28,10 +28,10 @@ from kvadvisor.cli.common import (
 )
 from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.units.parse import QuantityError, parse_quantity
 
 
 class ReportFormat(str, Enum):

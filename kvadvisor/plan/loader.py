@@ -45,8 +45,8 @@ from kvadvisor.plan.model import (
     StorageCapability,
     TierPlan,
 )
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.units import BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
+from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.yamlio import load_yaml
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvadvisor.results.review import ReviewCheck
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
+from kvadvisor.units import Unit, format_value
 
 SOURCES = {
     "design": "DESIGN.md definitions (prefix hit, write and read demand)",
@@ -77,16 +77,11 @@ def check(
     )
 
 
-def fmt_bytes(nbytes: float | None) -> str:
-    """Decimal bytes with a readable prefix ("1.5 TB", "320 KB"); None is unbounded."""
-    if nbytes is None:
-        return "unbounded"
-    for unit, size in (
-        ("TB", BYTES_PER_TB),
-        ("GB", BYTES_PER_GB),
-        ("MB", BYTES_PER_MB),
-        ("KB", BYTES_PER_KB),
-    ):
-        if abs(nbytes) >= size:
-            return f"{nbytes / size:,.3g} {unit}"
-    return f"{nbytes:,.0f} B"
+def capacity(nbytes: float | None) -> str:
+    """A tier's or pool's size as every report shows sizes; None is unbounded."""
+    return "unbounded" if nbytes is None else format_value(nbytes, Unit.BYTES)
+
+
+def q(value: float | None, unit: Unit) -> str:
+    """A number in a check's message, by the one formatter ("unknown" when None)."""
+    return "unknown" if value is None else format_value(value, unit)

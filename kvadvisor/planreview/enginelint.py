@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvadvisor.plan.model import Plan, StagePlan, TierPlan
-from kvadvisor.planreview.checks import check, fmt_bytes
+from kvadvisor.planreview.checks import capacity, check
 from kvadvisor.results.review import ReviewCheck
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
 
@@ -151,8 +151,8 @@ def _host_demand(lint: _Lint, engine: str) -> tuple[float, str] | None:
         buf = client.get("local_buffer_size", MOONCAKE_DEFAULT_BUFFER_BYTES)
         per = (seg if isinstance(seg, int) else 0) + (buf if isinstance(buf, int) else 0)
         return store + per * lint.ranks, (
-            f"store segment {fmt_bytes(store)} + {lint.ranks} client processes x "
-            f"{fmt_bytes(per)} (segment + buffer)"
+            f"store segment {capacity(store)} + {lint.ranks} client processes x "
+            f"{capacity(per)} (segment + buffer)"
         )
     return None
 
@@ -198,8 +198,8 @@ def _capacity_checks(lint: _Lint) -> None:
             need, how = demand
             ok = None if host is None else need <= host
             msg = (
-                f"{how} = {fmt_bytes(need)} of host memory per instance"
-                + ("" if host is None else f" against {fmt_bytes(host)}")
+                f"{how} = {capacity(need)} of host memory per instance"
+                + ("" if host is None else f" against {capacity(host)}")
                 + (
                     ": the instance's host memory is unknown (give instance or host_memory)"
                     if host is None
@@ -224,9 +224,9 @@ def _capacity_checks(lint: _Lint) -> None:
             cap = None if tier is None else tier.capacity_bytes
             ok = None if cap is None else need <= cap
             msg = (
-                f"{how} = {fmt_bytes(need)}"
+                f"{how} = {capacity(need)}"
                 + (
-                    f" against {tier.name}'s {fmt_bytes(cap)}"
+                    f" against {tier.name}'s {capacity(cap)}"
                     if tier is not None and cap is not None
                     else ": no bounded disk tier in the plan to hold it"
                 )
@@ -513,7 +513,7 @@ def _sglang(lint: _Lint) -> None:
             "error",
             ok,
             f"host pool {size:g} GB per rank against a device pool of "
-            f"{fmt_bytes(device_rank)} per rank"
+            f"{capacity(device_rank)} per rank"
             + ("" if ok else ": HiCache refuses to start (host pool must be larger)"),
             "sglang_host",
             host_pool_bytes_per_rank=size * BYTES_PER_GB,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvadvisor.plan.model import Plan, StagePlan
-from kvadvisor.planreview.checks import check, fmt_bytes
+from kvadvisor.planreview.checks import capacity, check, q
 from kvadvisor.results.review import ReviewCheck
-from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.units import BYTES_PER_GB, Unit
 
 HICACHE_MIN_RATIO = 2.0  # SGLang hicache_design.md: host pool at least twice the device pool
 
@@ -56,8 +56,8 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     "error",
                     "fail" if bad else "pass",
                     f"DYN_KVBM_CPU_CACHE_GB={cpu_gb:g} against the device KV pool of one engine "
-                    f"instance, {fmt_bytes(pool_engine)}"
-                    + ("" if groups == 1 else f" ({fmt_bytes(pool)} over {groups} TP groups)")
+                    f"instance, {capacity(pool_engine)}"
+                    + ("" if groups == 1 else f" ({capacity(pool)} over {groups} TP groups)")
                     + (
                         ": KVBM will churn with no benefit (host cache must be at least the device "
                         "pool)"
@@ -128,7 +128,7 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     st,
                     "warning",
                     "fail" if bad else "pass",
-                    f"host pool is {ratio:.2f}× the device pool"
+                    f"host pool is {q(ratio, Unit.MULTIPLE)} the device pool"
                     + (" (below the documented minimum of 2)" if bad else ""),
                     "hicache_ratio",
                     host_to_device_ratio=ratio,
@@ -162,8 +162,8 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     st,
                     "error",
                     "fail" if bad else "pass",
-                    f"host pools {fmt_bytes(host_pool_rank)} per rank × {ranks} ranks = "
-                    f"{fmt_bytes(total)} against {fmt_bytes(stage.host_memory_bytes)}"
+                    f"host pools {capacity(host_pool_rank)} per rank × {ranks} ranks = "
+                    f"{capacity(total)} against {capacity(stage.host_memory_bytes)}"
                     " of host memory" + (": the server will be OOM-killed" if bad else ""),
                     "hicache_mem",
                     host_pool_bytes_per_rank=host_pool_rank,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kvadvisor.plan.model import Plan
-from kvadvisor.planreview.checks import check
+from kvadvisor.planreview.checks import check, q
 from kvadvisor.planreview.demand import (
     TraceReplay,
     device_pool,
@@ -29,6 +29,7 @@ from kvadvisor.planreview.tierchecks import deployable_check, stage_balance, tie
 from kvadvisor.results.common import Meta, TraceSummary, Utilization
 from kvadvisor.results.report import FORMAT_VERSION
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport, StageReview, TierReview
+from kvadvisor.units import Unit
 
 
 def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
@@ -83,9 +84,9 @@ def review_plan(
                         stage.stage,
                         "error",
                         "fail" if bad else "pass",
-                        f"p99 time to load the cached prefix is {load_p99:.3f} s"
+                        f"p99 time to load the cached prefix is {q(load_p99, Unit.SECONDS)}"
                         " against a TTFT p99 "
-                        f"SLO of {plan.slo.ttft_p99_s:.3f} s"
+                        f"SLO of {q(plan.slo.ttft_p99_s, Unit.SECONDS)}"
                         + (" before any compute" if bad else ""),
                         "slo",
                         load_time_p99_s=load_p99,
