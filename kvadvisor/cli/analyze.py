@@ -99,6 +99,16 @@ MemoryLimitOpt = Annotated[
 ]
 
 
+class Provider(str, Enum):
+    """Providers a deployment verdict can be given for (docs/advisor.md)."""
+
+    aws = "aws"
+    gcp = "gcp"
+    azure = "azure"
+    alibaba = "alibaba"
+    onprem = "onprem"
+
+
 class KvDtype(str, Enum):
     """KV cache element type."""
 
@@ -237,8 +247,24 @@ def analyze_cmd(
         str | None,
         typer.Option(
             "--storage",
-            help="One storage spec (catalog name) for both "
-            "stages: per-stage utilization and idle-stage warnings.",
+            help="The capacity tier below host memory on the nodes that prefill (catalog "
+            "name): the search sizes and replays it.",
+        ),
+    ] = None,
+    provider: Annotated[
+        list[Provider] | None,
+        typer.Option(
+            "--provider",
+            help="Give a deployment verdict for this provider (default: every provider in "
+            "the catalog, one verdict each). Repeatable.",
+        ),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo",
+            help="Latency targets the fleet must meet, e.g. ttft_p99=2s,tpot_p99=200ms "
+            "(default: MLPerf's server limits for the model; docs/advisor.md).",
         ),
     ] = None,
     instance: Annotated[
@@ -313,6 +339,8 @@ def analyze_cmd(
             **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
             storage=storage,
             instance=as_strs(instance),
+            providers=tuple(p.value for p in provider or ()),
+            slo=slo,
         )
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):

@@ -8,6 +8,7 @@ against. Engine files written in the same run are listed per stage (``engine_fil
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
@@ -54,7 +55,22 @@ def _stage(ctx: EmitContext, stage: StageView, files: Sequence[str]) -> dict[str
 def plan_document(
     ctx: EmitContext, engine_files: Mapping[str, Sequence[str]] | None = None
 ) -> dict[str, object]:
-    """The plan as a mapping; ``engine_files`` is {stage: [file names]} to reference."""
+    """The plan as a mapping; ``engine_files`` is {stage: [file names]} to reference.
+
+    With a chosen deployment verdict, its own plan (the very one the search replayed) with
+    each stage's engine files added; else the plan built from the recommendation.
+    """
+    rec = ctx.report.recommendation
+    verdict = rec.verdict.primary_verdict if rec is not None and rec.verdict else None
+    if verdict is not None and verdict.chosen and verdict.plan:
+        doc = copy.deepcopy(verdict.plan)
+        for key, stage in doc.get("stages", {}).items():
+            files = (engine_files or {}).get(key) or (
+                (engine_files or {}).get("prefill") if key == "serving" else None
+            )
+            if files:
+                stage["engine_files"] = list(files)
+        return doc
     dep = ctx.dep
     model: dict[str, object] = {"kv_bytes_per_token": dep.kv_bytes_per_token}
     if dep.model_in_catalog:

@@ -11,9 +11,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from kvadvisor.advice.advisor import AdvisorOptions, advise_report, parse_instance_choice
+from kvadvisor.advice.advisor import (
+    AdvisorOptions,
+    advise_report,
+    parse_instance_choice,
+    parse_providers,
+)
 from kvadvisor.advice.inputs import AdvisorInputs
+from kvadvisor.advice.recommend import TraceView
 from kvadvisor.cache import PrefixCacheResult
+from kvadvisor.fleet import TraceArrays
 from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.results.report import AdviceReport
@@ -40,20 +47,48 @@ def prefix_hits(
     return hits, ("cached_tokens" if hits is not None else None)
 
 
+def trace_view(trace: Trace) -> TraceView:
+    """The trace as the deployment search reads it: columns, evidence, rows on demand."""
+
+    def rows(start: int, stop: int) -> TraceArrays:
+        part = (
+            trace
+            if (start, stop) == (0, trace.requests)
+            else replace(trace, table=trace.table.slice(start, stop - start))
+        )
+        return TraceArrays.from_trace(part)
+
+    return TraceView(
+        arrival_s=trace.column_np("arrival_s"),
+        input_tokens=trace.column_np("input_tokens"),
+        output_tokens=trace.column_np("output_tokens"),
+        arrivals_measured=trace.arrivals_measured,
+        has_hashes=trace.has_hashes,
+        rows=rows,
+        path=trace.source_path,
+    )
+
+
 def advise_sections(
     report: AdviceReport,
     options: AnalyzeOptions,
     inputs: AdvisorInputs,
     stages: StageProfile | None,
+    view: TraceView | None = None,
 ) -> AdviceReport:
-    """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
+    """Facts from the report's sections -> rules and catalogs -> recommendation and findings.
+
+    ``view`` is the trace the deployment search replays (None: the verdicts say why none ran).
+    """
     advisor_options = AdvisorOptions(
         chunk_tokens=options.chunk_tokens,
         storage=options.storage,
         instance=parse_instance_choice(options.instance),
+        providers=parse_providers(options.providers),
+        slo=options.slo,
     )
     extra = stages.facts if stages is not None else None
-    return advise_report(report, inputs, advisor_options, extra_facts=extra)
+    return advise_report(report, inputs, advisor_options, extra_facts=extra, view=view)
 
 
 def _fingerprint(items: list[str]) -> str:

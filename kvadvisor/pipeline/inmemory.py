@@ -9,6 +9,7 @@ from kvadvisor.pipeline.assemble import (
     advise_sections,
     data_versions,
     prefix_hits,
+    trace_view,
     unavailable_reasons,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
@@ -70,7 +71,7 @@ def analyze_trace(
         options=options_record(options),
     )
     inputs = options.advisor_inputs or load_advisor_inputs()
-    report = advise_sections(report, options, inputs, stages)
+    report = advise_sections(report, options, inputs, stages, trace_view(trace))
     if options.plans:
         # The section's pass serves the review when it is exact and ran on the trace as it is
         # (not coarsened to --chunk-tokens).
