@@ -252,7 +252,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     whole = n <= inputs.verify_requests
     check_rows = (0, n) if whole else check_window(n, size, (start, stop))
     check_arrays = view.rows(*check_rows) if (whole and size < n) or not whole else sample_arrays
-    final = Replayer(check_arrays, slo.targets, doc_args, catalogs, drain_s=None)
+    final = Replayer(check_arrays, slo.targets, doc_args, catalogs, drain_s=None, share=False)
     # The final replays share the sample's exact LRU passes when they replay the same rows.
     if check_arrays is sample_arrays:
         final.ctx = replayer.ctx

@@ -322,7 +322,11 @@ def _configs(
     pruned: list[str] = []
     ttft_t, tpot_t = _targets(spec, "ttft"), _targets(spec, "tpot")
     pcts = tuple(sorted(set(ttft_t) | set(tpot_t))) or (99.0,)
-    roles: dict[str, list[tuple[Shape, int, int]]] = {"serving": [], "prefill": [], "decode": []}
+    roles: dict[str, list[tuple[Shape, int, int, Bounds]]] = {
+        "serving": [],
+        "prefill": [],
+        "decode": [],
+    }
     floor: list[tuple[Shape, Bounds]] = []
     span = work.span_s
     for inst in provider_instances:
@@ -363,26 +367,51 @@ def _configs(
                         continue
                     bound = b.instances_needed(shape.replicas_per_instance, span, role)
                     est = _estimate(shape, role, spec, work, hits, bound)
-                    roles[role].append((shape, bound, est))
+                    roles[role].append((shape, bound, est, b))
     configs = [
         Config(AGGREGATED, (("serving", shape, bound, est),))
-        for shape, bound, est in roles["serving"]
+        for shape, bound, est, _ in roles["serving"]
     ]
 
-    def best(role: str) -> list[tuple[Shape, int, int]]:
-        def key(row: tuple[Shape, int, int]) -> tuple[bool, float, int]:
-            shape, _, est = row
+    def best(role: str) -> list[tuple[Shape, int, int, Bounds]]:
+        def key(row: tuple[Shape, int, int, Bounds]) -> tuple[bool, float, int]:
+            shape, _, est, _ = row
             return (shape.price is None, (shape.price or 0.0) * est, est * shape.instance.gpu_count)
 
         return sorted(roles[role], key=key)[:DISAGG_SHAPES]
 
-    for pre, pb, pe in best("prefill"):
-        for dec, db, de in best("decode"):
+    for pre, pb, pe, b in best("prefill"):
+        for dec, db, de, _ in best("decode"):
+            miss = _transfer_misses(pre, dec, b, work, ttft_t)
+            if miss:
+                pruned.append(
+                    f"prefill {pre.label} + decode {dec.label}: even alone, prefill plus the "
+                    f"KV transfer to decode misses the SLO ({miss})"
+                )
+                continue
             configs.append(
                 Config(DISAGGREGATED, (("prefill", pre, pb, pe), ("decode", dec, db, de)))
             )
     configs.sort(key=lambda c: c.cost_estimate)  # stable: equal estimates keep catalog order
     return configs, pruned, _floor(floor, ttft_t, tpot_t)
+
+
+def _transfer_misses(
+    pre: Shape, dec: Shape, b: Bounds, work: Work, ttft: Mapping[float, float]
+) -> str:
+    """Why prefill alone plus the prompt's KV crossing the decode link misses TTFT ("" if not)."""
+    link = link_bytes_per_s(dec.instance)
+    if link is None or b.ttft_alone_per_request_s is None or not ttft:
+        return ""
+    t = b.ttft_alone_per_request_s + work.input_tokens * pre.kv.bytes_per_token / link
+    parts = []
+    for p, target in ttft.items():
+        got = float(np.percentile(t, p)) if t.size else 0.0
+        if got > target:
+            parts.append(
+                f"TTFT p{p:g} {got:.3g} s > {target:g} s over a {link / 1e9:,.0f} GB/s link"
+            )
+    return "; ".join(parts)
 
 
 def _floor(

@@ -43,6 +43,9 @@ SEARCH_DRAIN_S = 300.0
 # Instances per stage the search tries at most.
 MAX_INSTANCES = 64
 GROWTH = 1.5
+# A growth step that leaves more than this share of the shortfall is a stall; two in a row
+# end the search (latency, not capacity, is what misses the target).
+STALL_SHARE = 0.75
 # Tier bounds every chosen tier keeps (docs/advisor.md): p99 demand within 80% of the tier,
 # no window above it, and a tier bought for capacity used at least 10% on average.
 TIER_P99_TARGET = 0.8
@@ -159,6 +162,7 @@ class Replayer:
         doc_args: Mapping[str, Any],
         catalogs: PlanCatalogs,
         drain_s: float | None = SEARCH_DRAIN_S,
+        share: bool = True,
     ) -> None:
         self.ctx = ReplayContext(arrays)
         self.arrays = arrays
@@ -167,6 +171,7 @@ class Replayer:
         self.catalogs = catalogs
         self.options = ReplayOptions(drain_cap_s=drain_s)
         self.replays = 0
+        self.share = share
         self._cache: dict[str, Outcome] = {}
 
     def document(self, candidate: Candidate) -> dict[str, Any]:
@@ -174,7 +179,31 @@ class Replayer:
         return plan_document(candidate, slo=self.targets, **self.doc_args)
 
     def _key(self, doc: Mapping[str, Any]) -> str:
-        return json.dumps(doc, sort_keys=True, default=str)
+        """What the replay depends on: the document, each instance by what the replay reads.
+
+        Two providers' instances with the same GPUs, disk cap and network replay alike (their
+        names and prices do not enter the replay), so one replay serves both.
+        """
+        if not self.share:
+            return json.dumps(doc, sort_keys=True, default=str)
+        plain = json.loads(json.dumps(doc, default=str))
+        for stage in plain.get("stages", {}).values():
+            inst = self.catalogs.instances.get(stage.get("instance", ""))
+            if inst is not None:
+                stage["instance"] = [
+                    inst.gpu,
+                    inst.gpu_count,
+                    inst.disk_cap_mbps,
+                    inst.backend_network_gbit,
+                    inst.frontend_network_gbit,
+                ]
+        plain.pop("name", None)
+        plain.pop("description", None)
+        return json.dumps(plain, sort_keys=True)
+
+    def _hit(self, key: str, candidate: Candidate, doc: dict[str, Any]) -> Outcome | None:
+        got = self._cache.get(key)
+        return None if got is None else replace(got, candidate=candidate, doc=doc)
 
     def outcome(
         self, candidate: Candidate, capacity_tiers: frozenset[str] = frozenset()
@@ -182,8 +211,8 @@ class Replayer:
         """Replay the whole deployment (cached by its plan document)."""
         doc = self.document(candidate)
         key = self._key(doc)
-        if key in self._cache:
-            return self._cache[key]
+        if (hit := self._hit(key, candidate, doc)) is not None:
+            return hit
         try:
             dep, _ = deployment_of(doc, self.catalogs)
         except (ConfigError, PlanError) as exc:
@@ -212,9 +241,10 @@ class Replayer:
         exceed. TPOT targets are left to the decode stage.
         """
         doc = self.document(candidate)
-        key = "prefill:" + self._key(doc["stages"]["prefill"])
-        if key in self._cache:
-            return replace(self._cache[key], candidate=candidate, doc=doc)
+        pre = dict(doc, stages={"prefill": doc["stages"]["prefill"]})
+        key = f"prefill:{link_bytes_per_s:.9g}:" + self._key(pre)
+        if (hit := self._hit(key, candidate, doc)) is not None:
+            return hit
         try:
             dep, _ = deployment_of(doc, self.catalogs)
         except (ConfigError, PlanError) as exc:
@@ -270,8 +300,8 @@ def min_count(
     ``cannot_below``: counts below it are known not to keep up (the analytic bound). Grows
     from ``start`` by :data:`GROWTH` until a count meets the SLO, then tries one fewer and
     bisects down to the bound. Gives up (None) past ``cap``, or when two growth steps in a
-    row close less than a tenth of the shortfall: more instances do not help (latency alone
-    misses the target).
+    row leave more than :data:`STALL_SHARE` of the shortfall: more instances do not help
+    (latency alone misses the target).
     """
     tried: dict[int, Outcome] = {}
     fail = max(0, cannot_below - 1)
@@ -289,8 +319,8 @@ def min_count(
             break
         fail = n
         short = _shortfall(out)
-        if previous is not None and out.met and not out.tier_problem:
-            stalled = stalled + 1 if short > 0.9 * previous else 0
+        if previous is not None and not out.tier_problem:
+            stalled = stalled + 1 if short > STALL_SHARE * previous else 0
         previous = short
         if n >= cap or stalled >= 2:
             return None, [tried[k] for k in sorted(tried)]

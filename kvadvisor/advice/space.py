@@ -141,7 +141,7 @@ class Work:
         return np.maximum(self.input_tokens - self.hit_tokens, 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Bounds:
     """Analytic bounds of one shape on the sample (seconds; replica-seconds of work)."""
 
@@ -150,6 +150,7 @@ class Bounds:
     prefill_replica_s: float
     decode_replica_s: float
     mean_batch_bound: float
+    ttft_alone_per_request_s: np.ndarray | None = None
 
     def instances_needed(self, replicas_per_instance: int, span_s: float, stages: str) -> int:
         """Fewest instances whose replicas can do the work in the span (busy 100%)."""
@@ -194,4 +195,4 @@ def bounds(shape: Shape, work: Work, percentiles: tuple[float, ...]) -> Bounds:
     )
     pct = {p: float(np.percentile(ttft, p)) if ttft.size else 0.0 for p in percentiles}
     tp = {p: float(np.percentile(tpot[multi], p)) if multi.any() else 0.0 for p in percentiles}
-    return Bounds(pct, tp, prefill, decode, batch)
+    return Bounds(pct, tp, prefill, decode, batch, ttft)
