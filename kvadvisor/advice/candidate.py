@@ -56,6 +56,7 @@ class StagePick:
     count: int
     tiers: tuple[TierPick, ...] = ()
     router: str = "prefix_aware"
+    tier_note: str = field(default="", compare=False)  # why a tier is absent, when one is
 
     @property
     def gpus(self) -> int:
@@ -104,7 +105,9 @@ class Candidate:
     def with_count(self, role: str, count: int) -> Candidate:
         """The same deployment with ``count`` instances in stage ``role`` (tiers rescaled)."""
         stages = tuple(
-            StagePick(s.role, s.shape, count, s.tiers, s.router) if s.role == role else s
+            StagePick(s.role, s.shape, count, s.tiers, s.router, s.tier_note)
+            if s.role == role
+            else s
             for s in self.stages
         )
         return Candidate(self.provider, self.topology, stages, self.notes)

@@ -152,7 +152,11 @@ def _work(replayer: Replayer) -> Work:
 
 
 def _grow(replayer: Replayer, outcome: Outcome, caps: frozenset[str]) -> Outcome | None:
-    """The outcome with each stage grown in turn until the SLO is met (None past the cap)."""
+    """The outcome with each stage grown in turn until the SLO is met.
+
+    None when no count within :data:`MAX_INSTANCES` meets it, or growing stalls (latency,
+    not capacity, misses the target: :func:`kvadvisor.advice.sizing.min_count`).
+    """
     cand = outcome.candidate
     order = [s.role for s in cand.stages][::-1]  # decode before prefill: TPOT, then TTFT
     current = outcome
@@ -388,7 +392,8 @@ def _verdict(
         return no_verdict(
             f,
             f"{f.chosen.candidate.label()} meets the SLO on the sample but not on the whole "
-            f"trace, and no larger count within {MAX_INSTANCES} instances does",
+            f"trace ({'; '.join(dict.fromkeys(failed.values()))}), and more instances do not "
+            "bring it within the SLO (the whole trace's longest prompts set the tail)",
             VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
         )
     final_outcome, sample_outcome = min(verified, key=lambda v: outcome_key(v[0]))

@@ -194,19 +194,28 @@ def tier_gain(
     return float(more) / inp
 
 
-def _stage_tiers(shape: Shape, count: int, spec: SearchSpec) -> tuple[TierPick, ...]:
-    """The host-memory tier when reuse is measured and the GPU pools do not already hold it."""
+NO_HASHES = "no tier: the trace has no block hashes, so no prefix reuse was measured (CA03)"
+
+
+def _stage_tiers(shape: Shape, count: int, spec: SearchSpec) -> tuple[tuple[TierPick, ...], str]:
+    """The host-memory tier when reuse is measured and the GPU pools do not already hold it.
+
+    Returns the tiers and, when there are none, why.
+    """
     if not spec.has_hashes:
-        return ()  # no reuse measured: nothing to load, no tier bought (CA03)
+        return (), NO_HASHES
     host = host_tier(shape, spec.storage)
     if host is None or host.capacity_bytes is None:
-        return ()
+        return (), f"no tier: {shape.instance.name}'s host memory is not in the catalog"
     gpu = float(count * shape.replicas_per_instance * shape.pool_tokens)
     host_tokens = count * host.capacity_bytes / shape.kv.bytes_per_token
     gain = tier_gain(spec.pooled_hits, spec.sample_inputs, gpu, gpu + host_tokens)
     if gain is not None and gain < MIN_TIER_GAIN:
-        return ()  # the GPU pools hold the reuse: a host tier would serve nothing (RV01)
-    return (host,)
+        return (), (
+            f"no tier: the fleet's GPU KV pools already hold the reuse; host memory would add "
+            f"{gain:.1%} of prompt tokens in steady state (under {MIN_TIER_GAIN:.0%})"
+        )
+    return (host,), ""
 
 
 def link_bytes_per_s(instance: InstanceSpec) -> float | None:
@@ -216,7 +225,8 @@ def link_bytes_per_s(instance: InstanceSpec) -> float | None:
 
 def _aggregated(config: Config, count: int, spec: SearchSpec, provider: str) -> Candidate:
     shape = config.shapes[0][1]
-    stage = StagePick("serving", shape, count, _stage_tiers(shape, count, spec))
+    tiers, note = _stage_tiers(shape, count, spec)
+    stage = StagePick("serving", shape, count, tiers, tier_note=note)
     return Candidate(provider, AGGREGATED, (stage,))
 
 
@@ -224,8 +234,9 @@ def _disaggregated(
     config: Config, counts: Sequence[int], spec: SearchSpec, provider: str
 ) -> Candidate:
     pre, dec = config.shapes[0][1], config.shapes[1][1]
+    tiers, note = _stage_tiers(pre, counts[0], spec)
     stages = (
-        StagePick("prefill", pre, counts[0], _stage_tiers(pre, counts[0], spec)),
+        StagePick("prefill", pre, counts[0], tiers, tier_note=note),
         StagePick("decode", dec, counts[1], (), router="least_outstanding"),
     )
     return Candidate(provider, DISAGGREGATED, stages)
@@ -492,7 +503,7 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         found.tier_note = "no block hashes: no reuse was measured, so no capacity tier is bought"
         return
     if host is None or host.capacity_bytes is None:
-        found.tier_note = "the instance's host memory is not in the catalog: no tier is sized"
+        found.tier_note = stage.tier_note
         return
     if spec.reuse_bytes is None:
         found.tier_note = "the KV worth keeping is unknown (give the model): no capacity tier"
@@ -539,7 +550,7 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         refit, _ = capacity_options(stage.shape, {fit.spec.name: fit.spec}, reuse, write_p99, n)
         tiers = stage.tiers + ((capacity_pick(refit[0], n),) if refit else ())
         stages = tuple(
-            StagePick(s.role, s.shape, n, tiers, s.router) if s.role == role else s
+            StagePick(s.role, s.shape, n, tiers, s.router, s.tier_note) if s.role == role else s
             for s in cand.stages
         )
         return Candidate(cand.provider, cand.topology, stages)

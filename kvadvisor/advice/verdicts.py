@@ -16,7 +16,7 @@ import numpy as np
 
 from kvadvisor.advice.candidate import AGGREGATED, Candidate, StagePick, TierPick
 from kvadvisor.advice.search import MAX_CONFIGS, Config, ProviderSearch, Tried, cost_key
-from kvadvisor.advice.sizing import TIER_P99_TARGET, Outcome
+from kvadvisor.advice.sizing import Outcome
 from kvadvisor.fleet import ReplayResult
 from kvadvisor.fleet.engine import ReplayRun, StageRun
 from kvadvisor.results.replay import TierDemand
@@ -132,8 +132,7 @@ def _mechanisms(
                     "prefix_loads",
                     None,
                     None,
-                    "no tier below the GPU pool: prefix reuse is unknown (no block hashes), so "
-                    "every prompt token not in the GPU pool is recomputed",
+                    "none below the GPU pool: hits are served from GPU memory, misses recomputed",
                 )
             )
             out.append(
@@ -141,8 +140,7 @@ def _mechanisms(
                     "new_kv_writes",
                     None,
                     None,
-                    "new KV stays in the GPU pool: with no reuse measured there is nothing to "
-                    "keep it for",
+                    "new KV stays in the GPU pool: no tier below it to write to",
                 )
             )
     statement = ""
@@ -210,9 +208,7 @@ def _mechanisms(
                 )
             )
         else:
-            statement = (
-                "no storage tier: no prefix reuse was measured (the trace has no block hashes)"
-            )
+            statement = stage.tier_note or "no storage tier"
     return tuple(out), statement
 
 
@@ -579,5 +575,4 @@ def no_verdict(found: ProviderSearch, reason: str, status: VerdictStatus) -> Ver
         runners_up=tuple(s for _, s in closest[:MAX_RUNNERS_UP]),
         candidates=tuple(every),
         pruned=tuple(found.pruned),
-        notes=(f"tier bounds: p99 demand within {TIER_P99_TARGET:.0%} of every tier",),
     )

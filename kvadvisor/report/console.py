@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from kvadvisor.report import summary
+from kvadvisor.report import deployments, summary
 from kvadvisor.results.report import AdviceReport
 
 DEFAULT_WIDTH = 100
@@ -60,6 +60,32 @@ class ConsoleRenderer:
         )
         return lines or [indent.rstrip()]
 
+    def _deployments(self, report: AdviceReport) -> list[str]:
+        """Every provider's verdict; the primary one's stages and runners-up."""
+        vs = deployments.verdict_set(report)
+        if vs is None:
+            return []
+        w = self.width
+        out = ["", "Deployments"]
+        out += self._wrap(deployments.slo_line(vs), "  ")
+        if vs.sample is not None:
+            out += self._wrap(deployments.sample_line(vs), "  ")
+        out += ["", *table(*deployments.provider_rows(vs), w)]
+        v = vs.primary_verdict
+        if v is None or not v.chosen:
+            out += ["", *self._wrap(f"no primary verdict: {vs.primary_why}", "  ")]
+            return out
+        out += ["", *self._wrap(f"{v.provider} (primary: {vs.primary_why})")]
+        for s in v.stages:
+            out += ["", *table([s.role, ""], [list(r) for r in deployments.stage_rows(s)], w)]
+        if link := deployments.link_text(v):
+            out += ["", *self._wrap(link, "  ")]
+        if v.runners_up:
+            out += ["", "Runners-up", *table(*deployments.runner_rows(v), w)]
+        for note in deployments.verdict_notes(v):
+            out += self._wrap(f"note: {note}", "  ")
+        return out
+
     def render(self, report: AdviceReport) -> str:
         """Return the summary text, every line at most ``width`` characters where words allow."""
         t = report.trace
@@ -73,6 +99,7 @@ class ConsoleRenderer:
         verdicts = summary.verdicts(report)
         if verdicts:
             out += ["", *table(*summary.verdict_table(verdicts), w)]
+        out += self._deployments(report)
         out += ["", "Key numbers"]
         out += table(
             ["", "value", "detail"],
