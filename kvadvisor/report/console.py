@@ -70,7 +70,7 @@ class ConsoleRenderer:
         out += self._wrap(deployments.slo_line(vs), "  ")
         if vs.sample is not None:
             out += self._wrap(deployments.sample_line(vs), "  ")
-        out += ["", *table(*deployments.provider_rows(vs), w)]
+        out += ["", *table(["provider", "verdict"], deployments.provider_pairs(vs), w)]
         v = vs.primary_verdict
         if v is None or not v.chosen:
             out += ["", *self._wrap(f"no primary verdict: {vs.primary_why}", "  ")]
@@ -81,7 +81,7 @@ class ConsoleRenderer:
         if link := deployments.link_text(v):
             out += ["", *self._wrap(link, "  ")]
         if v.runners_up:
-            out += ["", "Runners-up", *table(*deployments.runner_rows(v), w)]
+            out += ["", "Runners-up", *table(["candidate", ""], deployments.runner_pairs(v), w)]
         for note in deployments.verdict_notes(v):
             out += self._wrap(f"note: {note}", "  ")
         return out

@@ -117,6 +117,31 @@ def provider_rows(vs: VerdictSet) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def provider_pairs(vs: VerdictSet) -> list[list[str]]:
+    """The provider rows as (provider, one sentence): for narrow layouts (the terminal)."""
+    _, rows = provider_rows(vs)
+    out = []
+    for row in rows:
+        parts = [row[1], row[2]]
+        if row[3]:
+            parts += [
+                row[3],
+                f"{row[4]} per million input tokens, {row[5]} per million output tokens",
+                f"TTFT p90/p99 {row[6]}, TPOT p90/p99 {row[7]}",
+            ]
+        out.append([row[0], "; ".join(parts)])
+    return out
+
+
+def runner_pairs(v: Verdict) -> list[list[str]]:
+    """The runners-up as (candidate, one sentence): for narrow layouts (the terminal)."""
+    _, rows = runner_rows(v)
+    return [
+        [row[0], f"{row[1]}; TTFT p90 {row[2]}, TPOT p90 {row[3]}; lost on {row[4]}: {row[5]}"]
+        for row in rows
+    ]
+
+
 def _tier_text(t: TierChoice) -> str:
     cap = fmt.quantity(t.capacity_bytes, Unit.BYTES)
     per = "per pool" if t.scope == "pooled" else "per node"
