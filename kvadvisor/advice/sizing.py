@@ -71,6 +71,7 @@ class Outcome:
     tpot_s: dict[str, float] = field(default_factory=dict)
     tier_problem: str = ""
     run: ReplayRun | None = None
+    overloaded: bool = False  # the queue grew over the arrivals: capacity, not latency, binds
 
     @property
     def meets(self) -> bool:
@@ -223,12 +224,20 @@ class Replayer:
         run = run_replay(self.ctx, dep, self.options)
         cols = request_columns(run)
         met, attain = check_targets(self.targets, cols)
-        problem = ""
-        if dep.stages[0].tiers:
-            problem = tier_problem(summarize(run), set(capacity_tiers))
+        summary = summarize(run)
+        problem = tier_problem(summary, set(capacity_tiers)) if dep.stages[0].tiers else ""
         tpot = cols["tpot_s"][cols["output_tokens"] > 1]
         out = Outcome(
-            candidate, doc, "", met, attain, _pcts(cols["ttft_s"]), _pcts(tpot), problem, run
+            candidate,
+            doc,
+            "",
+            met,
+            attain,
+            _pcts(cols["ttft_s"]),
+            _pcts(tpot),
+            problem,
+            run,
+            summary.overload.overloaded,
         )
         self._cache[key] = out
         return out
@@ -300,8 +309,9 @@ def min_count(
     ``cannot_below``: counts below it are known not to keep up (the analytic bound). Grows
     from ``start`` by :data:`GROWTH` until a count meets the SLO, then tries one fewer and
     bisects down to the bound. Gives up (None) past ``cap``, or when two growth steps in a
-    row leave more than :data:`STALL_SHARE` of the shortfall: more instances do not help
-    (latency alone misses the target).
+    row leave more than :data:`STALL_SHARE` of the shortfall while the fleet keeps up (its
+    queue does not grow): latency, not capacity, misses the target, and more instances do not
+    help.
     """
     tried: dict[int, Outcome] = {}
     fail = max(0, cannot_below - 1)
@@ -319,7 +329,7 @@ def min_count(
             break
         fail = n
         short = _shortfall(out)
-        if previous is not None and not out.tier_problem:
+        if previous is not None and not out.tier_problem and not out.overloaded:
             stalled = stalled + 1 if short > STALL_SHARE * previous else 0
         previous = short
         if n >= cap or stalled >= 2:
