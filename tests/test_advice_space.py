@@ -66,7 +66,7 @@ def test_checkpoint_dtype_decides_the_fit() -> None:
 
 
 def test_vllm_batch_defaults() -> None:
-    """vLLM's API-server defaults: 8,192 / 1,024 on >= 70 GiB GPUs other than A100."""
+    """The vLLM API server's defaults: 8,192 / 1,024 on >= 70 GiB GPUs other than A100."""
     assert batch_defaults(get_gpu("h200")) == (8192, 1024)
     assert batch_defaults(get_gpu("a100-80gb")) == (2048, 256)
     assert batch_defaults(get_gpu("l4")) == (2048, 256)

@@ -187,7 +187,10 @@ def _error(sample: Outcome, check: Outcome) -> dict[str, float]:
     return out
 
 
-def _caps(c: Candidate) -> frozenset[str]:
+def _caps(c: Candidate, forced: bool = False) -> frozenset[str]:
+    """The tiers bought for capacity (RV04's floor applies); none when --storage forced one."""
+    if forced:
+        return frozenset()
     return frozenset(t.name for s in c.stages for t in s.tiers if t.name == CAPACITY_TIER)
 
 
@@ -264,7 +267,9 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     errors: dict[str, dict[str, float]] = {}
     for p in providers:
         f = found[p]
-        verdicts.append(_verdict(p, f, final, whole, errors, size < n))
+        verdicts.append(
+            _verdict(p, f, final, whole, errors, size < n, inputs.forced_storage is not None)
+        )
     sample = Sample(
         requests=size,
         trace_requests=n,
@@ -334,6 +339,7 @@ def _verdict(
     whole: bool,
     errors: dict[str, dict[str, float]],
     sampled: bool,
+    forced: bool = False,
 ) -> Verdict:
     if f.chosen is None:
         if not f.tried and f.floor:
@@ -367,7 +373,7 @@ def _verdict(
             min(verified, key=lambda v: outcome_key(v[0]))[0]
         ):
             break
-        caps = _caps(o.candidate)
+        caps = _caps(o.candidate, forced)
         checked = final.outcome(o.candidate, caps)
         if whole and not checked.meets:
             failed[repr(o.doc)] = checked.why_not()
@@ -399,7 +405,8 @@ def _verdict(
     final_outcome, sample_outcome = min(verified, key=lambda v: outcome_key(v[0]))
     if sampled:
         errors[provider] = _error(
-            sample_outcome, final.outcome(sample_outcome.candidate, _caps(sample_outcome.candidate))
+            sample_outcome,
+            final.outcome(sample_outcome.candidate, _caps(sample_outcome.candidate, forced)),
         )
     assert final_outcome.run is not None
     result = summarize(final_outcome.run, final.targets)

@@ -557,7 +557,9 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
 
     config = found.chosen_config
     bound = 1 if config is None else next(b for r, _, b, _ in config.shapes if r == role)
-    caps = frozenset({CAPACITY_TIER})
+    # A tier --storage forces is kept even when underused (RV04 then says so); one bought for
+    # capacity must be used at least TIER_MEAN_FLOOR of its bandwidth.
+    caps = frozenset() if forced else frozenset({CAPACITY_TIER})
     best, tried = min_count(lambda n: replayer.outcome(build(n), caps), bound, stage.count)
     tier_config = Config(
         cand.topology, tuple((s.role, s.shape, s.count, s.count) for s in cand.stages)

@@ -496,6 +496,18 @@ def _capped_summary(config: Config) -> CandidateSummary:
     )
 
 
+def _tier_notes(found: ProviderSearch, cand: Candidate) -> tuple[str, ...]:
+    """Why the chosen fleet has the tiers it has.
+
+    The search's note when it was about this fleet's shape, else the stages' own (the whole
+    trace may have chosen another shape than the sample).
+    """
+    chosen = found.chosen.candidate if found.chosen is not None else None
+    if chosen is not None and _same_shape(chosen, cand) and found.tier_note:
+        return (found.tier_note,)
+    return tuple(dict.fromkeys(s.tier_note for s in cand.stages if s.tier_note))
+
+
 def verdict_of(
     found: ProviderSearch,
     outcome: Outcome,
@@ -551,7 +563,7 @@ def verdict_of(
         candidates=every,
         pruned=tuple(found.pruned),
         unconfirmed=tuple(dict.fromkeys(unconfirmed)),
-        notes=tuple(notes) + ((found.tier_note,) if found.tier_note else ()),
+        notes=tuple(notes) + _tier_notes(found, cand),
         plan=plan,
     )
 
