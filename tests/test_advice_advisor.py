@@ -43,11 +43,14 @@ TRACE = TraceSummary(
 
 
 def workload(write=(1.0e9, 3.0e9, 6.0e9), read=(0.5e9, 1.0e9, 2.0e9)):  # type: ignore[no-untyped-def]
-    """Llama-3.1-70B on 8 x H200 replicas, 900 s prefill and 100 s decode per replica."""
+    """Llama-3.1-70B on 8 x H200 replicas, 900 s prefill and 100 s decode per replica.
+
+    The stage split counts GPU-seconds: 900 s x 8 GPUs = 7,200 and 100 s x 8 = 800.
+    """
     f = workload_facts(
         TRACE,
         ModelSummary("llama-3.1-70b", 327_680),
-        StageSplit("modeled", 900.0, 100.0, 0.9),
+        StageSplit("modeled", 7200.0, 800.0, 0.9),
         None,
         IoDemand(IoRate(*write), IoRate(*read), 1.0),
     )
@@ -67,13 +70,14 @@ def workload(write=(1.0e9, 3.0e9, 6.0e9), read=(0.5e9, 1.0e9, 2.0e9)):  # type: 
 def test_instance_count_by_hand() -> None:
     """Instance counts from GPU time, by hand.
 
-    900 replica-s x 8 GPUs / 1,000 s = 7.2 busy H200s; / 8 per p5e / 0.7 = 1.29 -> 2.
+    7,200 GPU-s (900 replica-s x 8 GPUs) / 1,000 s = 7.2 busy H200s; / 8 per p5e / 0.7 = 1.29
+    -> 2.
     On B200 (2,250 TFLOPS): 7.2 x 989.4 / 2,250 = 3.17 -> / 8 / 0.7 = 0.57 -> 1.
     """
     f = workload()
     assert instance_count("prefill", INSTANCES["p5e.48xlarge"], f)[0] == 2
     assert instance_count("prefill", INSTANCES["p6-b200.48xlarge"], f)[0] == 1
-    # Decode: 100 x 8 / 1,000 = 0.8 busy GPUs -> 1 instance.
+    # Decode: 800 GPU-s / 1,000 s = 0.8 busy GPUs -> 1 instance.
     assert instance_count("decode", INSTANCES["p5e.48xlarge"], f)[0] == 1
     count, why = instance_count("prefill", INSTANCES["p5e.48xlarge"], {})
     assert count is None and "unknown" in why
@@ -243,7 +247,7 @@ def test_disk_cap_below_demand() -> None:
     )
     findings = {f.code: f for f in advice.findings}
     assert "IN01" in findings and findings["IN01"].severity == "error"
-    assert "612.0 MB/s" in findings["IN01"].message
+    assert "612 MB/s" in findings["IN01"].message
     assert findings["IN01"].candidates  # a catalog query ran for the recommendation
     assert all(STORAGE[c].category != "block" for c in findings["IN01"].candidates)
 

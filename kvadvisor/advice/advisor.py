@@ -36,6 +36,7 @@ from kvadvisor.results.report import (
     AdviceReport,
     Alternative,
     Deployment,
+    Evidence,
     Finding,
     PrefixCache,
     Recommendation,
@@ -170,12 +171,11 @@ def instance_count(
             f"the GPU the stage split was computed for is unknown: one {stage} "
             "instance assumed to carry the whole trace"
         )
-    per_replica = _v(facts, "split_gpus_per_replica") or 1.0
-    modeled = busy_s * per_replica / duration
+    modeled = busy_s / duration
     busy_gpus = modeled * ref / mine
     count = max(1, math.ceil(busy_gpus / inst.gpu_count / TARGET_GPU_UTILIZATION))
     return count, (
-        f"{stage}: {busy_s:,.0f} replica-s x {per_replica:g} GPUs over "
+        f"{stage}: {busy_s:,.0f} GPU-s over "
         f"{duration:,.0f} s = {modeled:.2f} busy GPUs of the modeled GPU, x "
         f"{ref:g}/{mine:g} for {inst.gpu} = {busy_gpus:.2f}; / {inst.gpu_count} GPUs "
         f"/ {TARGET_GPU_UTILIZATION:.0%} target = {count} instance(s)"
@@ -767,6 +767,9 @@ def advise(
             ),
             alternatives=tuple(storage_alts + inst_alts),
             notes=tuple(notes),
+            gpus_per_instance=inst.gpu_count,
+            gpu_memory_gib=inst.gpu_memory_gib,
+            host_memory_gib=inst.host_memory_gib,
         )
 
     facts.update(collect(config))
@@ -837,7 +840,10 @@ def _finding(
         severity=rule.severity.value,
         stage=rule.stage.value,
         message=message,
-        evidence=evidence,
+        evidence={
+            name: Evidence(item["value"], item["unit"], item["text"])
+            for name, item in evidence.items()
+        },
         name=rule.name,
         summary=rule.summary,
         action=rec.action if rec else "",
