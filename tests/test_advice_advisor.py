@@ -311,3 +311,24 @@ def test_announced_parts_are_never_recommended() -> None:
         flags = [f.spec.announced_only for f in ranked]
         assert flags == sorted(flags), f"{stage}: an announced part outranks a shipping one"
         assert not flags[0]
+
+
+def test_decode_runs_where_prefill_runs() -> None:
+    """Unconstrained, decode is chosen from prefill's deployment (one provider, or your own).
+
+    The KV cache moves from prefill to decode; a decode instance on another cloud would be
+    best alone but cannot receive it. A user who pins the two stages apart gets a note.
+    """
+    advice = advise(workload(), None, STORAGE, INSTANCES, RULES)
+    pre, dec = advice.recommendation.prefill, advice.recommendation.decode
+    assert INSTANCES[pre.instance].provider == INSTANCES[dec.instance].provider
+    pinned = advise(
+        workload(),
+        None,
+        STORAGE,
+        INSTANCES,
+        RULES,
+        AdvisorOptions(instance={"prefill": "p5e.48xlarge", "decode": "a4-highgpu-8g"}),
+    )
+    assert pinned.recommendation.decode.instance == "a4-highgpu-8g"
+    assert any("two deployments do not share" in n for n in pinned.recommendation.decode.notes)

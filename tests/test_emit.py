@@ -87,8 +87,8 @@ def test_kvbm_sizes_per_engine_instance() -> None:
 def test_vllm_aggregated_uses_native_offloading() -> None:
     """One stage only: --kv-offloading-size is GiB per vLLM instance (all its TP ranks)."""
     files = emit_config(_report(tp=4, decode=None), "vllm")
-    assert list(files) == ["vllm-serve.sh"]
-    flags = _settings(files, "serve")["vllm"]
+    assert list(files) == ["vllm-serving.sh"]
+    flags = _settings(files, "serving")["vllm"]
     # TP 4: 2 instances per node, 1,600 GiB / 2 = 800 GiB each.
     assert flags["kv-offloading-backend"] == "native" and flags["kv-offloading-size"] == 800
     assert flags["tensor-parallel-size"] == 4 and flags["block-size"] == 16
@@ -180,7 +180,7 @@ def test_per_rank_sizes_fit_the_host_and_disks(tp) -> None:
     lm = _settings(emit_config(report, "lmcache"), "prefill")["lmcache"]
     sg = _settings(emit_config(report, "sglang-hicache"), "prefill")["sglang-hicache"]
     kv = _settings(emit_config(report, "dynamo-kvbm"), "prefill")["dynamo-kvbm"]
-    vl = _settings(emit_config(_report(tp=tp, decode=None), "vllm"), "serve")["vllm"]
+    vl = _settings(emit_config(_report(tp=tp, decode=None), "vllm"), "serving")["vllm"]
     mc = _settings(emit_config(report, "mooncake"), "prefill")["mooncake"]
     hosts = {
         "lmcache": lm["max_local_cpu_size"] * GIB * 8,

@@ -69,7 +69,7 @@ class TierView:
 class StageView:
     """One serving stage as the engines see it: instances, parallelism, memory, tiers."""
 
-    stage: str  # "prefill", "decode", or "serve" when aggregated
+    stage: str  # "prefill", "decode", or "serving" when aggregated (the plan's word)
     instance: str
     count: int
     gpu: str | None
@@ -243,4 +243,4 @@ def deployment_from_report(report: AdviceReport) -> Deployment:
 
 def _as_serving(stage: StageView) -> StageView:
     """An aggregated fleet's one stage serves both prefill and decode."""
-    return replace(stage, stage="serve")
+    return replace(stage, stage="serving")

@@ -17,7 +17,7 @@ import yaml
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView
 
-STAGE_KEYS = {"prefill": "prefill", "decode": "decode", "serve": "prefill"}
+STAGE_KEYS = {"prefill": "prefill", "decode": "decode", "serving": "prefill"}
 
 
 def _quantity_gib(nbytes: float) -> str:

@@ -45,13 +45,13 @@ def _engine_files(names: Sequence[str]) -> dict[str, list[str]]:
             continue
         stage = name.rsplit(".", 1)[0].rsplit("-", 1)[-1]
         if name in _SHARED_FILES:
-            targets = [s for s in ("prefill", "decode", "serve") if s in stages]
-        elif stage in ("prefill", "decode", "serve"):
+            targets = [s for s in ("prefill", "decode", "serving") if s in stages]
+        elif stage in ("prefill", "decode", "serving"):
             targets = [stage]
         else:
             continue
         for s in targets:
-            out.setdefault("prefill" if s == "serve" else s, []).append(name)
+            out.setdefault("prefill" if s == "serving" else s, []).append(name)
     return out
 
 
