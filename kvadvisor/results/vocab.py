@@ -36,7 +36,8 @@ class Stage(Vocab):
 
     PREFILL = "prefill"
     DECODE = "decode"
-    BOTH = "both"
+    BOTH = "both"  # a finding about the two stages together
+    SERVING = "serving"  # an aggregated plan's stage: prefill and decode on the same instances
 
 
 class CheckStatus(Vocab):
