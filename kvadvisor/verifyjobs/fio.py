@@ -207,6 +207,7 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
         f"; I/O size {s.io_bytes:,} B: {s.chunk_tokens}-token chunks ({s.chunk_from}) of "
         f"{s.kv_bytes_per_io:,.0f} B per I/O: {s.writers} writer(s) ({s.writers_from}); "
         f"{s.layout_from}; rounded up to {s.io_unit_bytes:,} B ({s.io_unit_from})",
+        f"; demand: {d.demand_from}",
         f"; queue depth {d.iodepth} per rank: {d.iodepth_from}",
         f"; numjobs {numjobs}: fio's rate is per job, so every rate below is divided by it",
     ]

@@ -26,6 +26,7 @@ from kvadvisor.verifyjobs.model import (
     MANIFEST_NAME,
     MANIFEST_VERSION,
     FioJobFile,
+    ReplayedTier,
     TierDemand,
     VerifySet,
 )
@@ -139,8 +140,13 @@ def verify_plan(
     version: str,
     trace_sha256: str | None = None,
     replay_notes: tuple[str, ...] = (),
+    replayed: Mapping[tuple[str, str], ReplayedTier] | None = None,
 ) -> VerifySet:
-    """The verify folder's files for ``plan`` against ``trace`` and its replay (pure)."""
+    """The verify folder's files for ``plan`` against ``trace`` and its replay (pure).
+
+    ``replay`` is the review's (open loop: prefix hits at arrival); ``replayed`` the tiers of
+    the closed-loop replay of the plan, which take precedence where given.
+    """
     perf = plan_perf(plan)
     times, span = plan_times(plan, replay)
     flows = {
@@ -157,6 +163,7 @@ def verify_plan(
         perf.kv_bytes_per_token,
         storage,
         options.window_s,
+        replayed,
     )
     header = [
         f"kvadvisor verify: plan '{plan.name}' against {trace.source_path}",
