@@ -23,7 +23,17 @@ __version__ = "0.1.0"
 
 # Public name -> the module defining it (docs/api.md).
 _EXPORTS = {
-    "read_trace": "kvadvisor.api",
+    "read_trace": "kvadvisor.trace",
+    "convert": "kvadvisor.tracefiles",
+    "describe": "kvadvisor.tracefiles",
+    "synthesize": "kvadvisor.tracefiles",
+    "SynthShape": "kvadvisor.synth",
+    "TraceFormat": "kvadvisor.trace",
+    "load_rules": "kvadvisor.references",
+    "check_rules": "kvadvisor.references",
+    "load_catalogs": "kvadvisor.references",
+    "check_catalog": "kvadvisor.references",
+    "Catalogs": "kvadvisor.references",
     "analyze": "kvadvisor.api",
     "review": "kvadvisor.api",
     "replay": "kvadvisor.api",
