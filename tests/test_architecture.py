@@ -10,14 +10,20 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "units": set(),
-    "progress": set(),  # terminal progress for the CLI's long steps: a leaf like errors/units
-    "yamlio": {"errors"},
+    # Terminal-safe text (control characters escaped): a leaf every printing layer may use.
+    "termtext": set(),
+    # A writable cache directory for numba, set up by the package __init__: a leaf.
+    "jitcache": set(),
+    "progress": {"termtext"},  # terminal progress for the CLI's long steps: a near-leaf
+    "yamlio": {"errors", "fileio", "termtext"},
     "fileio": {"errors"},
+    # JSON with its nesting and size bounded before parsing: a leaf like yamlio.
+    "jsonio": {"errors"},
     "config": {"errors", "yamlio"},
-    "trace": {"errors", "units", "trace", "fileio"},
+    "trace": {"errors", "units", "trace", "fileio", "jsonio"},
     "metrics": {"trace", "errors", "units", "metrics"},
     "cache": {"trace", "errors", "units", "cache"},
-    "catalog": {"errors", "units", "catalog", "yamlio"},
+    "catalog": {"errors", "units", "catalog", "yamlio", "fileio", "jsonio"},
     "perfmodel": {"catalog", "errors", "units", "perfmodel"},
     "rules": {"errors", "units", "rules", "yamlio"},
     "advise": {
@@ -60,6 +66,8 @@ ALLOWED: dict[str, set[str]] = {
         "emit",
         "synth",
         "fileio",
+        "termtext",
+        "jitcache",
     },
 }
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, find_named, load_layered
+from kvadvisor.catalog.loader import MAX_NUMBER, FieldSpec, check_entries, find_named, load_layered
 from kvadvisor.errors import CatalogError
 from kvadvisor.yamlio import load_yaml
 
@@ -186,6 +186,7 @@ def _check_formulas(
                 or not isinstance(value, (int, float))
                 or not math.isfinite(value)
                 or value < 0
+                or value > MAX_NUMBER
             ):
                 raise CatalogError(
                     f"{at}.{key}: expected a plain non-negative number, got "

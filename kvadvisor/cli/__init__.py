@@ -3,14 +3,45 @@
 One module per command group; importing them registers their commands on ``app``.
 """
 
+import signal
 import sys
 
-import typer
-
+from kvadvisor import jitcache
 from kvadvisor.cli import analyze, review, rulescmd, traces  # noqa: F401 (registers commands)
-from kvadvisor.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USER_ERROR, app
+from kvadvisor.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USER_ERROR,
+    app,
+    error_line,
+    silence_stdout,
+)
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USER_ERROR", "app", "main"]
+
+# Exit codes for a run stopped by a signal: 128 + the signal number, as a shell reports it.
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
+
+
+class Interrupted(BaseException):
+    """Raised in the main thread by SIGINT or SIGTERM, to unwind the run.
+
+    It goes through every ``finally`` and ``with`` (so temporary output files are removed)
+    like Ctrl-C does, but is not a KeyboardInterrupt, which the parser would turn into its
+    own "Aborted!".
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    # A second signal while the first unwinds would cut the clean-up short: ignore it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Interrupted(signum)
 
 
 def main() -> None:
@@ -18,21 +49,39 @@ def main() -> None:
 
     The parser's own errors (an option out of range, an unknown option or command, a missing
     argument) would print a usage block and a boxed message; they become one ``error:`` line
-    naming the command's --help, exit 2, like every other user error.
+    naming the command's --help, exit 2, like every other user error. SIGINT and SIGTERM stop
+    the run with one line and exit 130 or 143, temporary files removed.
     """
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if jitcache.NOTE:
+        error_line(jitcache.NOTE)
     try:
         code = app(standalone_mode=False, prog_name="kvadvisor")
+    except Interrupted as stop:
+        name = signal.Signals(stop.signum).name
+        error_line(f"error: interrupted by {name}; no output was left half-written")
+        sys.exit(EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM)
     except Exception as exc:
         # Duck-typed: Click's exceptions live in typer._click or click, by typer version.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             raise
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "kvadvisor"
-        typer.echo(f"error: {exc.format_message()} (see `{where} --help`)", err=True)
+        error_line(f"error: {exc.format_message()} (see `{where} --help`)")
         sys.exit(exc.exit_code)
     except BaseException as exc:
-        if type(exc).__name__ != "Abort":  # Ctrl-C or end of input at a prompt
+        if type(exc).__name__ != "Abort":  # end of input at a prompt
             raise
-        typer.echo("Aborted!", err=True)
+        error_line("Aborted!")
         sys.exit(1)
+    finally:
+        # A caller in the same process (a test, an embedding tool) gets its handlers back.
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    try:
+        sys.stdout.flush()  # what the commands wrote is flushed as they write; this is the rest
+    except OSError as exc:
+        silence_stdout()
+        error_line(f"error: stdout: cannot be written ({exc.strerror or exc})")
+        sys.exit(EXIT_USER_ERROR)
     sys.exit(code if isinstance(code, int) else EXIT_OK)

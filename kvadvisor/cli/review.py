@@ -12,6 +12,7 @@ from kvadvisor import __version__
 from kvadvisor.advise.review import review_trace
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
+    MAX_WINDOW_S,
     BlockTokensOpt,
     CatalogOpt,
     MapOpt,
@@ -19,6 +20,9 @@ from kvadvisor.cli.common import (
     TraceFormatOpt,
     WarmupOpt,
     app,
+    command_inputs,
+    echo,
+    finite_option,
     handle_user_errors,
     plan_catalogs,
     read_with_options,
@@ -70,13 +74,23 @@ def review_cmd(
     block_tokens: BlockTokensOpt = None,
     warmup_fraction: WarmupOpt = 0.5,
     window: Annotated[
-        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+        float,
+        typer.Option(
+            "--window",
+            help="Demand window, seconds.",
+            min=0.001,
+            max=MAX_WINDOW_S,
+            callback=finite_option,
+        ),
     ] = 1.0,
     catalog: CatalogOpt = None,
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
+        files = command_inputs(trace, plans=plan, catalogs=catalog or ())
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
+        for target in [*(output or []), *([junit] if junit is not None else [])]:
+            files.check_output(target, "--junit" if target is junit else "-o")
         catalogs = plan_catalogs(catalog)
         plans = [load_plan(p, catalogs) for p in plan]
         report = review_trace(
@@ -88,10 +102,10 @@ def review_cmd(
             window_s=window,
         )
         if junit is not None:
-            write_output(str(junit), JUnitRenderer().render(report))
+            write_output(str(junit), JUnitRenderer().render(report), files)
         for target, renderer in renderers:
-            write_output(target, renderer.render(report))
+            write_output(target, renderer.render(report), files, terminal=True)
         if not any(o == "-" for o in (output or [])):
-            typer.echo(ReviewTextRenderer().render(report), nl=False)
+            echo(ReviewTextRenderer().render(report), nl=False)
     if report.fails(fail_on.value):
         raise typer.Exit(EXIT_FINDINGS)

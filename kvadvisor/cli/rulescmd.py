@@ -24,6 +24,8 @@ from kvadvisor.cli.common import (
     SelectOpt,
     app,
     as_strs,
+    command_inputs,
+    echo,
     handle_user_errors,
     write_output,
 )
@@ -42,7 +44,8 @@ def rules_list_cmd(
 ) -> None:
     """List the rules (built-in plus --rules), after --select / --ignore."""
     with handle_user_errors():
-        typer.echo(
+        command_inputs(rules_dirs=rules_dir or ())
+        echo(
             rules_table(load_rule_set(as_strs(rules_dir), as_strs(select), as_strs(ignore))),
             nl=False,
         )
@@ -54,7 +57,8 @@ def rules_show_cmd(
 ) -> None:
     """Show one rule: condition, message, docs and references."""
     with handle_user_errors():
-        typer.echo(rule_text(find_rule(load_rule_set(as_strs(rules_dir)), rule)), nl=False)
+        command_inputs(rules_dirs=rules_dir or ())
+        echo(rule_text(find_rule(load_rule_set(as_strs(rules_dir)), rule)), nl=False)
 
 
 @rules_app.command("check")
@@ -63,10 +67,11 @@ def rules_check_cmd(
 ) -> None:
     """Check a directory of rule files against the schema, the facts and the built-in rules."""
     with handle_user_errors():
+        command_inputs(rules_dirs=[directory])
         extra = load_rule_set([str(directory)], builtin=False)
         if not directory.resolve().is_relative_to(builtin_rules_dir().resolve()):
             load_rule_set([str(directory)])  # codes and names must not clash with built-ins
-        typer.echo(f"{directory}: {len(extra)} rule(s) OK")
+        echo(f"{directory}: {len(extra)} rule(s) OK")
 
 
 @rules_app.command("docs")
@@ -75,7 +80,8 @@ def rules_docs_cmd(
 ) -> None:
     """Write the rules reference (docs/rules.md) generated from the rule files."""
     with handle_user_errors():
-        write_output(output, render_rules_doc(load_rule_set()))
+        files = command_inputs(rules_dirs=[builtin_rules_dir()])
+        write_output(output, render_rules_doc(load_rule_set()), files, terminal=True)
 
 
 @rules_app.command("facts")
@@ -84,7 +90,7 @@ def rules_facts_cmd(
 ) -> None:
     """Write the facts reference (docs/facts.md): every fact rules may read, with its unit."""
     with handle_user_errors():
-        write_output(output, render_facts_doc())
+        write_output(output, render_facts_doc(), terminal=True)
 
 
 catalog_app = typer.Typer(
@@ -107,8 +113,9 @@ def catalog_list_cmd(
 ) -> None:
     """List a catalog's entries with their key figures."""
     with handle_user_errors():
+        command_inputs(catalogs=catalog or ())
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
-        typer.echo(
+        echo(
             storage_table(inputs.storage)
             if kind is CatalogKind.storage
             else instances_table(inputs.instances),
@@ -123,9 +130,10 @@ def catalog_show_cmd(
 ) -> None:
     """Show one entry in full, with its sources."""
     with handle_user_errors():
+        command_inputs(catalogs=catalog or ())
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
         # One lookup over both catalogs (instances first, as before): names and aliases match
         # in any case, and a typo is suggested from either.
         entries: dict[str, StorageSpec | InstanceSpec] = dict(inputs.instances)
         entries.update((k, v) for k, v in inputs.storage.items() if k not in entries)
-        typer.echo(entry_text(find_named(entries, name, "storage option or instance")), nl=False)
+        echo(entry_text(find_named(entries, name, "storage option or instance")), nl=False)

@@ -13,6 +13,7 @@ from kvadvisor.advise.model import (
     TierReview,
     Utilization,
 )
+from kvadvisor.report.markdown import code_span
 
 ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 
@@ -107,11 +108,11 @@ class ReviewMarkdownRenderer:
         out = [
             "## kvadvisor review",
             "",
-            f"Trace `{t.path}`: {t.requests:,} requests over {t.duration_s:,.1f} s; demand in "
-            f"{review.window_s:g} s windows; steady state after the first "
+            f"Trace {code_span(t.path)}: {t.requests:,} requests over {t.duration_s:,.1f} s; "
+            f"demand in {review.window_s:g} s windows; steady state after the first "
             f"{review.warmup_fraction:.0%} of requests.",
             "",
-            "| | " + " | ".join(f"`{_cell(p.name)}`" for p in review.plans) + " |",
+            "| | " + " | ".join(code_span(p.name) for p in review.plans) + " |",
             "|---|" + "---|" * len(review.plans),
             "| verdict | " + " | ".join(verdict(p) for p in review.plans) + " |",
             "| traffic scale | " + " | ".join(f"×{p.traffic_scale:g}" for p in review.plans) + " |",
@@ -132,17 +133,17 @@ class ReviewMarkdownRenderer:
         for plan in review.plans:
             out += [
                 "",
-                f"### `{_cell(plan.name)}`: {verdict(plan)}",
+                f"### {code_span(plan.name)}: {verdict(plan)}",
                 "",
-                f"Plan file `{plan.path}`.",
+                f"Plan file {code_span(plan.path)}.",
             ]
             own = [n for n in plan.notes if n not in review.notes]
             out += [f"- {_text(n)}" for n in own]
             if plan.findings:
                 out += ["", "| | check | stage | finding |", "|---|---|---|---|"]
                 out += [
-                    f"| {ICON[c.severity]} {c.severity} | {c.code} `{c.name}` | {c.stage} | "
-                    f"{_text(c.message)} |"
+                    f"| {ICON[c.severity]} {c.severity} | {c.code} {code_span(c.name)} | "
+                    f"{c.stage} | {_text(c.message)} |"
                     for c in plan.findings
                 ]
             tiers = [tr for s in plan.stages for tr in s.tiers]
@@ -159,7 +160,7 @@ class ReviewMarkdownRenderer:
             if passed:
                 out += ["", f"<details><summary>{len(passed)} other check(s)</summary>", ""]
                 out += [
-                    f"- {c.status}: {c.code} `{c.name}` ({c.stage}): {_text(c.message)}"
+                    f"- {c.status}: {c.code} {code_span(c.name)} ({c.stage}): {_text(c.message)}"
                     for c in passed
                 ]
                 out += ["", "</details>"]
