@@ -1,6 +1,6 @@
 """Benchmark: the whole stage profile of a 1M-request trace (target: under 2 s on 2 cores).
 
-Times ``kvadvisor.advise.profile.profile_workload`` end to end on an in-memory trace: stage
+Times ``kvadvisor.sections.profile.profile_workload`` end to end on an in-memory trace: stage
 times with the latency/concurrency fixed point, GPU-time and latency split, I/O demand windows
 and chunk I/Os, in-flight series, memory fit and load-vs-recompute. Reading the file is not
 included (that is the trace reader's benchmark).
@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from kvadvisor.advise.profile import ProfileOptions, profile_workload
+from kvadvisor.sections.profile import ProfileOptions, profile_workload
 from kvadvisor.trace.schema import build_trace
 
 TARGET_S = 2.0

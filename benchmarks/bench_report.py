@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from kvadvisor import __version__
-from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.report import RENDERERS
 from kvadvisor.report.charts import render_svg
 from kvadvisor.trace import read_trace

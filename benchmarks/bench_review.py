@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from kvadvisor.advise.review import plan_perf, replay_trace, review_plan
+from kvadvisor.pipeline.review import replay_trace
 from kvadvisor.plan import load_plan
+from kvadvisor.planreview.perf import plan_perf
+from kvadvisor.planreview.review import review_plan
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.schema import build_trace
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from kvadvisor.advise.advisor import AdvisorOptions, advise
-from kvadvisor.advise.facts import FACTS, collect, workload_facts
-from kvadvisor.advise.model import IoDemand, IoRate, ModelSummary, StageSplit, TraceSummary
+from kvadvisor.advice.advisor import AdvisorOptions, advise
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.storage import load_storage
+from kvadvisor.facts.registry import FACTS, collect
+from kvadvisor.facts.workload import workload_facts
+from kvadvisor.results.common import IoRate, TraceSummary
+from kvadvisor.results.report import IoDemand, ModelSummary, StageSplit
 from kvadvisor.rules import evaluate, load_rules
 
 

@@ -27,7 +27,7 @@ TARGET_REQUESTS = 100_000_000
 
 def _size_bytes(text: str) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from kvadvisor.advise.streaming import parse_memory_limit
+    from kvadvisor.pipeline.streaming import parse_memory_limit
 
     return parse_memory_limit(text)
 

@@ -1,31 +1,84 @@
-"""Shared test fixtures: paths to the real public traces beside the project."""
+"""Shared test fixtures: the real public traces, as the repository carries them in sample_traces/.
+
+Every test runs from a plain clone: the traces come from ``sample_traces/`` (the Mooncake
+conversation trace whole as canonical parquet, its first 400 lines as published JSONL, and the
+Azure 2023 code trace whole as published CSV, zstd-compressed); nothing here needs a folder
+beside the repository.
+"""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_TRACES = REPO.parent / "shared" / "traces"
-MOONCAKE_TRACE = SHARED_TRACES / "conversation_trace.jsonl"
-AZURE_CODE_TRACE = SHARED_TRACES / "AzureLLMInferenceTrace_code.csv"
+SAMPLES = REPO / "sample_traces"
+# The whole Mooncake conversation trace (12,031 requests) in the canonical schema.
+MOONCAKE_TRACE = SAMPLES / "mooncake_conversation.parquet"
+# Its first 400 lines, byte for byte as published (gzip).
+MOONCAKE_HEAD_JSONL_GZ = SAMPLES / "mooncake_conversation_head.jsonl.gz"
+# The whole Azure LLM inference 2023 code trace (8,819 requests), byte for byte (zstd).
+AZURE_CODE_TRACE = SAMPLES / "azure_code.csv.zst"
+
+
+def _sample(path: Path) -> Path:
+    if not path.is_file():
+        pytest.fail(
+            f"{path.relative_to(REPO)} is missing: sample_traces/ ships with the repository"
+        )
+    return path
 
 
 @pytest.fixture(scope="session")
 def mooncake_path() -> Path:
-    """The Mooncake FAST'25 conversation trace (skips when shared/ is not beside the repo)."""
-    if not MOONCAKE_TRACE.exists():
-        pytest.skip("shared/traces not available")
-    return MOONCAKE_TRACE
+    """The whole Mooncake FAST'25 conversation trace, as canonical parquet."""
+    return _sample(MOONCAKE_TRACE)
+
+
+@pytest.fixture(scope="session")
+def mooncake_rows(mooncake_path: Path) -> list[dict]:
+    """The Mooncake trace as its published JSONL rows, read with pyarrow alone (not kvadvisor).
+
+    Keys as published: ``timestamp`` (ms), ``input_length``, ``output_length``, ``hash_ids``.
+    ``tests/test_sample_traces.py`` checks these rows against the published figures.
+    """
+    table = pq.read_table(mooncake_path)
+    return [
+        {
+            "timestamp": round(r["arrival_s"] * 1000),
+            "input_length": r["input_tokens"],
+            "output_length": r["output_tokens"],
+            "hash_ids": r["block_hashes"],
+        }
+        for r in table.to_pylist()
+    ]
+
+
+@pytest.fixture(scope="session")
+def mooncake_jsonl_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 400 lines of the published Mooncake JSONL, decompressed to a plain file."""
+    out = tmp_path_factory.mktemp("mooncake") / "conversation_head.jsonl"
+    out.write_bytes(gzip.decompress(_sample(MOONCAKE_HEAD_JSONL_GZ).read_bytes()))
+    return out
 
 
 @pytest.fixture(scope="session")
 def azure_code_path() -> Path:
-    """The Azure LLM inference 2023 code trace."""
-    if not AZURE_CODE_TRACE.exists():
-        pytest.skip("shared/traces not available")
-    return AZURE_CODE_TRACE
+    """The whole Azure LLM inference 2023 code trace (zstd-compressed CSV, read as it is)."""
+    return _sample(AZURE_CODE_TRACE)
+
+
+@pytest.fixture(scope="session")
+def azure_code_csv_path(azure_code_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same trace decompressed (by pyarrow, not kvadvisor) for the csv-module references."""
+    out = tmp_path_factory.mktemp("azure") / "AzureLLMInferenceTrace_code.csv"
+    with pa.input_stream(str(azure_code_path), compression="zstd") as stream:
+        out.write_bytes(stream.read())
+    return out
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

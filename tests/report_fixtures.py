@@ -12,9 +12,11 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from kvadvisor.advise import analyze
-from kvadvisor.advise.analysis import AnalyzeOptions, summarize_trace, unavailable_reasons
-from kvadvisor.advise.model import (
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.assemble import unavailable_reasons
+from kvadvisor.pipeline.options import AnalyzeOptions
+from kvadvisor.results.common import IoRate, Meta, Utilization
+from kvadvisor.results.report import (
     FORMAT_VERSION,
     AdviceReport,
     Alternative,
@@ -28,10 +30,8 @@ from kvadvisor.advise.model import (
     HitRatio,
     IoDemand,
     IoPattern,
-    IoRate,
     LoadVsRecompute,
     MemorySummary,
-    Meta,
     ModelSummary,
     MrcPoint,
     PrefixCache,
@@ -39,13 +39,13 @@ from kvadvisor.advise.model import (
     Requirement,
     ReuseQuantile,
     RuleOutcome,
-    Series,
     StageRecommendation,
     StageSplit,
     Tier,
     TtlPoint,
-    Utilization,
 )
+from kvadvisor.results.series import Series
+from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.model import Trace
 
 VERSION = "0.1.0"

@@ -88,7 +88,7 @@ def test_numba_not_imported_by_package() -> None:
     """Importing kvadvisor (and its cache package) does not import numba."""
     import subprocess
 
-    code = "import kvadvisor.cache, kvadvisor.advise, sys; print('numba' in sys.modules)"
+    code = "import kvadvisor.cache, kvadvisor.pipeline, sys; print('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -8,9 +8,10 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from kvadvisor.advise import AnalyzeOptions, analyze
 from kvadvisor.cache.tiers import TierSpec
 from kvadvisor.cli import app
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.report import get_renderer
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.schema import build_trace

@@ -20,7 +20,6 @@ import yaml
 from cli_checks import one_error_line
 from typer.testing import CliRunner
 
-from kvadvisor.advise.streaming import parse_memory_limit, physical_memory_bytes
 from kvadvisor.cache.coarsen import coarsen_trace
 from kvadvisor.catalog.gpus import load_gpus
 from kvadvisor.catalog.instances import load_instances
@@ -36,6 +35,7 @@ from kvadvisor.errors import (
     TraceSchemaError,
 )
 from kvadvisor.metrics.io import io_demand
+from kvadvisor.pipeline.streaming import parse_memory_limit, physical_memory_bytes
 from kvadvisor.plan import PlanCatalogs, PlanError, load_plan
 from kvadvisor.trace import parse_column_map, read_trace
 from kvadvisor.trace.model import META_BLOCK_TOKENS, META_NOTES
@@ -1093,7 +1093,7 @@ def test_cli_output_targets(tmp_path) -> None:
 
 def test_plan_on_a_trace_too_large_to_replay(tmp_path) -> None:
     """With --plan, a parquet trace sampled within --memory-limit: say to use review."""
-    from kvadvisor.advise.streaming import BASELINE_BYTES, SAMPLED_BYTES_PER_REQUEST
+    from kvadvisor.pipeline.streaming import BASELINE_BYTES, SAMPLED_BYTES_PER_REQUEST
     from kvadvisor.synth import SynthShape, write_synth_parquet
 
     path = tmp_path / "t.parquet"

@@ -6,7 +6,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from kvadvisor.advise.profile import ProfileOptions, profile_workload
 from kvadvisor.metrics import (
     classify,
     measured_stages,
@@ -14,6 +13,7 @@ from kvadvisor.metrics import (
     stage_times,
     summarize_split,
 )
+from kvadvisor.sections.profile import ProfileOptions, profile_workload
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.schema import build_trace
 

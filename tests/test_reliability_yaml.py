@@ -226,7 +226,7 @@ def _rule_dir(tmp_path: Path, text: str) -> Path:
 )
 def test_rule_files(tmp_path: Path, old: str, new: str, needle: str) -> None:
     """Rules get the same boundary: numbers, duplicate keys, control characters."""
-    from kvadvisor.advise.facts import FACTS
+    from kvadvisor.facts import FACTS
 
     assert old in RULE
     folder = _rule_dir(tmp_path, RULE.replace(old, new, 1))

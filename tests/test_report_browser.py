@@ -175,7 +175,10 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
     if binary is None:
         if os.environ.get("CI") == "true":
             pytest.fail("chromium is not installed; .ci/run installs Debian's chromium")
-        pytest.skip("chromium not installed (CI installs it; apt-get install chromium)")
+        pytest.skip(
+            "needs a browser: no chromium or chromium-browser on PATH, so the HTML report was not "
+            "opened in one (install Debian's chromium to run it; with CI=true this fails instead)"
+        )
     page = tmp_path / "report.html"
     page.write_text(HtmlRenderer().render(full_report()), encoding="utf-8")
     browser = Cdp(binary, tmp_path / "profile")

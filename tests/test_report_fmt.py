@@ -78,7 +78,7 @@ def test_a_count_fact_keeps_its_fraction_where_a_block_count_rounds() -> None:
 
 def test_every_fact_unit_has_a_formatter() -> None:
     """Every unit a fact declares is in the table (else it would print as "1.5 <unit>")."""
-    from kvadvisor.advise.facts import FACT_SPECS
+    from kvadvisor.facts.registry import FACT_SPECS
 
     known = set(fmt._UNITS) | set(fmt._FACT_UNIT_ALIASES)  # private: the table is the contract
     assert {spec.unit for spec in FACT_SPECS} <= known

@@ -9,14 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvadvisor.advise.review import (
-    PlanPerf,
-    StagePerf,
-    TraceReplay,
-    io_rate,
-    review_plan,
-)
 from kvadvisor.plan import check_plan
+from kvadvisor.planreview.demand import TraceReplay, io_rate
+from kvadvisor.planreview.perf import PlanPerf, StagePerf
+from kvadvisor.planreview.review import review_plan
 
 BLOCK = 2  # tokens per hash block in the tiny trace
 HASHES = [[1, 2], [1, 2, 3], [4], [1, 2, 3]]
@@ -412,7 +408,7 @@ def test_iops_at_the_chunk_size(iops, status, severity) -> None:
 
 def test_chunk_tokens_follow_the_engine() -> None:
     """The I/O size comes from the plan, then LMCache, SGLang, vLLM, else LMCache's default."""
-    from kvadvisor.advise.review import stage_chunk_tokens
+    from kvadvisor.planreview.demand import stage_chunk_tokens
 
     def chunk(stage: dict[str, Any]) -> int:
         doc = copy.deepcopy(BASE)
@@ -428,7 +424,7 @@ def test_chunk_tokens_follow_the_engine() -> None:
 
 def test_plan_perf_from_catalogs() -> None:
     """Llama-3.1-70B: 327,680 B/token (field.md §4.1); p5e pool = 8 × (0.9 × HBM − weights / 8)."""
-    from kvadvisor.advise.review import plan_perf
+    from kvadvisor.planreview.perf import plan_perf
 
     plan = check_plan(
         "p.yaml",
@@ -453,8 +449,9 @@ def test_analyze_plan_review_equals_a_fresh_replay() -> None:
     """`analyze --plan` reuses its own cache pass; the reviews equal a replay from scratch."""
     from pathlib import Path
 
-    from kvadvisor.advise import AnalyzeOptions, analyze
-    from kvadvisor.advise.review import review_plans
+    from kvadvisor.pipeline.analyze import analyze
+    from kvadvisor.pipeline.options import AnalyzeOptions
+    from kvadvisor.pipeline.review import review_plans
     from kvadvisor.plan import load_plan
     from kvadvisor.trace import read_trace
 
@@ -470,8 +467,8 @@ def test_replay_refuses_a_warmup_outside_0_1_without_hashes() -> None:
     """A trace without hashes gets the same warm-up check as one whose cache is replayed."""
     import pyarrow as pa
 
-    from kvadvisor.advise.review import replay_trace
     from kvadvisor.errors import ConfigError
+    from kvadvisor.pipeline.review import replay_trace
     from kvadvisor.trace.model import Trace
 
     table = pa.table({"arrival_s": ARRIVAL, "input_tokens": INPUT, "output_tokens": OUTPUT})

@@ -5,19 +5,10 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from kvadvisor.advise.model import (
-    IoRate,
-    Meta,
-    PlanReview,
-    ReviewCheck,
-    ReviewReport,
-    StageReview,
-    TierReview,
-    TraceSummary,
-    Utilization,
-)
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.results.common import IoRate, Meta, TraceSummary, Utilization
+from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport, StageReview, TierReview
 
 NAME = 'a|b <script>alert("x")</script>'
 TIER = TierReview(

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kvadvisor.advise.facts import FACTS
 from kvadvisor.errors import RuleSyntaxError
+from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import FactValue, evaluate, load_rules
 from kvadvisor.yamlio import load_yaml
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from kvadvisor.advise.facts import FACTS
 from kvadvisor.errors import RuleSyntaxError
+from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import load_rules
 from kvadvisor.yamlio import load_yaml
 

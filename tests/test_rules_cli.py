@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from kvadvisor.advise import load_rule_set
+from kvadvisor.advice.inputs import load_rule_set
 from kvadvisor.cli import EXIT_USER_ERROR, app
 from kvadvisor.rules.docs import render_rules_doc
 

@@ -8,13 +8,13 @@ independent replay of the definition computes it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from kvadvisor import __version__
-from kvadvisor.advise import AnalyzeOptions, analyze
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.trace import read_trace
 
 
@@ -49,14 +49,14 @@ def _fact(report, name: str):  # type: ignore[no-untyped-def]
     return None if item is None else item["value"]
 
 
-def reference_unbounded_hit_ratio(path: Path, block_tokens: int = 512) -> tuple[float, float]:
+def reference_unbounded_hit_ratio(rows: list[dict], block_tokens: int = 512) -> tuple[float, float]:
     """Reference token hit ratios at unbounded capacity.
 
-    DESIGN.md's prefix-hit definition replayed literally with an unbounded set (slow, plain
-    Python): (token hit ratio over all requests, over the second half = steady state).
+    The documented prefix-hit definition replayed literally with an unbounded set (slow, plain
+    Python) over published Mooncake rows: (token hit ratio over all requests, over the second
+    half = steady state).
     """
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows.sort(key=lambda r: r["timestamp"])  # stable: ties keep file order
+    rows = sorted(rows, key=lambda r: r["timestamp"])  # stable: ties keep file order
     seen: set[int] = set()
     hits, totals = [], []
     for r in rows:
@@ -87,13 +87,13 @@ def test_azure_prefix_reuse_unknown(azure) -> None:  # type: ignore[no-untyped-d
     assert _fact(azure, "output_tokens_mean") == pytest.approx(27.9, abs=0.1)
 
 
-def test_mooncake_substantial_reuse(mooncake, mooncake_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_mooncake_substantial_reuse(mooncake, mooncake_rows: list[dict]) -> None:  # type: ignore[no-untyped-def]
     """Mooncake reuse is substantial and matches an independent replay.
 
     The reuse the advisor sees equals an independent replay, and it is substantial: the
     low-reuse rule is evaluated and stays quiet, the unknown-reuse rule too.
     """
-    ref_all, ref_steady = reference_unbounded_hit_ratio(mooncake_path)
+    ref_all, ref_steady = reference_unbounded_hit_ratio(mooncake_rows)
     assert _fact(mooncake, "prefix_hit_ratio_unbounded") == pytest.approx(ref_all, abs=1e-6)
     assert _fact(mooncake, "prefix_hit_ratio_steady") == pytest.approx(ref_steady, abs=1e-6)
     assert ref_steady > 0.3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvadvisor.advise.facts import FACTS
+from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import FactValue, evaluate, format_message, format_value, parse_rule
 from kvadvisor.rules.engine import matches, resolve_where, truth
 from kvadvisor.rules.model import AllOf, AnyOf, Compare, Not, Op

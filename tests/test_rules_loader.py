@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvadvisor.advise.facts import FACTS
 from kvadvisor.cli import EXIT_USER_ERROR, app
 from kvadvisor.errors import RuleError, RuleReferenceError, RuleSyntaxError
+from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import builtin_rules_dir, load_rules, parse_rule
 from kvadvisor.rules.model import AllOf, Compare, Op
 
@@ -365,7 +365,7 @@ def test_real_wheel_carries_and_loads_the_rules(tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (
-        "from kvadvisor.advise.facts import FACTS; from kvadvisor.rules import "
+        "from kvadvisor.facts import FACTS; from kvadvisor.rules import "
         "builtin_rules_dir, load_rules; print(builtin_rules_dir()); "
         "print(','.join(r.code for r in load_rules([], FACTS)))"
     )

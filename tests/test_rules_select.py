@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvadvisor.advise.facts import FACTS
 from kvadvisor.errors import RuleError
+from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import load_rules, select_rules
 
 RULES = load_rules([], FACTS)

@@ -53,36 +53,36 @@ def _read(path: Path, monkeypatch: pytest.MonkeyPatch, *, compiled: bool):
         return type(exc), str(exc)
 
 
-def test_real_trace_same_table_as_pyarrow(mooncake_path: Path, monkeypatch) -> None:
-    """The Mooncake conversation trace: equal table, same schema, read without pyarrow.json."""
-    expected = _pyarrow(mooncake_path.read_bytes())
+def test_real_trace_same_table_as_pyarrow(mooncake_jsonl_path: Path, monkeypatch) -> None:
+    """The published Mooncake JSONL: equal table, same schema, read without pyarrow.json."""
+    expected = _pyarrow(mooncake_jsonl_path.read_bytes())
     monkeypatch.setattr(readers, "FAST_JSONL_MIN_BYTES", 0)
     monkeypatch.setattr(readers.pajson, "read_json", _refuse)
-    got = readers._read_jsonl(mooncake_path, None, TraceFormat.MOONCAKE)
+    got = readers._read_jsonl(mooncake_jsonl_path, None, TraceFormat.MOONCAKE)
     assert got.schema.equals(SCHEMA)
     assert got.equals(expected)
-    # Published figures for this trace (shared/traces/README.md): 12,031 requests,
-    # 288,500 block accesses.
-    assert got.num_rows == 12_031
-    assert len(got["hash_ids"].combine_chunks().values) == 288_500
+    # The first 400 lines of the published trace hold 11,349 block hashes (counted with
+    # jq: ``[.hash_ids | length] | add`` over the lines).
+    assert got.num_rows == 400
+    assert len(got["hash_ids"].combine_chunks().values) == 11_349
     assert got["hash_ids"].type.equals(pa.list_(pa.int64()))
 
 
-def test_real_trace_same_trace_end_to_end(mooncake_path: Path, monkeypatch) -> None:
+def test_real_trace_same_trace_end_to_end(mooncake_jsonl_path: Path, monkeypatch) -> None:
     """read_trace gives the same canonical trace (columns, notes, drops) either way."""
-    slow = _read(mooncake_path, monkeypatch, compiled=False)
+    slow = _read(mooncake_jsonl_path, monkeypatch, compiled=False)
     monkeypatch.setattr(readers.pajson, "read_json", _refuse)
-    fast = _read(mooncake_path, monkeypatch, compiled=True)
+    fast = _read(mooncake_jsonl_path, monkeypatch, compiled=True)
     assert fast.table.equals(slow.table)
     assert fast.table.schema.metadata == slow.table.schema.metadata
 
 
-def test_columns_are_built_without_copies(mooncake_path: Path) -> None:
+def test_columns_are_built_without_copies(mooncake_jsonl_path: Path) -> None:
     """The table wraps the parsed numpy arrays: arrow's pool allocates nothing for it."""
-    data = np.fromfile(mooncake_path, dtype=np.uint8)
+    data = np.fromfile(mooncake_jsonl_path, dtype=np.uint8)
     before = pa.total_allocated_bytes()
     table = fastjsonl.parse_mooncake(data, SCHEMA)
-    assert table is not None and table.num_rows == 12_031
+    assert table is not None and table.num_rows == 400
     assert pa.total_allocated_bytes() == before
 
 

@@ -304,8 +304,7 @@ def test_block_tokens_override_is_noted() -> None:
 # --- the real traces --------------------------------------------------------------------------
 
 
-def _mooncake_reference(path: Path) -> dict:
-    rows = _jsonl(path)
+def _mooncake_reference(rows: list[dict]) -> dict:
     ts = [r["timestamp"] for r in rows]
     return {
         "rows": rows,
@@ -319,13 +318,35 @@ def _mooncake_reference(path: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def mooncake_ref(mooncake_path) -> dict:
-    """The Mooncake trace parsed line by line with the json module."""
-    return _mooncake_reference(mooncake_path)
+def mooncake_ref(mooncake_rows) -> dict:
+    """The whole Mooncake trace's published rows (read with pyarrow) and their sums."""
+    return _mooncake_reference(mooncake_rows)
+
+
+def test_real_mooncake_jsonl(mooncake_jsonl_path) -> None:
+    """The published Mooncake JSONL (its first 400 lines): counts, sums and span as the stdlib says.
+
+    The figures were also counted with jq over the decompressed lines (``length``,
+    ``map(.input_length) | add``, ``[.[].hash_ids[]] | unique | length``, the last timestamp).
+    """
+    ref = _mooncake_reference(_jsonl(mooncake_jsonl_path))
+    t = read_trace(mooncake_jsonl_path)
+    offsets, values = t.hash_arrays()
+    assert t.source_format == "mooncake" and t.block_tokens == 512
+    assert t.requests == ref["requests"] == 400
+    assert sum(_col(t, "input_tokens")) == ref["input"] == 5_710_530
+    assert sum(_col(t, "output_tokens")) == ref["output"] == 146_073
+    assert int(offsets[-1]) == ref["blocks"] == 11_349
+    assert len(set(values.tolist())) == ref["unique"] == 9_821
+    assert t.duration_s == pytest.approx(ref["duration_s"], abs=1e-9)
+    assert t.duration_s == 141.0
+    assert _col(t, "block_hashes") == [r["hash_ids"] for r in ref["rows"]]
+    # Every row has ceil(input/512) hashes, so no mismatch note.
+    assert not any("hash count" in n for n in t.notes)
 
 
 def test_real_mooncake(mooncake_path, mooncake_ref) -> None:
-    """The Mooncake conversation trace: counts, sums and span as the stdlib and README say."""
+    """The whole Mooncake conversation trace: counts, sums and span as its README publishes."""
     t = read_trace(mooncake_path)
     offsets, values = t.hash_arrays()
     assert t.requests == mooncake_ref["requests"] == 12_031
@@ -337,7 +358,7 @@ def test_real_mooncake(mooncake_path, mooncake_ref) -> None:
     assert round(t.duration_s, 1) == 3537.0
     # README: mean input 12,035.1, mean output 342.6.
     assert mooncake_ref["input"] / 12_031 == pytest.approx(12_035.1, abs=0.05)
-    # Every row has ceil(input/512) hashes, so no mismatch note.
+    assert mooncake_ref["output"] / 12_031 == pytest.approx(342.6, abs=0.05)
     assert not any("hash count" in n for n in t.notes)
 
 
@@ -356,10 +377,11 @@ def _azure_reference(path: Path) -> dict:
     }
 
 
-def test_real_azure(azure_code_path) -> None:
-    """The Azure code trace: counts, sums and span (exact decimal seconds) as README says."""
-    ref = _azure_reference(azure_code_path)
+def test_real_azure(azure_code_path, azure_code_csv_path) -> None:
+    """The Azure code trace (zstd): counts, sums and span (exact decimal seconds) as README says."""
+    ref = _azure_reference(azure_code_csv_path)
     t = read_trace(azure_code_path)
+    assert t.source_format == "azure"
     assert t.requests == ref["requests"] == 8_819
     assert sum(_col(t, "input_tokens")) == ref["input"]
     assert sum(_col(t, "output_tokens")) == ref["output"]

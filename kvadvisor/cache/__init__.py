@@ -6,7 +6,8 @@ from kvadvisor.cache.model import (
     PrefixCacheResult,
     SamplingInfo,
 )
-from kvadvisor.cache.prefix import curve_grid, simulate_arrays, simulate_prefix_cache
+from kvadvisor.cache.prefix import curve_grid, simulate_arrays
+from kvadvisor.cache.simulate import simulate_prefix_cache
 from kvadvisor.cache.tiers import TierSpec, parse_tier
 
 __all__ = [

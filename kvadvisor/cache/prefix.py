@@ -10,10 +10,6 @@ from kvadvisor.cache.model import MissRatioCurve, PrefixCacheResult
 from kvadvisor.errors import ConfigError, TraceError
 from kvadvisor.trace.model import Trace
 
-# Above this many block accesses the exact pass (about 30 bytes per access) is replaced by the
-# SHARDS estimate unless the caller insists; 100M accesses is about 3 GB for the exact pass.
-SAMPLE_ABOVE_ACCESSES = 100_000_000
-DEFAULT_SAMPLE_RATE = 0.01
 # The kernel stores positions and distances as int32.
 MAX_EXACT_ACCESSES = 2**31 - 2
 
@@ -193,48 +189,6 @@ def require_hashes(trace: Trace) -> int:
             f"{trace.source_path}: block_tokens must be positive, got {trace.block_tokens}"
         )
     return int(trace.block_tokens)
-
-
-def simulate_prefix_cache(
-    trace: Trace,
-    *,
-    warmup_fraction: float = 0.5,
-    sample_rate: float | None = None,
-    sample_above_accesses: int = SAMPLE_ABOVE_ACCESSES,
-    sample_salt: int = 0,
-) -> PrefixCacheResult:
-    """Replay ``trace`` through an LRU prefix cache at every capacity at once.
-
-    DESIGN.md's prefix hit: requests in arrival order; a request's hit is the longest leading run
-    of its blocks present at arrival; hit tokens = min(hit blocks × block_tokens, input_tokens);
-    then every block of the request is inserted or refreshed. Capacity counts whole blocks.
-    Exact (O(N log N) in block accesses N) unless ``sample_rate`` is given or N exceeds
-    ``sample_above_accesses``, in which case the curve is a SHARDS estimate at ``sample_rate``
-    (default 0.01) and the result states the rate and an error estimate.
-    """
-    block_tokens = require_hashes(trace)
-    warmup = warmup_requests_for(trace.requests, warmup_fraction)
-    offsets, values = trace.hash_arrays()
-    if sample_rate is not None or values.shape[0] > sample_above_accesses:
-        from kvadvisor.cache.shards import estimate_prefix_curve, trace_batches
-
-        return estimate_prefix_curve(
-            trace_batches(trace),
-            block_tokens=block_tokens,
-            total_requests=trace.requests,
-            warmup_fraction=warmup_fraction,
-            rate=DEFAULT_SAMPLE_RATE if sample_rate is None else sample_rate,
-            salt=sample_salt,
-        )
-    return simulate_arrays(
-        offsets,
-        values,
-        trace.column_np("input_tokens"),
-        block_tokens,
-        warmup_requests=warmup,
-        warmup_fraction=warmup_fraction,
-        keep_ids=True,
-    )
 
 
 def curve_grid(curve: MissRatioCurve, max_points: int = 200) -> np.ndarray:

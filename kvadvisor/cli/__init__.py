@@ -7,7 +7,7 @@ import signal
 import sys
 
 from kvadvisor import jitcache
-from kvadvisor.cli import analyze, review, rulescmd, traces  # noqa: F401 (registers commands)
+from kvadvisor.cli import analyze, review, rulescmd, traces, verify  # noqa: F401 (registers)
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,

@@ -9,15 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kvadvisor import __version__
-from kvadvisor.advise import (
-    AnalyzeOptions,
-    analyze,
-    load_advisor_inputs,
-)
-from kvadvisor.advise.model import AdviceReport
-from kvadvisor.advise.streaming import analyze_large, parse_memory_limit
-from kvadvisor.cache.tiers import parse_tier
+import kvadvisor
 from kvadvisor.cli.common import (
     MAX_BLOCK_TOKENS,
     MAX_CACHE_INSTANCES,
@@ -37,23 +29,17 @@ from kvadvisor.cli.common import (
     as_strs,
     command_inputs,
     echo,
-    file_sha256,
     finite_option,
     handle_user_errors,
     name_option,
-    read_with_options,
-    utc_now,
     write_output,
 )
 from kvadvisor.emit import emit_config
 from kvadvisor.errors import ConfigError
-from kvadvisor.plan import PlanCatalogs, load_plan
 from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
-from kvadvisor.trace import TraceFormat
-from kvadvisor.trace.stream import open_trace_stream, seconds_stored
 
 
 class ReportFormat(str, Enum):
@@ -96,20 +82,6 @@ MemoryLimitOpt = Annotated[
         "directory larger than it is streamed, and the cache curve sampled beyond it.",
     ),
 ]
-
-
-def _streamable(trace: Path, trace_format: object, maps: object, block_tokens: object) -> bool:
-    """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path.
-
-    A file whose arrivals are wall-clock times goes to the whole-file reader, which converts
-    them (as `info` and `convert` do).
-    """
-    plain = maps is None and block_tokens is None
-    fmt = getattr(trace_format, "value", trace_format)
-    return plain and (
-        trace.is_dir()
-        or (fmt in (None, "parquet") and trace.suffix == ".parquet" and seconds_stored(trace))
-    )
 
 
 class KvDtype(str, Enum):
@@ -219,45 +191,6 @@ def io_unit_bytes(text: str) -> int:
     return int(value)
 
 
-def _run(
-    trace: Path,
-    options: AnalyzeOptions,
-    trace_format: TraceFormat | None,
-    maps: list[str] | None,
-    block_tokens: int | None,
-    memory_limit: str | None,
-    progress: Progress,
-) -> AdviceReport:
-    """Read and analyse: streamed within the memory budget for parquet, else in memory."""
-    # Parsed first: a bad value is an error even where the trace is read whole.
-    limit = parse_memory_limit(memory_limit) if memory_limit is not None else None
-    if _streamable(trace, trace_format, maps, block_tokens):
-        with progress.step(f"analyzing {trace} in batches"):
-            report = analyze_large(
-                open_trace_stream(trace),
-                options,
-                memory_limit_bytes=limit,
-                version=__version__,
-                generated_at=utc_now(),
-                trace_sha256=file_sha256(trace),
-            )
-    else:
-        with progress.step(f"reading {trace}"):
-            t = read_with_options(trace, trace_format, maps, block_tokens)
-            sha256 = file_sha256(trace)
-        with progress.step("analyzing"):
-            report = analyze(
-                t, options, version=__version__, generated_at=utc_now(), trace_sha256=sha256
-            )
-    if options.plans and not report.plan_reviews:
-        raise ConfigError(
-            f"{trace}: too large to replay per request within the memory "
-            "limit, so --plan cannot be reviewed; use `kvadvisor review` on "
-            "a sample of the trace"
-        )
-    return report
-
-
 @app.command("analyze")
 def analyze_cmd(
     trace: TraceArg,
@@ -362,12 +295,21 @@ def analyze_cmd(
         renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
         for target in targets:
             files.check_output(target)
-        inputs = load_advisor_inputs(
-            as_strs(rules_dir), as_strs(select), as_strs(ignore), as_strs(catalog)
-        )
-        options = AnalyzeOptions(
+        progress = Progress()
+        report = kvadvisor.analyze(
+            trace,
+            rules=as_strs(rules_dir),
+            select=as_strs(select),
+            ignore=as_strs(ignore),
+            catalogs=as_strs(catalog),
+            plans=as_strs(plan),
+            memory_limit=memory_limit,
+            trace_format=trace_format,
+            column_map=maps,
+            block_tokens=block_tokens,
+            progress=progress,
             warmup_fraction=warmup_fraction,
-            cache_tiers=tuple(parse_tier(x) for x in (cache_tier or [])),
+            cache_tiers=as_strs(cache_tier),
             cache_instances=cache_instances,
             cache_chunk_tokens=chunk_tokens,
             cache_save_unfull_chunk=save_unfull_chunk,
@@ -389,13 +331,7 @@ def analyze_cmd(
             **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
             storage=storage,
             instance=as_strs(instance),
-            advisor_inputs=inputs,
-            plans=tuple(
-                load_plan(p, PlanCatalogs(inputs.storage, inputs.instances)) for p in plan or ()
-            ),
         )
-        progress = Progress()
-        report = _run(trace, options, trace_format, maps, block_tokens, memory_limit, progress)
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 terminal = renderer.name in ("text", "markdown")

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+import kvadvisor
 from kvadvisor import __version__
 from kvadvisor.errors import (
     CatalogError,
@@ -25,14 +24,9 @@ from kvadvisor.errors import (
     TraceFormatError,
 )
 from kvadvisor.fileio import InputFile, InputSet, check_input, write_text
-from kvadvisor.plan import PlanCatalogs, PlanError
+from kvadvisor.plan import PlanError
 from kvadvisor.termtext import printable
-from kvadvisor.trace import (
-    Trace,
-    TraceFormat,
-    parse_column_map,
-    read_trace,
-)
+from kvadvisor.trace import Trace, TraceFormat
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -147,6 +141,7 @@ def command_inputs(
     rules_dirs: Iterable[Path] = (),
     catalogs: Iterable[Path] = (),
     model: str | None = None,
+    results: Path | None = None,
 ) -> InputSet:
     """Check a command's input files before anything reads them; the set outputs must avoid.
 
@@ -161,6 +156,9 @@ def command_inputs(
         check_input(folder, RuleSyntaxError, directory_ok=True)
         found.append(InputFile("rules file", Path(folder)))
     found += [InputFile("catalog", check_input(c, CatalogError)) for c in catalogs]
+    if results is not None:
+        check_input(results, ConfigError, directory_ok=True)
+        found.append(InputFile("verify results file", Path(results)))
     if model is not None and model.strip():
         candidate = Path(model)
         if candidate.is_dir():
@@ -182,27 +180,6 @@ def finite_option(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number")
     return value
-
-
-def file_sha256(path: Path) -> str | None:
-    """sha256 (hex) of a trace file, read in 1 MiB chunks; None for a directory of files."""
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def utc_now() -> str:
-    """The report's clock: now in UTC, to the second, ISO 8601 (an input to the pure core)."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
-
-
-def plan_catalogs(extra: list[Path] | None) -> PlanCatalogs:
-    """The catalogs plan files may name: the packaged ones plus --catalog files."""
-    return PlanCatalogs.packaged(tuple(str(p) for p in extra or ()))
 
 
 def _version_callback(value: bool) -> None:
@@ -249,9 +226,7 @@ def read_with_options(
     block_tokens: int | None,
 ) -> Trace:
     """Read a trace with the trace options every command shares."""
-    return read_trace(
-        trace, trace_format, column_map=parse_column_map(maps), block_tokens=block_tokens
-    )
+    return kvadvisor.read_trace(trace, trace_format, column_map=maps, block_tokens=block_tokens)
 
 
 WarmupOpt = Annotated[

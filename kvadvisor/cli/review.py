@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvadvisor import __version__
-from kvadvisor.advise.review import review_trace
+import kvadvisor
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     MAX_WINDOW_S,
@@ -20,18 +19,14 @@ from kvadvisor.cli.common import (
     TraceFormatOpt,
     WarmupOpt,
     app,
+    as_strs,
     command_inputs,
     echo,
     finite_option,
     handle_user_errors,
-    plan_catalogs,
-    read_with_options,
-    utc_now,
     write_output,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.plan import load_plan
-from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
 
 
@@ -84,28 +79,37 @@ def review_cmd(
         ),
     ] = 1.0,
     catalog: CatalogOpt = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="A `kvadvisor verify` folder with results: its measured checks join the review.",
+            file_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
-        files = command_inputs(trace, plans=plan, catalogs=catalog or ())
+        files = command_inputs(trace, plans=plan, catalogs=catalog or (), results=results)
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
         for target in [*(output or []), *([junit] if junit is not None else [])]:
             files.check_output(target, "--junit" if target is junit else "-o")
-        catalogs = plan_catalogs(catalog)
-        plans = [load_plan(p, catalogs) for p in plan]
-        report = review_trace(
-            read_with_options(trace, trace_format, maps, block_tokens),
-            plans,
-            version=__version__,
-            generated_at=utc_now(),
+        report = kvadvisor.review(
+            trace,
+            plan,
+            catalogs=as_strs(catalog),
+            trace_format=trace_format,
+            column_map=maps,
+            block_tokens=block_tokens,
             warmup_fraction=warmup_fraction,
             window_s=window,
+            results=results,
         )
         if junit is not None:
-            write_output(str(junit), JUnitRenderer().render(report), files)
+            write_output(str(junit), report.to_junit(), files)
         for target, renderer in renderers:
             write_output(target, renderer.render(report), files, terminal=True)
         if not any(o == "-" for o in (output or [])):
-            echo(ReviewTextRenderer().render(report), nl=False)
+            echo(report.to_text(), nl=False)
     if report.fails(fail_on.value):
         raise typer.Exit(EXIT_FINDINGS)

@@ -8,11 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvadvisor.advise import (
-    load_advisor_inputs,
-    load_rule_set,
-    render_facts_doc,
-)
+from kvadvisor.advice.inputs import load_advisor_inputs, load_rule_set
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.listing import entry_text, instances_table, storage_table
 from kvadvisor.catalog.loader import find_named
@@ -29,6 +25,7 @@ from kvadvisor.cli.common import (
     handle_user_errors,
     write_output,
 )
+from kvadvisor.facts.doc import render_facts_doc
 from kvadvisor.rules import builtin_rules_dir
 from kvadvisor.rules.docs import find_rule, render_rules_doc, rule_text, rules_table
 

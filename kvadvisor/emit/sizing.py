@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvadvisor.advise.model import AdviceReport, Tier
 from kvadvisor.errors import ConfigError
+from kvadvisor.results.report import AdviceReport, Tier
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MIB
 
 # DESIGN.md: read less first (the knee), then make the remaining reads faster (the tail).

@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.emit.sizing import Measured, measure, tier_comment
 from kvadvisor.errors import ConfigError
+from kvadvisor.results.report import AdviceReport
 from kvadvisor.units import BYTES_PER_GB
 
 HICACHE_PAGE_TOKENS = 64  # SGLang hicache_best_practices.md examples use --page-size 64

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import summary
+from kvadvisor.results.report import AdviceReport
 
 DEFAULT_WIDTH = 100
 MIN_WIDTH = 40

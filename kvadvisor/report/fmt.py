@@ -129,7 +129,7 @@ def tokens(value: float | None) -> str:
 
 
 # Unit -> formatter: the one table for field names (by the kind their suffix gives, see
-# unit_kind) and for facts (kvadvisor.advise.facts, which carry their unit beside the value).
+# unit_kind) and for facts (kvadvisor.facts, which carry their unit beside the value).
 _UNITS: dict[str, Callable[[Any], str]] = {
     "fraction": percent,
     "bandwidth": bandwidth,

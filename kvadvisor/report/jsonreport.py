@@ -1,7 +1,7 @@
 """JSON renderer: the public contract of DESIGN.md, sorted keys, floats rounded in one place.
 
 The document is ``AdviceReport.to_dict()``: ``format_version`` (see FORMAT_VERSION in
-``kvadvisor.advise.model`` for what each version changed) and the contract's top-level keys,
+``kvadvisor.results.report`` for what each version changed) and the contract's top-level keys,
 plus additive keys. It validates against ``schema/report.schema.json`` shipped beside this
 module (:func:`schema`).
 """
@@ -13,7 +13,7 @@ import math
 from importlib import resources
 from typing import Any
 
-from kvadvisor.advise.model import AdviceReport
+from kvadvisor.results.report import AdviceReport
 
 FLOAT_DIGITS = 6
 

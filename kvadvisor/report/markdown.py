@@ -6,8 +6,8 @@ import html
 import re
 from collections.abc import Sequence
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import summary
+from kvadvisor.results.report import AdviceReport
 
 
 def cell(text: str) -> str:

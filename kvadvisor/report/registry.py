@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.errors import ConfigError
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html import HtmlRenderer
 from kvadvisor.report.jsonreport import JsonRenderer
 from kvadvisor.report.markdown import MarkdownRenderer
+from kvadvisor.results.report import AdviceReport
 
 
 class Renderer(Protocol):

@@ -5,15 +5,9 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 
-from kvadvisor.advise.model import (
-    IoRate,
-    PlanReview,
-    ReviewReport,
-    StageReview,
-    TierReview,
-    Utilization,
-)
 from kvadvisor.report.markdown import code_span
+from kvadvisor.results.common import IoRate, Utilization
+from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
 
 ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 

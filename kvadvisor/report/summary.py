@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvadvisor.advise.model import AdviceReport, Finding, StageRecommendation
 from kvadvisor.report import fmt
+from kvadvisor.results.report import AdviceReport, Finding, StageRecommendation
 
 STAGES = ("prefill", "decode")
 # Severity order for display, most severe first; unknown severities sort last.

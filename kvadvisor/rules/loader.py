@@ -418,7 +418,7 @@ def load_rules(
     """The built-in rules (unless ``builtin`` is false) plus every rule under ``dirs``.
 
     Codes and names must be unique across all of them. ``facts`` is the registry of known
-    fact names (``kvadvisor.advise.facts.FACTS``); every name a rule reads must be in it.
+    fact names (``kvadvisor.facts.FACTS``); every name a rule reads must be in it.
     """
     folders = [(builtin_rules_dir(), True)] if builtin else []
     folders += [(Path(d), False) for d in dirs]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.view import Section, Table
+from kvadvisor.results.report import AdviceReport
 
 RULES = ("rules", "Rules fired and rules quiet")
 ALTERNATIVES = ("alternatives", "Alternatives compared")

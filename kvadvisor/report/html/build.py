@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import summary
 from kvadvisor.report.html.advice import alternatives_section, rules_section
 from kvadvisor.report.html.inputs import inputs_rows
@@ -15,6 +14,7 @@ from kvadvisor.report.html.stages import stage_section
 from kvadvisor.report.html.view import FindingView, HtmlView, VerdictCard
 from kvadvisor.report.html.workload import workload_section
 from kvadvisor.report.jsonreport import clean
+from kvadvisor.results.report import AdviceReport
 
 # Findings repeated under the verdict, most severe first.
 TOP_FINDINGS = 3

@@ -6,10 +6,12 @@ from typing import Any
 
 from markupsafe import Markup
 
-from kvadvisor.advise.model import CacheReuse, IoRate, PrefixCache, Series
 from kvadvisor.report import fmt
 from kvadvisor.report.charts import HALF_FIG_SIZE_IN, ChartSpec, Line, Mark, render_svg
 from kvadvisor.report.html.view import Chart
+from kvadvisor.results.common import IoRate
+from kvadvisor.results.report import CacheReuse, PrefixCache
+from kvadvisor.results.series import Series
 from kvadvisor.units import BYTES_PER_GB
 
 

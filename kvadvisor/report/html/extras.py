@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kvadvisor.advise.model import Series
 from kvadvisor.report import fmt
 from kvadvisor.report.html.chartviews import series_chart
 from kvadvisor.report.html.view import Chart
+from kvadvisor.results.series import Series
 
 # Fields shown by a dedicated part of a section, not in its generic list of numbers.
 _HANDLED = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import fmt
+from kvadvisor.results.report import AdviceReport
 
 
 def _option_text(name: str, value: Any) -> str:

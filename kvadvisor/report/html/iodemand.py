@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from kvadvisor.advise.model import AdviceReport, IoDemand, IoRate
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.charts import ChartSpec, Line, render_svg
 from kvadvisor.report.html.chartviews import bandwidth_chart, series_chart
 from kvadvisor.report.html.extras import extra_rows
 from kvadvisor.report.html.view import Chart, Section, Table
+from kvadvisor.results.common import IoRate
+from kvadvisor.results.report import AdviceReport, IoDemand
 from kvadvisor.units import BYTES_PER_GB
 
 

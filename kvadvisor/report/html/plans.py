@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import fmt
 from kvadvisor.report.html.view import Section, Table
+from kvadvisor.results.report import AdviceReport
 
 
 def plan_section(report: AdviceReport) -> Section:

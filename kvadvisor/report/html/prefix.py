@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.chartviews import binary_compact, mrc_chart, reuse_chart
 from kvadvisor.report.html.extras import extra_charts, extra_rows
 from kvadvisor.report.html.view import Section, Table
+from kvadvisor.results.report import AdviceReport
 
 
 def prefix_section(report: AdviceReport) -> Section:

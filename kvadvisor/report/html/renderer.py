@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report.html.build import build_view
+from kvadvisor.results.report import AdviceReport
 
 _ENV = Environment(
     loader=PackageLoader("kvadvisor", "report/templates"),

@@ -6,11 +6,11 @@ from typing import Any
 
 from markupsafe import Markup
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.charts import ChartSpec, Line, render_svg
 from kvadvisor.report.html.extras import extra_charts, extra_rows
 from kvadvisor.report.html.view import Chart, Section, Table
+from kvadvisor.results.report import AdviceReport
 
 # Per-request distribution names as a reader says them (others: the name, unit suffix dropped).
 _DIST_LABELS = {

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kvadvisor.advise.model import AdviceReport
 from kvadvisor.report import fmt
 from kvadvisor.report.charts import Mark
 from kvadvisor.report.html.chartviews import histogram_chart, series_chart
 from kvadvisor.report.html.extras import extra_charts, extra_rows
 from kvadvisor.report.html.view import Section
+from kvadvisor.results.report import AdviceReport
 
 
 def workload_section(report: AdviceReport) -> Section:

@@ -1,0 +1,837 @@
+"""The advisor (pure): choose an instance and KV tiers per stage, compute their facts, run rules.
+
+Sizing principles, each stated in the report:
+
+* Tiers are sized for the p99 of windowed demand, not the peak (peaks go to a host DRAM buffer)
+  and not the mean; a tier is a good fit when p99 demand uses at most TARGET_TIER_UTILIZATION
+  of it, and the best fit is the one closest to that target (least idle capacity).
+* Demand is per instance: the trace's demand divided by the stage's instance count, which comes
+  from the stage's GPU time when the split is known (prefill scales with TFLOPS, decode with
+  memory bandwidth); otherwise one instance carries the whole trace, and the notes say so.
+* Local tiers of an instance hold its share of the KV working set (prefix-aware routing
+  partitions it); shared tiers (file systems, KV pools, object storage) hold all of it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kvadvisor.advice.inputs import AdvisorInputs
+from kvadvisor.catalog.gpus import get_gpu
+from kvadvisor.catalog.instances import InstanceSpec, find_instance
+from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
+from kvadvisor.errors import CatalogError, ConfigError
+from kvadvisor.facts.registry import collect
+from kvadvisor.facts.workload import div, hit_ratio_at, report_facts
+from kvadvisor.results.common import Utilization
+from kvadvisor.results.report import (
+    AdviceReport,
+    Alternative,
+    Deployment,
+    Finding,
+    PrefixCache,
+    Recommendation,
+    Requirement,
+    RuleOutcome,
+    StageRecommendation,
+    Tier,
+)
+from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
+from kvadvisor.rules.engine import matches, resolve_where
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, S_PER_DAY
+
+# p99 demand should use at most this share of a tier: headroom for the tail beyond p99 and for
+# background work (compaction, eviction) without sizing for the peak.
+TARGET_TIER_UTILIZATION = 0.8
+# Average GPU busy share an instance count is sized for (leaves room for arrival bursts).
+TARGET_GPU_UTILIZATION = 0.7
+# Share of GPU memory usable by weights + KV (engines keep the rest for activations; vLLM's
+# default gpu_memory_utilization is 0.9).
+GPU_MEMORY_USABLE = 0.9
+# AIConfigurator's naive-config rule: total GPU memory above 1.5 x the weights.
+WEIGHTS_HEADROOM = 1.5
+# SGLang HiCache sizes the host pool at 0.8 of host memory when neither ratio nor size is set.
+HOST_KV_FRACTION = 0.8
+# Local volumes a block-storage tier may stripe across (Azure ND v5 allows 32 data disks).
+MAX_BLOCK_VOLUMES = 8
+HOST_TIER_ENTRY = "host-dram-ddr5-spr"
+MAX_ALTERNATIVES = 5
+STAGES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class AdvisorOptions:
+    """Advisor knobs: chunk size, a storage spec for both stages, instances per stage."""
+
+    chunk_tokens: int = 256
+    storage: str | None = None
+    instance: Mapping[str, str] = field(default_factory=dict)  # stage -> name ("both" allowed)
+    preferred_gpu: str | None = None  # the GPU the user modeled (--gpu): its instances first
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What the advisor returns: the recommendation, the findings and all facts used."""
+
+    recommendation: Recommendation
+    findings: tuple[Finding, ...]
+    facts: dict[str, FactValue]
+    evaluation: Evaluation
+
+
+def _v(facts: Mapping[str, FactValue], name: str) -> float | None:
+    f = facts.get(name)
+    return None if f is None else float(f.value)
+
+
+# -- instances ----------------------------------------------------------------------------------
+def _stage_metric(inst: InstanceSpec, stage: str) -> float | None:
+    """Per-GPU strength at the stage's bottleneck: TFLOPS for prefill, memory BW for decode."""
+    return inst.gpu_bf16_tflops if stage == "prefill" else inst.gpu_memory_bandwidth_gbps
+
+
+def _fits(inst: InstanceSpec, weights_gib: float | None) -> bool:
+    return weights_gib is None or inst.gpu_memory_total_gib > WEIGHTS_HEADROOM * weights_gib
+
+
+def rank_instances(
+    stage: str,
+    instances: Mapping[str, InstanceSpec],
+    facts: Mapping[str, FactValue],
+    preferred_gpu: str | None = None,
+) -> list[tuple[InstanceSpec, bool, str]]:
+    """Instances ranked for a stage.
+
+    Instances ranked for a stage: memory fit first, then the stage's bottleneck per GPU
+    (higher first), then fewer GPUs (the smallest size that fits).
+    """
+    weights = _v(facts, "model_weights_gib")
+    unit = "dense BF16 TFLOPS" if stage == "prefill" else "GB/s of GPU memory bandwidth"
+
+    def key(inst: InstanceSpec) -> tuple[Any, ...]:
+        metric = _stage_metric(inst, stage)
+        return (
+            not _fits(inst, weights),
+            preferred_gpu is not None and inst.gpu != preferred_gpu,
+            metric is None,
+            -(metric or 0.0),
+            inst.gpu_count,
+            inst.name,
+        )
+
+    out = []
+    for inst in sorted(instances.values(), key=key):
+        metric = _stage_metric(inst, stage)
+        fits = _fits(inst, weights)
+        what = f"{metric:,.0f} {unit} per GPU" if metric is not None else f"no {unit} figure"
+        reason = f"{inst.gpu_count} x {inst.gpu}: {what}"
+        if weights is not None:
+            reason += (
+                f"; {inst.gpu_memory_total_gib:,.0f} GiB GPU memory "
+                f"{'>' if fits else '<='} {WEIGHTS_HEADROOM} x {weights:,.0f} GiB weights"
+            )
+        out.append((inst, fits, reason))
+    return out
+
+
+def instance_count(
+    stage: str, inst: InstanceSpec, facts: Mapping[str, FactValue]
+) -> tuple[int | None, str]:
+    """Instances a stage needs from its GPU time.
+
+    Instances a stage needs from its GPU time, scaled from the GPU the split was computed
+    for to this one by the stage's bottleneck; None when the split or that GPU is unknown.
+    """
+    busy_s = _v(facts, f"{stage}_gpu_s")
+    duration = _v(facts, "trace_duration_s")
+    ref_name = (
+        "split_gpu_bf16_tflops" if stage == "prefill" else ("split_gpu_memory_bandwidth_gbps")
+    )
+    ref, mine = _v(facts, ref_name), _stage_metric(inst, stage)
+    if busy_s is None or not duration:
+        return None, f"{stage} GPU time unknown: one instance assumed to carry the whole trace"
+    if ref is None or mine is None:
+        return None, (
+            f"the GPU the stage split was computed for is unknown: one {stage} "
+            "instance assumed to carry the whole trace"
+        )
+    per_replica = _v(facts, "split_gpus_per_replica") or 1.0
+    modeled = busy_s * per_replica / duration
+    busy_gpus = modeled * ref / mine
+    count = max(1, math.ceil(busy_gpus / inst.gpu_count / TARGET_GPU_UTILIZATION))
+    return count, (
+        f"{stage}: {busy_s:,.0f} replica-s x {per_replica:g} GPUs over "
+        f"{duration:,.0f} s = {modeled:.2f} busy GPUs of the modeled GPU, x "
+        f"{ref:g}/{mine:g} for {inst.gpu} = {busy_gpus:.2f}; / {inst.gpu_count} GPUs "
+        f"/ {TARGET_GPU_UTILIZATION:.0%} target = {count} instance(s)"
+    )
+
+
+# -- storage ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TierFit:
+    """A storage option sized for one stage on one instance."""
+
+    spec: StorageSpec
+    capacity_gib: float | None
+    devices: int
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+    read_iops: float | None
+    write_iops: float | None
+    feasible: bool
+    reason: str
+
+
+def _available_on(spec: StorageSpec, inst: InstanceSpec) -> bool:
+    if spec.category in ("memory", "cxl"):
+        return False  # the host tier, handled separately
+    if spec.provider not in ("generic", inst.provider):
+        return False
+    if spec.category == "local_nvme":
+        return inst.local_nvme_count > 0
+    if spec.category == "ephemeral":
+        return inst.ephemeral_disks
+    return True
+
+
+def _size_for(spec: StorageSpec, need_mbps: float | None, capacity_gib: float | None) -> float:
+    """Size of one device or volume for a capacity and a bandwidth.
+
+    Smallest size that holds ``capacity_gib`` and, for size-scaled disks, reaches the
+    bandwidth (inverting ``base + per_gib × C``).
+    """
+    size = capacity_gib or 0.0
+    formula = (
+        spec.per_gib.get("mbps") or spec.per_gib.get("write_mbps") or spec.per_gib.get("read_mbps")
+    )
+    if formula is not None and need_mbps is not None:
+        ceiling = formula.get("max", math.inf)
+        target = min(need_mbps, ceiling)
+        size = max(size, (target - formula.get("base", 0.0)) / formula["per_gib"])
+    if spec.capacity_min_gib is not None:
+        size = max(size, spec.capacity_min_gib)
+    if spec.capacity_max_gib is not None:
+        size = min(size, spec.capacity_max_gib)
+    return math.ceil(size) if size else size
+
+
+def fit_tier(
+    spec: StorageSpec,
+    stage: str,
+    inst: InstanceSpec,
+    demand_bytes_per_s: float | None,
+    demand_iops: float | None,
+    capacity_gib: float | None,
+    devices_limit: int | None = None,
+) -> TierFit:
+    """Size one storage option for a stage on one instance.
+
+    Size one option for a stage: devices and capacity so p99 demand stays under the target
+    utilization where possible; feasible when it does and the capacity fits.
+
+    ``devices_limit`` caps the device count (1 for a spec given with --storage: one device or
+    volume of that kind, sized up to its own maximum).
+    """
+    need = (
+        None
+        if demand_bytes_per_s is None
+        else (demand_bytes_per_s / TARGET_TIER_UTILIZATION / BYTES_PER_MB)
+    )
+    size = _size_for(spec, need, capacity_gib)
+    perf = spec.perf_at(size or None)
+    per_dev_bw = perf.write_mbps if stage == "prefill" else perf.read_mbps
+    per_dev_iops = perf.write_iops if stage == "prefill" else perf.read_iops
+    max_devices = (
+        inst.local_nvme_count
+        if spec.category == "local_nvme"
+        else MAX_BLOCK_VOLUMES
+        if spec.category in ("block", "ephemeral")
+        else 1
+    )
+    if devices_limit is not None:
+        max_devices = max(1, min(max_devices, devices_limit))
+    devices = 1
+    if need is not None and per_dev_bw:
+        devices = min(max_devices, max(1, math.ceil(need / per_dev_bw)))
+    if capacity_gib and spec.category == "local_nvme" and inst.local_nvme_each_gb:
+        by_capacity = math.ceil(
+            capacity_gib * BYTES_PER_GIB / (inst.local_nvme_each_gb * BYTES_PER_GB)
+        )
+        devices = min(max_devices, max(devices, by_capacity))
+    if spec.category == "local_nvme" and inst.local_nvme_each_gb:
+        size = inst.local_nvme_each_gb * BYTES_PER_GB / BYTES_PER_GIB
+    bw = None if per_dev_bw is None else per_dev_bw * devices * BYTES_PER_MB
+    iops = None if per_dev_iops is None else per_dev_iops * devices
+    total_capacity = (size * devices) if size else None
+    problems = []
+    if bw is None:
+        problems.append(f"no published {'write' if stage == 'prefill' else 'read'} bandwidth")
+    elif demand_bytes_per_s is not None and demand_bytes_per_s > TARGET_TIER_UTILIZATION * bw:
+        problems.append(f"p99 demand is {demand_bytes_per_s / bw:.0%} of its bandwidth")
+    if (
+        demand_iops is not None
+        and iops is not None
+        and demand_iops > TARGET_TIER_UTILIZATION * iops
+    ):
+        problems.append(f"p99 I/O rate is {demand_iops / iops:.0%} of its IOPS")
+    if capacity_gib and total_capacity is not None and total_capacity < capacity_gib:
+        problems.append(f"holds {total_capacity:,.0f} of the {capacity_gib:,.0f} GiB needed")
+    bw_text = "unknown bandwidth" if bw is None else f"{bw / BYTES_PER_GB:,.2f} GB/s"
+    what = f"{devices} x {spec.name}" + (f" at {size:,.0f} GiB" if size else "")
+    util = (
+        ""
+        if bw is None or demand_bytes_per_s is None
+        else f", p99 demand uses {demand_bytes_per_s / bw:.0%}"
+    )
+    reason = f"{what}: {bw_text}{util}" + ("; " + "; ".join(problems) if problems else "")
+    write = perf.write_mbps * devices * BYTES_PER_MB if perf.write_mbps is not None else None
+    read = perf.read_mbps * devices * BYTES_PER_MB if perf.read_mbps is not None else None
+    return TierFit(
+        spec=spec,
+        capacity_gib=total_capacity,
+        devices=devices,
+        read_bytes_per_s=read,
+        write_bytes_per_s=write,
+        read_iops=None if perf.read_iops is None else perf.read_iops * devices,
+        write_iops=None if perf.write_iops is None else perf.write_iops * devices,
+        feasible=not problems,
+        reason=reason,
+    )
+
+
+def _latency_bucket(spec: StorageSpec) -> int:
+    lat = spec.effective_read_latency_us
+    if lat is None:
+        return 3
+    return 0 if lat < 100 else 1 if lat < 1000 else 2
+
+
+def rank_tiers(
+    stage: str,
+    inst: InstanceSpec,
+    storage: Mapping[str, StorageSpec],
+    demand_bytes_per_s: float | None,
+    demand_iops: float | None,
+    capacity_local_gib: float | None,
+    capacity_shared_gib: float | None,
+    shared_demand_bytes_per_s: float | None,
+) -> list[TierFit]:
+    """Options for a stage's capacity tier, best first.
+
+    Shipping parts before prototypes and announcements; then feasible options first; among
+    them, prefill prefers the one whose p99 utilization is closest to the target (least idle
+    bandwidth), decode prefers lower read latency first.
+    """
+    fits = []
+    for spec in storage.values():
+        if not _available_on(spec, inst):
+            continue
+        if (
+            stage == "prefill"
+            and spec.category == "object"
+            or (
+                stage == "prefill"
+                and spec.write_mbps is None
+                and not any(k in spec.per_gib for k in ("mbps", "write_mbps"))
+            )
+        ):
+            continue
+        shared = spec.shared
+        fits.append(
+            fit_tier(
+                spec,
+                stage,
+                inst,
+                shared_demand_bytes_per_s if shared else demand_bytes_per_s,
+                None if shared else demand_iops,
+                capacity_shared_gib if shared else capacity_local_gib,
+            )
+        )
+
+    def key(f: TierFit) -> tuple[Any, ...]:
+        cap = f.write_bytes_per_s if stage == "prefill" else f.read_bytes_per_s
+        demand = shared_demand_bytes_per_s if f.spec.shared else demand_bytes_per_s
+        util = div(demand, cap)
+        closeness = abs(TARGET_TIER_UTILIZATION - util) if util is not None else 1.0
+        order = CATEGORIES.index(f.spec.category)
+        # Drives that come with the instance are already paid for: use them first.
+        built_in = f.spec.category == "local_nvme"
+        if stage == "decode":
+            return (
+                f.spec.announced_only,
+                not f.feasible,
+                not built_in,
+                _latency_bucket(f.spec),
+                closeness,
+                order,
+                f.spec.name,
+            )
+        return (
+            f.spec.announced_only,
+            not f.feasible,
+            not built_in,
+            cap is None,
+            closeness,
+            order,
+            f.spec.name,
+        )
+
+    return sorted(fits, key=key)
+
+
+# -- the advisor --------------------------------------------------------------------------------
+def _demand(facts: Mapping[str, FactValue], kind: str, count: int) -> dict[str, float | None]:
+    return {s: div(_v(facts, f"{kind}_bytes_per_s_{s}"), count) for s in ("mean", "p99", "peak")}
+
+
+def _stage_instance(
+    stage: str,
+    options: AdvisorOptions,
+    instances: Mapping[str, InstanceSpec],
+    facts: Mapping[str, FactValue],
+) -> tuple[InstanceSpec, list[Alternative]]:
+    ranked = rank_instances(stage, instances, facts, options.preferred_gpu)
+    alternatives = [
+        Alternative("instance", inst.name, i + 1, reason, fits)
+        for i, (inst, fits, reason) in enumerate(ranked[:MAX_ALTERNATIVES])
+    ]
+    chosen = options.instance.get(stage) or options.instance.get("both")
+    if chosen:
+        return find_instance(instances, chosen), alternatives
+    return ranked[0][0], alternatives
+
+
+def _tier_facts(
+    stage: str,
+    fit: TierFit | None,
+    spec: StorageSpec,
+    demand: dict[str, float | None],
+    iops_p99: float | None,
+) -> list[tuple[str, Any]]:
+    if stage == "prefill":
+        cap = fit.write_bytes_per_s if fit else None
+        return [
+            ("prefill_storage_write_bytes_per_s", cap),
+            ("prefill_storage_write_utilization_mean", div(demand["mean"], cap)),
+            ("prefill_storage_write_utilization_p99", div(demand["p99"], cap)),
+            ("prefill_storage_write_utilization_peak", div(demand["peak"], cap)),
+            ("prefill_storage_io_unit_bytes", spec.io_unit_bytes),
+            ("prefill_storage_gds", spec.gds_support),
+        ]
+    bw = fit.read_bytes_per_s if fit else None
+    iops = fit.read_iops if fit else None
+
+    def util(x: float | None, io: float | None) -> float | None:
+        shares = [s for s in (div(x, bw), div(io, iops)) if s is not None]
+        return max(shares) if shares else None
+
+    scale = div(iops_p99, demand["p99"])  # I/Os per byte at the chunk size
+    return [
+        ("decode_storage_read_bytes_per_s", bw),
+        ("decode_storage_read_iops", iops),
+        ("decode_storage_read_latency_us", spec.effective_read_latency_us),
+        (
+            "decode_storage_read_utilization_mean",
+            util(
+                demand["mean"],
+                None if scale is None or demand["mean"] is None else demand["mean"] * scale,
+            ),
+        ),
+        ("decode_storage_read_utilization_p99", util(demand["p99"], iops_p99)),
+        (
+            "decode_storage_read_utilization_peak",
+            util(
+                demand["peak"],
+                None if scale is None or demand["peak"] is None else demand["peak"] * scale,
+            ),
+        ),
+        ("decode_storage_gds", spec.gds_support),
+    ]
+
+
+def reference_tier_for(spec: StorageSpec) -> str | None:
+    """The profiler's reference tier matching a storage class.
+
+    The stage profiler's load-vs-recompute reference tier of the same class as ``spec``
+    (host DRAM over PCIe, NVMe Gen4 x4, NVMe Gen5 x4); None for slower classes, whose
+    break-even the reference tiers would understate.
+    """
+    if spec.category in ("memory", "cxl"):
+        return "host-dram-pcie"
+    if spec.category == "local_nvme":
+        return "nvme-gen5-x4" if "5.0" in (spec.interface or "") else "nvme-gen4-x4"
+    return None
+
+
+def advise(
+    workload: Mapping[str, FactValue],
+    prefix_cache: PrefixCache | None,
+    storage: Mapping[str, StorageSpec],
+    instances: Mapping[str, InstanceSpec],
+    rules: Sequence[Rule],
+    options: AdvisorOptions | None = None,
+    breakeven: Mapping[str, tuple[float | None, float | None]] | None = None,
+) -> Advice:
+    """Recommend instances and KV tiers per stage, then evaluate the rules on all facts.
+
+    ``breakeven`` maps the stage profiler's reference tiers to (break-even prefix tokens,
+    share of hit tokens below it); the decode tier's class picks the entry.
+    """
+    options = options or AdvisorOptions()
+    facts: dict[str, FactValue] = dict(workload)
+    kv = _v(facts, "kv_bytes_per_token")
+    weights = _v(facts, "model_weights_gib")
+    ws_gib = _v(facts, "kv_working_set_gib")
+    retention_gib = _v(facts, "retention_capacity_gib")
+    needed_gib = max((g for g in (ws_gib, retention_gib) if g is not None), default=None)
+    shared_spec = find_storage(storage, options.storage) if options.storage else None
+    stages: dict[str, StageRecommendation] = {}
+    config: list[tuple[str, Any]] = [("shared_storage_spec", shared_spec is not None)]
+    chosen: dict[str, InstanceSpec] = {}
+
+    for stage in STAGES:
+        inst, inst_alts = _stage_instance(stage, options, instances, facts)
+        chosen[stage] = inst
+        count, count_note = instance_count(stage, inst, facts)
+        n = count or 1
+        kind = "write" if stage == "prefill" else "read"
+        demand = _demand(facts, kind, n)
+        iops_p99 = div(
+            _v(facts, "write_iops_p99" if stage == "prefill" else "decode_read_iops_p99"), n
+        )
+        local_gib = None if needed_gib is None else needed_gib / n
+        gpu_pool = (
+            GPU_MEMORY_USABLE * inst.gpu_memory_total_gib - weights if weights is not None else None
+        )
+        host_pool = (
+            HOST_KV_FRACTION * inst.host_memory_gib if inst.host_memory_gib is not None else None
+        )
+        beyond_host = local_gib is not None and host_pool is not None and local_gib > host_pool
+        ranked = rank_tiers(
+            stage,
+            inst,
+            storage,
+            demand["p99"],
+            iops_p99,
+            local_gib,
+            needed_gib,
+            _v(facts, f"{kind}_bytes_per_s_p99"),
+        )
+        notes = [count_note] if count is None else []
+        if shared_spec is not None:
+            spec = shared_spec
+            fit = fit_tier(
+                spec,
+                stage,
+                inst,
+                _v(facts, f"{kind}_bytes_per_s_p99") if spec.shared else demand["p99"],
+                None if spec.shared else iops_p99,
+                needed_gib if spec.shared else local_gib,
+                devices_limit=1,
+            )
+            notes.append(
+                f"storage fixed by --storage {spec.name} for both stages: one "
+                "device or volume of it per instance"
+            )
+        elif ranked and (beyond_host or _v(facts, f"{kind}_bytes_per_s_p99") is not None):
+            fit, spec = ranked[0], ranked[0].spec
+        else:
+            spec = storage[HOST_TIER_ENTRY]
+            fit = None
+            if needed_gib is not None:
+                notes.append("no capacity tier: the KV working set fits the host DRAM pool")
+            elif _v(facts, "kv_working_set_tokens") is not None and kv is None:
+                notes.append(
+                    "no capacity tier sized: the KV working set is "
+                    f"{_v(facts, 'kv_working_set_tokens'):,.0f} tokens but KV bytes "
+                    "per token are unknown (give the model)"
+                )
+            else:
+                notes.append("no capacity tier: KV working set and I/O demand unknown")
+        if weights is None:
+            notes.append(
+                "model unknown: instances ranked by per-GPU "
+                + ("TFLOPS" if stage == "prefill" else "memory bandwidth")
+                + " only, without a memory-fit check"
+            )
+        if fit is not None and spec.shared:
+            demand_here = {s: _v(facts, f"{kind}_bytes_per_s_{s}") for s in ("mean", "p99", "peak")}
+            iops_here = _v(
+                facts, "write_iops_p99" if stage == "prefill" else "decode_read_iops_p99"
+            )
+        else:
+            demand_here, iops_here = demand, iops_p99
+        config += _tier_facts(stage, fit, spec, demand_here, iops_here)
+        cap = (
+            None
+            if fit is None
+            else (fit.write_bytes_per_s if stage == "prefill" else fit.read_bytes_per_s)
+        )
+        config += [
+            (f"{stage}_instance_count", count),
+            (f"{stage}_gpu_bf16_tflops", inst.gpu_bf16_tflops),
+            (f"{stage}_gpu_memory_bandwidth_gbps", inst.gpu_memory_bandwidth_gbps),
+        ]
+        if stage == "prefill":
+            io_size, unit = _v(facts, "io_size_bytes"), spec.io_unit_bytes
+            disk_cap = (
+                inst.disk_cap_mbps * BYTES_PER_MB
+                if inst.disk_cap_mbps and spec.category == "block"
+                else None
+            )
+            dwpd = None
+            if (
+                fit is not None
+                and spec.category in SSD_CATEGORIES
+                and fit.capacity_gib
+                and demand["mean"] is not None
+            ):
+                dwpd = demand["mean"] * S_PER_DAY / (fit.capacity_gib * BYTES_PER_GIB)
+            config += [
+                ("gpu_memory_total_gib", inst.gpu_memory_total_gib),
+                ("gpu_kv_pool_gib", gpu_pool),
+                ("host_memory_gib", inst.host_memory_gib),
+                ("host_kv_pool_gib", host_pool),
+                ("prefill_write_bytes_per_s_p99_per_instance", demand["p99"]),
+                (
+                    "write_amplification_ratio",
+                    None if not io_size or not unit else math.ceil(io_size / unit) * unit / io_size,
+                ),
+                ("prefill_disk_cap_bytes_per_s", disk_cap),
+                ("prefill_disk_cap_utilization_p99", div(demand["p99"], disk_cap)),
+                ("ssd_drive_writes_per_day", dwpd),
+            ]
+            if kv and prefix_cache is not None and gpu_pool is not None:
+                gpu_tokens = gpu_pool * BYTES_PER_GIB / kv * n
+                config.append(
+                    ("prefix_hit_ratio_at_gpu_pool", hit_ratio_at(prefix_cache, gpu_tokens))
+                )
+                if host_pool is not None:
+                    host_tokens = max(gpu_pool, host_pool) * BYTES_PER_GIB / kv * n
+                    config.append(
+                        ("prefix_hit_ratio_at_host_pool", hit_ratio_at(prefix_cache, host_tokens))
+                    )
+        else:
+            inflight = _v(facts, "kv_inflight_gib_p99")
+            config += [
+                ("decode_read_iops_p99_per_instance", iops_p99),
+                (
+                    "kv_inflight_gib_p99_per_instance",
+                    None
+                    if inflight is None
+                    else inflight * (_v(facts, "split_instances") or 1) / n,
+                ),
+            ]
+            # Break-even belongs to the decode tier's class; without a reference tier of that
+            # class it is unknown rather than borrowed from a faster tier.
+            ref_tier = reference_tier_for(spec)
+            for name in ("breakeven_prefix_tokens", "hit_tokens_below_breakeven_share"):
+                facts.pop(name, None)
+            if breakeven and ref_tier in breakeven:
+                tokens, share = breakeven[ref_tier]
+                config += [
+                    ("breakeven_prefix_tokens", tokens),
+                    ("hit_tokens_below_breakeven_share", share),
+                ]
+
+        tiers = [Tier(HOST_TIER_ENTRY, "memory", "host DRAM KV pool and write buffer", host_pool)]
+        if fit is not None:
+            tiers.append(
+                Tier(
+                    spec.name,
+                    spec.category,
+                    "capacity tier" if stage == "prefill" else "read tier",
+                    fit.capacity_gib,
+                    fit.devices,
+                    spec.shared,
+                )
+            )
+        what = (
+            "bytes of prompt tokens that missed the cache (written when prefill completes)"
+            if stage == "prefill"
+            else "bytes of hit tokens (loaded before prefill starts)"
+        )
+        derivation = (
+            [
+                f"{kind} demand: p99 of {_v(facts, 'io_window_s') or 0:g}-second windows of KV "
+                f"{what}, divided by {n} {stage} instance(s)",
+                f"IOPS: that rate / chunk size ({options.chunk_tokens} tokens"
+                " x KV bytes per token)",
+                f"sized so p99 uses at most {TARGET_TIER_UTILIZATION:.0%} of the tier; peaks above "
+                "it go to the host DRAM buffer",
+            ]
+            if demand["p99"] is not None
+            else ["I/O demand unavailable (needs the stage profiler's write/read series)"]
+        )
+        if needed_gib is not None:
+            derivation.append(
+                f"capacity: the KV working set {needed_gib:,.1f} GiB "
+                f"(shared tiers) or / {n} instance(s) (local tiers)"
+            )
+        storage_alts = [
+            Alternative("storage", f.spec.name, i + 1, f.reason, f.feasible)
+            for i, f in enumerate(ranked[:MAX_ALTERNATIVES])
+        ]
+        stages[stage] = StageRecommendation(
+            instance=inst.name,
+            storage=spec.name,
+            instance_count=count,
+            gpu=inst.gpu,
+            tiers=tuple(tiers),
+            required=Requirement(
+                write_bytes_per_s=demand["p99"] if stage == "prefill" else None,
+                read_bytes_per_s=demand["p99"] if stage == "decode" else None,
+                write_iops=iops_p99 if stage == "prefill" else None,
+                read_iops=iops_p99 if stage == "decode" else None,
+                capacity_gib=local_gib,
+                derivation=tuple(derivation),
+            ),
+            chunk_tokens=options.chunk_tokens,
+            retention_s=_v(facts, "retention_ttl_s"),
+            utilization=Utilization(
+                div(demand_here["mean"], cap),
+                div(demand_here["p99"], cap),
+                div(demand_here["peak"], cap),
+                f"{kind} demand per instance / {spec.name} {kind} bandwidth",
+            ),
+            alternatives=tuple(storage_alts + inst_alts),
+            notes=tuple(notes),
+        )
+
+    facts.update(collect(config))
+    evaluation = evaluate(rules, facts)
+    findings = tuple(
+        _finding(f.rule, f.message, f.evidence, facts, storage, instances)
+        for f in sorted(evaluation.fired, key=lambda f: (-f.rule.severity.rank, f.rule.code))
+    )
+    outcomes = tuple(
+        sorted(
+            [RuleOutcome(f.rule.code, f.rule.name, True) for f in evaluation.fired]
+            + [RuleOutcome(q.rule.code, q.rule.name, False, q.reason) for q in evaluation.quiet],
+            key=lambda o: o.code,
+        )
+    )
+    recommendation = Recommendation(
+        prefill=stages["prefill"],
+        decode=stages["decode"],
+        shared_storage=shared_spec is not None,
+        rules=outcomes,
+        facts={n: {"value": f.value, "unit": f.unit} for n, f in sorted(facts.items())},
+    )
+    return Advice(recommendation, findings, facts, evaluation)
+
+
+def _finding(
+    rule: Rule,
+    message: str,
+    evidence: dict[str, Any],
+    facts: Mapping[str, FactValue],
+    storage: Mapping[str, StorageSpec],
+    instances: Mapping[str, InstanceSpec],
+) -> Finding:
+    candidates: tuple[str, ...] = ()
+    rec = rule.recommend
+    if rec is not None and rec.catalog is not None:
+        query = resolve_where(rec.where, facts)
+        if query is not None:
+            rows = (
+                [s.as_row() for s in storage.values()]
+                if rec.catalog == "storage"
+                else [i.as_row() for i in instances.values()]
+            )
+            hits = [r for r in rows if matches(r, query)]
+            if rec.rank_by:
+                key = rec.rank_by.lstrip("-")
+                hits = [r for r in hits if r.get(key) is not None]
+                hits.sort(key=lambda r: (r[key], r["name"]), reverse=rec.rank_by.startswith("-"))
+            candidates = tuple(r["name"] for r in hits[:MAX_ALTERNATIVES])
+    return Finding(
+        code=rule.code,
+        severity=rule.severity.value,
+        stage=rule.stage.value,
+        message=message,
+        evidence=evidence,
+        name=rule.name,
+        summary=rule.summary,
+        action=rec.action if rec else "",
+        candidates=candidates,
+        references=rule.docs.references,
+    )
+
+
+# -- the report --------------------------------------------------------------------------------
+def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
+    """``--instance NAME`` for both stages, or ``prefill=NAME`` / ``decode=NAME``."""
+    out: dict[str, str] = {}
+    for value in values:
+        stage, sep, name = value.partition("=")
+        if not sep:
+            stage, name = "both", value
+        if stage not in ("both", *STAGES) or not name:
+            raise ConfigError(f"--instance {value!r}: expected NAME, prefill=NAME or decode=NAME")
+        out[stage] = name
+    return out
+
+
+def _deployment(report: AdviceReport) -> Deployment | None:
+    return report.model.deployment if report.model is not None else None
+
+
+def _split_gpu_facts(report: AdviceReport) -> dict[str, float]:
+    """Figures of the GPU the stage split was modeled on.
+
+    TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
+    catalog; empty when the split was measured on an unknown GPU.
+    """
+    deployment = _deployment(report)
+    if report.stage_split is None or deployment is None or not deployment.gpu:
+        return {}
+    try:
+        gpu = get_gpu(deployment.gpu)
+    except CatalogError:
+        return {}
+    return {
+        "split_gpu_bf16_tflops": gpu.bf16_dense_tflops,
+        "split_gpu_memory_bandwidth_gbps": gpu.memory_bandwidth_gbps,
+    }
+
+
+def advise_report(
+    report: AdviceReport,
+    inputs: AdvisorInputs,
+    options: AdvisorOptions,
+    extra_facts: Mapping[str, Any] | None = None,
+) -> AdviceReport:
+    """The report with ``recommendation`` and ``findings`` filled from its own sections.
+
+    ``extra_facts`` are facts a producer computed from results the report does not carry
+    (registered names; None values are dropped); they take precedence.
+    """
+    deployment = _deployment(report)
+    if deployment is not None and not deployment.gpu_assumed:
+        options = replace(options, preferred_gpu=deployment.gpu)
+    workload = report_facts(report, chunk_tokens=options.chunk_tokens)
+    workload.update(collect(_split_gpu_facts(report).items()))
+    workload.update(collect((extra_facts or {}).items()))
+    breakeven = {
+        t.tier: (t.break_even_tokens, t.hit_token_share_below)
+        for t in (report.io.load_vs_recompute if report.io is not None else ())
+    }
+    advice = advise(
+        workload,
+        report.prefix_cache,
+        inputs.storage,
+        inputs.instances,
+        inputs.rules,
+        options,
+        breakeven,
+    )
+    return replace(
+        report,
+        recommendation=advice.recommendation,
+        findings=tuple(report.findings) + advice.findings,
+    )

@@ -1,0 +1,331 @@
+"""The public Python API: read a trace, analyse it, review plans; what the CLI calls too.
+
+Every function here takes what a user has (paths, option values as the command line spells
+them) and returns a result model with its renderings. docs/api.md documents it with an example
+that runs as a test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from kvadvisor import __version__
+from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs
+from kvadvisor.cache.tiers import TierSpec, parse_tier
+from kvadvisor.errors import ConfigError
+from kvadvisor.pipeline import AnalyzeOptions
+from kvadvisor.pipeline import analyze as analyze_source
+from kvadvisor.pipeline import review as review_source
+from kvadvisor.pipeline.analyze import Steps
+from kvadvisor.pipeline.streaming import parse_memory_limit
+from kvadvisor.pipeline.verify import verify as verify_source
+from kvadvisor.plan import Plan, PlanCatalogs
+from kvadvisor.plan import load_plan as load_plan_file
+from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.report.html import HtmlRenderer
+from kvadvisor.report.jsonreport import JsonRenderer
+from kvadvisor.report.junit import JUnitRenderer
+from kvadvisor.report.markdown import MarkdownRenderer
+from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.review import ReviewReport
+from kvadvisor.trace import Trace, TraceFormat
+from kvadvisor.trace import read_trace as read_trace_file
+from kvadvisor.trace.formats import ColumnSource
+from kvadvisor.trace.source import file_sha256
+from kvadvisor.verifyjobs import VerifyOptions, VerifyReport, VerifySet
+from kvadvisor.verifyjobs.loader import load_folder, storage_entries
+from kvadvisor.verifyjobs.render import render_catalog, render_json, render_text
+from kvadvisor.verifyjobs.results import DEFAULT_TOLERANCE, attach, fails, review_checks
+from kvadvisor.verifyjobs.results import verify_results as judge_folder
+
+PathLike = str | os.PathLike[str]
+ColumnMap = Mapping[str, ColumnSource] | Sequence[str] | None
+
+
+def utc_now() -> str:
+    """The report's clock: now in UTC, to the second, ISO 8601 (an input to the pure core)."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+@dataclasses.dataclass(frozen=True)
+class Report(AdviceReport):
+    """The analysis report, with its renderings.
+
+    It has every field of :class:`~kvadvisor.results.report.AdviceReport`; each rendering is one
+    call, and ``to_dict`` gives the JSON contract as plain values.
+    """
+
+    @classmethod
+    def of(cls, report: AdviceReport) -> Report:
+        """The same report, with its renderings."""
+        return cls(**{f.name: getattr(report, f.name) for f in dataclasses.fields(AdviceReport)})
+
+    def to_json(self) -> str:
+        """The JSON report (docs/reports.md: the public contract)."""
+        return JsonRenderer().render(self)
+
+    def to_html(self) -> str:
+        """The HTML report: one self-contained file."""
+        return HtmlRenderer().render(self)
+
+    def to_markdown(self) -> str:
+        """The Markdown report (a pull-request comment)."""
+        return MarkdownRenderer().render(self)
+
+    def to_text(self, width: int = 100) -> str:
+        """The terminal summary at ``width`` columns."""
+        return ConsoleRenderer(width).render(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Review(ReviewReport):
+    """Plans reviewed against a trace, with their renderings.
+
+    It has every field of :class:`~kvadvisor.results.review.ReviewReport`;
+    ``fails("warning")`` says whether a finding reaches that severity, as `--fail-on` does.
+    """
+
+    @classmethod
+    def of(cls, review: ReviewReport) -> Review:
+        """The same review, with its renderings."""
+        return cls(**{f.name: getattr(review, f.name) for f in dataclasses.fields(ReviewReport)})
+
+    def to_markdown(self) -> str:
+        """The review as a pull-request comment."""
+        return ReviewMarkdownRenderer().render(self)
+
+    def to_text(self) -> str:
+        """The review as plain text (what `kvadvisor review` prints)."""
+        return ReviewTextRenderer().render(self)
+
+    def to_junit(self) -> str:
+        """JUnit XML: one test case per check, for CI."""
+        return JUnitRenderer().render(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification(VerifyReport):
+    """A verify folder's results judged (``verify --results``), with their renderings.
+
+    It has every field of :class:`~kvadvisor.verifyjobs.model.VerifyReport`; ``catalog`` is the
+    measured storage catalog (None when nothing was measured).
+    """
+
+    @classmethod
+    def of(cls, report: VerifyReport) -> Verification:
+        """The same report, with its renderings."""
+        return cls(**{f.name: getattr(report, f.name) for f in dataclasses.fields(VerifyReport)})
+
+    def to_text(self, catalog_path: str | None = None) -> str:
+        """The terminal summary (``catalog_path``: where the measured catalog was written)."""
+        return render_text(self, catalog_path)
+
+    def to_json(self, generated_at: str | None = None) -> str:
+        """Every verdict with its figures, as JSON."""
+        return render_json(self, generated_at or utc_now(), __version__)
+
+    def catalog_yaml(self) -> str | None:
+        """The measured storage catalog as YAML for ``--catalog`` (None: nothing measured)."""
+        return None if self.catalog is None else render_catalog(self.catalog)
+
+    def fails(self, fail_on: str) -> bool:
+        """Whether a failed check reaches ``fail_on`` (warning or error), as `--fail-on`."""
+        return fails(self, fail_on)
+
+    def checks(self) -> tuple:
+        """The verdicts as review checks (VF01-VF03)."""
+        return review_checks(self)
+
+
+def read_trace(
+    path: PathLike,
+    trace_format: str | TraceFormat | None = None,
+    *,
+    column_map: ColumnMap = None,
+    block_tokens: int | None = None,
+) -> Trace:
+    """Read a trace file in any supported format (auto-detected when ``trace_format`` is None).
+
+    ``column_map`` maps canonical columns to a CSV's or parquet's own (``["input_tokens=
+    prompt_len"]``, as ``--map`` spells it); ``block_tokens`` sets the tokens per hash block.
+    """
+    return read_trace_file(path, trace_format, column_map=column_map, block_tokens=block_tokens)
+
+
+def load_plan(path: PathLike, *, catalogs: Sequence[PathLike] = ()) -> Plan:
+    """Load and check a deployment plan; ``catalogs`` are extra catalog files it may name."""
+    return load_plan_file(path, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))
+
+
+def _plans(plans: Sequence[PathLike | Plan], catalogs: PlanCatalogs) -> tuple[Plan, ...]:
+    return tuple(p if isinstance(p, Plan) else load_plan_file(p, catalogs) for p in plans)
+
+
+def _options(
+    options: AnalyzeOptions | None,
+    settings: Mapping[str, Any],
+    inputs: AdvisorInputs,
+    plans: tuple[Plan, ...],
+) -> AnalyzeOptions:
+    known = {f.name for f in dataclasses.fields(AnalyzeOptions)} - {"advisor_inputs", "plans"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown analysis setting(s) {', '.join(unknown)}; the settings are: "
+            f"{', '.join(sorted(known))}"
+        )
+    values = dict(settings)
+    if "cache_tiers" in values:
+        values["cache_tiers"] = tuple(
+            t if isinstance(t, TierSpec) else parse_tier(t) for t in values["cache_tiers"]
+        )
+    if "instance" in values and isinstance(values["instance"], str):
+        values["instance"] = (values["instance"],)
+    base = options or AnalyzeOptions()
+    return dataclasses.replace(base, **values, advisor_inputs=inputs, plans=base.plans + plans)
+
+
+def analyze(
+    trace: PathLike | Trace,
+    options: AnalyzeOptions | None = None,
+    *,
+    rules: Sequence[PathLike] = (),
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    catalogs: Sequence[PathLike] = (),
+    plans: Sequence[PathLike | Plan] = (),
+    memory_limit: int | str | None = None,
+    trace_format: str | TraceFormat | None = None,
+    column_map: ColumnMap = None,
+    block_tokens: int | None = None,
+    generated_at: str | None = None,
+    progress: Steps | None = None,
+    **settings: Any,
+) -> Report:
+    """Measure a trace and advise a configuration per stage: `kvadvisor analyze` as a call.
+
+    ``trace`` is a path (read whole, or streamed within ``memory_limit`` when it is canonical
+    parquet: bytes, or text such as "8GiB" or "50%") or a Trace. ``settings`` are the analysis
+    knobs by name (:class:`AnalyzeOptions` fields such as ``model``, ``gpu``, ``tp``,
+    ``warmup_fraction``, ``cache_tiers=["hbm=1M"]``, ``storage``, ``instance``), applied over
+    ``options``. ``rules`` (directories), ``select``/``ignore`` and ``catalogs`` (files) add to
+    the built-in rules and catalogs; ``plans`` (files or loaded plans) are reviewed against the
+    trace. ``generated_at`` is the report's clock (default: now, UTC).
+    """
+    # Parsed first: a bad value is an error even where the trace is read whole.
+    limit = parse_memory_limit(memory_limit) if isinstance(memory_limit, str) else memory_limit
+    inputs = load_advisor_inputs(
+        tuple(str(r) for r in rules), tuple(select), tuple(ignore), tuple(str(c) for c in catalogs)
+    )
+    loaded = _plans(plans, PlanCatalogs(inputs.storage, inputs.instances))
+    report = analyze_source(
+        trace if isinstance(trace, Trace) else os.fspath(trace),
+        _options(options, settings, inputs, loaded),
+        version=__version__,
+        generated_at=generated_at or utc_now(),
+        trace_format=trace_format,
+        column_map=column_map,
+        block_tokens=block_tokens,
+        memory_limit_bytes=limit,
+        progress=progress,
+    )
+    return Report.of(report)
+
+
+def review(
+    trace: PathLike | Trace,
+    plans: Sequence[PathLike | Plan],
+    *,
+    catalogs: Sequence[PathLike] = (),
+    warmup_fraction: float = 0.5,
+    window_s: float = 1.0,
+    trace_format: str | TraceFormat | None = None,
+    column_map: ColumnMap = None,
+    block_tokens: int | None = None,
+    generated_at: str | None = None,
+    results: PathLike | None = None,
+) -> Review:
+    """Check deployment plans against a trace: `kvadvisor review` as a call.
+
+    ``plans`` are plan files (checked against the packaged catalogs plus ``catalogs``) or loaded
+    plans; the trace (a path or a Trace) is replayed once for all of them. ``results``: a
+    `verify` folder whose measured checks join the review of the plan it was written for.
+    """
+    loaded = _plans(plans, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))
+    # Read first: a folder that does not match is an error before the replay runs.
+    measured = (
+        None
+        if results is None
+        else verify_results(results, catalogs=catalogs, generated_at=generated_at)
+    )
+    report = review_source(
+        trace if isinstance(trace, Trace) else os.fspath(trace),
+        loaded,
+        version=__version__,
+        generated_at=generated_at or utc_now(),
+        trace_format=trace_format,
+        column_map=column_map,
+        block_tokens=block_tokens,
+        warmup_fraction=warmup_fraction,
+        window_s=window_s,
+    )
+    if measured is not None:
+        sha = None if isinstance(trace, Trace) else file_sha256(trace)
+        report = attach(report, measured, sha)
+    return Review.of(report)
+
+
+def verify(
+    trace: PathLike | Trace,
+    plan: PathLike | Plan,
+    *,
+    catalogs: Sequence[PathLike] = (),
+    window_s: float = 1.0,
+    warmup_fraction: float = 0.5,
+    bench_instances: int | None = None,
+    bench_requests: int | None = None,
+    trace_format: str | TraceFormat | None = None,
+    column_map: ColumnMap = None,
+    block_tokens: int | None = None,
+) -> VerifySet:
+    """The fio and serving-benchmark jobs that test ``plan`` on real hardware (docs/verify.md).
+
+    Writes nothing: ``files`` maps each relative path of the folder to its text (``kvadvisor
+    verify TRACE --plan PLAN -o DIR`` writes them under DIR).
+    """
+    cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
+    (loaded,) = _plans([plan], cats)
+    return verify_source(
+        trace if isinstance(trace, Trace) else os.fspath(trace),
+        loaded,
+        cats.storage,
+        VerifyOptions(window_s, warmup_fraction, bench_instances, bench_requests),
+        version=__version__,
+        trace_sha256=None if isinstance(trace, Trace) else file_sha256(trace),
+        trace_format=trace_format,
+        column_map=column_map,
+        block_tokens=block_tokens,
+    )
+
+
+def verify_results(
+    folder: PathLike,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    catalogs: Sequence[PathLike] = (),
+    generated_at: str | None = None,
+) -> Verification:
+    """Read a verify folder's fio and benchmark results back and judge them (`--results`).
+
+    ``catalogs``: storage catalog files the plan's tiers were named from besides the packaged
+    one (the measured catalog keeps their entries' other fields).
+    """
+    loaded = load_folder(folder)
+    base = storage_entries(tuple(str(c) for c in catalogs))
+    report = judge_folder(loaded, generated_at or utc_now(), tolerance, base)
+    return Verification.of(report)

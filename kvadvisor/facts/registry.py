@@ -1,0 +1,369 @@
+"""The facts registry: every named number rules may read, with its unit, meaning and producer.
+
+Facts come in two kinds. *Workload facts* are measured from the trace and its analysis (the
+report's trace, model, stage split, prefix cache and I/O sections, plus the cache engine's and the
+stage profiler's richer results where present). *Configuration facts* describe a candidate
+deployment (instance, storage tier, capacity) against that workload; the advisor computes them.
+A fact the analysis could not produce is absent, never zero: rules that need it stay quiet and
+say so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from kvadvisor.rules.model import FactSpec, FactValue
+
+_T, _M, _S, _C, _IO, _P, _CFG = (
+    "trace",
+    "model",
+    "stage profiler",
+    "cache engine",
+    "stage profiler (I/O demand)",
+    "stage profiler (performance model)",
+    "advisor (chosen configuration)",
+)
+
+FACT_SPECS: tuple[FactSpec, ...] = (
+    # -- trace --------------------------------------------------------------------------
+    FactSpec("requests_count", "requests", "Requests in the trace.", _T),
+    FactSpec("trace_duration_s", "s", "Time from the first to the last arrival.", _T),
+    FactSpec("arrival_rate_per_s", "per_s", "Mean arrival rate: requests / duration.", _T),
+    FactSpec("input_tokens_mean", "tokens", "Mean prompt length: Σ input tokens / requests.", _T),
+    FactSpec("output_tokens_mean", "tokens", "Mean output length: Σ output tokens / requests.", _T),
+    FactSpec(
+        "output_to_input_tokens_ratio",
+        "x",
+        "Σ output tokens / Σ input tokens; small means prompt-heavy traffic.",
+        _T,
+    ),
+    FactSpec(
+        "prefix_reuse_measurable",
+        "bool",
+        "Whether the trace carries prefix block hashes, so reuse can be measured.",
+        _T,
+    ),
+    FactSpec("block_tokens", "tokens", "Tokens per prefix hash block in the trace.", _T),
+    # -- model --------------------------------------------------------------------------
+    FactSpec(
+        "kv_bytes_per_token",
+        "bytes",
+        "KV bytes per token: GQA 2 × layers × kv_heads × head_dim × dtype bytes; MLA "
+        "layers × (kv_lora_rank + qk_rope_head_dim) × dtype bytes.",
+        _M,
+    ),
+    FactSpec("model_weights_gib", "gib", "Model weights at the serving dtype.", _M),
+    # -- stage split ---------------------------------------------------------------------
+    FactSpec(
+        "prefill_gpu_s", "s", "Prefill GPU time summed over the trace (model-replica seconds).", _S
+    ),
+    FactSpec(
+        "decode_gpu_s",
+        "s",
+        "Decode GPU time summed over the trace (model-replica seconds; each request charged "
+        "its share of every batched step).",
+        _S,
+    ),
+    FactSpec(
+        "prefill_share_gpu_time", "ratio", "prefill_gpu_s / (prefill_gpu_s + decode_gpu_s).", _S
+    ),
+    FactSpec("decode_share_gpu_time", "ratio", "1 − prefill_share_gpu_time.", _S),
+    FactSpec("prefill_to_decode_gpu_time_ratio", "x", "prefill_gpu_s / decode_gpu_s.", _S),
+    FactSpec(
+        "split_gpu_bf16_tflops",
+        "tflops",
+        "Dense BF16 TFLOPS of the GPU the stage split was modeled on (to rescale prefill "
+        "time to another GPU).",
+        _S,
+    ),
+    FactSpec(
+        "split_gpu_memory_bandwidth_gbps",
+        "gbps",
+        "Memory bandwidth of the GPU the stage split was modeled on (to rescale decode time).",
+        _S,
+    ),
+    FactSpec(
+        "busy_gpus_mean",
+        "count",
+        "(prefill_gpu_s + decode_gpu_s) × split_gpus_per_replica / trace_duration_s: GPUs "
+        "kept busy on average, on the GPU the split was computed for.",
+        _S,
+    ),
+    # -- prefix cache --------------------------------------------------------------------
+    FactSpec(
+        "prefix_hit_ratio_unbounded",
+        "ratio",
+        "Token hit ratio over all requests with an unbounded LRU prefix cache "
+        "(DESIGN.md's prefix-hit definition).",
+        _C,
+    ),
+    FactSpec(
+        "prefix_hit_ratio_steady",
+        "ratio",
+        "Token hit ratio at unbounded capacity after the warm-up (steady state).",
+        _C,
+    ),
+    FactSpec(
+        "kv_working_set_tokens",
+        "tokens",
+        "Smallest capacity on the hit-ratio curve whose steady hit ratio reaches "
+        "90% of the unbounded one.",
+        _C,
+    ),
+    FactSpec(
+        "kv_working_set_gib", "gib", "kv_working_set_tokens × kv_bytes_per_token, in GiB.", _C
+    ),
+    FactSpec(
+        "prefix_hit_ratio_at_gpu_pool",
+        "ratio",
+        "Steady hit ratio of a cache the size of the GPU KV pool of the prefill "
+        "instances (the largest curve point not above that size: a lower bound).",
+        _CFG,
+    ),
+    FactSpec(
+        "prefix_hit_ratio_at_host_pool",
+        "ratio",
+        "Steady hit ratio once the host DRAM tier is added (inclusive tiers: the curve at "
+        "the host pool size).",
+        _CFG,
+    ),
+    FactSpec("reuse_time_p50_s", "s", "Median time between a block's reuse and its last use.", _C),
+    FactSpec("reuse_time_p90_s", "s", "90th percentile of reuse times.", _C),
+    FactSpec("retention_ttl_s", "s", "Retention (TTL) that keeps 90% of the hits.", _C),
+    FactSpec("retention_capacity_gib", "gib", "Capacity needed to keep blocks for the TTL.", _C),
+    # -- I/O demand ----------------------------------------------------------------------
+    FactSpec("io_window_s", "s", "Window length of the I/O demand time series.", _IO),
+    FactSpec(
+        "write_bytes_per_s_mean",
+        "bytes_per_s",
+        "Mean KV write demand: bytes of missed prompt tokens per second (all instances).",
+        _IO,
+    ),
+    FactSpec(
+        "write_bytes_per_s_p99", "bytes_per_s", "99th percentile of windowed write demand.", _IO
+    ),
+    FactSpec("write_bytes_per_s_peak", "bytes_per_s", "Highest windowed write demand.", _IO),
+    FactSpec("write_peak_to_mean", "x", "write_bytes_per_s_peak / write_bytes_per_s_mean.", _IO),
+    FactSpec("write_p99_to_mean", "x", "write_bytes_per_s_p99 / write_bytes_per_s_mean.", _IO),
+    FactSpec(
+        "read_bytes_per_s_mean",
+        "bytes_per_s",
+        "Mean KV read demand: bytes of hit tokens loaded per second (all instances).",
+        _IO,
+    ),
+    FactSpec(
+        "read_bytes_per_s_p99", "bytes_per_s", "99th percentile of windowed read demand.", _IO
+    ),
+    FactSpec("read_bytes_per_s_peak", "bytes_per_s", "Highest windowed read demand.", _IO),
+    FactSpec("read_peak_to_mean", "x", "read_bytes_per_s_peak / read_bytes_per_s_mean.", _IO),
+    FactSpec(
+        "chunk_tokens",
+        "tokens",
+        "Tokens per KV chunk moved to or from a tier (--chunk-tokens; LMCache's default is 256).",
+        _IO,
+    ),
+    FactSpec(
+        "io_size_bytes", "bytes", "Bytes per chunk I/O: chunk_tokens × kv_bytes_per_token.", _IO
+    ),
+    FactSpec("write_iops_p99", "per_s", "write_bytes_per_s_p99 / io_size_bytes.", _IO),
+    FactSpec("decode_read_iops_mean", "per_s", "read_bytes_per_s_mean / io_size_bytes.", _IO),
+    FactSpec("decode_read_iops_p99", "per_s", "read_bytes_per_s_p99 / io_size_bytes.", _IO),
+    FactSpec(
+        "breakeven_prefix_tokens",
+        "tokens",
+        "Prefix length above which loading KV from the decode tier beats recomputing it "
+        "(the profiler's reference tier of the same class).",
+        _P,
+    ),
+    FactSpec(
+        "hit_tokens_below_breakeven_share",
+        "ratio",
+        "Share of hit tokens in prefixes shorter than breakeven_prefix_tokens.",
+        _P,
+    ),
+    FactSpec(
+        "max_concurrent_requests_fit",
+        "requests",
+        "Requests of mean context whose KV fits the modeled replica's GPU memory.",
+        _P,
+    ),
+    FactSpec(
+        "inflight_requests_p99",
+        "requests",
+        "99th percentile over windows of the requests in flight (arrival to completion) per "
+        "modeled instance.",
+        _P,
+    ),
+    FactSpec(
+        "kv_inflight_gib_p99",
+        "gib",
+        "KV of inflight_requests_p99 requests of mean context, in GiB.",
+        _P,
+    ),
+    FactSpec(
+        "kv_inflight_gib_p99_per_instance",
+        "gib",
+        "kv_inflight_gib_p99 × modeled instances / decode_instance_count: the in-flight KV "
+        "one recommended decode instance holds.",
+        _CFG,
+    ),
+    FactSpec(
+        "split_instances",
+        "count",
+        "Model instances the stage profiler spread the trace's load over.",
+        _S,
+    ),
+    FactSpec(
+        "split_gpus_per_replica",
+        "count",
+        "GPUs per model replica (tensor parallelism) the stage split was computed with.",
+        _S,
+    ),
+    # -- configuration -------------------------------------------------------------------
+    FactSpec(
+        "shared_storage_spec",
+        "bool",
+        "Whether one storage specification serves both stages (--storage).",
+        _CFG,
+    ),
+    FactSpec("prefill_instance_count", "count", "Prefill instances in the recommendation.", _CFG),
+    FactSpec("decode_instance_count", "count", "Decode instances in the recommendation.", _CFG),
+    FactSpec("gpu_memory_total_gib", "gib", "GPU memory of one prefill instance (all GPUs).", _CFG),
+    FactSpec(
+        "gpu_kv_pool_gib",
+        "gib",
+        "GPU memory left for KV on one prefill instance: 90% of GPU memory minus weights.",
+        _CFG,
+    ),
+    FactSpec("host_memory_gib", "gib", "Host DRAM of one prefill instance.", _CFG),
+    FactSpec("host_kv_pool_gib", "gib", "Host DRAM KV tier on one prefill instance.", _CFG),
+    FactSpec("prefill_gpu_bf16_tflops", "tflops", "Dense BF16 TFLOPS of one prefill GPU.", _CFG),
+    FactSpec("decode_gpu_bf16_tflops", "tflops", "Dense BF16 TFLOPS of one decode GPU.", _CFG),
+    FactSpec(
+        "prefill_gpu_memory_bandwidth_gbps", "gbps", "HBM bandwidth of one prefill GPU.", _CFG
+    ),
+    FactSpec("decode_gpu_memory_bandwidth_gbps", "gbps", "HBM bandwidth of one decode GPU.", _CFG),
+    FactSpec(
+        "prefill_storage_write_bytes_per_s",
+        "bytes_per_s",
+        "Write bandwidth of the prefill KV tier on one instance.",
+        _CFG,
+    ),
+    FactSpec(
+        "prefill_write_bytes_per_s_p99_per_instance",
+        "bytes_per_s",
+        "write_bytes_per_s_p99 / prefill_instance_count.",
+        _CFG,
+    ),
+    FactSpec(
+        "prefill_storage_write_utilization_mean",
+        "ratio",
+        "Mean write demand per instance / the tier's write bandwidth.",
+        _CFG,
+    ),
+    FactSpec(
+        "prefill_storage_write_utilization_p99",
+        "ratio",
+        "p99 write demand per instance / the tier's write bandwidth.",
+        _CFG,
+    ),
+    FactSpec(
+        "prefill_storage_write_utilization_peak",
+        "ratio",
+        "Peak write demand per instance / the tier's write bandwidth.",
+        _CFG,
+    ),
+    FactSpec(
+        "prefill_storage_io_unit_bytes",
+        "bytes",
+        "The prefill tier's I/O unit (page, block or stripe).",
+        _CFG,
+    ),
+    FactSpec(
+        "write_amplification_ratio",
+        "x",
+        "Bytes the device writes per KV byte: ceil(io_size / unit) × unit / io_size.",
+        _CFG,
+    ),
+    FactSpec(
+        "prefill_storage_gds", "bool", "Whether the prefill tier supports GPUDirect Storage.", _CFG
+    ),
+    FactSpec(
+        "prefill_disk_cap_bytes_per_s",
+        "bytes_per_s",
+        "The prefill instance's cap on attached cloud-disk bandwidth.",
+        _CFG,
+    ),
+    FactSpec(
+        "prefill_disk_cap_utilization_p99",
+        "ratio",
+        "p99 write demand per instance / the instance's disk-bandwidth cap.",
+        _CFG,
+    ),
+    FactSpec(
+        "ssd_drive_writes_per_day",
+        "dwpd",
+        "Mean write demand per instance × 86,400 s / the SSD tier's capacity.",
+        _CFG,
+    ),
+    FactSpec(
+        "decode_storage_read_bytes_per_s",
+        "bytes_per_s",
+        "Read bandwidth of the decode KV tier on one instance.",
+        _CFG,
+    ),
+    FactSpec("decode_storage_read_iops", "per_s", "Read IOPS of the decode KV tier.", _CFG),
+    FactSpec("decode_storage_read_latency_us", "us", "Read latency of the decode KV tier.", _CFG),
+    FactSpec(
+        "decode_read_iops_p99_per_instance",
+        "per_s",
+        "decode_read_iops_p99 / decode_instance_count.",
+        _CFG,
+    ),
+    FactSpec(
+        "decode_storage_read_utilization_mean",
+        "ratio",
+        "Mean read demand per instance / the tier's capability (the larger of the bandwidth "
+        "and IOPS shares).",
+        _CFG,
+    ),
+    FactSpec(
+        "decode_storage_read_utilization_p99",
+        "ratio",
+        "p99 read demand per instance / the tier's capability.",
+        _CFG,
+    ),
+    FactSpec(
+        "decode_storage_read_utilization_peak",
+        "ratio",
+        "Peak read demand per instance / the tier's capability.",
+        _CFG,
+    ),
+    FactSpec(
+        "decode_storage_gds", "bool", "Whether the decode tier supports GPUDirect Storage.", _CFG
+    ),
+)
+
+FACTS: dict[str, FactSpec] = {f.name: f for f in FACT_SPECS}
+
+
+def fact(name: str, value: float | int | bool | None) -> FactValue | None:
+    """A FactValue for a registered name, or None for a missing or non-finite value."""
+    spec = FACTS[name]  # a KeyError here is a bug: every produced fact must be registered
+    if value is None:
+        return None
+    if not isinstance(value, bool) and not math.isfinite(float(value)):
+        return None
+    return FactValue(name, value, spec.unit)
+
+
+def collect(pairs: Iterable[tuple[str, Any]]) -> dict[str, FactValue]:
+    """Build a facts mapping, dropping the unavailable ones."""
+    out: dict[str, FactValue] = {}
+    for name, value in pairs:
+        made = fact(name, value)
+        if made is not None:
+            out[name] = made
+    return out

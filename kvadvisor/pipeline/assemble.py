@@ -1,0 +1,99 @@
+"""What both ways of analysing share: hits, the advisor's pass, data versions, empty sections.
+
+Prefix hits for the stage profiler, the advisor's pass over the report's sections, the record
+of the rules and catalogs used, and why a section is empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+import numpy as np
+
+from kvadvisor.advice.advisor import AdvisorOptions, advise_report, parse_instance_choice
+from kvadvisor.advice.inputs import AdvisorInputs
+from kvadvisor.cache import PrefixCacheResult
+from kvadvisor.metrics import trace_hit_tokens
+from kvadvisor.pipeline.options import AnalyzeOptions
+from kvadvisor.results.report import AdviceReport
+from kvadvisor.sections.profile import StageProfile
+from kvadvisor.trace.model import Trace
+from kvadvisor.trace.stream import TraceStream
+
+
+def prefix_hits(
+    trace: Trace, simulated: PrefixCacheResult | None
+) -> tuple[np.ndarray | None, str | None]:
+    """Per-request prefix-hit tokens for the stage profiler, and where they came from.
+
+    With block hashes: the report's prefix-cache simulation at unbounded capacity (coarsened to
+    the engine chunk size when one is given), unless it sampled (no per-request hits then).
+    Else the engine's ``cached_tokens``. Else None: unknown.
+    """
+    if simulated is not None and simulated.hit_tokens is not None:
+        return (
+            np.asarray(simulated.hit_tokens, dtype=np.float64),
+            "prefix-cache simulation (unbounded capacity)",
+        )
+    hits = trace_hit_tokens(trace)
+    return hits, ("cached_tokens" if hits is not None else None)
+
+
+def advise_sections(
+    report: AdviceReport,
+    options: AnalyzeOptions,
+    inputs: AdvisorInputs,
+    stages: StageProfile | None,
+) -> AdviceReport:
+    """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
+    advisor_options = AdvisorOptions(
+        chunk_tokens=options.chunk_tokens,
+        storage=options.storage,
+        instance=parse_instance_choice(options.instance),
+    )
+    extra = stages.facts if stages is not None else None
+    return advise_report(report, inputs, advisor_options, extra_facts=extra)
+
+
+def _fingerprint(items: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(items)).encode("utf-8")).hexdigest()[:12]
+
+
+def data_versions(inputs: AdvisorInputs) -> dict[str, str]:
+    """What rules and catalogs the advice used: entry counts and a content fingerprint.
+
+    The fingerprint is the sha256 of the loaded entries (file locations left out), so two
+    reports can be told apart when their rules or catalogs differ.
+    """
+    rules = [repr(replace(r, path="")) for r in inputs.rules]
+    storage = [f"{k}={v!r}" for k, v in inputs.storage.items()]
+    instances = [f"{k}={v!r}" for k, v in inputs.instances.items()]
+    return {
+        "rules": f"{len(rules)} rules, sha256 {_fingerprint(rules)}",
+        "storage catalog": f"{len(storage)} entries, sha256 {_fingerprint(storage)}",
+        "instance catalog": f"{len(instances)} entries, sha256 {_fingerprint(instances)}",
+    }
+
+
+def unavailable_reasons(trace: Trace | TraceStream, report: AdviceReport) -> dict[str, str]:
+    """Why each section left empty is empty, in words a reader can act on.
+
+    Of the trace it asks only whether it has block hashes, which a stream knows too.
+    """
+    why: dict[str, str] = {}
+    if report.prefix_cache is None:
+        why["prefix_cache"] = (
+            "the trace has no block hashes, so prefix reuse cannot be measured"
+            if not trace.has_hashes
+            else "the prefix-cache simulation did not run"
+        )
+    if report.model is None:
+        why["model"] = "no model given (--model), so KV bytes per token are unknown"
+    if report.stage_split is None:
+        why["stage_split"] = "the stage profiler did not run"
+    if report.io is None:
+        why["io"] = "I/O demand needs the model's KV bytes per token and the cache simulation"
+    if report.recommendation is None:
+        why["recommendation"] = "the advisor did not run (no rules were evaluated)"
+    return why

@@ -1,0 +1,92 @@
+"""Analysis of a trace held in memory: every section the trace supports, exact (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvadvisor.advice.inputs import load_advisor_inputs
+from kvadvisor.pipeline.assemble import (
+    advise_sections,
+    data_versions,
+    prefix_hits,
+    unavailable_reasons,
+)
+from kvadvisor.pipeline.options import AnalyzeOptions, options_record
+from kvadvisor.pipeline.review import review_plans
+from kvadvisor.results.common import Meta
+from kvadvisor.results.report import FORMAT_VERSION, AdviceReport
+from kvadvisor.sections.prefix import prefix_cache_section, simulate_section_cache
+from kvadvisor.sections.profile import profile_workload
+from kvadvisor.sections.workload import summarize_trace
+from kvadvisor.trace.model import Trace
+
+
+def analyze_trace(
+    trace: Trace,
+    options: AnalyzeOptions | None = None,
+    *,
+    version: str,
+    generated_at: str,
+    trace_sha256: str | None = None,
+) -> AdviceReport:
+    """Run every analysis the trace supports and return the report.
+
+    ``trace_sha256`` is the hash of the trace file (the caller read the file; this stays pure).
+    """
+    options = options or AnalyzeOptions()
+    meta = Meta(FORMAT_VERSION, version, generated_at)
+    simulated = (
+        simulate_section_cache(
+            trace,
+            warmup_fraction=options.warmup_fraction,
+            chunk_tokens=options.cache_chunk_tokens,
+            save_unfull_chunk=options.cache_save_unfull_chunk,
+            sample_rate=options.cache_sample_rate,
+        )
+        if trace.has_hashes
+        else None
+    )
+    hits, hits_source = prefix_hits(trace, simulated[1] if simulated else None)
+    stages = profile_workload(
+        trace, options.profile_options(), hit_tokens=hits, hits_source=hits_source
+    )
+    prefix_cache = prefix_cache_section(
+        trace,
+        simulated,
+        warmup_fraction=options.warmup_fraction,
+        tiers=options.cache_tiers,
+        instances=options.cache_instances,
+        routing_seed=options.cache_routing_seed,
+        save_unfull_chunk=options.cache_save_unfull_chunk,
+        kv_bytes_per_token=stages.model.kv_bytes_per_token,
+    )
+    report = AdviceReport(
+        meta=meta,
+        trace=summarize_trace(trace, sha256=trace_sha256),
+        model=stages.model,
+        stage_split=stages.stage_split,
+        prefix_cache=prefix_cache,
+        io=stages.io,
+        options=options_record(options),
+    )
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    report = advise_sections(report, options, inputs, stages)
+    if options.plans:
+        # The section's pass serves the review when it is exact and ran on the trace as it is
+        # (not coarsened to --chunk-tokens).
+        same = (
+            simulated[1]
+            if simulated is not None and simulated[0] is trace and simulated[1].exact
+            else None
+        )
+        report = replace(
+            report,
+            plan_reviews=review_plans(
+                trace, options.plans, warmup_fraction=options.warmup_fraction, simulated=same
+            ),
+        )
+    return replace(
+        report,
+        versions=data_versions(inputs),
+        unavailable=unavailable_reasons(trace, report),
+    )

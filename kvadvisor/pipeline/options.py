@@ -1,0 +1,66 @@
+"""The analysis options: every knob of `kvadvisor analyze`, with defaults, and their record."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from kvadvisor.advice.inputs import AdvisorInputs
+from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.plan.model import Plan
+from kvadvisor.sections.profile import ProfileOptions
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions(ProfileOptions):
+    """Every analysis knob, with defaults; the CLI fills it from options and config.
+
+    The stage profiler's knobs (model, GPU, dtypes, TP, window, chunk size, ...) are inherited
+    from ProfileOptions (docs/stage-profiler.md), so they are declared once.
+    """
+
+    warmup_fraction: float = 0.5
+    # Prefix cache (docs/cache.md): inclusive tiers fastest first, routing comparison over this
+    # many instances (<= 1: off), engine chunk size to coarsen hashes to, SHARDS rate (None:
+    # exact unless the trace is huge).
+    cache_tiers: tuple[TierSpec, ...] = ()
+    cache_instances: int = 8
+    cache_routing_seed: int = 0
+    cache_chunk_tokens: int | None = None
+    cache_save_unfull_chunk: bool = False
+    cache_sample_rate: float | None = None
+    # Advisor: one storage spec for both stages, instances ("NAME" or "prefill=NAME"), and the
+    # loaded rules and catalogs (None: the built-in ones).
+    storage: str | None = None
+    instance: tuple[str, ...] = ()
+    advisor_inputs: AdvisorInputs | None = None
+    # Deployment plans to review against the trace (docs/review.md).
+    plans: tuple[Plan, ...] = ()
+
+    def profile_options(self) -> ProfileOptions:
+        """The stage profiler's slice of the options."""
+        return ProfileOptions(
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(ProfileOptions)}
+        )
+
+
+def options_record(options: AnalyzeOptions) -> dict[str, Any]:
+    """The options as plain values for the report's inputs.
+
+    Loaded rule and catalog objects are left out: their versions are recorded separately.
+    """
+    record: dict[str, Any] = {}
+    for f in dataclasses.fields(options):
+        if f.name == "advisor_inputs":
+            continue
+        value = getattr(options, f.name)
+        if f.name == "plans":
+            # A plan is echoed by its file; its review is its own section.
+            value = tuple(p.path for p in value)
+        elif isinstance(value, tuple):
+            value = tuple(
+                dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value
+            )
+        record[f.name] = value
+    return record

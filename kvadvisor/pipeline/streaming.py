@@ -1,0 +1,577 @@
+"""Analysis of traces larger than memory: one streaming pass, exact curve within a memory budget.
+
+The plan (:func:`plan_analysis`) compares the memory each way of analysing would need with the
+budget (``--memory-limit``, by default :data:`DEFAULT_MEMORY_FRACTION` of the machine's memory):
+
+1. ``in_memory``: the whole trace fits with room for every analysis: read it and run
+   :func:`kvadvisor.pipeline.inmemory.analyze_trace` (every metric, exact).
+2. ``streaming`` with the exact curve: only the flattened block stream is kept (about
+   :data:`EXACT_BYTES_PER_ACCESS` bytes per block access), never the whole table.
+3. ``streaming`` with a SHARDS sample: the largest spatial sampling rate whose sampled state fits
+   the budget; the report states the rate and the error estimate.
+
+In both streaming modes one pass over the record batches computes every metric that allows it
+(request and token counts, time span, arrival and length charts, model names, the prefix-cache
+curve); a second, narrow pass feeds the stage profiler its per-request columns when its arrays
+fit the budget too (``ScalePlan.stage_profile``). Sections that need the whole trace at once
+(routing, reuse times, block-size comparison) are left out, and the report says why.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kvadvisor.advice.inputs import load_advisor_inputs
+from kvadvisor.cache.model import PrefixCacheResult
+from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
+from kvadvisor.cache.shards import estimate_prefix_curve
+from kvadvisor.errors import ConfigError
+from kvadvisor.pipeline.assemble import (
+    advise_sections,
+    data_versions,
+    prefix_hits,
+    unavailable_reasons,
+)
+from kvadvisor.pipeline.options import AnalyzeOptions, options_record
+from kvadvisor.plan.quantity import SIZE_UNITS
+from kvadvisor.results.common import Meta, TraceSummary
+from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, PrefixCache
+from kvadvisor.results.series import Series
+from kvadvisor.sections.prefix import result_section, unknown_prefix_cache
+from kvadvisor.sections.profile import StageProfile, kv_bytes_per_token_for, profile_workload
+from kvadvisor.sections.workload import (
+    arrival_chart,
+    arrival_counts,
+    arrival_window_s,
+    length_chart,
+    listed_models,
+    log2_bin,
+)
+from kvadvisor.trace.describe import capabilities_of
+from kvadvisor.trace.model import Trace
+from kvadvisor.trace.schema import shifted_note
+from kvadvisor.trace.stream import TraceStream
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
+
+# Share of physical memory used when no --memory-limit is given: half leaves the rest of the
+# machine (page cache for the parquet files, other processes) room to work.
+DEFAULT_MEMORY_FRACTION = 0.5
+# Measured on the Mooncake trace x50 (docs/benchmarks.md): the exact pass adds about 22 B per
+# block access over the 8-byte hash it reads (dense ids 13-19 B, arbitrary 64-bit hashes 22 B);
+# 40 B keeps headroom and matches the cache engine's stated bound (< 40 B per access).
+EXACT_BYTES_PER_ACCESS = 40
+# The sampled state: hash, request, tokens and label per kept access (25 B, twice while the
+# batches are joined), the exact pass over the sample (hash table, ids, tree, distances) and the
+# binning and four error sub-samples. Measured: 2.95 GB peak sampling 23.8M of 70.9M accesses
+# of a 10M-request synthetic trace, about 105 B per sampled access over the baseline and the
+# per-request arrays; 120 B keeps headroom.
+SAMPLED_BYTES_PER_ACCESS = 120
+# Per request, streaming keeps offsets and input tokens (exact) or input tokens (sampled, twice
+# while the batches are joined; measured 26 B per request with the kernels loaded).
+EXACT_BYTES_PER_REQUEST = 16
+SAMPLED_BYTES_PER_REQUEST = 32
+# In memory, every analysis works on the whole table: the table itself plus the per-request
+# arrays the analyses build (times, tokens, hits: about a dozen 8-byte columns) and, per block
+# access, the exact pass plus routing, reuse-time and block-size passes. Measured: 1.13 GB peak
+# for a 1M-request, 7.08M-access synthetic trace (73 MB table), about 110 B per access over
+# the baseline, table and per-request arrays; 120 B keeps headroom.
+IN_MEMORY_BYTES_PER_REQUEST = 96
+IN_MEMORY_BYTES_PER_ACCESS = 120
+# Interpreter, numpy/pyarrow/numba and one record batch in flight.
+BASELINE_BYTES = 512 * 1024**2
+MIN_SAMPLE_RATE = 1e-4
+STREAMED_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes", "model", "ok")
+
+# plan files' size units in any case, plus a bare number (bytes) and K/M/G/T (decimal).
+_UNITS = {
+    "": 1,
+    "k": BYTES_PER_KB,
+    "m": BYTES_PER_MB,
+    "g": BYTES_PER_GB,
+    "t": BYTES_PER_TB,
+    **{unit.lower(): factor for unit, factor in SIZE_UNITS.items()},
+}
+
+
+def parse_memory_limit(text: str) -> int:
+    """Bytes from '8GiB', '512MB', '2e9', '50%' (of physical memory); one clear error otherwise.
+
+    Each mistake has its own message: nothing given, no number, an unknown unit, a percentage
+    that is not a number or not in (0, 100], a size of zero or below, more than the machine.
+    """
+    flag = f"--memory-limit {text!r}"
+    example = "give a size such as 8GiB, 512MB or 50% of the machine"
+    raw = text.strip().replace(" ", "")
+    if not raw:
+        raise ConfigError(f"{flag}: no size given; {example}")
+    s = raw.lower()
+    machine = physical_memory_bytes()
+    if s.endswith("%"):
+        try:
+            percent = float(s[:-1])
+        except ValueError:
+            raise ConfigError(
+                f"{flag}: '{raw[:-1]}' is not a number; give a percentage of the machine's "
+                "memory such as 50%"
+            ) from None
+        if not 0.0 < percent <= 100.0:
+            raise ConfigError(
+                f"{flag}: a percentage of the machine's memory must be more than 0 and at most "
+                "100, such as 50%"
+            )
+        value = int(percent / 100.0 * machine)
+    else:
+        m = re.fullmatch(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?)(.*)", s)
+        if not m:
+            raise ConfigError(f"{flag}: no number before the unit; {example}")
+        unit = m.group(2)
+        if unit not in _UNITS:
+            units = ", ".join(SIZE_UNITS)
+            raise ConfigError(
+                f"{flag}: unknown unit '{raw[m.end(1) :]}'; use one of {units} "
+                "(KB = 1000 bytes, KiB = 1024), or a percentage such as 50%"
+            )
+        size = float(m.group(1)) * _UNITS[unit]
+        if size > machine:  # also an overflowing number (inf)
+            # Rounded down, so the size suggested is itself accepted.
+            most_gib = math.floor(machine / 2**30 * 10) / 10
+            raise ConfigError(
+                f"{flag}: more than this machine's memory ({machine / 2**30:.2f} GiB); give "
+                f"at most {most_gib:g}GiB, or a percentage such as 50%"
+            )
+        value = int(size)
+    if value <= 0:
+        raise ConfigError(f"{flag}: the limit must be more than 0 bytes; {example}")
+    return value
+
+
+def physical_memory_bytes() -> int:
+    """The machine's physical memory in bytes."""
+    return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+
+
+def default_memory_limit_bytes() -> int:
+    """:data:`DEFAULT_MEMORY_FRACTION` of the machine's physical memory."""
+    return int(DEFAULT_MEMORY_FRACTION * physical_memory_bytes())
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    """How a trace is analysed within ``memory_limit_bytes``, with the estimates behind it.
+
+    ``mode`` is "in_memory" or "streaming"; ``sample_rate`` is None for the exact curve.
+    """
+
+    mode: str
+    memory_limit_bytes: int
+    requests: int
+    block_accesses: int
+    estimated_in_memory_bytes: int
+    estimated_exact_stream_bytes: int
+    sample_rate: float | None
+    reason: str
+    # Whether the streamed stage profile (per-request arrays) fits the limit beside the curve.
+    stage_profile: bool = True
+
+    @property
+    def exact_curve(self) -> bool:
+        """Whether the prefix-cache curve is exact."""
+        return self.sample_rate is None
+
+
+def plan_analysis(
+    requests: int, block_accesses: int, table_bytes: int, memory_limit_bytes: int
+) -> ScalePlan:
+    """Choose in-memory, streaming exact or streaming sampled from sizes and the budget.
+
+    Estimates (bytes): in memory = baseline + table + 96·requests + 120·accesses; streaming
+    exact = baseline + 16·requests + 40·accesses; sampled at rate R = baseline + 32·requests +
+    120·R·accesses, R the largest that fits (at least 1e-4).
+    """
+    in_memory = (
+        BASELINE_BYTES
+        + table_bytes
+        + IN_MEMORY_BYTES_PER_REQUEST * requests
+        + IN_MEMORY_BYTES_PER_ACCESS * block_accesses
+    )
+    exact_stream = (
+        BASELINE_BYTES
+        + EXACT_BYTES_PER_REQUEST * requests
+        + EXACT_BYTES_PER_ACCESS * block_accesses
+    )
+    # The profile pass runs after the curve, beside what the curve's result keeps: the exact
+    # result keeps per-access distances, a sampled one the input tokens of every request.
+    profile_bytes = PROFILE_BYTES_PER_REQUEST * requests
+    common = dict(
+        memory_limit_bytes=memory_limit_bytes,
+        requests=requests,
+        block_accesses=block_accesses,
+        estimated_in_memory_bytes=in_memory,
+        estimated_exact_stream_bytes=exact_stream,
+    )
+    gib = 1024**3
+    if in_memory <= memory_limit_bytes:
+        return ScalePlan(
+            mode="in_memory",
+            sample_rate=None,
+            stage_profile=True,
+            reason=(
+                f"the whole trace fits the memory limit ({in_memory / gib:.2f} of "
+                f"{memory_limit_bytes / gib:.2f} GiB): every analysis, exact"
+            ),
+            **common,
+        )
+    if exact_stream <= memory_limit_bytes or block_accesses == 0:
+        fits = exact_stream + profile_bytes <= memory_limit_bytes
+        return ScalePlan(
+            mode="streaming",
+            sample_rate=None,
+            stage_profile=fits,
+            reason=(
+                f"the whole trace needs {in_memory / gib:.2f} GiB > the memory limit "
+                f"{memory_limit_bytes / gib:.2f} GiB: streamed; the exact curve fits "
+                f"({exact_stream / gib:.2f} GiB)"
+            ),
+            **common,
+        )
+    room = memory_limit_bytes - BASELINE_BYTES - SAMPLED_BYTES_PER_REQUEST * requests
+    rate = room / (SAMPLED_BYTES_PER_ACCESS * max(block_accesses, 1))
+    if rate < MIN_SAMPLE_RATE:
+        need = (
+            BASELINE_BYTES
+            + SAMPLED_BYTES_PER_REQUEST * requests
+            + SAMPLED_BYTES_PER_ACCESS * MIN_SAMPLE_RATE * block_accesses
+        )
+        raise ConfigError(
+            f"--memory-limit {memory_limit_bytes / gib:.2f} GiB is too small for {requests} "
+            f"requests and {block_accesses} block accesses even sampling at {MIN_SAMPLE_RATE:g}; "
+            f"give at least {need / gib:.2f} GiB"
+        )
+    # Two significant digits, rounded down, so the stated rate is a readable number.
+    digits = 1 - int(np.floor(np.log10(rate)))
+    rate = min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
+    fits = (
+        BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes <= memory_limit_bytes
+    )
+    return ScalePlan(
+        mode="streaming",
+        sample_rate=rate,
+        stage_profile=fits,
+        reason=(
+            f"the exact curve needs {exact_stream / gib:.2f} GiB > the memory limit "
+            f"{memory_limit_bytes / gib:.2f} GiB: SHARDS spatial sampling at rate {rate:g}"
+        ),
+        **common,
+    )
+
+
+def plan_for_stream(stream: TraceStream, memory_limit_bytes: int) -> ScalePlan:
+    """:func:`plan_analysis` from a stream's footer sizes (accesses are an upper bound)."""
+    return plan_analysis(
+        stream.requests, stream.block_accesses, stream.table_bytes, memory_limit_bytes
+    )
+
+
+@dataclass
+class _Totals:
+    """Everything one streaming pass sums: counts, span, chart bins, model names.
+
+    The arrival window is chosen from the span in the footers exactly as
+    :func:`kvadvisor.sections.workload.arrival_series` chooses it, so the charts are the same.
+    """
+
+    duration_s: float = 0.0
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    block_accesses: int = 0
+    first_arrival_s: float | None = None
+    last_arrival_s: float = 0.0
+    batches: int = 0
+    arrival_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    input_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    output_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    models: set[str] = field(default_factory=set)
+    failed_requests: int = 0
+
+    @property
+    def window_s(self) -> int:
+        return arrival_window_s(self.duration_s)
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.requests += batch.num_rows
+        self.batches += 1
+        if batch.num_rows == 0:
+            return
+        inp = batch.column("input_tokens").to_numpy(zero_copy_only=False)
+        out = batch.column("output_tokens").to_numpy(zero_copy_only=False)
+        arrival = batch.column("arrival_s").to_numpy(zero_copy_only=False)
+        self.input_tokens += int(inp.sum())
+        self.output_tokens += int(out.sum())
+        if self.first_arrival_s is None:
+            self.first_arrival_s = float(arrival[0])
+        self.last_arrival_s = float(arrival[-1])
+        self.arrival_counts = _add_counts(
+            self.arrival_counts, arrival_counts(arrival, self.duration_s, self.window_s)
+        )
+        self.input_bins = _add_counts(self.input_bins, np.bincount(log2_bin(inp)))
+        self.output_bins = _add_counts(self.output_bins, np.bincount(log2_bin(out)))
+        if "block_hashes" in batch.schema.names:
+            self.block_accesses += int(
+                pc.sum(pc.list_value_length(batch.column("block_hashes"))).as_py() or 0
+            )
+        if "ok" in batch.schema.names:
+            # as Trace.failed_requests: rows whose ok is false (nulls are not failures)
+            self.failed_requests += int(pc.sum(pc.invert(batch.column("ok"))).as_py() or 0)
+        if "model" in batch.schema.names:
+            self.models.update(
+                str(m) for m in pc.unique(batch.column("model").drop_null()).to_pylist()
+            )
+
+    def arrivals(self) -> Series | None:
+        """The arrivals chart, as :func:`kvadvisor.sections.workload.arrival_series` draws it."""
+        return None if self.requests == 0 else arrival_chart(self.arrival_counts, self.window_s)
+
+    def histogram(self, what: str) -> Series | None:
+        """A length chart, as :func:`kvadvisor.sections.workload.length_histogram` draws it."""
+        counts = self.input_bins if what == "input" else self.output_bins
+        return None if self.requests == 0 else length_chart(counts, what)
+
+
+def _add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
+    if more.size > total.size:
+        total = np.concatenate([total, np.zeros(more.size - total.size, np.int64)])
+    total[: more.size] += more
+    return total
+
+
+def _tap(batches: Iterable[pa.RecordBatch], totals: _Totals) -> Iterator[pa.RecordBatch]:
+    """Pass batches through, summing them on the way (so the cache pass is the only pass)."""
+    for batch in batches:
+        totals.add(batch)
+        yield batch
+
+
+@dataclass
+class _FlatBlocks:
+    """The exact pass's input, filled batch by batch into arrays sized from the footers."""
+
+    offsets: np.ndarray
+    values: np.ndarray
+    input_tokens: np.ndarray
+    rows: int = 0
+    used: int = 0
+    grown: list[int] = field(default_factory=list)
+
+    @classmethod
+    def sized(cls, requests: int, accesses: int) -> _FlatBlocks:
+        return cls(
+            np.zeros(requests + 1, np.int64),
+            np.empty(accesses, np.int64),
+            np.empty(requests, np.int64),
+        )
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        col = batch.column("block_hashes")
+        if col.null_count:
+            col = pc.fill_null(col, pa.scalar([], col.type))
+        off = col.offsets.to_numpy().astype(np.int64)
+        vals = col.values.to_numpy(zero_copy_only=False)[off[0] : off[-1]]
+        n, k = batch.num_rows, len(vals)
+        if self.rows + n > len(self.input_tokens) or self.used + k > len(self.values):
+            # Footers undercounted (they should not): grow rather than fail, and remember it.
+            self.grown.append(self.rows)
+            self.offsets = np.resize(self.offsets, max(2 * len(self.offsets), self.rows + n + 1))
+            self.input_tokens = np.resize(
+                self.input_tokens, max(2 * len(self.input_tokens), self.rows + n)
+            )
+            self.values = np.resize(self.values, max(2 * len(self.values), self.used + k))
+        self.values[self.used : self.used + k] = vals
+        self.offsets[self.rows + 1 : self.rows + n + 1] = self.used + off[1:] - off[0]
+        self.input_tokens[self.rows : self.rows + n] = batch.column("input_tokens").to_numpy()
+        self.rows += n
+        self.used += k
+
+
+def _exact_streamed(
+    stream: TraceStream, totals: _Totals, warmup_fraction: float
+) -> PrefixCacheResult:
+    flat = _FlatBlocks.sized(stream.requests, stream.block_accesses)
+    for batch in _tap(stream, totals):
+        flat.add(batch)
+    warmup = warmup_requests_for(flat.rows, warmup_fraction)
+    return simulate_arrays(
+        flat.offsets[: flat.rows + 1],
+        flat.values[: flat.used],
+        flat.input_tokens[: flat.rows],
+        int(stream.block_tokens or 0),
+        warmup_requests=warmup,
+        warmup_fraction=warmup_fraction,
+    )
+
+
+def _prefix_section(
+    result: PrefixCacheResult,
+    options: AnalyzeOptions,
+    plan: ScalePlan,
+    kv_bytes_per_token: int | None = None,
+) -> PrefixCache:
+    left_out = "routing, reuse times and block sizes need the whole trace in memory: left out"
+    note = (
+        f"streamed ({plan.reason}); {left_out}"
+        if result.exact
+        else f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; {left_out}"
+    )
+    # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
+    kv = kv_bytes_per_token or kv_bytes_per_token_for(options.profile_options())
+    return result_section(
+        result,
+        warmup_fraction=options.warmup_fraction,
+        tiers=options.cache_tiers,
+        kv_bytes_per_token=kv,
+        note=note,
+    )
+
+
+# The stage profiler needs only per-request columns: a second pass reads them (about 40 B per
+# request held) and the profiler builds its arrays (measured: 2.2 GB more for a 10M-request
+# streamed trace, about 230 B per request), so it runs only when that fits the memory limit;
+# otherwise model, stage_split and io are unavailable and the report says why.
+PROFILE_COLUMNS = (
+    "arrival_s",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "ttft_s",
+    "e2e_s",
+    "queue_s",
+    "tpot_s",
+    "ok",
+    "model",
+)
+PROFILE_BYTES_PER_REQUEST = 256
+
+
+def _stage_profile(
+    stream: TraceStream,
+    options: AnalyzeOptions,
+    result: PrefixCacheResult | None,
+    plan: ScalePlan,
+) -> StageProfile | None:
+    """The stage profile of a streamed trace from its per-request columns, or None if too big."""
+    if not plan.stage_profile:
+        return None
+    narrow = stream.select(PROFILE_COLUMNS)
+    table = pa.Table.from_batches(list(narrow))
+    trace = Trace(
+        table=table,
+        block_tokens=stream.block_tokens,
+        source_format=stream.source_format,
+        source_path=stream.path,
+    )
+    hits, source = prefix_hits(trace, result)
+    return profile_workload(trace, options.profile_options(), hit_tokens=hits, hits_source=source)
+
+
+def analyze_stream(
+    stream: TraceStream,
+    options: AnalyzeOptions | None = None,
+    *,
+    plan: ScalePlan,
+    version: str,
+    generated_at: str,
+    trace_sha256: str | None = None,
+) -> AdviceReport:
+    """One streaming pass over ``stream``: the summary and the prefix-cache curve per ``plan``."""
+    options = options or AnalyzeOptions()
+    columns = stream.columns  # all of them, for the summary, before narrowing the stream
+    stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
+    totals = _Totals(duration_s=stream.duration_s)
+    result: PrefixCacheResult | None = None
+    if not stream.has_hashes:
+        for _ in _tap(stream, totals):
+            pass
+    elif plan.sample_rate is None:
+        result = _exact_streamed(stream, totals, options.warmup_fraction)
+    else:
+        result = estimate_prefix_curve(
+            _tap(iter(stream), totals),
+            block_tokens=int(stream.block_tokens or 0),
+            total_requests=stream.requests,
+            warmup_fraction=options.warmup_fraction,
+            rate=plan.sample_rate,
+        )
+    stages = _stage_profile(stream, options, result, plan)
+    kv = stages.model.kv_bytes_per_token if stages is not None else None
+    prefix = (
+        unknown_prefix_cache(options.warmup_fraction)
+        if result is None
+        else _prefix_section(result, options, plan, kv)
+    )
+    duration = (totals.last_arrival_s - (totals.first_arrival_s or 0.0)) if totals.requests else 0.0
+    notes = list(stream.notes)
+    notes.append(
+        f"streamed in {totals.batches} record batches from {len(stream.files)} "
+        f"file(s): {plan.reason}"
+    )
+    if stream.arrival_offset_s:
+        notes.append(shifted_note(stream.arrival_offset_s))
+    summary = TraceSummary(
+        path=stream.path,
+        format=stream.source_format,
+        requests=totals.requests,
+        duration_s=duration,
+        block_tokens=stream.block_tokens,
+        columns=columns,
+        input_tokens_total=totals.input_tokens,
+        output_tokens_total=totals.output_tokens,
+        # As Trace.arrival_rate_per_s: unknown when the files say arrivals were not measured.
+        arrival_rate_per_s=(
+            totals.requests / duration if duration > 0 and stream.arrivals_measured else None
+        ),
+        dropped=dict(stream.dropped),
+        notes=tuple(notes),
+        # Columns count as holding values when the files have them (footers do not say
+        # whether a column is all null, which the in-memory path checks).
+        capabilities=capabilities_of(
+            columns,
+            stream.block_tokens,
+            arrivals_measured=stream.arrivals_measured,
+            failed_requests=totals.failed_requests,
+        ),
+        sha256=trace_sha256,
+        models=listed_models(totals.models),
+        arrivals=totals.arrivals(),
+        input_tokens_hist=totals.histogram("input"),
+        output_tokens_hist=totals.histogram("output"),
+    )
+    meta = Meta(FORMAT_VERSION, version, generated_at)
+    report = AdviceReport(
+        meta=meta, trace=summary, prefix_cache=prefix, options=options_record(options)
+    )
+    if stages is not None:
+        report = replace(report, model=stages.model, stage_split=stages.stage_split, io=stages.io)
+    # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    report = advise_sections(report, options, inputs, stages=stages)
+    why = unavailable_reasons(stream, report)
+    if not plan.stage_profile:
+        need = BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST) * (
+            stream.requests
+        )
+        reason = (
+            f"the stage profile of {stream.requests} requests needs about "
+            f"{need / 1024**3:.1f} GiB ({PROFILE_BYTES_PER_REQUEST} B per request), over "
+            f"the memory limit {plan.memory_limit_bytes / 1024**3:.1f} GiB; raise "
+            "--memory-limit to include it"
+        )
+        why.update({k: reason for k in ("model", "stage_split", "io") if k in why})
+    return replace(report, versions=data_versions(inputs), unavailable=why)

@@ -1,0 +1,549 @@
+"""Stage profile of a trace: model and GPU, stage times, split, KV I/O demand, load vs recompute.
+
+Resolves the deployment, measures or models (and calibrates) the stage times, and returns the
+report sections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from kvadvisor.catalog.gpus import get_gpu
+from kvadvisor.catalog.models import ModelSpec, get_model, resolve_model
+from kvadvisor.errors import CatalogError
+from kvadvisor.metrics import (
+    DECODE_DOMINATED_SHARE,
+    PREFILL_DOMINATED_SHARE,
+    Distribution,
+    IoProfile,
+    SplitSummary,
+    StageIo,
+    StageTimes,
+    concurrency_series,
+    measured_stages,
+    profile_io,
+    profile_stages,
+    summarize_split,
+)
+from kvadvisor.perfmodel import (
+    Calibration,
+    CalibrationRows,
+    PerfModel,
+    auto_tp,
+    break_even_tokens,
+    calibrate,
+    memory_fit,
+    reference_tiers,
+    share_below,
+)
+from kvadvisor.results.common import IoRate
+from kvadvisor.results.report import (
+    CalibrationSummary,
+    Deployment,
+    FitErrorSummary,
+    IoDemand,
+    IoPattern,
+    LoadVsRecompute,
+    MemorySummary,
+    ModelSummary,
+    StageSplit,
+)
+from kvadvisor.results.series import Series
+from kvadvisor.trace.model import Trace
+from kvadvisor.units import BYTES_PER_GIB
+
+# Defaults when --model / --gpu are not given (stated in the report as assumed): Llama-3.1-70B,
+# whose 320 KiB of KV per token is the figure most often quoted (Mooncake paper), on an H200,
+# AIConfigurator's reference system (research/field.md 4.2).
+DEFAULT_MODEL = "llama-3.1-70b"
+DEFAULT_GPU = "h200"
+MAX_SERIES_POINTS = 1000
+# The advisor's break-even fact uses the slowest reference tier (one local Gen4 NVMe drive),
+# the conservative case for "is loading worth it".
+BREAKEVEN_FACT_TIER = "nvme-gen4-x4"
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """The stage profiler's knobs (AnalyzeOptions inherits them).
+
+    ``model``/``gpu`` None mean the documented defaults, reported as assumed; ``instances`` is
+    how many model instances the trace's load is spread over.
+    """
+
+    model: str | None = None
+    gpu: str | None = None
+    kv_dtype: str = "bf16"
+    weight_dtype: str = "bf16"
+    tp: int | None = None
+    window_s: float = 1.0
+    chunk_tokens: int = 256  # LMCache's default chunk_size: KV I/Os are counted per chunk
+    io_unit_bytes: int = 4096
+    drive_capacity_bytes: float | None = None
+    iterations: int = 3
+    instances: int = 1
+
+
+@dataclass(frozen=True)
+class StageProfile:
+    """The three report sections the profiler fills."""
+
+    model: ModelSummary
+    stage_split: StageSplit
+    io: IoDemand
+    facts: dict[str, float | None]  # extra facts for the advisor (names in advise/facts.py)
+
+
+def trace_model_name(trace: Trace) -> str | None:
+    """The trace's ``model`` column when it names one catalog model throughout, else None."""
+    if not trace.has("model"):
+        return None
+    names = set(trace.table["model"].drop_null().unique().to_pylist())
+    if len(names) != 1:
+        return None
+    (name,) = names
+    try:
+        return get_model(str(name)).name
+    except CatalogError:
+        return None
+
+
+def build_perf_model(
+    options: ProfileOptions, trace_model: str | None = None
+) -> tuple[PerfModel, ModelSpec, list[str], bool]:
+    """Resolve --model/--gpu/--tp into a PerfModel, with notes and whether the model is assumed.
+
+    Without --model, a model the trace's ``model`` column names is used, else the documented
+    default.
+    """
+    notes: list[str] = []
+    name = options.model or trace_model or DEFAULT_MODEL
+    spec = resolve_model(name)
+    assumed = options.model is None and trace_model is None
+    if assumed:
+        notes.append(f"model not given (--model): assumed {spec.display_name}")
+    elif options.model is None:
+        notes.append(f"model from the trace's model column: {spec.display_name}")
+    gpu = get_gpu(options.gpu or DEFAULT_GPU)
+    if options.gpu is None:
+        notes.append(f"GPU not given (--gpu): assumed {gpu.display_name}")
+    tp = options.tp or auto_tp(spec, gpu, options.weight_dtype)
+    if options.tp is None:
+        notes.append(
+            f"tensor parallelism not given (--tp): {tp}, the smallest with "
+            "TP x GPU memory > 1.5 x weights (AIConfigurator's rule)"
+        )
+    pm = PerfModel.build(
+        spec, gpu, tp=tp, kv_dtype=options.kv_dtype, weight_dtype=options.weight_dtype
+    )
+    return pm, spec, notes, assumed
+
+
+def kv_bytes_per_token_for(options: ProfileOptions, trace_model: str | None = None) -> int:
+    """Distinct KV bytes per token of the model the profile would use.
+
+    For callers that need only the KV size, such as the streamed prefix-cache section.
+    """
+    pm, _, _, _ = build_perf_model(options, trace_model)
+    return int(round(pm.kv.total_bytes_per_token))
+
+
+def _calibration_rows(trace: Trace, pm: PerfModel, times: StageTimes) -> CalibrationRows | None:
+    measured = measured_stages(trace)
+    if measured is None:
+        return None
+    rows = measured.rows
+    n = times.input_tokens[rows]
+    h = times.hit_tokens[rows]
+    new = np.where(n > 0, np.maximum(n - h, 1.0), 0.0)
+    steps = np.maximum(times.output_tokens[rows] - 1.0, 0.0)
+    step_s = np.where(steps > 0, measured.decode_s[rows] / np.where(steps > 0, steps, 1.0), np.nan)
+    return CalibrationRows(
+        new_tokens=new,
+        cached_tokens=n - new,
+        measured_prefill_s=measured.prefill_s[rows],
+        measured_step_s=step_s,
+        mean_batch=times.mean_batch[rows],
+        mean_batch_kv_rank_bytes=times.mean_batch_kv_rank_bytes[rows],
+    )
+
+
+def _fit_error(e) -> FitErrorSummary:  # noqa: ANN001 - perfmodel.FitError
+    return FitErrorSummary(e.rows, e.mape, e.median_ape)
+
+
+def _calibration_summary(c: Calibration) -> CalibrationSummary:
+    return CalibrationSummary(
+        fit_rows=c.fit_rows,
+        heldout_rows=c.heldout_rows,
+        efficiency=asdict(c.efficiency),
+        prior_efficiency=asdict(c.prior),
+        prefill_heldout=_fit_error(c.prefill_heldout),
+        decode_step_heldout=_fit_error(c.decode_heldout),
+        prefill_heldout_prior=_fit_error(c.prefill_heldout_prior),
+        decode_step_heldout_prior=_fit_error(c.decode_heldout_prior),
+        converged=c.converged,
+    )
+
+
+def _downsample(x: np.ndarray, y: np.ndarray, how: str) -> tuple[tuple, tuple]:
+    """At most MAX_SERIES_POINTS points: consecutive windows merged by mean or max."""
+    if len(x) <= MAX_SERIES_POINTS:
+        return tuple(map(float, x)), tuple(map(float, y))
+    k = int(np.ceil(len(x) / MAX_SERIES_POINTS))
+    starts = np.arange(0, len(x), k)
+    agg = (
+        np.maximum.reduceat(y, starts)
+        if how == "max"
+        else np.add.reduceat(y, starts) / np.diff(np.r_[starts, len(x)])
+    )
+    return tuple(map(float, x[starts])), tuple(map(float, agg))
+
+
+def _series(
+    name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str, kind: str = "step"
+) -> Series:
+    xs, ys = _downsample(x, y, how)
+    return Series(name, "time", "s", y_label, y_unit, xs, ys, kind)
+
+
+def _scaled(d: Distribution, factor: float) -> dict[str, float]:
+    return {k: v * factor for k, v in asdict(d).items()}
+
+
+def _split_section(
+    s: SplitSummary,
+    source: str,
+    hits_source: str | None,
+    calibration: Calibration | None,
+    times: StageTimes,
+    notes: list[str],
+    tp: int,
+) -> StageSplit:
+    """The stage_split section; GPU times in GPU-seconds (an instance's seconds x tp)."""
+    per_share = np.divide(
+        times.prefill_gpu_s,
+        times.prefill_gpu_s + times.decode_gpu_s,
+        out=np.zeros_like(times.prefill_gpu_s),
+        where=(times.prefill_gpu_s + times.decode_gpu_s) > 0,
+    )
+    counts, edges = np.histogram(per_share, bins=10, range=(0.0, 1.0))
+    hist = Series(
+        "requests by prefill share of GPU time",
+        "prefill share",
+        "fraction",
+        "requests",
+        "count",
+        tuple(map(float, edges[:-1])),
+        tuple(map(float, counts)),
+        "bar",
+    )
+    return StageSplit(
+        source=source,
+        prefill_s=s.prefill_gpu_s * tp,
+        decode_s=s.decode_gpu_s * tp,
+        prefill_share=s.prefill_share,
+        classification=s.classification,
+        thresholds={
+            "prefill_dominated_at_or_above": PREFILL_DOMINATED_SHARE,
+            "decode_dominated_at_or_below": DECODE_DOMINATED_SHARE,
+        },
+        latency_prefill_s=s.latency_prefill_s,
+        latency_decode_s=s.latency_decode_s,
+        latency_prefill_share=s.latency_prefill_share,
+        latency_classification=s.latency_classification,
+        hits_source=hits_source,
+        no_reuse_prefill_s=s.prefill_gpu_no_reuse_s * tp,
+        no_reuse_prefill_share=s.prefill_share_no_reuse,
+        prefill_s_saved_by_reuse=s.prefill_gpu_saved_by_reuse_s * tp,
+        request_classes=dict(s.request_classes),
+        per_request={
+            "prefill_gpu_s": _scaled(s.prefill_gpu_per_request_s, tp),
+            "decode_gpu_s": _scaled(s.decode_gpu_per_request_s, tp),
+            "prefill_share": asdict(s.prefill_share_per_request),
+            "ttft_s": asdict(s.ttft_s),
+            "decode_latency_s": asdict(s.decode_latency_s),
+        },
+        mean_decode_batch=s.mean_decode_batch,
+        measured_requests=s.measured_requests,
+        instances=s.instances,
+        gpu_busy_fraction=s.gpu_busy_fraction,
+        calibration=_calibration_summary(calibration) if calibration else None,
+        series=(hist,),
+        notes=tuple(notes),
+    )
+
+
+def _rate(stage: StageIo) -> IoRate:
+    if not stage.known or stage.bandwidth is None:
+        return IoRate(None, None, None, None, None, None)
+    b = stage.bandwidth
+    return IoRate(
+        b.mean_per_s, b.p99_per_s, b.peak_per_s, b.p50_per_s, b.peak_to_mean, stage.bytes_total
+    )
+
+
+def _pattern(stage: StageIo) -> IoPattern | None:
+    if not stage.known or stage.chunks is None or stage.iops is None:
+        return None
+    c, r = stage.chunks, stage.iops
+    return IoPattern(
+        c.ios,
+        r.mean_per_s,
+        r.p99_per_s,
+        r.peak_per_s,
+        c.full_chunk_ios,
+        c.partial_chunk_ios,
+        c.mean_io_bytes,
+        c.full_chunk_bytes,
+        c.device_bytes,
+        c.write_amplification,
+    )
+
+
+def _io_section(
+    io: IoProfile,
+    times: StageTimes,
+    pm: PerfModel,
+    hits_known: bool,
+    concurrency: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> IoDemand:
+    starts, inflight, peak_batch = concurrency
+    series = [
+        _series(
+            "KV write demand", "write bandwidth", "bytes/s", starts, io.write.rate_series, "mean"
+        ),
+        _series("requests in flight", "requests", "count", starts, inflight, "mean"),
+        _series("peak decode batch", "requests", "count", starts, peak_batch, "max"),
+    ]
+    if io.read.known:
+        series.insert(
+            1,
+            _series(
+                "KV read demand", "read bandwidth", "bytes/s", starts, io.read.rate_series, "mean"
+            ),
+        )
+    tiers = []
+    for tier in reference_tiers(pm.gpu):
+        be = break_even_tokens(pm, tier)
+        tiers.append(
+            LoadVsRecompute(
+                tier=tier.name,
+                bandwidth_bytes_per_s=tier.bandwidth_bytes_per_s,
+                latency_s=tier.latency_s,
+                break_even_tokens=be,
+                hit_token_share_below=share_below(times.hit_tokens, be) if hits_known else None,
+                source=tier.source,
+            )
+        )
+    return IoDemand(
+        write=_rate(io.write),
+        read=_rate(io.read),
+        window_s=io.window_s,
+        read_known=io.read.known,
+        chunk_tokens=io.chunk_tokens,
+        io_unit_bytes=io.io_unit_bytes,
+        write_io=_pattern(io.write),
+        read_io=_pattern(io.read),
+        write_bytes_per_day=io.write_bytes_per_day,
+        drive_capacity_bytes=io.drive_capacity_bytes,
+        drive_writes_per_day=io.drive_writes_per_day,
+        load_vs_recompute=tuple(tiers),
+        series=tuple(series),
+        notes=io.notes,
+    )
+
+
+def _model_section(
+    pm: PerfModel,
+    spec: ModelSpec,
+    options: ProfileOptions,
+    times: StageTimes,
+    notes: list[str],
+    assumed: bool,
+) -> ModelSummary:
+    mean_context = (
+        float(np.mean(times.input_tokens + times.output_tokens)) if len(times.input_tokens) else 0.0
+    )
+    fit = memory_fit(pm, mean_context)
+    peak_kv = float(times.decode_kv_rank_cells.max(initial=0.0))
+    memory = MemorySummary(
+        memory_bytes_per_gpu=fit.memory_bytes_per_gpu,
+        usable_bytes_per_gpu=fit.usable_bytes_per_gpu,
+        weight_bytes_per_gpu=fit.weight_bytes_per_gpu,
+        kv_budget_bytes_per_gpu=fit.kv_budget_bytes_per_gpu,
+        weights_fit=fit.weights_fit,
+        kv_capacity_tokens=fit.kv_capacity_tokens,
+        max_concurrent_requests=fit.max_concurrent_requests,
+        mean_context_tokens=fit.mean_context_tokens,
+        kv_working_set_peak_bytes_per_gpu=peak_kv,
+        kv_working_set_fits=peak_kv <= fit.kv_budget_bytes_per_gpu,
+    )
+    model_notes = list(notes)
+    if spec.notes:
+        model_notes.append(spec.notes)
+    if not fit.weights_fit:
+        model_notes.append(
+            f"weights ({fit.weight_bytes_per_gpu / 1e9:.1f} GB per GPU) do not "
+            f"fit in {fit.utilization:.0%} of {pm.gpu.display_name} memory at "
+            f"TP {pm.tp}; times are modelled as if they did"
+        )
+    if not memory.kv_working_set_fits:
+        model_notes.append(
+            "the decode KV working set at peak exceeds the GPU memory left for "
+            "KV: an engine would queue or preempt requests (not modelled)"
+        )
+    deployment = Deployment(
+        gpu=pm.gpu.name,
+        gpu_display_name=pm.gpu.display_name,
+        gpu_assumed=options.gpu is None,
+        tp=pm.tp,
+        tp_assumed=options.tp is None,
+        kv_dtype=pm.kv_dtype,
+        weight_dtype=pm.weight_dtype,
+        efficiency=asdict(pm.efficiency),
+    )
+    return ModelSummary(
+        name=spec.name,
+        kv_bytes_per_token=int(round(pm.kv.total_bytes_per_token)),
+        display_name=spec.display_name,
+        assumed=assumed,
+        origin=spec.origin,
+        attention=spec.attention,
+        kv_bytes_per_token_per_gpu=int(round(pm.kv.per_rank_bytes_per_token)),
+        kv_bytes_per_token_all_gpus=int(round(pm.kv.gpu_total_bytes_per_token)),
+        sliding_window_tokens=spec.sliding_window_tokens,
+        sliding_window_layers=spec.sliding_window_layers,
+        total_params=spec.total_params,
+        active_params=spec.active_params,
+        deployment=deployment,
+        memory=memory,
+        sources=spec.source,
+        notes=tuple(model_notes),
+    )
+
+
+def profile_workload(
+    trace: Trace,
+    options: ProfileOptions,
+    *,
+    hit_tokens: np.ndarray | None = None,
+    hits_source: str | None = None,
+) -> StageProfile:
+    """Measure or model the stage times of ``trace``, calibrating where both exist.
+
+    ``hit_tokens`` (per request) come from the prefix-cache simulation or the engine's
+    ``cached_tokens``; None means hits are unknown, taken as 0 for compute and reported so.
+    """
+    pm, spec, notes, model_assumed = build_perf_model(options, trace_model_name(trace))
+    hits_known = hit_tokens is not None
+    context = trace.column_np("input_tokens") + trace.column_np("output_tokens")
+    max_batch = memory_fit(
+        pm, float(np.mean(context)) if len(context) else 1.0
+    ).max_concurrent_requests
+    run = {
+        "hit_tokens": hit_tokens,
+        "iterations": options.iterations,
+        "instances": options.instances,
+        "max_batch": max(max_batch, 1.0),
+    }
+    times = profile_stages(trace, pm, **run)
+    calibration = None
+    split_notes: list[str] = []
+    if times.measured.any():
+        rows = _calibration_rows(trace, pm, times)
+        calibration = calibrate(pm, rows) if rows is not None else None
+        if calibration is not None:
+            pm = pm.with_efficiency(calibration.efficiency)
+            times = profile_stages(trace, pm, **run)
+        if not trace.has("queue_s"):
+            split_notes.append(
+                "the trace has no queue_s: measured prefill is TTFT including any queueing"
+            )
+    measured_all = bool(times.measured.any() and times.measured.all())
+    if measured_all:
+        source = "measured"
+    elif times.measured.any() and calibration is not None:
+        source = "calibrated"
+        split_notes.append(
+            f"{int(times.measured.sum()):,} requests measured, the rest modelled "
+            "with efficiency factors fitted to them"
+        )
+    else:
+        source = "modeled"
+        if times.measured.any():
+            split_notes.append(
+                f"only {int(times.measured.sum())} measured requests: too few to "
+                "calibrate; all requests modelled with default efficiency "
+                "factors"
+            )
+    if not hits_known:
+        split_notes.append(
+            "prefix hits unknown: every prompt token is prefilled; the split "
+            "with and without reuse is the same"
+        )
+    split_notes.append(
+        f"decode batch from in-flight requests over time ({times.iterations} "
+        "rounds of the latency/concurrency fixed point)"
+    )
+    summary = summarize_split(times)
+    busy = summary.gpu_busy_fraction or 0.0
+    if busy > 1 and source == "measured":
+        split_notes.append(
+            f"the GPU time is {busy:.1f}x the time from first arrival to last completion: the "
+            "measured prefills and decodes overlapped (mixed batches) and each stage is charged "
+            "its own share of the time it ran"
+        )
+    elif busy > 1:
+        split_notes.append(
+            f"the GPU time is {busy:.1f}x the time from first arrival to last completion: "
+            f"{times.instances} instance(s) of this deployment cannot carry the load (about "
+            f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
+            "spread over more instances each decode batch is smaller, so decode's share would "
+            "grow (give the real count with --instances)"
+        )
+    io = profile_io(
+        times,
+        pm.kv_bytes,
+        hits_known=hits_known,
+        window_s=options.window_s,
+        chunk_tokens=options.chunk_tokens,
+        io_unit_bytes=options.io_unit_bytes,
+        drive_capacity_bytes=options.drive_capacity_bytes,
+    )
+    concurrency = concurrency_series(times, io.window_s, io.windows)
+    io_section = _io_section(io, times, pm, hits_known, concurrency)
+    return StageProfile(
+        model=_model_section(pm, spec, options, times, notes, model_assumed),
+        stage_split=_split_section(
+            summary, source, hits_source, calibration, times, split_notes, pm.tp
+        ),
+        io=io_section,
+        facts=_facts(pm, times, io_section, concurrency[1]),
+    )
+
+
+def _facts(
+    pm: PerfModel, times: StageTimes, io: IoDemand, inflight: np.ndarray
+) -> dict[str, float | None]:
+    """Facts the advisor reads besides the report sections (advise/facts.py names them).
+
+    In flight per instance: the per-window time-mean of requests from arrival to completion,
+    over ``instances``; its KV: that count x the mean of kv(n + o) over requests.
+    """
+    tier = next(t for t in io.load_vs_recompute if t.tier == BREAKEVEN_FACT_TIER)
+    per_instance = inflight / times.instances
+    p99 = float(np.percentile(per_instance, 99)) if len(per_instance) else None
+    context = times.input_tokens + times.output_tokens
+    mean_kv = float(np.mean(pm.kv_bytes(context))) if len(context) else 0.0
+    return {
+        "model_weights_gib": pm.weight_bytes / BYTES_PER_GIB,
+        "split_gpu_bf16_tflops": pm.gpu.bf16_dense_tflops,
+        "split_gpu_memory_bandwidth_gbps": pm.gpu.memory_bandwidth_gbps,
+        "breakeven_prefix_tokens": tier.break_even_tokens,
+        "hit_tokens_below_breakeven_share": tier.hit_token_share_below,
+        "inflight_requests_p99": p99,
+        "kv_inflight_gib_p99": None if p99 is None else p99 * mean_kv / BYTES_PER_GIB,
+    }
