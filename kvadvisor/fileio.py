@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -157,6 +159,48 @@ class InputSet:
             )
 
 
+# Temporary output files not yet renamed into place or removed: what a hard stop (a second
+# signal, or a first one whose exception a library swallowed) removes before it exits.
+_LIVE: set[str] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _register(tmp: str) -> None:
+    with _LIVE_LOCK:
+        _LIVE.add(tmp)
+
+
+def _unregister(tmp: str) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(tmp)
+
+
+def remove_temporary_files() -> None:
+    """Remove every temporary output file still being written (safe from any thread)."""
+    with _LIVE_LOCK:
+        for tmp in list(_LIVE):
+            Path(tmp).unlink(missing_ok=True)
+        _LIVE.clear()
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while the body runs (they are delivered right after).
+
+    Only the main thread can block them for the handlers that run there; elsewhere, and where
+    the platform cannot block signals, the body runs as it is.
+    """
+    block = getattr(signal, "pthread_sigmask", None)
+    if block is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = block(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        block(signal.SIG_SETMASK, previous)
+
+
 def _umask_mode() -> int:
     """The mode a new file gets under the process umask (mkstemp alone would give 0600)."""
     umask = os.umask(0)
@@ -203,8 +247,12 @@ def atomic_target(path: str | Path, fix: str = "choose another output path") -> 
         raise ConfigError(f"{path}: is a directory; give an output file name")
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-        os.close(fd)
+        # A signal between creating the file and the try below that removes it would leave
+        # it behind: SIGINT and SIGTERM wait until the name is held.
+        with _signals_deferred():
+            fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+            os.close(fd)
+            _register(tmp)
     except OSError as exc:
         raise _unwritable(path, exc, fix) from None
     try:
@@ -217,6 +265,8 @@ def atomic_target(path: str | Path, fix: str = "choose another output path") -> 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        _unregister(tmp)
 
 
 def write_text(path: str | Path, text: str, fix: str = "choose another output path") -> None:

@@ -20,6 +20,13 @@ from pathlib import Path
 
 # Set when the temporary directory is in use: the one-line note the CLI shows.
 NOTE: str | None = None
+_DIRECTORY: str | None = None
+
+
+def remove_directory() -> None:
+    """Remove the temporary cache directory, if one was made (also run at exit)."""
+    if _DIRECTORY is not None:
+        shutil.rmtree(_DIRECTORY, ignore_errors=True)
 
 
 def _writable(directory: Path) -> bool:
@@ -50,14 +57,15 @@ def ensure_cache_dir() -> str | None:
     Called once, before any module that defines a kernel is imported (from the package's
     ``__init__``). Cheap when a directory is writable: a file created and removed.
     """
-    global NOTE
+    global NOTE, _DIRECTORY
     if NOTE is not None or any(_writable(d) for d in _candidates()):
         return NOTE
     try:
         directory = tempfile.mkdtemp(prefix="kvadvisor-numba-")
     except OSError:
         return None  # no writable temporary directory either: numba says what it can
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    _DIRECTORY = directory
+    atexit.register(remove_directory)
     os.environ["NUMBA_CACHE_DIR"] = directory
     numba = sys.modules.get("numba")
     if numba is not None:  # imported already (by the caller): its config was read at import

@@ -81,7 +81,7 @@ ALLOWED: dict[str, set[str]] = {
         "fileio",
     },
     # Plan review: a plan checked against the trace's replayed arrays.
-    "planreview": {"plan", "perfmodel", "catalog", "fleet", "facts", "rules", "results"},
+    "planreview": {"plan", "perfmodel", "catalog", "deploy", "fleet", "facts", "rules", "results"},
     # The pipelines: one entry per command; they read or stream the trace and call the rest.
     "pipeline": {
         "trace",

@@ -45,6 +45,7 @@ entries:
     read_iops: 1000
     write_iops: 1000
     io_unit_bytes: 4096
+    as_of: 2026-01-01
     source: [S1]
 """
 

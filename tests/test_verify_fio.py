@@ -344,3 +344,38 @@ def test_measured_entry_keeps_its_catalog_entrys_other_fields(fio_run: dict) -> 
     (spec,) = parse_storage(doc, "measured.yaml").values()  # the loader's own checks
     assert spec.name == "nvme-gen4-x4" and spec.category == "local_nvme"
     assert STORAGE_FILE.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "scope"),
+    [("aws-fsx-lustre-persistent2-125", "per_client"), ("aws-ebs-gp3", "per_volume")],
+)
+def test_measured_entry_says_its_scope_date_and_keeps_its_price(
+    fio_run: dict, name: str, scope: str
+) -> None:
+    """Figures measured from one node are that node's, never per TiB or the whole pool's.
+
+    The entry is dated the day the results were read, and a priced entry keeps its price with
+    the price's own source (gp3: AWS's price, source W3).
+    """
+    from kvadvisor.catalog.storage import STORAGE_SCHEMA, parse_storage
+    from kvadvisor.verifyjobs.loader import storage_entries
+    from kvadvisor.verifyjobs.results import judge_fio, measured_catalog
+
+    manifest = json.loads(json.dumps(fio_run["manifest"]))
+    manifest["tiers"][0].update(catalog_name=name, devices=1)
+    docs = {"fio/prefill.disk.fio": ("prefill.disk.json", fio_run["doc"])}
+    phases, _ = judge_fio(manifest, docs)
+    entries, sources = storage_entries()
+    doc = measured_catalog(
+        manifest, phases, "2026-12-02T10:00:00+00:00", entries, sources, tuple(STORAGE_SCHEMA)
+    )
+    assert doc is not None
+    entry = doc["entries"][name]
+    assert entry["scope"] == scope and str(entry["as_of"]) == "2026-12-02"
+    (spec,) = parse_storage(doc, "measured.yaml").values()
+    assert spec.scope == scope and not spec.per_gib  # no per-TiB formula left
+    assert spec.available_on == ("aws",)
+    if name == "aws-ebs-gp3":
+        assert spec.price is not None and spec.price.usd_per_gb_month == 0.08
+        assert spec.price.source_text  # its citation resolved in the measured file

@@ -3,8 +3,10 @@
 One module per command group; importing them registers their commands on ``app``.
 """
 
+import os
 import signal
 import sys
+import threading
 
 from kvadvisor import jitcache
 from kvadvisor.cli import analyze, review, rulescmd, traces, verify  # noqa: F401 (registers)
@@ -16,6 +18,7 @@ from kvadvisor.cli.common import (
     error_line,
     silence_stdout,
 )
+from kvadvisor.fileio import remove_temporary_files
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USER_ERROR", "app", "main"]
 
@@ -37,10 +40,33 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+# Seconds a run has, after SIGINT or SIGTERM, to unwind through its clean-ups before it is
+# stopped outright: the exception a signal raises can be swallowed by library code it lands
+# in (an import inside numpy, a C extension's callback), or wait behind a long native call.
+GRACE_S = 5.0
+_stopping: list[int] = []
+
+
+def _stop_message(signum: int) -> str:
+    name = signal.Signals(signum).name
+    return f"error: interrupted by {name}; no output was left half-written"
+
+
+def _stop_now(signum: int) -> None:
+    """Remove the temporary files and exit at once (from any thread)."""
+    remove_temporary_files()
+    jitcache.remove_directory()
+    error_line(_stop_message(signum))
+    os._exit(EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM)
+
+
 def _on_signal(signum: int, frame: object) -> None:
-    # A second signal while the first unwinds would cut the clean-up short: ignore it.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if _stopping:  # a second signal: the user wants out now
+        _stop_now(_stopping[0])
+    _stopping.append(signum)
+    watchdog = threading.Timer(GRACE_S, _stop_now, args=(signum,))
+    watchdog.daemon = True
+    watchdog.start()
     raise Interrupted(signum)
 
 
@@ -58,8 +84,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False, prog_name="kvadvisor")
     except Interrupted as stop:
-        name = signal.Signals(stop.signum).name
-        error_line(f"error: interrupted by {name}; no output was left half-written")
+        error_line(_stop_message(stop.signum))
         sys.exit(EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM)
     except Exception as exc:
         # Duck-typed: Click's exceptions live in typer._click or click, by typer version.

@@ -17,7 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kvadvisor.catalog.gpus import get_gpu
+from kvadvisor.catalog.crossref import check_references
+from kvadvisor.catalog.gpus import GpuSpec, get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance, load_instances
 from kvadvisor.catalog.models import ModelSpec, get_model
 from kvadvisor.catalog.storage import (
@@ -69,7 +70,9 @@ class PlanCatalogs:
         if not extra_files:
             return _packaged_catalogs()
         by_kind = catalog_files_by_kind(extra_files)
-        return cls(load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
+        storage, instances = load_storage(by_kind["storage"]), load_instances(by_kind["instances"])
+        check_references(storage, instances)
+        return cls(storage, instances)
 
 
 @lru_cache(maxsize=1)
@@ -304,6 +307,7 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
             else c.number(f"{at}.write_iops", s["write_iops"], positive=True),
             latency_s=opt("latency", "time"),
         )
+        spec = None
     else:
         spec = c.catalog(f"{where}.storage", storage, lambda n: find_storage(catalogs.storage, n))
         per_device = None if capacity_bytes is None else capacity_bytes / devices
@@ -317,6 +321,7 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
         capacity_bytes=capacity_bytes,
         devices=devices,
         shared=shared,
+        spec=spec,
     )
 
 
@@ -326,14 +331,17 @@ def _stage(
     where = f"stages.{name}"
     raw = c.mapping(where, raw, STAGE_KEYS)
     instance, gpus, host_mem, disk_cap, gpu = None, None, None, None, None
+    spec: InstanceSpec | None = None
     if raw.get("instance") is not None:
-        spec: InstanceSpec = c.catalog(
+        spec = c.catalog(
             f"{where}.instance", raw["instance"], lambda n: find_instance(catalogs.instances, n)
         )
         instance, gpus = spec.name, spec.gpu_count
         host_mem = None if spec.host_memory_gib is None else spec.host_memory_gib * BYTES_PER_GIB
         disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
-        gpu = c.catalog(f"{where}.instance", spec.gpu, get_gpu)
+        # An instance whose GPU the GPU catalog lacks (B300, GB200) still loads: the stage
+        # then has no performance model unless the plan names a catalog GPU.
+        gpu = _gpu_or_none(spec.gpu)
     if raw.get("gpu") is not None:
         gpu = c.catalog(f"{where}.gpu", raw["gpu"], get_gpu)
     if raw.get("gpus_per_instance") is not None:
@@ -366,12 +374,21 @@ def _stage(
         if raw.get("gpu_kv_pool") is None
         else c.quantity(f"{where}.gpu_kv_pool", raw["gpu_kv_pool"], "size"),
         disk_bandwidth_cap_bytes_per_s=disk_cap,
+        instance_spec=spec,
         tiers=tiers,
         engines=engines,
         chunk_tokens=None
         if raw.get("chunk_tokens") is None
         else c.whole(f"{where}.chunk_tokens", raw["chunk_tokens"], 1),
     )
+
+
+def _gpu_or_none(name: str) -> GpuSpec | None:
+    """The GPU catalog's entry for an instance's GPU, None when the catalog has none."""
+    try:
+        return get_gpu(name)
+    except CatalogError:
+        return None
 
 
 def _or_empty(value: Any, empty: Any) -> Any:

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.storage import StorageSpec
 
 STAGES = ("prefill", "decode")
 ENGINES = ("lmcache", "sglang-hicache", "dynamo-kvbm", "mooncake", "vllm")
@@ -43,6 +45,7 @@ class TierPlan:
     capacity_bytes: float | None
     devices: int = 1
     shared: bool = False
+    spec: StorageSpec | None = None  # the catalog entry, when the tier names one
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class StagePlan:
     instance: str | None
     count: int
     gpu: GpuSpec | None = None
+    instance_spec: InstanceSpec | None = None  # the catalog entry, when the stage names one
     gpus_per_instance: int | None = None
     host_memory_bytes: float | None = None
     gpu_kv_pool_bytes: float | None = None

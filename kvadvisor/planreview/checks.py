@@ -20,6 +20,8 @@ SOURCES = {
     "mooncake_fs": "Mooncake deployment guide: do not combine --root_fs_dir with --enable_offload",
     "ssd_bound": "LMCache #4725, Mooncake #924: a disk tier without a bound fills the disk",
     "slo": "the plan's SLO; load time = latency + bytes / read bandwidth per tier",
+    "deploy": "the catalogs' deployment rules (docs/catalog.md): a cloud instance's own NVMe, "
+    "its provider's volumes (count and disk caps) and file systems; bought drives on-premises",
 }
 
 

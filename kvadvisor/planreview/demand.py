@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvadvisor.deploy import TierReach, tier_reach
 from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.planreview.perf import PlanPerf, RecomputeFn, StagePerf
 from kvadvisor.results.common import IoRate, Utilization
@@ -90,31 +91,24 @@ def _util(rate: IoRate | None, capability: float | None) -> Utilization:
     )
 
 
-def _capability(tier: TierPlan, stage: StagePlan, direction: str) -> float | None:
-    per_device = (
-        tier.storage.read_bytes_per_s if direction == "read" else tier.storage.write_bytes_per_s
-    )
-    if per_device is None:
-        return None
-    total = per_device * tier.devices
-    if tier.storage.kind == "block" and stage.disk_bandwidth_cap_bytes_per_s:
-        total = min(total, stage.disk_bandwidth_cap_bytes_per_s)  # the instance's disk cap
-    return total
-
-
 def _ratio(num: float, den: float) -> float | None:
     return float(num) / float(den) if den > 0 else None
 
 
 @dataclass(frozen=True)
 class TierCalc:
-    """Working arrays of one tier (per request), kept beside the TierReview for the checks."""
+    """Working arrays of one tier (per request), kept beside the TierReview for the checks.
+
+    ``reach`` is what the tier delivers through the stage instance's caps (per instance, or
+    for the fleet when shared), with anything that makes it undeployable on that instance.
+    """
 
     plan: TierPlan
     review: TierReview
     served_tokens: np.ndarray | None
     written_tokens: np.ndarray
     fleet: int
+    reach: TierReach
 
 
 def stage_chunk_tokens(stage: StagePlan) -> tuple[int, str]:
@@ -174,7 +168,9 @@ def stage_tiers(
         # Decode tiers are not read here (their KV arrives from prefill over the network);
         # prefill reads are unknown without hashes.
         read = None if served is None else io_rate(times_s, served * kvb / fleet, window_s, span_s)
-        wcap, rcap = _capability(tier, stage, "write"), _capability(tier, stage, "read")
+        # The same rules as the advisor's: disk caps on volumes, NICs on shared systems.
+        reach = tier_reach(stage, tier)
+        wcap, rcap = reach.write_bytes_per_s, reach.read_bytes_per_s
         # Load vs recompute (RV06) needs the performance model, hits and the read bandwidth.
         p_star = share = None
         if (
@@ -209,7 +205,7 @@ def stage_tiers(
             break_even_tokens=p_star,
             below_break_even_share=share,
         )
-        out.append(TierCalc(tier, review, served, written, fleet))
+        out.append(TierCalc(tier, review, served, written, fleet, reach))
     return out
 
 

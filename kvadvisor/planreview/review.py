@@ -24,7 +24,7 @@ from kvadvisor.planreview.demand import (
 )
 from kvadvisor.planreview.lint import engine_checks
 from kvadvisor.planreview.perf import PlanPerf
-from kvadvisor.planreview.tierchecks import stage_balance, tier_checks
+from kvadvisor.planreview.tierchecks import deployable_check, stage_balance, tier_checks
 from kvadvisor.results.common import Meta, TraceSummary, Utilization
 from kvadvisor.results.report import FORMAT_VERSION
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport, StageReview, TierReview
@@ -54,6 +54,7 @@ def review_plan(
     checks: list[ReviewCheck] = []
     for stage in plan.stages:
         calcs = stage_tiers(stage, replay, perf, times, span, window_s)
+        checks.extend(c for c in (deployable_check(stage, t) for t in calcs) if c is not None)
         checks.extend(tier_checks(stage, calcs, perf, times, span, window_s))
         checks.extend(engine_checks(stage, plan, device_pool(stage, perf)))
         load = load_times(calcs, kvb) if stage.stage == "prefill" and calcs else None

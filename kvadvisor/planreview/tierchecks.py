@@ -32,15 +32,15 @@ def _iops_check(
     """RV08: chunk I/Os per second (each request's tokens in whole chunks) against IOPS."""
     chunk, why = stage_chunk_tokens(stage)
     t, st = c.plan, stage.stage
-    directions = [("write", c.written_tokens, t.storage.write_iops)]
+    # IOPS of every device, through the instance's IOPS cap for block volumes (deploy rules).
+    directions = [("write", c.written_tokens, c.reach.write_iops)]
     if c.served_tokens is not None:
-        directions.append(("read", c.served_tokens, t.storage.read_iops))
+        directions.append(("read", c.served_tokens, c.reach.read_iops))
     ev: dict[str, Any] = {"chunk_tokens": chunk, "chunk_from": why}
     worst, parts = "pass", []
-    for direction, tokens, iops in directions:
-        if iops is None:
+    for direction, tokens, cap in directions:
+        if cap is None:
             continue
-        cap = iops * t.devices
         rate = io_rate(times_s, np.ceil(tokens / chunk) / c.fleet, window_s, span_s)
         ev.update(
             {
@@ -383,3 +383,45 @@ def stage_balance(stages: Sequence[StageReview]) -> list[ReviewCheck]:
             **ev,
         )
     ]
+
+
+def deployable_check(stage: StagePlan, c: TierCalc) -> ReviewCheck | None:
+    """RV09: can the stage's instance have this tier's storage, in this number?
+
+    Only for tiers naming a catalog storage option on a stage naming a catalog instance (an
+    inline figure or a plan without an instance has nothing to check against). A pass still
+    names the unconfirmed catalog figures the tier's verdicts rest on.
+    """
+    t, st = c.plan, stage.stage
+    if t.spec is None or stage.instance_spec is None:
+        return None
+    problems, unsure = c.reach.problems, c.reach.unconfirmed
+    if problems:
+        return check(
+            "RV09",
+            "tier.deployable",
+            st,
+            "error",
+            "fail",
+            f"tier '{t.name}' cannot be deployed on {stage.instance}: " + "; ".join(problems),
+            "deploy",
+            t.name,
+            storage=t.spec.name,
+            instance=stage.instance,
+        )
+    text = f"{stage.instance} can have {t.devices} x {t.spec.name} (limit: {c.reach.limit})"
+    if unsure:
+        text += "; figures not confirmed: " + ", ".join(unsure)
+    return check(
+        "RV09",
+        "tier.deployable",
+        st,
+        "error",
+        "pass",
+        text,
+        "deploy",
+        t.name,
+        storage=t.spec.name,
+        instance=stage.instance,
+        unconfirmed=list(unsure),
+    )

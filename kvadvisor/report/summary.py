@@ -38,6 +38,20 @@ class KeyNumber:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class HeadlineNumber:
+    """The one number a reader sees first, and the sentence it belongs to."""
+
+    value: str
+    text: str
+
+
+BASIS_WORDS = {
+    "session": "by the trace's session ids",
+    "continuation": "conversations inferred from prompts that extend an earlier one",
+}
+
+
 def why_missing(report: AdviceReport, section: str) -> str:
     """'not measured: <reason>' for a section the analysis left empty."""
     reason = report.unavailable.get(section, f"this analysis did not produce the {section}")
@@ -182,6 +196,36 @@ def headline(report: AdviceReport) -> str:
     return "Recommended " + "; ".join(parts) + "."
 
 
+def headline_number(report: AdviceReport) -> HeadlineNumber:
+    """The reusable share of prompt tokens when it was measured, else the prefill share."""
+    t = report.trace
+    pc = report.prefix_cache
+    over = f"{t.requests:,} requests over {fmt.duration(t.duration_s)}"
+    if pc is not None and pc.hit_ratio.all is not None:
+        return HeadlineNumber(
+            fmt.percent(pc.hit_ratio.all),
+            "of prompt tokens repeat a prefix an earlier request sent: loaded from a KV cache "
+            f"instead of recomputed, given room for it ({over})",
+        )
+    s = report.stage_split
+    if s is not None:
+        return HeadlineNumber(
+            fmt.percent(s.prefill_share), f"of GPU time goes to prefill ({s.source}; {over})"
+        )
+    return HeadlineNumber(f"{t.requests:,}", f"requests over {fmt.duration(t.duration_s)}")
+
+
+def length_text(stats: Any) -> tuple[str, str]:
+    """(mean, "p50 …, p90 …, p99 …, max … tokens") of a length summary."""
+    if stats is None or stats.mean_tokens is None:
+        return fmt.NOT_MEASURED, ""
+    return (
+        f"mean {fmt.count(stats.mean_tokens)}",
+        f"p50 {fmt.count(stats.p50_tokens)}, p90 {fmt.count(stats.p90_tokens)}, "
+        f"p99 {fmt.count(stats.p99_tokens)}, max {fmt.count(stats.max_tokens)} tokens",
+    )
+
+
 def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     """The numbers a reviewer needs beside the verdict (missing ones say why)."""
     t = report.trace
@@ -202,6 +246,12 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
             f"{fmt.tokens(t.output_tokens_total)} out",
         ),
     ]
+    for name, stats in (
+        ("prompt length", t.input_tokens_stats),
+        ("output length", t.output_tokens_stats),
+    ):
+        if stats is not None:
+            rows.append(KeyNumber(name, *length_text(stats)))
     m = report.model
     rows.append(
         KeyNumber(
@@ -233,6 +283,27 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
         if pc
         else not_measured("prefix hit ratio", "prefix_cache")
     )
+    conv = pc.conversations if pc else None
+    if conv is not None:
+        rows.append(
+            KeyNumber(
+                "reuse within conversations",
+                fmt.percent(conv.within_share_all),
+                f"across conversations {fmt.percent(conv.across_share_all)} of prompt tokens; "
+                f"{BASIS_WORDS.get(conv.basis, conv.basis)}",
+            )
+        )
+    sharing = pc.sharing if pc else None
+    if sharing is not None and sharing.top_by_volume:
+        top = sharing.top_by_volume[0]
+        rows.append(
+            KeyNumber(
+                "most reused prefix",
+                f"{fmt.tokens(top.prefix_tokens)}, {top.requests:,} requests",
+                f"{fmt.percent(top.reusable_share)} of prompt tokens; "
+                f"{sharing.groups:,} shared prefixes in all",
+            )
+        )
     io = report.io
     if io:
         for what, rate in (("KV write demand", io.write), ("KV read demand", io.read)):

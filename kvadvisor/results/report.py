@@ -254,6 +254,51 @@ class BlockSizePoint:
 
 
 @dataclass(frozen=True)
+class SharedPrefixSummary:
+    """One maximal shared prefix: its length, the requests starting with it, what reuse saves.
+
+    ``reusable_tokens`` = ``prefix_tokens × (requests − 1)``; ``reusable_share`` is that over
+    all prompt tokens of the trace; ``first_arrival_s`` when the first request holding it came.
+    """
+
+    prefix_tokens: int
+    blocks: int
+    requests: int
+    reusable_tokens: int
+    reusable_share: float
+    first_arrival_s: float
+
+
+@dataclass(frozen=True)
+class CacheSharing:
+    """The trace's shared prefixes: how many, and the top ones by requests and by volume."""
+
+    groups: int
+    requests_sharing: int
+    top_by_count: tuple[SharedPrefixSummary, ...] = ()
+    top_by_volume: tuple[SharedPrefixSummary, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConversationReuse:
+    """The unbounded prefix hit ratio split into within- and across-conversation parts.
+
+    ``basis`` is "session" (the trace's ``session_id``) or "continuation" (inferred from the
+    hashes; ``within`` is then an upper bound). Shares are of all prompt tokens, over all
+    requests and in steady state; within + across is the unbounded token hit ratio.
+    """
+
+    basis: str
+    conversations: int
+    within_share_all: float | None
+    across_share_all: float | None
+    within_share_steady: float | None
+    across_share_steady: float | None
+    within_tokens_all: int
+    across_tokens_all: int
+
+
+@dataclass(frozen=True)
 class PrefixCache:
     """Prefix reuse: hit ratio at unbounded capacity and the miss-ratio curve.
 
@@ -274,6 +319,8 @@ class PrefixCache:
     routing: CacheRouting | None = None
     reuse: CacheReuse | None = None
     block_sizes: tuple[BlockSizePoint, ...] = ()
+    sharing: CacheSharing | None = None
+    conversations: ConversationReuse | None = None
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,12 @@ KEPT_FIELDS = (
     "shared",
     "capacity_min_gib",
     "capacity_max_gib",
+    "capacity_step_gib",
+    "capacities_gb",
+    "available_on",
+    "families",
+    "built_in",
+    "client_network",
 )
 
 
@@ -78,7 +84,11 @@ def _tier_dict(d: TierDemand, storage: Mapping[str, StorageSpec]) -> dict[str, A
     out["catalog_entry"] = (
         None
         if spec is None
-        else {k: getattr(spec, k) for k in KEPT_FIELDS if getattr(spec, k) is not None}
+        else {
+            k: list(v) if isinstance(v, tuple) else v
+            for k in KEPT_FIELDS
+            if (v := getattr(spec, k)) is not None and v != ()
+        }
     )
     return out
 

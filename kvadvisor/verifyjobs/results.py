@@ -56,6 +56,15 @@ KIND_CATEGORIES = {
     "object": "object",
 }
 SOURCE_KEY = "MEASURED"
+# What a measured figure holds for: fio's figures are divided by the tier's devices, and a
+# shared tier is measured from one node, so its figures are one client's.
+MEASURED_SCOPES = {
+    "local_nvme": "per_drive",
+    "block": "per_volume",
+    "ephemeral": "per_volume",
+    "memory": "per_socket",
+    "cxl": "per_module",
+}
 
 
 def check_manifest(manifest: Any, path: str) -> dict[str, Any]:
@@ -414,9 +423,16 @@ def measured_catalog(
             entry.setdefault("category", KIND_CATEGORIES.get(tier["kind"], "local_nvme"))
             entry.setdefault("provider", "generic")
             cited = []
-        sources.update({c: base_sources[c] for c in cited if c in base_sources})
+        price = raw.get("price") if raw is not None else None
+        priced: list[str] = []
+        if isinstance(price, Mapping):  # the price keeps its own citations
+            given = price.get("source")
+            priced = [str(x) for x in ([given] if isinstance(given, str) else given or [])]
+        sources.update({c: base_sources[c] for c in [*cited, *priced] if c in base_sources})
         entry["display_name"] = f"{entry.get('display_name', name)} (measured)"
         entry.update(figures)
+        if "scope" in schema_fields:
+            entry["scope"] = MEASURED_SCOPES.get(entry.get("category", ""), "per_client")
         entry["source"] = [SOURCE_KEY, *cited]
         if "as_of" in schema_fields:
             entry["as_of"] = generated_at[:10]

@@ -30,6 +30,8 @@ _HANDLED = {
         "input_tokens_hist",
         "output_tokens_hist",
         "models",
+        "input_tokens_stats",
+        "output_tokens_stats",
     },
     "prefix_cache": {
         "hit_ratio",
@@ -45,6 +47,8 @@ _HANDLED = {
         "routing",
         "reuse",
         "block_sizes",
+        "sharing",
+        "conversations",
     },
     "io": {
         "write",
