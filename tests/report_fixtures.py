@@ -27,6 +27,7 @@ from kvadvisor.results.report import (
     CalibrationSummary,
     ConversationReuse,
     Deployment,
+    Evidence,
     Finding,
     FitErrorSummary,
     HitRatio,
@@ -50,6 +51,7 @@ from kvadvisor.results.report import (
 from kvadvisor.results.series import Series
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.model import Trace
+from kvadvisor.units import Unit
 
 VERSION = "0.1.0"
 GENERATED_AT = "2026-01-01T00:00:00+00:00"
@@ -289,7 +291,10 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 severity="warning",
                 stage="prefill",
                 message=f"Prefill writes peak at 4.8x their mean{text}",
-                evidence={"write_peak_bytes_per_s": 6.0e9, "write_mean_bytes_per_s": 1.25e9},
+                evidence={
+                    "write_bytes_per_s_peak": Evidence(6.0e9, Unit.BYTES_PER_S, "6 GB/s"),
+                    "write_bytes_per_s_mean": Evidence(1.25e9, Unit.BYTES_PER_S, "1.25 GB/s"),
+                },
                 name="storage.write_burst",
                 action="add_write_buffer",
                 candidates=("host DRAM",),
@@ -300,7 +305,10 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 severity="info",
                 stage="decode",
                 message="42% of prompt tokens are reusable",
-                evidence={"prefix_hit_ratio": 0.42, "note": f"steady state{text}"},
+                evidence={
+                    "prefix_hit_ratio_steady": Evidence(0.42, Unit.RATIO, "42.0%"),
+                    "note": Evidence(f"steady state{text}", None, f"steady state{text}"),
+                },
             ),
         ),
         versions={"catalog": f"2026.01{text}", "rules": "1"},

@@ -43,11 +43,14 @@ TRACE = TraceSummary(
 
 
 def workload(write=(1.0e9, 3.0e9, 6.0e9), read=(0.5e9, 1.0e9, 2.0e9)):  # type: ignore[no-untyped-def]
-    """Llama-3.1-70B on 8 x H200 replicas, 900 s prefill and 100 s decode per replica."""
+    """Llama-3.1-70B on 8 x H200 replicas, 900 s prefill and 100 s decode per replica.
+
+    The stage split counts GPU-seconds: 900 s x 8 GPUs = 7,200 and 100 s x 8 = 800.
+    """
     f = workload_facts(
         TRACE,
         ModelSummary("llama-3.1-70b", 327_680),
-        StageSplit("modeled", 900.0, 100.0, 0.9),
+        StageSplit("modeled", 7200.0, 800.0, 0.9),
         None,
         IoDemand(IoRate(*write), IoRate(*read), 1.0),
     )
@@ -67,13 +70,14 @@ def workload(write=(1.0e9, 3.0e9, 6.0e9), read=(0.5e9, 1.0e9, 2.0e9)):  # type: 
 def test_instance_count_by_hand() -> None:
     """Instance counts from GPU time, by hand.
 
-    900 replica-s x 8 GPUs / 1,000 s = 7.2 busy H200s; / 8 per p5e / 0.7 = 1.29 -> 2.
+    7,200 GPU-s (900 replica-s x 8 GPUs) / 1,000 s = 7.2 busy H200s; / 8 per p5e / 0.7 = 1.29
+    -> 2.
     On B200 (2,250 TFLOPS): 7.2 x 989.4 / 2,250 = 3.17 -> / 8 / 0.7 = 0.57 -> 1.
     """
     f = workload()
     assert instance_count("prefill", INSTANCES["p5e.48xlarge"], f)[0] == 2
     assert instance_count("prefill", INSTANCES["p6-b200.48xlarge"], f)[0] == 1
-    # Decode: 100 x 8 / 1,000 = 0.8 busy GPUs -> 1 instance.
+    # Decode: 800 GPU-s / 1,000 s = 0.8 busy GPUs -> 1 instance.
     assert instance_count("decode", INSTANCES["p5e.48xlarge"], f)[0] == 1
     count, why = instance_count("prefill", INSTANCES["p5e.48xlarge"], {})
     assert count is None and "unknown" in why
@@ -243,7 +247,7 @@ def test_disk_cap_below_demand() -> None:
     )
     findings = {f.code: f for f in advice.findings}
     assert "IN01" in findings and findings["IN01"].severity == "error"
-    assert "612.0 MB/s" in findings["IN01"].message
+    assert "612 MB/s" in findings["IN01"].message
     assert findings["IN01"].candidates  # a catalog query ran for the recommendation
     assert all(STORAGE[c].category != "block" for c in findings["IN01"].candidates)
 
@@ -307,3 +311,24 @@ def test_announced_parts_are_never_recommended() -> None:
         flags = [f.spec.announced_only for f in ranked]
         assert flags == sorted(flags), f"{stage}: an announced part outranks a shipping one"
         assert not flags[0]
+
+
+def test_decode_runs_where_prefill_runs() -> None:
+    """Unconstrained, decode is chosen from prefill's deployment (one provider, or your own).
+
+    The KV cache moves from prefill to decode; a decode instance on another cloud would be
+    best alone but cannot receive it. A user who pins the two stages apart gets a note.
+    """
+    advice = advise(workload(), None, STORAGE, INSTANCES, RULES)
+    pre, dec = advice.recommendation.prefill, advice.recommendation.decode
+    assert INSTANCES[pre.instance].provider == INSTANCES[dec.instance].provider
+    pinned = advise(
+        workload(),
+        None,
+        STORAGE,
+        INSTANCES,
+        RULES,
+        AdvisorOptions(instance={"prefill": "p5e.48xlarge", "decode": "a4-highgpu-8g"}),
+    )
+    assert pinned.recommendation.decode.instance == "a4-highgpu-8g"
+    assert any("two deployments do not share" in n for n in pinned.recommendation.decode.notes)

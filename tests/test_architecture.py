@@ -204,8 +204,8 @@ def test_a_planted_disallowed_import_fails() -> None:
     assert "newpkg/__init__.py: kvadvisor.newpkg has no row in ALLOWED" in found
     # And a leaf importing anything but a leaf.
     files = package_files()
-    files[Path("units.py")] += "\nimport kvadvisor.trace\n"
-    assert violations(files) == ["units.py imports kvadvisor.trace"]
+    files[Path("units/unit.py")] += "\nimport kvadvisor.trace\n"
+    assert violations(files) == ["units/unit.py imports kvadvisor.trace"]
 
 
 def test_rows_name_real_packages() -> None:

@@ -20,6 +20,7 @@ from kvadvisor.deploy import (
     host_tier_name,
     reach,
     refusals,
+    same_deployment,
     storage_options,
     tier_cost,
 )
@@ -180,3 +181,11 @@ def test_options_and_prices_change_with_the_catalog() -> None:
     (opt,) = [o for o in storage_options(p5, storage) if o.spec.built_in]
     assert opt.devices == 8
     assert opt.ceiling.read_bytes_per_s == 8 * 6000 * BYTES_PER_MB
+
+
+def test_prefill_and_decode_run_in_one_deployment() -> None:
+    """The KV cache moves from prefill to decode: one provider's network, or your own."""
+    assert same_deployment(INSTANCES["p5.48xlarge"], INSTANCES["p6-b200.48xlarge"]).ok
+    apart = same_deployment(INSTANCES["p5.48xlarge"], INSTANCES["a4-highgpu-8g"])
+    assert not apart.ok and "(aws)" in apart.reason and "(gcp)" in apart.reason
+    assert not same_deployment(INSTANCES["dgx-h200"], INSTANCES["p5.48xlarge"]).ok

@@ -105,14 +105,15 @@ def test_emit_never_over_an_input(tmp_path: Path) -> None:
     trace = SAMPLES / "mooncake_conversation.parquet"  # --emit needs block hashes
     out = tmp_path / "cfg"
     out.mkdir()
-    plan = out / "lmcache.yaml"
+    plan = out / "lmcache-prefill.yaml"
     shutil.copy(PLANS / "good-p5e-prefill-h20-decode.yaml", plan)
     before = _sha(plan)
     result = runner.invoke(
         app, ["analyze", str(trace), "-q", "--plan", str(plan), "--emit", "lmcache", "-o", str(out)]
     )
-    one_error_line(result, "lmcache.yaml", "is the input plan")
+    one_error_line(result, "lmcache-prefill.yaml", "is the input plan")
     assert _sha(plan) == before
+    assert [p.name for p in out.iterdir()] == ["lmcache-prefill.yaml"]  # nothing else written
 
 
 def test_convert_never_over_the_trace_through_a_hard_link(tmp_path: Path) -> None:

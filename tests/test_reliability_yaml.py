@@ -23,8 +23,8 @@ from kvadvisor.catalog.storage import load_storage
 from kvadvisor.cli import app
 from kvadvisor.errors import CatalogError, ConfigError, RuleSyntaxError
 from kvadvisor.plan import PlanError, load_plan
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.rules import load_rules
+from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.yamlio import load_yaml
 
 REPO = Path(__file__).resolve().parents[1]

@@ -171,7 +171,7 @@ def test_markdown_summary_rows(tiny_trace: Path, tmp_path: Path) -> None:
     runner.invoke(app, ["review", str(tiny_trace), "--plan", _plan(tmp_path, GOOD), "-o", str(md)])
     text = md.read_text()
     assert "| prefix hit ratio, all tiers (steady) | – |" in text
-    assert "| prefill storage utilization (mean / p99 / peak) | 1% / 1% / 1% |" in text
+    assert "| prefill storage utilization (mean / p99 / peak) | 1.0% / 1.0% / 1.0% |" in text
     assert "decode storage utilization" not in text
 
 
@@ -251,6 +251,7 @@ def test_examples_end_to_end(tmp_path: Path) -> None:
         "EL06",
         "EL07",
         "EL08",
+        "EL09",
     }
     result = runner.invoke(app, ["review", str(SAMPLE), "--plan", str(GOOD_EXAMPLE)])
     assert result.exit_code == EXIT_OK, result.output

@@ -174,6 +174,8 @@ def test_results_pass_and_write_a_loadable_catalog(fio_run: dict, tmp_path: Path
     )
     assert result.exit_code == EXIT_OK, result.output
     assert "every measured check passes" in result.output
+    check = runner.invoke(app, ["catalog", "check", str(out)])
+    assert check.exit_code == EXIT_OK, check.output
     specs = load_storage([out])
     (name,) = [n for n in specs if n.startswith("measured-tiny-disk")]
     write = fio_run["jobs"]["prefill.disk.max-write"]["write"]["bw_bytes"]
@@ -319,13 +321,16 @@ def test_a_rate_the_device_did_not_move_fails_at_its_severity(
     assert "below the" in result.output and "required" in result.output
 
 
-def test_measured_entry_keeps_its_catalog_entrys_other_fields(fio_run: dict) -> None:
+def test_measured_entry_keeps_its_catalog_entrys_other_fields(
+    fio_run: dict, tmp_path: Path
+) -> None:
     """A tier naming nvme-gen4-x4 x 8: the entry keeps unit, GDS, capacity and sources.
 
     The figures are the real run's over 8 devices; the datasheet's speed fields go.
     """
     from kvadvisor.catalog.storage import STORAGE_FILE, parse_storage
     from kvadvisor.verifyjobs.loader import storage_entries
+    from kvadvisor.verifyjobs.render import render_catalog
     from kvadvisor.verifyjobs.results import judge_fio, measured_catalog
 
     manifest = json.loads(json.dumps(fio_run["manifest"]))
@@ -344,6 +349,10 @@ def test_measured_entry_keeps_its_catalog_entrys_other_fields(fio_run: dict) -> 
     (spec,) = parse_storage(doc, "measured.yaml").values()  # the loader's own checks
     assert spec.name == "nvme-gen4-x4" and spec.category == "local_nvme"
     assert STORAGE_FILE.exists()
+    path = tmp_path / "measured.yaml"
+    path.write_text(render_catalog(doc))
+    check = runner.invoke(app, ["catalog", "check", str(path)])
+    assert check.exit_code == EXIT_OK, check.output
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,15 @@ from kvadvisor.advice.inputs import AdvisorInputs
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance
 from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
-from kvadvisor.deploy import Cost, access, host_tier_name, instance_cost, reach, tier_cost
+from kvadvisor.deploy import (
+    Cost,
+    access,
+    host_tier_name,
+    instance_cost,
+    reach,
+    same_deployment,
+    tier_cost,
+)
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.facts.registry import collect
 from kvadvisor.facts.workload import div, hit_ratio_at, report_facts
@@ -36,6 +44,7 @@ from kvadvisor.results.report import (
     AdviceReport,
     Alternative,
     Deployment,
+    Evidence,
     Finding,
     PrefixCache,
     Recommendation,
@@ -170,12 +179,11 @@ def instance_count(
             f"the GPU the stage split was computed for is unknown: one {stage} "
             "instance assumed to carry the whole trace"
         )
-    per_replica = _v(facts, "split_gpus_per_replica") or 1.0
-    modeled = busy_s * per_replica / duration
+    modeled = busy_s / duration
     busy_gpus = modeled * ref / mine
     count = max(1, math.ceil(busy_gpus / inst.gpu_count / TARGET_GPU_UTILIZATION))
     return count, (
-        f"{stage}: {busy_s:,.0f} replica-s x {per_replica:g} GPUs over "
+        f"{stage}: {busy_s:,.0f} GPU-s over "
         f"{duration:,.0f} s = {modeled:.2f} busy GPUs of the modeled GPU, x "
         f"{ref:g}/{mine:g} for {inst.gpu} = {busy_gpus:.2f}; / {inst.gpu_count} GPUs "
         f"/ {TARGET_GPU_UTILIZATION:.0%} target = {count} instance(s)"
@@ -431,12 +439,20 @@ def _stage_instance(
     instances: Mapping[str, InstanceSpec],
     facts: Mapping[str, FactValue],
     storage: Mapping[str, StorageSpec],
+    prefill: InstanceSpec | None = None,
 ) -> tuple[InstanceSpec, list[Alternative]]:
+    """The stage's instance and the ranked alternatives.
+
+    ``prefill``: the prefill stage's instance, for decode: decode is chosen where prefill runs
+    (one provider, or your own servers), since the KV cache moves between them.
+    """
     fixed = find_storage(storage, options.storage) if options.storage else None
     ranked = rank_instances(stage, instances, facts, options.preferred_gpu)
     if fixed is not None:
         # Storage fixed with --storage: only instances that can have it are candidates.
         ranked = [r for r in ranked if access(r[0], fixed).ok] or ranked
+    if prefill is not None:
+        ranked = [r for r in ranked if same_deployment(prefill, r[0]).ok] or ranked
     alternatives = [
         Alternative("instance", inst.name, i + 1, reason, fits)
         for i, (inst, fits, reason) in enumerate(ranked[:MAX_ALTERNATIVES])
@@ -562,7 +578,9 @@ def advise(
     chosen: dict[str, InstanceSpec] = {}
 
     for stage in STAGES:
-        inst, inst_alts = _stage_instance(stage, options, instances, facts, storage)
+        inst, inst_alts = _stage_instance(
+            stage, options, instances, facts, storage, chosen.get("prefill")
+        )
         chosen[stage] = inst
         count, count_note = instance_count(stage, inst, facts)
         n = count or 1
@@ -590,6 +608,8 @@ def advise(
             instances=n,
         )
         notes = [count_note] if count is None else []
+        if stage != "prefill" and not (together := same_deployment(chosen["prefill"], inst)).ok:
+            notes.append(together.reason)
         if shared_spec is not None:
             spec = shared_spec
             fit = fit_tier(
@@ -767,6 +787,9 @@ def advise(
             ),
             alternatives=tuple(storage_alts + inst_alts),
             notes=tuple(notes),
+            gpus_per_instance=inst.gpu_count,
+            gpu_memory_gib=inst.gpu_memory_gib,
+            host_memory_gib=inst.host_memory_gib,
         )
 
     facts.update(collect(config))
@@ -837,7 +860,10 @@ def _finding(
         severity=rule.severity.value,
         stage=rule.stage.value,
         message=message,
-        evidence=evidence,
+        evidence={
+            name: Evidence(item["value"], item["unit"], item["text"])
+            for name, item in evidence.items()
+        },
         name=rule.name,
         summary=rule.summary,
         action=rec.action if rec else "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from enum import Enum
 from pathlib import Path
@@ -34,12 +35,12 @@ from kvadvisor.cli.common import (
     name_option,
     write_output,
 )
-from kvadvisor.emit import emit_config
+from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.units.parse import QuantityError, parse_quantity
 
 
 class ReportFormat(str, Enum):
@@ -52,12 +53,35 @@ class ReportFormat(str, Enum):
 
 
 class Engine(str, Enum):
-    """Serving engines whose configuration `analyze --emit` writes."""
+    """What `analyze --emit` writes: an engine's configuration, or the deployment plan."""
 
     lmcache = "lmcache"
     sglang_hicache = "sglang-hicache"
     dynamo_kvbm = "dynamo-kvbm"
     mooncake = "mooncake"
+    vllm = "vllm"
+    plan = "plan"
+
+
+def command_line(ctx: typer.Context) -> str:
+    """The analyze command as given on the command line (the header of every emitted file)."""
+    words = ["kvadvisor", "analyze"]
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name or "")
+        if source is None or source.name != "COMMANDLINE":
+            continue
+        value = ctx.params.get(param.name or "")
+        if not param.opts or not param.opts[0].startswith("-"):
+            words.append(str(value))
+            continue
+        flag = param.opts[0]
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            v = getattr(v, "value", v)
+            if isinstance(v, bool):
+                words.append(flag if v else (param.secondary_opts or [flag])[0])
+            else:
+                words += [flag, str(v)]
+    return shlex.join(words)
 
 
 def _split_emit_dir(
@@ -193,6 +217,7 @@ def io_unit_bytes(text: str) -> int:
 
 @app.command("analyze")
 def analyze_cmd(
+    ctx: typer.Context,
     trace: TraceArg,
     output: Annotated[
         list[str] | None,
@@ -267,7 +292,11 @@ def analyze_cmd(
     ] = None,
     emit: Annotated[
         list[Engine] | None,
-        typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
+        typer.Option(
+            "--emit",
+            help="Write this engine's configuration (or the deployment plan) for the "
+            "recommended deployment into the -o directory. Repeatable.",
+        ),
     ] = None,
     plan: Annotated[
         list[Path] | None,
@@ -336,8 +365,11 @@ def analyze_cmd(
             with progress.step(f"writing {renderer.name} report to {target}"):
                 terminal = renderer.name in ("text", "markdown")
                 write_output(target, renderer.render(report), files, terminal=terminal)
-        for engine in emit or []:
-            for name, text in emit_config(report, engine.value).items():
+        if emit:
+            written = emit_all(report, [e.value for e in emit], command_line(ctx))
+            for name in written:  # every name first: no half set written before a refusal
+                files.check_output(Path(emit_dir) / name)
+            for name, text in written.items():
                 write_output(str(Path(emit_dir) / name), text, files)
         if not quiet:
             # The summary shares stdout only when no report is written there.

@@ -10,9 +10,11 @@ from kvadvisor.deploy.access import (
     Via,
     access,
     accessible,
+    deployment,
     host_tier,
     host_tier_name,
     refusals,
+    same_deployment,
 )
 from kvadvisor.deploy.options import StorageOption, storage_options
 from kvadvisor.deploy.plan import TierReach, tier_reach
@@ -29,12 +31,14 @@ __all__ = [
     "Via",
     "access",
     "accessible",
+    "deployment",
     "host_tier",
     "host_tier_name",
     "instance_cost",
     "nic_bytes_per_s",
     "reach",
     "refusals",
+    "same_deployment",
     "storage_options",
     "tier_cost",
     "tier_reach",

@@ -56,6 +56,21 @@ def deployment(instance: InstanceSpec) -> str:
     return instance.provider
 
 
+def same_deployment(prefill: InstanceSpec, decode: InstanceSpec) -> Access:
+    """Whether two stages' instances can serve one model together.
+
+    Disaggregated serving moves each request's KV cache from prefill to decode over one
+    network, so both stages run where one provider's (or your own) network joins them.
+    """
+    a, b = deployment(prefill), deployment(decode)
+    if a == b:
+        return Access(True, None, f"both stages on {a}")
+    return _refuse(
+        f"prefill on {prefill.name} ({a}) and decode on {decode.name} ({b}): the KV cache "
+        "moves from prefill to decode over one network, which two deployments do not share"
+    )
+
+
 def host_tier_name(instance: InstanceSpec) -> str:
     """The storage entry of an instance's own host memory."""
     return instance.host_memory_tier or UNKNOWN_HOST_TIER

@@ -42,7 +42,6 @@ from kvadvisor.pipeline.assemble import (
     unavailable_reasons,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
-from kvadvisor.plan.quantity import SIZE_UNITS
 from kvadvisor.results.common import Meta, TraceSummary
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, PrefixCache
 from kvadvisor.results.series import Series
@@ -62,6 +61,7 @@ from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
+from kvadvisor.units.parse import SIZE_UNITS
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
 # machine (page cache for the parquet files, other processes) room to work.

@@ -28,6 +28,12 @@ from kvadvisor.catalog.storage import (
     load_storage,
 )
 from kvadvisor.errors import CatalogError, KvAdvisorError
+from kvadvisor.plan.engine_files import (
+    EngineFileError,
+    merge_engine_settings,
+    mooncake_bytes,
+    read_engine_file,
+)
 from kvadvisor.plan.model import (
     ENGINES,
     STAGES,
@@ -39,8 +45,8 @@ from kvadvisor.plan.model import (
     StorageCapability,
     TierPlan,
 )
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.units import BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
+from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.yamlio import load_yaml
 
 
@@ -87,6 +93,7 @@ def _packaged_catalogs() -> PlanCatalogs:
 MAX_COUNT = 1_000_000
 MAX_NUMBER = 1e12
 MAX_TP = 1024
+MAX_SETTING = 1 << 53
 
 # Allowed keys per mapping of the plan; the value says what the key holds (for docs and errors).
 TOP_KEYS = {
@@ -116,6 +123,7 @@ STAGE_KEYS = {
     "disk_bandwidth_cap": "rate",
     "chunk_tokens": "whole number",
     "engines": "mapping",
+    "engine_files": "list of engine configuration files",
     "tiers": "list",
 }
 TIER_KEYS = {
@@ -264,7 +272,11 @@ def _check_engine_settings(
             raise c.fail(at, f"expected true or false, got {value!r}")
         if kind == "int":
             # Chunk, page and block sizes divide token counts in the review: at least 1.
-            value = c.whole(at, value, int(spec.get("minimum", 0)))
+            # Engine settings hold byte sizes too: bounded by the table's maximum, or by 2^53
+            # (every whole number below it is exact where the review computes in floats).
+            value = c.whole(
+                at, value, int(spec.get("minimum", 0)), int(spec.get("maximum", MAX_SETTING))
+            )
         elif kind == "number":
             unit = f" (in {spec['unit']}, as {engine} takes it)" if "unit" in spec else ""
             if isinstance(value, str):
@@ -274,6 +286,19 @@ def _check_engine_settings(
             value = c.text(at, value, tuple(spec["choices"]) if "choices" in spec else None)
         elif kind == "mapping" and not isinstance(value, dict):
             raise c.fail(at, f"expected a mapping, got {value!r}")
+        elif kind == "list":
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise c.fail(at, f"expected a list of words, got {value!r}")
+        elif kind == "mooncake-size":
+            size = mooncake_bytes(value)
+            if size is None:
+                raise c.fail(
+                    at,
+                    f"expected whole bytes or a size such as '4 GB' (Mooncake: GiB), got {value!r}",
+                )
+            value = size
         out[key] = value
     return out
 
@@ -352,9 +377,12 @@ def _stage(
         disk_cap = c.quantity(f"{where}.disk_bandwidth_cap", raw["disk_bandwidth_cap"], "rate")
     engines_raw = _or_empty(raw.get("engines"), {})
     engines_raw = c.mapping(f"{where}.engines", engines_raw, {e: "settings" for e in ENGINES})
+    from_files = _engine_files(c, f"{where}.engine_files", raw.get("engine_files"), table)
+    for engine, inline in engines_raw.items():
+        from_files.setdefault(engine, {}).update(inline or {})
     engines = {
         e: _check_engine_settings(c, f"{where}.engines.{e}", e, s, table)
-        for e, s in engines_raw.items()
+        for e, s in from_files.items()
     }
     tiers_raw = _or_empty(raw.get("tiers"), [])
     if not isinstance(tiers_raw, list):
@@ -381,6 +409,29 @@ def _stage(
         if raw.get("chunk_tokens") is None
         else c.whole(f"{where}.chunk_tokens", raw["chunk_tokens"], 1),
     )
+
+
+def _engine_files(
+    c: _Checker, where: str, names: Any, table: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Settings read back from the engine files a stage names (paths relative to the plan)."""
+    if names is None:
+        return {}
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise c.fail(where, "expected a list of engine configuration file names")
+    out: dict[str, dict[str, Any]] = {}
+    base = Path(c.path).parent
+    for i, name in enumerate(names):
+        at = f"{where}[{i}]"
+        try:
+            text = (base / name).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise c.fail(at, f"cannot read {base / name}: {exc.strerror or exc}") from None
+        try:
+            merge_engine_settings(out, read_engine_file(name, text, table))
+        except (EngineFileError, ValueError) as exc:
+            raise c.fail(at, str(exc)) from None
+    return out
 
 
 def _gpu_or_none(name: str) -> GpuSpec | None:

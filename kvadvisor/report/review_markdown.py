@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 
+from kvadvisor.report import fmt
 from kvadvisor.report.markdown import code_span
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
@@ -13,20 +14,15 @@ ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 
 
 def _size(nbytes: float | None) -> str:
-    if nbytes is None:
-        return "unbounded"
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(nbytes) >= size:
-            return f"{nbytes / size:,.3g} {unit}"
-    return f"{nbytes:,.0f} B"
+    return "unbounded" if nbytes is None else fmt.size(nbytes)
 
 
 def _rate(rate: float | None) -> str:
-    return "–" if rate is None else f"{_size(rate)}/s"
+    return "–" if rate is None else fmt.bandwidth(rate)
 
 
-def _pct(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:.{digits}%}"
+def _pct(value: float | None) -> str:
+    return "–" if value is None else fmt.percent(value)
 
 
 def _triple(rate: IoRate | None) -> str:
@@ -38,7 +34,7 @@ def _triple(rate: IoRate | None) -> str:
 
 
 def _util(u: Utilization) -> str:
-    return " / ".join(_pct(v, 0) for v in (u.mean, u.p99, u.peak))
+    return " / ".join(_pct(v) for v in (u.mean, u.p99, u.peak))
 
 
 def _cell(text: str) -> str:
@@ -102,9 +98,9 @@ class ReviewMarkdownRenderer:
         out = [
             "## kvadvisor review",
             "",
-            f"Trace {code_span(t.path)}: {t.requests:,} requests over {t.duration_s:,.1f} s; "
-            f"demand in {review.window_s:g} s windows; steady state after the first "
-            f"{review.warmup_fraction:.0%} of requests.",
+            f"Trace {code_span(t.path)}: {t.requests:,} requests over "
+            f"{fmt.duration(t.duration_s)}; demand in {fmt.duration(review.window_s)} windows; "
+            f"steady state after the first {fmt.percent(review.warmup_fraction)} of requests.",
             "",
             "| | " + " | ".join(code_span(p.name) for p in review.plans) + " |",
             "|---|" + "---|" * len(review.plans),

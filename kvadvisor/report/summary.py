@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvadvisor.report import fmt
-from kvadvisor.results.report import AdviceReport, Finding, StageRecommendation
+from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
+from kvadvisor.units import Unit
 
 STAGES = ("prefill", "decode")
 # Severity order for display, most severe first; unknown severities sort last.
 SEVERITY_RANK = {"critical": 0, "error": 0, "warning": 1, "info": 2}
-# Recommendation fields shown in their own sections rather than in the verdict table.
-VERDICT_SKIP = frozenset({"alternatives", "rationale", "derivation", "why"})
 
 
 @dataclass(frozen=True)
@@ -58,34 +57,25 @@ def why_missing(report: AdviceReport, section: str) -> str:
     return f"{fmt.NOT_MEASURED}: {reason}"
 
 
-def _plain(value: Any) -> Any:
-    """Nested dataclasses as dicts, so fmt.value can show them."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _tier_text(tier: Any) -> str:
-    capacity = fmt.value("capacity_gib", tier.capacity_gib)
+    capacity = fmt.quantity(tier.capacity_gib, Unit.GIB)
     devices = f" × {tier.devices}" if tier.devices and tier.devices > 1 else ""
     shared = ", shared" if tier.shared else ""
     return f"{tier.name} ({tier.role}; {capacity}{devices}{shared})"
 
 
-def _required_text(req: Any) -> str:
-    parts = []
-    for name in (
-        "write_bytes_per_s",
-        "read_bytes_per_s",
-        "write_iops",
-        "read_iops",
-        "capacity_gib",
-    ):
-        val = getattr(req, name, None)
-        if val is not None:
-            parts.append(f"{fmt.label(name)} {fmt.value(name, val)}")
+def _required_text(req: Requirement) -> str:
+    parts = [
+        f"{what} {fmt.quantity(val, unit)}"
+        for what, val, unit in (
+            ("write", req.write_bytes_per_s, Unit.BYTES_PER_S),
+            ("read", req.read_bytes_per_s, Unit.BYTES_PER_S),
+            ("write", req.write_iops, Unit.IOPS),
+            ("read", req.read_iops, Unit.IOPS),
+            ("capacity", req.capacity_gib, Unit.GIB),
+        )
+        if val is not None
+    ]
     return ", ".join(parts) or fmt.NOT_MEASURED + " (see notes)"
 
 
@@ -96,8 +86,11 @@ def _utilization_text(u: Any) -> str:
     return f"{text} ({u.basis})" if u.basis else text
 
 
-# Fields of a stage recommendation with their own wording; any other field is shown by unit.
+# Fields of a stage recommendation in the verdict, with their wording (alternatives and notes
+# have sections of their own).
 _STAGE_FIELDS = {
+    "instance": ("instance", lambda v: v or fmt.NOT_MEASURED),
+    "storage": ("storage", lambda v: v or fmt.NOT_MEASURED),
     "tiers": ("KV tiers", lambda v: "; ".join(_tier_text(t) for t in v)),
     "required": ("must sustain per instance", _required_text),
     "utilization": ("utilization", _utilization_text),
@@ -106,25 +99,21 @@ _STAGE_FIELDS = {
     "instance_count": ("instances", lambda v: f"{v:,}"),
     "gpu": ("GPU", str),
 }
-VERDICT_SKIP = VERDICT_SKIP | {"notes"}
 
 
 def stage_items(rec: StageRecommendation) -> tuple[tuple[str, str], ...]:
     """A stage recommendation as (label, text) pairs; empty optional fields are left out."""
     items = []
     for f in dataclasses.fields(rec):
-        if f.name in VERDICT_SKIP:
+        if f.name not in _STAGE_FIELDS:
             continue
         val = getattr(rec, f.name)
         if val is None and f.name not in ("instance", "storage"):
             continue
         if isinstance(val, (list, tuple, dict)) and not val:
             continue
-        if f.name in _STAGE_FIELDS:
-            name, text = _STAGE_FIELDS[f.name]
-            items.append((name, text(val)))
-        else:
-            items.append((fmt.label(f.name), fmt.value(f.name, _plain(val))))
+        name, text = _STAGE_FIELDS[f.name]
+        items.append((name, text(val)))
     return tuple(items)
 
 
@@ -333,4 +322,4 @@ def sorted_findings(report: AdviceReport) -> tuple[Finding, ...]:
 
 def evidence_items(finding: Finding) -> tuple[tuple[str, str], ...]:
     """A finding's evidence as (fact, formatted value) pairs, in the order given."""
-    return tuple((k, fmt.value(k, _plain(v))) for k, v in finding.evidence.items())
+    return tuple((k, v.text) for k, v in finding.evidence.items())

@@ -15,9 +15,11 @@ from kvadvisor.results.common import IoRate, Meta, TraceSummary, Utilization
 from kvadvisor.results.review import PlanReview
 from kvadvisor.results.serial import from_plain
 from kvadvisor.results.series import Series
+from kvadvisor.units import Unit
 
 # What each format_version changed:
-#   1: first version (DESIGN.md's contract).
+#   1: first version (DESIGN.md's contract). Within it: facts gained the unit "iops" (I/O
+#      operations per second, was "per_s"), and every finding's evidence is {value, unit, text}.
 FORMAT_VERSION = 1
 
 
@@ -96,6 +98,16 @@ class CalibrationSummary:
     prefill_heldout_prior: FitErrorSummary
     decode_step_heldout_prior: FitErrorSummary
     converged: bool
+
+
+# The per-request distributions a StageSplit carries (``per_request``), with their units.
+PER_REQUEST_UNITS: dict[str, Unit] = {
+    "prefill_gpu_s": Unit.SECONDS,
+    "decode_gpu_s": Unit.SECONDS,
+    "prefill_share": Unit.RATIO,
+    "ttft_s": Unit.SECONDS,
+    "decode_latency_s": Unit.SECONDS,
+}
 
 
 @dataclass(frozen=True)
@@ -421,6 +433,11 @@ class StageRecommendation:
     utilization: Utilization | None = None
     alternatives: tuple[Alternative, ...] = ()
     notes: tuple[str, ...] = ()
+    # The chosen instance as the catalog describes it, so engine configurations can size
+    # per rank and check the host's memory without a catalog (None when not chosen).
+    gpus_per_instance: int | None = None
+    gpu_memory_gib: float | None = None  # per GPU
+    host_memory_gib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -445,6 +462,18 @@ class Recommendation:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """One fact a finding rests on: its value, its unit, and the text every renderer shows.
+
+    ``text`` is the formatted value the finding's message quotes, so the two read the same.
+    """
+
+    value: float | int | bool | str | None
+    unit: Unit | None
+    text: str
+
+
+@dataclass(frozen=True)
 class Finding:
     """One rule that fired: stable code, severity, stage, message, and the facts behind it."""
 
@@ -452,7 +481,7 @@ class Finding:
     severity: str
     stage: str
     message: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Evidence] = field(default_factory=dict)
     name: str = ""
     summary: str = ""
     action: str = ""

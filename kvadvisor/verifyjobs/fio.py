@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kvadvisor.planreview.checks import fmt_bytes
+from kvadvisor.units import Unit, format_value
 from kvadvisor.verifyjobs.model import (
     DIRECTIONS,
     FioJobFile,
@@ -53,7 +53,7 @@ def job_stem(demand: TierDemand, gds: bool = False) -> str:
 
 
 def _rate(value: float) -> str:
-    return f"{fmt_bytes(value)}/s"
+    return format_value(value, Unit.BYTES_PER_S)
 
 
 def _rw(rates: Mapping[str, float], io_bytes: int) -> list[str]:

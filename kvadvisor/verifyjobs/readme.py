@@ -6,13 +6,17 @@ import math
 from collections.abc import Sequence
 
 from kvadvisor.plan.model import Plan
-from kvadvisor.planreview.checks import fmt_bytes
 from kvadvisor.trace.model import Trace
+from kvadvisor.units import Unit, format_value
 from kvadvisor.verifyjobs.fio import ENV_DIR, ENV_RUNTIME, ENV_SIZE
 from kvadvisor.verifyjobs.model import BenchRun, FioJobFile, TierDemand
 
 DEFAULT_SIZE = "16g"  # per job file: well past drive DRAM caches, small beside a KV tier
 DEFAULT_RUNTIME_S = 60
+
+
+def _bw(bytes_per_s: float) -> str:
+    return format_value(bytes_per_s, Unit.BYTES_PER_S)
 
 
 def run_fio_script(jobs: Sequence[FioJobFile]) -> str:
@@ -143,7 +147,7 @@ def readme(
             x = d.read if direction == "read" else d.write
             if x is None:
                 return "-"
-            return f"{fmt_bytes(x.p99_bytes_per_s)}/s / {fmt_bytes(x.peak_bytes_per_s)}/s"
+            return f"{_bw(x.p99_bytes_per_s)} / {_bw(x.peak_bytes_per_s)}"
 
         lines.append(
             f"| {d.stage} | {d.tier} | {j.io_bytes:,} B | {j.iodepth} × {j.numjobs} | "

@@ -28,11 +28,10 @@ import numpy as np
 from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import STORAGE_SCHEMA
 from kvadvisor.errors import CatalogError
-from kvadvisor.planreview.checks import fmt_bytes
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport
 from kvadvisor.sections.profile import ProfileOptions, profile_workload
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_MB, US_PER_S
+from kvadvisor.units import BYTES_PER_MB, US_PER_S, Unit, format_value
 from kvadvisor.verifyjobs.fio import fio_jobs, measured_direction
 from kvadvisor.verifyjobs.model import (
     DIRECTIONS,
@@ -65,6 +64,10 @@ MEASURED_SCOPES = {
     "memory": "per_socket",
     "cxl": "per_module",
 }
+
+
+def _bw(bytes_per_s: float) -> str:
+    return format_value(bytes_per_s, Unit.BYTES_PER_S)
 
 
 def check_manifest(manifest: Any, path: str) -> dict[str, Any]:
@@ -136,9 +139,7 @@ def _judge_phase(
             continue
         expected_ios = need * runtime / spec["io_bytes"]
         if expected_ios >= MIN_IOS_TO_JUDGE and m.bytes_per_s < (1.0 - tol) * need:
-            reasons.append(
-                f"{direction} {fmt_bytes(m.bytes_per_s)}/s below the {fmt_bytes(need)}/s required"
-            )
+            reasons.append(f"{direction} {_bw(m.bytes_per_s)} below the {_bw(need)} required")
         target = targets.get(direction)
         if target is not None and m.clat_p99_s is not None and m.clat_p99_s > target:
             reasons.append(
@@ -467,9 +468,9 @@ def _phase_message(p: PhaseResult) -> str:
     parts = []
     for direction, m in sorted(p.measured.items()):
         need = p.required_bytes_per_s.get(direction)
-        head = f"{direction} {fmt_bytes(m.bytes_per_s)}/s"
+        head = f"{direction} {_bw(m.bytes_per_s)}"
         if need:
-            head += f" of {fmt_bytes(need)}/s"
+            head += f" of {_bw(need)}"
         lat = (
             ""
             if m.clat_p99_s is None

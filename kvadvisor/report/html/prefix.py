@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.chartviews import binary_compact, mrc_chart, reuse_chart
-from kvadvisor.report.html.extras import extra_charts, extra_rows
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
 
@@ -39,7 +38,6 @@ def prefix_section(report: AdviceReport) -> Section:
             ("sampled block accesses", f"{smp.sampled_accesses:,} of {smp.total_accesses:,}"),
             (f"estimated error ({smp.error_method})", fmt.percent(smp.error_estimate)),
         ]
-    rows += list(extra_rows(pc, "prefix_cache"))
     lead = (
         f"With an unbounded cache {fmt.percent(pc.hit_ratio.all)} of prompt tokens could be "
         f"loaded instead of recomputed ({fmt.percent(pc.hit_ratio.steady)} after warm-up). "
@@ -213,6 +211,6 @@ def prefix_section(report: AdviceReport) -> Section:
         "Prefix cache",
         lead,
         tuple(rows),
-        tuple(charts) + extra_charts(pc, "prefix_cache"),
+        tuple(charts),
         tuple(tables),
     )

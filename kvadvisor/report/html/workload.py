@@ -5,9 +5,9 @@ from __future__ import annotations
 from kvadvisor.report import fmt
 from kvadvisor.report.charts import Mark
 from kvadvisor.report.html.chartviews import histogram_chart, series_chart
-from kvadvisor.report.html.extras import extra_charts, extra_rows
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.units import Unit
 
 
 def workload_section(report: AdviceReport) -> Section:
@@ -20,11 +20,11 @@ def workload_section(report: AdviceReport) -> Section:
     rows = [
         ("requests", f"{t.requests:,}"),
         ("time span", fmt.duration(t.duration_s)),
-        ("mean arrival rate", fmt.value("arrival_rate_per_s", t.arrival_rate_per_s)),
+        ("mean arrival rate", fmt.quantity(t.arrival_rate_per_s, Unit.PER_S)),
         ("mean input length", f"{fmt.number(mean_in)} tokens"),
         ("mean output length", f"{fmt.number(mean_out)} tokens"),
         ("input : output tokens", f"{fmt.number(mean_in / mean_out) if mean_out else 'n/a'} : 1"),
-        ("block size of the hashes", fmt.value("block_tokens", t.block_tokens)),
+        ("block size of the hashes", fmt.quantity(t.block_tokens, Unit.TOKENS)),
         ("models in the trace", ", ".join(t.models) or "not recorded"),
     ]
     charts = []
@@ -83,12 +83,11 @@ def workload_section(report: AdviceReport) -> Section:
                 ),
             )
         )
-    rows += list(extra_rows(t, "trace"))
     return Section(
         "workload",
         "Workload",
         lead,
         tuple(rows),
-        tuple(charts) + extra_charts(t, "trace"),
+        tuple(charts),
         tuple(tables),
     )
