@@ -51,13 +51,11 @@ def test_lmcache_sizes_per_worker_process() -> None:
     assert doc["local_disk"] == "file://<FILL:/absolute/local-disk/mount>/lmcache/"
     assert doc["chunk_size"] == 256 and doc["local_cpu"] is True
     text = _prose(files["lmcache-prefill.yaml"])
-    assert "1,600.0 GiB per instance / 8 ranks = 200.0 GiB, GiB per worker process" in text
+    assert "1.56 TiB per instance / 8 ranks = 200 GiB, GiB per worker process" in text
     # One replica of TP 2 holds 200 GiB x 2 ranks / 327,680 B = 1,310,720 tokens; 4 replicas hold
     # 5,242,880 tokens, where the step curve reads 47% (the 1,048,576-token point).
-    assert (
-        "one replica keeps 1,310,720 tokens there, the 4 replica(s) of the stage 5,242,880" in text
-    )
-    assert "steady prefix hit ratio at 5,242,880 tokens is 47.0% (unbounded 48.0%" in text
+    assert "one replica keeps 1.31M tokens there, the 4 replica(s) of the stage 5.24M" in text
+    assert "steady prefix hit ratio at 5.24M tokens is 47.0% (unbounded 48.0%" in text
 
 
 def test_sglang_hicache_size_is_whole_gb_per_rank() -> None:
@@ -257,7 +255,7 @@ def test_every_file_starts_with_the_header(name) -> None:
     for line in (
         "# trace: trace.parquet (100 requests, sha256 abababababab)",
         "# deployment: disaggregated (TP as given (--tp)); prefill: 1 x p5e.48xlarge (8 x h200, "
-        "2,048 GiB host memory), TP 2 x 4 replica(s) per instance = 8 ranks per instance",
+        "2 TiB host memory), TP 2 x 4 replica(s) per instance = 8 ranks per instance",
         "# command: kvadvisor analyze trace.parquet --emit all -o d",
     ):
         assert line in text, (name, line)

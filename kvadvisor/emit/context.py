@@ -9,7 +9,7 @@ from kvadvisor.emit.deployment import Deployment, StageView, TierView, Topology
 from kvadvisor.emit.sizing import Scope, Share, reuse_at, share
 from kvadvisor.emit.text import header
 from kvadvisor.results import AdviceReport
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
 
 # Engines read sizes in their own unit; a size is rounded down so ranks x size stays within
 # the capacity the advisor recommends for the instance.
@@ -55,14 +55,14 @@ class EmitContext:
         """
         reuse = reuse_at(self.report, sh.stage_tokens)
         held = (
-            f"one replica keeps {sh.tokens_per_replica:,.0f} tokens there, the "
-            f"{stage.replicas} replica(s) of the stage {sh.stage_tokens:,.0f}"
+            f"one replica keeps {format_value(sh.tokens_per_replica, Unit.TOKENS)} there, the "
+            f"{stage.replicas} replica(s) of the stage {format_value(sh.stage_tokens, Unit.TOKENS)}"
             if sh.tokens_per_replica
-            else f"the pool keeps {sh.stage_tokens:,.0f} tokens"
+            else f"the pool keeps {format_value(sh.stage_tokens, Unit.TOKENS)}"
         )
         return (
             f"{stage.stage} {sh.tier.role} ({sh.tier.name}): {sh.split_text()} = "
-            f"{sh.bytes / BYTES_PER_GIB:,.1f} GiB, {unit}; {held}; {reuse.text(sh.stage_tokens)}"
+            f"{format_value(sh.bytes, Unit.BYTES)}, {unit}; {held}; {reuse.text(sh.stage_tokens)}"
         )
 
     @property

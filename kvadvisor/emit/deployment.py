@@ -19,7 +19,7 @@ from enum import Enum
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.results import AdviceReport, StageRecommendation, Tier
-from kvadvisor.units import BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 
 
 class Topology(str, Enum):
@@ -109,7 +109,7 @@ class StageView:
         host = (
             ""
             if self.host_memory_bytes is None
-            else f", {self.host_memory_bytes / BYTES_PER_GIB:,.0f} GiB host memory"
+            else f", {format_value(self.host_memory_bytes, Unit.BYTES)} host memory"
         )
         return (
             f"{self.stage}: {self.count} x {self.instance} ({self.gpus_per_instance} x "

@@ -16,7 +16,7 @@ from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
 from kvadvisor.emit.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
 from kvadvisor.errors import ConfigError
-from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 
 REPLICA_UNIT = "decimal GB per engine instance (one TP group)"
 
@@ -37,12 +37,14 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
             if cpu_gb * BYTES_PER_GB < device_bytes:
                 raise ConfigError(
                     f"KVBM would churn on {stage.instance}: the host tier gives each engine "
-                    f"instance {cpu_gb} GB, less than its GPU KV pool of "
-                    f"{device_bytes / BYTES_PER_GB:,.0f} GB, and KVBM needs at least the "
+                    f"instance {cpu_gb} GB ({format_value(cpu_gb * BYTES_PER_GB, Unit.BYTES)}), "
+                    f"less than its GPU KV pool of {format_value(device_bytes, Unit.BYTES)}, and "
+                    "KVBM needs at least the "
                     f"device pool ({sources.KVBM_GUIDE}); choose more host memory per GPU"
                 )
             why += (
-                f"; at least the instance's GPU KV pool of {device_bytes / BYTES_PER_GB:,.0f} GB "
+                "; at least the instance's GPU KV pool of "
+                f"{format_value(device_bytes, Unit.BYTES)} "
                 f"as {sources.KVBM_GUIDE} asks"
             )
         out.append(Setting("DYN_KVBM_CPU_CACHE_GB", str(cpu_gb), why))

@@ -22,6 +22,7 @@ from kvadvisor.emit.vllm import (
     launch_lines,
     nixl_reason,
 )
+from kvadvisor.units import Unit, format_value
 
 LMCACHE = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 RANK_UNIT = "GiB per worker process (one TP rank)"
@@ -33,8 +34,9 @@ def _chunk(ctx: EmitContext, stage: StageView) -> Setting:
         "chunk_size",
         str(stage.chunk_tokens),
         f"{stage.chunk_tokens} tokens, the advisor's chunk ({sources.LMCACHE_CHUNK}) x "
-        f"{kvb:,.0f} KV bytes per token on one rank = {stage.chunk_tokens * kvb / 2**20:,.1f} "
-        "MiB per chunk I/O per rank; a multiple of vLLM's 16-token block",
+        f"{format_value(kvb, Unit.BYTES_PER_TOKEN)} of KV on one rank = "
+        f"{format_value(stage.chunk_tokens * kvb, Unit.BYTES)} per chunk I/O per rank; a multiple "
+        "of vLLM's 16-token block",
     )
 
 
@@ -73,7 +75,7 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
             ),
         ]
     elif t is not None and t.kind == TierKind.SHARED_FS:
-        cap = "unbounded" if not t.capacity_bytes else f"{t.capacity_bytes / 2**30:,.0f} GiB"
+        cap = "unbounded" if not t.capacity_bytes else format_value(t.capacity_bytes, Unit.BYTES)
         out += [
             Setting(
                 "remote_url",

@@ -17,6 +17,7 @@ from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
 from kvadvisor.emit.vllm import engine_flags, kv_transfer, launch_lines
 from kvadvisor.errors import ConfigError
+from kvadvisor.units import Unit, format_value
 
 MOONCAKE_DEFAULT_EVICTION_RATIO = 0.05  # master.cpp DEFAULT_EVICTION_RATIO (types.h)
 MOONCAKE_MAX_EVICTION_RATIO = 0.5
@@ -74,8 +75,9 @@ def _master(ctx: EmitContext) -> list[Setting]:
             Setting(
                 "eviction_ratio",
                 f"{ratio:.3f}",
-                f"one eviction makes room for the peak write burst: {burst / 1e9:,.1f} GB in a "
-                f"{io.window_s:g} s window over the fleet's {pool / 1e9:,.1f} GB pool (floor: the "
+                "one eviction makes room for the peak write burst: "
+                f"{format_value(burst, Unit.BYTES)} in a {format_value(io.window_s, Unit.SECONDS)} "
+                f"window over the fleet's {format_value(pool, Unit.BYTES)} pool (floor: the "
                 f"default {MOONCAKE_DEFAULT_EVICTION_RATIO}, {sources.MOONCAKE_MASTER})",
             )
         )
@@ -107,8 +109,8 @@ def _store(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[Sett
             "global_segment_size",
             str(segment),
             ctx.tier_reason(stage, sh, "bytes this node gives the pool")
-            + f"; the node keeps {buffers / 2**30:,.0f} GiB for the {stage.ranks_per_instance} "
-            f"ranks' client buffers ({sources.MOONCAKE_STORE})",
+            + f"; the node keeps {format_value(buffers, Unit.BYTES)} for the "
+            f"{stage.ranks_per_instance} ranks' client buffers ({sources.MOONCAKE_STORE})",
         ),
     ]
     env: list[Setting] = []

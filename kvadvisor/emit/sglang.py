@@ -18,7 +18,7 @@ from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
 from kvadvisor.errors import ConfigError
-from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 
 HICACHE_PAGE_TOKENS = 64  # hicache_best_practices.md examples use --page-size 64
 LOW_REUSE_HIT_RATIO = 0.20  # below this, writing every block through is mostly a write-only cost
@@ -60,7 +60,8 @@ def mooncake_notes(what: str) -> list[str]:
         "# device_name: the RDMA NICs to use (`ibv_devices` lists them)",
         "# global_segment_size: 0 bytes: this process gives the pool no memory; the pool's "
         "memory comes from the store nodes",
-        f"# local_buffer_size: {MOONCAKE_LOCAL_BUFFER_BYTES:,} bytes, Mooncake's default "
+        f"# local_buffer_size: {format_value(MOONCAKE_LOCAL_BUFFER_BYTES, Unit.BYTES)}, "
+        "Mooncake's default "
         "staging buffer for this process's gets and puts",
     ]
 
@@ -80,14 +81,15 @@ def _host_size(ctx: EmitContext, stage: StageView) -> Setting | None:
         device_rank = device * ctx.dep.kv_bytes_per_rank_per_token
         if gb * BYTES_PER_GB <= device_rank:
             raise ConfigError(
-                f"SGLang HiCache cannot start on {stage.instance}: the host pool of {gb} GB per "
-                f"rank is not larger than the rank's GPU KV pool of "
-                f"{device_rank / BYTES_PER_GB:,.1f} GB (memory_pool_host.py asserts it is); "
+                f"SGLang HiCache cannot start on {stage.instance}: the host pool of {gb} GB "
+                f"({format_value(gb * BYTES_PER_GB, Unit.BYTES)}) per rank is not larger than "
+                f"the rank's GPU KV pool of {format_value(device_rank, Unit.BYTES)} "
+                "(memory_pool_host.py asserts it is); "
                 "choose an instance with more host memory per GPU"
             )
         why += (
-            f"; {gb * BYTES_PER_GB / device_rank:.2f}x this rank's GPU KV pool of "
-            f"{device_rank / BYTES_PER_GB:,.1f} GB (the design doc asks at least 2x)"
+            f"; {format_value(gb * BYTES_PER_GB / device_rank, Unit.MULTIPLE)} this rank's GPU "
+            f"KV pool of {format_value(device_rank, Unit.BYTES)} (the design doc asks at least 2×)"
         )
     return Setting("hicache-size", str(gb), why)
 
@@ -99,12 +101,13 @@ def _write_policy(ctx: EmitContext) -> Setting:
         "hicache-write-policy",
         "write_through_selective" if low else "write_through",
         (
-            f"unbounded prefix hit ratio {reuse.unbounded:.1%}, under {LOW_REUSE_HIT_RATIO:.0%}: "
+            f"unbounded prefix hit ratio {format_value(reuse.unbounded, Unit.RATIO)}, under "
+            f"{format_value(LOW_REUSE_HIT_RATIO, Unit.RATIO)}: "
             "write back only blocks that are hit again"
             if low
             else "every block written through to the host pool (the default; "
             + (
-                f"unbounded prefix hit ratio {reuse.unbounded:.1%})"
+                f"unbounded prefix hit ratio {format_value(reuse.unbounded, Unit.RATIO)})"
                 if reuse.unbounded is not None
                 else "prefix reuse unknown without block hashes)"
             )
@@ -229,7 +232,7 @@ def _l3(
         if t.kind == TierKind.SHARED_FS
         else "a pool shared by the stage"
     )
-    cap = "unbounded" if not t.capacity_bytes else f"{t.capacity_bytes / 2**30:,.0f} GiB"
+    cap = "unbounded" if not t.capacity_bytes else format_value(t.capacity_bytes, Unit.BYTES)
     per = "per instance" if not t.shared else "for the whole stage"
     flags = [
         Setting(
@@ -238,7 +241,7 @@ def _l3(
             f"the {stage.stage} {t.role} ({t.name}, {cap} {per}) is {where}: HiCache's "
             f"'{backend}' L3 backend ({sources.SGLANG_MEMORY}); "
             + (
-                f"unbounded prefix hit ratio {reuse.unbounded:.1%}"
+                f"unbounded prefix hit ratio {format_value(reuse.unbounded, Unit.RATIO)}"
                 if reuse.unbounded is not None
                 else "prefix reuse unknown without block hashes"
             ),

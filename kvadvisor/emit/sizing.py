@@ -17,6 +17,7 @@ from enum import Enum
 
 from kvadvisor.emit.deployment import Deployment, StageView, TierView
 from kvadvisor.results import AdviceReport
+from kvadvisor.units import Unit, format_value
 
 
 class Scope(str, Enum):
@@ -44,7 +45,7 @@ class Share:
     stage_tokens: float  # KV tokens the whole stage keeps (a pool: the pool)
 
     def split_text(self) -> str:
-        """How the unit's bytes were obtained, e.g. '1,638.4 GiB per instance / 8 ranks'."""
+        """How the unit's bytes were obtained, e.g. '1.6 TiB per instance / 8 ranks'."""
         cap = self.tier.capacity_bytes or 0.0
         where = "per pool" if self.tier.shared else "per instance"
         if self.units_per_instance == 1:
@@ -53,7 +54,7 @@ class Share:
 
 
 def _gib(nbytes: float) -> str:
-    return f"{nbytes / 1024**3:,.1f} GiB"
+    return format_value(nbytes, Unit.BYTES)
 
 
 def share(dep: Deployment, stage: StageView, tier: TierView, scope: Scope) -> Share:
@@ -100,12 +101,13 @@ class Reuse:
     trace: str
 
     def text(self, tokens: float) -> str:
-        """'the trace's steady prefix hit ratio at 5,368,709 tokens is 22.2% (unbounded 39.8%)'."""
+        """'the trace's steady prefix hit ratio at 5.37M tokens is 22.2% (unbounded 39.8%)'."""
         if self.at_capacity is None or self.unbounded is None:
             return f"prefix reuse unknown: {self.trace} has no block hashes"
         return (
-            f"the trace's {self.kind} prefix hit ratio at {tokens:,.0f} tokens is "
-            f"{self.at_capacity:.1%} (unbounded {self.unbounded:.1%}; {self.trace})"
+            f"the trace's {self.kind} prefix hit ratio at {format_value(tokens, Unit.TOKENS)} "
+            f"is {format_value(self.at_capacity, Unit.RATIO)} "
+            f"(unbounded {format_value(self.unbounded, Unit.RATIO)}; {self.trace})"
         )
 
 

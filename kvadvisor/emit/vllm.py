@@ -16,7 +16,7 @@ from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
-from kvadvisor.units import BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 
 VLLM_BLOCK_TOKENS = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
 VLLM_MAX_NUM_BATCHED_TOKENS = 2048  # vllm/config/scheduler.py DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -69,7 +69,8 @@ def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
             math.ceil(mean_in / VLLM_BLOCK_TOKENS) * VLLM_BLOCK_TOKENS,
         )
         why = (
-            f"one mean prompt per step: the trace's mean prompt is {mean_in:,.0f} tokens, "
+            "one mean prompt per step: the trace's mean prompt is "
+            f"{format_value(mean_in, Unit.TOKENS)}, "
             f"rounded up to the {VLLM_BLOCK_TOKENS}-token block; never below vLLM's default "
             f"{VLLM_MAX_NUM_BATCHED_TOKENS} ({sources.VLLM_SCHEDULER})"
         )
@@ -176,8 +177,8 @@ def emit_vllm(ctx: EmitContext) -> dict[str, str]:
                 )
                 why += (
                     f". Native offloading rides along as OffloadingConnector with "
-                    f"cpu_bytes_to_use {cpu:,} bytes: {off[1]}. --kv-offloading-size is not "
-                    "used because it would replace the P/D connector"
+                    f"cpu_bytes_to_use {format_value(cpu, Unit.BYTES)}: {off[1]}. "
+                    "--kv-offloading-size is not used because it would replace the P/D connector"
                 )
             flags.append(Setting("kv-transfer-config", json_compact(kv_transfer(connectors)), why))
         head = ctx.head(f"vLLM {stage.stage} replicas (native KV offloading)")
