@@ -192,7 +192,7 @@ def test_atomic_target_writes_a_device_in_place(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["p"]
 
 
-def _cli(*args: str, stdout=subprocess.PIPE, env=None, **kw) -> subprocess.CompletedProcess:  # noqa: ANN001
+def _cli(*args: str, stdout=subprocess.PIPE, env=None, **kw) -> subprocess.CompletedProcess:
     """The installed entry point in a fresh process (signals, stdout, import-time behaviour)."""
     return subprocess.run(
         [sys.executable, "-m", "kvadvisor", *args],
@@ -274,12 +274,12 @@ def test_check_input_names_each_kind(tmp_path: Path) -> None:
 
 
 @pytest.fixture()
-def unreadable(monkeypatch):  # noqa: ANN201
+def unreadable(monkeypatch):
     """Make files unreadable: chmod 000, and (as root, who reads anyway) a refused open."""
     denied: set[str] = set()
     real_open = os.open
 
-    def fake_open(path, flags, *args, **kwargs):  # noqa: ANN001, ANN202
+    def fake_open(path, flags, *args, **kwargs):
         if os.fspath(path) in denied:
             raise PermissionError(13, "Permission denied", os.fspath(path))
         return real_open(path, flags, *args, **kwargs)
@@ -299,7 +299,7 @@ def unreadable(monkeypatch):  # noqa: ANN201
 
 def test_unreadable_plan_rules_and_model_config(
     trace: Path, plan: Path, tmp_path: Path, unreadable
-) -> None:  # noqa: ANN001
+) -> None:
     """Permission denied on a plan, a rule file or a model config: one line, exit 2."""
     one_error_line(
         runner.invoke(app, ["review", str(trace), "--plan", str(unreadable(plan))]),

@@ -56,7 +56,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def _raises(error: type[Exception], call, *needles: str) -> str:  # noqa: ANN001
+def _raises(error: type[Exception], call, *needles: str) -> str:
     with pytest.raises(error) as info:
         call()
     message = str(info.value)

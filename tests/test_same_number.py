@@ -22,7 +22,7 @@ from kvadvisor.report import summary
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html import build_view
 from kvadvisor.report.markdown import MarkdownRenderer
-from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.report import AdviceReport, Finding, Recommendation
 from kvadvisor.units import Unit, format_value
 
 INPUTS = load_advisor_inputs()
@@ -64,7 +64,9 @@ def _quoted(template: str) -> set[str]:
     return {name for _, name, spec, _ in string.Formatter().parse(template) if name and not spec}
 
 
-def _report_with(advice_findings, recommendation) -> AdviceReport:  # noqa: ANN001
+def _report_with(
+    advice_findings: tuple[Finding, ...], recommendation: Recommendation
+) -> AdviceReport:
     base = full_report()
     return AdviceReport(
         meta=base.meta,

@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 
@@ -58,7 +58,14 @@ def handle_user_errors() -> Iterator[None]:
     """
     shown = warnings.showwarning
 
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
         if issubclass(category, KvAdvisorWarning):
             error_line(f"warning: {message}")
         else:
@@ -93,7 +100,7 @@ def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
     _write_stream(stream, printable(text) + ("\n" if nl else ""), "stderr" if err else "stdout")
 
 
-def _write_stream(stream, text: str, name: str) -> None:  # noqa: ANN001
+def _write_stream(stream, text: str, name: str) -> None:
     try:
         stream.write(text)
         stream.flush()

@@ -30,6 +30,7 @@ from kvadvisor.metrics import (
 from kvadvisor.perfmodel import (
     Calibration,
     CalibrationRows,
+    FitError,
     PerfModel,
     auto_tp,
     break_even_tokens,
@@ -170,7 +171,7 @@ def _calibration_rows(trace: Trace, pm: PerfModel, times: StageTimes) -> Calibra
     )
 
 
-def _fit_error(e) -> FitErrorSummary:  # noqa: ANN001 - perfmodel.FitError
+def _fit_error(e: FitError) -> FitErrorSummary:
     return FitErrorSummary(e.rows, e.mape, e.median_ape)
 
 
