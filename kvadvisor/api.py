@@ -21,16 +21,21 @@ from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline import analyze as analyze_source
 from kvadvisor.pipeline import review as review_source
 from kvadvisor.pipeline.analyze import Steps
+from kvadvisor.pipeline.replay import ReplayOptions, parse_slo, replay_plan
 from kvadvisor.pipeline.streaming import parse_memory_limit
 from kvadvisor.pipeline.verify import verify as verify_source
 from kvadvisor.plan import Plan, PlanCatalogs
 from kvadvisor.plan import load_plan as load_plan_file
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html import HtmlRenderer
+from kvadvisor.report.html.replay import ReplayHtmlRenderer
 from kvadvisor.report.jsonreport import JsonRenderer
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.markdown import MarkdownRenderer
+from kvadvisor.report.replayjson import ReplayJsonRenderer
+from kvadvisor.report.replaytext import ReplayTextRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.results.replay import ReplayReport
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.review import ReviewReport
 from kvadvisor.trace import Trace, TraceFormat
@@ -106,6 +111,41 @@ class Review(ReviewReport):
     def to_junit(self) -> str:
         """JUnit XML: one test case per check, for CI."""
         return JUnitRenderer().render(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay(ReplayReport):
+    """A trace replayed through a plan's deployment, with its renderings and per-request rows.
+
+    It has every field of :class:`~kvadvisor.results.replay.ReplayReport`; ``requests`` holds
+    one array per column of ``--requests-out`` (docs/replay.md), one value per trace request.
+    """
+
+    requests: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, report: ReplayReport, requests: Mapping[str, Any]) -> Replay:
+        """The same replay, with its renderings and rows."""
+        fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(ReplayReport)}
+        return cls(**fields, requests=dict(requests))
+
+    def to_json(self) -> str:
+        """The replay document as JSON."""
+        return ReplayJsonRenderer().render(self)
+
+    def to_html(self) -> str:
+        """The replay page: one self-contained file."""
+        return ReplayHtmlRenderer().render(self)
+
+    def to_text(self) -> str:
+        """The terminal summary (what `kvadvisor replay` prints)."""
+        return ReplayTextRenderer().render(self)
+
+    def requests_table(self) -> Any:
+        """The per-request rows as a pyarrow Table (what ``--requests-out`` writes)."""
+        import pyarrow as pa
+
+        return pa.table(dict(self.requests))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,6 +318,41 @@ def review(
         sha = None if isinstance(trace, Trace) else file_sha256(trace)
         report = attach(report, measured, sha)
     return Review.of(report)
+
+
+def replay(
+    trace: PathLike | Trace,
+    plan: PathLike | Plan,
+    *,
+    slo: str | Mapping[str, float] | None = None,
+    window_s: float = 1.0,
+    drain_cap_s: float | None = None,
+    catalogs: Sequence[PathLike] = (),
+    trace_format: str | TraceFormat | None = None,
+    column_map: ColumnMap = None,
+    block_tokens: int | None = None,
+    generated_at: str | None = None,
+) -> Replay:
+    """Replay a trace through a plan's deployment: `kvadvisor replay` as a call.
+
+    ``slo`` adds targets to the plan's, as ``"ttft_p90=2s,tpot_p90=50ms"`` or a mapping of
+    ``ttft_p90_s`` to seconds; ``window_s`` is the demand window; ``drain_cap_s`` how long the
+    replay runs past the last arrival (default: the trace's span, at least ten minutes).
+    """
+    loaded = _plans([plan], PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))[0]
+    targets = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
+    options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s)
+    if not isinstance(trace, Trace):
+        trace = read_trace(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
+    report, rows = replay_plan(
+        trace,
+        loaded,
+        version=__version__,
+        generated_at=generated_at or utc_now(),
+        slo=targets,
+        options=options,
+    )
+    return Replay.of(report, rows)
 
 
 def verify(

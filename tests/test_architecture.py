@@ -45,7 +45,8 @@ ALLOWED: dict[str, set[str]] = {
     # The fleet replay (issue 12): trace x deployment -> latencies, stage time, tier demand; it
     # sees no facts, rules or advice. Named `fleet`, not `replay`: `kvadvisor.replay` is the
     # public function, and importing a subpackage of that name would rebind it to the module.
-    "fleet": {"trace", "cache", "perfmodel", "plan", "catalog"},
+    # It builds its result model (results.replay), as sections build theirs.
+    "fleet": {"trace", "cache", "perfmodel", "plan", "catalog", "results"},
     # What can be bought together (issue 14): instance + storage + caps + price.
     "deploy": {"catalog", "perfmodel", "plan"},
     # The result models (report, review): plain data every layer above reads.

@@ -825,7 +825,10 @@ PLAN = {"model": {"kv_bytes_per_token": 1024}, "stages": {"prefill": {"count": 1
             yaml.safe_dump({"model": PLAN["model"]}),
             ["stages: expected a mapping with keys prefill, decode"],
         ),
-        (yaml.safe_dump({**PLAN, "stages": {}}), ["stages: give at least one of prefill, decode"]),
+        (
+            yaml.safe_dump({**PLAN, "stages": {}}),
+            ["stages: give prefill and/or decode, or one serving block"],
+        ),
         (
             yaml.safe_dump({**PLAN, "stages": {"prefill": {"tiers": {"name": "a"}}}}),
             ["stages.prefill.tiers: expected a list of tiers, fastest first"],

@@ -9,7 +9,7 @@ import sys
 import threading
 
 from kvadvisor import jitcache
-from kvadvisor.cli import analyze, review, rulescmd, traces, verify  # noqa: F401 (registers)
+from kvadvisor.cli import analyze, replay, review, rulescmd, traces, verify  # noqa: F401
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,

@@ -36,16 +36,27 @@ from kvadvisor.plan.engine_files import (
 )
 from kvadvisor.plan.model import (
     ENGINES,
-    STAGES,
+    FULL_BUFFER_ACTIONS,
+    LOAD_MODES,
+    PREEMPTION_MODES,
+    PREFETCH_POLICIES,
+    ROUTERS,
+    STAGE_BLOCKS,
     TIER_KINDS,
+    TIER_SCOPES,
+    TOPOLOGIES,
+    WRITE_POLICIES,
+    KvLoadPlan,
+    LinkPlan,
     ModelPlan,
     Plan,
+    SchedulerPlan,
     Slo,
     StagePlan,
     StorageCapability,
     TierPlan,
 )
-from kvadvisor.units import BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
+from kvadvisor.units import BITS_PER_BYTE, BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
 from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.yamlio import load_yaml
 
@@ -102,7 +113,23 @@ TOP_KEYS = {
     "model": "mapping",
     "slo": "mapping",
     "traffic": "mapping",
+    "topology": " | ".join(TOPOLOGIES),
+    "pd_link": "mapping",
     "stages": "mapping",
+}
+LINK_KEYS = {"bandwidth": "rate", "efficiency": "number in (0, 1]", "latency": "time"}
+SCHEDULER_KEYS = {
+    "max_num_batched_tokens": "whole number",
+    "max_num_seqs": "whole number",
+    "page_tokens": "whole number",
+    "preemption": " | ".join(PREEMPTION_MODES),
+}
+KV_LOAD_KEYS = {
+    "mode": " | ".join(LOAD_MODES),
+    "prefetch_policy": " | ".join(PREFETCH_POLICIES),
+    "prefetch_timeout": "time",
+    "prefetch_timeout_per_ki_token": "time",
+    "min_tokens": "whole number",
 }
 MODEL_KEYS = {
     "name": "catalog model name",
@@ -125,6 +152,14 @@ STAGE_KEYS = {
     "engines": "mapping",
     "engine_files": "list of engine configuration files",
     "tiers": "list",
+    "gpus_per_replica": "whole number",
+    "replicas_per_instance": "whole number",
+    "scheduler": "mapping",
+    "router": " | ".join(ROUTERS),
+    "write_policy": " | ".join(WRITE_POLICIES),
+    "kv_load": "mapping",
+    "decode_offload": "tier name",
+    "save_decode_kv": "true | false",
 }
 TIER_KEYS = {
     "name": "text",
@@ -132,6 +167,10 @@ TIER_KEYS = {
     "capacity": "size or null",
     "devices": "whole number",
     "shared": "true | false",
+    "scope": " | ".join(TIER_SCOPES),
+    "write_buffer": "size",
+    "on_full": " | ".join(FULL_BUFFER_ACTIONS),
+    "io_tokens": "whole number",
 }
 INLINE_STORAGE_KEYS = {
     "kind": " | ".join(TIER_KINDS),
@@ -212,6 +251,18 @@ class _Checker:
             return parse_quantity(value, kind)
         except QuantityError as exc:
             raise self.fail(where, str(exc)) from None
+
+    def positive(self, where: str, value: Any, kind: str, fix: str) -> float:
+        """A quantity that must be above zero (capacities, bandwidths), or why not."""
+        amount = self.quantity(where, value, kind)
+        if amount <= 0:
+            raise self.fail(where, f"must be above zero, got {value!r}; {fix}")
+        return amount
+
+    def flag(self, where: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, f"expected true or false, got {value!r}")
+        return value
 
     def catalog(self, where: str, name: Any, find: Any) -> Any:
         """``find(name)`` from a catalog; its CatalogError (with suggestions) gets the key path."""
@@ -308,7 +359,13 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
     if "storage" not in raw:
         raise c.fail(f"{where}.storage", "is required (a storage catalog name or an inline spec)")
     capacity = raw.get("capacity")
-    capacity_bytes = None if capacity is None else c.quantity(f"{where}.capacity", capacity, "size")
+    capacity_bytes = (
+        None
+        if capacity is None
+        else c.positive(
+            f"{where}.capacity", capacity, "size", "give its size, or null for no bound"
+        )
+    )
     devices = c.whole(f"{where}.devices", raw.get("devices", 1), 1)
     storage = raw["storage"]
     if isinstance(storage, dict):
@@ -337,31 +394,116 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
         spec = c.catalog(f"{where}.storage", storage, lambda n: find_storage(catalogs.storage, n))
         per_device = None if capacity_bytes is None else capacity_bytes / devices
         cap = _storage_from_spec(spec, per_device)
-    shared = raw.get("shared", cap.kind in ("pool", "filesystem", "object"))
-    if not isinstance(shared, bool):
-        raise c.fail(f"{where}.shared", f"expected true or false, got {shared!r}")
+    shared = c.flag(
+        f"{where}.shared", raw.get("shared", cap.kind in ("pool", "filesystem", "object"))
+    )
+    scope = "pooled" if shared else "instance"
+    if raw.get("scope") is not None:
+        scope = c.text(f"{where}.scope", raw["scope"], TIER_SCOPES)
+        if "shared" in raw and shared != (scope == "pooled"):
+            raise c.fail(
+                f"{where}.scope",
+                f"'{scope}' contradicts shared: {str(shared).lower()}; keep one of the two",
+            )
     return TierPlan(
         name=c.text(f"{where}.name", raw.get("name", cap.catalog_name or cap.kind)),
         storage=cap,
         capacity_bytes=capacity_bytes,
         devices=devices,
-        shared=shared,
+        shared=scope == "pooled",
+        scope=scope,
+        write_buffer_bytes=None
+        if raw.get("write_buffer") is None
+        else c.positive(
+            f"{where}.write_buffer", raw["write_buffer"], "size", "or leave it out (unbounded)"
+        ),
+        on_full=c.text(f"{where}.on_full", raw.get("on_full", "block"), FULL_BUFFER_ACTIONS),
+        io_tokens=None
+        if raw.get("io_tokens") is None
+        else c.whole(f"{where}.io_tokens", raw["io_tokens"], 1),
         spec=spec,
     )
 
 
+def _scheduler(c: _Checker, where: str, raw: Any) -> SchedulerPlan:
+    raw = c.mapping(where, _or_empty(raw, {}), SCHEDULER_KEYS)
+
+    def whole(key: str) -> int | None:
+        return None if raw.get(key) is None else c.whole(f"{where}.{key}", raw[key], 1)
+
+    return SchedulerPlan(
+        max_num_batched_tokens=whole("max_num_batched_tokens"),
+        max_num_seqs=whole("max_num_seqs"),
+        page_tokens=whole("page_tokens"),
+        preemption=c.text(
+            f"{where}.preemption", raw.get("preemption", "recompute"), PREEMPTION_MODES
+        ),
+    )
+
+
+def _kv_load(c: _Checker, where: str, raw: Any) -> KvLoadPlan | None:
+    if raw is None:
+        return None
+    raw = c.mapping(where, raw, KV_LOAD_KEYS)
+
+    def time(key: str) -> float:
+        return 0.0 if raw.get(key) is None else c.quantity(f"{where}.{key}", raw[key], "time")
+
+    return KvLoadPlan(
+        mode=c.text(f"{where}.mode", raw.get("mode", "async"), LOAD_MODES),
+        prefetch_policy=c.text(
+            f"{where}.prefetch_policy",
+            raw.get("prefetch_policy", "wait_complete"),
+            PREFETCH_POLICIES,
+        ),
+        prefetch_timeout_s=time("prefetch_timeout"),
+        prefetch_timeout_per_ki_token_s=time("prefetch_timeout_per_ki_token"),
+        min_tokens=None
+        if raw.get("min_tokens") is None
+        else c.whole(f"{where}.min_tokens", raw["min_tokens"], 0),
+    )
+
+
+def _pd_link(c: _Checker, raw: Any) -> LinkPlan:
+    raw = c.mapping("pd_link", _or_empty(raw, {}), LINK_KEYS)
+    efficiency = c.number("pd_link.efficiency", raw.get("efficiency", 1.0), positive=True)
+    if efficiency > 1:
+        raise c.fail(
+            "pd_link.efficiency", f"is a share of the bandwidth, in (0, 1]; got {efficiency}"
+        )
+    return LinkPlan(
+        bandwidth_bytes_per_s=None
+        if raw.get("bandwidth") is None
+        else c.positive("pd_link.bandwidth", raw["bandwidth"], "rate", "e.g. '50 GB/s'"),
+        efficiency=efficiency,
+        latency_s=0.0
+        if raw.get("latency") is None
+        else c.quantity("pd_link.latency", raw["latency"], "time"),
+    )
+
+
 def _stage(
-    c: _Checker, name: str, raw: Any, catalogs: PlanCatalogs, table: Mapping[str, Any]
+    c: _Checker,
+    name: str,
+    raw: Any,
+    catalogs: PlanCatalogs,
+    table: Mapping[str, Any],
+    model_tp: int = 1,
 ) -> StagePlan:
     where = f"stages.{name}"
     raw = c.mapping(where, raw, STAGE_KEYS)
-    instance, gpus, host_mem, disk_cap, gpu = None, None, None, None, None
+    instance, gpus, host_mem, disk_cap, gpu, network = None, None, None, None, None, None
     spec: InstanceSpec | None = None
     if raw.get("instance") is not None:
         spec = c.catalog(
             f"{where}.instance", raw["instance"], lambda n: find_instance(catalogs.instances, n)
         )
         instance, gpus = spec.name, spec.gpu_count
+        # KV crosses between prefill and decode over the GPU back-end (RDMA) network when
+        # the instance has one (NIXL, Mooncake's transfer engine), else its front-end NIC.
+        gbit = spec.backend_network_gbit or spec.frontend_network_gbit
+        if gbit is not None:
+            network = gbit * BYTES_PER_GB / BITS_PER_BYTE
         host_mem = None if spec.host_memory_gib is None else spec.host_memory_gib * BYTES_PER_GIB
         disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
         # An instance whose GPU the GPU catalog lacks (B300, GB200) still loads: the stage
@@ -391,6 +533,29 @@ def _stage(
     names = [t.name for t in tiers]
     if len(set(names)) != len(names):
         raise c.fail(f"{where}.tiers", f"tier names must be unique, got {names}")
+    per_replica = (
+        model_tp
+        if raw.get("gpus_per_replica") is None
+        else c.whole(f"{where}.gpus_per_replica", raw["gpus_per_replica"], 1)
+    )
+    if gpus is not None and per_replica > gpus:
+        raise c.fail(
+            f"{where}.gpus_per_replica",
+            f"a replica of {per_replica} GPUs does not fit an instance of {gpus}; give at "
+            f"most {gpus} (or a larger instance)",
+        )
+    replicas = max((gpus or per_replica) // per_replica, 1)
+    if raw.get("replicas_per_instance") is not None:
+        replicas = c.whole(f"{where}.replicas_per_instance", raw["replicas_per_instance"], 1)
+        if gpus is not None and replicas * per_replica > gpus:
+            raise c.fail(
+                f"{where}.replicas_per_instance",
+                f"{replicas} replicas of {per_replica} GPUs need {replicas * per_replica} GPUs; "
+                f"the instance has {gpus}",
+            )
+    offload = raw.get("decode_offload")
+    if offload is not None:
+        offload = c.text(f"{where}.decode_offload", offload, tuple(names))
     return StagePlan(
         stage=name,
         instance=instance,
@@ -400,7 +565,9 @@ def _stage(
         host_memory_bytes=host_mem,
         gpu_kv_pool_bytes=None
         if raw.get("gpu_kv_pool") is None
-        else c.quantity(f"{where}.gpu_kv_pool", raw["gpu_kv_pool"], "size"),
+        else c.positive(
+            f"{where}.gpu_kv_pool", raw["gpu_kv_pool"], "size", "or leave it out (modeled)"
+        ),
         disk_bandwidth_cap_bytes_per_s=disk_cap,
         instance_spec=spec,
         tiers=tiers,
@@ -408,6 +575,19 @@ def _stage(
         chunk_tokens=None
         if raw.get("chunk_tokens") is None
         else c.whole(f"{where}.chunk_tokens", raw["chunk_tokens"], 1),
+        gpus_per_replica=per_replica,
+        replicas_per_instance=replicas,
+        scheduler=_scheduler(c, f"{where}.scheduler", raw.get("scheduler")),
+        router=c.text(f"{where}.router", raw.get("router", "round_robin"), ROUTERS),
+        write_policy=None
+        if raw.get("write_policy") is None
+        else c.text(f"{where}.write_policy", raw["write_policy"], WRITE_POLICIES),
+        kv_load=_kv_load(c, f"{where}.kv_load", raw.get("kv_load")),
+        decode_offload=offload,
+        save_decode_kv=None
+        if raw.get("save_decode_kv") is None
+        else c.flag(f"{where}.save_decode_kv", raw["save_decode_kv"]),
+        network_bytes_per_s=network,
     )
 
 
@@ -501,10 +681,30 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
     )
     traffic = c.mapping("traffic", _or_empty(doc.get("traffic"), {}), TRAFFIC_KEYS)
     scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True, maximum=1e6)
-    stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGES})
+    stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGE_BLOCKS})
     if not stages_raw:
-        raise c.fail("stages", "give at least one of prefill, decode")
-    stages = tuple(_stage(c, s, stages_raw[s], catalogs, table) for s in STAGES if s in stages_raw)
+        raise c.fail("stages", "give prefill and/or decode, or one serving block (aggregated)")
+    if "serving" in stages_raw and len(stages_raw) > 1:
+        raise c.fail(
+            "stages.serving",
+            "an aggregated fleet has one serving block; prefill and decode blocks describe a "
+            "disaggregated one: keep one of the two forms",
+        )
+    topology = "aggregated" if "serving" in stages_raw else "disaggregated"
+    if doc.get("topology") is not None:
+        given = c.text("topology", doc["topology"], TOPOLOGIES)
+        if given != topology:
+            fix = (
+                "give one block stages.serving"
+                if given == "aggregated"
+                else "give stages.prefill and stages.decode"
+            )
+            raise c.fail("topology", f"'{given}' does not match the stage blocks; {fix}")
+    stages = tuple(
+        _stage(c, s, stages_raw[s], catalogs, table, model.tp)
+        for s in STAGE_BLOCKS
+        if s in stages_raw
+    )
     return Plan(
         name=c.text("name", doc.get("name", Path(path).stem)),
         path=path,
@@ -515,6 +715,8 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         description=""
         if doc.get("description") is None
         else c.text("description", doc["description"]),
+        topology=topology,
+        pd_link=_pd_link(c, doc.get("pd_link")),
     )
 
 

@@ -112,18 +112,8 @@ class TierCalc:
 
 
 def stage_chunk_tokens(stage: StagePlan) -> tuple[int, str]:
-    """Tokens per KV I/O on a stage's tiers, and where the number comes from."""
-    lmcache, hicache = stage.engines.get("lmcache"), stage.engines.get("sglang-hicache")
-    if stage.chunk_tokens:
-        return stage.chunk_tokens, "the plan's chunk_tokens"
-    if lmcache is not None:
-        return int(lmcache.get("chunk_size", 256)), "LMCache chunk_size"
-    if hicache is not None and "page-size" in hicache:
-        return int(hicache["page-size"]), "SGLang --page-size"
-    if "dynamo-kvbm" in stage.engines or "vllm" in stage.engines:
-        # KVBM moves the engine's blocks; vLLM's default block is 16 tokens.
-        return int(stage.engines.get("vllm", {}).get("block-size", 16)), "vLLM --block-size"
-    return 256, "no engine chunk given: LMCache's default chunk_size"
+    """Tokens per KV I/O on a stage's tiers, and where the number comes from (the plan says)."""
+    return stage.io_chunk_tokens()
 
 
 def device_pool(stage: StagePlan, perf: PlanPerf) -> float | None:
@@ -144,14 +134,14 @@ def stage_tiers(
     sp = perf.stages.get(stage.stage, StagePerf())
     steady = np.arange(replay.input_tokens.size) >= replay.warmup_requests
     inp = replay.input_tokens.astype(np.float64)
-    hits = replay.hit_tokens_at if stage.stage == "prefill" else None
+    hits = replay.hit_tokens_at if stage.prefills else None
     prev = np.zeros_like(inp)
     pool = device_pool(stage, perf)
     if hits is not None and pool:
         prev = hits(pool * stage.count / kvb).astype(np.float64)
     out: list[TierCalc] = []
     for tier in stage.tiers:
-        fleet = 1 if tier.shared else stage.count
+        fleet = stage.tier_units(tier)
         cap_tokens = None if tier.capacity_bytes is None else tier.capacity_bytes * fleet / kvb
         if stage.stage == "decode":
             written = (replay.input_tokens + replay.output_tokens).astype(np.float64)
@@ -174,7 +164,7 @@ def stage_tiers(
         # Load vs recompute (RV06) needs the performance model, hits and the read bandwidth.
         p_star = share = None
         if (
-            stage.stage == "prefill"
+            stage.prefills
             and sp.recompute_s is not None
             and served is not None
             and (rcap is not None)

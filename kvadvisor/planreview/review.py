@@ -60,9 +60,9 @@ def review_plan(
         checks.extend(tier_checks(stage, calcs, perf, times, span, window_s))
         checks.extend(engine_checks(stage, plan, device_pool(stage, perf)))
         checks.extend(engine_lint(stage, plan, device_pool(stage, perf)))
-        load = load_times(calcs, kvb) if stage.stage == "prefill" and calcs else None
+        load = load_times(calcs, kvb) if stage.prefills and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
-        if plan.slo.ttft_p99_s is not None and stage.stage == "prefill":
+        if plan.slo.ttft_p99_s is not None and stage.prefills:
             if load_p99 is None:
                 checks.append(
                     check(

@@ -108,7 +108,7 @@ def tier_checks(
         r, t = c.review, c.plan
         subj = t.name
         # RV01: does the tier serve hits at all?
-        if st == "prefill":
+        if stage.prefills:
             if r.hit_ratio_steady is None:
                 out.append(
                     check(
@@ -267,7 +267,7 @@ def tier_checks(
             )
         # RV06: load vs recompute.
         recompute = perf.stages.get(st, StagePerf()).recompute_s
-        if st == "prefill" and (
+        if stage.prefills and (
             recompute is None or c.served_tokens is None or r.read_capability_bytes_per_s is None
         ):
             out.append(
@@ -283,7 +283,7 @@ def tier_checks(
                     subj,
                 )
             )
-        elif st == "prefill":
+        elif stage.prefills:
             p_star, share = r.break_even_tokens, r.below_break_even_share
             bad = share is not None and share > BELOW_BREAK_EVEN_RISK_SHARE
             pe = "never" if p_star is None or math.isinf(p_star) else q(p_star, Unit.TOKENS)

@@ -6,6 +6,7 @@ through :func:`format_value` (or ``str(Quantity(...))``), every quantity a user 
 """
 
 from kvadvisor.units.constants import (
+    BITS_PER_BYTE,
     BYTES_PER_BF16,
     BYTES_PER_FP8,
     BYTES_PER_FP16,
@@ -31,6 +32,7 @@ from kvadvisor.units.quantity import Quantity
 from kvadvisor.units.unit import Unit
 
 __all__ = [
+    "BITS_PER_BYTE",
     "BYTES_PER_BF16",
     "BYTES_PER_FP16",
     "BYTES_PER_FP32",

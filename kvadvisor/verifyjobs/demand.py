@@ -99,7 +99,7 @@ def stage_inflight(
         max_batch=max(max_batch.max_concurrent_requests, 1.0),
     )
     windows = window_count(span_s, window_s)
-    if stage.stage == "prefill":
+    if stage.prefills:
         lo, hi, what = st.prefill_start_s, st.prefill_end_s, "in prefill"
     else:
         lo, hi, what = st.prefill_end_s, st.end_s, "in decode"
@@ -137,7 +137,8 @@ def _direction(
             else "no TTFT SLO in the plan"
         ),
     )
-    if direction == "read" and stage == "prefill" and ttft_slo_s is not None and ios_p99 > 0:
+    prefills = stage in ("prefill", "serving")
+    if direction == "read" and prefills and ttft_slo_s is not None and ios_p99 > 0:
         target = ttft_slo_s * iodepth / ios_p99
         target_from = (
             f"TTFT p99 SLO {ttft_slo_s:g} s × queue depth {iodepth} / {ios_p99:,.0f} I/Os per "
