@@ -14,12 +14,16 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 
 # Shared leaves every other row may import; they (and progress, jitcache) import nothing.
 # termtext: text safe for a terminal (control characters escaped), for every printing layer.
-LEAVES = {"errors", "units", "termtext"}
+LEAVES = {"errors", "units", "lazy", "firstuse", "termtext"}
 ISOLATED = LEAVES | {"progress", "jitcache"}
 
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "units": set(),
+    # PEP 562 lazy package exports: keeps `import kvadvisor.cli` free of numpy and pyarrow.
+    "lazy": set(),
+    # One-time slow steps (numba compiling, matplotlib's font cache) announce themselves here.
+    "firstuse": set(),
     "termtext": set(),
     # Terminal progress for the CLI's long steps: a leaf like errors/units (labels made safe).
     "progress": {"termtext"},

@@ -1,30 +1,44 @@
 """Command line: each command turns options into one library call and maps errors to exit codes.
 
-One module per command group; importing them registers their commands on ``app``.
+One module per command group; ``commands`` imports them all, which registers their commands on
+``app``. This package itself loads none of them until ``app`` is used, so ``kvadvisor
+--version`` answers without importing the command-line library.
 """
+
+from __future__ import annotations
 
 import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
-from kvadvisor import jitcache
-from kvadvisor.cli import analyze, replay, review, rulescmd, traces, verify  # noqa: F401
-from kvadvisor.cli.common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
-    EXIT_USER_ERROR,
-    app,
-    error_line,
-    silence_stdout,
-)
-from kvadvisor.fileio import remove_temporary_files
+from kvadvisor import __version__
+from kvadvisor.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from kvadvisor.cli.commands import app
+    from kvadvisor.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USER_ERROR
+
+_EXPORTS = {
+    "app": "kvadvisor.cli.commands",
+    "EXIT_FINDINGS": "kvadvisor.cli.common",
+    "EXIT_OK": "kvadvisor.cli.common",
+    "EXIT_USER_ERROR": "kvadvisor.cli.common",
+}
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USER_ERROR", "app", "main"]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 # Exit codes for a run stopped by a signal: 128 + the signal number, as a shell reports it.
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
+# Seconds a run has, after SIGINT or SIGTERM, to unwind through its clean-ups before it is
+# stopped outright: the exception a signal raises can be swallowed by library code it lands
+# in (an import inside numpy, a C extension's callback), or wait behind a long native call.
+GRACE_S = 5.0
+_stopping: list[int] = []
 
 
 class Interrupted(BaseException):
@@ -40,13 +54,6 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-# Seconds a run has, after SIGINT or SIGTERM, to unwind through its clean-ups before it is
-# stopped outright: the exception a signal raises can be swallowed by library code it lands
-# in (an import inside numpy, a C extension's callback), or wait behind a long native call.
-GRACE_S = 5.0
-_stopping: list[int] = []
-
-
 def _stop_message(signum: int) -> str:
     name = signal.Signals(signum).name
     return f"error: interrupted by {name}; no output was left half-written"
@@ -54,6 +61,10 @@ def _stop_message(signum: int) -> str:
 
 def _stop_now(signum: int) -> None:
     """Remove the temporary files and exit at once (from any thread)."""
+    from kvadvisor import jitcache
+    from kvadvisor.cli.common import error_line
+    from kvadvisor.fileio import remove_temporary_files
+
     remove_temporary_files()
     jitcache.remove_directory()
     error_line(_stop_message(signum))
@@ -78,14 +89,40 @@ def main() -> None:
     naming the command's --help, exit 2, like every other user error. SIGINT and SIGTERM stop
     the run with one line and exit 130 or 143, temporary files removed.
     """
+    if sys.argv[1:] == ["--version"]:
+        # The most common probe of an install: answered before typer and the commands load.
+        sys.stdout.write(f"kvadvisor {__version__}\n")
+        sys.exit(0)
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    if jitcache.NOTE:
-        error_line(jitcache.NOTE)
     try:
-        code = app(standalone_mode=False, prog_name="kvadvisor")
+        code = _run()
     except Interrupted as stop:
+        from kvadvisor.cli.common import error_line
+
         error_line(_stop_message(stop.signum))
         sys.exit(EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM)
+    finally:
+        # A caller in the same process (a test, an embedding tool) gets its handlers back.
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    sys.exit(code)
+
+
+def _run() -> int:
+    """Run the command line; its exit code (parser errors and a failing stdout included)."""
+    from kvadvisor import firstuse, jitcache
+    from kvadvisor.cli.commands import app
+    from kvadvisor.cli.common import EXIT_OK, EXIT_USER_ERROR, error_line, silence_stdout
+    from kvadvisor.progress import Progress
+
+    if jitcache.NOTE:
+        error_line(jitcache.NOTE)
+    # A first run's one-time costs (kernel compilation, the font cache) are said, on a terminal.
+    notes = Progress()
+    firstuse.listen(lambda what: notes.note(f"kvadvisor: first run: {what}"))
+
+    try:
+        code = app(standalone_mode=False, prog_name="kvadvisor")
     except Exception as exc:
         # Duck-typed: Click's exceptions live in typer._click or click, by typer version.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -93,20 +130,16 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "kvadvisor"
         error_line(f"error: {exc.format_message()} (see `{where} --help`)")
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except BaseException as exc:
         if type(exc).__name__ != "Abort":  # end of input at a prompt
             raise
         error_line("Aborted!")
-        sys.exit(1)
-    finally:
-        # A caller in the same process (a test, an embedding tool) gets its handlers back.
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        return 1
     try:
         sys.stdout.flush()  # what the commands wrote is flushed as they write; this is the rest
     except OSError as exc:
         silence_stdout()
         error_line(f"error: stdout: cannot be written ({exc.strerror or exc})")
-        sys.exit(EXIT_USER_ERROR)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+        return EXIT_USER_ERROR
+    return code if isinstance(code, int) else EXIT_OK

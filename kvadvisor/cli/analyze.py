@@ -1,4 +1,8 @@
-"""`kvadvisor analyze`: measure a trace and advise a configuration per stage."""
+"""`kvadvisor analyze`: measure a trace and advise a configuration per stage.
+
+The analysis, the renderers and the engine writers are imported inside the command:
+registering it (for `kvadvisor --help`) loads none of them (tests/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
@@ -35,12 +39,9 @@ from kvadvisor.cli.common import (
     name_option,
     write_output,
 )
-from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
-from kvadvisor.report.console import ConsoleRenderer
-from kvadvisor.units.parse import QuantityError, parse_quantity
 
 
 class ReportFormat(str, Enum):
@@ -191,6 +192,8 @@ DriveCapacityOpt = Annotated[
 
 def size_option(option: str, text: str) -> float:
     """Bytes from a size option ('4 KiB', '7.68 TB'); one clear error otherwise."""
+    from kvadvisor.units.parse import QuantityError, parse_quantity
+
     try:
         value = parse_quantity(text, "size")
     except QuantityError as exc:
@@ -314,6 +317,9 @@ def analyze_cmd(
     drive_capacity: DriveCapacityOpt = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
+    from kvadvisor.emit import emit_all
+    from kvadvisor.report.console import ConsoleRenderer
+
     with handle_user_errors():
         files = command_inputs(
             trace, plans=plan or (), rules_dirs=rules_dir or (), catalogs=catalog or (), model=model
