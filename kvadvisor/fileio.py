@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
+import secrets
 import stat
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -183,22 +182,25 @@ def remove_temporary_files() -> None:
         _LIVE.clear()
 
 
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back while the body runs (they are delivered right after).
+def _new_temporary(real: Path) -> str:
+    """Create an empty temporary file beside ``real``, registered before it exists.
 
-    Only the main thread can block them for the handlers that run there; elsewhere, and where
-    the platform cannot block signals, the body runs as it is.
+    Registered first, so that whatever stops the run from here on (a signal's exception,
+    wherever it lands) finds the name in :func:`remove_temporary_files`.
     """
-    block = getattr(signal, "pthread_sigmask", None)
-    if block is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = block(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        block(signal.SIG_SETMASK, previous)
+    for _ in range(100):
+        tmp = str(real.parent / f".{real.name}.{secrets.token_hex(4)}.tmp")
+        _register(tmp)
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            _unregister(tmp)
+            continue
+        except OSError:
+            _unregister(tmp)
+            raise
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", str(real.parent))
 
 
 def _umask_mode() -> int:
@@ -247,12 +249,7 @@ def atomic_target(path: str | Path, fix: str = "choose another output path") -> 
         raise ConfigError(f"{path}: is a directory; give an output file name")
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
-        # A signal between creating the file and the try below that removes it would leave
-        # it behind: SIGINT and SIGTERM wait until the name is held.
-        with _signals_deferred():
-            fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-            os.close(fd)
-            _register(tmp)
+        tmp = _new_temporary(real)
     except OSError as exc:
         raise _unwritable(path, exc, fix) from None
     try:

@@ -98,7 +98,9 @@ def main() -> None:
         code = _run()
     except Interrupted as stop:
         from kvadvisor.cli.common import error_line
+        from kvadvisor.fileio import remove_temporary_files
 
+        remove_temporary_files()  # any the unwinding did not reach
         error_line(_stop_message(stop.signum))
         sys.exit(EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM)
     finally:

@@ -84,6 +84,7 @@ def rules_docs_cmd(
 ) -> None:
     """Write the rules reference (docs/rules.md) generated from the rule files."""
     from kvadvisor.advice.inputs import load_rule_set
+    from kvadvisor.rules import builtin_rules_dir
     from kvadvisor.rules.docs import render_rules_doc
 
     with handle_user_errors():
