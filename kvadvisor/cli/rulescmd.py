@@ -21,6 +21,9 @@ from kvadvisor.cli.common import (
     SelectOpt,
     app,
     as_strs,
+    command_inputs,
+    echo,
+    error_line,
     handle_user_errors,
     write_output,
 )
@@ -39,7 +42,8 @@ def rules_list_cmd(
     from kvadvisor.rules.docs import rules_table
 
     with handle_user_errors():
-        typer.echo(
+        command_inputs(rules_dirs=rules_dir or ())
+        echo(
             rules_table(kvadvisor.load_rules(as_strs(rules_dir), as_strs(select), as_strs(ignore))),
             nl=False,
         )
@@ -53,7 +57,8 @@ def rules_show_cmd(
     from kvadvisor.rules.docs import find_rule, rule_text
 
     with handle_user_errors():
-        typer.echo(rule_text(find_rule(kvadvisor.load_rules(as_strs(rules_dir)), rule)), nl=False)
+        command_inputs(rules_dirs=rules_dir or ())
+        echo(rule_text(find_rule(kvadvisor.load_rules(as_strs(rules_dir)), rule)), nl=False)
 
 
 @rules_app.command("check")
@@ -62,8 +67,9 @@ def rules_check_cmd(
 ) -> None:
     """Check a directory of rule files against the schema, the facts and the built-in rules."""
     with handle_user_errors():
+        command_inputs(rules_dirs=[directory])
         checked = kvadvisor.check_rules(directory)
-        typer.echo(f"{directory}: {len(checked)} rule(s) OK")
+        echo(f"{directory}: {len(checked)} rule(s) OK")
 
 
 @rules_app.command("docs")
@@ -74,7 +80,8 @@ def rules_docs_cmd(
     from kvadvisor.rules.docs import render_rules_doc
 
     with handle_user_errors():
-        write_output(output, render_rules_doc(kvadvisor.load_rules()))
+        files = command_inputs(rules_dirs=[kvadvisor.builtin_rules_dir()])
+        write_output(output, render_rules_doc(kvadvisor.load_rules()), files, terminal=True)
 
 
 @rules_app.command("facts")
@@ -85,7 +92,7 @@ def rules_facts_cmd(
     from kvadvisor.facts.doc import render_facts_doc
 
     with handle_user_errors():
-        write_output(output, render_facts_doc())
+        write_output(output, render_facts_doc(), terminal=True)
 
 
 catalog_app = typer.Typer(
@@ -113,6 +120,7 @@ def catalog_list_cmd(
     from kvadvisor.catalog.listing import gpus_table, instances_table, models_table, storage_table
 
     with handle_user_errors():
+        command_inputs(catalogs=catalog or ())
         catalogs = kvadvisor.load_catalogs(as_strs(catalog))
         tables = {
             CatalogKind.storage: lambda: storage_table(catalogs.storage),
@@ -120,7 +128,7 @@ def catalog_list_cmd(
             CatalogKind.gpus: lambda: gpus_table(catalogs.gpus),
             CatalogKind.models: lambda: models_table(catalogs.models),
         }
-        typer.echo(tables[kind](), nl=False)
+        echo(tables[kind](), nl=False)
 
 
 @catalog_app.command("show")
@@ -132,8 +140,8 @@ def catalog_show_cmd(
     from kvadvisor.catalog.listing import entry_text
 
     with handle_user_errors():
-        entry = kvadvisor.load_catalogs(as_strs(catalog)).find(name)
-        typer.echo(entry_text(entry), nl=False)
+        command_inputs(catalogs=catalog or ())
+        echo(entry_text(kvadvisor.load_catalogs(as_strs(catalog)).find(name)), nl=False)
 
 
 @catalog_app.command("check")
@@ -146,8 +154,8 @@ def catalog_check_cmd(
     found = [kvadvisor.check_catalog(f) for f in files]
     for result in found:
         if result.ok:
-            typer.echo(f"{result.path}: ok ({result.entries} {result.kind} entries)")
+            echo(f"{result.path}: ok ({result.entries} {result.kind} entries)")
         for problem in result.problems:
-            typer.echo(f"error: {problem}", err=True)
+            error_line(f"error: {problem}")
     if not all(r.ok for r in found):
         raise typer.Exit(EXIT_USER_ERROR)

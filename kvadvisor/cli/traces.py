@@ -19,6 +19,8 @@ from kvadvisor.cli.common import (
     TraceArg,
     TraceFormatOpt,
     app,
+    command_inputs,
+    echo,
     handle_user_errors,
 )
 from kvadvisor.errors import ConfigError
@@ -45,6 +47,7 @@ def convert_cmd(
 ) -> None:
     """Convert a trace in any supported format to canonical parquet."""
     with handle_user_errors():
+        command_inputs(trace).check_output(output)
         if output.suffix.lower() != ".parquet":
             raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
         kvadvisor.convert(
@@ -63,10 +66,11 @@ def info_cmd(
     from kvadvisor.trace.describe import format_description
 
     with handle_user_errors():
+        command_inputs(trace)
         info = kvadvisor.describe(
             trace, trace_format=trace_format, column_map=maps, block_tokens=block_tokens
         )
-        typer.echo(format_description(info), nl=False)
+        echo(format_description(info), nl=False)
 
 
 @app.command("synth")
@@ -116,7 +120,7 @@ def synth_cmd(
             system_prompt_zipf=system_prompt_zipf,
             system_prompt_tokens_median=system_prompt_median,
         )
-        typer.echo(
+        echo(
             f"wrote {result.path}: {result.requests} requests, {result.block_hashes} block "
             f"hashes, {result.batches} row groups, {result.file_bytes} bytes",
             err=True,
