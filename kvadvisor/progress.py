@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from kvadvisor.termtext import printable
+
 SPINNER = "|/-\\"
 REDRAW_S = 0.1
 # Steps faster than this leave no "done" line: only long steps are worth a line in the scroll.
@@ -38,6 +40,7 @@ class Progress:
         if not self.enabled:
             yield
             return
+        what = printable(what, one_line=True)  # file names may hold escape sequences
         start = time.monotonic()
         stop = threading.Event()
 
@@ -61,6 +64,11 @@ class Progress:
             self._write("\r\x1b[K")
             if elapsed >= QUIET_BELOW_S or outcome == "failed":
                 self._write(f"{what}: {outcome} in {elapsed:.1f} s\n")
+
+    def note(self, text: str) -> None:
+        """One line of its own (over a spinner's line, which redraws below it); none when off."""
+        if self.enabled:
+            self._write(f"\r\x1b[K{text}\n")
 
     def _write(self, text: str) -> None:
         self.stream.write(text)

@@ -15,6 +15,7 @@ from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.errors import ConfigError
 from kvadvisor.facts.registry import collect
 from kvadvisor.results.verdict import VerdictSet
+from kvadvisor.results.vocab import TierRole
 
 INPUTS = load_advisor_inputs()
 
@@ -38,7 +39,7 @@ def test_an_aggregated_verdict_fills_both_stages() -> None:
     )
     assert (dec.instance, dec.instance_count, dec.topology) == ("p5en.48xlarge", 3, "aggregated")
     assert pre.storage == "aws-ebs-gp3" and dec.storage is None
-    assert [t.role for t in pre.tiers] == ["host memory KV tier", "capacity tier"]
+    assert [t.role for t in pre.tiers] == [TierRole.HOST_POOL, TierRole.CAPACITY]
     assert pre.tiers[1].capacity_gib == pytest.approx(4 * 1024)
     # The replayed utilization of the capacity tier, as the verdict states it.
     assert (pre.utilization.mean, pre.utilization.p99, pre.utilization.peak) == (0.12, 0.48, 0.6)

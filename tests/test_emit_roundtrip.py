@@ -1,10 +1,11 @@
-"""Round trip on every sample trace: analyze, emit every target, review what was emitted.
+"""Round trip on every sample trace: analyze, emit every target, review and replay what was emitted.
 
-The plan `--emit plan` writes lists each stage's engine files, so `review` reads the very files
-an operator would start and runs the engine lint (EL) on them: none may fail with an error.
-The plan itself must pass `review` on the same trace. Traces without arrival times have no
-recommended deployment (the advisor's verdicts abstain: tests/test_advice_roundtrip.py); the
-others are analysed with the SLO tests/advice_traces.py gives them.
+`--emit` with every engine writes one plan per engine (plan-<engine>.yaml) listing that engine's
+files, so `review` reads the very files an operator would start and runs the engine lint (EL) on
+them: none may fail with an error. Each plan must pass `review` on the same trace, and `replay`
+must run each engine's plan. Traces without arrival times have no recommended deployment (the
+advisor's verdicts abstain: tests/test_advice_roundtrip.py); the others are analysed with the
+SLO tests/advice_traces.py gives them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from advice_traces import slo_for
 
+import kvadvisor
 from kvadvisor.emit import TARGETS, emit_all
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
@@ -28,63 +30,111 @@ SAMPLES = sorted(
     for p in (Path(__file__).resolve().parents[1] / "sample_traces").iterdir()
     if p.suffix not in (".py", ".md") and read_trace(p).arrivals_measured
 )
-
-
+ENGINES = [t for t in TARGETS if t != "plan"]
 # Engines whose writers need a host-memory tier on the stage that prefills: the Mooncake Store
 # pool is host memory. A deployment the advisor keeps in GPU memory only (no hashes, or the GPU
 # pools already hold the reuse) has none, and that writer refuses it with a clear error.
 NEEDS_HOST_TIER = ("mooncake",)
-# Aggregated stage with a host tier: vLLM's native offloading and the Mooncake store connector
-# land in the same stage's engine files, which EL16 refuses (issue 16).
-EL16_AGGREGATED = {"mooncake_conversation.parquet"}
 
 
-def _targets(report) -> list[str]:  # type: ignore[no-untyped-def]
+def _emit(path: Path, trace, report, out: Path) -> list[str]:  # type: ignore[no-untyped-def]
+    """Write every target the deployment can take; the others must refuse, saying why."""
     v = report.recommendation.verdict.primary_verdict
     host = all(any(t.name == "host" for t in s.tiers) for s in v.stages if s.role != "decode")
-    return [t for t in TARGETS if host or t not in NEEDS_HOST_TIER]
+    targets = [t for t in TARGETS if host or t not in NEEDS_HOST_TIER]
+    for name, text in emit_all(report, targets, f"kvadvisor analyze {path.name}").items():
+        (out / name).write_text(text)
+    for engine in set(TARGETS) - set(targets):
+        with pytest.raises(ConfigError, match="no host tier"):
+            emit_all(report, [engine], "kvadvisor analyze")
+    return targets
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
 def emitted(request, tmp_path_factory):
-    """(trace, the plan, its review, the engines emitted) for one sample trace."""
+    """(trace path, trace, the directory holding every emitted file, the targets written)."""
     path = request.param
     trace = read_trace(path)
     report = analyze(
         trace, AnalyzeOptions(slo=slo_for(path)), version="test", generated_at="2026-01-01T00:00:00"
     )
     out = tmp_path_factory.mktemp(path.name.split(".")[0])
-    targets = _targets(report)
-    for name, text in emit_all(report, targets, f"kvadvisor analyze {path.name}").items():
-        (out / name).write_text(text)
-    for engine in set(TARGETS) - set(targets):
-        with pytest.raises(ConfigError, match="no host tier"):
-            emit_all(report, [engine], "kvadvisor analyze")
-    plan = load_plan(out / "plan.yaml")
-    return path, plan, review_plans(trace, [plan])[0], targets
+    return path, trace, out, _emit(path, trace, report, out)
 
 
-def test_every_engine_file_is_linted_without_error(emitted, request) -> None:
-    """Every engine's files were read back, and no engine check fails with an error."""
-    path, plan, review, targets = emitted
-    if path.name in EL16_AGGREGATED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="EL16 on an aggregated stage"))
-    # KVBM runs only where there is a tier to offload to (kvbm.py writes the workers without it).
-    engines = {"lmcache", "sglang-hicache", "vllm"} | (
-        {"dynamo-kvbm", "mooncake"} if "mooncake" in targets else set()
-    )
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_engine_file_is_linted_without_error(emitted, engine) -> None:
+    """The engine's files were read back, and no engine check fails with an error."""
+    _, trace, out, targets = emitted
+    if engine not in targets:
+        assert not (out / f"plan-{engine}.yaml").exists()
+        return
+    plan = load_plan(out / f"plan-{engine}.yaml")
     for stage in plan.stages:
-        assert engines <= set(stage.engines), stage.stage
-    engine = [c for c in review.checks if c.code.startswith("EL")]
-    assert engine
-    errors = [c for c in engine if c.status == "fail" and c.severity == "error"]
+        assert engine in stage.engines, stage.stage
+    review = review_plans(trace, [plan])[0]
+    lint = [c for c in review.checks if c.code.startswith("EL")]
+    assert lint
+    errors = [c for c in lint if c.status == "fail" and c.severity == "error"]
     assert not errors, [(c.code, c.stage, c.subject, c.message) for c in errors]
 
 
-def test_the_emitted_plan_passes_review(emitted, request) -> None:
-    """No error on the recommended deployment, written as a plan, on the trace it came from."""
-    path, _, review, _ = emitted
-    if path.name in EL16_AGGREGATED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="EL16 on an aggregated stage"))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_emitted_plan_passes_review(emitted, engine) -> None:
+    """No error on the recommended deployment, written as the engine's plan, on its trace."""
+    _, trace, out, targets = emitted
+    if engine not in targets:
+        return
+    review = review_plans(trace, [load_plan(out / f"plan-{engine}.yaml")])[0]
     errors = [c for c in review.checks if c.status == "fail" and c.severity == "error"]
     assert not errors, [(c.code, c.stage, c.subject, c.message) for c in errors]
+
+
+@pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
+def pinned(request, tmp_path_factory):
+    """(trace, directory) with both stages given as p5en.48xlarge (H200 and DDR5 of known rates).
+
+    The advisor's own pick today is a p6e-gb200 prefill fleet, whose GPU the GPU catalog lacks:
+    the replay has no step-time model for it and refuses the plan. A p5e.48xlarge would not do
+    either: its host tier (host-dram-ddr4) has no confirmed bandwidth, which the replay needs.
+    So the replay round trip runs on a given deployment, as `analyze --instance` writes it.
+    """
+    path = request.param
+    trace = read_trace(path)
+    options = AnalyzeOptions(instance=("p5en.48xlarge",), slo=slo_for(path))
+    report = analyze(trace, options, version="test", generated_at="2026-01-01T00:00:00")
+    out = tmp_path_factory.mktemp(path.name.split(".")[0] + "-p5en")
+    return trace, out, _emit(path, trace, report, out)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_emitted_plan_replays(pinned, engine) -> None:
+    """`kvadvisor replay` runs the engine's plan with the replicas, GPUs and tiers it gives."""
+    trace, out, targets = pinned
+    if engine not in targets:
+        return
+    plan = load_plan(out / f"plan-{engine}.yaml")
+    result = kvadvisor.replay(trace, plan).replay
+    assert result.requests.completed > 0
+    for stage in result.stages:
+        planned = plan.stage(stage.role.value)
+        assert planned is not None
+        assert stage.instance == "p5en.48xlarge"
+        assert stage.replicas == planned.count * (planned.replicas_per_instance or 1)
+        assert stage.gpus_per_replica == planned.gpus_per_replica
+        tiers = [t.name for t in result.tiers if t.stage == stage.role]
+        assert tiers == [t.name for t in planned.tiers]
+
+
+def test_the_advisors_gb200_pick_has_no_replay_model(emitted) -> None:
+    """Where the advisor picks an instance whose GPU the catalog lacks, replay says so (exit 2).
+
+    Once the GPU catalog models the GPU, the plan must replay.
+    """
+    _, trace, out, _ = emitted
+    plan = load_plan(out / "plan-vllm.yaml")
+    if all(s.gpu is not None for s in plan.stages):
+        assert kvadvisor.replay(trace, plan).replay.requests.completed > 0
+        return
+    with pytest.raises(ConfigError, match="the replay needs the GPU"):
+        kvadvisor.replay(trace, plan)

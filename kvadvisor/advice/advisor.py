@@ -49,6 +49,7 @@ from kvadvisor.results.report import (
     Tier,
 )
 from kvadvisor.results.verdict import StageVerdict, TierChoice, Verdict, VerdictSet
+from kvadvisor.results.vocab import TierRole
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GIB, S_PER_DAY
@@ -95,13 +96,11 @@ def _host(sv: StageVerdict) -> TierChoice | None:
     return next((t for t in sv.tiers if t.name == HOST_TIER), None)
 
 
-def _tiers(sv: StageVerdict, inst: InstanceSpec, reads: bool) -> tuple[Tier, ...]:
+def _tiers(sv: StageVerdict, inst: InstanceSpec) -> tuple[Tier, ...]:
     """The stage's tiers as the report lists them (capacity per instance, or per pool)."""
     out = []
     for t in sv.tiers:
-        role = "host memory KV tier" if t.name == HOST_TIER else "capacity tier"
-        if not reads:
-            role += " (on the same nodes; decode does not read it)"
+        role = TierRole.HOST_POOL if t.name == HOST_TIER else TierRole.CAPACITY
         out.append(
             Tier(
                 host_tier_name(inst) if t.name == HOST_TIER else t.storage,
@@ -171,7 +170,7 @@ def _stage_rec(
         ),
         instance_count=sv.instances,
         gpu=inst.gpu,
-        tiers=_tiers(sv, inst, loads),
+        tiers=_tiers(sv, inst) if loads else (),
         required=Requirement(
             write_bytes_per_s=None
             if not loads or writes_m is None or writes_m.bytes_per_s is None
@@ -387,8 +386,8 @@ def _finding(
             candidates = tuple(r["name"] for r in hits[:MAX_ALTERNATIVES])
     return Finding(
         code=rule.code,
-        severity=rule.severity.value,
-        stage=rule.stage.value,
+        severity=rule.severity,
+        stage=rule.stage,
         message=message,
         evidence={
             name: Evidence(item["value"], item["unit"], item["text"])

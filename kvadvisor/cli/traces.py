@@ -1,29 +1,40 @@
-"""Trace commands: `convert`, `info` and `synth`."""
+"""Trace commands: `convert`, `info` and `synth`.
+
+Readers and writers are imported inside the commands: registering them (for `kvadvisor
+--help`) loads neither pyarrow nor numpy (tests/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+import kvadvisor
 from kvadvisor.cli.common import (
     BlockTokensOpt,
     MapOpt,
     TraceArg,
     TraceFormatOpt,
     app,
+    command_inputs,
+    echo,
     handle_user_errors,
-    read_with_options,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
-from kvadvisor.trace import (
-    describe_trace,
-    detect_format,
-    format_description,
-    write_parquet,
-)
+
+
+class Arrival(str, Enum):
+    """Gap distributions for --arrival: ``kvadvisor.synth.ArrivalProcess``'s values.
+
+    Declared here so that `kvadvisor --help` need not import the generator (and numpy);
+    tests/test_cli_startup.py keeps the two equal.
+    """
+
+    poisson = "poisson"
+    bursty = "bursty"
 
 
 @app.command("convert")
@@ -36,9 +47,12 @@ def convert_cmd(
 ) -> None:
     """Convert a trace in any supported format to canonical parquet."""
     with handle_user_errors():
+        command_inputs(trace).check_output(output)
         if output.suffix.lower() != ".parquet":
             raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
-        write_parquet(read_with_options(trace, trace_format, maps, block_tokens), output)
+        kvadvisor.convert(
+            trace, output, trace_format=trace_format, column_map=maps, block_tokens=block_tokens
+        )
 
 
 @app.command("info")
@@ -49,11 +63,14 @@ def info_cmd(
     block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
+    from kvadvisor.trace.describe import format_description
+
     with handle_user_errors():
-        t = read_with_options(trace, trace_format, maps, block_tokens)
-        typer.echo(
-            format_description(describe_trace(t, trace_format or detect_format(trace))), nl=False
+        command_inputs(trace)
+        info = kvadvisor.describe(
+            trace, trace_format=trace_format, column_map=maps, block_tokens=block_tokens
         )
+        echo(format_description(info), nl=False)
 
 
 @app.command("synth")
@@ -62,9 +79,7 @@ def synth_cmd(
     requests: Annotated[int, typer.Option(help="Number of requests.", min=0)] = 100_000,
     seed: Annotated[int, typer.Option(help="Random seed: same seed, same trace.")] = 0,
     rate: Annotated[float, typer.Option(help="Mean arrival rate, requests per second.")] = 10.0,
-    arrival: Annotated[ArrivalProcess, typer.Option(help="Gap distribution.")] = (
-        ArrivalProcess.POISSON
-    ),
+    arrival: Annotated[Arrival, typer.Option(help="Gap distribution.")] = Arrival.poisson,
     burst_cv: Annotated[float, typer.Option(help="Gap CV when --arrival bursty.")] = 3.0,
     diurnal_amplitude: Annotated[float, typer.Option(help="Rate swing, 0 <= A < 1.")] = 0.0,
     diurnal_period: Annotated[float, typer.Option(help="Diurnal period, seconds.")] = 86_400.0,
@@ -83,12 +98,14 @@ def synth_cmd(
 ) -> None:
     """Write a deterministic synthetic trace with a chosen shape, streamed to parquet."""
     with handle_user_errors():
-        shape = SynthShape(
+        result = kvadvisor.synthesize(
+            output,
+            chunk_rows=chunk_rows,
             requests=requests,
             seed=seed,
             block_tokens=block_tokens,
             rate_per_s=rate,
-            arrival=arrival,
+            arrival=arrival.value,
             burst_cv=burst_cv,
             diurnal_amplitude=diurnal_amplitude,
             diurnal_period_s=diurnal_period,
@@ -103,8 +120,7 @@ def synth_cmd(
             system_prompt_zipf=system_prompt_zipf,
             system_prompt_tokens_median=system_prompt_median,
         )
-        result = write_synth_parquet(shape, output, chunk_rows)
-        typer.echo(
+        echo(
             f"wrote {result.path}: {result.requests} requests, {result.block_hashes} block "
             f"hashes, {result.batches} row groups, {result.file_bytes} bytes",
             err=True,

@@ -20,6 +20,7 @@ from enum import Enum
 from kvadvisor.errors import ConfigError
 from kvadvisor.results import AdviceReport, StageRecommendation, Tier
 from kvadvisor.results.verdict import Verdict
+from kvadvisor.results.vocab import TIER_ROLE_WORDS, TierRole
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 
 
@@ -80,6 +81,7 @@ class StageView:
     device_pool_tokens_per_replica: float | None
     tiers: tuple[TierView, ...]
     chunk_tokens: int
+    gpu_memory_bytes: float | None = None  # one GPU's memory (vLLM's batch defaults depend on it)
 
     @property
     def replicas_per_instance(self) -> int:
@@ -149,7 +151,7 @@ def _tier_view(t: Tier) -> TierView:
         name=t.name,
         category=t.category,
         kind=CATEGORY_KINDS.get(t.category, TierKind.LOCAL_DISK),
-        role=t.role,
+        role=TIER_ROLE_WORDS[t.role],
         capacity_bytes=None if t.capacity_gib is None else t.capacity_gib * BYTES_PER_GIB,
         devices=t.devices,
         shared=t.shared,
@@ -207,7 +209,9 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                         name=t.storage if t.name != "host" else "host-dram",
                         category=t.category,
                         kind=CATEGORY_KINDS.get(t.category, TierKind.LOCAL_DISK),
-                        role="host memory KV tier" if t.name == "host" else "capacity tier",
+                        role=TIER_ROLE_WORDS[
+                            TierRole.HOST_POOL if t.name == "host" else TierRole.CAPACITY
+                        ],
                         capacity_bytes=t.capacity_bytes,
                         devices=t.devices,
                         shared=t.scope == "pooled",
@@ -217,6 +221,7 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                 chunk_tokens=int(
                     (verdict.plan.get("stages", {}).get(sv.role, {}) or {}).get("chunk_tokens", 256)
                 ),
+                gpu_memory_bytes=sv.gpu_memory_gib * BYTES_PER_GIB,
             )
         )
     return Deployment(
@@ -286,6 +291,9 @@ def deployment_from_report(report: AdviceReport) -> Deployment:
                 count=stage.instance_count or 1,
                 gpu=stage.gpu,
                 gpus_per_instance=gpus,
+                gpu_memory_bytes=None
+                if stage.gpu_memory_gib is None
+                else stage.gpu_memory_gib * BYTES_PER_GIB,
                 tp=tp,
                 host_memory_bytes=None
                 if stage.host_memory_gib is None

@@ -10,25 +10,35 @@ import numpy as np
 
 from kvadvisor.cache import PrefixCacheResult, simulate_prefix_cache
 from kvadvisor.cache.prefix import warmup_requests_for
+from kvadvisor.errors import ConfigError
+from kvadvisor.fleet import ReplayContext, TraceArrays
+from kvadvisor.pipeline.replay import ReplayOptions, replay_in_context
 from kvadvisor.plan.model import Plan
+from kvadvisor.planreview.closedloop import Replayed
 from kvadvisor.planreview.demand import HitFn, TraceReplay
 from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.planreview.review import review_plan, review_report
 from kvadvisor.results.review import PlanReview, ReviewReport
 from kvadvisor.sections.workload import summarize_trace
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.readers import read_trace
 
 
 def replay_trace(
-    trace: Trace, warmup_fraction: float, simulated: PrefixCacheResult | None = None
+    trace: Trace,
+    warmup_fraction: float,
+    simulated: PrefixCacheResult | None = None,
+    arrays: RequestArrays | None = None,
 ) -> tuple[TraceReplay, tuple[str, ...]]:
     """Measure the per-request arrays a review needs, running the exact prefix-cache replay.
 
     ``simulated`` is that replay when the caller already ran it on this trace with this warm-up
-    (``analyze --plan``); it is then not run again.
+    (``analyze --plan``); it is then not run again. ``arrays``: the trace's per-request arrays
+    when the caller already took them.
     """
+    arrays = arrays or RequestArrays.of(trace)
     notes: list[str] = []
     hit_fn: HitFn | None = None
     warmup = warmup_requests_for(trace.requests, warmup_fraction)
@@ -49,13 +59,38 @@ def replay_trace(
             "written (an upper bound)"
         )
     replay = TraceReplay(
-        arrival_s=trace.column_np("arrival_s").astype(np.float64),
-        input_tokens=trace.column_np("input_tokens").astype(np.int64),
-        output_tokens=trace.column_np("output_tokens").astype(np.int64),
+        arrival_s=arrays.arrival_s.astype(np.float64),
+        input_tokens=arrays.input_tokens.astype(np.int64),
+        output_tokens=arrays.output_tokens.astype(np.int64),
         warmup_requests=warmup,
         hit_tokens_at=hit_fn,
     )
     return replay, tuple(notes)
+
+
+def closed_loop(
+    ctx: ReplayContext, plan: Plan, window_s: float
+) -> tuple[Replayed | None, str | None, tuple[str, ...]]:
+    """The plan's replay for its review, or why it cannot run (and the notes to show)."""
+    try:
+        result, cols = replay_in_context(ctx, plan, options=ReplayOptions(window_s=window_s))
+    except ConfigError as exc:
+        why = str(exc).removeprefix(f"{plan.path}: ")
+        return None, why, (f"not replayed (open-loop figures kept): {why}",)
+    # TTFT includes the load, so the SLO check counts every admitted request (0 for those
+    # that loaded nothing); one never admitted has no load to count.
+    admitted = np.isfinite(cols["queue_s"])
+    load = np.nan_to_num(cols["load_s"][admitted], nan=0.0)
+    load_p99 = float(np.percentile(load, 99)) if load.size else 0.0
+    r = result.requests
+    share = result.stage_split.prefill_share or 0.0
+    headline = (
+        f"closed-loop replay ({result.deployment.topology}): TTFT p99 "
+        f"{'-' if r.ttft_s is None else f'{r.ttft_s.p99:.3g} s'}, TPOT p99 "
+        f"{'-' if r.tpot_s is None else f'{r.tpot_s.p99 * 1e3:.3g} ms'}, prefill "
+        f"{share:.0%} of GPU time; {result.overload.reason}"
+    )
+    return Replayed(result, load_p99), None, (headline,)
 
 
 def _review_all(
@@ -64,18 +99,21 @@ def _review_all(
     warmup_fraction: float,
     window_s: float,
     simulated: PrefixCacheResult | None = None,
+    arrays: RequestArrays | None = None,
 ) -> tuple[tuple[PlanReview, ...], tuple[str, ...]]:
     """Replay once, review every plan; the replay's notes apart from each plan's own."""
     perfs = [plan_perf(p) for p in plans]
-    replay, notes = replay_trace(trace, warmup_fraction, simulated)
-    reviews = tuple(
-        replace(
-            review_plan(p, replay, perf, window_s=window_s),
-            notes=notes + tuple(n for s in perf.stages.values() for n in s.notes),
+    replay, notes = replay_trace(trace, warmup_fraction, simulated, arrays)
+    ctx = ReplayContext(TraceArrays.from_trace(trace))
+    reviews = []
+    for p, perf in zip(plans, perfs, strict=True):
+        replayed, why, loop_notes = closed_loop(ctx, p, window_s)
+        review = review_plan(
+            p, replay, perf, window_s=window_s, replayed=replayed, not_replayed=why
         )
-        for p, perf in zip(plans, perfs, strict=True)
-    )
-    return reviews, notes
+        own = tuple(n for s in perf.stages.values() for n in s.notes)
+        reviews.append(replace(review, notes=notes + own + loop_notes))
+    return tuple(reviews), notes
 
 
 def review_plans(
@@ -85,12 +123,14 @@ def review_plans(
     warmup_fraction: float = 0.5,
     window_s: float = 1.0,
     simulated: PrefixCacheResult | None = None,
+    arrays: RequestArrays | None = None,
 ) -> tuple[PlanReview, ...]:
     """Replay the trace once and review every plan against it (notes go to each review).
 
-    ``simulated``: the exact prefix-cache pass over this trace and warm-up, if already run.
+    ``simulated``: the exact prefix-cache pass over this trace and warm-up, if already run;
+    ``arrays``: the trace's per-request arrays, if already taken.
     """
-    return _review_all(trace, plans, warmup_fraction, window_s, simulated)[0]
+    return _review_all(trace, plans, warmup_fraction, window_s, simulated, arrays)[0]
 
 
 def review_trace(
@@ -103,9 +143,10 @@ def review_trace(
     window_s: float = 1.0,
 ) -> ReviewReport:
     """Replay the trace once and review every plan against it: the `review` command's report."""
-    reviews, notes = _review_all(trace, plans, warmup_fraction, window_s)
+    arrays = RequestArrays.of(trace)
+    reviews, notes = _review_all(trace, plans, warmup_fraction, window_s, arrays=arrays)
     return review_report(
-        summarize_trace(trace),
+        summarize_trace(trace, arrays=arrays),
         reviews,
         version=version,
         generated_at=generated_at,

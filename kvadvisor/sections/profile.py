@@ -18,13 +18,14 @@ from kvadvisor.metrics import (
     PREFILL_DOMINATED_SHARE,
     Distribution,
     IoProfile,
+    MeasuredStages,
     SplitSummary,
     StageIo,
     StageTimes,
     concurrency_series,
     measured_stages,
     profile_io,
-    profile_stages,
+    stage_times,
     summarize_split,
 )
 from kvadvisor.perfmodel import (
@@ -51,7 +52,9 @@ from kvadvisor.results.report import (
     ModelSummary,
     StageSplit,
 )
-from kvadvisor.results.series import Series
+from kvadvisor.results.series import Series, SeriesKey, SeriesKind
+from kvadvisor.results.vocab import SplitSource
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GIB
 
@@ -151,8 +154,7 @@ def kv_bytes_per_token_for(options: ProfileOptions, trace_model: str | None = No
     return int(round(pm.kv.total_bytes_per_token))
 
 
-def _calibration_rows(trace: Trace, pm: PerfModel, times: StageTimes) -> CalibrationRows | None:
-    measured = measured_stages(trace)
+def _calibration_rows(measured: MeasuredStages | None, times: StageTimes) -> CalibrationRows | None:
     if measured is None:
         return None
     rows = measured.rows
@@ -208,10 +210,10 @@ def _downsample(x: np.ndarray, y: np.ndarray, how: str) -> tuple[tuple, tuple, t
 
 
 def _series(
-    name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str, kind: str = "step"
+    key: SeriesKey, name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str
 ) -> Series:
     xs, ys, peaks = _downsample(x, y, how)
-    return Series(name, "time", "s", y_label, y_unit, xs, ys, kind, y_max=peaks)
+    return Series(name, "time", "s", y_label, y_unit, xs, ys, SeriesKind.STEP, peaks, key=key)
 
 
 def _scaled(d: Distribution, factor: float) -> dict[str, float]:
@@ -220,7 +222,7 @@ def _scaled(d: Distribution, factor: float) -> dict[str, float]:
 
 def _split_section(
     s: SplitSummary,
-    source: str,
+    source: SplitSource,
     hits_source: str | None,
     calibration: Calibration | None,
     times: StageTimes,
@@ -243,7 +245,8 @@ def _split_section(
         "count",
         tuple(map(float, edges[:-1])),
         tuple(map(float, counts)),
-        "bar",
+        SeriesKind.BAR,
+        key=SeriesKey.PREFILL_SHARE,
     )
     return StageSplit(
         source=source,
@@ -318,16 +321,44 @@ def _io_section(
     starts, inflight, peak_batch = concurrency
     series = [
         _series(
-            "KV write demand", "write bandwidth", "bytes/s", starts, io.write.rate_series, "mean"
+            SeriesKey.WRITE_DEMAND,
+            "KV write demand",
+            "write bandwidth",
+            "bytes/s",
+            starts,
+            io.write.rate_series,
+            "mean",
         ),
-        _series("requests in flight", "requests", "count", starts, inflight, "mean"),
-        _series("peak decode batch", "requests", "count", starts, peak_batch, "max"),
+        _series(
+            SeriesKey.REQUESTS_IN_FLIGHT,
+            "requests in flight",
+            "requests",
+            "count",
+            starts,
+            inflight,
+            "mean",
+        ),
+        _series(
+            SeriesKey.PEAK_DECODE_BATCH,
+            "peak decode batch",
+            "requests",
+            "count",
+            starts,
+            peak_batch,
+            "max",
+        ),
     ]
     if io.read.known:
         series.insert(
             1,
             _series(
-                "KV read demand", "read bandwidth", "bytes/s", starts, io.read.rate_series, "mean"
+                SeriesKey.READ_DEMAND,
+                "KV read demand",
+                "read bandwidth",
+                "bytes/s",
+                starts,
+                io.read.rate_series,
+                "mean",
             ),
         )
     tiers = []
@@ -436,15 +467,21 @@ def profile_workload(
     *,
     hit_tokens: np.ndarray | None = None,
     hits_source: str | None = None,
+    arrays: RequestArrays | None = None,
 ) -> StageProfile:
     """Measure or model the stage times of ``trace``, calibrating where both exist.
 
     ``hit_tokens`` (per request) come from the prefix-cache simulation or the engine's
     ``cached_tokens``; None means hits are unknown, taken as 0 for compute and reported so.
+    ``arrays`` are the trace's per-request arrays when the caller already took them. The
+    measured stage times are read from the trace once, for the profile, its calibration and
+    the calibrated profile.
     """
     pm, spec, notes, model_assumed = build_perf_model(options, trace_model_name(trace))
+    arrays = arrays or RequestArrays.of(trace)
+    measured = measured_stages(trace)
     hits_known = hit_tokens is not None
-    context = trace.column_np("input_tokens") + trace.column_np("output_tokens")
+    context = arrays.input_tokens + arrays.output_tokens
     max_batch = memory_fit(
         pm, float(np.mean(context)) if len(context) else 1.0
     ).max_concurrent_requests
@@ -454,30 +491,31 @@ def profile_workload(
         "instances": options.instances,
         "max_batch": max(max_batch, 1.0),
     }
-    times = profile_stages(trace, pm, **run)
+    columns = (arrays.arrival_s, arrays.input_tokens, arrays.output_tokens)
+    times = stage_times(*columns, pm, measured=measured, **run)
     calibration = None
     split_notes: list[str] = []
     if times.measured.any():
-        rows = _calibration_rows(trace, pm, times)
+        rows = _calibration_rows(measured, times)
         calibration = calibrate(pm, rows) if rows is not None else None
         if calibration is not None:
             pm = pm.with_efficiency(calibration.efficiency)
-            times = profile_stages(trace, pm, **run)
+            times = stage_times(*columns, pm, measured=measured, **run)
         if not trace.has("queue_s"):
             split_notes.append(
                 "the trace has no queue_s: measured prefill is TTFT including any queueing"
             )
     measured_all = bool(times.measured.any() and times.measured.all())
     if measured_all:
-        source = "measured"
+        source = SplitSource.MEASURED
     elif times.measured.any() and calibration is not None:
-        source = "calibrated"
+        source = SplitSource.CALIBRATED
         split_notes.append(
             f"{int(times.measured.sum()):,} requests measured, the rest modelled "
             "with efficiency factors fitted to them"
         )
     else:
-        source = "modeled"
+        source = SplitSource.MODELED
         if times.measured.any():
             split_notes.append(
                 f"only {int(times.measured.sum())} measured requests: too few to "
@@ -495,7 +533,7 @@ def profile_workload(
     )
     summary = summarize_split(times)
     busy = summary.gpu_busy_fraction or 0.0
-    if busy > 1 and source == "measured":
+    if busy > 1 and source is SplitSource.MEASURED:
         split_notes.append(
             f"the GPU time is {busy:.1f}x the time from first arrival to last completion: the "
             "measured prefills and decodes overlapped (mixed batches) and each stage is charged "

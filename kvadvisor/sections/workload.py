@@ -9,7 +9,8 @@ import pyarrow.compute as pc
 
 from kvadvisor.metrics.lengths import LengthStats, length_stats
 from kvadvisor.results.common import LengthSummary, TraceSummary
-from kvadvisor.results.series import Series
+from kvadvisor.results.series import Series, SeriesKey, SeriesKind
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
 
@@ -42,7 +43,8 @@ def arrival_chart(counts: np.ndarray, window_s: int) -> Series:
         y_unit="requests/s",
         x=tuple(float(v) for v in np.arange(counts.size) * window_s),
         y=tuple(float(v) for v in counts / window_s),
-        kind="step",
+        kind=SeriesKind.STEP,
+        key=SeriesKey.ARRIVALS,
     )
 
 
@@ -77,7 +79,8 @@ def length_chart(counts: np.ndarray, what: str) -> Series:
         y_unit="count",
         x=tuple(float(v) for v in np.where(ks == 0, 0.0, 2.0**ks)),
         y=tuple(float(v) for v in counts),
-        kind="bar",
+        kind=SeriesKind.BAR,
+        key=SeriesKey.INPUT_LENGTHS if what == "input" else SeriesKey.OUTPUT_LENGTHS,
     )
 
 
@@ -118,8 +121,14 @@ def trace_models(trace: Trace) -> tuple[str, ...]:
     return listed_models(pc.unique(trace.table["model"].drop_null()).to_pylist())
 
 
-def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
-    """Counts, span, columns and workload chart data of a trace."""
+def summarize_trace(
+    trace: Trace, sha256: str | None = None, arrays: RequestArrays | None = None
+) -> TraceSummary:
+    """Counts, span, columns and workload chart data of a trace.
+
+    ``arrays`` are the trace's per-request arrays when the caller already took them.
+    """
+    arrays = arrays or RequestArrays.of(trace)
     duration = trace.duration_s
     t = trace.table
     return TraceSummary(
@@ -137,9 +146,9 @@ def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
         capabilities=capabilities(trace),
         sha256=sha256,
         models=trace_models(trace),
-        arrivals=arrival_series(trace.column_np("arrival_s"), duration),
-        input_tokens_hist=length_histogram(trace.column_np("input_tokens"), "input"),
-        output_tokens_hist=length_histogram(trace.column_np("output_tokens"), "output"),
-        input_tokens_stats=length_summary(length_stats(trace.column_np("input_tokens"))),
-        output_tokens_stats=length_summary(length_stats(trace.column_np("output_tokens"))),
+        arrivals=arrival_series(arrays.arrival_s, duration),
+        input_tokens_hist=length_histogram(arrays.input_tokens, "input"),
+        output_tokens_hist=length_histogram(arrays.output_tokens, "output"),
+        input_tokens_stats=length_summary(length_stats(arrays.input_tokens)),
+        output_tokens_stats=length_summary(length_stats(arrays.output_tokens)),
     )
