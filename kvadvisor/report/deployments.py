@@ -206,8 +206,8 @@ def runner_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
         [
             c.label,
             money(c.usd_per_hour) if c.usd_per_hour is not None else f"{c.gpus} GPUs",
-            _seconds(c.ttft_p90_s),
-            _seconds(c.tpot_p90_s),
+            _seconds(c.ttft_p90_s) if c.replayed else "not replayed",
+            _seconds(c.tpot_p90_s) if c.replayed else "not replayed",
             c.lost.value if c.lost else "",
             c.why,
         ]
