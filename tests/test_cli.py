@@ -141,7 +141,7 @@ def test_parser_errors_are_one_line(monkeypatch, capsys, tmp_path) -> None:
         ): "error: Invalid value for '--instances': Input should be greater than or equal to 1 "
         "(see `kvadvisor analyze --help`)",
         ("analyze", "t.jsonl", "--bogus"): "error: No such option: --bogus",
-        ("analyze",): "error: Missing argument 'trace'. (see `kvadvisor analyze --help`)",
+        ("analyze",): "error: Missing argument 'TRACE'. (see `kvadvisor analyze --help`)",
         ("nosuchcommand",): "error: No such command 'nosuchcommand'. (see `kvadvisor --help`)",
     }
     for args, message in cases.items():

@@ -61,15 +61,22 @@ def rules_show_cmd(
 def rules_check_cmd(
     directory: Annotated[Path, typer.Argument(help="Directory of rule files.")],
 ) -> None:
-    """Check a directory of rule files against the schema, the facts and the built-in rules."""
-    from kvadvisor.advice.inputs import load_rule_set
-    from kvadvisor.rules import builtin_rules_dir
+    """Check a directory of rule files against the schema, the facts and the built-in rules.
+
+    Every problem of every file is listed, one `error:` line each (exit 2 if any).
+    """
+    from kvadvisor.facts import FACTS
+    from kvadvisor.rules.loader import check_rules
 
     with handle_user_errors():
-        extra = load_rule_set([str(directory)], builtin=False)
-        if not directory.resolve().is_relative_to(builtin_rules_dir().resolve()):
-            load_rule_set([str(directory)])  # codes and names must not clash with built-ins
-        typer.echo(f"{directory}: {len(extra)} rule(s) OK")
+        loaded, problems = check_rules(directory, FACTS)
+    for problem in problems:
+        typer.echo(f"error: {problem}", err=True)
+    if len(problems) > 1:
+        typer.echo(f"{directory}: {len(problems)} problems, {loaded} rule(s) fine", err=True)
+    if problems:
+        raise typer.Exit(EXIT_USER_ERROR)
+    typer.echo(f"{directory}: {loaded} rule(s) OK")
 
 
 @rules_app.command("docs")

@@ -20,6 +20,7 @@ from kvadvisor.cli.common import (
     app,
     handle_user_errors,
     read_with_options,
+    said_written,
 )
 from kvadvisor.errors import ConfigError
 
@@ -49,7 +50,9 @@ def convert_cmd(
     with handle_user_errors():
         if output.suffix.lower() != ".parquet":
             raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
-        write_parquet(read_with_options(trace, trace_format, maps, block_tokens), output)
+        converted = read_with_options(trace, trace_format, maps, block_tokens)
+        write_parquet(converted, output)
+        said_written(output, f"{converted.requests:,} requests, canonical parquet")
 
 
 @app.command("info")
@@ -61,13 +64,14 @@ def info_cmd(
 ) -> None:
     """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
     from kvadvisor.trace.describe import describe_trace, format_description
+    from kvadvisor.trace.detect import TraceFormat
     from kvadvisor.trace.readers import detect_format
 
     with handle_user_errors():
         t = read_with_options(trace, trace_format, maps, block_tokens)
-        typer.echo(
-            format_description(describe_trace(t, trace_format or detect_format(trace))), nl=False
-        )
+        # A directory holds canonical parquet files (read_with_options checked it).
+        fmt = trace_format or (TraceFormat.PARQUET if trace.is_dir() else detect_format(trace))
+        typer.echo(format_description(describe_trace(t, fmt)), nl=False)
 
 
 @app.command("synth")

@@ -10,7 +10,7 @@ from kvadvisor.pipeline.review import replay_trace
 from kvadvisor.plan.model import Plan
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
-from kvadvisor.trace.readers import read_trace
+from kvadvisor.trace.stream import read_trace_path
 from kvadvisor.verifyjobs import VerifyOptions, VerifySet, verify_plan
 
 
@@ -34,7 +34,7 @@ def verify(
     trace = (
         source
         if isinstance(source, Trace)
-        else read_trace(source, trace_format, column_map=column_map, block_tokens=block_tokens)
+        else read_trace_path(source, trace_format, column_map=column_map, block_tokens=block_tokens)
     )
     replay, notes = replay_trace(trace, options.warmup_fraction)
     return verify_plan(
