@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvadvisor.results.review import ReviewCheck
+from kvadvisor.results.vocab import CheckStatus, Severity, Stage
 from kvadvisor.units import Unit, format_value
 
 SOURCES = {
@@ -25,7 +26,9 @@ SOURCES = {
     "lmcache_fs": "LMCache #4725: fs_native max_capacity_gb without eviction grows past the cap",
     "mooncake_fs": "Mooncake deployment guide: do not combine --root_fs_dir with --enable_offload",
     "ssd_bound": "LMCache #4725, Mooncake #924: a disk tier without a bound fills the disk",
-    "slo": "the plan's SLO; load time = latency + bytes / read bandwidth per tier",
+    "slo": "the plan's SLO; load time: the plan's closed-loop replay (loads sharing each "
+    "tier's bandwidth, docs/replay.md), else latency + bytes / read bandwidth per tier",
+    "replay": "the plan's SLO against its closed-loop replay (docs/replay.md)",
     "placeholder": "kvadvisor --emit: <FILL:...> marks an address, mount or device to supply",
     "host_scope": "per-rank and per-instance sizes: LMCache local_cpu_backend.py (GiB per worker), "
     "vLLM vllm/config/cache.py@002f10e (GiB per instance), Dynamo leader.rs@ae2223b (GB per "
@@ -68,17 +71,29 @@ SOURCES = {
 def check(
     code: str,
     name: str,
-    stage: str,
-    severity: str,
-    status: str,
+    stage: Stage | str,
+    severity: Severity | str,
+    status: CheckStatus | str,
     message: str,
     source: str,
     subject: str = "",
     **evidence: Any,
 ) -> ReviewCheck:
-    """A ReviewCheck citing ``SOURCES[source]``; keyword arguments are its evidence."""
+    """A ReviewCheck citing ``SOURCES[source]``; keyword arguments are its evidence.
+
+    Stage, severity and status may be given by their spellings ("prefill", "error", "fail");
+    a misspelt one is a ValueError here rather than a check no renderer knows.
+    """
     return ReviewCheck(
-        code, name, stage, severity, status, message, evidence, SOURCES[source], subject
+        code,
+        name,
+        Stage(stage),
+        Severity(severity),
+        CheckStatus(status),
+        message,
+        evidence,
+        SOURCES[source],
+        subject,
     )
 
 
