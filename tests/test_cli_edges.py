@@ -57,7 +57,7 @@ def test_info_and_convert_take_a_directory(parquet_dir: Path, tmp_path: Path) ->
     conv = runner.invoke(app, ["convert", str(parquet_dir), "-o", str(out)])
     assert conv.exit_code == 0, conv.output
     assert pq.read_metadata(out).num_rows == 103
-    assert conv.stderr == f"wrote {out}: 103 requests, canonical parquet\n"
+    assert conv.stderr == f"wrote {out}: canonical parquet\n"
 
 
 def test_review_takes_a_directory(parquet_dir: Path) -> None:
@@ -129,7 +129,7 @@ def test_rules_check_lists_every_problem(tmp_path: Path) -> None:
         assert any("severity" in line for line in mine)
         assert any("no_such_fact" in line for line in mine)
     assert "more problem" not in res.stderr
-    assert lines[-1] == f"{tmp_path}: {len(errors_)} problems, 0 rule(s) fine"
+    assert lines[-1] == f"{tmp_path}: {len(errors_)} problems"
 
 
 def _error_classes() -> list[type]:

@@ -16,6 +16,11 @@ import typer
 
 import kvadvisor
 from kvadvisor.cli.common import (
+    MAX_BLOCK_TOKENS,
+    MAX_CACHE_INSTANCES,
+    MAX_INSTANCES,
+    MAX_TP,
+    MAX_WINDOW_S,
     PANEL_CACHE,
     PANEL_DEPLOYMENT,
     PANEL_INPUT,
@@ -32,7 +37,11 @@ from kvadvisor.cli.common import (
     WarmupOpt,
     app,
     as_strs,
+    command_inputs,
+    echo,
+    finite_option,
     handle_user_errors,
+    name_option,
     write_output,
 )
 from kvadvisor.errors import ConfigError
@@ -100,9 +109,9 @@ MemoryLimitOpt = Annotated[
     str | None,
     typer.Option(
         metavar="SIZE",
+        rich_help_panel=PANEL_INPUT,
         help="Memory budget (8GiB, 512MB, 25%). Default: half the machine. A parquet trace or "
         "directory larger than it is streamed, and the cache curve sampled beyond it.",
-        rich_help_panel=PANEL_INPUT,
     ),
 ]
 
@@ -130,9 +139,10 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         metavar="MODEL",
+        rich_help_panel=PANEL_MODEL,
+        callback=name_option,
         help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
         "or path to a config.json. Default: llama-3.1-70b, reported as assumed.",
-        rich_help_panel=PANEL_MODEL,
     ),
 ]
 GpuOpt = Annotated[
@@ -140,8 +150,9 @@ GpuOpt = Annotated[
     typer.Option(
         "--gpu",
         metavar="GPU",
-        help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.",
         rich_help_panel=PANEL_MODEL,
+        callback=name_option,
+        help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.",
     ),
 ]
 KvDtypeOpt = Annotated[
@@ -156,9 +167,10 @@ TpOpt = Annotated[
     typer.Option(
         "--tp",
         min=1,
+        max=MAX_TP,
         metavar="N",
-        help="Tensor-parallel GPUs per instance (default: smallest that fits).",
         rich_help_panel=PANEL_MODEL,
+        help="Tensor-parallel GPUs per instance (default: smallest that fits).",
     ),
 ]
 WindowOpt = Annotated[
@@ -166,9 +178,11 @@ WindowOpt = Annotated[
     typer.Option(
         "--window",
         min=1e-3,
+        max=MAX_WINDOW_S,
+        callback=finite_option,
         metavar="SECONDS",
-        help="Window of the I/O demand time series.",
         rich_help_panel=PANEL_DEPLOYMENT,
+        help="Window of the I/O demand time series.",
     ),
 ]
 InstancesOpt = Annotated[
@@ -176,10 +190,11 @@ InstancesOpt = Annotated[
     typer.Option(
         "--instances",
         min=1,
+        max=MAX_INSTANCES,
         metavar="N",
+        rich_help_panel=PANEL_DEPLOYMENT,
         help="Model instances serving the trace: the stage profile spreads the load over "
         "them. (The cache's routing comparison has its own: --cache-instances.)",
-        rich_help_panel=PANEL_DEPLOYMENT,
     ),
 ]
 IoUnitOpt = Annotated[
@@ -196,9 +211,9 @@ DriveCapacityOpt = Annotated[
     typer.Option(
         "--drive-capacity",
         metavar="SIZE",
+        rich_help_panel=PANEL_DEPLOYMENT,
         help="Capacity of the KV drive (e.g. '7.68 TB'): the I/O section then "
         "gives drive writes per day.",
-        rich_help_panel=PANEL_DEPLOYMENT,
     ),
 ]
 
@@ -216,11 +231,18 @@ def size_option(option: str, text: str) -> float:
     return value
 
 
+# The largest device I/O unit: far above any device's (4 KiB pages, 1 MiB stripes), so a
+# chunk is never rounded up to more than it.
+MAX_IO_UNIT_BYTES = 1 << 30
+
+
 def io_unit_bytes(text: str) -> int:
-    """The device I/O unit in whole bytes (at least 1)."""
+    """The device I/O unit in whole bytes (at least 1, at most 1 GiB)."""
     value = size_option("--io-unit", text)
     if value != int(value):
         raise ConfigError(f"--io-unit {text!r}: must be a whole number of bytes")
+    if value > MAX_IO_UNIT_BYTES:
+        raise ConfigError(f"--io-unit {text!r}: must be at most 1 GiB (a device I/O unit)")
     return int(value)
 
 
@@ -248,6 +270,7 @@ def analyze_cmd(
         typer.Option(
             metavar="N",
             min=1,
+            max=MAX_CACHE_INSTANCES,
             help="Per-instance caches compared under each routing policy against one pool "
             "(cache section only; 1: no comparison). Not the serving --instances.",
             rich_help_panel=PANEL_CACHE,
@@ -258,6 +281,7 @@ def analyze_cmd(
         typer.Option(
             metavar="N",
             min=1,
+            max=MAX_BLOCK_TOKENS,
             help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
             "and count KV I/Os per chunk (I/O default: 256, LMCache's).",
             rich_help_panel=PANEL_CACHE,
@@ -276,6 +300,8 @@ def analyze_cmd(
         typer.Option(
             metavar="RATE",
             min=0.0,
+            max=1.0,
+            callback=finite_option,
             help="Estimate the cache curve by SHARDS sampling at this rate.",
             rich_help_panel=PANEL_CACHE,
         ),
@@ -302,6 +328,7 @@ def analyze_cmd(
         typer.Option(
             "--storage",
             metavar="NAME",
+            callback=name_option,
             help="One storage spec (catalog name) for both stages: per-stage utilization "
             "and idle-stage warnings.",
             rich_help_panel=PANEL_DEPLOYMENT,
@@ -368,6 +395,9 @@ def analyze_cmd(
     from kvadvisor.report.console import ConsoleRenderer
 
     with handle_user_errors():
+        files = command_inputs(
+            trace, plans=plan or (), rules_dirs=rules_dir or (), catalogs=catalog or (), model=model
+        )
         emit_dir, output = _split_emit_dir(emit, output)
         fmt_name = fmt.value if fmt else None
         targets = output or (["-"] if fmt_name else [])
@@ -375,6 +405,8 @@ def analyze_cmd(
         renderers = [
             (o, get_renderer(fmt_name or ("json" if o == "-" else None), o)) for o in targets
         ]
+        for target in targets:
+            files.check_output(target)
         progress = Progress()
         report = kvadvisor.analyze(
             trace,
@@ -417,11 +449,14 @@ def analyze_cmd(
             # so the run ends with the "wrote PATH" lines of what it wrote.
             to_stderr = "-" in targets
             width = shutil.get_terminal_size().columns
-            typer.echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)
+            echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
-                write_output(target, renderer.render(report))
+                terminal = renderer.name in ("text", "markdown")
+                write_output(target, renderer.render(report), files, terminal=terminal)
         if emit:
-            files = emit_all(report, [e.value for e in emit], command_line(ctx))
-            for name, text in files.items():
-                write_output(str(Path(emit_dir) / name), text)
+            written = emit_all(report, [e.value for e in emit], command_line(ctx))
+            for name in written:  # every name first: no half set written before a refusal
+                files.check_output(Path(emit_dir) / name)
+            for name, text in written.items():
+                write_output(str(Path(emit_dir) / name), text, files)
