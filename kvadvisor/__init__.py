@@ -19,11 +19,27 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from kvadvisor.jitcache import ensure_cache_dir
+
 __version__ = "0.1.0"
+
+# Before any compiled kernel is defined: numba needs a writable cache directory for them.
+ensure_cache_dir()
 
 # Public name -> the module defining it (docs/api.md).
 _EXPORTS = {
-    "read_trace": "kvadvisor.api",
+    "read_trace": "kvadvisor.trace",
+    "convert": "kvadvisor.tracefiles",
+    "describe": "kvadvisor.tracefiles",
+    "synthesize": "kvadvisor.tracefiles",
+    "SynthShape": "kvadvisor.synth",
+    "TraceFormat": "kvadvisor.trace",
+    "load_rules": "kvadvisor.references",
+    "check_rules": "kvadvisor.references",
+    "builtin_rules_dir": "kvadvisor.rules",
+    "load_catalogs": "kvadvisor.references",
+    "check_catalog": "kvadvisor.references",
+    "Catalogs": "kvadvisor.references",
     "analyze": "kvadvisor.api",
     "review": "kvadvisor.api",
     "replay": "kvadvisor.api",
