@@ -154,7 +154,7 @@ def sweep(grid: Grid, systems: tuple[str, ...], tps: tuple[int, ...]) -> pd.Data
                                     moe_tp_size=moe_tp,
                                     moe_ep_size=moe_ep,
                                 )
-                            except Exception as exc:  # noqa: BLE001 - recorded per point
+                            except Exception as exc:
                                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
                                 rows.append(row)
                                 continue

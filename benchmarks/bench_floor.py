@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (  # noqa: E402
+from _harness import (
     best_of,
     kvadvisor_argv,
     mooncake_source,
@@ -28,7 +28,7 @@ from _harness import (  # noqa: E402
     write_mooncake_repeated,
 )
 
-from kvadvisor.units import BYTES_PER_MIB  # noqa: E402
+from kvadvisor.units import BYTES_PER_MIB
 
 TARGET_RATIO = 3.0
 

@@ -37,7 +37,7 @@ from kvadvisor.trace import read_trace, readers
 from kvadvisor.units import BYTES_PER_MIB
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import REPO, mooncake_source, write_mooncake_repeated  # noqa: E402
+from _harness import REPO, mooncake_source, write_mooncake_repeated
 
 NEVER = 1 << 62  # a threshold no file reaches: the compiled reader is off
 

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (  # noqa: E402
+from _harness import (
     best_of,
     find_tool,
     kvadvisor_argv,
@@ -29,7 +29,7 @@ from _harness import (  # noqa: E402
     write_mooncake_repeated,
 )
 
-from kvadvisor.units import BYTES_PER_MIB  # noqa: E402
+from kvadvisor.units import BYTES_PER_MIB
 
 TARGET_SPEEDUP = 10.0
 TARGET_MEMORY_SHARE = 0.25

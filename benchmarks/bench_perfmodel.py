@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _aic import load_sweep, predict, resolver  # noqa: E402
+from _aic import load_sweep, predict, resolver
 
 TARGET_DENSE_MEDIAN = 0.15
 TARGET_DENSE_WORST = 0.30

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kvadvisor import __version__
@@ -25,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_traces" / "mooncake_conversation.parquet"
 
 
-def best_of(repeat: int, fn) -> tuple[float, str]:  # noqa: ANN001
+def best_of(repeat: int, fn: Callable[[], str]) -> tuple[float, str]:
     """Best wall time of ``repeat`` calls and the last result."""
     best, out = float("inf"), ""
     for _ in range(repeat):

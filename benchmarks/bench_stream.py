@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import kvadvisor_argv, run_measured  # noqa: E402
+from _harness import kvadvisor_argv, run_measured
 
 TARGET_REQUESTS = 100_000_000
 

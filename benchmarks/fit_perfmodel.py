@@ -25,10 +25,10 @@ import yaml
 from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _aic import SYSTEM_GPU, load_sweep, predict, resolver  # noqa: E402
+from _aic import SYSTEM_GPU, load_sweep, predict, resolver
 
-from kvadvisor.catalog.efficiency import COEFFICIENT_NAMES, Efficiency  # noqa: E402
-from kvadvisor.catalog.gpus import get_gpu  # noqa: E402
+from kvadvisor.catalog.efficiency import COEFFICIENT_NAMES, Efficiency
+from kvadvisor.catalog.gpus import get_gpu
 
 # Starting point and bounds of each coefficient (the fit moves within them).
 START = {

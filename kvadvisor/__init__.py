@@ -8,6 +8,7 @@ The public Python API (docs/api.md)::
     report = kvadvisor.analyze(trace, model="qwen3-32b", gpu="h200")
     html = report.to_html()
     review = kvadvisor.review(trace, ["plan.yaml"])
+    fleet = kvadvisor.replay(trace, "plan.yaml", slo="ttft_p90=2s")
 
 The names load on first use (PEP 562), so importing kvadvisor (and `kvadvisor --version`)
 does not load the analysis.
@@ -20,15 +21,19 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-# Public name -> the module defining it. The fleet replay's entry, kvadvisor.replay(trace,
-# plan), joins this table when issue 12 lands (docs/api.md).
+# Public name -> the module defining it (docs/api.md).
 _EXPORTS = {
     "read_trace": "kvadvisor.api",
     "analyze": "kvadvisor.api",
     "review": "kvadvisor.api",
+    "replay": "kvadvisor.api",
+    "Replay": "kvadvisor.api",
+    "verify": "kvadvisor.api",
+    "verify_results": "kvadvisor.api",
     "load_plan": "kvadvisor.api",
     "Report": "kvadvisor.api",
     "Review": "kvadvisor.api",
+    "Verification": "kvadvisor.api",
     "AnalyzeOptions": "kvadvisor.pipeline",
     "Trace": "kvadvisor.trace",
     "Plan": "kvadvisor.plan",

@@ -21,20 +21,32 @@ from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline import analyze as analyze_source
 from kvadvisor.pipeline import review as review_source
 from kvadvisor.pipeline.analyze import Steps
+from kvadvisor.pipeline.replay import ReplayOptions, parse_slo, replay_plan
 from kvadvisor.pipeline.streaming import parse_memory_limit
+from kvadvisor.pipeline.verify import verify as verify_source
 from kvadvisor.plan import Plan, PlanCatalogs
 from kvadvisor.plan import load_plan as load_plan_file
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html import HtmlRenderer
+from kvadvisor.report.html.replay import ReplayHtmlRenderer
 from kvadvisor.report.jsonreport import JsonRenderer
 from kvadvisor.report.junit import JUnitRenderer
 from kvadvisor.report.markdown import MarkdownRenderer
+from kvadvisor.report.replayjson import ReplayJsonRenderer
+from kvadvisor.report.replaytext import ReplayTextRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.results.replay import ReplayReport
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.review import ReviewReport
 from kvadvisor.trace import Trace, TraceFormat
 from kvadvisor.trace import read_trace as read_trace_file
 from kvadvisor.trace.formats import ColumnSource
+from kvadvisor.trace.source import file_sha256
+from kvadvisor.verifyjobs import VerifyOptions, VerifyReport, VerifySet
+from kvadvisor.verifyjobs.loader import load_folder, storage_entries
+from kvadvisor.verifyjobs.render import render_catalog, render_json, render_text
+from kvadvisor.verifyjobs.results import DEFAULT_TOLERANCE, attach, fails, review_checks
+from kvadvisor.verifyjobs.results import verify_results as judge_folder
 
 PathLike = str | os.PathLike[str]
 ColumnMap = Mapping[str, ColumnSource] | Sequence[str] | None
@@ -99,6 +111,75 @@ class Review(ReviewReport):
     def to_junit(self) -> str:
         """JUnit XML: one test case per check, for CI."""
         return JUnitRenderer().render(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay(ReplayReport):
+    """A trace replayed through a plan's deployment, with its renderings and per-request rows.
+
+    It has every field of :class:`~kvadvisor.results.replay.ReplayReport`; ``requests`` holds
+    one array per column of ``--requests-out`` (docs/replay.md), one value per trace request.
+    """
+
+    requests: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, report: ReplayReport, requests: Mapping[str, Any]) -> Replay:
+        """The same replay, with its renderings and rows."""
+        fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(ReplayReport)}
+        return cls(**fields, requests=dict(requests))
+
+    def to_json(self) -> str:
+        """The replay document as JSON."""
+        return ReplayJsonRenderer().render(self)
+
+    def to_html(self) -> str:
+        """The replay page: one self-contained file."""
+        return ReplayHtmlRenderer().render(self)
+
+    def to_text(self) -> str:
+        """The terminal summary (what `kvadvisor replay` prints)."""
+        return ReplayTextRenderer().render(self)
+
+    def requests_table(self) -> Any:
+        """The per-request rows as a pyarrow Table (what ``--requests-out`` writes)."""
+        import pyarrow as pa
+
+        return pa.table(dict(self.requests))
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification(VerifyReport):
+    """A verify folder's results judged (``verify --results``), with their renderings.
+
+    It has every field of :class:`~kvadvisor.verifyjobs.model.VerifyReport`; ``catalog`` is the
+    measured storage catalog (None when nothing was measured).
+    """
+
+    @classmethod
+    def of(cls, report: VerifyReport) -> Verification:
+        """The same report, with its renderings."""
+        return cls(**{f.name: getattr(report, f.name) for f in dataclasses.fields(VerifyReport)})
+
+    def to_text(self, catalog_path: str | None = None) -> str:
+        """The terminal summary (``catalog_path``: where the measured catalog was written)."""
+        return render_text(self, catalog_path)
+
+    def to_json(self, generated_at: str | None = None) -> str:
+        """Every verdict with its figures, as JSON."""
+        return render_json(self, generated_at or utc_now(), __version__)
+
+    def catalog_yaml(self) -> str | None:
+        """The measured storage catalog as YAML for ``--catalog`` (None: nothing measured)."""
+        return None if self.catalog is None else render_catalog(self.catalog)
+
+    def fails(self, fail_on: str) -> bool:
+        """Whether a failed check reaches ``fail_on`` (warning or error), as `--fail-on`."""
+        return fails(self, fail_on)
+
+    def checks(self) -> tuple:
+        """The verdicts as review checks (VF01-VF03)."""
+        return review_checks(self)
 
 
 def read_trace(
@@ -207,13 +288,21 @@ def review(
     column_map: ColumnMap = None,
     block_tokens: int | None = None,
     generated_at: str | None = None,
+    results: PathLike | None = None,
 ) -> Review:
     """Check deployment plans against a trace: `kvadvisor review` as a call.
 
     ``plans`` are plan files (checked against the packaged catalogs plus ``catalogs``) or loaded
-    plans; the trace (a path or a Trace) is replayed once for all of them.
+    plans; the trace (a path or a Trace) is replayed once for all of them. ``results``: a
+    `verify` folder whose measured checks join the review of the plan it was written for.
     """
     loaded = _plans(plans, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))
+    # Read first: a folder that does not match is an error before the replay runs.
+    measured = (
+        None
+        if results is None
+        else verify_results(results, catalogs=catalogs, generated_at=generated_at)
+    )
     report = review_source(
         trace if isinstance(trace, Trace) else os.fspath(trace),
         loaded,
@@ -225,4 +314,93 @@ def review(
         warmup_fraction=warmup_fraction,
         window_s=window_s,
     )
+    if measured is not None:
+        sha = None if isinstance(trace, Trace) else file_sha256(trace)
+        report = attach(report, measured, sha)
     return Review.of(report)
+
+
+def replay(
+    trace: PathLike | Trace,
+    plan: PathLike | Plan,
+    *,
+    slo: str | Mapping[str, float] | None = None,
+    window_s: float = 1.0,
+    drain_cap_s: float | None = None,
+    catalogs: Sequence[PathLike] = (),
+    trace_format: str | TraceFormat | None = None,
+    column_map: ColumnMap = None,
+    block_tokens: int | None = None,
+    generated_at: str | None = None,
+) -> Replay:
+    """Replay a trace through a plan's deployment: `kvadvisor replay` as a call.
+
+    ``slo`` adds targets to the plan's, as ``"ttft_p90=2s,tpot_p90=50ms"`` or a mapping of
+    ``ttft_p90_s`` to seconds; ``window_s`` is the demand window; ``drain_cap_s`` how long the
+    replay runs past the last arrival (default: the trace's span, at least ten minutes).
+    """
+    loaded = _plans([plan], PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))[0]
+    targets = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
+    options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s)
+    if not isinstance(trace, Trace):
+        trace = read_trace(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
+    report, rows = replay_plan(
+        trace,
+        loaded,
+        version=__version__,
+        generated_at=generated_at or utc_now(),
+        slo=targets,
+        options=options,
+    )
+    return Replay.of(report, rows)
+
+
+def verify(
+    trace: PathLike | Trace,
+    plan: PathLike | Plan,
+    *,
+    catalogs: Sequence[PathLike] = (),
+    window_s: float = 1.0,
+    warmup_fraction: float = 0.5,
+    bench_instances: int | None = None,
+    bench_requests: int | None = None,
+    trace_format: str | TraceFormat | None = None,
+    column_map: ColumnMap = None,
+    block_tokens: int | None = None,
+) -> VerifySet:
+    """The fio and serving-benchmark jobs that test ``plan`` on real hardware (docs/verify.md).
+
+    Writes nothing: ``files`` maps each relative path of the folder to its text (``kvadvisor
+    verify TRACE --plan PLAN -o DIR`` writes them under DIR).
+    """
+    cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
+    (loaded,) = _plans([plan], cats)
+    return verify_source(
+        trace if isinstance(trace, Trace) else os.fspath(trace),
+        loaded,
+        cats.storage,
+        VerifyOptions(window_s, warmup_fraction, bench_instances, bench_requests),
+        version=__version__,
+        trace_sha256=None if isinstance(trace, Trace) else file_sha256(trace),
+        trace_format=trace_format,
+        column_map=column_map,
+        block_tokens=block_tokens,
+    )
+
+
+def verify_results(
+    folder: PathLike,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    catalogs: Sequence[PathLike] = (),
+    generated_at: str | None = None,
+) -> Verification:
+    """Read a verify folder's fio and benchmark results back and judge them (`--results`).
+
+    ``catalogs``: storage catalog files the plan's tiers were named from besides the packaged
+    one (the measured catalog keeps their entries' other fields).
+    """
+    loaded = load_folder(folder)
+    base = storage_entries(tuple(str(c) for c in catalogs))
+    report = judge_folder(loaded, generated_at or utc_now(), tolerance, base)
+    return Verification.of(report)

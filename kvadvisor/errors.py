@@ -91,6 +91,25 @@ class CatalogError(KvAdvisorError):
     slug = "catalog"
 
 
+class CatalogProblems(CatalogError):
+    """A catalog file has problems; all of them are kept in ``problems`` (collected lazily).
+
+    The message is the first problem and a count of the rest, so the CLI's one line stays one
+    line; ``kvadvisor catalog check FILE`` prints every one.
+    """
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        more = ""
+        if len(problems) > 1:
+            more = (
+                f" (and {len(problems) - 1} more problem(s); `kvadvisor catalog check {path}` "
+                "lists them all)"
+            )
+        super().__init__(problems[0] + more)
+
+
 class RuleError(KvAdvisorError):
     """A rule file is invalid."""
 

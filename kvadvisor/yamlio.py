@@ -71,7 +71,7 @@ def load_yaml(path: str | Path, error: type[KvAdvisorError]) -> Any:
         raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     _reject_aliases(path, text, error)
     try:
-        data = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader, see above
+        data = yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader, see above
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -79,6 +79,10 @@ def load_yaml(path: str | Path, error: type[KvAdvisorError]) -> Any:
         raise error(f"{path}:{where}: invalid YAML: {problem}") from None
     except RecursionError:
         raise error(f"{path}: YAML nested too deeply") from None
+    except ValueError as exc:
+        # The safe loader's date constructor raises this for an impossible date such as
+        # 2026-13-01; quote a value that is not meant as a date.
+        raise error(f"{path}: invalid YAML value: {exc} (write dates as YYYY-MM-DD)") from None
     if _depth(data, MAX_NESTING) > MAX_NESTING:
         raise error(f"{path}: YAML nested deeper than {MAX_NESTING} levels")
     return data

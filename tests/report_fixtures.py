@@ -21,10 +21,13 @@ from kvadvisor.results.report import (
     AdviceReport,
     Alternative,
     CacheReuse,
+    CacheSharing,
     CacheTier,
     CacheTiers,
     CalibrationSummary,
+    ConversationReuse,
     Deployment,
+    Evidence,
     Finding,
     FitErrorSummary,
     HitRatio,
@@ -39,6 +42,7 @@ from kvadvisor.results.report import (
     Requirement,
     ReuseQuantile,
     RuleOutcome,
+    SharedPrefixSummary,
     StageRecommendation,
     StageSplit,
     Tier,
@@ -47,6 +51,7 @@ from kvadvisor.results.report import (
 from kvadvisor.results.series import Series
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.model import Trace
+from kvadvisor.units import Unit
 
 VERSION = "0.1.0"
 GENERATED_AT = "2026-01-01T00:00:00+00:00"
@@ -181,6 +186,25 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 ),
                 ttl=(TtlPoint(0.5, 6.0, 180_224, 163_840), TtlPoint(0.9, 21.0, 512_000, None)),
             ),
+            sharing=CacheSharing(
+                groups=14,
+                requests_sharing=14,
+                top_by_count=(
+                    SharedPrefixSummary(1_024, 2, 14, 13_312, 0.0907, 0.0),
+                    SharedPrefixSummary(512, 1, 3, 1_024, 0.007, 12.75),
+                ),
+                top_by_volume=(SharedPrefixSummary(1_024, 2, 14, 13_312, 0.0907, 0.0),),
+            ),
+            conversations=ConversationReuse(
+                basis="continuation",
+                conversations=27,
+                within_share_all=0.31,
+                across_share_all=0.11,
+                within_share_steady=0.37,
+                across_share_steady=0.13,
+                within_tokens_all=45_478,
+                across_tokens_all=16_137,
+            ),
         ),
         io=IoDemand(
             write=IoRate(1.25e9, 4.5e9, 6.0e9, p50_bytes_per_s=1.0e9, bytes_total=36.6e9),
@@ -267,7 +291,10 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 severity="warning",
                 stage="prefill",
                 message=f"Prefill writes peak at 4.8x their mean{text}",
-                evidence={"write_peak_bytes_per_s": 6.0e9, "write_mean_bytes_per_s": 1.25e9},
+                evidence={
+                    "write_bytes_per_s_peak": Evidence(6.0e9, Unit.BYTES_PER_S, "6 GB/s"),
+                    "write_bytes_per_s_mean": Evidence(1.25e9, Unit.BYTES_PER_S, "1.25 GB/s"),
+                },
                 name="storage.write_burst",
                 action="add_write_buffer",
                 candidates=("host DRAM",),
@@ -278,7 +305,10 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 severity="info",
                 stage="decode",
                 message="42% of prompt tokens are reusable",
-                evidence={"prefix_hit_ratio": 0.42, "note": f"steady state{text}"},
+                evidence={
+                    "prefix_hit_ratio_steady": Evidence(0.42, Unit.RATIO, "42.0%"),
+                    "note": Evidence(f"steady state{text}", None, f"steady state{text}"),
+                },
             ),
         ),
         versions={"catalog": f"2026.01{text}", "rules": "1"},

@@ -6,6 +6,9 @@ import json
 
 import pyarrow as pa
 import pytest
+from conftest import SAMPLES
+from test_cache_sharing import ref_reuse_split
+from test_trace_readers import _jsonl, _reference_sessions
 from typer.testing import CliRunner
 
 from kvadvisor.cache.tiers import TierSpec
@@ -130,3 +133,45 @@ def test_sampled_section(mooncake_path) -> None:
     assert pc["routing"] is None and pc["reuse"] is None and pc["block_sizes"] == []
     assert [p["capacity_tokens"] for p in pc["mrc"]] == CONTRACT_CAPACITIES
     assert 0.3 < pc["hit_ratio"]["all"] < 0.45
+
+
+def test_sharing_and_conversations_in_the_section(mooncake_json) -> None:
+    """The whole Mooncake trace: the top prefix is its shared first block; shares add up.
+
+    Every one of the 12,031 requests starts with block 0 (traces README: ids are chained and
+    id 0 opens every prompt), so the top prefix by requests is 512 tokens shared by all.
+    """
+    report, pc = mooncake_json
+    sharing, conv = report.prefix_cache.sharing, report.prefix_cache.conversations
+    top = sharing.top_by_count[0]
+    assert (top.prefix_tokens, top.requests, top.first_arrival_s) == (512, 12_031, 0.0)
+    assert top.reusable_share == pytest.approx(512 * 12_030 / report.trace.input_tokens_total)
+    assert sharing.requests_sharing == 12_031
+    assert conv.basis == "continuation"  # the trace has no session ids
+    hit = report.prefix_cache.hit_ratio
+    assert conv.within_share_all + conv.across_share_all == pytest.approx(hit.all)
+    assert conv.within_share_steady + conv.across_share_steady == pytest.approx(hit.steady)
+    assert pc["conversations"]["basis"] == "continuation"
+
+
+def test_sessions_split_the_reuse_when_the_trace_has_them() -> None:
+    """The Bailian example (sessions from chat chains): the split equals the set replay's."""
+    path = SAMPLES / "bailian_example.jsonl"
+    rows = _jsonl(path)
+    roots = _reference_sessions(rows)
+    codes = {r: i for i, r in enumerate(dict.fromkeys(roots))}
+    report = analyze(read_trace(path), version="t", generated_at="t")
+    conv = report.prefix_cache.conversations
+    assert conv.basis == "session" and conv.conversations == len(codes) == 40
+    # The file is in arrival order (ties keep file order), so rows are replayed as they are.
+    assert [r["timestamp"] for r in rows] == sorted(r["timestamp"] for r in rows)
+    within, across, _, _ = ref_reuse_split(
+        [r["hash_ids"] for r in rows],
+        [r["input_length"] for r in rows],
+        16,
+        len(rows) // 2,
+        [codes[s] for s in roots],
+    )
+    total = sum(r["input_length"] for r in rows)
+    assert conv.within_tokens_all == within and conv.across_tokens_all == across
+    assert conv.within_share_all == pytest.approx(within / total)

@@ -64,6 +64,7 @@ def test_wrong_unit_and_missing_source() -> None:
         "gpu_count": 8,
         "gpu_memory_gib": 80,
         "source": ["W1"],
+        "as_of": "2026-12-01",
     }
     doc = {"kind": "instances", "sources": {"W1": "EC2"}, "entries": {"x": dict(entry)}}
     doc["entries"]["x"]["gpu_memory_bandwidth_gbps"] = "3.35 TB/s"

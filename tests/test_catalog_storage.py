@@ -13,7 +13,13 @@ SPECS = load_storage()
 
 
 def _doc(**entry: object) -> dict:
-    base = {"category": "local_nvme", "provider": "generic", "read_mbps": 7000, "source": ["S"]}
+    base = {
+        "category": "local_nvme",
+        "provider": "generic",
+        "read_mbps": 7000,
+        "source": ["S"],
+        "as_of": "2026-12-01",
+    }
     base.update(entry)
     return {"kind": "storage", "sources": {"S": "a datasheet"}, "entries": {"x": base}}
 
@@ -101,9 +107,11 @@ def test_fixed_figures_from_the_research_catalog() -> None:
 
 
 def test_unconfirmed_figures_are_marked() -> None:
-    """Figures the research could not confirm are listed as such."""
-    assert "read_mbps" in SPECS["aws-ebs-io2-block-express"].unconfirmed
+    """Figures no source read here publishes are listed as such, and carry no number."""
     assert "write_mbps" in SPECS["deepseek-3fs"].unconfirmed
+    store = SPECS["aws-instance-store-nvme"]
+    assert {"read_mbps", "write_mbps", "read_iops", "write_iops"} <= set(store.unconfirmed)
+    assert (store.read_mbps, store.write_mbps) == (None, None)
 
 
 def test_value_with_a_unit_is_rejected() -> None:
@@ -147,8 +155,10 @@ def test_extra_file_adds_and_overrides(tmp_path: Path) -> None:
     f = tmp_path / "mine.yaml"
     f.write_text(
         "kind: storage\nsources: {V: vendor sheet}\nentries:\n"
-        "  nvme-gen4-x4: {category: local_nvme, provider: generic, read_mbps: 7100, source: [V]}\n"
-        "  my-array: {category: local_nvme, provider: generic, write_mbps: 50000, source: [V]}\n",
+        "  nvme-gen4-x4: {category: local_nvme, provider: generic, read_mbps: 7100, source: [V],"
+        " as_of: 2026-11-30}\n"
+        "  my-array: {category: local_nvme, provider: generic, write_mbps: 50000, source: [V],"
+        " as_of: 2026-11-30}\n",
         encoding="utf-8",
     )
     specs = load_storage([f])

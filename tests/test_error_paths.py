@@ -575,7 +575,13 @@ def test_bad_model_entries(tmp_path, fields, needles) -> None:
     _raises(CatalogError, lambda: load_models(path), f"{path}: ", *needles)
 
 
-STORAGE = {"category": "local_nvme", "provider": "generic", "read_mbps": 7000, "source": ["S"]}
+STORAGE = {
+    "category": "local_nvme",
+    "provider": "generic",
+    "read_mbps": 7000,
+    "source": ["S"],
+    "as_of": "2026-12-01",
+}
 
 
 @pytest.mark.parametrize(
@@ -624,6 +630,7 @@ INSTANCE = {
     "gpu_count": 8,
     "gpu_memory_gib": 80,
     "source": ["S"],
+    "as_of": "2026-12-01",
 }
 
 
@@ -818,7 +825,10 @@ PLAN = {"model": {"kv_bytes_per_token": 1024}, "stages": {"prefill": {"count": 1
             yaml.safe_dump({"model": PLAN["model"]}),
             ["stages: expected a mapping with keys prefill, decode"],
         ),
-        (yaml.safe_dump({**PLAN, "stages": {}}), ["stages: give at least one of prefill, decode"]),
+        (
+            yaml.safe_dump({**PLAN, "stages": {}}),
+            ["stages: give prefill and/or decode, or one serving block"],
+        ),
         (
             yaml.safe_dump({**PLAN, "stages": {"prefill": {"tiers": {"name": "a"}}}}),
             ["stages.prefill.tiers: expected a list of tiers, fastest first"],

@@ -19,7 +19,7 @@ from kvadvisor.results.report import (
     PrefixCache,
     StageSplit,
 )
-from kvadvisor.rules.model import UNITS
+from kvadvisor.rules.model import UNIT_MEANINGS
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = TraceSummary(
@@ -61,7 +61,7 @@ def test_registry_units_and_names() -> None:
         "_gbps": "gbps",
     }
     for spec in FACT_SPECS:
-        assert spec.unit in UNITS and spec.description and spec.source, spec.name
+        assert spec.unit in UNIT_MEANINGS and spec.description and spec.source, spec.name
         for suffix, unit in suffix_unit.items():
             if spec.name.endswith(suffix) and not spec.name.endswith("_per_s"):
                 assert spec.unit == unit, spec.name
@@ -178,6 +178,7 @@ def test_stage_split_gpu_seconds_become_replica_seconds() -> None:
     )
     f = {k: v.value for k, v in report_facts(report).items()}
     assert f["busy_gpus_mean"] == pytest.approx(1.0)
-    assert f["prefill_gpu_s"] == pytest.approx(200.0) and f["decode_gpu_s"] == pytest.approx(50.0)
+    # GPU-seconds, as the stage split reports them (not divided by the replica's 4 GPUs).
+    assert f["prefill_gpu_s"] == pytest.approx(800.0) and f["decode_gpu_s"] == pytest.approx(200.0)
     assert f["split_gpus_per_replica"] == 4
     assert f["prefill_share_gpu_time"] == pytest.approx(0.8)

@@ -154,6 +154,8 @@ def test_streaming_exact_equals_in_memory(mooncake, reference, tmp_path, source)
         "arrivals",
         "input_tokens_hist",
         "output_tokens_hist",
+        "input_tokens_stats",
+        "output_tokens_stats",
         "dropped",
         "columns",
         "capabilities",

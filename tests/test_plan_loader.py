@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kvadvisor.plan import PlanError, check_plan, engine_settings_table, load_plan
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
+from kvadvisor.units.parse import QuantityError, parse_quantity
 
 GOOD: dict[str, Any] = {
     "name": "good",
@@ -115,7 +115,7 @@ def test_good_plan_in_base_units() -> None:
         (
             ["stages", "prefill", "engines", "dynamo-kvbm"],
             {"DYN_KVBM_CPU_CACHE_GB": "100 GB"},
-            "expected a plain number (in GB, as dynamo-kvbm takes it)",
+            "expected a plain number (in GB per engine instance, as dynamo-kvbm takes it)",
         ),
         (["stages", "prefill", "engines", "lmcahce"], {}, "did you mean 'lmcache'?"),
         (["stages", "prefill", "tiers", 0, "storage", "kind"], "nvme", "must be one of"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import types
@@ -62,6 +63,8 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
         return st.one_of(*(strategy_for(a) for a in typing.get_args(tp)))
     if tp is type(None):
         return st.none()
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return st.sampled_from(list(tp))
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
         fields = {f.name: strategy_for(hints[f.name]) for f in dataclasses.fields(tp) if f.init}

@@ -87,7 +87,8 @@ def test_markdown_escapes_table_cells() -> None:
     text = ReviewMarkdownRenderer().render(REVIEW)
     assert '| | `a\\|b <script>alert("x")</script>` |' in text
     assert "| ❌ error | RV02 `tier.write_bandwidth` | prefill | p99 \\| over |" in text
-    assert "| prefill | nvme\\|0 (ssd) | 2 TB | 30.0% | 1 GB/s / 5 GB/s / 8 GB/s | – |" in text
+    # 2 TB = 2e12 B = 1.82 TiB: sizes read in binary units everywhere.
+    assert "| prefill | nvme\\|0 (ssd) | 1.82 TiB | 30.0% | 1 GB/s / 5 GB/s / 8 GB/s | – |" in text
     assert "| verdict | fails: 1 error(s), 0 warning(s) |" in text
     assert "| traffic scale | ×3 |" in text
 

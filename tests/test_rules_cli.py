@@ -71,7 +71,7 @@ def test_catalog_list_and_show(tmp_path: Path) -> None:
     extra.write_text(
         "kind: storage\nsources: {V: 'vendor sheet'}\nentries:\n"
         "  team-array: {category: local_nvme, provider: generic, write_mbps: 50000,"
-        " source: [V]}\n",
+        " source: [V], as_of: 2026-11-30}\n",
         encoding="utf-8",
     )
     listed = runner.invoke(app, ["catalog", "list", "storage", "--catalog", str(extra)])
@@ -92,7 +92,7 @@ def test_catalog_show_finds_instances_as_lookup_does() -> None:
         assert shown.output.startswith("p5e.48xlarge\n  provider: aws\n")
     typo = runner.invoke(app, ["catalog", "show", "p5e.48xlarg"])
     assert typo.exit_code == EXIT_USER_ERROR
-    assert "unknown storage option or instance 'p5e.48xlarg'" in typo.output
+    assert "unknown catalog entry 'p5e.48xlarg'" in typo.output
     assert "did you mean p5e.48xlarge" in typo.output
 
 
@@ -101,7 +101,7 @@ def test_bad_catalog_file_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "kind: storage\nsources: {V: x}\nentries:\n  d: {category: local_nvme, "
-        "provider: generic, read_mbps: '4.8 TB/s', source: [V]}\n",
+        "provider: generic, read_mbps: '4.8 TB/s', source: [V], as_of: 2026-11-30}\n",
         encoding="utf-8",
     )
     result = runner.invoke(app, ["catalog", "list", "--catalog", str(bad)])

@@ -76,7 +76,7 @@ def test_azure_prefix_reuse_unknown(azure) -> None:  # type: ignore[no-untyped-d
     """No hashes: CA03 fires; rules about high or low reuse are not evaluated (never guessed)."""
     findings = {f.code: f for f in azure.findings}
     assert "CA03" in findings and "prefix reuse is unknown" in findings["CA03"].message
-    assert findings["CA03"].evidence["prefix_reuse_measurable"]["value"] is False
+    assert findings["CA03"].evidence["prefix_reuse_measurable"].value is False
     outcomes = _outcomes(azure)
     for code in ("CA01", "CA02"):
         assert not outcomes[code].fired
@@ -130,7 +130,7 @@ def test_azure_prefill_dominated(azure) -> None:  # type: ignore[no-untyped-def]
     findings = {f.code: f for f in azure.findings}
     assert azure.stage_split is not None and azure.stage_split.prefill_share >= 0.6
     assert "WL01" in findings
-    evidence = findings["WL01"].evidence["prefill_share_gpu_time"]["value"]
+    evidence = findings["WL01"].evidence["prefill_share_gpu_time"].value
     assert evidence == pytest.approx(azure.stage_split.prefill_share)
     assert azure.recommendation.prefill.required.write_bytes_per_s is not None
 

@@ -10,6 +10,10 @@ Sizing principles, each stated in the report:
   memory bandwidth); otherwise one instance carries the whole trace, and the notes say so.
 * Local tiers of an instance hold its share of the KV working set (prefix-aware routing
   partitions it); shared tiers (file systems, KV pools, object storage) hold all of it.
+* An instance is offered only the storage it can have (:mod:`kvadvisor.deploy`: its own NVMe,
+  its provider's volumes and file systems; drives you buy only on your own servers), and a
+  tier is credited with what one node reaches through the instance's disk cap or NIC.
+* Ties are broken by price (on-demand $/h; unpriced last), then by catalog order, never by name.
 """
 
 from __future__ import annotations
@@ -23,6 +27,15 @@ from kvadvisor.advice.inputs import AdvisorInputs
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance
 from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
+from kvadvisor.deploy import (
+    Cost,
+    access,
+    host_tier_name,
+    instance_cost,
+    reach,
+    same_deployment,
+    tier_cost,
+)
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.facts.registry import collect
 from kvadvisor.facts.workload import div, hit_ratio_at, report_facts
@@ -31,6 +44,7 @@ from kvadvisor.results.report import (
     AdviceReport,
     Alternative,
     Deployment,
+    Evidence,
     Finding,
     PrefixCache,
     Recommendation,
@@ -55,9 +69,9 @@ GPU_MEMORY_USABLE = 0.9
 WEIGHTS_HEADROOM = 1.5
 # SGLang HiCache sizes the host pool at 0.8 of host memory when neither ratio nor size is set.
 HOST_KV_FRACTION = 0.8
-# Local volumes a block-storage tier may stripe across (Azure ND v5 allows 32 data disks).
+# Volumes a block-storage tier stripes across at most, where the instance's own limit is larger
+# or unknown: striping beyond eight volumes buys little once the disk cap binds.
 MAX_BLOCK_VOLUMES = 8
-HOST_TIER_ENTRY = "host-dram-ddr5-spr"
 MAX_ALTERNATIVES = 5
 STAGES = ("prefill", "decode")
 
@@ -97,6 +111,12 @@ def _fits(inst: InstanceSpec, weights_gib: float | None) -> bool:
     return weights_gib is None or inst.gpu_memory_total_gib > WEIGHTS_HEADROOM * weights_gib
 
 
+def _price_key(inst: InstanceSpec) -> float:
+    """On-demand $/h for ordering: unpriced instances after every priced one."""
+    price = inst.price_usd_per_hour
+    return math.inf if price is None else price
+
+
 def rank_instances(
     stage: str,
     instances: Mapping[str, InstanceSpec],
@@ -106,7 +126,8 @@ def rank_instances(
     """Instances ranked for a stage.
 
     Instances ranked for a stage: memory fit first, then the stage's bottleneck per GPU
-    (higher first), then fewer GPUs (the smallest size that fits).
+    (higher first), then fewer GPUs (the smallest size that fits), then the lower on-demand
+    price; equal keys keep catalog order (the sort is stable), never alphabetical order.
     """
     weights = _v(facts, "model_weights_gib")
     unit = "dense BF16 TFLOPS" if stage == "prefill" else "GB/s of GPU memory bandwidth"
@@ -119,7 +140,7 @@ def rank_instances(
             metric is None,
             -(metric or 0.0),
             inst.gpu_count,
-            inst.name,
+            _price_key(inst),
         )
 
     out = []
@@ -127,7 +148,7 @@ def rank_instances(
         metric = _stage_metric(inst, stage)
         fits = _fits(inst, weights)
         what = f"{metric:,.0f} {unit} per GPU" if metric is not None else f"no {unit} figure"
-        reason = f"{inst.gpu_count} x {inst.gpu}: {what}"
+        reason = f"{inst.gpu_count} x {inst.gpu}: {what}; {instance_cost(inst).basis}"
         if weights is not None:
             reason += (
                 f"; {inst.gpu_memory_total_gib:,.0f} GiB GPU memory "
@@ -158,12 +179,11 @@ def instance_count(
             f"the GPU the stage split was computed for is unknown: one {stage} "
             "instance assumed to carry the whole trace"
         )
-    per_replica = _v(facts, "split_gpus_per_replica") or 1.0
-    modeled = busy_s * per_replica / duration
+    modeled = busy_s / duration
     busy_gpus = modeled * ref / mine
     count = max(1, math.ceil(busy_gpus / inst.gpu_count / TARGET_GPU_UTILIZATION))
     return count, (
-        f"{stage}: {busy_s:,.0f} replica-s x {per_replica:g} GPUs over "
+        f"{stage}: {busy_s:,.0f} GPU-s over "
         f"{duration:,.0f} s = {modeled:.2f} busy GPUs of the modeled GPU, x "
         f"{ref:g}/{mine:g} for {inst.gpu} = {busy_gpus:.2f}; / {inst.gpu_count} GPUs "
         f"/ {TARGET_GPU_UTILIZATION:.0%} target = {count} instance(s)"
@@ -173,7 +193,7 @@ def instance_count(
 # -- storage ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TierFit:
-    """A storage option sized for one stage on one instance."""
+    """A storage option sized for one stage on one instance (bandwidths per instance)."""
 
     spec: StorageSpec
     capacity_gib: float | None
@@ -184,39 +204,44 @@ class TierFit:
     write_iops: float | None
     feasible: bool
     reason: str
+    cost: Cost = field(default_factory=lambda: Cost(None, None, "no price in the catalog"))
+    unconfirmed: tuple[str, ...] = ()
 
 
 def _available_on(spec: StorageSpec, inst: InstanceSpec) -> bool:
-    if spec.category in ("memory", "cxl"):
-        return False  # the host tier, handled separately
-    if spec.provider not in ("generic", inst.provider):
-        return False
-    if spec.category == "local_nvme":
-        return inst.local_nvme_count > 0
-    if spec.category == "ephemeral":
-        return inst.ephemeral_disks
-    return True
+    """Whether ``inst`` can have ``spec`` as a capacity tier (its host memory is apart)."""
+    return spec.category != "memory" and access(inst, spec).ok
 
 
 def _size_for(spec: StorageSpec, need_mbps: float | None, capacity_gib: float | None) -> float:
-    """Size of one device or volume for a capacity and a bandwidth.
+    """Size of one device, volume or pool for a capacity and a bandwidth.
 
-    Smallest size that holds ``capacity_gib`` and, for size-scaled disks, reaches the
-    bandwidth (inverting ``base + per_gib × C``).
+    Smallest size that holds ``capacity_gib`` and, for size-scaled disks and pools, reaches the
+    bandwidth (inverting ``base + per_gib × C``), within the option's limits and in its steps.
     """
     size = capacity_gib or 0.0
     formula = (
         spec.per_gib.get("mbps") or spec.per_gib.get("write_mbps") or spec.per_gib.get("read_mbps")
     )
-    if formula is not None and need_mbps is not None:
+    if formula is not None and need_mbps is not None and formula["per_gib"] > 0:
         ceiling = formula.get("max", math.inf)
         target = min(need_mbps, ceiling)
         size = max(size, (target - formula.get("base", 0.0)) / formula["per_gib"])
     if spec.capacity_min_gib is not None:
         size = max(size, spec.capacity_min_gib)
+    if spec.capacity_step_gib and size:
+        size = math.ceil(size / spec.capacity_step_gib) * spec.capacity_step_gib
     if spec.capacity_max_gib is not None:
         size = min(size, spec.capacity_max_gib)
     return math.ceil(size) if size else size
+
+
+def _drive_size_gib(spec: StorageSpec, per_drive_gib: float) -> float | None:
+    """The sold size of a drive you buy that holds ``per_drive_gib`` (else its largest)."""
+    if not spec.capacities_gb:
+        return None
+    sizes = sorted(gb * BYTES_PER_GB / BYTES_PER_GIB for gb in spec.capacities_gb)
+    return next((g for g in sizes if g >= per_drive_gib), sizes[-1])
 
 
 def fit_tier(
@@ -227,49 +252,58 @@ def fit_tier(
     demand_iops: float | None,
     capacity_gib: float | None,
     devices_limit: int | None = None,
+    instances: int = 1,
 ) -> TierFit:
     """Size one storage option for a stage on one instance.
 
-    Size one option for a stage: devices and capacity so p99 demand stays under the target
-    utilization where possible; feasible when it does and the capacity fits.
+    Devices and capacity so p99 demand (per instance) stays under the target utilization where
+    possible; feasible when it does and the capacity fits. Bandwidth is what one instance
+    reaches (:func:`kvadvisor.deploy.reach`): device figures x devices, through the disk cap
+    for block volumes and the NIC for shared systems, a pool shared by ``instances`` nodes.
 
     ``devices_limit`` caps the device count (1 for a spec given with --storage: one device or
     volume of that kind, sized up to its own maximum).
     """
+    acc = access(inst, spec)
+    nodes = max(1, instances)
+    pooled = spec.result_scope == "whole_pool"
     need = (
         None
         if demand_bytes_per_s is None
         else (demand_bytes_per_s / TARGET_TIER_UTILIZATION / BYTES_PER_MB)
     )
-    size = _size_for(spec, need, capacity_gib)
-    perf = spec.perf_at(size or None)
-    per_dev_bw = perf.write_mbps if stage == "prefill" else perf.read_mbps
-    per_dev_iops = perf.write_iops if stage == "prefill" else perf.read_iops
-    max_devices = (
-        inst.local_nvme_count
-        if spec.category == "local_nvme"
-        else MAX_BLOCK_VOLUMES
-        if spec.category in ("block", "ephemeral")
-        else 1
-    )
+    # A pool is sized for every node's demand; a device for this node's.
+    size = _size_for(spec, None if need is None else need * (nodes if pooled else 1), capacity_gib)
+    if spec.category in ("block", "ephemeral"):
+        max_devices = min(acc.max_devices or MAX_BLOCK_VOLUMES, MAX_BLOCK_VOLUMES)
+    else:
+        max_devices = acc.max_devices or 1
     if devices_limit is not None:
         max_devices = max(1, min(max_devices, devices_limit))
+    fixed_gib = acc.device_gib  # built-in drives come in one size
+    one = reach(inst, spec, 1, fixed_gib or size or None, nodes)
+    per_dev_bw = one.write_bytes_per_s if stage == "prefill" else one.read_bytes_per_s
     devices = 1
-    if need is not None and per_dev_bw:
-        devices = min(max_devices, max(1, math.ceil(need / per_dev_bw)))
-    if capacity_gib and spec.category == "local_nvme" and inst.local_nvme_each_gb:
-        by_capacity = math.ceil(
-            capacity_gib * BYTES_PER_GIB / (inst.local_nvme_each_gb * BYTES_PER_GB)
-        )
-        devices = min(max_devices, max(devices, by_capacity))
-    if spec.category == "local_nvme" and inst.local_nvme_each_gb:
-        size = inst.local_nvme_each_gb * BYTES_PER_GB / BYTES_PER_GIB
-    bw = None if per_dev_bw is None else per_dev_bw * devices * BYTES_PER_MB
-    iops = None if per_dev_iops is None else per_dev_iops * devices
-    total_capacity = (size * devices) if size else None
+    if need is not None and per_dev_bw and not pooled and spec.result_scope != "per_client":
+        devices = min(max_devices, max(1, math.ceil(need * BYTES_PER_MB / per_dev_bw)))
+    if capacity_gib and spec.category == "local_nvme":
+        each = fixed_gib or _drive_size_gib(spec, capacity_gib / devices)
+        if each:
+            devices = min(max_devices, max(devices, math.ceil(capacity_gib / each)))
+            size = fixed_gib or _drive_size_gib(spec, capacity_gib / devices) or size
+    elif fixed_gib:
+        size = fixed_gib
+    got = reach(inst, spec, devices, size or None, nodes)
+    bw = got.write_bytes_per_s if stage == "prefill" else got.read_bytes_per_s
+    iops = got.write_iops if stage == "prefill" else got.read_iops
+    limit = got.write_limit if stage == "prefill" else got.read_limit
+    multiple = spec.result_scope in ("per_drive", "per_volume")
+    total_capacity = (size * (devices if multiple else 1)) if size else None
     problems = []
+    direction = "write" if stage == "prefill" else "read"
     if bw is None:
-        problems.append(f"no published {'write' if stage == 'prefill' else 'read'} bandwidth")
+        if demand_bytes_per_s is not None:
+            problems.append(f"no published {direction} bandwidth to size it against demand")
     elif demand_bytes_per_s is not None and demand_bytes_per_s > TARGET_TIER_UTILIZATION * bw:
         problems.append(f"p99 demand is {demand_bytes_per_s / bw:.0%} of its bandwidth")
     if (
@@ -280,26 +314,33 @@ def fit_tier(
         problems.append(f"p99 I/O rate is {demand_iops / iops:.0%} of its IOPS")
     if capacity_gib and total_capacity is not None and total_capacity < capacity_gib:
         problems.append(f"holds {total_capacity:,.0f} of the {capacity_gib:,.0f} GiB needed")
-    bw_text = "unknown bandwidth" if bw is None else f"{bw / BYTES_PER_GB:,.2f} GB/s"
+    bw_text = (
+        f"{direction} bandwidth not published" if bw is None else f"{bw / BYTES_PER_GB:,.2f} GB/s"
+    )
+    capped = f" (bound by {limit})" if bw is not None and got.capped else ""
     what = f"{devices} x {spec.name}" + (f" at {size:,.0f} GiB" if size else "")
     util = (
         ""
         if bw is None or demand_bytes_per_s is None
         else f", p99 demand uses {demand_bytes_per_s / bw:.0%}"
     )
-    reason = f"{what}: {bw_text}{util}" + ("; " + "; ".join(problems) if problems else "")
-    write = perf.write_mbps * devices * BYTES_PER_MB if perf.write_mbps is not None else None
-    read = perf.read_mbps * devices * BYTES_PER_MB if perf.read_mbps is not None else None
+    cost = tier_cost(spec, total_capacity, devices if multiple else 1)
+    price = "" if cost.usd_per_hour is None else f", ${cost.usd_per_hour:,.2f}/h"
+    reason = f"{what}: {bw_text}{capped}{util}{price}" + (
+        "; " + "; ".join(problems) if problems else ""
+    )
     return TierFit(
         spec=spec,
         capacity_gib=total_capacity,
         devices=devices,
-        read_bytes_per_s=read,
-        write_bytes_per_s=write,
-        read_iops=None if perf.read_iops is None else perf.read_iops * devices,
-        write_iops=None if perf.write_iops is None else perf.write_iops * devices,
+        read_bytes_per_s=got.read_bytes_per_s,
+        write_bytes_per_s=got.write_bytes_per_s,
+        read_iops=got.read_iops,
+        write_iops=got.write_iops,
         feasible=not problems,
         reason=reason,
+        cost=cost,
+        unconfirmed=got.unconfirmed,
     )
 
 
@@ -310,6 +351,11 @@ def _latency_bucket(spec: StorageSpec) -> int:
     return 0 if lat < 100 else 1 if lat < 1000 else 2
 
 
+def _writes_unknown(spec: StorageSpec) -> bool:
+    """No write figure although one exists (unpublished), as opposed to a read-only option."""
+    return spec.is_unconfirmed("write_mbps", "mbps")
+
+
 def rank_tiers(
     stage: str,
     inst: InstanceSpec,
@@ -318,66 +364,65 @@ def rank_tiers(
     demand_iops: float | None,
     capacity_local_gib: float | None,
     capacity_shared_gib: float | None,
-    shared_demand_bytes_per_s: float | None,
+    instances: int = 1,
 ) -> list[TierFit]:
-    """Options for a stage's capacity tier, best first.
+    """Options ``inst`` can have for a stage's capacity tier, best first.
 
-    Shipping parts before prototypes and announcements; then feasible options first; among
-    them, prefill prefers the one whose p99 utilization is closest to the target (least idle
-    bandwidth), decode prefers lower read latency first.
+    Demand is per instance; shared options hold the whole working set and are shared by
+    ``instances`` nodes. Shipping parts before prototypes and announcements; then feasible
+    options first; built-in drives (already paid for) before bought ones; among the rest,
+    prefill prefers the one whose p99 utilization is closest to the target (least idle
+    bandwidth), decode prefers lower read latency first; then the lower price; equal keys
+    keep catalog order.
     """
     fits = []
     for spec in storage.values():
         if not _available_on(spec, inst):
             continue
-        if (
-            stage == "prefill"
-            and spec.category == "object"
-            or (
-                stage == "prefill"
-                and spec.write_mbps is None
-                and not any(k in spec.per_gib for k in ("mbps", "write_mbps"))
-            )
-        ):
-            continue
+        read_only = (
+            spec.write_mbps is None
+            and not any(k in spec.per_gib for k in ("mbps", "write_mbps"))
+            and not _writes_unknown(spec)
+        )
+        if read_only or (stage == "prefill" and spec.category == "object"):
+            continue  # a KV tier is written (by prefill, or for decode's reads to find it)
         shared = spec.shared
         fits.append(
             fit_tier(
                 spec,
                 stage,
                 inst,
-                shared_demand_bytes_per_s if shared else demand_bytes_per_s,
+                demand_bytes_per_s,
                 None if shared else demand_iops,
                 capacity_shared_gib if shared else capacity_local_gib,
+                instances=instances,
             )
         )
 
     def key(f: TierFit) -> tuple[Any, ...]:
         cap = f.write_bytes_per_s if stage == "prefill" else f.read_bytes_per_s
-        demand = shared_demand_bytes_per_s if f.spec.shared else demand_bytes_per_s
-        util = div(demand, cap)
+        util = div(demand_bytes_per_s, cap)
         closeness = abs(TARGET_TIER_UTILIZATION - util) if util is not None else 1.0
         order = CATEGORIES.index(f.spec.category)
-        # Drives that come with the instance are already paid for: use them first.
-        built_in = f.spec.category == "local_nvme"
+        price = math.inf if f.cost.usd_per_hour is None else f.cost.usd_per_hour
         if stage == "decode":
             return (
                 f.spec.announced_only,
                 not f.feasible,
-                not built_in,
+                not f.spec.built_in,
                 _latency_bucket(f.spec),
                 closeness,
                 order,
-                f.spec.name,
+                price,
             )
         return (
             f.spec.announced_only,
             not f.feasible,
-            not built_in,
+            not f.spec.built_in,
             cap is None,
             closeness,
             order,
-            f.spec.name,
+            price,
         )
 
     return sorted(fits, key=key)
@@ -393,16 +438,55 @@ def _stage_instance(
     options: AdvisorOptions,
     instances: Mapping[str, InstanceSpec],
     facts: Mapping[str, FactValue],
+    storage: Mapping[str, StorageSpec],
+    prefill: InstanceSpec | None = None,
 ) -> tuple[InstanceSpec, list[Alternative]]:
+    """The stage's instance and the ranked alternatives.
+
+    ``prefill``: the prefill stage's instance, for decode: decode is chosen where prefill runs
+    (one provider, or your own servers), since the KV cache moves between them.
+    """
+    fixed = find_storage(storage, options.storage) if options.storage else None
     ranked = rank_instances(stage, instances, facts, options.preferred_gpu)
+    if fixed is not None:
+        # Storage fixed with --storage: only instances that can have it are candidates.
+        ranked = [r for r in ranked if access(r[0], fixed).ok] or ranked
+    if prefill is not None:
+        ranked = [r for r in ranked if same_deployment(prefill, r[0]).ok] or ranked
     alternatives = [
         Alternative("instance", inst.name, i + 1, reason, fits)
         for i, (inst, fits, reason) in enumerate(ranked[:MAX_ALTERNATIVES])
     ]
     chosen = options.instance.get(stage) or options.instance.get("both")
     if chosen:
-        return find_instance(instances, chosen), alternatives
+        inst = find_instance(instances, chosen)
+        if fixed is not None and not (acc := access(inst, fixed)).ok:
+            raise ConfigError(
+                f"--storage {fixed.name} cannot be used with --instance {inst.name}: {acc.reason}"
+            )
+        return inst, alternatives
     return ranked[0][0], alternatives
+
+
+def _cost_and_confidence_notes(inst: InstanceSpec, fit: TierFit | None) -> list[str]:
+    """The instance's and tier's price, and every unconfirmed figure the choice rests on."""
+    cost = instance_cost(inst)
+    notes = [f"{inst.name}: {cost.basis}" + (" (unconfirmed)" if cost.unconfirmed else "")]
+    used = [f"{inst.name}.{f}" for f in inst.unconfirmed]
+    if fit is not None:
+        if fit.cost.usd_per_hour is not None or fit.cost.basis:
+            tier_price = (
+                f"${fit.cost.usd_per_hour:,.2f}/h" if fit.cost.usd_per_hour is not None else ""
+            )
+            notes.append(
+                f"{fit.spec.name}: "
+                + "; ".join(p for p in (tier_price, fit.cost.basis) if p)
+                + (" (unconfirmed)" if fit.cost.unconfirmed else "")
+            )
+        used += list(fit.unconfirmed)
+    if used:
+        notes.append("unconfirmed figures this choice uses: " + ", ".join(used))
+    return notes
 
 
 def _tier_facts(
@@ -494,7 +578,9 @@ def advise(
     chosen: dict[str, InstanceSpec] = {}
 
     for stage in STAGES:
-        inst, inst_alts = _stage_instance(stage, options, instances, facts)
+        inst, inst_alts = _stage_instance(
+            stage, options, instances, facts, storage, chosen.get("prefill")
+        )
         chosen[stage] = inst
         count, count_note = instance_count(stage, inst, facts)
         n = count or 1
@@ -519,19 +605,22 @@ def advise(
             iops_p99,
             local_gib,
             needed_gib,
-            _v(facts, f"{kind}_bytes_per_s_p99"),
+            instances=n,
         )
         notes = [count_note] if count is None else []
+        if stage != "prefill" and not (together := same_deployment(chosen["prefill"], inst)).ok:
+            notes.append(together.reason)
         if shared_spec is not None:
             spec = shared_spec
             fit = fit_tier(
                 spec,
                 stage,
                 inst,
-                _v(facts, f"{kind}_bytes_per_s_p99") if spec.shared else demand["p99"],
+                demand["p99"],
                 None if spec.shared else iops_p99,
                 needed_gib if spec.shared else local_gib,
                 devices_limit=1,
+                instances=n,
             )
             notes.append(
                 f"storage fixed by --storage {spec.name} for both stages: one "
@@ -540,7 +629,7 @@ def advise(
         elif ranked and (beyond_host or _v(facts, f"{kind}_bytes_per_s_p99") is not None):
             fit, spec = ranked[0], ranked[0].spec
         else:
-            spec = storage[HOST_TIER_ENTRY]
+            spec = storage[host_tier_name(inst)]
             fit = None
             if needed_gib is not None:
                 notes.append("no capacity tier: the KV working set fits the host DRAM pool")
@@ -558,14 +647,11 @@ def advise(
                 + ("TFLOPS" if stage == "prefill" else "memory bandwidth")
                 + " only, without a memory-fit check"
             )
-        if fit is not None and spec.shared:
-            demand_here = {s: _v(facts, f"{kind}_bytes_per_s_{s}") for s in ("mean", "p99", "peak")}
-            iops_here = _v(
-                facts, "write_iops_p99" if stage == "prefill" else "decode_read_iops_p99"
-            )
-        else:
-            demand_here, iops_here = demand, iops_p99
-        config += _tier_facts(stage, fit, spec, demand_here, iops_here)
+        notes += _cost_and_confidence_notes(inst, fit)
+        # Demand and bandwidth are both per instance, shared tiers included (what one node
+        # reaches of a pool is its share, bounded by its NIC).
+        demand_here = demand
+        config += _tier_facts(stage, fit, spec, demand_here, iops_p99)
         cap = (
             None
             if fit is None
@@ -638,7 +724,8 @@ def advise(
                     ("hit_tokens_below_breakeven_share", share),
                 ]
 
-        tiers = [Tier(HOST_TIER_ENTRY, "memory", "host DRAM KV pool and write buffer", host_pool)]
+        host = host_tier_name(inst)
+        tiers = [Tier(host, "memory", "host memory KV pool and write buffer", host_pool)]
         if fit is not None:
             tiers.append(
                 Tier(
@@ -700,12 +787,15 @@ def advise(
             ),
             alternatives=tuple(storage_alts + inst_alts),
             notes=tuple(notes),
+            gpus_per_instance=inst.gpu_count,
+            gpu_memory_gib=inst.gpu_memory_gib,
+            host_memory_gib=inst.host_memory_gib,
         )
 
     facts.update(collect(config))
     evaluation = evaluate(rules, facts)
     findings = tuple(
-        _finding(f.rule, f.message, f.evidence, facts, storage, instances)
+        _finding(f.rule, f.message, f.evidence, facts, storage, instances, chosen)
         for f in sorted(evaluation.fired, key=lambda f: (-f.rule.severity.rank, f.rule.code))
     )
     outcomes = tuple(
@@ -732,14 +822,29 @@ def _finding(
     facts: Mapping[str, FactValue],
     storage: Mapping[str, StorageSpec],
     instances: Mapping[str, InstanceSpec],
+    chosen: Mapping[str, InstanceSpec] | None = None,
 ) -> Finding:
+    """A fired rule as a finding.
+
+    Its storage candidates are options the chosen instance(s) of the rule's stage can have
+    (never a drive a cloud VM cannot take).
+    """
     candidates: tuple[str, ...] = ()
     rec = rule.recommend
     if rec is not None and rec.catalog is not None:
         query = resolve_where(rec.where, facts)
         if query is not None:
+            on = [
+                inst
+                for stage, inst in (chosen or {}).items()
+                if rule.stage.value in (stage, "both")
+            ]
             rows = (
-                [s.as_row() for s in storage.values()]
+                [
+                    s.as_row()
+                    for s in storage.values()
+                    if s.category != "memory" and all(access(i, s).ok for i in on)
+                ]
                 if rec.catalog == "storage"
                 else [i.as_row() for i in instances.values()]
             )
@@ -747,14 +852,18 @@ def _finding(
             if rec.rank_by:
                 key = rec.rank_by.lstrip("-")
                 hits = [r for r in hits if r.get(key) is not None]
-                hits.sort(key=lambda r: (r[key], r["name"]), reverse=rec.rank_by.startswith("-"))
+                # Stable sort: equal keys keep catalog order (never alphabetical order).
+                hits.sort(key=lambda r: r[key], reverse=rec.rank_by.startswith("-"))
             candidates = tuple(r["name"] for r in hits[:MAX_ALTERNATIVES])
     return Finding(
         code=rule.code,
         severity=rule.severity.value,
         stage=rule.stage.value,
         message=message,
-        evidence=evidence,
+        evidence={
+            name: Evidence(item["value"], item["unit"], item["text"])
+            for name, item in evidence.items()
+        },
         name=rule.name,
         summary=rule.summary,
         action=rec.action if rec else "",

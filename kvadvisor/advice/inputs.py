@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kvadvisor.catalog.crossref import check_references
 from kvadvisor.catalog.instances import InstanceSpec, load_instances
 from kvadvisor.catalog.storage import StorageSpec, catalog_files_by_kind, load_storage
 from kvadvisor.facts.registry import FACTS
@@ -36,11 +37,9 @@ def load_advisor_inputs(
     group) and the packaged catalogs plus ``catalog_files`` (routed by their ``kind``).
     """
     by_kind = catalog_files_by_kind(catalog_files)
-    return AdvisorInputs(
-        load_rule_set(rules_dirs, select, ignore),
-        load_storage(by_kind["storage"]),
-        load_instances(by_kind["instances"]),
-    )
+    storage, instances = load_storage(by_kind["storage"]), load_instances(by_kind["instances"])
+    check_references(storage, instances)
+    return AdvisorInputs(load_rule_set(rules_dirs, select, ignore), storage, instances)
 
 
 def load_rule_set(

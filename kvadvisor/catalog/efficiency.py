@@ -165,10 +165,15 @@ def _efficiency(name: str, e: Mapping[str, Any]) -> Efficiency:
     )
 
 
+def check_efficiency_entries(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Efficiency]:
+    """Checked catalog entries as coefficients (fractions of peak at most 1)."""
+    return {name: _efficiency(name, e) for name, e in entries.items()}
+
+
 @lru_cache(maxsize=4)
 def _load(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, Efficiency]]:
     entries = load_catalog_file(path, "efficiency", EFFICIENCY_FIELDS)
-    return entries, {name: _efficiency(name, e) for name, e in entries.items()}
+    return entries, check_efficiency_entries(entries)
 
 
 def load_efficiencies(path: str | Path | None = None) -> dict[str, Efficiency]:

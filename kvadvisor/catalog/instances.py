@@ -1,4 +1,11 @@
-"""The GPU instance catalog: GPUs per instance, host memory, local NVMe, network, disk caps."""
+"""The GPU instance catalog: GPUs, host memory, own storage, disk caps, networks, price.
+
+An instance is a deployable unit: a cloud instance size or an on-premises server. Its own NVMe
+(``local_nvme_*``) names the storage entry that describes one of its drives; its host memory
+names the memory entry it is (``host_memory_tier``); its attachable volumes are capped by
+``disk_cap_*`` and ``max_data_disks``. :mod:`kvadvisor.deploy` reads these to decide what
+storage an instance can have and what bandwidth it reaches.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, find_named, load_layered
-from kvadvisor.catalog.storage import DATA_DIR, PROVIDERS
-from kvadvisor.errors import CatalogError
+from kvadvisor.catalog.loader import FieldSpec, Problems, check_entries, find_named, load_layered
+from kvadvisor.catalog.storage import DATA_DIR, DEPLOYMENTS, PRICE_FIELDS, Price, parse_price
 
 INSTANCES_FILE = DATA_DIR / "instances.yaml"
+MEMORY_TYPES = ("DDR4", "DDR5", "LPDDR5X")
 
 INSTANCE_SCHEMA: dict[str, FieldSpec] = {
-    "provider": FieldSpec("str", required=True, choices=PROVIDERS),
+    "as_of": FieldSpec("date", required=True, help="when the figures were checked"),
+    "provider": FieldSpec("str", required=True, choices=DEPLOYMENTS),
     "family": FieldSpec("str", required=True),
     "gpu": FieldSpec("str", required=True, help="GPU name, e.g. h200, h20, l20"),
     "gpu_count": FieldSpec("int", required=True, minimum=1),
@@ -22,13 +30,28 @@ INSTANCE_SCHEMA: dict[str, FieldSpec] = {
     "gpu_bf16_tflops": FieldSpec("number", help="dense BF16 per GPU"),
     "gpu_memory_bandwidth_gbps": FieldSpec("number", help="HBM/GDDR bandwidth per GPU, GB/s"),
     "vcpus": FieldSpec("int", minimum=1),
+    "host_cpu": FieldSpec("str", help="the host CPU as the provider names it"),
     "host_memory_gib": FieldSpec("number"),
-    "local_nvme_count": FieldSpec("int"),
-    "local_nvme_each_gb": FieldSpec("number"),
-    "network_gbit": FieldSpec("number", help="Ethernet/RDMA bandwidth, Gbit/s"),
-    "disk_cap_mbps": FieldSpec("number", help="cap on attached cloud-disk bandwidth, MB/s"),
-    "disk_cap_iops": FieldSpec("number", help="cap on attached cloud-disk IOPS"),
+    "host_memory_type": FieldSpec("str", choices=MEMORY_TYPES, help="DDR4, DDR5 or LPDDR5X"),
+    "host_memory_tier": FieldSpec("str", help="storage entry describing the host memory tier"),
+    "pcie_gen": FieldSpec("int", minimum=1, help="generation of the GPUs' host link"),
+    "local_nvme_count": FieldSpec("int", help="own NVMe drives (or partitions)"),
+    "local_nvme_each_gb": FieldSpec("number", help="size of one, GB as published"),
+    "local_nvme_drive": FieldSpec("str", help="storage entry describing one of them"),
+    "local_nvme_partitions": FieldSpec(
+        "bool", help="the units are partitions of shared drives (GCP Local SSD), not drives"
+    ),
+    "drive_bays": FieldSpec("int", help="on-premises: data drive bays for drives you buy"),
+    "cxl_slots": FieldSpec("int", help="on-premises: CXL memory modules the server takes"),
+    "max_data_disks": FieldSpec("int", help="block volumes that can be attached"),
+    "disk_cap_mbps": FieldSpec("number", help="cap on attached block-volume bandwidth, MB/s"),
+    "disk_cap_iops": FieldSpec("number", help="cap on attached block-volume IOPS"),
     "ephemeral_disks": FieldSpec("bool", help="elastic ephemeral disks supported"),
+    "frontend_network_gbit": FieldSpec("number", help="VPC/Ethernet NIC bandwidth, Gbit/s"),
+    "backend_network_gbit": FieldSpec("number", help="GPU back-end (RDMA) network, Gbit/s"),
+    "backend_network": FieldSpec("str", help="what the back-end network is (EFA, InfiniBand)"),
+    "gds_support": FieldSpec("bool", help="GPUDirect Storage documented on this instance"),
+    "price": FieldSpec("mapping", fields=PRICE_FIELDS, help="on-demand price, with source"),
     "scenario": FieldSpec("str", help="the vendor's intended use (paraphrased)"),
     "unconfirmed": FieldSpec("list[str]"),
 }
@@ -36,7 +59,7 @@ INSTANCE_SCHEMA: dict[str, FieldSpec] = {
 
 @dataclass(frozen=True)
 class InstanceSpec:
-    """One GPU instance size (fields as in INSTANCE_SCHEMA)."""
+    """One GPU instance size or server (fields as in INSTANCE_SCHEMA)."""
 
     name: str
     provider: str
@@ -46,20 +69,39 @@ class InstanceSpec:
     gpu_memory_gib: float
     source: tuple[str, ...]
     source_text: tuple[str, ...]
+    as_of: str | None = None
     gpu_bf16_tflops: float | None = None
     gpu_memory_bandwidth_gbps: float | None = None
     vcpus: int | None = None
+    host_cpu: str | None = None
     host_memory_gib: float | None = None
+    host_memory_type: str | None = None
+    host_memory_tier: str | None = None
+    pcie_gen: int | None = None
     local_nvme_count: int = 0
     local_nvme_each_gb: float | None = None
-    network_gbit: float | None = None
+    local_nvme_drive: str | None = None
+    local_nvme_partitions: bool = False
+    drive_bays: int = 0
+    cxl_slots: int = 0
+    max_data_disks: int | None = None
     disk_cap_mbps: float | None = None
     disk_cap_iops: float | None = None
     ephemeral_disks: bool = False
+    frontend_network_gbit: float | None = None
+    backend_network_gbit: float | None = None
+    backend_network: str | None = None
+    gds_support: bool | None = None
+    price: Price | None = None
     scenario: str = ""
     unconfirmed: tuple[str, ...] = ()
     notes: str = ""
     aliases: tuple[str, ...] = ()
+
+    @property
+    def cloud(self) -> bool:
+        """A cloud instance (its local storage is fixed) rather than an on-premises server."""
+        return self.provider != "onprem"
 
     @property
     def gpu_memory_total_gib(self) -> float:
@@ -70,6 +112,11 @@ class InstanceSpec:
     def local_nvme_total_gb(self) -> float:
         """Local NVMe capacity of the whole instance (GB as published)."""
         return self.local_nvme_count * (self.local_nvme_each_gb or 0.0)
+
+    @property
+    def price_usd_per_hour(self) -> float | None:
+        """The on-demand price per hour, None where it is not published or not offered."""
+        return None if self.price is None else self.price.usd_per_hour
 
     def as_row(self) -> dict[str, Any]:
         """Flat fields for catalog queries and listings."""
@@ -84,52 +131,78 @@ class InstanceSpec:
             "gpu_bf16_tflops": self.gpu_bf16_tflops,
             "gpu_memory_bandwidth_gbps": self.gpu_memory_bandwidth_gbps,
             "host_memory_gib": self.host_memory_gib,
+            "host_memory_type": self.host_memory_type,
             "local_nvme_count": self.local_nvme_count,
             "local_nvme_total_gb": self.local_nvme_total_gb,
-            "network_gbit": self.network_gbit,
+            "frontend_network_gbit": self.frontend_network_gbit,
+            "backend_network_gbit": self.backend_network_gbit,
             "disk_cap_mbps": self.disk_cap_mbps,
             "disk_cap_iops": self.disk_cap_iops,
+            "price_usd_per_hour": self.price_usd_per_hour,
         }
 
 
+def _cross_checks(where: str, e: Mapping[str, Any], problems: Problems) -> None:
+    for field_name in e.get("unconfirmed") or []:
+        if field_name not in INSTANCE_SCHEMA:
+            problems.add(f"{where}.unconfirmed", f"'{field_name}' is not a field")
+    if bool(e.get("local_nvme_count")) != (e.get("local_nvme_each_gb") is not None):
+        problems.add(where, "give local_nvme_count and local_nvme_each_gb together")
+    for key in ("drive_bays", "cxl_slots"):
+        if e.get(key) and e.get("provider") != "onprem":
+            problems.add(
+                f"{where}.{key}",
+                "only on-premises servers take parts you buy; a cloud instance's are fixed",
+            )
+
+
 def parse_instances(data: Any, path: str) -> dict[str, InstanceSpec]:
-    """Check a parsed instance catalog document and build its specs."""
-    entries = check_entries(path, "instances", data, INSTANCE_SCHEMA)
+    """Check a parsed instance catalog document (every problem at once) and build its specs."""
+    problems = Problems(path)
+    entries = check_entries(path, "instances", data, INSTANCE_SCHEMA, problems)
     out: dict[str, InstanceSpec] = {}
     for name, e in entries.items():
-        for field_name in e.get("unconfirmed") or []:
-            if field_name not in INSTANCE_SCHEMA:
-                raise CatalogError(
-                    f"{path}: entries.{name}.unconfirmed: '{field_name}' is not a field"
-                )
-        if bool(e.get("local_nvme_count")) != (e.get("local_nvme_each_gb") is not None):
-            raise CatalogError(
-                f"{path}: entries.{name}: give local_nvme_count and local_nvme_each_gb together"
-            )
+        where = f"entries.{name}"
+        _cross_checks(where, e, problems)
         out[name] = InstanceSpec(
             name=name,
-            provider=e["provider"],
-            family=e["family"],
-            gpu=e["gpu"],
-            gpu_count=e["gpu_count"],
-            gpu_memory_gib=e["gpu_memory_gib"],
-            source=tuple(e["source"]),
+            provider=e.get("provider", "onprem"),
+            family=e.get("family", ""),
+            gpu=e.get("gpu", ""),
+            gpu_count=e.get("gpu_count", 1),
+            gpu_memory_gib=e.get("gpu_memory_gib", 0.0),
+            source=tuple(e.get("source") or ()),
             source_text=tuple(e["source_text"]),
+            as_of=e.get("as_of"),
             gpu_bf16_tflops=e.get("gpu_bf16_tflops"),
             gpu_memory_bandwidth_gbps=e.get("gpu_memory_bandwidth_gbps"),
             vcpus=e.get("vcpus"),
+            host_cpu=e.get("host_cpu"),
             host_memory_gib=e.get("host_memory_gib"),
+            host_memory_type=e.get("host_memory_type"),
+            host_memory_tier=e.get("host_memory_tier"),
+            pcie_gen=e.get("pcie_gen"),
             local_nvme_count=e.get("local_nvme_count") or 0,
             local_nvme_each_gb=e.get("local_nvme_each_gb"),
-            network_gbit=e.get("network_gbit"),
+            local_nvme_drive=e.get("local_nvme_drive"),
+            local_nvme_partitions=bool(e.get("local_nvme_partitions", False)),
+            drive_bays=e.get("drive_bays") or 0,
+            cxl_slots=e.get("cxl_slots") or 0,
+            max_data_disks=e.get("max_data_disks"),
             disk_cap_mbps=e.get("disk_cap_mbps"),
             disk_cap_iops=e.get("disk_cap_iops"),
             ephemeral_disks=bool(e.get("ephemeral_disks", False)),
+            frontend_network_gbit=e.get("frontend_network_gbit"),
+            backend_network_gbit=e.get("backend_network_gbit"),
+            backend_network=e.get("backend_network"),
+            gds_support=e.get("gds_support"),
+            price=parse_price(f"{where}.price", e.get("price"), problems),
             scenario=e.get("scenario") or "",
             unconfirmed=tuple(e.get("unconfirmed") or ()),
             notes=e.get("notes") or "",
             aliases=tuple(e.get("aliases") or ()),
         )
+    problems.raise_if_any()
     return out
 
 

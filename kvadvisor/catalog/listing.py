@@ -3,43 +3,84 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
+from typing import Any
 
+from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.instances import InstanceSpec
-from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.storage import Price, StorageSpec
+
+SCOPE_WORDS = {
+    "per_drive": "drive",
+    "per_volume": "volume",
+    "per_client": "client",
+    "per_tib": "TiB",
+    "whole_pool": "pool",
+    "per_socket": "socket",
+    "per_module": "module",
+    "per_superchip": "superchip",
+}
 
 
 def _num(value: float | None, fmt: str = ",.0f") -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _price_text(price: Price | None) -> str:
+    """A short price cell: the figure and its unit, '-' when none, 'n/o' when not offered."""
+    if price is None:
+        return "-"
+    if not price.offered:
+        return "n/o"
+    for key, unit in (
+        ("usd_per_hour", "/h"),
+        ("usd_per_gb_month", "/GB-mo"),
+        ("usd_per_gib_month", "/GiB-mo"),
+        ("usd_per_gib_hour", "/GiB-h"),
+        ("usd_each", " each"),
+    ):
+        value = getattr(price, key)
+        if value is not None:
+            mark = "~" if price.unconfirmed else ""
+            return f"{mark}${value:,.4g}{unit}"
+    return "-"
+
+
 def storage_table(specs: Mapping[str, StorageSpec]) -> str:
-    """One line per storage option (formula figures at their ceilings)."""
+    """One line per storage option (formula figures at their ceilings, per their scope)."""
     rows = [
         (
             "name",
-            "category",
+            "kind",
             "provider",
+            "per",
             "read MB/s",
             "write MB/s",
             "read IOPS",
             "read lat us",
+            "DWPD",
             "GDS",
+            "price",
         )
     ]
     for spec in specs.values():
         r = spec.as_row()
         gds = "-" if r["gds_support"] is None else ("yes" if r["gds_support"] else "no")
+        per_tib = spec.scope == "per_tib"
         rows.append(
             (
                 spec.name,
-                spec.category,
-                spec.provider,
-                _num(r["read_mbps"]),
-                _num(r["write_mbps"]),
+                spec.kind,
+                spec.provider + (" (built-in)" if spec.built_in else ""),
+                SCOPE_WORDS.get(spec.scope, spec.scope),
+                _num(spec.read_mbps if per_tib else r["read_mbps"]),
+                _num(spec.write_mbps if per_tib else r["write_mbps"]),
                 _num(r["read_iops"]),
                 _num(r["read_latency_us"]),
+                _num(spec.endurance_dwpd, "g"),
                 gds,
+                _price_text(spec.price),
             )
         )
     return _table(rows)
@@ -54,15 +95,21 @@ def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
             "GPUs",
             "GPU GiB",
             "TFLOPS/GPU",
-            "HBM GB/s",
             "host GiB",
-            "local NVMe",
+            "DRAM",
+            "own NVMe",
             "disk cap MB/s",
+            "front Gbit/s",
+            "back Gbit/s",
+            "$/h",
         )
     ]
     for s in specs.values():
+        unit = "part" if s.local_nvme_partitions else "x"
         nvme = (
-            f"{s.local_nvme_count} x {s.local_nvme_each_gb:,.0f} GB" if s.local_nvme_count else "-"
+            f"{s.local_nvme_count} {unit} {s.local_nvme_each_gb:,.0f} GB"
+            if s.local_nvme_count
+            else (f"{s.drive_bays} bays" if s.drive_bays else "-")
         )
         rows.append(
             (
@@ -71,10 +118,50 @@ def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
                 f"{s.gpu_count} x {s.gpu}",
                 _num(s.gpu_memory_gib, ",.1f"),
                 _num(s.gpu_bf16_tflops, ",.1f"),
-                _num(s.gpu_memory_bandwidth_gbps),
                 _num(s.host_memory_gib),
+                s.host_memory_type or "-",
                 nvme,
                 _num(s.disk_cap_mbps),
+                _num(s.frontend_network_gbit),
+                _num(s.backend_network_gbit),
+                _price_text(s.price),
+            )
+        )
+    return _table(rows)
+
+
+def gpus_table(specs: Mapping[str, GpuSpec]) -> str:
+    """One line per GPU."""
+    rows = [("name", "BF16 TFLOPS", "FP8 TFLOPS", "memory GB", "HBM GB/s", "host link", "NVLink")]
+    for g in specs.values():
+        link = f"Gen{g.pcie_gen} {g.pcie_gbps:g} GB/s" if g.pcie_gen else f"{g.pcie_gbps:g} GB/s"
+        rows.append(
+            (
+                g.name,
+                _num(g.bf16_dense_tflops, ",.1f"),
+                _num(g.fp8_dense_tflops, ",.1f"),
+                _num(g.memory_gb, "g"),
+                _num(g.memory_bandwidth_gbps),
+                link,
+                _num(g.nvlink_gbps),
+            )
+        )
+    return _table(rows)
+
+
+def models_table(specs: Mapping[str, ModelSpec]) -> str:
+    """One line per model: shape and KV bytes per token in BF16."""
+    rows = [("name", "attention", "layers", "KV heads", "head dim", "params B", "active B")]
+    for m in specs.values():
+        rows.append(
+            (
+                m.name,
+                m.attention,
+                str(m.layers),
+                str(m.kv_heads),
+                str(m.head_dim),
+                _num(m.total_params / 1e9, ",.1f"),
+                _num(m.active_params / 1e9, ",.1f"),
             )
         )
     return _table(rows)
@@ -90,13 +177,19 @@ def _table(rows: list[tuple[str, ...]]) -> str:
     )
 
 
-def entry_text(spec: StorageSpec | InstanceSpec) -> str:
-    """Every field of one entry that has a value, then its sources."""
+def _value_text(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ", ".join(format(v, "g") if isinstance(v, float) else str(v) for v in value)
+    return str(value)
+
+
+def entry_text(spec: StorageSpec | InstanceSpec | GpuSpec | ModelSpec) -> str:
+    """Every field of one entry that has a value, its price with source, then its sources."""
     lines = [spec.name]
-    skip = {"name", "source", "source_text", "notes"}
+    skip = {"name", "source", "source_text", "notes", "price"}
     for f in fields(spec):
         value = getattr(spec, f.name)
-        if f.name in skip or value in (None, (), {}, ""):
+        if f.name in skip or value in (None, (), {}, "") or value is False:
             continue
         if f.name == "per_gib":
             for target, formula in value.items():
@@ -107,12 +200,32 @@ def entry_text(spec: StorageSpec | InstanceSpec) -> str:
                 text += f", at least {formula['min']:g}" if "min" in formula else ""
                 lines.append(f"  per_gib.{target}: {text} (C = capacity in GiB)")
             continue
-        lines.append(f"  {f.name}: {', '.join(value) if isinstance(value, tuple) else value}")
+        lines.append(f"  {f.name}: {_value_text(value)}")
     if isinstance(spec, InstanceSpec):
         lines.append(f"  gpu_memory_total_gib: {spec.gpu_memory_total_gib:g}")
+    price = getattr(spec, "price", None)
+    if is_dataclass(price):
+        for f in fields(price):
+            value = getattr(price, f.name)
+            if f.name in ("source_text",) or value in (None, (), ""):
+                continue
+            if f.name in ("unconfirmed",) and not value:
+                continue
+            if f.name == "offered" and value:
+                continue
+            lines.append(f"  price.{f.name}: {_value_text(value)}")
     if spec.notes:
         lines.append(f"  notes: {spec.notes}")
     lines.append("  sources:")
-    pairs = zip(spec.source, spec.source_text, strict=True)
-    lines += [f"    [{key}] {text}" for key, text in pairs]
+    texts = spec.source_text if hasattr(spec, "source_text") else spec.source
+    keys = spec.source if hasattr(spec, "source_text") else ("",) * len(texts)
+    lines += [
+        f"    [{key}] {text}" if key else f"    {text}"
+        for key, text in zip(keys, texts, strict=True)
+    ]
+    if is_dataclass(price) and price.source:
+        lines += [
+            f"    [{key}] {text} (price)"
+            for key, text in zip(price.source, price.source_text, strict=False)
+        ]
     return "\n".join(lines) + "\n"

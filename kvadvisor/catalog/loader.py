@@ -9,15 +9,18 @@ A catalog file looks like::
       h200:
         bf16_dense_tflops: 989.4
         source: [N5, N6]
+        as_of: 2026-11-30
 
 Every entry must cite at least one key of ``sources``; unknown fields are rejected with a
 suggestion; numbers must be finite and not below the field's minimum. Field names carry their
 unit (``_gbps``, ``_gib``, ...), so a value written with a unit ("4.8 TB/s") is a type error that
-names the unit expected.
+names the unit expected. Checking is lazy: every problem of a file is collected (file and key
+path each) before one :class:`CatalogProblems` error reports them all.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -25,30 +28,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from kvadvisor.errors import CatalogError
+from kvadvisor.errors import CatalogError, CatalogProblems
 from kvadvisor.yamlio import load_yaml
 
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """What one entry field must hold."""
+    """What one entry field must hold.
 
-    kind: str  # "number" | "int" | "str" | "bool" | "list[str]" | "list[number]" | "mapping"
+    ``kind`` "mapping" with ``fields`` is a nested record checked like an entry (a price).
+    """
+
+    kind: str  # number | int | str | bool | date | list[str] | list[number] | mapping
     required: bool = False
     minimum: float | None = 0.0
     choices: tuple[str, ...] | None = None
     help: str = ""
+    fields: Mapping[str, FieldSpec] | None = None
 
 
 COMMON_FIELDS: dict[str, FieldSpec] = {
     "source": FieldSpec("list[str]", required=True, help="keys of `sources`"),
+    "as_of": FieldSpec("date", help="when the figures were checked against their sources"),
     "notes": FieldSpec("str"),
     "aliases": FieldSpec("list[str]"),
     "display_name": FieldSpec("str"),
 }
 
 
-def _unit_hint(field: str) -> str:
+def _unit_hint(field_name: str) -> str:
     suffixes = {
         "_gbps": "GB/s",
         "_mbps": "MB/s",
@@ -66,59 +74,126 @@ def _unit_hint(field: str) -> str:
         "_gbit": "Gbit/s",
         "_w": "watts",
         "_per_gib": "per GiB",
+        "_usd": "US dollars",
+        "_month": "US dollars per month",
+        "_hour": "US dollars per hour",
     }
     for suffix, unit in suffixes.items():
-        if field.endswith(suffix):
+        if field_name.endswith(suffix):
             return f" (a plain number in {unit}, as the field name says)"
     return ""
 
 
-def _check_value(where: str, field: str, spec: FieldSpec, value: Any) -> Any:
-    """Return the checked value or raise CatalogError naming file, entry and field."""
+class Problems:
+    """Problems found in one file, each "file: key.path: what", in the order found."""
 
-    def fail(what: str) -> CatalogError:
-        return CatalogError(f"{where}.{field}: {what}")
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.items: list[str] = []
+
+    def add(self, where: str, what: str) -> None:
+        """Record one problem at key path ``where`` (empty for the whole file)."""
+        self.items.append(f"{self.path}: {where}: {what}" if where else f"{self.path}: {what}")
+
+    def raise_if_any(self) -> None:
+        """Raise one CatalogProblems listing every problem recorded, if there are any."""
+        if self.items:
+            raise CatalogProblems(self.path, list(self.items))
+
+
+def _check_value(where: str, spec: FieldSpec, value: Any, problems: Problems) -> Any:
+    """The checked value, or None after recording why it is wrong at key path ``where``."""
+    name = where.rsplit(".", 1)[-1]
+
+    def fail(what: str) -> None:
+        problems.add(where, what)
 
     if value is None:
         if spec.required:
-            raise fail("is required")
+            fail("is required")
         return None
     if spec.kind in ("number", "int"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(f"expected a number, got {value!r}{_unit_hint(field)}")
+            return fail(f"expected a number, got {value!r}{_unit_hint(name)}")
         if spec.kind == "int" and not isinstance(value, int):
-            raise fail(f"expected a whole number, got {value!r}")
+            return fail(f"expected a whole number, got {value!r}")
         if not math.isfinite(value):
-            raise fail(f"must be finite, got {value!r}")
+            return fail(f"must be finite, got {value!r}")
         if spec.minimum is not None and value < spec.minimum:
-            raise fail(f"must be >= {spec.minimum:g}, got {value!r}")
+            return fail(f"must be >= {spec.minimum:g}, got {value!r}")
         return value
     if spec.kind == "str":
         if not isinstance(value, str):
-            raise fail(f"expected text, got {value!r}")
+            return fail(f"expected text, got {value!r}")
         if spec.choices and value not in spec.choices:
-            raise fail(f"must be one of {', '.join(spec.choices)}, got {value!r}")
+            return fail(f"must be one of {', '.join(spec.choices)}, got {value!r}")
         return value
+    if spec.kind == "date":
+        # YAML reads an unquoted 2026-11-30 as a date; a quoted one stays text.
+        if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+            return value.isoformat()
+        if isinstance(value, str):
+            try:
+                return dt.date.fromisoformat(value).isoformat()
+            except ValueError:
+                pass
+        return fail(f"expected a date written YYYY-MM-DD, got {value!r}")
     if spec.kind == "bool":
         if not isinstance(value, bool):
-            raise fail(f"expected true or false, got {value!r}")
+            return fail(f"expected true or false, got {value!r}")
         return value
     if spec.kind == "list[str]":
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
-            raise fail(f"expected a list of text, got {value!r}")
+            return fail(f"expected a list of text, got {value!r}")
+        if spec.choices:
+            bad = [v for v in items if v not in spec.choices]
+            if bad:
+                return fail(f"{', '.join(bad)} not among {', '.join(spec.choices)}")
         return items
     if spec.kind == "list[number]":
         if not isinstance(value, list) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
         ):
-            raise fail(f"expected a list of numbers, got {value!r}")
+            return fail(f"expected a list of numbers, got {value!r}")
         return value
     if spec.kind == "mapping":
         if not isinstance(value, dict):
-            raise fail(f"expected a mapping, got {value!r}")
-        return value
+            return fail(f"expected a mapping, got {value!r}")
+        if spec.fields is None:
+            return value
+        return check_record(where, value, spec.fields, problems)
     raise AssertionError(f"unknown field kind {spec.kind}")  # a bug in a schema, not user input
+
+
+def check_record(
+    where: str, record: Mapping[str, Any], fields: Mapping[str, FieldSpec], problems: Problems
+) -> dict[str, Any]:
+    """Check one mapping against ``fields``: unknown keys (with a suggestion), then each field."""
+    for key in record:
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            problems.add(f"{where}.{key}", f"unknown field{hint}")
+    checked: dict[str, Any] = {}
+    for key, spec in fields.items():
+        if key in record or spec.required:
+            value = _check_value(f"{where}.{key}", spec, record.get(key), problems)
+            if value is not None:
+                checked[key] = value
+    return checked
+
+
+def check_sources(
+    where: str, refs: Iterable[str], sources: Mapping[str, str], problems: Problems
+) -> list[str]:
+    """Citation texts of ``refs`` (keys of ``sources`` or URLs); unknown keys are problems."""
+    out = []
+    for ref in refs:
+        if ref not in sources and not ref.startswith(("http://", "https://")):
+            problems.add(where, f"'{ref}' is neither a key of 'sources' nor a URL")
+        out.append(sources.get(ref, ref))
+    return out
 
 
 def check_entries(
@@ -126,8 +201,16 @@ def check_entries(
     kind: str,
     data: Any,
     schema: Mapping[str, FieldSpec],
+    problems: Problems | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Check a parsed catalog document; return {entry name: entry fields}."""
+    """Check a parsed catalog document; return {entry name: checked fields}.
+
+    With ``problems`` given, every problem is recorded there and the caller raises once it has
+    added its own cross-field checks; without, the problems are raised here. A file whose top
+    level is not a catalog raises at once: nothing below it can be checked.
+    """
+    own = problems is None
+    problems = problems or Problems(path)
     fields = {**COMMON_FIELDS, **schema}
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a mapping with 'kind', 'sources' and 'entries'")
@@ -149,27 +232,22 @@ def check_entries(
         raise CatalogError(f"{path}: 'entries' must be a non-empty mapping of name to fields")
     out: dict[str, dict[str, Any]] = {}
     for name, entry in entries.items():
-        where = f"{path}: entries.{name}"
+        where = f"entries.{name}"
         if not isinstance(entry, dict):
-            raise CatalogError(f"{where}: expected a mapping of fields")
-        for key in entry:
-            if key not in fields:
-                close = difflib.get_close_matches(str(key), list(fields), n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise CatalogError(f"{where}.{key}: unknown field{hint}")
-        checked: dict[str, Any] = {}
-        for key, spec in fields.items():
-            if key not in entry and spec.required:
-                raise CatalogError(f"{where}.{key}: is required")
-            if key in entry:
-                checked[key] = _check_value(where, key, spec, entry[key])
-        for ref in checked["source"]:
-            if ref not in sources and not ref.startswith(("http://", "https://")):
-                raise CatalogError(
-                    f"{where}.source: '{ref}' is neither a key of 'sources' nor a URL"
-                )
-        checked["source_text"] = [sources.get(ref, ref) for ref in checked["source"]]
+            problems.add(where, "expected a mapping of fields")
+            continue
+        checked = check_record(where, entry, fields, problems)
+        checked["source_text"] = check_sources(
+            f"{where}.source", checked.get("source", []), sources, problems
+        )
+        price = checked.get("price")
+        if isinstance(price, dict) and "source" in price:
+            price["source_text"] = check_sources(
+                f"{where}.price.source", price["source"], sources, problems
+            )
         out[str(name)] = checked
+    if own:
+        problems.raise_if_any()
     return out
 
 
@@ -216,6 +294,6 @@ def load_layered(
 
 def find_named(specs: Mapping[str, NamedT], name: str, what: str) -> NamedT:
     """A built spec by name or alias, as :func:`lookup` finds it among raw entries."""
-    rows = {n: {"aliases": list(s.aliases)} for n, s in specs.items()}
+    rows = {n: {"aliases": list(getattr(s, "aliases", ()))} for n, s in specs.items()}
     found, _ = lookup(rows, name, what)
     return specs[found]

@@ -1,9 +1,12 @@
-"""The storage catalog: KV tier options with bandwidth, IOPS, latency, capacity and I/O unit.
+"""The storage catalog: KV tier options, what each figure holds for, where it can be used, price.
 
-Figures are per device or volume (per client node for shared systems) as their sources publish
-them. Cloud disks whose performance grows with size carry their formulas as data in ``per_gib``
-(Alibaba ESSD: ``min{base + per_gib × C, max}``; AutoPL's baseline also has a floor), evaluated
-by ``StorageSpec.perf_at(capacity_gib)``.
+Every figure holds for a stated ``scope``: one drive, one volume, one client node, one TiB
+provisioned, the whole pool, one CPU socket. Cloud disks whose performance grows with size carry
+their formulas as data in ``per_gib`` (Alibaba ESSD: ``min{base + per_gib × C, max}``), and
+file systems sold per TiB of throughput (``scope: per_tib``) become such formulas too, so
+``StorageSpec.perf_at(capacity_gib)`` gives one volume's or one file system's figures at a size.
+Which instances can use an option is data (``available_on``, ``families``, ``built_in``); the
+check that pairs them is :mod:`kvadvisor.deploy`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, find_named, load_layered
+from kvadvisor.catalog.loader import (
+    FieldSpec,
+    Problems,
+    check_entries,
+    find_named,
+    load_layered,
+)
 from kvadvisor.errors import CatalogError
 from kvadvisor.yamlio import load_yaml
 
@@ -32,30 +41,104 @@ CATEGORIES = (
     "kv_store",
     "object",
 )
+# The kind of storage each category is, in the words the docs and listings use.
+KINDS = {
+    "memory": "memory",
+    "cxl": "memory",
+    "local_nvme": "drive",
+    "ephemeral": "block volume",
+    "block": "block volume",
+    "parallel_fs": "shared file system",
+    "kv_store": "KV pool",
+    "object": "object store",
+}
 SSD_CATEGORIES = ("local_nvme", "ephemeral", "block")
+SHARED_CATEGORIES = ("parallel_fs", "kv_store", "object")
+# Who sells an option: a cloud, or "generic" (bought or run by the user).
 PROVIDERS = ("generic", "alibaba", "aws", "gcp", "azure")
+# Where an option can be used: a cloud's instances, or the user's own servers.
+DEPLOYMENTS = ("alibaba", "aws", "gcp", "azure", "onprem")
+SCOPES = (
+    "per_drive",
+    "per_volume",
+    "per_client",
+    "per_tib",
+    "whole_pool",
+    "per_socket",
+    "per_module",
+    "per_superchip",
+)
+# The scope a figure holds for when an entry does not say (files written before scopes).
+DEFAULT_SCOPE = {
+    "memory": "per_socket",
+    "cxl": "per_module",
+    "local_nvme": "per_drive",
+    "ephemeral": "per_volume",
+    "block": "per_volume",
+    "parallel_fs": "whole_pool",
+    "kv_store": "per_client",
+    "object": "per_client",
+}
 FORMULA_TARGETS = ("iops", "mbps", "read_iops", "write_iops", "read_mbps", "write_mbps")
 FORMULA_KEYS = {"base", "per_gib", "max", "min"}
+GIB_PER_TIB = 1024
+
+PRICE_FIELDS: dict[str, FieldSpec] = {
+    "usd_per_hour": FieldSpec("number", help="flat price per hour"),
+    "usd_per_gb_month": FieldSpec("number", help="per GB (decimal) provisioned per month"),
+    "usd_per_gib_month": FieldSpec("number", help="per GiB provisioned per month"),
+    "usd_per_gib_hour": FieldSpec("number", help="per GiB provisioned per hour"),
+    "usd_each": FieldSpec("number", help="one drive or module, street price"),
+    "usd_per_provisioned_iops_month": FieldSpec("number", help="IOPS above included_iops"),
+    "usd_per_provisioned_mibps_month": FieldSpec("number", help="MiB/s above included_mibps"),
+    "included_iops": FieldSpec("number", help="IOPS included in the capacity price"),
+    "included_mibps": FieldSpec("number", help="MiB/s included in the capacity price"),
+    "region": FieldSpec("str", help="the region the price holds for"),
+    "capacity_gb": FieldSpec("number", help="the drive size usd_each is for"),
+    "as_of": FieldSpec("date"),
+    "source": FieldSpec("list[str]", help="keys of `sources`"),
+    "unconfirmed": FieldSpec("bool", help="the figure is secondary or approximate"),
+    "offered": FieldSpec("bool", help="false: not sold this way (say how in note)"),
+    "note": FieldSpec("str"),
+}
+PRICE_FIGURES = tuple(k for k in PRICE_FIELDS if k.startswith("usd_"))
 
 STORAGE_SCHEMA: dict[str, FieldSpec] = {
+    "as_of": FieldSpec("date", required=True, help="when the figures were checked"),
     "category": FieldSpec("str", required=True, choices=CATEGORIES),
     "provider": FieldSpec("str", required=True, choices=PROVIDERS),
+    "scope": FieldSpec("str", choices=SCOPES, help="what the bandwidth/IOPS figures hold for"),
+    "available_on": FieldSpec(
+        "list[str]", choices=DEPLOYMENTS, help="where it can be used; default: its provider"
+    ),
+    "families": FieldSpec("list[str]", help="only these instance families (default: all)"),
+    "built_in": FieldSpec("bool", help="comes with an instance; not bought on its own"),
     "interface": FieldSpec("str", help="e.g. PCIe 5.0 x4, DDR5-4800, RDMA"),
-    "read_mbps": FieldSpec("number", help="sequential read, MB/s (decimal)"),
-    "write_mbps": FieldSpec("number", help="sequential write, MB/s (decimal)"),
+    "read_mbps": FieldSpec("number", help="sequential read, MB/s (decimal), for its scope"),
+    "write_mbps": FieldSpec("number", help="sequential write, MB/s (decimal), for its scope"),
     "read_iops": FieldSpec("number", help="random read I/O per second at io_unit_bytes"),
     "write_iops": FieldSpec("number", help="random write I/O per second at io_unit_bytes"),
-    "read_latency_us": FieldSpec("number", help="read latency, microseconds"),
+    "client_read_mbps": FieldSpec("number", help="what one client node reaches, MB/s"),
+    "client_write_mbps": FieldSpec("number", help="what one client node reaches, MB/s"),
+    "client_network": FieldSpec(
+        "str", choices=("frontend", "backend"), help="the client NIC a shared system uses"
+    ),
+    "read_latency_us": FieldSpec("number", help="random read latency, microseconds"),
     "write_latency_us": FieldSpec("number", help="write latency, microseconds"),
     "latency_us": FieldSpec("number", help="published latency when the direction is not given"),
     "capacity_min_gib": FieldSpec("number"),
     "capacity_max_gib": FieldSpec("number"),
+    "capacity_step_gib": FieldSpec("number", help="sizes come in steps of this"),
+    "capacities_gb": FieldSpec("list[number]", help="the sizes a drive is sold in, GB"),
+    "endurance_dwpd": FieldSpec("number", help="drive writes per day over the warranty"),
+    "warranty_years": FieldSpec("number"),
     "io_unit_bytes": FieldSpec("int", minimum=1, help="page, block or stripe size"),
     "gds_support": FieldSpec("bool", help="GPUDirect Storage path documented"),
     "shared": FieldSpec("bool", help="one pool reachable from many instances"),
     "per_gib": FieldSpec(
         "mapping", help="size-dependent figures: {target: {base, per_gib, max, min}}"
     ),
+    "price": FieldSpec("mapping", fields=PRICE_FIELDS, help="what it costs, with source"),
     "unconfirmed": FieldSpec("list[str]", help="fields whose figure could not be confirmed"),
     "announced_only": FieldSpec(
         "bool",
@@ -65,8 +148,56 @@ STORAGE_SCHEMA: dict[str, FieldSpec] = {
 
 
 @dataclass(frozen=True)
+class Price:
+    """What something costs, with where and when that price was read (None = not published)."""
+
+    usd_per_hour: float | None = None
+    usd_per_gb_month: float | None = None
+    usd_per_gib_month: float | None = None
+    usd_per_gib_hour: float | None = None
+    usd_each: float | None = None
+    usd_per_provisioned_iops_month: float | None = None
+    usd_per_provisioned_mibps_month: float | None = None
+    included_iops: float | None = None
+    included_mibps: float | None = None
+    capacity_gb: float | None = None
+    region: str | None = None
+    as_of: str | None = None
+    source: tuple[str, ...] = ()
+    source_text: tuple[str, ...] = ()
+    unconfirmed: bool = False
+    offered: bool = True
+    note: str = ""
+
+    @property
+    def known(self) -> bool:
+        """Whether any price figure is given."""
+        return any(getattr(self, k) is not None for k in PRICE_FIGURES)
+
+
+def parse_price(where: str, raw: Mapping[str, Any] | None, problems: Problems) -> Price | None:
+    """A checked price record; a figure needs its source and date, no figure needs a reason."""
+    if not raw:
+        return None
+    has_figure = any(raw.get(k) is not None for k in PRICE_FIGURES)
+    if has_figure:
+        for key in ("source", "as_of"):
+            if raw.get(key) is None:
+                problems.add(f"{where}.{key}", "is required with a price figure")
+    elif not raw.get("note"):
+        problems.add(where, "no price figure: say why in 'note' (not published, not offered)")
+    return Price(
+        **{k: raw.get(k) for k in PRICE_FIELDS if k not in ("source", "unconfirmed", "offered")},
+        source=tuple(raw.get("source") or ()),
+        source_text=tuple(raw.get("source_text") or ()),
+        unconfirmed=bool(raw.get("unconfirmed", False)),
+        offered=bool(raw.get("offered", True)),
+    )
+
+
+@dataclass(frozen=True)
 class StoragePerf:
-    """What one device or volume delivers at a given capacity (None = not published)."""
+    """What one device, volume or pool delivers at a given capacity (None = not published)."""
 
     capacity_gib: float | None
     read_mbps: float | None
@@ -84,20 +215,33 @@ class StorageSpec:
     provider: str
     source: tuple[str, ...]
     source_text: tuple[str, ...]
+    as_of: str | None = None
+    scope: str = "per_drive"
+    available_on: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
+    built_in: bool = False
     interface: str | None = None
     read_mbps: float | None = None
     write_mbps: float | None = None
     read_iops: float | None = None
     write_iops: float | None = None
+    client_read_mbps: float | None = None
+    client_write_mbps: float | None = None
+    client_network: str = "frontend"
     read_latency_us: float | None = None
     write_latency_us: float | None = None
     latency_us: float | None = None
     capacity_min_gib: float | None = None
     capacity_max_gib: float | None = None
+    capacity_step_gib: float | None = None
+    capacities_gb: tuple[float, ...] = ()
+    endurance_dwpd: float | None = None
+    warranty_years: float | None = None
     io_unit_bytes: int | None = None
     gds_support: bool | None = None
     shared: bool = False
     per_gib: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    price: Price | None = None
     unconfirmed: tuple[str, ...] = ()
     # Prototypes and announcements stay in the catalog for comparison; the advisor ranks them
     # after every shipping option so a recommendation is something one can buy.
@@ -107,16 +251,30 @@ class StorageSpec:
     aliases: tuple[str, ...] = ()
 
     @property
+    def kind(self) -> str:
+        """Drive, block volume, shared file system, KV pool, memory or object store."""
+        return KINDS[self.category]
+
+    @property
+    def result_scope(self) -> str:
+        """What :meth:`perf_at` figures hold for (per-TiB figures become the whole pool's)."""
+        return "whole_pool" if self.scope == "per_tib" else self.scope
+
+    @property
     def effective_read_latency_us(self) -> float | None:
         """Read latency, else the published latency whose direction is not stated."""
         return self.read_latency_us if self.read_latency_us is not None else self.latency_us
 
+    def is_unconfirmed(self, *names: str) -> bool:
+        """Whether any of the named figures is listed as unconfirmed."""
+        return any(n in self.unconfirmed for n in names)
+
     def perf_at(self, capacity_gib: float | None = None) -> StoragePerf:
-        """Bandwidth and IOPS of one device/volume of ``capacity_gib`` (clamped to its limits).
+        """Bandwidth and IOPS of one device/volume/pool of ``capacity_gib`` (within its limits).
 
         Formulas (``per_gib``) give ``max(min(base + per_gib × C, max), min)``; ``iops`` and
         ``mbps`` apply to both directions, ``read_*``/``write_*`` to one. Fixed figures are used
-        where no formula exists.
+        where no formula exists. Unsized, a formula gives its ceiling (None when it has none).
         """
         cap = capacity_gib
         if cap is not None:
@@ -127,10 +285,10 @@ class StorageSpec:
 
         def figure(direction: str, kind: str, fixed: float | None) -> float | None:
             formula = self.per_gib.get(f"{direction}_{kind}") or self.per_gib.get(kind)
-            if formula is None or cap is None:
-                if formula is not None and cap is None:
-                    return formula.get("max")  # unsized: the ceiling the formula reaches
-                return fixed
+            if formula is None:
+                return None if self.scope == "per_tib" else fixed
+            if cap is None:
+                return formula.get("max")  # unsized: the ceiling the formula reaches
             value = formula.get("base", 0.0) + formula["per_gib"] * cap
             if "max" in formula:
                 value = min(value, formula["max"])
@@ -152,7 +310,9 @@ class StorageSpec:
         return {
             "name": self.name,
             "category": self.category,
+            "kind": self.kind,
             "provider": self.provider,
+            "scope": self.scope,
             "read_mbps": perf.read_mbps,
             "write_mbps": perf.write_mbps,
             "read_iops": perf.read_iops,
@@ -164,22 +324,28 @@ class StorageSpec:
             "io_unit_bytes": self.io_unit_bytes,
             "gds_support": self.gds_support,
             "shared": self.shared,
+            "endurance_dwpd": self.endurance_dwpd,
+            "built_in": self.built_in,
         }
 
 
 def _check_formulas(
-    where: str, per_gib: Mapping[str, Any], unconfirmed: Iterable[str], fields: Mapping[str, Any]
+    where: str, per_gib: Mapping[str, Any], problems: Problems
 ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for target, formula in per_gib.items():
         at = f"{where}.per_gib.{target}"
         if target not in FORMULA_TARGETS:
-            raise CatalogError(f"{at}: unknown target; use one of {', '.join(FORMULA_TARGETS)}")
+            problems.add(at, f"unknown target; use one of {', '.join(FORMULA_TARGETS)}")
+            continue
         if not isinstance(formula, dict) or "per_gib" not in formula:
-            raise CatalogError(f"{at}: expected {{base, per_gib, max, min}} with per_gib given")
+            problems.add(at, "expected {base, per_gib, max, min} with per_gib given")
+            continue
         extra = set(formula) - FORMULA_KEYS
         if extra:
-            raise CatalogError(f"{at}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
+            problems.add(at, f"unknown key(s) {', '.join(sorted(map(str, extra)))}")
+            continue
+        good = True
         for key, value in formula.items():
             if (
                 isinstance(value, bool)
@@ -187,18 +353,42 @@ def _check_formulas(
                 or not math.isfinite(value)
                 or value < 0
             ):
-                raise CatalogError(
-                    f"{at}.{key}: expected a plain non-negative number, got "
-                    f"{value!r} ({'MB/s' if 'mbps' in target else 'IOPS'})"
+                problems.add(
+                    f"{at}.{key}",
+                    f"expected a plain non-negative number, got {value!r} "
+                    f"({'MB/s' if 'mbps' in target else 'IOPS'})",
                 )
-        out[str(target)] = {k: float(v) for k, v in formula.items()}
-    for name in unconfirmed:
-        if name not in STORAGE_SCHEMA and name not in FORMULA_TARGETS:
-            raise CatalogError(f"{where}.unconfirmed: '{name}' is not a field")
-    if fields.get("capacity_min_gib") is not None and fields.get("capacity_max_gib") is not None:
-        if fields["capacity_min_gib"] > fields["capacity_max_gib"]:
-            raise CatalogError(f"{where}: capacity_min_gib is above capacity_max_gib")
+                good = False
+        if good:
+            out[str(target)] = {k: float(v) for k, v in formula.items()}
     return out
+
+
+def _per_tib_formulas(e: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per-TiB figures as per-GiB formulas: the pool delivers figure × TiB provisioned."""
+    out: dict[str, dict[str, float]] = {}
+    for target in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
+        per_tib = e.get(target)
+        if per_tib is None:
+            continue
+        formula = {"base": 0.0, "per_gib": per_tib / GIB_PER_TIB}
+        if e.get("capacity_max_gib") is not None:
+            formula["max"] = per_tib * e["capacity_max_gib"] / GIB_PER_TIB
+        out[target] = formula
+    return out
+
+
+def _cross_checks(where: str, e: Mapping[str, Any], problems: Problems) -> None:
+    for name in e.get("unconfirmed") or []:
+        if name not in STORAGE_SCHEMA and name not in FORMULA_TARGETS:
+            problems.add(f"{where}.unconfirmed", f"'{name}' is not a field")
+    low, high = e.get("capacity_min_gib"), e.get("capacity_max_gib")
+    if low is not None and high is not None and low > high:
+        problems.add(where, "capacity_min_gib is above capacity_max_gib")
+    if e.get("scope") == "per_tib" and e.get("per_gib"):
+        problems.add(where, "scope per_tib derives the per-GiB formulas; give one or the other")
+    if e.get("built_in") and e.get("provider") == "generic":
+        problems.add(where, "a built-in drive comes with a cloud instance; name its provider")
 
 
 def catalog_kind(path: str | Path) -> str:
@@ -213,8 +403,8 @@ def catalog_kind(path: str | Path) -> str:
 
 
 # Every kind a --catalog file may declare; storage and instances feed the advisor and plans,
-# gpus and models the stage profiler.
-CATALOG_KINDS = ("storage", "instances", "gpus", "models")
+# gpus, models and efficiency (the step-time model's per-GPU coefficients) the stage profiler.
+CATALOG_KINDS = ("storage", "instances", "gpus", "models", "efficiency")
 
 
 def catalog_files_by_kind(paths: Iterable[str | Path]) -> dict[str, list[str]]:
@@ -234,38 +424,59 @@ def catalog_files_by_kind(paths: Iterable[str | Path]) -> dict[str, list[str]]:
 
 
 def parse_storage(data: Any, path: str) -> dict[str, StorageSpec]:
-    """Check a parsed storage catalog document and build its specs."""
-    entries = check_entries(path, "storage", data, STORAGE_SCHEMA)
+    """Check a parsed storage catalog document (every problem at once) and build its specs."""
+    problems = Problems(path)
+    entries = check_entries(path, "storage", data, STORAGE_SCHEMA, problems)
     out: dict[str, StorageSpec] = {}
     for name, e in entries.items():
-        where = f"{path}: entries.{name}"
-        per_gib = _check_formulas(where, e.get("per_gib") or {}, e.get("unconfirmed") or [], e)
+        where = f"entries.{name}"
+        _cross_checks(where, e, problems)
+        per_gib = _check_formulas(where, e.get("per_gib") or {}, problems)
+        scope = e.get("scope") or DEFAULT_SCOPE.get(e.get("category", ""), "per_drive")
+        if scope == "per_tib":
+            per_gib = _per_tib_formulas(e)
+        provider = e.get("provider", "generic")
+        default_on = ("onprem",) if provider == "generic" else (provider,)
         out[name] = StorageSpec(
             name=name,
-            category=e["category"],
-            provider=e["provider"],
-            source=tuple(e["source"]),
+            category=e.get("category", "local_nvme"),
+            provider=provider,
+            source=tuple(e.get("source") or ()),
             source_text=tuple(e["source_text"]),
+            as_of=e.get("as_of"),
+            scope=scope,
+            available_on=tuple(e.get("available_on") or default_on),
+            families=tuple(e.get("families") or ()),
+            built_in=bool(e.get("built_in", False)),
             interface=e.get("interface"),
             read_mbps=e.get("read_mbps"),
             write_mbps=e.get("write_mbps"),
             read_iops=e.get("read_iops"),
             write_iops=e.get("write_iops"),
+            client_read_mbps=e.get("client_read_mbps"),
+            client_write_mbps=e.get("client_write_mbps"),
+            client_network=e.get("client_network") or "frontend",
             read_latency_us=e.get("read_latency_us"),
             write_latency_us=e.get("write_latency_us"),
             latency_us=e.get("latency_us"),
             capacity_min_gib=e.get("capacity_min_gib"),
             capacity_max_gib=e.get("capacity_max_gib"),
+            capacity_step_gib=e.get("capacity_step_gib"),
+            capacities_gb=tuple(e.get("capacities_gb") or ()),
+            endurance_dwpd=e.get("endurance_dwpd"),
+            warranty_years=e.get("warranty_years"),
             io_unit_bytes=e.get("io_unit_bytes"),
             gds_support=e.get("gds_support"),
-            shared=bool(e.get("shared", False)),
+            shared=bool(e.get("shared", e.get("category") in SHARED_CATEGORIES)),
             per_gib=per_gib,
+            price=parse_price(f"{where}.price", e.get("price"), problems),
             unconfirmed=tuple(e.get("unconfirmed") or ()),
             notes=e.get("notes") or "",
             announced_only=bool(e.get("announced_only", False)),
             display_name=e.get("display_name") or name,
             aliases=tuple(e.get("aliases") or ()),
         )
+    problems.raise_if_any()
     return out
 
 

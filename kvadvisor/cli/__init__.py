@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from kvadvisor.cli import analyze, review, rulescmd, traces  # noqa: F401 (registers commands)
+from kvadvisor.cli import analyze, replay, review, rulescmd, traces, verify  # noqa: F401
 from kvadvisor.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USER_ERROR, app
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USER_ERROR", "app", "main"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from enum import Enum
 from pathlib import Path
@@ -25,12 +26,12 @@ from kvadvisor.cli.common import (
     handle_user_errors,
     write_output,
 )
-from kvadvisor.emit import emit_config
+from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.units.parse import QuantityError, parse_quantity
 
 
 class ReportFormat(str, Enum):
@@ -43,12 +44,35 @@ class ReportFormat(str, Enum):
 
 
 class Engine(str, Enum):
-    """Serving engines whose configuration `analyze --emit` writes."""
+    """What `analyze --emit` writes: an engine's configuration, or the deployment plan."""
 
     lmcache = "lmcache"
     sglang_hicache = "sglang-hicache"
     dynamo_kvbm = "dynamo-kvbm"
     mooncake = "mooncake"
+    vllm = "vllm"
+    plan = "plan"
+
+
+def command_line(ctx: typer.Context) -> str:
+    """The analyze command as given on the command line (the header of every emitted file)."""
+    words = ["kvadvisor", "analyze"]
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name or "")
+        if source is None or source.name != "COMMANDLINE":
+            continue
+        value = ctx.params.get(param.name or "")
+        if not param.opts or not param.opts[0].startswith("-"):
+            words.append(str(value))
+            continue
+        flag = param.opts[0]
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            v = getattr(v, "value", v)
+            if isinstance(v, bool):
+                words.append(flag if v else (param.secondary_opts or [flag])[0])
+            else:
+                words += [flag, str(v)]
+    return shlex.join(words)
 
 
 def _split_emit_dir(
@@ -180,6 +204,7 @@ def io_unit_bytes(text: str) -> int:
 
 @app.command("analyze")
 def analyze_cmd(
+    ctx: typer.Context,
     trace: TraceArg,
     output: Annotated[
         list[str] | None,
@@ -242,7 +267,11 @@ def analyze_cmd(
     ] = None,
     emit: Annotated[
         list[Engine] | None,
-        typer.Option("--emit", help="Write this engine's configuration into the -o directory."),
+        typer.Option(
+            "--emit",
+            help="Write this engine's configuration (or the deployment plan) for the "
+            "recommended deployment into the -o directory. Repeatable.",
+        ),
     ] = None,
     plan: Annotated[
         list[Path] | None,
@@ -307,8 +336,9 @@ def analyze_cmd(
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 write_output(target, renderer.render(report))
-        for engine in emit or []:
-            for name, text in emit_config(report, engine.value).items():
+        if emit:
+            files = emit_all(report, [e.value for e in emit], command_line(ctx))
+            for name, text in files.items():
                 write_output(str(Path(emit_dir) / name), text)
         if not quiet:
             # The summary shares stdout only when no report is written there.

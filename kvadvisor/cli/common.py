@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 
@@ -39,7 +39,14 @@ def handle_user_errors() -> Iterator[None]:
     """
     shown = warnings.showwarning
 
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
         if issubclass(category, KvAdvisorWarning):
             typer.echo(f"warning: {message}", err=True)
         else:

@@ -68,6 +68,14 @@ def review_cmd(
         float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
     ] = 1.0,
     catalog: CatalogOpt = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="A `kvadvisor verify` folder with results: its measured checks join the review.",
+            file_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
@@ -81,6 +89,7 @@ def review_cmd(
             block_tokens=block_tokens,
             warmup_fraction=warmup_fraction,
             window_s=window,
+            results=results,
         )
         if junit is not None:
             write_output(str(junit), report.to_junit())

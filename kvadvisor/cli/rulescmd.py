@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from kvadvisor.advice.inputs import load_advisor_inputs, load_rule_set
-from kvadvisor.catalog.instances import InstanceSpec
-from kvadvisor.catalog.listing import entry_text, instances_table, storage_table
+from kvadvisor.catalog.checkfile import check_catalog_file
+from kvadvisor.catalog.gpus import load_gpus
+from kvadvisor.catalog.listing import (
+    entry_text,
+    gpus_table,
+    instances_table,
+    models_table,
+    storage_table,
+)
 from kvadvisor.catalog.loader import find_named
-from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.catalog.models import load_models
 from kvadvisor.cli.common import (
+    EXIT_USER_ERROR,
     CatalogOpt,
     IgnoreOpt,
     RulesDirOpt,
@@ -85,7 +93,8 @@ def rules_facts_cmd(
 
 
 catalog_app = typer.Typer(
-    help="List and show storage options and GPU instances.", no_args_is_help=True
+    help="List, show and check catalogs: storage options, GPU instances, GPUs, models.",
+    no_args_is_help=True,
 )
 app.add_typer(catalog_app, name="catalog")
 
@@ -95,6 +104,8 @@ class CatalogKind(str, Enum):
 
     storage = "storage"
     instances = "instances"
+    gpus = "gpus"
+    models = "models"
 
 
 @catalog_app.command("list")
@@ -102,27 +113,46 @@ def catalog_list_cmd(
     kind: Annotated[CatalogKind, typer.Argument(help="Which catalog.")] = CatalogKind.storage,
     catalog: CatalogOpt = None,
 ) -> None:
-    """List a catalog's entries with their key figures."""
+    """List a catalog's entries with their key figures (with --catalog files layered on)."""
     with handle_user_errors():
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
-        typer.echo(
-            storage_table(inputs.storage)
-            if kind is CatalogKind.storage
-            else instances_table(inputs.instances),
-            nl=False,
-        )
+        tables = {
+            CatalogKind.storage: lambda: storage_table(inputs.storage),
+            CatalogKind.instances: lambda: instances_table(inputs.instances),
+            CatalogKind.gpus: lambda: gpus_table(load_gpus()),
+            CatalogKind.models: lambda: models_table(load_models()),
+        }
+        typer.echo(tables[kind](), nl=False)
 
 
 @catalog_app.command("show")
 def catalog_show_cmd(
-    name: Annotated[str, typer.Argument(help="Storage or instance name.")],
+    name: Annotated[str, typer.Argument(help="Storage, instance, GPU or model name.")],
     catalog: CatalogOpt = None,
 ) -> None:
-    """Show one entry in full, with its sources."""
+    """Show one entry in full, with its price and sources."""
     with handle_user_errors():
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
-        # One lookup over both catalogs (instances first, as before): names and aliases match
-        # in any case, and a typo is suggested from either.
-        entries: dict[str, StorageSpec | InstanceSpec] = dict(inputs.instances)
-        entries.update((k, v) for k, v in inputs.storage.items() if k not in entries)
-        typer.echo(entry_text(find_named(entries, name, "storage option or instance")), nl=False)
+        # One lookup over every catalog (instances first, as before): names and aliases match
+        # in any case, and a typo is suggested from any of them.
+        entries: dict[str, Any] = dict(inputs.instances)
+        for more in (inputs.storage, load_gpus(), load_models()):
+            entries.update((k, v) for k, v in more.items() if k not in entries)
+        typer.echo(entry_text(find_named(entries, name, "catalog entry")), nl=False)
+
+
+@catalog_app.command("check")
+def catalog_check_cmd(
+    files: Annotated[
+        list[Path], typer.Argument(help="Catalog files to check.", exists=True, dir_okay=False)
+    ],
+) -> None:
+    """Check your own catalog files: every problem listed with its key path (exit 2 if any)."""
+    found = [check_catalog_file(f) for f in files]
+    for result in found:
+        if result.ok:
+            typer.echo(f"{result.path}: ok ({result.entries} {result.kind} entries)")
+        for problem in result.problems:
+            typer.echo(f"error: {problem}", err=True)
+    if not all(r.ok for r in found):
+        raise typer.Exit(EXIT_USER_ERROR)

@@ -1,5 +1,5 @@
-"""Engine configuration output: the recommended settings in each engine's own format."""
+"""Engine configuration output: the recommended deployment in each engine's own format."""
 
-from kvadvisor.emit.writers import EMITTERS, emit_config
+from kvadvisor.emit.writers import EMITTERS, TARGETS, emit_all, emit_config
 
-__all__ = ["EMITTERS", "emit_config"]
+__all__ = ["EMITTERS", "TARGETS", "emit_all", "emit_config"]

@@ -1,75 +1,113 @@
-"""Measured numbers an engine configuration is derived from, read off the advice report only.
+"""Tier capacities split to each engine's scope, and what the trace's hit-ratio curve says there.
 
-Tier sizes come from the advisor's recommendation for prefill when it made one (its host-memory
-tier and its disk or pool tier, per instance); otherwise from the measured hit-ratio curve: the
-fast tier at the smallest measured capacity reaching HOST_TARGET_SHARE of the unbounded
-steady-state hit ratio (the knee), the slower tier at DISK_TARGET_SHARE (the tail). Either way
-the comment quotes the hit ratio the curve measures at that capacity.
+An engine sizes a tier for one of its own units, and the unit differs by engine: SGLang's
+``--hicache-size`` and LMCache's ``max_local_cpu_size`` are per GPU worker process (one TP
+rank), KVBM's ``DYN_KVBM_CPU_CACHE_GB`` and vLLM's ``--kv-offloading-size`` per engine instance
+(one TP group), a Mooncake store segment per node. :func:`share` divides a tier's capacity per
+instance (node-local tiers) over the units on one instance; a shared pool is not divided.
+
+Hit ratios are read off the report's curve at the tokens the whole stage holds in a tier:
+every replica's share, as one cache behind prefix-aware routing (the review's optimistic bound).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from enum import Enum
 
-from kvadvisor.errors import ConfigError
-from kvadvisor.results.report import AdviceReport, Tier
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MIB
-
-# DESIGN.md: read less first (the knee), then make the remaining reads faster (the tail).
-HOST_TARGET_SHARE = 0.80
-DISK_TARGET_SHARE = 0.95
-LMCACHE_DEFAULT_CHUNK_TOKENS = 256  # LMCache configurations.rst default
-HOST_CATEGORIES = ("memory", "cxl")
-DISK_CATEGORIES = ("local_nvme", "ephemeral", "block", "parallel_fs", "kv_store")
+from kvadvisor.emit.deployment import Deployment, StageView, TierView
+from kvadvisor.results import AdviceReport
+from kvadvisor.units import Unit, format_value
 
 
-@dataclass(frozen=True)
-class TierSize:
-    """A capacity, the hit ratio the curve measures there, and where the capacity came from."""
+class Scope(str, Enum):
+    """The unit an engine sizes a tier for."""
 
-    capacity_tokens: int
-    hit_ratio: float
-    origin: str  # the sentence naming the source of the capacity
+    RANK = "rank"  # one GPU worker process: one TP rank
+    REPLICA = "replica"  # one engine instance: one TP group
+    NODE = "node"  # one serving instance (machine)
+    POOL = "pool"  # one pool shared by the whole stage
 
-    def bytes(self, kv_bytes_per_token: int) -> float:
-        """Capacity in bytes."""
-        return float(self.capacity_tokens) * kv_bytes_per_token
-
-    def gb(self, kv_bytes_per_token: int) -> float:
-        """Capacity in decimal GB, rounded up to 0.1 GB so the capacity is met."""
-        return math.ceil(self.bytes(kv_bytes_per_token) / BYTES_PER_GB * 10) / 10
+    def plural(self, n: int) -> str:
+        """'8 ranks', '1 replica'."""
+        return f"{n} {self.value}{'' if n == 1 else 's'}"
 
 
 @dataclass(frozen=True)
-class Measured:
-    """What the configuration writers use: KV size, tier sizes, chunk, write demand."""
+class Share:
+    """A tier's capacity for one unit of an engine's scope."""
 
-    trace_path: str
-    kv_bytes_per_token: int
-    model: str
-    hit_ratio_unbounded: float
-    ratio_kind: str  # "steady" or "all"
-    host: TierSize | None
-    disk: TierSize | None
-    block_tokens: int | None
-    chunk_tokens: int
-    chunk_from: str
-    write_peak_bytes_per_s: float | None
-    write_mean_bytes_per_s: float | None
-    window_s: float | None
-    from_advisor: bool = False
+    tier: TierView
+    scope: Scope
+    bytes: float  # per unit
+    units_per_instance: int  # units that split one instance's capacity (1 for a pool)
+    tokens_per_replica: float  # KV tokens one replica keeps in this tier
+    stage_tokens: float  # KV tokens the whole stage keeps (a pool: the pool)
 
-    @property
-    def chunk_bytes(self) -> int:
-        """Bytes of one KV chunk (one I/O of the offload tier)."""
-        return self.chunk_tokens * self.kv_bytes_per_token
+    def split_text(self) -> str:
+        """How the unit's bytes were obtained, e.g. '1.6 TiB per instance / 8 ranks'."""
+        cap = self.tier.capacity_bytes or 0.0
+        where = "per pool" if self.tier.shared else "per instance"
+        if self.units_per_instance == 1:
+            return f"{_gib(cap)} {where}"
+        return f"{_gib(cap)} {where} / {self.scope.plural(self.units_per_instance)}"
 
-    def chunk_text(self) -> str:
-        """Say the chunk as "256 tokens (…) × 327,680 B/token = 80 MiB per chunk I/O"."""
+
+def _gib(nbytes: float) -> str:
+    return format_value(nbytes, Unit.BYTES)
+
+
+def share(dep: Deployment, stage: StageView, tier: TierView, scope: Scope) -> Share:
+    """Split ``tier``'s capacity to one ``scope`` unit of ``stage`` (0 bytes when unbounded).
+
+    Node-local tiers: capacity per instance / ranks (RANK), / replicas (REPLICA), whole (NODE).
+    A shared tier sized per replica (an engine whose tier is private to each engine instance,
+    such as KVBM's disk) is split over every replica of the stage.
+    """
+    cap = tier.capacity_bytes or 0.0
+    replica_bytes_per_token = dep.kv_bytes_per_rank_per_token * stage.tp
+    if tier.shared and scope != Scope.POOL:
+        units = stage.replicas * (stage.tp if scope == Scope.RANK else 1)
+        per = cap / units
+        replica = per * (stage.tp if scope == Scope.RANK else 1)
+        return Share(
+            tier,
+            scope,
+            per,
+            units,
+            replica / replica_bytes_per_token,
+            cap / replica_bytes_per_token,
+        )
+    if scope == Scope.POOL or tier.shared:
+        return Share(tier, Scope.POOL, cap, 1, 0.0, cap / replica_bytes_per_token)
+    units = {
+        Scope.RANK: stage.ranks_per_instance,
+        Scope.REPLICA: stage.replicas_per_instance,
+        Scope.NODE: 1,
+    }[scope]
+    per = cap / units
+    per_replica = cap / stage.replicas_per_instance
+    tokens = per_replica / replica_bytes_per_token
+    return Share(tier, scope, per, units, tokens, tokens * stage.replicas)
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """The trace's prefix hit ratio at a capacity, and unbounded (None without block hashes)."""
+
+    at_capacity: float | None
+    unbounded: float | None
+    kind: str  # "steady" or "all"
+    trace: str
+
+    def text(self, tokens: float) -> str:
+        """'the trace's steady prefix hit ratio at 5.37M tokens is 22.2% (unbounded 39.8%)'."""
+        if self.at_capacity is None or self.unbounded is None:
+            return f"prefix reuse unknown: {self.trace} has no block hashes"
         return (
-            f"{self.chunk_tokens} tokens ({self.chunk_from}) × {self.kv_bytes_per_token:,} "
-            f"B/token = {self.chunk_bytes / BYTES_PER_MIB:,.1f} MiB per chunk I/O"
+            f"the trace's {self.kind} prefix hit ratio at {format_value(tokens, Unit.TOKENS)} "
+            f"is {format_value(self.at_capacity, Unit.RATIO)} "
+            f"(unbounded {format_value(self.unbounded, Unit.RATIO)}; {self.trace})"
         )
 
 
@@ -94,95 +132,12 @@ def _hit_at(curve: list[tuple[float, float]], capacity_tokens: float) -> float:
     return below[-1] if below else 0.0
 
 
-def _reaching(curve: list[tuple[float, float]], target: float) -> tuple[float, float] | None:
-    return next(((x, y) for x, y in curve if y >= target), None)
-
-
-def _from_tier(
-    tier: Tier, instance: str | None, kvb: int, curve: list[tuple[float, float]]
-) -> TierSize | None:
-    if tier.capacity_gib is None:
-        return None
-    tokens = int(tier.capacity_gib * BYTES_PER_GIB // kvb)
-    where = f" on {instance}" if instance else ""
-    return TierSize(
-        tokens,
-        _hit_at(curve, tokens),
-        f"the advisor's prefill {tier.role} ({tier.name}{where}, "
-        f"{tier.capacity_gib:,.1f} GiB per instance)",
-    )
-
-
-def measure(report: AdviceReport, chunk_tokens: int | None = None) -> Measured:
-    """Read the measured numbers off ``report``; say which section is missing otherwise."""
-    if report.model is None:
-        raise ConfigError("--emit needs the model's KV bytes per token: give --model")
+def reuse_at(report: AdviceReport, tokens: float) -> Reuse:
+    """The measured hit ratio at ``tokens`` of capacity (steady state when the report has it)."""
     pc = report.prefix_cache
+    trace = report.trace.path
     if pc is None or pc.hit_ratio.all is None:
-        raise ConfigError(
-            f"--emit needs the prefix-cache curve, and {report.trace.path} has no block hashes; "
-            "use a trace with hash_ids (Mooncake, Bailian) or a converted one"
-        )
+        return Reuse(None, None, "all", trace)
     kind = "steady" if pc.hit_ratio.steady is not None else "all"
     top = pc.hit_ratio.steady if kind == "steady" else pc.hit_ratio.all
-    assert top is not None
-    kvb = report.model.kv_bytes_per_token
-    curve = _curve(report, kind)
-    rec = report.recommendation.prefill if report.recommendation is not None else None
-    host = disk = None
-    if top > 0 and rec is not None and rec.tiers:
-        h = next((t for t in rec.tiers if t.category in HOST_CATEGORIES), None)
-        d = next((t for t in rec.tiers if t.category in DISK_CATEGORIES), None)
-        host = None if h is None else _from_tier(h, rec.instance, kvb, curve)
-        disk = None if d is None else _from_tier(d, rec.instance, kvb, curve)
-    elif top > 0:
-        hp = _reaching(curve, HOST_TARGET_SHARE * top)
-        dp = _reaching(curve, DISK_TARGET_SHARE * top)
-        if hp is not None:
-            host = TierSize(
-                int(hp[0]),
-                hp[1],
-                f"the smallest measured capacity reaching "
-                f"{HOST_TARGET_SHARE:.0%} of the unbounded hit ratio",
-            )
-        if dp is not None and (host is None or dp[0] > host.capacity_tokens):
-            disk = TierSize(
-                int(dp[0]),
-                dp[1],
-                f"the smallest measured capacity reaching "
-                f"{DISK_TARGET_SHARE:.0%} of the unbounded hit ratio",
-            )
-    io = report.io
-    if chunk_tokens:
-        chunk_from = "as asked"
-    elif rec is not None and rec.chunk_tokens:
-        chunk_tokens, chunk_from = rec.chunk_tokens, "the advisor's prefill chunk"
-    else:
-        chunk_tokens, chunk_from = LMCACHE_DEFAULT_CHUNK_TOKENS, "LMCache's default"
-    return Measured(
-        trace_path=report.trace.path,
-        kv_bytes_per_token=kvb,
-        model=report.model.name,
-        hit_ratio_unbounded=top,
-        ratio_kind=kind,
-        host=host,
-        disk=disk,
-        block_tokens=report.trace.block_tokens,
-        chunk_tokens=chunk_tokens,
-        chunk_from=chunk_from,
-        write_peak_bytes_per_s=None if io is None else io.write.peak_bytes_per_s,
-        write_mean_bytes_per_s=None if io is None else io.write.mean_bytes_per_s,
-        window_s=None if io is None else io.window_s,
-        from_advisor=host is not None and host.origin.startswith("the advisor's"),
-    )
-
-
-def tier_comment(m: Measured, tier: TierSize, what: str) -> str:
-    """The sentence saying where a capacity comes from and what the curve measures there."""
-    return (
-        f"{what}: {tier.origin}: {tier.capacity_tokens:,} tokens × "
-        f"{m.kv_bytes_per_token:,} B/token ({m.model}) = "
-        f"{tier.gb(m.kv_bytes_per_token):,.1f} GB; the trace's {m.ratio_kind} prefix hit "
-        f"ratio there is {tier.hit_ratio:.1%} of an unbounded {m.hit_ratio_unbounded:.1%} "
-        f"(measured on {m.trace_path})"
-    )
+    return Reuse(_hit_at(_curve(report, kind), tokens), top, kind, trace)

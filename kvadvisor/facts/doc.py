@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvadvisor.facts.registry import FACT_SPECS
-from kvadvisor.rules.model import UNITS
+from kvadvisor.rules.model import UNIT_MEANINGS
 
 
 def render_facts_doc() -> str:
@@ -24,5 +24,5 @@ def render_facts_doc() -> str:
     for spec in FACT_SPECS:
         lines.append(f"| `{spec.name}` | {spec.unit} | {spec.description} | {spec.source} |")
     lines += ["", "## Units", "", "| unit | meaning |", "|---|---|"]
-    lines += [f"| {u} | {meaning} |" for u, meaning in UNITS.items()]
+    lines += [f"| {u} | {meaning} |" for u, meaning in UNIT_MEANINGS.items()]
     return "\n".join(lines) + "\n"

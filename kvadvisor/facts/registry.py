@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kvadvisor.rules.model import FactSpec, FactValue
+from kvadvisor.units import Unit
 
 _T, _M, _S, _C, _IO, _P, _CFG = (
     "trace",
@@ -28,321 +29,353 @@ _T, _M, _S, _C, _IO, _P, _CFG = (
 
 FACT_SPECS: tuple[FactSpec, ...] = (
     # -- trace --------------------------------------------------------------------------
-    FactSpec("requests_count", "requests", "Requests in the trace.", _T),
-    FactSpec("trace_duration_s", "s", "Time from the first to the last arrival.", _T),
-    FactSpec("arrival_rate_per_s", "per_s", "Mean arrival rate: requests / duration.", _T),
-    FactSpec("input_tokens_mean", "tokens", "Mean prompt length: Σ input tokens / requests.", _T),
-    FactSpec("output_tokens_mean", "tokens", "Mean output length: Σ output tokens / requests.", _T),
+    FactSpec("requests_count", Unit.REQUESTS, "Requests in the trace.", _T),
+    FactSpec("trace_duration_s", Unit.SECONDS, "Time from the first to the last arrival.", _T),
+    FactSpec("arrival_rate_per_s", Unit.PER_S, "Mean arrival rate: requests / duration.", _T),
+    FactSpec(
+        "input_tokens_mean", Unit.TOKENS, "Mean prompt length: Σ input tokens / requests.", _T
+    ),
+    FactSpec(
+        "output_tokens_mean", Unit.TOKENS, "Mean output length: Σ output tokens / requests.", _T
+    ),
     FactSpec(
         "output_to_input_tokens_ratio",
-        "x",
+        Unit.MULTIPLE,
         "Σ output tokens / Σ input tokens; small means prompt-heavy traffic.",
         _T,
     ),
     FactSpec(
         "prefix_reuse_measurable",
-        "bool",
+        Unit.BOOL,
         "Whether the trace carries prefix block hashes, so reuse can be measured.",
         _T,
     ),
-    FactSpec("block_tokens", "tokens", "Tokens per prefix hash block in the trace.", _T),
+    FactSpec("block_tokens", Unit.TOKENS, "Tokens per prefix hash block in the trace.", _T),
     # -- model --------------------------------------------------------------------------
     FactSpec(
         "kv_bytes_per_token",
-        "bytes",
+        Unit.BYTES,
         "KV bytes per token: GQA 2 × layers × kv_heads × head_dim × dtype bytes; MLA "
         "layers × (kv_lora_rank + qk_rope_head_dim) × dtype bytes.",
         _M,
     ),
-    FactSpec("model_weights_gib", "gib", "Model weights at the serving dtype.", _M),
+    FactSpec("model_weights_gib", Unit.GIB, "Model weights at the serving dtype.", _M),
     # -- stage split ---------------------------------------------------------------------
     FactSpec(
-        "prefill_gpu_s", "s", "Prefill GPU time summed over the trace (model-replica seconds).", _S
-    ),
-    FactSpec(
-        "decode_gpu_s",
-        "s",
-        "Decode GPU time summed over the trace (model-replica seconds; each request charged "
-        "its share of every batched step).",
+        "prefill_gpu_s",
+        Unit.SECONDS,
+        "Prefill GPU time summed over the trace, in GPU-seconds (a replica's seconds × its "
+        "GPUs): the report's stage_split.prefill_s.",
         _S,
     ),
     FactSpec(
-        "prefill_share_gpu_time", "ratio", "prefill_gpu_s / (prefill_gpu_s + decode_gpu_s).", _S
+        "decode_gpu_s",
+        Unit.SECONDS,
+        "Decode GPU time summed over the trace, in GPU-seconds (each request charged its share "
+        "of every batched step): the report's stage_split.decode_s.",
+        _S,
     ),
-    FactSpec("decode_share_gpu_time", "ratio", "1 − prefill_share_gpu_time.", _S),
-    FactSpec("prefill_to_decode_gpu_time_ratio", "x", "prefill_gpu_s / decode_gpu_s.", _S),
+    FactSpec(
+        "prefill_share_gpu_time", Unit.RATIO, "prefill_gpu_s / (prefill_gpu_s + decode_gpu_s).", _S
+    ),
+    FactSpec("decode_share_gpu_time", Unit.RATIO, "1 − prefill_share_gpu_time.", _S),
+    FactSpec(
+        "prefill_to_decode_gpu_time_ratio", Unit.MULTIPLE, "prefill_gpu_s / decode_gpu_s.", _S
+    ),
     FactSpec(
         "split_gpu_bf16_tflops",
-        "tflops",
+        Unit.TFLOPS,
         "Dense BF16 TFLOPS of the GPU the stage split was modeled on (to rescale prefill "
         "time to another GPU).",
         _S,
     ),
     FactSpec(
         "split_gpu_memory_bandwidth_gbps",
-        "gbps",
+        Unit.GBPS,
         "Memory bandwidth of the GPU the stage split was modeled on (to rescale decode time).",
         _S,
     ),
     FactSpec(
         "busy_gpus_mean",
-        "count",
-        "(prefill_gpu_s + decode_gpu_s) × split_gpus_per_replica / trace_duration_s: GPUs "
-        "kept busy on average, on the GPU the split was computed for.",
+        Unit.COUNT,
+        "(prefill_gpu_s + decode_gpu_s) / trace_duration_s: GPUs kept busy on average, on the "
+        "GPU the split was computed for.",
         _S,
     ),
     # -- prefix cache --------------------------------------------------------------------
     FactSpec(
         "prefix_hit_ratio_unbounded",
-        "ratio",
+        Unit.RATIO,
         "Token hit ratio over all requests with an unbounded LRU prefix cache "
         "(DESIGN.md's prefix-hit definition).",
         _C,
     ),
     FactSpec(
         "prefix_hit_ratio_steady",
-        "ratio",
+        Unit.RATIO,
         "Token hit ratio at unbounded capacity after the warm-up (steady state).",
         _C,
     ),
     FactSpec(
         "kv_working_set_tokens",
-        "tokens",
+        Unit.TOKENS,
         "Smallest capacity on the hit-ratio curve whose steady hit ratio reaches "
         "90% of the unbounded one.",
         _C,
     ),
     FactSpec(
-        "kv_working_set_gib", "gib", "kv_working_set_tokens × kv_bytes_per_token, in GiB.", _C
+        "kv_working_set_gib", Unit.GIB, "kv_working_set_tokens × kv_bytes_per_token, in GiB.", _C
     ),
     FactSpec(
         "prefix_hit_ratio_at_gpu_pool",
-        "ratio",
+        Unit.RATIO,
         "Steady hit ratio of a cache the size of the GPU KV pool of the prefill "
         "instances (the largest curve point not above that size: a lower bound).",
         _CFG,
     ),
     FactSpec(
         "prefix_hit_ratio_at_host_pool",
-        "ratio",
+        Unit.RATIO,
         "Steady hit ratio once the host DRAM tier is added (inclusive tiers: the curve at "
         "the host pool size).",
         _CFG,
     ),
-    FactSpec("reuse_time_p50_s", "s", "Median time between a block's reuse and its last use.", _C),
-    FactSpec("reuse_time_p90_s", "s", "90th percentile of reuse times.", _C),
-    FactSpec("retention_ttl_s", "s", "Retention (TTL) that keeps 90% of the hits.", _C),
-    FactSpec("retention_capacity_gib", "gib", "Capacity needed to keep blocks for the TTL.", _C),
+    FactSpec(
+        "reuse_time_p50_s",
+        Unit.SECONDS,
+        "Median time between a block's reuse and its last use.",
+        _C,
+    ),
+    FactSpec("reuse_time_p90_s", Unit.SECONDS, "90th percentile of reuse times.", _C),
+    FactSpec("retention_ttl_s", Unit.SECONDS, "Retention (TTL) that keeps 90% of the hits.", _C),
+    FactSpec("retention_capacity_gib", Unit.GIB, "Capacity needed to keep blocks for the TTL.", _C),
     # -- I/O demand ----------------------------------------------------------------------
-    FactSpec("io_window_s", "s", "Window length of the I/O demand time series.", _IO),
+    FactSpec("io_window_s", Unit.SECONDS, "Window length of the I/O demand time series.", _IO),
     FactSpec(
         "write_bytes_per_s_mean",
-        "bytes_per_s",
+        Unit.BYTES_PER_S,
         "Mean KV write demand: bytes of missed prompt tokens per second (all instances).",
         _IO,
     ),
     FactSpec(
-        "write_bytes_per_s_p99", "bytes_per_s", "99th percentile of windowed write demand.", _IO
+        "write_bytes_per_s_p99", Unit.BYTES_PER_S, "99th percentile of windowed write demand.", _IO
     ),
-    FactSpec("write_bytes_per_s_peak", "bytes_per_s", "Highest windowed write demand.", _IO),
-    FactSpec("write_peak_to_mean", "x", "write_bytes_per_s_peak / write_bytes_per_s_mean.", _IO),
-    FactSpec("write_p99_to_mean", "x", "write_bytes_per_s_p99 / write_bytes_per_s_mean.", _IO),
+    FactSpec("write_bytes_per_s_peak", Unit.BYTES_PER_S, "Highest windowed write demand.", _IO),
+    FactSpec(
+        "write_peak_to_mean", Unit.MULTIPLE, "write_bytes_per_s_peak / write_bytes_per_s_mean.", _IO
+    ),
+    FactSpec(
+        "write_p99_to_mean", Unit.MULTIPLE, "write_bytes_per_s_p99 / write_bytes_per_s_mean.", _IO
+    ),
     FactSpec(
         "read_bytes_per_s_mean",
-        "bytes_per_s",
+        Unit.BYTES_PER_S,
         "Mean KV read demand: bytes of hit tokens loaded per second (all instances).",
         _IO,
     ),
     FactSpec(
-        "read_bytes_per_s_p99", "bytes_per_s", "99th percentile of windowed read demand.", _IO
+        "read_bytes_per_s_p99", Unit.BYTES_PER_S, "99th percentile of windowed read demand.", _IO
     ),
-    FactSpec("read_bytes_per_s_peak", "bytes_per_s", "Highest windowed read demand.", _IO),
-    FactSpec("read_peak_to_mean", "x", "read_bytes_per_s_peak / read_bytes_per_s_mean.", _IO),
+    FactSpec("read_bytes_per_s_peak", Unit.BYTES_PER_S, "Highest windowed read demand.", _IO),
+    FactSpec(
+        "read_peak_to_mean", Unit.MULTIPLE, "read_bytes_per_s_peak / read_bytes_per_s_mean.", _IO
+    ),
     FactSpec(
         "chunk_tokens",
-        "tokens",
+        Unit.TOKENS,
         "Tokens per KV chunk moved to or from a tier (--chunk-tokens; LMCache's default is 256).",
         _IO,
     ),
     FactSpec(
-        "io_size_bytes", "bytes", "Bytes per chunk I/O: chunk_tokens × kv_bytes_per_token.", _IO
+        "io_size_bytes", Unit.BYTES, "Bytes per chunk I/O: chunk_tokens × kv_bytes_per_token.", _IO
     ),
-    FactSpec("write_iops_p99", "per_s", "write_bytes_per_s_p99 / io_size_bytes.", _IO),
-    FactSpec("decode_read_iops_mean", "per_s", "read_bytes_per_s_mean / io_size_bytes.", _IO),
-    FactSpec("decode_read_iops_p99", "per_s", "read_bytes_per_s_p99 / io_size_bytes.", _IO),
+    FactSpec("write_iops_p99", Unit.IOPS, "write_bytes_per_s_p99 / io_size_bytes.", _IO),
+    FactSpec("decode_read_iops_mean", Unit.IOPS, "read_bytes_per_s_mean / io_size_bytes.", _IO),
+    FactSpec("decode_read_iops_p99", Unit.IOPS, "read_bytes_per_s_p99 / io_size_bytes.", _IO),
     FactSpec(
         "breakeven_prefix_tokens",
-        "tokens",
+        Unit.TOKENS,
         "Prefix length above which loading KV from the decode tier beats recomputing it "
         "(the profiler's reference tier of the same class).",
         _P,
     ),
     FactSpec(
         "hit_tokens_below_breakeven_share",
-        "ratio",
+        Unit.RATIO,
         "Share of hit tokens in prefixes shorter than breakeven_prefix_tokens.",
         _P,
     ),
     FactSpec(
         "max_concurrent_requests_fit",
-        "requests",
+        Unit.REQUESTS,
         "Requests of mean context whose KV fits the modeled replica's GPU memory.",
         _P,
     ),
     FactSpec(
         "inflight_requests_p99",
-        "requests",
+        Unit.REQUESTS,
         "99th percentile over windows of the requests in flight (arrival to completion) per "
         "modeled instance.",
         _P,
     ),
     FactSpec(
         "kv_inflight_gib_p99",
-        "gib",
+        Unit.GIB,
         "KV of inflight_requests_p99 requests of mean context, in GiB.",
         _P,
     ),
     FactSpec(
         "kv_inflight_gib_p99_per_instance",
-        "gib",
+        Unit.GIB,
         "kv_inflight_gib_p99 × modeled instances / decode_instance_count: the in-flight KV "
         "one recommended decode instance holds.",
         _CFG,
     ),
     FactSpec(
         "split_instances",
-        "count",
+        Unit.COUNT,
         "Model instances the stage profiler spread the trace's load over.",
         _S,
     ),
     FactSpec(
         "split_gpus_per_replica",
-        "count",
+        Unit.COUNT,
         "GPUs per model replica (tensor parallelism) the stage split was computed with.",
         _S,
     ),
     # -- configuration -------------------------------------------------------------------
     FactSpec(
         "shared_storage_spec",
-        "bool",
+        Unit.BOOL,
         "Whether one storage specification serves both stages (--storage).",
         _CFG,
     ),
-    FactSpec("prefill_instance_count", "count", "Prefill instances in the recommendation.", _CFG),
-    FactSpec("decode_instance_count", "count", "Decode instances in the recommendation.", _CFG),
-    FactSpec("gpu_memory_total_gib", "gib", "GPU memory of one prefill instance (all GPUs).", _CFG),
+    FactSpec(
+        "prefill_instance_count", Unit.COUNT, "Prefill instances in the recommendation.", _CFG
+    ),
+    FactSpec("decode_instance_count", Unit.COUNT, "Decode instances in the recommendation.", _CFG),
+    FactSpec(
+        "gpu_memory_total_gib", Unit.GIB, "GPU memory of one prefill instance (all GPUs).", _CFG
+    ),
     FactSpec(
         "gpu_kv_pool_gib",
-        "gib",
+        Unit.GIB,
         "GPU memory left for KV on one prefill instance: 90% of GPU memory minus weights.",
         _CFG,
     ),
-    FactSpec("host_memory_gib", "gib", "Host DRAM of one prefill instance.", _CFG),
-    FactSpec("host_kv_pool_gib", "gib", "Host DRAM KV tier on one prefill instance.", _CFG),
-    FactSpec("prefill_gpu_bf16_tflops", "tflops", "Dense BF16 TFLOPS of one prefill GPU.", _CFG),
-    FactSpec("decode_gpu_bf16_tflops", "tflops", "Dense BF16 TFLOPS of one decode GPU.", _CFG),
+    FactSpec("host_memory_gib", Unit.GIB, "Host DRAM of one prefill instance.", _CFG),
+    FactSpec("host_kv_pool_gib", Unit.GIB, "Host DRAM KV tier on one prefill instance.", _CFG),
+    FactSpec("prefill_gpu_bf16_tflops", Unit.TFLOPS, "Dense BF16 TFLOPS of one prefill GPU.", _CFG),
+    FactSpec("decode_gpu_bf16_tflops", Unit.TFLOPS, "Dense BF16 TFLOPS of one decode GPU.", _CFG),
     FactSpec(
-        "prefill_gpu_memory_bandwidth_gbps", "gbps", "HBM bandwidth of one prefill GPU.", _CFG
+        "prefill_gpu_memory_bandwidth_gbps", Unit.GBPS, "HBM bandwidth of one prefill GPU.", _CFG
     ),
-    FactSpec("decode_gpu_memory_bandwidth_gbps", "gbps", "HBM bandwidth of one decode GPU.", _CFG),
+    FactSpec(
+        "decode_gpu_memory_bandwidth_gbps", Unit.GBPS, "HBM bandwidth of one decode GPU.", _CFG
+    ),
     FactSpec(
         "prefill_storage_write_bytes_per_s",
-        "bytes_per_s",
+        Unit.BYTES_PER_S,
         "Write bandwidth of the prefill KV tier on one instance.",
         _CFG,
     ),
     FactSpec(
         "prefill_write_bytes_per_s_p99_per_instance",
-        "bytes_per_s",
+        Unit.BYTES_PER_S,
         "write_bytes_per_s_p99 / prefill_instance_count.",
         _CFG,
     ),
     FactSpec(
         "prefill_storage_write_utilization_mean",
-        "ratio",
+        Unit.RATIO,
         "Mean write demand per instance / the tier's write bandwidth.",
         _CFG,
     ),
     FactSpec(
         "prefill_storage_write_utilization_p99",
-        "ratio",
+        Unit.RATIO,
         "p99 write demand per instance / the tier's write bandwidth.",
         _CFG,
     ),
     FactSpec(
         "prefill_storage_write_utilization_peak",
-        "ratio",
+        Unit.RATIO,
         "Peak write demand per instance / the tier's write bandwidth.",
         _CFG,
     ),
     FactSpec(
         "prefill_storage_io_unit_bytes",
-        "bytes",
+        Unit.BYTES,
         "The prefill tier's I/O unit (page, block or stripe).",
         _CFG,
     ),
     FactSpec(
         "write_amplification_ratio",
-        "x",
+        Unit.MULTIPLE,
         "Bytes the device writes per KV byte: ceil(io_size / unit) × unit / io_size.",
         _CFG,
     ),
     FactSpec(
-        "prefill_storage_gds", "bool", "Whether the prefill tier supports GPUDirect Storage.", _CFG
+        "prefill_storage_gds",
+        Unit.BOOL,
+        "Whether the prefill tier supports GPUDirect Storage.",
+        _CFG,
     ),
     FactSpec(
         "prefill_disk_cap_bytes_per_s",
-        "bytes_per_s",
+        Unit.BYTES_PER_S,
         "The prefill instance's cap on attached cloud-disk bandwidth.",
         _CFG,
     ),
     FactSpec(
         "prefill_disk_cap_utilization_p99",
-        "ratio",
+        Unit.RATIO,
         "p99 write demand per instance / the instance's disk-bandwidth cap.",
         _CFG,
     ),
     FactSpec(
         "ssd_drive_writes_per_day",
-        "dwpd",
+        Unit.DWPD,
         "Mean write demand per instance × 86,400 s / the SSD tier's capacity.",
         _CFG,
     ),
     FactSpec(
         "decode_storage_read_bytes_per_s",
-        "bytes_per_s",
+        Unit.BYTES_PER_S,
         "Read bandwidth of the decode KV tier on one instance.",
         _CFG,
     ),
-    FactSpec("decode_storage_read_iops", "per_s", "Read IOPS of the decode KV tier.", _CFG),
-    FactSpec("decode_storage_read_latency_us", "us", "Read latency of the decode KV tier.", _CFG),
+    FactSpec("decode_storage_read_iops", Unit.IOPS, "Read IOPS of the decode KV tier.", _CFG),
+    FactSpec(
+        "decode_storage_read_latency_us", Unit.US, "Read latency of the decode KV tier.", _CFG
+    ),
     FactSpec(
         "decode_read_iops_p99_per_instance",
-        "per_s",
+        Unit.IOPS,
         "decode_read_iops_p99 / decode_instance_count.",
         _CFG,
     ),
     FactSpec(
         "decode_storage_read_utilization_mean",
-        "ratio",
+        Unit.RATIO,
         "Mean read demand per instance / the tier's capability (the larger of the bandwidth "
         "and IOPS shares).",
         _CFG,
     ),
     FactSpec(
         "decode_storage_read_utilization_p99",
-        "ratio",
+        Unit.RATIO,
         "p99 read demand per instance / the tier's capability.",
         _CFG,
     ),
     FactSpec(
         "decode_storage_read_utilization_peak",
-        "ratio",
+        Unit.RATIO,
         "Peak read demand per instance / the tier's capability.",
         _CFG,
     ),
     FactSpec(
-        "decode_storage_gds", "bool", "Whether the decode tier supports GPUDirect Storage.", _CFG
+        "decode_storage_gds", Unit.BOOL, "Whether the decode tier supports GPUDirect Storage.", _CFG
     ),
 )
 

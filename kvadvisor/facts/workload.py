@@ -87,13 +87,12 @@ def workload_facts(
     io: IoDemand | None = None,
     *,
     chunk_tokens: int = 256,
-    gpus_per_replica: int = 1,
     extra: Mapping[str, float | int | bool | None] | None = None,
 ) -> dict[str, FactValue]:
     """Facts measured from the analysis results (pure).
 
-    ``stage_split`` counts GPU-seconds (a replica's seconds × ``gpus_per_replica``,
-    docs/stage-profiler.md); the ``*_gpu_s`` facts count model-replica seconds. ``extra``
+    ``stage_split`` counts GPU-seconds (a replica's seconds × its GPUs, docs/stage-profiler.md),
+    and so do the ``*_gpu_s`` facts: one quantity, one number wherever it is shown. ``extra``
     carries facts computed by the cache engine and the stage profiler from their own result
     objects (reuse times, break-even, memory fit); names must be registered.
     """
@@ -119,8 +118,8 @@ def workload_facts(
     if stage_split is not None:
         total = stage_split.prefill_s + stage_split.decode_s
         pairs += [
-            ("prefill_gpu_s", stage_split.prefill_s / gpus_per_replica),
-            ("decode_gpu_s", stage_split.decode_s / gpus_per_replica),
+            ("prefill_gpu_s", stage_split.prefill_s),
+            ("decode_gpu_s", stage_split.decode_s),
             ("prefill_share_gpu_time", div(stage_split.prefill_s, total)),
             ("decode_share_gpu_time", div(stage_split.decode_s, total)),
             ("prefill_to_decode_gpu_time_ratio", div(stage_split.prefill_s, stage_split.decode_s)),
@@ -213,7 +212,6 @@ def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue
         pc,
         io,
         chunk_tokens=chunk_tokens,
-        gpus_per_replica=tp,
         extra=extra,
     )
     if io is not None and not getattr(io, "read_known", True):

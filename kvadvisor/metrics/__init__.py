@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from kvadvisor.metrics.io import (
@@ -127,7 +129,7 @@ def profile_stages(
 
 def profile_io(
     times: StageTimes,
-    kv_bytes,  # noqa: ANN001 - Callable[[np.ndarray], np.ndarray]
+    kv_bytes: Callable[[np.ndarray], np.ndarray],
     *,
     hits_known: bool,
     window_s: float = DEFAULT_WINDOW_S,

@@ -194,7 +194,7 @@ def silicon_step_table(perf: PerfModel, backend: str = "vllm") -> SiliconChoice:
         est = AicEstimator.build(model_path, system, backend, perf)
         source = f"silicon: aiconfigurator-core {system} {backend} {version}, {model_path}"
         table = sample_step_table(perf, est, source)
-    except Exception as exc:  # noqa: BLE001 - any failure of the optional estimator falls back
+    except Exception as exc:
         why = f"roofline: AIConfigurator could not estimate it ({type(exc).__name__}: {exc})"
         return SiliconChoice(perf, "roofline", why[:300])
     return SiliconChoice(perf.with_step_table(table), "silicon", source)

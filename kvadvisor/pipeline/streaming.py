@@ -34,6 +34,7 @@ from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve
 from kvadvisor.errors import ConfigError
+from kvadvisor.metrics.lengths import LengthCounts
 from kvadvisor.pipeline.assemble import (
     advise_sections,
     data_versions,
@@ -41,7 +42,6 @@ from kvadvisor.pipeline.assemble import (
     unavailable_reasons,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
-from kvadvisor.plan.quantity import SIZE_UNITS
 from kvadvisor.results.common import Meta, TraceSummary
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, PrefixCache
 from kvadvisor.results.series import Series
@@ -52,6 +52,7 @@ from kvadvisor.sections.workload import (
     arrival_counts,
     arrival_window_s,
     length_chart,
+    length_summary,
     listed_models,
     log2_bin,
 )
@@ -60,6 +61,7 @@ from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
+from kvadvisor.units.parse import SIZE_UNITS
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
 # machine (page cache for the parquet files, other processes) room to work.
@@ -301,6 +303,8 @@ class _Totals:
     output_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     models: set[str] = field(default_factory=set)
     failed_requests: int = 0
+    input_lengths: LengthCounts = field(default_factory=LengthCounts)
+    output_lengths: LengthCounts = field(default_factory=LengthCounts)
 
     @property
     def window_s(self) -> int:
@@ -324,6 +328,8 @@ class _Totals:
         )
         self.input_bins = _add_counts(self.input_bins, np.bincount(log2_bin(inp)))
         self.output_bins = _add_counts(self.output_bins, np.bincount(log2_bin(out)))
+        self.input_lengths.add(inp)
+        self.output_lengths.add(out)
         if "block_hashes" in batch.schema.names:
             self.block_accesses += int(
                 pc.sum(pc.list_value_length(batch.column("block_hashes"))).as_py() or 0
@@ -424,7 +430,10 @@ def _prefix_section(
     plan: ScalePlan,
     kv_bytes_per_token: int | None = None,
 ) -> PrefixCache:
-    left_out = "routing, reuse times and block sizes need the whole trace in memory: left out"
+    left_out = (
+        "routing, reuse times, block sizes and shared prefixes need the whole trace in memory: "
+        "left out"
+    )
     note = (
         f"streamed ({plan.reason}); {left_out}"
         if result.exact
@@ -552,6 +561,8 @@ def analyze_stream(
         arrivals=totals.arrivals(),
         input_tokens_hist=totals.histogram("input"),
         output_tokens_hist=totals.histogram("output"),
+        input_tokens_stats=length_summary(totals.input_lengths.stats()),
+        output_tokens_stats=length_summary(totals.output_lengths.stats()),
     )
     meta = Meta(FORMAT_VERSION, version, generated_at)
     report = AdviceReport(

@@ -17,7 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kvadvisor.catalog.gpus import get_gpu
+from kvadvisor.catalog.crossref import check_references
+from kvadvisor.catalog.gpus import GpuSpec, get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance, load_instances
 from kvadvisor.catalog.models import ModelSpec, get_model
 from kvadvisor.catalog.storage import (
@@ -27,19 +28,36 @@ from kvadvisor.catalog.storage import (
     load_storage,
 )
 from kvadvisor.errors import CatalogError, KvAdvisorError
+from kvadvisor.plan.engine_files import (
+    EngineFileError,
+    merge_engine_settings,
+    mooncake_bytes,
+    read_engine_file,
+)
 from kvadvisor.plan.model import (
     ENGINES,
-    STAGES,
+    FULL_BUFFER_ACTIONS,
+    LOAD_MODES,
+    PREEMPTION_MODES,
+    PREFETCH_POLICIES,
+    ROUTERS,
+    STAGE_BLOCKS,
     TIER_KINDS,
+    TIER_SCOPES,
+    TOPOLOGIES,
+    WRITE_POLICIES,
+    KvLoadPlan,
+    LinkPlan,
     ModelPlan,
     Plan,
+    SchedulerPlan,
     Slo,
     StagePlan,
     StorageCapability,
     TierPlan,
 )
-from kvadvisor.plan.quantity import QuantityError, parse_quantity
-from kvadvisor.units import BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
+from kvadvisor.units import BITS_PER_BYTE, BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
+from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.yamlio import load_yaml
 
 
@@ -69,7 +87,9 @@ class PlanCatalogs:
         if not extra_files:
             return _packaged_catalogs()
         by_kind = catalog_files_by_kind(extra_files)
-        return cls(load_storage(by_kind["storage"]), load_instances(by_kind["instances"]))
+        storage, instances = load_storage(by_kind["storage"]), load_instances(by_kind["instances"])
+        check_references(storage, instances)
+        return cls(storage, instances)
 
 
 @lru_cache(maxsize=1)
@@ -85,7 +105,23 @@ TOP_KEYS = {
     "model": "mapping",
     "slo": "mapping",
     "traffic": "mapping",
+    "topology": " | ".join(TOPOLOGIES),
+    "pd_link": "mapping",
     "stages": "mapping",
+}
+LINK_KEYS = {"bandwidth": "rate", "efficiency": "number in (0, 1]", "latency": "time"}
+SCHEDULER_KEYS = {
+    "max_num_batched_tokens": "whole number",
+    "max_num_seqs": "whole number",
+    "page_tokens": "whole number",
+    "preemption": " | ".join(PREEMPTION_MODES),
+}
+KV_LOAD_KEYS = {
+    "mode": " | ".join(LOAD_MODES),
+    "prefetch_policy": " | ".join(PREFETCH_POLICIES),
+    "prefetch_timeout": "time",
+    "prefetch_timeout_per_ki_token": "time",
+    "min_tokens": "whole number",
 }
 MODEL_KEYS = {
     "name": "catalog model name",
@@ -106,7 +142,16 @@ STAGE_KEYS = {
     "disk_bandwidth_cap": "rate",
     "chunk_tokens": "whole number",
     "engines": "mapping",
+    "engine_files": "list of engine configuration files",
     "tiers": "list",
+    "gpus_per_replica": "whole number",
+    "replicas_per_instance": "whole number",
+    "scheduler": "mapping",
+    "router": " | ".join(ROUTERS),
+    "write_policy": " | ".join(WRITE_POLICIES),
+    "kv_load": "mapping",
+    "decode_offload": "tier name",
+    "save_decode_kv": "true | false",
 }
 TIER_KEYS = {
     "name": "text",
@@ -114,6 +159,10 @@ TIER_KEYS = {
     "capacity": "size or null",
     "devices": "whole number",
     "shared": "true | false",
+    "scope": " | ".join(TIER_SCOPES),
+    "write_buffer": "size",
+    "on_full": " | ".join(FULL_BUFFER_ACTIONS),
+    "io_tokens": "whole number",
 }
 INLINE_STORAGE_KEYS = {
     "kind": " | ".join(TIER_KINDS),
@@ -189,6 +238,18 @@ class _Checker:
         except QuantityError as exc:
             raise self.fail(where, str(exc)) from None
 
+    def positive(self, where: str, value: Any, kind: str, fix: str) -> float:
+        """A quantity that must be above zero (capacities, bandwidths), or why not."""
+        amount = self.quantity(where, value, kind)
+        if amount <= 0:
+            raise self.fail(where, f"must be above zero, got {value!r}; {fix}")
+        return amount
+
+    def flag(self, where: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, f"expected true or false, got {value!r}")
+        return value
+
     def catalog(self, where: str, name: Any, find: Any) -> Any:
         """``find(name)`` from a catalog; its CatalogError (with suggestions) gets the key path."""
         name = self.text(where, name)
@@ -258,6 +319,19 @@ def _check_engine_settings(
             value = c.text(at, value, tuple(spec["choices"]) if "choices" in spec else None)
         elif kind == "mapping" and not isinstance(value, dict):
             raise c.fail(at, f"expected a mapping, got {value!r}")
+        elif kind == "list":
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise c.fail(at, f"expected a list of words, got {value!r}")
+        elif kind == "mooncake-size":
+            size = mooncake_bytes(value)
+            if size is None:
+                raise c.fail(
+                    at,
+                    f"expected whole bytes or a size such as '4 GB' (Mooncake: GiB), got {value!r}",
+                )
+            value = size
         out[key] = value
     return out
 
@@ -267,7 +341,13 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
     if "storage" not in raw:
         raise c.fail(f"{where}.storage", "is required (a storage catalog name or an inline spec)")
     capacity = raw.get("capacity")
-    capacity_bytes = None if capacity is None else c.quantity(f"{where}.capacity", capacity, "size")
+    capacity_bytes = (
+        None
+        if capacity is None
+        else c.positive(
+            f"{where}.capacity", capacity, "size", "give its size, or null for no bound"
+        )
+    )
     devices = c.whole(f"{where}.devices", raw.get("devices", 1), 1)
     storage = raw["storage"]
     if isinstance(storage, dict):
@@ -291,36 +371,126 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
             else c.number(f"{at}.write_iops", s["write_iops"]),
             latency_s=opt("latency", "time"),
         )
+        spec = None
     else:
         spec = c.catalog(f"{where}.storage", storage, lambda n: find_storage(catalogs.storage, n))
         per_device = None if capacity_bytes is None else capacity_bytes / devices
         cap = _storage_from_spec(spec, per_device)
-    shared = raw.get("shared", cap.kind in ("pool", "filesystem", "object"))
-    if not isinstance(shared, bool):
-        raise c.fail(f"{where}.shared", f"expected true or false, got {shared!r}")
+    shared = c.flag(
+        f"{where}.shared", raw.get("shared", cap.kind in ("pool", "filesystem", "object"))
+    )
+    scope = "pooled" if shared else "instance"
+    if raw.get("scope") is not None:
+        scope = c.text(f"{where}.scope", raw["scope"], TIER_SCOPES)
+        if "shared" in raw and shared != (scope == "pooled"):
+            raise c.fail(
+                f"{where}.scope",
+                f"'{scope}' contradicts shared: {str(shared).lower()}; keep one of the two",
+            )
     return TierPlan(
         name=c.text(f"{where}.name", raw.get("name", cap.catalog_name or cap.kind)),
         storage=cap,
         capacity_bytes=capacity_bytes,
         devices=devices,
-        shared=shared,
+        shared=scope == "pooled",
+        scope=scope,
+        write_buffer_bytes=None
+        if raw.get("write_buffer") is None
+        else c.positive(
+            f"{where}.write_buffer", raw["write_buffer"], "size", "or leave it out (unbounded)"
+        ),
+        on_full=c.text(f"{where}.on_full", raw.get("on_full", "block"), FULL_BUFFER_ACTIONS),
+        io_tokens=None
+        if raw.get("io_tokens") is None
+        else c.whole(f"{where}.io_tokens", raw["io_tokens"], 1),
+        spec=spec,
+    )
+
+
+def _scheduler(c: _Checker, where: str, raw: Any) -> SchedulerPlan:
+    raw = c.mapping(where, _or_empty(raw, {}), SCHEDULER_KEYS)
+
+    def whole(key: str) -> int | None:
+        return None if raw.get(key) is None else c.whole(f"{where}.{key}", raw[key], 1)
+
+    return SchedulerPlan(
+        max_num_batched_tokens=whole("max_num_batched_tokens"),
+        max_num_seqs=whole("max_num_seqs"),
+        page_tokens=whole("page_tokens"),
+        preemption=c.text(
+            f"{where}.preemption", raw.get("preemption", "recompute"), PREEMPTION_MODES
+        ),
+    )
+
+
+def _kv_load(c: _Checker, where: str, raw: Any) -> KvLoadPlan | None:
+    if raw is None:
+        return None
+    raw = c.mapping(where, raw, KV_LOAD_KEYS)
+
+    def time(key: str) -> float:
+        return 0.0 if raw.get(key) is None else c.quantity(f"{where}.{key}", raw[key], "time")
+
+    return KvLoadPlan(
+        mode=c.text(f"{where}.mode", raw.get("mode", "async"), LOAD_MODES),
+        prefetch_policy=c.text(
+            f"{where}.prefetch_policy",
+            raw.get("prefetch_policy", "wait_complete"),
+            PREFETCH_POLICIES,
+        ),
+        prefetch_timeout_s=time("prefetch_timeout"),
+        prefetch_timeout_per_ki_token_s=time("prefetch_timeout_per_ki_token"),
+        min_tokens=None
+        if raw.get("min_tokens") is None
+        else c.whole(f"{where}.min_tokens", raw["min_tokens"], 0),
+    )
+
+
+def _pd_link(c: _Checker, raw: Any) -> LinkPlan:
+    raw = c.mapping("pd_link", _or_empty(raw, {}), LINK_KEYS)
+    efficiency = c.number("pd_link.efficiency", raw.get("efficiency", 1.0), positive=True)
+    if efficiency > 1:
+        raise c.fail(
+            "pd_link.efficiency", f"is a share of the bandwidth, in (0, 1]; got {efficiency}"
+        )
+    return LinkPlan(
+        bandwidth_bytes_per_s=None
+        if raw.get("bandwidth") is None
+        else c.positive("pd_link.bandwidth", raw["bandwidth"], "rate", "e.g. '50 GB/s'"),
+        efficiency=efficiency,
+        latency_s=0.0
+        if raw.get("latency") is None
+        else c.quantity("pd_link.latency", raw["latency"], "time"),
     )
 
 
 def _stage(
-    c: _Checker, name: str, raw: Any, catalogs: PlanCatalogs, table: Mapping[str, Any]
+    c: _Checker,
+    name: str,
+    raw: Any,
+    catalogs: PlanCatalogs,
+    table: Mapping[str, Any],
+    model_tp: int = 1,
 ) -> StagePlan:
     where = f"stages.{name}"
     raw = c.mapping(where, raw, STAGE_KEYS)
-    instance, gpus, host_mem, disk_cap, gpu = None, None, None, None, None
+    instance, gpus, host_mem, disk_cap, gpu, network = None, None, None, None, None, None
+    spec: InstanceSpec | None = None
     if raw.get("instance") is not None:
-        spec: InstanceSpec = c.catalog(
+        spec = c.catalog(
             f"{where}.instance", raw["instance"], lambda n: find_instance(catalogs.instances, n)
         )
         instance, gpus = spec.name, spec.gpu_count
+        # KV crosses between prefill and decode over the GPU back-end (RDMA) network when
+        # the instance has one (NIXL, Mooncake's transfer engine), else its front-end NIC.
+        gbit = spec.backend_network_gbit or spec.frontend_network_gbit
+        if gbit is not None:
+            network = gbit * BYTES_PER_GB / BITS_PER_BYTE
         host_mem = None if spec.host_memory_gib is None else spec.host_memory_gib * BYTES_PER_GIB
         disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
-        gpu = c.catalog(f"{where}.instance", spec.gpu, get_gpu)
+        # An instance whose GPU the GPU catalog lacks (B300, GB200) still loads: the stage
+        # then has no performance model unless the plan names a catalog GPU.
+        gpu = _gpu_or_none(spec.gpu)
     if raw.get("gpu") is not None:
         gpu = c.catalog(f"{where}.gpu", raw["gpu"], get_gpu)
     if raw.get("gpus_per_instance") is not None:
@@ -331,9 +501,12 @@ def _stage(
         disk_cap = c.quantity(f"{where}.disk_bandwidth_cap", raw["disk_bandwidth_cap"], "rate")
     engines_raw = _or_empty(raw.get("engines"), {})
     engines_raw = c.mapping(f"{where}.engines", engines_raw, {e: "settings" for e in ENGINES})
+    from_files = _engine_files(c, f"{where}.engine_files", raw.get("engine_files"), table)
+    for engine, inline in engines_raw.items():
+        from_files.setdefault(engine, {}).update(inline or {})
     engines = {
         e: _check_engine_settings(c, f"{where}.engines.{e}", e, s, table)
-        for e, s in engines_raw.items()
+        for e, s in from_files.items()
     }
     tiers_raw = _or_empty(raw.get("tiers"), [])
     if not isinstance(tiers_raw, list):
@@ -342,6 +515,29 @@ def _stage(
     names = [t.name for t in tiers]
     if len(set(names)) != len(names):
         raise c.fail(f"{where}.tiers", f"tier names must be unique, got {names}")
+    per_replica = (
+        model_tp
+        if raw.get("gpus_per_replica") is None
+        else c.whole(f"{where}.gpus_per_replica", raw["gpus_per_replica"], 1)
+    )
+    if gpus is not None and per_replica > gpus:
+        raise c.fail(
+            f"{where}.gpus_per_replica",
+            f"a replica of {per_replica} GPUs does not fit an instance of {gpus}; give at "
+            f"most {gpus} (or a larger instance)",
+        )
+    replicas = max((gpus or per_replica) // per_replica, 1)
+    if raw.get("replicas_per_instance") is not None:
+        replicas = c.whole(f"{where}.replicas_per_instance", raw["replicas_per_instance"], 1)
+        if gpus is not None and replicas * per_replica > gpus:
+            raise c.fail(
+                f"{where}.replicas_per_instance",
+                f"{replicas} replicas of {per_replica} GPUs need {replicas * per_replica} GPUs; "
+                f"the instance has {gpus}",
+            )
+    offload = raw.get("decode_offload")
+    if offload is not None:
+        offload = c.text(f"{where}.decode_offload", offload, tuple(names))
     return StagePlan(
         stage=name,
         instance=instance,
@@ -351,14 +547,61 @@ def _stage(
         host_memory_bytes=host_mem,
         gpu_kv_pool_bytes=None
         if raw.get("gpu_kv_pool") is None
-        else c.quantity(f"{where}.gpu_kv_pool", raw["gpu_kv_pool"], "size"),
+        else c.positive(
+            f"{where}.gpu_kv_pool", raw["gpu_kv_pool"], "size", "or leave it out (modeled)"
+        ),
         disk_bandwidth_cap_bytes_per_s=disk_cap,
+        instance_spec=spec,
         tiers=tiers,
         engines=engines,
         chunk_tokens=None
         if raw.get("chunk_tokens") is None
         else c.whole(f"{where}.chunk_tokens", raw["chunk_tokens"], 1),
+        gpus_per_replica=per_replica,
+        replicas_per_instance=replicas,
+        scheduler=_scheduler(c, f"{where}.scheduler", raw.get("scheduler")),
+        router=c.text(f"{where}.router", raw.get("router", "round_robin"), ROUTERS),
+        write_policy=None
+        if raw.get("write_policy") is None
+        else c.text(f"{where}.write_policy", raw["write_policy"], WRITE_POLICIES),
+        kv_load=_kv_load(c, f"{where}.kv_load", raw.get("kv_load")),
+        decode_offload=offload,
+        save_decode_kv=None
+        if raw.get("save_decode_kv") is None
+        else c.flag(f"{where}.save_decode_kv", raw["save_decode_kv"]),
+        network_bytes_per_s=network,
     )
+
+
+def _engine_files(
+    c: _Checker, where: str, names: Any, table: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Settings read back from the engine files a stage names (paths relative to the plan)."""
+    if names is None:
+        return {}
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise c.fail(where, "expected a list of engine configuration file names")
+    out: dict[str, dict[str, Any]] = {}
+    base = Path(c.path).parent
+    for i, name in enumerate(names):
+        at = f"{where}[{i}]"
+        try:
+            text = (base / name).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise c.fail(at, f"cannot read {base / name}: {exc.strerror or exc}") from None
+        try:
+            merge_engine_settings(out, read_engine_file(name, text, table))
+        except (EngineFileError, ValueError) as exc:
+            raise c.fail(at, str(exc)) from None
+    return out
+
+
+def _gpu_or_none(name: str) -> GpuSpec | None:
+    """The GPU catalog's entry for an instance's GPU, None when the catalog has none."""
+    try:
+        return get_gpu(name)
+    except CatalogError:
+        return None
 
 
 def _or_empty(value: Any, empty: Any) -> Any:
@@ -424,10 +667,30 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
     )
     traffic = c.mapping("traffic", _or_empty(doc.get("traffic"), {}), TRAFFIC_KEYS)
     scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True)
-    stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGES})
+    stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGE_BLOCKS})
     if not stages_raw:
-        raise c.fail("stages", "give at least one of prefill, decode")
-    stages = tuple(_stage(c, s, stages_raw[s], catalogs, table) for s in STAGES if s in stages_raw)
+        raise c.fail("stages", "give prefill and/or decode, or one serving block (aggregated)")
+    if "serving" in stages_raw and len(stages_raw) > 1:
+        raise c.fail(
+            "stages.serving",
+            "an aggregated fleet has one serving block; prefill and decode blocks describe a "
+            "disaggregated one: keep one of the two forms",
+        )
+    topology = "aggregated" if "serving" in stages_raw else "disaggregated"
+    if doc.get("topology") is not None:
+        given = c.text("topology", doc["topology"], TOPOLOGIES)
+        if given != topology:
+            fix = (
+                "give one block stages.serving"
+                if given == "aggregated"
+                else "give stages.prefill and stages.decode"
+            )
+            raise c.fail("topology", f"'{given}' does not match the stage blocks; {fix}")
+    stages = tuple(
+        _stage(c, s, stages_raw[s], catalogs, table, model.tp)
+        for s in STAGE_BLOCKS
+        if s in stages_raw
+    )
     return Plan(
         name=c.text("name", doc.get("name", Path(path).stem)),
         path=path,
@@ -438,6 +701,8 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         description=""
         if doc.get("description") is None
         else c.text("description", doc["description"]),
+        topology=topology,
+        pd_link=_pd_link(c, doc.get("pd_link")),
     )
 
 

@@ -6,9 +6,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.storage import StorageSpec
 
 STAGES = ("prefill", "decode")
+# Stage blocks a plan may give: prefill and decode (disaggregated), or one serving block
+# (aggregated: the same replicas prefill and decode).
+STAGE_BLOCKS = ("prefill", "decode", "serving")
+TOPOLOGIES = ("aggregated", "disaggregated")
+ROUTERS = ("round_robin", "least_outstanding", "prefix_aware")
+PREEMPTION_MODES = ("recompute", "swap")
+# on_eviction is the same rule as write_back in the replay (docs/replay.md, write policies).
+WRITE_POLICIES = ("write_through", "write_back", "on_eviction")
+TIER_SCOPES = ("replica", "instance", "pooled")
+LOAD_MODES = ("async", "prefetch")
+PREFETCH_POLICIES = ("wait_complete", "best_effort", "timeout")
+FULL_BUFFER_ACTIONS = ("block", "drop")
 ENGINES = ("lmcache", "sglang-hicache", "dynamo-kvbm", "mooncake", "vllm")
 # Storage kinds. "Disk-like" kinds are the ones that must carry a capacity bound
 # (LMCache #4725, Mooncake #924: an unbounded SSD tier fills the disk).
@@ -43,6 +57,43 @@ class TierPlan:
     capacity_bytes: float | None
     devices: int = 1
     shared: bool = False
+    spec: StorageSpec | None = None  # the catalog entry, when the tier names one
+    # Who shares it: each model replica, the replicas of one instance, or the whole stage
+    # (``shared: true``); capacity, bandwidth and IOPS are per such unit.
+    scope: str = "instance"
+    write_buffer_bytes: float | None = None  # None: unbounded
+    on_full: str = "block"
+    io_tokens: int | None = None  # tokens per I/O; None: the stage's engine chunk
+
+
+@dataclass(frozen=True)
+class SchedulerPlan:
+    """Continuous batching settings; None means the engine's default (docs/replay.md)."""
+
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    page_tokens: int | None = None
+    preemption: str = "recompute"
+
+
+@dataclass(frozen=True)
+class KvLoadPlan:
+    """When prefix hits below the GPU are loaded, and when recomputing them instead."""
+
+    mode: str = "async"
+    prefetch_policy: str = "wait_complete"
+    prefetch_timeout_s: float = 0.0
+    prefetch_timeout_per_ki_token_s: float = 0.0
+    min_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    """The prefill-to-decode link of each decode instance (its NIC)."""
+
+    bandwidth_bytes_per_s: float | None = None  # None: the decode instance's network
+    efficiency: float = 1.0
+    latency_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +104,7 @@ class StagePlan:
     instance: str | None
     count: int
     gpu: GpuSpec | None = None
+    instance_spec: InstanceSpec | None = None  # the catalog entry, when the stage names one
     gpus_per_instance: int | None = None
     host_memory_bytes: float | None = None
     gpu_kv_pool_bytes: float | None = None
@@ -60,6 +112,42 @@ class StagePlan:
     tiers: tuple[TierPlan, ...] = ()
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
     chunk_tokens: int | None = None
+    gpus_per_replica: int | None = None  # TP (x EP); None: model.tp
+    replicas_per_instance: int | None = None  # None: the instance's GPUs / gpus_per_replica
+    scheduler: SchedulerPlan = field(default_factory=SchedulerPlan)
+    router: str = "round_robin"
+    write_policy: str | None = None  # None: the engine's (HiCache) or write_through
+    kv_load: KvLoadPlan | None = None  # None: from the engines (docs/replay.md)
+    decode_offload: str | None = None  # a tier name: decode reads KV beyond HBM from it
+    save_decode_kv: bool | None = None  # None: true on a disaggregated decode stage with tiers
+    network_bytes_per_s: float | None = None  # back-end (else front-end) network, per instance
+
+    def tier_units(self, tier: TierPlan) -> int:
+        """How many of ``tier`` the stage has: one pool, one per instance, or one per replica."""
+        if tier.scope == "pooled":
+            return 1
+        if tier.scope == "replica":
+            return self.count * (self.replicas_per_instance or 1)
+        return self.count
+
+    @property
+    def prefills(self) -> bool:
+        """Whether this stage runs prefill (looks prefixes up, loads and writes KV)."""
+        return self.stage in ("prefill", "serving")
+
+    def io_chunk_tokens(self) -> tuple[int, str]:
+        """Tokens per KV I/O on this stage's tiers, and where the number comes from."""
+        lmcache, hicache = self.engines.get("lmcache"), self.engines.get("sglang-hicache")
+        if self.chunk_tokens:
+            return self.chunk_tokens, "the plan's chunk_tokens"
+        if lmcache is not None:
+            return int(lmcache.get("chunk_size", 256)), "LMCache chunk_size"
+        if hicache is not None and "page-size" in hicache:
+            return int(hicache["page-size"]), "SGLang --page-size"
+        if "dynamo-kvbm" in self.engines or "vllm" in self.engines:
+            # KVBM moves the engine's blocks; vLLM's default block is 16 tokens.
+            return int(self.engines.get("vllm", {}).get("block-size", 16)), "vLLM --block-size"
+        return 256, "no engine chunk given: LMCache's default chunk_size"
 
 
 @dataclass(frozen=True)
@@ -93,7 +181,9 @@ class Plan:
     slo: Slo = field(default_factory=Slo)
     traffic_scale: float = 1.0
     description: str = ""
+    topology: str = "disaggregated"
+    pd_link: LinkPlan = field(default_factory=LinkPlan)
 
     def stage(self, name: str) -> StagePlan | None:
-        """The plan for ``name`` (prefill or decode), or None when the plan omits it."""
+        """The plan for ``name`` (prefill, decode or serving), or None when the plan omits it."""
         return next((s for s in self.stages if s.stage == name), None)

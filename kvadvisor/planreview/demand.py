@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvadvisor.plan.model import StagePlan, TierPlan
+from kvadvisor.deploy import TierReach, tier_reach
+from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.planreview.perf import PlanPerf, RecomputeFn, StagePerf
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import TierReview
@@ -46,17 +47,37 @@ class TraceReplay:
     hit_tokens_at: HitFn | None
 
 
+def plan_times(plan: Plan, replay: TraceReplay) -> tuple[np.ndarray, float]:
+    """Arrival seconds since the first request divided by the traffic scale, and their span."""
+    times = replay.arrival_s - (replay.arrival_s[0] if replay.arrival_s.size else 0.0)
+    times = times / plan.traffic_scale
+    return times, float(times[-1]) if times.size else 0.0
+
+
+def window_rates(
+    times_s: np.ndarray, amounts: np.ndarray, window_s: float, span_s: float
+) -> np.ndarray:
+    """``amounts`` per second in each window of ``window_s`` covering [0, span_s].
+
+    An amount at time t falls in window ``floor(t / window_s)`` (the last window takes what
+    lies beyond it); empty windows are zeros.
+    """
+    n = int(math.floor(span_s / window_s)) + 1
+    if times_s.size == 0:
+        return np.zeros(n)
+    idx = np.minimum((times_s / window_s).astype(np.int64), n - 1)
+    return np.bincount(idx, weights=amounts.astype(np.float64), minlength=n) / window_s
+
+
 def io_rate(times_s: np.ndarray, nbytes: np.ndarray, window_s: float, span_s: float) -> IoRate:
     """Bytes per second over windows of ``window_s`` covering [0, span_s]: mean, p99, peak.
 
     Empty windows count (they are time the tier sits idle), so the mean is total bytes over
     the whole span, rounded up to whole windows.
     """
-    n = int(math.floor(span_s / window_s)) + 1
     if times_s.size == 0:
         return IoRate(0.0, 0.0, 0.0)
-    idx = np.minimum((times_s / window_s).astype(np.int64), n - 1)
-    per = np.bincount(idx, weights=nbytes.astype(np.float64), minlength=n) / window_s
+    per = window_rates(times_s, nbytes, window_s, span_s)
     return IoRate(float(per.mean()), float(np.percentile(per, 99)), float(per.max()))
 
 
@@ -70,46 +91,29 @@ def _util(rate: IoRate | None, capability: float | None) -> Utilization:
     )
 
 
-def _capability(tier: TierPlan, stage: StagePlan, direction: str) -> float | None:
-    per_device = (
-        tier.storage.read_bytes_per_s if direction == "read" else tier.storage.write_bytes_per_s
-    )
-    if per_device is None:
-        return None
-    total = per_device * tier.devices
-    if tier.storage.kind == "block" and stage.disk_bandwidth_cap_bytes_per_s:
-        total = min(total, stage.disk_bandwidth_cap_bytes_per_s)  # the instance's disk cap
-    return total
-
-
 def _ratio(num: float, den: float) -> float | None:
     return float(num) / float(den) if den > 0 else None
 
 
 @dataclass(frozen=True)
 class TierCalc:
-    """Working arrays of one tier (per request), kept beside the TierReview for the checks."""
+    """Working arrays of one tier (per request), kept beside the TierReview for the checks.
+
+    ``reach`` is what the tier delivers through the stage instance's caps (per instance, or
+    for the fleet when shared), with anything that makes it undeployable on that instance.
+    """
 
     plan: TierPlan
     review: TierReview
     served_tokens: np.ndarray | None
     written_tokens: np.ndarray
     fleet: int
+    reach: TierReach
 
 
 def stage_chunk_tokens(stage: StagePlan) -> tuple[int, str]:
-    """Tokens per KV I/O on a stage's tiers, and where the number comes from."""
-    lmcache, hicache = stage.engines.get("lmcache"), stage.engines.get("sglang-hicache")
-    if stage.chunk_tokens:
-        return stage.chunk_tokens, "the plan's chunk_tokens"
-    if lmcache is not None:
-        return int(lmcache.get("chunk_size", 256)), "LMCache chunk_size"
-    if hicache is not None and "page-size" in hicache:
-        return int(hicache["page-size"]), "SGLang --page-size"
-    if "dynamo-kvbm" in stage.engines or "vllm" in stage.engines:
-        # KVBM moves the engine's blocks; vLLM's default block is 16 tokens.
-        return int(stage.engines.get("vllm", {}).get("block-size", 16)), "vLLM --block-size"
-    return 256, "no engine chunk given: LMCache's default chunk_size"
+    """Tokens per KV I/O on a stage's tiers, and where the number comes from (the plan says)."""
+    return stage.io_chunk_tokens()
 
 
 def device_pool(stage: StagePlan, perf: PlanPerf) -> float | None:
@@ -130,14 +134,14 @@ def stage_tiers(
     sp = perf.stages.get(stage.stage, StagePerf())
     steady = np.arange(replay.input_tokens.size) >= replay.warmup_requests
     inp = replay.input_tokens.astype(np.float64)
-    hits = replay.hit_tokens_at if stage.stage == "prefill" else None
+    hits = replay.hit_tokens_at if stage.prefills else None
     prev = np.zeros_like(inp)
     pool = device_pool(stage, perf)
     if hits is not None and pool:
         prev = hits(pool * stage.count / kvb).astype(np.float64)
     out: list[TierCalc] = []
     for tier in stage.tiers:
-        fleet = 1 if tier.shared else stage.count
+        fleet = stage.tier_units(tier)
         cap_tokens = None if tier.capacity_bytes is None else tier.capacity_bytes * fleet / kvb
         if stage.stage == "decode":
             written = (replay.input_tokens + replay.output_tokens).astype(np.float64)
@@ -154,11 +158,13 @@ def stage_tiers(
         # Decode tiers are not read here (their KV arrives from prefill over the network);
         # prefill reads are unknown without hashes.
         read = None if served is None else io_rate(times_s, served * kvb / fleet, window_s, span_s)
-        wcap, rcap = _capability(tier, stage, "write"), _capability(tier, stage, "read")
+        # The same rules as the advisor's: disk caps on volumes, NICs on shared systems.
+        reach = tier_reach(stage, tier)
+        wcap, rcap = reach.write_bytes_per_s, reach.read_bytes_per_s
         # Load vs recompute (RV06) needs the performance model, hits and the read bandwidth.
         p_star = share = None
         if (
-            stage.stage == "prefill"
+            stage.prefills
             and sp.recompute_s is not None
             and served is not None
             and (rcap is not None)
@@ -189,7 +195,7 @@ def stage_tiers(
             break_even_tokens=p_star,
             below_break_even_share=share,
         )
-        out.append(TierCalc(tier, review, served, written, fleet))
+        out.append(TierCalc(tier, review, served, written, fleet, reach))
     return out
 
 

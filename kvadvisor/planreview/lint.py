@@ -1,6 +1,7 @@
 """The engine lint (EL01-EL07): an engine's settings judged against its documentation.
 
-It needs the plan only; the checks that need the trace replayed (RV01-RV08, EL08) are in
+It needs the plan only, as do EL09-EL31 (:mod:`kvadvisor.planreview.enginelint`, one check for
+every setting `--emit` writes); the checks that need the trace replayed (RV01-RV08, EL08) are in
 :mod:`kvadvisor.planreview.tierchecks`.
 """
 
@@ -9,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvadvisor.plan.model import Plan, StagePlan
-from kvadvisor.planreview.checks import check, fmt_bytes
+from kvadvisor.planreview.checks import capacity, check, q
 from kvadvisor.results.review import ReviewCheck
-from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.units import BYTES_PER_GB, Unit
 
 HICACHE_MIN_RATIO = 2.0  # SGLang hicache_design.md: host pool at least twice the device pool
 
@@ -40,7 +41,13 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                 )
             )
         else:
-            bad = cpu_gb * BYTES_PER_GB < pool
+            # KVBM sizes per engine instance (its leader sums the TP workers' blocks), so the
+            # device pool it must cover is one engine instance's: the instance's pool over its
+            # TP groups.
+            tp = int(_setting(stage, "vllm", "tensor-parallel-size") or plan.model.tp)
+            groups = max(1, ranks // tp)
+            pool_engine = pool / groups
+            bad = cpu_gb * BYTES_PER_GB < pool_engine
             out.append(
                 check(
                     "EL01",
@@ -48,8 +55,9 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     st,
                     "error",
                     "fail" if bad else "pass",
-                    f"DYN_KVBM_CPU_CACHE_GB={cpu_gb:g} against a device KV pool"
-                    f" of {fmt_bytes(pool)}"
+                    f"DYN_KVBM_CPU_CACHE_GB={cpu_gb:g} against the device KV pool of one engine "
+                    f"instance, {capacity(pool_engine)}"
+                    + ("" if groups == 1 else f" ({capacity(pool)} over {groups} TP groups)")
                     + (
                         ": KVBM will churn with no benefit (host cache must be at least the device "
                         "pool)"
@@ -58,7 +66,7 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     ),
                     "kvbm",
                     cpu_cache_gb=cpu_gb,
-                    device_pool_gb=pool / BYTES_PER_GB,
+                    device_pool_gb=pool_engine / BYTES_PER_GB,
                 )
             )
         if disk_gb is None or cpu_gb is None:
@@ -120,7 +128,7 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     st,
                     "warning",
                     "fail" if bad else "pass",
-                    f"host pool is {ratio:.2f}× the device pool"
+                    f"host pool is {q(ratio, Unit.MULTIPLE)} the device pool"
                     + (" (below the documented minimum of 2)" if bad else ""),
                     "hicache_ratio",
                     host_to_device_ratio=ratio,
@@ -154,8 +162,8 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                     st,
                     "error",
                     "fail" if bad else "pass",
-                    f"host pools {fmt_bytes(host_pool_rank)} per rank × {ranks} ranks = "
-                    f"{fmt_bytes(total)} against {fmt_bytes(stage.host_memory_bytes)}"
+                    f"host pools {capacity(host_pool_rank)} per rank × {ranks} ranks = "
+                    f"{capacity(total)} against {capacity(stage.host_memory_bytes)}"
                     " of host memory" + (": the server will be OOM-killed" if bad else ""),
                     "hicache_mem",
                     host_pool_bytes_per_rank=host_pool_rank,
@@ -206,8 +214,11 @@ def engine_checks(stage: StagePlan, plan: Plan, pool: float | None) -> list[Revi
                 )
             )
     if "mooncake" in stage.engines:
-        root = _setting(stage, "mooncake", "root_fs_dir")
-        offload = bool(_setting(stage, "mooncake", "enable_offload", False))
+        master = _setting(stage, "mooncake", "master") or {}
+        root = _setting(stage, "mooncake", "root_fs_dir") or master.get("root_fs_dir")
+        offload = bool(
+            _setting(stage, "mooncake", "enable_offload", False) or master.get("enable_offload")
+        )
         bad = bool(root) and offload
         out.append(
             check(

@@ -10,8 +10,8 @@ import numpy as np
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit, recompute_s
 from kvadvisor.plan.model import Plan
-from kvadvisor.planreview.checks import fmt_bytes
-from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.planreview.checks import capacity, q
+from kvadvisor.units import Unit
 
 RecomputeFn = Callable[[np.ndarray], np.ndarray]
 
@@ -74,12 +74,12 @@ def plan_perf(plan: Plan) -> PlanPerf:
             recompute_s=lambda p, pm=pm: recompute_s(pm, p),
             notes=(
                 f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {m.tp} (TP): modeled KV "
-                f"pool {pool / BYTES_PER_GB:,.0f} GB per instance at {fit.utilization:.0%} "
+                f"pool {capacity(pool)} per instance at {q(fit.utilization, Unit.RATIO)} "
                 "GPU memory"
                 + (
                     ""
                     if stage.gpu_kv_pool_bytes is None
-                    else f"; the plan's gpu_kv_pool of {fmt_bytes(stage.gpu_kv_pool_bytes)} is used"
+                    else f"; the plan's gpu_kv_pool of {capacity(stage.gpu_kv_pool_bytes)} is used"
                 ),
             ),
         )

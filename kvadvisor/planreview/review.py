@@ -14,14 +14,22 @@ from collections.abc import Sequence
 import numpy as np
 
 from kvadvisor.plan.model import Plan
-from kvadvisor.planreview.checks import check
-from kvadvisor.planreview.demand import TraceReplay, device_pool, load_times, stage_tiers
+from kvadvisor.planreview.checks import check, q
+from kvadvisor.planreview.demand import (
+    TraceReplay,
+    device_pool,
+    load_times,
+    plan_times,
+    stage_tiers,
+)
+from kvadvisor.planreview.enginelint import engine_lint
 from kvadvisor.planreview.lint import engine_checks
 from kvadvisor.planreview.perf import PlanPerf
-from kvadvisor.planreview.tierchecks import stage_balance, tier_checks
+from kvadvisor.planreview.tierchecks import deployable_check, stage_balance, tier_checks
 from kvadvisor.results.common import Meta, TraceSummary, Utilization
 from kvadvisor.results.report import FORMAT_VERSION
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport, StageReview, TierReview
+from kvadvisor.units import Unit
 
 
 def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
@@ -43,18 +51,18 @@ def review_plan(
 ) -> PlanReview:
     """Replay ``plan`` against the trace arrays and run every check (pure)."""
     kvb = perf.kv_bytes_per_token
-    times = replay.arrival_s - (replay.arrival_s[0] if replay.arrival_s.size else 0.0)
-    times = times / plan.traffic_scale
-    span = float(times[-1]) if times.size else 0.0
+    times, span = plan_times(plan, replay)
     stage_reviews: list[StageReview] = []
     checks: list[ReviewCheck] = []
     for stage in plan.stages:
         calcs = stage_tiers(stage, replay, perf, times, span, window_s)
+        checks.extend(c for c in (deployable_check(stage, t) for t in calcs) if c is not None)
         checks.extend(tier_checks(stage, calcs, perf, times, span, window_s))
         checks.extend(engine_checks(stage, plan, device_pool(stage, perf)))
-        load = load_times(calcs, kvb) if stage.stage == "prefill" and calcs else None
+        checks.extend(engine_lint(stage, plan, device_pool(stage, perf)))
+        load = load_times(calcs, kvb) if stage.prefills and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
-        if plan.slo.ttft_p99_s is not None and stage.stage == "prefill":
+        if plan.slo.ttft_p99_s is not None and stage.prefills:
             if load_p99 is None:
                 checks.append(
                     check(
@@ -76,9 +84,9 @@ def review_plan(
                         stage.stage,
                         "error",
                         "fail" if bad else "pass",
-                        f"p99 time to load the cached prefix is {load_p99:.3f} s"
+                        f"p99 time to load the cached prefix is {q(load_p99, Unit.SECONDS)}"
                         " against a TTFT p99 "
-                        f"SLO of {plan.slo.ttft_p99_s:.3f} s"
+                        f"SLO of {q(plan.slo.ttft_p99_s, Unit.SECONDS)}"
                         + (" before any compute" if bad else ""),
                         "slo",
                         load_time_p99_s=load_p99,

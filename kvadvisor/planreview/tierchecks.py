@@ -9,10 +9,13 @@ from typing import Any
 import numpy as np
 
 from kvadvisor.plan.model import DISK_KINDS, StagePlan
-from kvadvisor.planreview.checks import check, fmt_bytes
+from kvadvisor.planreview.checks import capacity, check, q
 from kvadvisor.planreview.demand import TierCalc, io_rate, stage_chunk_tokens
 from kvadvisor.planreview.perf import PlanPerf, StagePerf
 from kvadvisor.results.review import ReviewCheck, StageReview
+from kvadvisor.units import Unit
+
+BW = Unit.BYTES_PER_S
 
 # Thresholds, each with the reason it has this value.
 # Thresholds, each with the reason it has this value.
@@ -22,25 +25,21 @@ SATURATED_P99_UTILIZATION = 0.70  # a stage this busy at p99 has little headroom
 BELOW_BREAK_EVEN_RISK_SHARE = 0.5  # most loads from the tier lose to recomputing them
 
 
-def _gbps(rate: float | None) -> str:
-    return "unknown" if rate is None else f"{fmt_bytes(rate)}/s"
-
-
 def _iops_check(
     stage: StagePlan, c: TierCalc, times_s: np.ndarray, span_s: float, window_s: float
 ) -> ReviewCheck:
     """RV08: chunk I/Os per second (each request's tokens in whole chunks) against IOPS."""
     chunk, why = stage_chunk_tokens(stage)
     t, st = c.plan, stage.stage
-    directions = [("write", c.written_tokens, t.storage.write_iops)]
+    # IOPS of every device, through the instance's IOPS cap for block volumes (deploy rules).
+    directions = [("write", c.written_tokens, c.reach.write_iops)]
     if c.served_tokens is not None:
-        directions.append(("read", c.served_tokens, t.storage.read_iops))
+        directions.append(("read", c.served_tokens, c.reach.read_iops))
     ev: dict[str, Any] = {"chunk_tokens": chunk, "chunk_from": why}
     worst, parts = "pass", []
-    for direction, tokens, iops in directions:
-        if iops is None:
+    for direction, tokens, cap in directions:
+        if cap is None:
             continue
-        cap = iops * t.devices
         rate = io_rate(times_s, np.ceil(tokens / chunk) / c.fleet, window_s, span_s)
         ev.update(
             {
@@ -50,8 +49,8 @@ def _iops_check(
             }
         )
         parts.append(
-            f"{direction} p99 {rate.p99_bytes_per_s:,.0f} / peak "
-            f"{rate.peak_bytes_per_s:,.0f} I/O per s against {cap:,.0f}"
+            f"{direction} p99 {q(rate.p99_bytes_per_s, Unit.IOPS)} / peak "
+            f"{q(rate.peak_bytes_per_s, Unit.IOPS)} against {q(cap, Unit.IOPS)}"
         )
         level = (
             "error"
@@ -109,7 +108,7 @@ def tier_checks(
         r, t = c.review, c.plan
         subj = t.name
         # RV01: does the tier serve hits at all?
-        if st == "prefill":
+        if stage.prefills:
             if r.hit_ratio_steady is None:
                 out.append(
                     check(
@@ -132,10 +131,10 @@ def tier_checks(
                         st,
                         "warning",
                         "pass" if ok else "fail",
-                        f"tier '{t.name}' ({fmt_bytes(t.capacity_bytes)} per "
-                        f"{'pool' if t.shared else 'instance'}) serves {r.hit_ratio_steady:.1%} of "
-                        f"prompt tokens in steady state (cumulative "
-                        f"{r.cumulative_hit_ratio_steady:.1%})"
+                        f"tier '{t.name}' ({capacity(t.capacity_bytes)} per "
+                        f"{'pool' if t.shared else 'instance'}) serves "
+                        f"{q(r.hit_ratio_steady, Unit.RATIO)} of prompt tokens in steady state "
+                        f"(cumulative {q(r.cumulative_hit_ratio_steady, Unit.RATIO)})"
                         + (
                             ""
                             if ok
@@ -175,9 +174,9 @@ def tier_checks(
                 utilization_peak=u.peak,
             )
             text = (
-                f"{direction} demand on '{t.name}' mean {_gbps(rate.mean_bytes_per_s)}, p99 "
-                f"{_gbps(rate.p99_bytes_per_s)}, peak {_gbps(rate.peak_bytes_per_s)} against "
-                f"{_gbps(cap)} ({u.p99:.0%} at p99, {u.peak:.0%} at peak)"
+                f"{direction} demand on '{t.name}' mean {q(rate.mean_bytes_per_s, BW)}, p99 "
+                f"{q(rate.p99_bytes_per_s, BW)}, peak {q(rate.peak_bytes_per_s, BW)} against "
+                f"{q(cap, BW)} ({q(u.p99, Unit.RATIO)} at p99, {q(u.peak, Unit.RATIO)} at peak)"
             )
             if u.p99 > 1:
                 out.append(
@@ -231,10 +230,11 @@ def tier_checks(
         elif busy.mean is not None and busy.mean < UNDERUSED_MEAN_UTILIZATION:
             peak = busy.peak or 0.0
             why = (
-                f"sized for the peak: the peak window uses {peak:.0%}, the mean {busy.mean:.1%}"
+                f"sized for the peak: the peak window uses {q(peak, Unit.RATIO)}, the mean "
+                f"{q(busy.mean, Unit.RATIO)}"
                 if peak >= 0.5
-                else f"over-provisioned: even the peak window uses {peak:.0%}"
-                f" (mean {busy.mean:.1%})"
+                else f"over-provisioned: even the peak window uses {q(peak, Unit.RATIO)}"
+                f" (mean {q(busy.mean, Unit.RATIO)})"
             )
             out.append(
                 check(
@@ -258,7 +258,8 @@ def tier_checks(
                     st,
                     "warning",
                     "pass",
-                    f"tier '{t.name}' runs at {busy.mean:.0%} of its bandwidth on average",
+                    f"tier '{t.name}' runs at {q(busy.mean, Unit.RATIO)} of its bandwidth "
+                    "on average",
                     "cause1",
                     subj,
                     utilization_mean=busy.mean,
@@ -266,7 +267,7 @@ def tier_checks(
             )
         # RV06: load vs recompute.
         recompute = perf.stages.get(st, StagePerf()).recompute_s
-        if st == "prefill" and (
+        if stage.prefills and (
             recompute is None or c.served_tokens is None or r.read_capability_bytes_per_s is None
         ):
             out.append(
@@ -282,11 +283,11 @@ def tier_checks(
                     subj,
                 )
             )
-        elif st == "prefill":
+        elif stage.prefills:
             p_star, share = r.break_even_tokens, r.below_break_even_share
             bad = share is not None and share > BELOW_BREAK_EVEN_RISK_SHARE
-            pe = "never" if p_star is None or math.isinf(p_star) else f"{p_star:,.0f} tokens"
-            share_text = "no hits" if share is None else f"{share:.0%} of its hit tokens"
+            pe = "never" if p_star is None or math.isinf(p_star) else q(p_star, Unit.TOKENS)
+            share_text = "no hits" if share is None else f"{q(share, Unit.RATIO)} of its hit tokens"
             out.append(
                 check(
                     "RV06",
@@ -316,7 +317,7 @@ def tier_checks(
                     "pass" if bounded else "fail",
                     f"{t.storage.kind} tier '{t.name}' "
                     + (
-                        f"is bounded at {fmt_bytes(t.capacity_bytes)}"
+                        f"is bounded at {capacity(t.capacity_bytes)}"
                         if bounded
                         else "has no capacity bound: it grows until the disk is full"
                     ),
@@ -363,8 +364,8 @@ def stage_balance(stages: Sequence[StageReview]) -> list[ReviewCheck]:
                 "both",
                 "warning",
                 "pass",
-                f"prefill storage runs at {p.mean:.0%} mean / {p.p99:.0%} p99, decode at "
-                f"{d.mean:.0%} / {d.p99:.0%}",
+                f"prefill storage runs at {q(p.mean, Unit.RATIO)} mean / {q(p.p99, Unit.RATIO)} "
+                f"p99, decode at {q(d.mean, Unit.RATIO)} / {q(d.p99, Unit.RATIO)}",
                 "cause2",
                 **ev,
             )
@@ -376,10 +377,52 @@ def stage_balance(stages: Sequence[StageReview]) -> list[ReviewCheck]:
             "both",
             "warning",
             "fail",
-            f"{idle} storage sits idle ({by[idle].utilization.mean:.1%} mean) while "
-            f"{busy} saturates ({by[busy].utilization.p99:.0%} at p99): size each stage "
+            f"{idle} storage sits idle ({q(by[idle].utilization.mean, Unit.RATIO)} mean) while "
+            f"{busy} saturates ({q(by[busy].utilization.p99, Unit.RATIO)} at p99): size each stage "
             "for its own demand",
             "cause2",
             **ev,
         )
     ]
+
+
+def deployable_check(stage: StagePlan, c: TierCalc) -> ReviewCheck | None:
+    """RV09: can the stage's instance have this tier's storage, in this number?
+
+    Only for tiers naming a catalog storage option on a stage naming a catalog instance (an
+    inline figure or a plan without an instance has nothing to check against). A pass still
+    names the unconfirmed catalog figures the tier's verdicts rest on.
+    """
+    t, st = c.plan, stage.stage
+    if t.spec is None or stage.instance_spec is None:
+        return None
+    problems, unsure = c.reach.problems, c.reach.unconfirmed
+    if problems:
+        return check(
+            "RV09",
+            "tier.deployable",
+            st,
+            "error",
+            "fail",
+            f"tier '{t.name}' cannot be deployed on {stage.instance}: " + "; ".join(problems),
+            "deploy",
+            t.name,
+            storage=t.spec.name,
+            instance=stage.instance,
+        )
+    text = f"{stage.instance} can have {t.devices} x {t.spec.name} (limit: {c.reach.limit})"
+    if unsure:
+        text += "; figures not confirmed: " + ", ".join(unsure)
+    return check(
+        "RV09",
+        "tier.deployable",
+        st,
+        "error",
+        "pass",
+        text,
+        "deploy",
+        t.name,
+        storage=t.spec.name,
+        instance=stage.instance,
+        unconfirmed=list(unsure),
+    )

@@ -21,7 +21,11 @@ FONT_SIZE_PT = 10
 
 @dataclass(frozen=True)
 class Line:
-    """One data line or bar set: x and y of equal length; ``kind`` is line, step or bar."""
+    """One data line or bar set: x and y of equal length.
+
+    ``kind`` is line, step, bar, or area (a step line with the area under it shaded, drawn
+    lighter: an envelope behind the lines drawn after it).
+    """
 
     label: str
     x: tuple[float, ...]
@@ -141,6 +145,16 @@ def render_svg(spec: ChartSpec) -> str:
                         align="edge",
                         label=line.label,
                         color=color,
+                    )
+                elif line.kind == "area":
+                    ax.fill_between(
+                        line.x,
+                        line.y,
+                        step="post",
+                        label=line.label,
+                        color=color,
+                        alpha=0.45,
+                        linewidth=0,
                     )
                 elif line.kind == "step":
                     ax.step(

@@ -66,6 +66,8 @@ class ConsoleRenderer:
         w = self.width
         out = self._wrap(f"kvadvisor {report.meta.kvadvisor_version} · {report.meta.generated_at}")
         out += self._wrap(f"trace: {t.path} ({t.format})")
+        lead = summary.headline_number(report)
+        out += ["", *self._wrap(f"{lead.value} {lead.text}")]
         out += ["", "Verdict"]
         out += self._wrap(summary.headline(report), "  ")
         verdicts = summary.verdicts(report)

@@ -38,7 +38,9 @@ class MarkdownRenderer:
     def render(self, report: AdviceReport) -> str:
         """Return the Markdown text."""
         t = report.trace
+        lead = summary.headline_number(report)
         out = [f"## kvadvisor: {cell(summary.headline(report))}", ""]
+        out += [f"**{cell(lead.value)}** {cell(lead.text)}", ""]
         verdicts = summary.verdicts(report)
         if verdicts:
             out += md_table(*summary.verdict_table(verdicts)) + [""]

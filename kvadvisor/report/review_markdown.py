@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 
+from kvadvisor.report import fmt
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
 
@@ -12,20 +13,15 @@ ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 
 
 def _size(nbytes: float | None) -> str:
-    if nbytes is None:
-        return "unbounded"
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(nbytes) >= size:
-            return f"{nbytes / size:,.3g} {unit}"
-    return f"{nbytes:,.0f} B"
+    return "unbounded" if nbytes is None else fmt.size(nbytes)
 
 
 def _rate(rate: float | None) -> str:
-    return "–" if rate is None else f"{_size(rate)}/s"
+    return "–" if rate is None else fmt.bandwidth(rate)
 
 
-def _pct(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:.{digits}%}"
+def _pct(value: float | None) -> str:
+    return "–" if value is None else fmt.percent(value)
 
 
 def _triple(rate: IoRate | None) -> str:
@@ -37,7 +33,7 @@ def _triple(rate: IoRate | None) -> str:
 
 
 def _util(u: Utilization) -> str:
-    return " / ".join(_pct(v, 0) for v in (u.mean, u.p99, u.peak))
+    return " / ".join(_pct(v) for v in (u.mean, u.p99, u.peak))
 
 
 def _cell(text: str) -> str:
@@ -101,9 +97,9 @@ class ReviewMarkdownRenderer:
         out = [
             "## kvadvisor review",
             "",
-            f"Trace `{t.path}`: {t.requests:,} requests over {t.duration_s:,.1f} s; demand in "
-            f"{review.window_s:g} s windows; steady state after the first "
-            f"{review.warmup_fraction:.0%} of requests.",
+            f"Trace `{t.path}`: {t.requests:,} requests over {fmt.duration(t.duration_s)}; "
+            f"demand in {fmt.duration(review.window_s)} windows; steady state after the first "
+            f"{fmt.percent(review.warmup_fraction)} of requests.",
             "",
             "| | " + " | ".join(f"`{_cell(p.name)}`" for p in review.plans) + " |",
             "|---|" + "---|" * len(review.plans),

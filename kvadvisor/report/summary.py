@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvadvisor.report import fmt
-from kvadvisor.results.report import AdviceReport, Finding, StageRecommendation
+from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
+from kvadvisor.units import Unit
 
 STAGES = ("prefill", "decode")
 # Severity order for display, most severe first; unknown severities sort last.
 SEVERITY_RANK = {"critical": 0, "error": 0, "warning": 1, "info": 2}
-# Recommendation fields shown in their own sections rather than in the verdict table.
-VERDICT_SKIP = frozenset({"alternatives", "rationale", "derivation", "why"})
 
 
 @dataclass(frozen=True)
@@ -38,40 +37,45 @@ class KeyNumber:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class HeadlineNumber:
+    """The one number a reader sees first, and the sentence it belongs to."""
+
+    value: str
+    text: str
+
+
+BASIS_WORDS = {
+    "session": "by the trace's session ids",
+    "continuation": "conversations inferred from prompts that extend an earlier one",
+}
+
+
 def why_missing(report: AdviceReport, section: str) -> str:
     """'not measured: <reason>' for a section the analysis left empty."""
     reason = report.unavailable.get(section, f"this analysis did not produce the {section}")
     return f"{fmt.NOT_MEASURED}: {reason}"
 
 
-def _plain(value: Any) -> Any:
-    """Nested dataclasses as dicts, so fmt.value can show them."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _tier_text(tier: Any) -> str:
-    capacity = fmt.value("capacity_gib", tier.capacity_gib)
+    capacity = fmt.quantity(tier.capacity_gib, Unit.GIB)
     devices = f" × {tier.devices}" if tier.devices and tier.devices > 1 else ""
     shared = ", shared" if tier.shared else ""
     return f"{tier.name} ({tier.role}; {capacity}{devices}{shared})"
 
 
-def _required_text(req: Any) -> str:
-    parts = []
-    for name in (
-        "write_bytes_per_s",
-        "read_bytes_per_s",
-        "write_iops",
-        "read_iops",
-        "capacity_gib",
-    ):
-        val = getattr(req, name, None)
-        if val is not None:
-            parts.append(f"{fmt.label(name)} {fmt.value(name, val)}")
+def _required_text(req: Requirement) -> str:
+    parts = [
+        f"{what} {fmt.quantity(val, unit)}"
+        for what, val, unit in (
+            ("write", req.write_bytes_per_s, Unit.BYTES_PER_S),
+            ("read", req.read_bytes_per_s, Unit.BYTES_PER_S),
+            ("write", req.write_iops, Unit.IOPS),
+            ("read", req.read_iops, Unit.IOPS),
+            ("capacity", req.capacity_gib, Unit.GIB),
+        )
+        if val is not None
+    ]
     return ", ".join(parts) or fmt.NOT_MEASURED + " (see notes)"
 
 
@@ -82,8 +86,11 @@ def _utilization_text(u: Any) -> str:
     return f"{text} ({u.basis})" if u.basis else text
 
 
-# Fields of a stage recommendation with their own wording; any other field is shown by unit.
+# Fields of a stage recommendation in the verdict, with their wording (alternatives and notes
+# have sections of their own).
 _STAGE_FIELDS = {
+    "instance": ("instance", lambda v: v or fmt.NOT_MEASURED),
+    "storage": ("storage", lambda v: v or fmt.NOT_MEASURED),
     "tiers": ("KV tiers", lambda v: "; ".join(_tier_text(t) for t in v)),
     "required": ("must sustain per instance", _required_text),
     "utilization": ("utilization", _utilization_text),
@@ -92,25 +99,21 @@ _STAGE_FIELDS = {
     "instance_count": ("instances", lambda v: f"{v:,}"),
     "gpu": ("GPU", str),
 }
-VERDICT_SKIP = VERDICT_SKIP | {"notes"}
 
 
 def stage_items(rec: StageRecommendation) -> tuple[tuple[str, str], ...]:
     """A stage recommendation as (label, text) pairs; empty optional fields are left out."""
     items = []
     for f in dataclasses.fields(rec):
-        if f.name in VERDICT_SKIP:
+        if f.name not in _STAGE_FIELDS:
             continue
         val = getattr(rec, f.name)
         if val is None and f.name not in ("instance", "storage"):
             continue
         if isinstance(val, (list, tuple, dict)) and not val:
             continue
-        if f.name in _STAGE_FIELDS:
-            name, text = _STAGE_FIELDS[f.name]
-            items.append((name, text(val)))
-        else:
-            items.append((fmt.label(f.name), fmt.value(f.name, _plain(val))))
+        name, text = _STAGE_FIELDS[f.name]
+        items.append((name, text(val)))
     return tuple(items)
 
 
@@ -182,6 +185,36 @@ def headline(report: AdviceReport) -> str:
     return "Recommended " + "; ".join(parts) + "."
 
 
+def headline_number(report: AdviceReport) -> HeadlineNumber:
+    """The reusable share of prompt tokens when it was measured, else the prefill share."""
+    t = report.trace
+    pc = report.prefix_cache
+    over = f"{t.requests:,} requests over {fmt.duration(t.duration_s)}"
+    if pc is not None and pc.hit_ratio.all is not None:
+        return HeadlineNumber(
+            fmt.percent(pc.hit_ratio.all),
+            "of prompt tokens repeat a prefix an earlier request sent: loaded from a KV cache "
+            f"instead of recomputed, given room for it ({over})",
+        )
+    s = report.stage_split
+    if s is not None:
+        return HeadlineNumber(
+            fmt.percent(s.prefill_share), f"of GPU time goes to prefill ({s.source}; {over})"
+        )
+    return HeadlineNumber(f"{t.requests:,}", f"requests over {fmt.duration(t.duration_s)}")
+
+
+def length_text(stats: Any) -> tuple[str, str]:
+    """(mean, "p50 …, p90 …, p99 …, max … tokens") of a length summary."""
+    if stats is None or stats.mean_tokens is None:
+        return fmt.NOT_MEASURED, ""
+    return (
+        f"mean {fmt.count(stats.mean_tokens)}",
+        f"p50 {fmt.count(stats.p50_tokens)}, p90 {fmt.count(stats.p90_tokens)}, "
+        f"p99 {fmt.count(stats.p99_tokens)}, max {fmt.count(stats.max_tokens)} tokens",
+    )
+
+
 def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     """The numbers a reviewer needs beside the verdict (missing ones say why)."""
     t = report.trace
@@ -202,6 +235,12 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
             f"{fmt.tokens(t.output_tokens_total)} out",
         ),
     ]
+    for name, stats in (
+        ("prompt length", t.input_tokens_stats),
+        ("output length", t.output_tokens_stats),
+    ):
+        if stats is not None:
+            rows.append(KeyNumber(name, *length_text(stats)))
     m = report.model
     rows.append(
         KeyNumber(
@@ -233,6 +272,27 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
         if pc
         else not_measured("prefix hit ratio", "prefix_cache")
     )
+    conv = pc.conversations if pc else None
+    if conv is not None:
+        rows.append(
+            KeyNumber(
+                "reuse within conversations",
+                fmt.percent(conv.within_share_all),
+                f"across conversations {fmt.percent(conv.across_share_all)} of prompt tokens; "
+                f"{BASIS_WORDS.get(conv.basis, conv.basis)}",
+            )
+        )
+    sharing = pc.sharing if pc else None
+    if sharing is not None and sharing.top_by_volume:
+        top = sharing.top_by_volume[0]
+        rows.append(
+            KeyNumber(
+                "most reused prefix",
+                f"{fmt.tokens(top.prefix_tokens)}, {top.requests:,} requests",
+                f"{fmt.percent(top.reusable_share)} of prompt tokens; "
+                f"{sharing.groups:,} shared prefixes in all",
+            )
+        )
     io = report.io
     if io:
         for what, rate in (("KV write demand", io.write), ("KV read demand", io.read)):
@@ -262,4 +322,4 @@ def sorted_findings(report: AdviceReport) -> tuple[Finding, ...]:
 
 def evidence_items(finding: Finding) -> tuple[tuple[str, str], ...]:
     """A finding's evidence as (fact, formatted value) pairs, in the order given."""
-    return tuple((k, fmt.value(k, _plain(v))) for k, v in finding.evidence.items())
+    return tuple((k, v.text) for k, v in finding.evidence.items())

@@ -17,6 +17,21 @@ class Meta:
 
 
 @dataclass(frozen=True)
+class LengthSummary:
+    """A token-length column's mean beside its median, p90, p99 and max (tokens).
+
+    Percentiles interpolate linearly between order statistics (numpy's default, type 7);
+    every figure is None when the trace is empty.
+    """
+
+    mean_tokens: float | None
+    p50_tokens: float | None
+    p90_tokens: float | None
+    p99_tokens: float | None
+    max_tokens: int | None
+
+
+@dataclass(frozen=True)
 class TraceSummary:
     """What was read: source, size, time span, columns, and every row dropped or change made."""
 
@@ -40,6 +55,9 @@ class TraceSummary:
     arrivals: Series | None = None
     input_tokens_hist: Series | None = None
     output_tokens_hist: Series | None = None
+    # Prompt and output lengths: the mean misleads on heavy tails, so the percentiles beside it.
+    input_tokens_stats: LengthSummary | None = None
+    output_tokens_stats: LengthSummary | None = None
 
 
 @dataclass(frozen=True)

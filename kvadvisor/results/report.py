@@ -15,9 +15,11 @@ from kvadvisor.results.common import IoRate, Meta, TraceSummary, Utilization
 from kvadvisor.results.review import PlanReview
 from kvadvisor.results.serial import from_plain
 from kvadvisor.results.series import Series
+from kvadvisor.units import Unit
 
 # What each format_version changed:
-#   1: first version (DESIGN.md's contract).
+#   1: first version (DESIGN.md's contract). Within it: facts gained the unit "iops" (I/O
+#      operations per second, was "per_s"), and every finding's evidence is {value, unit, text}.
 FORMAT_VERSION = 1
 
 
@@ -99,6 +101,16 @@ class CalibrationSummary:
     prefill_heldout_prior: FitErrorSummary
     decode_step_heldout_prior: FitErrorSummary
     converged: bool
+
+
+# The per-request distributions a StageSplit carries (``per_request``), with their units.
+PER_REQUEST_UNITS: dict[str, Unit] = {
+    "prefill_gpu_s": Unit.SECONDS,
+    "decode_gpu_s": Unit.SECONDS,
+    "prefill_share": Unit.RATIO,
+    "ttft_s": Unit.SECONDS,
+    "decode_latency_s": Unit.SECONDS,
+}
 
 
 @dataclass(frozen=True)
@@ -257,6 +269,51 @@ class BlockSizePoint:
 
 
 @dataclass(frozen=True)
+class SharedPrefixSummary:
+    """One maximal shared prefix: its length, the requests starting with it, what reuse saves.
+
+    ``reusable_tokens`` = ``prefix_tokens × (requests − 1)``; ``reusable_share`` is that over
+    all prompt tokens of the trace; ``first_arrival_s`` when the first request holding it came.
+    """
+
+    prefix_tokens: int
+    blocks: int
+    requests: int
+    reusable_tokens: int
+    reusable_share: float
+    first_arrival_s: float
+
+
+@dataclass(frozen=True)
+class CacheSharing:
+    """The trace's shared prefixes: how many, and the top ones by requests and by volume."""
+
+    groups: int
+    requests_sharing: int
+    top_by_count: tuple[SharedPrefixSummary, ...] = ()
+    top_by_volume: tuple[SharedPrefixSummary, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConversationReuse:
+    """The unbounded prefix hit ratio split into within- and across-conversation parts.
+
+    ``basis`` is "session" (the trace's ``session_id``) or "continuation" (inferred from the
+    hashes; ``within`` is then an upper bound). Shares are of all prompt tokens, over all
+    requests and in steady state; within + across is the unbounded token hit ratio.
+    """
+
+    basis: str
+    conversations: int
+    within_share_all: float | None
+    across_share_all: float | None
+    within_share_steady: float | None
+    across_share_steady: float | None
+    within_tokens_all: int
+    across_tokens_all: int
+
+
+@dataclass(frozen=True)
 class PrefixCache:
     """Prefix reuse: hit ratio at unbounded capacity and the miss-ratio curve.
 
@@ -277,6 +334,8 @@ class PrefixCache:
     routing: CacheRouting | None = None
     reuse: CacheReuse | None = None
     block_sizes: tuple[BlockSizePoint, ...] = ()
+    sharing: CacheSharing | None = None
+    conversations: ConversationReuse | None = None
 
 
 @dataclass(frozen=True)
@@ -377,6 +436,11 @@ class StageRecommendation:
     utilization: Utilization | None = None
     alternatives: tuple[Alternative, ...] = ()
     notes: tuple[str, ...] = ()
+    # The chosen instance as the catalog describes it, so engine configurations can size
+    # per rank and check the host's memory without a catalog (None when not chosen).
+    gpus_per_instance: int | None = None
+    gpu_memory_gib: float | None = None  # per GPU
+    host_memory_gib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -401,6 +465,18 @@ class Recommendation:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """One fact a finding rests on: its value, its unit, and the text every renderer shows.
+
+    ``text`` is the formatted value the finding's message quotes, so the two read the same.
+    """
+
+    value: float | int | bool | str | None
+    unit: Unit | None
+    text: str
+
+
+@dataclass(frozen=True)
 class Finding:
     """One rule that fired: stable code, severity, stage, message, and the facts behind it."""
 
@@ -408,7 +484,7 @@ class Finding:
     severity: str
     stage: str
     message: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Evidence] = field(default_factory=dict)
     name: str = ""
     summary: str = ""
     action: str = ""

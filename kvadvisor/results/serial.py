@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from enum import Enum
 from typing import Any, Union
 
 
@@ -21,6 +22,8 @@ def from_plain(tp: Any, value: Any) -> Any:
             if isinstance(value, typing.get_origin(option) or option):
                 return value
         return value
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return tp(value)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         hints = typing.get_type_hints(tp)
         known = {f.name for f in dataclasses.fields(tp) if f.init}

@@ -1,6 +1,6 @@
 """The rule engine: rules are YAML data over named facts, evaluated without running any code."""
 
-from kvadvisor.rules.engine import evaluate, format_message, format_value
+from kvadvisor.rules.engine import evaluate, format_fact, format_message
 from kvadvisor.rules.loader import builtin_rules_dir, load_rule_file, load_rules, parse_rule
 from kvadvisor.rules.model import (
     Evaluation,
@@ -26,7 +26,7 @@ __all__ = [
     "builtin_rules_dir",
     "evaluate",
     "format_message",
-    "format_value",
+    "format_fact",
     "load_rule_file",
     "load_rules",
     "parse_rule",

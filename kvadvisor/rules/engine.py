@@ -8,7 +8,6 @@ A rule whose condition is unknown stays quiet with "not evaluated: fact X unavai
 
 from __future__ import annotations
 
-import math
 import operator
 import string
 from collections.abc import Callable, Iterable, Mapping
@@ -27,7 +26,7 @@ from kvadvisor.rules.model import (
     Quiet,
     Rule,
 )
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_KIB, BYTES_PER_MB, BYTES_PER_MIB
+from kvadvisor.units import format_value
 
 Facts = Mapping[str, FactValue]
 
@@ -42,55 +41,9 @@ _OPS: dict[Op, Callable[[Any, Any], bool]] = {
 _NEGATED = {Op.LT: ">=", Op.LE: ">", Op.GT: "<=", Op.GE: "<", Op.EQ: "!=", Op.NE: "=="}
 
 
-def format_value(value: float | int | bool, unit: str, name: str = "") -> str:
-    """A fact value as a person reads it, with its unit (binary sizes, decimal bandwidths)."""
-    if isinstance(value, bool) or unit == "bool":
-        return "yes" if value else "no"
-    v = float(value)
-    if not math.isfinite(v):
-        return "n/a"
-    if unit == "ratio":
-        return f"{v:.1%}"
-    if unit == "x":
-        return f"{v:,.1f}x"
-    if unit in ("bytes", "gib"):
-        b = v * BYTES_PER_GIB if unit == "gib" else v
-        for size, label in (
-            (1024 * BYTES_PER_GIB, "TiB"),
-            (BYTES_PER_GIB, "GiB"),
-            (BYTES_PER_MIB, "MiB"),
-            (BYTES_PER_KIB, "KiB"),
-        ):
-            if abs(b) >= size:
-                return f"{b / size:,.1f} {label}"
-        return f"{b:,.0f} B"
-    if unit == "bytes_per_s":
-        if abs(v) >= BYTES_PER_GB:
-            return f"{v / BYTES_PER_GB:,.2f} GB/s"
-        return f"{v / BYTES_PER_MB:,.1f} MB/s"
-    if unit == "gbps":
-        return f"{v:,.2f} GB/s"
-    if unit == "per_s":
-        return f"{v:,.0f} IOPS" if "iops" in name else f"{v:,.2f}/s"
-    if unit == "s":
-        if abs(v) < 1:
-            return f"{v * 1000:,.1f} ms"
-        if abs(v) < 120:
-            return f"{v:,.1f} s"
-        if abs(v) < 7200:
-            return f"{v / 60:,.1f} min"
-        return f"{v / 3600:,.1f} h"
-    if unit == "us":
-        return f"{v:,.0f} µs"
-    if unit == "tflops":
-        return f"{v:,.0f} TFLOPS"
-    if unit == "tokens":
-        return f"{v:,.0f} tokens"
-    if unit == "dwpd":
-        return f"{v:,.2f} drive writes per day"
-    if unit == "requests":
-        return f"{v:,.0f} requests"
-    return f"{v:,.4g}" if not float(v).is_integer() else f"{v:,.0f}"
+def format_fact(fact: FactValue) -> str:
+    """A fact's value with its unit, as every message, evidence line and renderer shows it."""
+    return format_value(fact.value, fact.unit)
 
 
 def _check(cond: Compare, facts: Facts) -> bool | None:
@@ -128,12 +81,12 @@ def truth(cond: Condition, facts: Facts) -> bool | None:
 
 def _describe(cond: Compare, facts: Facts, held: bool) -> str:
     fact = facts[cond.fact]
-    lhs = f"{cond.fact} = {format_value(fact.value, fact.unit, fact.name)}"
+    lhs = f"{cond.fact} = {format_fact(fact)}"
     if cond.ref is None:
-        rhs = format_value(cond.value, fact.unit, fact.name)  # type: ignore[arg-type]
+        rhs = format_value(cond.value, fact.unit)  # type: ignore[arg-type]
     else:
         ref = facts[cond.ref]
-        scaled = format_value(ref.value * cond.factor, ref.unit, ref.name)
+        scaled = format_value(ref.value * cond.factor, ref.unit)
         rhs = (
             f"{cond.factor:g} × {cond.ref} = {scaled}"
             if cond.factor != 1
@@ -177,7 +130,7 @@ def format_message(template: str, facts: Facts) -> str:
         elif spec:
             out.append(format(fact.value, spec))
         else:
-            out.append(format_value(fact.value, fact.unit, fact.name))
+            out.append(format_fact(fact))
     return "".join(out)
 
 
@@ -192,7 +145,7 @@ def evidence_for(rule: Rule, facts: Facts) -> dict[str, dict[str, Any]]:
         n: {
             "value": facts[n].value,
             "unit": facts[n].unit,
-            "text": format_value(facts[n].value, facts[n].unit, n),
+            "text": format_fact(facts[n]),
         }
         for n in names
         if n in facts

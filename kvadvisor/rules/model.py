@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
 
+from kvadvisor.units import Unit
+
 
 class Severity(str, Enum):
     """How much a finding matters; ordered info < warning < error."""
@@ -39,23 +41,24 @@ class Op(str, Enum):
     NE = "!="
 
 
-# Units a fact may carry; the message formatter knows how to print each one.
-UNITS: dict[str, str] = {
-    "ratio": "a share between 0 and 1, printed as a percentage",
-    "x": "a multiple (dimensionless), printed as '3.2x'",
-    "bytes": "bytes, printed in KiB/MiB/GiB",
-    "bytes_per_s": "bytes per second, printed in MB/s or GB/s (decimal)",
-    "gib": "GiB (2^30 bytes)",
-    "tokens": "tokens",
-    "requests": "requests",
-    "per_s": "events per second (I/O operations per second for IOPS facts)",
-    "s": "seconds",
-    "us": "microseconds",
-    "tflops": "dense BF16 tera floating-point operations per second",
-    "gbps": "GB/s (decimal)",
-    "count": "a plain count",
-    "bool": "true or false",
-    "dwpd": "drive writes per day",
+# What each unit a fact may carry means (docs/facts.md lists them); one formatter prints each.
+UNIT_MEANINGS: dict[Unit, str] = {
+    Unit.RATIO: "a share between 0 and 1, printed as a percentage",
+    Unit.MULTIPLE: "a multiple (dimensionless), printed as '3.2×'",
+    Unit.BYTES: "bytes, printed in KiB/MiB/GiB/TiB (binary)",
+    Unit.BYTES_PER_S: "bytes per second, printed in MB/s or GB/s (decimal)",
+    Unit.GIB: "GiB (2^30 bytes), printed as a size",
+    Unit.TOKENS: "tokens",
+    Unit.REQUESTS: "requests",
+    Unit.PER_S: "events per second",
+    Unit.IOPS: "I/O operations per second",
+    Unit.SECONDS: "seconds, printed in ms, s, min or h",
+    Unit.US: "microseconds",
+    Unit.TFLOPS: "dense BF16 tera floating-point operations per second",
+    Unit.GBPS: "GB/s (decimal), printed as a bandwidth",
+    Unit.COUNT: "a plain count (or a mean of counts)",
+    Unit.BOOL: "true or false",
+    Unit.DWPD: "drive writes per day",
 }
 
 
@@ -64,7 +67,7 @@ class FactSpec:
     """A named number the analysis may produce: what rules and docs may refer to."""
 
     name: str
-    unit: str
+    unit: Unit
     description: str
     source: str = ""  # which part of the analysis produces it (for docs/facts.md)
 
@@ -75,7 +78,7 @@ class FactValue:
 
     name: str
     value: float | int | bool
-    unit: str
+    unit: Unit
 
 
 @dataclass(frozen=True)

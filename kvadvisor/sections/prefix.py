@@ -6,26 +6,39 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 
 import numpy as np
+import pyarrow.compute as pc
 
 from kvadvisor.cache import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult, curve_grid
 from kvadvisor.cache import simulate_prefix_cache as _simulate
 from kvadvisor.cache.coarsen import coarsen_trace
+from kvadvisor.cache.prefix import pass_block_ids
 from kvadvisor.cache.reuse import reuse_times
 from kvadvisor.cache.routing import compare_routing
+from kvadvisor.cache.sharing import (
+    PrefixSharing,
+    PrefixTree,
+    ReuseSplit,
+    SharedPrefix,
+    reuse_split,
+    shared_prefixes,
+)
 from kvadvisor.cache.tiers import TierSpec, split_tiers
 from kvadvisor.results.report import (
     BlockSizePoint,
     CacheReuse,
     CacheRouting,
     CacheSampling,
+    CacheSharing,
     CacheTier,
     CacheTiers,
+    ConversationReuse,
     HitRatio,
     MrcPoint,
     PrefixCache,
     ReuseQuantile,
     RoutingPointSummary,
     RoutingPolicySummary,
+    SharedPrefixSummary,
     TtlPoint,
 )
 from kvadvisor.results.series import Series
@@ -164,6 +177,76 @@ def _reuse(trace: Trace, result: PrefixCacheResult) -> CacheReuse:
     )
 
 
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _sharing_section(sharing: PrefixSharing, input_total: int, arrival: np.ndarray) -> CacheSharing:
+    def row(p: SharedPrefix) -> SharedPrefixSummary:
+        return SharedPrefixSummary(
+            prefix_tokens=p.prefix_tokens,
+            blocks=p.blocks,
+            requests=p.requests,
+            reusable_tokens=p.reusable_tokens,
+            reusable_share=p.reusable_tokens / input_total if input_total else 0.0,
+            first_arrival_s=float(arrival[p.first_request]),
+        )
+
+    return CacheSharing(
+        groups=sharing.groups,
+        requests_sharing=sharing.requests_sharing,
+        top_by_count=tuple(row(p) for p in sharing.top_by_count),
+        top_by_volume=tuple(row(p) for p in sharing.top_by_volume),
+    )
+
+
+def _conversation_section(split: ReuseSplit) -> ConversationReuse:
+    return ConversationReuse(
+        basis=split.basis,
+        conversations=split.conversations,
+        within_share_all=_share(split.within_tokens_all, split.input_tokens_all),
+        across_share_all=_share(split.across_tokens_all, split.input_tokens_all),
+        within_share_steady=_share(split.within_tokens_steady, split.input_tokens_steady),
+        across_share_steady=_share(split.across_tokens_steady, split.input_tokens_steady),
+        within_tokens_all=split.within_tokens_all,
+        across_tokens_all=split.across_tokens_all,
+    )
+
+
+def session_codes(trace: Trace) -> np.ndarray | None:
+    """One integer per request naming its session (-1: none), or None without sessions."""
+    if not trace.has("session_id"):
+        return None
+    encoded = pc.dictionary_encode(trace.table["session_id"]).combine_chunks()
+    return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _sharing(
+    trace: Trace, result: PrefixCacheResult
+) -> tuple[CacheSharing | None, ConversationReuse | None, str | None]:
+    """Shared prefixes and the conversation split, or why they cannot be told."""
+    offsets, values = trace.hash_arrays()
+    ids, _ = pass_block_ids(result, values)
+    tree = PrefixTree(offsets, ids)
+    if tree.problem is not None:
+        return None, None, tree.problem
+    block_tokens = int(trace.block_tokens or 0)
+    inp = trace.column_np("input_tokens")
+    sharing = shared_prefixes(tree, inp, block_tokens)
+    split = reuse_split(
+        tree,
+        inp,
+        block_tokens,
+        warmup_requests=result.warmup_requests,
+        session=session_codes(trace),
+    )
+    return (
+        _sharing_section(sharing, int(inp.sum()), trace.column_np("arrival_s")),
+        _conversation_section(split),
+        None,
+    )
+
+
 def _block_sizes(
     trace: Trace,
     warmup_fraction: float,
@@ -280,10 +363,13 @@ def prefix_cache_section(
         note = "curve estimated by spatial hash sampling (SHARDS); see sampling"
     elif not extras:
         note = (
-            f"routing, reuse times and block sizes skipped: more than {EXTRAS_MAX_ACCESSES} "
-            "block accesses"
+            f"routing, reuse times, block sizes and shared prefixes skipped: more than "
+            f"{EXTRAS_MAX_ACCESSES} block accesses"
         )
     all_, steady = result.token_hit_ratio
+    sharing, conversations, why = _sharing(trace, result) if extras else (None, None, None)
+    if why is not None:
+        note = why if note is None else f"{note}; {why}"
     return replace(
         result_section(
             result,
@@ -309,4 +395,6 @@ def prefix_cache_section(
             if extras
             else ()
         ),
+        sharing=sharing,
+        conversations=conversations,
     )

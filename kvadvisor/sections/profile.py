@@ -30,6 +30,7 @@ from kvadvisor.metrics import (
 from kvadvisor.perfmodel import (
     Calibration,
     CalibrationRows,
+    FitError,
     PerfModel,
     auto_tp,
     break_even_tokens,
@@ -184,7 +185,7 @@ def _calibration_rows(trace: Trace, pm: PerfModel, times: StageTimes) -> Calibra
     )
 
 
-def _fit_error(e) -> FitErrorSummary:  # noqa: ANN001 - perfmodel.FitError
+def _fit_error(e: FitError) -> FitErrorSummary:
     return FitErrorSummary(e.rows, e.mape, e.median_ape)
 
 
@@ -202,25 +203,29 @@ def _calibration_summary(c: Calibration) -> CalibrationSummary:
     )
 
 
-def _downsample(x: np.ndarray, y: np.ndarray, how: str) -> tuple[tuple, tuple]:
-    """At most MAX_SERIES_POINTS points: consecutive windows merged by mean or max."""
+def _downsample(x: np.ndarray, y: np.ndarray, how: str) -> tuple[tuple, tuple, tuple]:
+    """At most MAX_SERIES_POINTS points: consecutive windows merged by mean or max.
+
+    Returns (x, y, y_max): merged by mean, ``y_max`` holds each point's largest window, so
+    the p99 and the peak over the windows stay visible; it is empty when nothing was merged
+    or the merge already keeps the maximum.
+    """
     if len(x) <= MAX_SERIES_POINTS:
-        return tuple(map(float, x)), tuple(map(float, y))
+        return tuple(map(float, x)), tuple(map(float, y)), ()
     k = int(np.ceil(len(x) / MAX_SERIES_POINTS))
     starts = np.arange(0, len(x), k)
-    agg = (
-        np.maximum.reduceat(y, starts)
-        if how == "max"
-        else np.add.reduceat(y, starts) / np.diff(np.r_[starts, len(x)])
-    )
-    return tuple(map(float, x[starts])), tuple(map(float, agg))
+    peak = np.maximum.reduceat(y, starts)
+    if how == "max":
+        return tuple(map(float, x[starts])), tuple(map(float, peak)), ()
+    mean = np.add.reduceat(y, starts) / np.diff(np.r_[starts, len(x)])
+    return tuple(map(float, x[starts])), tuple(map(float, mean)), tuple(map(float, peak))
 
 
 def _series(
     name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str, kind: str = "step"
 ) -> Series:
-    xs, ys = _downsample(x, y, how)
-    return Series(name, "time", "s", y_label, y_unit, xs, ys, kind)
+    xs, ys, peaks = _downsample(x, y, how)
+    return Series(name, "time", "s", y_label, y_unit, xs, ys, kind, y_max=peaks)
 
 
 def _scaled(d: Distribution, factor: float) -> dict[str, float]:

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow.compute as pc
 
-from kvadvisor.results.common import TraceSummary
+from kvadvisor.metrics.lengths import LengthStats, length_stats
+from kvadvisor.results.common import LengthSummary, TraceSummary
 from kvadvisor.results.series import Series
 from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
@@ -91,6 +92,17 @@ def length_histogram(tokens: np.ndarray, what: str) -> Series | None:
     return length_chart(np.bincount(log2_bin(tokens)), what)
 
 
+def length_summary(stats: LengthStats) -> LengthSummary:
+    """The report's length summary from the measured one (the count is the trace's requests)."""
+    return LengthSummary(
+        mean_tokens=stats.mean_tokens,
+        p50_tokens=stats.p50_tokens,
+        p90_tokens=stats.p90_tokens,
+        p99_tokens=stats.p99_tokens,
+        max_tokens=stats.max_tokens,
+    )
+
+
 MAX_MODELS_LISTED = 20
 
 
@@ -128,4 +140,6 @@ def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
         arrivals=arrival_series(trace.column_np("arrival_s"), duration),
         input_tokens_hist=length_histogram(trace.column_np("input_tokens"), "input"),
         output_tokens_hist=length_histogram(trace.column_np("output_tokens"), "output"),
+        input_tokens_stats=length_summary(length_stats(trace.column_np("input_tokens"))),
+        output_tokens_stats=length_summary(length_stats(trace.column_np("output_tokens"))),
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (makes pa.compute available)
+import pyarrow.compute  # makes pa.compute available
 
 # name -> (arrow type, required). Units are in the names or in DESIGN.md's schema table.
 CANONICAL_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {

@@ -37,7 +37,7 @@ def rules_section(report: AdviceReport) -> Section:
         if rows
     ]
     if rec.facts:
-        facts = tuple((name, fmt.value(name, fact)) for name, fact in sorted(rec.facts.items()))
+        facts = tuple((name, fmt.fact(fact)) for name, fact in sorted(rec.facts.items()))
         tables.append(Table("Facts the rules saw", ("fact", "value"), facts))
     return Section(*RULES, lead, tables=tuple(tables))
 

@@ -42,6 +42,7 @@ def build_view(report: AdviceReport) -> HtmlView:
     view = HtmlView(
         title=f"kvadvisor report: {t.path}",
         headline=summary.headline(report),
+        lead_number=summary.headline_number(report),
         version=report.meta.kvadvisor_version,
         generated_at=report.meta.generated_at,
         cards=tuple(

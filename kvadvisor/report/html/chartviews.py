@@ -150,8 +150,12 @@ def reuse_chart(reuse: CacheReuse) -> Chart | None:
     )
 
 
-def bandwidth_chart(series: Series, rate: IoRate | None, key: str, window_s: float) -> Chart:
-    """A bandwidth time series in GB/s with its mean, p99 and peak marked."""
+def bandwidth_spec(series: Series, rate: IoRate | None, key: str, window_s: float) -> ChartSpec:
+    """The chart of a bandwidth series in GB/s with its mean, p99 and peak marked.
+
+    When each point merges several windows, the largest window of each point is drawn first
+    as a shaded envelope, so the chart reaches the p99 and the peak its marks state.
+    """
     marks = []
     if rate is not None:
         for label, v in (
@@ -161,24 +165,52 @@ def bandwidth_chart(series: Series, rate: IoRate | None, key: str, window_s: flo
         ):
             if v is not None:
                 marks.append(Mark("y", v / BYTES_PER_GB, f"{label} {fmt.bandwidth(v)}"))
-    spec = ChartSpec(
+    lines = []
+    step_s = series.x[1] - series.x[0] if len(series.x) > 1 else window_s
+    if series.y_max:
+        lines.append(
+            Line(
+                f"highest {fmt.duration(window_s)} window in each {fmt.duration(step_s)}",
+                series.x,
+                tuple(v / BYTES_PER_GB for v in series.y_max),
+                "area",
+            )
+        )
+    lines.append(
+        Line(
+            f"mean over {fmt.duration(step_s)}" if series.y_max else series.y_label,
+            series.x,
+            tuple(v / BYTES_PER_GB for v in series.y),
+            series.kind,
+        )
+    )
+    return ChartSpec(
         key=key,
         title=_title(series),
         x_title=_axis(series.x_label, series.x_unit),
         y_title=f"{series.y_label} (GB/s)",
-        lines=(
-            Line(series.y_label, series.x, tuple(v / BYTES_PER_GB for v in series.y), series.kind),
-        ),
+        lines=tuple(lines),
         marks=tuple(marks),
     )
+
+
+def bandwidth_chart(series: Series, rate: IoRate | None, key: str, window_s: float) -> Chart:
+    """A bandwidth time series in GB/s with its mean, p99 and peak marked (see bandwidth_spec)."""
+    spec = bandwidth_spec(series, rate, key, window_s)
     caption = (
         "Storage sized for the peak runs at the mean most of the time; p99 is the level to "
         "size a tier for, with a buffer for what lies above it."
     )
     step_s = series.x[1] - series.x[0] if len(series.x) > 1 else window_s
-    if step_s > 1.5 * window_s:
-        # The producer merged windows to keep the chart small: say so, or the line sits
-        # visibly below the p99 and peak drawn from the unmerged windows.
+    if series.y_max:
+        caption += (
+            f" Each point covers {fmt.duration(step_s)}: the line is the mean of its "
+            f"{fmt.duration(window_s)} windows, the shaded area the highest of them; mean, p99 "
+            f"and peak are over the {fmt.duration(window_s)} windows themselves."
+        )
+    elif step_s > 1.5 * window_s:
+        # Merged windows without their maxima: say so, or the line sits visibly below the
+        # p99 and peak drawn from the unmerged windows.
         caption += (
             f" Each point averages {fmt.duration(step_s)} of {fmt.duration(window_s)} windows; "
             f"mean, p99 and peak are over the {fmt.duration(window_s)} windows themselves."

@@ -13,7 +13,7 @@ def _option_text(name: str, value: Any) -> str:
         return "not set (default)"
     if isinstance(value, (list, tuple, dict)) and not value:
         return "none"
-    return fmt.value(name, value)
+    return fmt.plain(value)
 
 
 def inputs_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:

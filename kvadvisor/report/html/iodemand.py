@@ -7,11 +7,10 @@ from markupsafe import Markup
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.charts import ChartSpec, Line, render_svg
 from kvadvisor.report.html.chartviews import bandwidth_chart, series_chart
-from kvadvisor.report.html.extras import extra_rows
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.report import AdviceReport, IoDemand
-from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.units import BYTES_PER_GB, Unit
 
 
 def _io_pattern_table(io: IoDemand) -> Table | None:
@@ -80,11 +79,10 @@ def io_section(report: AdviceReport) -> Section:
     for name, text in (
         ("written per day", fmt.size(io.write_bytes_per_day)),
         ("drive capacity assumed", fmt.size(io.drive_capacity_bytes)),
-        ("drive writes per day", fmt.value("dwpd", io.drive_writes_per_day)),
+        ("drive writes per day", fmt.quantity(io.drive_writes_per_day, Unit.DWPD)),
     ):
         if text != fmt.NOT_MEASURED:
             rows.append((name, text))
-    rows += list(extra_rows(io, "io"))
     mean_w, peak_w = io.write.mean_bytes_per_s, io.write.peak_bytes_per_s
     ratio = f"{fmt.number(peak_w / mean_w)}×" if mean_w and peak_w is not None else "n/a"
     lead = (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.chartviews import binary_compact, mrc_chart, reuse_chart
-from kvadvisor.report.html.extras import extra_charts, extra_rows
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
 
@@ -39,7 +38,6 @@ def prefix_section(report: AdviceReport) -> Section:
             ("sampled block accesses", f"{smp.sampled_accesses:,} of {smp.total_accesses:,}"),
             (f"estimated error ({smp.error_method})", fmt.percent(smp.error_estimate)),
         ]
-    rows += list(extra_rows(pc, "prefix_cache"))
     lead = (
         f"With an unbounded cache {fmt.percent(pc.hit_ratio.all)} of prompt tokens could be "
         f"loaded instead of recomputed ({fmt.percent(pc.hit_ratio.steady)} after warm-up). "
@@ -129,6 +127,69 @@ def prefix_section(report: AdviceReport) -> Section:
                 ),
             )
         )
+    if pc.conversations is not None:
+        c = pc.conversations
+        tables.append(
+            Table(
+                "Where the reuse comes from: the same conversation or another one "
+                f"({c.conversations:,} conversations, {summary.BASIS_WORDS.get(c.basis, c.basis)})",
+                ("prefix held before by", "share of prompt tokens, all", "steady state"),
+                (
+                    (
+                        "the same conversation",
+                        fmt.percent(c.within_share_all),
+                        fmt.percent(c.within_share_steady),
+                    ),
+                    (
+                        "another conversation",
+                        fmt.percent(c.across_share_all),
+                        fmt.percent(c.across_share_steady),
+                    ),
+                ),
+                note=(
+                    "Reuse within a conversation is reachable by routing a session to the "
+                    "instance that holds it; reuse across conversations needs a shared pool or "
+                    "prefix-aware routing."
+                    + (
+                        " Inferred without session ids: a prompt that is only a shared prefix "
+                        "(a system prompt alone) makes later requests look like its "
+                        "continuations, so the first row is an upper bound."
+                        if c.basis == "continuation"
+                        else ""
+                    )
+                ),
+            )
+        )
+    if pc.sharing is not None:
+        sh = pc.sharing
+        for caption, ranked in (
+            ("Top shared prefixes by requests", sh.top_by_count),
+            ("Top shared prefixes by reusable tokens", sh.top_by_volume),
+        ):
+            if ranked:
+                tables.append(
+                    Table(
+                        f"{caption} ({sh.groups:,} shared prefixes; {sh.requests_sharing:,} "
+                        "requests share their first block)",
+                        (
+                            "prefix length",
+                            "requests",
+                            "reusable tokens",
+                            "share of prompt tokens",
+                            "first seen at",
+                        ),
+                        tuple(
+                            (
+                                fmt.tokens(p.prefix_tokens),
+                                f"{p.requests:,}",
+                                fmt.tokens(p.reusable_tokens),
+                                fmt.percent(p.reusable_share),
+                                fmt.duration(p.first_arrival_s),
+                            )
+                            for p in ranked
+                        ),
+                    )
+                )
     if pc.block_sizes:
         tables.append(
             Table(
@@ -150,6 +211,6 @@ def prefix_section(report: AdviceReport) -> Section:
         "Prefix cache",
         lead,
         tuple(rows),
-        tuple(charts) + extra_charts(pc, "prefix_cache"),
+        tuple(charts),
         tuple(tables),
     )

@@ -8,11 +8,12 @@ from markupsafe import Markup
 
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.charts import ChartSpec, Line, render_svg
-from kvadvisor.report.html.extras import extra_charts, extra_rows
+from kvadvisor.report.html.chartviews import series_chart
 from kvadvisor.report.html.view import Chart, Section, Table
-from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.report import PER_REQUEST_UNITS, AdviceReport
+from kvadvisor.units import Unit
 
-# Per-request distribution names as a reader says them (others: the name, unit suffix dropped).
+# Per-request distribution names as a reader says them.
 _DIST_LABELS = {
     "prefill_gpu_s": "prefill GPU time",
     "decode_gpu_s": "decode GPU time",
@@ -34,8 +35,8 @@ def _dist_table(caption: str, dists: dict[str, dict[str, float]]) -> Table | Non
         ("", *stats),
         tuple(
             (
-                _DIST_LABELS.get(name, fmt.label(name)),
-                *(fmt.value(name, d.get(k)) if k in d else "" for k in stats),
+                _DIST_LABELS[name],
+                *(fmt.quantity(d[k], PER_REQUEST_UNITS[name]) if k in d else "" for k in stats),
             )
             for name, d in dists.items()
         ),
@@ -115,10 +116,10 @@ def stage_section(report: AdviceReport) -> Section:
         ("prefill share without prefix reuse", fmt.percent(no_reuse)),
         ("prefill GPU time saved by reuse", fmt.duration(s.prefill_s_saved_by_reuse)),
         ("prefix hits taken from", s.hits_source or ""),
-        ("mean decode batch per instance", fmt.value("batch", s.mean_decode_batch)),
-        ("model instances", fmt.value("instances", s.instances)),
+        ("mean decode batch per instance", fmt.quantity(s.mean_decode_batch, Unit.COUNT)),
+        ("model instances", fmt.quantity(s.instances, Unit.COUNT)),
         ("GPU busy share", fmt.percent(s.gpu_busy_fraction)),
-        ("requests with measured times", fmt.value("requests", s.measured_requests)),
+        ("requests with measured times", fmt.quantity(s.measured_requests, Unit.COUNT)),
     ):
         if text and text != fmt.NOT_MEASURED:
             rows.append((name, text))
@@ -127,7 +128,7 @@ def stage_section(report: AdviceReport) -> Section:
         rows.append(
             (
                 "classification thresholds",
-                "; ".join(f"{fmt.label(k)} {fmt.percent(v)}" for k, v in thresholds.items()),
+                "; ".join(f"{k.replace('_', ' ')} {fmt.percent(v)}" for k, v in thresholds.items()),
             )
         )
     classes = s.request_classes or {}
@@ -139,7 +140,6 @@ def stage_section(report: AdviceReport) -> Section:
             )
         )
     rows += _model_rows(report)
-    rows += list(extra_rows(s, "stage_split"))
     shares = [("GPU time", s.prefill_share)]
     if latency_share is not None:
         shares.append(("latency", latency_share))
@@ -197,7 +197,12 @@ def stage_section(report: AdviceReport) -> Section:
         "Stage split",
         lead,
         tuple(rows),
-        charts + extra_charts(s, "stage_split"),
+        charts
+        + tuple(
+            series_chart(series, f"stage_split-series-{i}")
+            for i, series in enumerate(s.series)
+            if series.x
+        ),
         tuple(tables),
         notes=s.notes + (report.model.notes if report.model else ()),
     )

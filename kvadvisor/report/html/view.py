@@ -78,6 +78,7 @@ class HtmlView:
 
     title: str
     headline: str
+    lead_number: summary.HeadlineNumber
     version: str
     generated_at: str
     cards: tuple[VerdictCard, ...]

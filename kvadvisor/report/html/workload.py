@@ -5,9 +5,9 @@ from __future__ import annotations
 from kvadvisor.report import fmt
 from kvadvisor.report.charts import Mark
 from kvadvisor.report.html.chartviews import histogram_chart, series_chart
-from kvadvisor.report.html.extras import extra_charts, extra_rows
-from kvadvisor.report.html.view import Section
+from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.units import Unit
 
 
 def workload_section(report: AdviceReport) -> Section:
@@ -20,11 +20,11 @@ def workload_section(report: AdviceReport) -> Section:
     rows = [
         ("requests", f"{t.requests:,}"),
         ("time span", fmt.duration(t.duration_s)),
-        ("mean arrival rate", fmt.value("arrival_rate_per_s", t.arrival_rate_per_s)),
+        ("mean arrival rate", fmt.quantity(t.arrival_rate_per_s, Unit.PER_S)),
         ("mean input length", f"{fmt.number(mean_in)} tokens"),
         ("mean output length", f"{fmt.number(mean_out)} tokens"),
         ("input : output tokens", f"{fmt.number(mean_in / mean_out) if mean_out else 'n/a'} : 1"),
-        ("block size of the hashes", fmt.value("block_tokens", t.block_tokens)),
+        ("block size of the hashes", fmt.quantity(t.block_tokens, Unit.TOKENS)),
         ("models in the trace", ", ".join(t.models) or "not recorded"),
     ]
     charts = []
@@ -51,7 +51,43 @@ def workload_section(report: AdviceReport) -> Section:
         f"{t.requests:,} requests over {fmt.duration(t.duration_s)}; prompts average "
         f"{fmt.number(mean_in)} tokens and outputs {fmt.number(mean_out)} tokens."
     )
-    rows += list(extra_rows(t, "trace"))
+    stats = t.input_tokens_stats
+    if stats is not None and stats.p50_tokens is not None:
+        lead += (
+            f" Half the prompts are under {fmt.count(stats.p50_tokens)} tokens: "
+            "long prompts pull the mean up."
+            if stats.mean_tokens is not None and stats.p50_tokens < 0.8 * stats.mean_tokens
+            else f" The median prompt is {fmt.count(stats.p50_tokens)} tokens."
+        )
+    tables = []
+    lengths = [
+        (what, s)
+        for what, s in (("prompt", t.input_tokens_stats), ("output", t.output_tokens_stats))
+        if s is not None and s.mean_tokens is not None
+    ]
+    if lengths:
+        tables.append(
+            Table(
+                "Lengths in tokens: the mean beside the percentiles (heavy tails)",
+                ("", "mean", "p50", "p90", "p99", "max"),
+                tuple(
+                    (
+                        what,
+                        *(
+                            fmt.count(v)
+                            for v in (s.mean_tokens, s.p50_tokens, s.p90_tokens, s.p99_tokens)
+                        ),
+                        fmt.count(s.max_tokens),
+                    )
+                    for what, s in lengths
+                ),
+            )
+        )
     return Section(
-        "workload", "Workload", lead, tuple(rows), tuple(charts) + extra_charts(t, "trace")
+        "workload",
+        "Workload",
+        lead,
+        tuple(rows),
+        tuple(charts),
+        tuple(tables),
     )

@@ -1,5 +1,6 @@
 """Unit constants: every conversion in kvadvisor goes through a named constant."""
 
+BITS_PER_BYTE = 8
 BYTES_PER_KIB = 1024
 BYTES_PER_MIB = 1024**2
 BYTES_PER_GIB = 1024**3

@@ -1,10 +1,10 @@
-"""Quantities with units in plan files ("2 TB", "5 GB/s", "250 ms"): to base units, or why not."""
+"""Quantities written with units ("2 TB", "5 GB/s", "250 ms"): to base units, or why not."""
 
 from __future__ import annotations
 
 import re
 
-from kvadvisor.units import (
+from kvadvisor.units.constants import (
     BYTES_PER_GB,
     BYTES_PER_GIB,
     BYTES_PER_KB,

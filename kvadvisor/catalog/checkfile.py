@@ -1,0 +1,70 @@
+"""`kvadvisor catalog check FILE`: every problem of a user's catalog file, each with its key path.
+
+The file is checked as the loaders check it (fields, units, sources, dates, prices), and its
+names are checked against the packaged catalogs it will be layered on: an instance's own drive
+and host memory must name storage entries that exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvadvisor.catalog.crossref import reference_problems
+from kvadvisor.catalog.efficiency import EFFICIENCY_FIELDS, check_efficiency_entries
+from kvadvisor.catalog.gpus import GPU_FIELDS
+from kvadvisor.catalog.instances import load_instances, parse_instances
+from kvadvisor.catalog.loader import load_catalog_file
+from kvadvisor.catalog.models import MODEL_FIELDS, check_model_entries
+from kvadvisor.catalog.storage import CATALOG_KINDS, catalog_kind, load_storage, parse_storage
+from kvadvisor.errors import CatalogError, CatalogProblems
+from kvadvisor.yamlio import load_yaml
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """What checking one catalog file found: its kind, its entries, every problem."""
+
+    path: str
+    kind: str | None
+    entries: int
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No problem found."""
+        return not self.problems
+
+
+def check_catalog_file(path: str | Path) -> FileCheck:
+    """Check one catalog file of any kind; problems are collected, never raised."""
+    where = str(path)
+    try:
+        kind = catalog_kind(path)
+        if kind not in CATALOG_KINDS:
+            raise CatalogError(
+                f"{where}: unknown catalog kind {kind!r}; expected one of "
+                f"{', '.join(CATALOG_KINDS)}"
+            )
+        if kind == "storage":
+            specs: dict = parse_storage(load_yaml(path, CatalogError), where)
+            refs = reference_problems({**load_storage(), **specs}, load_instances())
+        elif kind == "instances":
+            specs = parse_instances(load_yaml(path, CatalogError), where)
+            refs = reference_problems(load_storage(), specs)
+        elif kind == "gpus":
+            specs = load_catalog_file(path, "gpus", GPU_FIELDS)
+            refs = []
+        elif kind == "efficiency":
+            specs = check_efficiency_entries(
+                load_catalog_file(path, "efficiency", EFFICIENCY_FIELDS)
+            )
+            refs = []
+        else:
+            specs = check_model_entries(load_catalog_file(path, "models", MODEL_FIELDS), where)
+            refs = []
+    except CatalogProblems as exc:
+        return FileCheck(where, None, 0, tuple(exc.problems))
+    except CatalogError as exc:
+        return FileCheck(where, None, 0, (str(exc),))
+    return FileCheck(where, kind, len(specs), tuple(refs))

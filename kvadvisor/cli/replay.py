@@ -1,0 +1,93 @@
+"""`kvadvisor replay`: run a trace through a plan's deployment, closed loop (docs/replay.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import kvadvisor
+from kvadvisor.cli.common import (
+    BlockTokensOpt,
+    CatalogOpt,
+    MapOpt,
+    TraceArg,
+    TraceFormatOpt,
+    app,
+    as_strs,
+    handle_user_errors,
+    write_output,
+)
+from kvadvisor.errors import ConfigError
+from kvadvisor.fileio import atomic_target
+
+_FORMATS = {".json": "json", ".html": "html", ".htm": "html", ".txt": "text"}
+
+
+def _format(target: str) -> str:
+    suffix = Path(target).suffix.lower() if target != "-" else ".json"
+    if suffix not in _FORMATS:
+        raise ConfigError(
+            f"cannot tell the replay format from '{target}': use .json, .html or .txt "
+            "('-' is JSON on stdout)"
+        )
+    return _FORMATS[suffix]
+
+
+@app.command("replay")
+def replay_cmd(
+    trace: TraceArg,
+    plan: Annotated[Path, typer.Option("--plan", help="Deployment plan (YAML).")],
+    output: Annotated[
+        list[str] | None,
+        typer.Option("-o", "--output", help="replay.json, replay.html or .txt; '-' is stdout."),
+    ] = None,
+    requests_out: Annotated[
+        Path | None,
+        typer.Option("--requests-out", help="Write one row per request (parquet)."),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option("--slo", help="Targets on top of the plan's, e.g. ttft_p90=2s,tpot_p90=50ms."),
+    ] = None,
+    window: Annotated[
+        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+    ] = 1.0,
+    drain_cap: Annotated[
+        float | None,
+        typer.Option(
+            "--drain-cap",
+            help="Seconds to run past the last arrival (default: the trace's span, >= 600).",
+            min=0.0,
+        ),
+    ] = None,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Replay a trace through a deployment: latencies, GPU time per stage, tier and link demand."""
+    with handle_user_errors():
+        targets = [(o, _format(o)) for o in (output or [])]
+        result = kvadvisor.replay(
+            trace,
+            plan,
+            slo=slo,
+            window_s=window,
+            drain_cap_s=drain_cap,
+            catalogs=as_strs(catalog),
+            trace_format=trace_format,
+            column_map=maps,
+            block_tokens=block_tokens,
+        )
+        render = {"json": result.to_json, "html": result.to_html, "text": result.to_text}
+        for target, kind in targets:
+            write_output(target, render[kind]())
+        if requests_out is not None:
+            import pyarrow.parquet as pq
+
+            with atomic_target(requests_out) as tmp:
+                pq.write_table(result.requests_table(), tmp)
+        if not any(o == "-" for o in (output or [])):
+            typer.echo(result.to_text(), nl=False)

@@ -1,0 +1,162 @@
+"""`kvadvisor verify`: write fio and serving-benchmark jobs for a plan, or read their results."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import kvadvisor
+from kvadvisor.cli.common import (
+    EXIT_FINDINGS,
+    BlockTokensOpt,
+    CatalogOpt,
+    MapOpt,
+    TraceFormatOpt,
+    WarmupOpt,
+    app,
+    as_strs,
+    handle_user_errors,
+    write_output,
+)
+from kvadvisor.cli.review import FailOn
+from kvadvisor.errors import ConfigError
+from kvadvisor.fileio import atomic_target
+
+CATALOG_NAME = "measured-catalog.yaml"
+MANIFEST = "verify.json"
+
+
+def write_folder(folder: Path, files: dict[str, str], inputs: tuple[Path, ...]) -> None:
+    """Write every file under ``folder`` atomically; scripts get the execute bit.
+
+    The folder must be new, empty or an earlier verify folder (its files are replaced, its
+    ``results/`` kept): a README.md or run script of another project is never overwritten,
+    nor an input.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder}: exists and is not a directory; give a folder for -o")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / MANIFEST).is_file():
+        raise ConfigError(
+            f"{folder}: not empty and not a verify folder (no {MANIFEST}); give a new or "
+            "empty folder for -o"
+        )
+    targets = {(folder / rel).resolve() for rel in files}
+    for given in inputs:
+        if given.resolve() in targets:
+            raise ConfigError(f"{folder}: would overwrite the input {given}; write elsewhere")
+    for rel, text in sorted(files.items()):
+        with atomic_target(folder / rel) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+        if rel.endswith(".sh"):
+            path = folder / rel
+            os.chmod(path, path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _not_an_input(target: Path, folder: Path, inputs: tuple[str, ...]) -> None:
+    """Refuse an output that would replace the manifest, a job file or a result read back."""
+    read = {(folder / rel).resolve() for rel in (MANIFEST, *inputs)}
+    if target.resolve() in read:
+        raise ConfigError(f"{target}: is an input of the verify folder; write elsewhere")
+
+
+@app.command("verify")
+def verify_cmd(
+    trace: Annotated[
+        Path | None, typer.Argument(help="Request trace (to write the jobs).", show_default=False)
+    ] = None,
+    plan: Annotated[Path | None, typer.Option("--plan", help="Deployment plan (YAML).")] = None,
+    output: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="With TRACE: the folder to write. With --results: the measured catalog "
+            "(.yaml) and/or the report (.json).",
+        ),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option("--results", help="A verify folder to read back.", file_okay=False),
+    ] = None,
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", help="With --results: exit 1 at this severity.")
+    ] = FailOn.error,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            help="Shortfall allowed below a required rate [default: 0.05].", min=0.0, max=0.5
+        ),
+    ] = None,
+    window: Annotated[
+        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+    ] = 1.0,
+    warmup_fraction: WarmupOpt = 0.5,
+    bench_instances: Annotated[
+        int | None,
+        typer.Option(help="Instances whose load one benchmarked endpoint takes.", min=1),
+    ] = None,
+    bench_requests: Annotated[
+        int | None, typer.Option(help="Replay only the first N requests.", min=1)
+    ] = None,
+    catalog: CatalogOpt = None,
+    trace_format: TraceFormatOpt = None,
+    maps: MapOpt = None,
+    block_tokens: BlockTokensOpt = None,
+) -> None:
+    """Write fio and serving-benchmark jobs that test a plan, or judge their results."""
+    failed = False
+    with handle_user_errors():
+        if results is not None:
+            if trace is not None or plan is not None:
+                raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
+            given = {} if tolerance is None else {"tolerance": tolerance}
+            report = kvadvisor.verify_results(results, catalogs=as_strs(catalog), **given)
+            catalog_path = None
+            for target in output or [str(results / CATALOG_NAME)]:
+                _not_an_input(Path(target), results, report.inputs)
+                suffix = Path(target).suffix.lower()
+                catalog_text = report.catalog_yaml()
+                if suffix in (".yaml", ".yml"):
+                    if catalog_text is not None:
+                        write_output(target, catalog_text)
+                        catalog_path = target
+                elif suffix == ".json":
+                    write_output(target, report.to_json())
+                else:
+                    raise ConfigError(
+                        f"cannot tell what to write to '{target}': use .yaml (measured catalog) "
+                        "or .json (report)"
+                    )
+            typer.echo(report.to_text(catalog_path), nl=False)
+            failed = report.fails(fail_on.value)
+        else:
+            if trace is None or plan is None or not output or len(output) != 1:
+                raise ConfigError(
+                    "give TRACE --plan PLAN -o DIR to write the jobs, or --results DIR to read "
+                    "them back"
+                )
+            written = kvadvisor.verify(
+                trace,
+                plan,
+                catalogs=as_strs(catalog),
+                window_s=window,
+                warmup_fraction=warmup_fraction,
+                bench_instances=bench_instances,
+                bench_requests=bench_requests,
+                trace_format=trace_format,
+                column_map=maps,
+                block_tokens=block_tokens,
+            )
+            folder = Path(output[0])
+            write_folder(folder, written.files, (trace, plan))
+            typer.echo(
+                f"wrote {len(written.files)} files to {folder} (job set {written.job_set_id}): "
+                f"{len(written.jobs)} fio job file(s), {len(written.benches)} benchmark(s); "
+                f"what to run where: {folder / 'README.md'}"
+            )
+    if failed:
+        raise typer.Exit(EXIT_FINDINGS)

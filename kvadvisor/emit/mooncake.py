@@ -1,0 +1,211 @@
+"""Mooncake Store: the master, a store service per node, the engine's client, vLLM's connectors.
+
+The pool's memory is each serving node's host DRAM tier, given by one store service per node
+(``mooncake_client --global_segment_size``, bytes for this node); a disk of the node becomes
+that service's SSD offload, bounded in bytes. vLLM reaches the pool with MooncakeStoreConnector
+through a client that gives it no memory (``global_segment_size: 0``); disaggregated, the
+prompt's KV moves with MooncakeConnector beside it (vllm-mooncakestoreconnector.md).
+"""
+
+from __future__ import annotations
+
+from kvadvisor.emit import sources
+from kvadvisor.emit.context import EmitContext
+from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.sglang import MOONCAKE_LOCAL_BUFFER_BYTES, mooncake_client_json, mooncake_notes
+from kvadvisor.emit.sizing import Scope
+from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
+from kvadvisor.emit.vllm import engine_flags, kv_transfer, launch_lines
+from kvadvisor.errors import ConfigError
+from kvadvisor.units import Unit, format_value
+
+MOONCAKE_DEFAULT_EVICTION_RATIO = 0.05  # master.cpp DEFAULT_EVICTION_RATIO (types.h)
+MOONCAKE_MAX_EVICTION_RATIO = 0.5
+MASTER_RPC_PORT = 50051  # mooncake_master's RPC port in Mooncake's deployment guides
+METADATA_HTTP_PORT = 8080  # --http_metadata_server_port default (master.cpp)
+CLIENT_JSON = "mooncake-client.json"
+MOONCAKE_BOOTSTRAP_BASE_PORT = (
+    50052  # VLLM_MOONCAKE_BOOTSTRAP_PORT in vllm-mooncakestoreconnector.md
+)
+
+
+def _master(ctx: EmitContext) -> list[Setting]:
+    pool = 0.0
+    for stage in ctx.dep.stages:
+        host = stage.tier(TierKind.HOST)
+        if host is not None and host.capacity_bytes:
+            pool += ctx.share(stage, host, Scope.NODE).bytes * stage.count
+    offload = any(
+        s.storage_tier is not None and s.storage_tier.kind == TierKind.LOCAL_DISK
+        for s in ctx.dep.stages
+    )
+    out = [
+        Setting(
+            "rpc_port",
+            str(MASTER_RPC_PORT),
+            f"the clients' master_server_address port ({sources.MOONCAKE_MASTER})",
+        ),
+        Setting(
+            "enable_http_metadata_server",
+            "true",
+            "the master also serves the transfer engine's metadata, so no separate metadata "
+            f"service is needed ({sources.MOONCAKE_MASTER})",
+        ),
+        Setting(
+            "http_metadata_server_port",
+            str(METADATA_HTTP_PORT),
+            "the clients' metadata_server port",
+        ),
+        Setting(
+            "enable_offload",
+            "true" if offload else "false",
+            (
+                "store services persist objects to their node's SSD and read them back on a "
+                f"miss; never with --root_fs_dir ({sources.MOONCAKE_SSD})"
+            )
+            if offload
+            else "no disk tier on the serving nodes: the pool is DRAM only",
+        ),
+    ]
+    io = ctx.report.io
+    if io is not None and io.write.peak_bytes_per_s is not None and io.window_s and pool:
+        burst = io.write.peak_bytes_per_s * io.window_s
+        ratio = min(MOONCAKE_MAX_EVICTION_RATIO, max(MOONCAKE_DEFAULT_EVICTION_RATIO, burst / pool))
+        out.append(
+            Setting(
+                "eviction_ratio",
+                f"{ratio:.3f}",
+                "one eviction makes room for the peak write burst: "
+                f"{format_value(burst, Unit.BYTES)} in a {format_value(io.window_s, Unit.SECONDS)} "
+                f"window over the fleet's {format_value(pool, Unit.BYTES)} pool (floor: the "
+                f"default {MOONCAKE_DEFAULT_EVICTION_RATIO}, {sources.MOONCAKE_MASTER})",
+            )
+        )
+    return out
+
+
+def _store(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[Setting]]:
+    """(SSD-offload environment, mooncake_client flags) of one node of ``stage``."""
+    host = stage.tier(TierKind.HOST)
+    if host is None or not host.capacity_bytes:
+        raise ConfigError(f"no Mooncake Store pool to write for {stage.stage}: no host tier")
+    sh = ctx.share(stage, host, Scope.NODE)
+    master = placeholder("mooncake-master-host")
+    segment = int(sh.bytes)
+    buffers = stage.ranks_per_instance * MOONCAKE_LOCAL_BUFFER_BYTES
+    flags = [
+        Setting(
+            "master_server_address", f"{master}:{MASTER_RPC_PORT}", "mooncake_master's RPC address"
+        ),
+        Setting(
+            "metadata_server",
+            f"http://{master}:{METADATA_HTTP_PORT}/metadata",
+            "the metadata service the master runs",
+        ),
+        Setting("host", placeholder("this-node-ip"), "this node's address as the others reach it"),
+        Setting("protocol", "rdma", "RDMA for the pool's bandwidth; tcp works without RDMA NICs"),
+        Setting("device_names", placeholder("rdma-devices, e.g. mlx5_0,mlx5_1"), "the RDMA NICs"),
+        Setting(
+            "global_segment_size",
+            str(segment),
+            ctx.tier_reason(stage, sh, "bytes this node gives the pool")
+            + f"; the node keeps {format_value(buffers, Unit.BYTES)} for the "
+            f"{stage.ranks_per_instance} ranks' client buffers ({sources.MOONCAKE_STORE})",
+        ),
+    ]
+    env: list[Setting] = []
+    t = stage.storage_tier
+    if t is not None and t.kind == TierKind.LOCAL_DISK and t.capacity_bytes:
+        disk = ctx.share(stage, t, Scope.NODE)
+        flags.append(
+            Setting("enable_offload", "true", f"this node's {t.name} holds what DRAM evicts")
+        )
+        env += [
+            Setting(
+                "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
+                f"{placeholder('/absolute/local-disk/mount')}/mooncake",
+                f"a directory on {t.name} ({sources.MOONCAKE_SSD})",
+            ),
+            Setting(
+                "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR",
+                "bucket_storage_backend",
+                "the recommended backend: buckets of objects, FIFO/LRU eviction "
+                f"({sources.MOONCAKE_SSD})",
+            ),
+            Setting(
+                "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES",
+                str(int(disk.bytes)),
+                ctx.tier_reason(stage, disk, "bytes on this node's disk")
+                + "; the bound keeps the offload from filling the disk (Mooncake #924)",
+            ),
+        ]
+    return env, flags
+
+
+def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
+    """Master, per-stage store services, the engine client JSON and vLLM launch files."""
+    files: dict[str, str] = {}
+    files["mooncake-master.sh"] = shell_script(
+        ctx.head("Mooncake master, one for the fleet"),
+        [],
+        "MOONCAKE_MASTER_ARGS",
+        _master(ctx),
+        ['mooncake_master "${MOONCAKE_MASTER_ARGS[@]}"'],
+        gflags=True,
+    )
+    for stage in ctx.dep.stages:
+        env, flags = _store(ctx, stage)
+        notes = []
+        t = stage.storage_tier
+        if t is not None and t.kind != TierKind.LOCAL_DISK:
+            notes.append(
+                f"# note: the advisor's {t.role} ({t.name}, {t.kind.value}) is not a disk of the "
+                "node; Mooncake's SSD offload is per node, so it is not written here"
+            )
+        files[f"mooncake-store-{stage.stage}.sh"] = shell_script(
+            ctx.head(f"Mooncake store service, one per {stage.stage} node ({stage.instance})")
+            + notes,
+            env,
+            "MOONCAKE_CLIENT_ARGS",
+            flags,
+            ['mooncake_client "${MOONCAKE_CLIENT_ARGS[@]}"'],
+            gflags=True,
+        )
+        role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(stage.stage, "kv_both")
+        store = {"kv_connector": "MooncakeStoreConnector", "kv_role": role}
+        connectors = (
+            [{"kv_connector": "MooncakeConnector", "kv_role": role}, store]
+            if ctx.disaggregated
+            else [store]
+        )
+        transfer = kv_transfer(connectors)
+        if ctx.disaggregated:
+            transfer["kv_role"] = role
+        why = (
+            "MooncakeConnector moves the prompt's KV from prefill to decode; "
+            "MooncakeStoreConnector shares the pool"
+            if ctx.disaggregated
+            else "MooncakeStoreConnector keeps KV in the pool"
+        ) + f" ({sources.MOONCAKE_VLLM})"
+        flags = engine_flags(ctx, stage) + [
+            Setting("kv-transfer-config", json_compact(transfer), why)
+        ]
+        files[f"vllm-mooncake-{stage.stage}.sh"] = shell_script(
+            ctx.head(f"vLLM {stage.stage} replicas on the Mooncake Store pool"),
+            [],
+            "VLLM_ARGS",
+            flags,
+            launch_lines(
+                stage,
+                'vllm serve "$MODEL" --port $((8000 + r)) "${VLLM_ARGS[@]}"',
+                [f'export MOONCAKE_CONFIG_PATH="$HERE/{CLIENT_JSON}"'],
+                ("VLLM_MOONCAKE_BOOTSTRAP_PORT", MOONCAKE_BOOTSTRAP_BASE_PORT)
+                if ctx.disaggregated
+                else None,
+            ),
+        )
+    files[CLIENT_JSON] = json_text(mooncake_client_json(CLIENT_JSON))
+    files["mooncake-client.notes.txt"] = (
+        "\n".join(ctx.head(CLIENT_JSON) + mooncake_notes(CLIENT_JSON)) + "\n"
+    )
+    return files

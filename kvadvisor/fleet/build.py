@@ -1,0 +1,54 @@
+"""Stages from a model and a GPU: the KV sizes, the GPU KV pool per replica, the step table.
+
+The pool is what vLLM leaves for KV: ``gpu_memory_utilization`` (0.9 by default) of each GPU's
+memory minus its share of the weights (``perfmodel.memory_fit``), in tokens of one rank's KV.
+A model whose weights do not fit is refused with the numbers.
+"""
+
+from __future__ import annotations
+
+from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.errors import ConfigError
+from kvadvisor.fleet.deployment import KvModel
+from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit
+from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
+from kvadvisor.perfmodel.step import StepTable, roofline_step_table
+from kvadvisor.units import BYTES_PER_GB
+
+
+def kv_model(model: ModelSpec, kv_dtype: str = "bf16", tp: int = 1) -> KvModel:
+    """The KV sizes the replay needs (DESIGN.md's formulas, ``perfmodel.kv_size``)."""
+    size = kv_size(model, kv_dtype, tp)
+    return KvModel(
+        bytes_per_token=size.total_bytes_per_token,
+        gpu_bytes_per_token=size.gpu_total_bytes_per_token,
+        rank_full_bytes_per_token=size.rank_layout.full_bytes_per_token,
+        rank_window_bytes_per_token=size.rank_layout.windowed_bytes_per_token,
+        window_tokens=int(size.rank_layout.window_tokens or 0),
+        layers=model.layers,
+    )
+
+
+def pool_tokens(
+    pm: PerfModel, utilization: float = DEFAULT_MEMORY_UTILIZATION, where: str = "model"
+) -> int:
+    """Tokens of KV one replica's GPUs hold after the weights (ConfigError when none fit)."""
+    fit = memory_fit(pm, 1.0, utilization)
+    if not fit.weights_fit or fit.kv_capacity_tokens < 1:
+        raise ConfigError(
+            f"{where}: {pm.model.name} does not fit on {pm.tp} x {pm.gpu.name}: its weights "
+            f"need {fit.weight_bytes_per_gpu / BYTES_PER_GB:,.1f} GB per GPU against "
+            f"{fit.usable_bytes_per_gpu / BYTES_PER_GB:,.1f} GB usable "
+            f"({utilization:.0%} of {fit.memory_bytes_per_gpu / BYTES_PER_GB:,.1f} GB); "
+            "give a larger tensor-parallel degree (gpus_per_replica) or a GPU with more memory"
+        )
+    return int(fit.kv_capacity_tokens)
+
+
+def roofline_for(
+    model: ModelSpec, gpu: GpuSpec, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16"
+) -> tuple[PerfModel, StepTable]:
+    """The performance model and its roofline step table for one replica."""
+    pm = PerfModel.build(model, gpu, tp=tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    return pm, roofline_step_table(pm)

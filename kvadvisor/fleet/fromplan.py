@@ -1,0 +1,251 @@
+"""A plan file's deployment as the replay runs it, every default stated (docs/replay.md).
+
+Defaults where the plan is silent, each from the engine it names:
+
+* tokens per step and running sequences: vLLM's ``EngineArgs.get_batch_defaults`` for the API
+  server (8,192 and 1,024 on GPUs of at least 70 GiB other than the A100; else 2,048 and 256);
+* the KV page: vLLM ``--block-size`` or SGLang ``--page-size``, else vLLM's 16;
+* the GPU KV pool: the plan's ``gpu_kv_pool`` per instance split over its replicas, else vLLM's
+  ``gpu_memory_utilization`` (the plan's ``vllm.gpu-memory-utilization``, default 0.9) of each
+  GPU minus its share of the weights;
+* write policy: SGLang HiCache's ``hicache-write-policy`` when given, else write-through
+  (LMCache stores on prefill; KVBM and HiCache write through by default);
+* prefix loads: SGLang HiCache with a storage backend prefetches at arrival with its
+  ``hicache-storage-prefetch-policy`` (default best_effort) and a 256-token threshold; LMCache
+  loads at admission and recomputes hits below ``min_retrieve_tokens``; else loads at admission;
+* the P-to-D link: the decode instance's network from the instance catalog;
+* swap (``preemption: swap``): each GPU's host link (PCIe) from the GPU catalog.
+"""
+
+from __future__ import annotations
+
+from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.errors import ConfigError
+from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
+from kvadvisor.fleet.deployment import (
+    Deployment,
+    LinkSpec,
+    LoadMode,
+    Preemption,
+    PrefetchPolicy,
+    RouterPolicy,
+    SchedulerSpec,
+    Scope,
+    StageSpec,
+    TierSpec,
+    Topology,
+    WritePolicy,
+)
+from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
+from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
+from kvadvisor.results.replay import Role
+from kvadvisor.units import BYTES_PER_GIB
+
+# vLLM EngineArgs.get_batch_defaults (OpenAI API server): GPUs of at least 70 GiB other than
+# the A100 get the larger budget (vllm/engine/arg_utils.py).
+LARGE_GPU_BYTES = 70 * BYTES_PER_GIB
+LARGE_GPU_BATCH = (8192, 1024)
+SMALL_GPU_BATCH = (2048, 256)
+VLLM_BLOCK_TOKENS = 16
+# SGLang HiCache prefetches from storage (L3) only when at least this many tokens hit there
+# (hicache_design.md).
+HICACHE_PREFETCH_THRESHOLD_TOKENS = 256
+
+
+def _fail(plan: Plan, where: str, what: str) -> ConfigError:
+    return ConfigError(f"{plan.path}: {where}: {what}")
+
+
+def _batch_defaults(gpu: GpuSpec) -> tuple[int, int]:
+    large = gpu.memory_bytes >= LARGE_GPU_BYTES and not gpu.name.startswith("a100")
+    return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
+
+
+def _page_tokens(stage: StagePlan) -> int:
+    if stage.scheduler.page_tokens:
+        return stage.scheduler.page_tokens
+    hicache = stage.engines.get("sglang-hicache", {})
+    if "page-size" in hicache:
+        return int(hicache["page-size"])
+    return int(stage.engines.get("vllm", {}).get("block-size", VLLM_BLOCK_TOKENS))
+
+
+def _load_plan(stage: StagePlan) -> tuple[KvLoadPlan, str]:
+    """The stage's prefix-load behaviour and where it comes from."""
+    if stage.kv_load is not None:
+        return stage.kv_load, "the plan's kv_load"
+    hicache = stage.engines.get("sglang-hicache")
+    if hicache is not None and hicache.get("hicache-storage-backend"):
+        policy = str(hicache.get("hicache-storage-prefetch-policy", "best_effort"))
+        return (
+            KvLoadPlan("prefetch", policy, min_tokens=HICACHE_PREFETCH_THRESHOLD_TOKENS),
+            "SGLang HiCache storage prefetch",
+        )
+    lmcache = stage.engines.get("lmcache")
+    if lmcache is not None:
+        return KvLoadPlan(min_tokens=int(lmcache.get("min_retrieve_tokens", 0))), "LMCache"
+    return KvLoadPlan(), "loads at admission (vLLM KV connector)"
+
+
+def _write_policy(stage: StagePlan) -> WritePolicy:
+    policy = stage.write_policy
+    if policy is None:
+        hicache = stage.engines.get("sglang-hicache", {})
+        policy = str(hicache.get("hicache-write-policy", "write_through"))
+    return (
+        WritePolicy.WRITE_BACK
+        if policy in ("write_back", "on_eviction")
+        else WritePolicy.WRITE_THROUGH
+    )
+
+
+def _tier(plan: Plan, stage: StagePlan, i: int, tier: TierPlan, kvb: float) -> TierSpec:
+    where = f"stages.{stage.stage}.tiers[{i}]"
+    st = tier.storage
+    rates = []
+    for rate, key in ((st.read_bytes_per_s, "read_bandwidth"), (st.write_bytes_per_s, "write")):
+        if rate is None:
+            raise _fail(
+                plan,
+                f"{where}.storage",
+                f"its {key.replace('_', ' ')} is unknown and the replay needs it; give "
+                f"storage.{key if key != 'write' else 'write_bandwidth'} (e.g. '5 GB/s')",
+            )
+        total = rate * tier.devices
+        if st.kind == "block" and stage.disk_bandwidth_cap_bytes_per_s:
+            total = min(total, stage.disk_bandwidth_cap_bytes_per_s)  # the instance's disk cap
+        rates.append(total)
+    return TierSpec(
+        name=tier.name,
+        kind=st.kind,
+        scope=Scope(tier.scope),
+        capacity_tokens=None if tier.capacity_bytes is None else tier.capacity_bytes / kvb,
+        read_bytes_per_s=rates[0],
+        write_bytes_per_s=rates[1],
+        latency_s=st.latency_s or 0.0,
+        read_iops=None if st.read_iops is None else st.read_iops * tier.devices,
+        io_tokens=tier.io_tokens or stage.io_chunk_tokens()[0],
+        write_buffer_bytes=tier.write_buffer_bytes,
+        drop_when_full=tier.on_full == "drop",
+    )
+
+
+def _stage(plan: Plan, stage: StagePlan, role: Role) -> tuple[StageSpec, list[str]]:
+    where = f"stages.{stage.stage}"
+    spec = plan.model.spec
+    assert spec is not None
+    if stage.gpu is None:
+        raise _fail(plan, where, "the replay needs the GPU: give instance (or gpu)")
+    tp = stage.gpus_per_replica or plan.model.tp
+    pm, step = roofline_for(spec, stage.gpu, tp, plan.model.kv_dtype, plan.model.weight_dtype)
+    kv = kv_model(spec, plan.model.kv_dtype, tp)
+    rpi = stage.replicas_per_instance or 1
+    notes = []
+    if stage.gpu_kv_pool_bytes is not None:
+        pool = int(stage.gpu_kv_pool_bytes / rpi / kv.gpu_bytes_per_token)
+        if pool < 1:
+            raise _fail(plan, f"{where}.gpu_kv_pool", "holds less than one token per replica")
+    else:
+        util = float(
+            stage.engines.get("vllm", {}).get("gpu-memory-utilization", DEFAULT_MEMORY_UTILIZATION)
+        )
+        pool = pool_tokens(pm, util, where=f"{plan.path}: {where}.gpus_per_replica")
+    batched, seqs = _batch_defaults(stage.gpu)
+    sched = stage.scheduler
+    load, load_from = _load_plan(stage)
+    tiers = tuple(_tier(plan, stage, i, t, kv.bytes_per_token) for i, t in enumerate(stage.tiers))
+    save = stage.save_decode_kv
+    if save is None:
+        lmcache = stage.engines.get("lmcache", {})
+        save = bool(lmcache.get("save_decode_cache", False)) or (
+            role is Role.DECODE and bool(tiers)
+        )
+    notes.append(
+        f"{stage.stage}: {stage.count} x {stage.instance or stage.gpu.name}, {rpi} replica(s) of "
+        f"{tp} GPU(s) each; GPU KV pool {pool:,} tokens per replica; prefix loads: {load_from}"
+    )
+    return (
+        StageSpec(
+            role=role,
+            instances=stage.count,
+            replicas_per_instance=rpi,
+            gpus_per_replica=tp,
+            step=step,
+            pool_tokens=pool,
+            scheduler=SchedulerSpec(
+                max_batched_tokens=sched.max_num_batched_tokens or batched,
+                max_seqs=sched.max_num_seqs or seqs,
+                page_tokens=_page_tokens(stage),
+                preemption=Preemption(sched.preemption),
+            ),
+            router=RouterPolicy(stage.router),
+            tiers=tiers,
+            write_policy=_write_policy(stage),
+            load_mode=LoadMode(load.mode),
+            prefetch_policy=PrefetchPolicy(load.prefetch_policy),
+            prefetch_timeout_base_s=load.prefetch_timeout_s,
+            prefetch_timeout_per_ki_token_s=load.prefetch_timeout_per_ki_token_s,
+            min_load_tokens=load.min_tokens or 0,
+            offload_tier=stage.decode_offload,
+            save_decode_kv=save,
+            swap_bytes_per_s=stage.gpu.pcie_bytes_per_s * tp,
+            instance=stage.instance,
+            gpu=stage.gpu.name,
+            kv=kv,
+        ),
+        notes,
+    )
+
+
+def deployment_from_plan(plan: Plan) -> tuple[Deployment, tuple[str, ...]]:
+    """The deployment a plan describes, and notes saying which defaults it took (ConfigError)."""
+    spec = plan.model.spec
+    if spec is None:
+        raise _fail(
+            plan,
+            "model.name",
+            "the replay needs a catalog model (its shape sets step times and the GPU pool); "
+            "give model.name",
+        )
+    if plan.topology == "aggregated":
+        serving = plan.stage("serving")
+        assert serving is not None
+        stage, notes = _stage(plan, serving, Role.SERVING)
+        dep = Deployment(
+            plan.name, Topology.AGGREGATED, (stage,), kv_model(spec, plan.model.kv_dtype)
+        )
+        return dep, tuple(notes)
+    pre, dec = plan.stage("prefill"), plan.stage("decode")
+    if pre is None or dec is None:
+        raise _fail(
+            plan,
+            "stages",
+            "a disaggregated replay needs both prefill and decode blocks; or give one "
+            "serving block (aggregated)",
+        )
+    p_stage, p_notes = _stage(plan, pre, Role.PREFILL)
+    d_stage, d_notes = _stage(plan, dec, Role.DECODE)
+    link = plan.pd_link
+    nic = link.bandwidth_bytes_per_s or dec.network_bytes_per_s
+    if nic is None:
+        raise _fail(
+            plan,
+            "pd_link.bandwidth",
+            "the decode instance's network is not in the catalog; give the P-to-D link's "
+            "bandwidth per decode instance (e.g. '50 GB/s')",
+        )
+    notes = [
+        *p_notes,
+        *d_notes,
+        f"P-to-D link: {nic * link.efficiency / 1e9:,.1f} GB/s per decode instance "
+        f"({'the plan' if link.bandwidth_bytes_per_s else 'the instance catalog'}, "
+        f"efficiency {link.efficiency:g})",
+    ]
+    dep = Deployment(
+        plan.name,
+        Topology.DISAGGREGATED,
+        (p_stage, d_stage),
+        kv_model(spec, plan.model.kv_dtype),
+        LinkSpec(nic * link.efficiency, link.latency_s),
+    )
+    return dep, tuple(notes)

@@ -1,0 +1,182 @@
+"""Prefix hits per tier from the exact cache engine: one LRU pass per replica, instance or pool.
+
+Which tier serves a request's prefix does not depend on timing: DESIGN.md's prefix hit looks
+the request up at arrival, in arrival order, then inserts its blocks. So once requests are
+routed, each scope unit (a replica, an instance, the pool) replays its own stream through
+``cache.simulate_arrays`` once, and every tier capacity is read off that pass
+(``PrefixCacheResult.hit_tokens_at``). Replaying another deployment with the same routing
+reuses the passes (:class:`ReplayContext`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvadvisor.cache import PrefixCacheResult
+from kvadvisor.cache.prefix import dense_block_ids, simulate_arrays
+from kvadvisor.errors import TraceError
+from kvadvisor.trace.model import Trace
+
+
+@dataclass(frozen=True, eq=False)
+class TraceArrays:
+    """The trace as the replay reads it: per request, in arrival order.
+
+    ``block_ids`` are the block hashes as dense ids (``ids[offsets[i]:offsets[i+1]]`` belong
+    to request i; None without hashes). Token counts below 1 are read as 1 (a request always
+    prefills and produces at least one token); ``clamped`` counts such requests.
+    """
+
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    block_tokens: int | None = None
+    offsets: np.ndarray | None = None
+    block_ids: np.ndarray | None = None
+    id_bound: int = 0
+    clamped: int = 0
+
+    @property
+    def requests(self) -> int:
+        """Requests in the trace."""
+        return int(self.arrival_s.shape[0])
+
+    @property
+    def has_hashes(self) -> bool:
+        """Whether prefix hits can be measured."""
+        return self.block_ids is not None and self.block_tokens is not None
+
+    @classmethod
+    def of(
+        cls,
+        arrival_s: np.ndarray,
+        input_tokens: np.ndarray,
+        output_tokens: np.ndarray,
+        *,
+        offsets: np.ndarray | None = None,
+        hashes: np.ndarray | None = None,
+        block_tokens: int | None = None,
+    ) -> TraceArrays:
+        """Arrays from plain columns (hashes of any integer values, remapped to dense ids)."""
+        a = np.ascontiguousarray(arrival_s, dtype=np.float64)
+        if a.size and (not np.all(np.isfinite(a)) or np.any(np.diff(a) < 0)):
+            raise TraceError("replay: arrival times must be finite and in ascending order")
+        i = np.asarray(input_tokens, dtype=np.int64)
+        o = np.asarray(output_tokens, dtype=np.int64)
+        clamped = int(np.count_nonzero((i < 1) | (o < 1)))
+        ids, bound = None, 0
+        if hashes is not None and offsets is not None and block_tokens:
+            ids, bound = dense_block_ids(np.asarray(hashes, dtype=np.int64))
+            ids = ids.astype(np.int32, copy=False)
+            offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        else:
+            offsets, block_tokens = None, None
+        return cls(
+            arrival_s=a - (a[0] if a.size else 0.0),
+            input_tokens=np.maximum(i, 1),
+            output_tokens=np.maximum(o, 1),
+            block_tokens=None if block_tokens is None else int(block_tokens),
+            offsets=offsets,
+            block_ids=ids,
+            id_bound=int(bound),
+            clamped=clamped,
+        )
+
+    @classmethod
+    def from_trace(cls, trace: Trace) -> TraceArrays:
+        """The arrays of a canonical trace (its hashes when it has them)."""
+        offsets = hashes = None
+        if trace.has_hashes and trace.block_tokens:
+            offsets, hashes = trace.hash_arrays()
+        return cls.of(
+            trace.column_np("arrival_s"),
+            trace.column_np("input_tokens"),
+            trace.column_np("output_tokens"),
+            offsets=offsets,
+            hashes=hashes,
+            block_tokens=trace.block_tokens,
+        )
+
+
+def gather_blocks(
+    offsets: np.ndarray, ids: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The block ids of requests ``rows`` (ascending), with their own offsets (vectorised)."""
+    counts = np.diff(offsets)[rows]
+    sub_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    take = np.repeat(offsets[rows] - sub_offsets[:-1], counts) + np.arange(
+        int(sub_offsets[-1]), dtype=np.int64
+    )
+    return sub_offsets, ids[take]
+
+
+class HitIndex:
+    """Exact LRU passes of every scope unit's request stream, read at any capacity.
+
+    ``units[i]`` is the unit (replica, instance or 0 for a pool) of request ``rows[i]``.
+    """
+
+    def __init__(self, arrays: TraceArrays, rows: np.ndarray, units: np.ndarray) -> None:
+        if not arrays.has_hashes:
+            raise TraceError("replay: prefix hits need block hashes")
+        assert arrays.offsets is not None and arrays.block_ids is not None
+        self.requests = arrays.requests
+        self.rows = np.asarray(rows, dtype=np.int64)
+        order = np.argsort(units, kind="stable")
+        units_sorted = np.asarray(units)[order]
+        cuts = np.flatnonzero(np.diff(units_sorted)) + 1
+        self.members = [self.rows[part] for part in np.split(order, cuts) if part.size]
+        self.members = [np.sort(m) for m in self.members]
+        offsets, ids, bound = arrays.offsets, arrays.block_ids, arrays.id_bound
+        inp, bt = arrays.input_tokens, int(arrays.block_tokens or 1)
+
+        def one(members: np.ndarray) -> PrefixCacheResult:
+            sub_offsets, sub_ids = gather_blocks(offsets, ids, members)
+            return simulate_arrays(
+                sub_offsets,
+                sub_ids,  # a fresh copy: the pass overwrites it with distances
+                inp[members],
+                bt,
+                warmup_requests=0,
+                warmup_fraction=0.0,
+                id_bound=bound,
+            )
+
+        # Units are independent and the kernels release the GIL: run them on every core.
+        workers = min(os.cpu_count() or 1, max(len(self.members), 1))
+        with ThreadPoolExecutor(max_workers=workers) as ex:
+            self.results = list(ex.map(one, self.members))
+
+    def hit_tokens(self, capacity_tokens: float | None) -> np.ndarray:
+        """Per request of the whole trace (0 outside ``rows``), hit tokens at a capacity."""
+        out = np.zeros(self.requests, np.int64)
+        for members, res in zip(self.members, self.results, strict=True):
+            out[members] = res.hit_tokens_at(capacity_tokens)
+        return out
+
+
+class ReplayContext:
+    """A trace prepared for many replays: its arrays and the LRU passes already run.
+
+    Replaying candidate deployments of one trace (the advisor's search) pays for each
+    routing's passes once: they are keyed by the stage's request rows and scope units.
+    """
+
+    def __init__(self, arrays: TraceArrays) -> None:
+        self.arrays = arrays
+        self._indexes: dict[str, HitIndex] = {}
+
+    def hit_index(self, rows: np.ndarray, units: np.ndarray) -> HitIndex:
+        """The passes for requests ``rows`` split into ``units`` (cached)."""
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(np.ascontiguousarray(rows, dtype=np.int64).tobytes())
+        digest.update(np.ascontiguousarray(units, dtype=np.int64).tobytes())
+        key = digest.hexdigest()
+        if key not in self._indexes:
+            self._indexes[key] = HitIndex(self.arrays, rows, units)
+        return self._indexes[key]

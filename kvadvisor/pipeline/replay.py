@@ -1,0 +1,70 @@
+"""The `replay` pipeline: a trace through each plan's deployment, closed loop (docs/replay.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, run_replay, summarize
+from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.summary import parse_slo, request_columns
+from kvadvisor.plan.model import Plan
+from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, TraceInfo
+from kvadvisor.trace.model import Trace
+
+__all__ = ["ReplayOptions", "parse_slo", "plan_targets", "replay_plan", "scaled_arrays"]
+
+
+def plan_targets(plan: Plan, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The plan's SLOs as replay targets (``ttft_p99_s`` ...), with the caller's on top."""
+    targets: dict[str, float] = {}
+    if plan.slo.ttft_p99_s is not None:
+        targets["ttft_p99_s"] = plan.slo.ttft_p99_s
+    if plan.slo.tpot_p99_s is not None:
+        targets["tpot_p99_s"] = plan.slo.tpot_p99_s
+    targets.update(overrides or {})
+    return targets
+
+
+def scaled_arrays(arrays: TraceArrays, scale: float) -> TraceArrays:
+    """The same requests arriving ``scale`` times faster (the plan's traffic.scale)."""
+    if scale == 1.0:
+        return arrays
+    return replace(arrays, arrival_s=np.asarray(arrays.arrival_s) / scale)
+
+
+def replay_plan(
+    trace: Trace | TraceArrays,
+    plan: Plan,
+    *,
+    version: str,
+    generated_at: str,
+    slo: Mapping[str, float] | None = None,
+    options: ReplayOptions | None = None,
+    trace_info: TraceInfo | None = None,
+) -> tuple[ReplayReport, dict[str, np.ndarray]]:
+    """Replay ``trace`` through ``plan``'s deployment: the report and one row per request."""
+    arrays = trace if isinstance(trace, TraceArrays) else TraceArrays.from_trace(trace)
+    if trace_info is None:
+        if isinstance(trace, Trace):
+            trace_info = TraceInfo(
+                trace.source_path,
+                trace.source_format,
+                trace.requests,
+                trace.duration_s,
+                trace.block_tokens,
+            )
+        else:
+            span = float(arrays.arrival_s[-1]) if arrays.requests else 0.0
+            trace_info = TraceInfo("", "arrays", arrays.requests, span, arrays.block_tokens)
+    deployment, notes = deployment_from_plan(plan)
+    ctx = ReplayContext(scaled_arrays(arrays, plan.traffic_scale))
+    run = run_replay(ctx, deployment, options)
+    result = summarize(run, plan_targets(plan, slo))
+    if plan.traffic_scale != 1.0:
+        notes = (*notes, f"arrivals come {plan.traffic_scale:g}x faster (traffic.scale)")
+    result = replace(result, notes=(*notes, *result.notes))
+    report = ReplayReport(REPLAY_FORMAT_VERSION, version, generated_at, trace_info, result)
+    return report, request_columns(run)

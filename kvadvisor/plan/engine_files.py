@@ -1,0 +1,173 @@
+"""Engine configuration files read back into plan engine settings (what review's lint checks).
+
+A plan stage's ``engine_files`` name the files an operator starts the stage with; each is read
+by its format and its keys land under the engine that owns them:
+
+* ``*.yaml`` / ``*.yml``: an LMCache configuration (a mapping of LMCache keys);
+* ``*.env``: ``KEY=VALUE`` lines (Dynamo KVBM's ``DYN_KVBM_*``);
+* ``*.json``: a Mooncake client configuration (under ``mooncake.client``);
+* ``*.sh``: a bash launch file: ``export NAME=VALUE`` lines and one flag array, whose name says
+  the engine (``SGLANG_ARGS``, ``VLLM_ARGS``, ``DYNAMO_ARGS``, ``MOONCAKE_MASTER_ARGS``,
+  ``MOONCAKE_CLIENT_ARGS``); flags are ``--name value``, ``--name v1 v2`` or ``--name=value``.
+  A Mooncake master's flags go under ``mooncake.master``, apart from a store service's.
+
+Keys are kept as the engine spells them (flags without ``--``); values are parsed as JSON
+scalars where they are numbers or booleans. A key no engine documents is kept under the file's
+engine, so the plan's key check reports it with a suggestion.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+ARRAY_ENGINES = {
+    "SGLANG_ARGS": "sglang-hicache",
+    "VLLM_ARGS": "vllm",
+    "DYNAMO_ARGS": "dynamo-kvbm",
+    "MOONCAKE_MASTER_ARGS": "mooncake",
+    "MOONCAKE_CLIENT_ARGS": "mooncake",
+}
+_ARRAY = re.compile(r"^([A-Z][A-Z0-9_]*)=\($", re.MULTILINE)
+_EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.MULTILINE)
+
+
+class EngineFileError(ValueError):
+    """A file that is not in any engine configuration format this module reads."""
+
+
+def scalar(text: str) -> Any:
+    """'12' -> 12, '0.5' -> 0.5, 'true' -> True; anything else stays text."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        number = json.loads(text)
+    except ValueError:
+        return text
+    return number if isinstance(number, (int, float)) and not isinstance(number, bool) else text
+
+
+# Mooncake's size text (mooncake-store/include/utils.h try_string_to_byte_size@3b5a594): a number
+# and an optional unit, each unit binary ("GB" is 1024**3 bytes).
+_MOONCAKE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20}
+_MOONCAKE_UNITS.update({"G": 1 << 30, "GB": 1 << 30, "T": 1 << 40, "TB": 1 << 40})
+_MOONCAKE_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
+
+
+def mooncake_bytes(value: Any) -> int | None:
+    """Bytes of a Mooncake size (whole bytes, or text such as "4 GB" = 4 GiB); None if neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if not isinstance(value, str):
+        return None
+    match = _MOONCAKE_SIZE.match(value)
+    unit = match.group(2).upper() if match else None
+    if match is None or unit not in _MOONCAKE_UNITS:
+        return None
+    return int(float(match.group(1)) * _MOONCAKE_UNITS[unit])
+
+
+def _flags(args: list[str], where: str) -> dict[str, Any]:
+    """``--name value``, ``--name v1 v2``, ``--name=value`` and ``--name`` (True) as a mapping."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--"):
+            raise EngineFileError(f"{where}: expected a --flag, got {arg!r}")
+        name, eq, value = arg[2:].partition("=")
+        i += 1
+        if eq:
+            out[name] = scalar(value)
+            continue
+        values = []
+        while i < len(args) and not args[i].startswith("--"):
+            values.append(args[i])
+            i += 1
+        if not values:
+            out[name] = True
+        elif len(values) == 1:
+            v = values[0]
+            out[name] = json.loads(v) if v.startswith("{") else scalar(v)
+        else:
+            out[name] = values
+    return out
+
+
+def _owner(key: str, default: str, table: Mapping[str, Any]) -> str:
+    """The engine whose documented settings include ``key`` (the file's own engine first)."""
+    engines = table["engines"]
+    if key in engines.get(default, {}).get("settings", {}):
+        return default
+    return next((e for e, spec in engines.items() if key in spec["settings"]), default)
+
+
+def _shell(text: str, where: str, table: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    match = _ARRAY.search(text)
+    if match is None:
+        raise EngineFileError(f"{where}: no flag array (NAME=( ... )) found")
+    name = match.group(1)
+    if name not in ARRAY_ENGINES:
+        raise EngineFileError(
+            f"{where}: flag array {name} names no engine; expected one of "
+            + ", ".join(ARRAY_ENGINES)
+        )
+    engine = ARRAY_ENGINES[name]
+    body = text[match.end() : text.index("\n)", match.end())]
+    flags = _flags(shlex.split(body, comments=True), where)
+    out: dict[str, dict[str, Any]] = {}
+    if name == "MOONCAKE_MASTER_ARGS":
+        # The master is a process of its own: its flags stay apart from a store service's.
+        out["mooncake"] = {"master": flags}
+        flags = {}
+    for key, value in flags.items():
+        out.setdefault(_owner(key, engine, table), {})[key] = value
+    for key, value in _EXPORT.findall(text[: match.start()]):
+        words = " ".join(shlex.split(value))
+        out.setdefault(_owner(key, engine, table), {})[key] = scalar(words)
+    return out
+
+
+def read_engine_file(name: str, text: str, table: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """{engine: settings} from one file's text; ``table`` is the documented engine settings."""
+    if name.endswith((".yaml", ".yml")):
+        data = yaml.safe_load(text)
+        if not isinstance(data, dict):
+            raise EngineFileError(f"{name}: expected a mapping of LMCache keys")
+        return {"lmcache": dict(data)}
+    if name.endswith(".env"):
+        out: dict[str, dict[str, Any]] = {}
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, eq, value = line.partition("=")
+            if not eq:
+                raise EngineFileError(f"{name}: expected KEY=VALUE, got {line!r}")
+            out.setdefault(_owner(key, "dynamo-kvbm", table), {})[key] = scalar(value)
+        return out
+    if name.endswith(".json"):
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise EngineFileError(f"{name}: expected a JSON object of Mooncake client keys")
+        return {"mooncake": {"client": data}}
+    if name.endswith(".sh"):
+        return _shell(text, name, table)
+    raise EngineFileError(f"{name}: unknown engine file type; expected .yaml, .env, .json or .sh")
+
+
+def merge_engine_settings(
+    into: dict[str, dict[str, Any]], more: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``into`` with ``more``'s settings added engine by engine (``more`` wins on a clash)."""
+    for engine, settings in more.items():
+        into.setdefault(engine, {}).update(settings)
+    return into

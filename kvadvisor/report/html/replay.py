@@ -1,0 +1,394 @@
+"""The replay page: a ReplayReport turned into formatted sections and charts (no arithmetic left).
+
+Also the replay section of the analyze report's page (:func:`replay_sections`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from kvadvisor.report import fmt
+from kvadvisor.report.charts import HALF_FIG_SIZE_IN, ChartSpec, Line, render_svg
+from kvadvisor.report.html.view import Chart, Section, Table
+from kvadvisor.results.replay import (
+    Percentiles,
+    Rate,
+    ReplayReport,
+    ReplayResult,
+    SeriesKind,
+)
+
+_ENV = Environment(
+    loader=PackageLoader("kvadvisor", "report/templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+
+_ROLE_LABEL = {"serving": "serving (prefill and decode)", "prefill": "prefill", "decode": "decode"}
+_METRICS = (
+    ("ttft_s", "time to first token"),
+    ("tpot_s", "time per output token"),
+    ("e2e_s", "end to end"),
+    ("queue_s", "waiting for admission"),
+    ("load_s", "prefix load (requests that loaded)"),
+)
+
+
+@dataclass(frozen=True)
+class ReplayView:
+    """Everything the replay page shows, formatted."""
+
+    title: str
+    version: str
+    generated_at: str
+    headline: str
+    inputs: tuple[tuple[str, str], ...]
+    key_numbers: tuple[tuple[str, str], ...]
+    sections: tuple[Section, ...]
+    notes: tuple[str, ...]
+
+
+def _rate(rate: Rate, show: object = fmt.bandwidth) -> str:
+    f = show if callable(show) else fmt.bandwidth
+    return f"{f(rate.mean)} · {f(rate.p99)} · {f(rate.peak)}"
+
+
+def _pct_rate(rate: Rate) -> str:
+    return f"{fmt.percent(rate.mean)} · {fmt.percent(rate.p99)} · {fmt.percent(rate.peak)}"
+
+
+def _iops(value: float) -> str:
+    return f"{fmt.number(value)}/s"
+
+
+def _chart(key: str, caption: str, spec: ChartSpec) -> Chart:
+    return Chart(key, caption, Markup(render_svg(spec)), half=spec.size_in == HALF_FIG_SIZE_IN)
+
+
+def _latency_section(res: ReplayResult, prefix: str) -> Section:
+    rows = []
+    for key, name in _METRICS:
+        p: Percentiles | None = getattr(res.requests, key)
+        if p is None:
+            rows.append((name, "-", "-", "-", "-", "-", "0"))
+            continue
+        rows.append(
+            (
+                name,
+                *(fmt.duration(v) for v in (p.mean, p.p50, p.p90, p.p99, p.max)),
+                fmt.count(p.count),
+            )
+        )
+    charts = []
+    for kind, title, key in (
+        (SeriesKind.TTFT_CDF, "Time to first token", "ttft"),
+        (SeriesKind.TPOT_CDF, "Time per output token", "tpot"),
+    ):
+        s = next((s for s in res.series if s.kind is kind), None)
+        if s is None:
+            continue
+        spec = ChartSpec(
+            key=f"{prefix}{key}",
+            title=title,
+            x_title="seconds",
+            y_title="share of requests at or below",
+            lines=(Line(title, s.x, s.y, "step"),),
+            log_x=min(s.x) > 0,
+            y_percent=True,
+            size_in=HALF_FIG_SIZE_IN,
+        )
+        charts.append(_chart(spec.key, f"{title}: distribution over requests.", spec))
+    r = res.requests
+    lead = (
+        f"{fmt.count(r.completed)} of {fmt.count(r.count)} requests finished"
+        + (
+            f"; {fmt.count(r.unfinished)} were still in the fleet at the drain cap"
+            if r.unfinished
+            else ""
+        )
+        + "."
+    )
+    return Section(
+        id=f"{prefix}latency",
+        title="Latency per request",
+        lead=lead,
+        charts=tuple(charts),
+        tables=(
+            Table(
+                "Per-request latencies (closed loop)",
+                ("", "mean", "p50", "p90", "p99", "max", "requests"),
+                tuple(rows),
+            ),
+        ),
+    )
+
+
+def _split_section(res: ReplayResult, prefix: str) -> Section:
+    s = res.stage_split
+    rows = (
+        ("prefill GPU time", fmt.duration(s.prefill_gpu_s) + " GPU-s"),
+        ("decode GPU time", fmt.duration(s.decode_gpu_s) + " GPU-s"),
+        ("prefill share", fmt.percent(s.prefill_share)),
+        ("prompt tokens served from a cache", fmt.percent(res.hit_ratio)),
+    )
+    fleet = Table(
+        "The fleet as replayed",
+        (
+            "stage",
+            "instance",
+            "GPU",
+            "instances",
+            "replicas",
+            "GPUs per replica",
+            "router",
+            "tokens per step",
+            "max sequences",
+            "page",
+            "GPU KV pool per replica",
+            "busy",
+            "steps",
+        ),
+        tuple(
+            (
+                _ROLE_LABEL[st.role.value],
+                st.instance or "-",
+                st.gpu or "-",
+                fmt.count(st.instances),
+                fmt.count(st.replicas),
+                fmt.count(st.gpus_per_replica),
+                st.router,
+                fmt.count(st.max_batched_tokens),
+                fmt.count(st.max_seqs),
+                fmt.tokens(st.page_tokens),
+                fmt.tokens(st.pool_tokens_per_replica),
+                fmt.percent(st.busy_fraction),
+                fmt.count(st.steps),
+            )
+            for st in res.stages
+        ),
+        note="Step times: " + "; ".join(f"{k}: {v}" for k, v in res.step_model.items()),
+    )
+    return Section(
+        id=f"{prefix}split",
+        title="GPU time per stage (closed loop)",
+        lead=(
+            "GPU time each stage used in the replay: every step's time is split between the "
+            "prefill chunks and the decode tokens it ran (docs/replay.md)."
+        ),
+        rows=rows,
+        tables=(fleet,),
+    )
+
+
+def _queue_section(res: ReplayResult, prefix: str) -> Section:
+    lines = [
+        Line(name, s.x, s.y, "line")
+        for name, kind in (("waiting", SeriesKind.QUEUE), ("running", SeriesKind.RUNNING))
+        for s in res.series
+        if s.kind is kind
+    ]
+    spec = ChartSpec(
+        key=f"{prefix}queue",
+        title="Requests waiting and running",
+        x_title="time (s)",
+        y_title="requests",
+        lines=tuple(lines),
+    )
+    o = res.overload
+    return Section(
+        id=f"{prefix}queue",
+        title="Queue over time",
+        lead=("Overloaded: " if o.overloaded else "The fleet keeps up: ") + o.reason + ".",
+        charts=(
+            _chart(spec.key, "Mean requests waiting for admission and running, per window.", spec),
+        ),
+    )
+
+
+def _tier_section(res: ReplayResult, prefix: str) -> Section:
+    if not res.tiers and res.link is None:
+        return Section(
+            id=f"{prefix}tiers",
+            title="Tier and link demand",
+            missing="The deployment has no KV tier below the GPU and no P-to-D link.",
+        )
+    table = Table(
+        "Per device (a replica's, an instance's or the pool's unit): mean · p99 · peak window",
+        (
+            "tier",
+            "stage",
+            "scope",
+            "devices",
+            "capacity",
+            "hit share",
+            "read",
+            "write",
+            "read I/O",
+            "utilization",
+        ),
+        tuple(
+            (
+                t.name,
+                t.stage.value,
+                t.scope,
+                fmt.count(t.devices),
+                fmt.size(t.capacity_bytes) if t.capacity_bytes is not None else "unbounded",
+                fmt.percent(t.hit_ratio),
+                _rate(t.read_bytes_per_s),
+                _rate(t.write_bytes_per_s),
+                _rate(t.read_iops, _iops),
+                _pct_rate(t.utilization),
+            )
+            for t in res.tiers
+        ),
+    )
+    rows: tuple[tuple[str, str], ...] = ()
+    if res.link is not None:
+        lk = res.link
+        rows = (
+            ("P-to-D link per decode instance", fmt.bandwidth(lk.capability_bytes_per_s)),
+            ("link traffic (mean · p99 · peak)", _rate(lk.bytes_per_s)),
+            ("link utilization (mean · p99 · peak)", _pct_rate(lk.utilization)),
+        )
+    charts = []
+    for kind, title in ((SeriesKind.TIER_READ, "read"), (SeriesKind.TIER_WRITE, "write")):
+        lines = tuple(Line(s.name, s.x, s.y) for s in res.series if s.kind is kind)
+        if lines:
+            spec = ChartSpec(
+                key=f"{prefix}tier-{title}",
+                title=f"Tier {title}s over time (whole fleet)",
+                x_title="time (s)",
+                y_title="bytes per second",
+                lines=lines,
+            )
+            charts.append(_chart(spec.key, f"KV {title} bytes per second, per tier.", spec))
+    link = tuple(Line(s.name, s.x, s.y) for s in res.series if s.kind is SeriesKind.LINK)
+    if link:
+        spec = ChartSpec(
+            key=f"{prefix}link",
+            title="P-to-D link over time (whole fleet)",
+            x_title="time (s)",
+            y_title="bytes per second",
+            lines=link,
+        )
+        charts.append(_chart(spec.key, "Prompt KV crossing to decode, per second.", spec))
+    return Section(
+        id=f"{prefix}tiers",
+        title="Tier and link demand (closed loop)",
+        lead=(
+            "What the KV tiers and the P-to-D link carried while the fleet ran: bounded by what "
+            "the GPUs produced and the devices delivered."
+        ),
+        rows=rows,
+        charts=tuple(charts),
+        tables=(table,),
+    )
+
+
+def _counts_section(res: ReplayResult, prefix: str) -> Section:
+    c = res.counts
+    rows = (
+        ("preemptions", fmt.count(c.preemptions)),
+        ("of which swapped", fmt.count(c.swaps)),
+        ("loads recomputed instead", fmt.count(c.recomputed_loads)),
+        ("hit tokens recomputed instead of loaded", fmt.tokens(c.recomputed_tokens)),
+        ("writes that blocked a step", fmt.count(c.blocked_writes)),
+        ("writes dropped", fmt.count(c.dropped_writes)),
+        ("bytes dropped", fmt.size(c.dropped_write_bytes)),
+        ("engine steps", fmt.count(c.steps)),
+        ("requests unfinished at the drain cap", fmt.count(c.unfinished)),
+    )
+    slo_rows = tuple(
+        (
+            name,
+            fmt.duration(target),
+            fmt.percent(res.slo.attainment.get(name)),
+            "met" if res.slo.met.get(name) else "missed",
+        )
+        for name, target in res.slo.targets.items()
+    )
+    tables = (
+        (
+            Table(
+                "Service-level objectives",
+                ("target", "value", "requests meeting it", "verdict"),
+                slo_rows,
+            ),
+        )
+        if slo_rows
+        else ()
+    )
+    return Section(
+        id=f"{prefix}counts",
+        title="Events and SLOs",
+        rows=rows,
+        tables=tables,
+    )
+
+
+def replay_sections(res: ReplayResult, prefix: str = "replay-") -> tuple[Section, ...]:
+    """The replay's sections (ids prefixed, so they can sit in another page)."""
+    return (
+        _split_section(res, prefix),
+        _latency_section(res, prefix),
+        _queue_section(res, prefix),
+        _tier_section(res, prefix),
+        _counts_section(res, prefix),
+    )
+
+
+def build_replay_view(report: ReplayReport) -> ReplayView:
+    """The page's view of a replay document."""
+    res = report.replay
+    r = res.requests
+    ttft = r.ttft_s.p90 if r.ttft_s else None
+    tpot = r.tpot_s.p90 if r.tpot_s else None
+    headline = (
+        f"{res.deployment.name} ({res.deployment.topology}): p90 TTFT {fmt.duration(ttft)}, "
+        f"p90 TPOT {fmt.duration(tpot)}, prefill {fmt.percent(res.stage_split.prefill_share)} "
+        "of GPU time" + ("; the fleet is overloaded" if res.overload.overloaded else "") + "."
+    )
+    t = report.trace
+    inputs = (
+        ("trace", t.path or "(arrays)"),
+        ("format", t.format),
+        ("requests", fmt.count(t.requests)),
+        ("duration", fmt.duration(t.duration_s)),
+        ("block tokens", "-" if t.block_tokens is None else fmt.tokens(t.block_tokens)),
+        ("demand window", fmt.duration(res.window_s)),
+        ("drain cap", fmt.duration(res.drain_cap_s)),
+        ("replayed span", fmt.duration(res.span_s)),
+    )
+    key = (
+        ("p90 TTFT", fmt.duration(ttft)),
+        ("p90 TPOT", fmt.duration(tpot)),
+        ("prefill share of GPU time", fmt.percent(res.stage_split.prefill_share)),
+        ("overloaded", "yes" if res.overload.overloaded else "no"),
+    )
+    return ReplayView(
+        title=f"kvadvisor replay: {res.deployment.name}",
+        version=report.kvadvisor_version,
+        generated_at=report.generated_at,
+        headline=headline,
+        inputs=inputs,
+        key_numbers=key,
+        sections=replay_sections(res, ""),
+        notes=res.notes,
+    )
+
+
+class ReplayHtmlRenderer:
+    """Render a replay document as one self-contained HTML page."""
+
+    name = "html"
+    file_extension = ".html"
+
+    def render(self, report: ReplayReport) -> str:
+        """Return the page as one string."""
+        return _ENV.get_template("replay.html.j2").render(view=build_replay_view(report))

@@ -1,0 +1,136 @@
+"""The one number formatter: every message, evidence line, renderer, review and comment uses it.
+
+Each unit has one rendering: sizes in binary units (GiB = 2^30 bytes, as memory and capacities
+are quoted), bandwidths in decimal units (GB/s = 10^9 bytes per second, as storage vendors
+quote them), durations in ms, s, min or h, shares as percentages, and every number with three
+significant digits and thousands separators.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvadvisor.units.constants import (
+    BYTES_PER_GB,
+    BYTES_PER_GIB,
+    BYTES_PER_KB,
+    BYTES_PER_KIB,
+    BYTES_PER_MB,
+    MS_PER_S,
+    S_PER_HOUR,
+    S_PER_MIN,
+)
+from kvadvisor.units.unit import Unit
+
+NOT_MEASURED = "not measured"
+TOKENS_PER_MILLION = 1_000_000
+# Durations below this many seconds are shown in seconds, below the next in minutes.
+SECONDS_UP_TO_S = 120.0
+MINUTES_UP_TO_S = 2 * S_PER_HOUR
+
+
+def number(value: float, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits and thousands separators, no exponent."""
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        return "n/a"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    text = f"{value:,.{decimals}f}"
+    # 6.00 -> 6, 98.0 -> 98, 1.50 -> 1.5: trailing zeros add nothing a reader needs.
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def count(value: float) -> str:
+    """A whole count with thousands separators."""
+    return f"{int(round(value)):,}"
+
+
+def percent(fraction: float) -> str:
+    """A share in [0, 1] as a percentage with one decimal."""
+    return f"{fraction * 100:.1f}%"
+
+
+def size(nbytes: float) -> str:
+    """A size in binary units: B, KiB, MiB, GiB, TiB."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < BYTES_PER_KIB or unit == "TiB":
+            return f"{number(value)} {unit}" if unit != "B" else f"{count(value)} B"
+        value /= BYTES_PER_KIB
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def bandwidth(bytes_per_s: float) -> str:
+    """A bandwidth in decimal units: B/s, kB/s, MB/s, GB/s."""
+    for unit, scale in (("GB/s", BYTES_PER_GB), ("MB/s", BYTES_PER_MB), ("kB/s", BYTES_PER_KB)):
+        if abs(bytes_per_s) >= scale:
+            return f"{number(bytes_per_s / scale)} {unit}"
+    return f"{number(bytes_per_s)} B/s"
+
+
+def duration(seconds: float) -> str:
+    """A duration: ms below one second, s below two minutes, min below two hours, else h."""
+    magnitude = abs(seconds)
+    if 0 < magnitude < 1:
+        return f"{number(seconds * MS_PER_S)} ms"
+    if magnitude < SECONDS_UP_TO_S:
+        return f"{number(seconds)} s"
+    if magnitude < MINUTES_UP_TO_S:
+        return f"{number(seconds / S_PER_MIN)} min"
+    return f"{number(seconds / S_PER_HOUR)} h"
+
+
+def tokens(value: float) -> str:
+    """A token count, in millions from a million up."""
+    if abs(value) >= TOKENS_PER_MILLION:
+        return f"{number(value / TOKENS_PER_MILLION)}M tokens"
+    return f"{count(value)} tokens"
+
+
+def format_value(value: float | int | bool | None, unit: Unit) -> str:
+    """``value`` in ``unit`` as every report shows it; None is "not measured"."""
+    if value is None:
+        return NOT_MEASURED
+    if unit is Unit.BOOL or isinstance(value, bool):
+        return "yes" if value else "no"
+    v = float(value)
+    if not math.isfinite(v):
+        return "n/a"
+    match unit:
+        case Unit.RATIO:
+            return percent(v)
+        case Unit.MULTIPLE:
+            return f"{number(v)}×"
+        case Unit.BYTES:
+            return size(v)
+        case Unit.GIB:
+            return size(v * BYTES_PER_GIB)
+        case Unit.BYTES_PER_TOKEN:
+            return f"{size(v)}/token"
+        case Unit.BYTES_PER_S:
+            return bandwidth(v)
+        case Unit.GBPS:
+            return bandwidth(v * BYTES_PER_GB)
+        case Unit.TOKENS:
+            return tokens(v)
+        case Unit.REQUESTS:
+            return f"{count(v)} requests"
+        case Unit.COUNT:
+            return number(v)
+        case Unit.PER_S:
+            return f"{number(v)}/s"
+        case Unit.IOPS:
+            return f"{number(v)} IOPS"
+        case Unit.SECONDS:
+            return duration(v)
+        case Unit.US:
+            return f"{number(v)} µs"
+        case Unit.TFLOPS:
+            return f"{number(v)} TFLOPS"
+        case Unit.DWPD:
+            return f"{number(v)} drive writes per day"
+        case Unit.USD:
+            return f"${number(v)}"
+    raise AssertionError(f"no rendering for {unit!r}")  # every Unit has a case above

@@ -1,0 +1,218 @@
+"""A tier's demand to reproduce: rates over windows, burst phases, queue depth, latency target.
+
+Definitions (docs/verify.md gives them in words):
+
+* **Series**: the review's demand per window (:func:`kvadvisor.planreview.demand.window_rates` over
+  the same flows the review judges), per instance for node-local tiers and per pool for shared
+  ones; its mean, p99 and peak are the review's figures.
+* **Burst profile**: a window is *on* when its demand is above the series mean. The on rate is
+  the mean over on windows, the off rate the mean over off windows, and ``on_s``/``off_s`` the
+  mean lengths of runs of consecutive on and off windows. A series with no off window (steady)
+  or no demand has no burst profile.
+* **Queue depth** (open loop): requests moving KV on the tier at once per instance, the p99
+  over windows of the mean number in flight. A prefill tier's requests are in flight during
+  their prefill, a decode tier's during their decode (:mod:`kvadvisor.metrics.stages` with the
+  plan's model, GPU and instance count); each keeps one chunk I/O outstanding per rank. Without
+  a catalog model and GPU the depth is 1, stated so.
+* **Latency target** (prefill reads, when the plan sets a TTFT SLO): the p99 request loads
+  ``n`` I/Os per rank from the tier, ``q`` at a time, so each may take ``SLO × q / n`` for the
+  load alone to fit the SLO.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.metrics.stages import stage_times
+from kvadvisor.metrics.timeline import inflight_window_means, window_count
+from kvadvisor.perfmodel import PerfModel, memory_fit
+from kvadvisor.plan.model import Plan, StagePlan
+from kvadvisor.planreview.demand import TierCalc, window_rates
+from kvadvisor.verifyjobs.model import BurstProfile, DirectionDemand, IoShape, TierDemand
+from kvadvisor.verifyjobs.shape import gds_support, io_shape
+
+# Tier kinds fio has no file or block device for: memory is the host-GPU copy path, a KV pool
+# or an object store speak their own protocol. The serving benchmark covers them.
+NO_FIO_KINDS = {
+    "dram": "host memory: its bandwidth is the host-GPU copy path, not a device fio can open",
+    "cxl": "CXL memory: a memory tier, not a device fio can open",
+    "pool": "a KV pool (Mooncake Store, 3FS KV...) speaks its own protocol, not files",
+    "object": "an object store: no file or block device for fio",
+}
+
+
+def burst_profile(series: np.ndarray, window_s: float) -> BurstProfile | None:
+    """On/off phases of a per-window rate series (see the module docstring)."""
+    series = np.asarray(series, dtype=np.float64)
+    mean = float(series.mean()) if series.size else 0.0
+    if mean <= 0:
+        return None
+    on = series > mean
+    if on.all() or not on.any():
+        return None
+    starts = np.r_[0, np.flatnonzero(np.diff(on.astype(np.int8))) + 1]
+    lengths = np.diff(np.r_[starts, on.size])
+    states = on[starts]
+    return BurstProfile(
+        on_bytes_per_s=float(series[on].mean()),
+        off_bytes_per_s=float(series[~on].mean()),
+        on_s=float(lengths[states].mean() * window_s),
+        off_s=float(lengths[~states].mean() * window_s),
+        on_fraction=float(on.mean()),
+        threshold_bytes_per_s=mean,
+    )
+
+
+def stage_inflight(
+    plan: Plan,
+    stage: StagePlan,
+    times_s: np.ndarray,
+    input_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+    hit_tokens: np.ndarray | None,
+    window_s: float,
+    span_s: float,
+) -> tuple[np.ndarray | None, str]:
+    """Mean requests in this stage's interval per window, whole fleet; None without a model."""
+    m = plan.model
+    if m.spec is None or stage.gpu is None:
+        return None, (
+            "queue depth 1: the plan names no catalog model and GPU for this stage, so "
+            "concurrency cannot be modeled"
+        )
+    pm = PerfModel.build(
+        m.spec, stage.gpu, tp=m.tp, kv_dtype=m.kv_dtype, weight_dtype=m.weight_dtype
+    )
+    context = input_tokens + output_tokens
+    max_batch = memory_fit(pm, float(np.mean(context)) if context.size else 1.0)
+    st = stage_times(
+        times_s,
+        input_tokens.astype(np.float64),
+        output_tokens.astype(np.float64),
+        pm,
+        hit_tokens=hit_tokens,
+        instances=stage.count,
+        max_batch=max(max_batch.max_concurrent_requests, 1.0),
+    )
+    windows = window_count(span_s, window_s)
+    if stage.prefills:
+        lo, hi, what = st.prefill_start_s, st.prefill_end_s, "in prefill"
+    else:
+        lo, hi, what = st.prefill_end_s, st.end_s, "in decode"
+    return inflight_window_means(lo, hi, window_s, windows), (
+        f"p99 over {window_s:g} s windows of requests {what} at once (open-loop stage model: "
+        f"{m.spec.display_name} on {stage.gpu.display_name}, TP {m.tp}, {stage.count} "
+        "instance(s)); one chunk I/O outstanding per request per rank"
+    )
+
+
+def _direction(
+    direction: str,
+    tokens: np.ndarray,
+    times_s: np.ndarray,
+    kv_bytes_per_token: float,
+    fleet: int,
+    shape: IoShape,
+    window_s: float,
+    span_s: float,
+    iodepth: int,
+    ttft_slo_s: float | None,
+    stage: str,
+) -> DirectionDemand | None:
+    series = window_rates(times_s, tokens * kv_bytes_per_token / fleet, window_s, span_s)
+    if not series.size or series.max() <= 0:
+        return None
+    moving = tokens[tokens > 0]
+    ios = np.ceil(moving / shape.chunk_tokens) * shape.pieces_per_chunk
+    ios_p99 = float(np.percentile(ios, 99)) if ios.size else 0.0
+    target, target_from = (
+        None,
+        (
+            "writes are off the first token's path: what must hold is bandwidth"
+            if direction == "write"
+            else "no TTFT SLO in the plan"
+        ),
+    )
+    prefills = stage in ("prefill", "serving")
+    if direction == "read" and prefills and ttft_slo_s is not None and ios_p99 > 0:
+        target = ttft_slo_s * iodepth / ios_p99
+        target_from = (
+            f"TTFT p99 SLO {ttft_slo_s:g} s × queue depth {iodepth} / {ios_p99:,.0f} I/Os per "
+            "rank of the p99 request: the load alone fits the SLO"
+        )
+    return DirectionDemand(
+        direction=direction,
+        mean_bytes_per_s=float(series.mean()),
+        p99_bytes_per_s=float(np.percentile(series, 99)),
+        peak_bytes_per_s=float(series.max()),
+        burst=burst_profile(series, window_s),
+        ios_per_request_p99=ios_p99,
+        latency_target_s=target,
+        latency_target_from=target_from,
+    )
+
+
+def tier_demands(
+    plan: Plan,
+    flows: Mapping[str, Sequence[TierCalc]],
+    times_s: np.ndarray,
+    span_s: float,
+    input_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+    kv_bytes_per_token: float,
+    specs: Mapping[str, StorageSpec],
+    window_s: float,
+) -> tuple[TierDemand, ...]:
+    """Every tier's demand, shape and queue depth (pure)."""
+    out: list[TierDemand] = []
+    for stage in plan.stages:
+        own = flows.get(stage.stage, ())
+        served = [f.served_tokens for f in own if f.served_tokens is not None]
+        hits = np.sum(served, axis=0) if served else None
+        inflight, depth_from = stage_inflight(
+            plan, stage, times_s, input_tokens, output_tokens, hits, window_s, span_s
+        )
+        for f in own:
+            t = f.plan
+            spec = specs.get(t.storage.catalog_name) if t.storage.catalog_name else None
+            shape = io_shape(plan, stage, t, kv_bytes_per_token, spec)
+            gds, gds_from = gds_support(t, specs)
+            depth = 1
+            if inflight is not None:
+                per = inflight / (f.fleet if f.fleet else 1)
+                depth = max(int(math.ceil(float(np.percentile(per, 99)) - 1e-9)), 1)
+            common = (times_s, kv_bytes_per_token, f.fleet, shape, window_s, span_s, depth)
+            slo, st = plan.slo.ttft_p99_s, stage.stage
+            read = (
+                None
+                if f.served_tokens is None
+                else _direction("read", f.served_tokens, *common, slo, st)
+            )
+            write = _direction("write", f.written_tokens, *common, slo, st)
+            skipped = NO_FIO_KINDS.get(t.storage.kind)
+            if skipped is None and read is None and write is None:
+                skipped = "no KV traffic reaches this tier in the replay"
+            out.append(
+                TierDemand(
+                    stage=stage.stage,
+                    tier=t.name,
+                    kind=t.storage.kind,
+                    shared=t.shared,
+                    devices=t.devices,
+                    catalog_name=t.storage.catalog_name,
+                    gds=gds,
+                    gds_from=gds_from,
+                    shape=shape,
+                    read=read,
+                    write=write,
+                    iodepth=depth,
+                    iodepth_from=depth_from,
+                    window_s=window_s,
+                    skipped=skipped,
+                )
+            )
+    return tuple(out)

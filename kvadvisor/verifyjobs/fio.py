@@ -1,0 +1,308 @@
+"""fio job files that reproduce a tier's KV I/O, and fio's JSON output read back.
+
+A job file holds one tier of one stage; its phases run one after another (``stonewall``), each
+reported by fio as one entry (``group_reporting``) named ``<stage>.<tier>.<phase>``:
+
+* ``max-write``/``max-read``: no rate limit, the KV I/O size and queue depth: what the tier does
+  under this traffic (the figures of the catalog override);
+* ``p99``: every direction capped at its p99 window rate, read/write mix as those rates say;
+* ``peak``: the same at the peak window rate (only when the peak is above the p99);
+* ``burst``: an always-on job at the off-window rate, plus per direction a job adding the
+  on-window excess for ``on_s`` seconds every ``on_s + off_s`` (fio ``thinktime_iotime`` and
+  ``thinktime``, with ``rate_ignore_thinktime`` so an off phase is not caught up afterwards).
+
+Rates are per instance (per pool for shared tiers) and fio's ``rate`` is per job, so each is
+divided over ``numjobs`` (the ranks that write, times the queue depth for the synchronous
+``libcufile`` engine). The directory, file size and runtime come from the environment
+(``KVADVISOR_FIO_DIR``, ``KVADVISOR_FIO_SIZE``, ``KVADVISOR_FIO_RUNTIME``; fio expands
+``${VAR}``), so the same file runs on the target host and in a quick local check.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from kvadvisor.units import Unit, format_value
+from kvadvisor.verifyjobs.model import (
+    DIRECTIONS,
+    FioJobFile,
+    FioPhase,
+    Measured,
+    TierDemand,
+    VerifyError,
+)
+
+PEAK_ABOVE_P99 = 1.01  # a peak within 1% of the p99 adds no phase
+PERCENTILES = "50:99:99.9"
+NS_PER_S = 1e9
+MS_PER_S = 1000.0
+ENV_DIR, ENV_SIZE, ENV_RUNTIME = "KVADVISOR_FIO_DIR", "KVADVISOR_FIO_SIZE", "KVADVISOR_FIO_RUNTIME"
+
+
+def slug(name: str) -> str:
+    """A tier name as fio job and file names may carry it."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "tier"
+
+
+def job_stem(demand: TierDemand, gds: bool = False) -> str:
+    """``<stage>.<tier>`` (``.gds`` for the GPUDirect variant): the job file's and names' stem."""
+    return f"{demand.stage}.{slug(demand.tier)}" + (".gds" if gds else "")
+
+
+def _rate(value: float) -> str:
+    return format_value(value, Unit.BYTES_PER_S)
+
+
+def _rw(rates: Mapping[str, float], io_bytes: int) -> list[str]:
+    """``rw`` (and ``rwmixread`` by I/O count) for the directions with a positive rate."""
+    read, write = rates.get("read", 0.0), rates.get("write", 0.0)
+    if read > 0 and write > 0:
+        share = round(100 * read / (read + write))
+        return ["rw=randrw", f"rwmixread={min(max(share, 1), 99)}"]
+    return ["rw=randread"] if read > 0 else ["rw=randwrite"]
+
+
+def _rate_option(rates: Mapping[str, float], numjobs: int) -> str:
+    """The ``rate=read,write`` option per job (bytes per second, at least 1)."""
+
+    def per_job(direction: str) -> str:
+        value = rates.get(direction, 0.0)
+        return "" if value <= 0 else str(max(int(math.ceil(value / numjobs)), 1))
+
+    read, write = per_job("read"), per_job("write")
+    return f"rate={read},{write}"
+
+
+def _phases(d: TierDemand) -> list[FioPhase]:
+    stem = f"{d.stage}.{slug(d.tier)}"
+    dirs = {x.direction: x for x in d.directions()}
+    targets = {k: v.latency_target_s for k, v in dirs.items() if v.latency_target_s is not None}
+    out: list[FioPhase] = []
+    for direction in ("write", "read"):
+        if direction in dirs:
+            out.append(
+                FioPhase(
+                    f"{stem}.max-{direction}",
+                    f"max-{direction}",
+                    {},
+                    {},
+                    "info",
+                    what=f"{direction}s with no rate limit: what the tier does at this I/O size "
+                    "and queue depth (the catalog override's figures)",
+                )
+            )
+    p99 = {k: v.p99_bytes_per_s for k, v in dirs.items()}
+    out.append(
+        FioPhase(
+            f"{stem}.p99",
+            "p99",
+            p99,
+            targets,
+            "error",
+            what="each direction at its p99 window rate (the two need not coincide: conservative)",
+        )
+    )
+    peak = {k: v.peak_bytes_per_s for k, v in dirs.items()}
+    if any(peak[k] > p99[k] * PEAK_ABOVE_P99 for k in dirs):
+        out.append(
+            FioPhase(
+                f"{stem}.peak",
+                "peak",
+                peak,
+                targets,
+                "warning",
+                what="each direction at its peak window rate: a miss here means bursts queue",
+            )
+        )
+    bursts = {
+        k: (v.burst.on_bytes_per_s - v.burst.off_bytes_per_s, v.burst.on_s, v.burst.off_s)
+        for k, v in dirs.items()
+        if v.burst is not None
+    }
+    if bursts:
+        base = {
+            k: (v.burst.off_bytes_per_s if v.burst is not None else v.mean_bytes_per_s)
+            for k, v in dirs.items()
+        }
+        out.append(
+            FioPhase(
+                f"{stem}.burst",
+                "burst",
+                base,
+                targets,
+                "error",
+                bursts=bursts,
+                what="the measured on/off pattern: the off-window rate always, plus the "
+                "on-window excess while on",
+            )
+        )
+    return out
+
+
+def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[str]:
+    lines = [f"; {p.phase}: {p.what}"]
+    for direction in DIRECTIONS:
+        if direction in p.rates_bytes_per_s:
+            rate = p.rates_bytes_per_s[direction]
+            held = f"{_rate(rate)} ({rate / io_bytes:,.1f} IOPS)"
+            if direction in p.bursts:
+                add, on_s, off_s = p.bursts[direction]
+                on = f"{_rate(rate + add)} for {on_s:.3g} s on, {_rate(rate)} for {off_s:.3g} s off"
+                held = on
+            target = p.latency_target_s.get(direction)
+            lat = "" if target is None else f"; p99 completion latency <= {target * 1e3:.3g} ms"
+            lines.append(f";   must hold {direction} {held}{lat}")
+    name_lines = [f"[{p.name}]"] + ([] if first else ["stonewall"])
+    if not p.rates_bytes_per_s:  # max-read / max-write
+        return lines + name_lines + _rw({p.phase.split("-")[1]: 1.0}, io_bytes)
+    base = {k: v for k, v in p.rates_bytes_per_s.items() if v > 0}
+    body = name_lines
+    if base:
+        body += _rw(base, io_bytes) + [_rate_option(base, numjobs)]
+    else:  # a burst phase whose off windows carry nothing: the on jobs alone
+        body = []
+    for direction, (add, on_s, off_s) in sorted(p.bursts.items()):
+        if not body:
+            body = name_lines
+        else:
+            body += ["", f"[{p.name}.on-{direction}]"]
+        body += _rw({direction: add}, io_bytes) + [
+            _rate_option({direction: add}, numjobs),
+            f"thinktime={max(int(round(off_s * MS_PER_S)), 1)}ms",
+            f"thinktime_iotime={max(int(round(on_s * MS_PER_S)), 1)}ms",
+            "rate_ignore_thinktime=1",
+        ]
+    return lines + body
+
+
+def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) -> FioJobFile:
+    """The fio job file for one tier (plain libaio, or the libcufile GPUDirect variant)."""
+    stem = job_stem(d, gds)
+    s = d.shape
+    phases = [
+        FioPhase(
+            p.name + (".gds" if gds else ""),
+            p.phase,
+            p.rates_bytes_per_s,
+            p.latency_target_s,
+            p.severity,
+            p.bursts,
+            p.what,
+        )
+        for p in _phases(d)
+    ]
+    # libcufile is synchronous (one I/O in flight per job): the queue depth becomes jobs.
+    numjobs = s.writers * (d.iodepth if gds else 1)
+    iodepth = 1 if gds else d.iodepth
+    gpus = ":".join(map(str, range(s.writers)))
+    engine = (
+        ["ioengine=libcufile", "cuda_io=cufile", f"gpu_dev_ids={gpus}"]
+        if gds
+        else ["ioengine=libaio"]
+    )
+    lines = [f"; {line}" for line in header] + [
+        f"; I/O size {s.io_bytes:,} B: {s.chunk_tokens}-token chunks ({s.chunk_from}) of "
+        f"{s.kv_bytes_per_io:,.0f} B per I/O: {s.writers} writer(s) ({s.writers_from}); "
+        f"{s.layout_from}; rounded up to {s.io_unit_bytes:,} B ({s.io_unit_from})",
+        f"; queue depth {d.iodepth} per rank: {d.iodepth_from}",
+        f"; numjobs {numjobs}: fio's rate is per job, so every rate below is divided by it",
+    ]
+    if gds:
+        lines.append(
+            "; GPUDirect Storage: libcufile moves data between the file and GPU memory "
+            f"({d.gds_from}); it is synchronous, so the queue depth runs as {numjobs} jobs"
+        )
+    lines += [
+        "",
+        "[global]",
+        f"description=kvadvisor job-set {job_set_id}",
+        f"directory=${{{ENV_DIR}}}",
+        f"filename=kvadvisor.{stem}",
+        f"size=${{{ENV_SIZE}}}",
+        f"runtime=${{{ENV_RUNTIME}}}",
+        "time_based=1",
+        *engine,
+        "direct=1",
+        f"bs={s.io_bytes}",
+        f"iodepth={iodepth}",
+        f"numjobs={numjobs}",
+        "group_reporting=1",
+        f"percentile_list={PERCENTILES}",
+        "randrepeat=0",
+    ]
+    for i, p in enumerate(phases):
+        lines += ["", *_phase_lines(p, s.io_bytes, numjobs, first=i == 0)]
+    return FioJobFile(
+        path=f"fio/{stem}.fio",
+        result=f"results/{stem}.json",
+        stage=d.stage,
+        tier=d.tier,
+        gds=gds,
+        io_bytes=s.io_bytes,
+        numjobs=numjobs,
+        iodepth=iodepth,
+        phases=tuple(phases),
+        text="\n".join(lines) + "\n",
+    )
+
+
+# --- reading fio's JSON back ------------------------------------------------------------------
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _percentile(clat: Mapping[str, Any], pct: float) -> float | None:
+    table = clat.get("percentile") if isinstance(clat, Mapping) else None
+    if not isinstance(table, Mapping):
+        return None
+    for key, value in table.items():
+        try:
+            if abs(float(key) - pct) < 1e-6 and _num(value) is not None:
+                return float(value) / NS_PER_S
+        except ValueError:
+            continue
+    return None
+
+
+def measured_direction(job: Mapping[str, Any], direction: str) -> Measured | None:
+    """One direction of one fio JSON job entry; None when it moved nothing."""
+    d = job.get(direction)
+    if not isinstance(d, Mapping):
+        return None
+    ios = _num(d.get("total_ios")) or 0.0
+    io_bytes = _num(d.get("io_bytes")) or 0.0
+    if ios <= 0 or io_bytes <= 0:
+        return None
+    clat = d.get("clat_ns") or {}
+    return Measured(
+        direction=direction,
+        bytes_per_s=_num(d.get("bw_bytes")) or 0.0,
+        iops=_num(d.get("iops")) or 0.0,
+        io_bytes=io_bytes / ios,
+        ios=int(ios),
+        runtime_s=(_num(d.get("runtime")) or 0.0) / MS_PER_S,
+        clat_p50_s=_percentile(clat, 50.0),
+        clat_p99_s=_percentile(clat, 99.0),
+        clat_p999_s=_percentile(clat, 99.9),
+    )
+
+
+def fio_jobs(doc: Any, path: str) -> list[Mapping[str, Any]]:
+    """The job entries of a parsed fio JSON document (checks its shape, names the file)."""
+    if not isinstance(doc, Mapping) or "fio version" not in doc:
+        raise VerifyError(
+            f"{path}: not fio JSON output (no 'fio version'); run fio with "
+            "--output-format=json as run-fio.sh does"
+        )
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, list) or not jobs:
+        raise VerifyError(f"{path}: fio JSON output with no 'jobs'; the run did not complete")
+    for i, job in enumerate(jobs):
+        if not isinstance(job, Mapping) or not isinstance(job.get("jobname"), str):
+            raise VerifyError(f"{path}: jobs[{i}]: no 'jobname'; not fio JSON output")
+    return jobs

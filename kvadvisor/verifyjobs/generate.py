@@ -1,0 +1,244 @@
+"""`kvadvisor verify TRACE --plan`: from the plan's replay, the jobs that test it for real.
+
+The replay is the review's (:mod:`kvadvisor.planreview.demand`): the same tier flows its checks
+judge become the demand each fio job reproduces, so a job that holds its rates on the user's
+hardware confirms the review's bandwidth verdicts there. Pure: takes the trace's replayed
+arrays (the pipeline replays it) and returns the files as text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.plan.model import Plan
+from kvadvisor.planreview.demand import TraceReplay, plan_times, stage_tiers
+from kvadvisor.planreview.perf import plan_perf
+from kvadvisor.trace.model import Trace
+from kvadvisor.verifyjobs.bench import bench_datasets, bench_runs
+from kvadvisor.verifyjobs.demand import tier_demands
+from kvadvisor.verifyjobs.fio import job_file
+from kvadvisor.verifyjobs.model import (
+    MANIFEST_NAME,
+    MANIFEST_VERSION,
+    FioJobFile,
+    TierDemand,
+    VerifySet,
+)
+from kvadvisor.verifyjobs.readme import readme, run_fio_script
+
+PLACEHOLDER = "@JOBSET@"
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """Knobs of the generation (docs/verify.md).
+
+    ``bench_instances``: how many instances' share of the load one benchmarked endpoint takes
+    (arrivals are slowed by it); None means the prefill stage's count (else the first stage's).
+    ``bench_requests``: replay only the first N requests (None: all).
+    """
+
+    window_s: float = 1.0
+    warmup_fraction: float = 0.5
+    bench_instances: int | None = None
+    bench_requests: int | None = None
+
+
+def _bench_instances(plan: Plan, options: VerifyOptions) -> int:
+    if options.bench_instances is not None:
+        return options.bench_instances
+    stage = plan.stage("prefill") or plan.stages[0]
+    return stage.count
+
+
+# Catalog fields a measured override entry keeps from the entry it replaces.
+KEPT_FIELDS = (
+    "category",
+    "provider",
+    "display_name",
+    "interface",
+    "io_unit_bytes",
+    "gds_support",
+    "shared",
+    "capacity_min_gib",
+    "capacity_max_gib",
+    "capacity_step_gib",
+    "capacities_gb",
+    "available_on",
+    "families",
+    "built_in",
+    "client_network",
+)
+
+
+def _tier_dict(d: TierDemand, storage: Mapping[str, StorageSpec]) -> dict[str, Any]:
+    out = asdict(d)
+    out["io"] = out.pop("shape")
+    out["io"]["io_bytes"] = d.shape.io_bytes
+    spec = storage.get(d.catalog_name) if d.catalog_name else None
+    out["catalog_entry"] = (
+        None
+        if spec is None
+        else {
+            k: list(v) if isinstance(v, tuple) else v
+            for k in KEPT_FIELDS
+            if (v := getattr(spec, k)) is not None and v != ()
+        }
+    )
+    return out
+
+
+def _job_dict(j: FioJobFile) -> dict[str, Any]:
+    return {
+        "file": j.path,
+        "result": j.result,
+        "stage": j.stage,
+        "tier": j.tier,
+        "gds": j.gds,
+        "io_bytes": j.io_bytes,
+        "numjobs": j.numjobs,
+        "iodepth": j.iodepth,
+        "phases": [
+            {
+                "name": p.name,
+                "phase": p.phase,
+                "severity": p.severity,
+                "rates_bytes_per_s": p.rates_bytes_per_s,
+                "latency_target_s": p.latency_target_s,
+                "bursts": {
+                    k: {"extra_bytes_per_s": a, "on_s": on, "off_s": off}
+                    for k, (a, on, off) in p.bursts.items()
+                },
+            }
+            for p in j.phases
+        ],
+    }
+
+
+def _job_set_id(files: Mapping[str, str]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.encode())
+        digest.update(b"\0")
+        digest.update(files[path].encode())
+    return digest.hexdigest()[:12]
+
+
+def verify_plan(
+    trace: Trace,
+    replay: TraceReplay,
+    plan: Plan,
+    storage: Mapping[str, StorageSpec],
+    options: VerifyOptions,
+    *,
+    version: str,
+    trace_sha256: str | None = None,
+    replay_notes: tuple[str, ...] = (),
+) -> VerifySet:
+    """The verify folder's files for ``plan`` against ``trace`` and its replay (pure)."""
+    perf = plan_perf(plan)
+    times, span = plan_times(plan, replay)
+    flows = {
+        stage.stage: stage_tiers(stage, replay, perf, times, span, options.window_s)
+        for stage in plan.stages
+    }
+    tiers = tier_demands(
+        plan,
+        flows,
+        times,
+        span,
+        replay.input_tokens,
+        replay.output_tokens,
+        perf.kv_bytes_per_token,
+        storage,
+        options.window_s,
+    )
+    header = [
+        f"kvadvisor verify: plan '{plan.name}' against {trace.source_path}",
+        "job set @JOBSET@ (verify.json); run it with ../run-fio.sh (README.md says where)",
+    ]
+    jobs: list[FioJobFile] = []
+    for d in tiers:
+        if d.skipped is not None:
+            continue
+        where = [
+            f"stage {d.stage}, tier '{d.tier}' ({d.kind}"
+            + (f", {d.catalog_name}" if d.catalog_name else "")
+            + (f" x {d.devices} devices" if d.devices > 1 else "")
+            + (", shared: rates are the whole pool's" if d.shared else ", per instance")
+            + ")"
+        ]
+        jobs.append(job_file(d, PLACEHOLDER, header + where, gds=False))
+        if d.gds:
+            jobs.append(job_file(d, PLACEHOLDER, header + where, gds=True))
+    factor = _bench_instances(plan, options) / plan.traffic_scale
+    datasets, _, block, totals = bench_datasets(trace, factor, options.bench_requests)
+    benches, scripts = bench_runs(totals, block, trace.source_path)
+    notes = list(replay_notes)
+    for d in tiers:
+        if d.skipped is not None:
+            notes.append(f"{d.stage} tier '{d.tier}': no fio job: {d.skipped}")
+        elif not d.gds:
+            notes.append(f"{d.stage} tier '{d.tier}': no GPUDirect variant: {d.gds_from}")
+    manifest: dict[str, Any] = {
+        "kind": "kvadvisor-verify",
+        "format_version": MANIFEST_VERSION,
+        "kvadvisor_version": version,
+        "job_set_id": PLACEHOLDER,
+        "plan": {
+            "name": plan.name,
+            "path": plan.path,
+            "model": plan.model.name,
+            "kv_bytes_per_token": perf.kv_bytes_per_token,
+            "tp": plan.model.tp,
+            "kv_dtype": plan.model.kv_dtype,
+            "weight_dtype": plan.model.weight_dtype,
+            "traffic_scale": plan.traffic_scale,
+            "slo": {"ttft_p99_s": plan.slo.ttft_p99_s, "tpot_p99_s": plan.slo.tpot_p99_s},
+            "stages": {
+                s.stage: {
+                    "instance": s.instance,
+                    "count": s.count,
+                    "gpu": None if s.gpu is None else s.gpu.name,
+                }
+                for s in plan.stages
+            },
+        },
+        "trace": {
+            "path": trace.source_path,
+            "sha256": trace_sha256,
+            "requests": trace.requests,
+            "block_tokens": trace.block_tokens,
+        },
+        "window_s": options.window_s,
+        "warmup_fraction": options.warmup_fraction,
+        "tiers": [_tier_dict(d, storage) for d in tiers],
+        "fio": [_job_dict(j) for j in jobs],
+        "benchmarks": [
+            {**asdict(b), "time_factor": factor, "chunk_hash_size": block} for b in benches
+        ],
+        "notes": notes,
+    }
+    files = {j.path: j.text for j in jobs}
+    files.update(datasets)
+    files.update(scripts)
+    files["run-fio.sh"] = run_fio_script(jobs)
+    files["README.md"] = readme(plan, trace, tiers, jobs, benches, factor, notes)
+    files[MANIFEST_NAME] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    job_set = _job_set_id(files)
+    files = {path: text.replace(PLACEHOLDER, job_set) for path, text in files.items()}
+    manifest["job_set_id"] = job_set
+    return VerifySet(
+        job_set_id=job_set,
+        files=files,
+        manifest=manifest,
+        tiers=tiers,
+        jobs=tuple(replace(j, text=files[j.path]) for j in jobs),
+        benches=benches,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,86 @@
+"""The verify report as terminal text and as JSON; the measured catalog as YAML."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+import yaml
+
+from kvadvisor.verifyjobs.model import VerifyReport
+from kvadvisor.verifyjobs.results import review_checks
+
+FORMAT_VERSION = 1  # of the JSON report; 1: first version
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _calibration(cal: dict[str, Any]) -> str:
+    def err(key: str) -> str:
+        return _pct((cal.get(key) or {}).get("mape"))
+
+    return (
+        f"calibrated on {cal['fit_rows']:,} requests, held-out error (MAPE) before → after: "
+        f"prefill {err('prefill_heldout_prior')} → {err('prefill_heldout')}, decode step "
+        f"{err('decode_step_heldout_prior')} → {err('decode_step_heldout')} "
+        f"({cal['heldout_rows']:,} held-out requests)"
+    )
+
+
+def render_text(report: VerifyReport, catalog_path: str | None = None) -> str:
+    """The terminal summary: one line per check, then the catalog written."""
+    checks = review_checks(report)
+    failed = [c for c in checks if c.status == "fail"]
+    head = (
+        f"kvadvisor verify --results: plan '{report.plan}', job set {report.job_set_id}: "
+        + (f"{len(failed)} failed" if failed else "every measured check passes")
+        + f" ({sum(c.status != 'skip' for c in checks)} checks, "
+        f"{sum(c.status == 'skip' for c in checks)} without results)"
+    )
+    lines = [head]
+    for c in checks:
+        mark = {"pass": "ok  ", "fail": c.severity[:4], "skip": "skip"}[c.status]
+        if c.severity == "info":
+            mark = "meas"
+        lines.append(f"  {mark} {c.code} {c.stage} {c.message}")
+    for b in report.benches:
+        if b.calibration is not None:
+            lines.append(f"       {b.engine}: {_calibration(b.calibration)}")
+        if b.input_tokens_ratio is not None:
+            lines.append(
+                f"       {b.engine}: input tokens {b.input_tokens_ratio:.0%} of the replayed "
+                "dataset's (the engine's tokenizer against the trace's counts)"
+            )
+    if report.catalog is not None:
+        names = ", ".join(report.catalog["entries"])
+        where = f"written to {catalog_path}" if catalog_path else "not written"
+        lines.append(f"measured catalog ({names}): {where}; use it with --catalog")
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: VerifyReport, generated_at: str, version: str) -> str:
+    """Every verdict with its figures (keys sorted; seconds and bytes per second)."""
+    doc = {
+        "meta": {
+            "format_version": FORMAT_VERSION,
+            "kvadvisor_version": version,
+            "generated_at": generated_at,
+        },
+        **asdict(report),
+        "checks": [asdict(c) for c in review_checks(report)],
+    }
+    return json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def render_catalog(catalog: dict[str, Any]) -> str:
+    """The measured storage catalog as YAML (loadable with ``--catalog``)."""
+    head = (
+        "# Measured storage figures, written by `kvadvisor verify --results`. Use it with\n"
+        "# `kvadvisor analyze|review ... --catalog THIS_FILE`: entries named like the catalog\n"
+        "# entries the plan uses replace them.\n"
+    )
+    return head + yaml.safe_dump(catalog, sort_keys=False, allow_unicode=True, width=100)

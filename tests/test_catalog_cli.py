@@ -1,0 +1,161 @@
+"""`kvadvisor catalog list|show|check`: every kind listed, one entry shown, user files checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kvadvisor.cli import EXIT_OK, EXIT_USER_ERROR, app
+
+runner = CliRunner()
+
+GOOD = """\
+kind: instances
+sources: {L: "our lab inventory, 2026-11"}
+entries:
+  lab-h100:
+    provider: onprem
+    family: lab
+    gpu: h100
+    gpu_count: 8
+    gpu_memory_gib: 80
+    host_memory_tier: host-dram-ddr5-spr
+    drive_bays: 8
+    backend_network_gbit: 3200
+    source: [L]
+    as_of: 2026-11-30
+"""
+
+BAD = """\
+kind: instances
+sources: {L: "our lab inventory"}
+entries:
+  lab-box:
+    provider: onprem
+    family: lab
+    gpu: h100
+    gpu_count: 8
+    gpu_memory_gib: 80
+    network_gbit: 100
+    drive_bays: eight
+    source: [L, X]
+  cloud-box:
+    provider: aws
+    family: p5
+    gpu: h100
+    gpu_count: 0
+    gpu_memory_gib: 80
+    drive_bays: 4
+    as_of: 2026-11-31x
+    source: [L]
+    price: {usd_per_hour: 12.5}
+"""
+
+
+def test_catalog_list_every_kind() -> None:
+    """storage, instances, gpus and models each list their entries with key figures."""
+    cases = {
+        "storage": ("aws-ebs-gp3", "per", "DWPD"),
+        "instances": ("p6-b300.48xlarge", "back Gbit/s", "$142.4/h"),
+        "gpus": ("b200", "Gen5 64 GB/s", "host link"),
+        "models": ("llama-3.1-70b", "KV heads", "gqa"),
+    }
+    for kind, needles in cases.items():
+        result = runner.invoke(app, ["catalog", "list", kind])
+        assert result.exit_code == EXIT_OK, result.output
+        for needle in needles:
+            assert needle in result.output, (kind, needle)
+
+
+def test_catalog_show_finds_gpus_and_models_and_prints_prices() -> None:
+    """Show looks a name up in every catalog; an instance shows its price with source and date."""
+    shown = runner.invoke(app, ["catalog", "show", "p5.48xlarge"])
+    assert shown.exit_code == EXIT_OK
+    assert "price.usd_per_hour: 55.04" in shown.output and "price.as_of: 2026-07-28" in shown.output
+    assert "[WP]" in shown.output
+    assert "pcie_gbps: 64" in runner.invoke(app, ["catalog", "show", "b200"]).output
+    assert "kv_heads: 8" in runner.invoke(app, ["catalog", "show", "llama-3.1-70b"]).output
+
+
+def test_catalog_check_ok(tmp_path: Path) -> None:
+    """A valid file: one ok line, exit 0."""
+    path = tmp_path / "lab.yaml"
+    path.write_text(GOOD, encoding="utf-8")
+    result = runner.invoke(app, ["catalog", "check", str(path)])
+    assert result.exit_code == EXIT_OK, result.output
+    assert result.output.strip() == f"{path}: ok (1 instances entries)"
+
+
+def test_catalog_check_lists_every_problem_with_its_key_path(tmp_path: Path) -> None:
+    """Every problem of the file, one line each with file and key path; exit 2, no traceback."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD, encoding="utf-8")
+    result = runner.invoke(app, ["catalog", "check", str(path)])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    expected = [
+        "entries.lab-box.network_gbit: unknown field; did you mean",
+        "entries.lab-box.as_of: is required",
+        "entries.lab-box.drive_bays: expected a number, got 'eight'",
+        "entries.lab-box.source: 'X' is neither a key of 'sources' nor a URL",
+        "entries.cloud-box.as_of: expected a date written YYYY-MM-DD",
+        "entries.cloud-box.gpu_count: must be >= 1, got 0",
+        "entries.cloud-box.drive_bays: only on-premises servers take parts you buy",
+        "entries.cloud-box.price.source: is required with a price figure",
+        "entries.cloud-box.price.as_of: is required with a price figure",
+    ]
+    for needle in expected:
+        assert sum(needle in line for line in lines) == 1, (needle, lines)
+    assert len(lines) == len(expected)
+    assert all(line.startswith(f"error: {path}: entries.") for line in lines)
+    # The same file given to another command is one line, pointing at `catalog check`.
+    one = runner.invoke(app, ["catalog", "list", "instances", "--catalog", str(path)])
+    assert one.exit_code == EXIT_USER_ERROR
+    (line,) = one.output.strip().splitlines()
+    assert "more problem(s); `kvadvisor catalog check" in line
+
+
+def test_catalog_check_resolves_names_against_the_packaged_catalogs(tmp_path: Path) -> None:
+    """An instance naming a storage entry that does not exist is a problem, with its key path."""
+    path = tmp_path / "lab.yaml"
+    path.write_text(
+        GOOD.replace("host-dram-ddr5-spr", "host-dram-ddr6")
+        + "    local_nvme_count: 2\n    local_nvme_each_gb: 3840\n"
+        "    local_nvme_drive: aws-ebs-gp3\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["catalog", "check", str(path)])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "entries.lab-h100.host_memory_tier: no storage entry named 'host-dram-ddr6'" in (
+        result.output
+    )
+    assert "entries.lab-h100.local_nvme_drive: 'aws-ebs-gp3' is a block entry" in result.output
+
+
+def test_catalog_check_every_shipped_catalog() -> None:
+    """The packaged catalogs pass their own check."""
+    root = Path(__file__).resolve().parents[1] / "kvadvisor" / "catalog" / "data"
+    files = sorted(str(p) for p in root.glob("*.yaml"))
+    result = runner.invoke(app, ["catalog", "check", *files])
+    assert result.exit_code == EXIT_OK, result.output
+    assert result.output.count(": ok (") == len(files) == 5
+
+
+def test_docs_catalog_examples_pass_the_check(tmp_path: Path) -> None:
+    """The two example files in docs/catalog.md are valid, and the override takes effect."""
+    import re
+
+    from kvadvisor.catalog.storage import load_storage
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "catalog.md").read_text("utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, flags=re.S)
+    assert len(blocks) == 2
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"example{i}.yaml"
+        path.write_text(block, encoding="utf-8")
+        result = runner.invoke(app, ["catalog", "check", str(path)])
+        assert result.exit_code == EXIT_OK, result.output
+    measured = load_storage([tmp_path / "example0.yaml"])["aws-instance-store-nvme"]
+    assert (measured.read_mbps, measured.built_in) == (6100, True)

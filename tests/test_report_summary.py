@@ -1,0 +1,78 @@
+"""What every renderer says first: the headline number, lengths beside means, shared prefixes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from report_fixtures import bare_report, full_report
+
+from kvadvisor.report import summary
+from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.report.html.build import build_view
+from kvadvisor.report.markdown import MarkdownRenderer
+from kvadvisor.results.common import LengthSummary
+
+# The Mooncake trace's published prompt lengths: mean 12,035.1, p50 6,909, p99 85,400.4,
+# max 126,195 (p90 27,367 by statistics.quantiles).
+MOONCAKE_INPUT = LengthSummary(12_035.1, 6_909.0, 27_367.0, 85_400.4, 126_195)
+
+
+def test_headline_number_is_the_reusable_share_first() -> None:
+    """With a hit ratio, the headline is it; without, the prefill share; else the requests."""
+    full = full_report()
+    lead = summary.headline_number(full)
+    assert lead.value == "42.0%"
+    assert "of prompt tokens repeat a prefix" in lead.text
+    assert "40 requests over 29.2 s" in lead.text
+    no_cache = replace(full, prefix_cache=None)
+    lead = summary.headline_number(no_cache)
+    assert (lead.value, lead.text.split(" (")[0]) == ("76.6%", "of GPU time goes to prefill")
+    bare = bare_report()
+    assert summary.headline_number(bare).value == "40"
+
+
+def test_every_renderer_leads_with_the_headline_number() -> None:
+    """Terminal, Markdown and HTML show the number before the verdict."""
+    report = full_report()
+    text = ConsoleRenderer(100).render(report)
+    assert text.index("42.0% of prompt tokens") < text.index("Verdict")
+    md = MarkdownRenderer().render(report)
+    assert md.index("**42.0%**") < md.index("| instance |")
+    view = build_view(report)
+    assert view.lead_number.value == "42.0%"
+
+
+def test_lengths_beside_the_mean() -> None:
+    """Percentiles rounded to whole tokens, in the key numbers and the workload table."""
+    report = full_report()
+    # 40 requests averaging 12,035.1 tokens.
+    trace = replace(report.trace, input_tokens_stats=MOONCAKE_INPUT, input_tokens_total=481_404)
+    report = replace(report, trace=trace)
+    keys = {k.name: k for k in summary.key_numbers(report)}
+    assert keys["prompt length"].value == "mean 12,035"
+    assert keys["prompt length"].note == "p50 6,909, p90 27,367, p99 85,400, max 126,195 tokens"
+    workload = next(s for s in build_view(report).sections if s.id == "workload")
+    lengths = next(t for t in workload.tables if t.caption.startswith("Lengths"))
+    assert lengths.rows[0] == ("prompt", "12,035", "6,909", "27,367", "85,400", "126,195")
+    # The median far under the mean is said in words.
+    assert "Half the prompts are under 6,909 tokens" in workload.lead
+
+
+def test_shared_prefixes_and_conversations_are_shown() -> None:
+    """The fixture's top prefix (1,024 tokens, 14 requests, 9.07%) and the 31% / 11% split."""
+    report = full_report()
+    keys = {k.name: k for k in summary.key_numbers(report)}
+    assert keys["most reused prefix"].value == "1,024 tokens, 14 requests"
+    assert keys["most reused prefix"].note.startswith("9.1% of prompt tokens; 14 shared")
+    assert keys["reuse within conversations"].value == "31.0%"
+    assert "across conversations 11.0%" in keys["reuse within conversations"].note
+    prefix = next(s for s in build_view(report).sections if s.id == "prefix")
+    tables = {t.caption.split(" (")[0]: t for t in prefix.tables}
+    by_count = tables["Top shared prefixes by requests"]
+    assert by_count.rows[1] == ("512 tokens", "3", "1,024 tokens", "0.7%", "12.8 s")
+    conv = tables["Where the reuse comes from: the same conversation or another one"]
+    assert conv.rows == (
+        ("the same conversation", "31.0%", "37.0%"),
+        ("another conversation", "11.0%", "13.0%"),
+    )
+    assert "upper bound" in conv.note  # inferred without session ids
