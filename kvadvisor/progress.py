@@ -62,6 +62,11 @@ class Progress:
             if elapsed >= QUIET_BELOW_S or outcome == "failed":
                 self._write(f"{what}: {outcome} in {elapsed:.1f} s\n")
 
+    def note(self, text: str) -> None:
+        """One line of its own (over a spinner's line, which redraws below it); none when off."""
+        if self.enabled:
+            self._write(f"\r\x1b[K{text}\n")
+
     def _write(self, text: str) -> None:
         self.stream.write(text)
         self.stream.flush()

@@ -13,12 +13,16 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 
 # Shared leaves every other row may import; they (and progress) import nothing.
-LEAVES = {"errors", "units"}
+LEAVES = {"errors", "units", "lazy", "firstuse"}
 ISOLATED = LEAVES | {"progress"}
 
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "units": set(),
+    # PEP 562 lazy package exports: keeps `import kvadvisor.cli` free of numpy and pyarrow.
+    "lazy": set(),
+    # One-time slow steps (numba compiling, matplotlib's font cache) announce themselves here.
+    "firstuse": set(),
     # Terminal progress for the CLI's long steps: a leaf like errors/units.
     "progress": set(),
     "yamlio": {"errors"},

@@ -6,6 +6,7 @@ import pytest
 from report_fixtures import analysed_small, fill_sections
 
 from kvadvisor.report import RENDERERS
+from kvadvisor.report.registry import FORMATS
 
 SECTIONS = (
     "verdict",
@@ -37,3 +38,10 @@ def test_renderer_smoke(fmt: str, requests: int, filled: bool) -> None:
             assert f'<section id="{section}">' in text
     if requests == 0 and fmt == "html":
         assert "not measured: the trace has no requests" in text
+
+
+def test_registry_extensions_match_the_renderers() -> None:
+    """The registry's light table names each renderer's own extension (classes load lazily)."""
+    for name, (ext, _, _) in FORMATS.items():
+        assert RENDERERS[name].file_extension == ext
+        assert RENDERERS[name].name == name

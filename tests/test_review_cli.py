@@ -120,6 +120,7 @@ def test_junit_lists_every_check(tiny_trace: Path, tmp_path: Path) -> None:
         "RV08.prefill.nvme",
         "EL08.prefill.nvme",
         "EL05.prefill",
+        "RV10.both",  # skipped: the plan has no catalog model, so it is not replayed
     }
     assert {n.split()[0] for n in names} == expected
     failed = {
@@ -129,7 +130,7 @@ def test_junit_lists_every_check(tiny_trace: Path, tmp_path: Path) -> None:
     assert failed["EL05.prefill"].get("type") == "error"
     assert json.loads(failed["EL05.prefill"].text)["evidence"]["chunk_size"] == 100
     assert int(suite.get("failures")) == 2
-    assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in cases) == 4
+    assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in cases) == 5
 
 
 def test_markdown_side_by_side(tiny_trace: Path, tmp_path: Path) -> None:
@@ -246,6 +247,7 @@ def test_examples_end_to_end(tmp_path: Path) -> None:
         "RV03",
         "RV06",
         "RV07",
+        "RV10",
         "EL04",
         "EL05",
         "EL06",

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from verify_fixtures import DISK_PLAN, MODEL_PLAN, write_bursty_trace
+from verify_fixtures import DISK_PLAN, MODEL_PLAN, SERVING_PLAN, write_bursty_trace
 
+import kvadvisor
 from kvadvisor.pipeline.review import replay_trace, review_plans
 from kvadvisor.pipeline.verify import verify
 from kvadvisor.plan import PlanCatalogs, load_plan
@@ -93,3 +94,53 @@ def test_queue_depth_from_the_stage_model(tmp_path: Path) -> None:
     # Llama-3.1-8B: 2 x 32 x 8 x 128 x 2 B = 131,072 B/token; LMCache 256 tokens = 32 MiB.
     assert tier.shape.io_bytes == 256 * 131_072
     assert math.isclose(plan_perf(plan).kv_bytes_per_token, 131_072)
+
+
+def test_closed_loop_demand_is_the_replays(tmp_path: Path) -> None:
+    """A plan the fleet replay runs: the job's rates are the replay's own for the tier."""
+    trace = read_trace(write_bursty_trace(tmp_path / "t.jsonl"))
+    path = tmp_path / "p.yaml"
+    path.write_text(SERVING_PLAN)
+    plan = load_plan(path, CATALOGS)
+    written = verify(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
+    (tier,) = written.tiers
+    assert tier.demand_from.startswith("closed loop: the fleet replay")
+    assert "replayed requests in flight" in tier.iodepth_from and tier.iodepth >= 1
+    (replayed,) = kvadvisor.replay(trace, plan).replay.tiers
+    for mine, theirs in (
+        (tier.write, replayed.write_bytes_per_s),
+        (tier.read, replayed.read_bytes_per_s),
+    ):
+        assert mine is not None
+        assert mine.mean_bytes_per_s == pytest.approx(theirs.mean)
+        assert mine.p99_bytes_per_s == pytest.approx(theirs.p99)
+        assert mine.peak_bytes_per_s == pytest.approx(theirs.peak)
+    assert not any("no closed-loop replay" in n for n in written.notes)
+
+
+def test_open_loop_when_the_replay_cannot_run(disk) -> None:
+    """No catalog model: the replay cannot run the plan, the notes say so, open loop is used."""
+    trace, plan = disk
+    written = verify(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
+    assert any(n.startswith("no closed-loop replay") for n in written.notes)
+    assert written.tiers[0].demand_from.startswith("open loop")
+
+
+def test_a_saturated_tier_says_what_the_traffic_asks() -> None:
+    """The cloud-disk example: the jobs test the disk at the capability the replay holds it to.
+
+    The job file states the open-loop demand beside it, which is higher.
+    """
+    repo = Path(__file__).resolve().parents[1]
+    trace = read_trace(repo / "sample_traces" / "mooncake_conversation_head.jsonl.gz")
+    plan = load_plan(repo / "examples" / "plans" / "bad-h20-cloud-disk.yaml", CATALOGS)
+    written = verify(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
+    (disk,) = [t for t in written.tiers if t.skipped is None]
+    assert disk.demand_from.startswith("closed loop")
+    cap = disk.capability_bytes_per_s["write"]
+    assert disk.write is not None and disk.write.p99_bytes_per_s >= 0.95 * cap
+    assert disk.write.peak_bytes_per_s <= cap * 1.001  # the replay cannot ask for more
+    assert disk.open_loop["write"][0] > cap  # the traffic would
+    assert any("saturates in the replay" in n for n in written.notes)
+    (job,) = [j for j in written.jobs if not j.gds]
+    assert "without queueing (open loop) the traffic would ask" in job.text

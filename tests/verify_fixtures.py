@@ -57,3 +57,21 @@ def write_bursty_trace(path: Path, requests: int = 240, seed: int = 7) -> Path:
         lines.append(json.dumps(row))
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+# The same on one aggregated serving instance: a plan the fleet replay runs (closed loop).
+SERVING_PLAN = """\
+name: llama8b-serving
+model: {name: llama-3.1-8b, tp: 1}
+slo: {ttft_p99: 2 s, tpot_p99: 50 ms}
+stages:
+  serving:
+    gpu: h200
+    count: 1
+    gpu_kv_pool: 2 GB
+    engines: {lmcache: {chunk_size: 256}}
+    tiers:
+      - name: nvme
+        storage: nvme-gen4-x4
+        capacity: 1 TB
+"""

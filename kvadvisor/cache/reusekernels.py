@@ -10,6 +10,10 @@ import numba as nb
 import numpy as np
 
 from kvadvisor.cache.stackdist import COLD
+from kvadvisor.firstuse import watch_numba_compiles
+
+# The first compilation of a run is announced (the CLI says it once on a terminal).
+watch_numba_compiles()
 
 # Radix select over the 64-bit keys, 16 bits per level: 65,536 buckets (512 KiB) per pass.
 RADIX_BITS = 16

@@ -16,6 +16,11 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from kvadvisor.firstuse import watch_numba_compiles
+
+# The first compilation of a run is announced (the CLI says it once on a terminal).
+watch_numba_compiles()
+
 # Distance of a block that is not in the cache at any capacity (cold, or after a cold block of
 # the same request, which breaks the leading run).
 COLD = np.int32(np.iinfo(np.int32).max)

@@ -1,4 +1,8 @@
-"""`kvadvisor analyze`: measure a trace and advise a configuration per stage."""
+"""`kvadvisor analyze`: measure a trace and advise a configuration per stage.
+
+The analysis, the renderers and the engine writers are imported inside the command:
+registering it (for `kvadvisor --help`) loads none of them (tests/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
@@ -26,12 +30,9 @@ from kvadvisor.cli.common import (
     handle_user_errors,
     write_output,
 )
-from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
-from kvadvisor.report.console import ConsoleRenderer
-from kvadvisor.units.parse import QuantityError, parse_quantity
 
 
 class ReportFormat(str, Enum):
@@ -185,6 +186,8 @@ DriveCapacityOpt = Annotated[
 
 def size_option(option: str, text: str) -> float:
     """Bytes from a size option ('4 KiB', '7.68 TB'); one clear error otherwise."""
+    from kvadvisor.units.parse import QuantityError, parse_quantity
+
     try:
         value = parse_quantity(text, "size")
     except QuantityError as exc:
@@ -290,6 +293,9 @@ def analyze_cmd(
     drive_capacity: DriveCapacityOpt = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
+    from kvadvisor.emit import emit_all
+    from kvadvisor.report.console import ConsoleRenderer
+
     with handle_user_errors():
         emit_dir, output = _split_emit_dir(emit, output)
         fmt_name = fmt.value if fmt else None

@@ -7,15 +7,17 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-import kvadvisor
 from kvadvisor import __version__
 from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
 from kvadvisor.fileio import atomic_target
-from kvadvisor.trace import Trace, TraceFormat
+from kvadvisor.trace import TraceFormat
+
+if TYPE_CHECKING:
+    from kvadvisor.trace import Trace
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -113,8 +115,15 @@ def read_with_options(
     maps: list[str] | None,
     block_tokens: int | None,
 ) -> Trace:
-    """Read a trace with the trace options every command shares."""
-    return kvadvisor.read_trace(trace, trace_format, column_map=maps, block_tokens=block_tokens)
+    """Read a trace with the trace options every command shares.
+
+    Through the trace package's reader, not ``kvadvisor.read_trace``: the same function, but
+    the public API module also loads the analysis and the renderers, which `info` and
+    `convert` never use.
+    """
+    from kvadvisor.trace import read_trace
+
+    return read_trace(trace, trace_format, column_map=maps, block_tokens=block_tokens)
 
 
 WarmupOpt = Annotated[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,7 +23,9 @@ from kvadvisor.cli.common import (
     write_output,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+
+if TYPE_CHECKING:
+    from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
 
 
 class FailOn(str, Enum):
@@ -34,6 +36,9 @@ class FailOn(str, Enum):
 
 
 def _review_renderer(target: str) -> ReviewMarkdownRenderer | ReviewTextRenderer:
+    # Imported here: `kvadvisor --help` registers this command without loading renderers.
+    from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+
     suffix = Path(target).suffix.lower() if target != "-" else ".md"
     renderers = {".md": ReviewMarkdownRenderer, ".txt": ReviewTextRenderer}
     if suffix not in renderers:

@@ -1,4 +1,8 @@
-"""`kvadvisor rules ...` and `kvadvisor catalog ...`: the rules and catalogs as data."""
+"""`kvadvisor rules ...` and `kvadvisor catalog ...`: the rules and catalogs as data.
+
+The loaders are imported inside the commands: registering them (for `kvadvisor --help`) loads
+neither YAML nor the catalogs (tests/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
@@ -8,18 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from kvadvisor.advice.inputs import load_advisor_inputs, load_rule_set
-from kvadvisor.catalog.checkfile import check_catalog_file
-from kvadvisor.catalog.gpus import load_gpus
-from kvadvisor.catalog.listing import (
-    entry_text,
-    gpus_table,
-    instances_table,
-    models_table,
-    storage_table,
-)
-from kvadvisor.catalog.loader import find_named
-from kvadvisor.catalog.models import load_models
 from kvadvisor.cli.common import (
     EXIT_USER_ERROR,
     CatalogOpt,
@@ -31,9 +23,6 @@ from kvadvisor.cli.common import (
     handle_user_errors,
     write_output,
 )
-from kvadvisor.facts.doc import render_facts_doc
-from kvadvisor.rules import builtin_rules_dir
-from kvadvisor.rules.docs import find_rule, render_rules_doc, rule_text, rules_table
 
 rules_app = typer.Typer(
     help="List, show and check rules; print the rule and fact docs.", no_args_is_help=True
@@ -46,6 +35,9 @@ def rules_list_cmd(
     rules_dir: RulesDirOpt = None, select: SelectOpt = None, ignore: IgnoreOpt = None
 ) -> None:
     """List the rules (built-in plus --rules), after --select / --ignore."""
+    from kvadvisor.advice.inputs import load_rule_set
+    from kvadvisor.rules.docs import rules_table
+
     with handle_user_errors():
         typer.echo(
             rules_table(load_rule_set(as_strs(rules_dir), as_strs(select), as_strs(ignore))),
@@ -58,6 +50,9 @@ def rules_show_cmd(
     rule: Annotated[str, typer.Argument(help="Rule code or name.")], rules_dir: RulesDirOpt = None
 ) -> None:
     """Show one rule: condition, message, docs and references."""
+    from kvadvisor.advice.inputs import load_rule_set
+    from kvadvisor.rules.docs import find_rule, rule_text
+
     with handle_user_errors():
         typer.echo(rule_text(find_rule(load_rule_set(as_strs(rules_dir)), rule)), nl=False)
 
@@ -67,6 +62,9 @@ def rules_check_cmd(
     directory: Annotated[Path, typer.Argument(help="Directory of rule files.")],
 ) -> None:
     """Check a directory of rule files against the schema, the facts and the built-in rules."""
+    from kvadvisor.advice.inputs import load_rule_set
+    from kvadvisor.rules import builtin_rules_dir
+
     with handle_user_errors():
         extra = load_rule_set([str(directory)], builtin=False)
         if not directory.resolve().is_relative_to(builtin_rules_dir().resolve()):
@@ -79,6 +77,9 @@ def rules_docs_cmd(
     output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is stdout.")] = "-",
 ) -> None:
     """Write the rules reference (docs/rules.md) generated from the rule files."""
+    from kvadvisor.advice.inputs import load_rule_set
+    from kvadvisor.rules.docs import render_rules_doc
+
     with handle_user_errors():
         write_output(output, render_rules_doc(load_rule_set()))
 
@@ -88,6 +89,8 @@ def rules_facts_cmd(
     output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is stdout.")] = "-",
 ) -> None:
     """Write the facts reference (docs/facts.md): every fact rules may read, with its unit."""
+    from kvadvisor.facts.doc import render_facts_doc
+
     with handle_user_errors():
         write_output(output, render_facts_doc())
 
@@ -114,6 +117,11 @@ def catalog_list_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """List a catalog's entries with their key figures (with --catalog files layered on)."""
+    from kvadvisor.advice.inputs import load_advisor_inputs
+    from kvadvisor.catalog.gpus import load_gpus
+    from kvadvisor.catalog.listing import gpus_table, instances_table, models_table, storage_table
+    from kvadvisor.catalog.models import load_models
+
     with handle_user_errors():
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
         tables = {
@@ -131,6 +139,12 @@ def catalog_show_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Show one entry in full, with its price and sources."""
+    from kvadvisor.advice.inputs import load_advisor_inputs
+    from kvadvisor.catalog.gpus import load_gpus
+    from kvadvisor.catalog.listing import entry_text
+    from kvadvisor.catalog.loader import find_named
+    from kvadvisor.catalog.models import load_models
+
     with handle_user_errors():
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
         # One lookup over every catalog (instances first, as before): names and aliases match
@@ -148,6 +162,8 @@ def catalog_check_cmd(
     ],
 ) -> None:
     """Check your own catalog files: every problem listed with its key path (exit 2 if any)."""
+    from kvadvisor.catalog.checkfile import check_catalog_file
+
     found = [check_catalog_file(f) for f in files]
     for result in found:
         if result.ok:

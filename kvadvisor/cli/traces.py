@@ -1,7 +1,12 @@
-"""Trace commands: `convert`, `info` and `synth`."""
+"""Trace commands: `convert`, `info` and `synth`.
+
+Readers and writers are imported inside the commands: registering them (for `kvadvisor
+--help`) loads neither pyarrow nor numpy (tests/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -17,13 +22,17 @@ from kvadvisor.cli.common import (
     read_with_options,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
-from kvadvisor.trace import (
-    describe_trace,
-    detect_format,
-    format_description,
-    write_parquet,
-)
+
+
+class Arrival(str, Enum):
+    """Gap distributions for --arrival: ``kvadvisor.synth.ArrivalProcess``'s values.
+
+    Declared here so that `kvadvisor --help` need not import the generator (and numpy);
+    tests/test_cli_startup.py keeps the two equal.
+    """
+
+    poisson = "poisson"
+    bursty = "bursty"
 
 
 @app.command("convert")
@@ -35,6 +44,8 @@ def convert_cmd(
     block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Convert a trace in any supported format to canonical parquet."""
+    from kvadvisor.trace.writers import write_parquet
+
     with handle_user_errors():
         if output.suffix.lower() != ".parquet":
             raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
@@ -49,6 +60,9 @@ def info_cmd(
     block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
+    from kvadvisor.trace.describe import describe_trace, format_description
+    from kvadvisor.trace.readers import detect_format
+
     with handle_user_errors():
         t = read_with_options(trace, trace_format, maps, block_tokens)
         typer.echo(
@@ -62,9 +76,7 @@ def synth_cmd(
     requests: Annotated[int, typer.Option(help="Number of requests.", min=0)] = 100_000,
     seed: Annotated[int, typer.Option(help="Random seed: same seed, same trace.")] = 0,
     rate: Annotated[float, typer.Option(help="Mean arrival rate, requests per second.")] = 10.0,
-    arrival: Annotated[ArrivalProcess, typer.Option(help="Gap distribution.")] = (
-        ArrivalProcess.POISSON
-    ),
+    arrival: Annotated[Arrival, typer.Option(help="Gap distribution.")] = Arrival.poisson,
     burst_cv: Annotated[float, typer.Option(help="Gap CV when --arrival bursty.")] = 3.0,
     diurnal_amplitude: Annotated[float, typer.Option(help="Rate swing, 0 <= A < 1.")] = 0.0,
     diurnal_period: Annotated[float, typer.Option(help="Diurnal period, seconds.")] = 86_400.0,
@@ -82,13 +94,15 @@ def synth_cmd(
     chunk_rows: Annotated[int, typer.Option(help="Requests generated per batch.")] = 1 << 20,
 ) -> None:
     """Write a deterministic synthetic trace with a chosen shape, streamed to parquet."""
+    from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
+
     with handle_user_errors():
         shape = SynthShape(
             requests=requests,
             seed=seed,
             block_tokens=block_tokens,
             rate_per_s=rate,
-            arrival=arrival,
+            arrival=ArrivalProcess(arrival.value),
             burst_cv=burst_cv,
             diurnal_amplitude=diurnal_amplitude,
             diurnal_period_s=diurnal_period,

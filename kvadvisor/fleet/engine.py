@@ -116,9 +116,11 @@ class StageRun:
     prefill_gpu_s: np.ndarray  # replica-seconds charged to the request's prefill
     decode_gpu_s: np.ndarray
     resources: tuple[Resource, ...]
-    read_bytes: np.ndarray  # (resources, windows) bytes per window
+    read_bytes: np.ndarray  # (resources, windows) bytes delivered per window
     read_ios: np.ndarray
-    write_bytes: np.ndarray
+    write_bytes: np.ndarray  # bytes the write buffer drained to the device per window
+    read_demand_bytes: np.ndarray  # bytes of loads started per window (asked for)
+    write_demand_bytes: np.ndarray  # bytes handed to the write buffer per window (offered)
     waiting: np.ndarray  # time-integral of requests waiting, per window (request-seconds)
     running: np.ndarray
     busy_s: np.ndarray  # per replica
@@ -311,8 +313,8 @@ def _kernel_call(
         "pf_gpu": np.zeros(m),
         "dec_gpu": np.zeros(m),
         "read": np.zeros((n_res, n_win)),
-        "read_ios": np.zeros((n_res, n_win)),
-        "write": np.zeros((n_res, n_win)),
+        "read_ios": np.zeros((2 * n_res, n_win)),  # I/Os, then the bytes asked for
+        "write": np.zeros((2 * n_res, n_win)),  # drained, then offered
         "waiting": np.zeros((1, n_win)),
         "running": np.zeros((1, n_win)),
         "busy": np.zeros(pool_pages.shape[0]),
@@ -621,6 +623,8 @@ def run_stage(
     read = np.zeros((len(resources), n_win))
     read_ios = np.zeros_like(read)
     write = np.zeros_like(read)
+    read_demand = np.zeros_like(read)
+    write_demand = np.zeros_like(read)
     waiting = np.zeros(n_win)
     running = np.zeros(n_win)
     busy = np.zeros(reps)
@@ -629,9 +633,12 @@ def run_stage(
     for (local, used, out), reps_g in zip(results, groups, strict=True):
         for key in full:
             full[key][local] = out[key]
+        k = used.size
         read[used] = out["read"]
-        read_ios[used] = out["read_ios"]
-        write[used] = out["write"]
+        read_ios[used] = out["read_ios"][:k]
+        read_demand[used] = out["read_ios"][k:]
+        write[used] = out["write"][:k]
+        write_demand[used] = out["write"][k:]
         waiting += out["waiting"][0]
         running += out["running"][0]
         busy[reps_g] = out["busy"]
@@ -681,6 +688,8 @@ def run_stage(
         read_bytes=read,
         read_ios=read_ios,
         write_bytes=write,
+        read_demand_bytes=read_demand,
+        write_demand_bytes=write_demand,
         waiting=waiting,
         running=running,
         busy_s=busy,

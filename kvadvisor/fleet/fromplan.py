@@ -2,8 +2,9 @@
 
 Defaults where the plan is silent, each from the engine it names:
 
-* tokens per step and running sequences: vLLM's ``EngineArgs.get_batch_defaults`` for the API
-  server (8,192 and 1,024 on GPUs of at least 70 GiB other than the A100; else 2,048 and 256);
+* tokens per step and running sequences: the plan's vLLM ``max-num-batched-tokens`` and
+  ``max-num-seqs``, else vLLM's ``EngineArgs.get_batch_defaults`` for the API server (8,192 and
+  1,024 on GPUs of at least 70 GiB other than the A100; else 2,048 and 256);
 * the KV page: vLLM ``--block-size`` or SGLang ``--page-size``, else vLLM's 16;
 * the GPU KV pool: the plan's ``gpu_kv_pool`` per instance split over its replicas, else vLLM's
   ``gpu_memory_utilization`` (the plan's ``vllm.gpu-memory-utilization``, default 0.9) of each
@@ -151,6 +152,9 @@ def _stage(plan: Plan, stage: StagePlan, role: Role) -> tuple[StageSpec, list[st
         )
         pool = pool_tokens(pm, util, where=f"{plan.path}: {where}.gpus_per_replica")
     batched, seqs = _batch_defaults(stage.gpu)
+    vllm = stage.engines.get("vllm", {})
+    batched = int(vllm.get("max-num-batched-tokens", batched))
+    seqs = int(vllm.get("max-num-seqs", seqs))
     sched = stage.scheduler
     load, load_from = _load_plan(stage)
     tiers = tuple(_tier(plan, stage, i, t, kv.bytes_per_token) for i, t in enumerate(stage.tiers))

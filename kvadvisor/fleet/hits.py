@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -170,6 +170,15 @@ class ReplayContext:
     def __init__(self, arrays: TraceArrays) -> None:
         self.arrays = arrays
         self._indexes: dict[str, HitIndex] = {}
+
+    def with_arrivals(self, arrival_s: np.ndarray) -> ReplayContext:
+        """The same requests arriving at other times (a traffic scale), sharing the passes.
+
+        Which tier serves a hit depends on the order of requests, not on their times.
+        """
+        ctx = ReplayContext(replace(self.arrays, arrival_s=np.asarray(arrival_s, np.float64)))
+        ctx._indexes = self._indexes
+        return ctx
 
     def hit_index(self, rows: np.ndarray, units: np.ndarray) -> HitIndex:
         """The passes for requests ``rows`` split into ``units`` (cached)."""

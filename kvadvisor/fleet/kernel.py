@@ -333,6 +333,8 @@ def _wb_write(
     if nbytes <= 0.0:
         return 0.0
     _wb_drain(s, t, wb_level, wb_last, wr_bw, wr_series, window_s)
+    # rows [S, 2S) of the write series hold what was offered (the demand), [0, S) what drained
+    _add_at(wr_series, s + wr_series.shape[0] // 2, t, nbytes, window_s)
     wb_level[s] += nbytes
     excess = wb_level[s] - wb_cap[s]
     if excess <= 0.0:
@@ -382,6 +384,8 @@ def _ps_push(
     ps_size[s] = i + 1
     _ps_up(ps_key, ps_fid, fpos, base, i)
     _add_at(rd_io_series, s, t, np.ceil(nbytes / rd_io_bytes[s]), window_s)
+    # rows [S, 2S) of the I/O series hold the bytes asked for (the demand) when asked
+    _add_at(rd_io_series, s + rd_io_series.shape[0] // 2, t, nbytes, window_s)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -1196,6 +1200,7 @@ def simulate_group(
                 read_s = rd_lat[s] + max(nbytes / rd_bw[s], ios / rd_iops[s])
                 _add_rate(rd_series, s, t, t + read_s, nbytes / read_s, window_s)
                 _add_at(rd_io_series, s, t, ios, window_s)
+                _add_at(rd_io_series, s + n_res, t, nbytes, window_s)
                 extra += read_s
             n_dec = n_tok - n_pf_tok
             # Decode fast-forward: a replica running only decode tokens, with nothing waiting,

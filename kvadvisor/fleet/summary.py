@@ -183,6 +183,8 @@ def _tiers(run: ReplayRun, end_w: int, input_total: float) -> list[TierDemand]:
             res = st.resources[rows[0]]
             read, _ = _rate_stats(st.read_bytes[rows], end_w, w)
             write, _ = _rate_stats(st.write_bytes[rows], end_w, w)
+            read_demand, _ = _rate_stats(st.read_demand_bytes[rows], end_w, w)
+            write_demand, _ = _rate_stats(st.write_demand_bytes[rows], end_w, w)
             iops, _ = _rate_stats(st.read_ios[rows], end_w, w)
             r_util = st.read_bytes[rows, :end_w] / w / res.read_bytes_per_s
             w_util = st.write_bytes[rows, :end_w] / w / tier.write_bytes_per_s
@@ -207,6 +209,8 @@ def _tiers(run: ReplayRun, end_w: int, input_total: float) -> list[TierDemand]:
                     else None,
                     read_bytes_per_s=read,
                     write_bytes_per_s=write,
+                    read_demand_bytes_per_s=read_demand,
+                    write_demand_bytes_per_s=write_demand,
                     read_iops=iops,
                     read_utilization=u_read,
                     write_utilization=u_write,

@@ -11,10 +11,17 @@ from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, run_repla
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.summary import parse_slo, request_columns
 from kvadvisor.plan.model import Plan
-from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, TraceInfo
+from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, ReplayResult, TraceInfo
 from kvadvisor.trace.model import Trace
 
-__all__ = ["ReplayOptions", "parse_slo", "plan_targets", "replay_plan", "scaled_arrays"]
+__all__ = [
+    "ReplayOptions",
+    "parse_slo",
+    "plan_targets",
+    "replay_in_context",
+    "replay_plan",
+    "scaled_arrays",
+]
 
 
 def plan_targets(plan: Plan, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
@@ -59,12 +66,22 @@ def replay_plan(
         else:
             span = float(arrays.arrival_s[-1]) if arrays.requests else 0.0
             trace_info = TraceInfo("", "arrays", arrays.requests, span, arrays.block_tokens)
+    result, columns = replay_in_context(ReplayContext(arrays), plan, slo, options)
+    report = ReplayReport(REPLAY_FORMAT_VERSION, version, generated_at, trace_info, result)
+    return report, columns
+
+
+def replay_in_context(
+    ctx: ReplayContext,
+    plan: Plan,
+    slo: Mapping[str, float] | None = None,
+    options: ReplayOptions | None = None,
+) -> tuple[ReplayResult, dict[str, np.ndarray]]:
+    """One plan replayed on a prepared trace (its LRU passes shared with other plans)."""
     deployment, notes = deployment_from_plan(plan)
-    ctx = ReplayContext(scaled_arrays(arrays, plan.traffic_scale))
+    if plan.traffic_scale != 1.0:
+        ctx = ctx.with_arrivals(ctx.arrays.arrival_s / plan.traffic_scale)
+        notes = (*notes, f"arrivals come {plan.traffic_scale:g}x faster (traffic.scale)")
     run = run_replay(ctx, deployment, options)
     result = summarize(run, plan_targets(plan, slo))
-    if plan.traffic_scale != 1.0:
-        notes = (*notes, f"arrivals come {plan.traffic_scale:g}x faster (traffic.scale)")
-    result = replace(result, notes=(*notes, *result.notes))
-    report = ReplayReport(REPLAY_FORMAT_VERSION, version, generated_at, trace_info, result)
-    return report, request_columns(run)
+    return replace(result, notes=(*notes, *result.notes)), request_columns(run)

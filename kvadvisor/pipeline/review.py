@@ -10,7 +10,11 @@ import numpy as np
 
 from kvadvisor.cache import PrefixCacheResult, simulate_prefix_cache
 from kvadvisor.cache.prefix import warmup_requests_for
+from kvadvisor.errors import ConfigError
+from kvadvisor.fleet import ReplayContext, TraceArrays
+from kvadvisor.pipeline.replay import ReplayOptions, replay_in_context
 from kvadvisor.plan.model import Plan
+from kvadvisor.planreview.closedloop import Replayed
 from kvadvisor.planreview.demand import HitFn, TraceReplay
 from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.planreview.review import review_plan, review_report
@@ -58,6 +62,31 @@ def replay_trace(
     return replay, tuple(notes)
 
 
+def closed_loop(
+    ctx: ReplayContext, plan: Plan, window_s: float
+) -> tuple[Replayed | None, str | None, tuple[str, ...]]:
+    """The plan's replay for its review, or why it cannot run (and the notes to show)."""
+    try:
+        result, cols = replay_in_context(ctx, plan, options=ReplayOptions(window_s=window_s))
+    except ConfigError as exc:
+        why = str(exc).removeprefix(f"{plan.path}: ")
+        return None, why, (f"not replayed (open-loop figures kept): {why}",)
+    # TTFT includes the load, so the SLO check counts every admitted request (0 for those
+    # that loaded nothing); one never admitted has no load to count.
+    admitted = np.isfinite(cols["queue_s"])
+    load = np.nan_to_num(cols["load_s"][admitted], nan=0.0)
+    load_p99 = float(np.percentile(load, 99)) if load.size else 0.0
+    r = result.requests
+    share = result.stage_split.prefill_share or 0.0
+    headline = (
+        f"closed-loop replay ({result.deployment.topology}): TTFT p99 "
+        f"{'-' if r.ttft_s is None else f'{r.ttft_s.p99:.3g} s'}, TPOT p99 "
+        f"{'-' if r.tpot_s is None else f'{r.tpot_s.p99 * 1e3:.3g} ms'}, prefill "
+        f"{share:.0%} of GPU time; {result.overload.reason}"
+    )
+    return Replayed(result, load_p99), None, (headline,)
+
+
 def _review_all(
     trace: Trace,
     plans: Sequence[Plan],
@@ -68,14 +97,16 @@ def _review_all(
     """Replay once, review every plan; the replay's notes apart from each plan's own."""
     perfs = [plan_perf(p) for p in plans]
     replay, notes = replay_trace(trace, warmup_fraction, simulated)
-    reviews = tuple(
-        replace(
-            review_plan(p, replay, perf, window_s=window_s),
-            notes=notes + tuple(n for s in perf.stages.values() for n in s.notes),
+    ctx = ReplayContext(TraceArrays.from_trace(trace))
+    reviews = []
+    for p, perf in zip(plans, perfs, strict=True):
+        replayed, why, loop_notes = closed_loop(ctx, p, window_s)
+        review = review_plan(
+            p, replay, perf, window_s=window_s, replayed=replayed, not_replayed=why
         )
-        for p, perf in zip(plans, perfs, strict=True)
-    )
-    return reviews, notes
+        own = tuple(n for s in perf.stages.values() for n in s.notes)
+        reviews.append(replace(review, notes=notes + own + loop_notes))
+    return tuple(reviews), notes
 
 
 def review_plans(

@@ -1,17 +1,102 @@
-"""The `verify` pipeline: replay the trace's prefix cache as `review` does, then write the jobs."""
+"""The `verify` pipeline: replay the plan closed loop (else open loop), then write the jobs.
+
+The fleet replay (:mod:`kvadvisor.fleet`, docs/replay.md) runs the trace through the plan's
+deployment: batching, queues and shared tier bandwidth shape when KV moves, so the demand each
+fio job reproduces and its queue depth come from there. A plan the replay cannot run (no
+catalog model, a tier without bandwidth) falls back to the review's open-loop flows, and the
+notes say why.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.errors import KvAdvisorError
+from kvadvisor.fleet import ReplayContext, ReplayOptions, ReplayRun, Role, TraceArrays, run_replay
+from kvadvisor.fleet.engine import StageRun
+from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.metrics.timeline import inflight_window_means
+from kvadvisor.pipeline.replay import scaled_arrays
 from kvadvisor.pipeline.review import replay_trace
 from kvadvisor.plan.model import Plan
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.readers import read_trace
 from kvadvisor.verifyjobs import VerifyOptions, VerifySet, verify_plan
+from kvadvisor.verifyjobs.model import ReplayedTier
+
+CLOSED_LOOP = "closed loop: the fleet replay of the plan (docs/replay.md), the busiest {unit}"
+
+
+def _unit_of(st: StageRun, scope: str) -> np.ndarray:
+    """Each request's tier unit in the stage's numbering (replica, instance, or the pool)."""
+    if scope == "replica":
+        return st.replica
+    if scope == "instance":
+        return st.replica // st.spec.replicas_per_instance
+    return np.zeros_like(st.replica)
+
+
+def _stage_tiers(run: ReplayRun, st: StageRun) -> list[ReplayedTier]:
+    """Every tier of one replayed stage, as the busiest unit saw it."""
+    end_w = max(int(run.end_s / run.window_s) + 1, 1)
+    w = run.window_s
+    prefills = st.role is not Role.DECODE
+    # In flight on a tier: a prefilling request from admission to its first token (loads and
+    # writes happen then), a decoding one from admission to completion.
+    start = st.admit_s
+    stop = st.first_s if prefills else st.done_s
+    ok = np.isfinite(start)
+    stop = np.where(np.isfinite(stop), stop, run.end_s)
+    out = []
+    for k, tier in enumerate(st.spec.tiers):
+        rows = [i for i, r in enumerate(st.resources) if r.kind == "tier" and r.tier == k]
+        read = st.read_bytes[rows, :end_w] / w
+        write = st.write_bytes[rows, :end_w] / w
+        busy = np.percentile(read + write, 99, axis=1)
+        u = int(np.argmax(busy))
+        unit = st.resources[rows[u]].unit
+        mine = ok & (_unit_of(st, tier.scope.value) == unit)
+        inflight = inflight_window_means(start[mine], stop[mine], w, end_w)
+        served = st.tier_hit_tokens[k] if prefills and st.tier_hit_tokens.size else None
+        what = "admission to first token" if prefills else "admission to completion"
+        out.append(
+            ReplayedTier(
+                stage=st.role.value,
+                tier=tier.name,
+                read_bytes_per_s=read[u],
+                write_bytes_per_s=write[u],
+                window_s=w,
+                inflight=inflight,
+                inflight_from=(
+                    f"p99 over {w:g} s windows of the replayed requests in flight ({what}) on "
+                    f"the busiest {tier.scope.value} of {len(rows)}; one chunk I/O outstanding "
+                    "per request per rank"
+                ),
+                served_tokens=None if served is None else np.asarray(served, dtype=np.float64),
+                units=len(rows),
+                source=CLOSED_LOOP.format(unit=f"{tier.scope.value} of {len(rows)}"),
+            )
+        )
+    return out
+
+
+def replayed_tiers(
+    trace: Trace, plan: Plan, window_s: float
+) -> tuple[dict[tuple[str, str], ReplayedTier], tuple[str, ...]]:
+    """The closed-loop demand of every tier, or none and why (a plan the replay cannot run)."""
+    try:
+        deployment, notes = deployment_from_plan(plan)
+    except KvAdvisorError as exc:
+        return {}, (f"no closed-loop replay ({exc}): the jobs use the open-loop demand",)
+    ctx = ReplayContext(scaled_arrays(TraceArrays.from_trace(trace), plan.traffic_scale))
+    run = run_replay(ctx, deployment, ReplayOptions(window_s=window_s))
+    tiers = {(t.stage, t.tier): t for st in run.stages for t in _stage_tiers(run, st)}
+    return tiers, (*notes, *run.notes)
 
 
 def verify(
@@ -26,7 +111,7 @@ def verify(
     column_map: Sequence[str] | None = None,
     block_tokens: int | None = None,
 ) -> VerifySet:
-    """The one `verify` entry: read the trace whole, replay it once, build the jobs for ``plan``.
+    """The one `verify` entry: read the trace whole, replay it, build the jobs for ``plan``.
 
     ``storage`` is the storage catalog the plan was loaded with (for the tiers' I/O unit and
     GPUDirect support).
@@ -37,6 +122,7 @@ def verify(
         else read_trace(source, trace_format, column_map=column_map, block_tokens=block_tokens)
     )
     replay, notes = replay_trace(trace, options.warmup_fraction)
+    replayed, closed_notes = replayed_tiers(trace, plan, options.window_s)
     return verify_plan(
         trace,
         replay,
@@ -45,5 +131,6 @@ def verify(
         options,
         version=version,
         trace_sha256=trace_sha256,
-        replay_notes=notes,
+        replay_notes=(*notes, *closed_notes),
+        replayed=replayed,
     )

@@ -20,7 +20,9 @@ SOURCES = {
     "lmcache_fs": "LMCache #4725: fs_native max_capacity_gb without eviction grows past the cap",
     "mooncake_fs": "Mooncake deployment guide: do not combine --root_fs_dir with --enable_offload",
     "ssd_bound": "LMCache #4725, Mooncake #924: a disk tier without a bound fills the disk",
-    "slo": "the plan's SLO; load time = latency + bytes / read bandwidth per tier",
+    "slo": "the plan's SLO; load time: the plan's closed-loop replay (loads sharing each "
+    "tier's bandwidth, docs/replay.md), else latency + bytes / read bandwidth per tier",
+    "replay": "the plan's SLO against its closed-loop replay (docs/replay.md)",
     "placeholder": "kvadvisor --emit: <FILL:...> marks an address, mount or device to supply",
     "host_scope": "per-rank and per-instance sizes: LMCache local_cpu_backend.py (GiB per worker), "
     "vLLM vllm/config/cache.py@002f10e (GiB per instance), Dynamo leader.rs@ae2223b (GB per "

@@ -15,6 +15,7 @@ import numpy as np
 
 from kvadvisor.plan.model import Plan
 from kvadvisor.planreview.checks import check, q
+from kvadvisor.planreview.closedloop import Replayed, slo_check, with_replayed_demand
 from kvadvisor.planreview.demand import (
     TraceReplay,
     device_pool,
@@ -47,21 +48,34 @@ def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
 
 
 def review_plan(
-    plan: Plan, replay: TraceReplay, perf: PlanPerf, *, window_s: float = 1.0
+    plan: Plan,
+    replay: TraceReplay,
+    perf: PlanPerf,
+    *,
+    window_s: float = 1.0,
+    replayed: Replayed | None = None,
+    not_replayed: str | None = None,
 ) -> PlanReview:
-    """Replay ``plan`` against the trace arrays and run every check (pure)."""
+    """Check ``plan`` against the trace arrays and its closed-loop replay (pure).
+
+    ``replayed``: the plan's replay (its tier demand, load times and SLOs replace the open-loop
+    figures); None with ``not_replayed`` saying why it could not run.
+    """
     kvb = perf.kv_bytes_per_token
     times, span = plan_times(plan, replay)
     stage_reviews: list[StageReview] = []
     checks: list[ReviewCheck] = []
     for stage in plan.stages:
         calcs = stage_tiers(stage, replay, perf, times, span, window_s)
+        calcs = with_replayed_demand(stage, calcs, replayed)
         checks.extend(c for c in (deployable_check(stage, t) for t in calcs) if c is not None)
         checks.extend(tier_checks(stage, calcs, perf, times, span, window_s))
         checks.extend(engine_checks(stage, plan, device_pool(stage, perf)))
         checks.extend(engine_lint(stage, plan, device_pool(stage, perf)))
         load = load_times(calcs, kvb) if stage.prefills and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
+        if replayed is not None and stage.prefills and calcs:
+            load_p99 = replayed.load_p99_s  # contended: loads share each tier's bandwidth
         if plan.slo.ttft_p99_s is not None and stage.prefills:
             if load_p99 is None:
                 checks.append(
@@ -85,7 +99,8 @@ def review_plan(
                         "error",
                         "fail" if bad else "pass",
                         f"p99 time to load the cached prefix is {q(load_p99, Unit.SECONDS)}"
-                        " against a TTFT p99 "
+                        + (" in the closed-loop replay" if replayed is not None else " alone")
+                        + " against a TTFT p99 "
                         f"SLO of {q(plan.slo.ttft_p99_s, Unit.SECONDS)}"
                         + (" before any compute" if bad else ""),
                         "slo",
@@ -105,6 +120,7 @@ def review_plan(
             )
         )
     checks.extend(stage_balance(stage_reviews))
+    checks.extend(slo_check(plan, replayed, not_replayed))
     return PlanReview(
         name=plan.name,
         path=plan.path,

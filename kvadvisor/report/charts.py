@@ -11,6 +11,9 @@ import io
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvadvisor.firstuse import FONT_CACHE, announce
 
 # Colour-blind-safe palette (Okabe & Ito, "Color Universal Design", 2008), dark enough to print.
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
@@ -109,6 +112,10 @@ def render_svg(spec: ChartSpec) -> str:
     page never share an id.
     """
     import matplotlib
+
+    if not any(Path(matplotlib.get_cachedir()).glob("fontlist-v*.json")):
+        # Importing the figure code below builds the font list on a fresh machine.
+        announce(FONT_CACHE)
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator, PercentFormatter

@@ -112,8 +112,10 @@ class TierDemand:
     read_capability_bytes_per_s: float
     write_capability_bytes_per_s: float
     hit_ratio: float | None  # prompt tokens this tier served / prompt tokens
-    read_bytes_per_s: Rate
-    write_bytes_per_s: Rate
+    read_bytes_per_s: Rate  # delivered by the device
+    write_bytes_per_s: Rate  # drained to the device
+    read_demand_bytes_per_s: Rate  # asked for: loads started, their bytes in the window
+    write_demand_bytes_per_s: Rate  # offered: bytes the GPUs handed to the write buffer
     read_iops: Rate
     read_utilization: Rate
     write_utilization: Rate

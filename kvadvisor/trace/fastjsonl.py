@@ -29,6 +29,11 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from kvadvisor.firstuse import watch_numba_compiles
+
+# The first compilation of a run is announced (the CLI says it once on a terminal).
+watch_numba_compiles()
+
 # The four keys, as bytes: a key must equal one of them byte for byte.
 _TIMESTAMP = np.frombuffer(b"timestamp", dtype=np.uint8)
 _INPUT_LENGTH = np.frombuffer(b"input_length", dtype=np.uint8)

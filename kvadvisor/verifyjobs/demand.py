@@ -2,18 +2,22 @@
 
 Definitions (docs/verify.md gives them in words):
 
-* **Series**: the review's demand per window (:func:`kvadvisor.planreview.demand.window_rates` over
-  the same flows the review judges), per instance for node-local tiers and per pool for shared
-  ones; its mean, p99 and peak are the review's figures.
+* **Series** (closed loop): the fleet replay's bytes per window on the tier's busiest unit (a
+  replica, an instance or the pool, by the p99 of read plus write), with batching, queues and
+  shared bandwidth deciding when KV moves; its mean, p99 and peak are the replay's figures.
+  **Open loop**, when the replay cannot run the plan: the review's demand per window
+  (``window_rates`` over the same flows the review judges), per instance for node-local tiers
+  and per pool for shared ones; its mean, p99 and peak are the review's figures.
 * **Burst profile**: a window is *on* when its demand is above the series mean. The on rate is
   the mean over on windows, the off rate the mean over off windows, and ``on_s``/``off_s`` the
   mean lengths of runs of consecutive on and off windows. A series with no off window (steady)
   or no demand has no burst profile.
-* **Queue depth** (open loop): requests moving KV on the tier at once per instance, the p99
-  over windows of the mean number in flight. A prefill tier's requests are in flight during
-  their prefill, a decode tier's during their decode (:mod:`kvadvisor.metrics.stages` with the
-  plan's model, GPU and instance count); each keeps one chunk I/O outstanding per rank. Without
-  a catalog model and GPU the depth is 1, stated so.
+* **Queue depth**: requests moving KV on the tier at once, the p99 over windows of the mean
+  number in flight; each keeps one chunk I/O outstanding per rank. Closed loop: the replayed
+  requests on the busiest unit, a prefilling one from admission to its first token, a decoding
+  one from admission to completion. Open loop: per instance, a prefill tier's requests during
+  their modeled prefill, a decode tier's during their decode (:mod:`kvadvisor.metrics.stages`
+  with the plan's model, GPU and instance count); without a catalog model and GPU, 1.
 * **Latency target** (prefill reads, when the plan sets a TTFT SLO): the p99 request loads
   ``n`` I/Os per rank from the tier, ``q`` at a time, so each may take ``SLO × q / n`` for the
   load alone to fit the SLO.
@@ -32,7 +36,13 @@ from kvadvisor.metrics.timeline import inflight_window_means, window_count
 from kvadvisor.perfmodel import PerfModel, memory_fit
 from kvadvisor.plan.model import Plan, StagePlan
 from kvadvisor.planreview.demand import TierCalc, window_rates
-from kvadvisor.verifyjobs.model import BurstProfile, DirectionDemand, IoShape, TierDemand
+from kvadvisor.verifyjobs.model import (
+    BurstProfile,
+    DirectionDemand,
+    IoShape,
+    ReplayedTier,
+    TierDemand,
+)
 from kvadvisor.verifyjobs.shape import gds_support, io_shape
 
 # Tier kinds fio has no file or block device for: memory is the host-GPU copy path, a KV pool
@@ -112,21 +122,18 @@ def stage_inflight(
 
 def _direction(
     direction: str,
-    tokens: np.ndarray,
-    times_s: np.ndarray,
-    kv_bytes_per_token: float,
-    fleet: int,
+    series: np.ndarray,
+    tokens: np.ndarray | None,
     shape: IoShape,
     window_s: float,
-    span_s: float,
     iodepth: int,
     ttft_slo_s: float | None,
-    stage: str,
+    prefills: bool,
 ) -> DirectionDemand | None:
-    series = window_rates(times_s, tokens * kv_bytes_per_token / fleet, window_s, span_s)
+    """One direction's demand from its per-window series (bytes per second)."""
     if not series.size or series.max() <= 0:
         return None
-    moving = tokens[tokens > 0]
+    moving = np.zeros(0) if tokens is None else tokens[tokens > 0]
     ios = np.ceil(moving / shape.chunk_tokens) * shape.pieces_per_chunk
     ios_p99 = float(np.percentile(ios, 99)) if ios.size else 0.0
     target, target_from = (
@@ -137,7 +144,6 @@ def _direction(
             else "no TTFT SLO in the plan"
         ),
     )
-    prefills = stage in ("prefill", "serving")
     if direction == "read" and prefills and ttft_slo_s is not None and ios_p99 > 0:
         target = ttft_slo_s * iodepth / ios_p99
         target_from = (
@@ -156,6 +162,13 @@ def _direction(
     )
 
 
+def _depth(inflight: np.ndarray) -> int:
+    """The p99 over windows of requests in flight, rounded up, at least 1."""
+    if not inflight.size:
+        return 1
+    return max(int(math.ceil(float(np.percentile(inflight, 99)) - 1e-9)), 1)
+
+
 def tier_demands(
     plan: Plan,
     flows: Mapping[str, Sequence[TierCalc]],
@@ -166,33 +179,72 @@ def tier_demands(
     kv_bytes_per_token: float,
     specs: Mapping[str, StorageSpec],
     window_s: float,
+    replayed: Mapping[tuple[str, str], ReplayedTier] | None = None,
 ) -> tuple[TierDemand, ...]:
-    """Every tier's demand, shape and queue depth (pure)."""
+    """Every tier's demand, shape and queue depth (pure).
+
+    A tier in ``replayed`` (the closed-loop replay of the plan) takes its demand over time,
+    queue depth and served tokens from there; the others from the open-loop flows.
+    """
+    replayed = replayed or {}
     out: list[TierDemand] = []
     for stage in plan.stages:
         own = flows.get(stage.stage, ())
         served = [f.served_tokens for f in own if f.served_tokens is not None]
         hits = np.sum(served, axis=0) if served else None
-        inflight, depth_from = stage_inflight(
-            plan, stage, times_s, input_tokens, output_tokens, hits, window_s, span_s
-        )
+        open_inflight: tuple[np.ndarray | None, str] | None = None
         for f in own:
             t = f.plan
             spec = specs.get(t.storage.catalog_name) if t.storage.catalog_name else None
             shape = io_shape(plan, stage, t, kv_bytes_per_token, spec)
             gds, gds_from = gds_support(t, specs)
-            depth = 1
-            if inflight is not None:
-                per = inflight / (f.fleet if f.fleet else 1)
-                depth = max(int(math.ceil(float(np.percentile(per, 99)) - 1e-9)), 1)
-            common = (times_s, kv_bytes_per_token, f.fleet, shape, window_s, span_s, depth)
-            slo, st = plan.slo.ttft_p99_s, stage.stage
-            read = (
-                None
-                if f.served_tokens is None
-                else _direction("read", f.served_tokens, *common, slo, st)
-            )
-            write = _direction("write", f.written_tokens, *common, slo, st)
+            closed = replayed.get((stage.stage, t.name))
+            if closed is not None:
+                win = closed.window_s
+                read_series = closed.read_bytes_per_s if stage.prefills else np.zeros(0)
+                write_series = closed.write_bytes_per_s
+                read_tokens, write_tokens = closed.served_tokens, None
+                depth, depth_from = _depth(closed.inflight), closed.inflight_from
+                demand_from = closed.source
+            else:
+                if open_inflight is None:
+                    open_inflight = stage_inflight(
+                        plan, stage, times_s, input_tokens, output_tokens, hits, window_s, span_s
+                    )
+                inflight, depth_from = open_inflight
+                fleet = f.fleet if f.fleet else 1
+                depth = 1 if inflight is None else _depth(inflight / fleet)
+                win = window_s
+                read_tokens, write_tokens = f.served_tokens, f.written_tokens
+                read_series = (
+                    np.zeros(0)
+                    if read_tokens is None
+                    else window_rates(
+                        times_s, read_tokens * kv_bytes_per_token / fleet, win, span_s
+                    )
+                )
+                write_series = window_rates(
+                    times_s, write_tokens * kv_bytes_per_token / fleet, win, span_s
+                )
+                demand_from = (
+                    "open loop: the review's flows at arrival time (no closed-loop replay)"
+                )
+            open_loop: dict[str, tuple[float, float]] = {}
+            if closed is not None:
+                for name, rate in (("read", f.review.read), ("write", f.review.write)):
+                    if rate is not None and rate.peak_bytes_per_s > 0:
+                        open_loop[name] = (rate.p99_bytes_per_s, rate.peak_bytes_per_s)
+            capability = {
+                k: v
+                for k, v in (
+                    ("read", f.review.read_capability_bytes_per_s),
+                    ("write", f.review.write_capability_bytes_per_s),
+                )
+                if v
+            }
+            args = (shape, win, depth, plan.slo.ttft_p99_s, stage.prefills)
+            read = _direction("read", read_series, read_tokens, *args)
+            write = _direction("write", write_series, write_tokens, *args)
             skipped = NO_FIO_KINDS.get(t.storage.kind)
             if skipped is None and read is None and write is None:
                 skipped = "no KV traffic reaches this tier in the replay"
@@ -211,8 +263,11 @@ def tier_demands(
                     write=write,
                     iodepth=depth,
                     iodepth_from=depth_from,
-                    window_s=window_s,
+                    window_s=win,
                     skipped=skipped,
+                    demand_from=demand_from,
+                    open_loop=open_loop,
+                    capability_bytes_per_s=capability,
                 )
             )
     return tuple(out)

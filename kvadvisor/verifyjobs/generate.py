@@ -21,11 +21,12 @@ from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.trace.model import Trace
 from kvadvisor.verifyjobs.bench import bench_datasets, bench_runs
 from kvadvisor.verifyjobs.demand import tier_demands
-from kvadvisor.verifyjobs.fio import job_file
+from kvadvisor.verifyjobs.fio import job_file, saturated
 from kvadvisor.verifyjobs.model import (
     MANIFEST_NAME,
     MANIFEST_VERSION,
     FioJobFile,
+    ReplayedTier,
     TierDemand,
     VerifySet,
 )
@@ -139,8 +140,13 @@ def verify_plan(
     version: str,
     trace_sha256: str | None = None,
     replay_notes: tuple[str, ...] = (),
+    replayed: Mapping[tuple[str, str], ReplayedTier] | None = None,
 ) -> VerifySet:
-    """The verify folder's files for ``plan`` against ``trace`` and its replay (pure)."""
+    """The verify folder's files for ``plan`` against ``trace`` and its replay (pure).
+
+    ``replay`` is the review's (open loop: prefix hits at arrival); ``replayed`` the tiers of
+    the closed-loop replay of the plan, which take precedence where given.
+    """
     perf = plan_perf(plan)
     times, span = plan_times(plan, replay)
     flows = {
@@ -157,6 +163,7 @@ def verify_plan(
         perf.kv_bytes_per_token,
         storage,
         options.window_s,
+        replayed,
     )
     header = [
         f"kvadvisor verify: plan '{plan.name}' against {trace.source_path}",
@@ -185,6 +192,12 @@ def verify_plan(
             notes.append(f"{d.stage} tier '{d.tier}': no fio job: {d.skipped}")
         elif not d.gds:
             notes.append(f"{d.stage} tier '{d.tier}': no GPUDirect variant: {d.gds_from}")
+        if d.skipped is None and saturated(d):
+            notes.append(
+                f"{d.stage} tier '{d.tier}' saturates in the replay ({', '.join(saturated(d))} "
+                "at its planned capability): its jobs test that capability, and the traffic asks "
+                "for more (the open-loop figures in its job file)"
+            )
     manifest: dict[str, Any] = {
         "kind": "kvadvisor-verify",
         "format_version": MANIFEST_VERSION,

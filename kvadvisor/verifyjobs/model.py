@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kvadvisor.errors import KvAdvisorError
 
 # What each manifest format_version changed:
@@ -104,10 +106,37 @@ class TierDemand:
     iodepth_from: str
     window_s: float
     skipped: str | None = None
+    demand_from: str = ""
+    # Closed loop only: what the traffic asks with no queueing (the review's open-loop p99 and
+    # peak per direction, bytes per second), and the plan's capability per direction.
+    open_loop: dict[str, tuple[float, float]] = field(default_factory=dict)
+    capability_bytes_per_s: dict[str, float] = field(default_factory=dict)
 
     def directions(self) -> tuple[DirectionDemand, ...]:
         """The directions with demand, read first."""
         return tuple(d for d in (self.read, self.write) if d is not None)
+
+
+@dataclass(frozen=True, eq=False)
+class ReplayedTier:
+    """One tier's demand in the closed-loop replay of the plan, for one device unit.
+
+    The unit is the tier's scope (a replica, an instance or the pool): the busiest one, by the
+    p99 of its read plus write bytes per window. ``inflight`` is the mean number of the stage's
+    requests in flight on that unit per window (the queue depth's source); ``served_tokens``
+    the tokens the tier served each request (None for a tier nobody reads).
+    """
+
+    stage: str
+    tier: str
+    read_bytes_per_s: np.ndarray
+    write_bytes_per_s: np.ndarray
+    window_s: float
+    inflight: np.ndarray
+    inflight_from: str
+    served_tokens: np.ndarray | None
+    units: int
+    source: str
 
 
 @dataclass(frozen=True)

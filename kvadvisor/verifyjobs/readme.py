@@ -85,7 +85,7 @@ def readme(
         if j.gds:
             continue
         d = next(t for t in tiers if t.stage == j.stage and t.tier == j.tier)
-        lines.append(f"   - `{j.path}`: {_host(plan, d)}:")
+        lines.append(f"   - `{j.path}`: {_host(plan, d)}; demand {d.demand_from}:")
         lines.append(
             f"     `{ENV_DIR}=/mnt/<{d.tier}>/kvtest ./run-fio.sh {j.path}` "
             f"({len(j.phases)} phases × `{ENV_RUNTIME}` s)"
