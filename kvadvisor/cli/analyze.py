@@ -132,6 +132,7 @@ class WeightDtype(str, Enum):
     int8 = "int8"
     int4 = "int4"
     fp4 = "fp4"
+    mxfp4 = "mxfp4"
 
 
 ModelOpt = Annotated[
@@ -159,8 +160,13 @@ KvDtypeOpt = Annotated[
     KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.", rich_help_panel=PANEL_MODEL)
 ]
 WeightDtypeOpt = Annotated[
-    WeightDtype,
-    typer.Option("--weight-dtype", help="Weight dtype.", rich_help_panel=PANEL_MODEL),
+    WeightDtype | None,
+    typer.Option(
+        "--weight-dtype",
+        help="Weight dtype. Default: the checkpoint's published one (FP8 for "
+        "DeepSeek-V3/R1, MXFP4 experts for gpt-oss, bf16 for most).",
+        rich_help_panel=PANEL_MODEL,
+    ),
 ]
 TpOpt = Annotated[
     int | None,
@@ -171,6 +177,17 @@ TpOpt = Annotated[
         metavar="N",
         rich_help_panel=PANEL_MODEL,
         help="Tensor-parallel GPUs per instance (default: smallest that fits).",
+    ),
+]
+EpOpt = Annotated[
+    int,
+    typer.Option(
+        "--ep",
+        min=1,
+        metavar="N",
+        rich_help_panel=PANEL_MODEL,
+        help="MoE models: GPUs of the instance the routed experts are spread over (expert "
+        "parallelism; must divide --tp). Default 1: every expert split over the TP GPUs.",
     ),
 ]
 WindowOpt = Annotated[
@@ -310,8 +327,9 @@ def analyze_cmd(
     model: ModelOpt = None,
     gpu: GpuOpt = None,
     kv_dtype: KvDtypeOpt = KvDtype.bf16,
-    weight_dtype: WeightDtypeOpt = WeightDtype.bf16,
+    weight_dtype: WeightDtypeOpt = None,
     tp: TpOpt = None,
+    ep: EpOpt = 1,
     # Deployment
     instances: InstancesOpt = 1,
     instance: Annotated[
@@ -429,8 +447,9 @@ def analyze_cmd(
             model=model,
             gpu=gpu,
             kv_dtype=kv_dtype.value,
-            weight_dtype=weight_dtype.value,
+            weight_dtype=weight_dtype.value if weight_dtype else None,
             tp=tp,
+            ep=ep,
             window_s=window,
             instances=instances,
             io_unit_bytes=io_unit_bytes(io_unit),
