@@ -263,6 +263,13 @@ def analyze_cmd(
         list[Path] | None,
         typer.Option("--plan", help="Deployment plan to review against the trace. Repeatable."),
     ] = None,
+    replay: Annotated[
+        bool,
+        typer.Option(
+            "--replay/--no-replay",
+            help="Replay the recommended deployment closed loop (its split becomes the report's).",
+        ),
+    ] = True,
     memory_limit: MemoryLimitOpt = None,
     model: ModelOpt = None,
     gpu: GpuOpt = None,
@@ -302,6 +309,7 @@ def analyze_cmd(
             cache_chunk_tokens=chunk_tokens,
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
+            replay=replay,
             model=model,
             gpu=gpu,
             kv_dtype=kv_dtype.value,

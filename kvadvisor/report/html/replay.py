@@ -343,6 +343,45 @@ def replay_sections(res: ReplayResult, prefix: str = "replay-") -> tuple[Section
     )
 
 
+def replay_section(res: ReplayResult | None, missing: str | None) -> Section:
+    """The analyze page's one section for the replay of the recommended deployment."""
+    if res is None:
+        return Section(
+            id="replay",
+            title="Fleet replay (closed loop)",
+            missing=f"Not replayed: {missing or 'no recommendation to replay'}.",
+        )
+    parts = replay_sections(res, "replay-")
+    r = res.requests
+    rows = (
+        (
+            "deployment",
+            f"{res.deployment.topology}: "
+            + "; ".join(
+                f"{st.role.value} {st.instances} x {st.instance or st.gpu}, {st.replicas} replicas"
+                for st in res.stages
+            ),
+        ),
+        ("p90 TTFT", fmt.duration(r.ttft_s.p90 if r.ttft_s else None)),
+        ("p90 TPOT", fmt.duration(r.tpot_s.p90 if r.tpot_s else None)),
+        ("prefill share of GPU time", fmt.percent(res.stage_split.prefill_share)),
+        ("keeps up", "no: " + res.overload.reason if res.overload.overloaded else "yes"),
+    )
+    return Section(
+        id="replay",
+        title="Fleet replay of the recommended deployment (closed loop)",
+        lead=(
+            "The recommended deployment run through the trace: requests queue, batch, load and "
+            "cross to decode as the engines do (docs/replay.md). Its GPU time per stage is the "
+            "report's stage split; the open-loop figures are kept as a bound."
+        ),
+        rows=rows + tuple(row for p in parts for row in p.rows),
+        charts=tuple(c for p in parts for c in p.charts),
+        tables=tuple(t for p in parts for t in p.tables),
+        notes=res.notes,
+    )
+
+
 def build_replay_view(report: ReplayReport) -> ReplayView:
     """The page's view of a replay document."""
     res = report.replay
