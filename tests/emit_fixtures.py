@@ -23,6 +23,7 @@ from kvadvisor.results import (
     Tier,
     TraceSummary,
 )
+from kvadvisor.results.vocab import TierRole
 
 GIB = 1024**3
 GB = 1000**3
@@ -38,10 +39,12 @@ MRC = (
     MrcPoint(1_048_576, 0.45, 0.47),
     MrcPoint(None, 0.46, 0.48),
 )
-HOST = Tier("host-dram-ddr5-spr", "memory", "host DRAM KV pool", HOST_TIER_GIB)
-NVME = Tier("nvme-gen5-x4", "local_nvme", "capacity tier", 8000.0, devices=4)
-FSX = Tier("aws-fsx-lustre-persistent2-125", "parallel_fs", "capacity tier", 100_000.0, shared=True)
-POOL = Tier("mooncake-store", "kv_store", "capacity tier", 5000.0, shared=True)
+HOST = Tier("host-dram-ddr5-spr", "memory", TierRole.HOST_POOL, HOST_TIER_GIB)
+NVME = Tier("nvme-gen5-x4", "local_nvme", TierRole.CAPACITY, 8000.0, devices=4)
+FSX = Tier(
+    "aws-fsx-lustre-persistent2-125", "parallel_fs", TierRole.CAPACITY, 100_000.0, shared=True
+)
+POOL = Tier("mooncake-store", "kv_store", TierRole.CAPACITY, 5000.0, shared=True)
 
 
 def stage_recommendation(tiers: tuple[Tier, ...], count: int = 1) -> StageRecommendation:

@@ -24,9 +24,9 @@ from kvadvisor.results.replay import (
     Percentiles,
     Rate,
     ReplayResult,
+    ReplaySeriesKey,
     RequestStats,
     Role,
-    SeriesKind,
     Slo,
     StageSummary,
     TierDemand,
@@ -65,7 +65,8 @@ from kvadvisor.results.report import (
     Tier,
     TtlPoint,
 )
-from kvadvisor.results.series import Series
+from kvadvisor.results.series import Series, SeriesKey, SeriesKind
+from kvadvisor.results.vocab import TierRole
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import Unit
@@ -199,7 +200,8 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                     y_unit="tokens",
                     x=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
                     y=(2_048.0, 9_216.0, 20_480.0, 16_384.0, 10_240.0, 3_232.0),
-                    kind="bar",
+                    kind=SeriesKind.BAR,
+                    key=SeriesKey.REUSE_TIMES,
                 ),
                 ttl=(TtlPoint(0.5, 6.0, 180_224, 163_840), TtlPoint(0.9, 21.0, 512_000, None)),
             ),
@@ -253,7 +255,8 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                     "bytes/s",
                     tuple(float(t) for t in range(0, 30, 2)),
                     tuple(1.0e9 + 0.4e9 * (t % 5) for t in range(15)),
-                    "step",
+                    SeriesKind.STEP,
+                    key=SeriesKey.WRITE_DEMAND,
                 ),
                 Series(
                     "requests in flight",
@@ -263,7 +266,8 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                     "count",
                     tuple(float(t) for t in range(30)),
                     tuple(float(3 + t % 4) for t in range(30)),
-                    "step",
+                    SeriesKind.STEP,
+                    key=SeriesKey.REQUESTS_IN_FLIGHT,
                 ),
             ),
         ),
@@ -273,7 +277,7 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 storage="local NVMe Gen5",
                 instance_count=2,
                 gpu="h200",
-                tiers=(Tier("local NVMe Gen5", "nvme", "KV offload tier", 3_500.0, devices=2),),
+                tiers=(Tier("local NVMe Gen5", "nvme", TierRole.CAPACITY, 3_500.0, devices=2),),
                 required=Requirement(
                     write_bytes_per_s=2.25e9,
                     capacity_gib=1_200.0,
@@ -417,10 +421,12 @@ def fixed_replay(text: str = "") -> ReplayResult:
         drain_cap_s=600.0,
         span_s=31.0,
         series=(
-            ReplaySeries(SeriesKind.TTFT_CDF, "ttft_cdf", (0.1, 0.8, 6.0), (0.0, 0.5, 1.0)),
-            ReplaySeries(SeriesKind.QUEUE, "waiting", (0.5, 1.5, 2.5), (0.0, 2.0, 1.0)),
-            ReplaySeries(SeriesKind.RUNNING, "running", (0.5, 1.5, 2.5), (3.0, 5.0, 4.0)),
-            ReplaySeries(SeriesKind.TIER_WRITE, f"prefill/host-dram{text}", (0.5, 1.5), (1e9, 3e9)),
+            ReplaySeries(ReplaySeriesKey.TTFT_CDF, "ttft_cdf", (0.1, 0.8, 6.0), (0.0, 0.5, 1.0)),
+            ReplaySeries(ReplaySeriesKey.QUEUE, "waiting", (0.5, 1.5, 2.5), (0.0, 2.0, 1.0)),
+            ReplaySeries(ReplaySeriesKey.RUNNING, "running", (0.5, 1.5, 2.5), (3.0, 5.0, 4.0)),
+            ReplaySeries(
+                ReplaySeriesKey.TIER_WRITE, f"prefill/host-dram{text}", (0.5, 1.5), (1e9, 3e9)
+            ),
         ),
         notes=(f"the advisor chose this deployment from open-loop figures{text}",),
     )

@@ -31,7 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     # Inputs: readers and loaders, the only packages besides the CLI that touch files.
     "trace": {"fileio"},
     "catalog": {"yamlio"},
-    "rules": {"yamlio"},
+    # The rule engine speaks the results' vocabulary (severities, stages: results/vocab.py).
+    "rules": {"yamlio", "results"},
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
     "plan": {"yamlio", "catalog"},
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.

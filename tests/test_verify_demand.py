@@ -124,3 +124,23 @@ def test_open_loop_when_the_replay_cannot_run(disk) -> None:
     written = verify(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
     assert any(n.startswith("no closed-loop replay") for n in written.notes)
     assert written.tiers[0].demand_from.startswith("open loop")
+
+
+def test_a_saturated_tier_says_what_the_traffic_asks() -> None:
+    """The cloud-disk example: the jobs test the disk at the capability the replay holds it to.
+
+    The job file states the open-loop demand beside it, which is higher.
+    """
+    repo = Path(__file__).resolve().parents[1]
+    trace = read_trace(repo / "sample_traces" / "mooncake_conversation_head.jsonl.gz")
+    plan = load_plan(repo / "examples" / "plans" / "bad-h20-cloud-disk.yaml", CATALOGS)
+    written = verify(trace, plan, CATALOGS.storage, VerifyOptions(), version="t")
+    (disk,) = [t for t in written.tiers if t.skipped is None]
+    assert disk.demand_from.startswith("closed loop")
+    cap = disk.capability_bytes_per_s["write"]
+    assert disk.write is not None and disk.write.p99_bytes_per_s >= 0.95 * cap
+    assert disk.write.peak_bytes_per_s <= cap * 1.001  # the replay cannot ask for more
+    assert disk.open_loop["write"][0] > cap  # the traffic would
+    assert any("saturates in the replay" in n for n in written.notes)
+    (job,) = [j for j in written.jobs if not j.gds]
+    assert "without queueing (open loop) the traffic would ask" in job.text

@@ -53,6 +53,7 @@ from kvadvisor.results.report import (
     StageRecommendation,
     Tier,
 )
+from kvadvisor.results.vocab import TierRole
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, S_PER_DAY
@@ -725,13 +726,13 @@ def advise(
                 ]
 
         host = host_tier_name(inst)
-        tiers = [Tier(host, "memory", "host memory KV pool and write buffer", host_pool)]
+        tiers = [Tier(host, "memory", TierRole.HOST_POOL, host_pool)]
         if fit is not None:
             tiers.append(
                 Tier(
                     spec.name,
                     spec.category,
-                    "capacity tier" if stage == "prefill" else "read tier",
+                    TierRole.CAPACITY if stage == "prefill" else TierRole.READ,
                     fit.capacity_gib,
                     fit.devices,
                     spec.shared,
@@ -857,8 +858,8 @@ def _finding(
             candidates = tuple(r["name"] for r in hits[:MAX_ALTERNATIVES])
     return Finding(
         code=rule.code,
-        severity=rule.severity.value,
-        stage=rule.stage.value,
+        severity=rule.severity,
+        stage=rule.stage,
         message=message,
         evidence={
             name: Evidence(item["value"], item["unit"], item["text"])

@@ -19,6 +19,7 @@ from enum import Enum
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.results import AdviceReport, StageRecommendation, Tier
+from kvadvisor.results.vocab import TIER_ROLE_WORDS
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 
 
@@ -148,7 +149,7 @@ def _tier_view(t: Tier) -> TierView:
         name=t.name,
         category=t.category,
         kind=CATEGORY_KINDS.get(t.category, TierKind.LOCAL_DISK),
-        role=t.role,
+        role=TIER_ROLE_WORDS[t.role],
         capacity_bytes=None if t.capacity_gib is None else t.capacity_gib * BYTES_PER_GIB,
         devices=t.devices,
         shared=t.shared,

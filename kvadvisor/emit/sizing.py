@@ -17,6 +17,7 @@ from enum import Enum
 
 from kvadvisor.emit.deployment import Deployment, StageView, TierView
 from kvadvisor.results import AdviceReport
+from kvadvisor.results.series import SeriesKey
 from kvadvisor.units import Unit, format_value
 
 
@@ -115,8 +116,9 @@ def _curve(report: AdviceReport, kind: str) -> list[tuple[float, float]]:
     """(capacity tokens, hit ratio) points, ascending: the full curve when the report has it."""
     pc = report.prefix_cache
     assert pc is not None
+    key = SeriesKey.HIT_RATIO_STEADY if kind == "steady" else SeriesKey.HIT_RATIO_ALL
     for series in pc.curve:
-        if series.x_unit == "tokens" and kind in series.name:
+        if series.key is key:
             return sorted(zip(series.x, series.y, strict=True))
     points = [
         (float(p.capacity_tokens), p.hit_ratio_steady if kind == "steady" else p.hit_ratio_all)

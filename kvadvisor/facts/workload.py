@@ -8,7 +8,15 @@ from typing import Any
 
 from kvadvisor.facts.registry import collect
 from kvadvisor.results.common import TraceSummary
-from kvadvisor.results.report import IoDemand, ModelSummary, PrefixCache, StageSplit
+from kvadvisor.results.report import (
+    AdviceReport,
+    IoDemand,
+    ModelSummary,
+    PrefixCache,
+    StageSplit,
+)
+from kvadvisor.results.series import SeriesKey
+from kvadvisor.results.vocab import CacheStatus
 from kvadvisor.rules.model import FactValue
 from kvadvisor.units import BYTES_PER_GIB
 
@@ -30,8 +38,8 @@ def curve_points(prefix_cache: PrefixCache) -> list[tuple[float, float]]:
     (capacity tokens, steady hit ratio) at finite capacities, ascending: the cache engine's
     whole curve where the section carries it, else the standard curve points.
     """
-    for series in getattr(prefix_cache, "curve", ()) or ():
-        if "steady" in series.name and series.x_unit == "tokens":
+    for series in prefix_cache.curve:
+        if series.key is SeriesKey.HIT_RATIO_STEADY:
             return sorted(
                 (float(x), float(y))
                 for x, y in zip(series.x, series.y, strict=False)
@@ -158,16 +166,20 @@ def workload_facts(
     return collect(pairs)
 
 
-def _get(obj: Any, *names: str) -> Any:
-    """Follow attributes that later producers add (None where a section or field is absent)."""
-    for name in names:
-        obj = getattr(obj, name, None)
-        if obj is None:
-            return None
-    return obj
+# The reuse-time quantiles with a fact, by quantile.
+REUSE_QUANTILE_FACTS = {0.5: "reuse_time_p50_s", 0.9: "reuse_time_p90_s"}
+# Facts of read demand: absent when the profiler could not tell reads (no prefix hits known).
+READ_FACTS = (
+    "read_bytes_per_s_mean",
+    "read_bytes_per_s_p99",
+    "read_bytes_per_s_peak",
+    "read_peak_to_mean",
+    "decode_read_iops_mean",
+    "decode_read_iops_p99",
+)
 
 
-def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue]:
+def report_facts(report: AdviceReport, *, chunk_tokens: int = 256) -> dict[str, FactValue]:
     """Every workload fact the report's sections support (pure).
 
     Reads the contract sections (trace, model, stage_split, prefix_cache, io) and, where the
@@ -178,33 +190,34 @@ def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue
     pc, model, io, split = report.prefix_cache, report.model, report.io, report.stage_split
     kv = model.kv_bytes_per_token if model is not None else None
     if pc is not None:
-        if getattr(pc, "status", "") == "unknown" or pc.hit_ratio.all is None:
+        if pc.status is CacheStatus.UNKNOWN or pc.hit_ratio.all is None:
             extra["prefix_reuse_measurable"] = False
-        for q in _get(pc, "reuse", "quantiles") or ():
-            if q.quantile in (0.5, 0.9):
-                extra[f"reuse_time_p{round(q.quantile * 100)}_s"] = q.seconds
-        for t in _get(pc, "reuse", "ttl") or ():
-            if t.share == WORKING_SET_HIT_SHARE:
-                extra["retention_ttl_s"] = t.ttl_s
-                if kv:
-                    extra["retention_capacity_gib"] = t.capacity_tokens * kv / BYTES_PER_GIB
-    tp = _get(model, "deployment", "tp") or 1
-    memory = _get(model, "memory")
+        if pc.reuse is not None:
+            for q in pc.reuse.quantiles:
+                if q.quantile in REUSE_QUANTILE_FACTS:
+                    extra[REUSE_QUANTILE_FACTS[q.quantile]] = q.seconds
+            for t in pc.reuse.ttl:
+                if t.share == WORKING_SET_HIT_SHARE:
+                    extra["retention_ttl_s"] = t.ttl_s
+                    if kv:
+                        extra["retention_capacity_gib"] = t.capacity_tokens * kv / BYTES_PER_GIB
+    deployment = model.deployment if model is not None else None
+    tp = deployment.tp if deployment is not None else 1
+    memory = model.memory if model is not None else None
     if memory is not None:
         extra["model_weights_gib"] = memory.weight_bytes_per_gpu * tp / BYTES_PER_GIB
         extra["max_concurrent_requests_fit"] = memory.max_concurrent_requests
     if split is not None:
         extra["split_gpus_per_replica"] = tp
-        extra["split_instances"] = getattr(split, "instances", 1)
+        extra["split_instances"] = split.instances
     if io is not None:
-        chunk_tokens = getattr(io, "chunk_tokens", None) or chunk_tokens
-        write_io, read_io = getattr(io, "write_io", None), getattr(io, "read_io", None)
-        if write_io is not None:
-            extra["write_iops_p99"] = write_io.p99_iops
-            extra["io_size_bytes"] = write_io.full_chunk_bytes
-        if read_io is not None and getattr(io, "read_known", True):
-            extra["decode_read_iops_p99"] = read_io.p99_iops
-            extra["decode_read_iops_mean"] = read_io.mean_iops
+        chunk_tokens = io.chunk_tokens or chunk_tokens
+        if io.write_io is not None:
+            extra["write_iops_p99"] = io.write_io.p99_iops
+            extra["io_size_bytes"] = io.write_io.full_chunk_bytes
+        if io.read_io is not None and io.read_known:
+            extra["decode_read_iops_p99"] = io.read_io.p99_iops
+            extra["decode_read_iops_mean"] = io.read_io.mean_iops
     facts = workload_facts(
         report.trace,
         model,
@@ -214,7 +227,7 @@ def report_facts(report: Any, *, chunk_tokens: int = 256) -> dict[str, FactValue
         chunk_tokens=chunk_tokens,
         extra=extra,
     )
-    if io is not None and not getattr(io, "read_known", True):
-        for name in [n for n in facts if n.startswith(("read_", "decode_read_"))]:
-            del facts[name]
+    if io is not None and not io.read_known:
+        for name in READ_FACTS:
+            facts.pop(name, None)
     return facts

@@ -22,6 +22,7 @@ from kvadvisor.cache import PrefixCacheResult
 from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.vocab import SplitSource
 from kvadvisor.sections.profile import StageProfile
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
@@ -68,7 +69,7 @@ def refresh_advice(
     stages: StageProfile | None,
 ) -> AdviceReport:
     """The rules again on the report as it now stands (the replay's split), same choice."""
-    if report.stage_split is None or report.stage_split.source != "replay":
+    if report.stage_split is None or report.stage_split.source is not SplitSource.REPLAY:
         return report
     advisor_options = AdvisorOptions(
         chunk_tokens=options.chunk_tokens,

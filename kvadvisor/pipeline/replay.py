@@ -16,6 +16,7 @@ from kvadvisor.plan import PlanCatalogs
 from kvadvisor.plan.model import Plan
 from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, ReplayResult, TraceInfo
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.vocab import SplitSource
 from kvadvisor.trace.model import Trace
 
 __all__ = [
@@ -131,7 +132,7 @@ def replay_recommendation(trace: Trace, report: AdviceReport, options: Any) -> A
     ):
         split = replace(
             split,
-            source="replay",
+            source=SplitSource.REPLAY,
             prefill_s=res.stage_split.prefill_gpu_s,
             decode_s=res.stage_split.decode_gpu_s,
             prefill_share=res.stage_split.prefill_share,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvadvisor.results.review import ReviewCheck
+from kvadvisor.results.vocab import CheckStatus, Severity, Stage
 from kvadvisor.units import Unit, format_value
 
 SOURCES = {
@@ -65,17 +66,29 @@ SOURCES = {
 def check(
     code: str,
     name: str,
-    stage: str,
-    severity: str,
-    status: str,
+    stage: Stage | str,
+    severity: Severity | str,
+    status: CheckStatus | str,
     message: str,
     source: str,
     subject: str = "",
     **evidence: Any,
 ) -> ReviewCheck:
-    """A ReviewCheck citing ``SOURCES[source]``; keyword arguments are its evidence."""
+    """A ReviewCheck citing ``SOURCES[source]``; keyword arguments are its evidence.
+
+    Stage, severity and status may be given by their spellings ("prefill", "error", "fail");
+    a misspelt one is a ValueError here rather than a check no renderer knows.
+    """
     return ReviewCheck(
-        code, name, stage, severity, status, message, evidence, SOURCES[source], subject
+        code,
+        name,
+        Stage(stage),
+        Severity(severity),
+        CheckStatus(status),
+        message,
+        evidence,
+        SOURCES[source],
+        subject,
     )
 
 

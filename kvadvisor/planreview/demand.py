@@ -28,6 +28,7 @@ from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.planreview.perf import PlanPerf, RecomputeFn, StagePerf
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import TierReview
+from kvadvisor.results.vocab import Stage
 
 HitFn = Callable[[float | None], np.ndarray]
 
@@ -173,7 +174,7 @@ def stage_tiers(
                 served, tier.storage.latency_s or 0.0, rcap, kvb, sp.recompute_s
             )
         review = TierReview(
-            stage=stage.stage,
+            stage=Stage(stage.stage),
             tier=tier.name,
             kind=tier.storage.kind,
             shared=tier.shared,

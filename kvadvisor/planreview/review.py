@@ -30,6 +30,7 @@ from kvadvisor.planreview.tierchecks import deployable_check, stage_balance, tie
 from kvadvisor.results.common import Meta, TraceSummary, Utilization
 from kvadvisor.results.report import FORMAT_VERSION
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport, StageReview, TierReview
+from kvadvisor.results.vocab import Stage
 from kvadvisor.units import Unit
 
 
@@ -111,7 +112,7 @@ def review_plan(
         tiers = tuple(c.review for c in calcs)
         stage_reviews.append(
             StageReview(
-                stage=stage.stage,
+                stage=Stage(stage.stage),
                 instance=stage.instance,
                 count=stage.count,
                 tiers=tiers,

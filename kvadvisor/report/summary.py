@@ -13,6 +13,7 @@ from typing import Any
 
 from kvadvisor.report import fmt
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
+from kvadvisor.results.vocab import TIER_ROLE_WORDS
 from kvadvisor.units import Unit
 
 STAGES = ("prefill", "decode")
@@ -61,7 +62,7 @@ def _tier_text(tier: Any) -> str:
     capacity = fmt.quantity(tier.capacity_gib, Unit.GIB)
     devices = f" × {tier.devices}" if tier.devices and tier.devices > 1 else ""
     shared = ", shared" if tier.shared else ""
-    return f"{tier.name} ({tier.role}; {capacity}{devices}{shared})"
+    return f"{tier.name} ({TIER_ROLE_WORDS[tier.role]}; {capacity}{devices}{shared})"
 
 
 def _required_text(req: Requirement) -> str:

@@ -14,6 +14,7 @@ from kvadvisor.results.common import (
 )
 from kvadvisor.results.report import (
     FORMAT_VERSION,
+    PER_REQUEST_UNITS,
     AdviceReport,
     Alternative,
     BlockSizePoint,
@@ -26,6 +27,7 @@ from kvadvisor.results.report import (
     CalibrationSummary,
     ConversationReuse,
     Deployment,
+    Evidence,
     Finding,
     FitErrorSummary,
     HitRatio,
@@ -49,7 +51,6 @@ from kvadvisor.results.report import (
     TtlPoint,
 )
 from kvadvisor.results.review import (
-    SEVERITIES,
     PlanReview,
     ReviewCheck,
     ReviewReport,
@@ -58,11 +59,23 @@ from kvadvisor.results.review import (
 )
 from kvadvisor.results.series import (
     Series,
+    SeriesKey,
+    SeriesKind,
+)
+from kvadvisor.results.vocab import (
+    TIER_ROLE_WORDS,
+    CacheStatus,
+    CheckStatus,
+    Severity,
+    SplitSource,
+    Stage,
+    TierRole,
 )
 
 __all__ = [
     "FORMAT_VERSION",
-    "SEVERITIES",
+    "PER_REQUEST_UNITS",
+    "TIER_ROLE_WORDS",
     "AdviceReport",
     "Alternative",
     "BlockSizePoint",
@@ -70,11 +83,14 @@ __all__ = [
     "CacheRouting",
     "CacheSampling",
     "CacheSharing",
+    "CacheStatus",
     "CacheTier",
     "CacheTiers",
     "CalibrationSummary",
+    "CheckStatus",
     "ConversationReuse",
     "Deployment",
+    "Evidence",
     "Finding",
     "FitErrorSummary",
     "HitRatio",
@@ -98,12 +114,18 @@ __all__ = [
     "RoutingPolicySummary",
     "RuleOutcome",
     "Series",
+    "SeriesKey",
+    "SeriesKind",
+    "Severity",
     "SharedPrefixSummary",
+    "SplitSource",
+    "Stage",
     "StageRecommendation",
     "StageReview",
     "StageSplit",
     "Tier",
     "TierReview",
+    "TierRole",
     "TraceSummary",
     "TtlPoint",
     "Utilization",

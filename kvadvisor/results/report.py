@@ -16,6 +16,7 @@ from kvadvisor.results.replay import ReplayResult
 from kvadvisor.results.review import PlanReview
 from kvadvisor.results.serial import from_plain
 from kvadvisor.results.series import Series
+from kvadvisor.results.vocab import CacheStatus, Severity, SplitSource, Stage, TierRole
 from kvadvisor.units import Unit
 
 # What each format_version changed:
@@ -125,7 +126,7 @@ class StageSplit:
     reused, the classification with its thresholds, and per-request distributions.
     """
 
-    source: str
+    source: SplitSource
     prefill_s: float
     decode_s: float
     prefill_share: float
@@ -331,7 +332,7 @@ class PrefixCache:
     warmup_fraction: float
     hit_ratio: HitRatio
     mrc: tuple[MrcPoint, ...]
-    status: str = "exact"
+    status: CacheStatus = CacheStatus.EXACT
     note: str | None = None
     block_tokens: int | None = None
     block_hit_ratio: HitRatio | None = None
@@ -399,7 +400,7 @@ class Tier:
 
     name: str
     category: str
-    role: str
+    role: TierRole
     capacity_gib: float | None
     devices: int = 1
     shared: bool = False
@@ -488,8 +489,8 @@ class Finding:
     """One rule that fired: stable code, severity, stage, message, and the facts behind it."""
 
     code: str
-    severity: str
-    stage: str
+    severity: Severity
+    stage: Stage
     message: str
     evidence: dict[str, Evidence] = field(default_factory=dict)
     name: str = ""
@@ -497,6 +498,11 @@ class Finding:
     action: str = ""
     candidates: tuple[str, ...] = ()
     references: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """A severity or stage given by its spelling becomes its enum (or fails here)."""
+        object.__setattr__(self, "severity", Severity(self.severity))
+        object.__setattr__(self, "stage", Stage(self.stage))
 
 
 @dataclass(frozen=True)

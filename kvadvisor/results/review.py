@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvadvisor.results.common import IoRate, Meta, TraceSummary, Utilization
-
-SEVERITIES = ("info", "warning", "error")
+from kvadvisor.results.vocab import CheckStatus, Severity, Stage
 
 
 @dataclass(frozen=True)
@@ -24,7 +23,7 @@ class TierReview:
     instance's disk-bandwidth cap where it applies).
     """
 
-    stage: str
+    stage: Stage
     tier: str
     kind: str
     shared: bool
@@ -47,7 +46,7 @@ class TierReview:
 class StageReview:
     """One stage of a plan: instances, its tiers, and its busiest tier's utilization."""
 
-    stage: str
+    stage: Stage
     instance: str | None
     count: int
     tiers: tuple[TierReview, ...]
@@ -65,13 +64,19 @@ class ReviewCheck:
 
     code: str
     name: str
-    stage: str
-    severity: str
-    status: str
+    stage: Stage
+    severity: Severity
+    status: CheckStatus
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     source: str = ""
     subject: str = ""
+
+    def __post_init__(self) -> None:
+        """A stage, severity or status given by its spelling becomes its enum (or fails here)."""
+        object.__setattr__(self, "stage", Stage(self.stage))
+        object.__setattr__(self, "severity", Severity(self.severity))
+        object.__setattr__(self, "status", CheckStatus(self.status))
 
     @property
     def test_id(self) -> str:
@@ -97,10 +102,10 @@ class PlanReview:
     @property
     def findings(self) -> tuple[ReviewCheck, ...]:
         """Checks that failed, most severe first."""
-        failed = [c for c in self.checks if c.status == "fail"]
-        return tuple(sorted(failed, key=lambda c: -SEVERITIES.index(c.severity)))
+        failed = [c for c in self.checks if c.status is CheckStatus.FAIL]
+        return tuple(sorted(failed, key=lambda c: -c.severity.rank))
 
-    def worst_severity(self) -> str | None:
+    def worst_severity(self) -> Severity | None:
         """The most severe failed check's severity, or None when nothing failed."""
         return self.findings[0].severity if self.findings else None
 
@@ -116,7 +121,7 @@ class ReviewReport:
     warmup_fraction: float
     notes: tuple[str, ...] = ()
 
-    def fails(self, fail_on: str) -> bool:
+    def fails(self, fail_on: Severity | str) -> bool:
         """Whether any plan has a finding at or above ``fail_on`` (warning or error)."""
-        floor = SEVERITIES.index(fail_on)
-        return any(SEVERITIES.index(c.severity) >= floor for p in self.plans for c in p.findings)
+        floor = Severity(fail_on).rank
+        return any(c.severity.rank >= floor for p in self.plans for c in p.findings)

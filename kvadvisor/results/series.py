@@ -2,7 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from kvadvisor.results.vocab import Vocab
+
+
+class SeriesKey(Vocab):
+    """What a series measures: code finds a series by this, never by its caption."""
+
+    ARRIVALS = "arrivals"
+    INPUT_LENGTHS = "input_lengths"
+    OUTPUT_LENGTHS = "output_lengths"
+    PREFILL_SHARE = "prefill_share"  # requests by their prefill share of GPU time
+    WRITE_DEMAND = "write_demand"
+    READ_DEMAND = "read_demand"
+    REQUESTS_IN_FLIGHT = "requests_in_flight"
+    PEAK_DECODE_BATCH = "peak_decode_batch"
+    HIT_RATIO_ALL = "hit_ratio_all"  # the LRU curve over all requests
+    HIT_RATIO_STEADY = "hit_ratio_steady"  # the LRU curve after the warm-up
+    REUSE_TIMES = "reuse_times"
+
+
+class SeriesKind(Vocab):
+    """How a series is drawn."""
+
+    LINE = "line"
+    STEP = "step"
+    BAR = "bar"
 
 
 @dataclass(frozen=True)
@@ -10,10 +36,9 @@ class Series:
     """One chart-ready series (x and y of equal length) with axis labels and units.
 
     Producers attach these to their sections; renderers draw them and never compute them.
-    ``kind`` is "line", "step" or "bar". When each point merges several consecutive windows
-    (a long series kept small), ``y`` is their mean and ``y_max`` their largest value, so a
-    chart can show the peaks the merge would hide; ``y_max`` is empty when each point is one
-    window.
+    ``key`` says what it measures. When each point merges several consecutive windows (a long
+    series kept small), ``y`` is their mean and ``y_max`` their largest value, so a chart can
+    show the peaks the merge would hide; ``y_max`` is empty when each point is one window.
     """
 
     name: str
@@ -23,5 +48,6 @@ class Series:
     y_unit: str
     x: tuple[float, ...]
     y: tuple[float, ...]
-    kind: str = "line"
+    kind: SeriesKind = SeriesKind.LINE
     y_max: tuple[float, ...] = ()
+    key: SeriesKey = field(kw_only=True)

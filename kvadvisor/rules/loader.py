@@ -58,6 +58,8 @@ TOP_KEYS = {
 REQUIRED_KEYS = TOP_KEYS - {"recommend"}
 DOCS_KEYS = ("what", "why", "example", "references")
 
+RULE_STAGES = (Stage.PREFILL, Stage.DECODE, Stage.BOTH)
+
 
 def builtin_rules_dir() -> Path:
     """Where the built-in rules are: inside the installed package, else ``<repo>/rules``.
@@ -340,9 +342,9 @@ class _Checker:
         except ValueError:
             self.bad("severity", f"expected info, warning or error, got {data.get('severity')!r}")
             severity = Severity.INFO
-        try:
-            stage = Stage(data.get("stage"))
-        except ValueError:
+        # A rule speaks about prefill, decode or both; "serving" names a plan's aggregated stage.
+        stage = next((s for s in RULE_STAGES if s.value == data.get("stage")), None)
+        if stage is None:
             self.bad("stage", f"expected prefill, decode or both, got {data.get('stage')!r}")
             stage = Stage.BOTH
         summary = self.text(data, "summary", "") if "summary" in data else ""

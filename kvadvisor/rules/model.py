@@ -6,28 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
 
+from kvadvisor.results.vocab import Severity, Stage
 from kvadvisor.units import Unit
-
-
-class Severity(str, Enum):
-    """How much a finding matters; ordered info < warning < error."""
-
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
-
-    @property
-    def rank(self) -> int:
-        """0 for info, 1 for warning, 2 for error (for --fail-on and sorting)."""
-        return list(Severity).index(self)
-
-
-class Stage(str, Enum):
-    """Which serving stage a rule speaks about."""
-
-    PREFILL = "prefill"
-    DECODE = "decode"
-    BOTH = "both"
 
 
 class Op(str, Enum):

@@ -41,7 +41,8 @@ from kvadvisor.results.report import (
     SharedPrefixSummary,
     TtlPoint,
 )
-from kvadvisor.results.series import Series
+from kvadvisor.results.series import Series, SeriesKey, SeriesKind
+from kvadvisor.results.vocab import CacheStatus
 from kvadvisor.trace.model import Trace
 
 UNKNOWN_NOTE = (
@@ -65,7 +66,7 @@ def unknown_prefix_cache(warmup_fraction: float) -> PrefixCache:
         warmup_fraction=warmup_fraction,
         hit_ratio=HitRatio(None, None),
         mrc=tuple(MrcPoint(c, None, None) for c in STANDARD_CAPACITIES_TOKENS),
-        status="unknown",
+        status=CacheStatus.UNKNOWN,
         note=UNKNOWN_NOTE,
     )
 
@@ -92,9 +93,13 @@ def _curve_series(result: PrefixCacheResult) -> tuple[Series, ...]:
             y_unit="ratio",
             x=x,
             y=tuple(float(v) for v in ys),
-            kind="step",
+            kind=SeriesKind.STEP,
+            key=key,
         )
-        for label, ys in (("all requests", all_), ("steady state", steady))
+        for key, label, ys in (
+            (SeriesKey.HIT_RATIO_ALL, "all requests", all_),
+            (SeriesKey.HIT_RATIO_STEADY, "steady state", steady),
+        )
     )
 
 
@@ -165,7 +170,8 @@ def _reuse(trace: Trace, result: PrefixCacheResult) -> CacheReuse:
             y_unit="tokens",
             x=rt.histogram_edges_s[1:],
             y=tuple(float(v) for v in rt.histogram_tokens),
-            kind="bar",
+            kind=SeriesKind.BAR,
+            key=SeriesKey.REUSE_TIMES,
         )
     return CacheReuse(
         hit_tokens=rt.hit_tokens,
@@ -306,7 +312,7 @@ def result_section(
         warmup_fraction=warmup_fraction,
         hit_ratio=HitRatio(_f(all_), _f(steady)),
         mrc=_mrc(result, kv_bytes_per_token),
-        status="exact" if result.exact else "sampled",
+        status=CacheStatus.EXACT if result.exact else CacheStatus.SAMPLED,
         note=note,
         block_tokens=result.block_tokens,
         block_hit_ratio=HitRatio(_f(blk_all), _f(blk_steady)),

@@ -51,7 +51,8 @@ from kvadvisor.results.report import (
     ModelSummary,
     StageSplit,
 )
-from kvadvisor.results.series import Series
+from kvadvisor.results.series import Series, SeriesKey, SeriesKind
+from kvadvisor.results.vocab import SplitSource
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GIB
 
@@ -208,10 +209,10 @@ def _downsample(x: np.ndarray, y: np.ndarray, how: str) -> tuple[tuple, tuple, t
 
 
 def _series(
-    name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str, kind: str = "step"
+    key: SeriesKey, name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str
 ) -> Series:
     xs, ys, peaks = _downsample(x, y, how)
-    return Series(name, "time", "s", y_label, y_unit, xs, ys, kind, y_max=peaks)
+    return Series(name, "time", "s", y_label, y_unit, xs, ys, SeriesKind.STEP, peaks, key=key)
 
 
 def _scaled(d: Distribution, factor: float) -> dict[str, float]:
@@ -220,7 +221,7 @@ def _scaled(d: Distribution, factor: float) -> dict[str, float]:
 
 def _split_section(
     s: SplitSummary,
-    source: str,
+    source: SplitSource,
     hits_source: str | None,
     calibration: Calibration | None,
     times: StageTimes,
@@ -243,7 +244,8 @@ def _split_section(
         "count",
         tuple(map(float, edges[:-1])),
         tuple(map(float, counts)),
-        "bar",
+        SeriesKind.BAR,
+        key=SeriesKey.PREFILL_SHARE,
     )
     return StageSplit(
         source=source,
@@ -318,16 +320,44 @@ def _io_section(
     starts, inflight, peak_batch = concurrency
     series = [
         _series(
-            "KV write demand", "write bandwidth", "bytes/s", starts, io.write.rate_series, "mean"
+            SeriesKey.WRITE_DEMAND,
+            "KV write demand",
+            "write bandwidth",
+            "bytes/s",
+            starts,
+            io.write.rate_series,
+            "mean",
         ),
-        _series("requests in flight", "requests", "count", starts, inflight, "mean"),
-        _series("peak decode batch", "requests", "count", starts, peak_batch, "max"),
+        _series(
+            SeriesKey.REQUESTS_IN_FLIGHT,
+            "requests in flight",
+            "requests",
+            "count",
+            starts,
+            inflight,
+            "mean",
+        ),
+        _series(
+            SeriesKey.PEAK_DECODE_BATCH,
+            "peak decode batch",
+            "requests",
+            "count",
+            starts,
+            peak_batch,
+            "max",
+        ),
     ]
     if io.read.known:
         series.insert(
             1,
             _series(
-                "KV read demand", "read bandwidth", "bytes/s", starts, io.read.rate_series, "mean"
+                SeriesKey.READ_DEMAND,
+                "KV read demand",
+                "read bandwidth",
+                "bytes/s",
+                starts,
+                io.read.rate_series,
+                "mean",
             ),
         )
     tiers = []
@@ -469,15 +499,15 @@ def profile_workload(
             )
     measured_all = bool(times.measured.any() and times.measured.all())
     if measured_all:
-        source = "measured"
+        source = SplitSource.MEASURED
     elif times.measured.any() and calibration is not None:
-        source = "calibrated"
+        source = SplitSource.CALIBRATED
         split_notes.append(
             f"{int(times.measured.sum()):,} requests measured, the rest modelled "
             "with efficiency factors fitted to them"
         )
     else:
-        source = "modeled"
+        source = SplitSource.MODELED
         if times.measured.any():
             split_notes.append(
                 f"only {int(times.measured.sum())} measured requests: too few to "
@@ -495,7 +525,7 @@ def profile_workload(
     )
     summary = summarize_split(times)
     busy = summary.gpu_busy_fraction or 0.0
-    if busy > 1 and source == "measured":
+    if busy > 1 and source is SplitSource.MEASURED:
         split_notes.append(
             f"the GPU time is {busy:.1f}x the time from first arrival to last completion: the "
             "measured prefills and decodes overlapped (mixed batches) and each stage is charged "

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from kvadvisor.metrics.lengths import LengthStats, length_stats
 from kvadvisor.results.common import LengthSummary, TraceSummary
-from kvadvisor.results.series import Series
+from kvadvisor.results.series import Series, SeriesKey, SeriesKind
 from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
 
@@ -42,7 +42,8 @@ def arrival_chart(counts: np.ndarray, window_s: int) -> Series:
         y_unit="requests/s",
         x=tuple(float(v) for v in np.arange(counts.size) * window_s),
         y=tuple(float(v) for v in counts / window_s),
-        kind="step",
+        kind=SeriesKind.STEP,
+        key=SeriesKey.ARRIVALS,
     )
 
 
@@ -77,7 +78,8 @@ def length_chart(counts: np.ndarray, what: str) -> Series:
         y_unit="count",
         x=tuple(float(v) for v in np.where(ks == 0, 0.0, 2.0**ks)),
         y=tuple(float(v) for v in counts),
-        kind="bar",
+        kind=SeriesKind.BAR,
+        key=SeriesKey.INPUT_LENGTHS if what == "input" else SeriesKey.OUTPUT_LENGTHS,
     )
 
 

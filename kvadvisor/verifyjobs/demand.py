@@ -229,6 +229,19 @@ def tier_demands(
                 demand_from = (
                     "open loop: the review's flows at arrival time (no closed-loop replay)"
                 )
+            open_loop: dict[str, tuple[float, float]] = {}
+            if closed is not None:
+                for name, rate in (("read", f.review.read), ("write", f.review.write)):
+                    if rate is not None and rate.peak_bytes_per_s > 0:
+                        open_loop[name] = (rate.p99_bytes_per_s, rate.peak_bytes_per_s)
+            capability = {
+                k: v
+                for k, v in (
+                    ("read", f.review.read_capability_bytes_per_s),
+                    ("write", f.review.write_capability_bytes_per_s),
+                )
+                if v
+            }
             args = (shape, win, depth, plan.slo.ttft_p99_s, stage.prefills)
             read = _direction("read", read_series, read_tokens, *args)
             write = _direction("write", write_series, write_tokens, *args)
@@ -253,6 +266,8 @@ def tier_demands(
                     window_s=win,
                     skipped=skipped,
                     demand_from=demand_from,
+                    open_loop=open_loop,
+                    capability_bytes_per_s=capability,
                 )
             )
     return tuple(out)

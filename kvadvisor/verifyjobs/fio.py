@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvadvisor.units import Unit, format_value
+from kvadvisor.units.format import duration
 from kvadvisor.verifyjobs.model import (
     DIRECTIONS,
     FioJobFile,
@@ -36,6 +37,7 @@ from kvadvisor.verifyjobs.model import (
 )
 
 PEAK_ABOVE_P99 = 1.01  # a peak within 1% of the p99 adds no phase
+SATURATED = 0.95  # a closed-loop p99 this close to the capability means the tier is the limit
 PERCENTILES = "50:99:99.9"
 NS_PER_S = 1e9
 MS_PER_S = 1000.0
@@ -150,7 +152,10 @@ def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[
             held = f"{_rate(rate)} ({rate / io_bytes:,.1f} IOPS)"
             if direction in p.bursts:
                 add, on_s, off_s = p.bursts[direction]
-                on = f"{_rate(rate + add)} for {on_s:.3g} s on, {_rate(rate)} for {off_s:.3g} s off"
+                on = (
+                    f"{_rate(rate + add)} for {duration(on_s)} on, {_rate(rate)} for "
+                    f"{duration(off_s)} off"
+                )
                 held = on
             target = p.latency_target_s.get(direction)
             lat = "" if target is None else f"; p99 completion latency <= {target * 1e3:.3g} ms"
@@ -176,6 +181,33 @@ def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[
             "rate_ignore_thinktime=1",
         ]
     return lines + body
+
+
+def saturated(d: TierDemand) -> list[str]:
+    """Directions whose closed-loop p99 reaches 95% of the plan's capability for the tier."""
+    out = []
+    for x in d.directions():
+        cap = d.capability_bytes_per_s.get(x.direction)
+        if d.open_loop and cap and x.p99_bytes_per_s >= SATURATED * cap:
+            out.append(x.direction)
+    return out
+
+
+def _open_loop_lines(d: TierDemand) -> list[str]:
+    if not d.open_loop:
+        return []
+    parts = [
+        f"{k} p99 {_rate(p99)}, peak {_rate(peak)}"
+        for k, (p99, peak) in sorted(d.open_loop.items())
+    ]
+    lines = [f"; without queueing (open loop) the traffic would ask: {'; '.join(parts)}"]
+    full = saturated(d)
+    if full:
+        lines.append(
+            f"; the replay saturates the tier ({', '.join(full)} at its planned capability): "
+            "these jobs test that capability; the traffic asks for more"
+        )
+    return lines
 
 
 def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) -> FioJobFile:
@@ -208,6 +240,7 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
         f"{s.kv_bytes_per_io:,.0f} B per I/O: {s.writers} writer(s) ({s.writers_from}); "
         f"{s.layout_from}; rounded up to {s.io_unit_bytes:,} B ({s.io_unit_from})",
         f"; demand: {d.demand_from}",
+        *_open_loop_lines(d),
         f"; queue depth {d.iodepth} per rank: {d.iodepth_from}",
         f"; numjobs {numjobs}: fio's rate is per job, so every rate below is divided by it",
     ]

@@ -21,7 +21,7 @@ from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.trace.model import Trace
 from kvadvisor.verifyjobs.bench import bench_datasets, bench_runs
 from kvadvisor.verifyjobs.demand import tier_demands
-from kvadvisor.verifyjobs.fio import job_file
+from kvadvisor.verifyjobs.fio import job_file, saturated
 from kvadvisor.verifyjobs.model import (
     MANIFEST_NAME,
     MANIFEST_VERSION,
@@ -192,6 +192,12 @@ def verify_plan(
             notes.append(f"{d.stage} tier '{d.tier}': no fio job: {d.skipped}")
         elif not d.gds:
             notes.append(f"{d.stage} tier '{d.tier}': no GPUDirect variant: {d.gds_from}")
+        if d.skipped is None and saturated(d):
+            notes.append(
+                f"{d.stage} tier '{d.tier}' saturates in the replay ({', '.join(saturated(d))} "
+                "at its planned capability): its jobs test that capability, and the traffic asks "
+                "for more (the open-loop figures in its job file)"
+            )
     manifest: dict[str, Any] = {
         "kind": "kvadvisor-verify",
         "format_version": MANIFEST_VERSION,

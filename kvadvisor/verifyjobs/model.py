@@ -107,6 +107,10 @@ class TierDemand:
     window_s: float
     skipped: str | None = None
     demand_from: str = ""
+    # Closed loop only: what the traffic asks with no queueing (the review's open-loop p99 and
+    # peak per direction, bytes per second), and the plan's capability per direction.
+    open_loop: dict[str, tuple[float, float]] = field(default_factory=dict)
+    capability_bytes_per_s: dict[str, float] = field(default_factory=dict)
 
     def directions(self) -> tuple[DirectionDemand, ...]:
         """The directions with demand, read first."""

@@ -10,7 +10,11 @@ from kvadvisor.report.html.chartviews import bandwidth_chart, series_chart
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.report import AdviceReport, IoDemand
+from kvadvisor.results.series import SeriesKey
 from kvadvisor.units import BYTES_PER_GB, Unit
+
+# The series drawn as bandwidths, with their mean, p99 and peak marked.
+DEMAND = (SeriesKey.WRITE_DEMAND, SeriesKey.READ_DEMAND)
 
 
 def _io_pattern_table(io: IoDemand) -> Table | None:
@@ -100,12 +104,12 @@ def io_section(report: AdviceReport) -> Section:
     for i, ser in enumerate(series):
         if not ser.x:
             continue
-        if ser.y_unit in ("bytes/s", "B/s"):
-            rate = io.read if "read" in ser.name.lower() else io.write
+        if ser.key in DEMAND:
+            rate = io.read if ser.key is SeriesKey.READ_DEMAND else io.write
             charts.append(bandwidth_chart(ser, rate, f"io-series-{i}", io.window_s))
         else:
             charts.append(series_chart(ser, f"io-series-{i}"))
-    if not any(ser.y_unit in ("bytes/s", "B/s") for ser in series):
+    if not any(ser.key in DEMAND for ser in series):
 
         def gbps(rate: IoRate) -> tuple[float, float, float]:
             vals = (rate.mean_bytes_per_s, rate.p99_bytes_per_s, rate.peak_bytes_per_s)

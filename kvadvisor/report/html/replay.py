@@ -18,7 +18,7 @@ from kvadvisor.results.replay import (
     Rate,
     ReplayReport,
     ReplayResult,
-    SeriesKind,
+    ReplaySeriesKey,
 )
 
 _ENV = Environment(
@@ -87,8 +87,8 @@ def _latency_section(res: ReplayResult, prefix: str) -> Section:
         )
     charts = []
     for kind, title, key in (
-        (SeriesKind.TTFT_CDF, "Time to first token", "ttft"),
-        (SeriesKind.TPOT_CDF, "Time per output token", "tpot"),
+        (ReplaySeriesKey.TTFT_CDF, "Time to first token", "ttft"),
+        (ReplaySeriesKey.TPOT_CDF, "Time per output token", "tpot"),
     ):
         s = next((s for s in res.series if s.kind is kind), None)
         if s is None:
@@ -189,7 +189,7 @@ def _split_section(res: ReplayResult, prefix: str) -> Section:
 def _queue_section(res: ReplayResult, prefix: str) -> Section:
     lines = [
         Line(name, s.x, s.y, "line")
-        for name, kind in (("waiting", SeriesKind.QUEUE), ("running", SeriesKind.RUNNING))
+        for name, kind in (("waiting", ReplaySeriesKey.QUEUE), ("running", ReplaySeriesKey.RUNNING))
         for s in res.series
         if s.kind is kind
     ]
@@ -257,7 +257,7 @@ def _tier_section(res: ReplayResult, prefix: str) -> Section:
             ("link utilization (mean · p99 · peak)", _pct_rate(lk.utilization)),
         )
     charts = []
-    for kind, title in ((SeriesKind.TIER_READ, "read"), (SeriesKind.TIER_WRITE, "write")):
+    for kind, title in ((ReplaySeriesKey.TIER_READ, "read"), (ReplaySeriesKey.TIER_WRITE, "write")):
         lines = tuple(Line(s.name, s.x, s.y) for s in res.series if s.kind is kind)
         if lines:
             spec = ChartSpec(
@@ -268,7 +268,7 @@ def _tier_section(res: ReplayResult, prefix: str) -> Section:
                 lines=lines,
             )
             charts.append(_chart(spec.key, f"KV {title} bytes per second, per tier.", spec))
-    link = tuple(Line(s.name, s.x, s.y) for s in res.series if s.kind is SeriesKind.LINK)
+    link = tuple(Line(s.name, s.x, s.y) for s in res.series if s.kind is ReplaySeriesKey.LINK)
     if link:
         spec = ChartSpec(
             key=f"{prefix}link",
