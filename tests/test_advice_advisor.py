@@ -17,6 +17,7 @@ from kvadvisor.advice.advisor import (
     instance_count,
     parse_instance_choice,
 )
+from kvadvisor.advice.stages import DECODE, PREFILL
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.errors import ConfigError
@@ -75,11 +76,11 @@ def test_instance_count_by_hand() -> None:
     On B200 (2,250 TFLOPS): 7.2 x 989.4 / 2,250 = 3.17 -> / 8 / 0.7 = 0.57 -> 1.
     """
     f = workload()
-    assert instance_count("prefill", INSTANCES["p5e.48xlarge"], f)[0] == 2
-    assert instance_count("prefill", INSTANCES["p6-b200.48xlarge"], f)[0] == 1
+    assert instance_count(PREFILL, INSTANCES["p5e.48xlarge"], f)[0] == 2
+    assert instance_count(PREFILL, INSTANCES["p6-b200.48xlarge"], f)[0] == 1
     # Decode: 800 GPU-s / 1,000 s = 0.8 busy GPUs -> 1 instance.
-    assert instance_count("decode", INSTANCES["p5e.48xlarge"], f)[0] == 1
-    count, why = instance_count("prefill", INSTANCES["p5e.48xlarge"], {})
+    assert instance_count(DECODE, INSTANCES["p5e.48xlarge"], f)[0] == 1
+    count, why = instance_count(PREFILL, INSTANCES["p5e.48xlarge"], {})
     assert count is None and "unknown" in why
 
 
@@ -87,7 +88,7 @@ def test_essd_sized_for_bandwidth() -> None:
     """200 MB/s p99 at an 80% target needs 250 MB/s: PL1 size (250 - 120) / 0.5 = 260 GiB."""
     fit = fit_tier(
         STORAGE["alibaba-essd-pl1"],
-        "prefill",
+        PREFILL,
         INSTANCES["ecs.gn8v-8x.48xlarge"],
         2.0e8,
         None,
@@ -99,7 +100,7 @@ def test_essd_sized_for_bandwidth() -> None:
     # Beyond one volume's 350 MB/s ceiling the tier stripes over several volumes.
     big = fit_tier(
         STORAGE["alibaba-essd-pl1"],
-        "prefill",
+        PREFILL,
         INSTANCES["ecs.gn8v-8x.48xlarge"],
         1.0e9,
         None,
@@ -219,18 +220,18 @@ def test_instance_ties_broken_by_price_not_name() -> None:
 
     f = workload()
     pair = {k: INSTANCES[k] for k in ("p5e.48xlarge", "p5en.48xlarge")}
-    ranked = [i.name for i, _, _ in rank_instances("prefill", pair, f)]
+    ranked = [i.name for i, _, _ in rank_instances(PREFILL, pair, f)]
     assert ranked == ["p5en.48xlarge", "p5e.48xlarge"]
     cheap = replace(pair["p5e.48xlarge"], price=Price(usd_per_hour=10.0))
     dear = replace(pair["p5en.48xlarge"], price=Price(usd_per_hour=20.0))
     ranked = [
         i.name
-        for i, _, _ in rank_instances("prefill", {"p5en.48xlarge": dear, "p5e.48xlarge": cheap}, f)
+        for i, _, _ in rank_instances(PREFILL, {"p5en.48xlarge": dear, "p5e.48xlarge": cheap}, f)
     ]
     assert ranked == ["p5e.48xlarge", "p5en.48xlarge"]
     # Equal prices keep the order given (catalog order), whatever the names.
     same = {"zz": replace(cheap, name="zz"), "aa": replace(cheap, name="aa")}
-    assert [i.name for i, _, _ in rank_instances("prefill", same, f)] == ["zz", "aa"]
+    assert [i.name for i, _, _ in rank_instances(PREFILL, same, f)] == ["zz", "aa"]
 
 
 def test_disk_cap_below_demand() -> None:
@@ -304,7 +305,7 @@ def test_announced_parts_are_never_recommended() -> None:
 
     announced = {n for n, s in STORAGE.items() if s.announced_only}
     assert {"kioxia-gen5-xl-nand", "kioxia-cm7-prototype"} <= announced
-    for stage in ("prefill", "decode"):
+    for stage in (PREFILL, DECODE):
         ranked = rank_tiers(
             stage, INSTANCES["dgx-h200"], STORAGE, 2.0e9, 1.0e4, 1000.0, 1000.0, instances=1
         )

@@ -24,9 +24,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvadvisor.advice.inputs import AdvisorInputs
+from kvadvisor.advice.stages import (
+    PREFILL,
+    STAGE_ROLES,
+    StageContext,
+    StageRole,
+    TierChoice,
+    fact_value,
+)
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance
-from kvadvisor.catalog.storage import CATEGORIES, SSD_CATEGORIES, StorageSpec, find_storage
+from kvadvisor.catalog.storage import CATEGORIES, StorageSpec, find_storage
 from kvadvisor.deploy import (
     Cost,
     access,
@@ -38,7 +46,7 @@ from kvadvisor.deploy import (
 )
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.facts.registry import collect
-from kvadvisor.facts.workload import div, hit_ratio_at, report_facts
+from kvadvisor.facts.workload import div, report_facts
 from kvadvisor.results.common import Utilization
 from kvadvisor.results.report import (
     AdviceReport,
@@ -48,15 +56,14 @@ from kvadvisor.results.report import (
     Finding,
     PrefixCache,
     Recommendation,
-    Requirement,
     RuleOutcome,
     StageRecommendation,
     Tier,
 )
-from kvadvisor.results.vocab import TierRole
+from kvadvisor.results.vocab import Stage, TierRole
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
 from kvadvisor.rules.engine import matches, resolve_where
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, S_PER_DAY
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB
 
 # p99 demand should use at most this share of a tier: headroom for the tail beyond p99 and for
 # background work (compaction, eviction) without sizing for the peak.
@@ -74,7 +81,6 @@ HOST_KV_FRACTION = 0.8
 # or unknown: striping beyond eight volumes buys little once the disk cap binds.
 MAX_BLOCK_VOLUMES = 8
 MAX_ALTERNATIVES = 5
-STAGES = ("prefill", "decode")
 
 
 @dataclass(frozen=True)
@@ -97,17 +103,10 @@ class Advice:
     evaluation: Evaluation
 
 
-def _v(facts: Mapping[str, FactValue], name: str) -> float | None:
-    f = facts.get(name)
-    return None if f is None else float(f.value)
+_v = fact_value
 
 
 # -- instances ----------------------------------------------------------------------------------
-def _stage_metric(inst: InstanceSpec, stage: str) -> float | None:
-    """Per-GPU strength at the stage's bottleneck: TFLOPS for prefill, memory BW for decode."""
-    return inst.gpu_bf16_tflops if stage == "prefill" else inst.gpu_memory_bandwidth_gbps
-
-
 def _fits(inst: InstanceSpec, weights_gib: float | None) -> bool:
     return weights_gib is None or inst.gpu_memory_total_gib > WEIGHTS_HEADROOM * weights_gib
 
@@ -119,7 +118,7 @@ def _price_key(inst: InstanceSpec) -> float:
 
 
 def rank_instances(
-    stage: str,
+    role: StageRole,
     instances: Mapping[str, InstanceSpec],
     facts: Mapping[str, FactValue],
     preferred_gpu: str | None = None,
@@ -131,10 +130,10 @@ def rank_instances(
     price; equal keys keep catalog order (the sort is stable), never alphabetical order.
     """
     weights = _v(facts, "model_weights_gib")
-    unit = "dense BF16 TFLOPS" if stage == "prefill" else "GB/s of GPU memory bandwidth"
+    unit = role.bottleneck
 
     def key(inst: InstanceSpec) -> tuple[Any, ...]:
-        metric = _stage_metric(inst, stage)
+        metric = role.gpu_metric(inst)
         return (
             not _fits(inst, weights),
             preferred_gpu is not None and inst.gpu != preferred_gpu,
@@ -146,7 +145,7 @@ def rank_instances(
 
     out = []
     for inst in sorted(instances.values(), key=key):
-        metric = _stage_metric(inst, stage)
+        metric = role.gpu_metric(inst)
         fits = _fits(inst, weights)
         what = f"{metric:,.0f} {unit} per GPU" if metric is not None else f"no {unit} figure"
         reason = f"{inst.gpu_count} x {inst.gpu}: {what}; {instance_cost(inst).basis}"
@@ -160,19 +159,17 @@ def rank_instances(
 
 
 def instance_count(
-    stage: str, inst: InstanceSpec, facts: Mapping[str, FactValue]
+    role: StageRole, inst: InstanceSpec, facts: Mapping[str, FactValue]
 ) -> tuple[int | None, str]:
     """Instances a stage needs from its GPU time.
 
     Instances a stage needs from its GPU time, scaled from the GPU the split was computed
     for to this one by the stage's bottleneck; None when the split or that GPU is unknown.
     """
-    busy_s = _v(facts, f"{stage}_gpu_s")
+    stage = role.stage
+    busy_s = _v(facts, role.gpu_s_fact)
     duration = _v(facts, "trace_duration_s")
-    ref_name = (
-        "split_gpu_bf16_tflops" if stage == "prefill" else ("split_gpu_memory_bandwidth_gbps")
-    )
-    ref, mine = _v(facts, ref_name), _stage_metric(inst, stage)
+    ref, mine = _v(facts, role.split_gpu_fact), role.gpu_metric(inst)
     if busy_s is None or not duration:
         return None, f"{stage} GPU time unknown: one instance assumed to carry the whole trace"
     if ref is None or mine is None:
@@ -247,7 +244,7 @@ def _drive_size_gib(spec: StorageSpec, per_drive_gib: float) -> float | None:
 
 def fit_tier(
     spec: StorageSpec,
-    stage: str,
+    role: StageRole,
     inst: InstanceSpec,
     demand_bytes_per_s: float | None,
     demand_iops: float | None,
@@ -283,7 +280,7 @@ def fit_tier(
         max_devices = max(1, min(max_devices, devices_limit))
     fixed_gib = acc.device_gib  # built-in drives come in one size
     one = reach(inst, spec, 1, fixed_gib or size or None, nodes)
-    per_dev_bw = one.write_bytes_per_s if stage == "prefill" else one.read_bytes_per_s
+    per_dev_bw = role.bandwidth(one)
     devices = 1
     if need is not None and per_dev_bw and not pooled and spec.result_scope != "per_client":
         devices = min(max_devices, max(1, math.ceil(need * BYTES_PER_MB / per_dev_bw)))
@@ -295,13 +292,12 @@ def fit_tier(
     elif fixed_gib:
         size = fixed_gib
     got = reach(inst, spec, devices, size or None, nodes)
-    bw = got.write_bytes_per_s if stage == "prefill" else got.read_bytes_per_s
-    iops = got.write_iops if stage == "prefill" else got.read_iops
-    limit = got.write_limit if stage == "prefill" else got.read_limit
+    bw, iops = role.bandwidth(got), role.iops(got)
+    limit = got.write_limit if role.direction == "write" else got.read_limit
     multiple = spec.result_scope in ("per_drive", "per_volume")
     total_capacity = (size * (devices if multiple else 1)) if size else None
     problems = []
-    direction = "write" if stage == "prefill" else "read"
+    direction = role.direction
     if bw is None:
         if demand_bytes_per_s is not None:
             problems.append(f"no published {direction} bandwidth to size it against demand")
@@ -345,20 +341,13 @@ def fit_tier(
     )
 
 
-def _latency_bucket(spec: StorageSpec) -> int:
-    lat = spec.effective_read_latency_us
-    if lat is None:
-        return 3
-    return 0 if lat < 100 else 1 if lat < 1000 else 2
-
-
 def _writes_unknown(spec: StorageSpec) -> bool:
     """No write figure although one exists (unpublished), as opposed to a read-only option."""
     return spec.is_unconfirmed("write_mbps", "mbps")
 
 
 def rank_tiers(
-    stage: str,
+    role: StageRole,
     inst: InstanceSpec,
     storage: Mapping[str, StorageSpec],
     demand_bytes_per_s: float | None,
@@ -385,13 +374,13 @@ def rank_tiers(
             and not any(k in spec.per_gib for k in ("mbps", "write_mbps"))
             and not _writes_unknown(spec)
         )
-        if read_only or (stage == "prefill" and spec.category == "object"):
+        if read_only or spec.category in role.skipped_categories:
             continue  # a KV tier is written (by prefill, or for decode's reads to find it)
         shared = spec.shared
         fits.append(
             fit_tier(
                 spec,
-                stage,
+                role,
                 inst,
                 demand_bytes_per_s,
                 None if shared else demand_iops,
@@ -401,27 +390,16 @@ def rank_tiers(
         )
 
     def key(f: TierFit) -> tuple[Any, ...]:
-        cap = f.write_bytes_per_s if stage == "prefill" else f.read_bytes_per_s
+        cap = role.bandwidth(f)
         util = div(demand_bytes_per_s, cap)
         closeness = abs(TARGET_TIER_UTILIZATION - util) if util is not None else 1.0
         order = CATEGORIES.index(f.spec.category)
         price = math.inf if f.cost.usd_per_hour is None else f.cost.usd_per_hour
-        if stage == "decode":
-            return (
-                f.spec.announced_only,
-                not f.feasible,
-                not f.spec.built_in,
-                _latency_bucket(f.spec),
-                closeness,
-                order,
-                price,
-            )
         return (
             f.spec.announced_only,
             not f.feasible,
             not f.spec.built_in,
-            cap is None,
-            closeness,
+            *role.rank_key(f.spec, cap, closeness),
             order,
             price,
         )
@@ -430,12 +408,13 @@ def rank_tiers(
 
 
 # -- the advisor --------------------------------------------------------------------------------
-def _demand(facts: Mapping[str, FactValue], kind: str, count: int) -> dict[str, float | None]:
-    return {s: div(_v(facts, f"{kind}_bytes_per_s_{s}"), count) for s in ("mean", "p99", "peak")}
+def _demand(facts: Mapping[str, FactValue], role: StageRole, count: int) -> dict[str, float | None]:
+    """The stage's demand per instance: mean, p99 and peak bytes per second."""
+    return {stat: div(_v(facts, name), count) for stat, name in role.demand_facts.items()}
 
 
 def _stage_instance(
-    stage: str,
+    role: StageRole,
     options: AdvisorOptions,
     instances: Mapping[str, InstanceSpec],
     facts: Mapping[str, FactValue],
@@ -448,7 +427,7 @@ def _stage_instance(
     (one provider, or your own servers), since the KV cache moves between them.
     """
     fixed = find_storage(storage, options.storage) if options.storage else None
-    ranked = rank_instances(stage, instances, facts, options.preferred_gpu)
+    ranked = rank_instances(role, instances, facts, options.preferred_gpu)
     if fixed is not None:
         # Storage fixed with --storage: only instances that can have it are candidates.
         ranked = [r for r in ranked if access(r[0], fixed).ok] or ranked
@@ -458,7 +437,7 @@ def _stage_instance(
         Alternative("instance", inst.name, i + 1, reason, fits)
         for i, (inst, fits, reason) in enumerate(ranked[:MAX_ALTERNATIVES])
     ]
-    chosen = options.instance.get(stage) or options.instance.get("both")
+    chosen = options.instance.get(role.stage) or options.instance.get(Stage.BOTH)
     if chosen:
         inst = find_instance(instances, chosen)
         if fixed is not None and not (acc := access(inst, fixed)).ok:
@@ -490,68 +469,6 @@ def _cost_and_confidence_notes(inst: InstanceSpec, fit: TierFit | None) -> list[
     return notes
 
 
-def _tier_facts(
-    stage: str,
-    fit: TierFit | None,
-    spec: StorageSpec,
-    demand: dict[str, float | None],
-    iops_p99: float | None,
-) -> list[tuple[str, Any]]:
-    if stage == "prefill":
-        cap = fit.write_bytes_per_s if fit else None
-        return [
-            ("prefill_storage_write_bytes_per_s", cap),
-            ("prefill_storage_write_utilization_mean", div(demand["mean"], cap)),
-            ("prefill_storage_write_utilization_p99", div(demand["p99"], cap)),
-            ("prefill_storage_write_utilization_peak", div(demand["peak"], cap)),
-            ("prefill_storage_io_unit_bytes", spec.io_unit_bytes),
-            ("prefill_storage_gds", spec.gds_support),
-        ]
-    bw = fit.read_bytes_per_s if fit else None
-    iops = fit.read_iops if fit else None
-
-    def util(x: float | None, io: float | None) -> float | None:
-        shares = [s for s in (div(x, bw), div(io, iops)) if s is not None]
-        return max(shares) if shares else None
-
-    scale = div(iops_p99, demand["p99"])  # I/Os per byte at the chunk size
-    return [
-        ("decode_storage_read_bytes_per_s", bw),
-        ("decode_storage_read_iops", iops),
-        ("decode_storage_read_latency_us", spec.effective_read_latency_us),
-        (
-            "decode_storage_read_utilization_mean",
-            util(
-                demand["mean"],
-                None if scale is None or demand["mean"] is None else demand["mean"] * scale,
-            ),
-        ),
-        ("decode_storage_read_utilization_p99", util(demand["p99"], iops_p99)),
-        (
-            "decode_storage_read_utilization_peak",
-            util(
-                demand["peak"],
-                None if scale is None or demand["peak"] is None else demand["peak"] * scale,
-            ),
-        ),
-        ("decode_storage_gds", spec.gds_support),
-    ]
-
-
-def reference_tier_for(spec: StorageSpec) -> str | None:
-    """The profiler's reference tier matching a storage class.
-
-    The stage profiler's load-vs-recompute reference tier of the same class as ``spec``
-    (host DRAM over PCIe, NVMe Gen4 x4, NVMe Gen5 x4); None for slower classes, whose
-    break-even the reference tiers would understate.
-    """
-    if spec.category in ("memory", "cxl"):
-        return "host-dram-pcie"
-    if spec.category == "local_nvme":
-        return "nvme-gen5-x4" if "5.0" in (spec.interface or "") else "nvme-gen4-x4"
-    return None
-
-
 def advise(
     workload: Mapping[str, FactValue],
     prefix_cache: PrefixCache | None,
@@ -574,22 +491,21 @@ def advise(
     retention_gib = _v(facts, "retention_capacity_gib")
     needed_gib = max((g for g in (ws_gib, retention_gib) if g is not None), default=None)
     shared_spec = find_storage(storage, options.storage) if options.storage else None
-    stages: dict[str, StageRecommendation] = {}
+    stages: dict[Stage, StageRecommendation] = {}
     config: list[tuple[str, Any]] = [("shared_storage_spec", shared_spec is not None)]
-    chosen: dict[str, InstanceSpec] = {}
+    chosen: dict[Stage, InstanceSpec] = {}
 
-    for stage in STAGES:
+    for role in STAGE_ROLES:
+        stage = role.stage
         inst, inst_alts = _stage_instance(
-            stage, options, instances, facts, storage, chosen.get("prefill")
+            role, options, instances, facts, storage, chosen.get(Stage.PREFILL)
         )
         chosen[stage] = inst
-        count, count_note = instance_count(stage, inst, facts)
+        count, count_note = instance_count(role, inst, facts)
         n = count or 1
-        kind = "write" if stage == "prefill" else "read"
-        demand = _demand(facts, kind, n)
-        iops_p99 = div(
-            _v(facts, "write_iops_p99" if stage == "prefill" else "decode_read_iops_p99"), n
-        )
+        kind = role.direction
+        demand = _demand(facts, role, n)
+        iops_p99 = div(_v(facts, role.iops_fact), n)
         local_gib = None if needed_gib is None else needed_gib / n
         gpu_pool = (
             GPU_MEMORY_USABLE * inst.gpu_memory_total_gib - weights if weights is not None else None
@@ -599,7 +515,7 @@ def advise(
         )
         beyond_host = local_gib is not None and host_pool is not None and local_gib > host_pool
         ranked = rank_tiers(
-            stage,
+            role,
             inst,
             storage,
             demand["p99"],
@@ -609,13 +525,16 @@ def advise(
             instances=n,
         )
         notes = [count_note] if count is None else []
-        if stage != "prefill" and not (together := same_deployment(chosen["prefill"], inst)).ok:
+        if (
+            role is not PREFILL
+            and not (together := same_deployment(chosen[Stage.PREFILL], inst)).ok
+        ):
             notes.append(together.reason)
         if shared_spec is not None:
             spec = shared_spec
             fit = fit_tier(
                 spec,
-                stage,
+                role,
                 inst,
                 demand["p99"],
                 None if spec.shared else iops_p99,
@@ -627,7 +546,7 @@ def advise(
                 f"storage fixed by --storage {spec.name} for both stages: one "
                 "device or volume of it per instance"
             )
-        elif ranked and (beyond_host or _v(facts, f"{kind}_bytes_per_s_p99") is not None):
+        elif ranked and (beyond_host or _v(facts, role.demand_facts["p99"]) is not None):
             fit, spec = ranked[0], ranked[0].spec
         else:
             spec = storage[host_tier_name(inst)]
@@ -644,86 +563,37 @@ def advise(
                 notes.append("no capacity tier: KV working set and I/O demand unknown")
         if weights is None:
             notes.append(
-                "model unknown: instances ranked by per-GPU "
-                + ("TFLOPS" if stage == "prefill" else "memory bandwidth")
-                + " only, without a memory-fit check"
+                f"model unknown: instances ranked by per-GPU {role.bottleneck_short} only, "
+                "without a memory-fit check"
             )
         notes += _cost_and_confidence_notes(inst, fit)
         # Demand and bandwidth are both per instance, shared tiers included (what one node
         # reaches of a pool is its share, bounded by its NIC).
-        demand_here = demand
-        config += _tier_facts(stage, fit, spec, demand_here, iops_p99)
-        cap = (
-            None
-            if fit is None
-            else (fit.write_bytes_per_s if stage == "prefill" else fit.read_bytes_per_s)
+        cap = None if fit is None else role.bandwidth(fit)
+        ctx = StageContext(
+            instance=inst,
+            tier=TierChoice(
+                spec,
+                None if fit is None else fit.capacity_gib,
+                cap,
+                None if fit is None else role.iops(fit),
+            ),
+            instances=n,
+            demand=demand,
+            iops_p99=iops_p99,
+            gpu_pool_gib=gpu_pool,
+            host_pool_gib=host_pool,
+            facts=facts,
+            prefix_cache=prefix_cache,
+            breakeven=breakeven or {},
         )
+        config += role.tier_facts(ctx)
         config += [
-            (f"{stage}_instance_count", count),
-            (f"{stage}_gpu_bf16_tflops", inst.gpu_bf16_tflops),
-            (f"{stage}_gpu_memory_bandwidth_gbps", inst.gpu_memory_bandwidth_gbps),
+            (role.instance_count_fact, count),
+            (role.gpu_tflops_fact, inst.gpu_bf16_tflops),
+            (role.gpu_bandwidth_fact, inst.gpu_memory_bandwidth_gbps),
         ]
-        if stage == "prefill":
-            io_size, unit = _v(facts, "io_size_bytes"), spec.io_unit_bytes
-            disk_cap = (
-                inst.disk_cap_mbps * BYTES_PER_MB
-                if inst.disk_cap_mbps and spec.category == "block"
-                else None
-            )
-            dwpd = None
-            if (
-                fit is not None
-                and spec.category in SSD_CATEGORIES
-                and fit.capacity_gib
-                and demand["mean"] is not None
-            ):
-                dwpd = demand["mean"] * S_PER_DAY / (fit.capacity_gib * BYTES_PER_GIB)
-            config += [
-                ("gpu_memory_total_gib", inst.gpu_memory_total_gib),
-                ("gpu_kv_pool_gib", gpu_pool),
-                ("host_memory_gib", inst.host_memory_gib),
-                ("host_kv_pool_gib", host_pool),
-                ("prefill_write_bytes_per_s_p99_per_instance", demand["p99"]),
-                (
-                    "write_amplification_ratio",
-                    None if not io_size or not unit else math.ceil(io_size / unit) * unit / io_size,
-                ),
-                ("prefill_disk_cap_bytes_per_s", disk_cap),
-                ("prefill_disk_cap_utilization_p99", div(demand["p99"], disk_cap)),
-                ("ssd_drive_writes_per_day", dwpd),
-            ]
-            if kv and prefix_cache is not None and gpu_pool is not None:
-                gpu_tokens = gpu_pool * BYTES_PER_GIB / kv * n
-                config.append(
-                    ("prefix_hit_ratio_at_gpu_pool", hit_ratio_at(prefix_cache, gpu_tokens))
-                )
-                if host_pool is not None:
-                    host_tokens = max(gpu_pool, host_pool) * BYTES_PER_GIB / kv * n
-                    config.append(
-                        ("prefix_hit_ratio_at_host_pool", hit_ratio_at(prefix_cache, host_tokens))
-                    )
-        else:
-            inflight = _v(facts, "kv_inflight_gib_p99")
-            config += [
-                ("decode_read_iops_p99_per_instance", iops_p99),
-                (
-                    "kv_inflight_gib_p99_per_instance",
-                    None
-                    if inflight is None
-                    else inflight * (_v(facts, "split_instances") or 1) / n,
-                ),
-            ]
-            # Break-even belongs to the decode tier's class; without a reference tier of that
-            # class it is unknown rather than borrowed from a faster tier.
-            ref_tier = reference_tier_for(spec)
-            for name in ("breakeven_prefix_tokens", "hit_tokens_below_breakeven_share"):
-                facts.pop(name, None)
-            if breakeven and ref_tier in breakeven:
-                tokens, share = breakeven[ref_tier]
-                config += [
-                    ("breakeven_prefix_tokens", tokens),
-                    ("hit_tokens_below_breakeven_share", share),
-                ]
+        config += role.stage_facts(ctx)
 
         host = host_tier_name(inst)
         tiers = [Tier(host, "memory", TierRole.HOST_POOL, host_pool)]
@@ -732,21 +602,16 @@ def advise(
                 Tier(
                     spec.name,
                     spec.category,
-                    TierRole.CAPACITY if stage == "prefill" else TierRole.READ,
+                    role.tier_role,
                     fit.capacity_gib,
                     fit.devices,
                     spec.shared,
                 )
             )
-        what = (
-            "bytes of prompt tokens that missed the cache (written when prefill completes)"
-            if stage == "prefill"
-            else "bytes of hit tokens (loaded before prefill starts)"
-        )
         derivation = (
             [
                 f"{kind} demand: p99 of {_v(facts, 'io_window_s') or 0:g}-second windows of KV "
-                f"{what}, divided by {n} {stage} instance(s)",
+                f"{role.demand_words}, divided by {n} {stage} instance(s)",
                 f"IOPS: that rate / chunk size ({options.chunk_tokens} tokens"
                 " x KV bytes per token)",
                 f"sized so p99 uses at most {TARGET_TIER_UTILIZATION:.0%} of the tier; peaks above "
@@ -770,20 +635,13 @@ def advise(
             instance_count=count,
             gpu=inst.gpu,
             tiers=tuple(tiers),
-            required=Requirement(
-                write_bytes_per_s=demand["p99"] if stage == "prefill" else None,
-                read_bytes_per_s=demand["p99"] if stage == "decode" else None,
-                write_iops=iops_p99 if stage == "prefill" else None,
-                read_iops=iops_p99 if stage == "decode" else None,
-                capacity_gib=local_gib,
-                derivation=tuple(derivation),
-            ),
+            required=role.requirement(demand["p99"], iops_p99, local_gib, tuple(derivation)),
             chunk_tokens=options.chunk_tokens,
             retention_s=_v(facts, "retention_ttl_s"),
             utilization=Utilization(
-                div(demand_here["mean"], cap),
-                div(demand_here["p99"], cap),
-                div(demand_here["peak"], cap),
+                div(demand["mean"], cap),
+                div(demand["p99"], cap),
+                div(demand["peak"], cap),
                 f"{kind} demand per instance / {spec.name} {kind} bandwidth",
             ),
             alternatives=tuple(storage_alts + inst_alts),
@@ -793,6 +651,11 @@ def advise(
             host_memory_gib=inst.host_memory_gib,
         )
 
+    # A configuration fact replaces a workload fact of its name; None removes it (decode's
+    # break-even when its tier's class has no reference tier).
+    for name, value in config:
+        if value is None:
+            facts.pop(name, None)
     facts.update(collect(config))
     evaluation = evaluate(rules, facts)
     findings = tuple(
@@ -807,8 +670,8 @@ def advise(
         )
     )
     recommendation = Recommendation(
-        prefill=stages["prefill"],
-        decode=stages["decode"],
+        prefill=stages[Stage.PREFILL],
+        decode=stages[Stage.DECODE],
         shared_storage=shared_spec is not None,
         rules=outcomes,
         facts={n: {"value": f.value, "unit": f.unit} for n, f in sorted(facts.items())},
@@ -881,7 +744,7 @@ def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
         stage, sep, name = value.partition("=")
         if not sep:
             stage, name = "both", value
-        if stage not in ("both", *STAGES) or not name:
+        if stage not in (Stage.BOTH, *(r.stage for r in STAGE_ROLES)) or not name:
             raise ConfigError(f"--instance {value!r}: expected NAME, prefill=NAME or decode=NAME")
         out[stage] = name
     return out
