@@ -96,6 +96,20 @@ def test_vllm_aggregated_uses_native_offloading() -> None:
     assert "kv-transfer-config" not in flags
 
 
+@pytest.mark.parametrize(
+    ("gpu", "gpu_gib", "budget"),
+    [("h200", 141.0, 8192), ("a100", 80.0, 2048), ("l40s", 44.5, 2048)],
+)
+def test_vllm_decode_budget_is_vllm_serves_default_for_the_gpu(gpu, gpu_gib, budget) -> None:
+    """The vllm serve default: 8,192 tokens on GPUs of 70 GiB or more but the A100, else 2,048."""
+    report = _report()
+    rec = report.recommendation
+    decode = replace(rec.decode, gpu=gpu, gpu_memory_gib=gpu_gib)
+    report = replace(report, recommendation=replace(rec, decode=decode))
+    flags = _settings(emit_config(report, "vllm"), "decode")["vllm"]
+    assert flags["max-num-batched-tokens"] == budget
+
+
 def test_vllm_disaggregated_keeps_the_pd_connector() -> None:
     """P/D: NixlConnector and OffloadingConnector under MultiConnector, no --kv-offloading-size."""
     flags = _settings(emit_config(_report(), "vllm"), "prefill")["vllm"]
@@ -279,7 +293,7 @@ def test_every_setting_has_its_reason_above(name, tmp_path) -> None:
             script.write_text(ALL_FILES[name])
             assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
             assert shlex.split("\n".join(body), comments=True)
-    elif name != "plan.yaml":
+    elif not name.startswith("plan"):
         for i, line in enumerate(lines):
             if line and not line.startswith("#"):
                 assert lines[i - 1].startswith("#"), line
@@ -303,8 +317,8 @@ def test_analyze_emit_writes_every_target(tmp_path: Path, monkeypatch) -> None:
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == sorted(ALL_FILES)
-    plan = yaml.safe_load((out / "plan.yaml").read_text())
-    assert "kvbm-prefill.env" in plan["stages"]["prefill"]["engine_files"]
+    plan = yaml.safe_load((out / "plan-dynamo-kvbm.yaml").read_text())
+    assert plan["stages"]["prefill"]["engine_files"] == ["dynamo-prefill.sh", "kvbm-prefill.env"]
     head = (out / "vllm-prefill.sh").read_text()
     assert f"# command: kvadvisor analyze {trace} -o {out} --quiet --emit lmcache" in head
 

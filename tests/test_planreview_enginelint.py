@@ -124,7 +124,7 @@ CASES = [
     ("EL16", {"vllm": {"kv-offloading-size": 10}}, {}, "pass"),
     ("EL17", {"vllm": {"kv-offloading-backend": "native"}}, {}, "fail"),
     ("EL17", {"vllm": {"kv-offloading-backend": "native", "kv-offloading-size": 1}}, {}, "pass"),
-    ("EL18", {"vllm": {"max-num-batched-tokens": 64}}, {}, "fail"),
+    ("EL18", {"vllm": {"max-num-batched-tokens": 64, "max-num-seqs": 128}}, {}, "fail"),
     ("EL18", {"vllm": {"max-num-batched-tokens": 64, "max-num-seqs": 64}}, {}, "pass"),
     ("EL19", {"vllm": {"gpu-memory-utilization": 1.2}}, {}, "fail"),
     ("EL19", {"vllm": {"gpu-memory-utilization": 0.9}}, {}, "pass"),
@@ -292,6 +292,13 @@ def test_every_new_check_has_a_failing_and_a_passing_case() -> None:
 def test_checks_absent_without_their_settings() -> None:
     """A plan without engine settings gets no EL09-EL31 at all."""
     assert _lint({}, {}) == []
+
+
+def test_a_small_budget_alone_starts() -> None:
+    """`vllm serve` caps its default max_num_seqs at the token budget: 64 alone is no EL18."""
+    assert [
+        c for c in _lint({"vllm": {"max-num-batched-tokens": 64}}, {}) if c.code == "EL18"
+    ] == []
 
 
 def test_kvbm_host_below_device_is_per_engine_instance() -> None:

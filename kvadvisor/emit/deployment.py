@@ -75,6 +75,7 @@ class StageView:
     count: int
     gpu: str | None
     gpus_per_instance: int
+    gpu_memory_bytes: float | None  # one GPU's memory (vLLM's batch defaults depend on it)
     tp: int
     host_memory_bytes: float | None
     device_pool_tokens_per_replica: float | None
@@ -215,6 +216,9 @@ def deployment_from_report(report: AdviceReport) -> Deployment:
                 count=stage.instance_count or 1,
                 gpu=stage.gpu,
                 gpus_per_instance=gpus,
+                gpu_memory_bytes=None
+                if stage.gpu_memory_gib is None
+                else stage.gpu_memory_gib * BYTES_PER_GIB,
                 tp=tp,
                 host_memory_bytes=None
                 if stage.host_memory_gib is None

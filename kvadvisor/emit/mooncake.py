@@ -84,7 +84,7 @@ def _master(ctx: EmitContext) -> list[Setting]:
     return out
 
 
-def _store(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[Setting]]:
+def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[Setting]]:
     """(SSD-offload environment, mooncake_client flags) of one node of ``stage``."""
     host = stage.tier(TierKind.HOST)
     if host is None or not host.capacity_bytes:
@@ -154,7 +154,7 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
         gflags=True,
     )
     for stage in ctx.dep.stages:
-        env, flags = _store(ctx, stage)
+        env, flags = store_settings(ctx, stage)
         notes = []
         t = stage.storage_tier
         if t is not None and t.kind != TierKind.LOCAL_DISK:

@@ -1,23 +1,46 @@
-"""`--emit plan`: the recommended deployment as a plan file that `kvadvisor review` reads.
+"""`--emit plan`: the recommended deployment as a plan file that `review` and `replay` read.
 
 The plan names the catalog instance and storage of every tier, so the review looks up the same
 figures the advisor used; the GPU KV pool per instance is the one the engine files were sized
-against. Engine files written in the same run are listed per stage (``engine_files``), so
-`review` lints the very files an operator starts.
+against. Written with one engine's files, the plan is that engine's deployment: its
+``engine_files`` (so `review` lints the very files an operator starts, and `replay` takes the
+engine's page, write policy and prefix loads from them), only the tiers the engine was given,
+whether decode saves the KV it generates, and the engine's token budget per step.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import PurePath
 
 import yaml
 
 from kvadvisor.emit.context import EmitContext
-from kvadvisor.emit.deployment import StageView
+from kvadvisor.emit.deployment import StageView, TierKind, TierView
+from kvadvisor.emit.kvbm import kvbm_env
+from kvadvisor.emit.lmcache import lmcache_settings
+from kvadvisor.emit.mooncake import store_settings
+from kvadvisor.emit.sglang import sglang_stage
+from kvadvisor.emit.vllm import batched_tokens, offload_bytes
 
-STAGE_KEYS = {"prefill": "prefill", "decode": "decode", "serving": "prefill"}
+# The setting that sizes each engine's host tier, and the ones that give it the tier below.
+HOST_KEYS = {
+    "lmcache": {"max_local_cpu_size"},
+    "vllm": {"kv-offloading-size"},
+    "sglang-hicache": {"hicache-size"},
+    "dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB"},
+    "mooncake": {"global_segment_size"},
+}
+STORAGE_KEYS = {
+    "lmcache": {"max_local_disk_size", "remote_url"},
+    "vllm": set(),
+    "sglang-hicache": {"hicache-storage-backend"},
+    "dynamo-kvbm": {"DYN_KVBM_DISK_CACHE_GB"},
+    "mooncake": {"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"},
+}
+# Engines that launch `vllm serve` with the emitted --max-num-batched-tokens.
+VLLM_SERVED = ("lmcache", "vllm", "mooncake")
 
 
 def _quantity_gib(nbytes: float) -> str:
@@ -26,8 +49,70 @@ def _quantity_gib(nbytes: float) -> str:
     return f"{gib:.6f}".rstrip("0").rstrip(".") + " GiB"
 
 
-def _stage(ctx: EmitContext, stage: StageView, files: Sequence[str]) -> dict[str, object]:
-    out: dict[str, object] = {"instance": stage.instance, "count": stage.count}
+def engine_keys(engine: str, ctx: EmitContext, stage: StageView) -> set[str]:
+    """The names of the settings ``engine`` writes for ``stage``'s tiers."""
+    if engine == "lmcache":
+        return {s.name for s in lmcache_settings(ctx, stage)[0]}
+    if engine == "vllm":
+        return {"kv-offloading-size"} if offload_bytes(ctx, stage) is not None else set()
+    if engine == "sglang-hicache":
+        env, flags, _, _ = sglang_stage(ctx, stage)
+        return {s.name for s in env + flags}
+    if engine == "dynamo-kvbm":
+        # KVBM runs on prefill (and aggregated) workers; decode takes the KV over NIXL.
+        return set() if stage.stage == "decode" else {s.name for s in kvbm_env(ctx, stage)[0]}
+    if engine == "mooncake":
+        env, flags = store_settings(ctx, stage)
+        return {s.name for s in env + flags}
+    raise AssertionError(f"no tier keys for {engine}")  # writers.EMITTERS lists the engines
+
+
+def written_tiers(engine: str, ctx: EmitContext, stage: StageView) -> tuple[TierView, ...]:
+    """The recommended tiers of ``stage`` that ``engine``'s files give the engine."""
+    keys = engine_keys(engine, ctx, stage)
+    host = bool(keys & HOST_KEYS[engine])
+    below = bool(keys & STORAGE_KEYS[engine])
+    storage = stage.storage_tier
+    return tuple(
+        t for t in stage.tiers if (t.kind == TierKind.HOST and host) or (t is storage and below)
+    )
+
+
+def decode_saves(engine: str, ctx: EmitContext, stage: StageView) -> bool:
+    """Whether ``engine``'s decode servers write the KV they generate to their tiers.
+
+    LMCache with save_decode_cache, vLLM's OffloadingConnector (it offloads every block), SGLang
+    with --disaggregation-decode-enable-offload-kvcache; KVBM runs no tier on decode workers and
+    Mooncake's decode connector is a kv_consumer (it loads, never stores).
+    """
+    if engine == "lmcache":
+        return "save_decode_cache" in engine_keys(engine, ctx, stage)
+    if engine == "vllm":
+        return offload_bytes(ctx, stage) is not None
+    if engine == "sglang-hicache":
+        return "disaggregation-decode-enable-offload-kvcache" in engine_keys(engine, ctx, stage)
+    return False
+
+
+def _tier(t: TierView) -> dict[str, object]:
+    tier: dict[str, object] = {"name": t.name, "storage": t.name}
+    tier["capacity"] = None if t.capacity_bytes is None else _quantity_gib(t.capacity_bytes)
+    if t.devices != 1:
+        tier["devices"] = t.devices
+    # The advisor sizes a node's tier per instance and a shared one for the whole stage.
+    tier["scope"] = "pooled" if t.shared else "instance"
+    return tier
+
+
+def _stage(
+    ctx: EmitContext, stage: StageView, engine: str | None, files: Sequence[str]
+) -> dict[str, object]:
+    out: dict[str, object] = {
+        "instance": stage.instance,
+        "count": stage.count,
+        "gpus_per_replica": stage.tp,
+        "replicas_per_instance": stage.replicas_per_instance,
+    }
     if stage.device_pool_tokens_per_replica is not None:
         pool = (
             stage.device_pool_tokens_per_replica
@@ -36,25 +121,29 @@ def _stage(ctx: EmitContext, stage: StageView, files: Sequence[str]) -> dict[str
             * stage.replicas_per_instance
         )
         out["gpu_kv_pool"] = _quantity_gib(pool)
-    out["chunk_tokens"] = stage.chunk_tokens
+    if engine is None:
+        out["chunk_tokens"] = stage.chunk_tokens
+        tiers = stage.tiers
+    else:
+        # The engine's own I/O unit (LMCache chunk_size, SGLang page, vLLM block) comes from
+        # its files; the tiers are the ones the engine was given.
+        tiers = written_tiers(engine, ctx, stage)
+        if engine in VLLM_SERVED:
+            out["scheduler"] = {"max_num_batched_tokens": batched_tokens(ctx, stage)[0]}
+        if ctx.disaggregated and stage.stage == "decode":
+            out["save_decode_kv"] = decode_saves(engine, ctx, stage)
     if files:
         out["engine_files"] = list(files)
-    tiers = []
-    for t in stage.tiers:
-        tier: dict[str, object] = {"name": t.name, "storage": t.name}
-        tier["capacity"] = None if t.capacity_bytes is None else _quantity_gib(t.capacity_bytes)
-        if t.devices != 1:
-            tier["devices"] = t.devices
-        tier["shared"] = t.shared
-        tiers.append(tier)
-    out["tiers"] = tiers
+    out["tiers"] = [_tier(t) for t in tiers]
     return out
 
 
 def plan_document(
-    ctx: EmitContext, engine_files: Mapping[str, Sequence[str]] | None = None
+    ctx: EmitContext,
+    engine: str | None = None,
+    engine_files: dict[str, list[str]] | None = None,
 ) -> dict[str, object]:
-    """The plan as a mapping; ``engine_files`` is {stage: [file names]} to reference."""
+    """The plan as a mapping: ``engine``'s deployment, ``engine_files`` {stage: [file names]}."""
     dep = ctx.dep
     model: dict[str, object] = {"kv_bytes_per_token": dep.kv_bytes_per_token}
     if dep.model_in_catalog:
@@ -62,23 +151,35 @@ def plan_document(
     tp = dep.stages[0].tp
     model.update(tp=tp, kv_dtype=dep.kv_dtype, weight_dtype=dep.weight_dtype)
     stages = {
-        STAGE_KEYS[s.stage]: _stage(ctx, s, (engine_files or {}).get(s.stage, ()))
-        for s in dep.stages
+        s.stage: _stage(ctx, s, engine, (engine_files or {}).get(s.stage, ())) for s in dep.stages
     }
     stem = PurePath(ctx.report.trace.path).name.split(".")[0] or "trace"
+    on = f" on {engine}" if engine else ""
     return {
-        "name": f"kvadvisor-{stem}",
+        "name": f"kvadvisor-{stem}" + (f"-{engine}" if engine else ""),
         "description": f"The {dep.topology.value} deployment kvadvisor recommended for "
-        f"{ctx.report.trace.path}",
+        f"{ctx.report.trace.path}{on}",
+        "topology": dep.topology.value,
         "model": model,
         "stages": stages,
     }
 
 
+def plan_name(engine: str | None) -> str:
+    """plan.yaml, or plan-<engine>.yaml when one run writes plans for several engines."""
+    return "plan.yaml" if engine is None else f"plan-{engine}.yaml"
+
+
 def emit_plan(
-    ctx: EmitContext, engine_files: Mapping[str, Sequence[str]] | None = None
+    ctx: EmitContext,
+    engine: str | None = None,
+    engine_files: dict[str, list[str]] | None = None,
+    name: str = "plan.yaml",
 ) -> dict[str, str]:
-    """plan.yaml."""
-    head = ctx.head("Deployment plan: kvadvisor review TRACE --plan plan.yaml")
-    body = yaml.safe_dump(plan_document(ctx, engine_files), sort_keys=False)
-    return {"plan.yaml": "\n".join(head) + "\n" + body}
+    """``name``: the deployment, on ``engine`` when given."""
+    what = "Deployment plan" + (f" on {engine}" if engine else "")
+    head = ctx.head(
+        f"{what}: kvadvisor review TRACE --plan {name}; kvadvisor replay TRACE --plan {name}"
+    )
+    body = yaml.safe_dump(plan_document(ctx, engine, engine_files), sort_keys=False)
+    return {name: "\n".join(head) + "\n" + body}

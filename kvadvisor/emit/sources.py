@@ -65,7 +65,10 @@ VLLM_OFFLOAD = (
     "of one instance; vllm/config/vllm.py _post_init_kv_transfer_config turns it into "
     "OffloadingConnector with cpu_bytes_to_use = size * 2**30 and replaces kv_connector"
 )
-VLLM_SCHEDULER = "vLLM vllm/config/scheduler.py@01230b4"
+VLLM_BATCH_DEFAULTS = (
+    "vLLM vllm/engine/arg_utils.py@99d7eb5 (EngineArgs._set_default_args: vllm serve takes "
+    "8,192 on GPUs of at least 70 GiB other than the A100, else 2,048)"
+)
 VLLM_PARALLEL = (
     "vLLM vllm/config/parallel.py@00193b8 (data parallel is for MoE; dense models run "
     "independent instances)"

@@ -19,7 +19,11 @@ from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 
 VLLM_BLOCK_TOKENS = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
-VLLM_MAX_NUM_BATCHED_TOKENS = 2048  # vllm/config/scheduler.py DEFAULT_MAX_NUM_BATCHED_TOKENS
+# `vllm serve`'s token budget per step when none is given (EngineArgs._set_default_args, OpenAI
+# API server context): 8,192 on GPUs of at least 70 GiB other than the A100, else 2,048.
+VLLM_SERVE_BATCHED_TOKENS_LARGE_GPU = 8192
+VLLM_SERVE_BATCHED_TOKENS = 2048
+VLLM_LARGE_GPU_BYTES = 70 * BYTES_PER_GIB
 NIXL_SIDE_CHANNEL_BASE_PORT = 5600  # vLLM NixlConnector usage guide's example port
 SERVE_BASE_PORT = 8000
 
@@ -30,6 +34,36 @@ def gpu_memory_utilization(ctx: EmitContext) -> float:
     if memory is None or not memory.memory_bytes_per_gpu:
         return 0.9
     return round(memory.usable_bytes_per_gpu / memory.memory_bytes_per_gpu, 2)
+
+
+def serve_default_batched_tokens(stage: StageView) -> int:
+    """`vllm serve`'s default max_num_batched_tokens on the stage's GPU."""
+    mem = stage.gpu_memory_bytes or 0.0
+    large = mem >= VLLM_LARGE_GPU_BYTES and "a100" not in (stage.gpu or "").lower()
+    return VLLM_SERVE_BATCHED_TOKENS_LARGE_GPU if large else VLLM_SERVE_BATCHED_TOKENS
+
+
+def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
+    """The stage's max-num-batched-tokens and why: one mean prompt per prefill step."""
+    default = serve_default_batched_tokens(stage)
+    gpu = f"{stage.gpu or 'GPU'}" + (
+        ""
+        if stage.gpu_memory_bytes is None
+        else f", {format_value(stage.gpu_memory_bytes, Unit.BYTES)}"
+    )
+    mean_in = ctx.mean_input_tokens
+    if stage.stage != "decode" and mean_in:
+        budget = max(default, math.ceil(mean_in / VLLM_BLOCK_TOKENS) * VLLM_BLOCK_TOKENS)
+        return budget, (
+            "one mean prompt per step: the trace's mean prompt is "
+            f"{format_value(mean_in, Unit.TOKENS)}, rounded up to the {VLLM_BLOCK_TOKENS}-token "
+            f"block; never below vllm serve's default {default} on this GPU ({gpu}; "
+            f"{sources.VLLM_BATCH_DEFAULTS})"
+        )
+    return default, (
+        f"vllm serve's default {default} on this GPU ({gpu}; {sources.VLLM_BATCH_DEFAULTS}): "
+        "a decode step batches one token per running request, so a larger budget buys nothing"
+    )
 
 
 def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
@@ -62,24 +96,7 @@ def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
             "device pool the host tier is sized against is the one vLLM allocates",
         ),
     ]
-    mean_in = ctx.mean_input_tokens
-    if stage.stage != "decode" and mean_in:
-        budget = max(
-            VLLM_MAX_NUM_BATCHED_TOKENS,
-            math.ceil(mean_in / VLLM_BLOCK_TOKENS) * VLLM_BLOCK_TOKENS,
-        )
-        why = (
-            "one mean prompt per step: the trace's mean prompt is "
-            f"{format_value(mean_in, Unit.TOKENS)}, "
-            f"rounded up to the {VLLM_BLOCK_TOKENS}-token block; never below vLLM's default "
-            f"{VLLM_MAX_NUM_BATCHED_TOKENS} ({sources.VLLM_SCHEDULER})"
-        )
-    else:
-        budget = VLLM_MAX_NUM_BATCHED_TOKENS
-        why = (
-            f"vLLM's default {VLLM_MAX_NUM_BATCHED_TOKENS} ({sources.VLLM_SCHEDULER}): a decode "
-            "step batches one token per running request, so a larger budget buys nothing here"
-        )
+    budget, why = batched_tokens(ctx, stage)
     out.append(Setting("max-num-batched-tokens", str(budget), why))
     return out
 

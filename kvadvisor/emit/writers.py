@@ -15,7 +15,7 @@ from kvadvisor.emit.deployment import deployment_from_report
 from kvadvisor.emit.kvbm import emit_kvbm
 from kvadvisor.emit.lmcache import emit_lmcache
 from kvadvisor.emit.mooncake import emit_mooncake
-from kvadvisor.emit.plan import emit_plan
+from kvadvisor.emit.plan import emit_plan, plan_name
 from kvadvisor.emit.sglang import emit_sglang
 from kvadvisor.emit.vllm import emit_vllm
 from kvadvisor.errors import ConfigError
@@ -34,6 +34,7 @@ TARGETS = (*EMITTERS, "plan")
 # engine's Mooncake client) are listed with each stage.
 _SHARED_FILES = ("mooncake-master.sh", "mooncake-client.json")
 _LINTED = (".yaml", ".env", ".json", ".sh")
+_STAGES = ("prefill", "decode", "serving")
 
 
 def _engine_files(names: Sequence[str]) -> dict[str, list[str]]:
@@ -41,48 +42,61 @@ def _engine_files(names: Sequence[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     stages = {n.rsplit(".", 1)[0].rsplit("-", 1)[-1] for n in names}
     for name in sorted(names):
-        if not name.endswith(_LINTED) or name == "plan.yaml":
+        if not name.endswith(_LINTED):
             continue
         stage = name.rsplit(".", 1)[0].rsplit("-", 1)[-1]
         if name in _SHARED_FILES:
-            targets = [s for s in ("prefill", "decode", "serving") if s in stages]
-        elif stage in ("prefill", "decode", "serving"):
+            targets = [s for s in _STAGES if s in stages]
+        elif stage in _STAGES:
             targets = [stage]
         else:
             continue
         for s in targets:
-            out.setdefault("prefill" if s == "serving" else s, []).append(name)
+            out.setdefault(s, []).append(name)
     return out
 
 
+def _context(report: AdviceReport, command: str) -> EmitContext:
+    return EmitContext(report, deployment_from_report(report), command)
+
+
 def emit_config(
-    report: AdviceReport,
-    engine: str,
-    *,
-    command: str = "kvadvisor analyze",
-    with_files: Sequence[str] = (),
+    report: AdviceReport, engine: str, *, command: str = "kvadvisor analyze"
 ) -> dict[str, str]:
     """``engine``'s configuration files for ``report`` as {file name: text}.
 
-    ``command`` is the command line that asked for them (it goes into every header);
-    ``with_files`` are the other files written in the same run, which the plan references.
+    ``command`` is the command line that asked for them (it goes into every header). ``plan``
+    alone is the recommended deployment without engine files; :func:`emit_all` writes a plan
+    per engine that lists the engine's files.
     """
     if engine not in TARGETS:
         raise ConfigError(f"unknown engine '{engine}': choose one of {', '.join(TARGETS)}")
-    ctx = EmitContext(report, deployment_from_report(report), command)
+    ctx = _context(report, command)
     if engine == "plan":
-        return emit_plan(ctx, _engine_files(with_files))
+        return emit_plan(ctx)
     return EMITTERS[engine](ctx)
 
 
 def emit_all(report: AdviceReport, engines: Sequence[str], command: str) -> dict[str, str]:
-    """Every file of ``engines`` (plan last, referencing the others), checked for clashes."""
+    """Every file of ``engines``, checked for clashes, and with ``plan`` the plan file(s).
+
+    The plan is one engine's deployment (its tiers, its files): plan.yaml with no engine or one,
+    plan-<engine>.yaml for each engine when there are several.
+    """
     files: dict[str, str] = {}
-    for engine in [e for e in engines if e != "plan"]:
-        for name, text in emit_config(report, engine, command=command).items():
+    by_engine: dict[str, list[str]] = {}
+    for engine in dict.fromkeys(e for e in engines if e != "plan"):
+        written = emit_config(report, engine, command=command)
+        for name, text in written.items():
             if name in files and files[name] != text:
                 raise ConfigError(f"--emit: two targets write {name} differently")
             files[name] = text
+        by_engine[engine] = list(written)
     if "plan" in engines:
-        files.update(emit_config(report, "plan", command=command, with_files=list(files)))
+        ctx = _context(report, command)
+        if not by_engine:
+            files.update(emit_plan(ctx))
+        for engine, names in by_engine.items():
+            name = plan_name(engine if len(by_engine) > 1 else None)
+            files.update(emit_plan(ctx, engine, _engine_files(names), name))
     return files

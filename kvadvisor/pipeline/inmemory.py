@@ -20,6 +20,7 @@ from kvadvisor.results.report import FORMAT_VERSION, AdviceReport
 from kvadvisor.sections.prefix import prefix_cache_section, simulate_section_cache
 from kvadvisor.sections.profile import profile_workload
 from kvadvisor.sections.workload import summarize_trace
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
 
 
@@ -37,6 +38,8 @@ def analyze_trace(
     """
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
+    # Taken from the trace once; the summary, the stage profile and the plan review share them.
+    arrays = RequestArrays.of(trace)
     simulated = (
         simulate_section_cache(
             trace,
@@ -50,7 +53,7 @@ def analyze_trace(
     )
     hits, hits_source = prefix_hits(trace, simulated[1] if simulated else None)
     stages = profile_workload(
-        trace, options.profile_options(), hit_tokens=hits, hits_source=hits_source
+        trace, options.profile_options(), hit_tokens=hits, hits_source=hits_source, arrays=arrays
     )
     prefix_cache = prefix_cache_section(
         trace,
@@ -64,7 +67,7 @@ def analyze_trace(
     )
     report = AdviceReport(
         meta=meta,
-        trace=summarize_trace(trace, sha256=trace_sha256),
+        trace=summarize_trace(trace, sha256=trace_sha256, arrays=arrays),
         model=stages.model,
         stage_split=stages.stage_split,
         prefix_cache=prefix_cache,
@@ -86,7 +89,11 @@ def analyze_trace(
         report = replace(
             report,
             plan_reviews=review_plans(
-                trace, options.plans, warmup_fraction=options.warmup_fraction, simulated=same
+                trace,
+                options.plans,
+                warmup_fraction=options.warmup_fraction,
+                simulated=same,
+                arrays=arrays,
             ),
         )
     return replace(

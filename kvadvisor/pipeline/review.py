@@ -20,19 +20,25 @@ from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.planreview.review import review_plan, review_report
 from kvadvisor.results.review import PlanReview, ReviewReport
 from kvadvisor.sections.workload import summarize_trace
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.readers import read_trace
 
 
 def replay_trace(
-    trace: Trace, warmup_fraction: float, simulated: PrefixCacheResult | None = None
+    trace: Trace,
+    warmup_fraction: float,
+    simulated: PrefixCacheResult | None = None,
+    arrays: RequestArrays | None = None,
 ) -> tuple[TraceReplay, tuple[str, ...]]:
     """Measure the per-request arrays a review needs, running the exact prefix-cache replay.
 
     ``simulated`` is that replay when the caller already ran it on this trace with this warm-up
-    (``analyze --plan``); it is then not run again.
+    (``analyze --plan``); it is then not run again. ``arrays``: the trace's per-request arrays
+    when the caller already took them.
     """
+    arrays = arrays or RequestArrays.of(trace)
     notes: list[str] = []
     hit_fn: HitFn | None = None
     warmup = warmup_requests_for(trace.requests, warmup_fraction)
@@ -53,9 +59,9 @@ def replay_trace(
             "written (an upper bound)"
         )
     replay = TraceReplay(
-        arrival_s=trace.column_np("arrival_s").astype(np.float64),
-        input_tokens=trace.column_np("input_tokens").astype(np.int64),
-        output_tokens=trace.column_np("output_tokens").astype(np.int64),
+        arrival_s=arrays.arrival_s.astype(np.float64),
+        input_tokens=arrays.input_tokens.astype(np.int64),
+        output_tokens=arrays.output_tokens.astype(np.int64),
         warmup_requests=warmup,
         hit_tokens_at=hit_fn,
     )
@@ -93,10 +99,11 @@ def _review_all(
     warmup_fraction: float,
     window_s: float,
     simulated: PrefixCacheResult | None = None,
+    arrays: RequestArrays | None = None,
 ) -> tuple[tuple[PlanReview, ...], tuple[str, ...]]:
     """Replay once, review every plan; the replay's notes apart from each plan's own."""
     perfs = [plan_perf(p) for p in plans]
-    replay, notes = replay_trace(trace, warmup_fraction, simulated)
+    replay, notes = replay_trace(trace, warmup_fraction, simulated, arrays)
     ctx = ReplayContext(TraceArrays.from_trace(trace))
     reviews = []
     for p, perf in zip(plans, perfs, strict=True):
@@ -116,12 +123,14 @@ def review_plans(
     warmup_fraction: float = 0.5,
     window_s: float = 1.0,
     simulated: PrefixCacheResult | None = None,
+    arrays: RequestArrays | None = None,
 ) -> tuple[PlanReview, ...]:
     """Replay the trace once and review every plan against it (notes go to each review).
 
-    ``simulated``: the exact prefix-cache pass over this trace and warm-up, if already run.
+    ``simulated``: the exact prefix-cache pass over this trace and warm-up, if already run;
+    ``arrays``: the trace's per-request arrays, if already taken.
     """
-    return _review_all(trace, plans, warmup_fraction, window_s, simulated)[0]
+    return _review_all(trace, plans, warmup_fraction, window_s, simulated, arrays)[0]
 
 
 def review_trace(
@@ -134,9 +143,10 @@ def review_trace(
     window_s: float = 1.0,
 ) -> ReviewReport:
     """Replay the trace once and review every plan against it: the `review` command's report."""
-    reviews, notes = _review_all(trace, plans, warmup_fraction, window_s)
+    arrays = RequestArrays.of(trace)
+    reviews, notes = _review_all(trace, plans, warmup_fraction, window_s, arrays=arrays)
     return review_report(
-        summarize_trace(trace),
+        summarize_trace(trace, arrays=arrays),
         reviews,
         version=version,
         generated_at=generated_at,

@@ -21,7 +21,6 @@ PLACEHOLDER_MARK = "<FILL:"
 LMCACHE_DEFAULT_CPU_GIB = 5.0  # lmcache/v1/config.py max_local_cpu_size default
 MOONCAKE_DEFAULT_SEGMENT_BYTES = 3355443200  # mooncake_config.py DEFAULT_GLOBAL_SEGMENT_SIZE
 MOONCAKE_DEFAULT_BUFFER_BYTES = 1 << 30  # mooncake_config.py DEFAULT_LOCAL_BUFFER_SIZE
-VLLM_DEFAULT_MAX_NUM_SEQS = 128  # vllm/config/scheduler.py DEFAULT_MAX_NUM_SEQS
 MOONCAKE_CLIENT_REQUIRED = ("local_hostname", "metadata_server", "master_server_address")
 # kv_connector values vLLM ships (disagg_prefill.md), KVBM's and Mooncake's connectors.
 VLLM_CONNECTORS = frozenset(
@@ -415,10 +414,12 @@ def _vllm(lint: _Lint) -> None:
             ),
             "vllm_offload",
         )
-    if lint.has(e, "max-num-batched-tokens"):
+    # Only both given can clash: `vllm serve` caps its default max_num_seqs at the token budget
+    # (EngineArgs._set_default_args: min(default, max_num_batched_tokens)).
+    if lint.has(e, "max-num-batched-tokens") and lint.has(e, "max-num-seqs"):
         tokens, seqs = (
             int(lint.get(e, "max-num-batched-tokens")),
-            int(lint.get(e, "max-num-seqs", VLLM_DEFAULT_MAX_NUM_SEQS)),
+            int(lint.get(e, "max-num-seqs")),
         )
         lint.add(
             "EL18",

@@ -18,13 +18,14 @@ from kvadvisor.metrics import (
     PREFILL_DOMINATED_SHARE,
     Distribution,
     IoProfile,
+    MeasuredStages,
     SplitSummary,
     StageIo,
     StageTimes,
     concurrency_series,
     measured_stages,
     profile_io,
-    profile_stages,
+    stage_times,
     summarize_split,
 )
 from kvadvisor.perfmodel import (
@@ -53,6 +54,7 @@ from kvadvisor.results.report import (
 )
 from kvadvisor.results.series import Series, SeriesKey, SeriesKind
 from kvadvisor.results.vocab import SplitSource
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GIB
 
@@ -152,8 +154,7 @@ def kv_bytes_per_token_for(options: ProfileOptions, trace_model: str | None = No
     return int(round(pm.kv.total_bytes_per_token))
 
 
-def _calibration_rows(trace: Trace, pm: PerfModel, times: StageTimes) -> CalibrationRows | None:
-    measured = measured_stages(trace)
+def _calibration_rows(measured: MeasuredStages | None, times: StageTimes) -> CalibrationRows | None:
     if measured is None:
         return None
     rows = measured.rows
@@ -466,15 +467,21 @@ def profile_workload(
     *,
     hit_tokens: np.ndarray | None = None,
     hits_source: str | None = None,
+    arrays: RequestArrays | None = None,
 ) -> StageProfile:
     """Measure or model the stage times of ``trace``, calibrating where both exist.
 
     ``hit_tokens`` (per request) come from the prefix-cache simulation or the engine's
     ``cached_tokens``; None means hits are unknown, taken as 0 for compute and reported so.
+    ``arrays`` are the trace's per-request arrays when the caller already took them. The
+    measured stage times are read from the trace once, for the profile, its calibration and
+    the calibrated profile.
     """
     pm, spec, notes, model_assumed = build_perf_model(options, trace_model_name(trace))
+    arrays = arrays or RequestArrays.of(trace)
+    measured = measured_stages(trace)
     hits_known = hit_tokens is not None
-    context = trace.column_np("input_tokens") + trace.column_np("output_tokens")
+    context = arrays.input_tokens + arrays.output_tokens
     max_batch = memory_fit(
         pm, float(np.mean(context)) if len(context) else 1.0
     ).max_concurrent_requests
@@ -484,15 +491,16 @@ def profile_workload(
         "instances": options.instances,
         "max_batch": max(max_batch, 1.0),
     }
-    times = profile_stages(trace, pm, **run)
+    columns = (arrays.arrival_s, arrays.input_tokens, arrays.output_tokens)
+    times = stage_times(*columns, pm, measured=measured, **run)
     calibration = None
     split_notes: list[str] = []
     if times.measured.any():
-        rows = _calibration_rows(trace, pm, times)
+        rows = _calibration_rows(measured, times)
         calibration = calibrate(pm, rows) if rows is not None else None
         if calibration is not None:
             pm = pm.with_efficiency(calibration.efficiency)
-            times = profile_stages(trace, pm, **run)
+            times = stage_times(*columns, pm, measured=measured, **run)
         if not trace.has("queue_s"):
             split_notes.append(
                 "the trace has no queue_s: measured prefill is TTFT including any queueing"

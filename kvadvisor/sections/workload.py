@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 from kvadvisor.metrics.lengths import LengthStats, length_stats
 from kvadvisor.results.common import LengthSummary, TraceSummary
 from kvadvisor.results.series import Series, SeriesKey, SeriesKind
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.describe import capabilities
 from kvadvisor.trace.model import Trace
 
@@ -120,8 +121,14 @@ def trace_models(trace: Trace) -> tuple[str, ...]:
     return listed_models(pc.unique(trace.table["model"].drop_null()).to_pylist())
 
 
-def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
-    """Counts, span, columns and workload chart data of a trace."""
+def summarize_trace(
+    trace: Trace, sha256: str | None = None, arrays: RequestArrays | None = None
+) -> TraceSummary:
+    """Counts, span, columns and workload chart data of a trace.
+
+    ``arrays`` are the trace's per-request arrays when the caller already took them.
+    """
+    arrays = arrays or RequestArrays.of(trace)
     duration = trace.duration_s
     t = trace.table
     return TraceSummary(
@@ -139,9 +146,9 @@ def summarize_trace(trace: Trace, sha256: str | None = None) -> TraceSummary:
         capabilities=capabilities(trace),
         sha256=sha256,
         models=trace_models(trace),
-        arrivals=arrival_series(trace.column_np("arrival_s"), duration),
-        input_tokens_hist=length_histogram(trace.column_np("input_tokens"), "input"),
-        output_tokens_hist=length_histogram(trace.column_np("output_tokens"), "output"),
-        input_tokens_stats=length_summary(length_stats(trace.column_np("input_tokens"))),
-        output_tokens_stats=length_summary(length_stats(trace.column_np("output_tokens"))),
+        arrivals=arrival_series(arrays.arrival_s, duration),
+        input_tokens_hist=length_histogram(arrays.input_tokens, "input"),
+        output_tokens_hist=length_histogram(arrays.output_tokens, "output"),
+        input_tokens_stats=length_summary(length_stats(arrays.input_tokens)),
+        output_tokens_stats=length_summary(length_stats(arrays.output_tokens)),
     )
