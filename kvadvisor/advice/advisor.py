@@ -831,9 +831,9 @@ def refresh_findings(
     facts.update(collect(_split_gpu_facts(report).items()))
     facts.update(collect((extra_facts or {}).items()))
     chosen = {
-        stage: inputs.instances[name]
-        for stage in STAGES
-        if (name := getattr(rec, stage).instance) in inputs.instances
+        role.stage: inputs.instances[name]
+        for role in STAGE_ROLES
+        if (name := getattr(rec, role.stage.value).instance) in inputs.instances
     }
     evaluation = evaluate(inputs.rules, facts)
     findings = tuple(
