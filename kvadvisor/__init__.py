@@ -19,7 +19,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from kvadvisor.jitcache import ensure_cache_dir
+
 __version__ = "0.1.0"
+
+# Before any compiled kernel is defined: numba needs a writable cache directory for them.
+ensure_cache_dir()
 
 # Public name -> the module defining it (docs/api.md).
 _EXPORTS = {

@@ -52,6 +52,9 @@ class TraceProblem(str, Enum):
     HASH_COUNT_MISMATCH = "hash_count_mismatch"
     UNPARSEABLE = "unparseable"
     LENGTH_MISMATCH = "length_mismatch"
+    NOT_FINITE = "not_finite"
+    OUT_OF_RANGE = "out_of_range"
+    NOT_UTF8 = "not_utf8"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from kvadvisor.termtext import printable
+
 SPINNER = "|/-\\"
 REDRAW_S = 0.1
 # Steps faster than this leave no "done" line: only long steps are worth a line in the scroll.
@@ -38,6 +40,7 @@ class Progress:
         if not self.enabled:
             yield
             return
+        what = printable(what, one_line=True)  # file names may hold escape sequences
         start = time.monotonic()
         stop = threading.Event()
 

@@ -1,20 +1,107 @@
-"""Safe YAML loading for rules, catalogs and plans: data only, size-bounded, errors for people."""
+"""Safe YAML loading for rules, catalogs and plans: data only, bounded, errors for people.
+
+The one boundary every YAML input passes (rules, catalogs, plans, and any key added to
+them later): the safe loader builds plain data only; a file over MAX_YAML_BYTES, anchors and
+aliases, nesting past MAX_NESTING, a key given twice in one mapping, an integer outside
+64 bits, a float that is not finite (``.inf``, ``.nan``, ``1.0e+400``) and a control
+character in text are all refused with the line and column. The loaders above then check
+each value against their schema.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kvadvisor.errors import KvAdvisorError
+from kvadvisor.fileio import check_input
+from kvadvisor.termtext import has_control
 
 MAX_YAML_BYTES = 4 * 1024 * 1024
 MAX_NESTING = 32
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
 # libyaml's scanner and safe loader when PyYAML was built with it (about 3x faster), else pure
 # Python; both construct plain data only.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Refused(yaml.YAMLError):
+    """A value the document may not hold, at a node: the message says what to write instead."""
+
+    def __init__(self, mark: Any, message: str) -> None:
+        super().__init__(message)
+        self.mark = mark
+        self.message = message
+
+
+class _CheckedLoader(_SAFE_LOADER):  # type: ignore[misc, valid-type]
+    """The safe loader, refusing duplicate keys, out-of-range numbers and control characters.
+
+    Only the constructors (pure Python in both loaders) are overridden: parsing stays libyaml's.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                continue  # an unhashable key: the base constructor says so
+            if first is not None:
+                raise _Refused(
+                    key_node.start_mark,
+                    f"key {_shown(key)} appears twice in one mapping (first at line "
+                    f"{first.line + 1}); a second value would silently replace the first: keep "
+                    "one",
+                )
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        value = super().construct_yaml_int(node)
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise _Refused(
+                node.start_mark,
+                f"the integer {str(value)[:30]} does not fit in 64 bits; no value here is that "
+                "large",
+            )
+        return value
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        value = super().construct_yaml_float(node)
+        if not math.isfinite(value):
+            raise _Refused(
+                node.start_mark,
+                f"{node.value!r} is not a finite number; write a finite value",
+            )
+        return value
+
+    def construct_yaml_str(self, node: yaml.ScalarNode) -> str:
+        value = super().construct_yaml_str(node)
+        bad = has_control(value)
+        if bad is not None:
+            raise _Refused(
+                node.start_mark,
+                f"text holds the control character U+{ord(bad):04X}; remove it (names and "
+                "messages reach terminals and reports)",
+            )
+        return value
+
+
+_CheckedLoader.add_constructor("tag:yaml.org,2002:int", _CheckedLoader.construct_yaml_int)
+_CheckedLoader.add_constructor("tag:yaml.org,2002:float", _CheckedLoader.construct_yaml_float)
+_CheckedLoader.add_constructor("tag:yaml.org,2002:str", _CheckedLoader.construct_yaml_str)
+
+
+def _shown(key: Any) -> str:
+    text = repr(key)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _reject_aliases(path: Path, text: str, error: type[KvAdvisorError]) -> None:
@@ -59,9 +146,7 @@ def load_yaml(path: str | Path, error: type[KvAdvisorError]) -> Any:
     refuses files over MAX_YAML_BYTES, anchors and aliases, and documents nested deeper than
     MAX_NESTING.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise error(f"{path}: no such file")
+    path = check_input(path, error)
     size = path.stat().st_size
     if size > MAX_YAML_BYTES:
         raise error(f"{path}: {size:,} bytes is over the {MAX_YAML_BYTES:,}-byte limit for YAML")
@@ -69,9 +154,15 @@ def load_yaml(path: str | Path, error: type[KvAdvisorError]) -> Any:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot be read ({exc.strerror or exc})") from None
     _reject_aliases(path, text, error)
     try:
-        data = yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader, see above
+        data = yaml.load(text, Loader=_CheckedLoader)  # a safe loader, see above
+    except _Refused as exc:
+        raise error(
+            f"{path}: line {exc.mark.line + 1}, column {exc.mark.column + 1}: {exc.message}"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

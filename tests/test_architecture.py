@@ -12,9 +12,10 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 
-# Shared leaves every other row may import; they (and progress) import nothing.
-LEAVES = {"errors", "units", "lazy", "firstuse"}
-ISOLATED = LEAVES | {"progress"}
+# Shared leaves every other row may import; they (and progress, jitcache) import nothing.
+# termtext: text safe for a terminal (control characters escaped), for every printing layer.
+LEAVES = {"errors", "units", "lazy", "firstuse", "termtext"}
+ISOLATED = LEAVES | {"progress", "jitcache"}
 
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -23,14 +24,19 @@ ALLOWED: dict[str, set[str]] = {
     "lazy": set(),
     # One-time slow steps (numba compiling, matplotlib's font cache) announce themselves here.
     "firstuse": set(),
-    # Terminal progress for the CLI's long steps: a leaf like errors/units.
-    "progress": set(),
-    "yamlio": {"errors"},
+    "termtext": set(),
+    # Terminal progress for the CLI's long steps: a leaf like errors/units (labels made safe).
+    "progress": {"termtext"},
+    # A writable cache directory for numba, set up by the package __init__: a leaf.
+    "jitcache": set(),
+    # The input boundaries: files checked before opening, YAML and JSON bounded before parsing.
+    "yamlio": {"errors", "fileio"},
     "fileio": {"errors"},
+    "jsonio": {"errors"},
     "config": {"errors", "yamlio"},
     # Inputs: readers and loaders, the only packages besides the CLI that touch files.
-    "trace": {"fileio"},
-    "catalog": {"yamlio"},
+    "trace": {"fileio", "jsonio"},
+    "catalog": {"yamlio", "fileio", "jsonio"},
     # The rule engine speaks the results' vocabulary (severities, stages: results/vocab.py).
     "rules": {"yamlio", "results"},
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
@@ -78,6 +84,7 @@ ALLOWED: dict[str, set[str]] = {
         "results",
         "sections",
         "yamlio",
+        "fileio",
     },
     # Plan review: a plan checked against the trace's replayed arrays.
     "planreview": {"plan", "perfmodel", "catalog", "deploy", "fleet", "facts", "rules", "results"},
@@ -106,7 +113,7 @@ ALLOWED: dict[str, set[str]] = {
     # The public API: kvadvisor/__init__.py names it and loads it on first use from api.py,
     # which turns what a user has (paths, option values) into one pipeline call and a result
     # with its renderings.
-    "__init__": {"api", "pipeline", "trace", "plan"},
+    "__init__": {"api", "pipeline", "trace", "plan", "jitcache"},
     "api": {
         "__init__",
         "pipeline",
@@ -138,6 +145,7 @@ ALLOWED: dict[str, set[str]] = {
         "fileio",
         "yamlio",
         "progress",
+        "jitcache",
     },
 }
 

@@ -204,10 +204,10 @@ def test_bad_config_json(tmp_path) -> None:
     """Broken or incomplete configs are user errors naming the file and key."""
     bad = tmp_path / "config.json"
     bad.write_text("{not json")
-    with pytest.raises(CatalogError, match="not a JSON config"):
+    with pytest.raises(CatalogError, match="not valid JSON at line 1, column 2"):
         resolve_model(str(bad))
     bad.write_text(json.dumps({"hidden_size": 10}))
     with pytest.raises(CatalogError, match="num_hidden_layers"):
         resolve_model(str(bad))
-    with pytest.raises(CatalogError, match="no such model config"):
+    with pytest.raises(CatalogError, match="missing.json: no such file"):
         resolve_model(str(tmp_path / "missing.json"))

@@ -566,7 +566,7 @@ def _catalog(tmp_path: Path, kind: str, entry: dict | None = None, **top: Any) -
         ),
         ({"layers": 4.5}, ["entries.x.layers: expected a whole number, got 4.5"]),
         ({"head_dim": "128 dims"}, ["entries.x.head_dim: expected a number, got '128 dims'"]),
-        ({"total_params_billion": float("inf")}, ["total_params_billion: must be finite"]),
+        ({"total_params_billion": float("inf")}, ["'.inf' is not a finite number"]),
     ],
 )
 def test_bad_model_entries(tmp_path, fields, needles) -> None:
@@ -744,7 +744,7 @@ def test_list_of_numbers_field() -> None:
     _raises(
         CatalogError,
         lambda: check_entries("f.yaml", "k", doc, schema),
-        "f.yaml: entries.x.points: expected a list of numbers, got [1, '2']",
+        "f.yaml: entries.x.points: expected a list of numbers from 0 to 1e+12, got [1, '2']",
     )
 
 
@@ -761,13 +761,13 @@ HF = {
     "fields, needles",
     [
         ({"num_hidden_layers": 0}, ["layers, heads and hidden_size must be positive"]),
-        ({"num_key_value_heads": -2}, ["'num_key_value_heads' must be a non-negative number"]),
+        ({"num_key_value_heads": -2}, ["'num_key_value_heads' must be in [0, 16,777,216], got -2"]),
         ({"hidden_size": None}, ["'hidden_size' is missing; it is needed for the KV size"]),
-        ({"sliding_window": 4096.5}, ["'sliding_window' must be a positive whole number"]),
-        ({"head_dim": "sixty-four"}, ["'head_dim' must be a non-negative number, got 'sixty"]),
+        ({"sliding_window": 4096.5}, ["'sliding_window' must be a whole number, got 4096.5"]),
+        ({"head_dim": "sixty-four"}, ["'head_dim' must be a whole number, got 'sixty"]),
         (
             {"num_local_experts": [8], "num_experts_per_tok": 2},
-            ["'num_local_experts' must be a non-negative number, got [8]"],
+            ["'num_local_experts' must be a whole number, got [8]"],
         ),
         ({"kv_lora_rank": 512}, ["'qk_rope_head_dim' is missing"]),
     ],
@@ -936,8 +936,8 @@ def test_trace_that_is_not_a_regular_file(tmp_path) -> None:
     _raises(
         TraceFormatError,
         lambda: read_trace(fifo),
-        "pipe.jsonl: not a regular file",
-        "give a trace file",
+        "pipe.jsonl: is a named pipe (FIFO), not a regular file",
+        "save the data to a file first",
     )
 
 

@@ -89,7 +89,7 @@ def test_convert_refuses_non_parquet_name_and_own_input(tmp_path) -> None:
     src = tmp_path / "t.parquet"
     runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o", str(src)])
     one_error_line(
-        runner.invoke(app, ["convert", str(src), "-o", str(src)]), "refusing to overwrite"
+        runner.invoke(app, ["convert", str(src), "-o", str(src)]), "never writes over its input"
     )
 
 

@@ -20,7 +20,9 @@ GPU_FIELDS: dict[str, FieldSpec] = {
     "memory_bandwidth_gbps": FieldSpec("number", required=True, minimum=1),
     "pcie_gen": FieldSpec("int", minimum=1),
     "pcie_gbps": FieldSpec("number", required=True, minimum=0, help="host link, per direction"),
-    "nvlink_gbps": FieldSpec("number", minimum=0, help="bidirectional total per GPU; 0 = none"),
+    "nvlink_gbps": FieldSpec(
+        "number", minimum=0, positive=False, help="bidirectional total per GPU; 0 = none"
+    ),
 }
 
 

@@ -45,6 +45,20 @@ class FieldSpec:
     choices: tuple[str, ...] | None = None
     help: str = ""
     fields: Mapping[str, FieldSpec] | None = None
+    # Must be more than 0 (a bandwidth, a rate, a throughput: a divisor). None: decided by the
+    # field's unit suffix (RATE_SUFFIXES); False where 0 means "none" (an absent NVLink).
+    positive: bool | None = None
+
+    def must_be_positive(self, field: str) -> bool:
+        """Whether 0 is refused for ``field`` (see ``positive``)."""
+        return self.positive if self.positive is not None else field.endswith(RATE_SUFFIXES)
+
+
+# Fields in these units are rates something is divided by: 0 would mean "never finishes".
+RATE_SUFFIXES = ("_mbps", "_gbps", "_iops", "_gbit", "_tflops")
+# No catalog figure comes near this in its field's unit (IOPS ~1e7, MB/s ~1e6, GiB ~1e7,
+# TFLOPS ~1e4, microseconds ~1e7, bytes ~1e9): larger is a typo, and would overflow sums.
+MAX_NUMBER = 1e12
 
 
 COMMON_FIELDS: dict[str, FieldSpec] = {
@@ -121,6 +135,10 @@ def _check_value(where: str, spec: FieldSpec, value: Any, problems: Problems) ->
             return fail(f"must be finite, got {value!r}")
         if spec.minimum is not None and value < spec.minimum:
             return fail(f"must be >= {spec.minimum:g}, got {value!r}")
+        if value <= 0 and spec.must_be_positive(name):
+            return fail(f"must be more than 0{_unit_hint(name)}, got {value!r}")
+        if value > MAX_NUMBER:
+            return fail(f"{value:g} is beyond any real figure (at most {MAX_NUMBER:g})")
         return value
     if spec.kind == "str":
         if not isinstance(value, str):
@@ -153,9 +171,10 @@ def _check_value(where: str, spec: FieldSpec, value: Any, problems: Problems) ->
         return items
     if spec.kind == "list[number]":
         if not isinstance(value, list) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+            isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_NUMBER
+            for v in value
         ):
-            return fail(f"expected a list of numbers, got {value!r}")
+            return fail(f"expected a list of numbers from 0 to {MAX_NUMBER:g}, got {value!r:.60}")
         return value
     if spec.kind == "mapping":
         if not isinstance(value, dict):

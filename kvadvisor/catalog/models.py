@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -11,6 +11,8 @@ from typing import Any
 
 from kvadvisor.catalog.loader import FieldSpec, load_catalog_file, lookup
 from kvadvisor.errors import CatalogError
+from kvadvisor.fileio import check_input
+from kvadvisor.jsonio import MAX_CONFIG_BYTES, load_file
 
 MODELS_YAML = Path(__file__).with_name("data") / "models.yaml"
 PARAMS_PER_BILLION = 1e9
@@ -166,32 +168,54 @@ def resolve_model(name_or_path: str, catalog_path: str | Path | None = None) -> 
 
 
 def read_hf_config(path: str | Path) -> ModelSpec:
-    """Read a Hugging Face config.json (the only file this module reads besides the catalog)."""
-    path = Path(path)
-    if not path.is_file():
-        raise CatalogError(f"{path}: no such model config file")
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{path}: not a JSON config ({exc})") from None
+    """Read a Hugging Face config.json (the only file this module reads besides the catalog).
+
+    The file is bounded before it is parsed (size, nesting), NaN and Infinity are refused,
+    and every number the KV size and FLOPs use is range-checked (:func:`model_from_hf_config`).
+    """
+    path = check_input(path, CatalogError, what="model config file (config.json)")
+    cfg = load_file(path, CatalogError, max_bytes=MAX_CONFIG_BYTES, allow_nan=False)
     if not isinstance(cfg, dict):
         raise CatalogError(f"{path}: expected a JSON object (a Hugging Face config.json)")
     name = str(cfg.get("_name_or_path") or path.parent.name or path.stem)
     return model_from_hf_config(cfg, name=name, where=str(path))
 
 
+# The largest value any config.json field the model shape uses may hold: far above every
+# published model (DeepSeek-V3: 61 layers, 7168 hidden, 256 experts; vocabularies ~ 256k),
+# low enough that products of them stay exact in float64 and int64.
+MAX_CONFIG_DIM = 1 << 24  # widths, heads, layers, experts, windows
+MAX_CONFIG_VOCAB = 1 << 26
+# KV elements per token (layers x KV heads x head width): 2^28 is 1 GiB per token in bf16
+# K and V, some 2,000 times DeepSeek-V3's or Llama-3.1-405B's.
+MAX_KV_WIDTH = 1 << 28
+
+
 def _int(cfg: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
     value = cfg.get(key, default)
     if value is None:
         raise CatalogError(f"{where}: '{key}' is missing; it is needed for the KV size")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise CatalogError(f"{where}: '{key}' must be a non-negative number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CatalogError(f"{where}: '{key}' must be a whole number, got {value!r:.40}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise CatalogError(f"{where}: '{key}' must be a whole number, got {value!r}")
+    cap = MAX_CONFIG_VOCAB if key == "vocab_size" else MAX_CONFIG_DIM
+    if not 0 <= value <= cap:
+        raise CatalogError(f"{where}: '{key}' must be in [0, {cap:,}], got {value:.6g}")
     return int(value)
 
 
 def _opt_int(cfg: Mapping[str, Any], key: str, where: str) -> int:
     """An optional whole-number field: 0 when absent or null, else checked like ``_int``."""
     return 0 if cfg.get(key) is None else _int(cfg, key, where)
+
+
+def _at_most(cfg: Mapping[str, Any], key: str, layers: int, where: str) -> int:
+    """An optional layer count that cannot exceed the model's layers."""
+    value = _opt_int(cfg, key, where)
+    if value > layers:
+        raise CatalogError(f"{where}: '{key}' ({value}) is more than num_hidden_layers ({layers})")
+    return value
 
 
 def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "config") -> ModelSpec:
@@ -213,8 +237,23 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
     vocab = _int(cfg, "vocab_size", where, default=0)
     if layers == 0 or heads == 0 or hidden == 0:
         raise CatalogError(f"{where}: layers, heads and hidden_size must be positive")
+    if kv_heads == 0:
+        raise CatalogError(
+            f"{where}: 'num_key_value_heads' must be at least 1 (no KV heads means no KV "
+            "cache); drop the key for multi-head attention"
+        )
     is_mla = bool(cfg.get("kv_lora_rank"))
     head_dim = _opt_int(cfg, "head_dim", where) or hidden // heads
+    if head_dim == 0:
+        raise CatalogError(
+            f"{where}: hidden_size / num_attention_heads is below 1; give 'head_dim' or fix them"
+        )
+    if layers * kv_heads * head_dim > MAX_KV_WIDTH:
+        raise CatalogError(
+            f"{where}: num_hidden_layers x num_key_value_heads x head_dim = "
+            f"{layers * kv_heads * head_dim:,} is beyond any real model (at most "
+            f"{MAX_KV_WIDTH:,}); check those fields"
+        )
 
     # Attention weights per layer.
     if is_mla:
@@ -245,7 +284,11 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         expert = 3 * hidden * moe_inter
         shared = _opt_int(cfg, "n_shared_experts", where) * expert
         shared += 3 * hidden * _opt_int(cfg, "shared_expert_intermediate_size", where)
-        moe_layers = layers - _opt_int(cfg, "first_k_dense_replace", where)
+        moe_layers = layers - _at_most(cfg, "first_k_dense_replace", layers, where)
+        if top_k > experts:
+            raise CatalogError(
+                f"{where}: 'num_experts_per_tok' ({top_k}) is more than the experts ({experts})"
+            )
         dense_part = (layers - moe_layers) * dense_mlp
         router = hidden * experts
         mlp_total = dense_part + moe_layers * (experts * expert + shared + router)
@@ -260,13 +303,13 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
     active = float(vocab * hidden + layers * attn + mlp_active)
 
     # Sliding windows.
-    window = cfg.get("sliding_window")
+    window = _opt_int(cfg, "sliding_window", where) or None
     window_layers = 0
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and layer_types:
         window_layers = sum(1 for t in layer_types if t == "sliding_attention")
     elif window and cfg.get("use_sliding_window", True):
-        window_layers = layers - _opt_int(cfg, "max_window_layers", where)
+        window_layers = layers - _at_most(cfg, "max_window_layers", layers, where)
     if not window or window_layers == 0:
         window, window_layers = None, 0
     if window is not None and (not isinstance(window, int) or window <= 0):

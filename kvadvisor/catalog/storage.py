@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvadvisor.catalog.loader import (
+    MAX_NUMBER,
     FieldSpec,
     Problems,
     check_entries,
@@ -352,6 +353,7 @@ def _check_formulas(
                 or not isinstance(value, (int, float))
                 or not math.isfinite(value)
                 or value < 0
+                or value > MAX_NUMBER
             ):
                 problems.add(
                     f"{at}.{key}",

@@ -7,7 +7,10 @@ One module per command group; ``commands`` imports them all, which registers the
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from kvadvisor import __version__
@@ -28,25 +31,94 @@ __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USER_ERROR", "app", "main"]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
+# Exit codes for a run stopped by a signal: 128 + the signal number, as a shell reports it.
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
+# Seconds a run has, after SIGINT or SIGTERM, to unwind through its clean-ups before it is
+# stopped outright: the exception a signal raises can be swallowed by library code it lands
+# in (an import inside numpy, a C extension's callback), or wait behind a long native call.
+GRACE_S = 5.0
+_stopping: list[int] = []
+
+
+class Interrupted(BaseException):
+    """Raised in the main thread by SIGINT or SIGTERM, to unwind the run.
+
+    It goes through every ``finally`` and ``with`` (so temporary output files are removed)
+    like Ctrl-C does, but is not a KeyboardInterrupt, which the parser would turn into its
+    own "Aborted!".
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_message(signum: int) -> str:
+    name = signal.Signals(signum).name
+    return f"error: interrupted by {name}; no output was left half-written"
+
+
+def _stop_now(signum: int) -> None:
+    """Remove the temporary files and exit at once (from any thread)."""
+    from kvadvisor import jitcache
+    from kvadvisor.cli.common import error_line
+    from kvadvisor.fileio import remove_temporary_files
+
+    remove_temporary_files()
+    jitcache.remove_directory()
+    error_line(_stop_message(signum))
+    os._exit(EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM)
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    if _stopping:  # a second signal: the user wants out now
+        _stop_now(_stopping[0])
+    _stopping.append(signum)
+    watchdog = threading.Timer(GRACE_S, _stop_now, args=(signum,))
+    watchdog.daemon = True
+    watchdog.start()
+    raise Interrupted(signum)
+
 
 def main() -> None:
     """Console-script entry point: exits with the command's code.
 
     The parser's own errors (an option out of range, an unknown option or command, a missing
     argument) would print a usage block and a boxed message; they become one ``error:`` line
-    naming the command's --help, exit 2, like every other user error.
+    naming the command's --help, exit 2, like every other user error. SIGINT and SIGTERM stop
+    the run with one line and exit 130 or 143, temporary files removed.
     """
     if sys.argv[1:] == ["--version"]:
         # The most common probe of an install: answered before typer and the commands load.
         sys.stdout.write(f"kvadvisor {__version__}\n")
         sys.exit(0)
-    import typer
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = _run()
+    except Interrupted as stop:
+        from kvadvisor.cli.common import error_line
+        from kvadvisor.fileio import remove_temporary_files
 
-    from kvadvisor import firstuse
+        remove_temporary_files()  # any the unwinding did not reach
+        error_line(_stop_message(stop.signum))
+        sys.exit(EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM)
+    finally:
+        # A caller in the same process (a test, an embedding tool) gets its handlers back.
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    sys.exit(code)
+
+
+def _run() -> int:
+    """Run the command line; its exit code (parser errors and a failing stdout included)."""
+    from kvadvisor import firstuse, jitcache
     from kvadvisor.cli.commands import app
-    from kvadvisor.cli.common import EXIT_OK
+    from kvadvisor.cli.common import EXIT_OK, EXIT_USER_ERROR, error_line, silence_stdout
     from kvadvisor.progress import Progress
 
+    if jitcache.NOTE:
+        error_line(jitcache.NOTE)
     # A first run's one-time costs (kernel compilation, the font cache) are said, on a terminal.
     notes = Progress()
     firstuse.listen(lambda what: notes.note(f"kvadvisor: first run: {what}"))
@@ -59,11 +131,17 @@ def main() -> None:
             raise
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "kvadvisor"
-        typer.echo(f"error: {exc.format_message()} (see `{where} --help`)", err=True)
-        sys.exit(exc.exit_code)
+        error_line(f"error: {exc.format_message()} (see `{where} --help`)")
+        return exc.exit_code
     except BaseException as exc:
-        if type(exc).__name__ != "Abort":  # Ctrl-C or end of input at a prompt
+        if type(exc).__name__ != "Abort":  # end of input at a prompt
             raise
-        typer.echo("Aborted!", err=True)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+        error_line("Aborted!")
+        return 1
+    try:
+        sys.stdout.flush()  # what the commands wrote is flushed as they write; this is the rest
+    except OSError as exc:
+        silence_stdout()
+        error_line(f"error: stdout: cannot be written ({exc.strerror or exc})")
+        return EXIT_USER_ERROR
+    return code if isinstance(code, int) else EXIT_OK

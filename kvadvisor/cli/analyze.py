@@ -16,6 +16,11 @@ import typer
 
 import kvadvisor
 from kvadvisor.cli.common import (
+    MAX_BLOCK_TOKENS,
+    MAX_CACHE_INSTANCES,
+    MAX_INSTANCES,
+    MAX_TP,
+    MAX_WINDOW_S,
     BlockTokensOpt,
     CatalogOpt,
     IgnoreOpt,
@@ -27,7 +32,11 @@ from kvadvisor.cli.common import (
     WarmupOpt,
     app,
     as_strs,
+    command_inputs,
+    echo,
+    finite_option,
     handle_user_errors,
+    name_option,
     write_output,
 )
 from kvadvisor.errors import ConfigError
@@ -122,6 +131,7 @@ ModelOpt = Annotated[
     str | None,
     typer.Option(
         "--model",
+        callback=name_option,
         help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
         "or path to a config.json. Default: llama-3.1-70b, reported as assumed.",
     ),
@@ -129,7 +139,9 @@ ModelOpt = Annotated[
 GpuOpt = Annotated[
     str | None,
     typer.Option(
-        "--gpu", help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed."
+        "--gpu",
+        callback=name_option,
+        help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.",
     ),
 ]
 KvDtypeOpt = Annotated[KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.")]
@@ -137,17 +149,28 @@ WeightDtypeOpt = Annotated[WeightDtype, typer.Option("--weight-dtype", help="Wei
 TpOpt = Annotated[
     int | None,
     typer.Option(
-        "--tp", min=1, help="Tensor-parallel GPUs per instance (default: smallest that fits)."
+        "--tp",
+        min=1,
+        max=MAX_TP,
+        help="Tensor-parallel GPUs per instance (default: smallest that fits).",
     ),
 ]
 WindowOpt = Annotated[
-    float, typer.Option("--window", min=1e-3, help="Window for I/O demand time series, seconds.")
+    float,
+    typer.Option(
+        "--window",
+        min=1e-3,
+        max=MAX_WINDOW_S,
+        callback=finite_option,
+        help="Window for I/O demand time series, seconds.",
+    ),
 ]
 InstancesOpt = Annotated[
     int,
     typer.Option(
         "--instances",
         min=1,
+        max=MAX_INSTANCES,
         help="Model instances serving the trace: the stage profile spreads the load over them.",
     ),
 ]
@@ -180,11 +203,18 @@ def size_option(option: str, text: str) -> float:
     return value
 
 
+# The largest device I/O unit: far above any device's (4 KiB pages, 1 MiB stripes), so a
+# chunk is never rounded up to more than it.
+MAX_IO_UNIT_BYTES = 1 << 30
+
+
 def io_unit_bytes(text: str) -> int:
-    """The device I/O unit in whole bytes (at least 1)."""
+    """The device I/O unit in whole bytes (at least 1, at most 1 GiB)."""
     value = size_option("--io-unit", text)
     if value != int(value):
         raise ConfigError(f"--io-unit {text!r}: must be a whole number of bytes")
+    if value > MAX_IO_UNIT_BYTES:
+        raise ConfigError(f"--io-unit {text!r}: must be at most 1 GiB (a device I/O unit)")
     return int(value)
 
 
@@ -215,7 +245,12 @@ def analyze_cmd(
         typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),
     ] = None,
     cache_instances: Annotated[
-        int, typer.Option(help="Serving instances for the routing comparison (1: off).", min=1)
+        int,
+        typer.Option(
+            help="Serving instances for the routing comparison (1: off).",
+            min=1,
+            max=MAX_CACHE_INSTANCES,
+        ),
     ] = 8,
     chunk_tokens: Annotated[
         int | None,
@@ -223,6 +258,7 @@ def analyze_cmd(
             help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
             "and count KV I/Os per chunk (I/O default: 256, LMCache's).",
             min=1,
+            max=MAX_BLOCK_TOKENS,
         ),
     ] = None,
     save_unfull_chunk: Annotated[
@@ -230,7 +266,12 @@ def analyze_cmd(
     ] = False,
     cache_sample_rate: Annotated[
         float | None,
-        typer.Option(help="Estimate the cache curve by SHARDS sampling at this rate.", min=0.0),
+        typer.Option(
+            help="Estimate the cache curve by SHARDS sampling at this rate.",
+            min=0.0,
+            max=1.0,
+            callback=finite_option,
+        ),
     ] = None,
     rules_dir: RulesDirOpt = None,
     select: SelectOpt = None,
@@ -240,6 +281,7 @@ def analyze_cmd(
         str | None,
         typer.Option(
             "--storage",
+            callback=name_option,
             help="One storage spec (catalog name) for both "
             "stages: per-stage utilization and idle-stage warnings.",
         ),
@@ -286,10 +328,15 @@ def analyze_cmd(
     from kvadvisor.report.console import ConsoleRenderer
 
     with handle_user_errors():
+        files = command_inputs(
+            trace, plans=plan or (), rules_dirs=rules_dir or (), catalogs=catalog or (), model=model
+        )
         emit_dir, output = _split_emit_dir(emit, output)
         fmt_name = fmt.value if fmt else None
         targets = output or (["-"] if fmt_name else [])
         renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
+        for target in targets:
+            files.check_output(target)
         progress = Progress()
         report = kvadvisor.analyze(
             trace,
@@ -330,13 +377,16 @@ def analyze_cmd(
         )
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
-                write_output(target, renderer.render(report))
+                terminal = renderer.name in ("text", "markdown")
+                write_output(target, renderer.render(report), files, terminal=terminal)
         if emit:
-            files = emit_all(report, [e.value for e in emit], command_line(ctx))
-            for name, text in files.items():
-                write_output(str(Path(emit_dir) / name), text)
+            written = emit_all(report, [e.value for e in emit], command_line(ctx))
+            for name in written:  # every name first: no half set written before a refusal
+                files.check_output(Path(emit_dir) / name)
+            for name, text in written.items():
+                write_output(str(Path(emit_dir) / name), text, files)
         if not quiet:
             # The summary shares stdout only when no report is written there.
             to_stderr = "-" in targets
             width = shutil.get_terminal_size().columns
-            typer.echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)
+            echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)

@@ -1,10 +1,12 @@
-"""Shared CLI plumbing: the app, exit codes, the one error boundary, output writing, options."""
+"""Shared CLI plumbing: the app, exit codes, the one error boundary, inputs, outputs, options."""
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TextIO
@@ -12,8 +14,16 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 import typer
 
 from kvadvisor import __version__
-from kvadvisor.errors import ConfigError, KvAdvisorError, KvAdvisorWarning
-from kvadvisor.fileio import atomic_target
+from kvadvisor.errors import (
+    CatalogError,
+    ConfigError,
+    KvAdvisorError,
+    KvAdvisorWarning,
+    RuleSyntaxError,
+    TraceFormatError,
+)
+from kvadvisor.fileio import InputFile, InputSet, check_input, write_text
+from kvadvisor.termtext import printable
 from kvadvisor.trace import TraceFormat
 
 if TYPE_CHECKING:
@@ -22,6 +32,14 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USER_ERROR = 2
+
+# Upper bounds of the count and size options: far above any real deployment, low enough that
+# no value within them makes a run allocate or loop without end (docs/errors.md#config).
+MAX_TP = 1024  # GPUs in one tensor-parallel group
+MAX_INSTANCES = 1_000_000  # model instances serving a trace
+MAX_CACHE_INSTANCES = 1024  # per-instance caches replayed one by one in the routing comparison
+MAX_BLOCK_TOKENS = 1 << 20  # tokens per hash block or engine chunk
+MAX_WINDOW_S = 1e7  # about 116 days: one window longer than any trace it would average
 
 app = typer.Typer(
     name="kvadvisor",
@@ -50,7 +68,7 @@ def handle_user_errors() -> Iterator[None]:
         line: str | None = None,
     ) -> None:
         if issubclass(category, KvAdvisorWarning):
-            typer.echo(f"warning: {message}", err=True)
+            error_line(f"warning: {message}")
         else:
             shown(message, category, filename, lineno, file, line)
 
@@ -61,20 +79,117 @@ def handle_user_errors() -> Iterator[None]:
             warnings.showwarning = show
             yield
     except KvAdvisorError as exc:
-        typer.echo(f"error: {exc} (see docs/errors.md#{exc.slug})", err=True)
+        error_line(f"error: {exc} (see docs/errors.md#{exc.slug})")
         raise typer.Exit(EXIT_USER_ERROR) from None
 
 
-def write_output(target: str, text: str) -> None:
-    """Write ``text`` to a file atomically (temp file + rename), or to stdout for '-'."""
+def error_line(text: str) -> None:
+    """One line on stderr: control characters (from file names, trace or YAML text) escaped."""
+    try:
+        sys.stderr.write(printable(text, one_line=True) + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass  # stderr itself is gone: the exit code is all that is left to say it
+
+
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Write text meant for a terminal, control characters escaped (stdout, or stderr).
+
+    A stdout that cannot take it (a full device, a closed pipe) is a ConfigError, exit 2.
+    """
+    stream = sys.stderr if err else sys.stdout
+    _write_stream(stream, printable(text) + ("\n" if nl else ""), "stderr" if err else "stdout")
+
+
+def _write_stream(stream, text: str, name: str) -> None:
+    try:
+        stream.write(text)
+        stream.flush()
+    except OSError as exc:
+        silence_stdout()
+        raise ConfigError(
+            f"{name}: cannot be written ({exc.strerror or exc}); write to a file with -o "
+            "instead, or free the device"
+        ) from None
+
+
+def silence_stdout() -> None:
+    """Point stdout at the null device, so nothing left in its buffer fails again at exit."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass  # no real stdout (a test runner's capture): nothing to flush at exit
+
+
+def write_output(
+    target: str, text: str, inputs: InputSet | None = None, *, terminal: bool = False
+) -> None:
+    """Write ``text`` whole to a file (never over an input), or to stdout for '-'.
+
+    ``terminal`` text (plain text and Markdown reports) has its control characters escaped,
+    as everything shown on a terminal has. A file is written atomically (temp file + rename),
+    a device or FIFO in place.
+    """
+    if terminal:
+        text = printable(text)
     if target == "-":
-        sys.stdout.write(text)
+        _write_stream(sys.stdout, text, "stdout")
         return
-    path = Path(target)
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a directory; give an output file name")
-    with atomic_target(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    if inputs is not None:
+        inputs.check_output(target)
+    write_text(target, text)
+
+
+def command_inputs(
+    trace: Path | None = None,
+    *,
+    plans: Iterable[Path] = (),
+    rules_dirs: Iterable[Path] = (),
+    catalogs: Iterable[Path] = (),
+    model: str | None = None,
+    results: Path | None = None,
+) -> InputSet:
+    """Check a command's input files before anything reads them; the set outputs must avoid.
+
+    Each must exist and be a regular file (a trace or a rules folder may be a directory): a
+    FIFO or a device is refused here, before a reader could block on it.
+    """
+    found: list[InputFile] = []
+    if trace is not None:
+        found.append(InputFile("trace", check_input(trace, TraceFormatError, directory_ok=True)))
+    from kvadvisor.plan import PlanError  # the plan package only where plans are read
+
+    found += [InputFile("plan", check_input(p, PlanError, what="plan file")) for p in plans]
+    for folder in rules_dirs:
+        check_input(folder, RuleSyntaxError, directory_ok=True)
+        found.append(InputFile("rules file", Path(folder)))
+    found += [InputFile("catalog", check_input(c, CatalogError)) for c in catalogs]
+    if results is not None:
+        check_input(results, ConfigError, directory_ok=True)
+        found.append(InputFile("verify results file", Path(results)))
+    if model is not None and model.strip():
+        candidate = Path(model)
+        if candidate.is_dir():
+            candidate = candidate / "config.json"
+        if model.endswith(".json") or os.path.lexists(candidate):
+            found.append(InputFile("model config", check_input(candidate, CatalogError)))
+    return InputSet(found)
+
+
+def name_option(value: str | None) -> str | None:
+    """Option callback: a name (--model, --gpu, --storage) given must not be empty."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("is empty; give a name (`kvadvisor catalog list` shows them)")
+    return value
+
+
+def finite_option(value: float | None) -> float | None:
+    """Option callback: a float option must be finite (typer's ranges let inf and nan pass)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
 
 
 def _version_callback(value: bool) -> None:
@@ -105,7 +220,12 @@ MapOpt = Annotated[
 ]
 BlockTokensOpt = Annotated[
     int | None,
-    typer.Option("--block-tokens", min=1, help="Tokens per hash block (overrides the format's)."),
+    typer.Option(
+        "--block-tokens",
+        min=1,
+        max=MAX_BLOCK_TOKENS,
+        help="Tokens per hash block (overrides the format's).",
+    ),
 ]
 
 
@@ -127,7 +247,13 @@ def read_with_options(
 
 
 WarmupOpt = Annotated[
-    float, typer.Option(help="Share of requests treated as cache warm-up.", min=0.0, max=0.99)
+    float,
+    typer.Option(
+        help="Share of requests treated as cache warm-up.",
+        min=0.0,
+        max=0.99,
+        callback=finite_option,
+    ),
 ]
 RulesDirOpt = Annotated[
     list[Path] | None,

@@ -9,6 +9,7 @@ import typer
 
 import kvadvisor
 from kvadvisor.cli.common import (
+    MAX_WINDOW_S,
     BlockTokensOpt,
     CatalogOpt,
     MapOpt,
@@ -16,11 +17,17 @@ from kvadvisor.cli.common import (
     TraceFormatOpt,
     app,
     as_strs,
+    command_inputs,
+    echo,
+    finite_option,
     handle_user_errors,
     write_output,
 )
 from kvadvisor.errors import ConfigError
 from kvadvisor.fileio import atomic_target
+
+# Longest drain past the last arrival: 31.7 years, the longest span a trace may have.
+MAX_DRAIN_CAP_S = 1e9
 
 _FORMATS = {".json": "json", ".html": "html", ".htm": "html", ".txt": "text"}
 
@@ -52,7 +59,14 @@ def replay_cmd(
         typer.Option("--slo", help="Targets on top of the plan's, e.g. ttft_p90=2s,tpot_p90=50ms."),
     ] = None,
     window: Annotated[
-        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+        float,
+        typer.Option(
+            "--window",
+            help="Demand window, seconds.",
+            min=0.001,
+            max=MAX_WINDOW_S,
+            callback=finite_option,
+        ),
     ] = 1.0,
     drain_cap: Annotated[
         float | None,
@@ -60,6 +74,8 @@ def replay_cmd(
             "--drain-cap",
             help="Seconds to run past the last arrival (default: the trace's span, >= 600).",
             min=0.0,
+            max=MAX_DRAIN_CAP_S,
+            callback=finite_option,
         ),
     ] = None,
     trace_format: TraceFormatOpt = None,
@@ -69,7 +85,10 @@ def replay_cmd(
 ) -> None:
     """Replay a trace through a deployment: latencies, GPU time per stage, tier and link demand."""
     with handle_user_errors():
+        files = command_inputs(trace, plans=[plan], catalogs=catalog or ())
         targets = [(o, _format(o)) for o in (output or [])]
+        for target in [*(output or []), *([requests_out] if requests_out is not None else [])]:
+            files.check_output(target, "--requests-out" if target is requests_out else "-o")
         result = kvadvisor.replay(
             trace,
             plan,
@@ -83,11 +102,11 @@ def replay_cmd(
         )
         render = {"json": result.to_json, "html": result.to_html, "text": result.to_text}
         for target, kind in targets:
-            write_output(target, render[kind]())
+            write_output(target, render[kind](), files, terminal=kind == "text")
         if requests_out is not None:
             import pyarrow.parquet as pq
 
             with atomic_target(requests_out) as tmp:
                 pq.write_table(result.requests_table(), tmp)
         if not any(o == "-" for o in (output or [])):
-            typer.echo(result.to_text(), nl=False)
+            echo(result.to_text(), nl=False)

@@ -11,6 +11,7 @@ import typer
 import kvadvisor
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
+    MAX_WINDOW_S,
     BlockTokensOpt,
     CatalogOpt,
     MapOpt,
@@ -19,6 +20,9 @@ from kvadvisor.cli.common import (
     WarmupOpt,
     app,
     as_strs,
+    command_inputs,
+    echo,
+    finite_option,
     handle_user_errors,
     write_output,
 )
@@ -70,7 +74,14 @@ def review_cmd(
     block_tokens: BlockTokensOpt = None,
     warmup_fraction: WarmupOpt = 0.5,
     window: Annotated[
-        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+        float,
+        typer.Option(
+            "--window",
+            help="Demand window, seconds.",
+            min=0.001,
+            max=MAX_WINDOW_S,
+            callback=finite_option,
+        ),
     ] = 1.0,
     catalog: CatalogOpt = None,
     results: Annotated[
@@ -84,7 +95,10 @@ def review_cmd(
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
+        files = command_inputs(trace, plans=plan, catalogs=catalog or (), results=results)
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
+        for target in [*(output or []), *([junit] if junit is not None else [])]:
+            files.check_output(target, "--junit" if target is junit else "-o")
         report = kvadvisor.review(
             trace,
             plan,
@@ -97,10 +111,10 @@ def review_cmd(
             results=results,
         )
         if junit is not None:
-            write_output(str(junit), report.to_junit())
+            write_output(str(junit), report.to_junit(), files)
         for target, renderer in renderers:
-            write_output(target, renderer.render(report))
+            write_output(target, renderer.render(report), files, terminal=True)
         if not any(o == "-" for o in (output or [])):
-            typer.echo(report.to_text(), nl=False)
+            echo(report.to_text(), nl=False)
     if report.fails(fail_on.value):
         raise typer.Exit(EXIT_FINDINGS)

@@ -20,6 +20,9 @@ from kvadvisor.cli.common import (
     SelectOpt,
     app,
     as_strs,
+    command_inputs,
+    echo,
+    error_line,
     handle_user_errors,
     write_output,
 )
@@ -39,7 +42,8 @@ def rules_list_cmd(
     from kvadvisor.rules.docs import rules_table
 
     with handle_user_errors():
-        typer.echo(
+        command_inputs(rules_dirs=rules_dir or ())
+        echo(
             rules_table(load_rule_set(as_strs(rules_dir), as_strs(select), as_strs(ignore))),
             nl=False,
         )
@@ -54,7 +58,8 @@ def rules_show_cmd(
     from kvadvisor.rules.docs import find_rule, rule_text
 
     with handle_user_errors():
-        typer.echo(rule_text(find_rule(load_rule_set(as_strs(rules_dir)), rule)), nl=False)
+        command_inputs(rules_dirs=rules_dir or ())
+        echo(rule_text(find_rule(load_rule_set(as_strs(rules_dir)), rule)), nl=False)
 
 
 @rules_app.command("check")
@@ -66,10 +71,11 @@ def rules_check_cmd(
     from kvadvisor.rules import builtin_rules_dir
 
     with handle_user_errors():
+        command_inputs(rules_dirs=[directory])
         extra = load_rule_set([str(directory)], builtin=False)
         if not directory.resolve().is_relative_to(builtin_rules_dir().resolve()):
             load_rule_set([str(directory)])  # codes and names must not clash with built-ins
-        typer.echo(f"{directory}: {len(extra)} rule(s) OK")
+        echo(f"{directory}: {len(extra)} rule(s) OK")
 
 
 @rules_app.command("docs")
@@ -78,10 +84,12 @@ def rules_docs_cmd(
 ) -> None:
     """Write the rules reference (docs/rules.md) generated from the rule files."""
     from kvadvisor.advice.inputs import load_rule_set
+    from kvadvisor.rules import builtin_rules_dir
     from kvadvisor.rules.docs import render_rules_doc
 
     with handle_user_errors():
-        write_output(output, render_rules_doc(load_rule_set()))
+        files = command_inputs(rules_dirs=[builtin_rules_dir()])
+        write_output(output, render_rules_doc(load_rule_set()), files, terminal=True)
 
 
 @rules_app.command("facts")
@@ -92,7 +100,7 @@ def rules_facts_cmd(
     from kvadvisor.facts.doc import render_facts_doc
 
     with handle_user_errors():
-        write_output(output, render_facts_doc())
+        write_output(output, render_facts_doc(), terminal=True)
 
 
 catalog_app = typer.Typer(
@@ -123,6 +131,7 @@ def catalog_list_cmd(
     from kvadvisor.catalog.models import load_models
 
     with handle_user_errors():
+        command_inputs(catalogs=catalog or ())
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
         tables = {
             CatalogKind.storage: lambda: storage_table(inputs.storage),
@@ -130,7 +139,7 @@ def catalog_list_cmd(
             CatalogKind.gpus: lambda: gpus_table(load_gpus()),
             CatalogKind.models: lambda: models_table(load_models()),
         }
-        typer.echo(tables[kind](), nl=False)
+        echo(tables[kind](), nl=False)
 
 
 @catalog_app.command("show")
@@ -146,13 +155,14 @@ def catalog_show_cmd(
     from kvadvisor.catalog.models import load_models
 
     with handle_user_errors():
+        command_inputs(catalogs=catalog or ())
         inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
         # One lookup over every catalog (instances first, as before): names and aliases match
         # in any case, and a typo is suggested from any of them.
         entries: dict[str, Any] = dict(inputs.instances)
         for more in (inputs.storage, load_gpus(), load_models()):
             entries.update((k, v) for k, v in more.items() if k not in entries)
-        typer.echo(entry_text(find_named(entries, name, "catalog entry")), nl=False)
+        echo(entry_text(find_named(entries, name, "catalog entry")), nl=False)
 
 
 @catalog_app.command("check")
@@ -167,8 +177,8 @@ def catalog_check_cmd(
     found = [check_catalog_file(f) for f in files]
     for result in found:
         if result.ok:
-            typer.echo(f"{result.path}: ok ({result.entries} {result.kind} entries)")
+            echo(f"{result.path}: ok ({result.entries} {result.kind} entries)")
         for problem in result.problems:
-            typer.echo(f"error: {problem}", err=True)
+            error_line(f"error: {problem}")
     if not all(r.ok for r in found):
         raise typer.Exit(EXIT_USER_ERROR)

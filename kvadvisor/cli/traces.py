@@ -18,6 +18,8 @@ from kvadvisor.cli.common import (
     TraceArg,
     TraceFormatOpt,
     app,
+    command_inputs,
+    echo,
     handle_user_errors,
     read_with_options,
 )
@@ -47,6 +49,7 @@ def convert_cmd(
     from kvadvisor.trace.writers import write_parquet
 
     with handle_user_errors():
+        command_inputs(trace).check_output(output)
         if output.suffix.lower() != ".parquet":
             raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
         write_parquet(read_with_options(trace, trace_format, maps, block_tokens), output)
@@ -64,10 +67,9 @@ def info_cmd(
     from kvadvisor.trace.readers import detect_format
 
     with handle_user_errors():
+        command_inputs(trace)
         t = read_with_options(trace, trace_format, maps, block_tokens)
-        typer.echo(
-            format_description(describe_trace(t, trace_format or detect_format(trace))), nl=False
-        )
+        echo(format_description(describe_trace(t, trace_format or detect_format(trace))), nl=False)
 
 
 @app.command("synth")
@@ -118,7 +120,7 @@ def synth_cmd(
             system_prompt_tokens_median=system_prompt_median,
         )
         result = write_synth_parquet(shape, output, chunk_rows)
-        typer.echo(
+        echo(
             f"wrote {result.path}: {result.requests} requests, {result.block_hashes} block "
             f"hashes, {result.batches} row groups, {result.file_bytes} bytes",
             err=True,

@@ -12,6 +12,7 @@ import typer
 import kvadvisor
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
+    MAX_WINDOW_S,
     BlockTokensOpt,
     CatalogOpt,
     MapOpt,
@@ -19,6 +20,9 @@ from kvadvisor.cli.common import (
     WarmupOpt,
     app,
     as_strs,
+    command_inputs,
+    echo,
+    finite_option,
     handle_user_errors,
     write_output,
 )
@@ -92,7 +96,14 @@ def verify_cmd(
         ),
     ] = None,
     window: Annotated[
-        float, typer.Option("--window", help="Demand window, seconds.", min=0.001)
+        float,
+        typer.Option(
+            "--window",
+            help="Demand window, seconds.",
+            min=0.001,
+            max=MAX_WINDOW_S,
+            callback=finite_option,
+        ),
     ] = 1.0,
     warmup_fraction: WarmupOpt = 0.5,
     bench_instances: Annotated[
@@ -113,6 +124,7 @@ def verify_cmd(
         if results is not None:
             if trace is not None or plan is not None:
                 raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
+            files = command_inputs(catalogs=catalog or (), results=results)
             given = {} if tolerance is None else {"tolerance": tolerance}
             report = kvadvisor.verify_results(results, catalogs=as_strs(catalog), **given)
             catalog_path = None
@@ -122,16 +134,16 @@ def verify_cmd(
                 catalog_text = report.catalog_yaml()
                 if suffix in (".yaml", ".yml"):
                     if catalog_text is not None:
-                        write_output(target, catalog_text)
+                        write_output(target, catalog_text, files)
                         catalog_path = target
                 elif suffix == ".json":
-                    write_output(target, report.to_json())
+                    write_output(target, report.to_json(), files)
                 else:
                     raise ConfigError(
                         f"cannot tell what to write to '{target}': use .yaml (measured catalog) "
                         "or .json (report)"
                     )
-            typer.echo(report.to_text(catalog_path), nl=False)
+            echo(report.to_text(catalog_path), nl=False)
             failed = report.fails(fail_on.value)
         else:
             if trace is None or plan is None or not output or len(output) != 1:
@@ -139,6 +151,7 @@ def verify_cmd(
                     "give TRACE --plan PLAN -o DIR to write the jobs, or --results DIR to read "
                     "them back"
                 )
+            files = command_inputs(trace, plans=[plan], catalogs=catalog or ())
             written = kvadvisor.verify(
                 trace,
                 plan,
@@ -152,8 +165,10 @@ def verify_cmd(
                 block_tokens=block_tokens,
             )
             folder = Path(output[0])
+            for rel in written.files:
+                files.check_output(folder / rel)
             write_folder(folder, written.files, (trace, plan))
-            typer.echo(
+            echo(
                 f"wrote {len(written.files)} files to {folder} (job set {written.job_set_id}): "
                 f"{len(written.jobs)} fio job file(s), {len(written.benches)} benchmark(s); "
                 f"what to run where: {folder / 'README.md'}"

@@ -75,12 +75,12 @@ class StageView:
     count: int
     gpu: str | None
     gpus_per_instance: int
-    gpu_memory_bytes: float | None  # one GPU's memory (vLLM's batch defaults depend on it)
     tp: int
     host_memory_bytes: float | None
     device_pool_tokens_per_replica: float | None
     tiers: tuple[TierView, ...]
     chunk_tokens: int
+    gpu_memory_bytes: float | None = None  # one GPU's memory (vLLM's batch defaults depend on it)
 
     @property
     def replicas_per_instance(self) -> int:

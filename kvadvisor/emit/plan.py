@@ -10,9 +10,10 @@ whether decode saves the KV it generates, and the engine's token budget per step
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Sequence
 from pathlib import PurePath
+from typing import Any
 
 import yaml
 
@@ -104,9 +105,7 @@ def _tier(t: TierView) -> dict[str, object]:
     return tier
 
 
-def _stage(
-    ctx: EmitContext, stage: StageView, engine: str | None, files: Sequence[str]
-) -> dict[str, object]:
+def _stage(ctx: EmitContext, stage: StageView) -> dict[str, object]:
     out: dict[str, object] = {
         "instance": stage.instance,
         "count": stage.count,
@@ -121,20 +120,66 @@ def _stage(
             * stage.replicas_per_instance
         )
         out["gpu_kv_pool"] = _quantity_gib(pool)
-    if engine is None:
-        out["chunk_tokens"] = stage.chunk_tokens
-        tiers = stage.tiers
-    else:
-        # The engine's own I/O unit (LMCache chunk_size, SGLang page, vLLM block) comes from
-        # its files; the tiers are the ones the engine was given.
-        tiers = written_tiers(engine, ctx, stage)
+    out["chunk_tokens"] = stage.chunk_tokens
+    out["tiers"] = [_tier(t) for t in stage.tiers]
+    return out
+
+
+def deployment_document(ctx: EmitContext) -> dict[str, object]:
+    """The recommended deployment as a plan mapping, every recommended tier, no engine.
+
+    A deployment verdict's own plan (the one the advisor's search replayed, issue 13) can stand
+    in for it: :func:`on_engine` needs only a ``stages`` block per stage of ``ctx.dep`` whose
+    tiers are that stage's tiers, in order.
+    """
+    dep = ctx.dep
+    model: dict[str, object] = {"kv_bytes_per_token": dep.kv_bytes_per_token}
+    if dep.model_in_catalog:
+        model = {"name": dep.model, **model}
+    tp = dep.stages[0].tp
+    model.update(tp=tp, kv_dtype=dep.kv_dtype, weight_dtype=dep.weight_dtype)
+    stem = PurePath(ctx.report.trace.path).name.split(".")[0] or "trace"
+    return {
+        "name": f"kvadvisor-{stem}",
+        "description": f"The {dep.topology.value} deployment kvadvisor recommended for "
+        f"{ctx.report.trace.path}",
+        "topology": dep.topology.value,
+        "model": model,
+        "stages": {s.stage: _stage(ctx, s) for s in dep.stages},
+    }
+
+
+def on_engine(
+    doc: dict[str, Any], ctx: EmitContext, engine: str, engine_files: dict[str, list[str]]
+) -> dict[str, Any]:
+    """``doc`` (a deployment's plan mapping) as ``engine`` runs it: a new mapping.
+
+    Per stage: the engine's files; only the tiers its files configure (the plan's tiers are
+    the stage's tiers, in order); the engine's own I/O unit instead of the advisor's chunk (the
+    replay reads it from the files); vllm serve's token budget; whether decode saves its KV.
+    """
+    out = copy.deepcopy(doc)
+    out["name"] = f"{doc['name']}-{engine}"
+    out["description"] = f"{doc['description']} on {engine}"
+    for stage in ctx.dep.stages:
+        block = out["stages"][stage.stage]
+        written = {id(t) for t in written_tiers(engine, ctx, stage)}
+        tiers = block.get("tiers") or []
+        assert len(tiers) == len(stage.tiers), (stage.stage, tiers)
+        block["tiers"] = [
+            t for t, view in zip(tiers, stage.tiers, strict=True) if id(view) in written
+        ]
+        block.pop("chunk_tokens", None)
         if engine in VLLM_SERVED:
-            out["scheduler"] = {"max_num_batched_tokens": batched_tokens(ctx, stage)[0]}
+            sched = block.setdefault("scheduler", {})
+            sched["max_num_batched_tokens"] = batched_tokens(ctx, stage)[0]
         if ctx.disaggregated and stage.stage == "decode":
-            out["save_decode_kv"] = decode_saves(engine, ctx, stage)
-    if files:
-        out["engine_files"] = list(files)
-    out["tiers"] = [_tier(t) for t in tiers]
+            block["save_decode_kv"] = decode_saves(engine, ctx, stage)
+        files = engine_files.get(stage.stage)
+        if files:
+            block["engine_files"] = list(files)
+        # Tiers after the engine's settings, as a reader expects them.
+        block["tiers"] = block.pop("tiers")
     return out
 
 
@@ -142,27 +187,10 @@ def plan_document(
     ctx: EmitContext,
     engine: str | None = None,
     engine_files: dict[str, list[str]] | None = None,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The plan as a mapping: ``engine``'s deployment, ``engine_files`` {stage: [file names]}."""
-    dep = ctx.dep
-    model: dict[str, object] = {"kv_bytes_per_token": dep.kv_bytes_per_token}
-    if dep.model_in_catalog:
-        model = {"name": dep.model, **model}
-    tp = dep.stages[0].tp
-    model.update(tp=tp, kv_dtype=dep.kv_dtype, weight_dtype=dep.weight_dtype)
-    stages = {
-        s.stage: _stage(ctx, s, engine, (engine_files or {}).get(s.stage, ())) for s in dep.stages
-    }
-    stem = PurePath(ctx.report.trace.path).name.split(".")[0] or "trace"
-    on = f" on {engine}" if engine else ""
-    return {
-        "name": f"kvadvisor-{stem}" + (f"-{engine}" if engine else ""),
-        "description": f"The {dep.topology.value} deployment kvadvisor recommended for "
-        f"{ctx.report.trace.path}{on}",
-        "topology": dep.topology.value,
-        "model": model,
-        "stages": stages,
-    }
+    doc = deployment_document(ctx)
+    return doc if engine is None else on_engine(doc, ctx, engine, engine_files or {})
 
 
 def plan_name(engine: str | None) -> str:

@@ -10,11 +10,16 @@ weighted in-flight sum over any ``[a, b]`` is ``(F(b) - F(a)) / (b - a)``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from kvadvisor.errors import ConfigError
+
 DEFAULT_CELLS = 1 << 20
+# Longest per-window series: 80 MB per float64 array; a week at 0.1 s, two months at 1 s.
+MAX_WINDOWS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -126,5 +131,20 @@ def inflight_window_means(
 
 
 def window_count(span_s: float, window_s: float) -> int:
-    """Windows of ``window_s`` needed to cover ``[0, span_s]`` (at least one)."""
-    return max(int(np.floor(span_s / window_s)) + 1, 1)
+    """Windows of ``window_s`` needed to cover ``[0, span_s]`` (at least one).
+
+    At most MAX_WINDOWS: every per-window series is an array of this length, so a span the
+    window divides into more is a ConfigError saying which window would do, before anything
+    is allocated.
+    """
+    count = np.floor(span_s / window_s) + 1 if window_s > 0 else np.inf
+    if not count <= MAX_WINDOWS:
+        shortest = span_s / (MAX_WINDOWS - 1)
+        step = 10.0 ** (math.floor(math.log10(shortest)) - 1)  # two significant digits, up
+        raise ConfigError(
+            f"--window {window_s:g} s over the {span_s:.6g} s the series cover (first arrival "
+            f"to last request end) makes {count:.3g} windows, more than the {MAX_WINDOWS:,} a "
+            "time series may hold; give --window "
+            f"{math.ceil(shortest / step) * step:.3g} or more"
+        )
+    return max(int(count), 1)

@@ -98,6 +98,14 @@ def _packaged_catalogs() -> PlanCatalogs:
     return PlanCatalogs(MappingProxyType(load_storage()), MappingProxyType(load_instances()))
 
 
+# Upper bounds for every count and plain number in a plan, far above any real deployment:
+# counts (instances, devices, GPUs, tokens per chunk) and IOPS or a traffic scale. A value
+# beyond them is a typo, and would make the review allocate or loop by it.
+MAX_COUNT = 1_000_000
+MAX_NUMBER = 1e12
+MAX_TP = 1024
+MAX_SETTING = 1 << 53
+
 # Allowed keys per mapping of the plan; the value says what the key holds (for docs and errors).
 TOP_KEYS = {
     "name": "text",
@@ -214,14 +222,18 @@ class _Checker:
             raise self.fail(where, f"must be one of {', '.join(choices)}, got {value!r}{hint}")
         return value
 
-    def whole(self, where: str, value: Any, minimum: int) -> int:
+    def whole(self, where: str, value: Any, minimum: int, maximum: int = MAX_COUNT) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(where, f"expected a whole number, got {value!r}")
         if value < minimum:
             raise self.fail(where, f"must be >= {minimum}, got {value}")
+        if value > maximum:
+            raise self.fail(where, f"must be at most {maximum:,}, got {value:,}")
         return value
 
-    def number(self, where: str, value: Any, positive: bool = False) -> float:
+    def number(
+        self, where: str, value: Any, positive: bool = False, maximum: float = MAX_NUMBER
+    ) -> float:
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
@@ -230,6 +242,8 @@ class _Checker:
             raise self.fail(where, f"expected a number, got {value!r}")
         if value < 0 or (positive and value == 0):
             raise self.fail(where, f"must be {'> 0' if positive else '>= 0'}, got {value!r}")
+        if value > maximum:
+            raise self.fail(where, f"must be at most {maximum:g}, got {value:g}")
         return float(value)
 
     def quantity(self, where: str, value: Any, kind: str) -> float:
@@ -309,7 +323,11 @@ def _check_engine_settings(
             raise c.fail(at, f"expected true or false, got {value!r}")
         if kind == "int":
             # Chunk, page and block sizes divide token counts in the review: at least 1.
-            value = c.whole(at, value, int(spec.get("minimum", 0)))
+            # Engine settings hold byte sizes too: bounded by the table's maximum, or by 2^53
+            # (every whole number below it is exact where the review computes in floats).
+            value = c.whole(
+                at, value, int(spec.get("minimum", 0)), int(spec.get("maximum", MAX_SETTING))
+            )
         elif kind == "number":
             unit = f" (in {spec['unit']}, as {engine} takes it)" if "unit" in spec else ""
             if isinstance(value, str):
@@ -365,10 +383,10 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
             write_bytes_per_s=opt("write_bandwidth", "rate"),
             read_iops=None
             if s.get("read_iops") is None
-            else c.number(f"{at}.read_iops", s["read_iops"]),
+            else c.number(f"{at}.read_iops", s["read_iops"], positive=True),
             write_iops=None
             if s.get("write_iops") is None
-            else c.number(f"{at}.write_iops", s["write_iops"]),
+            else c.number(f"{at}.write_iops", s["write_iops"], positive=True),
             latency_s=opt("latency", "time"),
         )
         spec = None
@@ -645,7 +663,7 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
     kvb = (
         None
         if m.get("kv_bytes_per_token") is None
-        else c.whole("model.kv_bytes_per_token", m["kv_bytes_per_token"], 1)
+        else c.whole("model.kv_bytes_per_token", m["kv_bytes_per_token"], 1, 1 << 30)
     )
     if model_name is None and kvb is None:
         raise c.fail("model", "give a catalog model name or kv_bytes_per_token")
@@ -653,7 +671,7 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         name=model_name,
         spec=model_spec,
         kv_bytes_per_token=kvb,
-        tp=c.whole("model.tp", m.get("tp", 1), 1),
+        tp=c.whole("model.tp", m.get("tp", 1), 1, MAX_TP),
         kv_dtype=c.text("model.kv_dtype", m.get("kv_dtype", "bf16"), DTYPES),
         weight_dtype=c.text("model.weight_dtype", m.get("weight_dtype", "bf16"), DTYPES),
     )
@@ -662,7 +680,7 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         **{f"{k}_s": c.quantity(f"slo.{k}", v, "time") for k, v in slo_raw.items() if v is not None}
     )
     traffic = c.mapping("traffic", _or_empty(doc.get("traffic"), {}), TRAFFIC_KEYS)
-    scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True)
+    scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True, maximum=1e6)
     stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGE_BLOCKS})
     if not stages_raw:
         raise c.fail("stages", "give prefill and/or decode, or one serving block (aggregated)")

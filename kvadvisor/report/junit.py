@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
 from kvadvisor.results.review import PlanReview, ReviewReport
+
+# XML 1.0 allows no C0 control character but tab, LF and CR, not even as a reference; text
+# from a plan or a trace name holding one would make the document ill-formed.
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_text(value: str) -> str:
+    r"""Text an XML 1.0 document can hold: illegal characters shown as ``\xNN``."""
+    return _XML_ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
+def _clean(element: ET.Element) -> None:
+    """Make every attribute and text of the tree legal XML 1.0 (in place)."""
+    for node in element.iter():
+        node.attrib = {k: _xml_text(v) for k, v in node.attrib.items()}
+        if node.text:
+            node.text = _xml_text(node.text)
 
 
 def _plain(value: Any) -> Any:
@@ -84,5 +102,6 @@ class JUnitRenderer:
         )
         for plan in review.plans:
             root.append(_suite(review, plan))
+        _clean(root)
         ET.indent(root)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 
 from kvadvisor.report import summary
@@ -19,6 +20,20 @@ def cell(text: str) -> str:
     for ch in "\\`*_[]|":
         text = text.replace(ch, "\\" + ch)
     return " ".join(text.split())
+
+
+def code_span(text: str) -> str:
+    """``text`` as an inline code span that no character in it can end (CommonMark 6.1).
+
+    The fence is one backtick longer than the longest run inside, padded with a space when
+    the text starts or ends with a backtick; inside a code span HTML is shown as written, so
+    only the table cell delimiter (``|``) and line breaks need neutralising.
+    """
+    text = " ".join(text.split()).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

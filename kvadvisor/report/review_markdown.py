@@ -6,6 +6,7 @@ import html
 from collections.abc import Iterable
 
 from kvadvisor.report import fmt
+from kvadvisor.report.markdown import code_span
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
 
@@ -97,11 +98,11 @@ class ReviewMarkdownRenderer:
         out = [
             "## kvadvisor review",
             "",
-            f"Trace `{t.path}`: {t.requests:,} requests over {fmt.duration(t.duration_s)}; "
-            f"demand in {fmt.duration(review.window_s)} windows; steady state after the first "
-            f"{fmt.percent(review.warmup_fraction)} of requests.",
+            f"Trace {code_span(t.path)}: {t.requests:,} requests over "
+            f"{fmt.duration(t.duration_s)}; demand in {fmt.duration(review.window_s)} windows; "
+            f"steady state after the first {fmt.percent(review.warmup_fraction)} of requests.",
             "",
-            "| | " + " | ".join(f"`{_cell(p.name)}`" for p in review.plans) + " |",
+            "| | " + " | ".join(code_span(p.name) for p in review.plans) + " |",
             "|---|" + "---|" * len(review.plans),
             "| verdict | " + " | ".join(verdict(p) for p in review.plans) + " |",
             "| traffic scale | " + " | ".join(f"×{p.traffic_scale:g}" for p in review.plans) + " |",
@@ -122,17 +123,17 @@ class ReviewMarkdownRenderer:
         for plan in review.plans:
             out += [
                 "",
-                f"### `{_cell(plan.name)}`: {verdict(plan)}",
+                f"### {code_span(plan.name)}: {verdict(plan)}",
                 "",
-                f"Plan file `{plan.path}`.",
+                f"Plan file {code_span(plan.path)}.",
             ]
             own = [n for n in plan.notes if n not in review.notes]
             out += [f"- {_text(n)}" for n in own]
             if plan.findings:
                 out += ["", "| | check | stage | finding |", "|---|---|---|---|"]
                 out += [
-                    f"| {ICON[c.severity]} {c.severity} | {c.code} `{c.name}` | {c.stage} | "
-                    f"{_text(c.message)} |"
+                    f"| {ICON[c.severity]} {c.severity} | {c.code} {code_span(c.name)} | "
+                    f"{c.stage} | {_text(c.message)} |"
                     for c in plan.findings
                 ]
             tiers = [tr for s in plan.stages for tr in s.tiers]
@@ -149,7 +150,7 @@ class ReviewMarkdownRenderer:
             if passed:
                 out += ["", f"<details><summary>{len(passed)} other check(s)</summary>", ""]
                 out += [
-                    f"- {c.status}: {c.code} `{c.name}` ({c.stage}): {_text(c.message)}"
+                    f"- {c.status}: {c.code} {code_span(c.name)} ({c.stage}): {_text(c.message)}"
                     for c in passed
                 ]
                 out += ["", "</details>"]

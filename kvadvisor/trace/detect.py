@@ -101,14 +101,36 @@ def base_suffix(name: str) -> str:
 
 def is_binary(head: bytes) -> bool:
     """True when the bytes cannot be text (a NUL byte, or not UTF-8)."""
+    return text_problem(head) is not None
+
+
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def text_problem(head: bytes) -> str | None:
+    """Why a file head is not UTF-8 text (UTF-16, another encoding, binary), or None.
+
+    The words say what to do: text in another encoding is converted, not a binary file.
+    """
+    if head.startswith(UTF16_BOMS):
+        return (
+            "UTF-16 text, not UTF-8; save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8 "
+            "in.csv > out.csv)"
+        )
     if b"\x00" in head:
-        return True
+        return (
+            "a binary file that is not parquet, gzip or zstd; not a trace (give a parquet, "
+            "JSON or CSV trace, optionally gzip- or zstd-compressed)"
+        )
     try:
         # The head may end inside a multi-byte character: ignore the last 3 bytes' validity.
         head[:-3].decode("utf-8") if len(head) > 3 else head.decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False
+    except UnicodeDecodeError as exc:
+        return (
+            f"not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); save it as "
+            "UTF-8 (e.g. iconv -f latin1 -t utf-8 in.csv > out.csv)"
+        )
+    return None
 
 
 def sniff_head(name: str, head: bytes) -> TraceFormat | str:
@@ -128,11 +150,9 @@ def sniff_head(name: str, head: bytes) -> TraceFormat | str:
         )
     if not head.strip():
         raise TraceFormatError(f"{name}: empty file; give a trace with at least one request")
-    if is_binary(head):
-        raise TraceFormatError(
-            f"{name}: a binary file that is not parquet, gzip or zstd; not a trace (give a "
-            "parquet, JSON or CSV trace, optionally gzip- or zstd-compressed)"
-        )
+    problem = text_problem(head)
+    if problem is not None:
+        raise TraceFormatError(f"{name}: {problem}")
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
     if text.startswith("["):
         if all(f'"{k}"' in text for k in LLMPERF_KEYS):

@@ -328,7 +328,9 @@ def from_bench(raw: pa.Table, path: str, tool: str) -> Converted:
         itl_sum = np.bincount(parents, weights=np.nan_to_num(values), minlength=n)
         e2e = ttft + itl_sum
         notes.append("e2e_s = ttft + sum of inter-token latencies (the file has no latencies)")
-    cols.update(_latency_columns(ttft, e2e, out_tokens, ~ok))
+    latency, latency_notes = _latency_columns(ttft, e2e, out_tokens, ~ok)
+    cols.update(latency)
+    notes += latency_notes
     if keys["queue"] is not None:
         cols["queue_s"] = pa.array(_np_float(flat("queue")), pa.float64())
     arrival, measured = _bench_arrivals(raw, keys, lengths, run_of, run_start, e2e)
@@ -392,23 +394,31 @@ def _latency_columns(
     e2e: np.ndarray | None,
     output_tokens: pa.Array | pa.ChunkedArray,
     failed: np.ndarray,
-) -> dict[str, pa.Array]:
-    """ttft_s, e2e_s and tpot_s (those the source gives), null for failed requests.
+) -> tuple[dict[str, pa.Array], list[str]]:
+    """ttft_s, e2e_s and tpot_s (those the source gives), null for failed requests; notes.
 
     tpot = (e2e − ttft) / (output − 1): vLLM's TPOT, excluding the first token; null where a
-    request has one output token or fewer.
+    request has one output token or fewer. A NaN the tool wrote for a successful request
+    (json.dumps writes NaN) is read as missing and counted in a note, never silently.
     """
     cols: dict[str, pa.Array] = {}
-    if ttft is not None:
-        cols["ttft_s"] = _masked(ttft, failed)
-    if e2e is not None:
-        cols["e2e_s"] = _masked(e2e, failed)
+    notes: list[str] = []
+    for name, values in (("ttft_s", ttft), ("e2e_s", e2e)):
+        if values is None:
+            continue
+        cols[name] = _masked(values, failed)
+        nan = np.flatnonzero(np.isnan(values) & ~failed)
+        if nan.size:
+            notes.append(
+                f"{name}: {nan.size} NaN value(s) for successful requests (first: request "
+                f"{int(nan[0]) + 1}) read as missing; measured stage times leave them out"
+            )
     if ttft is not None and e2e is not None:
         out = _np_float(output_tokens)
         with np.errstate(divide="ignore", invalid="ignore"):
             tpot = (e2e - ttft) / (out - 1)
         cols["tpot_s"] = _masked(tpot, failed | ~(out > 1))
-    return cols
+    return cols, notes
 
 
 def from_llmperf(raw: pa.Table, path: str) -> Converted:
@@ -439,10 +449,12 @@ def from_llmperf(raw: pa.Table, path: str) -> Converted:
         if "end_to_end_latency_s" in raw.column_names
         else None
     )
-    cols.update(_latency_columns(ttft, e2e, raw["number_output_tokens"], ~ok))
+    latency, latency_notes = _latency_columns(ttft, e2e, raw["number_output_tokens"], ~ok)
+    cols.update(latency)
     notes = [
         "no request start times in LLMPerf results: arrival times unknown (all set to 0); "
-        "arrival rate and burstiness cannot be measured"
+        "arrival rate and burstiness cannot be measured",
+        *latency_notes,
     ]
     used = {
         "number_input_tokens",

@@ -11,8 +11,8 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +29,18 @@ from kvadvisor.errors import (
     TraceProblem,
     TraceSchemaError,
 )
+from kvadvisor.fileio import check_input
+from kvadvisor.jsonio import MAX_JSON_DEPTH, SCAN_CHUNK_BYTES, NestingScan
 from kvadvisor.trace import formats
-from kvadvisor.trace.detect import TraceFormat, compression_of, parse_format, sniff_head, sniff_keys
+from kvadvisor.trace.detect import (
+    PARQUET_MAGIC,
+    TraceFormat,
+    compression_of,
+    parse_format,
+    sniff_head,
+    sniff_keys,
+    text_problem,
+)
 from kvadvisor.trace.formats import ColumnSource, Converted
 from kvadvisor.trace.model import (
     CANONICAL_COLUMNS,
@@ -45,6 +55,11 @@ from kvadvisor.trace.schema import build_trace
 
 HEAD_BYTES = 64 * 1024
 JSONL_BLOCK_BYTES = 64 * 1024 * 1024  # pyarrow.json block: large blocks parse faster
+# pyarrow.csv block (its default is 1 MiB): a row longer than a block cannot be parsed
+# ("straddling object"), so one long text cell (a prompt kept in the trace) needs room.
+CSV_BLOCK_BYTES = 16 * 1024 * 1024
+# Single-document JSON results (vLLM, SGLang, LLMPerf) are parsed whole in memory.
+MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024
 MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
 # Uncompressed Mooncake JSONL from this size up goes to the compiled reader (trace/fastjsonl.py;
 # anything outside its subset still goes to pyarrow). Its cost is numba: importing it and
@@ -57,6 +72,7 @@ MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
 # measured (8 MiB: 0.04 s against 0.09 s).
 FAST_JSONL_MIN_BYTES = 32 * 1024 * 1024
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # What each column must hold, for the error-path scans: "int", "number", "ints" (list of
 # int), "timestamp". Used to name the first bad cell when pyarrow refuses a file.
 INT, NUMBER, INTS, TIMESTAMP = "int", "number", "ints", "timestamp"
@@ -120,13 +136,32 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def _loads(text: str | bytes) -> object:
+    """``json.loads`` whose every failure is a JSONDecodeError (so one handler names the spot).
+
+    Python's parser raises RecursionError past ~1,000 nesting levels and a plain ValueError
+    for an integer of more than 4,300 digits; both become a JSONDecodeError at the place found.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        doc = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+        scan = NestingScan()
+        scan.feed(doc.encode("utf-8", "surrogatepass"))
+        at = scan.too_deep_at or 0
+        pos = len(doc.encode("utf-8", "surrogatepass")[:at].decode("utf-8", errors="replace"))
+        raise json.JSONDecodeError(
+            f"nested deeper than {MAX_JSON_DEPTH} levels; not a trace record", doc, pos
+        ) from None
+    except ValueError as exc:
+        doc = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+        raise json.JSONDecodeError(one_line(exc), doc, 0) from None
+
+
 def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise TraceFormatError(f"{path}: no such file")
-    if path.is_dir():
-        raise TraceFormatError(f"{path}: is a directory; give a trace file")
-    if not path.is_file():
-        raise TraceFormatError(f"{path}: not a regular file; give a trace file")
+    check_input(path, TraceFormatError, what="trace file")
 
 
 def _open(path: Path, compression: str | None) -> pa.NativeFile:
@@ -157,6 +192,20 @@ def _read_all(path: Path, compression: str | None) -> bytes:
             return stream.read()
     except (OSError, pa.ArrowInvalid) as exc:
         raise _corrupt(path, compression, exc) from None
+
+
+def _read_document(path: Path, compression: str | None) -> bytes:
+    """A single-document JSON file, read whole (after a size check: it is parsed in memory)."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot be read ({exc.strerror})") from None
+    if size > MAX_DOCUMENT_BYTES:
+        raise TraceFormatError(
+            f"{path}: {size:,} bytes is over the {MAX_DOCUMENT_BYTES:,}-byte limit for a "
+            "benchmark result read whole; split the runs into several files"
+        )
+    return _read_all(path, compression)
 
 
 def _head(path: Path) -> tuple[bytes, str | None]:
@@ -195,7 +244,7 @@ def _first_record(path: Path, compression: str | None) -> dict:
     data = b"".join(chunks).lstrip(b"\xef\xbb\xbf \t\r\n")
     line = data.split(b"\n", 1)[0]
     try:
-        record = json.loads(line)
+        record = _loads(line)
     except json.JSONDecodeError as line_exc:
         first = line.decode(errors="replace")
         if line_exc.pos < len(first.rstrip()):
@@ -205,7 +254,7 @@ def _first_record(path: Path, compression: str | None) -> dict:
         # point at the line and character where that fails.
         whole = _read_all(path, compression)
         try:
-            record = json.loads(whole)
+            record = _loads(whole)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise _document_problem(path, whole, exc, row=1) from None
     if not isinstance(record, dict):
@@ -261,7 +310,8 @@ def read_trace(
             f"{path}: --map applies to canonical CSV/parquet, not to {fmt.value} traces"
         )
     if given is not None:  # detection, skipped, is what reads the head otherwise
-        _, compression = _head(path)
+        head, compression = _head(path)
+        _check_forced_format(path, head, given)
     if fmt is TraceFormat.PARQUET:
         return _read_parquet(path, mapping, block_tokens)
     if fmt in (TraceFormat.MOONCAKE, TraceFormat.BAILIAN):
@@ -289,6 +339,20 @@ def read_trace(
     # of a JSONL file's parse peak); hand them back before the analysis allocates its arrays.
     pa.default_memory_pool().release_unused()
     return trace
+
+
+def _check_forced_format(path: Path, head: bytes, fmt: TraceFormat) -> None:
+    """A format given with --trace-format must match what the file is, at least text or not."""
+    if fmt is TraceFormat.PARQUET:
+        return  # pyarrow says what is wrong with a file that is not parquet
+    if head.startswith(PARQUET_MAGIC):
+        raise TraceFormatError(
+            f"{path}: a parquet file, not {fmt.value}; drop --trace-format {fmt.value} (or give "
+            "--trace-format parquet)"
+        )
+    problem = text_problem(head)
+    if problem is not None:
+        raise TraceFormatError(f"{path}: {problem}")
 
 
 def _build(converted: Converted, path: Path, source_format: str, block_tokens: int | None) -> Trace:
@@ -346,11 +410,11 @@ def stored_metadata(path: str | Path, meta: Mapping[bytes, bytes] | None) -> Sto
         if tokens is not None and tokens <= 0:
             raise ValueError(f"{tokens} is not a positive number of tokens")
         key = META_NOTES
-        notes = json.loads(meta.get(META_NOTES, b"[]"))
+        notes = _loads(meta.get(META_NOTES, b"[]"))
         if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
             raise ValueError("not a JSON list of text")
         key = META_DROPPED
-        dropped = json.loads(meta.get(META_DROPPED, b"{}"))
+        dropped = _loads(meta.get(META_DROPPED, b"{}"))
         if not isinstance(dropped, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in dropped.values()
         ):
@@ -405,6 +469,8 @@ def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Tab
         table = _read_mooncake_compiled(path)
         if table is not None:
             return table
+    # pyarrow.json recurses in C++ per nesting level: a deep value would kill the process.
+    _refuse_deep_json(path, compression)
     parse = pajson.ParseOptions(
         explicit_schema=JSONL_SCHEMAS[fmt], unexpected_field_behavior="infer"
     )
@@ -421,6 +487,66 @@ def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Tab
         raise _corrupt(path, compression, exc) from None
 
 
+def _chunks(path: Path, compression: str | None) -> Iterator[bytes]:
+    """The (decompressed) file in bounded chunks, for the vectorised pre-parse scans."""
+    try:
+        with _open(path, compression) as stream:
+            while chunk := stream.read(SCAN_CHUNK_BYTES):
+                yield chunk
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise _corrupt(path, compression, exc) from None
+
+
+def _refuse_deep_json(
+    path: Path, compression: str | None, data: bytes | None = None, row_is_run: bool = False
+) -> None:
+    """Raise a TraceSchemaError naming the row of a value nested past MAX_JSON_DEPTH levels."""
+    scan = NestingScan()
+    for chunk in [data] if data is not None else _chunks(path, compression):
+        if scan.feed(chunk):
+            break
+    if scan.too_deep_at is None:
+        return
+    line, row = _line_and_row(
+        [data] if data is not None else _chunks(path, compression), scan.too_deep_at
+    )
+    what = "run object" if row_is_run else "record"
+    raise TraceSchemaError(
+        str(path),
+        [
+            Problem(
+                row,
+                "(record)",
+                TraceProblem.UNPARSEABLE,
+                f"a value nested deeper than {MAX_JSON_DEPTH} levels (line {line}); no trace "
+                f"{what} nests like that: delete or fix it",
+            )
+        ],
+    )
+
+
+def _line_and_row(chunks: Iterable[bytes], offset: int) -> tuple[int, int]:
+    """(line, row) of the non-blank byte at ``offset`` (rows: non-blank lines, as readers count)."""
+    line, rows, seen, content = 1, 0, 0, False
+    for chunk in chunks:
+        part = np.frombuffer(chunk, dtype=np.uint8)[: max(offset - seen + 1, 0)]
+        newlines = np.flatnonzero(part == 10)
+        filled = np.flatnonzero((part != 32) & (part != 9) & (part != 13) & (part != 10))
+        starts = np.concatenate(([0], newlines[:-1] + 1)) if newlines.size else newlines
+        has = np.searchsorted(filled, newlines) > np.searchsorted(filled, starts)
+        if newlines.size:
+            has[0] |= content
+            content = bool(filled.size and filled[-1] > newlines[-1])
+        else:
+            content = content or bool(filled.size)
+        rows += int(np.count_nonzero(has))
+        line += newlines.size
+        seen += len(chunk)
+        if seen > offset:
+            break
+    return line, rows + 1
+
+
 def _read_mooncake_compiled(path: Path) -> pa.Table | None:
     """The compiled reader's table, or None (file too small to pay off, or not handled)."""
     try:
@@ -434,6 +560,11 @@ def _read_mooncake_compiled(path: Path) -> pa.Table | None:
     table = fastjsonl.parse_mooncake(data, JSONL_SCHEMAS[TraceFormat.MOONCAKE])
     del data  # the file's bytes: free them before the caller builds the trace
     return table
+
+
+_QUOTE_BYTE = 34
+# Bytes beside a quote that delimits a field: comma, CR, LF, and another quote ("" pairs).
+_DELIMITING = np.array([44, 13, 10, 34], dtype=np.uint8)
 
 
 def _read_csv(
@@ -453,20 +584,70 @@ def _read_csv(
     # Only empty cells are nulls: pyarrow's defaults would also turn "NaN" into a null,
     # hiding a NaN token count behind an "empty" message.
     convert = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
+    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
     try:
         if compression is None:
-            table = pacsv.read_csv(str(path), convert_options=convert)
+            table = pacsv.read_csv(str(path), read_options=read, convert_options=convert)
         else:
             with _open(path, compression) as stream:
-                table = pacsv.read_csv(stream, convert_options=convert)
+                table = pacsv.read_csv(stream, read_options=read, convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise _locate_csv_problem(path, compression, kinds, exc) from None
     except OSError as exc:  # pyarrow's IOError: damage in compressed data past the head
         raise _corrupt(path, compression, exc) from None
+    refuse_duplicate_columns(path, table.column_names)
+    if _ends_inside_quotes(_chunks(path, compression)):
+        # pyarrow takes everything after an unclosed quote as one value, silently.
+        raise _locate_csv_problem(path, compression, kinds, None)
     for name, kind in kinds.items():
         if name in table.column_names and not _arrow_kind_ok(table[name].type, kind):
             raise _locate_csv_problem(path, compression, kinds, None)
     return table
+
+
+def refuse_duplicate_columns(path: str | Path, names: Sequence[str]) -> None:
+    """A header naming a column twice is ambiguous (which one is the trace's?): say which."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names, 1):
+        if name in seen:
+            raise TraceFormatError(
+                f"{path}: column '{name}' appears twice in the header (columns {seen[name]} "
+                f"and {i}); rename or delete one"
+            )
+        seen[name] = i
+
+
+def _ends_inside_quotes(chunks: Iterable[bytes]) -> bool:
+    """Whether a CSV ends inside a quoted field (its closing quote is missing).
+
+    In a quoted field every quote is doubled except the opening and the closing one, so the
+    quotes that can delimit fields (those next to a comma, a line end, the file's ends or
+    another quote) come in pairs in a well-formed file; a quote inside an unquoted value
+    (``ab"c``, which pyarrow keeps as text) is between two other characters and not counted.
+    An odd count means the last quoted field never closed.
+    """
+    count = 0
+    prev = 10  # the file starts like a line
+    pending: np.ndarray | None = None  # last byte, held back until its successor is known
+    for chunk in chunks:
+        buf = np.frombuffer(chunk, dtype=np.uint8)
+        if pending is not None:
+            buf = np.concatenate((pending, buf))
+        if buf.size < 2:
+            pending = buf
+            continue
+        body, pending = buf[:-1], buf[-1:]
+        quotes = np.flatnonzero(body == _QUOTE_BYTE)
+        if quotes.size:
+            before = np.where(quotes > 0, body[np.maximum(quotes - 1, 0)], prev)
+            after = buf[quotes + 1]
+            count += int(
+                np.count_nonzero(np.isin(before, _DELIMITING) | np.isin(after, _DELIMITING))
+            )
+        prev = int(body[-1])
+    if pending is not None and pending.size and pending[-1] == _QUOTE_BYTE:
+        count += 1  # a quote that ends the file closes (or opens) a field
+    return count % 2 == 1
 
 
 def _arrow_kind_ok(arrow_type: pa.DataType, kind: str) -> bool:
@@ -482,7 +663,8 @@ def _arrow_kind_ok(arrow_type: pa.DataType, kind: str) -> bool:
 
 def _read_bench(path: Path, compression: str | None) -> pa.Table:
     """vLLM/SGLang results: one (possibly pretty-printed) object per run; files are small."""
-    data = _read_all(path, compression)
+    data = _read_document(path, compression)
+    _refuse_deep_json(path, compression, data, row_is_run=True)
     try:
         table = pajson.read_json(
             pa.BufferReader(data),
@@ -503,9 +685,9 @@ def _read_bench(path: Path, compression: str | None) -> pa.Table:
 
 def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
     """LLMPerf ``*_individual_responses.json``: one JSON array of per-request objects (small)."""
-    data = _read_all(path, compression)
+    data = _read_document(path, compression)
     try:
-        records = json.loads(data)
+        records = _loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _document_problem(path, data, exc) from None
     if not isinstance(records, list):
@@ -537,12 +719,13 @@ def _value_ok(value: object, kind: str) -> bool:
     if isinstance(value, bool):
         return False
     if kind == INT:
-        return isinstance(value, int)
+        return isinstance(value, int) and INT64_MIN <= value <= INT64_MAX
     if kind == NUMBER:
         return isinstance(value, (int, float))
     if kind == INTS:
         return isinstance(value, list) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
+            isinstance(v, int) and not isinstance(v, bool) and INT64_MIN <= v <= INT64_MAX
+            for v in value
         )
     return True
 
@@ -552,11 +735,23 @@ def _first_kind_problem(rows, kinds: Mapping[str, str]) -> Problem | None:
     for row, record in rows:
         for key, kind in kinds.items():
             if key in record and not _value_ok(record[key], kind):
-                what = {INT: "an integer", NUMBER: "a number", INTS: "a list of integers"}[kind]
-                return Problem(
-                    row, key, TraceProblem.WRONG_TYPE, f"{record[key]!r:.60} is not {what}"
-                )
+                return _kind_problem(row, key, record[key], kind)
     return None
+
+
+def _kind_problem(row: int, column: str, value: object, kind: str) -> Problem:
+    """A value of the wrong kind, or an integer beyond int64, as its Problem."""
+    values = value if kind == INTS and isinstance(value, list) else [value]
+    huge = next((v for v in values if isinstance(v, int) and not INT64_MIN <= v <= INT64_MAX), None)
+    if huge is not None and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return Problem(
+            row,
+            column,
+            TraceProblem.OUT_OF_RANGE,
+            f"{str(huge)[:40]} is outside the 64-bit integer range",
+        )
+    what = {INT: "an integer", NUMBER: "a number", INTS: "a list of integers"}[kind]
+    return Problem(row, column, TraceProblem.WRONG_TYPE, f"{value!r:.60} is not {what}")
 
 
 def _not_an_object(path: Path, row: int, shown: str, value: object, why: str) -> TraceSchemaError:
@@ -596,12 +791,14 @@ def _json_problem(
     keys = re.findall(r'"([^"\\]+)"\s*:', prefix)
     column = keys[-1] if keys else "(record)"
     msg = getattr(exc, "msg", str(exc))
+    fix = (
+        "delete or fix it" if "nested deeper" in msg else "a truncated line? complete or delete it"
+    )
     return Problem(
         row,
         column,
         TraceProblem.UNPARSEABLE,
-        f"not valid JSON at line {line}, character {pos} ({msg}); "
-        "a truncated line? complete or delete it",
+        f"not valid JSON at line {line}, character {pos} ({msg}); {fix}",
     )
 
 
@@ -634,10 +831,11 @@ def _json_lines(text: str) -> Iterator[tuple[int, int, str]]:
 def _locate_jsonl_problem(
     path: Path, compression: str | None, kinds: Mapping[str, str], exc: Exception
 ) -> TraceError:
-    text = _read_all(path, compression).decode("utf-8", errors="replace")
+    # "utf-8-sig": a byte order mark is not part of row 1.
+    text = _read_all(path, compression).decode("utf-8-sig", errors="replace")
     for row, line_no, line in _json_lines(text):
         try:
-            record = json.loads(line)
+            record = _loads(line)
         except json.JSONDecodeError as err:
             return TraceSchemaError(str(path), [_json_problem(row, line_no, line, err)])
         if not isinstance(record, dict):
@@ -662,41 +860,76 @@ def _locate_jsonl_problem(
 def _locate_csv_problem(
     path: Path, compression: str | None, kinds: Mapping[str, str], exc: Exception | None
 ) -> TraceError:
-    text = _read_all(path, compression).decode("utf-8", errors="replace")
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, [])
+    # "utf-8-sig": a byte order mark is not part of the first column's name.
+    text = _read_all(path, compression).decode("utf-8-sig", errors="replace")
+    # newline="": CR-only and CRLF line ends, and line breaks inside quoted values, are the
+    # csv module's to split, as pyarrow splits them.
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(text) + 1))  # pyarrow has no per-field limit
+    try:
+        return _first_csv_problem(path, reader, kinds, exc)
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _first_csv_problem(
+    path: Path, reader: Iterator[list[str]], kinds: Mapping[str, str], exc: Exception | None
+) -> TraceError:
     row = 0
-    for fields in reader:
-        if not fields:
-            continue  # pyarrow skips empty lines too: they are not rows
+    try:
+        header = next(reader, [])
+        for fields in reader:
+            if not fields:
+                continue  # pyarrow skips empty lines too: they are not rows
+            row += 1
+            problem = _csv_row_problem(row, header, fields, kinds)
+            if problem is not None:
+                return TraceSchemaError(str(path), [problem])
+    except csv.Error as err:
         row += 1
-        if len(fields) != len(header):
-            column = header[len(fields)] if len(fields) < len(header) else "(extra field)"
-            return TraceSchemaError(
-                str(path),
-                [
-                    Problem(
-                        row,
-                        column,
-                        TraceProblem.UNPARSEABLE,
-                        f"{len(fields)} fields where the header has {len(header)}; "
-                        "a truncated line? complete or delete it",
-                    )
-                ],
+        what = str(err)
+        if "unexpected end of data" in what or "EOF" in what:
+            what = (
+                "a quoted field is never closed (the file ends inside it); close the quote "
+                "or delete the row"
             )
-        for name, value in zip(header, fields, strict=True):
-            kind = kinds.get(name)
-            if kind and value.strip() and not _text_ok(value.strip(), kind):
-                what = {INT: "an integer", NUMBER: "a number", TIMESTAMP: "a timestamp"}[kind]
-                return TraceSchemaError(
-                    str(path),
-                    [Problem(row, name, TraceProblem.WRONG_TYPE, f"{value!r:.60} is not {what}")],
-                )
+        else:
+            what = f"not valid CSV ({what}); fix the quoting of this row"
+        return TraceSchemaError(
+            str(path), [Problem(row, "(record)", TraceProblem.UNPARSEABLE, what)]
+        )
     detail = f" ({one_line(exc)})" if exc else ""
+    if exc is not None and "straddling" in str(exc):
+        detail = (
+            f" (a row longer than {CSV_BLOCK_BYTES // (1024 * 1024)} MiB, which the CSV "
+            "reader cannot hold in one block: shorten the long text cells)"
+        )
     return TraceFormatError(
         f"{path}: not a readable CSV{detail}; a header line, then comma-separated rows with "
         "standard double-quote quoting (or give --trace-format)"
     )
+
+
+def _csv_row_problem(
+    row: int, header: list[str], fields: list[str], kinds: Mapping[str, str]
+) -> Problem | None:
+    """The first problem of one CSV row: a field count other than the header's, or a bad value."""
+    if len(fields) != len(header):
+        column = header[len(fields)] if len(fields) < len(header) else "(extra field)"
+        return Problem(
+            row,
+            column,
+            TraceProblem.UNPARSEABLE,
+            f"{len(fields)} fields where the header has {len(header)}; "
+            "a truncated line? complete or delete it",
+        )
+    for name, value in zip(header, fields, strict=True):
+        kind = kinds.get(name)
+        if kind and value.strip() and not _text_ok(value.strip(), kind):
+            what = {INT: "an integer", NUMBER: "a number", TIMESTAMP: "a timestamp"}[kind]
+            return Problem(row, name, TraceProblem.WRONG_TYPE, f"{value!r:.60} is not {what}")
+    return None
 
 
 def _text_ok(value: str, kind: str) -> bool:
@@ -713,14 +946,14 @@ def _text_ok(value: str, kind: str) -> bool:
 
 
 def _locate_bench_problem(path: Path, data: bytes, exc: Exception | None) -> TraceError:
-    text = data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8-sig", errors="replace")
     try:
-        runs = [json.loads(text)]
+        runs = [_loads(text)]
     except json.JSONDecodeError:
         runs = []
         for row, line_no, line in _json_lines(text):
             try:
-                runs.append(json.loads(line))
+                runs.append(_loads(line))
             except json.JSONDecodeError as err:
                 return TraceSchemaError(str(path), [_json_problem(row, line_no, line, err)])
     for row, run in enumerate(runs, 1):
@@ -754,11 +987,6 @@ def _bench_run_problem(row: int, run: dict) -> Problem | None:
             return Problem(row, key, TraceProblem.WRONG_TYPE, f"{values!r:.60} is not a list")
         for i, value in enumerate(values):
             if not _value_ok(value, kind):
-                what = "an integer" if kind == INT else "a number"
-                return Problem(
-                    row,
-                    f"{key}[{i}]",
-                    TraceProblem.WRONG_TYPE,
-                    f"{value!r:.60} is not {what} (row = run object)",
-                )
+                problem = _kind_problem(row, f"{key}[{i}]", value, kind)
+                return replace(problem, value=f"{problem.value} (row = run object)")
     return None

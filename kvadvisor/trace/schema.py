@@ -22,6 +22,16 @@ from kvadvisor.units import S_PER_DAY, S_PER_MIN
 MAX_PROBLEMS_KEPT = 1000
 MAX_ROWS_PER_CHECK = 100
 
+# Largest values that make physical sense, checked for every trace (docs/traces.md#validation):
+# a request of 2^40 tokens is a million times any context window; a latency of 10^7 s is
+# 116 days; arrivals spanning 10^9 s (31.7 years) are an outlier row or a unit mistake, and
+# would size every time series by that span.
+MAX_TOKENS = 1 << 40
+MAX_LATENCY_S = 1e7
+MAX_SPAN_S = 1e9
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens")
+LATENCY_COLUMNS = ("ttft_s", "e2e_s", "queue_s", "tpot_s")
+
 # Suspicious time unit: a trace longer than a day in which requests arrive less than once a
 # minute on average. Milliseconds read as seconds stretch a trace 1000x (the Mooncake
 # conversation trace, 12,031 requests in 3,537 s, would span 40.9 days at one request per
@@ -79,10 +89,7 @@ def _cast(table: pa.Table, problems: list[Problem]) -> pa.Table:
             try:
                 col = pc.cast(col, target, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                row, value = _first_uncastable(col, target)
-                problems.append(
-                    Problem(row, name, TraceProblem.WRONG_TYPE, f"{value!r} is not {target}")
-                )
+                problems.append(_uncastable_problem(name, col, target))
                 continue
         arrays.append(col)
         names.append(name)
@@ -100,10 +107,40 @@ def _float_to_int_problems(name: str, col: pa.ChunkedArray) -> list[Problem]:
     with np.errstate(invalid="ignore"):
         frac = np.isfinite(values) & (values != np.round(values))
     problems += [
-        Problem(int(r), name, TraceProblem.WRONG_TYPE, f"{values[r - 1]!r} is not a whole number")
+        Problem(
+            int(r), name, TraceProblem.WRONG_TYPE, f"{shown(values[r - 1])} is not a whole number"
+        )
         for r in _row_numbers(frac)[:MAX_ROWS_PER_CHECK]
     ]
+    with np.errstate(invalid="ignore"):
+        outside = np.isinf(values) | (np.abs(values) >= 2.0**63)
+    problems += [
+        Problem(
+            int(r),
+            name,
+            TraceProblem.OUT_OF_RANGE,
+            f"{shown(values[r - 1])} is outside the 64-bit integer range",
+        )
+        for r in _row_numbers(outside)[:MAX_ROWS_PER_CHECK]
+    ]
     return problems
+
+
+def _uncastable_problem(name: str, col: pa.ChunkedArray, target: pa.DataType) -> Problem:
+    """The first cell that does not cast, as a Problem (bytes that are not UTF-8 said so)."""
+    row, value = _first_uncastable(col, target)
+    if isinstance(value, bytes) and pa.types.is_string(target):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Problem(
+                row,
+                name,
+                TraceProblem.NOT_UTF8,
+                f"{value[:40]!r} is not UTF-8 text (byte 0x{value[exc.start]:02x}); save the "
+                "file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+            )
+    return Problem(row, name, TraceProblem.WRONG_TYPE, f"{shown(value)} is not {target}")
 
 
 def _first_uncastable(col: pa.ChunkedArray, target: pa.DataType) -> tuple[int | None, object]:
@@ -150,11 +187,15 @@ def build_trace(
         raise TraceSchemaError(path, problems[:MAX_PROBLEMS_KEPT], total=len(problems))
 
     arrival = table["arrival_s"].to_numpy()
+    order = None
     if len(arrival) and np.any(np.diff(arrival) < 0):
         order = np.argsort(arrival, kind="stable")
         table = table.take(pa.array(order))
         notes_list.append("arrivals were not in order: sorted by arrival_s (ties keep file order)")
         arrival = arrival[order]
+    problems = span_problems(arrival, order)
+    if problems:
+        raise TraceSchemaError(path, problems)
     if len(arrival) and arrival[0] != 0.0:
         start = float(arrival[0])
         table = table.set_column(
@@ -219,40 +260,136 @@ def _derived_notes(
     return notes
 
 
+def shown(value: object) -> str:
+    """A cell value for a message: the plain number ("-5.0"), never numpy's repr."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    return repr(value)
+
+
+def _rows(mask: np.ndarray, first_row: int) -> np.ndarray:
+    """1-based row numbers (offset by ``first_row`` rows before this part) where mask is true."""
+    return _row_numbers(mask)[:MAX_ROWS_PER_CHECK] + first_row
+
+
+def column_problems(
+    name: str, col: pa.ChunkedArray | pa.Array, first_row: int = 0
+) -> list[Problem]:
+    """Every value problem of one canonical column (cast already): the per-cell boundary.
+
+    Required cells must be present; numbers must be finite, not negative, and within
+    physical sense (token counts below MAX_TOKENS, latencies below MAX_LATENCY_S). Used for
+    a whole table and for each streamed batch (``first_row`` rows came before it).
+    """
+    problems: list[Problem] = []
+    _, required = CANONICAL_COLUMNS[name]
+    nulls = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
+    if required and nulls is not None:
+        problems += [
+            Problem(int(r), name, TraceProblem.NULL_VALUE, "empty") for r in _rows(nulls, first_row)
+        ]
+    if pa.types.is_floating(col.type):
+        values = col.to_numpy(zero_copy_only=False)
+        present = ~nulls if nulls is not None else True
+        nan = np.isnan(values) & present
+        problems += [
+            Problem(int(r), name, TraceProblem.NAN_VALUE, "NaN") for r in _rows(nan, first_row)
+        ]
+        with np.errstate(invalid="ignore"):
+            infinite = np.isinf(values)
+            neg = (values < 0) & ~infinite
+            large = (values > MAX_LATENCY_S) & ~infinite if name in LATENCY_COLUMNS else None
+        problems += [
+            Problem(
+                int(r),
+                name,
+                TraceProblem.NOT_FINITE,
+                f"{shown(values[r - first_row - 1])}: a number must be finite",
+            )
+            for r in _rows(infinite, first_row)
+        ]
+        problems += [
+            Problem(int(r), name, TraceProblem.NEGATIVE_VALUE, shown(values[r - first_row - 1]))
+            for r in _rows(neg, first_row)
+        ]
+        if large is not None:
+            problems += [
+                Problem(
+                    int(r),
+                    name,
+                    TraceProblem.OUT_OF_RANGE,
+                    f"{shown(values[r - first_row - 1])} s is more than {MAX_LATENCY_S:g} s "
+                    "(116 days); is the unit wrong?",
+                )
+                for r in _rows(large, first_row)
+            ]
+    elif pa.types.is_integer(col.type):
+        values = col.fill_null(0).to_numpy(zero_copy_only=False)
+        problems += [
+            Problem(int(r), name, TraceProblem.NEGATIVE_VALUE, shown(values[r - first_row - 1]))
+            for r in _rows(values < 0, first_row)
+        ]
+        if name in TOKEN_COLUMNS:
+            problems += [
+                Problem(
+                    int(r),
+                    name,
+                    TraceProblem.OUT_OF_RANGE,
+                    f"{shown(values[r - first_row - 1])} tokens is not below 2^40; no request "
+                    "is that long",
+                )
+                for r in _rows(values >= MAX_TOKENS, first_row)
+            ]
+    return problems
+
+
+def span_problems(arrival: np.ndarray, order: np.ndarray | None = None) -> list[Problem]:
+    """The rows that stretch the arrivals over more than MAX_SPAN_S, or nothing.
+
+    ``arrival`` is sorted (``order`` maps its positions back to file rows). The widest gap
+    between consecutive arrivals splits the trace; the smaller side is reported as outliers
+    (one row at 0 among epoch timestamps), so the message names the row to fix, and no time
+    series is ever sized by the span.
+    """
+    if len(arrival) < 2 or not arrival[-1] - arrival[0] > MAX_SPAN_S:
+        return []
+    gaps = np.diff(arrival)
+    cut = int(np.argmax(gaps)) + 1
+    side = np.arange(cut) if cut <= len(arrival) - cut else np.arange(cut, len(arrival))
+    rows = (order[side] if order is not None else side) + 1
+    span = float(arrival[-1] - arrival[0])
+    gap = float(gaps[cut - 1])
+    return [
+        Problem(
+            int(r),
+            "arrival_s",
+            TraceProblem.OUT_OF_RANGE,
+            f"{shown(arrival[i])}: {gap:.3g} s away from the other requests; arrivals may "
+            f"span at most {MAX_SPAN_S:g} s (31.7 years), these span {span:.3g} s: fix or "
+            "delete the outlier row(s)",
+        )
+        for i, r in sorted(zip(side, rows, strict=True), key=lambda x: x[1])[:MAX_ROWS_PER_CHECK]
+    ]
+
+
 def _check_values(table: pa.Table) -> list[Problem]:
     """Vectorised value checks; returns every problem found."""
     problems: list[Problem] = []
     for name in table.column_names:
-        col = table[name]
-        _, required = CANONICAL_COLUMNS[name]
-        if required and col.null_count:
-            for row in _row_numbers(col.is_null().to_numpy(zero_copy_only=False))[
-                :MAX_ROWS_PER_CHECK
-            ]:
-                problems.append(Problem(int(row), name, TraceProblem.NULL_VALUE, "empty"))
-        if pa.types.is_floating(col.type):
-            values = col.to_numpy(zero_copy_only=False)
-            nan = np.isnan(values) & ~col.is_null().to_numpy(zero_copy_only=False)
-            for row in _row_numbers(nan)[:MAX_ROWS_PER_CHECK]:
-                problems.append(Problem(int(row), name, TraceProblem.NAN_VALUE, "NaN"))
-            with np.errstate(invalid="ignore"):
-                neg = values < 0
-            for row in _row_numbers(neg)[:MAX_ROWS_PER_CHECK]:
-                problems.append(
-                    Problem(int(row), name, TraceProblem.NEGATIVE_VALUE, repr(values[row - 1]))
-                )
-        elif pa.types.is_integer(col.type):
-            values = col.fill_null(0).to_numpy(zero_copy_only=False)
-            for row in _row_numbers(values < 0)[:MAX_ROWS_PER_CHECK]:
-                problems.append(
-                    Problem(int(row), name, TraceProblem.NEGATIVE_VALUE, repr(int(values[row - 1])))
-                )
+        problems += column_problems(name, table[name])
     if has_values(table, "request_id"):
-        ids = table["request_id"]
+        # An empty id is no id: two requests without one are not duplicates.
+        ids = pc.if_else(
+            pc.equal(table["request_id"], ""), pa.scalar(None, pa.string()), table["request_id"]
+        )
         counts = pc.value_counts(ids.combine_chunks())
-        dup_values = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+        dup_values = counts.field("values").filter(
+            pc.and_(pc.greater(counts.field("counts"), 1), pc.is_valid(counts.field("values")))
+        )
         if len(dup_values):
-            mask = pc.is_in(ids, value_set=dup_values).to_numpy(zero_copy_only=False)
+            mask = pc.fill_null(pc.is_in(ids, value_set=dup_values), False).to_numpy(
+                zero_copy_only=False
+            )
             rows = _row_numbers(mask)
             # The first occurrence is fine; report the later ones (error path: a loop is fine).
             seen: set[str] = set()

@@ -8,6 +8,7 @@ memory stays at about one batch per overlapping file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,7 +21,13 @@ import pyarrow.parquet as pq
 from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
 from kvadvisor.trace.readers import one_line, read_trace, stored_metadata, unreadable_parquet
-from kvadvisor.trace.schema import build_trace, missing_columns, shifted_note
+from kvadvisor.trace.schema import (
+    MAX_SPAN_S,
+    build_trace,
+    column_problems,
+    missing_columns,
+    shifted_note,
+)
 
 DEFAULT_BATCH_ROWS = 128 * 1024
 
@@ -205,6 +212,14 @@ def open_trace_stream(
     clusters = _clusters(infos)
     first = min((f.min_arrival_s for f in infos if f.rows), default=0.0)
     last = max((f.max_arrival_s for f in infos if f.rows), default=0.0)
+    if not (math.isfinite(first) and math.isfinite(last) and last - first <= MAX_SPAN_S):
+        # Footer statistics only: the rows themselves are checked as they stream, and a
+        # trace this long would size every time series by its span.
+        raise TraceFormatError(
+            f"{path}: arrival_s runs from {first:.6g} to {last:.6g} s, more than the "
+            f"{MAX_SPAN_S:g} s (31.7 years) a trace may span, or not finite: an outlier row or "
+            "a unit mistake; `kvadvisor info` on the file names the row"
+        )
     return TraceStream(
         path=str(path),
         source_format=fmt,
@@ -341,7 +356,7 @@ def _canonical(batch: pa.RecordBatch, name: str, first_row: int) -> pa.RecordBat
     arrays = []
     problems: list[Problem] = []
     for column in batch.schema:
-        target, required = CANONICAL_COLUMNS[column.name]
+        target, _ = CANONICAL_COLUMNS[column.name]
         col = batch.column(column.name)
         if col.type != target:
             try:
@@ -356,24 +371,7 @@ def _canonical(batch: pa.RecordBatch, name: str, first_row: int) -> pa.RecordBat
                     )
                 )
                 continue
-        if required and col.null_count:
-            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            problems.append(
-                Problem(first_row + row + 1, column.name, TraceProblem.NULL_VALUE, "empty")
-            )
-        if required and len(col):
-            values = col.to_numpy(zero_copy_only=False)
-            bad = np.flatnonzero(values < 0)
-            if len(bad):
-                # .item(): the plain number ("-1"), not numpy's repr ("np.int64(-1)").
-                problems.append(
-                    Problem(
-                        first_row + int(bad[0]) + 1,
-                        column.name,
-                        TraceProblem.NEGATIVE_VALUE,
-                        repr(values[bad[0]].item()),
-                    )
-                )
+        problems += column_problems(column.name, col, first_row)
         arrays.append(col)
     if problems:
         raise TraceSchemaError(name, problems)

@@ -32,6 +32,14 @@ SIZE_UNITS: dict[str, float] = {
 RATE_UNITS: dict[str, float] = {f"{u}/s": f for u, f in SIZE_UNITS.items()}
 TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1.0 / MS_PER_S, "us": 1.0 / US_PER_S}
 
+# The largest quantity of each kind that makes physical sense: an exabyte, a petabyte per
+# second, 31.7 years. Anything above is a typo or an attack, and would overflow sums of them.
+MAX_VALUE: dict[str, tuple[float, str]] = {
+    "size": (1e18, "1 EB"),
+    "rate": (1e15, "1 PB/s"),
+    "time": (1e9, "1e9 s"),
+}
+
 KINDS: dict[str, tuple[dict[str, float], str]] = {
     "size": (SIZE_UNITS, "2 TB"),
     "rate": (RATE_UNITS, "5 GB/s"),
@@ -66,4 +74,10 @@ def parse_quantity(value: object, kind: str) -> float:
         raise QuantityError(f"{what}; a {kind} takes one of {', '.join(units)} (e.g. '{example}')")
     if number < 0:
         raise QuantityError(f"must not be negative, got {value!r}")
-    return number * units[unit]
+    if number == 0 and kind == "rate":
+        raise QuantityError(f"a rate of 0 moves nothing, got {value!r}; give more than 0")
+    result = number * units[unit]
+    limit, shown = MAX_VALUE[kind]
+    if not result <= limit:  # also NaN and inf ("1e400 GB")
+        raise QuantityError(f"{value!r} is more than {shown}, the largest {kind} accepted")
+    return result

@@ -13,6 +13,7 @@ from typing import Any
 
 from kvadvisor.catalog.storage import STORAGE_FILE
 from kvadvisor.errors import CatalogError
+from kvadvisor.fileio import check_input
 from kvadvisor.trace import TraceFormat, read_trace
 from kvadvisor.trace.model import Trace
 from kvadvisor.verifyjobs.fio import fio_jobs
@@ -25,6 +26,7 @@ MAX_JSON_BYTES = 256 * 1024 * 1024  # a fio JSON of a few jobs is kilobytes; ref
 
 
 def _json(path: Path, what: str, fix: str) -> Any:
+    check_input(path, VerifyError)  # a FIFO named *.json would block the read forever
     try:
         size = path.stat().st_size
         if size > MAX_JSON_BYTES:
@@ -44,6 +46,10 @@ def _json(path: Path, what: str, fix: str) -> Any:
             f"{path}: not valid JSON at line {line}, column {exc.colno} ({exc.msg}): a "
             f"truncated or interrupted {what}; {fix}"
         ) from None
+    except (RecursionError, ValueError) as exc:
+        # Nesting past Python's recursion limit, or an integer of more than 4,300 digits.
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:80]
+        raise VerifyError(f"{path}: not valid JSON ({reason}): not a {what}; {fix}") from None
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
