@@ -131,5 +131,11 @@ class RuleReferenceError(RuleError):
     slug = "rule-reference"
 
 
+class PlanError(KvAdvisorError):
+    """A plan file is invalid (the message names file and key path and how to fix it)."""
+
+    slug = "plan"
+
+
 class KvAdvisorWarning(UserWarning):
     """Something the user should know, e.g. rows dropped or timestamps in a suspicious unit."""

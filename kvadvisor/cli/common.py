@@ -13,21 +13,22 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from kvadvisor import __version__
+import kvadvisor
+from kvadvisor import TraceFormat, __version__
 from kvadvisor.errors import (
     CatalogError,
     ConfigError,
     KvAdvisorError,
     KvAdvisorWarning,
+    PlanError,
     RuleSyntaxError,
     TraceFormatError,
 )
 from kvadvisor.fileio import InputFile, InputSet, check_input, write_text
 from kvadvisor.termtext import printable
-from kvadvisor.trace import TraceFormat
 
 if TYPE_CHECKING:
-    from kvadvisor.trace import Trace
+    from kvadvisor import Trace
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -159,8 +160,6 @@ def command_inputs(
     found: list[InputFile] = []
     if trace is not None:
         found.append(InputFile("trace", check_input(trace, TraceFormatError, directory_ok=True)))
-    from kvadvisor.plan import PlanError  # the plan package only where plans are read
-
     found += [InputFile("plan", check_input(p, PlanError, what="plan file")) for p in plans]
     for folder in rules_dirs:
         check_input(folder, RuleSyntaxError, directory_ok=True)
@@ -235,15 +234,8 @@ def read_with_options(
     maps: list[str] | None,
     block_tokens: int | None,
 ) -> Trace:
-    """Read a trace with the trace options every command shares.
-
-    Through the trace package's reader, not ``kvadvisor.read_trace``: the same function, but
-    the public API module also loads the analysis and the renderers, which `info` and
-    `convert` never use.
-    """
-    from kvadvisor.trace import read_trace
-
-    return read_trace(trace, trace_format, column_map=maps, block_tokens=block_tokens)
+    """Read a trace with the trace options every command shares (``kvadvisor.read_trace``)."""
+    return kvadvisor.read_trace(trace, trace_format, column_map=maps, block_tokens=block_tokens)
 
 
 WarmupOpt = Annotated[

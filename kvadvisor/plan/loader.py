@@ -27,7 +27,7 @@ from kvadvisor.catalog.storage import (
     find_storage,
     load_storage,
 )
-from kvadvisor.errors import CatalogError, KvAdvisorError
+from kvadvisor.errors import CatalogError, PlanError
 from kvadvisor.plan.engine_files import (
     EngineFileError,
     merge_engine_settings,
@@ -59,12 +59,6 @@ from kvadvisor.plan.model import (
 from kvadvisor.units import BITS_PER_BYTE, BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
 from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.yamlio import load_yaml
-
-
-class PlanError(KvAdvisorError):
-    """A plan file is invalid (the message names file and key path and how to fix it)."""
-
-    slug = "plan"
 
 
 @dataclass(frozen=True)
