@@ -125,6 +125,7 @@ class WeightDtype(str, Enum):
     int8 = "int8"
     int4 = "int4"
     fp4 = "fp4"
+    mxfp4 = "mxfp4"
 
 
 ModelOpt = Annotated[
@@ -145,7 +146,14 @@ GpuOpt = Annotated[
     ),
 ]
 KvDtypeOpt = Annotated[KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.")]
-WeightDtypeOpt = Annotated[WeightDtype, typer.Option("--weight-dtype", help="Weight dtype.")]
+WeightDtypeOpt = Annotated[
+    WeightDtype | None,
+    typer.Option(
+        "--weight-dtype",
+        help="Weight dtype. Default: the checkpoint's published one (FP8 for "
+        "DeepSeek-V3/R1, MXFP4 experts for gpt-oss, bf16 for most).",
+    ),
+]
 TpOpt = Annotated[
     int | None,
     typer.Option(
@@ -153,6 +161,15 @@ TpOpt = Annotated[
         min=1,
         max=MAX_TP,
         help="Tensor-parallel GPUs per instance (default: smallest that fits).",
+    ),
+]
+EpOpt = Annotated[
+    int,
+    typer.Option(
+        "--ep",
+        min=1,
+        help="MoE models: GPUs of the instance the routed experts are spread over (expert "
+        "parallelism; must divide --tp). Default 1: every expert split over the TP GPUs.",
     ),
 ]
 WindowOpt = Annotated[
@@ -316,8 +333,9 @@ def analyze_cmd(
     model: ModelOpt = None,
     gpu: GpuOpt = None,
     kv_dtype: KvDtypeOpt = KvDtype.bf16,
-    weight_dtype: WeightDtypeOpt = WeightDtype.bf16,
+    weight_dtype: WeightDtypeOpt = None,
     tp: TpOpt = None,
+    ep: EpOpt = 1,
     window: WindowOpt = 1.0,
     instances: InstancesOpt = 1,
     io_unit: IoUnitOpt = "4 KiB",
@@ -360,8 +378,9 @@ def analyze_cmd(
             model=model,
             gpu=gpu,
             kv_dtype=kv_dtype.value,
-            weight_dtype=weight_dtype.value,
+            weight_dtype=weight_dtype.value if weight_dtype else None,
             tp=tp,
+            ep=ep,
             window_s=window,
             instances=instances,
             io_unit_bytes=io_unit_bytes(io_unit),

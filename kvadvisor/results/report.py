@@ -41,8 +41,11 @@ class Deployment:
     tp_assumed: bool
     kv_dtype: str
     weight_dtype: str
-    # prefill_mfu, decode_mfu, memory (fractions of peak) and where they come from
+    # the step-time model's coefficients (fractions of peak, overheads) and where they come from
     efficiency: dict[str, Any] = field(default_factory=dict)
+    # which model produced the step times ("roofline" | "silicon") and why
+    step_model: str = "roofline"
+    step_model_reason: str = ""
 
 
 @dataclass(frozen=True)
