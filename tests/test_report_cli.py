@@ -58,7 +58,7 @@ def test_stdout_report_moves_the_summary_to_stderr(trace_file: Path) -> None:
     """--format json with no -o writes JSON alone on stdout; the summary goes to stderr."""
     result = runner.invoke(app, ["analyze", str(trace_file), "--format", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["format_version"] == 1
+    assert json.loads(result.stdout)["format_version"] == 2
     assert "Key numbers" in result.stderr
 
 

@@ -361,6 +361,14 @@ def analyze_cmd(
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
+    replay: Annotated[
+        bool,
+        typer.Option(
+            "--replay/--no-replay",
+            help="Replay the recommended deployment closed loop (its split becomes the report's).",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = True,
     window: WindowOpt = 1.0,
     io_unit: IoUnitOpt = "4 KiB",
     drive_capacity: DriveCapacityOpt = None,
@@ -444,6 +452,7 @@ def analyze_cmd(
             cache_chunk_tokens=chunk_tokens,
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
+            replay=replay,
             model=model,
             gpu=gpu,
             kv_dtype=kv_dtype.value,
