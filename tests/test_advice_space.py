@@ -20,6 +20,7 @@ from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.errors import ConfigError
+from kvadvisor.perfmodel import PerfModel
 
 INSTANCES = load_instances()
 STORAGE = load_storage()
@@ -39,7 +40,10 @@ def test_tp_degrees_that_fit_and_why_the_others_do_not() -> None:
     assert len(refused) == 1 and "TP 1" in refused[0] and "does not fit" in refused[0]
     gpu = get_gpu("h200")
     usable = 0.9 * gpu.memory_bytes
-    weights = LLAMA70.total_params * 2
+    # The weight bytes the performance model counts from the model's shapes (embeddings and
+    # LM head included), about 141 GB in BF16.
+    weights = PerfModel.build(LLAMA70, gpu, tp=2).weight_bytes
+    assert weights == pytest.approx(LLAMA70.total_params * 2, rel=0.02)
     per_rank_token = 2 * LLAMA70.layers * LLAMA70.kv_heads * LLAMA70.head_dim * 2 / 2
     assert got[0].pool_tokens == pytest.approx(
         (2 * usable - weights) / 2 / per_rank_token, rel=1e-3

@@ -125,16 +125,19 @@ def test_json_contract_keys(mooncake) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_azure_prefill_dominated(azure) -> None:  # type: ignore[no-untyped-def]
-    """Azure code traffic is prefill-dominated: WL01 fires.
+    """Azure code traffic is prefill-dominated open loop; WL01 quotes the split the report shows.
 
-    ~2,048-token prompts and ~28-token outputs: prefill dominates GPU time, so WL01 fires,
-    and its evidence is the split the stage profiler reports.
+    ~2,048-token prompts and ~28-token outputs: prefill dominates the open-loop GPU time. The
+    report's split is the closed loop of the recommended fleet, sized for MLPerf's TTFT at p99:
+    many replicas at small decode batches, where decode's share of GPU time grows. WL01 fires
+    on whichever stage dominates, quoting that split.
     """
     findings = {f.code: f for f in azure.findings}
-    assert azure.stage_split is not None and azure.stage_split.prefill_share >= 0.6
+    split = azure.stage_split
+    assert split is not None and split.open_loop_prefill_share >= 0.6
     assert "WL01" in findings
     evidence = findings["WL01"].evidence["prefill_share_gpu_time"].value
-    assert evidence == pytest.approx(azure.stage_split.prefill_share)
+    assert evidence == pytest.approx(split.prefill_share)
     # No hashes: the fleet is sized on the replay, and no KV tier is bought (CA03).
     pre = azure.recommendation.prefill
     assert pre.instance is not None and pre.instance_count

@@ -182,7 +182,7 @@ def _mechanisms(
                 None,
                 None,
                 "decode KV is not kept: the next turn's prefill looks up its prompt's blocks, "
-                "which the prefill nodes wrote",
+                "which the prefill nodes stored",
             )
         )
         if stage.role == "decode":

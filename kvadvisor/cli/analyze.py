@@ -376,8 +376,8 @@ def analyze_cmd(
         typer.Option(
             "--slo",
             metavar="TARGETS",
-            help="Latency targets the fleet must meet, e.g. ttft_p99=2s,tpot_p99=200ms "
-            "(default: MLPerf's server limits for the model).",
+            help="Latency targets the fleet must meet, METRIC_pNN=TIME, comma-separated, "
+            "e.g. ttft_p99=2s (default: MLPerf's server limits for the model).",
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
