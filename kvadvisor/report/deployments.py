@@ -180,7 +180,7 @@ def stage_rows(s: StageVerdict) -> list[tuple[str, str]]:
         ),
         ("cost", f"{money(s.usd_per_hour)} ({s.price_basis})"),
         ("busy", fmt.percent(s.busy_fraction) + " of the replay, mean over replicas"),
-        ("storage", s.storage_statement or "none"),
+        ("KV storage", s.storage_statement or "none"),
     ]
     rows += [("tier", _tier_text(t)) for t in s.tiers]
     rows += [("KV mechanism", _mechanism_text(m)) for m in s.mechanisms]
