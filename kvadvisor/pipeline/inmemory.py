@@ -90,6 +90,7 @@ def analyze_trace(
                 warmup_fraction=options.warmup_fraction,
                 simulated=same,
                 arrays=arrays,
+                rules=inputs.rules,
             ),
         )
     return replace(
