@@ -1,99 +1,39 @@
 """The facts of a reviewed plan, scope by scope: what the review's rules read (pure).
 
-One :class:`ScopeFacts` per plan, per stage, per tier of a stage and per engine on a stage,
-each holding its own facts and those of the scopes around it (a tier sees its stage's and its
-plan's). Names and meanings are registered in :mod:`kvadvisor.facts.review`; every name below is
-a literal, so ``grep`` finds where a fact is made. A fact that cannot be known is absent, with
+Each scope's :class:`~kvadvisor.planreview.scope.FactSet`: the plan's, each stage's (its engine
+settings from :mod:`kvadvisor.planreview.settings`), each tier's; the engines' are in
+:mod:`~kvadvisor.planreview.settings`. Names and meanings are registered in
+:mod:`kvadvisor.facts.review`; every name below is a literal, so ``grep`` finds where a fact is
+made. A fact that cannot be known is absent, with
 the reason the review gives for it ("the trace has no block hashes").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from kvadvisor.facts.registry import fact
+from kvadvisor.facts.storage import (
+    TARGET_TIER_UTILIZATION,
+    devices_for,
+    efficient_io_bytes,
+    io_bandwidth_share,
+    write_amplification,
+)
 from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan, TierPlan
 from kvadvisor.planreview.demand import TierCalc, io_rate
+from kvadvisor.planreview.scope import FactSet
+from kvadvisor.planreview.settings import EngineSettings, settings_facts
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.review import StageReview
 from kvadvisor.results.vocab import Stage
-from kvadvisor.rules.model import FactValue, Scope
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
 
-# The advisor's sizing target (kvadvisor.advice): p99 demand uses at most 80% of a tier.
-TARGET_TIER_UTILIZATION = 0.8
-PLACEHOLDER_MARK = "<FILL:"
-LMCACHE_DEFAULT_CPU_GIB = 5.0  # lmcache/v1/config.py max_local_cpu_size default
-MOONCAKE_DEFAULT_SEGMENT_BYTES = 3355443200  # mooncake_config.py DEFAULT_GLOBAL_SEGMENT_SIZE
-MOONCAKE_DEFAULT_BUFFER_BYTES = 1 << 30  # mooncake_config.py DEFAULT_LOCAL_BUFFER_SIZE
-MOONCAKE_CLIENT_REQUIRED = ("local_hostname", "metadata_server", "master_server_address")
-# SGLang's defaults (python/sglang/srt/arg_groups/fields/memory.py@00fe477): host layout and
-# I/O backend; releases before the arg_groups split defaulted to layer_first.
-SGLANG_DEFAULT_LAYOUT = "page_first"
-SGLANG_DEFAULT_IO_BACKEND = "kernel"
-# kv_connector values vLLM ships (disagg_prefill.md), KVBM's and Mooncake's connectors.
-VLLM_CONNECTORS = frozenset(
-    {
-        "NixlConnector",
-        "LMCacheConnectorV1",
-        "LMCacheMPConnector",
-        "MultiConnector",
-        "OffloadingConnector",
-        "SimpleCPUOffloadConnector",
-        "P2pNcclConnector",
-        "ExampleConnector",
-        "SharedStorageConnector",
-        "MooncakeConnector",
-        "MooncakeStoreConnector",
-        "DynamoConnector",
-    }
-)
-LOCAL_DISK_KINDS = ("ssd", "block")
 MEMORY_KINDS = ("dram", "cxl")
 NO_HASHES = "prefix reuse unknown: the trace has no block hashes"
-
-
-@dataclass(frozen=True)
-class ScopeFacts:
-    """The facts one evaluation of the review's rules sees, and why any are absent.
-
-    ``stage`` is the plan stage (``both`` for the plan scope); ``subject`` names the tier or
-    the engine (empty for plan and stage), as the review's checks do.
-    """
-
-    scope: Scope
-    stage: Stage
-    subject: str
-    facts: dict[str, FactValue]
-    unavailable: dict[str, str] = field(default_factory=dict)
-
-
-class _Facts:
-    """Facts being gathered: values (None = absent) and the reasons for absent ones."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, FactValue] = {}
-        self.why: dict[str, str] = {}
-
-    def add(self, name: str, value: Any, why: str | None = None) -> None:
-        made = fact(name, value)
-        if made is not None:
-            self.values[name] = made
-        elif why:
-            self.why[name] = why
-
-    def scope(self, scope: Scope, stage: Stage, subject: str, *outer: _Facts) -> ScopeFacts:
-        facts: dict[str, FactValue] = {}
-        why: dict[str, str] = {}
-        for part in (*outer, self):
-            facts.update(part.values)
-            why.update(part.why)
-        return ScopeFacts(scope, stage, subject, facts, why)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -130,9 +70,9 @@ def plan_facts(
     reviews: Sequence[StageReview],
     replayed: Any,
     not_replayed: str | None,
-) -> _Facts:
+) -> FactSet:
     """Facts of the whole plan: SLO, the closed-loop replay, the two stages' storage."""
-    f = _Facts()
+    f = FactSet()
     f.add("plan_name", plan.name)
     f.add("plan_tp", plan.model.tp)
     f.add("plan_disaggregated", "prefill" in stages and "decode" in stages)
@@ -203,339 +143,16 @@ def plan_facts(
 
 
 # -- a stage ------------------------------------------------------------------------------------
-def _connectors(config: Any) -> Iterator[dict[str, Any]]:
-    """A --kv-transfer-config mapping and the connectors nested in a MultiConnector."""
-    if not isinstance(config, dict):
-        return
-    yield config
-    extra = config.get("kv_connector_extra_config")
-    for child in (extra or {}).get("connectors", []) if isinstance(extra, dict) else []:
-        yield from _connectors(child)
-
-
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _strings(v, f"{path}[{i}]")
-
-
-class _Settings:
-    """One stage's engine settings and the figures they are sized against."""
-
-    def __init__(self, stage: StagePlan, plan: Plan, pool: float | None) -> None:
-        self.stage, self.plan, self.pool = stage, plan, pool
-        self.ranks = stage.gpus_per_instance or plan.model.tp
-
-    def get(self, engine: str, key: str, default: Any = None) -> Any:
-        return self.stage.engines.get(engine, {}).get(key, default)
-
-    def has(self, engine: str, key: str) -> bool:
-        return key in self.stage.engines.get(engine, {})
-
-    def tp(self, engine: str) -> int:
-        key = {"vllm": "tensor-parallel-size", "sglang-hicache": "tp-size"}.get(engine)
-        value = self.get(engine, key) if key else None
-        if value is None and engine == "dynamo-kvbm":
-            value = self.get("vllm", "tensor-parallel-size")
-        return int(value or self.plan.model.tp)
-
-    def replicas(self, engine: str) -> int:
-        return max(1, self.ranks // self.tp(engine))
-
-    def local_disk(self) -> TierPlan | None:
-        return next((t for t in self.stage.tiers if t.storage.kind in LOCAL_DISK_KINDS), None)
-
-    def shared_fs(self) -> TierPlan | None:
-        return next((t for t in self.stage.tiers if t.storage.kind == "filesystem"), None)
-
-    def layout(self) -> tuple[bool, str]:
-        """Whether the engine moves KV to storage layer by layer, and the layout in words.
-
-        LMCache: a chunk is one object per rank across all layers, unless ``use_layerwise``
-        stores it layer by layer (LMCache configurations.rst). SGLang HiCache: its storage
-        backends take whole pages: the file backend flattens a page across layers
-        (``get_data_page``), and the mooncake backend needs page_first, to which SGLang
-        switches a layer_first layout (arg_groups/hicache_hook.py). KVBM: blocks in its fully
-        contiguous host and disk layout. Mooncake's store: one object per block hash
-        (vllm-mooncakestoreconnector.md). vLLM alone (its native offloading): its KV cache is
-        one tensor per layer, so a block moves as one copy per layer (vllm/v1 KV cache layout).
-        """
-        e = self.stage.engines
-        if "lmcache" in e:
-            if self.get("lmcache", "use_layerwise"):
-                return True, "LMCache use_layerwise: one object per layer per rank"
-            return False, "LMCache chunks: one object per chunk per rank, all layers"
-        if "sglang-hicache" in e:
-            layout = self.get("sglang-hicache", "hicache-mem-layout") or SGLANG_DEFAULT_LAYOUT
-            return False, f"SGLang HiCache pages ({layout} host layout): a page holds every layer"
-        if "dynamo-kvbm" in e:
-            return False, "KVBM fully contiguous blocks: a block holds every layer"
-        if "mooncake" in e:
-            return False, "Mooncake store objects: one per block per rank, every layer"
-        if "vllm" in e:
-            return True, "vLLM paged KV: one tensor per layer, so one copy per layer per rank"
-        return False, "no engine given: LMCache's default, one object per chunk per rank"
-
-
-def _host_demand(s: _Settings, engine: str) -> tuple[float, str] | None:
-    """Host bytes ``engine``'s settings take on one instance, and how (None: none set)."""
-    g = s.get
-    if (
-        engine == "lmcache"
-        and g(engine, "local_cpu", True) is not False
-        and s.has(engine, "max_local_cpu_size")
-    ):
-        gib = float(g(engine, "max_local_cpu_size", LMCACHE_DEFAULT_CPU_GIB))
-        return gib * BYTES_PER_GIB * s.ranks, f"max_local_cpu_size {gib:g} GiB x {s.ranks} ranks"
-    if engine == "vllm":
-        n = s.replicas(engine)
-        if s.has(engine, "kv-offloading-size"):
-            gib = float(g(engine, "kv-offloading-size"))
-            return gib * BYTES_PER_GIB * n, f"kv-offloading-size {gib:g} GiB x {n} instances"
-        cpu = [
-            c["kv_connector_extra_config"]["cpu_bytes_to_use"]
-            for c in _connectors(g(engine, "kv-transfer-config"))
-            if c.get("kv_connector") == "OffloadingConnector"
-            and "cpu_bytes_to_use" in (c.get("kv_connector_extra_config") or {})
-        ]
-        if cpu:
-            return float(sum(cpu)) * n, (
-                f"OffloadingConnector cpu_bytes_to_use {sum(cpu):,} B x {n} instances"
-            )
-    if engine == "dynamo-kvbm" and s.has(engine, "DYN_KVBM_CPU_CACHE_GB"):
-        n = s.replicas(engine)
-        gb = float(g(engine, "DYN_KVBM_CPU_CACHE_GB"))
-        return gb * BYTES_PER_GB * n, f"DYN_KVBM_CPU_CACHE_GB {gb:g} x {n} instances"
-    if engine == "mooncake" and (s.has(engine, "global_segment_size") or s.has(engine, "client")):
-        store = float(g(engine, "global_segment_size", 0) if s.has(engine, "host") else 0)
-        client = g(engine, "client", {}) or {}
-        seg = client.get("global_segment_size", MOONCAKE_DEFAULT_SEGMENT_BYTES)
-        buf = client.get("local_buffer_size", MOONCAKE_DEFAULT_BUFFER_BYTES)
-        per = (seg if isinstance(seg, int) else 0) + (buf if isinstance(buf, int) else 0)
-        return store + per * s.ranks, (
-            f"store segment {format_value(store, Unit.BYTES)} + {s.ranks} client processes x "
-            f"{format_value(per, Unit.BYTES)} (segment + buffer)"
-        )
-    return None
-
-
-def _disk_demand(s: _Settings, engine: str) -> tuple[float, TierPlan | None, str] | None:
-    """Disk bytes ``engine`` takes on one instance (or the pool), the tier, and how."""
-    g = s.get
-    if engine == "lmcache" and s.has(engine, "max_local_disk_size"):
-        gib = float(g(engine, "max_local_disk_size"))
-        return (
-            gib * BYTES_PER_GIB * s.ranks,
-            s.local_disk(),
-            f"max_local_disk_size {gib:g} GiB x {s.ranks} ranks",
-        )
-    if engine == "dynamo-kvbm" and s.has(engine, "DYN_KVBM_DISK_CACHE_GB"):
-        n = s.replicas(engine)
-        gb = float(g(engine, "DYN_KVBM_DISK_CACHE_GB"))
-        local = s.local_disk()
-        if local is None and s.shared_fs() is not None:
-            total = n * s.stage.count
-            return (
-                gb * BYTES_PER_GB * total,
-                s.shared_fs(),
-                f"DYN_KVBM_DISK_CACHE_GB {gb:g} x {total} instances sharing the file system",
-            )
-        return gb * BYTES_PER_GB * n, local, f"DYN_KVBM_DISK_CACHE_GB {gb:g} x {n} instances"
-    if engine == "mooncake" and s.has(engine, "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"):
-        limit = float(g(engine, "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"))
-        return (
-            limit,
-            s.local_disk(),
-            f"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES {limit:,.0f} per node",
-        )
-    return None
-
-
-def _lmcache_facts(f: _Facts, s: _Settings) -> None:
-    e = "lmcache"
-    f.add("lmcache_configured", e in s.stage.engines)
-    if e not in s.stage.engines:
-        return
-    chunk = int(s.get(e, "chunk_size", 256))
-    if "sglang-hicache" in s.stage.engines:
-        block, by = int(s.get("sglang-hicache", "page-size", 1)), "SGLang --page-size"
-    else:
-        block, by = int(s.get("vllm", "block-size", 16)), "vLLM --block-size"
-    f.add("lmcache_chunk_tokens", chunk)
-    f.add("engine_block_tokens", block)
-    f.add("engine_block_from", by)
-    f.add("lmcache_chunk_aligned", chunk % block == 0)
-    l2 = s.get(e, "l2-adapter")
-    fs_native = isinstance(l2, dict) and l2.get("type") == "fs_native"
-    f.add("lmcache_fs_native", fs_native)
-    if fs_native:
-        f.add("lmcache_l2_capped", "max_capacity_gb" in l2)
-        f.add("lmcache_l2_eviction_set", bool(l2.get("eviction")))
-    f.add("lmcache_local_disk_set", bool(s.get(e, "local_disk")))
-    f.add("lmcache_disk_size_set", bool(s.get(e, "max_local_disk_size")))
-    f.add("lmcache_enable_pd", bool(s.get(e, "enable_pd")))
-    url = s.get(e, "remote_url")
-    f.add("lmcache_remote_url_set", url is not None)
-    if url is not None:
-        f.add("lmcache_remote_url", str(url))
-        f.add("lmcache_remote_url_has_scheme", isinstance(url, str) and "://" in url)
-    f.add("lmcache_save_decode_cache", bool(s.get(e, "save_decode_cache")))
-
-
-def _kvbm_facts(f: _Facts, s: _Settings) -> None:
-    e = "dynamo-kvbm"
-    f.add("kvbm_configured", e in s.stage.engines)
-    if e not in s.stage.engines:
-        return
-    cpu_gb, disk_gb = s.get(e, "DYN_KVBM_CPU_CACHE_GB"), s.get(e, "DYN_KVBM_DISK_CACHE_GB")
-    f.add(
-        "kvbm_cpu_cache_bytes",
-        None if cpu_gb is None else float(cpu_gb) * BYTES_PER_GB,
-        "DYN_KVBM_CPU_CACHE_GB is not set",
-    )
-    f.add(
-        "kvbm_disk_cache_bytes",
-        None if disk_gb is None else float(disk_gb) * BYTES_PER_GB,
-        "no disk tier set (DYN_KVBM_DISK_CACHE_GB)",
-    )
-    # KVBM sizes per engine instance (its leader sums the TP workers' blocks): the device pool
-    # it must cover is the instance's over its TP groups.
-    tp = int(s.get("vllm", "tensor-parallel-size") or s.plan.model.tp)
-    groups = max(1, s.ranks // tp)
-    f.add("stage_tp_groups", groups)
-    f.add(
-        "kvbm_device_pool_bytes",
-        None if s.pool is None else s.pool / groups,
-        "the device KV pool is unknown (give gpu_kv_pool, or a catalog model and GPU)",
-    )
-    if disk_gb is not None:
-        f.add("kvbm_disk_dir_set", bool(s.get(e, "DYN_KVBM_DISK_CACHE_DIR")))
-        fs = s.shared_fs() if s.local_disk() is None else None
-        f.add("kvbm_disk_on_filesystem", fs is not None)
-        if fs is not None:
-            f.add("kvbm_disk_tier_name", fs.name)
-            f.add("kvbm_zerofill_fallback", bool(s.get(e, "DYN_KVBM_DISK_ZEROFILL_FALLBACK")))
-    mode = s.get(e, "disaggregation-mode")
-    if mode is not None:
-        conn = s.get(e, "connector") or []
-        f.add("kvbm_disaggregation_mode", str(mode))
-        f.add("kvbm_nixl_connector", "nixl" in conn)
-        f.add("kvbm_connectors", " ".join(conn) or "none")
-
-
-def _sglang_facts(f: _Facts, s: _Settings) -> None:
-    e = "sglang-hicache"
-    f.add("sglang_configured", e in s.stage.engines)
-    if e not in s.stage.engines:
-        return
-    g = s.get
-    size_gb = g(e, "hicache-size", 0) or None
-    ratio = g(e, "hicache-ratio", 2.0)
-    per_rank_pool = s.pool / s.ranks if s.pool else None
-    if size_gb is not None:
-        ratio = (size_gb * BYTES_PER_GB / per_rank_pool) if per_rank_pool else None
-    f.add(
-        "sglang_host_to_device_ratio",
-        ratio,
-        "hicache-size is set but the device KV pool is unknown",
-    )
-    host_rank = (
-        size_gb * BYTES_PER_GB
-        if size_gb is not None
-        else (ratio * per_rank_pool if per_rank_pool and ratio else None)
-    )
-    why = "needs the host pool size (hicache-size, or the device pool x ratio)"
-    f.add("sglang_host_pool_bytes_per_rank", host_rank, why)
-    f.add("sglang_host_pool_bytes", None if host_rank is None else host_rank * s.ranks, why)
-    f.add("sglang_hicache_size_set", size_gb is not None)
-    f.add("sglang_hicache_size_bytes_per_rank", None if size_gb is None else size_gb * BYTES_PER_GB)
-    layout, backend = g(e, "hicache-mem-layout"), g(e, "hicache-storage-backend")
-    f.add("sglang_mem_layout_set", layout is not None)
-    f.add("sglang_mem_layout", layout or SGLANG_DEFAULT_LAYOUT)
-    f.add("sglang_io_backend", g(e, "hicache-io-backend") or SGLANG_DEFAULT_IO_BACKEND)
-    f.add("sglang_storage_backend_set", bool(backend))
-    f.add("sglang_storage_backend", backend or "none")
-    if backend == "file":
-        d = g(e, "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR")
-        f.add("sglang_file_backend_dir_set", bool(d))
-        if d:
-            f.add("sglang_file_backend_dir", d)
-    f.add("sglang_decode_offload", bool(g(e, "disaggregation-decode-enable-offload-kvcache")))
-    f.add("sglang_disaggregation_mode", g(e, "disaggregation-mode") or "null")
-    f.add("sglang_hierarchical_cache_enabled", bool(g(e, "enable-hierarchical-cache")))
-
-
-def _mooncake_facts(f: _Facts, s: _Settings) -> None:
-    e = "mooncake"
-    f.add("mooncake_configured", e in s.stage.engines)
-    if e not in s.stage.engines:
-        return
-    g = s.get
-    master = g(e, "master") or {}
-    f.add("mooncake_root_fs_dir_set", bool(g(e, "root_fs_dir") or master.get("root_fs_dir")))
-    f.add(
-        "mooncake_offload_enabled",
-        bool(g(e, "enable_offload", False) or master.get("enable_offload")),
-    )
-    f.add("mooncake_store_service", s.has(e, "host"))
-    client = g(e, "client")
-    f.add("mooncake_client_set", isinstance(client, dict))
-    if isinstance(client, dict):
-        missing = [k for k in MOONCAKE_CLIENT_REQUIRED if not str(client.get(k, "")).strip()]
-        f.add("mooncake_client_missing_count", len(missing))
-        f.add("mooncake_client_missing", ", ".join(missing) or "none")
-    unset = [
-        k
-        for k in ("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES")
-        if not s.has(e, k)
-    ]
-    f.add("mooncake_offload_unset_count", len(unset))
-    f.add("mooncake_offload_unset", ", ".join(unset) or "none")
-    ratio = g(e, "eviction_ratio", master.get("eviction_ratio"))
-    if ratio is not None:
-        f.add("mooncake_eviction_ratio", float(ratio))
-
-
-def _vllm_facts(f: _Facts, s: _Settings) -> None:
-    e = "vllm"
-    if e not in s.stage.engines:
-        return
-    size, cfg = s.get(e, "kv-offloading-size"), s.get(e, "kv-transfer-config")
-    f.add("vllm_offloading_size_set", size is not None)
-    f.add("vllm_kv_transfer_config_set", cfg is not None)
-    f.add("vllm_offloading_backend_set", s.has(e, "kv-offloading-backend"))
-    if cfg is not None:
-        names = [str(c.get("kv_connector")) for c in _connectors(cfg)]
-        unknown = [n for n in names if n not in VLLM_CONNECTORS]
-        f.add("vllm_connectors", ", ".join(names))
-        f.add("vllm_unknown_connector_count", len(unknown))
-        f.add("vllm_unknown_connectors", ", ".join(unknown) or "none")
-    # Only both given can clash: `vllm serve` caps its default max_num_seqs at the token budget
-    # (EngineArgs._set_default_args: min(default, max_num_batched_tokens)).
-    if s.has(e, "max-num-batched-tokens") and s.has(e, "max-num-seqs"):
-        tokens, seqs = int(s.get(e, "max-num-batched-tokens")), int(s.get(e, "max-num-seqs"))
-        f.add("vllm_max_num_batched_tokens", tokens)
-        f.add("vllm_max_num_seqs", seqs)
-        f.add("vllm_batched_tokens_per_seq", tokens / seqs)
-    if s.has(e, "gpu-memory-utilization"):
-        f.add("vllm_gpu_memory_utilization", float(s.get(e, "gpu-memory-utilization")))
-
-
 def stage_facts(
     plan: Plan,
     stage: StagePlan,
     pool: float | None,
     load_p99_s: float | None,
     replayed: bool,
-) -> _Facts:
+) -> FactSet:
     """Facts of one stage: its instance, load time, KV layout on storage, engine settings."""
-    f = _Facts()
-    s = _Settings(stage, plan, pool)
+    f = FactSet()
+    s = EngineSettings(stage, plan, pool)
     f.add("stage_name", stage.stage)
     f.add("stage_prefills", stage.prefills)
     f.add("stage_instance", stage.instance)
@@ -575,57 +192,11 @@ def stage_facts(
         None if spec is None else spec.layers,
         "the model's layers are unknown (name a catalog model)",
     )
-    _lmcache_facts(f, s)
-    _kvbm_facts(f, s)
-    _sglang_facts(f, s)
-    _mooncake_facts(f, s)
-    _vllm_facts(f, s)
+    settings_facts(f, s)
     return f
 
 
-def engine_facts(plan: Plan, stage: StagePlan, pool: float | None) -> list[tuple[str, _Facts]]:
-    """Facts of each engine configured on the stage: host and disk it takes, placeholders, TP."""
-    s = _Settings(stage, plan, pool)
-    out = []
-    for engine, settings in sorted(stage.engines.items()):
-        f = _Facts()
-        f.add("engine_name", engine)
-        host = _host_demand(s, engine)
-        if host is not None:
-            f.add("engine_host_bytes_needed", host[0])
-            f.add("engine_host_demand_how", host[1])
-        disk = _disk_demand(s, engine)
-        if disk is not None:
-            need, tier, how = disk
-            f.add("engine_disk_bytes_needed", need)
-            f.add("engine_disk_demand_how", how)
-            nowhere = "no bounded disk tier in the plan to hold it"
-            f.add("engine_disk_tier_name", None if tier is None else tier.name, nowhere)
-            f.add(
-                "engine_disk_tier_capacity_bytes",
-                None if tier is None else tier.capacity_bytes,
-                nowhere,
-            )
-        left = [p for p, v in _strings(settings, engine) if PLACEHOLDER_MARK in v]
-        f.add("engine_placeholder_count", len(left))
-        f.add("engine_placeholders", ", ".join(p.split(".", 1)[-1] for p in left) or "none")
-        key = {"vllm": "tensor-parallel-size", "sglang-hicache": "tp-size"}.get(engine)
-        if key is not None and s.has(engine, key):
-            tp = int(s.get(engine, key))
-            width = tp * (int(s.get(engine, "dp-size", 1)) if engine == "sglang-hicache" else 1)
-            f.add("engine_tp", tp)
-            f.add("engine_gpus_used", width)
-        out.append((engine, f))
-    return out
-
-
 # -- a tier -------------------------------------------------------------------------------------
-def _devices_for(devices: int, utilization: float | None, target: float) -> int | None:
-    if utilization is None:
-        return None
-    return max(1, math.ceil(devices * utilization / target - 1e-9))
-
-
 def _devices_for_capacity(tier: TierPlan) -> int:
     """Devices that hold the tier's capacity at the largest size the catalog sells per device."""
     spec = tier.spec
@@ -644,18 +215,18 @@ def _devices_for_capacity(tier: TierPlan) -> int:
 def tier_facts(
     stage: StagePlan,
     calc: TierCalc,
-    stage_f: _Facts,
+    stage_f: FactSet,
     kv_bytes_per_token: int,
     times_s: np.ndarray,
     span_s: float,
     window_s: float,
     replayed: bool = False,
-) -> _Facts:
+) -> FactSet:
     """Facts of one tier: demand, capability and utilization, I/O size and rate, deployability.
 
     ``replayed``: the tier's demand is the closed-loop replay's; its I/O rates follow it.
     """
-    f = _Facts()
+    f = FactSet()
     r, t = calc.review, calc.plan
     kind = t.storage.kind
     f.add("tier_name", t.name)
@@ -710,8 +281,8 @@ def tier_facts(
     f.add("tier_utilization_mean", mean, busy_why)
     f.add("tier_utilization_p99", p99, busy_why)
     f.add("tier_utilization_peak", peak, busy_why)
-    for_p99 = _devices_for(t.devices, p99, TARGET_TIER_UTILIZATION)
-    for_peak = _devices_for(t.devices, peak, 1.0)
+    for_p99 = devices_for(t.devices, p99, TARGET_TIER_UTILIZATION)
+    for_peak = devices_for(t.devices, peak)
     for_cap = _devices_for_capacity(t)
     f.add("tier_devices_for_p99", for_p99, busy_why)
     f.add("tier_devices_for_peak", for_peak, busy_why)
@@ -755,10 +326,10 @@ def tier_facts(
 
 
 def _io_facts(
-    f: _Facts,
+    f: FactSet,
     stage: StagePlan,
     c: TierCalc,
-    stage_f: _Facts,
+    stage_f: FactSet,
     kvb: int,
     times_s: np.ndarray,
     span_s: float,
@@ -825,31 +396,15 @@ def _io_facts(
     s = c.plan.storage
     unit = c.plan.spec.io_unit_bytes if c.plan.spec is not None else None
     no_figs = "the tier's write bandwidth and write IOPS are not both known"
-    efficient = _ratio(s.write_bytes_per_s, s.write_iops) if s.write_iops else None
+    efficient = efficient_io_bytes(s.write_bytes_per_s, s.write_iops)
     f.add("tier_efficient_io_bytes", efficient, no_figs)
     f.add("tier_io_unit_bytes", unit, "the tier's I/O unit is not in the catalog")
-    if io_bytes is not None and efficient is not None and s.write_bytes_per_s:
-        assert s.write_iops is not None
-        f.add("tier_io_bandwidth_share", min(1.0, s.write_iops * io_bytes / s.write_bytes_per_s))
-    else:
-        f.add("tier_io_bandwidth_share", None, why_layers if io_bytes is None else no_figs)
-    if io_bytes is not None and unit:
-        f.add("tier_write_amplification", math.ceil(io_bytes / unit) * unit / io_bytes)
-    else:
-        f.add("tier_write_amplification", None, "the tier's I/O unit is not in the catalog")
-
-
-def all_scopes(
-    plan_f: _Facts,
-    stages: Iterable[tuple[StagePlan, _Facts, list[tuple[str, _Facts]], list[_Facts]]],
-) -> list[ScopeFacts]:
-    """Every evaluation's facts: the plan, then per stage its own, its engines', its tiers'."""
-    out = [plan_f.scope(Scope.PLAN, Stage.BOTH, "")]
-    for stage, sf, engines, tiers in stages:
-        st = Stage(stage.stage)
-        out.append(sf.scope(Scope.STAGE, st, "", plan_f))
-        for tf in tiers:
-            out.append(tf.scope(Scope.TIER, st, str(tf.values["tier_name"].value), plan_f, sf))
-        for name, ef in engines:
-            out.append(ef.scope(Scope.ENGINE, st, name, plan_f, sf))
-    return out
+    bw, iops = s.write_bytes_per_s, s.write_iops
+    share = None if io_bytes is None else io_bandwidth_share(io_bytes, bw, iops)
+    f.add("tier_io_bandwidth_share", share, why_layers if io_bytes is None else no_figs)
+    amp = None if io_bytes is None else write_amplification(io_bytes, unit)
+    f.add(
+        "tier_write_amplification",
+        amp,
+        why_layers if io_bytes is None else "the tier's I/O unit is not in the catalog",
+    )

@@ -24,16 +24,11 @@ from kvadvisor.planreview.demand import (
     plan_times,
     stage_tiers,
 )
-from kvadvisor.planreview.facts import (
-    ScopeFacts,
-    all_scopes,
-    engine_facts,
-    plan_facts,
-    stage_facts,
-    tier_facts,
-)
+from kvadvisor.planreview.facts import plan_facts, stage_facts, tier_facts
 from kvadvisor.planreview.perf import PlanPerf
 from kvadvisor.planreview.rules import judge
+from kvadvisor.planreview.scope import ScopeFacts, all_scopes
+from kvadvisor.planreview.settings import engine_facts
 from kvadvisor.results.common import Meta, TraceSummary, Utilization
 from kvadvisor.results.report import FORMAT_VERSION
 from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from kvadvisor.facts.registry import FACTS
-from kvadvisor.planreview.facts import ScopeFacts
+from kvadvisor.planreview.scope import ScopeFacts
 from kvadvisor.results.review import ReviewCheck
 from kvadvisor.results.vocab import CheckStatus, Stage
 from kvadvisor.rules import Firing, Rule, load_rules
