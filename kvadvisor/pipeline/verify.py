@@ -27,7 +27,7 @@ from kvadvisor.plan.model import Plan
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
-from kvadvisor.trace.readers import read_trace
+from kvadvisor.trace.stream import read_trace_path
 from kvadvisor.verifyjobs import VerifyOptions, VerifySet, verify_plan
 from kvadvisor.verifyjobs.model import ReplayedTier
 
@@ -125,7 +125,7 @@ def verify(
     trace = (
         source
         if isinstance(source, Trace)
-        else read_trace(source, trace_format, column_map=column_map, block_tokens=block_tokens)
+        else read_trace_path(source, trace_format, column_map=column_map, block_tokens=block_tokens)
     )
     # Taken from the trace once: the open-loop demand and the closed-loop replay share them
     # (and the block ids of the exact pass).
