@@ -14,7 +14,7 @@ from kvadvisor.pipeline.assemble import (
     unavailable_reasons,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
-from kvadvisor.pipeline.replay import replay_recommendation
+from kvadvisor.pipeline.replay import ReplaySource, replay_recommendation
 from kvadvisor.pipeline.review import review_plans
 from kvadvisor.results.common import Meta
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport
@@ -69,18 +69,20 @@ def analyze_trace(
         io=stages.io,
         options=options_record(options),
     )
+    # The section's pass serves the review and the replays when it is exact and ran on the
+    # trace as it is (not coarsened to --chunk-tokens).
+    same = (
+        measured.result
+        if measured is not None and not measured.coarsened and measured.result.exact
+        else None
+    )
+    # Every replay of this analysis (the recommendation's, each plan's) shares one context.
+    replays = ReplaySource(arrays, same)
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = advise_sections(report, options, inputs, stages)
-    report = replay_recommendation(trace, report, replace(options, advisor_inputs=inputs))
+    report = replay_recommendation(trace, report, replace(options, advisor_inputs=inputs), replays)
     report = refresh_advice(report, options, inputs, stages)
     if options.plans:
-        # The section's pass serves the review when it is exact and ran on the trace as it is
-        # (not coarsened to --chunk-tokens).
-        same = (
-            measured.result
-            if measured is not None and not measured.coarsened and measured.result.exact
-            else None
-        )
         report = replace(
             report,
             plan_reviews=review_plans(
@@ -89,6 +91,7 @@ def analyze_trace(
                 warmup_fraction=options.warmup_fraction,
                 simulated=same,
                 arrays=arrays,
+                source=replays,
             ),
         )
     return replace(

@@ -12,8 +12,8 @@ from kvadvisor.cache import PrefixCacheResult
 from kvadvisor.cache.prefix import warmup_requests_for
 from kvadvisor.cache.simulate import simulate_blocks
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet import ReplayContext, TraceArrays
-from kvadvisor.pipeline.replay import ReplayOptions, replay_in_context
+from kvadvisor.fleet import ReplayContext
+from kvadvisor.pipeline.replay import ReplayOptions, ReplaySource, replay_in_context
 from kvadvisor.plan.model import Plan
 from kvadvisor.planreview.closedloop import Replayed
 from kvadvisor.planreview.demand import HitFn, TraceReplay
@@ -111,13 +111,14 @@ def _review_all(
     window_s: float,
     simulated: PrefixCacheResult | None = None,
     arrays: RequestArrays | None = None,
+    source: ReplaySource | None = None,
 ) -> tuple[tuple[PlanReview, ...], tuple[str, ...]]:
     """Replay once, review every plan; the replay's notes apart from each plan's own."""
     perfs = [plan_perf(p) for p in plans]
     arrays = arrays or RequestArrays.of(trace)
     replay, notes, exact = open_loop(arrays, warmup_fraction, simulated)
     # The closed loop reads the same arrays, with the block ids the exact pass already made.
-    ctx = ReplayContext(TraceArrays.from_arrays(arrays, exact))
+    ctx = (source or ReplaySource(arrays, exact)).context
     reviews = []
     for p, perf in zip(plans, perfs, strict=True):
         replayed, why, loop_notes = closed_loop(ctx, p, window_s)
@@ -137,13 +138,15 @@ def review_plans(
     window_s: float = 1.0,
     simulated: PrefixCacheResult | None = None,
     arrays: RequestArrays | None = None,
+    source: ReplaySource | None = None,
 ) -> tuple[PlanReview, ...]:
     """Replay the trace once and review every plan against it (notes go to each review).
 
     ``simulated``: the exact prefix-cache pass over this trace and warm-up, if already run;
-    ``arrays``: the trace's per-request arrays, if already taken.
+    ``arrays``: the trace's per-request arrays, if already taken; ``source``: the trace ready
+    for replays, shared with the caller's other replays.
     """
-    return _review_all(trace, plans, warmup_fraction, window_s, simulated, arrays)[0]
+    return _review_all(trace, plans, warmup_fraction, window_s, simulated, arrays, source)[0]
 
 
 def review_trace(
