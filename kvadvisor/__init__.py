@@ -28,7 +28,18 @@ ensure_cache_dir()
 
 # Public name -> the module defining it (docs/api.md).
 _EXPORTS = {
-    "read_trace": "kvadvisor.api",
+    "read_trace": "kvadvisor.trace",
+    "convert": "kvadvisor.tracefiles",
+    "describe": "kvadvisor.tracefiles",
+    "synthesize": "kvadvisor.tracefiles",
+    "SynthShape": "kvadvisor.synth",
+    "TraceFormat": "kvadvisor.trace",
+    "load_rules": "kvadvisor.references",
+    "check_rules": "kvadvisor.references",
+    "builtin_rules_dir": "kvadvisor.rules",
+    "load_catalogs": "kvadvisor.references",
+    "check_catalog": "kvadvisor.references",
+    "Catalogs": "kvadvisor.references",
     "analyze": "kvadvisor.api",
     "review": "kvadvisor.api",
     "replay": "kvadvisor.api",

@@ -38,8 +38,7 @@ from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextR
 from kvadvisor.results.replay import ReplayReport
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.review import ReviewReport
-from kvadvisor.trace import Trace, TraceFormat
-from kvadvisor.trace import read_trace as read_trace_file
+from kvadvisor.trace import Trace, TraceFormat, read_trace
 from kvadvisor.trace.formats import ColumnSource
 from kvadvisor.trace.source import file_sha256
 from kvadvisor.verifyjobs import VerifyOptions, VerifyReport, VerifySet
@@ -180,21 +179,6 @@ class Verification(VerifyReport):
     def checks(self) -> tuple:
         """The verdicts as review checks (VF01-VF03)."""
         return review_checks(self)
-
-
-def read_trace(
-    path: PathLike,
-    trace_format: str | TraceFormat | None = None,
-    *,
-    column_map: ColumnMap = None,
-    block_tokens: int | None = None,
-) -> Trace:
-    """Read a trace file in any supported format (auto-detected when ``trace_format`` is None).
-
-    ``column_map`` maps canonical columns to a CSV's or parquet's own (``["input_tokens=
-    prompt_len"]``, as ``--map`` spells it); ``block_tokens`` sets the tokens per hash block.
-    """
-    return read_trace_file(path, trace_format, column_map=column_map, block_tokens=block_tokens)
 
 
 def load_plan(path: PathLike, *, catalogs: Sequence[PathLike] = ()) -> Plan:

@@ -43,6 +43,13 @@ def test_every_public_name_is_documented() -> None:
     assert not missing, missing
 
 
+def test_no_public_name_is_a_subpackage() -> None:
+    """A public function named like a subpackage would be replaced by the module on its import."""
+    pkg = REPO / "kvadvisor"
+    clash = [n for n in kvadvisor.__all__ if (pkg / n).is_dir() or (pkg / f"{n}.py").is_file()]
+    assert not clash, clash
+
+
 def test_importing_kvadvisor_loads_no_analysis() -> None:
     """`import kvadvisor` (and so `kvadvisor --version`'s package) loads none of the pipeline."""
     import subprocess

@@ -113,7 +113,16 @@ ALLOWED: dict[str, set[str]] = {
     # The public API: kvadvisor/__init__.py names it and loads it on first use from api.py,
     # which turns what a user has (paths, option values) into one pipeline call and a result
     # with its renderings.
-    "__init__": {"api", "pipeline", "trace", "plan", "jitcache"},
+    "__init__": {
+        "api",
+        "tracefiles",
+        "references",
+        "pipeline",
+        "trace",
+        "plan",
+        "synth",
+        "jitcache",
+    },
     "api": {
         "__init__",
         "pipeline",
@@ -125,29 +134,53 @@ ALLOWED: dict[str, set[str]] = {
         "report",
         "verifyjobs",
     },
+    # The public API for trace files (convert, describe, synth) and for rules and catalogs.
+    "tracefiles": {"trace", "synth"},
+    "references": {"advice", "catalog", "rules"},
     # `python -m kvadvisor`.
     "__main__": {"cli"},
+    # Refined module by module in CLI_MAY_IMPORT below.
     "cli": {
         "__init__",
-        "pipeline",
-        "advice",
-        "facts",
         "report",
         "emit",
-        "results",
-        "config",
-        "trace",
-        "catalog",
-        "rules",
-        "cache",
-        "plan",
-        "synth",
         "fileio",
-        "yamlio",
         "progress",
+        "rules",
+        "facts",
+        "catalog",
+        "trace",
         "jitcache",
     },
 }
+
+
+# The CLI translates options into calls of the public API (``kvadvisor``) and renders what they
+# return: besides the API it may import the renderers (reports, engine configurations, and the
+# texts of rules, facts, catalogs and trace descriptions), errors, units and its own plumbing;
+# nothing else.
+CLI_MAY_IMPORT = (
+    "kvadvisor.cli",
+    "kvadvisor.report",
+    "kvadvisor.emit",
+    "kvadvisor.errors",
+    "kvadvisor.units",
+    "kvadvisor.progress",
+    "kvadvisor.fileio",
+    "kvadvisor.lazy",
+    "kvadvisor.firstuse",
+    "kvadvisor.jitcache",
+    "kvadvisor.termtext",
+    "kvadvisor.rules.docs",
+    "kvadvisor.facts.doc",
+    "kvadvisor.catalog.listing",
+    "kvadvisor.trace.describe",
+)
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``kvadvisor.<name>`` is a module or package (not a name of the public API)."""
+    return (PKG / name).is_dir() or (PKG / f"{name}.py").is_file()
 
 
 def top_of(rel: Path) -> str:
@@ -166,7 +199,7 @@ def kvadvisor_imports(tree: ast.AST) -> set[str]:
             if len(parts) > 1:
                 found.add(parts[1])
             else:  # from kvadvisor import x: a submodule or a name of the public API
-                found.update(a.name if (PKG / a.name).exists() else "__init__" for a in node.names)
+                found.update(a.name if _is_module(a.name) else "__init__" for a in node.names)
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
@@ -189,6 +222,36 @@ def violations(files: dict[Path, str]) -> list[str]:
     return out
 
 
+def dotted_imports(tree: ast.AST) -> set[str]:
+    """The kvadvisor modules a module imports, by full dotted name (functions too)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "kvadvisor":
+                found.update(
+                    f"kvadvisor.{a.name}" if _is_module(a.name) else "kvadvisor" for a in node.names
+                )
+            elif node.module.startswith("kvadvisor."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "kvadvisor")
+    return found
+
+
+def cli_violations(files: dict[Path, str]) -> list[str]:
+    """Every import of a CLI module outside CLI_MAY_IMPORT."""
+    out = []
+    for rel, text in sorted(files.items()):
+        if top_of(rel) != "cli":
+            continue
+        for name in sorted(dotted_imports(ast.parse(text))):
+            if name == "kvadvisor":  # the public API itself
+                continue
+            if not any(name == ok or name.startswith(ok + ".") for ok in CLI_MAY_IMPORT):
+                out.append(f"{rel} imports {name}")
+    return out
+
+
 def package_files() -> dict[Path, str]:
     """Every module of the package, by its path under kvadvisor/."""
     return {p.relative_to(PKG): p.read_text(encoding="utf-8") for p in PKG.rglob("*.py")}
@@ -197,6 +260,19 @@ def package_files() -> dict[Path, str]:
 def test_import_directions() -> None:
     """No module imports a part of kvadvisor that its row does not allow."""
     assert not violations(package_files())
+
+
+def test_the_cli_imports_only_the_api_renderers_and_its_plumbing() -> None:
+    """The CLI reaches nothing of the library but through the public API and the renderers."""
+    assert not cli_violations(package_files())
+    files = package_files()
+    files[Path("cli/analyze.py")] += (
+        "\nfrom kvadvisor.catalog.loader import find_named\nimport kvadvisor.pipeline.analyze\n"
+    )
+    assert cli_violations(files) == [
+        "cli/analyze.py imports kvadvisor.catalog.loader",
+        "cli/analyze.py imports kvadvisor.pipeline.analyze",
+    ]
 
 
 def test_a_planted_disallowed_import_fails() -> None:

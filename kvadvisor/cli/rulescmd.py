@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+import kvadvisor
 from kvadvisor.cli.common import (
     EXIT_USER_ERROR,
     CatalogOpt,
@@ -26,6 +27,7 @@ from kvadvisor.cli.common import (
     handle_user_errors,
     write_output,
 )
+from kvadvisor.errors import RuleError
 
 rules_app = typer.Typer(
     help="List, show and check rules; print the rule and fact docs.", no_args_is_help=True
@@ -38,13 +40,12 @@ def rules_list_cmd(
     rules_dir: RulesDirOpt = None, select: SelectOpt = None, ignore: IgnoreOpt = None
 ) -> None:
     """List the rules (built-in plus --rules), after --select / --ignore."""
-    from kvadvisor.advice.inputs import load_rule_set
     from kvadvisor.rules.docs import rules_table
 
     with handle_user_errors():
         command_inputs(rules_dirs=rules_dir or ())
         echo(
-            rules_table(load_rule_set(as_strs(rules_dir), as_strs(select), as_strs(ignore))),
+            rules_table(kvadvisor.load_rules(as_strs(rules_dir), as_strs(select), as_strs(ignore))),
             nl=False,
         )
 
@@ -54,28 +55,33 @@ def rules_show_cmd(
     rule: Annotated[str, typer.Argument(help="Rule code or name.")], rules_dir: RulesDirOpt = None
 ) -> None:
     """Show one rule: condition, message, docs and references."""
-    from kvadvisor.advice.inputs import load_rule_set
     from kvadvisor.rules.docs import find_rule, rule_text
 
     with handle_user_errors():
         command_inputs(rules_dirs=rules_dir or ())
-        echo(rule_text(find_rule(load_rule_set(as_strs(rules_dir)), rule)), nl=False)
+        echo(rule_text(find_rule(kvadvisor.load_rules(as_strs(rules_dir)), rule)), nl=False)
 
 
 @rules_app.command("check")
 def rules_check_cmd(
     directory: Annotated[Path, typer.Argument(help="Directory of rule files.")],
 ) -> None:
-    """Check a directory of rule files against the schema, the facts and the built-in rules."""
-    from kvadvisor.advice.inputs import load_rule_set
-    from kvadvisor.rules import builtin_rules_dir
+    """Check a directory of rule files against the schema, the facts and the built-in rules.
 
+    Every problem of every file is listed, one `error:` line each (exit 2 if any).
+    """
     with handle_user_errors():
         command_inputs(rules_dirs=[directory])
-        extra = load_rule_set([str(directory)], builtin=False)
-        if not directory.resolve().is_relative_to(builtin_rules_dir().resolve()):
-            load_rule_set([str(directory)])  # codes and names must not clash with built-ins
-        echo(f"{directory}: {len(extra)} rule(s) OK")
+        try:
+            checked = kvadvisor.check_rules(directory)
+        except RuleError as exc:
+            if len(exc.problems) < 2:
+                raise
+            for problem in exc.problems:
+                error_line(f"error: {problem}")
+            error_line(f"{directory}: {len(exc.problems)} problems")
+            raise typer.Exit(EXIT_USER_ERROR) from None
+        echo(f"{directory}: {len(checked)} rule(s) OK")
 
 
 @rules_app.command("docs")
@@ -83,13 +89,11 @@ def rules_docs_cmd(
     output: Annotated[str, typer.Option("-o", "--output", help="File; '-' is stdout.")] = "-",
 ) -> None:
     """Write the rules reference (docs/rules.md) generated from the rule files."""
-    from kvadvisor.advice.inputs import load_rule_set
-    from kvadvisor.rules import builtin_rules_dir
     from kvadvisor.rules.docs import render_rules_doc
 
     with handle_user_errors():
-        files = command_inputs(rules_dirs=[builtin_rules_dir()])
-        write_output(output, render_rules_doc(load_rule_set()), files, terminal=True)
+        files = command_inputs(rules_dirs=[kvadvisor.builtin_rules_dir()])
+        write_output(output, render_rules_doc(kvadvisor.load_rules()), files, terminal=True)
 
 
 @rules_app.command("facts")
@@ -125,19 +129,16 @@ def catalog_list_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """List a catalog's entries with their key figures (with --catalog files layered on)."""
-    from kvadvisor.advice.inputs import load_advisor_inputs
-    from kvadvisor.catalog.gpus import load_gpus
     from kvadvisor.catalog.listing import gpus_table, instances_table, models_table, storage_table
-    from kvadvisor.catalog.models import load_models
 
     with handle_user_errors():
         command_inputs(catalogs=catalog or ())
-        inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
+        catalogs = kvadvisor.load_catalogs(as_strs(catalog))
         tables = {
-            CatalogKind.storage: lambda: storage_table(inputs.storage),
-            CatalogKind.instances: lambda: instances_table(inputs.instances),
-            CatalogKind.gpus: lambda: gpus_table(load_gpus()),
-            CatalogKind.models: lambda: models_table(load_models()),
+            CatalogKind.storage: lambda: storage_table(catalogs.storage),
+            CatalogKind.instances: lambda: instances_table(catalogs.instances),
+            CatalogKind.gpus: lambda: gpus_table(catalogs.gpus),
+            CatalogKind.models: lambda: models_table(catalogs.models),
         }
         echo(tables[kind](), nl=False)
 
@@ -148,21 +149,11 @@ def catalog_show_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Show one entry in full, with its price and sources."""
-    from kvadvisor.advice.inputs import load_advisor_inputs
-    from kvadvisor.catalog.gpus import load_gpus
     from kvadvisor.catalog.listing import entry_text
-    from kvadvisor.catalog.loader import find_named
-    from kvadvisor.catalog.models import load_models
 
     with handle_user_errors():
         command_inputs(catalogs=catalog or ())
-        inputs = load_advisor_inputs(catalog_files=as_strs(catalog))
-        # One lookup over every catalog (instances first, as before): names and aliases match
-        # in any case, and a typo is suggested from any of them.
-        entries: dict[str, Any] = dict(inputs.instances)
-        for more in (inputs.storage, load_gpus(), load_models()):
-            entries.update((k, v) for k, v in more.items() if k not in entries)
-        echo(entry_text(find_named(entries, name, "catalog entry")), nl=False)
+        echo(entry_text(kvadvisor.load_catalogs(as_strs(catalog)).find(name)), nl=False)
 
 
 @catalog_app.command("check")
@@ -172,9 +163,7 @@ def catalog_check_cmd(
     ],
 ) -> None:
     """Check your own catalog files: every problem listed with its key path (exit 2 if any)."""
-    from kvadvisor.catalog.checkfile import check_catalog_file
-
-    found = [check_catalog_file(f) for f in files]
+    found = [kvadvisor.check_catalog(f) for f in files]
     for result in found:
         if result.ok:
             echo(f"{result.path}: ok ({result.entries} {result.kind} entries)")

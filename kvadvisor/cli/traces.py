@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+import kvadvisor
 from kvadvisor.cli.common import (
     BlockTokensOpt,
     MapOpt,
@@ -21,7 +22,7 @@ from kvadvisor.cli.common import (
     command_inputs,
     echo,
     handle_user_errors,
-    read_with_options,
+    said_written,
 )
 from kvadvisor.errors import ConfigError
 
@@ -46,13 +47,14 @@ def convert_cmd(
     block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Convert a trace in any supported format to canonical parquet."""
-    from kvadvisor.trace.writers import write_parquet
-
     with handle_user_errors():
         command_inputs(trace).check_output(output)
         if output.suffix.lower() != ".parquet":
             raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
-        write_parquet(read_with_options(trace, trace_format, maps, block_tokens), output)
+        written = kvadvisor.convert(
+            trace, output, trace_format=trace_format, column_map=maps, block_tokens=block_tokens
+        )
+        said_written(written, "canonical parquet")
 
 
 @app.command("info")
@@ -63,13 +65,14 @@ def info_cmd(
     block_tokens: BlockTokensOpt = None,
 ) -> None:
     """Show a trace's format, size, time span, columns, and what each analysis can do with it."""
-    from kvadvisor.trace.describe import describe_trace, format_description
-    from kvadvisor.trace.readers import detect_format
+    from kvadvisor.trace.describe import format_description
 
     with handle_user_errors():
         command_inputs(trace)
-        t = read_with_options(trace, trace_format, maps, block_tokens)
-        echo(format_description(describe_trace(t, trace_format or detect_format(trace))), nl=False)
+        info = kvadvisor.describe(
+            trace, trace_format=trace_format, column_map=maps, block_tokens=block_tokens
+        )
+        echo(format_description(info), nl=False)
 
 
 @app.command("synth")
@@ -96,15 +99,15 @@ def synth_cmd(
     chunk_rows: Annotated[int, typer.Option(help="Requests generated per batch.")] = 1 << 20,
 ) -> None:
     """Write a deterministic synthetic trace with a chosen shape, streamed to parquet."""
-    from kvadvisor.synth import ArrivalProcess, SynthShape, write_synth_parquet
-
     with handle_user_errors():
-        shape = SynthShape(
+        result = kvadvisor.synthesize(
+            output,
+            chunk_rows=chunk_rows,
             requests=requests,
             seed=seed,
             block_tokens=block_tokens,
             rate_per_s=rate,
-            arrival=ArrivalProcess(arrival.value),
+            arrival=arrival.value,
             burst_cv=burst_cv,
             diurnal_amplitude=diurnal_amplitude,
             diurnal_period_s=diurnal_period,
@@ -119,7 +122,6 @@ def synth_cmd(
             system_prompt_zipf=system_prompt_zipf,
             system_prompt_tokens_median=system_prompt_median,
         )
-        result = write_synth_parquet(shape, output, chunk_rows)
         echo(
             f"wrote {result.path}: {result.requests} requests, {result.block_hashes} block "
             f"hashes, {result.batches} row groups, {result.file_bytes} bytes",

@@ -27,7 +27,7 @@ from kvadvisor.catalog.storage import (
     find_storage,
     load_storage,
 )
-from kvadvisor.errors import CatalogError, KvAdvisorError
+from kvadvisor.errors import CatalogError, PlanError
 from kvadvisor.plan.engine_files import (
     EngineFileError,
     merge_engine_settings,
@@ -59,12 +59,6 @@ from kvadvisor.plan.model import (
 from kvadvisor.units import BITS_PER_BYTE, BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
 from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.yamlio import load_yaml
-
-
-class PlanError(KvAdvisorError):
-    """A plan file is invalid (the message names file and key path and how to fix it)."""
-
-    slug = "plan"
 
 
 @dataclass(frozen=True)
@@ -677,7 +671,11 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         kv_bytes_per_token=kvb,
         tp=c.whole("model.tp", m.get("tp", 1), 1, MAX_TP),
         kv_dtype=c.text("model.kv_dtype", m.get("kv_dtype", "bf16"), DTYPES),
-        weight_dtype=c.text("model.weight_dtype", m.get("weight_dtype", "bf16"), DTYPES),
+        weight_dtype=(
+            c.text("model.weight_dtype", m["weight_dtype"], DTYPES)
+            if m.get("weight_dtype") is not None
+            else None
+        ),
     )
     slo_raw = c.mapping("slo", _or_empty(doc.get("slo"), {}), SLO_KEYS)
     slo = Slo(

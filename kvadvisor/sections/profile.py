@@ -40,6 +40,7 @@ from kvadvisor.perfmodel import (
     reference_tiers,
     share_below,
 )
+from kvadvisor.perfmodel.silicon import silicon_step_table
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.report import (
     CalibrationSummary,
@@ -80,8 +81,9 @@ class ProfileOptions:
     model: str | None = None
     gpu: str | None = None
     kv_dtype: str = "bf16"
-    weight_dtype: str = "bf16"
+    weight_dtype: str | None = None  # None: the checkpoint's published dtype(s)
     tp: int | None = None
+    ep: int = 1  # MoE: GPUs the routed experts are spread over (expert parallelism)
     window_s: float = 1.0
     chunk_tokens: int = 256  # LMCache's default chunk_size: KV I/Os are counted per chunk
     io_unit_bytes: int = 4096
@@ -140,9 +142,21 @@ def build_perf_model(
             "TP x GPU memory > 1.5 x weights (AIConfigurator's rule)"
         )
     pm = PerfModel.build(
-        spec, gpu, tp=tp, kv_dtype=options.kv_dtype, weight_dtype=options.weight_dtype
+        spec,
+        gpu,
+        tp=tp,
+        ep=options.ep if spec.is_moe else 1,
+        kv_dtype=options.kv_dtype,
+        weight_dtype=options.weight_dtype,
     )
-    return pm, spec, notes, assumed
+    if options.weight_dtype is None:
+        dtypes = pm.weight_dtype
+        if pm.expert_dtype != pm.weight_dtype and spec.is_moe:
+            dtypes += f", experts {pm.expert_dtype}"
+        notes.append(f"weights in the checkpoint's published dtype ({dtypes}; --weight-dtype)")
+    choice = silicon_step_table(pm)
+    notes.append(f"step times: {choice.reason}")
+    return choice.perf, spec, notes, assumed
 
 
 def kv_bytes_per_token_for(options: ProfileOptions, trace_model: str | None = None) -> int:
@@ -440,6 +454,15 @@ def _model_section(
         kv_dtype=pm.kv_dtype,
         weight_dtype=pm.weight_dtype,
         efficiency=asdict(pm.efficiency),
+        step_model="silicon" if pm.step_table.source.startswith("silicon") else "roofline",
+        step_model_reason=next(
+            (
+                n.removeprefix("step times: ")
+                for n in reversed(notes)
+                if n.startswith("step times: ")
+            ),
+            pm.step_table.source,
+        ),
     )
     return ModelSummary(
         name=spec.name,
@@ -500,6 +523,7 @@ def profile_workload(
         calibration = calibrate(pm, rows) if rows is not None else None
         if calibration is not None:
             pm = pm.with_efficiency(calibration.efficiency)
+            notes.append("step times: the roofline calibrated to the trace's measured requests")
             times = stage_times(*columns, pm, measured=measured, **run)
         if not trace.has("queue_s"):
             split_notes.append(

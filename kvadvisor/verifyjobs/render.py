@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from kvadvisor.results.vocab import CheckStatus, Severity
 from kvadvisor.verifyjobs.model import VerifyReport
 from kvadvisor.verifyjobs.results import review_checks
 
@@ -33,17 +34,18 @@ def _calibration(cal: dict[str, Any]) -> str:
 def render_text(report: VerifyReport, catalog_path: str | None = None) -> str:
     """The terminal summary: one line per check, then the catalog written."""
     checks = review_checks(report)
-    failed = [c for c in checks if c.status == "fail"]
+    failed = [c for c in checks if c.status is CheckStatus.FAIL]
     head = (
         f"kvadvisor verify --results: plan '{report.plan}', job set {report.job_set_id}: "
         + (f"{len(failed)} failed" if failed else "every measured check passes")
-        + f" ({sum(c.status != 'skip' for c in checks)} checks, "
-        f"{sum(c.status == 'skip' for c in checks)} without results)"
+        + f" ({sum(c.status is not CheckStatus.SKIP for c in checks)} checks, "
+        f"{sum(c.status is CheckStatus.SKIP for c in checks)} without results)"
     )
     lines = [head]
     for c in checks:
-        mark = {"pass": "ok  ", "fail": c.severity[:4], "skip": "skip"}[c.status]
-        if c.severity == "info":
+        marks = {CheckStatus.PASS: "ok  ", CheckStatus.SKIP: "skip"}
+        mark = marks.get(c.status, str(c.severity)[:4])
+        if c.severity is Severity.INFO:
             mark = "meas"
         lines.append(f"  {mark} {c.code} {c.stage} {c.message}")
     for b in report.benches:

@@ -29,6 +29,7 @@ from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import STORAGE_SCHEMA
 from kvadvisor.errors import CatalogError
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport
+from kvadvisor.results.vocab import CheckStatus, Severity, Stage
 from kvadvisor.sections.profile import ProfileOptions, profile_workload
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_MB, US_PER_S, Unit, format_value
@@ -499,9 +500,9 @@ def review_checks(report: VerifyReport) -> tuple[ReviewCheck, ...]:
             ReviewCheck(
                 "VF01",
                 "verify.fio_phase",
-                p.stage,
-                "info" if p.status == "info" else p.severity,
-                "pass" if p.status == "info" else p.status,
+                Stage(p.stage),
+                Severity.INFO if p.status == "info" else Severity(p.severity),
+                CheckStatus.PASS if p.status == "info" else CheckStatus(p.status),
                 _phase_message(p),
                 evidence,
                 source,
@@ -513,9 +514,9 @@ def review_checks(report: VerifyReport) -> tuple[ReviewCheck, ...]:
             ReviewCheck(
                 "VF02",
                 "verify.fio_missing",
-                "both",
-                "warning",
-                "skip",
+                Stage.BOTH,
+                Severity.WARNING,
+                CheckStatus.SKIP,
                 f"no fio result for {item}: run ./run-fio.sh and copy results/ back",
                 {},
                 source,
@@ -529,9 +530,9 @@ def review_checks(report: VerifyReport) -> tuple[ReviewCheck, ...]:
             ReviewCheck(
                 "VF03",
                 "verify.bench_slo",
-                "both",
-                "error",
-                b.status,
+                Stage.BOTH,
+                Severity.ERROR,
+                CheckStatus(b.status),
                 f"{b.engine} benchmark, {b.completed:,}/{b.requests:,} requests: TTFT p99 "
                 f"{ttft}, TPOT p99 {tpot}" + (": " + "; ".join(b.reasons) if b.reasons else ""),
                 {
@@ -568,12 +569,11 @@ def attach(review: ReviewReport, report: VerifyReport, trace_sha256: str | None)
     return replace(review, plans=tuple(plans))
 
 
-def fails(report: VerifyReport, fail_on: str) -> bool:
+def fails(report: VerifyReport, fail_on: str | Severity) -> bool:
     """Whether a failed phase or benchmark is at least ``fail_on`` severe."""
-    order = ("info", "warning", "error")
-    floor = order.index(fail_on)
+    floor = Severity(fail_on).rank
     return any(
-        c.status == "fail" and order.index(c.severity) >= floor for c in review_checks(report)
+        c.status is CheckStatus.FAIL and c.severity.rank >= floor for c in review_checks(report)
     )
 
 

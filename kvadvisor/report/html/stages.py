@@ -66,6 +66,8 @@ def _model_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
             )
         )
         rows.append(("dtypes (KV, weights)", f"{dep.kv_dtype}, {dep.weight_dtype}"))
+        if dep.step_model_reason:
+            rows.append(("step times from", dep.step_model_reason))
     mem = m.memory
     if mem is not None:
         rows += [
