@@ -97,7 +97,13 @@ class FitErrorSummary:
 
 @dataclass(frozen=True)
 class CalibrationSummary:
-    """Efficiency factors fitted to measured rows, with errors before/after on held-out rows."""
+    """Efficiency factors fitted to measured rows, with errors before/after on held-out rows.
+
+    ``method``: "replay" (closed loop: measured TTFT, queueing included, and time per output
+    token against the trace replayed through one replica; ``prefill_*`` then hold the TTFT
+    errors and ``decode_step_*`` the TPOT errors) or "open_loop" (prefill latency and decode
+    step time modelled request by request).
+    """
 
     fit_rows: int
     heldout_rows: int
@@ -108,6 +114,8 @@ class CalibrationSummary:
     prefill_heldout_prior: FitErrorSummary
     decode_step_heldout_prior: FitErrorSummary
     converged: bool
+    method: str = "open_loop"
+    replayed_requests: int | None = None
 
 
 # The per-request distributions a StageSplit carries (``per_request``), with their units.

@@ -12,7 +12,9 @@ import numpy as np
 
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import ModelSpec, get_model, resolve_model
-from kvadvisor.errors import CatalogError
+from kvadvisor.errors import CatalogError, ConfigError
+from kvadvisor.fleet.calibrate import ReplayCalibration, calibrate_through_replay
+from kvadvisor.fleet.hits import TraceArrays
 from kvadvisor.metrics import (
     DECODE_DOMINATED_SHARE,
     PREFILL_DOMINATED_SHARE,
@@ -191,6 +193,45 @@ def _fit_error(e: FitError) -> FitErrorSummary:
     return FitErrorSummary(e.rows, e.mape, e.median_ape)
 
 
+def _replay_summary(c: ReplayCalibration) -> CalibrationSummary:
+    return CalibrationSummary(
+        fit_rows=c.fit_rows,
+        heldout_rows=c.heldout_rows,
+        efficiency=asdict(c.efficiency),
+        prior_efficiency=asdict(c.prior),
+        prefill_heldout=_fit_error(c.ttft_heldout),
+        decode_step_heldout=_fit_error(c.tpot_heldout),
+        prefill_heldout_prior=_fit_error(c.ttft_heldout_prior),
+        decode_step_heldout_prior=_fit_error(c.tpot_heldout_prior),
+        converged=c.converged,
+        method="replay",
+        replayed_requests=c.replayed_requests,
+    )
+
+
+def _calibrate_through_replay(
+    trace: Trace, arrays: RequestArrays, measured: MeasuredStages, pm: PerfModel
+) -> tuple[ReplayCalibration | None, str]:
+    """The closed-loop calibration, or None and why it could not run."""
+    if not trace.arrivals_measured:
+        return None, "arrival times unknown: calibrated open loop (queueing read as prefill)"
+    ttft = measured.prefill_s + measured.queue_s
+    steps = arrays.output_tokens - 1.0
+    tpot = np.where(steps > 0, measured.decode_s / np.where(steps > 0, steps, 1.0), np.nan)
+    replay_arrays = TraceArrays.of(arrays.arrival_s, arrays.input_tokens, arrays.output_tokens)
+    try:
+        cal = calibrate_through_replay(replay_arrays, ttft, tpot, pm)
+    except ConfigError as exc:
+        return None, f"not calibrated through the replay ({exc}); calibrated open loop"
+    if cal is None:
+        return None, "too few measured requests to calibrate through the replay"
+    return cal, (
+        f"calibrated through the replay: the first {cal.replayed_requests:,} requests replayed "
+        "closed loop on one replica (vLLM's scheduler, the GPU KV pool), measured TTFT "
+        "(queueing included) and time per output token fitted"
+    )
+
+
 def _calibration_summary(c: Calibration) -> CalibrationSummary:
     return CalibrationSummary(
         fit_rows=c.fit_rows,
@@ -238,7 +279,7 @@ def _split_section(
     s: SplitSummary,
     source: SplitSource,
     hits_source: str | None,
-    calibration: Calibration | None,
+    calibration: CalibrationSummary | None,
     times: StageTimes,
     notes: list[str],
     tp: int,
@@ -292,7 +333,7 @@ def _split_section(
         measured_requests=s.measured_requests,
         instances=s.instances,
         gpu_busy_fraction=s.gpu_busy_fraction,
-        calibration=_calibration_summary(calibration) if calibration else None,
+        calibration=calibration,
         series=(hist,),
         notes=tuple(notes),
     )
@@ -518,9 +559,20 @@ def profile_workload(
     times = stage_times(*columns, pm, measured=measured, **run)
     calibration = None
     split_notes: list[str] = []
+    summary_of_calibration: CalibrationSummary | None = None
     if times.measured.any():
-        rows = _calibration_rows(measured, times)
-        calibration = calibrate(pm, rows) if rows is not None else None
+        closed, why = (None, "")
+        if measured is not None:
+            closed, why = _calibrate_through_replay(trace, arrays, measured, pm)
+            split_notes.append(why)
+        if closed is not None:
+            calibration = closed
+            summary_of_calibration = _replay_summary(closed)
+        else:
+            rows = _calibration_rows(measured, times)
+            calibration = calibrate(pm, rows) if rows is not None else None
+            if calibration is not None:
+                summary_of_calibration = _calibration_summary(calibration)
         if calibration is not None:
             pm = pm.with_efficiency(calibration.efficiency)
             notes.append("step times: the roofline calibrated to the trace's measured requests")
@@ -585,7 +637,7 @@ def profile_workload(
     return StageProfile(
         model=_model_section(pm, spec, options, times, notes, model_assumed),
         stage_split=_split_section(
-            summary, source, hits_source, calibration, times, split_notes, pm.tp
+            summary, source, hits_source, summary_of_calibration, times, split_notes, pm.tp
         ),
         io=io_section,
         facts=_facts(pm, times, io_section, concurrency[1]),

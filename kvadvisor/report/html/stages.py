@@ -176,15 +176,21 @@ def stage_section(report: AdviceReport) -> Section:
             mean, median = fmt.percent(e.mape), fmt.percent(e.median_ape)
             return f"{mean} mean, {median} median ({e.rows:,} rows)"
 
+        replay = cal.method == "replay"
         tables.append(
             Table(
-                f"Calibration: fitted on {cal.fit_rows:,} rows, checked on {cal.heldout_rows:,} "
+                f"Calibration{' through the replay' if replay else ''}: fitted on "
+                f"{cal.fit_rows:,} rows, checked on {cal.heldout_rows:,} "
                 "held-out rows (absolute percentage error)",
                 ("", "before fitting", "after fitting"),
                 (
-                    ("prefill time", err(cal.prefill_heldout_prior), err(cal.prefill_heldout)),
                     (
-                        "decode step time",
+                        "TTFT (replayed)" if replay else "prefill time",
+                        err(cal.prefill_heldout_prior),
+                        err(cal.prefill_heldout),
+                    ),
+                    (
+                        "time per output token (replayed)" if replay else "decode step time",
                         err(cal.decode_step_heldout_prior),
                         err(cal.decode_step_heldout),
                     ),
