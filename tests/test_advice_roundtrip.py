@@ -3,7 +3,9 @@
 On every trace in ``sample_traces/`` (and the shared real traces when present): analyze,
 ``--emit plan``, then ``review`` the plan against the same trace. No check may fail with an
 error, and none of the capacity, bandwidth or SLO checks may fail at all (RV01 tier hits,
-RV02/RV03 bandwidth, RV04 underuse, RV07 TTFT, RV08 IOPS). A trace without arrival times has
+RV02/RV03 bandwidth, RV04 underuse, RV07 TTFT, RV08 IOPS, RV10 SLO and overload), nor the
+seed's three causes of underused storage (RV11 sized for the peak, RV12 one storage spec for
+both stages, RV13 GPU paging carried to storage). A trace without arrival times has
 no deployment to emit: its verdicts abstain, and the emitter says so.
 """
 
@@ -22,7 +24,18 @@ from kvadvisor.pipeline.review import review_plans
 from kvadvisor.plan import load_plan
 from kvadvisor.trace import read_trace
 
-CAPACITY_BANDWIDTH_SLO = ("RV01", "RV02", "RV03", "RV04", "RV07", "RV08")
+CAPACITY_BANDWIDTH_SLO = (
+    "RV01",
+    "RV02",
+    "RV03",
+    "RV04",
+    "RV07",
+    "RV08",
+    "RV10",
+    "RV11",
+    "RV12",
+    "RV13",
+)
 TRACES = traces()
 
 

@@ -50,7 +50,7 @@ from kvadvisor.results.report import (
 )
 from kvadvisor.results.verdict import StageVerdict, TierChoice, Verdict, VerdictSet
 from kvadvisor.results.vocab import TierRole
-from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
+from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate, workload_rules
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GIB, S_PER_DAY
 
@@ -321,7 +321,7 @@ def advise(
         for stage in STAGES:
             stages[stage] = StageRecommendation(None, None, notes=(f"no deployment: {why}",))
     facts.update(collect(config))
-    evaluation = evaluate(rules, facts)
+    evaluation = evaluate(workload_rules(rules), facts)
     findings = tuple(
         _finding(f.rule, f.message, f.evidence, facts, storage, instances, chosen)
         for f in sorted(evaluation.fired, key=lambda f: (-f.rule.severity.rank, f.rule.code))
@@ -454,7 +454,7 @@ def refresh_findings(
         for stage in STAGES
         if (name := getattr(rec, stage).instance) in inputs.instances
     }
-    evaluation = evaluate(inputs.rules, facts)
+    evaluation = evaluate(workload_rules(inputs.rules), facts)
     findings = tuple(
         _finding(f.rule, f.message, f.evidence, facts, inputs.storage, inputs.instances, chosen)
         for f in sorted(evaluation.fired, key=lambda f: (-f.rule.severity.rank, f.rule.code))
