@@ -80,7 +80,7 @@ def analyze_trace(
     # Every replay of this analysis (the recommendation's, each plan's) shares one context.
     replays = ReplaySource(arrays, same)
     inputs = options.advisor_inputs or load_advisor_inputs()
-    report = advise_sections(report, options, inputs, stages, trace_view(trace))
+    report = advise_sections(report, options, inputs, stages, trace_view(trace, arrays, replays))
     report = replay_recommendation(trace, report, replace(options, advisor_inputs=inputs), replays)
     report = refresh_advice(report, options, inputs, stages)
     if options.plans:
