@@ -160,7 +160,12 @@ def evaluate(rules: Iterable[Rule], facts: Facts) -> Evaluation:
         result = truth(rule.when, facts)
         if result is True:
             fired.append(
-                Firing(rule, format_message(rule.message, facts), evidence_for(rule, facts))
+                Firing(
+                    rule,
+                    format_message(rule.message, facts),
+                    evidence_for(rule, facts),
+                    "condition met: " + _why(rule.when, facts, held=True),
+                )
             )
         elif result is None:
             missing = [n for n in rule.facts if n not in facts]

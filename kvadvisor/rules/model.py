@@ -162,11 +162,15 @@ class Rule:
 
 @dataclass(frozen=True)
 class Firing:
-    """A rule whose condition held: the formatted message and the facts behind it."""
+    """A rule whose condition held: the formatted message, the facts behind it, and why.
+
+    ``reason`` quotes the comparisons that made the condition hold ("condition met: ...").
+    """
 
     rule: Rule
     message: str
     evidence: dict[str, dict[str, float | int | bool | str]]
+    reason: str = ""
 
 
 @dataclass(frozen=True)
