@@ -25,9 +25,9 @@ import yaml
 from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _aic import SYSTEM_GPU, load_sweep, predict, resolver
+from _aic import SYSTEM_GPU, aic_allreduce, allreduce_table, load_sweep, predict, resolver
 
-from kvadvisor.catalog.efficiency import COEFFICIENT_NAMES, Efficiency
+from kvadvisor.catalog.efficiency import COEFFICIENT_NAMES, AllReduceTable, Efficiency
 from kvadvisor.catalog.gpus import get_gpu
 
 # Starting point and bounds of each coefficient (the fit moves within them).
@@ -39,9 +39,6 @@ START = {
     "memory_efficiency": 0.8,
     "moe_memory_efficiency": 0.6,
     "decode_attention_efficiency": 0.7,
-    "link_efficiency_tp2": 0.7,
-    "link_efficiency_tp4": 0.7,
-    "link_efficiency_tp8": 0.7,
     "roofline_sharpness": 3.0,
     "moe_half_efficiency_width": 200.0,
     "expert_imbalance": 0.3,
@@ -53,9 +50,6 @@ START = {
     "mla_layer_overhead_us": 20.0,
     "fp8_layer_overhead_us": 20.0,
     "step_overhead_us": 50.0,
-    "allreduce_latency_us_tp2": 10.0,
-    "allreduce_latency_us_tp4": 10.0,
-    "allreduce_latency_us_tp8": 10.0,
 }
 BOUNDS = {
     "gemm_efficiency": (0.05, 1.0),
@@ -65,9 +59,6 @@ BOUNDS = {
     "memory_efficiency": (0.05, 1.0),
     "moe_memory_efficiency": (0.02, 1.0),
     "decode_attention_efficiency": (0.02, 1.0),
-    "link_efficiency_tp2": (0.005, 1.0),
-    "link_efficiency_tp4": (0.005, 1.0),
-    "link_efficiency_tp8": (0.005, 1.0),
     "roofline_sharpness": (1.0, 20.0),
     "moe_half_efficiency_width": (0.0, 5000.0),
     "expert_imbalance": (0.0, 3.0),
@@ -79,9 +70,6 @@ BOUNDS = {
     "mla_layer_overhead_us": (0.0, 500.0),
     "fp8_layer_overhead_us": (0.0, 3000.0),
     "step_overhead_us": (0.0, 20000.0),
-    "allreduce_latency_us_tp2": (0.0, 300.0),
-    "allreduce_latency_us_tp4": (0.0, 300.0),
-    "allreduce_latency_us_tp8": (0.0, 300.0),
 }
 SOFT_L1_SCALE = 0.1
 # Coefficients a GPU's sweep cannot pin down take a sibling's (same compute silicon).
@@ -113,27 +101,23 @@ def identifiable(df: pd.DataFrame) -> set[str]:
         }
     if not df["model"].str.contains("Kimi|DeepSeek").any():
         names.discard("mla_layer_overhead_us")
-    if not (df["tp"] > 1).any():
-        names -= {
-            "link_efficiency_tp2",
-            "link_efficiency_tp4",
-            "link_efficiency_tp8",
-            "allreduce_latency_us_tp2",
-            "allreduce_latency_us_tp4",
-            "allreduce_latency_us_tp8",
-        }
     return names
 
 
-def residuals_for(df: pd.DataFrame, gpu: str, names: list[str], base: dict[str, float]):
-    """The fit's residual function over the free coefficients ``names``."""
+def residuals_for(
+    df: pd.DataFrame, names: list[str], base: dict[str, float], allreduce: AllReduceTable
+):
+    """The fit's residual function over the free coefficients ``names``.
+
+    The all-reduce is AIC's own table (``allreduce``), not fitted.
+    """
     resolve = resolver(use_catalog=False)
     log_p = np.log(df["prefill_ms"].to_numpy())
     log_d = np.log(df["decode_ms"].to_numpy())
 
     def eff(x: np.ndarray) -> Efficiency:
         values = {**base, **dict(zip(names, map(float, x), strict=True))}
-        return Efficiency(**values, source="fit")
+        return Efficiency(**values, allreduce=allreduce, source="fit")
 
     def res(x: np.ndarray) -> np.ndarray:
         e = eff(x)
@@ -148,10 +132,12 @@ def residuals_for(df: pd.DataFrame, gpu: str, names: list[str], base: dict[str, 
     return res, eff
 
 
-def fit_gpu(df: pd.DataFrame, gpu: str, base: dict[str, float]) -> tuple[dict[str, float], dict]:
+def fit_gpu(
+    df: pd.DataFrame, base: dict[str, float], allreduce: AllReduceTable
+) -> tuple[dict[str, float], dict]:
     """Fitted coefficients for one GPU and the fit's error summary."""
     names = sorted(identifiable(df))
-    res, eff = residuals_for(df, gpu, names, base)
+    res, _ = residuals_for(df, names, base, allreduce)
     x0 = np.array([base[n] for n in names])
     lo = np.array([BOUNDS[n][0] for n in names])
     hi = np.array([BOUNDS[n][1] for n in names])
@@ -195,11 +181,14 @@ def main() -> None:
     df = load_sweep(args.sweep)
     fitted: dict[str, dict[str, float]] = {}
     summaries: dict[str, dict] = {}
+    tables: dict[str, dict] = {}
     for gpu in args.gpus:
         part = df[df["gpu"] == gpu]
         if part.empty:
             continue
-        values, summary = fit_gpu(part, gpu, dict(START))
+        system = str(part["system"].iloc[0])
+        tables[gpu] = aic_allreduce(system, str(part["version"].iloc[0]))
+        values, summary = fit_gpu(part, dict(START), allreduce_table(tables[gpu]))
         fitted[gpu], summaries[gpu] = values, summary
         print(gpu, {k: round(v, 4) for k, v in values.items()}, summary, flush=True)
     for gpu, values in fitted.items():
@@ -225,8 +214,10 @@ def main() -> None:
                 f"{aic} with aiconfigurator-core 0.12.0 (PyPI), static mode (cli_estimate "
                 "mode='static', no latency corrections), database_mode SILICON, backend vllm: "
                 "aiconfigurator_core/systems/<system>.yaml and systems/data/<system>/*/vllm/"
-                f"<version>/*_perf.parquet; sweep benchmarks/aic_sweep.py --grid fit; fitted "
-                f"{dt.date.today().isoformat()}"
+                "<version>/*_perf.parquet (all-reduce: comm/vllm/<version>/"
+                "custom_allreduce_perf.parquet, kernel vLLM_custom_graph, read through AIC's "
+                "CustomAllReduce query; link: the system file's intra_node_bw); sweep "
+                f"benchmarks/aic_sweep.py --grid fit; fitted {dt.date.today().isoformat()}"
             ),
         },
         "entries": {},
@@ -251,7 +242,17 @@ def main() -> None:
         unset = set(COEFFICIENT_NAMES) - set(s["free"]) - set(s.get("from_sibling", []))
         if unset:
             note += f"; {', '.join(sorted(unset))} not constrained by the sweep (start value)"
-        entry = {**rounded(values), "fit_points": s["points"], "source": ["AIC"], "notes": note}
+        note += (
+            "; allreduce: AIC's vLLM custom all-reduce (CUDA graph) times for "
+            f"{system} vllm {versions[gpu]} as its static mode reads them, not fitted"
+        )
+        entry = {
+            **rounded(values),
+            "allreduce": tables[gpu],
+            "fit_points": s["points"],
+            "source": ["AIC"],
+            "notes": note,
+        }
         if gpu in aliases:
             entry = {"aliases": aliases[gpu], **entry}
         doc["entries"][gpu] = entry
@@ -259,7 +260,9 @@ def main() -> None:
         "# Generated by benchmarks/fit_perfmodel.py from an AIConfigurator sweep; refit rather "
         "than edit.\n# Units are in the field names; fractions are of the GPU catalog's peaks.\n"
     )
-    Path(args.output).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=100))
+    Path(args.output).write_text(
+        header + yaml.safe_dump(doc, sort_keys=False, width=100, default_flow_style=None)
+    )
     print(f"wrote {args.output}")
 
 
