@@ -13,7 +13,7 @@ refits them).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from kvadvisor.catalog.loader import FieldSpec, load_catalog_file, lookup
+from kvadvisor.catalog.gpus import GpuSpec, get_gpu, load_gpus
+from kvadvisor.catalog.loader import FieldSpec, check_entries
 from kvadvisor.errors import CatalogError
 from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.yamlio import load_yaml
 
 EFFICIENCY_YAML = Path(__file__).with_name("data") / "efficiency.yaml"
-# The entry used for a GPU no entry names (the most common serving GPU; stated in the report).
-FALLBACK_ENTRY = "h100-sxm"
 US_PER_S = 1e6
 
 
@@ -275,36 +275,122 @@ def _allreduce(where: str, a: Mapping[str, Any]) -> AllReduceTable:
     )
 
 
-def check_efficiency_entries(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Efficiency]:
-    """Checked catalog entries as coefficients (fractions of peak at most 1)."""
-    return {name: _efficiency(name, e) for name, e in entries.items()}
+def check_efficiency_entries(
+    entries: Mapping[str, Mapping[str, Any]], path: str = "efficiency catalog"
+) -> dict[str, Efficiency]:
+    """Checked catalog entries as coefficients (fractions of peak at most 1, whole tables)."""
+    try:
+        return {name: _efficiency(name, e) for name, e in entries.items()}
+    except CatalogError as exc:
+        raise CatalogError(f"{path}: {exc}") from None
 
 
-@lru_cache(maxsize=4)
-def _load(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, Efficiency]]:
-    entries = load_catalog_file(path, "efficiency", EFFICIENCY_FIELDS)
-    return entries, check_efficiency_entries(entries)
+@dataclass(frozen=True)
+class EfficiencyCatalog:
+    """Every efficiency entry by name, and the GPU names each entry also serves (``aliases``)."""
+
+    entries: Mapping[str, Efficiency]
+    aliases: Mapping[str, tuple[str, ...]]
+
+    def own_entry(self, gpu: GpuSpec) -> tuple[str, Efficiency] | None:
+        """The entry named after the GPU (or one of its aliases), or listing it as an alias."""
+        names = {gpu.name.lower(), *(a.lower() for a in gpu.aliases)}
+        for key, eff in self.entries.items():
+            if key.lower() in names:
+                return key, eff
+        for key, eff in self.entries.items():
+            if names & {a.lower() for a in self.aliases.get(key, ())}:
+                return key, eff
+        return None
+
+    def for_gpu(self, gpu: GpuSpec, gpus: Mapping[str, GpuSpec]) -> tuple[Efficiency, str]:
+        """The coefficients for ``gpu`` and a sentence saying where they come from.
+
+        In this order: the GPU's own entry; an entry listing it in ``aliases``; else the
+        entry of the closest fitted GPU (``gpus`` gives each entry's GPU) of the same
+        ``architecture``; else, when its architecture is unknown or has no fitted GPU, the
+        closest fitted GPU of any architecture. Closest: the smallest ``|ln(F / F_e)| +
+        |ln(BW / BW_e)|`` over dense bf16 peak ``F`` and memory bandwidth ``BW``, plus 1 when
+        one has NVLink and the other not (a different all-reduce path). A borrowed entry's
+        all-reduce table is rescaled to the GPU's own link by the step model.
+        """
+        own = self.own_entry(gpu)
+        if own is not None:
+            key, eff = own
+            if key.lower() == gpu.name.lower():
+                return eff, f"fitted for {key}"
+            why = f"{gpu.name} takes {key}'s fitted coefficients (listed as its sibling)"
+            return eff.with_values(f"{why} ({eff.source})"), why
+        fitted = {k: gpus[k] for k in self.entries if k in gpus}
+        same = {
+            k: g
+            for k, g in fitted.items()
+            if gpu.architecture and g.architecture == gpu.architecture
+        }
+        pool = same or fitted
+        if not pool:
+            raise CatalogError(
+                f"no efficiency entry names a GPU of the GPU catalog: {gpu.name} has no "
+                "coefficients to borrow"
+            )
+        key = min(pool, key=lambda k: (spec_distance(gpu, pool[k]), k))
+        if same:
+            why = (
+                f"{gpu.name} has no fitted coefficients; those of {key}, the closest fitted "
+                f"{gpu.architecture} GPU, are used"
+            )
+        else:
+            arch = gpu.architecture or "not given"
+            why = (
+                f"{gpu.name} has no fitted coefficients and no fitted GPU shares its "
+                f"architecture ({arch}); those of {key}, the closest fitted GPU by peak FLOP/s, "
+                "memory bandwidth and NVLink, are used"
+            )
+        eff = self.entries[key]
+        return eff.with_values(f"{why} ({eff.source})"), why
+
+
+def spec_distance(a: GpuSpec, b: GpuSpec) -> float:
+    """How far apart two GPUs are for borrowing coefficients (see ``EfficiencyCatalog.for_gpu``)."""
+    d = abs(math.log(a.bf16_dense_tflops / b.bf16_dense_tflops))
+    d += abs(math.log(a.memory_bandwidth_gbps / b.memory_bandwidth_gbps))
+    return d + float((a.nvlink_gbps > 0) != (b.nvlink_gbps > 0))
+
+
+def parse_efficiency(data: Any, path: str) -> EfficiencyCatalog:
+    """Check a parsed efficiency catalog document and build its entries."""
+    entries = check_entries(path, "efficiency", data, EFFICIENCY_FIELDS)
+    return EfficiencyCatalog(
+        check_efficiency_entries(entries, path),
+        {k: tuple(e.get("aliases") or ()) for k, e in entries.items()},
+    )
+
+
+def load_efficiency_catalog(extra_files: Iterable[str | Path] = ()) -> EfficiencyCatalog:
+    """The packaged efficiency catalog with ``extra_files`` layered on.
+
+    A file's entry replaces the entry of the same name whole.
+    """
+    out = _packaged()
+    for path in extra_files:
+        more = parse_efficiency(load_yaml(path, CatalogError), str(path))
+        out = EfficiencyCatalog({**out.entries, **more.entries}, {**out.aliases, **more.aliases})
+    return out
+
+
+@lru_cache(maxsize=1)
+def _packaged() -> EfficiencyCatalog:
+    return parse_efficiency(load_yaml(EFFICIENCY_YAML, CatalogError), str(EFFICIENCY_YAML))
 
 
 def load_efficiencies(path: str | Path | None = None) -> dict[str, Efficiency]:
     """Every entry of an efficiency catalog (the packaged one by default), by GPU name."""
-    return dict(_load(str(path or EFFICIENCY_YAML))[1])
+    if path is None:
+        return dict(_packaged().entries)
+    return dict(parse_efficiency(load_yaml(path, CatalogError), str(path)).entries)
 
 
-def efficiency_for(gpu_name: str, path: str | Path | None = None) -> tuple[Efficiency, str]:
-    """The coefficients for ``gpu_name`` and a sentence saying which entry they come from.
-
-    The GPU's own entry, or the entry listing it among its ``aliases``; else the fallback
-    entry (H100 SXM), said so.
-    """
-    entries, specs = _load(str(path or EFFICIENCY_YAML))
-    try:
-        key, _ = lookup(entries, gpu_name, "GPU")
-    except CatalogError:
-        eff = specs[FALLBACK_ENTRY]
-        why = f"{gpu_name} has no silicon-fitted entry; {FALLBACK_ENTRY}'s coefficients used"
-        return eff.with_values(f"{why} ({eff.source})"), why
-    if key == gpu_name:
-        return specs[key], f"fitted for {key}"
-    why = f"{gpu_name} takes {key}'s fitted coefficients (same architecture)"
-    return specs[key].with_values(f"{why} ({specs[key].source})"), why
+def efficiency_for(gpu_name: str) -> tuple[Efficiency, str]:
+    """The packaged coefficients for a packaged GPU, and where they come from (``for_gpu``)."""
+    gpus = load_gpus()
+    return _packaged().for_gpu(get_gpu(gpu_name), gpus)

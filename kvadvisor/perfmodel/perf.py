@@ -56,9 +56,10 @@ from functools import cached_property
 
 import numpy as np
 
-from kvadvisor.catalog.efficiency import Efficiency, efficiency_for
+from kvadvisor.catalog.efficiency import Efficiency
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.models import ModelSpec, ParamBreakdown
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel.kv import WEIGHT_DTYPE_BYTES, KvSize, dtype_bytes, kv_size
 from kvadvisor.perfmodel.step import StepTable
@@ -127,10 +128,13 @@ class PerfModel:
         kv_dtype: str = "bf16",
         weight_dtype: str | None = None,
         efficiency: Efficiency | None = None,
+        catalogs: PerfCatalogs | None = None,
     ) -> PerfModel:
         """Check the options, pick the GPU's coefficients and precompute the KV size.
 
         ``weight_dtype`` overrides the checkpoint's dtypes for every weight (None: published).
+        ``efficiency`` None: the GPU's coefficients from ``catalogs`` (the packaged ones by
+        default): its own entry or a borrowed one, said so in ``efficiency_note``.
         """
         if tp < 1:
             raise ConfigError(f"--tp must be at least 1, got {tp}")
@@ -142,7 +146,7 @@ class PerfModel:
         dtype_bytes(experts, WEIGHT_DTYPE_BYTES, "weight")
         note = "given"
         if efficiency is None:
-            efficiency, note = efficiency_for(gpu.name)
+            efficiency, note = (catalogs or PerfCatalogs.packaged()).efficiency_for(gpu)
         for name, value in efficiency.as_dict().items():
             if name.endswith("_efficiency") and not 0 < value <= 1:
                 raise ConfigError(f"efficiency {name} must be in (0, 1], got {value}")
