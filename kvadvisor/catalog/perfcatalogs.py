@@ -35,11 +35,11 @@ class PerfCatalogs:
 
     def gpu(self, name: str) -> GpuSpec:
         """A GPU by name or alias, case-insensitive; an unknown name gets the closest ones."""
-        return find_named(self.gpus, name, "GPU")
+        return find_named(self.gpus, name, "GPU", "gpus")
 
     def model(self, name: str) -> ModelSpec:
         """A catalog model by name or alias (a Hugging Face id), case-insensitive."""
-        return find_named(self.models, name, "model")
+        return find_named(self.models, name, "model", "models")
 
     def resolve_model(self, name_or_path: str) -> ModelSpec:
         """``--model``: a catalog name, a Hugging Face id, or a config.json (or its folder)."""
