@@ -26,9 +26,9 @@ from kvadvisor.advice.recommend import (
 )
 from kvadvisor.advice.slo import slo_targets
 from kvadvisor.advice.tiers import CAPACITY_TIER, HOST_TIER
-from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance
-from kvadvisor.catalog.models import ModelSpec, get_model
+from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import SSD_CATEGORIES, StorageSpec, find_storage
 from kvadvisor.deploy import access, host_tier_name
 from kvadvisor.errors import CatalogError, ConfigError
@@ -328,7 +328,7 @@ def advise(
     )
     outcomes = tuple(
         sorted(
-            [RuleOutcome(f.rule.code, f.rule.name, True) for f in evaluation.fired]
+            [RuleOutcome(f.rule.code, f.rule.name, True, f.reason) for f in evaluation.fired]
             + [RuleOutcome(q.rule.code, q.rule.name, False, q.reason) for q in evaluation.quiet],
             key=lambda o: o.code,
         )
@@ -447,7 +447,7 @@ def refresh_findings(
         return report
     facts = collect((name, item["value"]) for name, item in rec.facts.items())
     facts.update(report_facts(report, chunk_tokens=options.chunk_tokens))
-    facts.update(collect(_split_gpu_facts(report).items()))
+    facts.update(collect(_split_gpu_facts(report, inputs.perf).items()))
     facts.update(collect((extra_facts or {}).items()))
     chosen = {
         stage: inputs.instances[name]
@@ -461,7 +461,7 @@ def refresh_findings(
     )
     outcomes = tuple(
         sorted(
-            [RuleOutcome(f.rule.code, f.rule.name, True) for f in evaluation.fired]
+            [RuleOutcome(f.rule.code, f.rule.name, True, f.reason) for f in evaluation.fired]
             + [RuleOutcome(q.rule.code, q.rule.name, False, q.reason) for q in evaluation.quiet],
             key=lambda o: o.code,
         )
@@ -483,17 +483,18 @@ def _deployment(report: AdviceReport) -> Deployment | None:
     return report.model.deployment if report.model is not None else None
 
 
-def _split_gpu_facts(report: AdviceReport) -> dict[str, float]:
+def _split_gpu_facts(report: AdviceReport, gpus: PerfCatalogs) -> dict[str, float]:
     """Figures of the GPU the stage split was modeled on.
 
     TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
-    catalog; empty when the split was measured on an unknown GPU.
+    catalog (``gpus``, with the user's files); empty when the split was measured on an unknown
+    GPU.
     """
     deployment = _deployment(report)
     if report.stage_split is None or deployment is None or not deployment.gpu:
         return {}
     try:
-        gpu = get_gpu(deployment.gpu)
+        gpu = gpus.gpu(deployment.gpu)
     except CatalogError:
         return {}
     return {
@@ -502,12 +503,12 @@ def _split_gpu_facts(report: AdviceReport) -> dict[str, float]:
     }
 
 
-def _catalog_model(report: AdviceReport) -> ModelSpec | None:
+def _catalog_model(report: AdviceReport, catalogs: PerfCatalogs) -> ModelSpec | None:
     """The report's model from the catalog (None for a model read from a config.json)."""
     if report.model is None or report.model.origin != "catalog":
         return None
     try:
-        return get_model(report.model.name)
+        return catalogs.model(report.model.name)
     except CatalogError:
         return None
 
@@ -554,13 +555,13 @@ def advise_report(
     (registered names; None values are dropped); they take precedence.
     """
     workload = report_facts(report, chunk_tokens=options.chunk_tokens)
-    workload.update(collect(_split_gpu_facts(report).items()))
+    workload.update(collect(_split_gpu_facts(report, inputs.perf).items()))
     workload.update(collect((extra_facts or {}).items()))
     breakeven = {
         t.tier: (t.break_even_tokens, t.hit_token_share_below)
         for t in (report.io.load_vs_recompute if report.io is not None else ())
     }
-    model = _catalog_model(report)
+    model = _catalog_model(report, inputs.perf)
     deployment = _deployment(report)
     slo = slo_targets(options.slo, model)
     instances, storage = _restricted(inputs, options)

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, load_catalog_file, lookup
+from kvadvisor.catalog.loader import FieldSpec, check_entries, load_catalog_file, lookup
 from kvadvisor.errors import CatalogError
 from kvadvisor.fileio import check_input
 from kvadvisor.jsonio import MAX_CONFIG_BYTES, load_file
@@ -328,6 +328,11 @@ def check_model_entries(
     }
 
 
+def parse_models(data: Any, path: str) -> dict[str, ModelSpec]:
+    """Check a parsed model catalog document and build its specs."""
+    return check_model_entries(check_entries(path, "models", data, MODEL_FIELDS), path)
+
+
 @lru_cache(maxsize=4)
 def _load(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, ModelSpec]]:
     entries = load_catalog_file(path, "models", MODEL_FIELDS)
@@ -342,7 +347,7 @@ def load_models(path: str | Path | None = None) -> dict[str, ModelSpec]:
 def get_model(name: str, path: str | Path | None = None) -> ModelSpec:
     """A catalog model by name or alias (HF id), case-insensitive; unknown names get suggestions."""
     entries, specs = _load(str(path or MODELS_YAML))
-    key, _ = lookup(entries, name, "model")
+    key, _ = lookup(entries, name, "model", "models")
     return specs[key]
 
 

@@ -153,7 +153,7 @@ ModelOpt = Annotated[
         "--model",
         metavar="MODEL",
         rich_help_panel=PANEL_MODEL,
-        callback=name_option,
+        callback=name_option("models"),
         help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
         "or path to a config.json. Default: llama-3.1-70b, reported as assumed.",
     ),
@@ -164,7 +164,7 @@ GpuOpt = Annotated[
         "--gpu",
         metavar="GPU",
         rich_help_panel=PANEL_MODEL,
-        callback=name_option,
+        callback=name_option("gpus"),
         help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.",
     ),
 ]
@@ -358,7 +358,7 @@ def analyze_cmd(
         typer.Option(
             "--storage",
             metavar="NAME",
-            callback=name_option,
+            callback=name_option("storage"),
             help="The capacity tier below host memory on the nodes that prefill (catalog "
             "name): the search sizes and replays it.",
             rich_help_panel=PANEL_DEPLOYMENT,
