@@ -32,7 +32,7 @@ from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport
 from kvadvisor.results.vocab import CheckStatus, Severity, Stage
 from kvadvisor.sections.profile import ProfileOptions, profile_workload
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_MB, US_PER_S, Unit, format_value
+from kvadvisor.units import BYTES_PER_MB, US_PER_S, Unit, format_value, plural
 from kvadvisor.verifyjobs.fio import fio_jobs, measured_direction
 from kvadvisor.verifyjobs.model import (
     DIRECTIONS,
@@ -310,7 +310,7 @@ def judge_bench(
             reasons.append(f"{what} p99 {value:.3g} s over the SLO {limit:.3g} s")
     completed = trace.requests - trace.failed_requests
     if completed < trace.requests:
-        reasons.append(f"{trace.requests - completed:,} request(s) failed")
+        reasons.append(f"{plural(trace.requests - completed, 'request')} failed")
     inputs = float(trace.column_np("input_tokens").sum())
     ratio = inputs / spec["input_tokens_total"] if spec["input_tokens_total"] else None
     return BenchResult(
