@@ -189,7 +189,7 @@ def headline(report: AdviceReport) -> str:
 
 
 def span_text(t: Any) -> str:
-    """ "over 58.9 min", or why there is no span ("over 0 s" read as a measured instant).
+    """The span of the arrivals ("over 58.9 min"), or why there is none ("over 0 s" misleads).
 
     A benchmark result without start times has every request of a run at the run's start.
     """
@@ -199,7 +199,7 @@ def span_text(t: Any) -> str:
 
 
 def requests_text(t: Any) -> str:
-    """ "12,031 requests over 58.9 min", "30 requests, arrival times unknown", "1 request"."""
+    """The requests and their span: "12,031 requests over 58.9 min", "1 request"."""
     if t.requests == 1:
         return "1 request"
     span = span_text(t)
