@@ -7,12 +7,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, load_catalog_file, lookup
+from kvadvisor.catalog.loader import FieldSpec, check_entries, load_catalog_file, lookup
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, FLOPS_PER_TFLOPS
 
 GPUS_YAML = Path(__file__).with_name("data") / "gpus.yaml"
+# GPU architectures (the vendor's name for the chip generation); a GPU without fitted step-model
+# coefficients borrows those of a fitted GPU of the same architecture (catalog/efficiency.py).
+ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3")
 
 GPU_FIELDS: dict[str, FieldSpec] = {
+    "architecture": FieldSpec(
+        "str", choices=ARCHITECTURES, help="chip generation, for borrowing fitted coefficients"
+    ),
     "bf16_dense_tflops": FieldSpec("number", required=True, minimum=1),
     "fp8_dense_tflops": FieldSpec("number", minimum=1, help="absent when there are no FP8 units"),
     "memory_gb": FieldSpec("number", required=True, minimum=1, help="vendor's decimal GB"),
@@ -42,6 +48,8 @@ class GpuSpec:
     pcie_gen: int | None = None
     source: tuple[str, ...] = ()
     notes: str = ""
+    architecture: str | None = None
+    aliases: tuple[str, ...] = ()
 
     @property
     def memory_bytes(self) -> float:
@@ -85,7 +93,16 @@ def _spec(name: str, e: dict[str, Any]) -> GpuSpec:
         nvlink_gbps=float(e.get("nvlink_gbps") or 0.0),
         source=tuple(e.get("source_text") or ()),
         notes=e.get("notes", ""),
+        architecture=e.get("architecture"),
+        aliases=tuple(e.get("aliases") or ()),
     )
+
+
+def parse_gpus(data: Any, path: str) -> dict[str, GpuSpec]:
+    """Check a parsed GPU catalog document (every problem at once) and build its specs."""
+    return {
+        name: _spec(name, e) for name, e in check_entries(path, "gpus", data, GPU_FIELDS).items()
+    }
 
 
 @lru_cache(maxsize=4)
