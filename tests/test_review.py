@@ -477,3 +477,51 @@ def test_replay_refuses_a_warmup_outside_0_1_without_hashes() -> None:
         replay_trace(trace, 1.5)
     replay, _ = replay_trace(trace, 0.5)
     assert replay.warmup_requests == 2 and replay.hit_tokens_at is None
+
+
+def _two_stage_plan(prefill: str | None, decode: str | None):
+    """A disaggregated plan on catalog instances (or none), tiers left out: RV11 needs none."""
+
+    def stage(instance: str | None) -> dict[str, Any]:
+        return {"count": 1, "gpu_kv_pool": "400 B"} | ({"instance": instance} if instance else {})
+
+    return check_plan(
+        "plan.yaml",
+        {
+            "name": "split",
+            "model": {"kv_bytes_per_token": KVB, "tp": 8},
+            "stages": {"prefill": stage(prefill), "decode": stage(decode)},
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefill", "decode", "status"),
+    [
+        ("p5en.48xlarge", "p5.48xlarge", "pass"),  # both AWS
+        ("dgx-h200", "dgx-b200", "pass"),  # both on your own servers
+        ("p5en.48xlarge", "Standard_ND96isr_H200_v5", "fail"),  # AWS prefill, Azure decode
+        ("a3-ultragpu-8g", "dgx-h200", "fail"),  # GCP prefill, your own decode
+        ("p5en.48xlarge", None, "skip"),  # decode names no catalog instance
+    ],
+)
+def test_stages_in_one_deployment(prefill, decode, status) -> None:
+    """RV11 fires when prefill and decode run with two providers, stays quiet within one.
+
+    The rule the advisor applies (deploy.same_deployment, docs/catalog.md): each request's KV
+    moves from prefill to decode over one network, which two deployments do not share.
+    """
+    review = review_plan(_two_stage_plan(prefill, decode), REPLAY, PlanPerf(KVB), window_s=1.0)
+    (rv11,) = _checks(review, "RV11")
+    assert rv11.status == status and rv11.stage == "both"
+    if status == "fail":
+        assert rv11 in review.findings and rv11.severity == "error"
+        assert rv11.evidence["prefill_provider"] != rv11.evidence["decode_provider"]
+        assert prefill in rv11.message and decode in rv11.message
+    if status == "skip":
+        assert "decode names no catalog instance" in rv11.message
+
+
+def test_aggregated_and_single_stage_plans_have_no_rv11() -> None:
+    """A plan without both a prefill and a decode stage moves no KV between two stages."""
+    assert not _checks(review_plan(_plan(), REPLAY, PlanPerf(KVB), window_s=1.0), "RV11")

@@ -26,7 +26,12 @@ from kvadvisor.planreview.demand import (
 from kvadvisor.planreview.enginelint import engine_lint
 from kvadvisor.planreview.lint import engine_checks
 from kvadvisor.planreview.perf import PlanPerf
-from kvadvisor.planreview.tierchecks import deployable_check, stage_balance, tier_checks
+from kvadvisor.planreview.tierchecks import (
+    deployable_check,
+    same_deployment_check,
+    stage_balance,
+    tier_checks,
+)
 from kvadvisor.results.common import Meta, TraceSummary, Utilization
 from kvadvisor.results.report import FORMAT_VERSION
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport, StageReview, TierReview
@@ -121,6 +126,7 @@ def review_plan(
             )
         )
     checks.extend(stage_balance(stage_reviews))
+    checks.extend(same_deployment_check(plan))
     checks.extend(slo_check(plan, replayed, not_replayed))
     return PlanReview(
         name=plan.name,

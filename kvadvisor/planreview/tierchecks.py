@@ -1,4 +1,4 @@
-"""The checks a plan's tiers and stages get once replayed: RV01-RV06, RV08 and EL08."""
+"""The checks a plan's tiers and stages get once replayed: RV01-RV06, RV08, RV09, RV11, EL08."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from kvadvisor.plan.model import DISK_KINDS, StagePlan
+from kvadvisor.deploy import same_deployment
+from kvadvisor.plan.model import DISK_KINDS, Plan, StagePlan
 from kvadvisor.planreview.checks import capacity, check, q
 from kvadvisor.planreview.demand import TierCalc, io_rate, stage_chunk_tokens
 from kvadvisor.planreview.perf import PlanPerf, StagePerf
@@ -426,3 +427,36 @@ def deployable_check(stage: StagePlan, c: TierCalc) -> ReviewCheck | None:
         instance=stage.instance,
         unconfirmed=list(unsure),
     )
+
+
+def same_deployment_check(plan: Plan) -> list[ReviewCheck]:
+    """RV11: do a disaggregated plan's prefill and decode instances run in one deployment?
+
+    Each request's KV cache moves from prefill to decode over one network, so both stages must
+    run with one provider (or both on your own servers): the rule the advisor applies
+    (``deploy.same_deployment``). Only for plans with both stages naming catalog instances.
+    """
+    prefill, decode = plan.stage("prefill"), plan.stage("decode")
+    if prefill is None or decode is None:
+        return []
+    if prefill.instance_spec is None or decode.instance_spec is None:
+        missing = [s.stage for s in (prefill, decode) if s.instance_spec is None]
+        why = f"{' and '.join(missing)} names no catalog instance: the provider is not known"
+        return [check("RV11", "stages.same_deployment", "both", "error", "skip", why, "deploy")]
+    p, d = prefill.instance_spec, decode.instance_spec
+    verdict = same_deployment(p, d)
+    return [
+        check(
+            "RV11",
+            "stages.same_deployment",
+            "both",
+            "error",
+            "pass" if verdict.ok else "fail",
+            f"{verdict.reason} ({p.name}, {d.name})" if verdict.ok else verdict.reason,
+            "deploy",
+            prefill_instance=p.name,
+            prefill_provider=p.provider,
+            decode_instance=d.name,
+            decode_provider=d.provider,
+        )
+    ]
