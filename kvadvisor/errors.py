@@ -9,7 +9,8 @@ from enum import Enum
 class KvAdvisorError(Exception):
     """Root of every error caused by user input; the CLI turns it into one line and exit 2.
 
-    ``slug`` names the docs anchor (docs/errors.md#<slug>) that explains the error.
+    ``slug`` names the section of docs/errors.md that explains the error; the CLI's hint is
+    ``kvadvisor docs errors#<slug>``, which prints it (the docs ship in the package).
     """
 
     slug = "error"
@@ -114,9 +115,17 @@ class CatalogProblems(CatalogError):
 
 
 class RuleError(KvAdvisorError):
-    """A rule file is invalid."""
+    """A rule file is invalid.
+
+    ``problems`` holds every problem found (the message shows the first and counts the rest,
+    so the CLI's one line stays one line; ``kvadvisor rules check DIR`` prints them all).
+    """
 
     slug = "rule"
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems or (message,)
 
 
 class RuleSyntaxError(RuleError):

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.advice.inputs import load_advisor_inputs, load_rule_set
+from kvadvisor.advice.inputs import load_advisor_inputs, load_rule_set, rule_dir_problems
 from kvadvisor.catalog.checkfile import FileCheck, check_catalog_file
 from kvadvisor.catalog.gpus import GpuSpec, load_gpus
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.loader import find_named
 from kvadvisor.catalog.models import ModelSpec, load_models
 from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.errors import RuleSyntaxError
 from kvadvisor.rules import Rule, builtin_rules_dir
 
 PathLike = str | os.PathLike[str]
@@ -42,8 +43,14 @@ def check_rules(directory: PathLike) -> tuple[Rule, ...]:
     """A directory's rules, checked against the schema, the facts and the built-in rules.
 
     Its codes and names must not clash with the built-in rules (unless it is their directory).
+    Every file is checked: a RuleSyntaxError names the first problem, counts the rest, and
+    keeps them all in ``problems`` (`kvadvisor rules check` prints each one).
     """
     path = Path(directory)
+    _, problems = rule_dir_problems(os.fspath(path))
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise RuleSyntaxError(problems[0] + more, problems)
     own = load_rules([path], builtin=False)
     if not path.resolve().is_relative_to(builtin_rules_dir().resolve()):
         load_rules([path])

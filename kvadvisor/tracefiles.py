@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kvadvisor.synth import ArrivalProcess, SynthShape, SynthWriteResult, write_synth_parquet
-from kvadvisor.trace import TraceFormat, read_trace
+from kvadvisor.trace import TraceFormat, read_trace_path
 from kvadvisor.trace.describe import TraceDescription, describe_trace
 from kvadvisor.trace.formats import ColumnSource
 from kvadvisor.trace.readers import detect_format
@@ -29,8 +29,11 @@ def convert(
     column_map: ColumnMap = None,
     block_tokens: int | None = None,
 ) -> Path:
-    """Read a trace in any supported format and write it as canonical parquet (atomically)."""
-    table = read_trace(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
+    """Read a trace in any supported format and write it as canonical parquet (atomically).
+
+    ``trace`` may be a directory of canonical parquet files; they are written as one file.
+    """
+    table = read_trace_path(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
     write_parquet(table, output)
     return Path(output)
 
@@ -42,9 +45,15 @@ def describe(
     column_map: ColumnMap = None,
     block_tokens: int | None = None,
 ) -> TraceDescription:
-    """A trace's format, size, span, columns and what each analysis can do with it."""
-    read = read_trace(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
-    return describe_trace(read, trace_format or detect_format(Path(trace)))
+    """A trace's format, size, span, columns and what each analysis can do with it.
+
+    ``trace`` may be a directory of canonical parquet files, as `analyze` takes.
+    """
+    read = read_trace_path(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
+    path = Path(trace)
+    return describe_trace(
+        read, trace_format or (TraceFormat.PARQUET if path.is_dir() else detect_format(path))
+    )
 
 
 def synthesize(

@@ -16,6 +16,23 @@ from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.assemble import unavailable_reasons
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.results.common import IoRate, Meta, Utilization
+from kvadvisor.results.replay import (
+    Counts,
+    DeploymentSummary,
+    LinkDemand,
+    Overload,
+    Percentiles,
+    Rate,
+    ReplayResult,
+    ReplaySeriesKey,
+    RequestStats,
+    Role,
+    Slo,
+    StageSummary,
+    TierDemand,
+)
+from kvadvisor.results.replay import Series as ReplaySeries
+from kvadvisor.results.replay import StageSplit as ReplayStageSplit
 from kvadvisor.results.report import (
     FORMAT_VERSION,
     AdviceReport,
@@ -141,8 +158,8 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
             calibration=CalibrationSummary(
                 fit_rows=30,
                 heldout_rows=10,
-                efficiency={"prefill_mfu": 0.41},
-                prior_efficiency={"prefill_mfu": 0.5},
+                efficiency={"gemm_efficiency": 0.41},
+                prior_efficiency={"gemm_efficiency": 0.5},
                 prefill_heldout=FitErrorSummary(10, 0.062, 0.05),
                 decode_step_heldout=FitErrorSummary(10, 0.081, 0.07),
                 prefill_heldout_prior=FitErrorSummary(10, 0.22, 0.2),
@@ -317,6 +334,101 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
         ),
         versions={"catalog": f"2026.01{text}", "rules": "1"},
         unavailable={},
+        replay=fixed_replay(text),
+    )
+
+
+def fixed_replay(text: str = "") -> ReplayResult:
+    """A replay section with fixed values (no simulation), for the renderers' golden files."""
+    pct = Percentiles(mean=1.2, p50=0.8, p90=2.5, p99=4.0, max=6.0, count=40)
+    rate = Rate(mean=2e9, p99=9e9, peak=1.2e10)
+    util = Rate(mean=0.1, p99=0.45, peak=0.6)
+    return ReplayResult(
+        step_model={"prefill": f"roofline{text}", "decode": "roofline"},
+        deployment=DeploymentSummary(f"recommended{text}", "disaggregated", 5e10),
+        stages=(
+            StageSummary(
+                Role.PREFILL,
+                f"p5e.48xlarge{text}",
+                "h200",
+                2,
+                16,
+                1,
+                "round_robin",
+                f"roofline{text}",
+                233_839,
+                8192,
+                1024,
+                16,
+                0.62,
+                1_200,
+            ),
+            StageSummary(
+                Role.DECODE,
+                "p5e.48xlarge",
+                "h200",
+                1,
+                8,
+                1,
+                "round_robin",
+                "roofline",
+                233_839,
+                8192,
+                1024,
+                16,
+                0.31,
+                9_000,
+            ),
+        ),
+        requests=RequestStats(
+            40,
+            40,
+            0,
+            pct,
+            Percentiles(0.02, 0.018, 0.03, 0.05, 0.06, 39),
+            pct,
+            Percentiles(0.1, 0.0, 0.2, 0.9, 1.0, 40),
+            None,
+        ),
+        stage_split=ReplayStageSplit(500.0, 250.0, 2 / 3),
+        hit_ratio=0.42,
+        tiers=(
+            TierDemand(
+                f"host-dram{text}",
+                Role.PREFILL,
+                "dram",
+                "instance",
+                2,
+                1.6e12,
+                2e11,
+                2e11,
+                0.3,
+                rate,
+                rate,
+                rate,
+                rate,
+                Rate(100.0, 400.0, 500.0),
+                util,
+                util,
+                util,
+            ),
+        ),
+        link=LinkDemand(1, 5e10, rate, util),
+        counts=Counts(1, 0, 0.0, 0, 0, 0.0, 0, 10_200, 0),
+        slo=Slo({"ttft_p90_s": 2.0}, {"ttft_p90_s": 0.85}, {"ttft_p90_s": False}),
+        overload=Overload(False, f"the queue does not grow over the arrivals{text}", 0.2, 0.3, 0),
+        window_s=1.0,
+        drain_cap_s=600.0,
+        span_s=31.0,
+        series=(
+            ReplaySeries(ReplaySeriesKey.TTFT_CDF, "ttft_cdf", (0.1, 0.8, 6.0), (0.0, 0.5, 1.0)),
+            ReplaySeries(ReplaySeriesKey.QUEUE, "waiting", (0.5, 1.5, 2.5), (0.0, 2.0, 1.0)),
+            ReplaySeries(ReplaySeriesKey.RUNNING, "running", (0.5, 1.5, 2.5), (3.0, 5.0, 4.0)),
+            ReplaySeries(
+                ReplaySeriesKey.TIER_WRITE, f"prefill/host-dram{text}", (0.5, 1.5), (1e9, 3e9)
+            ),
+        ),
+        notes=(f"the advisor chose this deployment from open-loop figures{text}",),
     )
 
 

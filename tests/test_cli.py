@@ -36,7 +36,7 @@ def test_analyze_json_on_mooncake(mooncake_path, tmp_path) -> None:
     result = runner.invoke(app, ["analyze", str(mooncake_path), "-o", str(out)])
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
-    assert doc["format_version"] == 1
+    assert doc["format_version"] == 2
     assert doc["trace"]["requests"] == 12031
     assert doc["trace"]["block_tokens"] == 512
     assert abs(doc["trace"]["duration_s"] - 3536.999) < 1e-6
@@ -141,7 +141,7 @@ def test_parser_errors_are_one_line(monkeypatch, capsys, tmp_path) -> None:
         ): "error: Invalid value for '--instances': Input should be greater than or equal to 1 "
         "(see `kvadvisor analyze --help`)",
         ("analyze", "t.jsonl", "--bogus"): "error: No such option: --bogus",
-        ("analyze",): "error: Missing argument 'trace'. (see `kvadvisor analyze --help`)",
+        ("analyze",): "error: Missing argument 'TRACE'. (see `kvadvisor analyze --help`)",
         ("nosuchcommand",): "error: No such command 'nosuchcommand'. (see `kvadvisor --help`)",
     }
     for args, message in cases.items():

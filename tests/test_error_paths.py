@@ -857,7 +857,7 @@ def test_plan_shape_through_the_cli(tmp_path) -> None:
     one_error_line(
         runner.invoke(app, ["review", str(FIX / "tiny_mooncake.jsonl"), "--plan", str(path)]),
         "plan.yaml: traffic: expected a mapping",
-        "docs/errors.md#plan",
+        "kvadvisor docs errors#plan",
     )
 
 

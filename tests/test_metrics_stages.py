@@ -149,18 +149,19 @@ def test_classification_thresholds() -> None:
 def test_azure_code_trace_is_prefill_heavy(azure_code_path) -> None:
     """Azure code (~2k-token prompts, ~28 output tokens) is prefill-dominated in GPU time.
 
-    On the default deployment and on other common ones; its latency split leans the other way.
+    On the default deployment; on other common ones prefill is still the larger share; its
+    latency split leans the other way.
     """
     trace = read_trace(azure_code_path)
     assert trace.requests == 8819
     split = profile_workload(trace, ProfileOptions()).stage_split
     assert split.source == "modeled"
     assert split.classification == "prefill-dominated"
-    assert split.prefill_share > 0.7
+    assert split.prefill_share > 0.6
     assert split.latency_prefill_share < split.prefill_share
     for model, gpu in [("qwen3-32b", "h200"), ("llama-3.1-70b", "h100-sxm")]:
         other = profile_workload(trace, ProfileOptions(model=model, gpu=gpu)).stage_split
-        assert other.prefill_share > 0.6, (model, gpu)
+        assert other.prefill_share > 0.5, (model, gpu)
 
 
 def test_synthetic_decode_heavy_trace_goes_the_other_way() -> None:

@@ -1,4 +1,4 @@
-"""Calibration recovers known efficiency factors from synthetic measured rows."""
+"""Calibration recovers known compute / memory factors and overhead from synthetic rows."""
 
 from __future__ import annotations
 
@@ -15,19 +15,17 @@ def _rows(truth: PerfModel, n: int, noise: float, seed: int = 0) -> CalibrationR
     rng = np.random.default_rng(seed)
     new = rng.integers(64, 16_000, n).astype(float)
     cached = rng.integers(0, 8_000, n).astype(float)
-    batch = rng.integers(1, 4_000, n).astype(float)  # large batches make decode compute-bound
-    kv = batch * truth.kv_rank_bytes(rng.integers(100, 2_000, n).astype(float))
+    batch = rng.integers(1, 256, n).astype(float)
+    kv = batch * truth.kv_rank_bytes(rng.integers(100, 8_000, n).astype(float))
     prefill = truth.prefill_s(new, cached) * np.exp(rng.normal(0, noise, n))
     step = truth.decode_step_s(batch, kv) * np.exp(rng.normal(0, noise, n))
     return CalibrationRows(new, cached, prefill, step, batch, kv)
 
 
 def test_recovers_known_factors_and_reports_heldout_error() -> None:
-    """True factors 0.6 / 0.4 / 0.65 from defaults 0.45 / 0.30 / 0.8, 3 % noise, 5 % outliers."""
+    """Truth: compute x0.7, memory x0.8, 2 ms per step; 3 % noise, 5 % of prefills spoiled."""
     pm = PerfModel.build(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
-    truth = pm.with_efficiency(
-        pm.efficiency.with_values("truth", prefill_mfu=0.6, decode_mfu=0.4, memory=0.65)
-    )
+    truth = pm.with_efficiency(pm.efficiency.scaled("truth", 0.7, 0.8, 2000.0))
     rows = _rows(truth, 500, noise=0.03)
     spoiled = rows.measured_prefill_s.copy()
     spoiled[::20] *= 5.0  # stalled requests: the robust loss must shrug them off
@@ -41,9 +39,12 @@ def test_recovers_known_factors_and_reports_heldout_error() -> None:
     )
     cal = calibrate(pm, rows)
     assert cal is not None and cal.converged
-    assert cal.efficiency.prefill_mfu == pytest.approx(0.6, rel=0.03)
-    assert cal.efficiency.decode_mfu == pytest.approx(0.4, rel=0.05)
-    assert cal.efficiency.memory == pytest.approx(0.65, rel=0.03)
+    assert cal.compute_scale == pytest.approx(0.7, rel=0.05)
+    assert cal.memory_scale == pytest.approx(0.8, rel=0.05)
+    assert cal.step_overhead_us == pytest.approx(2000.0, rel=0.15)
+    assert cal.efficiency.gemm_efficiency == pytest.approx(
+        0.7 * pm.efficiency.gemm_efficiency, rel=0.05
+    )
     assert (cal.fit_rows, cal.heldout_rows) == (400, 100)
     assert cal.decode_heldout.median_ape < 0.05
     assert cal.prefill_heldout.median_ape < 0.05

@@ -20,10 +20,16 @@ def test_auto_tp() -> None:
 
 
 def test_memory_fit_by_hand() -> None:
-    """Llama-3.1-8B on one H100 (80 GiB): 16 GB weights, 90 % usable, 128 KiB per token."""
+    """Llama-3.1-8B on one H100 (80 GiB): 8.03B bf16 weights, 90 % usable, 128 KiB per token.
+
+    Weights from config.json: 32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336) body and
+    2 x 128256 x 4096 embedding and head (norms left out).
+    """
     pm = PerfModel.build(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), tp=1)
     fit = memory_fit(pm, mean_context_tokens=4096)
-    budget = 0.9 * 80 * 1024**3 - 16e9
+    weights = 2 * (32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) + 2 * 128256 * 4096)
+    assert pm.weight_bytes == weights
+    budget = 0.9 * 80 * 1024**3 - weights
     assert fit.kv_budget_bytes_per_gpu == pytest.approx(budget)
     assert fit.kv_capacity_tokens == pytest.approx(budget / 131_072)
     assert fit.max_concurrent_requests == pytest.approx(budget / (4096 * 131_072))

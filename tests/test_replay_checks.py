@@ -87,11 +87,12 @@ def test_one_request_alone_is_the_step_model_exactly(prompt: int) -> None:
     prefill, done_tokens = 0.0, 0
     while done_tokens < prompt:
         m = min(8192, prompt - done_tokens)
-        prefill += float(step.step_s(m, step.attention_pairs(m, done_tokens), np.zeros(1))[0])
+        pairs = step.attention_pairs(m, done_tokens)
+        prefill += float(step.step_s(m, pairs, np.zeros(1), 1.0)[0])
         done_tokens += m
     layout = kv_size(model, "bf16", 1).rank_layout
     decode = sum(
-        float(step.step_s(1, 0.0, layout.bytes_for(np.array([prompt + k])))[0])
+        float(step.step_s(1, 0.0, layout.bytes_for(np.array([prompt + k])), 1.0)[0])
         for k in range(1, out)
     )
     assert cols["ttft_s"][0] == pytest.approx(prefill, rel=1e-12)
@@ -111,8 +112,9 @@ def test_compiled_step_time_agrees_with_the_step_table() -> None:
         _, table = roofline_for(model, get_gpu("h200"), 2)
         for _ in range(200):
             tokens = float(rng.integers(1, 3_000_000))
+            seqs = float(rng.integers(1, 5000))
             m, p = float(rng.integers(1, 9000)), float(rng.integers(0, 200_000))
-            kvb = float(rng.uniform(0, 1e10))
+            kvb = float(rng.uniform(0, 1e10)) if rng.random() < 0.8 else 0.0
             pairs = kernel.attention_pairs(
                 m, p, table.full_attention_layers, table.sliding_window_layers, table.window_tokens
             )
@@ -122,11 +124,16 @@ def test_compiled_step_time_agrees_with_the_step_table() -> None:
                 table.tokens_s,
                 table.s_per_pair,
                 table.decode_s_per_kv_byte,
+                table.logits_grid,
+                table.logits_s,
+                table.prefill_attention_fixed_s,
+                table.decode_attention_fixed_s,
                 tokens,
+                seqs,
                 pairs,
                 kvb,
             )
-            want = float(table.step_s(tokens, pairs, np.array([kvb]))[0])
+            want = float(table.step_s(tokens, pairs, np.array([kvb]), seqs)[0])
             assert got == pytest.approx(want, rel=1e-12)
 
 
@@ -297,8 +304,9 @@ def test_seed_cold_read_ttft_within_25_percent(bandwidth: float, seed_ttft_s: fl
 def test_azure_code_split_prefill_heavy_and_decode_bounded_when_spread() -> None:
     """One H200 replica: clearly prefill-heavy; eight: decode GPU time bounded.
 
-    Eight replicas do the same prefill work, and their decode GPU time is never above every
-    request decoding alone (the most spreading can cost).
+    Eight replicas do the same prefill work but for the steps' fixed costs (per-step overhead,
+    LM head, attention floors), paid by more, smaller steps: at least as much, within 10 %; their
+    decode GPU time is never above every request decoding alone (the most spreading can cost).
     """
     trace = read_trace(SAMPLES / "azure_code_head.csv.zst")
     arrays = TraceArrays.from_trace(trace)
@@ -307,13 +315,15 @@ def test_azure_code_split_prefill_heavy_and_decode_bounded_when_spread() -> None
     ctx = ReplayContext(arrays)
     one = replay(ctx, Deployment("1", Topology.AGGREGATED, (serving(step, pool),), kv))
     eight = replay(ctx, Deployment("8", Topology.AGGREGATED, (serving(step, pool, 8),), kv))
-    assert one.stage_split.prefill_share is not None and one.stage_split.prefill_share >= 0.85
-    assert eight.stage_split.prefill_gpu_s == pytest.approx(one.stage_split.prefill_gpu_s, 0.01)
+    assert one.stage_split.prefill_share is not None and one.stage_split.prefill_share >= 0.8
+    pf_one, pf_eight = one.stage_split.prefill_gpu_s, eight.stage_split.prefill_gpu_s
+    assert pf_one <= pf_eight <= 1.1 * pf_one
     layout = kv_size(model, "bf16", 1).rank_layout
     alone = 0.0
     for i, o in zip(arrays.input_tokens, arrays.output_tokens, strict=True):
         ctxs = i + np.arange(1, o)
-        alone += float(step.step_s(np.ones(ctxs.size), 0.0, layout.bytes_for(ctxs)).sum())
+        ones = np.ones(ctxs.size)
+        alone += float(step.step_s(ones, 0.0, layout.bytes_for(ctxs), ones).sum())
     assert one.stage_split.decode_gpu_s < eight.stage_split.decode_gpu_s <= alone
 
 

@@ -189,24 +189,27 @@ def test_bad_deployment_keys_are_one_line_exit_2(
 
 
 def test_a_model_that_does_not_fit_exits_2_with_the_numbers(tmp_path: Path) -> None:
-    """Llama-3.1-70B (70.0B parameters: 140.0 GB of bf16 weights) on one H200 per replica."""
+    """Llama-3.1-70B (70.55B parameters from its shapes: 141.1 GB of bf16) on one H200 each."""
     text = AGGREGATED.replace("qwen3-32b", "llama-3.1-70b").replace(
         "gpus_per_replica: 2", "gpus_per_replica: 1"
     )
     result = runner.invoke(app, ["replay", str(AZURE), "--plan", str(write(tmp_path, text))])
     line = one_error_line(result, "gpus_per_replica", "does not fit", "GB per GPU", "usable")
-    assert "140.0 GB per GPU" in line
+    assert "141.1 GB per GPU" in line
 
 
 def test_an_overloaded_fleet_still_ends_and_says_so(tmp_path: Path) -> None:
-    """Traffic 50x faster than one small replica serves: the drain cap ends it, and it says so."""
+    """Traffic 50x faster than one small replica serves: the drain cap ends it, and it says so.
+
+    The 400 requests take about 50 s of this replica's time, so a 10 s drain cap cuts them.
+    """
     text = AGGREGATED.replace("slo: {ttft_p99: 5 s}", "traffic: {scale: 50}").replace(
         "gpus_per_replica: 2", "gpus_per_replica: 2\n    replicas_per_instance: 1"
     )
     out = tmp_path / "r.json"
     result = runner.invoke(
         app,
-        ["replay", str(AZURE), "--plan", str(write(tmp_path, text)), "--drain-cap", "60"]
+        ["replay", str(AZURE), "--plan", str(write(tmp_path, text)), "--drain-cap", "10"]
         + ["-o", str(out)],
     )
     assert result.exit_code == EXIT_OK, result.output

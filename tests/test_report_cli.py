@@ -58,25 +58,32 @@ def test_stdout_report_moves_the_summary_to_stderr(trace_file: Path) -> None:
     """--format json with no -o writes JSON alone on stdout; the summary goes to stderr."""
     result = runner.invoke(app, ["analyze", str(trace_file), "--format", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["format_version"] == 1
+    assert json.loads(result.stdout)["format_version"] == 2
     assert "Key numbers" in result.stderr
 
 
 def test_quiet_silences_the_summary(trace_file: Path, tmp_path: Path) -> None:
-    """--quiet: a report file and nothing on the terminal."""
+    """--quiet: a report file, no summary; only the line saying where the report went."""
     out = tmp_path / "r.md"
     result = runner.invoke(app, ["analyze", str(trace_file), "-o", str(out), "--quiet"])
     assert result.exit_code == 0
-    assert result.stdout == "" and result.stderr == ""
+    assert result.stdout == "" and result.stderr == f"wrote {out}\n"
     assert out.exists()
 
 
+def test_stdout_alone_is_json(trace_file: Path) -> None:
+    """-o - without --format: the JSON report on stdout, the summary on stderr."""
+    result = runner.invoke(app, ["analyze", str(trace_file), "-o", "-"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["format_version"] >= 1
+    assert "Verdict" in result.stderr and "wrote" not in result.stderr
+
+
 def test_format_errors_are_one_line(trace_file: Path, tmp_path: Path) -> None:
-    """Unknown extension, '-' without --format, and a contradiction: exit 2, one line, no file."""
+    """Unknown extension and a contradiction: exit 2, one line, no file."""
     # Each case names the message it must end with, so an unrelated exit-2 error cannot pass.
     for args, expected in (
         (["-o", str(tmp_path / "r.pdf")], "cannot tell the report format for '"),
-        (["-o", "-"], "cannot tell the report format for stdout ('-')"),
         (
             ["--format", "json", "-o", str(tmp_path / "r.html")],
             "--format json contradicts the output file",

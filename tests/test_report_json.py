@@ -111,7 +111,7 @@ def test_contract_keys_and_determinism() -> None:
     text = JsonRenderer().render(report)
     doc = json.loads(text)
     assert CONTRACT_KEYS <= set(doc)
-    assert doc["format_version"] == 1
+    assert doc["format_version"] == 2
     assert doc["kvadvisor_version"] == VERSION and doc["generated_at"] == GENERATED_AT
     assert JsonRenderer().render(analysed(small_trace())) == text
     assert list(doc) == sorted(doc)
@@ -131,7 +131,7 @@ def test_schema_rejects_a_broken_contract() -> None:
     for broken in (
         {k: v for k, v in doc.items() if k != "findings"},
         {**doc, "prefix_cache": {**doc["prefix_cache"], "hit_ratio": {"all": 1.5, "steady": 0}}},
-        {**doc, "format_version": 2},
+        {**doc, "format_version": 3},
     ):
         errors.append(list(VALIDATOR(schema()).iter_errors(broken)))
     assert all(errors), errors

@@ -437,7 +437,7 @@ def test_plan_perf_from_catalogs() -> None:
     assert perf.kv_bytes_per_token == 327_680
     stage = plan.stages[0]
     assert stage.gpu is not None and plan.model.spec is not None
-    per_gpu = 0.9 * stage.gpu.memory_bytes - plan.model.spec.total_params * 2 / 8
+    per_gpu = 0.9 * stage.gpu.memory_bytes - plan.model.spec.params.total * 2 / 8
     assert perf.stages["prefill"].device_pool_bytes == pytest.approx(8 * per_gpu)
     recompute = perf.stages["prefill"].recompute_s
     assert recompute is not None

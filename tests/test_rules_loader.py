@@ -362,6 +362,8 @@ def test_real_wheel_carries_and_loads_the_rules(tmp_path: Path) -> None:
     if build.returncode != 0:
         pytest.skip(f"wheel build unavailable here: {build.stderr.strip()[-200:]}")
     wheel = next((tmp_path / "dist").glob("kvadvisor-*.whl"))
+    # The docs ship too: error messages cite `kvadvisor docs errors#SLUG`.
+    assert "kvadvisor/_docs/errors.md" in zipfile.ZipFile(wheel).namelist()
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (

@@ -25,9 +25,11 @@ def _trace(cols: dict):
 
 
 def _measured_trace(n: int, measured_every: int = 1):
-    """A trace whose TTFT/e2e come from a known deployment (efficiency factors set by hand)."""
+    """A trace whose TTFT/e2e come from a known deployment (compute x0.8, memory x0.9)."""
     pm, _, _, _ = build_perf_model(ProfileOptions(model="llama-3.1-8b", gpu="h100-sxm", tp=1))
-    truth = pm.with_efficiency(pm.efficiency.with_values("truth", prefill_mfu=0.55, memory=0.7))
+    truth = pm.with_efficiency(
+        pm.efficiency.scaled("truth", 0.8, 0.9, pm.efficiency.step_overhead_us)
+    )
     rng = np.random.default_rng(3)
     arrival = np.arange(n) * 30.0  # one at a time: batch 1, no queueing
     inp = rng.integers(200, 6000, n)
@@ -57,7 +59,9 @@ def test_contract_keys_and_assumed_defaults() -> None:
             "output_tokens": [10, 20, 30],
         }
     )
-    report = analyze(trace, AnalyzeOptions(), version="t", generated_at="now")
+    # The stage profiler's own (modeled) split: with the replay on, analyze replaces it by the
+    # closed-loop split of the recommended deployment (tested with the replay).
+    report = analyze(trace, AnalyzeOptions(replay=False), version="t", generated_at="now")
     doc = json.loads(JsonRenderer().render(report))
     assert {"name", "kv_bytes_per_token"} <= set(doc["model"])
     assert {"source", "prefill_s", "decode_s", "prefill_share"} <= set(doc["stage_split"])
@@ -100,7 +104,9 @@ def test_fully_measured_trace_is_measured_and_fit() -> None:
     assert split.source == "measured"
     cal = split.calibration
     assert cal is not None and cal.heldout_rows == 12
-    assert cal.efficiency["prefill_mfu"] == pytest.approx(0.55, rel=0.05)
+    assert cal.efficiency["gemm_efficiency"] == pytest.approx(
+        0.8 * cal.prior_efficiency["gemm_efficiency"], rel=0.05
+    )
     assert cal.prefill_heldout.mape < 0.05 < cal.prefill_heldout_prior.mape
 
 
@@ -190,3 +196,32 @@ def test_model_from_the_trace_model_column() -> None:
         }
     )
     assert profile_workload(mixed, ProfileOptions()).model.assumed
+
+
+def test_published_dtype_expert_parallelism_and_step_model_reach_the_report(tmp_path) -> None:
+    """DeepSeek-V3 runs its FP8 checkpoint by default; --ep reaches it; the step model is named."""
+    trace = _trace({"arrival_s": [0.0, 1.0], "input_tokens": [1000, 2000], "output_tokens": [5, 9]})
+    pm, spec, notes, _ = build_perf_model(
+        ProfileOptions(model="deepseek-v3", gpu="h200", tp=8, ep=8)
+    )
+    assert (pm.weight_dtype, pm.ep) == ("fp8", 8)
+    assert any("published dtype (fp8" in n for n in notes)
+    report = analyze(
+        trace,
+        AnalyzeOptions(model="deepseek-v3", gpu="h200", tp=8, ep=8),
+        version="t",
+        generated_at="now",
+    )
+    dep = report.model.deployment
+    assert dep.weight_dtype == "fp8"
+    assert dep.step_model in ("roofline", "silicon")
+    assert dep.step_model_reason.startswith(dep.step_model)
+    # A dense model ignores --ep; an --ep that does not divide --tp is one user error.
+    dense, _, _, _ = build_perf_model(ProfileOptions(model="qwen3-32b", gpu="h200", tp=2, ep=4))
+    assert dense.ep == 1
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"arrival_s": [0.0], "input_tokens": [10], "output_tokens": [2]}), path)
+    args = ["analyze", str(path), "-q", "--model", "deepseek-v3", "--tp", "8", "--ep", "3"]
+    bad = runner.invoke(app, args)
+    assert bad.exit_code == EXIT_USER_ERROR
+    assert "--ep must divide --tp (8), got 3" in bad.output

@@ -134,8 +134,8 @@ def test_bad_input(case, command, tmp_path) -> None:
 
 
 def test_directory_is_a_user_error(tmp_path) -> None:
-    """A directory given as the trace."""
-    one_error_line(runner.invoke(app, ["info", str(tmp_path)]), "is a directory")
+    """A directory without parquet files given as the trace (one with them is read whole)."""
+    one_error_line(runner.invoke(app, ["info", str(tmp_path)]), "no parquet files found")
 
 
 def test_millisecond_arrivals_warn_in_one_line(tmp_path) -> None:
@@ -150,7 +150,8 @@ def test_millisecond_arrivals_warn_in_one_line(tmp_path) -> None:
     result = runner.invoke(app, ["convert", str(path), "-o", str(out)])
     assert result.exit_code == EXIT_OK, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("warning: ")
+    assert len(lines) == 2 and lines[0].startswith("warning: ")
+    assert lines[1] == f"wrote {out}: canonical parquet"
     assert "ms.csv: column 'arrival_s'" in lines[0] and "--map arrival_s=<column>:ms" in lines[0]
     with pytest.warns(KvAdvisorWarning):  # reading the converted file warns again
         assert any("suspicious time unit" in n for n in read_trace(out).notes)

@@ -808,3 +808,53 @@ def advise_report(
         recommendation=advice.recommendation,
         findings=tuple(report.findings) + advice.findings,
     )
+
+
+def refresh_findings(
+    report: AdviceReport,
+    inputs: AdvisorInputs,
+    options: AdvisorOptions,
+    extra_facts: Mapping[str, Any] | None = None,
+) -> AdviceReport:
+    """The rules evaluated again on the report's sections as they now stand; same choice.
+
+    After the recommended deployment is replayed, the stage split is the closed loop's; the
+    facts drawn from the report (split, demand, cache) are recomputed, the advisor's own facts
+    (tiers, configuration) kept, and the findings re-evaluated on them, so every finding quotes
+    the figures the report shows. The recommendation itself is the one that was replayed.
+    """
+    rec = report.recommendation
+    if rec is None:
+        return report
+    facts = collect((name, item["value"]) for name, item in rec.facts.items())
+    facts.update(report_facts(report, chunk_tokens=options.chunk_tokens))
+    facts.update(collect(_split_gpu_facts(report).items()))
+    facts.update(collect((extra_facts or {}).items()))
+    chosen = {
+        role.stage: inputs.instances[name]
+        for role in STAGE_ROLES
+        if (name := getattr(rec, role.stage.value).instance) in inputs.instances
+    }
+    evaluation = evaluate(inputs.rules, facts)
+    findings = tuple(
+        _finding(f.rule, f.message, f.evidence, facts, inputs.storage, inputs.instances, chosen)
+        for f in sorted(evaluation.fired, key=lambda f: (-f.rule.severity.rank, f.rule.code))
+    )
+    outcomes = tuple(
+        sorted(
+            [RuleOutcome(f.rule.code, f.rule.name, True) for f in evaluation.fired]
+            + [RuleOutcome(q.rule.code, q.rule.name, False, q.reason) for q in evaluation.quiet],
+            key=lambda o: o.code,
+        )
+    )
+    advised = {f.code for f in report.findings if f.code in {o.code for o in rec.rules}}
+    others = tuple(f for f in report.findings if f.code not in advised)
+    return replace(
+        report,
+        findings=others + findings,
+        recommendation=replace(
+            rec,
+            rules=outcomes,
+            facts={n: {"value": f.value, "unit": f.unit} for n, f in sorted(facts.items())},
+        ),
+    )

@@ -14,6 +14,7 @@ from kvadvisor.catalog.instances import InstanceSpec, load_instances
 from kvadvisor.catalog.storage import StorageSpec, catalog_files_by_kind, load_storage
 from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import Rule, load_rules, select_rules
+from kvadvisor.rules.loader import check_rules
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,14 @@ def load_advisor_inputs(
     storage, instances = load_storage(by_kind["storage"]), load_instances(by_kind["instances"])
     check_references(storage, instances)
     return AdvisorInputs(load_rule_set(rules_dirs, select, ignore), storage, instances)
+
+
+def rule_dir_problems(directory: str) -> tuple[int, tuple[str, ...]]:
+    """Every problem of every rule file in ``directory`` against the facts and the built-ins.
+
+    (rules that loaded, problems), file by file: see ``kvadvisor.rules.loader.check_rules``.
+    """
+    return check_rules(directory, FACTS)
 
 
 def load_rule_set(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvadvisor.catalog.crossref import reference_problems
+from kvadvisor.catalog.efficiency import EFFICIENCY_FIELDS, check_efficiency_entries
 from kvadvisor.catalog.gpus import GPU_FIELDS, unconfirmed_problems
 from kvadvisor.catalog.instances import load_instances, parse_instances
 from kvadvisor.catalog.loader import load_catalog_file
@@ -54,6 +55,11 @@ def check_catalog_file(path: str | Path) -> FileCheck:
         elif kind == "gpus":
             specs = load_catalog_file(path, "gpus", GPU_FIELDS)
             refs = [f"{where}: {p}" for p in unconfirmed_problems(specs)]
+        elif kind == "efficiency":
+            specs = check_efficiency_entries(
+                load_catalog_file(path, "efficiency", EFFICIENCY_FIELDS)
+            )
+            refs = []
         else:
             specs = check_model_entries(load_catalog_file(path, "models", MODEL_FIELDS), where)
             refs = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,10 @@ from kvadvisor.jsonio import MAX_CONFIG_BYTES, load_file
 
 MODELS_YAML = Path(__file__).with_name("data") / "models.yaml"
 PARAMS_PER_BILLION = 1e9
+# Weight dtypes a checkpoint is published in (bytes per weight: perfmodel.kv.WEIGHT_DTYPE_BYTES).
+WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "mxfp4")
+# A gated MLP (SwiGLU / GeGLU) has three matrices of hidden x width: gate, up and down.
+GATED_MLP_MATRICES = 3
 
 MODEL_FIELDS: dict[str, FieldSpec] = {
     "attention": FieldSpec("str", choices=("gqa", "mla"), help="gqa (also MHA) or mla"),
@@ -33,15 +37,33 @@ MODEL_FIELDS: dict[str, FieldSpec] = {
     "experts_per_token": FieldSpec("int", minimum=1),
     "sliding_window_tokens": FieldSpec("int", minimum=1),
     "sliding_window_layers": FieldSpec("int", minimum=0, help="layers that use the window"),
+    "hidden_size": FieldSpec("int", minimum=1, help="model width (config.json hidden_size)"),
+    "intermediate_size": FieldSpec("int", minimum=1, help="dense MLP width"),
+    "moe_intermediate_size": FieldSpec("int", minimum=1, help="width of one routed expert"),
+    "shared_expert_intermediate_size": FieldSpec(
+        "int", minimum=0, help="summed width of the shared experts of one MoE layer"
+    ),
+    "dense_layers": FieldSpec("int", minimum=0, help="MoE models: layers with a dense MLP"),
+    "q_lora_rank": FieldSpec("int", minimum=0, help="MLA query compression rank"),
+    "vocab_size": FieldSpec("int", minimum=1),
+    "tie_word_embeddings": FieldSpec("bool", help="the LM head shares the embedding matrix"),
+    "weight_dtype": FieldSpec(
+        "str", choices=WEIGHT_DTYPES, help="dtype of the published checkpoint's linear layers"
+    ),
+    "expert_weight_dtype": FieldSpec(
+        "str", choices=WEIGHT_DTYPES, help="dtype of its routed experts (default weight_dtype)"
+    ),
 }
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A transformer's shape as far as KV size and FLOPs need it.
+    """A transformer's shape as far as KV size, FLOPs and weight bytes need it.
 
     Parameter counts are plain counts (not billions). ``origin`` says where the shape came from:
     "catalog" (packaged YAML) or "hf-config" (a Hugging Face config.json, counts estimated).
+    The widths (``hidden_size``, ``intermediate_size``, ``vocab_size``, the MoE widths) are 0
+    where unknown; :attr:`params` then falls back on the published counts.
     """
 
     name: str
@@ -64,6 +86,17 @@ class ModelSpec:
     source: tuple[str, ...] = ()
     notes: str = ""
     origin: str = "catalog"
+    hidden_size: int = 0
+    intermediate_size: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    dense_layers: int = 0
+    q_lora_rank: int = 0
+    vocab_size: int = 0
+    tie_word_embeddings: bool = False
+    weight_dtype: str = "bf16"
+    expert_weight_dtype: str | None = None
+    aliases: tuple[str, ...] = ()
 
     @property
     def is_mla(self) -> bool:
@@ -90,6 +123,147 @@ class ModelSpec:
         """Layers whose KV grows with the whole context (no sliding window)."""
         return self.layers - self.sliding_window_layers
 
+    @property
+    def experts_dtype(self) -> str:
+        """Weight dtype of the routed experts (gpt-oss publishes them in MXFP4, the rest bf16)."""
+        return self.expert_weight_dtype or self.weight_dtype
+
+    @property
+    def params(self) -> ParamBreakdown:
+        """Parameter counts by role (:func:`param_breakdown`)."""
+        return param_breakdown(self)
+
+
+@dataclass(frozen=True)
+class ParamBreakdown:
+    """Parameter counts by role. Norms and biases are left out (under 0.05 % of any model here).
+
+    ``attention`` and ``dense_mlp`` are per layer, ``expert`` one routed expert, ``shared`` and
+    ``router`` per MoE layer; ``embedding`` is the input table and ``lm_head`` the output
+    projection (with tied embeddings the same matrix: its FLOPs count, its bytes once).
+    ``from_shapes`` is False when the widths are unknown and the split was derived from the
+    published totals instead (no embedding or head split out then).
+    """
+
+    attention: float
+    dense_mlp: float
+    expert: float
+    shared: float
+    router: float
+    embedding: float
+    lm_head: float
+    dense_layers: int
+    moe_layers: int
+    experts: int
+    experts_per_token: int
+    tied: bool
+    from_shapes: bool
+
+    @property
+    def dense_body(self) -> float:
+        """Every matmul weight a token passes through except the routed experts and the head."""
+        layers = self.dense_layers + self.moe_layers
+        return (
+            layers * self.attention
+            + self.dense_layers * self.dense_mlp
+            + self.moe_layers * (self.shared + self.router)
+        )
+
+    @property
+    def routed_total(self) -> float:
+        """All routed-expert weights."""
+        return self.moe_layers * self.experts * self.expert
+
+    @property
+    def routed_active(self) -> float:
+        """Routed-expert weights one token passes through (top-k per MoE layer)."""
+        return self.moe_layers * self.experts_per_token * self.expert
+
+    @property
+    def body_active(self) -> float:
+        """Matmul parameters per token without the LM head: the FLOPs are twice this."""
+        return self.dense_body + self.routed_active
+
+    @property
+    def total(self) -> float:
+        """Stored parameters (a tied head counted once)."""
+        head = 0.0 if self.tied else self.lm_head
+        return self.dense_body + self.routed_total + self.embedding + head
+
+    @property
+    def non_embedding(self) -> float:
+        """``total`` less the embedding table (the Gemma reports' non-embedding count)."""
+        return self.total - self.embedding
+
+
+def param_breakdown(m: ModelSpec) -> ParamBreakdown:
+    """Parameter counts by role from a model's widths (or its published totals, without them).
+
+    Attention per layer, GQA: ``h (h_q d) + 2 h (h_kv d) + (h_q d) h`` (q, k, v, o); MLA:
+    ``h r_q + r_q h_q (d_nope + d_rope)`` (``h h_q (d_nope + d_rope)`` without a query rank)
+    ``+ h (r_kv + d_rope) + r_kv h_q (d_nope + d_v) + h_q d_v h``. Gated MLP ``3 h w``; one
+    expert ``3 h w_e``; router ``h E``; embedding and head ``V h`` each.
+    """
+    moe = 0 < m.experts_per_token < m.experts and (
+        m.hidden_size > 0 or m.active_params < m.total_params
+    )
+    moe_layers = (m.layers - m.dense_layers) if moe else 0
+    dense_layers = m.layers - moe_layers
+    k = m.experts_per_token if moe else 0
+    e = m.experts if moe else 0
+    if not m.hidden_size:
+        # Widths unknown: split the published counts. Routed weights R satisfy
+        # P_total - P_active = R (1 - k/E); the rest is shared by every token.
+        if moe:
+            frac = k / e
+            routed = (m.total_params - m.active_params) / (1.0 - frac)
+            dense_body = max(m.active_params - routed * frac, 0.0)
+            expert = routed / (moe_layers * e)
+        else:
+            dense_body, expert = m.total_params, 0.0
+        return ParamBreakdown(
+            attention=dense_body / m.layers,
+            dense_mlp=0.0,
+            expert=expert,
+            shared=0.0,
+            router=0.0,
+            embedding=0.0,
+            lm_head=0.0,
+            dense_layers=dense_layers,
+            moe_layers=moe_layers,
+            experts=e,
+            experts_per_token=k,
+            tied=False,
+            from_shapes=False,
+        )
+    h = m.hidden_size
+    if m.is_mla:
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q_out = m.q_heads * qk
+        q = h * m.q_lora_rank + m.q_lora_rank * q_out if m.q_lora_rank else h * q_out
+        kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * m.q_heads * (
+            m.qk_nope_head_dim + m.v_head_dim
+        )
+        attention = q + kv + m.q_heads * m.v_head_dim * h
+    else:
+        attention = 2 * h * m.q_heads * m.head_dim + 2 * h * m.kv_heads * m.head_dim
+    width = m.moe_intermediate_size or m.intermediate_size
+    return ParamBreakdown(
+        attention=float(attention),
+        dense_mlp=float(GATED_MLP_MATRICES * h * m.intermediate_size),
+        expert=float(GATED_MLP_MATRICES * h * width) if moe else 0.0,
+        shared=float(GATED_MLP_MATRICES * h * m.shared_expert_intermediate_size) if moe else 0.0,
+        router=float(h * e),
+        embedding=float(m.vocab_size * h),
+        lm_head=float(m.vocab_size * h),
+        dense_layers=dense_layers,
+        moe_layers=moe_layers,
+        experts=e,
+        experts_per_token=k,
+        tied=m.tie_word_embeddings,
+        from_shapes=True,
+    )
+
 
 def _spec_from_entry(name: str, e: Mapping[str, Any], where: str) -> ModelSpec:
     attention = e.get("attention", "gqa")
@@ -101,6 +275,10 @@ def _spec_from_entry(name: str, e: Mapping[str, Any], where: str) -> ModelSpec:
         raise CatalogError(f"{where}.sliding_window_tokens: is required with sliding_window_layers")
     if e.get("sliding_window_layers", 0) > e["layers"]:
         raise CatalogError(f"{where}.sliding_window_layers: more than layers ({e['layers']})")
+    if e.get("dense_layers", 0) > e["layers"]:
+        raise CatalogError(f"{where}.dense_layers: more than layers ({e['layers']})")
+    if e.get("hidden_size") and not (e.get("intermediate_size") and e.get("vocab_size")):
+        raise CatalogError(f"{where}: hidden_size needs intermediate_size and vocab_size too")
     total = float(e["total_params_billion"]) * PARAMS_PER_BILLION
     active = float(e.get("active_params_billion") or e["total_params_billion"]) * PARAMS_PER_BILLION
     if active > total:
@@ -127,6 +305,17 @@ def _spec_from_entry(name: str, e: Mapping[str, Any], where: str) -> ModelSpec:
         source=tuple(e.get("source_text") or e.get("source") or ()),
         notes=e.get("notes", ""),
         origin="catalog",
+        hidden_size=int(e.get("hidden_size") or 0),
+        intermediate_size=int(e.get("intermediate_size") or 0),
+        moe_intermediate_size=int(e.get("moe_intermediate_size") or 0),
+        shared_expert_intermediate_size=int(e.get("shared_expert_intermediate_size") or 0),
+        dense_layers=int(e.get("dense_layers") or 0),
+        q_lora_rank=int(e.get("q_lora_rank") or 0),
+        vocab_size=int(e.get("vocab_size") or 0),
+        tie_word_embeddings=bool(e.get("tie_word_embeddings", False)),
+        weight_dtype=e.get("weight_dtype", "bf16"),
+        expert_weight_dtype=e.get("expert_weight_dtype"),
+        aliases=tuple(e.get("aliases") or ()),
     )
 
 
@@ -210,6 +399,70 @@ def _opt_int(cfg: Mapping[str, Any], key: str, where: str) -> int:
     return 0 if cfg.get(key) is None else _int(cfg, key, where)
 
 
+# What Hugging Face's config classes fill in when a published config.json leaves a key out, for
+# the families whose configs rely on it (transformers configuration_gemma2.py and
+# configuration_gemma3.py ``Gemma3TextConfig``). Gemma ties its embeddings; the families that do
+# not (Llama, Mistral, Qwen, DeepSeek, gpt-oss) declare ``tie_word_embeddings: false``, and their
+# config classes default to untied as well.
+HF_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma": {"tie_word_embeddings": True, "head_dim": 256, "vocab_size": 256000},
+    "gemma2": {
+        "tie_word_embeddings": True,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "sliding_window": 4096,
+    },
+    "gemma3_text": {
+        "tie_word_embeddings": True,
+        "head_dim": 256,
+        "vocab_size": 262208,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+}
+# Gemma 2 alternates sliding and global layers starting with a sliding one (transformers
+# modeling_gemma2.py: layer i slides when (i + 1) % 2 != 0).
+GEMMA2_WINDOW_EVERY = 2
+
+
+def _text_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's config: a multimodal wrapper keeps it under ``text_config``."""
+    out = dict(cfg)
+    inner = cfg.get("text_config")
+    if isinstance(inner, Mapping):
+        out.update(inner)
+        if "model_type" not in inner and cfg.get("model_type") == "gemma3":
+            out["model_type"] = "gemma3_text"
+    family = HF_FAMILY_DEFAULTS.get(str(out.get("model_type", "")), {})
+    return {**family, **{k: v for k, v in out.items() if v is not None or k not in family}}
+
+
+def _window_layers(cfg: Mapping[str, Any], layers: int, where: str) -> int:
+    """How many layers use the sliding window, by the rules the engines apply.
+
+    ``layer_types`` when given; else ``sliding_window_pattern`` N (Gemma 3: every N-th layer is
+    global, the others slide); else Gemma 2's alternation; else Mistral/Qwen2's
+    ``use_sliding_window`` with ``max_window_layers`` (the layers from that index on slide).
+    """
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        return sum(1 for t in layer_types if t == "sliding_attention")
+    pattern = cfg.get("sliding_window_pattern")
+    if pattern is not None:
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+            raise CatalogError(f"{where}: 'sliding_window_pattern' must be a positive whole number")
+        return layers - layers // pattern
+    if cfg.get("model_type") == "gemma2":
+        return layers - layers // GEMMA2_WINDOW_EVERY
+    if cfg.get("use_sliding_window", True):
+        return layers - _at_most(cfg, "max_window_layers", layers, where)
+    return 0
+
+
 def _at_most(cfg: Mapping[str, Any], key: str, layers: int, where: str) -> int:
     """An optional layer count that cannot exceed the model's layers."""
     value = _opt_int(cfg, key, where)
@@ -221,15 +474,17 @@ def _at_most(cfg: Mapping[str, Any], key: str, layers: int, where: str) -> int:
 def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "config") -> ModelSpec:
     """Build a ModelSpec from a parsed HF config.json (pure).
 
-    Handles GQA (``num_key_value_heads``), an explicit ``head_dim`` (Qwen3, gpt-oss), MLA
-    (``kv_lora_rank``, ``qk_rope_head_dim``), sliding windows (``layer_types``, or
-    ``sliding_window`` with ``use_sliding_window``/``max_window_layers`` as Mistral and Qwen2 use
-    them) and MoE (``num_local_experts``/``num_experts``/``n_routed_experts``). Parameter counts
-    are estimated from the matrix shapes (norms and biases ignored), since config.json does not
-    state them.
+    Reads a multimodal wrapper's ``text_config``, and fills what a config leaves out as the
+    model family's Hugging Face config class does (:data:`HF_FAMILY_DEFAULTS`: Gemma ties its
+    embeddings, Gemma 3's ``text_config`` has no ``vocab_size``). Handles GQA
+    (``num_key_value_heads``), an explicit ``head_dim`` (Qwen3, gpt-oss, Gemma), MLA
+    (``kv_lora_rank``, ``qk_rope_head_dim``), sliding windows (:func:`_window_layers`) and MoE
+    (``num_local_experts``/``num_experts``/``n_routed_experts``). Parameter counts come from
+    the matrix shapes (:func:`param_breakdown`); config.json does not state them. The weight
+    dtype is the checkpoint's: FP8 when ``quantization_config`` says so, MXFP4 experts for
+    gpt-oss, else bf16.
     """
-    if isinstance(cfg.get("text_config"), Mapping):  # multimodal wrappers keep the LM inside
-        cfg = {**cfg, **cfg["text_config"]}
+    cfg = _text_config(cfg)
     layers = _int(cfg, "num_hidden_layers", where)
     heads = _int(cfg, "num_attention_heads", where)
     hidden = _int(cfg, "hidden_size", where)
@@ -261,16 +516,8 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         rope = _int(cfg, "qk_rope_head_dim", where)
         nope = _int(cfg, "qk_nope_head_dim", where, default=head_dim)
         v_dim = _int(cfg, "v_head_dim", where, default=head_dim)
-        q_lora = _opt_int(cfg, "q_lora_rank", where)
-        q_out = heads * (nope + rope)
-        q_params = hidden * q_lora + q_lora * q_out if q_lora else hidden * q_out
-        kv_params = hidden * (rank + rope) + rank * heads * (nope + v_dim)
-        attn = q_params + kv_params + heads * v_dim * hidden
     else:
         rank = rope = nope = v_dim = 0
-        attn = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-
-    # Feed-forward weights: gated MLPs have three matrices (gate, up, down).
     inter = _int(cfg, "intermediate_size", where, default=4 * hidden)
     experts = (
         _opt_int(cfg, "num_local_experts", where)
@@ -278,43 +525,35 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         or _opt_int(cfg, "n_routed_experts", where)
     )
     top_k = _opt_int(cfg, "num_experts_per_tok", where) or _opt_int(cfg, "experts_per_token", where)
-    dense_mlp = 3 * hidden * inter
-    if experts and top_k:
-        moe_inter = _opt_int(cfg, "moe_intermediate_size", where) or inter
-        expert = 3 * hidden * moe_inter
-        shared = _opt_int(cfg, "n_shared_experts", where) * expert
-        shared += 3 * hidden * _opt_int(cfg, "shared_expert_intermediate_size", where)
-        moe_layers = layers - _at_most(cfg, "first_k_dense_replace", layers, where)
-        if top_k > experts:
-            raise CatalogError(
-                f"{where}: 'num_experts_per_tok' ({top_k}) is more than the experts ({experts})"
-            )
-        dense_part = (layers - moe_layers) * dense_mlp
-        router = hidden * experts
-        mlp_total = dense_part + moe_layers * (experts * expert + shared + router)
-        mlp_active = dense_part + moe_layers * (top_k * expert + shared + router)
-    else:
+    if experts and top_k > experts:
+        raise CatalogError(
+            f"{where}: 'num_experts_per_tok' ({top_k}) is more than the experts ({experts})"
+        )
+    if not (experts and top_k):
         experts = top_k = 0
-        mlp_total = mlp_active = layers * dense_mlp
-    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
-    total = float(embed + layers * attn + mlp_total)
-    # Active = parameters in a token's matmuls: the input embedding is a lookup, not a
-    # matmul (gpt-oss's published 5.1B active counts it out the same way).
-    active = float(vocab * hidden + layers * attn + mlp_active)
+    moe_inter = _opt_int(cfg, "moe_intermediate_size", where) if experts else 0
+    shared = 0
+    if experts:
+        shared = _opt_int(cfg, "n_shared_experts", where) * (moe_inter or inter)
+        shared += _opt_int(cfg, "shared_expert_intermediate_size", where)
+    quant = (
+        cfg.get("quantization_config")
+        if isinstance(cfg.get("quantization_config"), Mapping)
+        else {}
+    )
+    method = str(quant.get("quant_method", "")).lower()
+    weight_dtype = "fp8" if method == "fp8" else "bf16"
+    expert_dtype = "mxfp4" if method == "mxfp4" else None
 
-    # Sliding windows.
     window = _opt_int(cfg, "sliding_window", where) or None
-    window_layers = 0
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and layer_types:
-        window_layers = sum(1 for t in layer_types if t == "sliding_attention")
-    elif window and cfg.get("use_sliding_window", True):
-        window_layers = layers - _at_most(cfg, "max_window_layers", layers, where)
+    window_layers = _window_layers(cfg, layers, where) if window else 0
     if not window or window_layers == 0:
         window, window_layers = None, 0
-    if window is not None and (not isinstance(window, int) or window <= 0):
+    if window is not None and (
+        isinstance(window, bool) or not isinstance(window, int) or window <= 0
+    ):
         raise CatalogError(f"{where}: 'sliding_window' must be a positive whole number")
-    return ModelSpec(
+    shape = ModelSpec(
         name=name,
         display_name=name,
         attention="mla" if is_mla else "gqa",
@@ -322,8 +561,8 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         q_heads=heads,
         kv_heads=heads if is_mla else kv_heads,
         head_dim=v_dim if is_mla else head_dim,
-        total_params=total,
-        active_params=active,
+        total_params=1.0,
+        active_params=1.0,
         kv_lora_rank=rank,
         qk_rope_head_dim=rope,
         qk_nope_head_dim=nope,
@@ -335,4 +574,18 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         source=(where,),
         notes="parameter counts estimated from config.json matrix shapes",
         origin="hf-config",
+        hidden_size=hidden,
+        intermediate_size=inter,
+        moe_intermediate_size=moe_inter,
+        shared_expert_intermediate_size=shared,
+        dense_layers=_at_most(cfg, "first_k_dense_replace", layers, where) if experts else 0,
+        q_lora_rank=_opt_int(cfg, "q_lora_rank", where) if is_mla else 0,
+        vocab_size=vocab,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        weight_dtype=weight_dtype,
+        expert_weight_dtype=expert_dtype,
     )
+    p = shape.params
+    # Active = parameters in a token's matmuls: the input embedding is a lookup, not a
+    # matmul (gpt-oss's published 5.1B active counts it out the same way).
+    return replace(shape, total_params=p.total, active_params=p.body_active + p.lm_head)

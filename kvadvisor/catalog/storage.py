@@ -405,8 +405,8 @@ def catalog_kind(path: str | Path) -> str:
 
 
 # Every kind a --catalog file may declare; storage and instances feed the advisor and plans,
-# gpus and models the stage profiler.
-CATALOG_KINDS = ("storage", "instances", "gpus", "models")
+# gpus, models and efficiency (the step-time model's per-GPU coefficients) the stage profiler.
+CATALOG_KINDS = ("storage", "instances", "gpus", "models", "efficiency")
 
 
 def catalog_files_by_kind(paths: Iterable[str | Path]) -> dict[str, list[str]]:

@@ -129,6 +129,12 @@ def _run() -> int:
         # Duck-typed: Click's exceptions live in typer._click or click, by typer version.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             raise
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # A bare `kvadvisor` or `kvadvisor rules` asks what there is: the help (which rich
+            # has printed already; plain Click hands it over as the message) is the answer.
+            if exc.format_message():
+                sys.stdout.write(exc.format_message() + "\n")
+            return EXIT_OK
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "kvadvisor"
         error_line(f"error: {exc.format_message()} (see `{where} --help`)")

@@ -21,6 +21,11 @@ from kvadvisor.cli.common import (
     MAX_INSTANCES,
     MAX_TP,
     MAX_WINDOW_S,
+    PANEL_CACHE,
+    PANEL_DEPLOYMENT,
+    PANEL_INPUT,
+    PANEL_MODEL,
+    PANEL_OUTPUT,
     BlockTokensOpt,
     CatalogOpt,
     IgnoreOpt,
@@ -103,6 +108,8 @@ def _split_emit_dir(
 MemoryLimitOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="SIZE",
+        rich_help_panel=PANEL_INPUT,
         help="Memory budget (8GiB, 512MB, 25%). Default: half the machine. A parquet trace or "
         "directory larger than it is streamed, and the cache curve sampled beyond it.",
     ),
@@ -125,12 +132,15 @@ class WeightDtype(str, Enum):
     int8 = "int8"
     int4 = "int4"
     fp4 = "fp4"
+    mxfp4 = "mxfp4"
 
 
 ModelOpt = Annotated[
     str | None,
     typer.Option(
         "--model",
+        metavar="MODEL",
+        rich_help_panel=PANEL_MODEL,
         callback=name_option,
         help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
         "or path to a config.json. Default: llama-3.1-70b, reported as assumed.",
@@ -140,19 +150,44 @@ GpuOpt = Annotated[
     str | None,
     typer.Option(
         "--gpu",
+        metavar="GPU",
+        rich_help_panel=PANEL_MODEL,
         callback=name_option,
         help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.",
     ),
 ]
-KvDtypeOpt = Annotated[KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.")]
-WeightDtypeOpt = Annotated[WeightDtype, typer.Option("--weight-dtype", help="Weight dtype.")]
+KvDtypeOpt = Annotated[
+    KvDtype, typer.Option("--kv-dtype", help="KV cache dtype.", rich_help_panel=PANEL_MODEL)
+]
+WeightDtypeOpt = Annotated[
+    WeightDtype | None,
+    typer.Option(
+        "--weight-dtype",
+        help="Weight dtype. Default: the checkpoint's published one (FP8 for "
+        "DeepSeek-V3/R1, MXFP4 experts for gpt-oss, bf16 for most).",
+        rich_help_panel=PANEL_MODEL,
+    ),
+]
 TpOpt = Annotated[
     int | None,
     typer.Option(
         "--tp",
         min=1,
         max=MAX_TP,
+        metavar="N",
+        rich_help_panel=PANEL_MODEL,
         help="Tensor-parallel GPUs per instance (default: smallest that fits).",
+    ),
+]
+EpOpt = Annotated[
+    int,
+    typer.Option(
+        "--ep",
+        min=1,
+        metavar="N",
+        rich_help_panel=PANEL_MODEL,
+        help="MoE models: GPUs of the instance the routed experts are spread over (expert "
+        "parallelism; must divide --tp). Default 1: every expert split over the TP GPUs.",
     ),
 ]
 WindowOpt = Annotated[
@@ -162,7 +197,9 @@ WindowOpt = Annotated[
         min=1e-3,
         max=MAX_WINDOW_S,
         callback=finite_option,
-        help="Window for I/O demand time series, seconds.",
+        metavar="SECONDS",
+        rich_help_panel=PANEL_DEPLOYMENT,
+        help="Window of the I/O demand time series.",
     ),
 ]
 InstancesOpt = Annotated[
@@ -171,19 +208,27 @@ InstancesOpt = Annotated[
         "--instances",
         min=1,
         max=MAX_INSTANCES,
-        help="Model instances serving the trace: the stage profile spreads the load over them.",
+        metavar="N",
+        rich_help_panel=PANEL_DEPLOYMENT,
+        help="Model instances serving the trace: the stage profile spreads the load over "
+        "them. (The cache's routing comparison has its own: --cache-instances.)",
     ),
 ]
 IoUnitOpt = Annotated[
     str,
     typer.Option(
-        "--io-unit", help="Device I/O unit each KV chunk I/O is rounded up to (e.g. '4 KiB')."
+        "--io-unit",
+        metavar="SIZE",
+        help="Device I/O unit each KV chunk I/O is rounded up to (e.g. '4 KiB').",
+        rich_help_panel=PANEL_DEPLOYMENT,
     ),
 ]
 DriveCapacityOpt = Annotated[
     str | None,
     typer.Option(
         "--drive-capacity",
+        metavar="SIZE",
+        rich_help_panel=PANEL_DEPLOYMENT,
         help="Capacity of the KV drive (e.g. '7.68 TB'): the I/O section then "
         "gives drive writes per day.",
     ),
@@ -222,99 +267,154 @@ def io_unit_bytes(text: str) -> int:
 def analyze_cmd(
     ctx: typer.Context,
     trace: TraceArg,
-    output: Annotated[
-        list[str] | None,
-        typer.Option(
-            "-o",
-            "--output",
-            help="Report file; the extension names the format (.html, .json, .md, .txt); "
-            "'-' is stdout. Repeatable.",
-        ),
-    ] = None,
-    fmt: Annotated[
-        ReportFormat | None,
-        typer.Option("--format", help="Report format when -o cannot tell (or no -o: stdout)."),
-    ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
+    # Input
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
+    memory_limit: MemoryLimitOpt = None,
+    # Cache
     warmup_fraction: WarmupOpt = 0.5,
     cache_tier: Annotated[
         list[str] | None,
-        typer.Option(help="Cache tier NAME=TOKENS, fastest first (e.g. hbm=1M). Repeatable."),
+        typer.Option(
+            metavar="NAME=TOKENS",
+            help="Cache tier, fastest first (e.g. hbm=1M). Repeatable.",
+            rich_help_panel=PANEL_CACHE,
+        ),
     ] = None,
     cache_instances: Annotated[
         int,
         typer.Option(
-            help="Serving instances for the routing comparison (1: off).",
+            metavar="N",
             min=1,
             max=MAX_CACHE_INSTANCES,
+            help="Per-instance caches compared under each routing policy against one pool "
+            "(cache section only; 1: no comparison). Not the serving --instances.",
+            rich_help_panel=PANEL_CACHE,
         ),
     ] = 8,
     chunk_tokens: Annotated[
         int | None,
         typer.Option(
-            help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
-            "and count KV I/Os per chunk (I/O default: 256, LMCache's).",
+            metavar="N",
             min=1,
             max=MAX_BLOCK_TOKENS,
+            help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
+            "and count KV I/Os per chunk (I/O default: 256, LMCache's).",
+            rich_help_panel=PANEL_CACHE,
         ),
     ] = None,
     save_unfull_chunk: Annotated[
-        bool, typer.Option(help="Keep a partial last chunk (LMCache save_unfull_chunk).")
+        bool,
+        typer.Option(
+            "--save-unfull-chunk",
+            help="Keep a partial last chunk (LMCache save_unfull_chunk).",
+            rich_help_panel=PANEL_CACHE,
+        ),
     ] = False,
     cache_sample_rate: Annotated[
         float | None,
         typer.Option(
-            help="Estimate the cache curve by SHARDS sampling at this rate.",
+            metavar="RATE",
             min=0.0,
             max=1.0,
             callback=finite_option,
+            help="Estimate the cache curve by SHARDS sampling at this rate.",
+            rich_help_panel=PANEL_CACHE,
         ),
     ] = None,
-    rules_dir: RulesDirOpt = None,
-    select: SelectOpt = None,
-    ignore: IgnoreOpt = None,
-    catalog: CatalogOpt = None,
-    storage: Annotated[
-        str | None,
-        typer.Option(
-            "--storage",
-            callback=name_option,
-            help="One storage spec (catalog name) for both "
-            "stages: per-stage utilization and idle-stage warnings.",
-        ),
-    ] = None,
+    # Model and GPU
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    kv_dtype: KvDtypeOpt = KvDtype.bf16,
+    weight_dtype: WeightDtypeOpt = None,
+    tp: TpOpt = None,
+    ep: EpOpt = 1,
+    # Deployment
+    instances: InstancesOpt = 1,
     instance: Annotated[
         list[str] | None,
         typer.Option(
             "--instance",
+            metavar="[STAGE=]NAME",
             help="Instance for both stages (NAME) or one stage (prefill=NAME, decode=NAME).",
+            rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            "--storage",
+            metavar="NAME",
+            callback=name_option,
+            help="One storage spec (catalog name) for both stages: per-stage utilization "
+            "and idle-stage warnings.",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = None,
+    plan: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--plan",
+            metavar="FILE",
+            help="Deployment plan to review against the trace. Repeatable.",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = None,
+    replay: Annotated[
+        bool,
+        typer.Option(
+            "--replay/--no-replay",
+            help="Replay the recommended deployment closed loop (its split becomes the report's).",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = True,
+    window: WindowOpt = 1.0,
+    io_unit: IoUnitOpt = "4 KiB",
+    drive_capacity: DriveCapacityOpt = None,
+    # Rules and catalogs
+    rules_dir: RulesDirOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    catalog: CatalogOpt = None,
+    # Output
+    output: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="FILE",
+            help="Report file; the extension names the format (.html, .json, .md, .txt); "
+            "'-' is stdout (JSON unless --format). Repeatable.",
+            rich_help_panel=PANEL_OUTPUT,
+        ),
+    ] = None,
+    fmt: Annotated[
+        ReportFormat | None,
+        typer.Option(
+            "--format",
+            help="Report format when -o cannot tell (or no -o: stdout).",
+            rich_help_panel=PANEL_OUTPUT,
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="No terminal summary (files written are still said).",
+            rich_help_panel=PANEL_OUTPUT,
+        ),
+    ] = False,
     emit: Annotated[
         list[Engine] | None,
         typer.Option(
             "--emit",
             help="Write this engine's configuration (or the deployment plan) for the "
             "recommended deployment into the -o directory. Repeatable.",
+            rich_help_panel=PANEL_OUTPUT,
         ),
     ] = None,
-    plan: Annotated[
-        list[Path] | None,
-        typer.Option("--plan", help="Deployment plan to review against the trace. Repeatable."),
-    ] = None,
-    memory_limit: MemoryLimitOpt = None,
-    model: ModelOpt = None,
-    gpu: GpuOpt = None,
-    kv_dtype: KvDtypeOpt = KvDtype.bf16,
-    weight_dtype: WeightDtypeOpt = WeightDtype.bf16,
-    tp: TpOpt = None,
-    window: WindowOpt = 1.0,
-    instances: InstancesOpt = 1,
-    io_unit: IoUnitOpt = "4 KiB",
-    drive_capacity: DriveCapacityOpt = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
     from kvadvisor.emit import emit_all
@@ -327,7 +427,10 @@ def analyze_cmd(
         emit_dir, output = _split_emit_dir(emit, output)
         fmt_name = fmt.value if fmt else None
         targets = output or (["-"] if fmt_name else [])
-        renderers = [(o, get_renderer(fmt_name, o)) for o in targets]
+        # '-' alone is stdout in JSON, the format a pipe wants; --format names another.
+        renderers = [
+            (o, get_renderer(fmt_name or ("json" if o == "-" else None), o)) for o in targets
+        ]
         for target in targets:
             files.check_output(target)
         progress = Progress()
@@ -349,11 +452,13 @@ def analyze_cmd(
             cache_chunk_tokens=chunk_tokens,
             cache_save_unfull_chunk=save_unfull_chunk,
             cache_sample_rate=cache_sample_rate,
+            replay=replay,
             model=model,
             gpu=gpu,
             kv_dtype=kv_dtype.value,
-            weight_dtype=weight_dtype.value,
+            weight_dtype=weight_dtype.value if weight_dtype else None,
             tp=tp,
+            ep=ep,
             window_s=window,
             instances=instances,
             io_unit_bytes=io_unit_bytes(io_unit),
@@ -367,6 +472,12 @@ def analyze_cmd(
             storage=storage,
             instance=as_strs(instance),
         )
+        if not quiet:
+            # The summary shares stdout only when no report is written there. It comes first,
+            # so the run ends with the "wrote PATH" lines of what it wrote.
+            to_stderr = "-" in targets
+            width = shutil.get_terminal_size().columns
+            echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 terminal = renderer.name in ("text", "markdown")
@@ -377,8 +488,3 @@ def analyze_cmd(
                 files.check_output(Path(emit_dir) / name)
             for name, text in written.items():
                 write_output(str(Path(emit_dir) / name), text, files)
-        if not quiet:
-            # The summary shares stdout only when no report is written there.
-            to_stderr = "-" in targets
-            width = shutil.get_terminal_size().columns
-            echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)

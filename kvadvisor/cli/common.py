@@ -9,9 +9,10 @@ import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 import kvadvisor
 from kvadvisor import TraceFormat, __version__
@@ -35,14 +36,96 @@ EXIT_FINDINGS = 1
 EXIT_USER_ERROR = 2
 
 # Upper bounds of the count and size options: far above any real deployment, low enough that
-# no value within them makes a run allocate or loop without end (docs/errors.md#config).
+# no value within them makes a run allocate or loop without end (`kvadvisor docs errors#config`).
 MAX_TP = 1024  # GPUs in one tensor-parallel group
 MAX_INSTANCES = 1_000_000  # model instances serving a trace
 MAX_CACHE_INSTANCES = 1024  # per-instance caches replayed one by one in the routing comparison
 MAX_BLOCK_TOKENS = 1 << 20  # tokens per hash block or engine chunk
 MAX_WINDOW_S = 1e7  # about 116 days: one window longer than any trace it would average
 
+# --help panels, in the order a command's options are best read.
+PANEL_INPUT = "Input"
+PANEL_CACHE = "Cache"
+PANEL_MODEL = "Model and GPU"
+PANEL_DEPLOYMENT = "Deployment"
+PANEL_RULES = "Rules and catalogs"
+PANEL_OUTPUT = "Output"
+
+# Parameter type -> the metavar `--help` shows (typer's own are `<list[str]>`, `<bool>`).
+_METAVARS = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH"}
+
+
+def readable_metavars(params: list[Any]) -> None:
+    """Plain metavars for options that declare none: flags none at all, values by their type.
+
+    Choices (enums) keep typer's list of values; a repeatable option shows its element's.
+    """
+    for param in params:
+        if param.param_type_name == "argument":
+            # An argument's name says what it is (TRACE, FILES); typer's `<path>` adds nothing.
+            if param.bare_type().removeprefix("list[").removesuffix("]") in _METAVARS:
+                param.display_type_rich = lambda ctx: None
+            continue
+        if param.metavar is not None:
+            continue
+        if param.is_flag:
+            param.metavar = ""
+            continue
+        bare = param.bare_type()
+        element = bare[len("list[") : -1] if bare.startswith("list[") else bare
+        if element in _METAVARS:
+            param.metavar = _METAVARS[element]
+        elif bare.startswith("list["):
+            # A repeatable choice: its values, as a single choice shows them.
+            shown = param.display_type(None)
+            if shown and shown.startswith("<list[") and shown.endswith("]>"):
+                param.metavar = "<" + shown[len("<list[") : -len("]>")] + ">"
+
+
+class Command(TyperCommand):
+    """A command whose --help shows readable metavars (every command gets it: cli.commands)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        readable_metavars(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """Typer's --help, without the `<bool>` typer shows for it."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Group(TyperGroup):
+    """A command group with the same readable --help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        readable_metavars(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """Typer's --help, without the `<bool>` typer shows for it."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+def readable_help(typer_app: typer.Typer) -> None:
+    """Give every command and group of ``typer_app`` (recursively) the readable --help."""
+    for info in typer_app.registered_commands:
+        if info.cls in (None, TyperCommand):
+            info.cls = Command
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            if group.typer_instance.info.cls in (None, TyperGroup):
+                group.typer_instance.info.cls = Group
+            readable_help(group.typer_instance)
+
+
 app = typer.Typer(
+    cls=Group,
     name="kvadvisor",
     help="Profile LLM-serving traffic and advise KV-cache storage per stage (prefill / decode).",
     no_args_is_help=True,
@@ -80,7 +163,8 @@ def handle_user_errors() -> Iterator[None]:
             warnings.showwarning = show
             yield
     except KvAdvisorError as exc:
-        error_line(f"error: {exc} (see docs/errors.md#{exc.slug})")
+        # The reference resolves for a pip install too: the docs ship in the package.
+        error_line(f"error: {exc} (see `kvadvisor docs errors#{exc.slug}`)")
         raise typer.Exit(EXIT_USER_ERROR) from None
 
 
@@ -141,6 +225,15 @@ def write_output(
     if inputs is not None:
         inputs.check_output(target)
     write_text(target, text)
+    said_written(target)
+
+
+def said_written(path: Path | str, what: str = "") -> None:
+    """One "wrote PATH" line on stderr (``what`` after a colon).
+
+    A quiet run still tells where its output went, and stdout keeps only what was asked for.
+    """
+    error_line(f"wrote {path}" + (f": {what}" if what else ""))
 
 
 def command_inputs(
@@ -198,7 +291,12 @@ def _version_callback(value: bool) -> None:
 
 
 TraceArg = Annotated[
-    Path, typer.Argument(help="Request trace (any supported format).", show_default=False)
+    Path,
+    typer.Argument(
+        metavar="TRACE",
+        help="Request trace (any supported format), or a directory of canonical parquet.",
+        show_default=False,
+    ),
 ]
 TraceFormatOpt = Annotated[
     TraceFormat | None,
@@ -206,6 +304,7 @@ TraceFormatOpt = Annotated[
         "--trace-format",
         help="Trace format, when auto-detection cannot tell.",
         case_sensitive=False,
+        rich_help_panel=PANEL_INPUT,
     ),
 ]
 MapOpt = Annotated[
@@ -215,6 +314,7 @@ MapOpt = Annotated[
         metavar="CANONICAL=SOURCE[:UNIT]",
         help="Canonical CSV/parquet: take a canonical column from a source column "
         "(repeatable), e.g. --map input_tokens=prompt_len --map arrival_s=ts:ms.",
+        rich_help_panel=PANEL_INPUT,
     ),
 ]
 BlockTokensOpt = Annotated[
@@ -223,7 +323,9 @@ BlockTokensOpt = Annotated[
         "--block-tokens",
         min=1,
         max=MAX_BLOCK_TOKENS,
+        metavar="N",
         help="Tokens per hash block (overrides the format's).",
+        rich_help_panel=PANEL_INPUT,
     ),
 ]
 
@@ -242,27 +344,49 @@ WarmupOpt = Annotated[
     float,
     typer.Option(
         help="Share of requests treated as cache warm-up.",
+        metavar="FRACTION",
         min=0.0,
         max=0.99,
         callback=finite_option,
+        rich_help_panel=PANEL_CACHE,
     ),
 ]
 RulesDirOpt = Annotated[
     list[Path] | None,
-    typer.Option("--rules", help="Directory of extra rule files (repeatable).", file_okay=False),
+    typer.Option(
+        "--rules",
+        metavar="DIR",
+        help="Directory of extra rule files (repeatable).",
+        file_okay=False,
+        rich_help_panel=PANEL_RULES,
+    ),
 ]
 SelectOpt = Annotated[
     list[str] | None,
-    typer.Option("--select", help="Only rules with this code, name or group (repeatable, or a,b)."),
+    typer.Option(
+        "--select",
+        metavar="RULE",
+        help="Only rules with this code, name or group (repeatable, or a,b).",
+        rich_help_panel=PANEL_RULES,
+    ),
 ]
 IgnoreOpt = Annotated[
     list[str] | None,
-    typer.Option("--ignore", help="Skip rules with this code, name or group (repeatable)."),
+    typer.Option(
+        "--ignore",
+        metavar="RULE",
+        help="Skip rules with this code, name or group (repeatable).",
+        rich_help_panel=PANEL_RULES,
+    ),
 ]
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
-        "--catalog", help="Catalog file adding or overriding entries (repeatable).", dir_okay=False
+        "--catalog",
+        metavar="FILE",
+        help="Catalog file adding or overriding entries (repeatable).",
+        dir_okay=False,
+        rich_help_panel=PANEL_RULES,
     ),
 ]
 

@@ -56,7 +56,11 @@ def replay_cmd(
     ] = None,
     slo: Annotated[
         str | None,
-        typer.Option("--slo", help="Targets on top of the plan's, e.g. ttft_p90=2s,tpot_p90=50ms."),
+        typer.Option(
+            "--slo",
+            help="Targets on top of the plan's: NAME=VALUE pairs joined by commas, e.g. "
+            "ttft_p90=2s and tpot_p90=50ms.",
+        ),
     ] = None,
     window: Annotated[
         float,

@@ -27,6 +27,7 @@ from kvadvisor.cli.common import (
     handle_user_errors,
     write_output,
 )
+from kvadvisor.errors import RuleError
 
 rules_app = typer.Typer(
     help="List, show and check rules; print the rule and fact docs.", no_args_is_help=True
@@ -65,10 +66,21 @@ def rules_show_cmd(
 def rules_check_cmd(
     directory: Annotated[Path, typer.Argument(help="Directory of rule files.")],
 ) -> None:
-    """Check a directory of rule files against the schema, the facts and the built-in rules."""
+    """Check a directory of rule files against the schema, the facts and the built-in rules.
+
+    Every problem of every file is listed, one `error:` line each (exit 2 if any).
+    """
     with handle_user_errors():
         command_inputs(rules_dirs=[directory])
-        checked = kvadvisor.check_rules(directory)
+        try:
+            checked = kvadvisor.check_rules(directory)
+        except RuleError as exc:
+            if len(exc.problems) < 2:
+                raise
+            for problem in exc.problems:
+                error_line(f"error: {problem}")
+            error_line(f"{directory}: {len(exc.problems)} problems")
+            raise typer.Exit(EXIT_USER_ERROR) from None
         echo(f"{directory}: {len(checked)} rule(s) OK")
 
 

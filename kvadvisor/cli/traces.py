@@ -22,6 +22,7 @@ from kvadvisor.cli.common import (
     command_inputs,
     echo,
     handle_user_errors,
+    said_written,
 )
 from kvadvisor.errors import ConfigError
 
@@ -50,9 +51,10 @@ def convert_cmd(
         command_inputs(trace).check_output(output)
         if output.suffix.lower() != ".parquet":
             raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
-        kvadvisor.convert(
+        written = kvadvisor.convert(
             trace, output, trace_format=trace_format, column_map=maps, block_tokens=block_tokens
         )
+        said_written(written, "canonical parquet")
 
 
 @app.command("info")

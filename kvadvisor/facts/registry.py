@@ -107,7 +107,7 @@ FACT_SPECS: tuple[FactSpec, ...] = (
         "prefix_hit_ratio_unbounded",
         Unit.RATIO,
         "Token hit ratio over all requests with an unbounded LRU prefix cache "
-        "(DESIGN.md's prefix-hit definition).",
+        "(the prefix-hit definition: `kvadvisor docs cache#prefix-hit`).",
         _C,
     ),
     FactSpec(

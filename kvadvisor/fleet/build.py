@@ -13,6 +13,7 @@ from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.deployment import KvModel
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
+from kvadvisor.perfmodel.silicon import silicon_step_table
 from kvadvisor.perfmodel.step import StepTable, roofline_step_table
 from kvadvisor.units import BYTES_PER_GB
 
@@ -47,8 +48,33 @@ def pool_tokens(
 
 
 def roofline_for(
-    model: ModelSpec, gpu: GpuSpec, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16"
+    model: ModelSpec,
+    gpu: GpuSpec,
+    tp: int,
+    kv_dtype: str = "bf16",
+    weight_dtype: str | None = None,
 ) -> tuple[PerfModel, StepTable]:
-    """The performance model and its roofline step table for one replica."""
+    """The performance model and its roofline step table for one replica.
+
+    ``weight_dtype`` None: the checkpoint's published dtypes (FP8 DeepSeek-V3, MXFP4 experts).
+    """
     pm = PerfModel.build(model, gpu, tp=tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
     return pm, roofline_step_table(pm)
+
+
+def step_model_for(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    tp: int,
+    kv_dtype: str = "bf16",
+    weight_dtype: str | None = None,
+) -> tuple[PerfModel, StepTable]:
+    """One replica's performance model and step table, silicon where it can be.
+
+    AIConfigurator's silicon table where the optional ``kvadvisor[silicon]`` extra covers the
+    model and GPU, else the calibrated roofline's. The table's ``source`` names which (the
+    replay report's ``step_model``).
+    """
+    pm = PerfModel.build(model, gpu, tp=tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    choice = silicon_step_table(pm)
+    return choice.perf, choice.perf.step_table

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
+from kvadvisor.fleet.build import kv_model, pool_tokens, step_model_for
 from kvadvisor.fleet.deployment import (
     Deployment,
     LinkSpec,
@@ -138,7 +138,7 @@ def _stage(plan: Plan, stage: StagePlan, role: Role) -> tuple[StageSpec, list[st
     if stage.gpu is None:
         raise _fail(plan, where, "the replay needs the GPU: give instance (or gpu)")
     tp = stage.gpus_per_replica or plan.model.tp
-    pm, step = roofline_for(spec, stage.gpu, tp, plan.model.kv_dtype, plan.model.weight_dtype)
+    pm, step = step_model_for(spec, stage.gpu, tp, plan.model.kv_dtype, plan.model.weight_dtype)
     kv = kv_model(spec, plan.model.kv_dtype, tp)
     rpi = stage.replicas_per_instance or 1
     notes = []

@@ -16,7 +16,8 @@ router that looks at live load); groups are independent and may run concurrently
   requests first come, first served while the token budget, the sequence cap and free pages
   allow; a preemption in a step stops admissions in it.
 * Step time from the step-time table (``perfmodel.step.StepTable.step_s``, mirrored by
-  :func:`step_time`): token part on a grid, attention pairs of the prefill chunks, decode KV
+  :func:`step_time`): token part on a grid, the LM head for the step's sequences, the
+  attention floors, attention pairs of the prefill chunks, decode KV
   bytes per rank.
 * Loads and transfers share a resource's bandwidth equally among the flows in flight (processor
   sharing, tracked with virtual time as in fair queueing), then pay the resource's latency.
@@ -107,9 +108,38 @@ def attention_pairs(m, p, full_layers, window_layers, window_tokens):  # pragma:
 
 
 @nb.njit(cache=True, nogil=True)
-def step_time(grid, tokens_s, s_per_pair, s_per_kv, tokens, pairs, kv_bytes):  # pragma: no cover
+def shared_time(
+    grid, tokens_s, logits_grid, logits_s, pf_fixed, dec_fixed, tokens, seqs, pairs, kv
+):  # pragma: no cover - compiled
+    """The part of ``StepTable.step_s`` the step's requests share: tokens, head, floors."""
+    out = tokens_time(grid, tokens_s, tokens) + tokens_time(logits_grid, logits_s, seqs)
+    if pairs > 0.0:
+        out += pf_fixed
+    if kv > 0.0:
+        out += dec_fixed
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def step_time(
+    grid,
+    tokens_s,
+    s_per_pair,
+    s_per_kv,
+    logits_grid,
+    logits_s,
+    pf_fixed,
+    dec_fixed,
+    tokens,
+    seqs,
+    pairs,
+    kv_bytes,
+):  # pragma: no cover - compiled
     """``StepTable.step_s`` for one step (the test suite checks the two agree)."""
-    return tokens_time(grid, tokens_s, tokens) + s_per_pair * pairs + s_per_kv * kv_bytes
+    shared = shared_time(
+        grid, tokens_s, logits_grid, logits_s, pf_fixed, dec_fixed, tokens, seqs, pairs, kv_bytes
+    )
+    return shared + s_per_pair * pairs + s_per_kv * kv_bytes
 
 
 @nb.njit(cache=True, nogil=True)
@@ -458,6 +488,10 @@ def simulate_group(
     tokens_s,
     s_per_pair,
     s_per_kv,
+    logits_grid,
+    logits_s,
+    pf_fixed,
+    dec_fixed,
     full_layers,
     window_layers,
     window_tokens,
@@ -842,6 +876,7 @@ def simulate_group(
             dirty[r] = False
             budget = max_tokens
             n_tok = 0
+            n_seq = 0  # sequences in the step: each computes its last position's logits
             n_pf_tok = 0
             pairs = 0.0
             kv = 0.0
@@ -916,6 +951,7 @@ def simulate_group(
                 chunk[q] = m
                 budget -= m
                 n_tok += m
+                n_seq += 1
                 if state[q] == S_PREFILL:
                     n_pf_tok += m
                     pairs += attention_pairs(
@@ -1131,6 +1167,7 @@ def simulate_group(
                     chunk[q] = m
                     budget -= m
                     n_tok += m
+                    n_seq += 1
                     n_pf_tok += m
                     pairs += attention_pairs(
                         float(m), float(pf_pos[q]), full_layers, window_layers, window_tokens
@@ -1140,7 +1177,18 @@ def simulate_group(
             if n_tok == 0:
                 continue
             # the step's time, and each request's share of it (docs/replay.md, stage split)
-            tok_part = tokens_time(grid, tokens_s, float(n_tok))
+            tok_part = shared_time(
+                grid,
+                tokens_s,
+                logits_grid,
+                logits_s,
+                pf_fixed,
+                dec_fixed,
+                float(n_tok),
+                float(n_seq),
+                pairs,
+                kv,
+            )
             compute = tok_part + s_per_pair * pairs + s_per_kv * kv
             extra = swap_s
             if res_offload[r] >= 0 and offload_pages[r] > free[r]:

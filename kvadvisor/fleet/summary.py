@@ -28,9 +28,9 @@ from kvadvisor.results.replay import (
     Percentiles,
     Rate,
     ReplayResult,
+    ReplaySeriesKey,
     RequestStats,
     Series,
-    SeriesKind,
     Slo,
     StageSplit,
     StageSummary,
@@ -166,7 +166,7 @@ def _downsample(x: np.ndarray, y: np.ndarray, points: int = CHART_POINTS) -> tup
     return tuple(float(v) for v in xs), tuple(float(v) for v in ys)
 
 
-def _cdf(kind: SeriesKind, values: np.ndarray) -> Series | None:
+def _cdf(kind: ReplaySeriesKey, values: np.ndarray) -> Series | None:
     v = values[np.isfinite(values)]
     if v.size == 0:
         return None
@@ -338,26 +338,26 @@ def summarize(run: ReplayRun, slo_targets: Mapping[str, float] | None = None) ->
     w = run.window_s
     times = (np.arange(end_w) + 0.5) * w
     series: list[Series] = []
-    for kind, key in ((SeriesKind.TTFT_CDF, "ttft_s"), (SeriesKind.TPOT_CDF, "tpot_s")):
+    for kind, key in ((ReplaySeriesKey.TTFT_CDF, "ttft_s"), (ReplaySeriesKey.TPOT_CDF, "tpot_s")):
         cdf = _cdf(kind, cols[key])
         if cdf is not None:
             series.append(cdf)
     waiting = sum(st.waiting for st in run.stages)[:end_w] / w
     running = sum(st.running for st in run.stages)[:end_w] / w
-    series.append(Series(SeriesKind.QUEUE, "waiting", *_downsample(times, waiting)))
-    series.append(Series(SeriesKind.RUNNING, "running", *_downsample(times, running)))
+    series.append(Series(ReplaySeriesKey.QUEUE, "waiting", *_downsample(times, waiting)))
+    series.append(Series(ReplaySeriesKey.RUNNING, "running", *_downsample(times, running)))
     for st in run.stages:
         for k, tier in enumerate(st.spec.tiers):
             rows = [i for i, r in enumerate(st.resources) if r.kind == "tier" and r.tier == k]
             label = f"{st.role.value}/{tier.name}"
             rd = st.read_bytes[rows, :end_w].sum(axis=0) / w
             wr = st.write_bytes[rows, :end_w].sum(axis=0) / w
-            series.append(Series(SeriesKind.TIER_READ, label, *_downsample(times, rd)))
-            series.append(Series(SeriesKind.TIER_WRITE, label, *_downsample(times, wr)))
+            series.append(Series(ReplaySeriesKey.TIER_READ, label, *_downsample(times, rd)))
+            series.append(Series(ReplaySeriesKey.TIER_WRITE, label, *_downsample(times, wr)))
         links = [i for i, r in enumerate(st.resources) if r.kind == "link"]
         if links:
             lk = st.read_bytes[links, :end_w].sum(axis=0) / w
-            series.append(Series(SeriesKind.LINK, "p-to-d", *_downsample(times, lk)))
+            series.append(Series(ReplaySeriesKey.LINK, "p-to-d", *_downsample(times, lk)))
     dep = run.deployment
     return ReplayResult(
         step_model={st.role.value: st.spec.step.source for st in run.stages},

@@ -1,10 +1,12 @@
-"""Performance model: KV size, roofline stage times, memory fit, load vs recompute, calibration."""
+"""Performance model: KV size, step times (calibrated roofline or silicon), memory, calibration."""
 
 from kvadvisor.perfmodel.calibrate import Calibration, CalibrationRows, FitError, calibrate
 from kvadvisor.perfmodel.efficiency import Efficiency, default_efficiency
 from kvadvisor.perfmodel.kv import KvLayout, KvSize, kv_size
 from kvadvisor.perfmodel.memory import MemoryFit, auto_tp, memory_fit
 from kvadvisor.perfmodel.perf import PerfModel
+from kvadvisor.perfmodel.silicon import SiliconChoice, silicon_step_table
+from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.perfmodel.transfer import (
     Tier,
     break_even_bandwidth_bytes_per_s,
@@ -24,6 +26,8 @@ __all__ = [
     "KvSize",
     "MemoryFit",
     "PerfModel",
+    "SiliconChoice",
+    "StepTable",
     "Tier",
     "auto_tp",
     "break_even_bandwidth_bytes_per_s",
@@ -36,4 +40,5 @@ __all__ = [
     "recompute_s",
     "reference_tiers",
     "share_below",
+    "silicon_step_table",
 ]

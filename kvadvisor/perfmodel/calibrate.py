@@ -1,8 +1,12 @@
-"""Fit the roofline's efficiency factors to measured stage latencies (robust least squares).
+"""Fit the step-time model to measured stage latencies (robust least squares, held-out error).
 
-Residuals are log ratios ``log(model / measured)`` of prefill latency and of decode time per
-step, so every row weighs the same whatever its size; scipy's ``least_squares`` with the
-``soft_l1`` loss keeps outliers (a stalled request, a queueing spike) from dragging the fit.
+Three knobs are fitted on top of the GPU's silicon-fitted coefficients: a factor on every
+compute-side efficiency (GEMMs, experts, prefill attention), a factor on every memory-side one
+(weight, expert and KV reads) and the fixed per-step overhead (``Efficiency.scaled``): prefill
+is mostly compute, decode mostly memory, short steps mostly fixed cost, so each knob has rows
+that pin it. Residuals are log ratios ``log(model / measured)`` of prefill latency and of decode
+time per step, so every row weighs the same whatever its size; scipy's ``least_squares`` with
+the ``soft_l1`` loss keeps outliers (a stalled request, a queueing spike) from dragging the fit.
 Every fifth measured row is held out and the fit's error is reported on those rows.
 """
 
@@ -17,7 +21,9 @@ from kvadvisor.perfmodel.perf import PerfModel
 
 HELDOUT_EVERY = 5
 MIN_ROWS = 10
-EFFICIENCY_BOUNDS = (0.01, 1.0)
+# Bounds of the fitted factors on the prior efficiencies and of the per-step overhead.
+SCALE_BOUNDS = (0.05, 20.0)
+OVERHEAD_BOUNDS_US = (0.0, 1e6)
 SOFT_L1_SCALE = 0.1  # log-error at which the loss turns linear (about 10 %)
 
 
@@ -41,7 +47,11 @@ class FitError:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Fitted efficiency factors and the fit's error, before and after, on held-out rows."""
+    """Fitted coefficients and the fit's error, before and after, on held-out rows.
+
+    ``compute_scale`` and ``memory_scale`` multiply the prior's compute- and memory-side
+    efficiencies; ``step_overhead_us`` replaces its per-step overhead.
+    """
 
     efficiency: Efficiency
     prior: Efficiency
@@ -54,6 +64,9 @@ class Calibration:
     prefill_heldout_prior: FitError
     decode_heldout_prior: FitError
     converged: bool
+    compute_scale: float = 1.0
+    memory_scale: float = 1.0
+    step_overhead_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -89,7 +102,7 @@ def _errors(pm: PerfModel, rows: CalibrationRows) -> tuple[FitError, FitError]:
 
 
 def calibrate(pm: PerfModel, rows: CalibrationRows) -> Calibration | None:
-    """Fit prefill MFU, decode MFU and memory efficiency; None with fewer than MIN_ROWS rows."""
+    """Fit the compute and memory factors and the step overhead; None below MIN_ROWS rows."""
     # scipy.optimize costs about half a second to import; only calibration needs it.
     from scipy.optimize import least_squares
 
@@ -104,22 +117,27 @@ def calibrate(pm: PerfModel, rows: CalibrationRows) -> Calibration | None:
     log_p = np.log(np.where(p_ok, fit.measured_prefill_s, 1.0))
     log_d = np.log(np.where(d_ok, fit.measured_step_s, 1.0))
 
-    def model_at(x: np.ndarray) -> PerfModel:
-        p, d, m = np.exp(x)
-        return pm.with_efficiency(
-            prior.with_values(
-                "calibrated", prefill_mfu=float(p), decode_mfu=float(d), memory=float(m)
-            )
-        )
+    def coefficients(x: np.ndarray) -> Efficiency:
+        compute, memory = np.exp(x[:2])
+        return prior.scaled("calibrated", float(compute), float(memory), float(x[2]))
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        prefill, step = _predict(model_at(x), fit)
+        prefill, step = _predict(pm.with_efficiency(coefficients(x)), fit)
         return np.concatenate([(np.log(prefill) - log_p)[p_ok], (np.log(step) - log_d)[d_ok]])
 
-    x0 = np.log([prior.prefill_mfu, prior.decode_mfu, prior.memory])
-    lo, hi = np.log(EFFICIENCY_BOUNDS)
-    result = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=SOFT_L1_SCALE)
-    fitted = model_at(result.x)
+    lo_s, hi_s = np.log(SCALE_BOUNDS)
+    lo = np.array([lo_s, lo_s, OVERHEAD_BOUNDS_US[0]])
+    hi = np.array([hi_s, hi_s, OVERHEAD_BOUNDS_US[1]])
+    x0 = np.array([0.0, 0.0, min(max(prior.step_overhead_us, lo[2]), hi[2])])
+    result = least_squares(
+        residuals,
+        x0,
+        bounds=(lo, hi),
+        loss="soft_l1",
+        f_scale=SOFT_L1_SCALE,
+        x_scale=np.array([1.0, 1.0, max(prior.step_overhead_us, 100.0)]),
+    )
+    fitted = pm.with_efficiency(coefficients(result.x))
     prefill_fit, decode_fit = _errors(fitted, fit)
     prefill_test, decode_test = _errors(fitted, test)
     prefill_prior, decode_prior = _errors(pm, test)
@@ -135,4 +153,7 @@ def calibrate(pm: PerfModel, rows: CalibrationRows) -> Calibration | None:
         prefill_heldout_prior=prefill_prior,
         decode_heldout_prior=decode_prior,
         converged=bool(result.success),
+        compute_scale=float(np.exp(result.x[0])),
+        memory_scale=float(np.exp(result.x[1])),
+        step_overhead_us=float(result.x[2]),
     )

@@ -13,6 +13,9 @@ from kvadvisor.units import BYTES_PER_BF16, BYTES_PER_FP8, BYTES_PER_FP16, BYTES
 
 BYTES_PER_INT8 = 1
 BYTES_PER_INT4 = 0.5
+# MXFP4 (OCP microscaling): 4-bit values plus one 8-bit scale per 32 (gpt-oss model card: 4.25
+# bits per parameter).
+BYTES_PER_MXFP4 = 4.25 / 8
 
 KV_DTYPE_BYTES: dict[str, float] = {
     "bf16": BYTES_PER_BF16,
@@ -27,6 +30,7 @@ WEIGHT_DTYPE_BYTES: dict[str, float] = {
     "int8": BYTES_PER_INT8,
     "int4": BYTES_PER_INT4,
     "fp4": BYTES_PER_INT4,
+    "mxfp4": BYTES_PER_MXFP4,
 }
 
 

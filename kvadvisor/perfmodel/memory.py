@@ -9,7 +9,6 @@ import numpy as np
 
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.models import ModelSpec
-from kvadvisor.perfmodel.kv import WEIGHT_DTYPE_BYTES, dtype_bytes
 from kvadvisor.perfmodel.perf import PerfModel
 
 # Share of GPU memory an engine may use: vLLM's default gpu_memory_utilization (0.9).
@@ -19,9 +18,13 @@ AIC_WEIGHT_HEADROOM = 1.5
 TP_CHOICES = (1, 2, 4, 8)
 
 
-def auto_tp(model: ModelSpec, gpu: GpuSpec, weight_dtype: str = "bf16") -> int:
-    """Smallest TP in 1, 2, 4, 8 with ``TP x memory > 1.5 x weight bytes`` (else 8)."""
-    weights = model.total_params * dtype_bytes(weight_dtype, WEIGHT_DTYPE_BYTES, "weight")
+def auto_tp(model: ModelSpec, gpu: GpuSpec, weight_dtype: str | None = None) -> int:
+    """Smallest TP in 1, 2, 4, 8 with ``TP x memory > 1.5 x weight bytes`` (else 8).
+
+    Weight bytes as :attr:`PerfModel.weight_bytes` counts them: the published dtypes (FP8
+    DeepSeek-V3, MXFP4 gpt-oss experts) unless ``weight_dtype`` overrides them.
+    """
+    weights = PerfModel.build(model, gpu, weight_dtype=weight_dtype).weight_bytes
     for tp in TP_CHOICES:
         if tp * gpu.memory_bytes > AIC_WEIGHT_HEADROOM * weights:
             return tp

@@ -1,36 +1,104 @@
-"""Roofline stage model: prefill time (compute-bound), decode step time (memory-bound), vectorised.
+"""Step-time model: a roofline calibrated per GPU, from which prefill and decode times follow.
 
-Formulas (all times for one model instance of ``tp`` GPUs; every array argument is per request):
+One engine step of a model replica (``tp`` GPUs; the routed experts spread over ``ep`` of
+them) that holds ``T`` tokens (prefill chunk tokens plus one per decoding sequence), ``L``
+sequences whose logits it computes, ``P`` layer-weighted prefill attention pairs and ``K`` KV
+bytes per rank read by its decoding sequences takes (docs/stage-profiler.md has each term with
+its source):
 
-* Matmul FLOPs per token ``2 * P_active`` (the "2N" forward-pass rule, Kaplan et al. 2020, also
-  AIConfigurator's GEMM ops); attention FLOPs per (query, key) pair per layer
-  ``2 * q_heads * (d_qk + d_v)`` (QK^T and AV products).
-* Prefill of ``m`` new tokens after ``p`` cached ones: each new token at position ``t`` attends to
-  ``t`` keys (causal), ``min(t, W)`` on sliding-window layers; FLOPs over
-  ``tp * peak * prefill_mfu``, and never faster than reading the weights once (roofline ``max``).
-* Decode step of a batch of ``B`` requests: weight bytes (MoE: the experts the batch touches)
-  plus each request's KV, read from memory at ``bandwidth * memory_eff`` per rank; never faster
-  than its FLOPs at ``decode_mfu`` (roofline ``max``).
-* MoE experts touched by ``B`` tokens routing to ``k`` of ``E`` experts each, uniform routing:
-  ``E * (1 - (1 - k/E)^B)`` (expected distinct experts).
+    step(T, L, P, K) = fixed + gemm(T) + experts(T) + elementwise(T) + allreduce(T)
+                     + attention_tokens(T) + head(L) + s_pair P + s_kv K
+                     + [P > 0] prefill_attention_fixed + [K > 0] decode_attention_fixed
+
+* ``fixed``: ``step_overhead + layers x layer_overhead`` plus ``moe_layer_overhead`` per MoE
+  layer (router, top-k, token permutation kernels) and ``mla_layer_overhead`` per MLA layer
+  (its extra projections and norms) and ``fp8_layer_overhead`` per layer of FP8 weights
+  (activation quantisation and block-scaled GEMM set-up): launch floors and scheduling.
+* ``gemm``: the dense matmuls (attention projections, dense MLPs, shared experts, router) as a
+  soft roofline ``(t_c^p + t_m^p)^(1/p)`` of compute ``2 T W / (tp F eta_gemm)`` and weight read
+  ``W w / (tp BW eta_mem)``; FP8 weights use the FP8 peak and ``eta_gemm_fp8``.
+* ``experts``: per MoE layer the busiest expert-parallel rank, which gets ``T k / ep`` expert
+  tokens times ``1 + x log2(ep) / sqrt(E/ep)`` and reads the experts they touch,
+  ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``; soft roofline of compute at ``eta_moe``
+  and weight read at ``eta_moe_mem``; ``eta_moe`` falls for narrow experts, times ``w / (w +
+  w_half)`` with ``w`` the expert width per rank.
+* ``elementwise``: two residual-add + RMSNorm passes (4 hidden vectors each) and the gated
+  activation (reads 2, writes 1 vector of the MLP width per rank) per layer and token, at
+  ``BW eta_mem``.
+* ``allreduce``: two per layer when ``tp > 1`` (after attention and after the MLP, as
+  Megatron-style tensor parallelism does), ring all-reduce ``latency + 2 (tp-1)/tp T h b / (link
+  eta_link(tp))`` over the GPU's NVLink (PCIe where there is none); the latency and
+  ``eta_link`` are fitted at TP 2, 4 and 8 (PCIe servers lose bus bandwidth per GPU and gain
+  latency as the group grows, NVLink barely).
+* ``attention_tokens``: the attention kernels' per-query cost (tile set-up, softmax rescaling),
+  ``a_tok T (h_q/tp) layers``.
+* ``head``: the LM head only for the ``L`` sequences that produce logits, never the embedding
+  lookup; soft roofline of ``2 L V h / tp`` FLOPs and ``V h`` 16-bit weights per rank.
+* ``s_pair``: prefill attention FLOPs ``2 (h_q/tp)(d_qk + d_v)`` per pair at
+  ``F_bf16 eta_attn``.
+* ``s_kv``: decode attention per KV byte a rank reads, ``max(1 / (BW eta_kv), FLOPs per byte /
+  (F_bf16 eta_attn))`` (the FLOPs side binds only for MLA at low TP).
+* ``prefill_attention_fixed`` / ``decode_attention_fixed``: the attention kernels' floor per
+  layer (launch, scheduling metadata, split-KV reduction), paid once per step by a step that
+  holds prefill chunks / decode tokens.
+
+All ``T``-terms are sampled once on a grid into a :class:`StepTable` (the replay reads the
+table); :meth:`PerfModel.prefill_s` and :meth:`PerfModel.decode_step_s` evaluate the same table
+for a lone prefill or a decode batch, so the open-loop profiler and the replay share one model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
+from kvadvisor.catalog.efficiency import Efficiency, efficiency_for
 from kvadvisor.catalog.gpus import GpuSpec
-from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.models import ModelSpec, ParamBreakdown
 from kvadvisor.errors import ConfigError
-from kvadvisor.perfmodel.efficiency import Efficiency, default_efficiency
-from kvadvisor.perfmodel.kv import WEIGHT_DTYPE_BYTES, KvSize, dtype_bytes, kv_size, window_prefix
+from kvadvisor.perfmodel.kv import WEIGHT_DTYPE_BYTES, KvSize, dtype_bytes, kv_size
+from kvadvisor.perfmodel.step import StepTable
+from kvadvisor.units import BYTES_PER_BF16, BYTES_PER_GB
+
+NS_PER_S = 1e9
+US_PER_S = 1e6
+# Tokens-in-step grid: 1 to 1M tokens, 8 points per doubling. Linear interpolation between
+# points of a soft roofline misses the exact curve by under 0.5 %.
+TOKENS_GRID = np.unique(np.round(np.logspace(0, 20, 161, base=2.0)))
+# Logit-producing sequences per step: 0 to 16,384 (8 points per doubling above 1).
+LOGITS_GRID = np.concatenate([[0.0], np.unique(np.round(np.logspace(0, 14, 113, base=2.0)))])
+# Two residual-add + RMSNorm passes per layer, each reading the input and the residual and
+# writing both: 8 hidden vectors per token and layer.
+NORM_VECTORS_PER_LAYER = 8
+# A gated activation reads the gate and up projections and writes their product.
+ACTIVATION_VECTORS = 3
+# Megatron-style tensor parallelism all-reduces twice per layer (after attention, after the MLP).
+ALLREDUCES_PER_LAYER = 2
+# Activations, the LM head and the embedding stay 16-bit in FP8 and 4-bit checkpoints alike.
+ACTIVATION_BYTES = BYTES_PER_BF16
+# Weight-only quantised formats are dequantised into bf16 matmuls (Marlin, MXFP4 w4a16).
+WEIGHT_ONLY_DTYPES = ("int8", "int4", "fp4", "mxfp4")
+
+
+def soft_roofline(compute_s: np.ndarray, memory_s: np.ndarray, p: float) -> np.ndarray:
+    """``(t_c^p + t_m^p)^(1/p)``: the roofline ``max`` with a rounded knee (p -> inf is max)."""
+    c = np.asarray(compute_s, dtype=np.float64)
+    m = np.asarray(memory_s, dtype=np.float64)
+    top = np.maximum(np.maximum(c, m), 1e-300)
+    return top * np.power(np.power(c / top, p) + np.power(m / top, p), 1.0 / p)
 
 
 @dataclass(frozen=True)
 class PerfModel:
-    """One model served on one GPU type with tensor parallelism ``tp``."""
+    """One model served on one GPU type: ``tp`` GPUs per replica, experts over ``ep`` of them.
+
+    ``weight_dtype`` is the dense layers' dtype and ``expert_dtype`` the routed experts' (both
+    default to the checkpoint's published dtypes). ``efficiency_note`` says where the
+    coefficients come from (the report prints it).
+    """
 
     model: ModelSpec
     gpu: GpuSpec
@@ -39,6 +107,10 @@ class PerfModel:
     weight_dtype: str
     efficiency: Efficiency
     kv: KvSize
+    ep: int = 1
+    expert_dtype: str = "bf16"
+    efficiency_note: str = ""
+    table_override: StepTable | None = None
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -48,60 +120,123 @@ class PerfModel:
         gpu: GpuSpec,
         *,
         tp: int = 1,
+        ep: int = 1,
         kv_dtype: str = "bf16",
-        weight_dtype: str = "bf16",
+        weight_dtype: str | None = None,
         efficiency: Efficiency | None = None,
     ) -> PerfModel:
-        """Check the options and precompute the KV size."""
-        dtype_bytes(weight_dtype, WEIGHT_DTYPE_BYTES, "weight")
+        """Check the options, pick the GPU's coefficients and precompute the KV size.
+
+        ``weight_dtype`` overrides the checkpoint's dtypes for every weight (None: published).
+        """
         if tp < 1:
             raise ConfigError(f"--tp must be at least 1, got {tp}")
-        eff = efficiency or default_efficiency(gpu.name)
-        for name in ("prefill_mfu", "decode_mfu", "memory"):
-            value = getattr(eff, name)
-            if not 0 < value <= 1:
+        if ep < 1 or tp % ep:
+            raise ConfigError(f"--ep must divide --tp ({tp}), got {ep}")
+        dense = (weight_dtype or model.weight_dtype).lower()
+        experts = (weight_dtype or model.experts_dtype).lower()
+        dtype_bytes(dense, WEIGHT_DTYPE_BYTES, "weight")
+        dtype_bytes(experts, WEIGHT_DTYPE_BYTES, "weight")
+        note = "given"
+        if efficiency is None:
+            efficiency, note = efficiency_for(gpu.name)
+        for name, value in efficiency.as_dict().items():
+            fraction = name.endswith("_efficiency") or name.startswith("link_efficiency_")
+            if fraction and not 0 < value <= 1:
                 raise ConfigError(f"efficiency {name} must be in (0, 1], got {value}")
         return cls(
             model,
             gpu,
             tp,
             kv_dtype.lower(),
-            weight_dtype.lower(),
-            eff,
+            dense,
+            efficiency,
             kv_size(model, kv_dtype, tp),
+            ep,
+            experts,
+            note,
         )
 
     def with_efficiency(self, efficiency: Efficiency) -> PerfModel:
-        """The same deployment with other efficiency factors."""
-        return PerfModel.build(
-            self.model,
-            self.gpu,
-            tp=self.tp,
-            kv_dtype=self.kv_dtype,
-            weight_dtype=self.weight_dtype,
-            efficiency=efficiency,
+        """The same deployment on the calibrated roofline with other coefficients."""
+        return replace(
+            self, efficiency=efficiency, efficiency_note=efficiency.source, table_override=None
         )
+
+    def with_step_table(self, table: StepTable) -> PerfModel:
+        """The same deployment with its step times from ``table`` (the silicon estimator)."""
+        return replace(self, table_override=table)
 
     # ---- constants ------------------------------------------------------------------------
     @property
+    def params(self) -> ParamBreakdown:
+        """The model's parameters by role."""
+        return self.model.params
+
+    @property
     def weight_bytes_per_param(self) -> float:
-        """Bytes per weight."""
+        """Bytes per dense weight."""
         return WEIGHT_DTYPE_BYTES[self.weight_dtype]
 
     @property
-    def weight_bytes(self) -> float:
-        """All weights, bytes, over the whole TP group."""
-        return self.model.total_params * self.weight_bytes_per_param
+    def expert_bytes_per_param(self) -> float:
+        """Bytes per routed-expert weight."""
+        return WEIGHT_DTYPE_BYTES[self.expert_dtype]
 
     @property
-    def peak_flops(self) -> float:
-        """Dense FLOP/s of one GPU for the weight dtype (FP8 weights use FP8 tensor cores)."""
-        return self.gpu.peak_flops("fp8" if self.weight_dtype in ("fp8", "fp4", "int4") else "bf16")
+    def _table_bytes_per_param(self) -> float:
+        """Embedding and LM head bytes per weight: 16-bit unless the whole model is wider."""
+        return max(self.weight_bytes_per_param, BYTES_PER_BF16)
+
+    @property
+    def weight_bytes(self) -> float:
+        """All weights, bytes, over the whole TP group (each role at its dtype)."""
+        p = self.params
+        if not p.from_shapes:
+            return (
+                p.dense_body * self.weight_bytes_per_param
+                + p.routed_total * self.expert_bytes_per_param
+            )
+        tables = p.embedding + (0.0 if p.tied else p.lm_head)
+        return (
+            p.dense_body * self.weight_bytes_per_param
+            + p.routed_total * self.expert_bytes_per_param
+            + tables * self._table_bytes_per_param
+        )
+
+    def _peak(self, dtype: str) -> tuple[float, float]:
+        """(peak FLOP/s, efficiency) of matmuls on weights of ``dtype``."""
+        eff = self.efficiency
+        if dtype == "fp8" and self.gpu.fp8_dense_tflops is not None:
+            return self.gpu.peak_flops("fp8"), eff.gemm_fp8_efficiency
+        return self.gpu.peak_flops("bf16"), eff.gemm_efficiency
+
+    @property
+    def _bandwidth(self) -> float:
+        """Weight-read bandwidth of one GPU, bytes/s."""
+        return self.gpu.memory_bandwidth_bytes_per_s * self.efficiency.memory_efficiency
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """One direction of the GPU's link to its TP peers: half the NVLink total, else PCIe."""
+        if self.gpu.nvlink_gbps > 0:
+            return self.gpu.nvlink_gbps / 2.0 * BYTES_PER_GB
+        return self.gpu.pcie_bytes_per_s
+
+    @property
+    def hidden(self) -> float:
+        """Model width (q_heads x head_dim where the catalog does not give it)."""
+        return float(self.model.hidden_size or self.model.q_heads * self.model.head_dim)
 
     @property
     def flops_per_token(self) -> float:
-        """Matmul FLOPs per token: 2 x active parameters."""
-        return 2.0 * self.model.active_params
+        """Matmul FLOPs per token without the LM head: 2 x active body parameters."""
+        return 2.0 * self.params.body_active
+
+    @property
+    def head_flops_per_logit(self) -> float:
+        """LM-head FLOPs per sequence whose logits are computed: 2 V h."""
+        return 2.0 * self.params.lm_head
 
     @property
     def attention_flops_per_pair(self) -> float:
@@ -109,97 +244,277 @@ class PerfModel:
         m = self.model
         return 2.0 * m.q_heads * (m.qk_dim + m.v_dim)
 
-    def _bandwidth(self) -> float:
-        return self.gpu.memory_bandwidth_bytes_per_s * self.efficiency.memory
+    # ---- terms of the step ----------------------------------------------------------------
+    def _fixed_s(self) -> float:
+        eff, m = self.efficiency, self.model
+        us = eff.step_overhead_us + eff.layer_overhead_us * m.layers
+        us += eff.moe_layer_overhead_us * self.params.moe_layers
+        if m.is_mla:
+            us += eff.mla_layer_overhead_us * m.layers
+        if self.weight_dtype == "fp8" and self.gpu.fp8_dense_tflops is not None:
+            us += eff.fp8_layer_overhead_us * m.layers
+        return us / US_PER_S
 
-    # ---- weights read per forward pass ----------------------------------------------------
-    def weight_bytes_read(self, tokens: np.ndarray | float) -> np.ndarray:
-        """Weight bytes one forward pass over ``tokens`` tokens reads (whole TP group).
-
-        Dense: all weights. MoE: shared part plus the routed experts the tokens touch,
-        ``R * (1 - (1 - k/E)^tokens)`` with ``R`` the routed-expert parameters, derived from
-        ``P_total - P_active = R * (1 - k/E)``.
-        """
-        m = self.model
-        if not m.is_moe or m.experts_per_token <= 0 or m.experts_per_token >= m.experts:
-            return np.float64(self.weight_bytes)  # broadcasts against any shape
-        x = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
-        frac = m.experts_per_token / m.experts
-        routed = (m.total_params - m.active_params) / (1.0 - frac)
-        shared = max(m.active_params - routed * frac, 0.0)
-        touched = 1.0 - np.power(1.0 - frac, x)
-        return (shared + routed * touched) * self.weight_bytes_per_param
-
-    # ---- prefill ----------------------------------------------------------------------------
-    def attention_pairs(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
-        """Layer-weighted (query, key) pairs of a prefill: sum over layers of attended keys."""
-        m_tok = np.asarray(new_tokens, dtype=np.float64)
-        p = np.asarray(cached_tokens, dtype=np.float64)
-        full = m_tok * p + m_tok * (m_tok + 1) / 2.0
-        pairs = self.model.full_attention_layers * full
-        if self.model.sliding_window_layers:
-            w = float(self.model.sliding_window_tokens or 0)
-            win = window_prefix(p + m_tok, w) - window_prefix(p, w)
-            pairs = pairs + self.model.sliding_window_layers * win
-        return pairs
-
-    def prefill_flops(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
-        """FLOPs to prefill ``new_tokens`` after ``cached_tokens`` already in the KV cache."""
-        m_tok = np.asarray(new_tokens, dtype=np.float64)
-        return self.flops_per_token * m_tok + self.attention_flops_per_pair * self.attention_pairs(
-            m_tok, cached_tokens
+    def _dense_gemm_s(self, tokens: np.ndarray) -> np.ndarray:
+        w = self.params.dense_body / self.tp
+        peak, eta = self._peak(self.weight_dtype)
+        compute = 2.0 * tokens * w / (peak * eta)
+        memory = w * self.weight_bytes_per_param / self._bandwidth
+        return soft_roofline(
+            compute, np.full_like(tokens, memory), self.efficiency.roofline_sharpness
         )
 
-    def prefill_compute_s(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
-        """Compute-bound prefill time, s: FLOPs / (tp x peak x prefill_mfu)."""
-        denom = self.tp * self.peak_flops * self.efficiency.prefill_mfu
-        return self.prefill_flops(new_tokens, cached_tokens) / denom
+    def _expert_imbalance(self) -> float:
+        """Busiest EP rank's load over the mean: ``1 + x log2(ep) / sqrt(E / ep)``.
+
+        Skewed routing overloads the ranks that hold hot experts; a rank holding ``n = E/ep``
+        experts averages their loads, so its excess shrinks as ``1/sqrt(n)`` (law of large
+        numbers), and grows with the number of ranks to be the busiest of.
+        """
+        p = self.params
+        if self.ep == 1 or not p.experts:
+            return 1.0
+        per_rank = max(p.experts / self.ep, 1.0)
+        return 1.0 + self.efficiency.expert_imbalance * math.log2(self.ep) / math.sqrt(per_rank)
+
+    def _expert_compute_s(self, tokens: np.ndarray) -> np.ndarray:
+        """The busiest EP rank's expert FLOPs over all MoE layers, s (no weight read)."""
+        p = self.params
+        if p.moe_layers == 0 or p.experts == 0:
+            return np.zeros_like(tokens)
+        return p.moe_layers * self._expert_parts(tokens)[0]
+
+    def _expert_parts(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(compute, weight read) of one MoE layer on the busiest EP rank, s."""
+        p = self.params
+        imb = self._expert_imbalance()
+        moe_tp = self.tp // self.ep
+        expert_tokens = tokens * p.experts_per_token / self.ep * imb
+        frac = p.experts_per_token / p.experts
+        touched = p.experts / self.ep * -np.expm1(tokens * imb * np.log1p(-frac))
+        # Expert GEMMs at the bf16 peak whatever the experts' dtype: AIC's vLLM FP8 MoE kernels
+        # measure no faster than bf16 in prefill (Qwen3-30B-A3B on H200: 160 ms FP8 vs 142 ms
+        # bf16 at 6 x 3,072 tokens); FP8 halves the bytes, which is what decode gains.
+        peak = self.gpu.peak_flops("bf16")
+        # Narrow experts (a small width split over moe_tp ranks) make short, inefficient GEMMs.
+        width = (self.model.moe_intermediate_size or self.model.intermediate_size) / moe_tp
+        half = self.efficiency.moe_half_efficiency_width
+        eta = self.efficiency.moe_efficiency * (width / (width + half) if width else 1.0)
+        compute = 2.0 * p.expert * expert_tokens / moe_tp / (peak * eta)
+        bandwidth = self.gpu.memory_bandwidth_bytes_per_s * self.efficiency.moe_memory_efficiency
+        memory = touched * p.expert * self.expert_bytes_per_param / moe_tp / bandwidth
+        return compute, memory
+
+    def _experts_s(self, tokens: np.ndarray) -> np.ndarray:
+        p = self.params
+        if p.moe_layers == 0 or p.experts == 0:
+            return np.zeros_like(tokens)
+        compute, memory = self._expert_parts(tokens)
+        return p.moe_layers * soft_roofline(compute, memory, self.efficiency.roofline_sharpness)
+
+    def _activation_width(self) -> float:
+        """Gated-activation width per rank and token, summed over layers."""
+        m, p = self.model, self.params
+        dense = p.dense_layers * m.intermediate_size
+        moe = p.moe_layers * (
+            m.shared_expert_intermediate_size
+            + p.experts_per_token * (m.moe_intermediate_size or m.intermediate_size)
+        )
+        return (dense + moe) / self.tp
+
+    def _elementwise_s(self, tokens: np.ndarray) -> np.ndarray:
+        vectors = NORM_VECTORS_PER_LAYER * self.hidden * self.model.layers
+        vectors += ACTIVATION_VECTORS * self._activation_width()
+        bytes_per_token = vectors * ACTIVATION_BYTES
+        return tokens * bytes_per_token / self._bandwidth
+
+    def _by_tp(self, at2: float, at4: float, at8: float) -> float:
+        """A coefficient fitted at TP 2, 4 and 8, log-interpolated; past 8 the TP-8 value."""
+        x = min(max(math.log2(self.tp), 1.0), 3.0)
+        return float(np.interp(x, [1.0, 2.0, 3.0], [at2, at4, at8]))
+
+    def link_efficiency(self) -> float:
+        """All-reduce bus bandwidth over the link at this TP, as a fraction of the link."""
+        e = self.efficiency
+        return self._by_tp(e.link_efficiency_tp2, e.link_efficiency_tp4, e.link_efficiency_tp8)
+
+    def allreduce_latency_s(self) -> float:
+        """Fixed time of one all-reduce at this TP, s."""
+        e = self.efficiency
+        us = self._by_tp(
+            e.allreduce_latency_us_tp2, e.allreduce_latency_us_tp4, e.allreduce_latency_us_tp8
+        )
+        return us / US_PER_S
+
+    def _allreduce_s(self, tokens: np.ndarray) -> np.ndarray:
+        if self.tp == 1:
+            return np.zeros_like(tokens)
+        message = tokens * self.hidden * ACTIVATION_BYTES
+        bus = self.link_bytes_per_s * self.link_efficiency()
+        one = self.allreduce_latency_s() + 2.0 * (self.tp - 1) / self.tp * message / bus
+        return ALLREDUCES_PER_LAYER * self.model.layers * one
+
+    def _attention_tokens_s(self, tokens: np.ndarray) -> np.ndarray:
+        heads = self.model.q_heads / self.tp
+        per = self.efficiency.attention_ns_per_token_head / NS_PER_S
+        return tokens * heads * self.model.layers * per
+
+    def tokens_s(self, tokens: np.ndarray) -> np.ndarray:
+        """Every token-proportional term plus the fixed overhead, s (the table's token part)."""
+        t = np.asarray(tokens, dtype=np.float64)
+        return (
+            self._fixed_s()
+            + self._dense_gemm_s(t)
+            + self._experts_s(t)
+            + self._elementwise_s(t)
+            + self._allreduce_s(t)
+            + self._attention_tokens_s(t)
+        )
+
+    def head_s(self, logits: np.ndarray) -> np.ndarray:
+        """The LM head for ``logits`` sequences, s (0 for none)."""
+        n = np.asarray(logits, dtype=np.float64)
+        vh = self.params.lm_head / self.tp
+        if vh == 0:
+            return np.zeros_like(n)
+        peak, eta = self._peak("bf16")
+        compute = 2.0 * n * vh / (peak * eta)
+        memory = vh * self._table_bytes_per_param / self._bandwidth
+        out = soft_roofline(compute, np.full_like(n, memory), self.efficiency.roofline_sharpness)
+        return np.where(n > 0, out, 0.0)
+
+    @property
+    def s_per_pair(self) -> float:
+        """Prefill attention time per layer-weighted (query, key) pair, s."""
+        flops = self.attention_flops_per_pair / self.tp
+        return flops / (self.gpu.peak_flops("bf16") * self.efficiency.prefill_attention_efficiency)
+
+    @property
+    def prefill_attention_fixed_s(self) -> float:
+        """Prefill attention's floor in a step with prefill chunks, s."""
+        return self.efficiency.prefill_attention_layer_us * self.model.layers / US_PER_S
+
+    @property
+    def decode_attention_fixed_s(self) -> float:
+        """Decode attention's floor in a step with decode tokens, s."""
+        return self.efficiency.decode_attention_layer_us * self.model.layers / US_PER_S
+
+    @property
+    def decode_s_per_kv_byte(self) -> float:
+        """Decode attention time per KV byte a rank reads, s.
+
+        Memory: ``1 / (BW eta_kv)``. Compute, per key and layer on a rank: GQA ``2 (h_q/tp)
+        (d_qk + d_v)``; MLA with absorbed projections ``2 (h_q/tp)(2 r + d_rope)`` (scores over
+        the latent and its RoPE part, values over the latent), over the key's bytes per rank.
+        """
+        m = self.model
+        memory = 1.0 / (
+            self.gpu.memory_bandwidth_bytes_per_s * self.efficiency.decode_attention_efficiency
+        )
+        bytes_per_key = self.kv.rank_layout.bytes_per_token / m.layers
+        if not bytes_per_key:
+            return memory
+        heads = m.q_heads / self.tp
+        if m.is_mla:
+            flops = 2.0 * heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        else:
+            flops = 2.0 * heads * (m.qk_dim + m.v_dim)
+        peak = self.gpu.peak_flops("bf16") * self.efficiency.prefill_attention_efficiency
+        return max(memory, flops / bytes_per_key / peak)
+
+    # ---- the table and what reads it ----------------------------------------------------
+    @cached_property
+    def step_table(self) -> StepTable:
+        """This deployment's step-time table (the one definition of a step's time).
+
+        The roofline's, unless a silicon-sampled table was given (:meth:`with_step_table`).
+        """
+        if self.table_override is not None:
+            return self.table_override
+        m = self.model
+        return StepTable(
+            source=f"roofline ({self.efficiency.source})",
+            tokens_grid=TOKENS_GRID,
+            tokens_s=self.tokens_s(TOKENS_GRID),
+            s_per_pair=self.s_per_pair,
+            decode_s_per_kv_byte=self.decode_s_per_kv_byte,
+            full_attention_layers=m.full_attention_layers,
+            sliding_window_layers=m.sliding_window_layers,
+            window_tokens=int(m.sliding_window_tokens or 0),
+            logits_grid=LOGITS_GRID,
+            logits_s=self.head_s(LOGITS_GRID),
+            prefill_attention_fixed_s=self.prefill_attention_fixed_s,
+            decode_attention_fixed_s=self.decode_attention_fixed_s,
+        )
+
+    def attention_pairs(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
+        """Layer-weighted (query, key) pairs of a prefill: sum over layers of attended keys."""
+        return self.step_table.attention_pairs(new_tokens, cached_tokens)
+
+    def prefill_flops(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
+        """FLOPs of one prefill: body matmuls, the head for its one logit, and attention."""
+        m_tok = np.asarray(new_tokens, dtype=np.float64)
+        return (
+            self.flops_per_token * m_tok
+            + self.head_flops_per_logit
+            + self.attention_flops_per_pair * self.attention_pairs(m_tok, cached_tokens)
+        )
 
     def prefill_s(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
-        """Prefill latency, s: roofline max of compute and one read of the weights it touches."""
-        compute = self.prefill_compute_s(new_tokens, cached_tokens)
-        weights = self.weight_bytes_read(new_tokens) / (self.tp * self._bandwidth())
-        return np.maximum(compute, weights)
+        """Latency of prefilling ``new_tokens`` after ``cached_tokens``, alone in a step, s."""
+        t = self.step_table
+        m_tok = np.asarray(new_tokens, dtype=np.float64)
+        pairs = t.attention_pairs(m_tok, cached_tokens)
+        return t.step_s(m_tok, pairs, np.zeros_like(m_tok), np.ones_like(m_tok))
 
-    # ---- decode -----------------------------------------------------------------------------
+    def prefill_compute_s(self, new_tokens: np.ndarray, cached_tokens: np.ndarray) -> np.ndarray:
+        """What prefilling ``new_tokens`` adds to a step that runs anyway, s.
+
+        The token-proportional terms only: matmul and expert FLOPs at their efficiencies, norms
+        and activations, the all-reduces' bandwidth part, the per-token attention cost and the
+        attention pairs; the weight reads, fixed overheads and all-reduce latencies are paid by
+        the step whatever it holds. Recomputing a prefix costs this much (``transfer``).
+        """
+        t = np.asarray(new_tokens, dtype=np.float64)
+        p = self.params
+        peak, eta = self._peak(self.weight_dtype)
+        out = 2.0 * t * p.dense_body / self.tp / (peak * eta)
+        out = out + self._expert_compute_s(t) + self._elementwise_s(t)
+        out = out + self._attention_tokens_s(t)
+        if self.tp > 1:
+            ar = self._allreduce_s(t) - ALLREDUCES_PER_LAYER * self.model.layers * (
+                self.allreduce_latency_s()
+            )
+            out = out + ar
+        return out + self.s_per_pair * self.attention_pairs(t, cached_tokens)
+
     def decode_step_s(self, batch: np.ndarray, batch_kv_rank_bytes: np.ndarray) -> np.ndarray:
-        """Latency of one decode step, s, for a running batch.
+        """Latency of one decode step for a running batch, s.
 
-        ``batch``: requests in the step; ``batch_kv_rank_bytes``: KV one rank reads for all of
-        them. Memory: (weights touched / tp + KV per rank) / (bandwidth x memory_eff); compute:
-        (2 P_active B + attention) / (tp x peak x decode_mfu), with the attended keys recovered
-        from the KV bytes (bytes per rank are proportional to keys, layer by layer); the step
-        takes the larger.
+        ``batch``: sequences in the step (each one token and one logit); ``batch_kv_rank_bytes``:
+        the KV one rank reads for all of them.
         """
         b = np.maximum(np.asarray(batch, dtype=np.float64), 1.0)
         kv = np.asarray(batch_kv_rank_bytes, dtype=np.float64)
-        mem = (self.weight_bytes_read(b) / self.tp + kv) / self._bandwidth()
-        attended = kv / (self.kv.rank_layout.bytes_per_token or 1.0)
-        attention = self.attention_flops_per_pair * self.model.layers * attended
-        flops = self.flops_per_token * b + attention
-        comp = flops / (self.tp * self.peak_flops * self.efficiency.decode_mfu)
-        return np.maximum(mem, comp)
+        return self.step_table.step_s(b, np.zeros_like(b), kv, b)
 
     def decode_gpu_s(
         self, input_tokens: np.ndarray, steps: np.ndarray, harmonic_batch: np.ndarray
     ) -> np.ndarray:
         """GPU time charged to each request's decode, s (batch-aware).
 
-        A step serves the whole batch, so a request pays ``1/B`` of the weight read and all of
-        its own KV read: ``steps x W(B)/(B tp bw) + sum_k KV_rank(n + k) / bw``, against the
-        compute side ``(steps x 2 P_active + attention) / (tp peak decode_mfu)``; the larger wins.
-        ``B`` is the harmonic mean batch over the request's decode (``1/B`` is what adds up).
+        A step serves the whole batch, so a request pays ``1/B`` of each step's token, head and
+        decode-attention floor part and all of its own KV read: ``steps (tokens(B) + head(B) +
+        decode_fixed) / B + sum_k KV_rank(n + 1 + k) s_kv``, with ``B`` the harmonic-mean batch
+        over its decode (``1/B`` is what adds up).
         """
+        t = self.step_table
         steps = np.asarray(steps, dtype=np.float64)
         b = np.maximum(np.asarray(harmonic_batch, dtype=np.float64), 1.0)
         first = np.asarray(input_tokens, dtype=np.float64) + 1.0
         own_kv = self.kv.rank_layout.bytes_summed(first, steps)
-        mem = (steps * self.weight_bytes_read(b) / (b * self.tp) + own_kv) / self._bandwidth()
-        attended = own_kv / (self.kv.rank_layout.bytes_per_token or 1.0)
-        attention = self.attention_flops_per_pair * self.model.layers * attended
-        flops = steps * self.flops_per_token + attention
-        comp = flops / (self.tp * self.peak_flops * self.efficiency.decode_mfu)
-        return np.maximum(mem, comp)
+        shared = (t.tokens_time_s(b) + t.logits_time_s(b) + t.decode_attention_fixed_s) / b
+        return steps * shared + own_kv * t.decode_s_per_kv_byte
 
     def kv_bytes(self, tokens: np.ndarray) -> np.ndarray:
         """Distinct KV bytes (what a storage tier holds) for contexts of ``tokens`` tokens."""

@@ -11,12 +11,18 @@ from dataclasses import replace
 
 import numpy as np
 
-from kvadvisor.advice.advisor import AdvisorOptions, advise_report, parse_instance_choice
+from kvadvisor.advice.advisor import (
+    AdvisorOptions,
+    advise_report,
+    parse_instance_choice,
+    refresh_findings,
+)
 from kvadvisor.advice.inputs import AdvisorInputs
 from kvadvisor.cache import PrefixCacheResult
 from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.vocab import SplitSource
 from kvadvisor.sections.profile import StageProfile
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
@@ -54,6 +60,24 @@ def advise_sections(
     )
     extra = stages.facts if stages is not None else None
     return advise_report(report, inputs, advisor_options, extra_facts=extra)
+
+
+def refresh_advice(
+    report: AdviceReport,
+    options: AnalyzeOptions,
+    inputs: AdvisorInputs,
+    stages: StageProfile | None,
+) -> AdviceReport:
+    """The rules again on the report as it now stands (the replay's split), same choice."""
+    if report.stage_split is None or report.stage_split.source is not SplitSource.REPLAY:
+        return report
+    advisor_options = AdvisorOptions(
+        chunk_tokens=options.chunk_tokens,
+        storage=options.storage,
+        instance=parse_instance_choice(options.instance),
+    )
+    extra = stages.facts if stages is not None else None
+    return refresh_findings(report, inputs, advisor_options, extra_facts=extra)
 
 
 def _fingerprint(items: list[str]) -> str:
@@ -96,4 +120,11 @@ def unavailable_reasons(trace: Trace | TraceStream, report: AdviceReport) -> dic
         why["io"] = "I/O demand needs the model's KV bytes per token and the cache simulation"
     if report.recommendation is None:
         why["recommendation"] = "the advisor did not run (no rules were evaluated)"
+    if report.replay is None:
+        why["replay"] = report.unavailable.get("replay") or (
+            "the trace was streamed: `analyze` replays only a trace held in memory; run "
+            "`kvadvisor replay` on the deployment"
+            if not isinstance(trace, Trace)
+            else "the recommended deployment was not replayed"
+        )
     return why

@@ -9,9 +9,11 @@ from kvadvisor.pipeline.assemble import (
     advise_sections,
     data_versions,
     prefix_hits,
+    refresh_advice,
     unavailable_reasons,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
+from kvadvisor.pipeline.replay import replay_recommendation
 from kvadvisor.pipeline.review import review_plans
 from kvadvisor.results.common import Meta
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport
@@ -74,6 +76,8 @@ def analyze_trace(
     )
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = advise_sections(report, options, inputs, stages)
+    report = replay_recommendation(trace, report, replace(options, advisor_inputs=inputs))
+    report = refresh_advice(report, options, inputs, stages)
     if options.plans:
         # The section's pass serves the review when it is exact and ran on the trace as it is
         # (not coarsened to --chunk-tokens).

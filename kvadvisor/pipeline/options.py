@@ -37,6 +37,10 @@ class AnalyzeOptions(ProfileOptions):
     advisor_inputs: AdvisorInputs | None = None
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
+    # Replay the recommended deployment closed loop (docs/replay.md) when the trace has at most
+    # this many requests; its stage split then becomes the report's.
+    replay: bool = True
+    replay_max_requests: int = 200_000
 
     def profile_options(self) -> ProfileOptions:
         """The stage profiler's slice of the options."""

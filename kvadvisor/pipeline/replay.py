@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, run_replay, summarize
 from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.fromreport import replay_recommended
 from kvadvisor.fleet.summary import parse_slo, request_columns
+from kvadvisor.plan import PlanCatalogs
 from kvadvisor.plan.model import Plan
 from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, ReplayResult, TraceInfo
+from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.vocab import SplitSource
 from kvadvisor.trace.model import Trace
 
 __all__ = [
@@ -20,6 +25,7 @@ __all__ = [
     "plan_targets",
     "replay_in_context",
     "replay_plan",
+    "replay_recommendation",
     "scaled_arrays",
 ]
 
@@ -85,3 +91,58 @@ def replay_in_context(
     run = run_replay(ctx, deployment, options)
     result = summarize(run, plan_targets(plan, slo))
     return replace(result, notes=(*notes, *result.notes)), request_columns(run)
+
+
+def replay_recommendation(trace: Trace, report: AdviceReport, options: Any) -> AdviceReport:
+    """``report`` with its recommended deployment replayed (pure; `analyze`'s last step).
+
+    The closed-loop stage split replaces a modeled or calibrated one (a measured split stays:
+    it is the engine's own); the open-loop figures are kept in ``open_loop_*`` as a bound.
+    ``options`` is the analysis' AnalyzeOptions (``replay``, ``replay_max_requests``,
+    ``window_s``, ``advisor_inputs``).
+    """
+    why = None
+    if not options.replay:
+        why = "not asked for (--no-replay)"
+    elif trace.requests > options.replay_max_requests:
+        why = (
+            f"{trace.requests:,} requests is more than the {options.replay_max_requests:,} "
+            "`analyze` replays; run `kvadvisor replay` on the deployment (e.g. `--emit plan`)"
+        )
+    found = None
+    if why is None:
+        inputs = options.advisor_inputs
+        catalogs = (
+            None
+            if inputs is None
+            else PlanCatalogs(storage=inputs.storage, instances=inputs.instances)
+        )
+        ctx = ReplayContext(TraceArrays.from_trace(trace))
+        found, why = replay_recommended(
+            ctx, report, catalogs, ReplayOptions(window_s=options.window_s)
+        )
+    if found is None:
+        return replace(report, unavailable={**report.unavailable, "replay": why or ""})
+    split = report.stage_split
+    res = found.result
+    if (
+        split is not None
+        and split.source != "measured"
+        and res.stage_split.prefill_share is not None
+    ):
+        split = replace(
+            split,
+            source=SplitSource.REPLAY,
+            prefill_s=res.stage_split.prefill_gpu_s,
+            decode_s=res.stage_split.decode_gpu_s,
+            prefill_share=res.stage_split.prefill_share,
+            open_loop_prefill_s=split.prefill_s,
+            open_loop_decode_s=split.decode_s,
+            open_loop_prefill_share=split.prefill_share,
+            notes=(
+                *split.notes,
+                "GPU time per stage from the closed-loop replay of the recommended deployment "
+                "(the replay section); the open-loop figures (open_loop_*) are a bound",
+            ),
+        )
+    return replace(report, replay=res, stage_split=split)

@@ -23,7 +23,7 @@ from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
-from kvadvisor.trace.readers import read_trace
+from kvadvisor.trace.stream import read_trace_path
 
 
 def replay_trace(
@@ -176,7 +176,7 @@ def review(
     trace = (
         source
         if isinstance(source, Trace)
-        else read_trace(source, trace_format, column_map=column_map, block_tokens=block_tokens)
+        else read_trace_path(source, trace_format, column_map=column_map, block_tokens=block_tokens)
     )
     return review_trace(
         trace,

@@ -25,7 +25,7 @@ from kvadvisor.pipeline.review import replay_trace
 from kvadvisor.plan.model import Plan
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
-from kvadvisor.trace.readers import read_trace
+from kvadvisor.trace.stream import read_trace_path
 from kvadvisor.verifyjobs import VerifyOptions, VerifySet, verify_plan
 from kvadvisor.verifyjobs.model import ReplayedTier
 
@@ -119,7 +119,7 @@ def verify(
     trace = (
         source
         if isinstance(source, Trace)
-        else read_trace(source, trace_format, column_map=column_map, block_tokens=block_tokens)
+        else read_trace_path(source, trace_format, column_map=column_map, block_tokens=block_tokens)
     )
     replay, notes = replay_trace(trace, options.warmup_fraction)
     replayed, closed_notes = replayed_tiers(trace, plan, options.window_s)

@@ -667,7 +667,11 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         kv_bytes_per_token=kvb,
         tp=c.whole("model.tp", m.get("tp", 1), 1, MAX_TP),
         kv_dtype=c.text("model.kv_dtype", m.get("kv_dtype", "bf16"), DTYPES),
-        weight_dtype=c.text("model.weight_dtype", m.get("weight_dtype", "bf16"), DTYPES),
+        weight_dtype=(
+            c.text("model.weight_dtype", m["weight_dtype"], DTYPES)
+            if m.get("weight_dtype") is not None
+            else None
+        ),
     )
     slo_raw = c.mapping("slo", _or_empty(doc.get("slo"), {}), SLO_KEYS)
     slo = Slo(

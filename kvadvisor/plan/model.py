@@ -159,7 +159,7 @@ class ModelPlan:
     spec: ModelSpec | None = None
     tp: int = 1
     kv_dtype: str = "bf16"
-    weight_dtype: str = "bf16"
+    weight_dtype: str | None = None  # None: the checkpoint's published dtype
 
 
 @dataclass(frozen=True)

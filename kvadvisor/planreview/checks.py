@@ -9,10 +9,15 @@ from kvadvisor.results.vocab import CheckStatus, Severity, Stage
 from kvadvisor.units import Unit, format_value
 
 SOURCES = {
-    "design": "DESIGN.md definitions (prefix hit, write and read demand)",
-    "cause1": "DESIGN.md, underutilization cause 1 (sized for the peak, run at the average)",
-    "cause2": "DESIGN.md, underutilization cause 2 (the stage time split ignored)",
-    "loadrecompute": "DESIGN.md load vs recompute; Mooncake FAST'25 break-even; dynamo #6101",
+    # `kvadvisor docs TOPIC#SECTION` prints the cited section, in a pip install too.
+    "design": "definitions of prefix hit, write and read demand: `kvadvisor docs "
+    "cache#prefix-hit`, `kvadvisor docs stage-profiler#io-demand`",
+    "cause1": "underutilization cause 1, sized for the peak, run at the average: `kvadvisor "
+    "docs advisor#one-storage-spec`",
+    "cause2": "underutilization cause 2, the stage time split ignored: `kvadvisor docs "
+    "advisor#one-storage-spec`",
+    "loadrecompute": "load vs recompute: `kvadvisor docs stage-profiler#load-vs-recompute`; "
+    "Mooncake FAST'25 break-even; dynamo #6101",
     "kvbm": "ai-dynamo/dynamo kvbm-guide.md (PR #6506): CPU cache >= device pool, DISK >= CPU; "
     "both per engine instance (lib/llm/src/block_manager/distributed/leader.rs@ae2223b)",
     "hicache_ratio": "sgl-project/sglang hicache_design.md: --hicache-ratio minimum 2",

@@ -9,21 +9,20 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
+from kvadvisor.results.vocab import Stage, Vocab
+
 # What each version of the standalone replay document changed:
 #   1: first version (`kvadvisor replay -o replay.json`).
 REPLAY_FORMAT_VERSION = 1
 
 
-class Role(str, Enum):
-    """What a stage's replicas do."""
-
-    SERVING = "serving"  # aggregated: prefill and decode on the same replicas
-    PREFILL = "prefill"
-    DECODE = "decode"
+# What a stage's replicas do, in the results' vocabulary: SERVING (aggregated: prefill and
+# decode on the same replicas), PREFILL or DECODE.
+Role = Stage
 
 
-class SeriesKind(str, Enum):
-    """What a chart series shows (renderers make the labels)."""
+class ReplaySeriesKey(Vocab):
+    """What a replay chart series shows (renderers make the labels)."""
 
     TTFT_CDF = "ttft_cdf"
     TPOT_CDF = "tpot_cdf"
@@ -174,7 +173,7 @@ class Overload:
 class Series:
     """One chart line: x and y of equal length (x in seconds, or the quantity for a CDF)."""
 
-    kind: SeriesKind
+    kind: ReplaySeriesKey
     name: str
     x: tuple[float, ...]
     y: tuple[float, ...]

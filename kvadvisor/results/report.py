@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kvadvisor.results.common import IoRate, Meta, TraceSummary, Utilization
+from kvadvisor.results.replay import ReplayResult
 from kvadvisor.results.review import PlanReview
 from kvadvisor.results.serial import from_plain
 from kvadvisor.results.series import Series
@@ -21,7 +22,12 @@ from kvadvisor.units import Unit
 # What each format_version changed:
 #   1: first version (DESIGN.md's contract). Within it: facts gained the unit "iops" (I/O
 #      operations per second, was "per_s"), and every finding's evidence is {value, unit, text}.
-FORMAT_VERSION = 1
+#   2: a top-level `replay` section (the recommended deployment replayed closed loop; its shape
+#      is `$defs/replay` of replay.schema.json, null when not replayed), and `stage_split` may
+#      have source "replay": its prefill_s/decode_s/prefill_share are then the closed loop's
+#      GPU-seconds, and the open-loop figures move to open_loop_prefill_s, open_loop_decode_s,
+#      open_loop_prefill_share (a bound: no queueing, batches from arrivals).
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -35,8 +41,11 @@ class Deployment:
     tp_assumed: bool
     kv_dtype: str
     weight_dtype: str
-    # prefill_mfu, decode_mfu, memory (fractions of peak) and where they come from
+    # the step-time model's coefficients (fractions of peak, overheads) and where they come from
     efficiency: dict[str, Any] = field(default_factory=dict)
+    # which model produced the step times ("roofline" | "silicon") and why
+    step_model: str = "roofline"
+    step_model_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,7 +97,13 @@ class FitErrorSummary:
 
 @dataclass(frozen=True)
 class CalibrationSummary:
-    """Efficiency factors fitted to measured rows, with errors before/after on held-out rows."""
+    """Efficiency factors fitted to measured rows, with errors before/after on held-out rows.
+
+    ``method``: "replay" (closed loop: measured TTFT, queueing included, and time per output
+    token against the trace replayed through one replica; ``prefill_*`` then hold the TTFT
+    errors and ``decode_step_*`` the TPOT errors) or "open_loop" (prefill latency and decode
+    step time modelled request by request).
+    """
 
     fit_rows: int
     heldout_rows: int
@@ -99,6 +114,8 @@ class CalibrationSummary:
     prefill_heldout_prior: FitErrorSummary
     decode_step_heldout_prior: FitErrorSummary
     converged: bool
+    method: str = "open_loop"
+    replayed_requests: int | None = None
 
 
 # The per-request distributions a StageSplit carries (``per_request``), with their units.
@@ -143,6 +160,10 @@ class StageSplit:
     calibration: CalibrationSummary | None = None
     series: tuple[Series, ...] = ()
     notes: tuple[str, ...] = ()
+    # With source "replay": the open-loop figures the closed loop replaced (a bound).
+    open_loop_prefill_s: float | None = None
+    open_loop_decode_s: float | None = None
+    open_loop_prefill_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -515,6 +536,9 @@ class AdviceReport:
     unavailable: dict[str, str] = field(default_factory=dict)
     # Deployment plans reviewed against this trace (`analyze --plan`); see PlanReview below.
     plan_reviews: tuple[PlanReview, ...] = ()
+    # The recommended deployment replayed closed loop (docs/replay.md); None when not replayed
+    # (``unavailable["replay"]`` says why).
+    replay: ReplayResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with the contract's top-level keys (meta fields lifted to the top)."""

@@ -62,6 +62,7 @@ class SplitSource(Vocab):
     MEASURED = "measured"
     MODELED = "modeled"
     CALIBRATED = "calibrated"
+    REPLAY = "replay"  # the closed-loop replay of the recommended deployment (docs/replay.md)
 
 
 class TierRole(Vocab):

@@ -394,13 +394,17 @@ def parse_rule(data: Any, path: str, facts: Mapping[str, FactSpec]) -> Rule:
     """Check one parsed rule document; raise one error naming the file and every problem."""
     checker = _Checker(path, facts)
     rule = checker.rule(data)
+    every = tuple(f"{path}: {p}" for p in checker.problems + checker.unknown)
     if checker.unknown and not checker.problems:
         more = f" (and {len(checker.unknown) - 1} more)" if len(checker.unknown) > 1 else ""
-        raise RuleReferenceError(f"{path}: {checker.unknown[0]}{more}")
-    problems = checker.problems + checker.unknown
-    if problems:
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise RuleSyntaxError(f"{path}: {problems[0]}{more}")
+        raise RuleReferenceError(f"{path}: {checker.unknown[0]}{more}", every)
+    if every:
+        more = (
+            f" (and {len(every) - 1} more problem(s); `kvadvisor rules check` lists them all)"
+            if len(every) > 1
+            else ""
+        )
+        raise RuleSyntaxError(f"{every[0]}{more}", every)
     assert rule is not None  # no problems means a rule was built
     return rule
 
@@ -409,6 +413,43 @@ def load_rule_file(path: str | Path, facts: Mapping[str, FactSpec]) -> Rule:
     """Load and check one rule file."""
     path = Path(path)
     return parse_rule(load_yaml(path, RuleSyntaxError), str(path), facts)
+
+
+def check_rules(
+    directory: str | Path, facts: Mapping[str, FactSpec], *, builtin: bool = True
+) -> tuple[int, tuple[str, ...]]:
+    """Every problem of every rule file under ``directory``: (rules that loaded, problems).
+
+    Unlike :func:`load_rules`, which stops at the first bad file, each file is checked on its
+    own and all problems are kept, so a user fixes them in one pass. With ``builtin``, codes
+    and names must not clash with the built-in rules either.
+    """
+    folder = Path(directory)
+    files = rule_files(folder)
+    if not files:
+        return 0, (f"{folder}: no rule files (*.yaml) in this directory",)
+    seen_code: dict[str, str] = {}
+    seen_name: dict[str, str] = {}
+    if builtin and not folder.resolve().is_relative_to(builtin_rules_dir().resolve()):
+        for rule in load_rules([], facts):
+            seen_code[rule.code], seen_name[rule.name] = rule.path, rule.path
+    problems: list[str] = []
+    loaded = 0
+    for path in files:
+        try:
+            rule = load_rule_file(path, facts)
+        except RuleError as exc:
+            problems += exc.problems
+            continue
+        loaded += 1
+        for key, seen in ((rule.code, seen_code), (rule.name, seen_name)):
+            if key in seen:
+                problems.append(
+                    f"{path}: {key} is already defined in {seen[key]}; codes and names must be "
+                    "unique"
+                )
+            seen[key] = rule.path
+    return loaded, tuple(problems)
 
 
 def load_rules(

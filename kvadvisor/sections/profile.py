@@ -12,7 +12,9 @@ import numpy as np
 
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import ModelSpec, get_model, resolve_model
-from kvadvisor.errors import CatalogError
+from kvadvisor.errors import CatalogError, ConfigError
+from kvadvisor.fleet.calibrate import ReplayCalibration, calibrate_through_replay
+from kvadvisor.fleet.hits import TraceArrays
 from kvadvisor.metrics import (
     DECODE_DOMINATED_SHARE,
     PREFILL_DOMINATED_SHARE,
@@ -40,6 +42,7 @@ from kvadvisor.perfmodel import (
     reference_tiers,
     share_below,
 )
+from kvadvisor.perfmodel.silicon import silicon_step_table
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.report import (
     CalibrationSummary,
@@ -80,8 +83,9 @@ class ProfileOptions:
     model: str | None = None
     gpu: str | None = None
     kv_dtype: str = "bf16"
-    weight_dtype: str = "bf16"
+    weight_dtype: str | None = None  # None: the checkpoint's published dtype(s)
     tp: int | None = None
+    ep: int = 1  # MoE: GPUs the routed experts are spread over (expert parallelism)
     window_s: float = 1.0
     chunk_tokens: int = 256  # LMCache's default chunk_size: KV I/Os are counted per chunk
     io_unit_bytes: int = 4096
@@ -140,9 +144,21 @@ def build_perf_model(
             "TP x GPU memory > 1.5 x weights (AIConfigurator's rule)"
         )
     pm = PerfModel.build(
-        spec, gpu, tp=tp, kv_dtype=options.kv_dtype, weight_dtype=options.weight_dtype
+        spec,
+        gpu,
+        tp=tp,
+        ep=options.ep if spec.is_moe else 1,
+        kv_dtype=options.kv_dtype,
+        weight_dtype=options.weight_dtype,
     )
-    return pm, spec, notes, assumed
+    if options.weight_dtype is None:
+        dtypes = pm.weight_dtype
+        if pm.expert_dtype != pm.weight_dtype and spec.is_moe:
+            dtypes += f", experts {pm.expert_dtype}"
+        notes.append(f"weights in the checkpoint's published dtype ({dtypes}; --weight-dtype)")
+    choice = silicon_step_table(pm)
+    notes.append(f"step times: {choice.reason}")
+    return choice.perf, spec, notes, assumed
 
 
 def kv_bytes_per_token_for(options: ProfileOptions, trace_model: str | None = None) -> int:
@@ -175,6 +191,45 @@ def _calibration_rows(measured: MeasuredStages | None, times: StageTimes) -> Cal
 
 def _fit_error(e: FitError) -> FitErrorSummary:
     return FitErrorSummary(e.rows, e.mape, e.median_ape)
+
+
+def _replay_summary(c: ReplayCalibration) -> CalibrationSummary:
+    return CalibrationSummary(
+        fit_rows=c.fit_rows,
+        heldout_rows=c.heldout_rows,
+        efficiency=asdict(c.efficiency),
+        prior_efficiency=asdict(c.prior),
+        prefill_heldout=_fit_error(c.ttft_heldout),
+        decode_step_heldout=_fit_error(c.tpot_heldout),
+        prefill_heldout_prior=_fit_error(c.ttft_heldout_prior),
+        decode_step_heldout_prior=_fit_error(c.tpot_heldout_prior),
+        converged=c.converged,
+        method="replay",
+        replayed_requests=c.replayed_requests,
+    )
+
+
+def _calibrate_through_replay(
+    trace: Trace, arrays: RequestArrays, measured: MeasuredStages, pm: PerfModel
+) -> tuple[ReplayCalibration | None, str]:
+    """The closed-loop calibration, or None and why it could not run."""
+    if not trace.arrivals_measured:
+        return None, "arrival times unknown: calibrated open loop (queueing read as prefill)"
+    ttft = measured.prefill_s + measured.queue_s
+    steps = arrays.output_tokens - 1.0
+    tpot = np.where(steps > 0, measured.decode_s / np.where(steps > 0, steps, 1.0), np.nan)
+    replay_arrays = TraceArrays.of(arrays.arrival_s, arrays.input_tokens, arrays.output_tokens)
+    try:
+        cal = calibrate_through_replay(replay_arrays, ttft, tpot, pm)
+    except ConfigError as exc:
+        return None, f"not calibrated through the replay ({exc}); calibrated open loop"
+    if cal is None:
+        return None, "too few measured requests to calibrate through the replay"
+    return cal, (
+        f"calibrated through the replay: the first {cal.replayed_requests:,} requests replayed "
+        "closed loop on one replica (vLLM's scheduler, the GPU KV pool), measured TTFT "
+        "(queueing included) and time per output token fitted"
+    )
 
 
 def _calibration_summary(c: Calibration) -> CalibrationSummary:
@@ -224,7 +279,7 @@ def _split_section(
     s: SplitSummary,
     source: SplitSource,
     hits_source: str | None,
-    calibration: Calibration | None,
+    calibration: CalibrationSummary | None,
     times: StageTimes,
     notes: list[str],
     tp: int,
@@ -278,7 +333,7 @@ def _split_section(
         measured_requests=s.measured_requests,
         instances=s.instances,
         gpu_busy_fraction=s.gpu_busy_fraction,
-        calibration=_calibration_summary(calibration) if calibration else None,
+        calibration=calibration,
         series=(hist,),
         notes=tuple(notes),
     )
@@ -440,6 +495,15 @@ def _model_section(
         kv_dtype=pm.kv_dtype,
         weight_dtype=pm.weight_dtype,
         efficiency=asdict(pm.efficiency),
+        step_model="silicon" if pm.step_table.source.startswith("silicon") else "roofline",
+        step_model_reason=next(
+            (
+                n.removeprefix("step times: ")
+                for n in reversed(notes)
+                if n.startswith("step times: ")
+            ),
+            pm.step_table.source,
+        ),
     )
     return ModelSummary(
         name=spec.name,
@@ -495,11 +559,23 @@ def profile_workload(
     times = stage_times(*columns, pm, measured=measured, **run)
     calibration = None
     split_notes: list[str] = []
+    summary_of_calibration: CalibrationSummary | None = None
     if times.measured.any():
-        rows = _calibration_rows(measured, times)
-        calibration = calibrate(pm, rows) if rows is not None else None
+        closed, why = (None, "")
+        if measured is not None:
+            closed, why = _calibrate_through_replay(trace, arrays, measured, pm)
+            split_notes.append(why)
+        if closed is not None:
+            calibration = closed
+            summary_of_calibration = _replay_summary(closed)
+        else:
+            rows = _calibration_rows(measured, times)
+            calibration = calibrate(pm, rows) if rows is not None else None
+            if calibration is not None:
+                summary_of_calibration = _calibration_summary(calibration)
         if calibration is not None:
             pm = pm.with_efficiency(calibration.efficiency)
+            notes.append("step times: the roofline calibrated to the trace's measured requests")
             times = stage_times(*columns, pm, measured=measured, **run)
         if not trace.has("queue_s"):
             split_notes.append(
@@ -561,7 +637,7 @@ def profile_workload(
     return StageProfile(
         model=_model_section(pm, spec, options, times, notes, model_assumed),
         stage_split=_split_section(
-            summary, source, hits_source, calibration, times, split_notes, pm.tp
+            summary, source, hits_source, summary_of_calibration, times, split_notes, pm.tp
         ),
         io=io_section,
         facts=_facts(pm, times, io_section, concurrency[1]),

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kvadvisor.trace.formats import ColumnSource, parse_column_map
     from kvadvisor.trace.model import CANONICAL_COLUMNS, Trace
     from kvadvisor.trace.readers import detect_format, read_trace
+    from kvadvisor.trace.stream import read_trace_path
     from kvadvisor.trace.writers import write_parquet
 
 _EXPORTS = {
@@ -36,6 +37,7 @@ _EXPORTS = {
     "Trace": "kvadvisor.trace.model",
     "detect_format": "kvadvisor.trace.readers",
     "read_trace": "kvadvisor.trace.readers",
+    "read_trace_path": "kvadvisor.trace.stream",
     "write_parquet": "kvadvisor.trace.writers",
 }
 
@@ -52,6 +54,7 @@ __all__ = [
     "detect_format",
     "parse_column_map",
     "read_trace",
+    "read_trace_path",
     "write_parquet",
 ]
 

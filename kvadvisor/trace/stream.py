@@ -9,7 +9,7 @@ memory stays at about one batch per overlapping file.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -18,7 +18,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kvadvisor.errors import Problem, TraceFormatError, TraceProblem, TraceSchemaError
+from kvadvisor.errors import (
+    ConfigError,
+    Problem,
+    TraceFormatError,
+    TraceProblem,
+    TraceSchemaError,
+)
+from kvadvisor.trace.detect import TraceFormat, parse_format
+from kvadvisor.trace.formats import ColumnSource
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
 from kvadvisor.trace.readers import one_line, read_trace, stored_metadata, unreadable_parquet
 from kvadvisor.trace.schema import (
@@ -148,6 +156,36 @@ def stream_trace(trace: Trace, batch_rows: int = DEFAULT_BATCH_ROWS) -> TraceStr
         arrivals_measured=trace.arrivals_measured,
         _table=trace.table,
     )
+
+
+def read_trace_path(
+    path: str | Path,
+    trace_format: str | TraceFormat | None = None,
+    *,
+    column_map: Mapping[str, ColumnSource] | Sequence[str] | None = None,
+    block_tokens: int | None = None,
+) -> Trace:
+    """:func:`~kvadvisor.trace.readers.read_trace`, or a directory of canonical parquet whole.
+
+    A directory (hive partitions too) is what `analyze` streams; the commands that need the
+    trace in memory (`info`, `convert`, `review`) read it whole through the same stream. Its
+    files are canonical already, so the options that reshape a source do not apply.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return read_trace(path, trace_format, column_map=column_map, block_tokens=block_tokens)
+    fmt = parse_format(trace_format)
+    if fmt not in (None, TraceFormat.PARQUET):
+        raise ConfigError(
+            f"{path}: a directory is read as canonical parquet files, not {fmt.value}; drop "
+            "--trace-format or give one trace file"
+        )
+    if column_map or block_tokens is not None:
+        raise ConfigError(
+            f"{path}: a directory holds canonical parquet files, which --map and --block-tokens "
+            "do not apply to; convert each file first (kvadvisor convert FILE --map ...)"
+        )
+    return open_trace_stream(path).read_all()
 
 
 def seconds_stored(path: str | Path) -> bool:

@@ -23,9 +23,13 @@ def _calibration(cal: dict[str, Any]) -> str:
     def err(key: str) -> str:
         return _pct((cal.get(key) or {}).get("mape"))
 
+    # Through the replay the fitted quantities are TTFT and TPOT (queueing included).
+    replay = cal.get("method") == "replay"
+    first, second = ("TTFT", "TPOT") if replay else ("prefill", "decode step")
+    how = " through the replay" if replay else ""
     return (
-        f"calibrated on {cal['fit_rows']:,} requests, held-out error (MAPE) before → after: "
-        f"prefill {err('prefill_heldout_prior')} → {err('prefill_heldout')}, decode step "
+        f"calibrated on {cal['fit_rows']:,} requests{how}, held-out error (MAPE) before → "
+        f"after: {first} {err('prefill_heldout_prior')} → {err('prefill_heldout')}, {second} "
         f"{err('decode_step_heldout_prior')} → {err('decode_step_heldout')} "
         f"({cal['heldout_rows']:,} held-out requests)"
     )

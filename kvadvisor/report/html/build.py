@@ -10,6 +10,7 @@ from kvadvisor.report.html.inputs import inputs_rows
 from kvadvisor.report.html.iodemand import io_section
 from kvadvisor.report.html.plans import plan_section
 from kvadvisor.report.html.prefix import prefix_section
+from kvadvisor.report.html.replay import replay_section
 from kvadvisor.report.html.stages import stage_section
 from kvadvisor.report.html.view import FindingView, HtmlView, VerdictCard
 from kvadvisor.report.html.workload import workload_section
@@ -67,6 +68,7 @@ def build_view(report: AdviceReport) -> HtmlView:
             stage_section(report),
             prefix_section(report),
             io_section(report),
+            replay_section(report.replay, report.unavailable.get("replay")),
         )
         + ((plan_section(report),) if report.plan_reviews else ()),
         findings=tuple(

@@ -18,7 +18,7 @@ from kvadvisor.results.replay import (
     Rate,
     ReplayReport,
     ReplayResult,
-    SeriesKind,
+    ReplaySeriesKey,
 )
 
 _ENV = Environment(
@@ -87,8 +87,8 @@ def _latency_section(res: ReplayResult, prefix: str) -> Section:
         )
     charts = []
     for kind, title, key in (
-        (SeriesKind.TTFT_CDF, "Time to first token", "ttft"),
-        (SeriesKind.TPOT_CDF, "Time per output token", "tpot"),
+        (ReplaySeriesKey.TTFT_CDF, "Time to first token", "ttft"),
+        (ReplaySeriesKey.TPOT_CDF, "Time per output token", "tpot"),
     ):
         s = next((s for s in res.series if s.kind is kind), None)
         if s is None:
@@ -189,7 +189,7 @@ def _split_section(res: ReplayResult, prefix: str) -> Section:
 def _queue_section(res: ReplayResult, prefix: str) -> Section:
     lines = [
         Line(name, s.x, s.y, "line")
-        for name, kind in (("waiting", SeriesKind.QUEUE), ("running", SeriesKind.RUNNING))
+        for name, kind in (("waiting", ReplaySeriesKey.QUEUE), ("running", ReplaySeriesKey.RUNNING))
         for s in res.series
         if s.kind is kind
     ]
@@ -257,7 +257,7 @@ def _tier_section(res: ReplayResult, prefix: str) -> Section:
             ("link utilization (mean · p99 · peak)", _pct_rate(lk.utilization)),
         )
     charts = []
-    for kind, title in ((SeriesKind.TIER_READ, "read"), (SeriesKind.TIER_WRITE, "write")):
+    for kind, title in ((ReplaySeriesKey.TIER_READ, "read"), (ReplaySeriesKey.TIER_WRITE, "write")):
         lines = tuple(Line(s.name, s.x, s.y) for s in res.series if s.kind is kind)
         if lines:
             spec = ChartSpec(
@@ -268,7 +268,7 @@ def _tier_section(res: ReplayResult, prefix: str) -> Section:
                 lines=lines,
             )
             charts.append(_chart(spec.key, f"KV {title} bytes per second, per tier.", spec))
-    link = tuple(Line(s.name, s.x, s.y) for s in res.series if s.kind is SeriesKind.LINK)
+    link = tuple(Line(s.name, s.x, s.y) for s in res.series if s.kind is ReplaySeriesKey.LINK)
     if link:
         spec = ChartSpec(
             key=f"{prefix}link",
@@ -340,6 +340,45 @@ def replay_sections(res: ReplayResult, prefix: str = "replay-") -> tuple[Section
         _queue_section(res, prefix),
         _tier_section(res, prefix),
         _counts_section(res, prefix),
+    )
+
+
+def replay_section(res: ReplayResult | None, missing: str | None) -> Section:
+    """The analyze page's one section for the replay of the recommended deployment."""
+    if res is None:
+        return Section(
+            id="replay",
+            title="Fleet replay (closed loop)",
+            missing=f"Not replayed: {missing or 'no recommendation to replay'}.",
+        )
+    parts = replay_sections(res, "replay-")
+    r = res.requests
+    rows = (
+        (
+            "deployment",
+            f"{res.deployment.topology}: "
+            + "; ".join(
+                f"{st.role.value} {st.instances} x {st.instance or st.gpu}, {st.replicas} replicas"
+                for st in res.stages
+            ),
+        ),
+        ("p90 TTFT", fmt.duration(r.ttft_s.p90 if r.ttft_s else None)),
+        ("p90 TPOT", fmt.duration(r.tpot_s.p90 if r.tpot_s else None)),
+        ("prefill share of GPU time", fmt.percent(res.stage_split.prefill_share)),
+        ("keeps up", "no: " + res.overload.reason if res.overload.overloaded else "yes"),
+    )
+    return Section(
+        id="replay",
+        title="Fleet replay of the recommended deployment (closed loop)",
+        lead=(
+            "The recommended deployment run through the trace: requests queue, batch, load and "
+            "cross to decode as the engines do (docs/replay.md). Its GPU time per stage is the "
+            "report's stage split; the open-loop figures are kept as a bound."
+        ),
+        rows=rows + tuple(row for p in parts for row in p.rows),
+        charts=tuple(c for p in parts for c in p.charts),
+        tables=tuple(t for p in parts for t in p.tables),
+        notes=res.notes,
     )
 
 

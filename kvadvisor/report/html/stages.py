@@ -66,6 +66,8 @@ def _model_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
             )
         )
         rows.append(("dtypes (KV, weights)", f"{dep.kv_dtype}, {dep.weight_dtype}"))
+        if dep.step_model_reason:
+            rows.append(("step times from", dep.step_model_reason))
     mem = m.memory
     if mem is not None:
         rows += [
@@ -174,15 +176,21 @@ def stage_section(report: AdviceReport) -> Section:
             mean, median = fmt.percent(e.mape), fmt.percent(e.median_ape)
             return f"{mean} mean, {median} median ({e.rows:,} rows)"
 
+        replay = cal.method == "replay"
         tables.append(
             Table(
-                f"Calibration: fitted on {cal.fit_rows:,} rows, checked on {cal.heldout_rows:,} "
+                f"Calibration{' through the replay' if replay else ''}: fitted on "
+                f"{cal.fit_rows:,} rows, checked on {cal.heldout_rows:,} "
                 "held-out rows (absolute percentage error)",
                 ("", "before fitting", "after fitting"),
                 (
-                    ("prefill time", err(cal.prefill_heldout_prior), err(cal.prefill_heldout)),
                     (
-                        "decode step time",
+                        "TTFT (replayed)" if replay else "prefill time",
+                        err(cal.prefill_heldout_prior),
+                        err(cal.prefill_heldout),
+                    ),
+                    (
+                        "time per output token (replayed)" if replay else "decode step time",
                         err(cal.decode_step_heldout_prior),
                         err(cal.decode_step_heldout),
                     ),

@@ -1,0 +1,122 @@
+"""Shared by the AIConfigurator benchmark and fit: read a sweep, build models, predict its points.
+
+A sweep (``benchmarks/aic_sweep.py``) has one row per model x GPU x TP x (MoE layout) x ISL x
+batch with AIConfigurator's static-mode prefill latency of ``batch`` prompts of ``isl`` tokens
+in one forward pass and the latency of one decode step of ``batch`` sequences at ``isl``
+tokens of context, in ms. Here each row gets kvadvisor's prediction of the same two numbers:
+prefill as one step of ``T = batch x isl`` tokens, ``batch`` logits and the prompts' causal
+attention pairs; decode as one step of ``batch`` tokens and logits reading the KV of ``batch``
+contexts of ``isl + 1`` tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kvadvisor.catalog.efficiency import Efficiency
+from kvadvisor.catalog.gpus import get_gpu
+from kvadvisor.catalog.models import ModelSpec, get_model, model_from_hf_config
+from kvadvisor.errors import CatalogError
+from kvadvisor.perfmodel.perf import PerfModel
+
+# AIConfigurator system name -> kvadvisor GPU catalog name.
+SYSTEM_GPU = {
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200",
+    "b200_sxm": "b200",
+    "a100_sxm": "a100-80gb",
+    "l40s": "l40s",
+}
+MS_PER_S = 1e3
+
+
+def load_sweep(path: str | Path) -> pd.DataFrame:
+    """The points AIC estimated that fit in GPU memory by its own check (others are dropped)."""
+    df = pd.read_parquet(path) if str(path).endswith(".parquet") else pd.read_csv(path)
+    ok = df["error"].isna() & ~df["oom"].fillna(True).astype(bool)
+    df = df[ok].copy()
+    df["gpu"] = df["system"].map(SYSTEM_GPU)
+    df["ep"] = np.where(df["moe_ep"].fillna(1) > 1, df["moe_ep"].fillna(1), 1).astype(int)
+    return df.reset_index(drop=True)
+
+
+def aic_config_model(model_id: str) -> ModelSpec:
+    """The model as read from the config.json AIC vendors for it (kvadvisor's HF-config path)."""
+    name = model_id.split("/")[-1].replace("--", "/")
+    path = (
+        files("aiconfigurator_core")
+        / "model_configs"
+        / (model_id.replace("/", "--") + "_config.json")
+    )
+    return model_from_hf_config(json.loads(path.read_text()), name=name, where=str(path))
+
+
+def catalog_model(model_id: str) -> ModelSpec:
+    """The packaged catalog's entry for an AIC model id (what the product uses)."""
+    return get_model(model_id.replace("Meta-Llama", "Llama"))
+
+
+def resolver(use_catalog: bool) -> Callable[[str], ModelSpec]:
+    """Model lookup for a sweep: the catalog where it has the model, else AIC's config.json."""
+    cache: dict[str, ModelSpec] = {}
+
+    def resolve(model_id: str) -> ModelSpec:
+        if model_id not in cache:
+            spec = None
+            if use_catalog:
+                try:
+                    spec = catalog_model(model_id)
+                except CatalogError:
+                    spec = None
+            cache[model_id] = spec or aic_config_model(model_id)
+        return cache[model_id]
+
+    return resolve
+
+
+def predict(
+    df: pd.DataFrame,
+    resolve: Callable[[str], ModelSpec],
+    efficiency: Callable[[str], Efficiency | None] = lambda gpu: None,
+) -> pd.DataFrame:
+    """Predicted prefill and decode-step latency (ms) for every row of a sweep."""
+    out = df.copy()
+    out["pred_prefill_ms"] = np.nan
+    out["pred_decode_ms"] = np.nan
+    keys = ["model", "gpu", "tp", "ep", "kvcache"]
+    for (model_id, gpu, tp, ep, kvcache), idx in out.groupby(keys, dropna=False).groups.items():
+        rows = out.loc[idx]
+        kv_dtype = "fp8" if str(kvcache).startswith("fp8") else "bf16"
+        pm = PerfModel.build(
+            resolve(model_id),
+            get_gpu(gpu),
+            tp=int(tp),
+            ep=int(ep),
+            kv_dtype=kv_dtype,
+            efficiency=efficiency(gpu),
+        )
+        out.loc[idx, "pred_prefill_ms"] = prefill_ms(pm, rows["isl"], rows["batch"])
+        out.loc[idx, "pred_decode_ms"] = decode_ms(pm, rows["isl"], rows["batch"])
+    return out
+
+
+def prefill_ms(pm: PerfModel, isl: pd.Series, batch: pd.Series) -> np.ndarray:
+    """``batch`` prompts of ``isl`` tokens prefilled in one step, ms."""
+    t = pm.step_table
+    n = isl.to_numpy(dtype=np.float64)
+    b = batch.to_numpy(dtype=np.float64)
+    pairs = b * t.attention_pairs(n, np.zeros_like(n))
+    return t.step_s(b * n, pairs, np.zeros_like(n), b) * MS_PER_S
+
+
+def decode_ms(pm: PerfModel, isl: pd.Series, batch: pd.Series) -> np.ndarray:
+    """One decode step of ``batch`` sequences at ``isl + 1`` tokens of context, ms."""
+    n = isl.to_numpy(dtype=np.float64)
+    b = batch.to_numpy(dtype=np.float64)
+    return pm.decode_step_s(b, b * pm.kv_rank_bytes(n + 1)) * MS_PER_S

@@ -1,0 +1,135 @@
+"""Benchmark: kvadvisor's step times against AIConfigurator's silicon-calibrated static mode.
+
+Reads a sweep made by ``aic_sweep.py --grid benchmark`` (Qwen3-32B, Llama-3.1-8B/70B,
+Qwen3-235B-A22B, DeepSeek-V3, gpt-oss-120b on H100, H200, B200, A100 and L40S where AIC has
+data; TP 1/2/4/8, MoE experts split by TP and by expert parallelism; ISL 1k-32k; batch 1-64;
+points AIC finds out of GPU memory dropped), predicts every point with the packaged model
+catalog and efficiency coefficients (fitted on other models: ``fit_perfmodel.py``), and prints
+the error ``model / AIC - 1`` of the prefill latency and of one decode step by group, then the
+issue-15 targets: dense models within 15 % median and 30 % worst, MoE within 25 % median.
+
+    AIC/bin/python benchmarks/aic_sweep.py --grid benchmark -o aic_benchmark.parquet
+    python benchmarks/bench_perfmodel.py aic_benchmark.parquet [--markdown]
+
+It needs only pandas and pyarrow to read the sweep (no AIConfigurator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _aic import load_sweep, predict, resolver
+
+TARGET_DENSE_MEDIAN = 0.15
+TARGET_DENSE_WORST = 0.30
+TARGET_MOE_MEDIAN = 0.25
+MOE_MODELS = ("Qwen/Qwen3-235B-A22B", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-120b")
+GPU_ORDER = ["h100-sxm", "h200", "b200", "a100-80gb", "l40s"]
+
+
+def errors(df: pd.DataFrame) -> pd.DataFrame:
+    """Signed relative errors of both phases, with the group columns."""
+    out = df.copy()
+    out["kind"] = np.where(out["model"].isin(MOE_MODELS), "MoE", "dense")
+    out["layout"] = np.where(out["ep"] > 1, "EP", "TP")
+    out["prefill_err"] = out["pred_prefill_ms"] / out["prefill_ms"] - 1.0
+    out["decode_err"] = out["pred_decode_ms"] / out["decode_ms"] - 1.0
+    return out
+
+
+def summarise(g: pd.DataFrame) -> pd.Series:
+    """Points, median and worst absolute error and median signed error, per phase."""
+    row = {"points": len(g)}
+    for phase in ("prefill", "decode"):
+        e = g[f"{phase}_err"]
+        row[f"{phase}_median"] = float(e.abs().median())
+        row[f"{phase}_p99"] = float(e.abs().quantile(0.99))
+        row[f"{phase}_worst"] = float(e.abs().max())
+        row[f"{phase}_bias"] = float(e.median())
+        row[f"{phase}_within_30"] = float((e.abs() <= TARGET_DENSE_WORST).mean())
+    return pd.Series(row)
+
+
+def pct(x: float) -> str:
+    """A fraction as a signed-free percentage."""
+    return f"{x:.1%}"
+
+
+def table(summary: pd.DataFrame, markdown: bool) -> str:
+    """The grouped errors as text or a Markdown table."""
+    head = [
+        "group",
+        "points",
+        "prefill median abs. error",
+        "p99",
+        "worst",
+        "median err",
+        "within 30 %",
+        "decode median abs. error",
+        "p99",
+        "worst",
+        "median err",
+        "within 30 %",
+    ]
+    rows = []
+    for key, r in summary.iterrows():
+        label = " ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        row = [label, str(int(r["points"]))]
+        for phase in ("prefill", "decode"):
+            row += [
+                pct(r[f"{phase}_median"]),
+                pct(r[f"{phase}_p99"]),
+                pct(r[f"{phase}_worst"]),
+                f"{r[f'{phase}_bias']:+.1%}",
+                pct(r[f"{phase}_within_30"]),
+            ]
+        rows.append(row)
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines)
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=False)]
+    fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    return "\n".join(fmt.format(*r) for r in [head, *rows])
+
+
+def main() -> None:
+    """Predict the sweep, print the grouped errors and the targets."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweep", help="output of aic_sweep.py --grid benchmark")
+    ap.add_argument("--markdown", action="store_true", help="Markdown tables for the docs")
+    args = ap.parse_args()
+    df = errors(predict(load_sweep(args.sweep), resolver(use_catalog=True)))
+    df["gpu"] = pd.Categorical(df["gpu"], GPU_ORDER, ordered=True)
+    by_model = df.groupby(["kind", "model", "layout"], observed=True).apply(
+        summarise, include_groups=False
+    )
+    by_gpu = df.groupby(["kind", "gpu", "tp"], observed=True).apply(summarise, include_groups=False)
+    overall = df.groupby(["kind"], observed=True).apply(summarise, include_groups=False)
+    for title, s in (("by model", by_model), ("by GPU and TP", by_gpu), ("overall", overall)):
+        print(f"\n{title}\n")
+        print(table(s, args.markdown))
+    dense, moe = overall.loc["dense"], overall.loc["MoE"]
+    checks = [
+        ("dense prefill median", dense["prefill_median"], TARGET_DENSE_MEDIAN),
+        ("dense prefill worst", dense["prefill_worst"], TARGET_DENSE_WORST),
+        ("dense decode median", dense["decode_median"], TARGET_DENSE_MEDIAN),
+        ("dense decode worst", dense["decode_worst"], TARGET_DENSE_WORST),
+        ("MoE prefill median", moe["prefill_median"], TARGET_MOE_MEDIAN),
+        ("MoE decode median", moe["decode_median"], TARGET_MOE_MEDIAN),
+    ]
+    print("\ntargets\n")
+    for name, value, target in checks:
+        verdict = "met" if value <= target else "MISSED"
+        print(f"{name:<22} {value:7.1%}  target <= {target:.0%}  {verdict}")
+    print(f"\n{len(df)} points from {args.sweep}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Fit the step-time model's per-GPU coefficients to AIConfigurator's silicon data.
+
+For each GPU, robust least squares (scipy ``least_squares``, ``soft_l1`` loss on log ratios)
+picks the coefficients of ``kvadvisor/catalog/data/efficiency.yaml`` that make kvadvisor's
+prefill and decode-step latencies match AIConfigurator's static-mode estimates over a sweep
+of other models than the benchmark's (``aic_sweep.py --grid fit``: Qwen3-1.7B/8B/30B-A3B,
+Qwen3-Coder-480B, Llama-3.1-405B, Mixtral-8x7B/8x22B, Kimi-K2, gpt-oss-20b), so the benchmark
+table (``bench_perfmodel.py``) reports held-out models. Writes the YAML with its sources.
+
+    AIC/bin/python benchmarks/aic_sweep.py --grid fit -o aic_fit.parquet
+    AIC/bin/python benchmarks/fit_perfmodel.py aic_fit.parquet \
+        -o kvadvisor/catalog/data/efficiency.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy.optimize import least_squares
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _aic import SYSTEM_GPU, load_sweep, predict, resolver
+
+from kvadvisor.catalog.efficiency import COEFFICIENT_NAMES, Efficiency
+from kvadvisor.catalog.gpus import get_gpu
+
+# Starting point and bounds of each coefficient (the fit moves within them).
+START = {
+    "gemm_efficiency": 0.75,
+    "gemm_fp8_efficiency": 0.6,
+    "moe_efficiency": 0.5,
+    "prefill_attention_efficiency": 0.6,
+    "memory_efficiency": 0.8,
+    "moe_memory_efficiency": 0.6,
+    "decode_attention_efficiency": 0.7,
+    "link_efficiency_tp2": 0.7,
+    "link_efficiency_tp4": 0.7,
+    "link_efficiency_tp8": 0.7,
+    "roofline_sharpness": 3.0,
+    "moe_half_efficiency_width": 200.0,
+    "expert_imbalance": 0.3,
+    "attention_ns_per_token_head": 0.3,
+    "layer_overhead_us": 20.0,
+    "prefill_attention_layer_us": 30.0,
+    "decode_attention_layer_us": 10.0,
+    "moe_layer_overhead_us": 20.0,
+    "mla_layer_overhead_us": 20.0,
+    "fp8_layer_overhead_us": 20.0,
+    "step_overhead_us": 50.0,
+    "allreduce_latency_us_tp2": 10.0,
+    "allreduce_latency_us_tp4": 10.0,
+    "allreduce_latency_us_tp8": 10.0,
+}
+BOUNDS = {
+    "gemm_efficiency": (0.05, 1.0),
+    "gemm_fp8_efficiency": (0.05, 1.0),
+    "moe_efficiency": (0.02, 1.0),
+    "prefill_attention_efficiency": (0.05, 1.0),
+    "memory_efficiency": (0.05, 1.0),
+    "moe_memory_efficiency": (0.02, 1.0),
+    "decode_attention_efficiency": (0.02, 1.0),
+    "link_efficiency_tp2": (0.005, 1.0),
+    "link_efficiency_tp4": (0.005, 1.0),
+    "link_efficiency_tp8": (0.005, 1.0),
+    "roofline_sharpness": (1.0, 20.0),
+    "moe_half_efficiency_width": (0.0, 5000.0),
+    "expert_imbalance": (0.0, 3.0),
+    "attention_ns_per_token_head": (0.0, 50.0),
+    "layer_overhead_us": (0.0, 300.0),
+    "prefill_attention_layer_us": (0.0, 300.0),
+    "decode_attention_layer_us": (0.0, 300.0),
+    "moe_layer_overhead_us": (0.0, 500.0),
+    "mla_layer_overhead_us": (0.0, 500.0),
+    "fp8_layer_overhead_us": (0.0, 3000.0),
+    "step_overhead_us": (0.0, 20000.0),
+    "allreduce_latency_us_tp2": (0.0, 300.0),
+    "allreduce_latency_us_tp4": (0.0, 300.0),
+    "allreduce_latency_us_tp8": (0.0, 300.0),
+}
+SOFT_L1_SCALE = 0.1
+# Coefficients a GPU's sweep cannot pin down take a sibling's (same compute silicon).
+SIBLING = {
+    "h100-sxm": "h200",
+    "h200": "h100-sxm",
+    "b200": "h200",
+    "l40s": "a100-80gb",
+    "a100-80gb": "l40s",
+}
+
+
+def identifiable(df: pd.DataFrame) -> set[str]:
+    """Coefficients the GPU's points constrain (FP8 GEMMs need FP8 models, experts MoE ones)."""
+    names = set(COEFFICIENT_NAMES)
+    if not df["gemm"].astype(str).str.startswith("fp8").any():
+        names -= {"gemm_fp8_efficiency", "fp8_layer_overhead_us"}
+    if not (df["ep"] > 1).any():
+        names.discard("expert_imbalance")
+    if (
+        not df["moe"].astype(str).ne(df["gemm"].astype(str)).any()
+        and not df["model"].str.contains("A3B|A35B|Mixtral|Kimi|oss").any()
+    ):
+        names -= {
+            "moe_efficiency",
+            "moe_memory_efficiency",
+            "moe_layer_overhead_us",
+            "moe_half_efficiency_width",
+        }
+    if not df["model"].str.contains("Kimi|DeepSeek").any():
+        names.discard("mla_layer_overhead_us")
+    if not (df["tp"] > 1).any():
+        names -= {
+            "link_efficiency_tp2",
+            "link_efficiency_tp4",
+            "link_efficiency_tp8",
+            "allreduce_latency_us_tp2",
+            "allreduce_latency_us_tp4",
+            "allreduce_latency_us_tp8",
+        }
+    return names
+
+
+def residuals_for(df: pd.DataFrame, gpu: str, names: list[str], base: dict[str, float]):
+    """The fit's residual function over the free coefficients ``names``."""
+    resolve = resolver(use_catalog=False)
+    log_p = np.log(df["prefill_ms"].to_numpy())
+    log_d = np.log(df["decode_ms"].to_numpy())
+
+    def eff(x: np.ndarray) -> Efficiency:
+        values = {**base, **dict(zip(names, map(float, x), strict=True))}
+        return Efficiency(**values, source="fit")
+
+    def res(x: np.ndarray) -> np.ndarray:
+        e = eff(x)
+        pred = predict(df, resolve, lambda g: e)
+        return np.concatenate(
+            [
+                np.log(pred["pred_prefill_ms"].to_numpy()) - log_p,
+                np.log(pred["pred_decode_ms"].to_numpy()) - log_d,
+            ]
+        )
+
+    return res, eff
+
+
+def fit_gpu(df: pd.DataFrame, gpu: str, base: dict[str, float]) -> tuple[dict[str, float], dict]:
+    """Fitted coefficients for one GPU and the fit's error summary."""
+    names = sorted(identifiable(df))
+    res, eff = residuals_for(df, gpu, names, base)
+    x0 = np.array([base[n] for n in names])
+    lo = np.array([BOUNDS[n][0] for n in names])
+    hi = np.array([BOUNDS[n][1] for n in names])
+    result = least_squares(
+        res,
+        np.clip(x0, lo, hi),
+        bounds=(lo, hi),
+        loss="soft_l1",
+        f_scale=SOFT_L1_SCALE,
+        x_scale=(hi - lo) / 10.0,
+        diff_step=1e-3,
+    )
+    values = {**base, **dict(zip(names, map(float, result.x), strict=True))}
+    r = res(result.x)
+    n = len(df)
+    err = np.abs(np.expm1(r))
+    summary = {
+        "points": n,
+        "prefill_median": float(np.median(err[:n])),
+        "decode_median": float(np.median(err[n:])),
+        "prefill_p90": float(np.quantile(err[:n], 0.9)),
+        "decode_p90": float(np.quantile(err[n:], 0.9)),
+        "free": names,
+        "converged": bool(result.success),
+    }
+    return values, summary
+
+
+def rounded(values: dict[str, float]) -> dict[str, float]:
+    """Coefficients to 4 significant digits (the fit is not more precise than that)."""
+    return {k: float(f"{v:.4g}") for k, v in values.items()}
+
+
+def main() -> None:
+    """Fit every GPU of the sweep and write the efficiency catalog."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweep", help="output of aic_sweep.py --grid fit")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--gpus", nargs="*", default=list(SYSTEM_GPU.values()))
+    args = ap.parse_args()
+    df = load_sweep(args.sweep)
+    fitted: dict[str, dict[str, float]] = {}
+    summaries: dict[str, dict] = {}
+    for gpu in args.gpus:
+        part = df[df["gpu"] == gpu]
+        if part.empty:
+            continue
+        values, summary = fit_gpu(part, gpu, dict(START))
+        fitted[gpu], summaries[gpu] = values, summary
+        print(gpu, {k: round(v, 4) for k, v in values.items()}, summary, flush=True)
+    for gpu, values in fitted.items():
+        sib = SIBLING.get(gpu)
+        if get_gpu(gpu).fp8_dense_tflops is None:
+            summaries[gpu]["no_fp8"] = True
+            summaries[gpu]["free"] += ["gemm_fp8_efficiency", "fp8_layer_overhead_us"]
+        for name in set(COEFFICIENT_NAMES) - set(summaries[gpu]["free"]):
+            if sib in fitted and name in summaries[sib]["free"]:
+                values[name] = fitted[sib][name]
+                summaries[gpu].setdefault("from_sibling", []).append(name)
+    versions = df.groupby("gpu")["version"].first().to_dict()
+    aic = str(df["aic_version"].iloc[0])
+    doc = {
+        "kind": "efficiency",
+        "description": (
+            "Per-GPU coefficients of kvadvisor's step-time model (docs/stage-profiler.md), fitted "
+            "by benchmarks/fit_perfmodel.py to AIConfigurator's static-mode prefill and "
+            "decode-step latencies (vLLM backend, silicon database)."
+        ),
+        "sources": {
+            "AIC": (
+                f"{aic} with aiconfigurator-core 0.12.0 (PyPI), static mode (cli_estimate "
+                "mode='static', no latency corrections), database_mode SILICON, backend vllm: "
+                "aiconfigurator_core/systems/<system>.yaml and systems/data/<system>/*/vllm/"
+                f"<version>/*_perf.parquet; sweep benchmarks/aic_sweep.py --grid fit; fitted "
+                f"{dt.date.today().isoformat()}"
+            ),
+        },
+        "entries": {},
+    }
+    aliases = {
+        "h100-sxm": ["h800", "h20", "h100-pcie"],
+        "a100-80gb": ["a100-40gb", "a800", "a10"],
+        "l40s": ["l20", "l4"],
+    }
+    for gpu, values in fitted.items():
+        s = summaries[gpu]
+        system = next(k for k, v in SYSTEM_GPU.items() if v == gpu)
+        note = (
+            f"{system} vllm {versions[gpu]}: {s['points']} points; fit error median "
+            f"{s['prefill_median']:.1%} prefill / {s['decode_median']:.1%} decode step "
+            f"(p90 {s['prefill_p90']:.1%} / {s['decode_p90']:.1%})"
+        )
+        if s.get("no_fp8"):
+            note += "; the FP8 coefficients are unused (no FP8 units: FP8 weights run as bf16)"
+        if s.get("from_sibling"):
+            note += f"; {', '.join(sorted(s['from_sibling']))} from {SIBLING[gpu]} (no such points)"
+        unset = set(COEFFICIENT_NAMES) - set(s["free"]) - set(s.get("from_sibling", []))
+        if unset:
+            note += f"; {', '.join(sorted(unset))} not constrained by the sweep (start value)"
+        entry = {**rounded(values), "fit_points": s["points"], "source": ["AIC"], "notes": note}
+        if gpu in aliases:
+            entry = {"aliases": aliases[gpu], **entry}
+        doc["entries"][gpu] = entry
+    header = (
+        "# Generated by benchmarks/fit_perfmodel.py from an AIConfigurator sweep; refit rather "
+        "than edit.\n# Units are in the field names; fractions are of the GPU catalog's peaks.\n"
+    )
+    Path(args.output).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=100))
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

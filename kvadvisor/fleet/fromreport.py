@@ -1,0 +1,133 @@
+"""The deployment the advisor recommends, replayed and sized until it carries the load.
+
+The advisor picks an instance, a count and KV tiers per stage from open-loop figures. Here
+that choice is written as a plan (prefill and decode blocks: the advisor sizes the stages
+apart, so the fleet is disaggregated), checked by the plan loader like any plan file, and
+replayed. While the replay says the fleet is overloaded (docs/replay.md R11), the busiest
+stage's instance count is doubled and the replay run again, at most ``MAX_SIZING_ROUNDS``
+times; every step is a note in the report. The plan document is kept, so a user can replay or
+review the very deployment the report describes.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kvadvisor.catalog.models import get_model
+from kvadvisor.errors import KvAdvisorError
+from kvadvisor.fleet.engine import ReplayOptions, run_replay
+from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.hits import ReplayContext
+from kvadvisor.fleet.summary import summarize
+from kvadvisor.plan.loader import PlanCatalogs, check_plan
+from kvadvisor.results.replay import ReplayResult
+from kvadvisor.results.report import AdviceReport, StageRecommendation
+
+MAX_SIZING_ROUNDS = 4
+PLAN_PATH = "the recommended deployment"
+
+
+@dataclass(frozen=True)
+class RecommendedReplay:
+    """The replay of the recommended deployment, the plan it ran, and how it was sized."""
+
+    result: ReplayResult
+    plan_document: dict[str, Any]
+    notes: tuple[str, ...]
+
+
+def _stage_doc(rec: StageRecommendation) -> dict[str, Any] | None:
+    if rec.instance is None:
+        return None
+    doc: dict[str, Any] = {"instance": rec.instance, "count": rec.instance_count or 1}
+    if rec.chunk_tokens:
+        doc["chunk_tokens"] = rec.chunk_tokens
+    tiers = []
+    for t in rec.tiers:
+        tier: dict[str, Any] = {"name": t.name, "storage": t.name, "shared": t.shared}
+        tier["capacity"] = None if t.capacity_gib is None else f"{t.capacity_gib:.6g} GiB"
+        if t.devices != 1:
+            tier["devices"] = t.devices
+        tiers.append(tier)
+    doc["tiers"] = tiers
+    return doc
+
+
+def recommended_plan_document(report: AdviceReport) -> tuple[dict[str, Any] | None, str]:
+    """The recommendation as a plan mapping, or None and why it cannot be written as one."""
+    model, rec = report.model, report.recommendation
+    if model is None or model.deployment is None:
+        return None, "no model and GPU: the stage profile did not run"
+    if rec is None:
+        return None, "the advisor made no recommendation"
+    try:
+        get_model(model.name)
+    except KvAdvisorError:
+        return None, f"model {model.name} is not in the model catalog (the replay needs its shape)"
+    stages = {}
+    for stage in ("prefill", "decode"):
+        doc = _stage_doc(getattr(rec, stage))
+        if doc is None:
+            return None, f"no {stage} instance was recommended"
+        stages[stage] = doc
+    dep = model.deployment
+    return {
+        "name": "recommended",
+        "description": f"the deployment kvadvisor recommended for {report.trace.path}",
+        "model": {
+            "name": model.name,
+            "tp": dep.tp,
+            "kv_dtype": dep.kv_dtype,
+            "weight_dtype": dep.weight_dtype,
+        },
+        "stages": stages,
+    }, ""
+
+
+def replay_recommended(
+    ctx: ReplayContext,
+    report: AdviceReport,
+    catalogs: PlanCatalogs | None = None,
+    options: ReplayOptions | None = None,
+) -> tuple[RecommendedReplay | None, str]:
+    """Replay the recommended deployment, doubling an overloaded stage; None and why if not.
+
+    ``catalogs``: the catalogs the advisor chose from (the packaged ones when None).
+    """
+    doc, why = recommended_plan_document(report)
+    if doc is None:
+        return None, why
+    notes: list[str] = []
+    result: ReplayResult | None = None
+    for _ in range(MAX_SIZING_ROUNDS):
+        try:
+            plan = check_plan(PLAN_PATH, doc, catalogs)
+            dep, dep_notes = deployment_from_plan(plan)
+        except KvAdvisorError as exc:
+            return None, str(exc).removeprefix(f"{PLAN_PATH}: ")
+        result = summarize(run_replay(ctx, dep, options))
+        result = replace(result, notes=(*dep_notes, *result.notes))
+        if not result.overload.overloaded:
+            break
+        busiest = max(result.stages, key=lambda s: s.busy_fraction or 0.0)
+        block = doc["stages"][busiest.role.value]
+        notes.append(
+            f"sized to carry the load: {block['count']} {busiest.role.value} instance(s) "
+            f"overloaded ({result.overload.reason}); replayed again with {2 * block['count']}"
+        )
+        doc = copy.deepcopy(doc)
+        doc["stages"][busiest.role.value]["count"] = 2 * block["count"]
+    assert result is not None
+    if result.overload.overloaded:
+        notes.append(
+            f"still overloaded after {MAX_SIZING_ROUNDS} replays: the figures are those of an "
+            "overloaded fleet"
+        )
+    notes.append(
+        "the advisor chose this deployment from open-loop figures; the replay is its closed "
+        "loop (docs/replay.md)"
+    )
+    result = replace(result, notes=(*notes, *result.notes))
+    return RecommendedReplay(result, doc, tuple(notes)), ""

@@ -1,0 +1,69 @@
+"""`analyze` replays the deployment it recommends: the closed-loop split becomes the report's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import kvadvisor
+from kvadvisor.report.jsonreport import schema
+from kvadvisor.report.replayjson import replay_schema
+
+SAMPLE = (
+    Path(__file__).resolve().parents[1] / "sample_traces" / "mooncake_conversation_head.jsonl.gz"
+)
+
+
+@pytest.fixture(scope="module")
+def report() -> kvadvisor.Report:
+    """The Mooncake sample analysed for Qwen3-32B on H200 (fixed clock)."""
+    return kvadvisor.analyze(
+        SAMPLE, model="qwen3-32b", gpu="h200", generated_at="2026-01-01T00:00:00+00:00"
+    )
+
+
+def test_the_recommended_deployment_is_replayed_and_its_split_is_the_reports(
+    report: kvadvisor.Report,
+) -> None:
+    """stage_split is the replay's GPU time; the open-loop figures stay as the bound."""
+    assert report.replay is not None
+    split, closed = report.stage_split, report.replay.stage_split
+    assert split is not None and split.source == "replay"
+    assert split.prefill_s == pytest.approx(closed.prefill_gpu_s)
+    assert split.decode_s == pytest.approx(closed.decode_gpu_s)
+    assert split.open_loop_prefill_share is not None
+    assert split.open_loop_prefill_share != pytest.approx(split.prefill_share)
+    # the replayed fleet is the recommended one, stage by stage
+    rec = report.recommendation
+    assert rec is not None
+    stages = {s.role.value: s for s in report.replay.stages}
+    assert stages["prefill"].instance == rec.prefill.instance
+    assert stages["decode"].instance == rec.decode.instance
+    assert stages["prefill"].instances >= (rec.prefill.instance_count or 1)
+    # the rules saw the figures the report shows
+    facts = rec.facts
+    assert facts["prefill_share_gpu_time"]["value"] == pytest.approx(split.prefill_share)
+
+
+def test_the_contract_carries_the_replay(report: kvadvisor.Report) -> None:
+    """format_version 2: the JSON validates, and its replay section has the replay's shape."""
+    doc = json.loads(report.to_json())
+    assert doc["format_version"] == 2
+    jsonschema.validate(doc, schema())
+    section_schema = {**replay_schema(), "$ref": "#/$defs/replay", "required": []}
+    section_schema.pop("properties")
+    jsonschema.validate(doc["replay"], section_schema)
+    assert kvadvisor.Report.from_dict(report.to_dict()) == report
+    assert 'id="replay"' in report.to_html()
+
+
+def test_no_replay_keeps_the_open_loop_split_and_says_why() -> None:
+    """--no-replay (replay=False): the modeled split, and the reason in unavailable."""
+    r = kvadvisor.analyze(SAMPLE, model="qwen3-32b", gpu="h200", replay=False)
+    assert r.replay is None
+    assert r.stage_split is not None and r.stage_split.source == "modeled"
+    assert "--no-replay" in r.unavailable["replay"]
+    assert "Not replayed" in r.to_html()
