@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_cache_reference import as_lists, make_trace, reference_hits
+from test_cache_reference import as_lists, make_trace, reference_hits, reused, routed
 
 from kvadvisor.cache import STANDARD_CAPACITIES_TOKENS, curve_grid, simulate_prefix_cache
 from kvadvisor.cache.prefix import dense_block_ids, pass_block_ids, simulate_arrays
@@ -248,8 +248,7 @@ def test_the_exact_pass_hands_its_ids_to_routing_and_reuse(mooncake, monkeypatch
     (the remap is a bijection) with a second remap made to fail.
     """
     import kvadvisor.cache.prefix as prefix
-    from kvadvisor.cache.reuse import reuse_times
-    from kvadvisor.cache.routing import RoutingPolicy, compare_routing
+    from kvadvisor.cache.routing import RoutingPolicy
 
     trace, result, _ = mooncake
     offsets, values = trace.hash_arrays()
@@ -276,12 +275,10 @@ def test_the_exact_pass_hands_its_ids_to_routing_and_reuse(mooncake, monkeypatch
         raise AssertionError("the hashes were remapped again")
 
     monkeypatch.setattr(prefix, "_remap", _no_second_remap)
-    assert reuse_times(scattered, other) == reuse_times(trace, result)
+    assert reused(scattered, other) == reused(trace, result)
     kwargs = dict(
         instances=4,
         capacities_tokens=[2**20, None],
         policies=[RoutingPolicy.RANDOM, RoutingPolicy.PREFIX_AWARE],
     )
-    assert compare_routing(scattered, pooled=other, **kwargs) == compare_routing(
-        trace, pooled=result, **kwargs
-    )
+    assert routed(scattered, pooled=other, **kwargs) == routed(trace, pooled=result, **kwargs)

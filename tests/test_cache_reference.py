@@ -8,10 +8,15 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from kvadvisor.cache.model import PrefixCacheResult
+from kvadvisor.cache.reuse import ReuseTimes, reuse_times
+from kvadvisor.cache.routing import RoutingComparison, compare_routing
+from kvadvisor.trace.arrays import BlockArrays, RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import build_trace
 
@@ -131,3 +136,15 @@ def as_lists(trace: Trace) -> tuple[list[list[int]], list[int]]:
     offsets, values = trace.hash_arrays()
     hashes = [values[offsets[i] : offsets[i + 1]].tolist() for i in range(trace.requests)]
     return hashes, np.asarray(trace.column_np("input_tokens")).tolist()
+
+
+def routed(trace: Trace, **kwargs: Any) -> RoutingComparison:
+    """compare_routing on the arrays the pipeline takes from ``trace`` (hashes and sessions)."""
+    arrays = RequestArrays.of(trace)
+    assert arrays.blocks is not None
+    return compare_routing(arrays.blocks, arrays.input_tokens, sessions=arrays.sessions, **kwargs)
+
+
+def reused(trace: Trace, result: PrefixCacheResult, **kwargs: Any) -> ReuseTimes:
+    """reuse_times on the arrays the pipeline takes from ``trace``."""
+    return reuse_times(BlockArrays.of(trace), trace.column_np("arrival_s"), result, **kwargs)

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cache_reference import make_trace, reference_ttl
+from test_cache_reference import make_trace, reference_ttl, reused
 
 from kvadvisor.cache import simulate_prefix_cache
-from kvadvisor.cache.reuse import reuse_times
 from kvadvisor.errors import ConfigError
 
 
@@ -18,7 +17,7 @@ def test_by_hand() -> None:
     hashes = [[1], [1, 2], [1, 2]]
     trace = make_trace(hashes, [4, 8, 8], 4, arrival_s=[0.0, 5.0, 20.0])
     res = simulate_prefix_cache(trace, warmup_fraction=0.0)
-    rt = reuse_times(trace, res, ttl_shares=(0.25, 1.0), quantiles=(0.5,))
+    rt = reused(trace, res, ttl_shares=(0.25, 1.0), quantiles=(0.5,))
     # hits: req1 block 1 (gap 5, 4 tokens); req2 blocks 1 and 2 (gap 15 each, 8 tokens)
     assert rt.hit_tokens == 12
     assert rt.quantiles_s == ((0.5, 15.0),)
@@ -41,7 +40,7 @@ def test_ttl_rows_match_ttl_replay(hashes, steps, share) -> None:
     inp = [len(h) * 2 for h in hashes]
     trace = make_trace(hashes, inp, 2, arrival_s=arrival)
     res = simulate_prefix_cache(trace, warmup_fraction=0.0)
-    rt = reuse_times(trace, res, ttl_shares=(share,))
+    rt = reused(trace, res, ttl_shares=(share,))
     if rt.hit_tokens == 0:
         assert rt.ttl == ()
         return
@@ -62,7 +61,7 @@ def test_mooncake_reuse(mooncake_path) -> None:
 
     trace = read_trace(mooncake_path)
     res = simulate_prefix_cache(trace)
-    rt = reuse_times(trace, res)
+    rt = reused(trace, res)
     assert rt.hit_tokens == int(res.hit_tokens.sum())
     secs = [s for _, s in rt.quantiles_s]
     assert secs == sorted(secs) and 0 <= secs[0] <= trace.duration_s
@@ -132,7 +131,7 @@ def test_reuse_times_match_a_plain_loop(hashes, steps, short) -> None:
     trace = make_trace(hashes, inp, 8, arrival_s=arrival)
     res = simulate_prefix_cache(trace, warmup_fraction=0.0)
     quantiles = (0.1, 0.5, 0.9, 1.0)
-    rt = reuse_times(trace, res, quantiles=quantiles)
+    rt = reused(trace, res, quantiles=quantiles)
     total, qs, edges, hist = _reference_reuse(hashes, inp, 8, arrival, quantiles)
     assert rt.hit_tokens == total
     assert rt.quantiles_s == qs
@@ -210,8 +209,8 @@ def test_sampled_pass_and_bad_ttl_share_are_config_errors() -> None:
     trace = make_trace(hashes, [4, 8, 8], 4, arrival_s=[0.0, 5.0, 20.0])
     sampled = simulate_prefix_cache(trace, warmup_fraction=0.0, sample_rate=1.0)
     with pytest.raises(ConfigError, match="reuse times need the exact pass"):
-        reuse_times(trace, sampled)
+        reused(trace, sampled)
     exact = simulate_prefix_cache(trace, warmup_fraction=0.0)
     for share in (0.0, 1.5):
         with pytest.raises(ConfigError, match=f"TTL share {share} is outside"):
-            reuse_times(trace, exact, ttl_shares=(share,))
+            reused(trace, exact, ttl_shares=(share,))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_cache_reference import make_trace, reference_hits
+from test_cache_reference import make_trace, reference_hits, routed
 
-from kvadvisor.cache.routing import RoutingPolicy, assign_instances, compare_routing
+from kvadvisor.cache.routing import RoutingPolicy, assign_instances
+from kvadvisor.trace.arrays import SessionKeys
 
 HASHES = [[1, 2], [1, 3], [1, 2], [4], [1, 3], [4, 5], [1, 2, 6], [4]]
 INPUT = [8, 8, 8, 4, 8, 8, 12, 4]
@@ -27,7 +28,7 @@ def _local_reference(inst: np.ndarray, instances: int, cap_blocks: float) -> int
 def test_local_policies_equal_replays_per_instance(policy: RoutingPolicy) -> None:
     """Random and round-robin: the sum of per-instance replays at each capacity."""
     trace = make_trace(HASHES, INPUT, BT)
-    cmp = compare_routing(
+    cmp = routed(
         trace,
         instances=2,
         capacities_tokens=[BT, 2 * BT, None],
@@ -35,7 +36,7 @@ def test_local_policies_equal_replays_per_instance(policy: RoutingPolicy) -> Non
         warmup_fraction=0.0,
         seed=3,
     )
-    inst = assign_instances(trace, policy, 2, seed=3)
+    inst = assign_instances(policy, trace.requests, 2, seed=3)
     for point, cap in zip(cmp.outcomes[0].points, [1, 2, float("inf")], strict=True):
         assert point.hit_ratio_all == pytest.approx(_local_reference(inst, 2, cap) / sum(INPUT))
 
@@ -43,7 +44,7 @@ def test_local_policies_equal_replays_per_instance(policy: RoutingPolicy) -> Non
 def test_pooled_is_one_cache_of_n_times_capacity() -> None:
     """Prefix-aware routing is one LRU cache of N × C tokens."""
     trace = make_trace(HASHES, INPUT, BT)
-    cmp = compare_routing(
+    cmp = routed(
         trace,
         instances=3,
         capacities_tokens=[BT, None],
@@ -62,7 +63,7 @@ def test_pooled_is_one_cache_of_n_times_capacity() -> None:
 def test_round_robin_one_instance_is_the_pool() -> None:
     """With one instance, local and pooled caches are the same cache."""
     trace = make_trace(HASHES, INPUT, BT)
-    cmp = compare_routing(trace, instances=1, capacities_tokens=[2 * BT, None], warmup_fraction=0.5)
+    cmp = routed(trace, instances=1, capacities_tokens=[2 * BT, None], warmup_fraction=0.5)
     rr = next(o for o in cmp.outcomes if o.policy is RoutingPolicy.ROUND_ROBIN)
     pool = next(o for o in cmp.outcomes if o.policy is RoutingPolicy.PREFIX_AWARE)
     assert rr.points == pool.points
@@ -72,10 +73,12 @@ def test_session_sticky() -> None:
     """Every request of a session lands on one instance; no session column: unavailable."""
     sessions = ["a", "b", "a", "c", "b", None, "a", "c"]
     trace = make_trace(HASHES, INPUT, BT, session_id=sessions)
-    inst = assign_instances(trace, RoutingPolicy.SESSION, 4)
+    inst = assign_instances(
+        RoutingPolicy.SESSION, trace.requests, 4, sessions=SessionKeys.of(trace)
+    )
     for s in ("a", "b", "c"):
         assert len({inst[i] for i, x in enumerate(sessions) if x == s}) == 1
-    cmp = compare_routing(
+    cmp = routed(
         make_trace(HASHES, INPUT, BT),
         instances=2,
         capacities_tokens=[None],
@@ -84,11 +87,33 @@ def test_session_sticky() -> None:
     assert cmp.outcomes[0].unavailable and cmp.outcomes[0].points == ()
 
 
+def test_session_routing_hashes_each_rows_own_name() -> None:
+    """Hashing each session name once gives every row the hash of its own name (or row key).
+
+    The reference hashes one string per row, as pandas does: the session id, or "#row<i>" for a
+    request without one (its own session).
+    """
+    import pandas as pd
+
+    sessions = ["s7", None, "a", "s7", None, "b", "a", "zz", None]
+    hashes = [[i] for i in range(len(sessions))]
+    trace = make_trace(hashes, [4] * len(sessions), BT, session_id=sessions)
+    for seed, instances in ((0, 4), (11, 3), (123, 8)):
+        keys = np.array(
+            [s if s is not None else f"#row{i}" for i, s in enumerate(sessions)], object
+        )
+        expected = pd.util.hash_array(keys, hash_key=f"{seed:016d}") % np.uint64(instances)
+        got = assign_instances(
+            RoutingPolicy.SESSION, trace.requests, instances, seed, SessionKeys.of(trace)
+        )
+        np.testing.assert_array_equal(got, expected.astype(np.int64))
+
+
 def test_mooncake_pool_beats_local(mooncake_path) -> None:
     """On the Mooncake trace the pool holds far more reuse than 8 local caches ."""
     from kvadvisor.trace import read_trace
 
-    cmp = compare_routing(
+    cmp = routed(
         read_trace(mooncake_path),
         instances=8,
         capacities_tokens=[None],
@@ -110,7 +135,7 @@ def test_pooled_result_given_by_the_caller_is_used_as_is(monkeypatch) -> None:
         policies=[RoutingPolicy.PREFIX_AWARE],
         warmup_fraction=0.5,
     )
-    fresh = compare_routing(trace, **kwargs)
+    fresh = routed(trace, **kwargs)
     pooled = simulate_prefix_cache(trace, warmup_fraction=0.5)
 
     # Equality alone would also hold if ``pooled`` were ignored and the pass ran again:
@@ -119,7 +144,7 @@ def test_pooled_result_given_by_the_caller_is_used_as_is(monkeypatch) -> None:
         raise AssertionError("compare_routing ran the pooled exact pass again")
 
     monkeypatch.setattr(routing, "simulate_arrays", _no_second_pass)
-    reused = compare_routing(trace, pooled=pooled, **kwargs)
+    reused = routed(trace, pooled=pooled, **kwargs)
     assert fresh.outcomes == reused.outcomes
     # 3 instances x 4 tokens = one 3-block pool; hit_ratio_all counts the warm-up too, so the point
     # equals the literal LRU replay of the same requests.
@@ -134,6 +159,6 @@ def test_bad_instances_and_non_splitting_policy() -> None:
 
     trace = make_trace(HASHES, INPUT, BT)
     with pytest.raises(ConfigError, match="instances must be at least 1, got 0"):
-        compare_routing(trace, instances=0, capacities_tokens=[None])
+        routed(trace, instances=0, capacities_tokens=[None])
     with pytest.raises(ConfigError, match="'prefix_aware' does not split the cache"):
-        assign_instances(trace, RoutingPolicy.PREFIX_AWARE, 2)
+        assign_instances(RoutingPolicy.PREFIX_AWARE, trace.requests, 2)

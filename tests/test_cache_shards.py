@@ -9,9 +9,10 @@ from test_cache_prefix import random_traces
 from test_cache_reference import make_trace
 
 from kvadvisor.cache import simulate_prefix_cache
-from kvadvisor.cache.shards import estimate_prefix_curve, trace_batches
+from kvadvisor.cache.shards import block_parts, estimate_prefix_curve, record_parts
 from kvadvisor.errors import ConfigError
 from kvadvisor.trace import read_trace
+from kvadvisor.trace.arrays import BlockArrays
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +41,18 @@ def test_batches_do_not_change_the_estimate(mooncake) -> None:
     """Streaming in small record batches gives the same estimate as one batch."""
     trace, _ = mooncake
     kw = dict(block_tokens=512, total_requests=trace.requests, warmup_fraction=0.5, rate=0.2)
-    one = estimate_prefix_curve(trace_batches(trace, batch_rows=10**9), **kw)
-    many = estimate_prefix_curve(trace_batches(trace, batch_rows=777), **kw)
+    table = trace.table.select(["input_tokens", "block_hashes"])
+    one = estimate_prefix_curve(record_parts(table.to_batches(max_chunksize=10**9)), **kw)
+    many = estimate_prefix_curve(record_parts(table.to_batches(max_chunksize=777)), **kw)
     grid = _grid(one)
     np.testing.assert_array_equal(one.curve.ratios_on_grid(grid), many.curve.ratios_on_grid(grid))
     assert one.sampling == many.sampling
+    # Hashes already in memory, cut into other batches, give the same estimate as the stream.
+    inp = trace.column_np("input_tokens")
+    held = estimate_prefix_curve(block_parts(BlockArrays.of(trace), inp, batch_rows=1000), **kw)
+    np.testing.assert_array_equal(one.curve.ratios_on_grid(grid), held.curve.ratios_on_grid(grid))
+    np.testing.assert_array_equal(one.input_tokens, held.input_tokens)
+    assert one.sampling == held.sampling
 
 
 def test_low_rate_close_to_exact(mooncake) -> None:

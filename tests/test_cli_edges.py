@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import re
 import subprocess
 import sys
@@ -219,3 +221,38 @@ def test_analyze_help_is_grouped_into_panels() -> None:
     # The two instance counts, each in its panel, each naming the other.
     assert "--cache-instances" in cache and "--instances" in deploy
     assert "Not the serving" in cache and "--cache-instances" in deploy
+
+
+def _summary_on_a_terminal(env: dict[str, str]) -> bytes:
+    """`analyze` run with stdout on a pseudo-terminal: what the terminal received."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvadvisor", "analyze", str(SMALL)],
+        stdout=child,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        env={**os.environ, "TERM": "xterm", "COLUMNS": "100", **env},
+    )
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=120)
+    os.close(main)
+    assert proc.returncode == 0
+    return out
+
+
+def test_colour_on_a_terminal_and_never_with_no_color() -> None:
+    """A terminal gets severities in colour; NO_COLOR=1 (no-color.org) gets none."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    coloured = _summary_on_a_terminal({**env, "NO_COLOR": ""})
+    assert b"\x1b[1mVerdict" in coloured
+    plain = _summary_on_a_terminal({"NO_COLOR": "1"})
+    assert b"Verdict" in plain and b"\x1b[" not in plain

@@ -118,7 +118,7 @@ def test_burstgpt_fixture() -> None:
     assert _col(t, "ok") == [r["Response tokens"] != "0" for r in rows]
     assert _col(t, "model") == [r["Model"] for r in rows]
     assert t.requests == 5 and t.failed_requests == 1
-    assert any("1 failed requests" in n for n in t.notes)
+    assert any("1 failed request (ok = false)" in n for n in t.notes)
 
 
 def _reference_bench(runs: list[dict]) -> dict[str, list]:

@@ -7,13 +7,19 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 
-from kvadvisor.cache.prefix import require_hashes
 from kvadvisor.errors import ConfigError
+from kvadvisor.trace.arrays import BlockArrays
 from kvadvisor.trace.model import Trace
 
 
-def coarsen_trace(trace: Trace, chunk_tokens: int, *, save_unfull_chunk: bool = False) -> Trace:
-    """The trace with its block hashes regrouped into chunks of ``chunk_tokens`` tokens.
+def coarsen_blocks(
+    blocks: BlockArrays,
+    input_tokens: np.ndarray,
+    chunk_tokens: int,
+    *,
+    save_unfull_chunk: bool = False,
+) -> BlockArrays:
+    """The block hashes regrouped into chunks of ``chunk_tokens`` tokens.
 
     Hashes are prefix-chained, so the hash of a chunk's last fine block identifies the chunk and
     everything before it: chunk i of a request takes the hash of fine block ``(i+1)·k − 1``
@@ -22,7 +28,7 @@ def coarsen_trace(trace: Trace, chunk_tokens: int, *, save_unfull_chunk: bool = 
     the request's last fine block, only with ``save_unfull_chunk`` (LMCache's option of that
     name; its default, False, drops it, so those tokens are always recomputed).
     """
-    block_tokens = require_hashes(trace)
+    block_tokens = blocks.block_tokens
     # The chunk size reaches here from `analyze --chunk-tokens`; the messages name the option.
     if chunk_tokens <= 0:
         raise ConfigError(
@@ -42,10 +48,10 @@ def coarsen_trace(trace: Trace, chunk_tokens: int, *, save_unfull_chunk: bool = 
         )
     k = chunk_tokens // block_tokens
     if k == 1 and save_unfull_chunk:
-        return trace
-    offsets, values = trace.hash_arrays()
+        return blocks
+    offsets, values = blocks.offsets, blocks.values
     counts = np.diff(offsets)
-    inp = trace.column_np("input_tokens").astype(np.int64)
+    inp = np.asarray(input_tokens).astype(np.int64)
     pos = np.arange(values.shape[0], dtype=np.int64) - np.repeat(offsets[:-1], counts)
     full_chunks = np.minimum(counts // k, inp // chunk_tokens)
     keep = ((pos + 1) % k == 0) & (pos + 1 <= np.repeat(full_chunks * k, counts))
@@ -54,13 +60,26 @@ def coarsen_trace(trace: Trace, chunk_tokens: int, *, save_unfull_chunk: bool = 
         keep |= (pos == np.repeat(counts - 1, counts)) & np.repeat(has_tail, counts)
     kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
     new_counts = kept_before[offsets[1:]] - kept_before[offsets[:-1]]
-    new_offsets = np.concatenate(([0], np.cumsum(new_counts))).astype(np.int32)
-    hashes = pa.ListArray.from_arrays(pa.array(new_offsets), pa.array(values[keep], pa.int64()))
+    new_offsets = np.concatenate(([0], np.cumsum(new_counts))).astype(np.int64)
+    return BlockArrays(new_offsets, values[keep], chunk_tokens)
+
+
+def coarsen_trace(trace: Trace, chunk_tokens: int, *, save_unfull_chunk: bool = False) -> Trace:
+    """The trace with its block hashes regrouped by :func:`coarsen_blocks`, and a note saying so."""
+    blocks = BlockArrays.of(trace)
+    coarse = coarsen_blocks(
+        blocks, trace.column_np("input_tokens"), chunk_tokens, save_unfull_chunk=save_unfull_chunk
+    )
+    if coarse is blocks:
+        return trace
+    hashes = pa.ListArray.from_arrays(
+        pa.array(coarse.offsets.astype(np.int32)), pa.array(coarse.values, pa.int64())
+    )
     table = trace.table
     table = table.set_column(table.column_names.index("block_hashes"), "block_hashes", hashes)
     tail = "kept (save_unfull_chunk)" if save_unfull_chunk else "dropped"
     note = (
-        f"block hashes coarsened from {block_tokens}- to {chunk_tokens}-token chunks; "
+        f"block hashes coarsened from {blocks.block_tokens}- to {chunk_tokens}-token chunks; "
         f"partial last chunks {tail}"
     )
     return dataclasses.replace(

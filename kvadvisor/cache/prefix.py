@@ -7,8 +7,7 @@ import math
 import numpy as np
 
 from kvadvisor.cache.model import MissRatioCurve, PrefixCacheResult
-from kvadvisor.errors import ConfigError, TraceError
-from kvadvisor.trace.model import Trace
+from kvadvisor.errors import ConfigError
 
 # The kernel stores positions and distances as int32.
 MAX_EXACT_ACCESSES = 2**31 - 2
@@ -189,20 +188,6 @@ def simulate_arrays(
         id_bound=known_bound,
         block_ids=kept,
     )
-
-
-def require_hashes(trace: Trace) -> int:
-    """The trace's block size; a trace without hashes has unknown prefix reuse (an error here)."""
-    if not trace.has_hashes or trace.block_tokens is None:
-        raise TraceError(
-            f"{trace.source_path}: the trace has no block hashes, so prefix reuse is unknown; "
-            "use a trace with block_hashes (and block_tokens) to simulate a prefix cache"
-        )
-    if trace.block_tokens <= 0:
-        raise TraceError(
-            f"{trace.source_path}: block_tokens must be positive, got {trace.block_tokens}"
-        )
-    return int(trace.block_tokens)
 
 
 def curve_grid(curve: MissRatioCurve, max_points: int = 200) -> np.ndarray:

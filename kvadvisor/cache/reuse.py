@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvadvisor.cache.model import PrefixCacheResult
-from kvadvisor.cache.prefix import pass_block_ids, require_hashes
+from kvadvisor.cache.prefix import pass_block_ids
 from kvadvisor.errors import ConfigError
-from kvadvisor.trace.model import Trace
+from kvadvisor.trace.arrays import BlockArrays
 
 DEFAULT_TTL_SHARES = (0.5, 0.8, 0.9, 0.95, 0.99)
 DEFAULT_QUANTILES = (0.5, 0.9, 0.99)
@@ -87,7 +87,8 @@ def weighted_quantiles(
 
 
 def reuse_times(
-    trace: Trace,
+    blocks: BlockArrays,
+    arrival_s: np.ndarray,
     result: PrefixCacheResult,
     *,
     ttl_shares: Sequence[float] = DEFAULT_TTL_SHARES,
@@ -101,21 +102,22 @@ def reuse_times(
     seconds after its last use keeps block j of a request exactly when every block up to j was
     last used at most T ago (the leading run), so the TTL for a share s is the token-weighted
     s-quantile of that running maximum, and its capacity need is the most blocks last used
-    within T at any arrival.
+    within T at any arrival. ``blocks`` are the hashes ``result`` replayed, ``arrival_s`` the
+    requests' arrival times.
     """
     from kvadvisor.cache import reusekernels as rk  # numba only when a curve is computed
 
-    block_tokens = require_hashes(trace)
+    block_tokens = blocks.block_tokens
     if result.leading_distance is None or result.access_offsets is None:
         raise ConfigError("reuse times need the exact pass; the curve was sampled")
     for share in ttl_shares:
         if not 0.0 < share <= 1.0:
             raise ConfigError(f"TTL share {share} is outside (0, 1]")
-    offsets, values = trace.hash_arrays()
+    offsets, values = blocks.offsets, blocks.values
     # Mooncake's small ids index the kernels as they are (no copy); other hashes take the ids
     # the exact pass kept.
     ids, bound = pass_block_ids(result, values)
-    arrival = np.ascontiguousarray(trace.column_np("arrival_s"), dtype=np.float64)
+    arrival = np.ascontiguousarray(arrival_s, dtype=np.float64)
     # Only the hits are kept, packed (20 bytes each): holding a gap and a running maximum for
     # every access, then masking, cost ~0.9 GiB and a second copy on 14M accesses.
     hits = int(np.count_nonzero(result.leading_distance != rk.COLD))

@@ -11,14 +11,9 @@ from enum import Enum
 import numpy as np
 
 from kvadvisor.cache.model import PrefixCacheResult
-from kvadvisor.cache.prefix import (
-    pass_block_ids,
-    require_hashes,
-    simulate_arrays,
-    warmup_requests_for,
-)
+from kvadvisor.cache.prefix import pass_block_ids, simulate_arrays, warmup_requests_for
 from kvadvisor.errors import ConfigError
-from kvadvisor.trace.model import Trace
+from kvadvisor.trace.arrays import BlockArrays, SessionKeys
 
 
 class RoutingPolicy(str, Enum):
@@ -68,27 +63,42 @@ def _instance_rows(inst: np.ndarray) -> list[np.ndarray]:
     return np.split(order, starts[1:]) if order.size else []
 
 
+def _session_hashes(sessions: SessionKeys, seed: int) -> np.ndarray:
+    """A 64-bit hash per request of its session name, keyed by ``seed``.
+
+    A request without a session is its own session: it is keyed by its row number. Each
+    name is hashed once (pandas hashes each value on its own, so hashing the names and
+    indexing them by code gives every row the hash of its own name).
+    """
+    import pandas as pd  # only this policy hashes strings; keep pandas off the import path
+
+    key = f"{seed:016d}"
+    h = pd.util.hash_array(sessions.names, hash_key=key)[np.maximum(sessions.codes, 0)]
+    missing = np.flatnonzero(sessions.codes < 0)
+    if missing.size:
+        # Only those rows are formatted; formatting every row cost a Python call per request.
+        rows = np.array([f"#row{i}" for i in missing], dtype=object)
+        h[missing] = pd.util.hash_array(rows, hash_key=key)
+    return h
+
+
 def assign_instances(
-    trace: Trace, policy: RoutingPolicy, instances: int, seed: int = 0
+    policy: RoutingPolicy,
+    requests: int,
+    instances: int,
+    seed: int = 0,
+    sessions: SessionKeys | None = None,
 ) -> np.ndarray | None:
     """Instance index per request for a local-cache policy (None: the trace has no sessions)."""
-    n = trace.requests
+    n = requests
     if policy is RoutingPolicy.RANDOM:
         return np.random.default_rng(seed).integers(0, instances, n)
     if policy is RoutingPolicy.ROUND_ROBIN:
         return np.arange(n, dtype=np.int64) % instances
     if policy is RoutingPolicy.SESSION:
-        if not trace.has("session_id"):
+        if sessions is None:
             return None
-        import pandas as pd  # only this policy hashes strings; keep pandas off the import path
-
-        keys = trace.table["session_id"].to_pandas().to_numpy(dtype=object)
-        # A request without a session is its own session: key it by its row number (only
-        # those rows are formatted; formatting every row cost a Python call per request).
-        missing = np.flatnonzero(pd.isna(keys))
-        keys[missing] = [f"#row{i}" for i in missing]
-        h = pd.util.hash_array(keys, hash_key=f"{seed:016d}")
-        return (h % np.uint64(instances)).astype(np.int64)
+        return (_session_hashes(sessions, seed) % np.uint64(instances)).astype(np.int64)
     raise ConfigError(f"routing policy '{policy.value}' does not split the cache")
 
 
@@ -105,8 +115,10 @@ def _subset(
 
 
 def compare_routing(
-    trace: Trace,
+    blocks: BlockArrays,
+    input_tokens: np.ndarray,
     *,
+    sessions: SessionKeys | None = None,
     instances: int,
     capacities_tokens: Sequence[int | None],
     policies: Sequence[RoutingPolicy] = tuple(RoutingPolicy),
@@ -121,14 +133,16 @@ def compare_routing(
     instances are summed. The pooled cache (prefix-aware routing, or Mooncake's global KV pool)
     is one LRU cache of N × C tokens that every request reads. Steady state is the same set of
     requests as for the whole trace (global index past the warm-up). ``pooled`` is the exact
-    pass over this same trace and warm-up when the caller already has it (not run again).
+    pass over these same hashes and warm-up when the caller already has it (not run again).
+    ``sessions`` are the requests' sessions, for session-sticky routing (None: the trace has
+    none, and that policy is unavailable).
     """
-    block_tokens = require_hashes(trace)
+    block_tokens = blocks.block_tokens
     if instances < 1:
         raise ConfigError(f"instances must be at least 1, got {instances}")
-    warmup = warmup_requests_for(trace.requests, warmup_fraction)
-    offsets, values = trace.hash_arrays()
-    inp = trace.column_np("input_tokens").astype(np.int64)
+    inp = np.asarray(input_tokens).astype(np.int64)
+    warmup = warmup_requests_for(inp.shape[0], warmup_fraction)
+    offsets, values = blocks.offsets, blocks.values
     total_all = float(inp.sum())
     total_steady = float(inp[warmup:].sum())
     caps = np.asarray([np.inf if c is None else c for c in capacities_tokens], np.float64)
@@ -151,7 +165,7 @@ def compare_routing(
             )
             hits = res.curve.hit_tokens_at(caps * instances)
         else:
-            inst = assign_instances(trace, policy, instances, seed)
+            inst = assign_instances(policy, inp.shape[0], instances, seed, sessions)
             if inst is None:
                 outcomes.append(
                     RoutingOutcome(policy, (), unavailable="the trace has no session_id column")

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from kvadvisor.cache.model import MissRatioCurve, PrefixCacheResult, SamplingInfo
 from kvadvisor.cache.prefix import dense_block_ids, warmup_requests_for
 from kvadvisor.errors import ConfigError
-from kvadvisor.trace.model import Trace
+from kvadvisor.trace.arrays import BlockArrays
 
 HASH_SPACE = 1 << 24
 SUBSAMPLES = 4
@@ -32,10 +32,27 @@ SPREAD_BELOW = 16
 SPREAD = 16
 
 
-def trace_batches(trace: Trace, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """The trace's input tokens and block hashes as record batches of ``batch_rows`` rows."""
-    table = trace.table.select(["input_tokens", "block_hashes"])
-    yield from table.to_batches(max_chunksize=batch_rows)
+# One batch of the stream: (input tokens per request, offsets from 0, flattened hashes).
+BlockBatch = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def record_parts(batches: Iterable[pa.RecordBatch]) -> Iterator[BlockBatch]:
+    """Record batches with ``input_tokens`` and ``block_hashes`` as the estimator's batches."""
+    for batch in batches:
+        inp = batch.column("input_tokens").to_numpy(zero_copy_only=False).astype(np.int64)
+        yield (inp, *_flatten(batch.column("block_hashes")))
+
+
+def block_parts(
+    blocks: BlockArrays, input_tokens: np.ndarray, batch_rows: int = BATCH_ROWS
+) -> Iterator[BlockBatch]:
+    """Flattened hashes already in memory as the estimator's batches of ``batch_rows`` rows."""
+    inp = np.asarray(input_tokens, dtype=np.int64)
+    offsets = blocks.offsets
+    for r0 in range(0, inp.shape[0], batch_rows):
+        r1 = min(r0 + batch_rows, inp.shape[0])
+        lo, hi = int(offsets[r0]), int(offsets[r1])
+        yield inp[r0:r1], offsets[r0 : r1 + 1] - lo, blocks.values[lo:hi]
 
 
 def _flatten(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -65,16 +82,14 @@ class _Sample:
 
 
 def _collect(
-    batches: Iterable[pa.RecordBatch], block_tokens: int, threshold: int, salt: int, warmup: int
+    batches: Iterable[BlockBatch], block_tokens: int, threshold: int, salt: int, warmup: int
 ) -> _Sample:
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
     keys, reqs, toks, labels, inputs = [], [], [], [], []
     totals = np.zeros(4, np.int64)
     r0 = 0
-    for batch in batches:
-        inp = batch.column("input_tokens").to_numpy(zero_copy_only=False).astype(np.int64)
-        offsets, values = _flatten(batch.column("block_hashes"))
+    for inp, offsets, values in batches:
         n = values.shape[0]
         out_keys = np.empty(n, np.int64)
         out_req = np.empty(n, np.int64)
@@ -199,7 +214,7 @@ def _scaled_curve(
 
 
 def estimate_prefix_curve(
-    batches: Iterable[pa.RecordBatch],
+    batches: Iterable[BlockBatch],
     *,
     block_tokens: int,
     total_requests: int,
@@ -208,7 +223,10 @@ def estimate_prefix_curve(
     salt: int = 0,
     count_correction: bool = True,
 ) -> PrefixCacheResult:
-    """SHARDS estimate of the prefix-cache curve from batches with input_tokens, block_hashes.
+    """SHARDS estimate of the prefix-cache curve from batches of requests and their hashes.
+
+    ``batches`` come from record batches (:func:`record_parts`, a streamed trace) or from
+    hashes in memory (:func:`block_parts`); how the requests are cut does not change the result.
 
     Memory holds only the sampled accesses (about ``rate`` of them) plus one int64 per request.
     The error estimate: the sampled keys are split by independent hash bits into 4 disjoint

@@ -39,9 +39,11 @@ from kvadvisor.cli.common import (
     as_strs,
     command_inputs,
     echo,
+    echo_styled,
     finite_option,
     handle_user_errors,
     name_option,
+    wants_color,
     write_output,
 )
 from kvadvisor.errors import ConfigError
@@ -477,7 +479,12 @@ def analyze_cmd(
             # so the run ends with the "wrote PATH" lines of what it wrote.
             to_stderr = "-" in targets
             width = shutil.get_terminal_size().columns
-            echo(ConsoleRenderer(width).render(report), nl=False, err=to_stderr)
+            color = wants_color(err=to_stderr)
+            text = ConsoleRenderer(width, color=color).render(report)
+            if color:
+                echo_styled(text, err=to_stderr)
+            else:
+                echo(text, nl=False, err=to_stderr)
         for target, renderer in renderers:
             with progress.step(f"writing {renderer.name} report to {target}"):
                 terminal = renderer.name in ("text", "markdown")

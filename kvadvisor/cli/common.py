@@ -198,6 +198,30 @@ def _write_stream(stream, text: str, name: str) -> None:
         ) from None
 
 
+def wants_color(*, err: bool = False) -> bool:
+    """Whether text bound for stdout (or stderr) gets colour.
+
+    Only on a terminal, with ``NO_COLOR`` unset or empty (no-color.org) and TERM not "dumb".
+    """
+    stream = sys.stderr if err else sys.stdout
+    isatty = getattr(stream, "isatty", None)
+    return (
+        bool(isatty and isatty())
+        and not os.environ.get("NO_COLOR")
+        and os.environ.get("TERM") != "dumb"
+    )
+
+
+def echo_styled(text: str, *, err: bool = False) -> None:
+    """Write a renderer's styled text as it is.
+
+    The renderer escaped every untrusted string itself (kvadvisor.report.console), so its own
+    colour sequences are the only ones.
+    """
+    stream = sys.stderr if err else sys.stdout
+    _write_stream(stream, text, "stderr" if err else "stdout")
+
+
 def silence_stdout() -> None:
     """Point stdout at the null device, so nothing left in its buffer fails again at exit."""
     try:

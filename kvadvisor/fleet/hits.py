@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from kvadvisor.cache import PrefixCacheResult
-from kvadvisor.cache.prefix import dense_block_ids, simulate_arrays
+from kvadvisor.cache.prefix import pass_block_ids, simulate_arrays
 from kvadvisor.errors import TraceError
+from kvadvisor.trace.arrays import BlockArrays, RequestArrays
 from kvadvisor.trace.model import Trace
 
 
@@ -63,25 +64,41 @@ class TraceArrays:
         block_tokens: int | None = None,
     ) -> TraceArrays:
         """Arrays from plain columns (hashes of any integer values, remapped to dense ids)."""
-        a = np.ascontiguousarray(arrival_s, dtype=np.float64)
+        blocks = None
+        if hashes is not None and offsets is not None and block_tokens:
+            blocks = BlockArrays(
+                np.asarray(offsets, dtype=np.int64),
+                np.asarray(hashes, dtype=np.int64),
+                int(block_tokens),
+            )
+        return cls.from_arrays(RequestArrays(arrival_s, input_tokens, output_tokens, blocks))
+
+    @classmethod
+    def from_arrays(
+        cls, arrays: RequestArrays, pass_result: PrefixCacheResult | None = None
+    ) -> TraceArrays:
+        """The replay's arrays from the request arrays the pipeline took from the trace once.
+
+        The hashes become dense ids: those the exact prefix-cache pass ``pass_result`` over
+        the same hashes used (not remapped again), else found here.
+        """
+        a = np.ascontiguousarray(arrays.arrival_s, dtype=np.float64)
         if a.size and (not np.all(np.isfinite(a)) or np.any(np.diff(a) < 0)):
             raise TraceError("replay: arrival times must be finite and in ascending order")
-        i = np.asarray(input_tokens, dtype=np.int64)
-        o = np.asarray(output_tokens, dtype=np.int64)
+        i = np.asarray(arrays.input_tokens, dtype=np.int64)
+        o = np.asarray(arrays.output_tokens, dtype=np.int64)
         clamped = int(np.count_nonzero((i < 1) | (o < 1)))
+        b = arrays.blocks
         ids, bound = None, 0
-        if hashes is not None and offsets is not None and block_tokens:
-            ids, bound = dense_block_ids(np.asarray(hashes, dtype=np.int64))
+        if b is not None:
+            ids, bound = pass_block_ids(pass_result, b.values)
             ids = ids.astype(np.int32, copy=False)
-            offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-        else:
-            offsets, block_tokens = None, None
         return cls(
             arrival_s=a - (a[0] if a.size else 0.0),
             input_tokens=np.maximum(i, 1),
             output_tokens=np.maximum(o, 1),
-            block_tokens=None if block_tokens is None else int(block_tokens),
-            offsets=offsets,
+            block_tokens=None if b is None else b.block_tokens,
+            offsets=None if b is None else np.ascontiguousarray(b.offsets, dtype=np.int64),
             block_ids=ids,
             id_bound=int(bound),
             clamped=clamped,
@@ -90,17 +107,7 @@ class TraceArrays:
     @classmethod
     def from_trace(cls, trace: Trace) -> TraceArrays:
         """The arrays of a canonical trace (its hashes when it has them)."""
-        offsets = hashes = None
-        if trace.has_hashes and trace.block_tokens:
-            offsets, hashes = trace.hash_arrays()
-        return cls.of(
-            trace.column_np("arrival_s"),
-            trace.column_np("input_tokens"),
-            trace.column_np("output_tokens"),
-            offsets=offsets,
-            hashes=hashes,
-            block_tokens=trace.block_tokens,
-        )
+        return cls.from_arrays(RequestArrays.of(trace))
 
 
 def gather_blocks(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvadvisor.advice.inputs import load_advisor_inputs
+from kvadvisor.cache.measure import measure_prefix_cache
 from kvadvisor.pipeline.assemble import (
     advise_sections,
     data_versions,
@@ -13,11 +14,11 @@ from kvadvisor.pipeline.assemble import (
     unavailable_reasons,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
-from kvadvisor.pipeline.replay import replay_recommendation
+from kvadvisor.pipeline.replay import ReplaySource, replay_recommendation
 from kvadvisor.pipeline.review import review_plans
 from kvadvisor.results.common import Meta
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport
-from kvadvisor.sections.prefix import prefix_cache_section, simulate_section_cache
+from kvadvisor.sections.prefix import prefix_cache_section
 from kvadvisor.sections.profile import profile_workload
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.arrays import RequestArrays
@@ -38,31 +39,25 @@ def analyze_trace(
     """
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
-    # Taken from the trace once; the summary, the stage profile and the plan review share them.
+    # Taken from the trace once (hashes and sessions too); every step below shares them.
     arrays = RequestArrays.of(trace)
-    simulated = (
-        simulate_section_cache(
-            trace,
-            warmup_fraction=options.warmup_fraction,
-            chunk_tokens=options.cache_chunk_tokens,
-            save_unfull_chunk=options.cache_save_unfull_chunk,
-            sample_rate=options.cache_sample_rate,
-        )
-        if trace.has_hashes
-        else None
+    measured = measure_prefix_cache(
+        arrays,
+        warmup_fraction=options.warmup_fraction,
+        chunk_tokens=options.cache_chunk_tokens,
+        save_unfull_chunk=options.cache_save_unfull_chunk,
+        sample_rate=options.cache_sample_rate,
+        instances=options.cache_instances,
+        routing_seed=options.cache_routing_seed,
     )
-    hits, hits_source = prefix_hits(trace, simulated[1] if simulated else None)
+    hits, hits_source = prefix_hits(trace, measured.result if measured else None)
     stages = profile_workload(
         trace, options.profile_options(), hit_tokens=hits, hits_source=hits_source, arrays=arrays
     )
     prefix_cache = prefix_cache_section(
-        trace,
-        simulated,
+        measured,
         warmup_fraction=options.warmup_fraction,
         tiers=options.cache_tiers,
-        instances=options.cache_instances,
-        routing_seed=options.cache_routing_seed,
-        save_unfull_chunk=options.cache_save_unfull_chunk,
         kv_bytes_per_token=stages.model.kv_bytes_per_token,
     )
     report = AdviceReport(
@@ -74,18 +69,20 @@ def analyze_trace(
         io=stages.io,
         options=options_record(options),
     )
+    # The section's pass serves the review and the replays when it is exact and ran on the
+    # trace as it is (not coarsened to --chunk-tokens).
+    same = (
+        measured.result
+        if measured is not None and not measured.coarsened and measured.result.exact
+        else None
+    )
+    # Every replay of this analysis (the recommendation's, each plan's) shares one context.
+    replays = ReplaySource(arrays, same)
     inputs = options.advisor_inputs or load_advisor_inputs()
     report = advise_sections(report, options, inputs, stages)
-    report = replay_recommendation(trace, report, replace(options, advisor_inputs=inputs))
+    report = replay_recommendation(trace, report, replace(options, advisor_inputs=inputs), replays)
     report = refresh_advice(report, options, inputs, stages)
     if options.plans:
-        # The section's pass serves the review when it is exact and ran on the trace as it is
-        # (not coarsened to --chunk-tokens).
-        same = (
-            simulated[1]
-            if simulated is not None and simulated[0] is trace and simulated[1].exact
-            else None
-        )
         report = replace(
             report,
             plan_reviews=review_plans(
@@ -94,6 +91,7 @@ def analyze_trace(
                 warmup_fraction=options.warmup_fraction,
                 simulated=same,
                 arrays=arrays,
+                source=replays,
             ),
         )
     return replace(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, run_replay, summarize
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.fromreport import replay_recommended
@@ -17,10 +19,12 @@ from kvadvisor.plan.model import Plan
 from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, ReplayResult, TraceInfo
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.vocab import SplitSource
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
 
 __all__ = [
     "ReplayOptions",
+    "ReplaySource",
     "parse_slo",
     "plan_targets",
     "replay_in_context",
@@ -39,6 +43,25 @@ def plan_targets(plan: Plan, overrides: Mapping[str, float] | None = None) -> di
         targets["tpot_p99_s"] = plan.slo.tpot_p99_s
     targets.update(overrides or {})
     return targets
+
+
+class ReplaySource:
+    """One trace ready for replays: its replay context, built from the request arrays once.
+
+    Built on first use (a trace `analyze` does not replay costs nothing), then shared by every
+    replay of the analysis (the recommended deployment's, each plan's), so the replay's arrays
+    are derived once and its LRU passes run once per routing. ``exact`` is the exact
+    prefix-cache pass over the arrays' hashes, whose block ids the replay reuses.
+    """
+
+    def __init__(self, arrays: RequestArrays, exact: PrefixCacheResult | None = None) -> None:
+        self.arrays = arrays
+        self.exact = exact
+
+    @cached_property
+    def context(self) -> ReplayContext:
+        """The replay's context over these arrays."""
+        return ReplayContext(TraceArrays.from_arrays(self.arrays, self.exact))
 
 
 def scaled_arrays(arrays: TraceArrays, scale: float) -> TraceArrays:
@@ -93,8 +116,12 @@ def replay_in_context(
     return replace(result, notes=(*notes, *result.notes)), request_columns(run)
 
 
-def replay_recommendation(trace: Trace, report: AdviceReport, options: Any) -> AdviceReport:
+def replay_recommendation(
+    trace: Trace, report: AdviceReport, options: Any, source: ReplaySource | None = None
+) -> AdviceReport:
     """``report`` with its recommended deployment replayed (pure; `analyze`'s last step).
+
+    ``source``: the trace ready for replays when the caller has it (else made here).
 
     The closed-loop stage split replaces a modeled or calibrated one (a measured split stays:
     it is the engine's own); the open-loop figures are kept in ``open_loop_*`` as a bound.
@@ -117,7 +144,7 @@ def replay_recommendation(trace: Trace, report: AdviceReport, options: Any) -> A
             if inputs is None
             else PlanCatalogs(storage=inputs.storage, instances=inputs.instances)
         )
-        ctx = ReplayContext(TraceArrays.from_trace(trace))
+        ctx = (source or ReplaySource(RequestArrays.of(trace))).context
         found, why = replay_recommended(
             ctx, report, catalogs, ReplayOptions(window_s=options.window_s)
         )

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kvadvisor.cache import PrefixCacheResult, simulate_prefix_cache
+from kvadvisor.cache import PrefixCacheResult
 from kvadvisor.cache.prefix import warmup_requests_for
+from kvadvisor.cache.simulate import simulate_blocks
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet import ReplayContext, TraceArrays
-from kvadvisor.pipeline.replay import ReplayOptions, replay_in_context
+from kvadvisor.fleet import ReplayContext
+from kvadvisor.pipeline.replay import ReplayOptions, ReplaySource, replay_in_context
 from kvadvisor.plan.model import Plan
 from kvadvisor.planreview.closedloop import Replayed
 from kvadvisor.planreview.demand import HitFn, TraceReplay
@@ -26,27 +27,21 @@ from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import read_trace_path
 
 
-def replay_trace(
-    trace: Trace,
-    warmup_fraction: float,
-    simulated: PrefixCacheResult | None = None,
-    arrays: RequestArrays | None = None,
-) -> tuple[TraceReplay, tuple[str, ...]]:
-    """Measure the per-request arrays a review needs, running the exact prefix-cache replay.
-
-    ``simulated`` is that replay when the caller already ran it on this trace with this warm-up
-    (``analyze --plan``); it is then not run again. ``arrays``: the trace's per-request arrays
-    when the caller already took them.
-    """
-    arrays = arrays or RequestArrays.of(trace)
+def open_loop(
+    arrays: RequestArrays, warmup_fraction: float, simulated: PrefixCacheResult | None = None
+) -> tuple[TraceReplay, tuple[str, ...], PrefixCacheResult | None]:
+    """The review's per-request arrays, their notes, and the exact pass they rest on (or None)."""
     notes: list[str] = []
     hit_fn: HitFn | None = None
-    warmup = warmup_requests_for(trace.requests, warmup_fraction)
-    if trace.has_hashes:
-        result = simulated or simulate_prefix_cache(trace, warmup_fraction=warmup_fraction)
+    exact: PrefixCacheResult | None = None
+    warmup = warmup_requests_for(arrays.requests, warmup_fraction)
+    if arrays.blocks is not None:
+        result = simulated or simulate_blocks(
+            arrays.blocks, arrays.input_tokens, warmup_fraction=warmup_fraction
+        )
         warmup = result.warmup_requests
         if result.exact:
-            hit_fn = result.hit_tokens_at
+            hit_fn, exact = result.hit_tokens_at, result
         else:
             notes.append(
                 "the trace is large enough that its cache curve was sampled; per-request "
@@ -65,7 +60,23 @@ def replay_trace(
         warmup_requests=warmup,
         hit_tokens_at=hit_fn,
     )
-    return replay, tuple(notes)
+    return replay, tuple(notes), exact
+
+
+def replay_trace(
+    trace: Trace,
+    warmup_fraction: float,
+    simulated: PrefixCacheResult | None = None,
+    arrays: RequestArrays | None = None,
+) -> tuple[TraceReplay, tuple[str, ...]]:
+    """Measure the per-request arrays a review needs, running the exact prefix-cache replay.
+
+    ``simulated`` is that replay when the caller already ran it on this trace with this warm-up
+    (``analyze --plan``); it is then not run again. ``arrays``: the trace's per-request arrays
+    when the caller already took them.
+    """
+    replay, notes, _ = open_loop(arrays or RequestArrays.of(trace), warmup_fraction, simulated)
+    return replay, notes
 
 
 def closed_loop(
@@ -100,11 +111,14 @@ def _review_all(
     window_s: float,
     simulated: PrefixCacheResult | None = None,
     arrays: RequestArrays | None = None,
+    source: ReplaySource | None = None,
 ) -> tuple[tuple[PlanReview, ...], tuple[str, ...]]:
     """Replay once, review every plan; the replay's notes apart from each plan's own."""
     perfs = [plan_perf(p) for p in plans]
-    replay, notes = replay_trace(trace, warmup_fraction, simulated, arrays)
-    ctx = ReplayContext(TraceArrays.from_trace(trace))
+    arrays = arrays or RequestArrays.of(trace)
+    replay, notes, exact = open_loop(arrays, warmup_fraction, simulated)
+    # The closed loop reads the same arrays, with the block ids the exact pass already made.
+    ctx = (source or ReplaySource(arrays, exact)).context
     reviews = []
     for p, perf in zip(plans, perfs, strict=True):
         replayed, why, loop_notes = closed_loop(ctx, p, window_s)
@@ -124,13 +138,15 @@ def review_plans(
     window_s: float = 1.0,
     simulated: PrefixCacheResult | None = None,
     arrays: RequestArrays | None = None,
+    source: ReplaySource | None = None,
 ) -> tuple[PlanReview, ...]:
     """Replay the trace once and review every plan against it (notes go to each review).
 
     ``simulated``: the exact prefix-cache pass over this trace and warm-up, if already run;
-    ``arrays``: the trace's per-request arrays, if already taken.
+    ``arrays``: the trace's per-request arrays, if already taken; ``source``: the trace ready
+    for replays, shared with the caller's other replays.
     """
-    return _review_all(trace, plans, warmup_fraction, window_s, simulated, arrays)[0]
+    return _review_all(trace, plans, warmup_fraction, window_s, simulated, arrays, source)[0]
 
 
 def review_trace(

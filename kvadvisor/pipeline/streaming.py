@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
-from kvadvisor.cache.shards import estimate_prefix_curve
+from kvadvisor.cache.shards import estimate_prefix_curve, record_parts
 from kvadvisor.errors import ConfigError
 from kvadvisor.metrics.lengths import LengthCounts
 from kvadvisor.pipeline.assemble import (
@@ -512,7 +512,7 @@ def analyze_stream(
         result = _exact_streamed(stream, totals, options.warmup_fraction)
     else:
         result = estimate_prefix_curve(
-            _tap(iter(stream), totals),
+            record_parts(_tap(iter(stream), totals)),
             block_tokens=int(stream.block_tokens or 0),
             total_requests=stream.requests,
             warmup_fraction=options.warmup_fraction,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.errors import KvAdvisorError
 from kvadvisor.fleet import ReplayContext, ReplayOptions, ReplayRun, Role, TraceArrays, run_replay
@@ -21,8 +22,9 @@ from kvadvisor.fleet.engine import StageRun
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.metrics.timeline import inflight_window_means
 from kvadvisor.pipeline.replay import scaled_arrays
-from kvadvisor.pipeline.review import replay_trace
+from kvadvisor.pipeline.review import open_loop
 from kvadvisor.plan.model import Plan
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import read_trace_path
@@ -86,14 +88,18 @@ def _stage_tiers(run: ReplayRun, st: StageRun) -> list[ReplayedTier]:
 
 
 def replayed_tiers(
-    trace: Trace, plan: Plan, window_s: float
+    arrays: RequestArrays, exact: PrefixCacheResult | None, plan: Plan, window_s: float
 ) -> tuple[dict[tuple[str, str], ReplayedTier], tuple[str, ...]]:
-    """The closed-loop demand of every tier, or none and why (a plan the replay cannot run)."""
+    """The closed-loop demand of every tier, or none and why (a plan the replay cannot run).
+
+    ``exact`` is the exact prefix-cache pass over ``arrays``' hashes, whose block ids the
+    replay reuses (None: it finds them).
+    """
     try:
         deployment, notes = deployment_from_plan(plan)
     except KvAdvisorError as exc:
         return {}, (f"no closed-loop replay ({exc}): the jobs use the open-loop demand",)
-    ctx = ReplayContext(scaled_arrays(TraceArrays.from_trace(trace), plan.traffic_scale))
+    ctx = ReplayContext(scaled_arrays(TraceArrays.from_arrays(arrays, exact), plan.traffic_scale))
     run = run_replay(ctx, deployment, ReplayOptions(window_s=window_s))
     tiers = {(t.stage, t.tier): t for st in run.stages for t in _stage_tiers(run, st)}
     return tiers, (*notes, *run.notes)
@@ -121,8 +127,11 @@ def verify(
         if isinstance(source, Trace)
         else read_trace_path(source, trace_format, column_map=column_map, block_tokens=block_tokens)
     )
-    replay, notes = replay_trace(trace, options.warmup_fraction)
-    replayed, closed_notes = replayed_tiers(trace, plan, options.window_s)
+    # Taken from the trace once: the open-loop demand and the closed-loop replay share them
+    # (and the block ids of the exact pass).
+    arrays = RequestArrays.of(trace)
+    replay, notes, exact = open_loop(arrays, options.warmup_fraction)
+    replayed, closed_notes = replayed_tiers(arrays, exact, plan, options.window_s)
     return verify_plan(
         trace,
         replay,

@@ -515,6 +515,10 @@ def _stage(
     engines_raw = c.mapping(f"{where}.engines", engines_raw, {e: "settings" for e in ENGINES})
     from_files = _engine_files(c, f"{where}.engine_files", raw.get("engine_files"), table)
     for engine, inline in engines_raw.items():
+        if inline is not None and not isinstance(inline, dict):
+            raise c.fail(
+                f"{where}.engines.{engine}", f"expected a mapping of settings, got {inline!r:.60}"
+            )
         from_files.setdefault(engine, {}).update(inline or {})
     engines = {
         e: _check_engine_settings(c, f"{where}.engines.{e}", e, s, table)

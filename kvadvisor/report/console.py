@@ -1,103 +1,187 @@
-"""Terminal summary renderer: plain text that fits the terminal's width (cells wrap)."""
+"""Terminal summary renderer: rich tables that fit the width, wrap between words, colour severities.
+
+Drawn with rich (typer's own dependency) into a string at a fixed width: tables size their
+columns from their content and wrap cells at spaces, so a name is cut only when it alone is
+wider than its column could ever be. Colour (severity, headings, the headline number) only
+when asked: the CLI asks when stdout is a terminal and ``NO_COLOR`` is unset. Every string from
+a trace, a rule or a catalog passes through :func:`kvadvisor.termtext.printable` and goes in as
+plain text (never as rich markup), so it can neither inject terminal controls nor styling.
+"""
 
 from __future__ import annotations
 
-import textwrap
+import io
+import re
 from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from kvadvisor.report import summary
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.termtext import printable
+from kvadvisor.units.format import plural
 
 DEFAULT_WIDTH = 100
 MIN_WIDTH = 40
-GAP = "  "
-MIN_COLUMN = 6
+
+# Severity -> rich style, when colour is on; also the order the findings table keeps.
+SEVERITY_STYLES = {
+    "critical": "bold red",
+    "error": "bold red",
+    "warning": "yellow",
+    "info": "cyan",
+}
+HEADING_STYLE = "bold"
+HEADLINE_STYLE = "bold cyan"
+_TRAILING = re.compile(r"\s+((?:\x1b\[[0-9;]*m)*)$")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
-    """Lay out a table within ``width`` columns; cells wrap.
+def _text(value: str, style: str = "") -> Text:
+    """Untrusted text as a rich Text: control characters escaped, never parsed as markup."""
+    return Text(printable(value), style=style)
 
-    Start from each column's natural width and narrow the widest column, one character at a
-    time, until a row fits (no column below MIN_COLUMN).
+
+def _plain(cell: str | Text) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
+
+
+def column_widths(columns: Sequence[Sequence[str]], avail: int) -> list[int]:
+    """Widths for ``columns`` (their cells' text) within ``avail`` characters.
+
+    Each starts at its widest cell; the widest column narrows one character at a time until
+    they fit, never below its longest word while any column can still give way, so cells
+    wrap between words. Only when no layout keeps every word whole are words cut.
     """
-    cols = len(headers)
-    widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(cols)]
-    avail = width - len(GAP) * (cols - 1)
-    while sum(widths) > avail and max(widths) > MIN_COLUMN:
-        widest = max(range(cols), key=lambda i: (widths[i], i))
+    widths = [max((len(c) for c in col), default=0) for col in columns]
+    floors = [max((len(w) for c in col for w in c.split()), default=0) for col in columns]
+    while sum(widths) > avail:
+        can = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not can:
+            floors = [1] * len(widths)  # every word cannot fit: cut the widest
+            can = [i for i, w in enumerate(widths) if w > 1]
+            if not can:
+                break
+        widest = max(can, key=lambda i: (widths[i], i))
         widths[widest] -= 1
-    lines = []
-    for cells in [tuple(headers), *(tuple(r) for r in rows)]:
-        wrapped = [
-            textwrap.wrap(c, w, break_on_hyphens=False) or [""]
-            for c, w in zip(cells, widths, strict=True)
-        ]
-        for k in range(max(len(w) for w in wrapped)):
-            parts = [(w[k] if k < len(w) else "").ljust(widths[i]) for i, w in enumerate(wrapped)]
-            lines.append(GAP.join(parts).rstrip())
-        if cells == tuple(headers):
-            lines.append(GAP.join("-" * w for w in widths))
-    return lines
+    return widths
+
+
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str | Text]],
+    width: int,
+) -> Table:
+    """A borderless table within ``width``: a rule under the headers, cells wrapped at words."""
+    out = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        header_style=HEADING_STYLE,
+        expand=False,
+    )
+    columns = list(zip(*([list(headers)] + [[_plain(c) for c in r] for r in rows]), strict=True))
+    # Between two columns: one space of padding on each side and the (blank) divider.
+    gaps = 3 * (len(headers) - 1)
+    for header, w in zip(headers, column_widths(columns, width - gaps), strict=True):
+        out.add_column(_text(header), overflow="fold", width=w)
+    for row in rows:
+        out.add_row(*(cell if isinstance(cell, Text) else _text(cell) for cell in row))
+    return out
 
 
 class ConsoleRenderer:
-    """Render the terminal summary: verdict per stage, key numbers, findings."""
+    """Render the terminal summary: headline number, verdict per stage, key numbers, findings."""
 
     name = "text"
     file_extension = ".txt"
 
-    def __init__(self, width: int | None = None) -> None:
-        """Lay out for ``width`` columns (default DEFAULT_WIDTH, at least MIN_WIDTH)."""
-        self.width = max(MIN_WIDTH, width or DEFAULT_WIDTH)
+    def __init__(self, width: int | None = None, *, color: bool = False) -> None:
+        """Lay out for ``width`` columns (default DEFAULT_WIDTH, at least MIN_WIDTH).
 
-    def _wrap(self, text: str, indent: str = "") -> list[str]:
-        lines = textwrap.wrap(
-            text,
-            self.width,
-            initial_indent=indent,
-            subsequent_indent=indent,
-            break_on_hyphens=False,
+        ``color``: ANSI styles for severities and headings (the caller decides: a terminal,
+        and no ``NO_COLOR``); off, the text has no escape sequence at all.
+        """
+        self.width = max(MIN_WIDTH, width or DEFAULT_WIDTH)
+        self.color = color
+
+    def _console(self) -> Console:
+        return Console(
+            file=io.StringIO(),
+            width=self.width,
+            force_terminal=self.color,
+            color_system="standard" if self.color else None,
+            no_color=not self.color,
+            highlight=False,
+            emoji=False,
+            markup=False,
+            legacy_windows=False,
+            _environ={},  # the width and colour are ours to set, not COLUMNS' or NO_COLOR's
         )
-        return lines or [indent.rstrip()]
 
     def render(self, report: AdviceReport) -> str:
         """Return the summary text, every line at most ``width`` characters where words allow."""
+        console = self._console()
         t = report.trace
-        w = self.width
-        out = self._wrap(f"kvadvisor {report.meta.kvadvisor_version} · {report.meta.generated_at}")
-        out += self._wrap(f"trace: {t.path} ({t.format})")
+        meta = report.meta
+        console.print(_text(f"kvadvisor {meta.kvadvisor_version} · {meta.generated_at}"))
+        console.print(_text(f"trace: {t.path} ({t.format})"))
+        console.print()
         lead = summary.headline_number(report)
-        out += ["", *self._wrap(f"{lead.value} {lead.text}")]
-        out += ["", "Verdict"]
-        out += self._wrap(summary.headline(report), "  ")
+        console.print(Text.assemble(_text(lead.value, HEADLINE_STYLE), " ", _text(lead.text)))
+        console.print()
+        console.print(_text("Verdict", HEADING_STYLE))
+        console.print(_text(summary.headline(report)))
         verdicts = summary.verdicts(report)
         if verdicts:
-            out += ["", *table(*summary.verdict_table(verdicts), w)]
-        out += ["", "Key numbers"]
-        out += table(
-            ["", "value", "detail"],
-            [[k.name, k.value, k.note] for k in summary.key_numbers(report)],
-            w,
+            console.print()
+            headers, rows = summary.verdict_table(verdicts)
+            console.print(table(headers, rows, self.width))
+        console.print()
+        console.print(_text("Key numbers", HEADING_STYLE))
+        console.print(
+            table(
+                ["", "value", "detail"],
+                [[k.name, k.value, k.note] for k in summary.key_numbers(report)],
+                self.width,
+            )
         )
         findings = summary.sorted_findings(report)
-        out += ["", f"Findings ({len(findings)})"]
+        console.print()
+        console.print(_text(f"Findings ({len(findings)})", HEADING_STYLE))
         if findings:
-            out += table(
-                ["severity", "code", "stage", "message"],
-                [[f.severity, f.code, f.stage, f.message] for f in findings],
-                w,
+            console.print(
+                table(
+                    ["severity", "code", "stage", "message"],
+                    [
+                        [
+                            _text(f.severity, SEVERITY_STYLES.get(f.severity, "")),
+                            f.code,
+                            f.stage,
+                            f.message,
+                        ]
+                        for f in findings
+                    ],
+                    self.width,
+                )
             )
         else:
-            out += self._wrap(
-                "none: no rule fired"
-                if report.recommendation
-                else summary.why_missing(report, "recommendation"),
-                "  ",
+            console.print(
+                _text(
+                    "none: no rule fired"
+                    if report.recommendation
+                    else summary.why_missing(report, "recommendation")
+                )
             )
         extra = [f"note: {n}" for n in t.notes]
-        extra += [f"dropped {n:,} rows: {why}" for why, n in sorted(t.dropped.items())]
+        extra += [f"dropped {plural(n, 'row')}: {why}" for why, n in sorted(t.dropped.items())]
         if extra:
-            out.append("")
+            console.print()
             for line in extra:
-                out += self._wrap(line)
-        return "\n".join(out) + "\n"
+                console.print(_text(line))
+        text = console.file.getvalue()  # type: ignore[attr-defined]
+        # rich pads table lines to their width; trailing blanks carry nothing (also when a
+        # style's reset follows them).
+        return "\n".join(_TRAILING.sub(r"\1", line) for line in text.splitlines()) + "\n"

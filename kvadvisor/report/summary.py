@@ -14,7 +14,7 @@ from typing import Any
 from kvadvisor.report import fmt
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
 from kvadvisor.results.vocab import TIER_ROLE_WORDS
-from kvadvisor.units import Unit
+from kvadvisor.units import Unit, plural
 
 STAGES = ("prefill", "decode")
 # Severity order for display, most severe first; unknown severities sort last.
@@ -59,10 +59,12 @@ def why_missing(report: AdviceReport, section: str) -> str:
 
 
 def _tier_text(tier: Any) -> str:
+    # The capacity is the tier's total for one instance (all its devices together), or the
+    # whole pool's when shared: say which, and never as "× devices", which reads per device.
     capacity = fmt.quantity(tier.capacity_gib, Unit.GIB)
-    devices = f" × {tier.devices}" if tier.devices and tier.devices > 1 else ""
-    shared = ", shared" if tier.shared else ""
-    return f"{tier.name} ({TIER_ROLE_WORDS[tier.role]}; {capacity}{devices}{shared})"
+    where = "shared by all instances" if tier.shared else "per instance"
+    devices = f" on {plural(tier.devices, 'device')}" if tier.devices and tier.devices > 1 else ""
+    return f"{tier.name} ({TIER_ROLE_WORDS[tier.role]}; {capacity} {where}{devices})"
 
 
 def _required_text(req: Requirement) -> str:
@@ -231,7 +233,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
             + (f", {fmt.number(t.arrival_rate_per_s)}/s" if t.arrival_rate_per_s else ""),
         ),
         KeyNumber(
-            "tokens",
+            "tokens, whole trace",
             f"{fmt.tokens(t.input_tokens_total)} in",
             f"{fmt.tokens(t.output_tokens_total)} out",
         ),
@@ -258,7 +260,8 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
         KeyNumber(
             "prefill share of GPU time",
             fmt.percent(s.prefill_share),
-            f"{s.source}; prefill {fmt.duration(s.prefill_s)}, decode {fmt.duration(s.decode_s)}",
+            f"{s.source}; GPU time over the trace: prefill {fmt.duration(s.prefill_s)}, decode "
+            f"{fmt.duration(s.decode_s)}",
         )
         if s
         else not_measured("stage split", "stage_split")

@@ -6,22 +6,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 
 import numpy as np
-import pyarrow.compute as pc
 
 from kvadvisor.cache import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult, curve_grid
-from kvadvisor.cache import simulate_prefix_cache as _simulate
-from kvadvisor.cache.coarsen import coarsen_trace
-from kvadvisor.cache.prefix import pass_block_ids
-from kvadvisor.cache.reuse import reuse_times
-from kvadvisor.cache.routing import compare_routing
-from kvadvisor.cache.sharing import (
-    PrefixSharing,
-    PrefixTree,
-    ReuseSplit,
-    SharedPrefix,
-    reuse_split,
-    shared_prefixes,
-)
+from kvadvisor.cache.measure import EXTRAS_MAX_ACCESSES, PrefixMeasurements
+from kvadvisor.cache.reuse import ReuseTimes
+from kvadvisor.cache.routing import RoutingComparison
+from kvadvisor.cache.sharing import PrefixSharing, ReuseSplit, SharedPrefix
 from kvadvisor.cache.tiers import TierSpec, split_tiers
 from kvadvisor.results.report import (
     BlockSizePoint,
@@ -43,17 +33,10 @@ from kvadvisor.results.report import (
 )
 from kvadvisor.results.series import Series, SeriesKey, SeriesKind
 from kvadvisor.results.vocab import CacheStatus
-from kvadvisor.trace.model import Trace
 
 UNKNOWN_NOTE = (
     "prefix reuse unknown: the trace has no block hashes, so no hit ratio can be measured"
 )
-# Engine chunk sizes compared when the trace's blocks are fine enough (LMCache's default is
-# 256, vLLM/SGLang pages 16-64, Mooncake 512; research/field.md).
-COMPARED_CHUNK_TOKENS = (64, 256, 512)
-# Routing, reuse times and block sizes replay the trace again (routing once per instance) and
-# reuse times hold about 60 bytes per block access; above this many accesses they are skipped.
-EXTRAS_MAX_ACCESSES = 20_000_000
 
 
 def _f(x: float | None) -> float | None:
@@ -124,21 +107,7 @@ def _tiers(
     )
 
 
-def _routing(
-    trace: Trace,
-    instances: int,
-    warmup_fraction: float,
-    seed: int,
-    pooled: PrefixCacheResult | None = None,
-) -> CacheRouting:
-    cmp = compare_routing(
-        trace,
-        instances=instances,
-        capacities_tokens=STANDARD_CAPACITIES_TOKENS,
-        warmup_fraction=warmup_fraction,
-        seed=seed,
-        pooled=pooled,
-    )
+def _routing(cmp: RoutingComparison) -> CacheRouting:
     return CacheRouting(
         instances=cmp.instances,
         seed=cmp.seed,
@@ -158,8 +127,7 @@ def _routing(
     )
 
 
-def _reuse(trace: Trace, result: PrefixCacheResult) -> CacheReuse:
-    rt = reuse_times(trace, result)
+def _reuse(rt: ReuseTimes) -> CacheReuse:
     hist = None
     if rt.histogram_tokens:
         hist = Series(
@@ -219,71 +187,6 @@ def _conversation_section(split: ReuseSplit) -> ConversationReuse:
     )
 
 
-def session_codes(trace: Trace) -> np.ndarray | None:
-    """One integer per request naming its session (-1: none), or None without sessions."""
-    if not trace.has("session_id"):
-        return None
-    encoded = pc.dictionary_encode(trace.table["session_id"]).combine_chunks()
-    return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _sharing(
-    trace: Trace, result: PrefixCacheResult
-) -> tuple[CacheSharing | None, ConversationReuse | None, str | None]:
-    """Shared prefixes and the conversation split, or why they cannot be told."""
-    offsets, values = trace.hash_arrays()
-    ids, _ = pass_block_ids(result, values)
-    tree = PrefixTree(offsets, ids)
-    if tree.problem is not None:
-        return None, None, tree.problem
-    block_tokens = int(trace.block_tokens or 0)
-    inp = trace.column_np("input_tokens")
-    sharing = shared_prefixes(tree, inp, block_tokens)
-    split = reuse_split(
-        tree,
-        inp,
-        block_tokens,
-        warmup_requests=result.warmup_requests,
-        session=session_codes(trace),
-    )
-    return (
-        _sharing_section(sharing, int(inp.sum()), trace.column_np("arrival_s")),
-        _conversation_section(split),
-        None,
-    )
-
-
-def _block_sizes(
-    trace: Trace,
-    warmup_fraction: float,
-    save_unfull_chunk: bool,
-    own_ratio: tuple[float, float] | None = None,
-) -> tuple[BlockSizePoint, ...]:
-    """Hit ratio with the hashes regrouped to each compared engine chunk size.
-
-    ``own_ratio`` is the (all, steady) token hit ratio already simulated at the trace's own
-    block size, which then is not simulated again.
-    """
-    block_tokens = int(trace.block_tokens or 0)
-    sizes = sorted(
-        {block_tokens}
-        | {c for c in COMPARED_CHUNK_TOKENS if c > block_tokens and c % block_tokens == 0}
-    )
-    points = []
-    for chunk in sizes:
-        if chunk == block_tokens and own_ratio is not None:
-            all_, steady = own_ratio
-        else:
-            coarse = coarsen_trace(
-                trace, chunk, save_unfull_chunk=save_unfull_chunk or chunk == block_tokens
-            )
-            all_, steady = _simulate(coarse, warmup_fraction=warmup_fraction).token_hit_ratio
-        points.append(
-            BlockSizePoint(chunk, save_unfull_chunk or chunk == block_tokens, _f(all_), _f(steady))
-        )
-    return tuple(points)
-
-
 def result_section(
     result: PrefixCacheResult,
     *,
@@ -322,60 +225,35 @@ def result_section(
     )
 
 
-def simulate_section_cache(
-    trace: Trace,
-    *,
-    warmup_fraction: float = 0.5,
-    chunk_tokens: int | None = None,
-    save_unfull_chunk: bool = False,
-    sample_rate: float | None = None,
-) -> tuple[Trace, PrefixCacheResult]:
-    """The one simulation the report's cache section rests on: (trace as simulated, result).
-
-    The trace is coarsened to ``chunk_tokens`` first when that differs from its block size.
-    """
-    if chunk_tokens is not None and chunk_tokens != trace.block_tokens:
-        trace = coarsen_trace(trace, chunk_tokens, save_unfull_chunk=save_unfull_chunk)
-    return trace, _simulate(trace, warmup_fraction=warmup_fraction, sample_rate=sample_rate)
-
-
 def prefix_cache_section(
-    trace: Trace,
-    simulated: tuple[Trace, PrefixCacheResult] | None,
+    measured: PrefixMeasurements | None,
     *,
     warmup_fraction: float = 0.5,
     tiers: Sequence[TierSpec] = (),
-    instances: int = 8,
-    routing_seed: int = 0,
-    save_unfull_chunk: bool = False,
     kv_bytes_per_token: int | None = None,
 ) -> PrefixCache:
-    """Summarise the prefix-cache simulation of ``trace`` for the report.
+    """The report's prefix-cache section from the trace's measurements.
 
-    ``simulated`` is the (trace as simulated, result) of :func:`simulate_section_cache` with
-    the same warm-up (coarsened to the engine chunk size when one was given); None when the
-    trace has no block hashes, and the section then says "prefix reuse unknown" with every
-    ratio null. Routing, reuse times and the block-size comparison need the exact pass; a
-    sampled curve omits them.
+    ``measured`` is :func:`kvadvisor.cache.measure.measure_prefix_cache`'s result with the same
+    warm-up; None when the trace has no block hashes, and the section then says "prefix reuse
+    unknown" with every ratio null. Routing, reuse times and the block-size comparison need
+    the exact pass; a sampled curve omits them.
     """
-    if simulated is None:
+    if measured is None:
         return unknown_prefix_cache(warmup_fraction)
-    original = trace
-    trace, result = simulated
-    exact = result.exact
-    extras = exact and result.curve.total_blocks_all <= EXTRAS_MAX_ACCESSES
+    result = measured.result
     note = None
-    if not exact:
+    if not result.exact:
         note = "curve estimated by spatial hash sampling (SHARDS); see sampling"
-    elif not extras:
+    elif not measured.extras:
         note = (
             f"routing, reuse times, block sizes and shared prefixes skipped: more than "
             f"{EXTRAS_MAX_ACCESSES} block accesses"
         )
-    all_, steady = result.token_hit_ratio
-    sharing, conversations, why = _sharing(trace, result) if extras else (None, None, None)
+    why = measured.tree_problem
     if why is not None:
         note = why if note is None else f"{note}; {why}"
+    arrays = measured.arrays
     return replace(
         result_section(
             result,
@@ -384,23 +262,24 @@ def prefix_cache_section(
             kv_bytes_per_token=kv_bytes_per_token,
             note=note,
         ),
-        routing=(
-            _routing(trace, instances, warmup_fraction, routing_seed, pooled=result)
-            if extras and instances > 1
-            else None
-        ),
-        reuse=_reuse(trace, result) if extras else None,
-        block_sizes=(
-            _block_sizes(
-                original,
-                warmup_fraction,
-                save_unfull_chunk,
-                # The section's own pass is the trace at its own block size unless coarsened.
-                own_ratio=(all_, steady) if trace is original else None,
+        routing=None if measured.routing is None else _routing(measured.routing),
+        reuse=None if measured.reuse is None else _reuse(measured.reuse),
+        block_sizes=tuple(
+            BlockSizePoint(
+                b.chunk_tokens, b.save_unfull_chunk, _f(b.hit_ratio_all), _f(b.hit_ratio_steady)
             )
-            if extras
-            else ()
+            for b in measured.block_sizes
         ),
-        sharing=sharing,
-        conversations=conversations,
+        sharing=(
+            None
+            if measured.sharing is None
+            else _sharing_section(
+                measured.sharing, int(arrays.input_tokens.sum()), arrays.arrival_s
+            )
+        ),
+        conversations=(
+            None
+            if measured.conversations is None
+            else _conversation_section(measured.conversations)
+        ),
     )

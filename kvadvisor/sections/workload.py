@@ -129,7 +129,7 @@ def summarize_trace(
     ``arrays`` are the trace's per-request arrays when the caller already took them.
     """
     arrays = arrays or RequestArrays.of(trace)
-    duration = trace.duration_s
+    duration = arrays.duration_s
     t = trace.table
     return TraceSummary(
         path=trace.source_path,
@@ -140,7 +140,10 @@ def summarize_trace(
         columns=trace.columns,
         input_tokens_total=int(pc.sum(t["input_tokens"]).as_py() or 0),
         output_tokens_total=int(pc.sum(t["output_tokens"]).as_py() or 0),
-        arrival_rate_per_s=trace.arrival_rate_per_s,  # None when arrivals were not measured
+        # As Trace.arrival_rate_per_s: None when arrivals were not measured or span no time.
+        arrival_rate_per_s=(
+            trace.requests / duration if trace.arrivals_measured and duration > 0 else None
+        ),
         dropped=dict(trace.dropped),
         notes=trace.notes,
         capabilities=capabilities(trace),

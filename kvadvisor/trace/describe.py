@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 
 from kvadvisor.trace.detect import FORMAT_TITLES, TraceFormat
 from kvadvisor.trace.model import Trace
+from kvadvisor.units import plural
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def capabilities_of(
         lines.append("session ids present: reuse within and across sessions can be told apart")
     if failed_requests:
         lines.append(
-            f"{failed_requests} failed requests: kept, and excluded where a metric "
+            f"{plural(failed_requests, 'failed request')}: kept, and excluded where a metric "
             "needs a successful request"
         )
     return tuple(lines)

@@ -188,12 +188,18 @@ def from_bailian(raw: pa.Table, path: str) -> Converted:
 
 def timestamps_to_seconds(col: pa.ChunkedArray) -> tuple[pa.Array, object]:
     """Wall-clock timestamps to float seconds since the earliest one; returns (seconds, start)."""
-    ns = pc.cast(pc.cast(col, pa.timestamp("ns")), pa.int64()).to_numpy(zero_copy_only=False)
-    if len(ns) == 0:
-        return pa.array([], pa.float64()), None
-    start = int(ns.min())
+    ns = pc.cast(pc.cast(col, pa.timestamp("ns")), pa.int64())
+    start = pc.min(ns).as_py()
+    if start is None:  # no rows, or every timestamp empty: build_trace names the empty cells
+        return pc.cast(ns, pa.float64()), None
     start_ts = pc.cast(pa.scalar(start, pa.int64()), pa.timestamp("ns")).as_py()
-    return pa.array((ns - start) / NS_PER_S, pa.float64()), start_ts
+    # Empty cells stay null (build_trace reports them by row); whole nanoseconds are
+    # subtracted exactly, in floats only where the difference would overflow int64.
+    try:
+        since = pc.cast(pc.subtract_checked(ns, start), pa.float64())
+    except pa.ArrowInvalid:
+        since = pc.subtract(pc.cast(ns, pa.float64()), float(start))
+    return pc.divide(since, NS_PER_S), start_ts
 
 
 def from_azure(raw: pa.Table, path: str) -> Converted:
@@ -360,6 +366,19 @@ def _bench_arrivals(
     e2e: np.ndarray | None,
 ) -> tuple[np.ndarray, bool]:
     """Arrival seconds of every request; runs placed back to back (each after the last ends)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        # inf - inf in a broken result file: the NaN it gives is build_trace's to report.
+        return _bench_arrivals_of(raw, keys, lengths, run_of, run_start, e2e)
+
+
+def _bench_arrivals_of(
+    raw: pa.Table,
+    keys: Mapping[str, str | None],
+    lengths: np.ndarray,
+    run_of: np.ndarray,
+    run_start: np.ndarray,
+    e2e: np.ndarray | None,
+) -> tuple[np.ndarray, bool]:
     n = len(run_of)
     runs = raw.num_rows
     measured = keys["start"] is not None

@@ -17,7 +17,7 @@ from kvadvisor.errors import (
     TraceSchemaError,
 )
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace, has_values
-from kvadvisor.units import S_PER_DAY, S_PER_MIN
+from kvadvisor.units import S_PER_DAY, S_PER_MIN, plural
 
 MAX_PROBLEMS_KEPT = 1000
 MAX_ROWS_PER_CHECK = 100
@@ -232,8 +232,8 @@ def _derived_notes(
         failed = int(pc.sum(pc.invert(table["ok"].fill_null(True))).as_py() or 0)
         if failed:
             notes.append(
-                f"{failed} failed requests (ok = false) kept; metrics that need a successful "
-                "request exclude them"
+                f"{plural(failed, 'failed request')} (ok = false) kept; metrics that need a "
+                "successful request exclude them"
             )
     if "block_hashes" in table.column_names and block_tokens:
         lengths = pc.list_value_length(table["block_hashes"]).fill_null(-1)

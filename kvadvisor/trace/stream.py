@@ -38,6 +38,9 @@ from kvadvisor.trace.schema import (
 )
 
 DEFAULT_BATCH_ROWS = 128 * 1024
+# A streamed file whose arrivals span too long is read whole, to name the outlier row, up to
+# this many rows (a few tens of MB); larger ones get the footer's range.
+MAX_ROWS_TO_NAME_OUTLIER = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -252,7 +255,12 @@ def open_trace_stream(
     last = max((f.max_arrival_s for f in infos if f.rows), default=0.0)
     if not (math.isfinite(first) and math.isfinite(last) and last - first <= MAX_SPAN_S):
         # Footer statistics only: the rows themselves are checked as they stream, and a
-        # trace this long would size every time series by its span.
+        # trace this long would size every time series by its span. A file small enough to
+        # read whole is read, so the message names the outlier row.
+        rows = sum(f.rows for f in infos)
+        if path.is_file() and rows <= MAX_ROWS_TO_NAME_OUTLIER:
+            read_trace(path, "parquet")
+        first, last = first + 0.0, last + 0.0  # no "-0" in the message
         raise TraceFormatError(
             f"{path}: arrival_s runs from {first:.6g} to {last:.6g} s, more than the "
             f"{MAX_SPAN_S:g} s (31.7 years) a trace may span, or not finite: an outlier row or "

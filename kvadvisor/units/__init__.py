@@ -26,7 +26,7 @@ from kvadvisor.units.constants import (
     S_PER_MIN,
     US_PER_S,
 )
-from kvadvisor.units.format import NOT_MEASURED, format_value
+from kvadvisor.units.format import NOT_MEASURED, format_value, plural
 from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.units.quantity import Quantity
 from kvadvisor.units.unit import Unit
@@ -56,5 +56,6 @@ __all__ = [
     "QuantityError",
     "Unit",
     "format_value",
+    "plural",
     "parse_quantity",
 ]

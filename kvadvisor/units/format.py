@@ -82,11 +82,19 @@ def duration(seconds: float) -> str:
     return f"{number(seconds / S_PER_HOUR)} h"
 
 
+def plural(n: float, noun: str, many: str | None = None) -> str:
+    """``n`` and ``noun``, the noun plural unless ``n`` is exactly 1 ("1 token", "2 tokens").
+
+    ``many`` is the plural when adding "s" does not make it (``plural(2, "entry", "entries")``).
+    """
+    return f"{count(n)} {noun if n == 1 else (many or noun + 's')}"
+
+
 def tokens(value: float) -> str:
-    """A token count, in millions from a million up."""
+    """A token count, in millions from a million up ("1 token", "512 tokens", "1.5M tokens")."""
     if abs(value) >= TOKENS_PER_MILLION:
         return f"{number(value / TOKENS_PER_MILLION)}M tokens"
-    return f"{count(value)} tokens"
+    return plural(value, "token")
 
 
 def format_value(value: float | int | bool | None, unit: Unit) -> str:
