@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kvadvisor import __version__
-from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs
+from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs, load_rule_set
 from kvadvisor.cache.tiers import TierSpec, parse_tier
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
@@ -273,13 +273,20 @@ def review(
     block_tokens: int | None = None,
     generated_at: str | None = None,
     results: PathLike | None = None,
+    rules: Sequence[PathLike] = (),
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
 ) -> Review:
     """Check deployment plans against a trace: `kvadvisor review` as a call.
 
     ``plans`` are plan files (checked against the packaged catalogs plus ``catalogs``) or loaded
     plans; the trace (a path or a Trace) is replayed once for all of them. ``results``: a
     `verify` folder whose measured checks join the review of the plan it was written for.
+    ``rules`` (directories) add to the built-in rules; ``select``/``ignore`` choose among them by
+    code, name or group, as for `analyze` (the review runs the plan, stage, tier and engine
+    rules).
     """
+    rule_set = load_rule_set(tuple(str(r) for r in rules), tuple(select), tuple(ignore))
     loaded = _plans(plans, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))
     # Read first: a folder that does not match is an error before the replay runs.
     measured = (
@@ -297,6 +304,7 @@ def review(
         block_tokens=block_tokens,
         warmup_fraction=warmup_fraction,
         window_s=window_s,
+        rules=rule_set,
     )
     if measured is not None:
         sha = None if isinstance(trace, Trace) else file_sha256(trace)

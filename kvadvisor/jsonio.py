@@ -27,8 +27,13 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 SCAN_CHUNK_BYTES = 16 * 1024 * 1024
 
 _QUOTE, _BACKSLASH = 34, 92
-_OPENERS = (91, 123)  # [ {
-_CLOSERS = (93, 125)  # ] }
+# Byte classes: 0 plain, then quote, opening bracket ([ {), closing bracket (] }), backslash.
+_IS_QUOTE, _IS_OPEN, _IS_CLOSE, _IS_BACKSLASH = 1, 2, 3, 4
+_CLASS = np.zeros(256, dtype=np.int8)
+_CLASS[_QUOTE] = _IS_QUOTE
+_CLASS[[91, 123]] = _IS_OPEN
+_CLASS[[93, 125]] = _IS_CLOSE
+_CLASS[_BACKSLASH] = _IS_BACKSLASH
 
 
 class NestingScan:
@@ -56,17 +61,21 @@ class NestingScan:
         n = buf.shape[0]
         if n == 0:
             return False
-        quotes = np.flatnonzero(buf == _QUOTE)
+        # One pass classifies every byte; the rest works on the few special positions only.
+        classes = _CLASS[buf]
+        special = np.flatnonzero(classes)
+        kinds = classes[special]
+        quotes = special[kinds == _IS_QUOTE]
         if quotes.size:
-            quotes = quotes[~self._escaped(buf, quotes)]
-        is_open = (buf == _OPENERS[0]) | (buf == _OPENERS[1])
-        is_close = (buf == _CLOSERS[0]) | (buf == _CLOSERS[1])
-        brackets = np.flatnonzero(is_open | is_close)
+            quotes = quotes[~self._escaped(buf, quotes, special, kinds)]
+        bracket = kinds >= _IS_OPEN
+        brackets = special[bracket & (kinds != _IS_BACKSLASH)]
         if brackets.size:
             # Quotes before each bracket, plus the string state carried in, give its side.
             inside = (np.searchsorted(quotes, brackets) + int(self.in_string)) % 2 == 1
-            brackets = brackets[~inside]
-            steps = np.where(is_open[brackets], 1, -1).astype(np.int64)
+            outside = ~inside
+            steps = np.where(classes[brackets[outside]] == _IS_OPEN, 1, -1).astype(np.int64)
+            brackets = brackets[outside]
             depth = self.depth + np.cumsum(steps)
             over = np.flatnonzero(depth > self.limit)
             if over.size:
@@ -74,15 +83,17 @@ class NestingScan:
                 return True
             self.depth = int(depth[-1]) if depth.size else self.depth
         self.in_string = (self.in_string + quotes.size) % 2 == 1
-        tail = n - 1
-        while tail >= 0 and buf[tail] == _BACKSLASH:
-            tail -= 1
-        run = n - 1 - tail
+        run = 0
+        if buf[-1] == _BACKSLASH:
+            others = np.flatnonzero(buf != _BACKSLASH)
+            run = n - 1 - (int(others[-1]) if others.size else -1)
         self.backslashes = self.backslashes + run if run == n else run
         self.offset += n
         return False
 
-    def _escaped(self, buf: np.ndarray, quotes: np.ndarray) -> np.ndarray:
+    def _escaped(
+        self, buf: np.ndarray, quotes: np.ndarray, special: np.ndarray, kinds: np.ndarray
+    ) -> np.ndarray:
         """Which quotes follow an odd run of backslashes (vectorised over the runs)."""
         escaped = np.zeros(quotes.shape[0], dtype=bool)
         after_backslash = np.flatnonzero(
@@ -90,7 +101,7 @@ class NestingScan:
         )
         if after_backslash.size == 0:
             return escaped
-        slashes = np.flatnonzero(buf == _BACKSLASH)
+        slashes = special[kinds == _IS_BACKSLASH]
         # Index of each backslash's run start: a run starts where positions stop being
         # consecutive; the run before a quote at q ends at q - 1.
         starts = np.ones(slashes.shape[0], dtype=bool)

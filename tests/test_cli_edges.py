@@ -19,7 +19,7 @@ import kvadvisor.errors as errors
 from kvadvisor.cli import EXIT_OK, EXIT_USER_ERROR, app
 from kvadvisor.cli.docscmd import docs_dir, section
 from kvadvisor.facts.registry import FACTS
-from kvadvisor.planreview.checks import SOURCES
+from kvadvisor.rules import load_rules
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "kvadvisor"
@@ -154,8 +154,13 @@ def test_every_error_hint_resolves_for_a_pip_user(cls: type) -> None:
 
 
 def test_every_docs_reference_in_the_package_resolves() -> None:
-    """Each `kvadvisor docs TOPIC#SECTION` a review source or fact cites exists; no DESIGN.md."""
-    shown = list(SOURCES.values()) + [f.description for f in FACTS.values()]
+    """Each `kvadvisor docs TOPIC#SECTION` a rule (the review's checks too) or fact cites exists.
+
+    No DESIGN.md: it does not ship.
+    """
+    shown = [ref for r in load_rules([], FACTS) for ref in r.docs.references] + [
+        f.description for f in FACTS.values()
+    ]
     assert not [s for s in shown if "DESIGN.md" in s]
     cited = {ref for s in shown for ref in re.findall(r"kvadvisor docs ([a-z-]+#[a-z0-9_-]+)", s)}
     assert {"cache#prefix-hit", "advisor#one-storage-spec", "stage-profiler#io-demand"} <= cited

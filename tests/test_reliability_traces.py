@@ -102,7 +102,12 @@ def test_deep_json_in_benchmark_results(tmp_path: Path) -> None:
 
 
 def test_nesting_scan_matches_a_reference() -> None:
-    """The vectorised scan agrees with a byte-at-a-time parser, across chunk boundaries."""
+    """Both scans agree with a byte-at-a-time parser, across chunk boundaries.
+
+    The numpy scan (small files) and the compiled one (large files) against one reference.
+    """
+    from kvadvisor.trace.fastjsonl import too_deep as compiled_too_deep
+
     rng = np.random.default_rng(7)
     alphabet = np.frombuffer(b'[]{}"\\ab,', dtype=np.uint8)
 
@@ -141,6 +146,11 @@ def test_nesting_scan_matches_a_reference() -> None:
             assert got is None, (data, limit, chunks)
         else:  # past an invalid byte the parser never goes: only earlier levels matter
             assert got is None or got > at, (data, limit, chunks)
+        compiled = compiled_too_deep(chunks, limit)
+        if kind != "invalid":
+            assert compiled == at, (data, limit, chunks)
+        else:  # outside strings the kernel takes a backslash as a plain byte
+            assert compiled is None or compiled > at, (data, limit, chunks)
     assert too_deep([b'{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}']) is None
     assert too_deep([b"[" * (MAX_JSON_DEPTH + 1)]) == MAX_JSON_DEPTH
 

@@ -39,6 +39,9 @@ def _facts(raw: dict[str, Any]) -> dict[str, FactValue]:
     unknown = set(raw) - set(FACTS)
     assert not unknown, f"case uses unregistered facts {unknown}"
     for name, value in raw.items():  # YAML 1.1 reads 5.0e8 as text: catch it here
+        if FACTS[name].unit == "text":
+            assert isinstance(value, str), (name, value)
+            continue
         assert isinstance(value, (bool, int, float)), (name, value)
         assert isinstance(value, bool) == (FACTS[name].unit == "bool"), (name, value)
     return {k: FactValue(k, v, FACTS[k].unit) for k, v in raw.items()}
@@ -53,6 +56,8 @@ def test_rule_case(rule_case: tuple[str, str, dict[str, Any]]) -> None:
         assert len(result.fired) == 1, result.quiet[0].reason if result.quiet else ""
         message = result.fired[0].message
         assert "unavailable" not in message or case.get("allow_na"), message
+        if "severity" in case:  # an escalated rule names the severity it fires at
+            assert result.fired[0].level.value == case["severity"], result.fired[0].level
         for text in case.get("message_contains") or []:
             assert text in message, f"{text!r} not in {message!r}"
         # Evidence carries every available fact the rule read or quoted, with its unit.
@@ -65,3 +70,5 @@ def test_rule_case(rule_case: tuple[str, str, dict[str, Any]]) -> None:
         text = case.get("reason_contains")
         if text:
             assert text in reason, f"{text!r} not in {reason!r}"
+        if "applies" in case:  # a rule that does not apply is not reported by the review
+            assert result.quiet[0].applicable is case["applies"], reason

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from kvadvisor.advice.inputs import load_rule_set
 from kvadvisor.cli import EXIT_USER_ERROR, app
+from kvadvisor.rules import workload_rules
 from kvadvisor.rules.docs import render_rules_doc
 
 runner = CliRunner()
@@ -153,7 +154,11 @@ def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> No
         assert rec[stage]["storage"] == "aws-ebs-gp3"
     assert rec["shared_storage"] is True
     codes = {o["code"] for o in rec["rules"]}
-    expected = {r.code for r in load_rule_set((), ["cache,utilization"], ["CA05"])}
+    # analyze runs the workload rules; the review rules the selection also takes (RV04, ...)
+    # run on plans.
+    selected = load_rule_set((), ["cache,utilization"], ["CA05"])
+    expected = {r.code for r in workload_rules(selected)}
+    assert {r.code for r in selected} > expected
     assert codes == expected and "CA05" not in codes and "UT02" in codes and "ST03" not in codes
     for finding in doc["findings"]:
         assert set(finding) >= {"code", "severity", "stage", "message", "evidence"}

@@ -61,7 +61,7 @@ from kvadvisor.results.report import (
     Tier,
 )
 from kvadvisor.results.vocab import Stage, TierRole
-from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate
+from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate, workload_rules
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB
 
@@ -657,7 +657,7 @@ def advise(
         if value is None:
             facts.pop(name, None)
     facts.update(collect(config))
-    evaluation = evaluate(rules, facts)
+    evaluation = evaluate(workload_rules(rules), facts)
     findings = tuple(
         _finding(f.rule, f.message, f.evidence, facts, storage, instances, chosen)
         for f in sorted(evaluation.fired, key=lambda f: (-f.rule.severity.rank, f.rule.code))

@@ -14,7 +14,10 @@ from kvadvisor.cli.common import (
     MAX_WINDOW_S,
     BlockTokensOpt,
     CatalogOpt,
+    IgnoreOpt,
     MapOpt,
+    RulesDirOpt,
+    SelectOpt,
     TraceArg,
     TraceFormatOpt,
     WarmupOpt,
@@ -84,6 +87,9 @@ def review_cmd(
         ),
     ] = 1.0,
     catalog: CatalogOpt = None,
+    rules_dir: RulesDirOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
     results: Annotated[
         Path | None,
         typer.Option(
@@ -95,7 +101,13 @@ def review_cmd(
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
-        files = command_inputs(trace, plans=plan, catalogs=catalog or (), results=results)
+        files = command_inputs(
+            trace,
+            plans=plan,
+            catalogs=catalog or (),
+            results=results,
+            rules_dirs=rules_dir or (),
+        )
         renderers = [(o, _review_renderer(o)) for o in (output or [])]
         for target in [*(output or []), *([junit] if junit is not None else [])]:
             files.check_output(target, "--junit" if target is junit else "-o")
@@ -109,6 +121,9 @@ def review_cmd(
             warmup_fraction=warmup_fraction,
             window_s=window,
             results=results,
+            rules=as_strs(rules_dir),
+            select=as_strs(select),
+            ignore=as_strs(ignore),
         )
         if junit is not None:
             write_output(str(junit), report.to_junit(), files)

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from kvadvisor.facts.registry import FACT_SPECS
-from kvadvisor.rules.model import UNIT_MEANINGS
+from kvadvisor.rules.model import UNIT_MEANINGS, VISIBLE, Scope
+
+SCOPE_WORDS = {
+    Scope.WORKLOAD: "Workload facts: the trace's measurements and the recommended deployment "
+    "(`analyze`); workload rules read them.",
+    Scope.PLAN: "Plan facts: one reviewed plan and its closed-loop replay (`review`).",
+    Scope.STAGE: "Stage facts: one stage of a reviewed plan, its engine settings among them.",
+    Scope.TIER: "Tier facts: one KV tier of a stage, replayed against the trace.",
+    Scope.ENGINE: "Engine facts: one engine configured on a stage.",
+}
 
 
 def render_facts_doc() -> str:
@@ -18,11 +27,31 @@ def render_facts_doc() -> str:
         " could not produce is absent (never zero); a rule that needs it stays quiet and the"
         " report says `not evaluated: fact X unavailable`.",
         "",
-        "| fact | unit | meaning | produced by |",
-        "|---|---|---|---|",
+        "Each fact belongs to a scope; a rule reads the facts of its own scope and of the scopes"
+        " around it:",
+        "",
     ]
-    for spec in FACT_SPECS:
-        lines.append(f"| `{spec.name}` | {spec.unit} | {spec.description} | {spec.source} |")
+    lines += [
+        f"- a **{scope}** rule reads "
+        + ", ".join(str(s) for s in Scope if s in VISIBLE[scope])
+        + " facts"
+        for scope in Scope
+    ]
+    for scope in Scope:
+        lines += [
+            "",
+            f"## {scope.value.capitalize()} facts",
+            "",
+            SCOPE_WORDS[scope],
+            "",
+            "| fact | unit | meaning | produced by |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{spec.name}` | {spec.unit} | {spec.description} | {spec.source} |"
+            for spec in FACT_SPECS
+            if spec.scope is scope
+        ]
     lines += ["", "## Units", "", "| unit | meaning |", "|---|---|"]
     lines += [f"| {u} | {meaning} |" for u, meaning in UNIT_MEANINGS.items()]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from kvadvisor.facts.review import REVIEW_FACT_SPECS
 from kvadvisor.rules.model import FactSpec, FactValue
 from kvadvisor.units import Unit
 
@@ -27,7 +28,7 @@ _T, _M, _S, _C, _IO, _P, _CFG = (
     "advisor (chosen configuration)",
 )
 
-FACT_SPECS: tuple[FactSpec, ...] = (
+WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
     # -- trace --------------------------------------------------------------------------
     FactSpec("requests_count", Unit.REQUESTS, "Requests in the trace.", _T),
     FactSpec("trace_duration_s", Unit.SECONDS, "Time from the first to the last arrival.", _T),
@@ -379,14 +380,18 @@ FACT_SPECS: tuple[FactSpec, ...] = (
     ),
 )
 
+# Every fact: the workload's (analyze) and the reviewed plan's (kvadvisor.facts.review).
+FACT_SPECS: tuple[FactSpec, ...] = WORKLOAD_FACT_SPECS + REVIEW_FACT_SPECS
 FACTS: dict[str, FactSpec] = {f.name: f for f in FACT_SPECS}
 
 
-def fact(name: str, value: float | int | bool | None) -> FactValue | None:
+def fact(name: str, value: float | int | bool | str | None) -> FactValue | None:
     """A FactValue for a registered name, or None for a missing or non-finite value."""
     spec = FACTS[name]  # a KeyError here is a bug: every produced fact must be registered
     if value is None:
         return None
+    if spec.unit is Unit.TEXT:
+        return FactValue(name, str(value), spec.unit)
     if not isinstance(value, bool) and not math.isfinite(float(value)):
         return None
     return FactValue(name, value, spec.unit)

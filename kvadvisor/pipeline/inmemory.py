@@ -92,6 +92,7 @@ def analyze_trace(
                 simulated=same,
                 arrays=arrays,
                 source=replays,
+                rules=inputs.rules,
             ),
         )
     return replace(

@@ -20,6 +20,7 @@ from kvadvisor.planreview.demand import HitFn, TraceReplay
 from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.planreview.review import review_plan, review_report
 from kvadvisor.results.review import PlanReview, ReviewReport
+from kvadvisor.rules import Rule
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
@@ -112,6 +113,7 @@ def _review_all(
     simulated: PrefixCacheResult | None = None,
     arrays: RequestArrays | None = None,
     source: ReplaySource | None = None,
+    rules: Sequence[Rule] | None = None,
 ) -> tuple[tuple[PlanReview, ...], tuple[str, ...]]:
     """Replay once, review every plan; the replay's notes apart from each plan's own."""
     perfs = [plan_perf(p) for p in plans]
@@ -123,7 +125,7 @@ def _review_all(
     for p, perf in zip(plans, perfs, strict=True):
         replayed, why, loop_notes = closed_loop(ctx, p, window_s)
         review = review_plan(
-            p, replay, perf, window_s=window_s, replayed=replayed, not_replayed=why
+            p, replay, perf, rules=rules, window_s=window_s, replayed=replayed, not_replayed=why
         )
         own = tuple(n for s in perf.stages.values() for n in s.notes)
         reviews.append(replace(review, notes=notes + own + loop_notes))
@@ -139,14 +141,16 @@ def review_plans(
     simulated: PrefixCacheResult | None = None,
     arrays: RequestArrays | None = None,
     source: ReplaySource | None = None,
+    rules: Sequence[Rule] | None = None,
 ) -> tuple[PlanReview, ...]:
     """Replay the trace once and review every plan against it (notes go to each review).
 
     ``simulated``: the exact prefix-cache pass over this trace and warm-up, if already run;
     ``arrays``: the trace's per-request arrays, if already taken; ``source``: the trace ready
-    for replays, shared with the caller's other replays.
+    for replays, shared with the caller's other replays; ``rules``: the rule set (its review
+    rules run; None: the built-in ones).
     """
-    return _review_all(trace, plans, warmup_fraction, window_s, simulated, arrays, source)[0]
+    return _review_all(trace, plans, warmup_fraction, window_s, simulated, arrays, source, rules)[0]
 
 
 def review_trace(
@@ -157,10 +161,13 @@ def review_trace(
     generated_at: str,
     warmup_fraction: float = 0.5,
     window_s: float = 1.0,
+    rules: Sequence[Rule] | None = None,
 ) -> ReviewReport:
     """Replay the trace once and review every plan against it: the `review` command's report."""
     arrays = RequestArrays.of(trace)
-    reviews, notes = _review_all(trace, plans, warmup_fraction, window_s, arrays=arrays)
+    reviews, notes = _review_all(
+        trace, plans, warmup_fraction, window_s, arrays=arrays, rules=rules
+    )
     return review_report(
         summarize_trace(trace, arrays=arrays),
         reviews,
@@ -183,11 +190,12 @@ def review(
     block_tokens: int | None = None,
     warmup_fraction: float = 0.5,
     window_s: float = 1.0,
+    rules: Sequence[Rule] | None = None,
 ) -> ReviewReport:
     """The one `review` entry: read the trace (a path) whole and review every plan against it.
 
     The review replays every request, so a path is read whole with the shared trace options;
-    a Trace is used as it is.
+    a Trace is used as it is. ``rules``: the rule set, selected (None: the built-in rules).
     """
     trace = (
         source
@@ -201,4 +209,5 @@ def review(
         generated_at=generated_at,
         warmup_fraction=warmup_fraction,
         window_s=window_s,
+        rules=rules,
     )

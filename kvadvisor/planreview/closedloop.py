@@ -4,8 +4,8 @@ A plan the replay can run (a catalog model, each stage's GPU, every tier's bandw
 replayed (:mod:`kvadvisor.fleet`); its tiers' demand and utilization per device then replace
 the open-loop arithmetic (`demand.stage_tiers`: bytes placed at arrival), so RV02-RV04 judge
 what the fleet can actually produce; RV07 takes the loads' contended times, and RV10 checks the
-replay's TTFT and TPOT against the plan's SLO. A plan the replay cannot run keeps the
-open-loop figures, and the review says why.
+replay's TTFT and TPOT against the plan's SLO (facts in :mod:`kvadvisor.planreview.facts`).
+A plan the replay cannot run keeps the open-loop figures, and the review says why.
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kvadvisor.plan.model import Plan, StagePlan
-from kvadvisor.planreview.checks import check, q
+from kvadvisor.plan.model import StagePlan
 from kvadvisor.planreview.demand import TierCalc
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.replay import Rate, ReplayResult
-from kvadvisor.results.review import ReviewCheck
-from kvadvisor.units import Unit
 
 
 @dataclass(frozen=True)
@@ -68,47 +65,3 @@ def with_replayed_demand(
         )
         out.append(replace(c, review=review))
     return out
-
-
-def slo_check(plan: Plan, replayed: Replayed | None, why_not: str | None) -> list[ReviewCheck]:
-    """RV10: the replay's TTFT and TPOT p99 against the plan's SLO; an overloaded fleet fails."""
-    targets = {
-        "ttft_p99_s": plan.slo.ttft_p99_s,
-        "tpot_p99_s": plan.slo.tpot_p99_s,
-    }
-    if replayed is None:
-        return [
-            check("RV10", "fleet.slo", "both", "error", "skip", f"not replayed: {why_not}", "slo")
-        ]
-    res = replayed.result
-    parts, bad = [], res.overload.overloaded
-    evidence: dict[str, float | bool] = {"overloaded": res.overload.overloaded}
-    for name, target in targets.items():
-        if target is None:
-            continue
-        metric = name.split("_")[0].upper()
-        met = res.slo.met.get(name, True)
-        share = res.slo.attainment.get(name)
-        evidence[f"{name}_target"] = target
-        evidence[f"{name}_attainment"] = share if share is not None else 1.0
-        parts.append(
-            f"{metric} p99 target {q(target, Unit.SECONDS)}: "
-            f"{'met' if met else 'missed'} ({q(share, Unit.RATIO)} of requests within)"
-        )
-        bad = bad or not met
-    if res.overload.overloaded:
-        parts.append(f"the fleet is overloaded: {res.overload.reason}")
-    if not parts:
-        parts.append("no TTFT or TPOT SLO in the plan; the fleet keeps up")
-    return [
-        check(
-            "RV10",
-            "fleet.slo",
-            "both",
-            "error",
-            "fail" if bad else "pass",
-            "closed-loop replay: " + "; ".join(parts),
-            "replay",
-            **evidence,
-        )
-    ]

@@ -10,10 +10,19 @@ import numpy as np
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit, recompute_s
 from kvadvisor.plan.model import Plan
-from kvadvisor.planreview.checks import capacity, q
-from kvadvisor.units import Unit
+from kvadvisor.units import Unit, format_value
 
 RecomputeFn = Callable[[np.ndarray], np.ndarray]
+
+
+def capacity(nbytes: float | None) -> str:
+    """A pool's size as every report shows sizes; None is unbounded."""
+    return "unbounded" if nbytes is None else format_value(nbytes, Unit.BYTES)
+
+
+def q(value: float | None, unit: Unit) -> str:
+    """A number in a note, by the one formatter ("unknown" when None)."""
+    return "unknown" if value is None else format_value(value, unit)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 Everything here is a pure function of the plan and of arrays measured from the trace
 (:class:`~kvadvisor.planreview.demand.TraceReplay`); the orchestration that runs the cache
 simulation lives in :mod:`kvadvisor.pipeline.review`. The tier arithmetic is in
-:mod:`~kvadvisor.planreview.demand`, the checks on it in :mod:`~kvadvisor.planreview.tierchecks`,
-the engine lint (plan only) in :mod:`~kvadvisor.planreview.lint`.
+:mod:`~kvadvisor.planreview.demand`, the facts every check reads in
+:mod:`~kvadvisor.planreview.facts`; the checks themselves are rules (``rules/review/``,
+``rules/lint/``), run by :mod:`~kvadvisor.planreview.rules`.
 """
 
 from __future__ import annotations
@@ -14,29 +15,25 @@ from collections.abc import Sequence
 import numpy as np
 
 from kvadvisor.plan.model import Plan
-from kvadvisor.planreview.checks import check, q
-from kvadvisor.planreview.closedloop import Replayed, slo_check, with_replayed_demand
+from kvadvisor.planreview.closedloop import Replayed, with_replayed_demand
 from kvadvisor.planreview.demand import (
+    TierCalc,
     TraceReplay,
     device_pool,
     load_times,
     plan_times,
     stage_tiers,
 )
-from kvadvisor.planreview.enginelint import engine_lint
-from kvadvisor.planreview.lint import engine_checks
+from kvadvisor.planreview.facts import plan_facts, stage_facts, tier_facts
 from kvadvisor.planreview.perf import PlanPerf
-from kvadvisor.planreview.tierchecks import (
-    deployable_check,
-    same_deployment_check,
-    stage_balance,
-    tier_checks,
-)
+from kvadvisor.planreview.rules import judge
+from kvadvisor.planreview.scope import ScopeFacts, all_scopes
+from kvadvisor.planreview.settings import engine_facts
 from kvadvisor.results.common import Meta, TraceSummary, Utilization
 from kvadvisor.results.report import FORMAT_VERSION
-from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport, StageReview, TierReview
+from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
 from kvadvisor.results.vocab import Stage
-from kvadvisor.units import Unit
+from kvadvisor.rules.model import Rule
 
 
 def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
@@ -53,7 +50,7 @@ def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:
     return max(us, key=lambda u: u.mean or 0.0)
 
 
-def review_plan(
+def plan_scopes(
     plan: Plan,
     replay: TraceReplay,
     perf: PlanPerf,
@@ -61,59 +58,21 @@ def review_plan(
     window_s: float = 1.0,
     replayed: Replayed | None = None,
     not_replayed: str | None = None,
-) -> PlanReview:
-    """Check ``plan`` against the trace arrays and its closed-loop replay (pure).
-
-    ``replayed``: the plan's replay (its tier demand, load times and SLOs replace the open-loop
-    figures); None with ``not_replayed`` saying why it could not run.
-    """
+) -> tuple[tuple[StageReview, ...], list[ScopeFacts]]:
+    """The plan's stages replayed against the trace, and the facts of every scope (pure)."""
     kvb = perf.kv_bytes_per_token
     times, span = plan_times(plan, replay)
     stage_reviews: list[StageReview] = []
-    checks: list[ReviewCheck] = []
+    per_stage = []
+    calcs_by: dict[str, tuple] = {}
     for stage in plan.stages:
-        calcs = stage_tiers(stage, replay, perf, times, span, window_s)
+        calcs: list[TierCalc] = stage_tiers(stage, replay, perf, times, span, window_s)
         calcs = with_replayed_demand(stage, calcs, replayed)
-        checks.extend(c for c in (deployable_check(stage, t) for t in calcs) if c is not None)
-        checks.extend(tier_checks(stage, calcs, perf, times, span, window_s))
-        checks.extend(engine_checks(stage, plan, device_pool(stage, perf)))
-        checks.extend(engine_lint(stage, plan, device_pool(stage, perf)))
+        calcs_by[stage.stage] = (stage, calcs)
         load = load_times(calcs, kvb) if stage.prefills and calcs else None
         load_p99 = float(np.percentile(load, 99)) if load is not None and load.size else None
         if replayed is not None and stage.prefills and calcs:
             load_p99 = replayed.load_p99_s  # contended: loads share each tier's bandwidth
-        if plan.slo.ttft_p99_s is not None and stage.prefills:
-            if load_p99 is None:
-                checks.append(
-                    check(
-                        "RV07",
-                        "stage.ttft_slo",
-                        stage.stage,
-                        "error",
-                        "skip",
-                        "load time unknown (hashes or tier read bandwidth missing)",
-                        "slo",
-                    )
-                )
-            else:
-                bad = load_p99 > plan.slo.ttft_p99_s
-                checks.append(
-                    check(
-                        "RV07",
-                        "stage.ttft_slo",
-                        stage.stage,
-                        "error",
-                        "fail" if bad else "pass",
-                        f"p99 time to load the cached prefix is {q(load_p99, Unit.SECONDS)}"
-                        + (" in the closed-loop replay" if replayed is not None else " alone")
-                        + " against a TTFT p99 "
-                        f"SLO of {q(plan.slo.ttft_p99_s, Unit.SECONDS)}"
-                        + (" before any compute" if bad else ""),
-                        "slo",
-                        load_time_p99_s=load_p99,
-                        ttft_p99_slo_s=plan.slo.ttft_p99_s,
-                    )
-                )
         tiers = tuple(c.review for c in calcs)
         stage_reviews.append(
             StageReview(
@@ -125,16 +84,45 @@ def review_plan(
                 load_time_p99_s=load_p99,
             )
         )
-    checks.extend(stage_balance(stage_reviews))
-    checks.extend(same_deployment_check(plan))
-    checks.extend(slo_check(plan, replayed, not_replayed))
+        pool = device_pool(stage, perf)
+        sf = stage_facts(plan, stage, pool, load_p99, replayed is not None)
+        tfs = [
+            tier_facts(stage, c, sf, kvb, times, span, window_s, replayed is not None)
+            for c in calcs
+        ]
+        per_stage.append((stage, sf, engine_facts(plan, stage, pool), tfs))
+    pf = plan_facts(plan, calcs_by, stage_reviews, replayed, not_replayed)
+    return tuple(stage_reviews), all_scopes(pf, per_stage)
+
+
+def review_plan(
+    plan: Plan,
+    replay: TraceReplay,
+    perf: PlanPerf,
+    *,
+    rules: Sequence[Rule] | None = None,
+    window_s: float = 1.0,
+    replayed: Replayed | None = None,
+    not_replayed: str | None = None,
+) -> PlanReview:
+    """Check ``plan`` against the trace arrays and its closed-loop replay (pure).
+
+    ``rules``: the review's rules (plan, stage, tier and engine scopes; workload rules are
+    analyze's and are left out), each evaluated on every scope it applies to; None: the
+    built-in ones.
+    ``replayed``: the plan's replay (its tier demand, load times and SLOs replace the open-loop
+    figures); None with ``not_replayed`` saying why it could not run.
+    """
+    stages, scopes = plan_scopes(
+        plan, replay, perf, window_s=window_s, replayed=replayed, not_replayed=not_replayed
+    )
     return PlanReview(
         name=plan.name,
         path=plan.path,
         traffic_scale=plan.traffic_scale,
-        kv_bytes_per_token=kvb,
-        stages=tuple(stage_reviews),
-        checks=tuple(checks),
+        kv_bytes_per_token=perf.kv_bytes_per_token,
+        stages=stages,
+        checks=judge(rules, scopes),
     )
 
 

@@ -9,10 +9,11 @@ from kvadvisor.rules.model import (
     Firing,
     Quiet,
     Rule,
+    Scope,
     Severity,
     Stage,
 )
-from kvadvisor.rules.select import select_rules
+from kvadvisor.rules.select import select_rules, workload_rules
 
 __all__ = [
     "Evaluation",
@@ -21,6 +22,7 @@ __all__ = [
     "Firing",
     "Quiet",
     "Rule",
+    "Scope",
     "Severity",
     "Stage",
     "builtin_rules_dir",
@@ -31,4 +33,5 @@ __all__ = [
     "load_rules",
     "parse_rule",
     "select_rules",
+    "workload_rules",
 ]

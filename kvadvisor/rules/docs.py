@@ -24,7 +24,12 @@ def condition_text(cond: Condition, indent: str = "") -> list[str]:
     """A condition as indented lines, the way the YAML reads."""
     if isinstance(cond, Compare):
         if cond.ref is None:
-            value = str(cond.value).lower() if isinstance(cond.value, bool) else f"{cond.value:g}"
+            if isinstance(cond.value, bool):
+                value = str(cond.value).lower()
+            elif isinstance(cond.value, str):
+                value = f'"{cond.value}"'
+            else:
+                value = f"{cond.value:g}"
             return [f"{indent}{cond.fact} {cond.op.value} {value}"]
         factor = f"{cond.factor:g} x " if cond.factor != 1 else ""
         return [f"{indent}{cond.fact} {cond.op.value} {factor}{cond.ref}"]
@@ -37,12 +42,19 @@ def condition_text(cond: Condition, indent: str = "") -> list[str]:
     ]
 
 
+def _severity(rule: Rule) -> str:
+    """The rule's severity, and the ones it escalates to ("info/warning/error")."""
+    levels = [rule.severity.value, *(e.severity.value for e in reversed(rule.escalate))]
+    return "/".join(levels)
+
+
 def rules_table(rules: Sequence[Rule]) -> str:
-    """One line per rule: code, severity, stage, name, summary."""
+    """One line per rule: code, severity, scope, stage, name, summary."""
     width = max((len(r.name) for r in rules), default=4)
-    lines = [f"{'code':<5} {'severity':<8} {'stage':<7} {'name':<{width}} summary"]
+    lines = [f"{'code':<5} {'severity':<13} {'scope':<8} {'stage':<7} {'name':<{width}} summary"]
     lines += [
-        f"{r.code:<5} {r.severity.value:<8} {r.stage.value:<7} {r.name:<{width}} {r.summary}"
+        f"{r.code:<5} {_severity(r):<13} {r.scope.value:<8} {r.stage.value:<7} "
+        f"{r.name:<{width}} {r.summary}"
         for r in rules
     ]
     return "\n".join(lines) + "\n"
@@ -51,15 +63,19 @@ def rules_table(rules: Sequence[Rule]) -> str:
 def rule_text(rule: Rule) -> str:
     """Everything about one rule, in the order of its docs headings."""
     lines = [
-        f"{rule.code} {rule.name} ({rule.severity.value}, stage: {rule.stage.value}, groups: "
-        f"{', '.join(rule.groups)})",
+        f"{rule.code} {rule.name} ({_severity(rule)}, scope: {rule.scope.value}, stage: "
+        f"{rule.stage.value}, groups: {', '.join(rule.groups)})",
         rule.summary,
         "",
-        "when:",
-        *condition_text(rule.when, "  "),
-        "",
-        f"message: {rule.message}",
     ]
+    if rule.applies is not None:
+        lines += ["applies:", *condition_text(rule.applies, "  ")]
+    lines += ["when:", *condition_text(rule.when, "  ")]
+    for esc in rule.escalate:
+        lines += [f"escalate to {esc.severity.value} when:", *condition_text(esc.when, "  ")]
+    lines += ["", f"message: {rule.message}"]
+    if rule.passed:
+        lines.append(f"passed: {rule.passed}")
     if rule.recommend is not None:
         lines.append(f"recommend: {rule.recommend.action}")
     lines += [
@@ -77,8 +93,12 @@ def rule_text(rule: Rule) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_rules_doc(rules: Sequence[Rule]) -> str:
-    """docs/rules.md from the rule files (generated; `kvadvisor rules docs -o docs/rules.md`)."""
+def render_rules_doc(rules: Sequence[Rule], survey: str = "") -> str:
+    """docs/rules.md from the rule files (generated; `kvadvisor rules docs -o docs/rules.md`).
+
+    ``survey``: the rule survey's Markdown (rules/SURVEY.md, written by
+    benchmarks/rule_survey.py), appended as it is.
+    """
     lines = [
         "# Rules",
         "",
@@ -87,13 +107,26 @@ def render_rules_doc(rules: Sequence[Rule]) -> str:
         "",
         "Each rule reads named facts (see [facts.md](facts.md)); a rule whose facts are"
         " unavailable stays quiet and the report says why. Select rules with `--select` and"
-        " `--ignore` by code, name or group.",
+        " `--ignore` by code, name or group, in `analyze` and in `review` alike.",
         "",
-        "| code | name | severity | stage | summary |",
-        "|---|---|---|---|---|",
+        "A rule's **scope** says what one evaluation speaks about and which facts it reads:"
+        " `analyze` evaluates the **workload** rules once, over the trace's measurements and"
+        " the recommended deployment; `review` (and `analyze --plan`) evaluates the others on"
+        " every plan: **plan** rules once per plan, **stage** rules once per stage, **tier**"
+        " rules once per tier of a stage, **engine** rules once per engine configured on a"
+        " stage. A rule's **stage** says which plan stages it runs on (a `serving` stage"
+        " prefills and decodes). In a review, a rule that fires is a failed check, one that"
+        " stays quiet passes (with its `passed` message), one that lacks a fact is skipped with"
+        " the reason, and one whose `applies` condition does not hold is not reported (an"
+        " LMCache lint on a stage without LMCache). A severity such as `warning/error` names"
+        " the graver ones the rule escalates to when an `escalate` condition holds too (the"
+        " first that holds, gravest first).",
+        "",
+        "| code | name | severity | scope | stage | summary |",
+        "|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity.value} | "
+        f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {_severity(r)} | {r.scope.value} | "
         f"{r.stage.value} | {r.summary} |"
         for r in rules
     ]
@@ -102,8 +135,8 @@ def render_rules_doc(rules: Sequence[Rule]) -> str:
             "",
             f"## {r.code}",
             "",
-            f"`{r.name}`: {r.summary}. Severity **{r.severity.value}**, stage **{r.stage.value}**,"
-            f" groups {', '.join(f'`{g}`' for g in r.groups)}.",
+            f"`{r.name}`: {r.summary}. Severity **{_severity(r)}**, scope **{r.scope.value}**,"
+            f" stage **{r.stage.value}**, groups {', '.join(f'`{g}`' for g in r.groups)}.",
             "",
             "### What it does",
             "",
@@ -120,10 +153,22 @@ def render_rules_doc(rules: Sequence[Rule]) -> str:
             "### Condition",
             "",
             "```",
-            *condition_text(r.when),
+            *(["applies:", *condition_text(r.applies, "  ")] if r.applies is not None else []),
+            *(["when:", *condition_text(r.when, "  ")] if r.applies is not None else []),
+            *(condition_text(r.when) if r.applies is None else []),
+            *(
+                line
+                for esc in r.escalate
+                for line in (
+                    f"escalate to {esc.severity.value} when:",
+                    *condition_text(esc.when, "  "),
+                )
+            ),
             "```",
         ]
         if r.recommend is not None:
             lines += ["", f"**Recommendation:** {r.recommend.action}."]
         lines += ["", "### References", ""] + [f"- {ref}" for ref in r.docs.references]
+    if survey:
+        lines += ["", survey.rstrip("\n")]
     return "\n".join(lines) + "\n"

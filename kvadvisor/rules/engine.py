@@ -3,7 +3,12 @@
 A condition over a fact that the analysis could not produce is *unknown*, not false: ``all``
 is false if any part is false, unknown if any part is unknown, else true; ``any`` is true if any
 part is true, unknown if any part is unknown, else false; ``not`` keeps unknown (Kleene logic).
-A rule whose condition is unknown stays quiet with "not evaluated: fact X unavailable".
+A rule whose condition is unknown stays quiet with "not evaluated: fact X unavailable", and the
+reason its producer gave for the fact's absence where it gave one.
+
+A rule with an ``applies`` condition that is not true has nothing to judge: it stays quiet as
+not applicable (the review does not report it). A firing rule takes the severity and message
+of its first escalation whose condition holds too.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from kvadvisor.rules.model import (
 from kvadvisor.units import format_value
 
 Facts = Mapping[str, FactValue]
+# Why a fact is absent, by name, where its producer knows ("decode tiers are not read").
+Unavailable = Mapping[str, str]
 
 _OPS: dict[Op, Callable[[Any, Any], bool]] = {
     Op.LT: operator.lt,
@@ -83,7 +90,7 @@ def _describe(cond: Compare, facts: Facts, held: bool) -> str:
     fact = facts[cond.fact]
     lhs = f"{cond.fact} = {format_fact(fact)}"
     if cond.ref is None:
-        rhs = format_value(cond.value, fact.unit)  # type: ignore[arg-type]
+        rhs = format_value(cond.value, fact.unit)
     else:
         ref = facts[cond.ref]
         scaled = format_value(ref.value * cond.factor, ref.unit)
@@ -140,7 +147,10 @@ def _message_facts(template: str) -> list[str]:
 
 def evidence_for(rule: Rule, facts: Facts) -> dict[str, dict[str, Any]]:
     """The available facts a rule reads or quotes: name -> {value, unit, text}."""
-    names = dict.fromkeys([*rule.facts, *_message_facts(rule.message)])
+    quoted = [*_message_facts(rule.message), *_message_facts(rule.passed)]
+    for esc in rule.escalate:
+        quoted += _message_facts(esc.message)
+    names = dict.fromkeys([*rule.facts, *quoted, *rule.shows])
     return {
         n: {
             "value": facts[n].value,
@@ -152,31 +162,60 @@ def evidence_for(rule: Rule, facts: Facts) -> dict[str, dict[str, Any]]:
     }
 
 
-def evaluate(rules: Iterable[Rule], facts: Facts) -> Evaluation:
-    """Run every rule over the facts: which fired (message, evidence), which stayed quiet, why."""
+def _missing(cond: Condition, facts: Facts, unavailable: Unavailable) -> str:
+    """The facts a condition lacks, each with the reason its producer gave."""
+    missing = [n for n in cond.facts if n not in facts]
+    reasons = list(dict.fromkeys(unavailable[n] for n in missing if n in unavailable))
+    text = "fact " + ", ".join(missing) + " unavailable"
+    return text + (": " + "; ".join(reasons) if reasons else "")
+
+
+def evaluate_rule(
+    rule: Rule, facts: Facts, unavailable: Unavailable | None = None
+) -> Firing | Quiet:
+    """One rule over one set of facts: a firing, or why it stayed quiet."""
+    unavailable = unavailable or {}
+    if rule.applies is not None:
+        applies = truth(rule.applies, facts)
+        if applies is not True:
+            why = (
+                _why(rule.applies, facts, held=False)
+                if applies is False
+                else _missing(rule.applies, facts, unavailable)
+            )
+            return Quiet(rule, "does not apply: " + why, evaluated=False, applicable=False)
+    result = truth(rule.when, facts)
+    if result is True:
+        for esc in rule.escalate:
+            if truth(esc.when, facts) is True:
+                return Firing(
+                    rule,
+                    format_message(esc.message, facts),
+                    evidence_for(rule, facts),
+                    esc.severity,
+                )
+        return Firing(rule, format_message(rule.message, facts), evidence_for(rule, facts))
+    if result is None:
+        reason = "not evaluated: " + _missing(rule.when, facts, unavailable)
+        return Quiet(rule, reason, evaluated=False, message=reason)
+    reason = "condition not met: " + _why(rule.when, facts, held=False)
+    message = format_message(rule.passed, facts) if rule.passed else reason
+    return Quiet(rule, reason, evaluated=True, message=message, evidence=evidence_for(rule, facts))
+
+
+def evaluate(
+    rules: Iterable[Rule], facts: Facts, unavailable: Unavailable | None = None
+) -> Evaluation:
+    """Run every rule over the facts: which fired (message, evidence), which stayed quiet, why.
+
+    ``unavailable`` maps absent facts to the reason they are absent, quoted when a rule cannot
+    be evaluated for want of them.
+    """
     fired: list[Firing] = []
     quiet: list[Quiet] = []
     for rule in rules:
-        result = truth(rule.when, facts)
-        if result is True:
-            fired.append(
-                Firing(rule, format_message(rule.message, facts), evidence_for(rule, facts))
-            )
-        elif result is None:
-            missing = [n for n in rule.facts if n not in facts]
-            quiet.append(
-                Quiet(
-                    rule,
-                    "not evaluated: fact " + ", ".join(missing) + " unavailable",
-                    evaluated=False,
-                )
-            )
-        else:
-            quiet.append(
-                Quiet(
-                    rule, "condition not met: " + _why(rule.when, facts, held=False), evaluated=True
-                )
-            )
+        outcome = evaluate_rule(rule, facts, unavailable)
+        (fired if isinstance(outcome, Firing) else quiet).append(outcome)  # type: ignore[arg-type]
     return Evaluation(tuple(fired), tuple(quiet))
 
 

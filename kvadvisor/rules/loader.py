@@ -19,16 +19,19 @@ from typing import Any
 
 from kvadvisor.errors import RuleError, RuleReferenceError, RuleSyntaxError
 from kvadvisor.rules.model import (
+    VISIBLE,
     AllOf,
     AnyOf,
     Compare,
     Condition,
+    Escalation,
     FactSpec,
     Not,
     Op,
     Recommend,
     Rule,
     RuleDocs,
+    Scope,
     Severity,
     Stage,
 )
@@ -54,8 +57,13 @@ TOP_KEYS = {
     "message",
     "recommend",
     "docs",
+    "scope",
+    "applies",
+    "escalate",
+    "passed",
+    "evidence",
 }
-REQUIRED_KEYS = TOP_KEYS - {"recommend"}
+REQUIRED_KEYS = TOP_KEYS - {"recommend", "scope", "applies", "escalate", "passed", "evidence"}
 DOCS_KEYS = ("what", "why", "example", "references")
 
 RULE_STAGES = (Stage.PREFILL, Stage.DECODE, Stage.BOTH)
@@ -97,6 +105,23 @@ class _Checker:
     def __post_init__(self) -> None:
         self.problems: list[str] = []
         self.unknown: list[str] = []
+        self.scope = Scope.WORKLOAD
+
+    def known(self, where: str, name: str) -> bool:
+        """Whether ``name`` is a registered fact this rule's scope may read (else say why)."""
+        if name not in self.facts:
+            self.unknown_fact(where, name)
+            return False
+        own = self.facts[name].scope
+        if own not in VISIBLE[self.scope]:
+            self.bad(
+                where,
+                f"fact {name!r} belongs to the {own} scope; a {self.scope} rule reads "
+                f"{', '.join(sorted(str(s) for s in VISIBLE[self.scope]))} facts "
+                "(set the rule's scope: to the fact's, or read another fact)",
+            )
+            return False
+        return True
 
     def bad(self, where: str, what: str) -> None:
         self.problems.append(f"{where}: {what}" if where else what)
@@ -161,10 +186,7 @@ class _Checker:
         if not isinstance(fact, str):
             self.bad(f"{where}.fact", "expected a fact name")
             return None
-        ok = True
-        if fact not in self.facts:
-            self.unknown_fact(f"{where}.fact", fact)
-            ok = False
+        ok = self.known(f"{where}.fact", fact)
         try:
             op = Op(node.get("op"))
         except ValueError:
@@ -186,9 +208,23 @@ class _Checker:
                 return None
             value = node["value"]
             is_bool_fact = ok and self.facts[fact].unit == "bool"
-            if not ok and isinstance(value, bool):
+            is_text_fact = ok and self.facts[fact].unit == "text"
+            if not ok and isinstance(value, (bool, str)):
                 return None  # the unknown fact is the problem to report
-            if isinstance(value, bool) or is_bool_fact:
+            if is_text_fact:
+                if not isinstance(value, str) or op not in (Op.EQ, Op.NE):
+                    self.bad(
+                        f"{where}.value", "a text fact compares with a text value, by == or !="
+                    )
+                    return None
+            elif isinstance(value, str):
+                self.bad(
+                    f"{where}.value",
+                    f"expected a plain number, got {value!r} (the fact's unit is fixed; write "
+                    "no unit)",
+                )
+                return None
+            elif isinstance(value, bool) or is_bool_fact:
                 if not (isinstance(value, bool) and is_bool_fact) or op not in (Op.EQ, Op.NE):
                     self.bad(
                         f"{where}.value", "true/false compares only a bool fact, with == or !="
@@ -206,12 +242,14 @@ class _Checker:
         if not isinstance(ref, str):
             self.bad(f"{where}.ref", "expected a fact name")
             return None
-        if ref not in self.facts:
-            self.unknown_fact(f"{where}.ref", ref)
+        if not self.known(f"{where}.ref", ref):
             ok = False
         factor = node.get("factor", 1.0)
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
             self.bad(f"{where}.factor", f"expected a positive number, got {factor!r}")
+            return None
+        if ok and "text" in (self.facts[fact].unit, self.facts[ref].unit):
+            self.bad(where, "a text fact compares only with a value, never with 'ref'")
             return None
         if ok and self.facts[fact].unit != self.facts[ref].unit:
             self.bad(
@@ -243,8 +281,12 @@ class _Checker:
                     f"placeholder {{{name}:{spec}}}: format must be like .1f, ,.0f, "
                     ".0% or empty (units are added automatically when empty)",
                 )
-            if name not in self.facts:
-                self.unknown_fact(where, name)
+            if self.known(where, name) and spec and self.facts[name].unit in ("text", "bool"):
+                self.bad(
+                    where,
+                    f"placeholder {{{name}:{spec}}}: a {self.facts[name].unit} fact "
+                    "takes no format",
+                )
 
     # -- recommend -----------------------------------------------------------------------
     def recommend(self, node: Any, where: str) -> Recommend | None:
@@ -284,8 +326,7 @@ class _Checker:
                     if set(value) - {"fact", "factor"} or not isinstance(value.get("fact"), str):
                         self.bad(at, "a fact-valued bound is {fact: NAME, factor: NUMBER}")
                         continue
-                    if value["fact"] not in self.facts:
-                        self.unknown_fact(at, value["fact"])
+                    if not self.known(at, value["fact"]):
                         continue
                     factor = value.get("factor", 1.0)
                     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
@@ -318,6 +359,13 @@ class _Checker:
             self.bad(key, "unknown key" + (f"; did you mean '{close[0]}'?" if close else ""))
         for key in sorted(REQUIRED_KEYS - set(data)):
             self.bad(key, "is required")
+        raw_scope = data.get("scope", Scope.WORKLOAD.value)
+        try:
+            self.scope = Scope(raw_scope)
+        except ValueError:
+            self.bad(
+                "scope", f"expected one of {', '.join(s.value for s in Scope)}, got {raw_scope!r}"
+            )
         code = data.get("code")
         if not isinstance(code, str) or not CODE_RE.match(code):
             self.bad(
@@ -352,6 +400,12 @@ class _Checker:
         if message:
             self.message(message, "message")
         when = self.condition(data["when"], "when") if "when" in data else None
+        applies = self.condition(data["applies"], "applies") if "applies" in data else None
+        passed = self.text(data, "passed", "") if "passed" in data else ""
+        if passed:
+            self.message(passed, "passed")
+        escalate = self.escalation(data.get("escalate"), severity)
+        shows = self.shows(data.get("evidence"))
         recommend = self.recommend(data.get("recommend"), "recommend")
         docs = self.docs(data.get("docs"))
         if self.problems or self.unknown or when is None or docs is None:
@@ -368,7 +422,51 @@ class _Checker:
             docs=docs,
             recommend=recommend,
             path=self.path,
+            scope=self.scope,
+            applies=applies,
+            escalate=escalate,
+            passed=passed,
+            shows=shows,
         )
+
+    def shows(self, node: Any) -> tuple[str, ...]:
+        """``evidence: [fact, ...]``: facts a finding shows besides those it reads or quotes."""
+        if node is None:
+            return ()
+        if not isinstance(node, list) or not all(isinstance(n, str) for n in node):
+            self.bad("evidence", "expected a list of fact names")
+            return ()
+        return tuple(n for i, n in enumerate(node) if self.known(f"evidence[{i}]", n))
+
+    def escalation(self, node: Any, base: Severity) -> tuple[Escalation, ...]:
+        """``escalate``: one {severity, when, message}, or a list of them, gravest first."""
+        if node is None:
+            return ()
+        items = node if isinstance(node, list) else [node]
+        out: list[Escalation] = []
+        for i, item in enumerate(items):
+            at = "escalate" if not isinstance(node, list) else f"escalate[{i}]"
+            if not isinstance(item, dict) or set(item) != {"severity", "when", "message"}:
+                self.bad(at, "expected a mapping with exactly severity, when and message")
+                continue
+            try:
+                severity = Severity(item["severity"])
+            except ValueError:
+                self.bad(f"{at}.severity", f"expected warning or error, got {item['severity']!r}")
+                continue
+            if severity.rank <= base.rank:
+                self.bad(f"{at}.severity", f"must be graver than the rule's own ({base.value})")
+                continue
+            if out and severity.rank > out[-1].severity.rank:
+                self.bad(f"{at}.severity", "list escalations gravest first")
+                continue
+            message = self.text(item, "message", f"{at}.")
+            if message:
+                self.message(message, f"{at}.message")
+            when = self.condition(item["when"], f"{at}.when")
+            if when is not None:
+                out.append(Escalation(severity, when, message))
+        return tuple(out)
 
     def docs(self, node: Any) -> RuleDocs | None:
         if node is None:

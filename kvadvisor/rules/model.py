@@ -10,6 +10,37 @@ from kvadvisor.results.vocab import Severity, Stage
 from kvadvisor.units import Unit
 
 
+class Scope(str, Enum):
+    """What one evaluation of a rule speaks about, and so which facts it may read.
+
+    ``analyze`` evaluates the workload rules once, over the trace's measurements and the
+    recommended deployment. ``review`` evaluates the others on each plan: plan rules once per
+    plan, stage rules once per stage, tier rules once per tier of a stage, engine rules once per
+    engine configured on a stage. A rule reads facts of its own scope and of the scopes around
+    it (:data:`VISIBLE`): a tier rule sees its tier's, its stage's and its plan's facts.
+    """
+
+    WORKLOAD = "workload"
+    PLAN = "plan"
+    STAGE = "stage"
+    TIER = "tier"
+    ENGINE = "engine"
+
+    def __str__(self) -> str:
+        """The spelling, as rule files write it."""
+        return str(self.value)
+
+
+# The fact scopes a rule of each scope may read (its own and the ones around it).
+VISIBLE: dict[Scope, frozenset[Scope]] = {
+    Scope.WORKLOAD: frozenset({Scope.WORKLOAD}),
+    Scope.PLAN: frozenset({Scope.PLAN}),
+    Scope.STAGE: frozenset({Scope.PLAN, Scope.STAGE}),
+    Scope.TIER: frozenset({Scope.PLAN, Scope.STAGE, Scope.TIER}),
+    Scope.ENGINE: frozenset({Scope.PLAN, Scope.STAGE, Scope.ENGINE}),
+}
+
+
 class Op(str, Enum):
     """Comparison operators a condition may use (a closed set; nothing is evaluated as code)."""
 
@@ -39,6 +70,9 @@ UNIT_MEANINGS: dict[Unit, str] = {
     Unit.COUNT: "a plain count (or a mean of counts)",
     Unit.BOOL: "true or false",
     Unit.DWPD: "drive writes per day",
+    Unit.USD: "US dollars",
+    Unit.BYTES_PER_TOKEN: "bytes per token, printed as a size per token",
+    Unit.TEXT: "a name or a list of names, printed as it is; compared only with == and !=",
 }
 
 
@@ -50,14 +84,15 @@ class FactSpec:
     unit: Unit
     description: str
     source: str = ""  # which part of the analysis produces it (for docs/facts.md)
+    scope: Scope = Scope.WORKLOAD
 
 
 @dataclass(frozen=True)
 class FactValue:
-    """One produced fact: its value (number or bool) and unit."""
+    """One produced fact: its value (number, bool, or text for a ``text`` fact) and unit."""
 
     name: str
-    value: float | int | bool
+    value: float | int | bool | str
     unit: Unit
 
 
@@ -67,7 +102,7 @@ class Compare:
 
     fact: str
     op: Op
-    value: float | bool | None = None
+    value: float | bool | str | None = None
     ref: str | None = None
     factor: float = 1.0
 
@@ -139,8 +174,30 @@ class Recommend:
 
 
 @dataclass(frozen=True)
+class Escalation:
+    """A graver severity (and its own message) when a further condition holds too.
+
+    One check, one code, one severity at a time: RV02 is an error when the p99 window exceeds
+    the tier, a warning when only the peak does and the plan was not replayed. A rule lists its
+    escalations gravest first; the first whose condition holds applies.
+    """
+
+    severity: Severity
+    when: Condition
+    message: str
+
+
+@dataclass(frozen=True)
 class Rule:
-    """One rule, as loaded from one YAML file."""
+    """One rule, as loaded from one YAML file.
+
+    ``applies`` (optional) says where the rule has anything to judge: where it is false or
+    unknown the rule is not reported at all (an LMCache lint on a stage without LMCache), as
+    opposed to a rule that applies but lacks a fact (reported as not evaluated, with why).
+    ``passed`` (optional) is the message of a rule that applies and stayed quiet; ``shows``
+    (optional, ``evidence:`` in the file) names facts its evidence carries besides the ones
+    its conditions read and its messages quote.
+    """
 
     code: str
     name: str
@@ -153,29 +210,56 @@ class Rule:
     docs: RuleDocs
     recommend: Recommend | None = None
     path: str = ""
+    scope: Scope = Scope.WORKLOAD
+    applies: Condition | None = None
+    escalate: tuple[Escalation, ...] = ()
+    passed: str = ""
+    shows: tuple[str, ...] = ()  # facts shown as evidence besides those it reads or quotes
 
     @property
     def facts(self) -> tuple[str, ...]:
-        """Every fact the condition reads."""
-        return self.when.facts
+        """Every fact the conditions read (``when``, then each escalation's)."""
+        names = list(self.when.facts)
+        for esc in self.escalate:
+            names += esc.when.facts
+        return tuple(dict.fromkeys(names))
+
+    @property
+    def gravest(self) -> Severity:
+        """The gravest severity the rule can fire at (its own, or an escalation's)."""
+        return max((self.severity, *(e.severity for e in self.escalate)), key=lambda s: s.rank)
 
 
 @dataclass(frozen=True)
 class Firing:
-    """A rule whose condition held: the formatted message and the facts behind it."""
+    """A rule whose condition held: its severity (escalated or not), message and evidence."""
 
     rule: Rule
     message: str
     evidence: dict[str, dict[str, float | int | bool | str]]
+    severity: Severity | None = None  # None: the rule's own
+
+    @property
+    def level(self) -> Severity:
+        """The severity this firing carries."""
+        return self.severity or self.rule.severity
 
 
 @dataclass(frozen=True)
 class Quiet:
-    """A rule that did not fire, and why (condition false, or a fact it needs is unavailable)."""
+    """A rule that did not fire, and why (condition false, or a fact it needs is unavailable).
+
+    ``applicable`` is false where the rule's ``applies`` condition did not hold: there was
+    nothing for it to judge. ``message`` is the rule's ``passed`` text when it applies and its
+    condition is false (else the reason).
+    """
 
     rule: Rule
     reason: str
     evaluated: bool
+    applicable: bool = True
+    message: str = ""
+    evidence: dict[str, dict[str, float | int | bool | str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

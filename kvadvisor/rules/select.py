@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Iterable, Sequence
 
 from kvadvisor.errors import RuleError
-from kvadvisor.rules.model import Rule
+from kvadvisor.rules.model import Rule, Scope
 
 
 def split_selectors(values: Iterable[str] | None) -> list[str]:
@@ -58,3 +58,8 @@ def select_rules(
         if (not chosen or any(_matches(r, s) for s in chosen))
         and not any(_matches(r, s) for s in dropped)
     )
+
+
+def workload_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:
+    """The rules `analyze` evaluates: the workload scope (the review runs the others)."""
+    return tuple(r for r in rules if r.scope is Scope.WORKLOAD)

@@ -71,6 +71,8 @@ MAX_FIRST_RECORD_BYTES = 512 * 1024 * 1024
 # start numba for their cache passes anyway, and there the compiled reader wins at every size
 # measured (8 MiB: 0.04 s against 0.09 s).
 FAST_JSONL_MIN_BYTES = 32 * 1024 * 1024
+# What a compressed JSONL file is taken to expand to, to pick the nesting scan before reading.
+COMPRESSION_RATIO = 8
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # What each column must hold, for the error-path scans: "int", "number", "ints" (list of
@@ -465,12 +467,14 @@ def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Tab
     table, or None for anything outside the plain Mooncake subset, which pyarrow then reads
     (and reports, when it is wrong) exactly as for a small file.
     """
+    checked = False
     if fmt is TraceFormat.MOONCAKE and compression is None:
-        table = _read_mooncake_compiled(path)
+        table, checked = _read_mooncake_compiled(path)
         if table is not None:
             return table
-    # pyarrow.json recurses in C++ per nesting level: a deep value would kill the process.
-    _refuse_deep_json(path, compression)
+    if not checked:
+        # pyarrow.json recurses in C++ per nesting level: a deep value would kill the process.
+        _refuse_deep_json(path, compression)
     parse = pajson.ParseOptions(
         explicit_schema=JSONL_SCHEMAS[fmt], unexpected_field_behavior="infer"
     )
@@ -500,16 +504,57 @@ def _chunks(path: Path, compression: str | None) -> Iterator[bytes]:
 def _refuse_deep_json(
     path: Path, compression: str | None, data: bytes | None = None, row_is_run: bool = False
 ) -> None:
-    """Raise a TraceSchemaError naming the row of a value nested past MAX_JSON_DEPTH levels."""
-    scan = NestingScan()
-    for chunk in [data] if data is not None else _chunks(path, compression):
-        if scan.feed(chunk):
-            break
-    if scan.too_deep_at is None:
-        return
-    line, row = _line_and_row(
-        [data] if data is not None else _chunks(path, compression), scan.too_deep_at
-    )
+    """Raise a TraceSchemaError naming the row of a value nested past MAX_JSON_DEPTH levels.
+
+    A large file is scanned by the compiled kernel (numba is loaded for it anyway, and one
+    pass at memory speed beats the numpy passes); a small one by the numpy scan, which needs
+    no compiler.
+    """
+    size = len(data) if data is not None else _stored_size(path)
+    expanded = size * (COMPRESSION_RATIO if compression is not None and data is None else 1)
+    if expanded >= FAST_JSONL_MIN_BYTES:
+        from kvadvisor.trace import fastjsonl
+
+        deep = fastjsonl.too_deep(_scan_chunks(path, compression, data), MAX_JSON_DEPTH)
+    else:
+        scan = NestingScan()
+        for chunk in _scan_chunks(path, compression, data):
+            if scan.feed(chunk):
+                break
+        deep = scan.too_deep_at
+    if deep is not None:
+        _raise_too_deep(path, _scan_chunks(path, compression, data), deep, row_is_run)
+
+
+def _stored_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _scan_chunks(
+    path: Path, compression: str | None, data: bytes | np.ndarray | None
+) -> Iterator[bytes | np.ndarray]:
+    """The bytes to scan: ``data`` when given, an uncompressed file mapped, else decompressed."""
+    if data is not None:
+        yield data
+    elif compression is None:
+        try:
+            mapped = np.memmap(path, dtype=np.uint8, mode="r") if _stored_size(path) else None
+        except (OSError, ValueError) as exc:
+            raise TraceFormatError(f"{path}: cannot be read ({exc})") from None
+        if mapped is not None:
+            for start in range(0, mapped.shape[0], SCAN_CHUNK_BYTES):
+                yield mapped[start : start + SCAN_CHUNK_BYTES]
+    else:
+        yield from _chunks(path, compression)
+
+
+def _raise_too_deep(
+    path: Path, chunks: Iterable[bytes | np.ndarray], offset: int, row_is_run: bool
+) -> None:
+    line, row = _line_and_row(chunks, offset)
     what = "run object" if row_is_run else "record"
     raise TraceSchemaError(
         str(path),
@@ -525,11 +570,12 @@ def _refuse_deep_json(
     )
 
 
-def _line_and_row(chunks: Iterable[bytes], offset: int) -> tuple[int, int]:
+def _line_and_row(chunks: Iterable[bytes | np.ndarray], offset: int) -> tuple[int, int]:
     """(line, row) of the non-blank byte at ``offset`` (rows: non-blank lines, as readers count)."""
     line, rows, seen, content = 1, 0, 0, False
     for chunk in chunks:
-        part = np.frombuffer(chunk, dtype=np.uint8)[: max(offset - seen + 1, 0)]
+        whole = np.frombuffer(chunk, dtype=np.uint8) if isinstance(chunk, bytes) else chunk
+        part = whole[: max(offset - seen + 1, 0)]
         newlines = np.flatnonzero(part == 10)
         filled = np.flatnonzero((part != 32) & (part != 9) & (part != 13) & (part != 10))
         starts = np.concatenate(([0], newlines[:-1] + 1)) if newlines.size else newlines
@@ -541,30 +587,39 @@ def _line_and_row(chunks: Iterable[bytes], offset: int) -> tuple[int, int]:
             content = content or bool(filled.size)
         rows += int(np.count_nonzero(has))
         line += newlines.size
-        seen += len(chunk)
+        seen += whole.shape[0]
         if seen > offset:
             break
     return line, rows + 1
 
 
-def _read_mooncake_compiled(path: Path) -> pa.Table | None:
-    """The compiled reader's table, or None (file too small to pay off, or not handled)."""
+def _read_mooncake_compiled(path: Path) -> tuple[pa.Table | None, bool]:
+    """The compiled reader's table, or None (file too small to pay off, or not handled).
+
+    The flag says whether the file's nesting was checked: a file the kernels hand back is
+    scanned by the compiled nesting kernel on the bytes already read, before pyarrow sees it.
+    """
     try:
         if path.stat().st_size < FAST_JSONL_MIN_BYTES:
-            return None
+            return None, False
         data = np.fromfile(path, dtype=np.uint8)
     except OSError:
-        return None  # pyarrow's path reports an unreadable file in its usual words
+        return None, False  # pyarrow's path reports an unreadable file in its usual words
     from kvadvisor.trace import fastjsonl  # numba only when a large Mooncake file is read
 
     table = fastjsonl.parse_mooncake(data, JSONL_SCHEMAS[TraceFormat.MOONCAKE])
+    if table is None:
+        deep = fastjsonl.too_deep([data], MAX_JSON_DEPTH)
+        if deep is not None:
+            _raise_too_deep(path, [data], deep, row_is_run=False)
     del data  # the file's bytes: free them before the caller builds the trace
-    return table
+    return table, True
 
 
 _QUOTE_BYTE = 34
 # Bytes beside a quote that delimits a field: comma, CR, LF, and another quote ("" pairs).
-_DELIMITING = np.array([44, 13, 10, 34], dtype=np.uint8)
+_DELIMITING = np.zeros(256, dtype=bool)
+_DELIMITING[[44, 13, 10, 34]] = True
 
 
 def _read_csv(
@@ -628,24 +683,25 @@ def _ends_inside_quotes(chunks: Iterable[bytes]) -> bool:
     """
     count = 0
     prev = 10  # the file starts like a line
-    pending: np.ndarray | None = None  # last byte, held back until its successor is known
+    deferred: int | None = None  # the byte before a quote that ended the previous chunk
     for chunk in chunks:
         buf = np.frombuffer(chunk, dtype=np.uint8)
-        if pending is not None:
-            buf = np.concatenate((pending, buf))
-        if buf.size < 2:
-            pending = buf
+        n = buf.shape[0]
+        if n == 0:
             continue
-        body, pending = buf[:-1], buf[-1:]
-        quotes = np.flatnonzero(body == _QUOTE_BYTE)
+        if deferred is not None:
+            count += int(_DELIMITING[deferred] or _DELIMITING[buf[0]])
+            deferred = None
+        quotes = np.flatnonzero(buf == _QUOTE_BYTE)
         if quotes.size:
-            before = np.where(quotes > 0, body[np.maximum(quotes - 1, 0)], prev)
+            if quotes[-1] == n - 1:  # its successor is in the next chunk
+                deferred = int(buf[n - 2]) if n > 1 else prev
+                quotes = quotes[:-1]
+            before = np.where(quotes > 0, buf[np.maximum(quotes - 1, 0)], prev)
             after = buf[quotes + 1]
-            count += int(
-                np.count_nonzero(np.isin(before, _DELIMITING) | np.isin(after, _DELIMITING))
-            )
-        prev = int(body[-1])
-    if pending is not None and pending.size and pending[-1] == _QUOTE_BYTE:
+            count += int(np.count_nonzero(_DELIMITING[before] | _DELIMITING[after]))
+        prev = int(buf[-1])
+    if deferred is not None:
         count += 1  # a quote that ends the file closes (or opens) a field
     return count % 2 == 1
 

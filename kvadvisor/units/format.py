@@ -97,10 +97,12 @@ def tokens(value: float) -> str:
     return plural(value, "token")
 
 
-def format_value(value: float | int | bool | None, unit: Unit) -> str:
+def format_value(value: float | int | bool | str | None, unit: Unit) -> str:
     """``value`` in ``unit`` as every report shows it; None is "not measured"."""
     if value is None:
         return NOT_MEASURED
+    if unit is Unit.TEXT or isinstance(value, str):
+        return str(value)
     if unit is Unit.BOOL or isinstance(value, bool):
         return "yes" if value else "no"
     v = float(value)

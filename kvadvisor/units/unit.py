@@ -29,6 +29,7 @@ class Unit(str, Enum):
     DWPD = "dwpd"  # drive writes per day
     BOOL = "bool"  # yes or no
     USD = "usd"  # US dollars
+    TEXT = "text"  # a name or a list of names (a tier, an engine's keys), shown as it is
 
     def __str__(self) -> str:
         """The spelling (``ratio``), as facts and rule files write it."""
