@@ -700,6 +700,26 @@ def test_catalog_file_without_a_kind(tmp_path, text) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "listing"),
+    [
+        ("--model", "no-such-model", "`kvadvisor catalog list models`"),
+        ("--gpu", "h2000", "`kvadvisor catalog list gpus`"),
+        ("--storage", "no-such-disk", "`kvadvisor catalog list storage`"),
+        ("--instance", "no-such-box", "`kvadvisor catalog list instances`"),
+    ],
+)
+def test_an_unknown_or_empty_catalog_name_points_to_its_own_listing(option, value, listing) -> None:
+    """The hint names the `catalog list` kind that lists what the option takes.
+
+    `catalog list` alone lists storage, so a model, GPU or instance hint must name its kind
+    (the empty names: tests/test_reliability_cli.py).
+    """
+    trace = REPO / "sample_traces" / "mooncake_conversation_head.jsonl.gz"
+    result = runner.invoke(app, ["analyze", str(trace), option, value, "-q"])
+    one_error_line(result, listing)
+
+
 def test_catalog_without_kind_in_the_models_loader(tmp_path) -> None:
     """The generic checker says which kind to write when 'kind' is absent."""
     path = tmp_path / "m.yaml"

@@ -129,5 +129,5 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuSpec]:
 def get_gpu(name: str, path: str | Path | None = None) -> GpuSpec:
     """A GPU by name or alias (``h200``, ``h100-sxm``, ``h20``, ``l20``), case-insensitive."""
     entries, specs = _load(str(path or GPUS_YAML))
-    key, _ = lookup(entries, name, "GPU")
+    key, _ = lookup(entries, name, "GPU", "gpus")
     return specs[key]

@@ -213,4 +213,4 @@ def load_instances(extra_files: Iterable[str | Path] = ()) -> dict[str, Instance
 
 def find_instance(specs: Mapping[str, InstanceSpec], name: str) -> InstanceSpec:
     """An instance by name or alias; unknown names get the closest ones."""
-    return find_named(specs, name, "instance")
+    return find_named(specs, name, "instance", "instances")

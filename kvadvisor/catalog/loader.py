@@ -277,8 +277,21 @@ def load_catalog_file(
     return check_entries(str(path), kind, load_yaml(path, CatalogError), schema)
 
 
-def lookup(entries: Mapping[str, dict[str, Any]], name: str, what: str) -> tuple[str, dict]:
-    """Find an entry by name or alias (case-insensitive); unknown names get a suggestion."""
+def list_command(kind: str | None) -> str:
+    """The command that lists a catalog's names (``kind``: storage, instances, gpus, models)."""
+    if kind is None:
+        return "`kvadvisor catalog list storage|instances|gpus|models`"
+    return f"`kvadvisor catalog list {kind}`"
+
+
+def lookup(
+    entries: Mapping[str, dict[str, Any]], name: str, what: str, kind: str | None = None
+) -> tuple[str, dict]:
+    """Find an entry by name or alias (case-insensitive); unknown names get a suggestion.
+
+    ``kind`` is the catalog as `catalog list` names it, so the error names the command that
+    lists this catalog's names (None: every catalog).
+    """
     key = name.lower()
     for entry_name, entry in entries.items():
         names = [entry_name.lower(), *(a.lower() for a in entry.get("aliases") or [])]
@@ -287,7 +300,7 @@ def lookup(entries: Mapping[str, dict[str, Any]], name: str, what: str) -> tuple
     candidates = list(entries) + [a for e in entries.values() for a in e.get("aliases") or []]
     close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise CatalogError(f"unknown {what} '{name}'{hint} (`kvadvisor catalog list` shows them all)")
+    raise CatalogError(f"unknown {what} '{name}'{hint} ({list_command(kind)} shows them all)")
 
 
 class _Named(Protocol):
@@ -311,8 +324,10 @@ def load_layered(
     return specs
 
 
-def find_named(specs: Mapping[str, NamedT], name: str, what: str) -> NamedT:
+def find_named(
+    specs: Mapping[str, NamedT], name: str, what: str, kind: str | None = None
+) -> NamedT:
     """A built spec by name or alias, as :func:`lookup` finds it among raw entries."""
     rows = {n: {"aliases": list(getattr(s, "aliases", ()))} for n, s in specs.items()}
-    found, _ = lookup(rows, name, what)
+    found, _ = lookup(rows, name, what, kind)
     return specs[found]

@@ -342,7 +342,7 @@ def load_models(path: str | Path | None = None) -> dict[str, ModelSpec]:
 def get_model(name: str, path: str | Path | None = None) -> ModelSpec:
     """A catalog model by name or alias (HF id), case-insensitive; unknown names get suggestions."""
     entries, specs = _load(str(path or MODELS_YAML))
-    key, _ = lookup(entries, name, "model")
+    key, _ = lookup(entries, name, "model", "models")
     return specs[key]
 
 

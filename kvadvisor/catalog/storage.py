@@ -489,4 +489,4 @@ def load_storage(extra_files: Iterable[str | Path] = ()) -> dict[str, StorageSpe
 
 def find_storage(specs: Mapping[str, StorageSpec], name: str) -> StorageSpec:
     """A storage option by name or alias; unknown names get the closest ones."""
-    return find_named(specs, name, "storage option")
+    return find_named(specs, name, "storage option", "storage")

@@ -143,7 +143,7 @@ ModelOpt = Annotated[
         "--model",
         metavar="MODEL",
         rich_help_panel=PANEL_MODEL,
-        callback=name_option,
+        callback=name_option("models"),
         help="Served model: catalog name (qwen3-32b), Hugging Face id (Qwen/Qwen3-32B) "
         "or path to a config.json. Default: llama-3.1-70b, reported as assumed.",
     ),
@@ -154,7 +154,7 @@ GpuOpt = Annotated[
         "--gpu",
         metavar="GPU",
         rich_help_panel=PANEL_MODEL,
-        callback=name_option,
+        callback=name_option("gpus"),
         help="GPU (h200, h100-sxm, h20, l20, ...). Default: h200, reported as assumed.",
     ),
 ]
@@ -348,7 +348,7 @@ def analyze_cmd(
         typer.Option(
             "--storage",
             metavar="NAME",
-            callback=name_option,
+            callback=name_option("storage"),
             help="One storage spec (catalog name) for both stages: per-stage utilization "
             "and idle-stage warnings.",
             rich_help_panel=PANEL_DEPLOYMENT,

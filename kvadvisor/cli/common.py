@@ -6,7 +6,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
@@ -294,11 +294,21 @@ def command_inputs(
     return InputSet(found)
 
 
-def name_option(value: str | None) -> str | None:
-    """Option callback: a name (--model, --gpu, --storage) given must not be empty."""
-    if value is not None and not value.strip():
-        raise typer.BadParameter("is empty; give a name (`kvadvisor catalog list` shows them)")
-    return value
+def name_option(kind: str) -> Callable[[str | None], str | None]:
+    """Option callback: a catalog name (--model, --gpu, --storage) given must not be empty.
+
+    ``kind`` is the catalog as `catalog list` names it (models, gpus, storage), so the error
+    names the command that lists the names this option takes.
+    """
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise typer.BadParameter(
+                f"is empty; give a name (`kvadvisor catalog list {kind}` shows them)"
+            )
+        return value
+
+    return check
 
 
 def finite_option(value: float | None) -> float | None:

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from kvadvisor.cli.common import app, handle_user_errors
+from kvadvisor.cli.common import app, echo, handle_user_errors
 from kvadvisor.errors import ConfigError
 
 _ANCHOR = re.compile(r'^<a id="([^"]+)"></a>\s*$')
@@ -93,7 +93,7 @@ def docs_cmd(
         known = topics()
         if topic is None:
             width = max(map(len, known))
-            typer.echo("".join(f"{name:<{width}}  {title}\n" for name, title in known.items()))
+            echo("".join(f"{name:<{width}}  {title}\n" for name, title in known.items()))
             return
         name, _, part = topic.partition("#")
         if name not in known:
@@ -104,4 +104,4 @@ def docs_cmd(
             if found is None:
                 raise ConfigError(f"{name}: no section {part!r}; see `kvadvisor docs {name}`")
             text = found
-        typer.echo(text, nl=False)
+        echo(text, nl=False)

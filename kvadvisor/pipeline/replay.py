@@ -154,7 +154,7 @@ def replay_recommendation(
     res = found.result
     if (
         split is not None
-        and split.source != "measured"
+        and split.source != SplitSource.MEASURED
         and res.stage_split.prefill_share is not None
     ):
         split = replace(

@@ -26,6 +26,7 @@ from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import read_trace_path
+from kvadvisor.units import Unit, format_value
 
 
 def open_loop(
@@ -98,9 +99,9 @@ def closed_loop(
     share = result.stage_split.prefill_share or 0.0
     headline = (
         f"closed-loop replay ({result.deployment.topology}): TTFT p99 "
-        f"{'-' if r.ttft_s is None else f'{r.ttft_s.p99:.3g} s'}, TPOT p99 "
-        f"{'-' if r.tpot_s is None else f'{r.tpot_s.p99 * 1e3:.3g} ms'}, prefill "
-        f"{share:.0%} of GPU time; {result.overload.reason}"
+        f"{'-' if r.ttft_s is None else format_value(r.ttft_s.p99, Unit.SECONDS)}, TPOT p99 "
+        f"{'-' if r.tpot_s is None else format_value(r.tpot_s.p99, Unit.SECONDS)}, prefill "
+        f"{format_value(share, Unit.RATIO)} of GPU time; {result.overload.reason}"
     )
     return Replayed(result, load_p99), None, (headline,)
 

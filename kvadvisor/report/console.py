@@ -21,6 +21,7 @@ from rich.text import Text
 
 from kvadvisor.report import summary
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.vocab import Severity
 from kvadvisor.termtext import printable
 from kvadvisor.units.format import plural
 
@@ -29,10 +30,9 @@ MIN_WIDTH = 40
 
 # Severity -> rich style, when colour is on; also the order the findings table keeps.
 SEVERITY_STYLES = {
-    "critical": "bold red",
-    "error": "bold red",
-    "warning": "yellow",
-    "info": "cyan",
+    Severity.ERROR: "bold red",
+    Severity.WARNING: "yellow",
+    Severity.INFO: "cyan",
 }
 HEADING_STYLE = "bold"
 HEADLINE_STYLE = "bold cyan"

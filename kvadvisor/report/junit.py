@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from kvadvisor.results.review import PlanReview, ReviewReport
+from kvadvisor.results.vocab import CheckStatus
 
 # XML 1.0 allows no C0 control character but tab, LF and CR, not even as a reference; text
 # from a plan or a trace name holding one would make the document ill-formed.
@@ -45,8 +46,8 @@ def _suite(review: ReviewReport, plan: PlanReview) -> ET.Element:
         {
             "name": f"kvadvisor review: {plan.name}",
             "tests": str(len(checks)),
-            "failures": str(sum(c.status == "fail" for c in checks)),
-            "skipped": str(sum(c.status == "skip" for c in checks)),
+            "failures": str(sum(c.status is CheckStatus.FAIL for c in checks)),
+            "skipped": str(sum(c.status is CheckStatus.SKIP for c in checks)),
             "errors": "0",
             "timestamp": review.meta.generated_at,
         },
@@ -68,16 +69,16 @@ def _suite(review: ReviewReport, plan: PlanReview) -> ET.Element:
                 "name": f"{check.test_id} {check.name}",
             },
         )
-        if check.status == "fail":
+        if check.status is CheckStatus.FAIL:
             node = ET.SubElement(
-                case, "failure", {"type": check.severity, "message": check.message}
+                case, "failure", {"type": str(check.severity), "message": check.message}
             )
             node.text = json.dumps(
                 {"evidence": _plain(check.evidence), "source": check.source},
                 sort_keys=True,
                 indent=2,
             )
-        elif check.status == "skip":
+        elif check.status is CheckStatus.SKIP:
             ET.SubElement(case, "skipped", {"message": check.message})
         else:
             ET.SubElement(case, "system-out").text = check.message
@@ -97,7 +98,9 @@ class JUnitRenderer:
             {
                 "name": "kvadvisor review",
                 "tests": str(sum(len(p.checks) for p in review.plans)),
-                "failures": str(sum(c.status == "fail" for p in review.plans for c in p.checks)),
+                "failures": str(
+                    sum(c.status is CheckStatus.FAIL for p in review.plans for c in p.checks)
+                ),
             },
         )
         for plan in review.plans:

@@ -9,8 +9,9 @@ from kvadvisor.report import fmt
 from kvadvisor.report.markdown import code_span
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
+from kvadvisor.results.vocab import CheckStatus, Severity, Stage
 
-ICON = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
+ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
 
 
 def _size(nbytes: float | None) -> str:
@@ -48,8 +49,8 @@ def _text(text: str) -> str:
 
 def verdict(plan: PlanReview) -> str:
     """One word and counts: 'fails' (errors), 'passes with warnings' or 'passes'."""
-    errors = sum(c.severity == "error" for c in plan.findings)
-    warnings = sum(c.severity == "warning" for c in plan.findings)
+    errors = sum(c.severity is Severity.ERROR for c in plan.findings)
+    warnings = sum(c.severity is Severity.WARNING for c in plan.findings)
     if errors:
         return f"fails: {errors} error(s), {warnings} warning(s)"
     if warnings:
@@ -57,19 +58,19 @@ def verdict(plan: PlanReview) -> str:
     return "passes"
 
 
-def _stage(plan: PlanReview, name: str) -> StageReview | None:
-    return next((s for s in plan.stages if s.stage == name), None)
+def _stage(plan: PlanReview, stage: Stage) -> StageReview | None:
+    return next((s for s in plan.stages if s.stage == stage), None)
 
 
 def _prefill_hit(plan: PlanReview) -> float | None:
-    stage = _stage(plan, "prefill")
+    stage = _stage(plan, Stage.PREFILL)
     if stage is None or not stage.tiers:
         return None
     return stage.tiers[-1].cumulative_hit_ratio_steady
 
 
-def _stage_util(plan: PlanReview, name: str) -> Utilization | None:
-    stage = _stage(plan, name)
+def _stage_util(plan: PlanReview, which: Stage) -> Utilization | None:
+    stage = _stage(plan, which)
     return None if stage is None else stage.utilization
 
 
@@ -110,7 +111,7 @@ class ReviewMarkdownRenderer:
             + " | ".join(_pct(_prefill_hit(p)) for p in review.plans)
             + " |",
         ]
-        for stage in ("prefill", "decode"):
+        for stage in (Stage.PREFILL, Stage.DECODE):
             cells = [_stage_util(p, stage) for p in review.plans]
             if any(c is not None for c in cells):
                 out.append(
@@ -146,7 +147,7 @@ class ReviewMarkdownRenderer:
                     "|---|---|---|---|---|---|---|---|---|",
                 ]
                 out += _tier_rows(tiers)
-            passed = [c for c in plan.checks if c.status != "fail"]
+            passed = [c for c in plan.checks if c.status is not CheckStatus.FAIL]
             if passed:
                 out += ["", f"<details><summary>{len(passed)} other check(s)</summary>", ""]
                 out += [
@@ -167,7 +168,7 @@ class ReviewTextRenderer:
         """Return the plain text."""
         lines = [f"kvadvisor review of {review.trace.path} ({review.trace.requests:,} requests)"]
         for plan in review.plans:
-            ran = sum(c.status != "skip" for c in plan.checks)
+            ran = sum(c.status is not CheckStatus.SKIP for c in plan.checks)
             lines.append(
                 f"plan {plan.name}: {verdict(plan)} ({ran} checks run, "
                 f"{len(plan.checks) - ran} skipped)"

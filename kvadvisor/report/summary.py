@@ -13,19 +13,19 @@ from typing import Any
 
 from kvadvisor.report import fmt
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
-from kvadvisor.results.vocab import TIER_ROLE_WORDS
+from kvadvisor.results.vocab import TIER_ROLE_WORDS, Severity, Stage
 from kvadvisor.units import Unit, plural
 
-STAGES = ("prefill", "decode")
-# Severity order for display, most severe first; unknown severities sort last.
-SEVERITY_RANK = {"critical": 0, "error": 0, "warning": 1, "info": 2}
+STAGES = (Stage.PREFILL, Stage.DECODE)
+# Severity order for display, most severe first (0: error).
+SEVERITY_RANK = {s: len(Severity) - 1 - s.rank for s in Severity}
 
 
 @dataclass(frozen=True)
 class StageVerdict:
     """One stage's recommended configuration as (label, formatted value) pairs."""
 
-    stage: str
+    stage: Stage
     items: tuple[tuple[str, str], ...]
 
 
@@ -144,7 +144,7 @@ def verdict_table(verdicts: Sequence[StageVerdict]) -> tuple[list[str], list[lis
     return ["", *(v.stage for v in verdicts)], rows
 
 
-def stage_needs(report: AdviceReport, stage: str) -> tuple[tuple[str, str], ...]:
+def stage_needs(report: AdviceReport, stage: Stage) -> tuple[tuple[str, str], ...]:
     """What the traffic demands of one stage, measured: its GPU-time share and its KV I/O.
 
     Prefill writes the KV of prompt tokens that missed the cache; the KV of prefix hits is
@@ -153,9 +153,9 @@ def stage_needs(report: AdviceReport, stage: str) -> tuple[tuple[str, str], ...]
     s, io, pc = report.stage_split, report.io, report.prefix_cache
     share = None
     if s is not None:
-        share = s.prefill_share if stage == "prefill" else 1.0 - s.prefill_share
+        share = s.prefill_share if stage == Stage.PREFILL else 1.0 - s.prefill_share
     rows = [("share of GPU time", fmt.percent(share) + (f" ({s.source})" if s else ""))]
-    if stage == "prefill":
+    if stage == Stage.PREFILL:
         rate, what = (io.write if io else None), "KV writes"
     else:
         rate, what = (io.read if io else None), "KV reads"

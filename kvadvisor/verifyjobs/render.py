@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from kvadvisor.results.vocab import CheckStatus, Severity
+from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.verifyjobs.model import VerifyReport
 from kvadvisor.verifyjobs.results import review_checks
 
@@ -16,7 +17,7 @@ FORMAT_VERSION = 1  # of the JSON report; 1: first version
 
 
 def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
+    return "–" if value is None else format_value(value, Unit.RATIO)
 
 
 def _calibration(cal: dict[str, Any]) -> str:
@@ -28,10 +29,10 @@ def _calibration(cal: dict[str, Any]) -> str:
     first, second = ("TTFT", "TPOT") if replay else ("prefill", "decode step")
     how = " through the replay" if replay else ""
     return (
-        f"calibrated on {cal['fit_rows']:,} requests{how}, held-out error (MAPE) before → "
+        f"calibrated on {plural(cal['fit_rows'], 'request')}{how}, held-out error (MAPE) before → "
         f"after: {first} {err('prefill_heldout_prior')} → {err('prefill_heldout')}, {second} "
         f"{err('decode_step_heldout_prior')} → {err('decode_step_heldout')} "
-        f"({cal['heldout_rows']:,} held-out requests)"
+        f"({plural(cal['heldout_rows'], 'held-out request')})"
     )
 
 
@@ -56,9 +57,10 @@ def render_text(report: VerifyReport, catalog_path: str | None = None) -> str:
         if b.calibration is not None:
             lines.append(f"       {b.engine}: {_calibration(b.calibration)}")
         if b.input_tokens_ratio is not None:
+            share = format_value(b.input_tokens_ratio, Unit.RATIO)
             lines.append(
-                f"       {b.engine}: input tokens {b.input_tokens_ratio:.0%} of the replayed "
-                "dataset's (the engine's tokenizer against the trace's counts)"
+                f"       {b.engine}: input tokens {share} of the replayed dataset's (the "
+                "engine's tokenizer against the trace's counts)"
             )
     if report.catalog is not None:
         names = ", ".join(report.catalog["entries"])

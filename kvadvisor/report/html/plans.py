@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvadvisor.report import fmt
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.vocab import Severity, Stage
 
 
 def plan_section(report: AdviceReport) -> Section:
@@ -13,8 +14,8 @@ def plan_section(report: AdviceReport) -> Section:
     rows: list[tuple[str, str]] = []
     tables: list[Table] = []
     for plan in reviews:
-        errors = sum(c.severity == "error" for c in plan.findings)
-        warnings = sum(c.severity == "warning" for c in plan.findings)
+        errors = sum(c.severity is Severity.ERROR for c in plan.findings)
+        warnings = sum(c.severity is Severity.WARNING for c in plan.findings)
         rows.append(
             (
                 f"plan {plan.name}",
@@ -51,7 +52,7 @@ def plan_section(report: AdviceReport) -> Section:
                         t.stage,
                         f"{t.tier} ({t.kind})",
                         "unbounded" if t.capacity_bytes is None else fmt.size(t.capacity_bytes),
-                        "n/a" if t.stage == "decode" else fmt.percent(t.hit_ratio_steady),
+                        "n/a" if t.stage == Stage.DECODE else fmt.percent(t.hit_ratio_steady),
                         " / ".join(
                             fmt.bandwidth(v)
                             for v in (

@@ -6,6 +6,7 @@ from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.chartviews import binary_compact, mrc_chart, reuse_chart
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.results.vocab import CacheStatus
 
 
 def prefix_section(report: AdviceReport) -> Section:
@@ -15,7 +16,7 @@ def prefix_section(report: AdviceReport) -> Section:
         return Section(
             "prefix", "Prefix cache", missing=summary.why_missing(report, "prefix_cache")
         )
-    if pc.status == "unknown":
+    if pc.status == CacheStatus.UNKNOWN:
         return Section(
             "prefix",
             "Prefix cache",
