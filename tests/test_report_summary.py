@@ -11,6 +11,7 @@ from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html.build import build_view
 from kvadvisor.report.markdown import MarkdownRenderer
 from kvadvisor.results.common import LengthSummary
+from kvadvisor.results.report import Alternative
 
 # The Mooncake trace's published prompt lengths: mean 12,035.1, p50 6,909, p99 85,400.4,
 # max 126,195 (p90 27,367 by statistics.quantiles).
@@ -76,3 +77,29 @@ def test_shared_prefixes_and_conversations_are_shown() -> None:
         ("another conversation", "11.0%", "13.0%"),
     )
     assert "upper bound" in conv.note  # inferred without session ids
+
+
+def test_alternatives_are_ranked_per_kind() -> None:
+    """Instances and storage each get their own ranked table; no shared "kind" column."""
+    report = full_report()
+    rec = report.recommendation
+    pre = rec.prefill
+    instances = (
+        Alternative("instance", "p5e.48xlarge", 1, "fits the KV working set", True),
+        Alternative("instance", "p4d.24xlarge", 2, "KV does not fit", False),
+    )
+    report = replace(
+        report,
+        recommendation=replace(
+            rec, prefill=replace(pre, alternatives=pre.alternatives + instances)
+        ),
+    )
+    section = build_view(report).alternatives
+    tables = {t.caption: t for t in section.tables}
+    assert list(tables) == ["Prefill: GPU instances", "Prefill: storage"]
+    assert tables["Prefill: GPU instances"].headers == ("rank", "option", "feasible", "reason")
+    assert [r[:2] for r in tables["Prefill: GPU instances"].rows] == [
+        ("1", "p5e.48xlarge"),
+        ("2", "p4d.24xlarge"),
+    ]
+    assert [r[1] for r in tables["Prefill: storage"].rows] == ["local NVMe Gen5", "cloud block"]

@@ -664,7 +664,7 @@ def advise(
     )
     outcomes = tuple(
         sorted(
-            [RuleOutcome(f.rule.code, f.rule.name, True) for f in evaluation.fired]
+            [RuleOutcome(f.rule.code, f.rule.name, True, f.reason) for f in evaluation.fired]
             + [RuleOutcome(q.rule.code, q.rule.name, False, q.reason) for q in evaluation.quiet],
             key=lambda o: o.code,
         )
@@ -842,7 +842,7 @@ def refresh_findings(
     )
     outcomes = tuple(
         sorted(
-            [RuleOutcome(f.rule.code, f.rule.name, True) for f in evaluation.fired]
+            [RuleOutcome(f.rule.code, f.rule.name, True, f.reason) for f in evaluation.fired]
             + [RuleOutcome(q.rule.code, q.rule.name, False, q.reason) for q in evaluation.quiet],
             key=lambda o: o.code,
         )
