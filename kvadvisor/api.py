@@ -246,7 +246,7 @@ def analyze(
     inputs = load_advisor_inputs(
         tuple(str(r) for r in rules), tuple(select), tuple(ignore), tuple(str(c) for c in catalogs)
     )
-    loaded = _plans(plans, PlanCatalogs(inputs.storage, inputs.instances))
+    loaded = _plans(plans, PlanCatalogs(inputs.storage, inputs.instances, inputs.perf))
     report = analyze_source(
         trace if isinstance(trace, Trace) else os.fspath(trace),
         _options(options, settings, inputs, loaded),

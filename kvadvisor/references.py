@@ -13,10 +13,10 @@ from typing import Any
 
 from kvadvisor.advice.inputs import load_advisor_inputs, load_rule_set, rule_dir_problems
 from kvadvisor.catalog.checkfile import FileCheck, check_catalog_file
-from kvadvisor.catalog.gpus import GpuSpec, load_gpus
+from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.loader import find_named
-from kvadvisor.catalog.models import ModelSpec, load_models
+from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.errors import RuleSyntaxError
 from kvadvisor.rules import Rule, builtin_rules_dir
@@ -80,7 +80,7 @@ class Catalogs:
 def load_catalogs(catalogs: Sequence[PathLike] = ()) -> Catalogs:
     """The packaged catalogs with ``catalogs`` files layered on (routed by their ``kind``)."""
     inputs = load_advisor_inputs(catalog_files=_strs(catalogs))
-    return Catalogs(inputs.storage, inputs.instances, load_gpus(), load_models())
+    return Catalogs(inputs.storage, inputs.instances, inputs.perf.gpus, inputs.perf.models)
 
 
 def check_catalog(path: PathLike) -> FileCheck:

@@ -144,14 +144,19 @@ def test_catalog_check_every_shipped_catalog() -> None:
 
 
 def test_docs_catalog_examples_pass_the_check(tmp_path: Path) -> None:
-    """The two example files in docs/catalog.md are valid, and the override takes effect."""
+    """The example files in docs/catalog.md are valid, and their entries take effect.
+
+    Two storage files (the second overrides a packaged entry) and a GPU file whose GPU, having
+    no fitted coefficients, borrows those of the closest fitted GPU of its architecture.
+    """
     import re
 
+    from kvadvisor.catalog.perfcatalogs import load_perf_catalogs
     from kvadvisor.catalog.storage import load_storage
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "catalog.md").read_text("utf-8")
     blocks = re.findall(r"```yaml\n(.*?)```", doc, flags=re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     for i, block in enumerate(blocks):
         path = tmp_path / f"example{i}.yaml"
         path.write_text(block, encoding="utf-8")
@@ -159,3 +164,6 @@ def test_docs_catalog_examples_pass_the_check(tmp_path: Path) -> None:
         assert result.exit_code == EXIT_OK, result.output
     measured = load_storage([tmp_path / "example0.yaml"])["aws-instance-store-nvme"]
     assert (measured.read_mbps, measured.built_in) == (6100, True)
+    perf = load_perf_catalogs([tmp_path / "example2.yaml"])
+    _, why = perf.efficiency_for(perf.gpu("lab-gpu"))
+    assert why.startswith("lab-gpu has no fitted coefficients; those of h200")

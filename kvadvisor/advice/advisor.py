@@ -32,8 +32,8 @@ from kvadvisor.advice.stages import (
     TierChoice,
     fact_value,
 )
-from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.instances import InstanceSpec, find_instance
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import CATEGORIES, StorageSpec, find_storage
 from kvadvisor.deploy import (
     Cost,
@@ -754,17 +754,18 @@ def _deployment(report: AdviceReport) -> Deployment | None:
     return report.model.deployment if report.model is not None else None
 
 
-def _split_gpu_facts(report: AdviceReport) -> dict[str, float]:
+def _split_gpu_facts(report: AdviceReport, gpus: PerfCatalogs) -> dict[str, float]:
     """Figures of the GPU the stage split was modeled on.
 
     TFLOPS and memory bandwidth of the GPU the stage split was modeled on, from the GPU
-    catalog; empty when the split was measured on an unknown GPU.
+    catalog (``gpus``, with the user's files); empty when the split was measured on an unknown
+    GPU.
     """
     deployment = _deployment(report)
     if report.stage_split is None or deployment is None or not deployment.gpu:
         return {}
     try:
-        gpu = get_gpu(deployment.gpu)
+        gpu = gpus.gpu(deployment.gpu)
     except CatalogError:
         return {}
     return {
@@ -788,7 +789,7 @@ def advise_report(
     if deployment is not None and not deployment.gpu_assumed:
         options = replace(options, preferred_gpu=deployment.gpu)
     workload = report_facts(report, chunk_tokens=options.chunk_tokens)
-    workload.update(collect(_split_gpu_facts(report).items()))
+    workload.update(collect(_split_gpu_facts(report, inputs.perf).items()))
     workload.update(collect((extra_facts or {}).items()))
     breakeven = {
         t.tier: (t.break_even_tokens, t.hit_token_share_below)
@@ -828,7 +829,7 @@ def refresh_findings(
         return report
     facts = collect((name, item["value"]) for name, item in rec.facts.items())
     facts.update(report_facts(report, chunk_tokens=options.chunk_tokens))
-    facts.update(collect(_split_gpu_facts(report).items()))
+    facts.update(collect(_split_gpu_facts(report, inputs.perf).items()))
     facts.update(collect((extra_facts or {}).items()))
     chosen = {
         role.stage: inputs.instances[name]

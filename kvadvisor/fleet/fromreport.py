@@ -15,12 +15,12 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvadvisor.catalog.models import get_model
 from kvadvisor.errors import KvAdvisorError
 from kvadvisor.fleet.engine import ReplayOptions, run_replay
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.hits import ReplayContext
 from kvadvisor.fleet.summary import summarize
+from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.plan.loader import PlanCatalogs, check_plan
 from kvadvisor.results.replay import ReplayResult
 from kvadvisor.results.report import AdviceReport, StageRecommendation
@@ -55,15 +55,20 @@ def _stage_doc(rec: StageRecommendation) -> dict[str, Any] | None:
     return doc
 
 
-def recommended_plan_document(report: AdviceReport) -> tuple[dict[str, Any] | None, str]:
-    """The recommendation as a plan mapping, or None and why it cannot be written as one."""
+def recommended_plan_document(
+    report: AdviceReport, catalogs: PlanCatalogs | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """The recommendation as a plan mapping, or None and why it cannot be written as one.
+
+    ``catalogs``: where the model is looked up (the packaged catalogs when None).
+    """
     model, rec = report.model, report.recommendation
     if model is None or model.deployment is None:
         return None, "no model and GPU: the stage profile did not run"
     if rec is None:
         return None, "the advisor made no recommendation"
     try:
-        get_model(model.name)
+        (catalogs or PlanCatalogs.packaged()).perf.model(model.name)
     except KvAdvisorError:
         return None, f"model {model.name} is not in the model catalog (the replay needs its shape)"
     stages = {}
@@ -91,12 +96,16 @@ def replay_recommended(
     report: AdviceReport,
     catalogs: PlanCatalogs | None = None,
     options: ReplayOptions | None = None,
+    calibration: StepCalibration | None = None,
 ) -> tuple[RecommendedReplay | None, str]:
     """Replay the recommended deployment, doubling an overloaded stage; None and why if not.
 
     ``catalogs``: the catalogs the advisor chose from (the packaged ones when None).
+    ``calibration``: the coefficients fitted to the trace's measured requests; a stage on the
+    GPU and model they were measured on replays on them (the stage's ``step_model`` says so,
+    and says when they do not apply).
     """
-    doc, why = recommended_plan_document(report)
+    doc, why = recommended_plan_document(report, catalogs)
     if doc is None:
         return None, why
     notes: list[str] = []
@@ -104,7 +113,7 @@ def replay_recommended(
     for _ in range(MAX_SIZING_ROUNDS):
         try:
             plan = check_plan(PLAN_PATH, doc, catalogs)
-            dep, dep_notes = deployment_from_plan(plan)
+            dep, dep_notes = deployment_from_plan(plan, calibration)
         except KvAdvisorError as exc:
             return None, str(exc).removeprefix(f"{PLAN_PATH}: ")
         result = summarize(run_replay(ctx, dep, options))

@@ -8,6 +8,7 @@ from typing import Any
 
 from kvadvisor.advice.inputs import AdvisorInputs
 from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.plan.model import Plan
 from kvadvisor.sections.profile import ProfileOptions
 
@@ -41,6 +42,12 @@ class AnalyzeOptions(ProfileOptions):
     # this many requests; its stage split then becomes the report's.
     replay: bool = True
     replay_max_requests: int = 200_000
+
+    @property
+    def perf_catalogs(self) -> PerfCatalogs:
+        """The GPU, model and efficiency catalogs of this analysis (``--catalog`` files too)."""
+        inputs = self.advisor_inputs
+        return inputs.perf if inputs is not None else PerfCatalogs.packaged()
 
     def profile_options(self) -> ProfileOptions:
         """The stage profiler's slice of the options."""

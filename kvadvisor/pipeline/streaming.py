@@ -440,7 +440,9 @@ def _prefix_section(
         else f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; {left_out}"
     )
     # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
-    kv = kv_bytes_per_token or kv_bytes_per_token_for(options.profile_options())
+    kv = kv_bytes_per_token or kv_bytes_per_token_for(
+        options.profile_options(), catalogs=options.perf_catalogs
+    )
     return result_section(
         result,
         warmup_fraction=options.warmup_fraction,
@@ -487,7 +489,13 @@ def _stage_profile(
         source_path=stream.path,
     )
     hits, source = prefix_hits(trace, result)
-    return profile_workload(trace, options.profile_options(), hit_tokens=hits, hits_source=source)
+    return profile_workload(
+        trace,
+        options.profile_options(),
+        hit_tokens=hits,
+        hits_source=source,
+        catalogs=options.perf_catalogs,
+    )
 
 
 def analyze_stream(

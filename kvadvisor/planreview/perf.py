@@ -73,7 +73,12 @@ def plan_perf(plan: Plan) -> PlanPerf:
             )
             continue
         pm = PerfModel.build(
-            m.spec, stage.gpu, tp=m.tp, kv_dtype=m.kv_dtype, weight_dtype=m.weight_dtype
+            m.spec,
+            stage.gpu,
+            tp=m.tp,
+            kv_dtype=m.kv_dtype,
+            weight_dtype=m.weight_dtype,
+            catalogs=plan.catalogs,
         )
         fit = memory_fit(pm, 1.0)
         groups = (stage.gpus_per_instance or m.tp) / m.tp
