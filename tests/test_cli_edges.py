@@ -154,19 +154,51 @@ def test_every_error_hint_resolves_for_a_pip_user(cls: type) -> None:
 
 
 def test_every_docs_reference_in_the_package_resolves() -> None:
-    """Each `kvadvisor docs TOPIC#SECTION` a rule (the review's checks too) or fact cites exists.
+    """Each `kvadvisor docs TOPIC[#SECTION]` a rule (the review's checks too) or fact cites exists.
 
-    No DESIGN.md: it does not ship.
+    No DESIGN.md and no `docs/X.md` path: neither is on a pip user's disk; the docs command is.
     """
-    shown = [ref for r in load_rules([], FACTS) for ref in r.docs.references] + [
-        f.description for f in FACTS.values()
-    ]
-    assert not [s for s in shown if "DESIGN.md" in s]
-    cited = {ref for s in shown for ref in re.findall(r"kvadvisor docs ([a-z-]+#[a-z0-9_-]+)", s)}
+    shown = [
+        text
+        for r in load_rules([], FACTS)
+        for text in (r.docs.what, r.docs.why, r.docs.example, *r.docs.references)
+    ] + [f.description for f in FACTS.values()]
+    assert not [s for s in shown if "DESIGN.md" in s or re.search(r"docs/[\w-]+\.md", s)]
+    cited = {
+        ref for s in shown for ref in re.findall(r"kvadvisor docs ([a-z-]+(?:#[a-z0-9_-]+)?)", s)
+    }
     assert {"cache#prefix-hit", "advisor#one-storage-spec", "stage-profiler#io-demand"} <= cited
     for ref in sorted(cited):
         topic, _, part = ref.partition("#")
-        assert section((docs_dir() / f"{topic}.md").read_text(encoding="utf-8"), part), ref
+        text = (docs_dir() / f"{topic}.md").read_text(encoding="utf-8")
+        assert not part or section(text, part), ref
+
+
+# A path into the repository's docs/ or DESIGN.md, which a pip-installed user does not have.
+_REPO_DOC = re.compile(r"DESIGN\.md|docs/[\w-]+\.md")
+
+
+def test_what_a_user_reads_cites_no_file_they_lack() -> None:
+    """Shipped data (catalog sources, report schemas, templates) and the rendered reports.
+
+    Each golden report is the output of a run; the data files are read as they ship. A
+    reference there goes through `kvadvisor docs TOPIC`, which every install has.
+    """
+    shipped = [
+        *sorted((PKG / "catalog" / "data").glob("*.yaml")),
+        *sorted((PKG / "report" / "schema").glob("*.json")),
+        *sorted((PKG / "report" / "templates").iterdir()),
+        *sorted((REPO / "tests" / "golden").glob("*/report.*")),
+    ]
+    assert len(shipped) > 10
+    cited = {
+        f"{path.relative_to(REPO)}: {m.group()}"
+        for path in shipped
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if not (path.suffix == ".yaml" and line.lstrip().startswith("#"))  # comments: not shown
+        for m in _REPO_DOC.finditer(line)
+    }
+    assert not cited
 
 
 def test_docs_command_lists_and_refuses() -> None:

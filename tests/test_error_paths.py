@@ -818,7 +818,7 @@ PLAN = {"model": {"kv_bytes_per_token": 1024}, "stages": {"prefill": {"count": 1
             [
                 "expected a mapping with keys name, description, model",
                 "got a list",
-                "docs/review.md",
+                "kvadvisor docs review#the-plan-file",
             ],
         ),
         ("42\n", ["got a number"]),

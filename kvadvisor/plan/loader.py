@@ -656,7 +656,7 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         got = "an empty file" if data is None else f"a {_yaml_type(data)}"
         raise PlanError(
             f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}, got {got}; "
-            "see docs/review.md for the plan format"
+            "see `kvadvisor docs review#the-plan-file` for the plan format"
         )
     if "model" not in doc:
         raise c.fail("model", "is required (name and/or kv_bytes_per_token)")
