@@ -35,6 +35,7 @@ from kvadvisor.report.markdown import MarkdownRenderer
 from kvadvisor.report.replayjson import ReplayJsonRenderer
 from kvadvisor.report.replaytext import ReplayTextRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.report.serieslabels import with_series_labels
 from kvadvisor.results.replay import ReplayReport
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.review import ReviewReport
@@ -68,6 +69,10 @@ class Report(AdviceReport):
     def of(cls, report: AdviceReport) -> Report:
         """The same report, with its renderings."""
         return cls(**{f.name: getattr(report, f.name) for f in dataclasses.fields(AdviceReport)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract as plain values: each chart series with its name and axis labels."""
+        return dict(with_series_labels(super().to_dict()))
 
     def to_json(self) -> str:
         """The JSON report (docs/reports.md: the public contract)."""

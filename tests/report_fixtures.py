@@ -207,10 +207,7 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 hit_tokens=61_600,
                 quantiles=(ReuseQuantile(0.5, 6.0), ReuseQuantile(0.9, 21.0)),
                 histogram=Series(
-                    name="time since a hit block was last used",
-                    x_label="reuse time (bin upper edge)",
                     x_unit="s",
-                    y_label="hit tokens",
                     y_unit="tokens",
                     x=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
                     y=(2_048.0, 9_216.0, 20_480.0, 16_384.0, 10_240.0, 3_232.0),
@@ -262,10 +259,7 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
             ),
             series=(
                 Series(
-                    "KV write demand",
-                    "time",
                     "s",
-                    "write bandwidth",
                     "bytes/s",
                     tuple(float(t) for t in range(0, 30, 2)),
                     tuple(1.0e9 + 0.4e9 * (t % 5) for t in range(15)),
@@ -273,10 +267,7 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                     key=SeriesKey.WRITE_DEMAND,
                 ),
                 Series(
-                    "requests in flight",
-                    "time",
                     "s",
-                    "requests",
                     "count",
                     tuple(float(t) for t in range(30)),
                     tuple(float(3 + t % 4) for t in range(30)),

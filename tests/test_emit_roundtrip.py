@@ -99,10 +99,10 @@ def test_the_emitted_plan_passes_review(emitted, engine) -> None:
 def pinned(request, tmp_path_factory):
     """(trace, directory) with both stages given as p5en.48xlarge (H200 and DDR5 of known rates).
 
-    The advisor's own pick today is a p6e-gb200 prefill fleet, whose GPU the GPU catalog lacks:
-    the replay has no step-time model for it and refuses the plan. A p5e.48xlarge would not do
-    either: its host tier (host-dram-ddr4) has no confirmed bandwidth, which the replay needs.
-    So the replay round trip runs on a given deployment, as `analyze --instance` writes it.
+    The advisor's own pick today is a p6e-gb200 fleet, which AWS sells only as UltraServer
+    Capacity Blocks (issue 13 rewrites the choice). A p5e.48xlarge would not do either: its host
+    tier (host-dram-ddr4) has no confirmed bandwidth, which the replay needs. So the replay round
+    trip runs on a given deployment, as `analyze --instance` writes it.
     """
     path = request.param
     trace = read_trace(path)

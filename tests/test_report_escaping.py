@@ -10,6 +10,7 @@ from report_fixtures import analysed, fill_sections, small_trace
 
 from kvadvisor.report import RENDERERS
 from kvadvisor.report.jsonreport import clean
+from kvadvisor.report.serieslabels import with_series_labels
 
 HOSTILE = '<script>alert("x")</script>\'"><img src=x onerror=alert(1)>&amp;|`*_'
 
@@ -61,7 +62,7 @@ def test_html_escapes_everything() -> None:
     for shown in (f"qwen{HOSTILE}", f"/traces/{HOSTILE}.jsonl", f"p5e.48xlarge{HOSTILE}"):
         assert shown in text
     embedded = json.loads("".join(parsed.script_text))
-    assert embedded == clean(report.to_dict())
+    assert embedded == clean(with_series_labels(report.to_dict()))
     assert "</script><" not in page.split('id="kvadvisor-report">', 1)[1][:-30]
 
 

@@ -134,7 +134,12 @@ def test_azure_prefill_dominated(azure) -> None:  # type: ignore[no-untyped-def]
     """
     findings = {f.code: f for f in azure.findings}
     split = azure.stage_split
-    assert split is not None and split.open_loop_prefill_share >= 0.6
+    assert split is not None
+    # The stage profiler's batch-aware split; when analyze replays the recommended fleet, the
+    # report's split becomes the replay's busy time (kept apart from the profiler's in
+    # open_loop_*), which can differ, and WL01 reads the report's split.
+    profiled = split.open_loop_prefill_share if split.source == "replay" else split.prefill_share
+    assert profiled is not None and profiled >= 0.6
     assert "WL01" in findings
     evidence = findings["WL01"].evidence["prefill_share_gpu_time"].value
     assert evidence == pytest.approx(split.prefill_share)

@@ -51,7 +51,7 @@ from kvadvisor.deploy import nic_bytes_per_s
 from kvadvisor.deploy.access import Via
 from kvadvisor.fleet import summarize
 from kvadvisor.fleet.hits import HitIndex
-from kvadvisor.units import BYTES_PER_TIB
+from kvadvisor.units import BYTES_PER_TIB, plural
 
 # Configurations replayed per provider at most (after the cost bound orders them).
 MAX_CONFIGS = 4
@@ -286,7 +286,7 @@ def _why(tried: Sequence[Outcome]) -> str:
         return "not replayed"
     last = tried[-1]
     n = sum(s.count for s in last.candidate.stages)
-    return f"{last.why_not()} at {n} instance(s)"
+    return f"{last.why_not()} at {plural(n, 'instance')}"
 
 
 def _targets(spec: SearchSpec, metric: str) -> dict[float, float]:

@@ -32,7 +32,7 @@ from kvadvisor.results.verdict import (
     Verdict,
     VerdictStatus,
 )
-from kvadvisor.units import S_PER_HOUR
+from kvadvisor.units import S_PER_HOUR, plural
 
 MAX_RUNNERS_UP = 6
 TOKENS_PER_MILLION = 1e6
@@ -163,8 +163,8 @@ def _mechanisms(
                 "preemption_swaps",
                 None,
                 None,
-                f"preemption recomputes (vLLM's default): {preempt:,} preemption(s), {swaps:,} "
-                "swap(s) to host memory",
+                f"preemption recomputes (vLLM's default): {plural(preempt, 'preemption')}, "
+                f"{plural(swaps, 'swap')} to host memory",
             )
         )
         out.append(
@@ -173,7 +173,11 @@ def _mechanisms(
                 None,
                 None,
                 "not configured: the running batch's KV is held in the GPU pool"
-                + ("" if preempt == 0 else f" (it overflowed {preempt:,} time(s), recomputed)"),
+                + (
+                    ""
+                    if preempt == 0
+                    else f" (it overflowed {plural(preempt, 'time')}, recomputed)"
+                ),
             )
         )
         out.append(

@@ -69,7 +69,7 @@ def scaled_arrays(arrays: TraceArrays, scale: float) -> TraceArrays:
     """The same requests arriving ``scale`` times faster (the plan's traffic.scale)."""
     if scale == 1.0:
         return arrays
-    return replace(arrays, arrival_s=np.asarray(arrays.arrival_s) / scale)
+    return arrays.with_arrivals(np.asarray(arrays.arrival_s) / scale)
 
 
 def replay_plan(

@@ -20,7 +20,7 @@ from kvadvisor.results.verdict import (
     Verdict,
     VerdictSet,
 )
-from kvadvisor.units import Unit
+from kvadvisor.units import Unit, plural
 
 STATUS_WORDS = {
     "chosen": "chosen",
@@ -170,7 +170,7 @@ def stage_rows(s: StageVerdict) -> list[tuple[str, str]]:
         ("instances", f"{s.instances} × {s.instance} ({s.gpus_per_instance} × {s.gpu})"),
         (
             "parallelism",
-            f"TP {s.tp} × {s.replicas_per_instance} replica(s) per instance; GPU KV pool "
+            f"TP {s.tp} × {plural(s.replicas_per_instance, 'replica')} per instance; GPU KV pool "
             f"{fmt.tokens(s.gpu_kv_pool_tokens_per_replica)} per replica",
         ),
         (

@@ -60,7 +60,7 @@ from kvadvisor.results.series import Series, SeriesKey, SeriesKind
 from kvadvisor.results.vocab import SplitSource
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GIB, plural
 
 # Defaults when --model / --gpu are not given (stated in the report as assumed): Llama-3.1-70B,
 # whose 320 KiB of KV per token is the figure most often quoted (Mooncake paper), on an H200,
@@ -283,11 +283,9 @@ def _downsample(x: np.ndarray, y: np.ndarray, how: str) -> tuple[tuple, tuple, t
     return tuple(map(float, x[starts])), tuple(map(float, mean)), tuple(map(float, peak))
 
 
-def _series(
-    key: SeriesKey, name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str
-) -> Series:
+def _series(key: SeriesKey, y_unit: str, x: np.ndarray, y: np.ndarray, how: str) -> Series:
     xs, ys, peaks = _downsample(x, y, how)
-    return Series(name, "time", "s", y_label, y_unit, xs, ys, SeriesKind.STEP, peaks, key=key)
+    return Series("s", y_unit, xs, ys, SeriesKind.STEP, peaks, key=key)
 
 
 def _scaled(d: Distribution, factor: float) -> dict[str, float]:
@@ -312,10 +310,7 @@ def _split_section(
     )
     counts, edges = np.histogram(per_share, bins=10, range=(0.0, 1.0))
     hist = Series(
-        "requests by prefill share of GPU time",
-        "prefill share",
         "fraction",
-        "requests",
         "count",
         tuple(map(float, edges[:-1])),
         tuple(map(float, counts)),
@@ -396,8 +391,6 @@ def _io_section(
     series = [
         _series(
             SeriesKey.WRITE_DEMAND,
-            "KV write demand",
-            "write bandwidth",
             "bytes/s",
             starts,
             io.write.rate_series,
@@ -405,8 +398,6 @@ def _io_section(
         ),
         _series(
             SeriesKey.REQUESTS_IN_FLIGHT,
-            "requests in flight",
-            "requests",
             "count",
             starts,
             inflight,
@@ -414,8 +405,6 @@ def _io_section(
         ),
         _series(
             SeriesKey.PEAK_DECODE_BATCH,
-            "peak decode batch",
-            "requests",
             "count",
             starts,
             peak_batch,
@@ -427,8 +416,6 @@ def _io_section(
             1,
             _series(
                 SeriesKey.READ_DEMAND,
-                "KV read demand",
-                "read bandwidth",
                 "bytes/s",
                 starts,
                 io.read.rate_series,
@@ -648,7 +635,8 @@ def profile_workload(
     elif busy > 1:
         split_notes.append(
             f"the GPU time is {busy:.1f}x the time from first arrival to last completion: "
-            f"{times.instances} instance(s) of this deployment cannot carry the load (about "
+            f"{plural(times.instances, 'instance')} of this deployment cannot carry the load "
+            "(about "
             f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
             "spread over more instances each decode batch is smaller, so decode's share would "
             "grow (give the real count with --instances)"

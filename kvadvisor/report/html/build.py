@@ -16,6 +16,7 @@ from kvadvisor.report.html.stages import stage_section
 from kvadvisor.report.html.view import FindingView, HtmlView, VerdictCard
 from kvadvisor.report.html.workload import workload_section
 from kvadvisor.report.jsonreport import clean
+from kvadvisor.report.serieslabels import with_series_labels
 from kvadvisor.results.report import AdviceReport
 
 # Findings repeated under the verdict, most severe first.
@@ -95,6 +96,6 @@ def build_view(report: AdviceReport) -> HtmlView:
         alternatives=alternatives_section(report),
         inputs=inputs_rows(report),
         notes=notes,
-        report_data=clean(report.to_dict()),
+        report_data=clean(with_series_labels(report.to_dict())),
     )
     return replace(view, top_findings=view.findings[:TOP_FINDINGS])
