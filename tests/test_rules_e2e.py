@@ -140,9 +140,15 @@ def test_azure_prefill_dominated(azure) -> None:  # type: ignore[no-untyped-def]
     # open_loop_*), which can differ, and WL01 reads the report's split.
     profiled = split.open_loop_prefill_share if split.source == "replay" else split.prefill_share
     assert profiled is not None and profiled >= 0.6
-    assert "WL01" in findings
-    evidence = findings["WL01"].evidence["prefill_share_gpu_time"].value
-    assert evidence == pytest.approx(split.prefill_share)
+    # WL01 reads the report's split (the replayed fleet's): it fires exactly when one stage
+    # takes at least 60% of the GPU time, quoting that split, and says why it stays quiet else.
+    if not 0.4 < split.prefill_share < 0.6:
+        evidence = findings["WL01"].evidence["prefill_share_gpu_time"].value
+        assert evidence == pytest.approx(split.prefill_share)
+    else:
+        assert "WL01" not in findings
+        (wl01,) = [o for o in azure.recommendation.rules if o.code == "WL01"]
+        assert not wl01.fired and f"{split.prefill_share:.1%}" in wl01.reason
     # No hashes: the fleet is sized on the replay, and no KV tier is bought (CA03).
     pre = azure.recommendation.prefill
     assert pre.instance is not None and pre.instance_count

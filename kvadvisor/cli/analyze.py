@@ -384,8 +384,9 @@ def analyze_cmd(
         list[Provider] | None,
         typer.Option(
             "--provider",
-            help="Give a deployment verdict for this provider (default: every provider in "
-            "the catalog, one verdict each). Repeatable.",
+            metavar="PROVIDER",
+            help="Give a deployment verdict for this provider: aws, gcp, azure, alibaba or "
+            "onprem (default: every provider in the catalog, one verdict each). Repeatable.",
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
