@@ -75,3 +75,17 @@ def test_option_parsing() -> None:
     }
     with pytest.raises(ConfigError, match="prefill=NAME"):
         parse_instance_choice(["serving=x"])
+
+
+def test_a_rate_that_is_not_on_demand_is_not_called_on_demand() -> None:
+    """A4's only public rate is DWS calendar mode (ZP2): its cost says so, unconfirmed.
+
+    The verdict's price basis is this cost's (advice/verdicts.py), so a verdict on A4 never
+    calls its rate on demand.
+    """
+    from kvadvisor.deploy import instance_cost
+
+    a4 = instance_cost(INPUTS.instances["a4-highgpu-8g"])
+    assert a4.usd_per_hour == 90.22 and a4.unconfirmed
+    assert a4.basis.startswith("$90.22/h (us-central1, 2026-09-27): not an on-demand rate")
+    assert "DWS calendar-mode" in a4.basis

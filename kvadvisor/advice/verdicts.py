@@ -17,6 +17,7 @@ import numpy as np
 from kvadvisor.advice.candidate import AGGREGATED, Candidate, StagePick, TierPick
 from kvadvisor.advice.search import MAX_CONFIGS, Config, ProviderSearch, Tried, cost_key
 from kvadvisor.advice.sizing import Outcome
+from kvadvisor.deploy import instance_cost
 from kvadvisor.fleet import ReplayResult
 from kvadvisor.fleet.engine import ReplayRun, StageRun
 from kvadvisor.results.replay import TierDemand
@@ -238,8 +239,12 @@ def stage_verdicts(
         shape = pick.shape
         inst = shape.instance
         price = pick.usd_per_hour
+        # The rate as the catalog knows it: "on demand" only when no note qualifies it (a
+        # DWS calendar-mode or listed rate is not called on demand), "(unconfirmed)" when
+        # no source read confirmed it.
+        cost = instance_cost(inst)
         basis = (
-            f"{pick.count} x ${shape.price:,.2f}/h on demand"
+            f"{pick.count} x {cost.basis}" + (" (unconfirmed)" if cost.unconfirmed else "")
             if shape.price is not None
             else f"{inst.name}: no on-demand price in the catalog"
             + (f" ({inst.price.note})" if inst.price is not None and inst.price.note else "")
