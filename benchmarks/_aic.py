@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kvadvisor.catalog.efficiency import Efficiency
+from kvadvisor.catalog.efficiency import AllReduceTable, Efficiency
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import ModelSpec, get_model, model_from_hf_config
 from kvadvisor.errors import CatalogError
@@ -34,6 +34,48 @@ SYSTEM_GPU = {
     "l40s": "l40s",
 }
 MS_PER_S = 1e3
+US_PER_MS = 1e3
+BYTES_PER_GB = 1e9
+# The message sizes of AIC's vLLM custom all-reduce tables (custom_allreduce_perf.parquet):
+# 2^7 to 2^29 bf16 elements per GPU.
+ALLREDUCE_ELEMENTS = tuple(2**k for k in range(7, 30))
+ALLREDUCE_TPS = (2, 4, 8)
+BF16_BYTES = 2
+
+
+def aic_allreduce(system: str, version: str) -> dict:
+    """AIC's all-reduce times for one system as an efficiency-catalog ``allreduce`` mapping.
+
+    Asks AIC's own query (``CustomAllReduce``, the op its static mode charges for vLLM's TP
+    all-reduces, CUDA-graph kernel) at the sizes its table was measured at, so the entry holds
+    exactly what AIC interpolates; ``link_gbps`` is the system file's ``intra_node_bw`` (one
+    way). Runs only where aiconfigurator-core is installed.
+    """
+    from aiconfigurator_core.sdk import operations as ops
+    from aiconfigurator_core.sdk.perf_database import get_database
+
+    db = get_database(system, "vllm", version)
+    out: dict = {
+        "link_gbps": float(db.system_spec["node"]["intra_node_bw"]) / BYTES_PER_GB,
+        "message_bytes": [n * BF16_BYTES for n in ALLREDUCE_ELEMENTS],
+    }
+    for tp in ALLREDUCE_TPS:
+        # hidden size 1: a query of x tokens is a message of x elements.
+        op = ops.CustomAllReduce("allreduce", 1, 1, tp)
+        out[f"tp{tp}_us"] = [
+            float(f"{float(op._engine_query(db, x=n)) * US_PER_MS:.4g}") for n in ALLREDUCE_ELEMENTS
+        ]
+    return out
+
+
+def allreduce_table(mapping: dict) -> AllReduceTable:
+    """The mapping of :func:`aic_allreduce` as the step model's table."""
+    return AllReduceTable(
+        link_bytes_per_s=mapping["link_gbps"] * BYTES_PER_GB,
+        message_bytes=tuple(float(x) for x in mapping["message_bytes"]),
+        tps=ALLREDUCE_TPS,
+        times_us=tuple(tuple(mapping[f"tp{tp}_us"]) for tp in ALLREDUCE_TPS),
+    )
 
 
 def load_sweep(path: str | Path) -> pd.DataFrame:

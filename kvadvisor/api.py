@@ -35,6 +35,7 @@ from kvadvisor.report.markdown import MarkdownRenderer
 from kvadvisor.report.replayjson import ReplayJsonRenderer
 from kvadvisor.report.replaytext import ReplayTextRenderer
 from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextRenderer
+from kvadvisor.report.serieslabels import with_series_labels
 from kvadvisor.results.replay import ReplayReport
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.review import ReviewReport
@@ -68,6 +69,10 @@ class Report(AdviceReport):
     def of(cls, report: AdviceReport) -> Report:
         """The same report, with its renderings."""
         return cls(**{f.name: getattr(report, f.name) for f in dataclasses.fields(AdviceReport)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract as plain values: each chart series with its name and axis labels."""
+        return dict(with_series_labels(super().to_dict()))
 
     def to_json(self) -> str:
         """The JSON report (docs/reports.md: the public contract)."""
@@ -246,7 +251,7 @@ def analyze(
     inputs = load_advisor_inputs(
         tuple(str(r) for r in rules), tuple(select), tuple(ignore), tuple(str(c) for c in catalogs)
     )
-    loaded = _plans(plans, PlanCatalogs(inputs.storage, inputs.instances))
+    loaded = _plans(plans, PlanCatalogs(inputs.storage, inputs.instances, inputs.perf))
     report = analyze_source(
         trace if isinstance(trace, Trace) else os.fspath(trace),
         _options(options, settings, inputs, loaded),

@@ -13,13 +13,14 @@ from typing import Any
 
 from kvadvisor.advice.inputs import load_advisor_inputs, load_rule_set, rule_dir_problems
 from kvadvisor.catalog.checkfile import FileCheck, check_catalog_file
-from kvadvisor.catalog.gpus import GpuSpec, load_gpus
+from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.loader import find_named
-from kvadvisor.catalog.models import ModelSpec, load_models
+from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.errors import RuleSyntaxError
 from kvadvisor.rules import Rule, builtin_rules_dir
+from kvadvisor.units import plural
 
 PathLike = str | os.PathLike[str]
 
@@ -49,7 +50,7 @@ def check_rules(directory: PathLike) -> tuple[Rule, ...]:
     path = Path(directory)
     _, problems = rule_dir_problems(os.fspath(path))
     if problems:
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        more = f" (and {plural(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
         raise RuleSyntaxError(problems[0] + more, problems)
     own = load_rules([path], builtin=False)
     if not path.resolve().is_relative_to(builtin_rules_dir().resolve()):
@@ -80,9 +81,13 @@ class Catalogs:
 def load_catalogs(catalogs: Sequence[PathLike] = ()) -> Catalogs:
     """The packaged catalogs with ``catalogs`` files layered on (routed by their ``kind``)."""
     inputs = load_advisor_inputs(catalog_files=_strs(catalogs))
-    return Catalogs(inputs.storage, inputs.instances, load_gpus(), load_models())
+    return Catalogs(inputs.storage, inputs.instances, inputs.perf.gpus, inputs.perf.models)
 
 
-def check_catalog(path: PathLike) -> FileCheck:
-    """A catalog file checked against the schema: every problem with its key path."""
-    return check_catalog_file(Path(path))
+def check_catalog(path: PathLike, alongside: Sequence[PathLike] = ()) -> FileCheck:
+    """A catalog file checked against the schema: every problem with its key path.
+
+    ``alongside``: the other files checked (and loaded) with it, whose storage and GPU entries
+    resolve the names this file gives.
+    """
+    return check_catalog_file(Path(path), [Path(p) for p in alongside])

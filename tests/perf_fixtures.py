@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvadvisor.catalog.efficiency import Efficiency
+from kvadvisor.catalog.efficiency import AllReduceTable, Efficiency
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.models import ModelSpec
 
@@ -36,6 +36,29 @@ TOY_GPU = GpuSpec(
     pcie_gbps=10.0,
     nvlink_gbps=100.0,
 )
+# A toy all-reduce table, measured over the toy GPU's 50 GB/s one-way link: 5-6 us for the
+# smallest message, 64,000 bytes (1,000 toy tokens) in 10 / 20 / 40 us at TP 2 / 4 / 8.
+TOY_ALLREDUCE = AllReduceTable(
+    link_bytes_per_s=50e9,
+    message_bytes=(64.0, 64_000.0, 640_000.0),
+    tps=(2, 4, 8),
+    times_us=((5.0, 10.0, 50.0), (5.0, 20.0, 100.0), (6.0, 40.0, 200.0)),
+)
+
+
+def ideal_allreduce(link_bytes_per_s: float = 50e9) -> AllReduceTable:
+    """A ring all-reduce at the full link and no latency: ``2 (tp-1)/tp s / link``."""
+    sizes = (1.0, 1e9)
+    return AllReduceTable(
+        link_bytes_per_s=link_bytes_per_s,
+        message_bytes=sizes,
+        tps=(2, 4, 8),
+        times_us=tuple(
+            tuple(2 * (tp - 1) / tp * s / link_bytes_per_s * 1e6 for s in sizes) for tp in (2, 4, 8)
+        ),
+    )
+
+
 # Every fraction one half; p = 1 (compute and memory add); round overheads.
 HALF = Efficiency(
     gemm_efficiency=0.5,
@@ -45,9 +68,6 @@ HALF = Efficiency(
     memory_efficiency=0.5,
     moe_memory_efficiency=0.5,
     decode_attention_efficiency=0.5,
-    link_efficiency_tp2=0.5,
-    link_efficiency_tp4=0.5,
-    link_efficiency_tp8=0.25,
     roofline_sharpness=1.0,
     moe_half_efficiency_width=0.0,
     expert_imbalance=0.0,
@@ -59,9 +79,7 @@ HALF = Efficiency(
     mla_layer_overhead_us=30.0,
     fp8_layer_overhead_us=40.0,
     step_overhead_us=100.0,
-    allreduce_latency_us_tp2=5.0,
-    allreduce_latency_us_tp4=5.0,
-    allreduce_latency_us_tp8=5.0,
+    allreduce=TOY_ALLREDUCE,
     source="test",
 )
 PEAK = 100e12 * 0.5  # FLOP/s at half efficiency

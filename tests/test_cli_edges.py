@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "kvadvisor"
 runner = CliRunner()
 SMALL = SAMPLES / "vllm_bench_old.json"  # 30 requests
-PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
 
 
 @pytest.mark.parametrize(
@@ -154,19 +154,51 @@ def test_every_error_hint_resolves_for_a_pip_user(cls: type) -> None:
 
 
 def test_every_docs_reference_in_the_package_resolves() -> None:
-    """Each `kvadvisor docs TOPIC#SECTION` a rule (the review's checks too) or fact cites exists.
+    """Each `kvadvisor docs TOPIC[#SECTION]` a rule (the review's checks too) or fact cites exists.
 
-    No DESIGN.md: it does not ship.
+    No DESIGN.md and no `docs/X.md` path: neither is on a pip user's disk; the docs command is.
     """
-    shown = [ref for r in load_rules([], FACTS) for ref in r.docs.references] + [
-        f.description for f in FACTS.values()
-    ]
-    assert not [s for s in shown if "DESIGN.md" in s]
-    cited = {ref for s in shown for ref in re.findall(r"kvadvisor docs ([a-z-]+#[a-z0-9_-]+)", s)}
+    shown = [
+        text
+        for r in load_rules([], FACTS)
+        for text in (r.docs.what, r.docs.why, r.docs.example, *r.docs.references)
+    ] + [f.description for f in FACTS.values()]
+    assert not [s for s in shown if "DESIGN.md" in s or re.search(r"docs/[\w-]+\.md", s)]
+    cited = {
+        ref for s in shown for ref in re.findall(r"kvadvisor docs ([a-z-]+(?:#[a-z0-9_-]+)?)", s)
+    }
     assert {"cache#prefix-hit", "advisor#one-storage-spec", "stage-profiler#io-demand"} <= cited
     for ref in sorted(cited):
         topic, _, part = ref.partition("#")
-        assert section((docs_dir() / f"{topic}.md").read_text(encoding="utf-8"), part), ref
+        text = (docs_dir() / f"{topic}.md").read_text(encoding="utf-8")
+        assert not part or section(text, part), ref
+
+
+# A path into the repository's docs/ or DESIGN.md, which a pip-installed user does not have.
+_REPO_DOC = re.compile(r"DESIGN\.md|docs/[\w-]+\.md")
+
+
+def test_what_a_user_reads_cites_no_file_they_lack() -> None:
+    """Shipped data (catalog sources, report schemas, templates) and the rendered reports.
+
+    Each golden report is the output of a run; the data files are read as they ship. A
+    reference there goes through `kvadvisor docs TOPIC`, which every install has.
+    """
+    shipped = [
+        *sorted((PKG / "catalog" / "data").glob("*.yaml")),
+        *sorted((PKG / "report" / "schema").glob("*.json")),
+        *sorted((PKG / "report" / "templates").iterdir()),
+        *sorted((REPO / "tests" / "golden").glob("*/report.*")),
+    ]
+    assert len(shipped) > 10
+    cited = {
+        f"{path.relative_to(REPO)}: {m.group()}"
+        for path in shipped
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if not (path.suffix == ".yaml" and line.lstrip().startswith("#"))  # comments: not shown
+        for m in _REPO_DOC.finditer(line)
+    }
+    assert not cited
 
 
 def test_docs_command_lists_and_refuses() -> None:
@@ -193,13 +225,23 @@ ALL_COMMANDS = sorted(_commands(typer.main.get_command(app)))
 
 @pytest.mark.parametrize("command", ALL_COMMANDS, ids=" ".join)
 def test_help_reads_at_80_columns(command: tuple[str, ...]) -> None:
-    """Every command's --help at 80 columns: no `<bool>`, no `<list[...]>`, no cut names."""
+    """Every command's --help at 80 columns: no `<bool>`, no `<list[...]>`, no cut names.
+
+    No metavar wrapped mid-word either: a choice list (`<parquet|csv|...`) or a range
+    (`[0.001<=x<=10000000`) that opens on a line and closes on the next.
+    """
     res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     assert "<bool>" not in res.stdout and "<list[" not in res.stdout
     option_names = re.findall(r"│ (-[-\w]+…)", res.stdout)
     assert not option_names, option_names
     assert "…" not in res.stdout
+    split = [
+        line
+        for line in res.stdout.splitlines()
+        if re.search(r"<[a-z][\w|-]*$|<[a-z][\w|-]*\s{2}|\[[^]\s]*<=[^]\s]*(\s|$)", line)
+    ]
+    assert not split, split
 
 
 def test_analyze_help_is_grouped_into_panels() -> None:

@@ -359,7 +359,7 @@ def test_stream_missing_required_columns(tmp_path) -> None:
         "column 'input_tokens': missing_column",
         "kvadvisor convert",
     )
-    assert "(and 1 more problem(s))" in message  # output_tokens too
+    assert "(and 1 more problem)" in message  # output_tokens too
 
 
 def test_stream_bad_cells(tmp_path) -> None:
@@ -818,7 +818,7 @@ PLAN = {"model": {"kv_bytes_per_token": 1024}, "stages": {"prefill": {"count": 1
             [
                 "expected a mapping with keys name, description, model",
                 "got a list",
-                "docs/review.md",
+                "kvadvisor docs review#the-plan-file",
             ],
         ),
         ("42\n", ["got a number"]),
@@ -1135,7 +1135,7 @@ def test_plan_on_a_trace_too_large_to_replay(tmp_path) -> None:
         + SAMPLED_BYTES_PER_REQUEST * stream.requests
         + 120 * stream.block_accesses // 4
     )
-    plan = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+    plan = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
     result = runner.invoke(
         app,
         [

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from perf_fixtures import BODY, BW, HALF, HEAD, PEAK, TOY, TOY_GPU
+from perf_fixtures import BODY, BW, HALF, HEAD, PEAK, TOY, TOY_ALLREDUCE, TOY_GPU
 
 from kvadvisor.catalog.efficiency import efficiency_for
 from kvadvisor.catalog.gpus import get_gpu
@@ -67,23 +67,59 @@ def test_elementwise_term_by_hand() -> None:
     assert toy(tp=2)._elementwise_s(np.array(10.0)) == pytest.approx(10 * per_token_tp2 / BW)
 
 
+def test_allreduce_table_by_hand() -> None:
+    """The toy table: linear between sizes, proportional past the last, clamped below the first.
+
+    TP 4 at 32,032 bytes: halfway from 5 to 20 us on a straight line (12.5 us); 1,280,000
+    bytes, twice the last size: 2 x 100 us; 10 bytes: the first size's 5 us.
+    """
+    ar, link = TOY_ALLREDUCE, 50e9
+    got = ar.time_s(4, np.array([32_032.0, 1_280_000.0, 10.0]), link) * 1e6
+    assert got == pytest.approx([12.5, 200.0, 5.0])
+    assert ar.time_s(1, np.array(64_000.0), link) == 0.0
+
+
+def test_allreduce_table_between_and_beyond_measured_tp() -> None:
+    """TP 6: log2-linear between TP 4 and 8; TP 16: TP 8's part above latency x the ring factor.
+
+    At 64,000 bytes: TP 6 weighs TP 8 by w = log2(6) - 2 (20 + 20 w us, latency 5 + w);
+    TP 16: 6 + (40 - 6) x (15/16) / (7/8) us.
+    """
+    ar, link = TOY_ALLREDUCE, 50e9
+    w = np.log2(6) - 2
+    assert ar.time_s(6, np.array(64_000.0), link) * 1e6 == pytest.approx(20 + 20 * w)
+    assert ar.latency_s(6, link) * 1e6 == pytest.approx(5 + w)
+    ring = (15 / 16) / (7 / 8)
+    assert ar.time_s(16, np.array(64_000.0), link) * 1e6 == pytest.approx(6 + 34 * ring)
+
+
+def test_allreduce_table_rescaled_to_another_link() -> None:
+    """A link half as fast doubles the part above the latency: TP 4, 64,000 bytes, 5 + 2 x 15."""
+    got = TOY_ALLREDUCE.time_s(4, np.array(64_000.0), 25e9) * 1e6
+    assert got == pytest.approx(35.0)
+    assert TOY_ALLREDUCE.latency_s(4, 25e9) * 1e6 == pytest.approx(5.0)
+
+
 def test_allreduce_term_by_hand() -> None:
-    """TP 4: 2 per layer x (5 us + 2 (3/4) T h 2 bytes / (50 GB/s x 0.5)); none at TP 1."""
+    """TP 4: 2 per layer + 1 after the embedding, each T h 2 bytes from the table; none at TP 1.
+
+    1,000 toy tokens are 1,000 x 32 x 2 = 64,000 bytes: 20 us at TP 4, 40 us at TP 8.
+    """
     t = np.array(1000.0)
-    one = 5e-6 + 2 * 3 / 4 * 1000 * 32 * 2 / (50e9 * 0.5)
-    assert toy(tp=4)._allreduce_s(t) == pytest.approx(2 * 2 * one)
+    assert toy(tp=4)._allreduce_s(t) == pytest.approx((2 * 2 + 1) * 20e-6)
+    assert toy(tp=8)._allreduce_s(t) == pytest.approx((2 * 2 + 1) * 40e-6)
     assert toy()._allreduce_s(t) == 0.0
-    # TP 8 at its own fitted efficiency (0.25); TP 6 between 4 and 8, log-linearly.
-    eight = 5e-6 + 2 * 7 / 8 * 1000 * 32 * 2 / (50e9 * 0.25)
-    assert toy(tp=8)._allreduce_s(t) == pytest.approx(2 * 2 * eight)
-    mid = 0.5 + (0.25 - 0.5) * (np.log2(6) - 2)
-    assert toy(tp=6).link_efficiency() == pytest.approx(mid)
+    assert toy(tp=4).allreduces == 5 and toy().allreduces == 0
 
 
 def test_allreduce_uses_pcie_without_nvlink() -> None:
-    """A GPU without NVLink all-reduces over its PCIe link (10 GB/s one way)."""
+    """A GPU without NVLink all-reduces over its PCIe link (10 GB/s one way).
+
+    The toy table, measured at 50 GB/s, then runs 5x slower above its latency.
+    """
     pm = PerfModel.build(TOY, dataclasses.replace(TOY_GPU, nvlink_gbps=0.0), tp=2, efficiency=HALF)
     assert pm.link_bytes_per_s == 10e9
+    assert pm.allreduce_one_s(np.array(1000.0)) == pytest.approx((5 + 5 * 5) * 1e-6)
 
 
 def test_attention_token_term_and_pair_time() -> None:
@@ -158,14 +194,16 @@ def test_step_by_hand_on_the_grid() -> None:
 def test_prefill_compute_is_the_token_proportional_part() -> None:
     """Recomputing p tokens: matmul FLOPs, norms, all-reduce bandwidth, attention; no fixed costs.
 
-    TP 2, p = 100 after 0: by hand from the HALF coefficients.
+    TP 2, p = 100 after 0: by hand from the HALF coefficients; the all-reduces' part above
+    their latency (6,400-byte messages, 5 per step, on the toy table's 64-to-64,000-byte line
+    from 5 to 10 us).
     """
     pm = toy(tp=2)
     p = 100.0
     expect = (
         2 * p * BODY / 2 / PEAK
         + p * (8 * 32 * 2 + 3 * 64 * 2 / 2) * 2 / BW
-        + 2 * 2 * 2 * 1 / 2 * p * 32 * 2 / (50e9 * 0.5)
+        + 5 * (p * 32 * 2 - 64) / (64_000 - 64) * 5e-6
         + p * 2 * 2 * 1e-9
         + 2 * (p * (p + 1) / 2) * 2 * 2 * 16 / PEAK
     )
@@ -247,7 +285,9 @@ def test_published_dtypes_set_weight_bytes() -> None:
     )
 
 
-@pytest.mark.parametrize("field", ["gemm_efficiency", "memory_efficiency", "link_efficiency_tp2"])
+@pytest.mark.parametrize(
+    "field", ["gemm_efficiency", "memory_efficiency", "decode_attention_efficiency"]
+)
 @pytest.mark.parametrize("value", [0.0, 1.5])
 def test_efficiency_outside_unit_interval_is_a_config_error(field: str, value: float) -> None:
     """A fraction of peak outside (0, 1] would divide by zero or beat the roofline: refused."""
@@ -269,7 +309,10 @@ def test_build_refuses_bad_options() -> None:
 
 
 def test_default_coefficients_per_gpu() -> None:
-    """Each GPU gets its fitted entry, a sibling's (same architecture) or the fallback, said so."""
+    """Each GPU gets its fitted entry, a listed sibling's or a borrowed one, said so.
+
+    (The borrowing rule is tested in test_catalog_efficiency.py.)
+    """
     h200, why = efficiency_for("h200")
     assert why == "fitted for h200" and "aiconfigurator" in h200.source
     h800, why = efficiency_for("h800")
@@ -277,6 +320,6 @@ def test_default_coefficients_per_gpu() -> None:
         "h100-sxm" in why and h800.gemm_efficiency == efficiency_for("h100-sxm")[0].gemm_efficiency
     )
     _, why = efficiency_for("mi300x")
-    assert "no silicon-fitted entry" in why
+    assert "mi300x has no fitted coefficients" in why
     pm = PerfModel.build(TOY, get_gpu("h200"))
     assert pm.efficiency_note == "fitted for h200"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from perf_fixtures import HALF
+from perf_fixtures import HALF, ideal_allreduce
 
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import get_model
@@ -22,7 +22,7 @@ from kvadvisor.perfmodel.transfer import (
 # Every fraction 1, no fixed costs, a sharp roofline: the peak machine Mooncake's G assumes.
 PEAK = HALF.with_values(
     "peak, as the Mooncake paper's G",
-    **{k: 1.0 for k in HALF.as_dict() if k.endswith("efficiency") or k.startswith("link_eff")},
+    **{k: 1.0 for k in HALF.as_dict() if k.endswith("efficiency")},
     roofline_sharpness=50.0,
     moe_half_efficiency_width=0.0,
     attention_ns_per_token_head=0.0,
@@ -30,9 +30,7 @@ PEAK = HALF.with_values(
     prefill_attention_layer_us=0.0,
     decode_attention_layer_us=0.0,
     step_overhead_us=0.0,
-    allreduce_latency_us_tp2=0.0,
-    allreduce_latency_us_tp4=0.0,
-    allreduce_latency_us_tp8=0.0,
+    allreduce=ideal_allreduce(),
 )
 
 

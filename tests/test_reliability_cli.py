@@ -29,7 +29,7 @@ from kvadvisor.termtext import printable
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_traces" / "mooncake_conversation.parquet"
 SMALL = REPO / "sample_traces" / "vllm_bench_old.json"
-PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
 runner = CliRunner()
 ESC = "\x1b"
 
@@ -55,6 +55,8 @@ def _main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
         (["--instances", str(2**64)], "'--instances'"),
         (["--window", "inf"], "'--window'"),
         (["--window", "nan"], "'--window'"),
+        (["--window", "0"], "'--window': 0 is not in 0.001 to 10,000,000 seconds"),
+        (["--window", "1e8"], "'--window': 1e+08 is not in 0.001 to 10,000,000 seconds"),
         (["--warmup-fraction", "nan"], "'--warmup-fraction'"),
         (["--cache-sample-rate", "inf"], "'--cache-sample-rate'"),
         (["--block-tokens", str(2**40)], "'--block-tokens'"),
@@ -178,7 +180,7 @@ def test_review_markdown_keeps_plan_names_in_code(tmp_path: Path) -> None:
     name = "p`><img src=x onerror=alert(1)>"
     plan = tmp_path / "plan.yaml"
     plan.write_text(
-        PLAN.read_text().replace("name: p5e-prefill-h20-decode", f"name: '{name}'"),
+        PLAN.read_text().replace("name: p5e-prefill-p5-decode", f"name: '{name}'"),
         encoding="utf-8",
     )
     out = tmp_path / "review.md"

@@ -180,19 +180,7 @@ def test_pollaczek_khinchine_mean_wait_single_server_deterministic_service() -> 
 def mooncake_head() -> TraceArrays:
     """The first 3,000 requests of the Mooncake conversation sample, with their hashes."""
     trace = read_trace(SAMPLES / "mooncake_conversation.parquet")
-    full = TraceArrays.from_trace(trace)
-    n = 3000
-    assert full.offsets is not None and full.block_ids is not None
-    cut = int(full.offsets[n])
-    return TraceArrays(
-        full.arrival_s[:n],
-        full.input_tokens[:n],
-        full.output_tokens[:n],
-        full.block_tokens,
-        full.offsets[: n + 1],
-        full.block_ids[:cut],
-        full.id_bound,
-    )
+    return TraceArrays.from_trace(trace).take(np.arange(3000))
 
 
 def test_hit_ratio_equals_the_exact_cache_engine_one_replica(mooncake_head: TraceArrays) -> None:

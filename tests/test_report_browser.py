@@ -15,6 +15,7 @@ import select
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,43 @@ CHROMIUM_FLAGS = (
     "--remote-debugging-pipe",
 )
 TIMEOUT_S = 60.0
-VIEWPORT_WIDTH_PX = 1100
+# A 1400 px window, as a review meeting's screen: the verdict cards must show every fact
+# without text running out of its box.
+VIEWPORT_WIDTH_PX = 1400
+# Names as long as real catalog entries, so the cards' layout is tested on them.
+LONG_STORAGE = "aws-fsx-lustre-persistent2-125"
+LONG_HOST = "host-dram-ddr5-sapphire-rapids"
+# No hyphen or space to break at: an Azure VM size, as the instance catalog spells them.
+LONG_INSTANCE = "Standard_ND96isr_H200_v5"
 
 # Runs in the page: the rendered size of every chart and the number of <figure> elements.
+# Runs in the page: every text box inside a verdict card whose content is wider than the box,
+# that runs outside the card, or that overlaps another (text spilling into its neighbour).
+OVERFLOW_JS = """(() => {
+  const out = [];
+  const boxes = (card) => Array.from(card.querySelectorAll('dt, dd, li, p, h3, h4'));
+  const overlap = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 &&
+                            Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+  for (const card of document.querySelectorAll('.card')) {
+    const c = card.getBoundingClientRect();
+    const els = boxes(card);
+    const rects = els.map(el => el.getBoundingClientRect());
+    els.forEach((el, i) => {
+      const r = rects[i];
+      const say = (why) => out.push({why: why, tag: el.tagName,
+                                     text: (el.textContent || '').slice(0, 60)});
+      if (el.scrollWidth > el.clientWidth + 1) say('content wider than its box');
+      if (r.right > c.right + 0.5 || r.left < c.left - 0.5) say('box outside the card');
+      for (let j = i + 1; j < els.length; j++) {
+        if (!el.contains(els[j]) && !els[j].contains(el) && overlap(r, rects[j])) {
+          say('overlaps ' + els[j].tagName + ' ' + (els[j].textContent || '').slice(0, 30));
+        }
+      }
+    });
+  }
+  return JSON.stringify({cards: document.querySelectorAll('.card').length, overflow: out});
+})()"""
+
 MEASURE_JS = """(() => {
   const figs = Array.from(document.querySelectorAll('figure.chart'));
   return JSON.stringify({
@@ -169,6 +204,22 @@ def _problems(events: list[dict[str, Any]]) -> list[str]:
     return found
 
 
+def _long_names(report):  # type: ignore[no-untyped-def]
+    """The report with catalog-length storage and host names in every verdict and tier."""
+    rec = report.recommendation
+    stages = {}
+    for stage in ("prefill", "decode"):
+        r = getattr(rec, stage)
+        tiers = (
+            tuple(replace(t, name=LONG_STORAGE if i else LONG_HOST) for i, t in enumerate(r.tiers))
+            + (replace(r.tiers[0], name=LONG_HOST),)
+            if r.tiers
+            else r.tiers
+        )
+        stages[stage] = replace(r, instance=LONG_INSTANCE, storage=LONG_STORAGE, tiers=tiers)
+    return replace(report, recommendation=replace(rec, **stages))
+
+
 def test_html_report_in_chromium(tmp_path: Path) -> None:
     """The full report opens offline with no console error, every chart drawn, screenshot saved."""
     binary = _chromium()
@@ -180,7 +231,7 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
             "opened in one (install Debian's chromium to run it; with CI=true this fails instead)"
         )
     page = tmp_path / "report.html"
-    page.write_text(HtmlRenderer().render(full_report()), encoding="utf-8")
+    page.write_text(HtmlRenderer().render(_long_names(full_report())), encoding="utf-8")
     browser = Cdp(binary, tmp_path / "profile")
     try:
         target = browser.call("Target.createTarget", url="about:blank")["targetId"]
@@ -211,6 +262,11 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
             mobile=False,
         )
         shot = browser.call("Page.captureScreenshot", session, format="png")
+        overflow = json.loads(
+            browser.call("Runtime.evaluate", session, expression=OVERFLOW_JS, returnByValue=True)[
+                "result"
+            ]["value"]
+        )
         # Printed, the charts must still lay out (the print stylesheet keeps them whole).
         browser.call("Emulation.setEmulatedMedia", session, media="print")
         printed = json.loads(
@@ -232,6 +288,9 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
     assert document.startswith(b"%PDF")
 
     assert _problems(browser.events) == []
+    # At 1400 px both verdict cards show every fact inside their box.
+    assert overflow["cards"] == 2
+    assert overflow["overflow"] == [], overflow["overflow"]
     charts = measured["charts"]
     # The full fixture fills every section that draws charts: workload (3), stages (1+),
     # prefix cache (1+) and I/O (1+).

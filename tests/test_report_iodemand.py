@@ -8,6 +8,7 @@ import pytest
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.report.html.chartviews import bandwidth_spec
+from kvadvisor.results.series import SeriesKey
 from kvadvisor.sections.profile import MAX_SERIES_POINTS, _downsample
 from kvadvisor.trace import read_trace
 from kvadvisor.units import BYTES_PER_GB
@@ -50,7 +51,8 @@ def test_plotted_series_reaches_the_reported_p99_and_peak(mooncake_io, side) -> 
     """
     io = mooncake_io
     rate = getattr(io, side)
-    series = next(s for s in io.series if s.name == f"KV {side} demand")
+    key = SeriesKey.WRITE_DEMAND if side == "write" else SeriesKey.READ_DEMAND
+    series = next(s for s in io.series if s.key is key)
     assert len(series.x) <= MAX_SERIES_POINTS < 3537
     spec = bandwidth_spec(series, rate, f"t-{side}", io.window_s)
     plotted = [v * BYTES_PER_GB for line in spec.lines for v in line.y]

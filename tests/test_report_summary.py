@@ -9,8 +9,10 @@ from report_fixtures import bare_report, full_report
 from kvadvisor.report import summary
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html.build import build_view
+from kvadvisor.report.html.inputs import inputs_rows
 from kvadvisor.report.markdown import MarkdownRenderer
 from kvadvisor.results.common import LengthSummary
+from kvadvisor.results.report import Alternative
 
 # The Mooncake trace's published prompt lengths: mean 12,035.1, p50 6,909, p99 85,400.4,
 # max 126,195 (p90 27,367 by statistics.quantiles).
@@ -76,3 +78,74 @@ def test_shared_prefixes_and_conversations_are_shown() -> None:
         ("another conversation", "11.0%", "13.0%"),
     )
     assert "upper bound" in conv.note  # inferred without session ids
+
+
+def test_alternatives_are_ranked_per_kind() -> None:
+    """Instances and storage each get their own ranked table; no shared "kind" column."""
+    report = full_report()
+    rec = report.recommendation
+    pre = rec.prefill
+    instances = (
+        Alternative("instance", "p5e.48xlarge", 1, "fits the KV working set", True),
+        Alternative("instance", "p4d.24xlarge", 2, "KV does not fit", False),
+    )
+    report = replace(
+        report,
+        recommendation=replace(
+            rec, prefill=replace(pre, alternatives=pre.alternatives + instances)
+        ),
+    )
+    section = build_view(report).alternatives
+    tables = {t.caption: t for t in section.tables}
+    assert list(tables) == ["Prefill: GPU instances", "Prefill: storage"]
+    assert tables["Prefill: GPU instances"].headers == ("rank", "option", "feasible", "reason")
+    assert [r[:2] for r in tables["Prefill: GPU instances"].rows] == [
+        ("1", "p5e.48xlarge"),
+        ("2", "p4d.24xlarge"),
+    ]
+    assert [r[1] for r in tables["Prefill: storage"].rows] == ["local NVMe Gen5", "cloud block"]
+
+
+def test_a_trace_without_arrival_spread_is_not_over_0_s() -> None:
+    """A benchmark result with no start times has no span: the reports say why, not "0 s"."""
+    report = full_report()
+    flat = replace(report, trace=replace(report.trace, duration_s=0.0, arrival_rate_per_s=None))
+    assert "40 requests, arrival times unknown" in summary.headline_number(flat).text
+    keys = {k.name: k for k in summary.key_numbers(flat)}
+    assert keys["requests"].note == "arrival times unknown"
+    workload = next(s for s in build_view(flat).sections if s.id == "workload")
+    assert workload.lead.startswith("40 requests, arrival times unknown;")
+    one = replace(flat, trace=replace(flat.trace, requests=1), prefix_cache=None, stage_split=None)
+    assert (summary.headline_number(one).value, summary.headline_number(one).text) == (
+        "1",
+        "request",
+    )
+    # A measured span keeps its figure.
+    assert keys != {k.name: k for k in summary.key_numbers(report)}
+    assert "40 requests over 29.2 s" in summary.headline_number(report).text
+
+
+def test_options_are_shown_as_given() -> None:
+    """An option is a value as typed, not a measured figure ("iterations 300.0%" was one)."""
+    report = full_report()
+    report = replace(
+        report,
+        options={"iterations": 3, "warmup_fraction": 0.5, "no_replay": False, "gpu": None},
+    )
+    rows = dict(inputs_rows(report))
+    assert rows["option iterations"] == "3"
+    assert rows["option warmup_fraction"] == "0.5"
+    assert rows["option no_replay"] == "no"
+    assert rows["option gpu"] == "not set (default)"
+
+
+def test_unmeasured_hit_ratio_says_why() -> None:
+    """A trace without block hashes: the key number gives the section's reason, not a cache."""
+    report = full_report()
+    pc = report.prefix_cache
+    why = "prefix reuse unknown: the trace has no block hashes, so no hit ratio can be measured"
+    unknown = replace(pc, hit_ratio=replace(pc.hit_ratio, all=None, steady=None), note=why)
+    keys = {k.name: k for k in summary.key_numbers(replace(report, prefix_cache=unknown))}
+    assert (keys["prefix hit ratio"].value, keys["prefix hit ratio"].note) == ("not measured", why)
+    keys = {k.name: k for k in summary.key_numbers(report)}
+    assert keys["prefix hit ratio"].note.endswith("; unbounded cache")

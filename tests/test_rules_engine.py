@@ -85,6 +85,10 @@ def test_evaluate_reports_why_quiet() -> None:
     rule = parse_rule(doc, "x.yaml", FACTS)
     fired = evaluate([rule], facts(write_peak_to_mean=4.0, prefill_share_gpu_time=0.6))
     assert fired.fired[0].message == "peak/mean 4×"
+    # Why it fired: every part of a true `all` is quoted (the HTML's "Fired" table shows it).
+    assert fired.fired[0].reason == (
+        "condition met: write_peak_to_mean = 4× >= 3× and prefill_share_gpu_time = 60.0% >= 50.0%"
+    )
     assert fired.fired[0].evidence["write_peak_to_mean"] == {
         "value": 4.0,
         "unit": "x",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kvadvisor.report.serieslabels import series_labels
 from kvadvisor.sections.workload import arrival_series, arrival_window_s, length_histogram
 
 
@@ -20,7 +21,8 @@ def test_arrival_series_by_hand() -> None:
     s = arrival_series(np.array([0.0, 0.5, 1.2, 3.9]), 3.9)
     assert s is not None
     assert s.x == (0.0, 1.0, 2.0, 3.0) and s.y == (2.0, 1.0, 0.0, 1.0)
-    assert s.name == "arrivals per 1 s window" and s.y_unit == "requests/s"
+    assert s.window_s == 1 and s.y_unit == "requests/s"
+    assert series_labels(s).name == "arrivals per 1 s window"
     # 1000 s in 5-s windows: 201 windows, the request at 1000 s in the last; rate = count / 5.
     s = arrival_series(np.array([0.0, 4.9, 5.0, 1000.0]), 1000.0)
     assert s is not None and len(s.x) == 201 and s.x[-1] == 1000.0
@@ -34,5 +36,5 @@ def test_length_histogram_by_hand() -> None:
     assert h is not None
     assert h.x == (0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0)
     assert h.y == (2.0, 2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
-    assert h.name == "input length distribution"
+    assert series_labels(h).name == "input length distribution"
     assert length_histogram(np.array([], dtype=np.int64), "output") is None

@@ -145,7 +145,7 @@ def test_benchmark_over_the_slo_fails(model_folder: Path) -> None:
     write_vllm_result(model_folder, "meta-llama/Llama-3.1-8B-Instruct", slow=3.0)
     result = runner.invoke(app, ["verify", "--results", str(model_folder)])
     assert result.exit_code == EXIT_FINDINGS, result.output
-    assert "TPOT p99 0.06 s over the SLO 0.05 s" in result.output
+    assert "TPOT p99 60 ms over the SLO 50 ms" in result.output
 
 
 def test_benchmark_of_another_model_is_refused(model_folder: Path) -> None:

@@ -244,6 +244,18 @@ def test_truncated_fio_json_is_refused(fio_run: dict, tmp_path: Path) -> None:
     one_error_line(result, "prefill.disk.json", "not valid JSON at line", "truncated")
 
 
+def test_a_phase_severity_outside_the_vocabulary_is_refused(fio_run: dict, tmp_path: Path) -> None:
+    """A hand-edited manifest severity: exit 2 naming the phase and the severities there are."""
+    copy = tmp_path / "copy"
+    shutil.copytree(fio_run["folder"], copy)
+    manifest = json.loads((copy / "verify.json").read_text())
+    phase = manifest["fio"][0]["phases"][0]
+    phase["severity"] = "fatal"
+    (copy / "verify.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["verify", "--results", str(copy)])
+    one_error_line(result, f"'{phase['name']}'", "severity 'fatal'", "info, warning, error")
+
+
 def test_stray_fio_output_of_another_set_is_refused(fio_run: dict, tmp_path: Path) -> None:
     """A fio JSON under another name in results/ must still be of this job set."""
     copy = tmp_path / "copy"

@@ -7,10 +7,11 @@ advisor itself stays pure.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvadvisor.catalog.crossref import check_references
 from kvadvisor.catalog.instances import InstanceSpec, load_instances
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs, load_perf_catalogs
 from kvadvisor.catalog.storage import StorageSpec, catalog_files_by_kind, load_storage
 from kvadvisor.facts.registry import FACTS
 from kvadvisor.rules import Rule, load_rules, select_rules
@@ -19,11 +20,16 @@ from kvadvisor.rules.loader import check_rules
 
 @dataclass(frozen=True)
 class AdvisorInputs:
-    """Everything the advisor reads besides the workload: rules and catalogs."""
+    """Everything the advisor reads besides the workload: rules and catalogs.
+
+    ``perf`` holds the GPUs, models and step-model coefficients (with the user's files): the
+    stage profiler, the replays and the advisor compute every step time from it.
+    """
 
     rules: tuple[Rule, ...]
     storage: Mapping[str, StorageSpec]
     instances: Mapping[str, InstanceSpec]
+    perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)
 
 
 def load_advisor_inputs(
@@ -40,7 +46,8 @@ def load_advisor_inputs(
     by_kind = catalog_files_by_kind(catalog_files)
     storage, instances = load_storage(by_kind["storage"]), load_instances(by_kind["instances"])
     check_references(storage, instances)
-    return AdvisorInputs(load_rule_set(rules_dirs, select, ignore), storage, instances)
+    perf = load_perf_catalogs(by_kind["gpus"], by_kind["models"], by_kind["efficiency"])
+    return AdvisorInputs(load_rule_set(rules_dirs, select, ignore), storage, instances, perf)
 
 
 def rule_dir_problems(directory: str) -> tuple[int, tuple[str, ...]]:

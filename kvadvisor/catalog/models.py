@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, load_catalog_file, lookup
+from kvadvisor.catalog.loader import FieldSpec, check_entries, load_catalog_file, lookup
 from kvadvisor.errors import CatalogError
 from kvadvisor.fileio import check_input
 from kvadvisor.jsonio import MAX_CONFIG_BYTES, load_file
@@ -326,6 +326,11 @@ def check_model_entries(
     return {
         name: _spec_from_entry(name, e, f"{path}: entries.{name}") for name, e in entries.items()
     }
+
+
+def parse_models(data: Any, path: str) -> dict[str, ModelSpec]:
+    """Check a parsed model catalog document and build its specs."""
+    return check_model_entries(check_entries(path, "models", data, MODEL_FIELDS), path)
 
 
 @lru_cache(maxsize=4)

@@ -118,6 +118,16 @@ MemoryLimitOpt = Annotated[
 ]
 
 
+class Provider(str, Enum):
+    """Providers a deployment verdict can be given for (docs/advisor.md)."""
+
+    aws = "aws"
+    gcp = "gcp"
+    azure = "azure"
+    alibaba = "alibaba"
+    onprem = "onprem"
+
+
 class KvDtype(str, Enum):
     """KV cache element type."""
 
@@ -165,7 +175,10 @@ WeightDtypeOpt = Annotated[
     WeightDtype | None,
     typer.Option(
         "--weight-dtype",
-        help="Weight dtype. Default: the checkpoint's published one (FP8 for "
+        metavar="DTYPE",
+        help="Weight dtype: "
+        + ", ".join(d.value for d in WeightDtype)
+        + ". Default: the checkpoint's published one (FP8 for "
         "DeepSeek-V3/R1, MXFP4 experts for gpt-oss, bf16 for most).",
         rich_help_panel=PANEL_MODEL,
     ),
@@ -192,16 +205,29 @@ EpOpt = Annotated[
         "parallelism; must divide --tp). Default 1: every expert split over the TP GPUs.",
     ),
 ]
+MIN_WINDOW_S = 1e-3
+
+
+def window_option(value: float) -> float:
+    """--window: a finite number of seconds within the range the help states."""
+    finite_option(value)
+    if not MIN_WINDOW_S <= value <= MAX_WINDOW_S:
+        raise typer.BadParameter(
+            f"{value:g} is not in {MIN_WINDOW_S:g} to {MAX_WINDOW_S:,.0f} seconds"
+        )
+    return value
+
+
 WindowOpt = Annotated[
     float,
     typer.Option(
         "--window",
-        min=1e-3,
-        max=MAX_WINDOW_S,
-        callback=finite_option,
+        # The range is checked in the callback and said in the help: typer's own range text
+        # ([0.001<=x<=10000000.0]) wrapped mid-number in this panel at 80 columns.
+        callback=window_option,
         metavar="SECONDS",
         rich_help_panel=PANEL_DEPLOYMENT,
-        help="Window of the I/O demand time series.",
+        help=f"Window of the I/O demand time series ({MIN_WINDOW_S:g} to {MAX_WINDOW_S:,.0f} s).",
     ),
 ]
 InstancesOpt = Annotated[
@@ -349,8 +375,28 @@ def analyze_cmd(
             "--storage",
             metavar="NAME",
             callback=name_option("storage"),
-            help="One storage spec (catalog name) for both stages: per-stage utilization "
-            "and idle-stage warnings.",
+            help="The capacity tier below host memory on the nodes that prefill (catalog "
+            "name): the search sizes and replays it.",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = None,
+    provider: Annotated[
+        list[Provider] | None,
+        typer.Option(
+            "--provider",
+            metavar="PROVIDER",
+            help="Give a deployment verdict for this provider: aws, gcp, azure, alibaba or "
+            "onprem (default: every provider in the catalog, one verdict each). Repeatable.",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo",
+            metavar="TARGETS",
+            help="Latency targets the fleet must meet, METRIC_pNN=TIME, comma-separated, "
+            "e.g. ttft_p99=2s (default: MLPerf's server limits for the model).",
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
@@ -412,8 +458,11 @@ def analyze_cmd(
         list[Engine] | None,
         typer.Option(
             "--emit",
+            metavar="ENGINE",
             help="Write this engine's configuration (or the deployment plan) for the "
-            "recommended deployment into the -o directory. Repeatable.",
+            "recommended deployment into the -o directory: "
+            + ", ".join(e.value for e in Engine)
+            + ". Repeatable.",
             rich_help_panel=PANEL_OUTPUT,
         ),
     ] = None,
@@ -473,6 +522,8 @@ def analyze_cmd(
             **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
             storage=storage,
             instance=as_strs(instance),
+            providers=tuple(p.value for p in provider or ()),
+            slo=slo,
         )
         if not quiet:
             # The summary shares stdout only when no report is written there. It comes first,

@@ -51,14 +51,23 @@ PLAN_FACT_SPECS: tuple[FactSpec, ...] = (
     _p("plan_disaggregated", BOOL, "Whether the plan has both a prefill and a decode stage."),
     _p("plan_ttft_p99_slo_s", Unit.SECONDS, "The plan's TTFT p99 SLO (absent when none)."),
     _p("plan_tpot_p99_slo_s", Unit.SECONDS, "The plan's TPOT p99 SLO (absent when none)."),
-    _p("plan_replayed", BOOL, "Whether the plan was replayed closed loop (docs/replay.md)."),
+    _p(
+        "plan_replayed",
+        BOOL,
+        "Whether the plan was replayed closed loop (`kvadvisor docs replay`).",
+    ),
     _p(
         "fleet_slo_targets_missed",
         C,
         "SLO targets (TTFT p99, TPOT p99) the closed-loop replay missed: fewer than 99% of "
         "requests within the target (an unfinished request misses).",
     ),
-    _p("fleet_overloaded", BOOL, "Whether the replayed fleet is overloaded (docs/replay.md R11)."),
+    _p(
+        "fleet_overloaded",
+        BOOL,
+        "Whether the replayed fleet is overloaded "
+        "(R11, `kvadvisor docs replay#the-mechanisms-each-as-a-rule`).",
+    ),
     _p(
         "fleet_ttft_p99_attainment",
         R,
@@ -110,6 +119,21 @@ PLAN_FACT_SPECS: tuple[FactSpec, ...] = (
         BPS,
         "The decode stage's p99 storage demand per unit on its busiest storage tier.",
     ),
+    _p(
+        "plan_prefill_deployment",
+        TEXT,
+        "The prefill stage's catalog instance and where it runs (its cloud provider, or your own "
+        "servers); absent when the stage names no catalog instance.",
+    ),
+    _p("plan_decode_deployment", TEXT, "The same for the decode stage."),
+    _p(
+        "plan_same_deployment",
+        BOOL,
+        "Whether a disaggregated plan's prefill and decode instances run in one deployment (one "
+        "cloud provider, or both on your own servers): the advisor's deploy.same_deployment rule. "
+        "Absent when a stage names no catalog instance.",
+    ),
+    _p("plan_deployment_reason", TEXT, "Why they do or do not (deploy.same_deployment's words)."),
 )
 
 STAGE_FACT_SPECS: tuple[FactSpec, ...] = (

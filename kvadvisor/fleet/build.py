@@ -3,15 +3,23 @@
 The pool is what vLLM leaves for KV: ``gpu_memory_utilization`` (0.9 by default) of each GPU's
 memory minus its share of the weights (``perfmodel.memory_fit``), in tokens of one rank's KV.
 A model whose weights do not fit is refused with the numbers.
+
+The step table of a replica is chosen by :func:`step_model_for` from what it is given besides
+the deployment (:class:`StepModelInputs`): the catalogs (a user's GPUs, models and
+coefficients layered on the packaged ones) and a calibration to the trace's measured requests.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.deployment import KvModel
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit
+from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.perfmodel.silicon import silicon_step_table
 from kvadvisor.perfmodel.step import StepTable, roofline_step_table
@@ -47,18 +55,36 @@ def pool_tokens(
     return int(fit.kv_capacity_tokens)
 
 
+@dataclass(frozen=True)
+class StepModelInputs:
+    """What a replica's step model is chosen from besides the deployment itself.
+
+    ``catalogs``: the GPU, model and efficiency catalogs (the packaged ones by default; a
+    user's files layered on). ``calibration``: the coefficients fitted to the trace's measured
+    requests, used for a replica of the model and GPU they were measured on.
+    """
+
+    catalogs: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)
+    calibration: StepCalibration | None = None
+
+
 def roofline_for(
     model: ModelSpec,
     gpu: GpuSpec,
     tp: int,
     kv_dtype: str = "bf16",
     weight_dtype: str | None = None,
+    inputs: StepModelInputs | None = None,
 ) -> tuple[PerfModel, StepTable]:
     """The performance model and its roofline step table for one replica.
 
     ``weight_dtype`` None: the checkpoint's published dtypes (FP8 DeepSeek-V3, MXFP4 experts).
+    The GPU's coefficients come from ``inputs.catalogs``; no calibration, no silicon table.
     """
-    pm = PerfModel.build(model, gpu, tp=tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    catalogs = (inputs or StepModelInputs()).catalogs
+    pm = PerfModel.build(
+        model, gpu, tp=tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype, catalogs=catalogs
+    )
     return pm, roofline_step_table(pm)
 
 
@@ -68,13 +94,29 @@ def step_model_for(
     tp: int,
     kv_dtype: str = "bf16",
     weight_dtype: str | None = None,
+    inputs: StepModelInputs | None = None,
 ) -> tuple[PerfModel, StepTable]:
-    """One replica's performance model and step table, silicon where it can be.
+    """One replica's performance model and step table, and (in its ``source``) why that one.
 
-    AIConfigurator's silicon table where the optional ``kvadvisor[silicon]`` extra covers the
-    model and GPU, else the calibrated roofline's. The table's ``source`` names which (the
-    replay report's ``step_model``).
+    In this order: the roofline calibrated to the trace's measured requests when
+    ``inputs.calibration`` was measured on this GPU with this model (at any TP: the fit scales
+    the GPU's coefficients); else AIConfigurator's silicon table where the optional
+    ``kvadvisor[silicon]`` extra covers the model and GPU; else the roofline with the GPU's
+    coefficients from ``inputs.catalogs``. A calibration that does not apply (another GPU or
+    model) is said so in the source. The table's ``source`` is the replay report's
+    ``step_model``.
     """
-    pm = PerfModel.build(model, gpu, tp=tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    inputs = inputs or StepModelInputs()
+    pm = PerfModel.build(
+        model, gpu, tp=tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype, catalogs=inputs.catalogs
+    )
+    cal = inputs.calibration
+    why_not = None if cal is None else cal.mismatch(gpu.name, model.name)
+    if cal is not None and why_not is None:
+        calibrated = pm.with_efficiency(cal.efficiency)
+        return calibrated, replace(calibrated.step_table, source=cal.label)
     choice = silicon_step_table(pm)
-    return choice.perf, choice.perf.step_table
+    table = choice.perf.step_table
+    if why_not is not None:
+        table = replace(table, source=f"{table.source}; {why_not}")
+    return choice.perf, table

@@ -96,7 +96,7 @@ def replayed_latencies(arrays: TraceArrays, pm: PerfModel) -> tuple[np.ndarray, 
 def _window(arrays: TraceArrays, n: int) -> TraceArrays:
     if arrays.requests <= n:
         return arrays
-    return TraceArrays.of(arrays.arrival_s[:n], arrays.input_tokens[:n], arrays.output_tokens[:n])
+    return arrays.take(np.arange(n))
 
 
 def calibrate_through_replay(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.build import kv_model, pool_tokens, step_model_for
+from kvadvisor.fleet.build import StepModelInputs, kv_model, pool_tokens, step_model_for
 from kvadvisor.fleet.deployment import (
     Deployment,
     LinkSpec,
@@ -37,6 +37,7 @@ from kvadvisor.fleet.deployment import (
     Topology,
     WritePolicy,
 )
+from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
 from kvadvisor.results.replay import Role
@@ -131,14 +132,18 @@ def _tier(plan: Plan, stage: StagePlan, i: int, tier: TierPlan, kvb: float) -> T
     )
 
 
-def _stage(plan: Plan, stage: StagePlan, role: Role) -> tuple[StageSpec, list[str]]:
+def _stage(
+    plan: Plan, stage: StagePlan, role: Role, inputs: StepModelInputs
+) -> tuple[StageSpec, list[str]]:
     where = f"stages.{stage.stage}"
     spec = plan.model.spec
     assert spec is not None
     if stage.gpu is None:
         raise _fail(plan, where, "the replay needs the GPU: give instance (or gpu)")
     tp = stage.gpus_per_replica or plan.model.tp
-    pm, step = step_model_for(spec, stage.gpu, tp, plan.model.kv_dtype, plan.model.weight_dtype)
+    pm, step = step_model_for(
+        spec, stage.gpu, tp, plan.model.kv_dtype, plan.model.weight_dtype, inputs
+    )
     kv = kv_model(spec, plan.model.kv_dtype, tp)
     rpi = stage.replicas_per_instance or 1
     notes = []
@@ -201,8 +206,16 @@ def _stage(plan: Plan, stage: StagePlan, role: Role) -> tuple[StageSpec, list[st
     )
 
 
-def deployment_from_plan(plan: Plan) -> tuple[Deployment, tuple[str, ...]]:
-    """The deployment a plan describes, and notes saying which defaults it took (ConfigError)."""
+def deployment_from_plan(
+    plan: Plan, calibration: StepCalibration | None = None
+) -> tuple[Deployment, tuple[str, ...]]:
+    """The deployment a plan describes, and notes saying which defaults it took (ConfigError).
+
+    Step times come from the catalogs the plan was checked against (``plan.catalogs``) and,
+    for a stage on the GPU and model it was measured on, ``calibration``: the coefficients
+    fitted to the trace's measured requests (``fleet.build.step_model_for``).
+    """
+    inputs = StepModelInputs(plan.catalogs, calibration)
     spec = plan.model.spec
     if spec is None:
         raise _fail(
@@ -214,7 +227,7 @@ def deployment_from_plan(plan: Plan) -> tuple[Deployment, tuple[str, ...]]:
     if plan.topology == "aggregated":
         serving = plan.stage("serving")
         assert serving is not None
-        stage, notes = _stage(plan, serving, Role.SERVING)
+        stage, notes = _stage(plan, serving, Role.SERVING, inputs)
         dep = Deployment(
             plan.name, Topology.AGGREGATED, (stage,), kv_model(spec, plan.model.kv_dtype)
         )
@@ -227,8 +240,8 @@ def deployment_from_plan(plan: Plan) -> tuple[Deployment, tuple[str, ...]]:
             "a disaggregated replay needs both prefill and decode blocks; or give one "
             "serving block (aggregated)",
         )
-    p_stage, p_notes = _stage(plan, pre, Role.PREFILL)
-    d_stage, d_notes = _stage(plan, dec, Role.DECODE)
+    p_stage, p_notes = _stage(plan, pre, Role.PREFILL, inputs)
+    d_stage, d_notes = _stage(plan, dec, Role.DECODE, inputs)
     link = plan.pd_link
     nic = link.bandwidth_bytes_per_s or dec.network_bytes_per_s
     if nic is None:

@@ -15,15 +15,16 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvadvisor.catalog.models import get_model
 from kvadvisor.errors import KvAdvisorError
 from kvadvisor.fleet.engine import ReplayOptions, run_replay
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.hits import ReplayContext
 from kvadvisor.fleet.summary import summarize
+from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.plan.loader import PlanCatalogs, check_plan
 from kvadvisor.results.replay import ReplayResult
 from kvadvisor.results.report import AdviceReport, StageRecommendation
+from kvadvisor.units import plural
 
 MAX_SIZING_ROUNDS = 4
 PLAN_PATH = "the recommended deployment"
@@ -55,15 +56,29 @@ def _stage_doc(rec: StageRecommendation) -> dict[str, Any] | None:
     return doc
 
 
-def recommended_plan_document(report: AdviceReport) -> tuple[dict[str, Any] | None, str]:
-    """The recommendation as a plan mapping, or None and why it cannot be written as one."""
+def recommended_plan_document(
+    report: AdviceReport, catalogs: PlanCatalogs | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """The recommendation as a plan mapping, or None and why it cannot be written as one.
+
+    A deployment verdict's own plan when the advisor searched one (issue 13): the very
+    deployment its search replayed; else the plan written from the per-stage recommendation.
+    ``catalogs``: where the model is looked up (the packaged catalogs when None).
+    """
     model, rec = report.model, report.recommendation
+    verdicts = rec.verdict if rec is not None else None
+    if verdicts is not None:
+        primary = verdicts.primary_verdict
+        if primary is None or not primary.chosen or not primary.plan:
+            why = primary.reason if primary is not None else verdicts.primary_why
+            return None, f"no deployment was recommended: {why}"
+        return copy.deepcopy(primary.plan), ""
     if model is None or model.deployment is None:
         return None, "no model and GPU: the stage profile did not run"
     if rec is None:
         return None, "the advisor made no recommendation"
     try:
-        get_model(model.name)
+        (catalogs or PlanCatalogs.packaged()).perf.model(model.name)
     except KvAdvisorError:
         return None, f"model {model.name} is not in the model catalog (the replay needs its shape)"
     stages = {}
@@ -91,12 +106,16 @@ def replay_recommended(
     report: AdviceReport,
     catalogs: PlanCatalogs | None = None,
     options: ReplayOptions | None = None,
+    calibration: StepCalibration | None = None,
 ) -> tuple[RecommendedReplay | None, str]:
     """Replay the recommended deployment, doubling an overloaded stage; None and why if not.
 
     ``catalogs``: the catalogs the advisor chose from (the packaged ones when None).
+    ``calibration``: the coefficients fitted to the trace's measured requests; a stage on the
+    GPU and model they were measured on replays on them (the stage's ``step_model`` says so,
+    and says when they do not apply).
     """
-    doc, why = recommended_plan_document(report)
+    doc, why = recommended_plan_document(report, catalogs)
     if doc is None:
         return None, why
     notes: list[str] = []
@@ -104,7 +123,7 @@ def replay_recommended(
     for _ in range(MAX_SIZING_ROUNDS):
         try:
             plan = check_plan(PLAN_PATH, doc, catalogs)
-            dep, dep_notes = deployment_from_plan(plan)
+            dep, dep_notes = deployment_from_plan(plan, calibration)
         except KvAdvisorError as exc:
             return None, str(exc).removeprefix(f"{PLAN_PATH}: ")
         result = summarize(run_replay(ctx, dep, options))
@@ -114,7 +133,7 @@ def replay_recommended(
         busiest = max(result.stages, key=lambda s: s.busy_fraction or 0.0)
         block = doc["stages"][busiest.role.value]
         notes.append(
-            f"sized to carry the load: {block['count']} {busiest.role.value} instance(s) "
+            f"sized to carry the load: {plural(block['count'], f'{busiest.role.value} instance')} "
             f"overloaded ({result.overload.reason}); replayed again with {2 * block['count']}"
         )
         doc = copy.deepcopy(doc)

@@ -26,31 +26,75 @@ from kvadvisor.trace.model import Trace
 
 @dataclass(frozen=True, eq=False)
 class TraceArrays:
-    """The trace as the replay reads it: per request, in arrival order.
+    """The pipeline's request arrays made ready for the replay, in arrival order.
 
-    ``block_ids`` are the block hashes as dense ids (``ids[offsets[i]:offsets[i+1]]`` belong
-    to request i; None without hashes). Token counts below 1 are read as 1 (a request always
-    prefills and produces at least one token); ``clamped`` counts such requests.
+    ``arrays`` is the one request-array type (:class:`~kvadvisor.trace.arrays.RequestArrays`)
+    with arrivals from 0 s (float64), token counts below 1 read as 1 (a request always prefills
+    and produces at least one token; ``clamped`` counts such requests) and its block hashes
+    replaced by dense ids below ``id_bound`` (int32; None without hashes). The replay reads it
+    through the properties below; nothing here copies a column of its own.
     """
 
-    arrival_s: np.ndarray
-    input_tokens: np.ndarray
-    output_tokens: np.ndarray
-    block_tokens: int | None = None
-    offsets: np.ndarray | None = None
-    block_ids: np.ndarray | None = None
+    arrays: RequestArrays
     id_bound: int = 0
     clamped: int = 0
 
     @property
+    def arrival_s(self) -> np.ndarray:
+        """Arrival times from the first request's, s."""
+        return self.arrays.arrival_s
+
+    @property
+    def input_tokens(self) -> np.ndarray:
+        """Prompt lengths, tokens (at least 1)."""
+        return self.arrays.input_tokens
+
+    @property
+    def output_tokens(self) -> np.ndarray:
+        """Output lengths, tokens (at least 1)."""
+        return self.arrays.output_tokens
+
+    @property
+    def block_tokens(self) -> int | None:
+        """Tokens per block (None without hashes)."""
+        return None if self.arrays.blocks is None else self.arrays.blocks.block_tokens
+
+    @property
+    def offsets(self) -> np.ndarray | None:
+        """Request i's block ids are ``block_ids[offsets[i]:offsets[i+1]]`` (None: no hashes)."""
+        return None if self.arrays.blocks is None else self.arrays.blocks.offsets
+
+    @property
+    def block_ids(self) -> np.ndarray | None:
+        """The block hashes as dense ids (None without hashes)."""
+        return None if self.arrays.blocks is None else self.arrays.blocks.values
+
+    @property
     def requests(self) -> int:
         """Requests in the trace."""
-        return int(self.arrival_s.shape[0])
+        return self.arrays.requests
 
     @property
     def has_hashes(self) -> bool:
         """Whether prefix hits can be measured."""
-        return self.block_ids is not None and self.block_tokens is not None
+        return self.arrays.blocks is not None
+
+    def take(self, rows: np.ndarray) -> TraceArrays:
+        """Requests ``rows`` (ascending) only, their block ids with them (same dense ids)."""
+        a, b = self.arrays, self.arrays.blocks
+        blocks = None
+        if b is not None:
+            offsets, ids = gather_blocks(b.offsets, b.values, rows)
+            blocks = BlockArrays(offsets, ids, b.block_tokens)
+        taken = RequestArrays(
+            a.arrival_s[rows], a.input_tokens[rows], a.output_tokens[rows], blocks
+        )
+        return replace(self, arrays=taken)
+
+    def with_arrivals(self, arrival_s: np.ndarray) -> TraceArrays:
+        """The same requests arriving at other times (float64 seconds)."""
+        arrays = replace(self.arrays, arrival_s=np.asarray(arrival_s, dtype=np.float64))
+        return replace(self, arrays=arrays)
 
     @classmethod
     def of(
@@ -89,20 +133,15 @@ class TraceArrays:
         o = np.asarray(arrays.output_tokens, dtype=np.int64)
         clamped = int(np.count_nonzero((i < 1) | (o < 1)))
         b = arrays.blocks
-        ids, bound = None, 0
+        blocks, bound = None, 0
         if b is not None:
             ids, bound = pass_block_ids(pass_result, b.values)
-            ids = ids.astype(np.int32, copy=False)
-        return cls(
-            arrival_s=a - (a[0] if a.size else 0.0),
-            input_tokens=np.maximum(i, 1),
-            output_tokens=np.maximum(o, 1),
-            block_tokens=None if b is None else b.block_tokens,
-            offsets=None if b is None else np.ascontiguousarray(b.offsets, dtype=np.int64),
-            block_ids=ids,
-            id_bound=int(bound),
-            clamped=clamped,
+            offsets = np.ascontiguousarray(b.offsets, dtype=np.int64)
+            blocks = BlockArrays(offsets, ids.astype(np.int32, copy=False), b.block_tokens)
+        ready = RequestArrays(
+            a - (a[0] if a.size else 0.0), np.maximum(i, 1), np.maximum(o, 1), blocks
         )
+        return cls(ready, id_bound=int(bound), clamped=clamped)
 
     @classmethod
     def from_trace(cls, trace: Trace) -> TraceArrays:
@@ -183,7 +222,7 @@ class ReplayContext:
 
         Which tier serves a hit depends on the order of requests, not on their times.
         """
-        ctx = ReplayContext(replace(self.arrays, arrival_s=np.asarray(arrival_s, np.float64)))
+        ctx = ReplayContext(self.arrays.with_arrivals(arrival_s))
         ctx._indexes = self._indexes
         return ctx
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.deployment import Deployment, RouterPolicy, Scope, Topology
-from kvadvisor.fleet.hits import TraceArrays, gather_blocks
+from kvadvisor.fleet.hits import TraceArrays
 
 
 def sample_replicas(
@@ -34,16 +34,6 @@ def sample_replicas(
     if not 1 <= replicas <= total or replicas % rpi:
         raise ConfigError(f"sample whole instances: a multiple of {rpi} replicas, at most {total}")
     rows = np.flatnonzero(np.arange(arrays.requests) % total < replicas)
-    offsets, ids = arrays.offsets, arrays.block_ids
-    if offsets is not None and ids is not None:
-        offsets, ids = gather_blocks(offsets, ids, rows)
-    sampled = replace(
-        arrays,
-        arrival_s=arrays.arrival_s[rows],
-        input_tokens=arrays.input_tokens[rows],
-        output_tokens=arrays.output_tokens[rows],
-        offsets=offsets,
-        block_ids=ids,
-    )
+    sampled = arrays.take(rows)
     small = replace(deployment, stages=(replace(stage, instances=replicas // rpi),))
     return sampled, small, total / replicas

@@ -46,6 +46,45 @@ class FitError:
 
 
 @dataclass(frozen=True)
+class StepCalibration:
+    """Coefficients fitted to a trace's measured requests, and the deployment measured.
+
+    The fit scales the measured GPU's coefficients (``Efficiency.scaled``: compute, memory,
+    per-step overhead), so it carries to any deployment of the same model on the same GPU (any
+    TP degree: the factors are fractions of that GPU's peaks); another GPU or model keeps its
+    own coefficients. ``method``: "replay" (closed loop) or "open_loop".
+    """
+
+    efficiency: Efficiency
+    gpu: str
+    model: str
+    method: str
+
+    def mismatch(self, gpu: str, model: str) -> str | None:
+        """None when the calibration applies to ``gpu`` and ``model``, else why it does not."""
+        if gpu != self.gpu:
+            return (
+                f"the trace's calibration (measured on {self.gpu}) does not apply to {gpu}: "
+                "its fitted coefficients are used"
+            )
+        if model != self.model:
+            return (
+                f"the trace's calibration (measured with {self.model}) does not apply to "
+                f"{model}: the fitted coefficients are used"
+            )
+        return None
+
+    @property
+    def label(self) -> str:
+        """How the report names the calibrated step model."""
+        loop = "closed loop, through the replay" if self.method == "replay" else "open loop"
+        return (
+            f"calibrated: the roofline fitted to the trace's measured requests on {self.gpu} "
+            f"({loop})"
+        )
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Fitted coefficients and the fit's error, before and after, on held-out rows.
 

@@ -6,7 +6,7 @@ from kvadvisor.catalog.efficiency import Efficiency, efficiency_for
 
 
 def default_efficiency(gpu_name: str) -> Efficiency:
-    """The silicon-fitted coefficients for ``gpu_name`` (its entry, an alias's, or the fallback)."""
+    """The packaged coefficients for a packaged GPU: its own entry or a borrowed one."""
     return efficiency_for(gpu_name)[0]
 
 

@@ -26,10 +26,11 @@ its source):
   activation (reads 2, writes 1 vector of the MLP width per rank) per layer and token, at
   ``BW eta_mem``.
 * ``allreduce``: two per layer when ``tp > 1`` (after attention and after the MLP, as
-  Megatron-style tensor parallelism does), ring all-reduce ``latency + 2 (tp-1)/tp T h b / (link
-  eta_link(tp))`` over the GPU's NVLink (PCIe where there is none); the latency and
-  ``eta_link`` are fitted at TP 2, 4 and 8 (PCIe servers lose bus bandwidth per GPU and gain
-  latency as the group grows, NVLink barely).
+  Megatron-style tensor parallelism does) and one after the vocabulary-parallel embedding, each
+  of ``T h`` 16-bit activations per GPU, timed by the GPU's measured all-reduce table
+  (``AllReduceTable``: time by message size at TP 2, 4 and 8, as AIConfigurator reads its
+  vLLM custom all-reduce measurements), rescaled to the GPU's own link (NVLink, PCIe where
+  there is none) when the table was measured on another.
 * ``attention_tokens``: the attention kernels' per-query cost (tile set-up, softmax rescaling),
   ``a_tok T (h_q/tp) layers``.
 * ``head``: the LM head only for the ``L`` sequences that produce logits, never the embedding
@@ -55,9 +56,10 @@ from functools import cached_property
 
 import numpy as np
 
-from kvadvisor.catalog.efficiency import Efficiency, efficiency_for
+from kvadvisor.catalog.efficiency import Efficiency
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.models import ModelSpec, ParamBreakdown
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel.kv import WEIGHT_DTYPE_BYTES, KvSize, dtype_bytes, kv_size
 from kvadvisor.perfmodel.step import StepTable
@@ -75,8 +77,10 @@ LOGITS_GRID = np.concatenate([[0.0], np.unique(np.round(np.logspace(0, 14, 113, 
 NORM_VECTORS_PER_LAYER = 8
 # A gated activation reads the gate and up projections and writes their product.
 ACTIVATION_VECTORS = 3
-# Megatron-style tensor parallelism all-reduces twice per layer (after attention, after the MLP).
+# Megatron-style tensor parallelism all-reduces twice per layer (after attention, after the MLP),
+# and vLLM's VocabParallelEmbedding once more after the embedding lookup.
 ALLREDUCES_PER_LAYER = 2
+EMBEDDING_ALLREDUCES = 1
 # Activations, the LM head and the embedding stay 16-bit in FP8 and 4-bit checkpoints alike.
 ACTIVATION_BYTES = BYTES_PER_BF16
 # Weight-only quantised formats are dequantised into bf16 matmuls (Marlin, MXFP4 w4a16).
@@ -124,10 +128,13 @@ class PerfModel:
         kv_dtype: str = "bf16",
         weight_dtype: str | None = None,
         efficiency: Efficiency | None = None,
+        catalogs: PerfCatalogs | None = None,
     ) -> PerfModel:
         """Check the options, pick the GPU's coefficients and precompute the KV size.
 
         ``weight_dtype`` overrides the checkpoint's dtypes for every weight (None: published).
+        ``efficiency`` None: the GPU's coefficients from ``catalogs`` (the packaged ones by
+        default): its own entry or a borrowed one, said so in ``efficiency_note``.
         """
         if tp < 1:
             raise ConfigError(f"--tp must be at least 1, got {tp}")
@@ -139,10 +146,9 @@ class PerfModel:
         dtype_bytes(experts, WEIGHT_DTYPE_BYTES, "weight")
         note = "given"
         if efficiency is None:
-            efficiency, note = efficiency_for(gpu.name)
+            efficiency, note = (catalogs or PerfCatalogs.packaged()).efficiency_for(gpu)
         for name, value in efficiency.as_dict().items():
-            fraction = name.endswith("_efficiency") or name.startswith("link_efficiency_")
-            if fraction and not 0 < value <= 1:
+            if name.endswith("_efficiency") and not 0 < value <= 1:
                 raise ConfigError(f"efficiency {name} must be in (0, 1], got {value}")
         return cls(
             model,
@@ -328,31 +334,26 @@ class PerfModel:
         bytes_per_token = vectors * ACTIVATION_BYTES
         return tokens * bytes_per_token / self._bandwidth
 
-    def _by_tp(self, at2: float, at4: float, at8: float) -> float:
-        """A coefficient fitted at TP 2, 4 and 8, log-interpolated; past 8 the TP-8 value."""
-        x = min(max(math.log2(self.tp), 1.0), 3.0)
-        return float(np.interp(x, [1.0, 2.0, 3.0], [at2, at4, at8]))
+    @property
+    def allreduces(self) -> int:
+        """All-reduces per step: two per layer and one after the embedding (0 at TP 1)."""
+        if self.tp == 1:
+            return 0
+        return ALLREDUCES_PER_LAYER * self.model.layers + EMBEDDING_ALLREDUCES
 
-    def link_efficiency(self) -> float:
-        """All-reduce bus bandwidth over the link at this TP, as a fraction of the link."""
-        e = self.efficiency
-        return self._by_tp(e.link_efficiency_tp2, e.link_efficiency_tp4, e.link_efficiency_tp8)
+    def allreduce_one_s(self, tokens: np.ndarray) -> np.ndarray:
+        """One all-reduce of the activations of ``tokens`` tokens (``T h`` bf16) at this TP, s."""
+        message = np.asarray(tokens, dtype=np.float64) * self.hidden * ACTIVATION_BYTES
+        return self.efficiency.allreduce.time_s(self.tp, message, self.link_bytes_per_s)
 
     def allreduce_latency_s(self) -> float:
-        """Fixed time of one all-reduce at this TP, s."""
-        e = self.efficiency
-        us = self._by_tp(
-            e.allreduce_latency_us_tp2, e.allreduce_latency_us_tp4, e.allreduce_latency_us_tp8
-        )
-        return us / US_PER_S
+        """What one all-reduce costs whatever it carries (its smallest measured message), s."""
+        return self.efficiency.allreduce.latency_s(self.tp, self.link_bytes_per_s)
 
     def _allreduce_s(self, tokens: np.ndarray) -> np.ndarray:
         if self.tp == 1:
             return np.zeros_like(tokens)
-        message = tokens * self.hidden * ACTIVATION_BYTES
-        bus = self.link_bytes_per_s * self.link_efficiency()
-        one = self.allreduce_latency_s() + 2.0 * (self.tp - 1) / self.tp * message / bus
-        return ALLREDUCES_PER_LAYER * self.model.layers * one
+        return self.allreduces * self.allreduce_one_s(tokens)
 
     def _attention_tokens_s(self, tokens: np.ndarray) -> np.ndarray:
         heads = self.model.q_heads / self.tp
@@ -482,10 +483,7 @@ class PerfModel:
         out = out + self._expert_compute_s(t) + self._elementwise_s(t)
         out = out + self._attention_tokens_s(t)
         if self.tp > 1:
-            ar = self._allreduce_s(t) - ALLREDUCES_PER_LAYER * self.model.layers * (
-                self.allreduce_latency_s()
-            )
-            out = out + ar
+            out = out + self._allreduce_s(t) - self.allreduces * self.allreduce_latency_s()
         return out + self.s_per_pair * self.attention_pairs(t, cached_tokens)
 
     def decode_step_s(self, batch: np.ndarray, batch_kv_rank_bytes: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from kvadvisor.pipeline.assemble import (
     data_versions,
     prefix_hits,
     refresh_advice,
+    trace_view,
     unavailable_reasons,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
@@ -51,8 +52,14 @@ def analyze_trace(
         routing_seed=options.cache_routing_seed,
     )
     hits, hits_source = prefix_hits(trace, measured.result if measured else None)
+    inputs = options.advisor_inputs or load_advisor_inputs()
     stages = profile_workload(
-        trace, options.profile_options(), hit_tokens=hits, hits_source=hits_source, arrays=arrays
+        trace,
+        options.profile_options(),
+        hit_tokens=hits,
+        hits_source=hits_source,
+        arrays=arrays,
+        catalogs=inputs.perf,
     )
     prefix_cache = prefix_cache_section(
         measured,
@@ -78,9 +85,10 @@ def analyze_trace(
     )
     # Every replay of this analysis (the recommendation's, each plan's) shares one context.
     replays = ReplaySource(arrays, same)
-    inputs = options.advisor_inputs or load_advisor_inputs()
-    report = advise_sections(report, options, inputs, stages)
-    report = replay_recommendation(trace, report, replace(options, advisor_inputs=inputs), replays)
+    report = advise_sections(report, options, inputs, stages, trace_view(trace, arrays, replays))
+    report = replay_recommendation(
+        trace, report, replace(options, advisor_inputs=inputs), replays, stages.calibration
+    )
     report = refresh_advice(report, options, inputs, stages)
     if options.plans:
         report = replace(

@@ -8,6 +8,7 @@ from typing import Any
 
 from kvadvisor.advice.inputs import AdvisorInputs
 from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.plan.model import Plan
 from kvadvisor.sections.profile import ProfileOptions
 
@@ -35,12 +36,22 @@ class AnalyzeOptions(ProfileOptions):
     storage: str | None = None
     instance: tuple[str, ...] = ()
     advisor_inputs: AdvisorInputs | None = None
+    # The deployment search (docs/advisor.md): providers to give a verdict for (() = all in
+    # the catalog) and the SLO ("ttft_p99=2s,tpot_p99=200ms"; None = MLPerf's for the model).
+    providers: tuple[str, ...] = ()
+    slo: str | None = None
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
     # Replay the recommended deployment closed loop (docs/replay.md) when the trace has at most
     # this many requests; its stage split then becomes the report's.
     replay: bool = True
     replay_max_requests: int = 200_000
+
+    @property
+    def perf_catalogs(self) -> PerfCatalogs:
+        """The GPU, model and efficiency catalogs of this analysis (``--catalog`` files too)."""
+        inputs = self.advisor_inputs
+        return inputs.perf if inputs is not None else PerfCatalogs.packaged()
 
     def profile_options(self) -> ProfileOptions:
         """The stage profiler's slice of the options."""

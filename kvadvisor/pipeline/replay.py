@@ -14,6 +14,7 @@ from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, run_repla
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.fromreport import replay_recommended
 from kvadvisor.fleet.summary import parse_slo, request_columns
+from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.plan import PlanCatalogs
 from kvadvisor.plan.model import Plan
 from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, ReplayResult, TraceInfo
@@ -68,7 +69,7 @@ def scaled_arrays(arrays: TraceArrays, scale: float) -> TraceArrays:
     """The same requests arriving ``scale`` times faster (the plan's traffic.scale)."""
     if scale == 1.0:
         return arrays
-    return replace(arrays, arrival_s=np.asarray(arrays.arrival_s) / scale)
+    return arrays.with_arrivals(np.asarray(arrays.arrival_s) / scale)
 
 
 def replay_plan(
@@ -117,11 +118,17 @@ def replay_in_context(
 
 
 def replay_recommendation(
-    trace: Trace, report: AdviceReport, options: Any, source: ReplaySource | None = None
+    trace: Trace,
+    report: AdviceReport,
+    options: Any,
+    source: ReplaySource | None = None,
+    calibration: StepCalibration | None = None,
 ) -> AdviceReport:
     """``report`` with its recommended deployment replayed (pure; `analyze`'s last step).
 
     ``source``: the trace ready for replays when the caller has it (else made here).
+    ``calibration``: the step model the profiler fitted to the trace's measured requests; a
+    stage on the GPU it was measured on replays with it (``fleet.build.step_model_for``).
 
     The closed-loop stage split replaces a modeled or calibrated one (a measured split stays:
     it is the engine's own); the open-loop figures are kept in ``open_loop_*`` as a bound.
@@ -140,13 +147,11 @@ def replay_recommendation(
     if why is None:
         inputs = options.advisor_inputs
         catalogs = (
-            None
-            if inputs is None
-            else PlanCatalogs(storage=inputs.storage, instances=inputs.instances)
+            None if inputs is None else PlanCatalogs(inputs.storage, inputs.instances, inputs.perf)
         )
         ctx = (source or ReplaySource(RequestArrays.of(trace))).context
         found, why = replay_recommended(
-            ctx, report, catalogs, ReplayOptions(window_s=options.window_s)
+            ctx, report, catalogs, ReplayOptions(window_s=options.window_s), calibration
         )
     if found is None:
         return replace(report, unavailable={**report.unavailable, "replay": why or ""})

@@ -60,7 +60,7 @@ from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB, plural
 from kvadvisor.units.parse import SIZE_UNITS
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
@@ -440,7 +440,9 @@ def _prefix_section(
         else f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; {left_out}"
     )
     # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
-    kv = kv_bytes_per_token or kv_bytes_per_token_for(options.profile_options())
+    kv = kv_bytes_per_token or kv_bytes_per_token_for(
+        options.profile_options(), catalogs=options.perf_catalogs
+    )
     return result_section(
         result,
         warmup_fraction=options.warmup_fraction,
@@ -487,7 +489,13 @@ def _stage_profile(
         source_path=stream.path,
     )
     hits, source = prefix_hits(trace, result)
-    return profile_workload(trace, options.profile_options(), hit_tokens=hits, hits_source=source)
+    return profile_workload(
+        trace,
+        options.profile_options(),
+        hit_tokens=hits,
+        hits_source=source,
+        catalogs=options.perf_catalogs,
+    )
 
 
 def analyze_stream(
@@ -528,8 +536,8 @@ def analyze_stream(
     duration = (totals.last_arrival_s - (totals.first_arrival_s or 0.0)) if totals.requests else 0.0
     notes = list(stream.notes)
     notes.append(
-        f"streamed in {totals.batches} record batches from {len(stream.files)} "
-        f"file(s): {plan.reason}"
+        f"streamed in {plural(totals.batches, 'record batch', 'record batches')} from "
+        f"{plural(len(stream.files), 'file')}: {plan.reason}"
     )
     if stream.arrival_offset_s:
         notes.append(shifted_note(stream.arrival_offset_s))

@@ -31,7 +31,9 @@ from kvadvisor.trace.stream import read_trace_path
 from kvadvisor.verifyjobs import VerifyOptions, VerifySet, verify_plan
 from kvadvisor.verifyjobs.model import ReplayedTier
 
-CLOSED_LOOP = "closed loop: the fleet replay of the plan (docs/replay.md), the busiest {unit}"
+CLOSED_LOOP = (
+    "closed loop: the fleet replay of the plan (`kvadvisor docs replay`), the busiest {unit}"
+)
 
 
 def _unit_of(st: StageRun, scope: str) -> np.ndarray:

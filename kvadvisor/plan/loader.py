@@ -18,9 +18,10 @@ from types import MappingProxyType
 from typing import Any
 
 from kvadvisor.catalog.crossref import check_references
-from kvadvisor.catalog.gpus import GpuSpec, get_gpu
+from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.instances import InstanceSpec, find_instance, load_instances
-from kvadvisor.catalog.models import ModelSpec, get_model
+from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs, load_perf_catalogs
 from kvadvisor.catalog.storage import (
     StorageSpec,
     catalog_files_by_kind,
@@ -63,33 +64,39 @@ from kvadvisor.yamlio import load_yaml
 
 @dataclass(frozen=True)
 class PlanCatalogs:
-    """The catalogs a plan may name: storage options and instances (with any --catalog files).
+    """The catalogs a plan may name: storage, instances, GPUs, models (with any --catalog files).
 
-    Models and GPUs come from their packaged catalogs (``get_model``, ``get_gpu``).
+    ``perf`` holds the GPUs, models and step-model coefficients; the plan keeps it, so its
+    replay computes step times from the same catalogs.
     """
 
     storage: Mapping[str, StorageSpec] = field(default_factory=dict)
     instances: Mapping[str, InstanceSpec] = field(default_factory=dict)
+    perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)
 
     @classmethod
     def packaged(cls, extra_files: tuple[str, ...] = ()) -> PlanCatalogs:
-        """The packaged storage and instance catalogs, plus ``extra_files`` of either kind.
+        """The packaged catalogs, plus ``extra_files`` of any kind (routed by their ``kind``).
 
-        GPU and model catalog files are accepted and left to the stage profiler; a file of any
-        other kind is refused, as ``analyze --catalog`` refuses it.
+        A file of an unknown kind is refused, as ``analyze --catalog`` refuses it.
         """
         if not extra_files:
             return _packaged_catalogs()
         by_kind = catalog_files_by_kind(extra_files)
         storage, instances = load_storage(by_kind["storage"]), load_instances(by_kind["instances"])
         check_references(storage, instances)
-        return cls(storage, instances)
+        perf = load_perf_catalogs(by_kind["gpus"], by_kind["models"], by_kind["efficiency"])
+        return cls(storage, instances, perf)
 
 
 @lru_cache(maxsize=1)
 def _packaged_catalogs() -> PlanCatalogs:
     """The packaged catalogs, parsed once per process (they are data shipped with the code)."""
-    return PlanCatalogs(MappingProxyType(load_storage()), MappingProxyType(load_instances()))
+    return PlanCatalogs(
+        MappingProxyType(load_storage()),
+        MappingProxyType(load_instances()),
+        PerfCatalogs.packaged(),
+    )
 
 
 # Upper bounds for every count and plain number in a plan, far above any real deployment:
@@ -177,8 +184,12 @@ INLINE_STORAGE_KEYS = {
 DTYPES = ("bf16", "fp16", "fp8")
 
 
+@lru_cache(maxsize=1)
 def engine_settings_table() -> dict[str, Any]:
-    """The documented engine setting names (packaged data, with sources)."""
+    """The documented engine setting names (packaged data, with sources; read once).
+
+    Callers only read it: the advisor's search checks one plan per replayed candidate.
+    """
     text = resources.files("kvadvisor.plan").joinpath("data/engine_settings.yaml")
     with resources.as_file(text) as path:
         return load_yaml(path, PlanError)
@@ -502,9 +513,9 @@ def _stage(
         disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
         # An instance whose GPU the GPU catalog lacks (B300, GB200) still loads: the stage
         # then has no performance model unless the plan names a catalog GPU.
-        gpu = _gpu_or_none(spec.gpu)
+        gpu = _gpu_or_none(catalogs.perf, spec.gpu)
     if raw.get("gpu") is not None:
-        gpu = c.catalog(f"{where}.gpu", raw["gpu"], get_gpu)
+        gpu = c.catalog(f"{where}.gpu", raw["gpu"], catalogs.perf.gpu)
     if raw.get("gpus_per_instance") is not None:
         gpus = c.whole(f"{where}.gpus_per_instance", raw["gpus_per_instance"], 1)
     if raw.get("host_memory") is not None:
@@ -612,10 +623,10 @@ def _engine_files(
     return out
 
 
-def _gpu_or_none(name: str) -> GpuSpec | None:
+def _gpu_or_none(perf: PerfCatalogs, name: str) -> GpuSpec | None:
     """The GPU catalog's entry for an instance's GPU, None when the catalog has none."""
     try:
-        return get_gpu(name)
+        return perf.gpu(name)
     except CatalogError:
         return None
 
@@ -649,14 +660,14 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         got = "an empty file" if data is None else f"a {_yaml_type(data)}"
         raise PlanError(
             f"{path}: expected a mapping with keys {', '.join(TOP_KEYS)}, got {got}; "
-            "see docs/review.md for the plan format"
+            "see `kvadvisor docs review#the-plan-file` for the plan format"
         )
     if "model" not in doc:
         raise c.fail("model", "is required (name and/or kv_bytes_per_token)")
     m = c.mapping("model", doc["model"], MODEL_KEYS)
     model_spec: ModelSpec | None = None
     if m.get("name") is not None:
-        model_spec = c.catalog("model.name", m["name"], get_model)
+        model_spec = c.catalog("model.name", m["name"], catalogs.perf.model)
     model_name = None if model_spec is None else model_spec.name
     kvb = (
         None
@@ -719,6 +730,7 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         else c.text("description", doc["description"]),
         topology=topology,
         pd_link=_pd_link(c, doc.get("pd_link")),
+        catalogs=catalogs.perf,
     )
 
 

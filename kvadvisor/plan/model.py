@@ -8,6 +8,7 @@ from typing import Any
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 
 STAGES = ("prefill", "decode")
@@ -183,6 +184,9 @@ class Plan:
     description: str = ""
     topology: str = "disaggregated"
     pd_link: LinkPlan = field(default_factory=LinkPlan)
+    # The GPU, model and efficiency catalogs the plan was checked against (its GPUs and model
+    # come from them); its step times are computed from the same ones.
+    catalogs: PerfCatalogs = field(default_factory=PerfCatalogs.packaged, compare=False, repr=False)
 
     def stage(self, name: str) -> StagePlan | None:
         """The plan for ``name`` (prefill, decode or serving), or None when the plan omits it."""

@@ -73,7 +73,12 @@ def plan_perf(plan: Plan) -> PlanPerf:
             )
             continue
         pm = PerfModel.build(
-            m.spec, stage.gpu, tp=m.tp, kv_dtype=m.kv_dtype, weight_dtype=m.weight_dtype
+            m.spec,
+            stage.gpu,
+            tp=m.tp,
+            kv_dtype=m.kv_dtype,
+            weight_dtype=m.weight_dtype,
+            catalogs=plan.catalogs,
         )
         fit = memory_fit(pm, 1.0)
         groups = (stage.gpus_per_instance or m.tp) / m.tp
@@ -90,6 +95,7 @@ def plan_perf(plan: Plan) -> PlanPerf:
                     if stage.gpu_kv_pool_bytes is None
                     else f"; the plan's gpu_kv_pool of {capacity(stage.gpu_kv_pool_bytes)} is used"
                 ),
+                *((unsure,) if (unsure := stage.gpu.unconfirmed_note()) else ()),
             ),
         )
     return PlanPerf(kvb, stages)

@@ -1,6 +1,7 @@
 """JSON renderer: the public contract of DESIGN.md, sorted keys, floats rounded in one place.
 
-The document is ``AdviceReport.to_dict()``: ``format_version`` (see FORMAT_VERSION in
+The document is ``AdviceReport.to_dict()`` with each chart series' name and axis labels added
+from its key (``serieslabels``): ``format_version`` (see FORMAT_VERSION in
 ``kvadvisor.results.report`` for what each version changed) and the contract's top-level keys,
 plus additive keys. It validates against ``schema/report.schema.json`` shipped beside this
 module (:func:`schema`).
@@ -13,6 +14,7 @@ import math
 from importlib import resources
 from typing import Any
 
+from kvadvisor.report.serieslabels import with_series_labels
 from kvadvisor.results.report import AdviceReport
 
 FLOAT_DIGITS = 6
@@ -39,7 +41,8 @@ class JsonRenderer:
 
     def render(self, report: AdviceReport) -> str:
         """Return deterministic JSON text."""
-        return json.dumps(clean(report.to_dict()), sort_keys=True, indent=2) + "\n"
+        doc = with_series_labels(report.to_dict())
+        return json.dumps(clean(doc), sort_keys=True, indent=2) + "\n"
 
 
 def schema() -> dict[str, Any]:

@@ -33,21 +33,21 @@ class SeriesKind(Vocab):
 
 @dataclass(frozen=True)
 class Series:
-    """One chart-ready series (x and y of equal length) with axis labels and units.
+    """One chart-ready series (x and y of equal length) in its units, keyed by what it measures.
 
-    Producers attach these to their sections; renderers draw them and never compute them.
-    ``key`` says what it measures. When each point merges several consecutive windows (a long
-    series kept small), ``y`` is their mean and ``y_max`` their largest value, so a chart can
-    show the peaks the merge would hide; ``y_max`` is empty when each point is one window.
+    Producers attach these to their sections; renderers draw them and never compute them, and
+    make its caption and axis labels from ``key`` (``report.serieslabels``). When each point
+    merges several consecutive windows (a long series kept small), ``y`` is their mean and
+    ``y_max`` their largest value, so a chart can show the peaks the merge would hide; ``y_max``
+    is empty when each point is one window. ``window_s`` is the window a series of per-window
+    counts counts over (the arrivals), None for the others.
     """
 
-    name: str
-    x_label: str
     x_unit: str
-    y_label: str
     y_unit: str
     x: tuple[float, ...]
     y: tuple[float, ...]
     kind: SeriesKind = SeriesKind.LINE
     y_max: tuple[float, ...] = ()
+    window_s: float | None = None
     key: SeriesKey = field(kw_only=True)

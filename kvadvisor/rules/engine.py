@@ -186,6 +186,7 @@ def evaluate_rule(
             return Quiet(rule, "does not apply: " + why, evaluated=False, applicable=False)
     result = truth(rule.when, facts)
     if result is True:
+        met = "condition met: " + _why(rule.when, facts, held=True)
         for esc in rule.escalate:
             if truth(esc.when, facts) is True:
                 return Firing(
@@ -193,8 +194,11 @@ def evaluate_rule(
                     format_message(esc.message, facts),
                     evidence_for(rule, facts),
                     esc.severity,
+                    f"{met}; escalated: {_why(esc.when, facts, held=True)}",
                 )
-        return Firing(rule, format_message(rule.message, facts), evidence_for(rule, facts))
+        return Firing(
+            rule, format_message(rule.message, facts), evidence_for(rule, facts), reason=met
+        )
     if result is None:
         reason = "not evaluated: " + _missing(rule.when, facts, unavailable)
         return Quiet(rule, reason, evaluated=False, message=reason)

@@ -232,12 +232,16 @@ class Rule:
 
 @dataclass(frozen=True)
 class Firing:
-    """A rule whose condition held: its severity (escalated or not), message and evidence."""
+    """A rule whose condition held: its severity (escalated or not), message and evidence.
+
+    ``reason`` quotes the comparisons that made the condition hold ("condition met: ...").
+    """
 
     rule: Rule
     message: str
     evidence: dict[str, dict[str, float | int | bool | str]]
     severity: Severity | None = None  # None: the rule's own
+    reason: str = ""
 
     @property
     def level(self) -> Severity:

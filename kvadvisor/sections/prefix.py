@@ -69,20 +69,14 @@ def _curve_series(result: PrefixCacheResult) -> tuple[Series, ...]:
     x = tuple(float(g) for g in grid)
     return tuple(
         Series(
-            name=f"token hit ratio ({label})",
-            x_label="LRU cache capacity",
             x_unit="tokens",
-            y_label="token hit ratio",
             y_unit="ratio",
             x=x,
             y=tuple(float(v) for v in ys),
             kind=SeriesKind.STEP,
             key=key,
         )
-        for key, label, ys in (
-            (SeriesKey.HIT_RATIO_ALL, "all requests", all_),
-            (SeriesKey.HIT_RATIO_STEADY, "steady state", steady),
-        )
+        for key, ys in ((SeriesKey.HIT_RATIO_ALL, all_), (SeriesKey.HIT_RATIO_STEADY, steady))
     )
 
 
@@ -131,10 +125,7 @@ def _reuse(rt: ReuseTimes) -> CacheReuse:
     hist = None
     if rt.histogram_tokens:
         hist = Series(
-            name="time since a hit block was last used",
-            x_label="reuse time (bin upper edge)",
             x_unit="s",
-            y_label="hit tokens",
             y_unit="tokens",
             x=rt.histogram_edges_s[1:],
             y=tuple(float(v) for v in rt.histogram_tokens),

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kvadvisor.catalog.gpus import get_gpu
-from kvadvisor.catalog.models import ModelSpec, get_model, resolve_model
+from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.fleet.calibrate import ReplayCalibration, calibrate_through_replay
 from kvadvisor.fleet.hits import TraceArrays
@@ -42,6 +42,7 @@ from kvadvisor.perfmodel import (
     reference_tiers,
     share_below,
 )
+from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.silicon import silicon_step_table
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.report import (
@@ -59,7 +60,7 @@ from kvadvisor.results.series import Series, SeriesKey, SeriesKind
 from kvadvisor.results.vocab import SplitSource
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GIB, plural
 
 # Defaults when --model / --gpu are not given (stated in the report as assumed): Llama-3.1-70B,
 # whose 320 KiB of KV per token is the figure most often quoted (Mooncake paper), on an H200,
@@ -96,15 +97,21 @@ class ProfileOptions:
 
 @dataclass(frozen=True)
 class StageProfile:
-    """The three report sections the profiler fills."""
+    """The three report sections the profiler fills, and the calibration it fitted.
+
+    ``calibration``: the step-model coefficients fitted to the trace's measured requests and
+    the deployment they were measured on (None when nothing was calibrated); the replays of
+    the analysis use them on that GPU (``fleet.build.step_model_for``).
+    """
 
     model: ModelSummary
     stage_split: StageSplit
     io: IoDemand
     facts: dict[str, float | None]  # extra facts for the advisor (names in advise/facts.py)
+    calibration: StepCalibration | None = None
 
 
-def trace_model_name(trace: Trace) -> str | None:
+def trace_model_name(trace: Trace, catalogs: PerfCatalogs | None = None) -> str | None:
     """The trace's ``model`` column when it names one catalog model throughout, else None."""
     if not trace.has("model"):
         return None
@@ -113,28 +120,31 @@ def trace_model_name(trace: Trace) -> str | None:
         return None
     (name,) = names
     try:
-        return get_model(str(name)).name
+        return (catalogs or PerfCatalogs.packaged()).model(str(name)).name
     except CatalogError:
         return None
 
 
 def build_perf_model(
-    options: ProfileOptions, trace_model: str | None = None
+    options: ProfileOptions,
+    trace_model: str | None = None,
+    catalogs: PerfCatalogs | None = None,
 ) -> tuple[PerfModel, ModelSpec, list[str], bool]:
     """Resolve --model/--gpu/--tp into a PerfModel, with notes and whether the model is assumed.
 
     Without --model, a model the trace's ``model`` column names is used, else the documented
-    default.
+    default. Models, GPUs and coefficients come from ``catalogs`` (the packaged ones by default).
     """
+    catalogs = catalogs or PerfCatalogs.packaged()
     notes: list[str] = []
     name = options.model or trace_model or DEFAULT_MODEL
-    spec = resolve_model(name)
+    spec = catalogs.resolve_model(name)
     assumed = options.model is None and trace_model is None
     if assumed:
         notes.append(f"model not given (--model): assumed {spec.display_name}")
     elif options.model is None:
         notes.append(f"model from the trace's model column: {spec.display_name}")
-    gpu = get_gpu(options.gpu or DEFAULT_GPU)
+    gpu = catalogs.gpu(options.gpu or DEFAULT_GPU)
     if options.gpu is None:
         notes.append(f"GPU not given (--gpu): assumed {gpu.display_name}")
     tp = options.tp or auto_tp(spec, gpu, options.weight_dtype)
@@ -150,6 +160,7 @@ def build_perf_model(
         ep=options.ep if spec.is_moe else 1,
         kv_dtype=options.kv_dtype,
         weight_dtype=options.weight_dtype,
+        catalogs=catalogs,
     )
     if options.weight_dtype is None:
         dtypes = pm.weight_dtype
@@ -157,16 +168,24 @@ def build_perf_model(
             dtypes += f", experts {pm.expert_dtype}"
         notes.append(f"weights in the checkpoint's published dtype ({dtypes}; --weight-dtype)")
     choice = silicon_step_table(pm)
-    notes.append(f"step times: {choice.reason}")
+    reason = choice.reason
+    if choice.step_model == "roofline":
+        # Which coefficients the roofline runs on: the GPU's own fit, or a borrowed one.
+        reason += f"; coefficients: {pm.efficiency_note}"
+    notes.append(f"step times: {reason}")
     return choice.perf, spec, notes, assumed
 
 
-def kv_bytes_per_token_for(options: ProfileOptions, trace_model: str | None = None) -> int:
+def kv_bytes_per_token_for(
+    options: ProfileOptions,
+    trace_model: str | None = None,
+    catalogs: PerfCatalogs | None = None,
+) -> int:
     """Distinct KV bytes per token of the model the profile would use.
 
     For callers that need only the KV size, such as the streamed prefix-cache section.
     """
-    pm, _, _, _ = build_perf_model(options, trace_model)
+    pm, _, _, _ = build_perf_model(options, trace_model, catalogs)
     return int(round(pm.kv.total_bytes_per_token))
 
 
@@ -197,8 +216,8 @@ def _replay_summary(c: ReplayCalibration) -> CalibrationSummary:
     return CalibrationSummary(
         fit_rows=c.fit_rows,
         heldout_rows=c.heldout_rows,
-        efficiency=asdict(c.efficiency),
-        prior_efficiency=asdict(c.prior),
+        efficiency=c.efficiency.as_dict(),
+        prior_efficiency=c.prior.as_dict(),
         prefill_heldout=_fit_error(c.ttft_heldout),
         decode_step_heldout=_fit_error(c.tpot_heldout),
         prefill_heldout_prior=_fit_error(c.ttft_heldout_prior),
@@ -236,8 +255,8 @@ def _calibration_summary(c: Calibration) -> CalibrationSummary:
     return CalibrationSummary(
         fit_rows=c.fit_rows,
         heldout_rows=c.heldout_rows,
-        efficiency=asdict(c.efficiency),
-        prior_efficiency=asdict(c.prior),
+        efficiency=c.efficiency.as_dict(),
+        prior_efficiency=c.prior.as_dict(),
         prefill_heldout=_fit_error(c.prefill_heldout),
         decode_step_heldout=_fit_error(c.decode_heldout),
         prefill_heldout_prior=_fit_error(c.prefill_heldout_prior),
@@ -264,11 +283,9 @@ def _downsample(x: np.ndarray, y: np.ndarray, how: str) -> tuple[tuple, tuple, t
     return tuple(map(float, x[starts])), tuple(map(float, mean)), tuple(map(float, peak))
 
 
-def _series(
-    key: SeriesKey, name: str, y_label: str, y_unit: str, x: np.ndarray, y: np.ndarray, how: str
-) -> Series:
+def _series(key: SeriesKey, y_unit: str, x: np.ndarray, y: np.ndarray, how: str) -> Series:
     xs, ys, peaks = _downsample(x, y, how)
-    return Series(name, "time", "s", y_label, y_unit, xs, ys, SeriesKind.STEP, peaks, key=key)
+    return Series("s", y_unit, xs, ys, SeriesKind.STEP, peaks, key=key)
 
 
 def _scaled(d: Distribution, factor: float) -> dict[str, float]:
@@ -293,10 +310,7 @@ def _split_section(
     )
     counts, edges = np.histogram(per_share, bins=10, range=(0.0, 1.0))
     hist = Series(
-        "requests by prefill share of GPU time",
-        "prefill share",
         "fraction",
-        "requests",
         "count",
         tuple(map(float, edges[:-1])),
         tuple(map(float, counts)),
@@ -377,8 +391,6 @@ def _io_section(
     series = [
         _series(
             SeriesKey.WRITE_DEMAND,
-            "KV write demand",
-            "write bandwidth",
             "bytes/s",
             starts,
             io.write.rate_series,
@@ -386,8 +398,6 @@ def _io_section(
         ),
         _series(
             SeriesKey.REQUESTS_IN_FLIGHT,
-            "requests in flight",
-            "requests",
             "count",
             starts,
             inflight,
@@ -395,8 +405,6 @@ def _io_section(
         ),
         _series(
             SeriesKey.PEAK_DECODE_BATCH,
-            "peak decode batch",
-            "requests",
             "count",
             starts,
             peak_batch,
@@ -408,8 +416,6 @@ def _io_section(
             1,
             _series(
                 SeriesKey.READ_DEMAND,
-                "KV read demand",
-                "read bandwidth",
                 "bytes/s",
                 starts,
                 io.read.rate_series,
@@ -494,7 +500,7 @@ def _model_section(
         tp_assumed=options.tp is None,
         kv_dtype=pm.kv_dtype,
         weight_dtype=pm.weight_dtype,
-        efficiency=asdict(pm.efficiency),
+        efficiency=pm.efficiency.as_dict(),
         step_model="silicon" if pm.step_table.source.startswith("silicon") else "roofline",
         step_model_reason=next(
             (
@@ -532,6 +538,7 @@ def profile_workload(
     hit_tokens: np.ndarray | None = None,
     hits_source: str | None = None,
     arrays: RequestArrays | None = None,
+    catalogs: PerfCatalogs | None = None,
 ) -> StageProfile:
     """Measure or model the stage times of ``trace``, calibrating where both exist.
 
@@ -539,9 +546,12 @@ def profile_workload(
     ``cached_tokens``; None means hits are unknown, taken as 0 for compute and reported so.
     ``arrays`` are the trace's per-request arrays when the caller already took them. The
     measured stage times are read from the trace once, for the profile, its calibration and
-    the calibrated profile.
+    the calibrated profile. ``catalogs``: the GPU, model and efficiency catalogs with the
+    user's files (the packaged ones by default).
     """
-    pm, spec, notes, model_assumed = build_perf_model(options, trace_model_name(trace))
+    pm, spec, notes, model_assumed = build_perf_model(
+        options, trace_model_name(trace, catalogs), catalogs
+    )
     arrays = arrays or RequestArrays.of(trace)
     measured = measured_stages(trace)
     hits_known = hit_tokens is not None
@@ -558,6 +568,7 @@ def profile_workload(
     columns = (arrays.arrival_s, arrays.input_tokens, arrays.output_tokens)
     times = stage_times(*columns, pm, measured=measured, **run)
     calibration = None
+    step_calibration: StepCalibration | None = None
     split_notes: list[str] = []
     summary_of_calibration: CalibrationSummary | None = None
     if times.measured.any():
@@ -574,6 +585,12 @@ def profile_workload(
             if calibration is not None:
                 summary_of_calibration = _calibration_summary(calibration)
         if calibration is not None:
+            step_calibration = StepCalibration(
+                calibration.efficiency,
+                pm.gpu.name,
+                spec.name,
+                "replay" if closed is not None else "open_loop",
+            )
             pm = pm.with_efficiency(calibration.efficiency)
             notes.append("step times: the roofline calibrated to the trace's measured requests")
             times = stage_times(*columns, pm, measured=measured, **run)
@@ -618,7 +635,8 @@ def profile_workload(
     elif busy > 1:
         split_notes.append(
             f"the GPU time is {busy:.1f}x the time from first arrival to last completion: "
-            f"{times.instances} instance(s) of this deployment cannot carry the load (about "
+            f"{plural(times.instances, 'instance')} of this deployment cannot carry the load "
+            "(about "
             f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
             "spread over more instances each decode batch is smaller, so decode's share would "
             "grow (give the real count with --instances)"
@@ -641,6 +659,7 @@ def profile_workload(
         ),
         io=io_section,
         facts=_facts(pm, times, io_section, concurrency[1]),
+        calibration=step_calibration,
     )
 
 

@@ -36,14 +36,12 @@ def arrival_counts(arrival_s: np.ndarray, duration_s: float, window_s: int) -> n
 def arrival_chart(counts: np.ndarray, window_s: int) -> Series:
     """The arrivals chart from per-window request counts: x each window's start, y requests/s."""
     return Series(
-        name=f"arrivals per {window_s} s window",
-        x_label="time since first request",
         x_unit="s",
-        y_label="arrival rate",
         y_unit="requests/s",
         x=tuple(float(v) for v in np.arange(counts.size) * window_s),
         y=tuple(float(v) for v in counts / window_s),
         kind=SeriesKind.STEP,
+        window_s=float(window_s),
         key=SeriesKey.ARRIVALS,
     )
 
@@ -72,10 +70,7 @@ def length_chart(counts: np.ndarray, what: str) -> Series:
     """The length chart from per-bin request counts (``log2_bin``): x each bin's lower edge."""
     ks = np.arange(counts.size)
     return Series(
-        name=f"{what} length distribution",
-        x_label=f"{what} length, bin lower edge",
         x_unit="tokens",
-        y_label="requests",
         y_unit="count",
         x=tuple(float(v) for v in np.where(ks == 0, 0.0, 2.0**ks)),
         y=tuple(float(v) for v in counts),

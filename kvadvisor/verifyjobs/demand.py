@@ -94,8 +94,14 @@ def stage_inflight(
             "queue depth 1: the plan names no catalog model and GPU for this stage, so "
             "concurrency cannot be modeled"
         )
+    # The catalogs the plan was checked against: a user's GPU keeps its own coefficients.
     pm = PerfModel.build(
-        m.spec, stage.gpu, tp=m.tp, kv_dtype=m.kv_dtype, weight_dtype=m.weight_dtype
+        m.spec,
+        stage.gpu,
+        tp=m.tp,
+        kv_dtype=m.kv_dtype,
+        weight_dtype=m.weight_dtype,
+        catalogs=plan.catalogs,
     )
     context = input_tokens + output_tokens
     max_batch = memory_fit(pm, float(np.mean(context)) if context.size else 1.0)

@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from kvadvisor.results.vocab import Severity
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import duration
 from kvadvisor.verifyjobs.model import (
@@ -91,7 +92,7 @@ def _phases(d: TierDemand) -> list[FioPhase]:
                     f"max-{direction}",
                     {},
                     {},
-                    "info",
+                    Severity.INFO,
                     what=f"{direction}s with no rate limit: what the tier does at this I/O size "
                     "and queue depth (the catalog override's figures)",
                 )
@@ -103,7 +104,7 @@ def _phases(d: TierDemand) -> list[FioPhase]:
             "p99",
             p99,
             targets,
-            "error",
+            Severity.ERROR,
             what="each direction at its p99 window rate (the two need not coincide: conservative)",
         )
     )
@@ -115,7 +116,7 @@ def _phases(d: TierDemand) -> list[FioPhase]:
                 "peak",
                 peak,
                 targets,
-                "warning",
+                Severity.WARNING,
                 what="each direction at its peak window rate: a miss here means bursts queue",
             )
         )
@@ -135,7 +136,7 @@ def _phases(d: TierDemand) -> list[FioPhase]:
                 "burst",
                 base,
                 targets,
-                "error",
+                Severity.ERROR,
                 bursts=bursts,
                 what="the measured on/off pattern: the off-window rate always, plus the "
                 "on-window excess while on",

@@ -108,7 +108,7 @@ def _job_dict(j: FioJobFile) -> dict[str, Any]:
             {
                 "name": p.name,
                 "phase": p.phase,
-                "severity": p.severity,
+                "severity": p.severity.value,
                 "rates_bytes_per_s": p.rates_bytes_per_s,
                 "latency_target_s": p.latency_target_s,
                 "bursts": {

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from kvadvisor.errors import KvAdvisorError
+from kvadvisor.results.vocab import CheckStatus, Severity, Stage, Vocab
 
 # What each manifest format_version changed:
 #   1: first version.
@@ -139,6 +140,14 @@ class ReplayedTier:
     source: str
 
 
+class PhaseStatus(Vocab):
+    """How a fio phase came out against the rates it had to hold."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INFO = "info"  # a max-* phase: it measures what the tier does, no rate to hold
+
+
 @dataclass(frozen=True)
 class FioPhase:
     """One stonewalled group of a job file: the job name fio reports and what it must hold.
@@ -153,7 +162,7 @@ class FioPhase:
     phase: str
     rates_bytes_per_s: dict[str, float]
     latency_target_s: dict[str, float]
-    severity: str
+    severity: Severity
     # burst phase: per direction (extra rate while on, on seconds, off seconds) on top of the
     # always-on rate in rates_bytes_per_s.
     bursts: dict[str, tuple[float, float, float]] = field(default_factory=dict)
@@ -223,12 +232,12 @@ class PhaseResult:
     """A phase's required figures against fio's measured ones, per direction, and the verdict."""
 
     job: str
-    stage: str
+    stage: Stage
     tier: str
     gds: bool
     phase: str
-    severity: str
-    status: str  # pass | fail | info
+    severity: Severity
+    status: PhaseStatus
     measured: dict[str, Measured]
     required_bytes_per_s: dict[str, float]
     latency_target_s: dict[str, float]
@@ -249,7 +258,7 @@ class BenchResult:
     tpot_p99_s: float | None
     ttft_slo_s: float | None
     tpot_slo_s: float | None
-    status: str
+    status: CheckStatus
     input_tokens_ratio: float | None
     calibration: dict[str, Any] | None = None
     reasons: tuple[str, ...] = ()

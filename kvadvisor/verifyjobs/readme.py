@@ -157,7 +157,7 @@ def readme(
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     lines += [
         "",
-        "Definitions of every figure: kvadvisor's `docs/verify.md`.",
+        "Definitions of every figure: `kvadvisor docs verify`.",
         "",
     ]
     return "\n".join(lines)

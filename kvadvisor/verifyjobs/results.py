@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,20 +29,23 @@ from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import STORAGE_SCHEMA
 from kvadvisor.errors import CatalogError
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport
-from kvadvisor.results.vocab import CheckStatus, Severity, Stage
+from kvadvisor.results.vocab import CheckStatus, Severity, Stage, Vocab
 from kvadvisor.sections.profile import ProfileOptions, profile_workload
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_MB, US_PER_S, Unit, format_value
+from kvadvisor.units import BYTES_PER_MB, US_PER_S, Unit, format_value, plural
 from kvadvisor.verifyjobs.fio import fio_jobs, measured_direction
 from kvadvisor.verifyjobs.model import (
     DIRECTIONS,
     MANIFEST_VERSION,
     BenchResult,
     PhaseResult,
+    PhaseStatus,
     VerifyError,
     VerifyFolder,
     VerifyReport,
 )
+
+V = TypeVar("V", bound=Vocab)
 
 DEFAULT_TOLERANCE = 0.05  # fio's rate limiter lands within about 1%; 5% leaves room for noise
 MIN_IOS_TO_JUDGE = 5  # fewer I/Os than this in the runtime: bandwidth cannot be judged
@@ -69,6 +72,22 @@ MEASURED_SCOPES = {
 
 def _bw(bytes_per_s: float) -> str:
     return format_value(bytes_per_s, Unit.BYTES_PER_S)
+
+
+def _s(seconds: float | None) -> str:
+    return format_value(seconds, Unit.SECONDS)
+
+
+def _vocab(kind: type[V], value: Any, key: str, phase: str) -> V:
+    """A manifest phase's ``key`` as its enum, or a VerifyError naming the values it takes."""
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in kind)
+        raise VerifyError(
+            f"manifest phase '{phase}': {key} {value!r} is not one of {allowed}; regenerate "
+            "the folder with `kvadvisor verify TRACE --plan PLAN -o DIR`"
+        ) from None
 
 
 def check_manifest(manifest: Any, path: str) -> dict[str, Any]:
@@ -144,19 +163,19 @@ def _judge_phase(
         target = targets.get(direction)
         if target is not None and m.clat_p99_s is not None and m.clat_p99_s > target:
             reasons.append(
-                f"{direction} p99 completion latency {m.clat_p99_s * 1e3:.3g} ms over the "
-                f"{target * 1e3:.3g} ms target"
+                f"{direction} p99 completion latency {_s(m.clat_p99_s)} over the "
+                f"{_s(target)} target"
             )
     reads = required.get("read", 0.0), measured.get("read")
     writes = required.get("write", 0.0), measured.get("write")
     return PhaseResult(
         job=phase["name"],
-        stage=spec["stage"],
+        stage=_vocab(Stage, spec["stage"], "stage", phase["name"]),
         tier=spec["tier"],
         gds=bool(spec["gds"]),
         phase=phase["phase"],
-        severity=phase["severity"],
-        status=("fail" if reasons else "pass") if rated else "info",
+        severity=_vocab(Severity, phase["severity"], "severity", phase["name"]),
+        status=(PhaseStatus.FAIL if reasons else PhaseStatus.PASS) if rated else PhaseStatus.INFO,
         measured=measured,
         required_bytes_per_s=required,
         latency_target_s=targets,
@@ -296,8 +315,9 @@ def judge_bench(
                 )
     if trace.requests != spec["requests"]:
         raise VerifyError(
-            f"{path}: {trace.requests:,} requests, this folder's {engine} benchmark replays "
-            f"{spec['requests']:,}: the output is from another run; rerun {spec['script']}"
+            f"{path}: {format_value(trace.requests, Unit.REQUESTS)}, this folder's {engine} "
+            f"benchmark replays {format_value(spec['requests'], Unit.COUNT)}: the output is "
+            f"from another run; rerun {spec['script']}"
         )
     slo = manifest["plan"].get("slo") or {}
     ttft, tpot = _p99(trace, "ttft_s"), _p99(trace, "tpot_s")
@@ -307,10 +327,10 @@ def judge_bench(
         ("TPOT", tpot, slo.get("tpot_p99_s")),
     ):
         if value is not None and limit is not None and value > limit:
-            reasons.append(f"{what} p99 {value:.3g} s over the SLO {limit:.3g} s")
+            reasons.append(f"{what} p99 {_s(value)} over the SLO {_s(limit)}")
     completed = trace.requests - trace.failed_requests
     if completed < trace.requests:
-        reasons.append(f"{trace.requests - completed:,} request(s) failed")
+        reasons.append(f"{plural(trace.requests - completed, 'request')} failed")
     inputs = float(trace.column_np("input_tokens").sum())
     ratio = inputs / spec["input_tokens_total"] if spec["input_tokens_total"] else None
     return BenchResult(
@@ -322,7 +342,7 @@ def judge_bench(
         tpot_p99_s=tpot,
         ttft_slo_s=slo.get("ttft_p99_s"),
         tpot_slo_s=slo.get("tpot_p99_s"),
-        status="fail" if reasons else "pass",
+        status=CheckStatus.FAIL if reasons else CheckStatus.PASS,
         input_tokens_ratio=ratio,
         calibration=calibration,
         reasons=tuple(reasons),
@@ -440,10 +460,10 @@ def measured_catalog(
             entry["as_of"] = generated_at[:10]
         entry["notes"] = (
             f"Measured by kvadvisor verify, job set {set_id}: {tier['stage']} tier "
-            f"'{tier['tier']}' with fio at {int(tier['io']['io_bytes']):,} B I/Os (the KV chunk "
-            f"piece), queue depth {tier['iodepth']} per rank; bandwidth and IOPS per device "
-            f"over {max(int(tier['devices']), 1)} device(s), IOPS at that I/O size (not "
-            "4 KiB); latency: median completion latency at the p99 rate. Other fields: "
+            f"'{tier['tier']}' with fio at {format_value(tier['io']['io_bytes'], Unit.BYTES)} "
+            f"I/Os (the KV chunk piece), queue depth {tier['iodepth']} per rank; bandwidth and "
+            f"IOPS per device over {max(int(tier['devices']), 1)} device(s), IOPS at that I/O "
+            "size (not 4 KiB); latency: median completion latency at the p99 rate. Other fields: "
             + ("the catalog entry it replaces." if raw is not None else "the plan's tier.")
         )
         if name in entries:  # two tiers on one catalog device: keep the lower figure
@@ -473,11 +493,10 @@ def _phase_message(p: PhaseResult) -> str:
         if need:
             head += f" of {_bw(need)}"
         lat = (
-            ""
-            if m.clat_p99_s is None
-            else f", p99 {m.clat_p99_s * 1e3:.3g} ms / p99.9 {(m.clat_p999_s or 0) * 1e3:.3g} ms"
+            "" if m.clat_p99_s is None else f", p99 {_s(m.clat_p99_s)} / p99.9 {_s(m.clat_p999_s)}"
         )
-        parts.append(head + f" ({m.iops:,.0f} IOPS at {m.io_bytes:,.0f} B{lat})")
+        iops, size = format_value(m.iops, Unit.IOPS), format_value(m.io_bytes, Unit.BYTES)
+        parts.append(head + f" ({iops} at {size}{lat})")
     text = f"fio {p.phase} on '{p.tier}'{' (GDS)' if p.gds else ''}: " + (
         "; ".join(parts) or "no I/O"
     )
@@ -500,9 +519,10 @@ def review_checks(report: VerifyReport) -> tuple[ReviewCheck, ...]:
             ReviewCheck(
                 "VF01",
                 "verify.fio_phase",
-                Stage(p.stage),
-                Severity.INFO if p.status == "info" else Severity(p.severity),
-                CheckStatus.PASS if p.status == "info" else CheckStatus(p.status),
+                p.stage,
+                # A measurement-only phase informs; it has nothing to pass or fail.
+                Severity.INFO if p.status is PhaseStatus.INFO else p.severity,
+                CheckStatus.FAIL if p.status is PhaseStatus.FAIL else CheckStatus.PASS,
                 _phase_message(p),
                 evidence,
                 source,
@@ -524,17 +544,16 @@ def review_checks(report: VerifyReport) -> tuple[ReviewCheck, ...]:
             )
         )
     for b in report.benches:
-        ttft = "–" if b.ttft_p99_s is None else f"{b.ttft_p99_s:.3g} s"
-        tpot = "–" if b.tpot_p99_s is None else f"{b.tpot_p99_s:.3g} s"
         out.append(
             ReviewCheck(
                 "VF03",
                 "verify.bench_slo",
                 Stage.BOTH,
                 Severity.ERROR,
-                CheckStatus(b.status),
-                f"{b.engine} benchmark, {b.completed:,}/{b.requests:,} requests: TTFT p99 "
-                f"{ttft}, TPOT p99 {tpot}" + (": " + "; ".join(b.reasons) if b.reasons else ""),
+                b.status,
+                f"{b.engine} benchmark, {format_value(b.completed, Unit.COUNT)}/"
+                f"{format_value(b.requests, Unit.REQUESTS)}: TTFT p99 {_s(b.ttft_p99_s)}, "
+                f"TPOT p99 {_s(b.tpot_p99_s)}" + (": " + "; ".join(b.reasons) if b.reasons else ""),
                 {
                     "ttft_p99_s": b.ttft_p99_s,
                     "tpot_p99_s": b.tpot_p99_s,

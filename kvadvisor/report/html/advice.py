@@ -7,6 +7,8 @@ from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
 
 RULES = ("rules", "Rules fired and rules quiet")
+# How each kind of alternative is titled in its own table.
+ALTERNATIVE_KINDS = {"instance": "GPU instances", "storage": "storage"}
 ALTERNATIVES = ("alternatives", "Alternatives compared")
 
 
@@ -50,15 +52,15 @@ def alternatives_section(report: AdviceReport) -> Section:
     tables = []
     for stage in summary.STAGES:
         alts = getattr(rec, stage).alternatives
-        if alts:
+        # One table per kind of choice: instances ranked against instances, storage against
+        # storage (a shared rank column across kinds read as one ranking).
+        for kind in sorted({a.kind for a in alts}, key=lambda k: (k != "instance", k)):
+            ranked = sorted((a for a in alts if a.kind == kind), key=lambda a: a.rank)
             tables.append(
                 Table(
-                    f"{stage.capitalize()}",
-                    ("rank", "kind", "option", "feasible", "reason"),
-                    tuple(
-                        (str(a.rank), a.kind, a.name, fmt.yes_no(a.feasible), a.reason)
-                        for a in sorted(alts, key=lambda a: (a.kind, a.rank))
-                    ),
+                    f"{stage.capitalize()}: {ALTERNATIVE_KINDS.get(kind, kind)}",
+                    ("rank", "option", "feasible", "reason"),
+                    tuple((str(a.rank), a.name, fmt.yes_no(a.feasible), a.reason) for a in ranked),
                 )
             )
     if not tables:

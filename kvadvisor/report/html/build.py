@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from kvadvisor.report import summary
 from kvadvisor.report.html.advice import alternatives_section, rules_section
+from kvadvisor.report.html.deployments import deployments_section
 from kvadvisor.report.html.inputs import inputs_rows
 from kvadvisor.report.html.iodemand import io_section
 from kvadvisor.report.html.plans import plan_section
@@ -15,6 +16,7 @@ from kvadvisor.report.html.stages import stage_section
 from kvadvisor.report.html.view import FindingView, HtmlView, VerdictCard
 from kvadvisor.report.html.workload import workload_section
 from kvadvisor.report.jsonreport import clean
+from kvadvisor.report.serieslabels import with_series_labels
 from kvadvisor.results.report import AdviceReport
 
 # Findings repeated under the verdict, most severe first.
@@ -63,7 +65,8 @@ def build_view(report: AdviceReport) -> HtmlView:
         finding_counts=tuple(
             sorted(counts.items(), key=lambda kv: summary.SEVERITY_RANK.get(kv[0], 9))
         ),
-        sections=(
+        sections=tuple(s for s in (deployments_section(report),) if s is not None)
+        + (
             workload_section(report),
             stage_section(report),
             prefix_section(report),
@@ -93,6 +96,6 @@ def build_view(report: AdviceReport) -> HtmlView:
         alternatives=alternatives_section(report),
         inputs=inputs_rows(report),
         notes=notes,
-        report_data=clean(report.to_dict()),
+        report_data=clean(with_series_labels(report.to_dict())),
     )
     return replace(view, top_findings=view.findings[:TOP_FINDINGS])

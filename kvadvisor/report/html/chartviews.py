@@ -9,6 +9,7 @@ from markupsafe import Markup
 from kvadvisor.report import fmt
 from kvadvisor.report.charts import HALF_FIG_SIZE_IN, ChartSpec, Line, Mark, render_svg
 from kvadvisor.report.html.view import Chart
+from kvadvisor.report.serieslabels import series_labels
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.report import CacheReuse, PrefixCache
 from kvadvisor.results.series import Series
@@ -20,7 +21,16 @@ def _axis(label: str, unit: str) -> str:
 
 
 def _title(series: Series) -> str:
-    return series.name[:1].upper() + series.name[1:]
+    name = series_labels(series).name
+    return name[:1].upper() + name[1:]
+
+
+def _x_title(series: Series) -> str:
+    return _axis(series_labels(series).x_label, series.x_unit)
+
+
+def _y_title(series: Series) -> str:
+    return _axis(series_labels(series).y_label, series.y_unit)
 
 
 def series_chart(series: Series, key: str, caption: str = "", **kw: Any) -> Chart:
@@ -28,9 +38,9 @@ def series_chart(series: Series, key: str, caption: str = "", **kw: Any) -> Char
     spec = ChartSpec(
         key=key,
         title=_title(series),
-        x_title=_axis(series.x_label, series.x_unit),
-        y_title=_axis(series.y_label, series.y_unit),
-        lines=(Line(series.y_label, series.x, series.y, series.kind),),
+        x_title=_x_title(series),
+        y_title=_y_title(series),
+        lines=(Line(series_labels(series).legend, series.x, series.y, series.kind),),
         y_integer=series.y_unit == "count",
         **kw,
     )
@@ -54,9 +64,9 @@ def histogram_chart(series: Series, key: str, caption: str) -> Chart:
     spec = ChartSpec(
         key=key,
         title=_title(series),
-        x_title=_axis(series.x_label, series.x_unit),
-        y_title=_axis(series.y_label, series.y_unit),
-        lines=(Line(series.y_label, tuple(range(hi - lo)), ys[lo:hi], "bar"),),
+        x_title=_x_title(series),
+        y_title=_y_title(series),
+        lines=(Line(series_labels(series).legend, tuple(range(hi - lo)), ys[lo:hi], "bar"),),
         categories=labels,
         y_integer=series.y_unit == "count",
         size_in=HALF_FIG_SIZE_IN,
@@ -71,10 +81,7 @@ def mrc_chart(pc: PrefixCache) -> Chart | None:
     """
     curves = [c for c in pc.curve if c.x]
     if curves:
-        lines = tuple(
-            Line(c.name.replace("token hit ratio ", "").strip("()"), c.x, c.y, "step")
-            for c in curves
-        )
+        lines = tuple(Line(series_labels(c).legend, c.x, c.y, "step") for c in curves)
     else:
         bounded = [p for p in pc.mrc if p.capacity_tokens is not None]
         if not bounded or all(p.hit_ratio_all is None for p in bounded):
@@ -126,10 +133,10 @@ def reuse_chart(reuse: CacheReuse) -> Chart | None:
         key="prefix-reuse",
         title="Time since a hit block was last used",
         x_title="reuse time (s, log scale)",
-        y_title=_axis(h.y_label, h.y_unit),
+        y_title=_y_title(h),
         lines=(
             Line(
-                h.y_label,
+                series_labels(h).legend,
                 lowers,
                 h.y,
                 "bar",
@@ -178,7 +185,7 @@ def bandwidth_spec(series: Series, rate: IoRate | None, key: str, window_s: floa
         )
     lines.append(
         Line(
-            f"mean over {fmt.duration(step_s)}" if series.y_max else series.y_label,
+            f"mean over {fmt.duration(step_s)}" if series.y_max else series_labels(series).legend,
             series.x,
             tuple(v / BYTES_PER_GB for v in series.y),
             series.kind,
@@ -187,8 +194,8 @@ def bandwidth_spec(series: Series, rate: IoRate | None, key: str, window_s: floa
     return ChartSpec(
         key=key,
         title=_title(series),
-        x_title=_axis(series.x_label, series.x_unit),
-        y_title=f"{series.y_label} (GB/s)",
+        x_title=_x_title(series),
+        y_title=f"{series_labels(series).y_label} (GB/s)",
         lines=tuple(lines),
         marks=tuple(marks),
     )

@@ -82,6 +82,6 @@ def plan_section(report: AdviceReport) -> Section:
     lead = (
         "Each plan replayed against this trace: the hit ratio each tier serves at the plan's "
         "capacities, the write and read demand on it against its bandwidth, and engine lint "
-        "(docs/review.md)."
+        "(see kvadvisor docs review)."
     )
     return Section("plans", "Plan against the workload", lead, tuple(rows), (), tuple(tables))

@@ -179,7 +179,7 @@ def _split_section(res: ReplayResult, prefix: str) -> Section:
         title="GPU time per stage (closed loop)",
         lead=(
             "GPU time each stage used in the replay: every step's time is split between the "
-            "prefill chunks and the decode tokens it ran (docs/replay.md)."
+            "prefill chunks and the decode tokens it ran (see kvadvisor docs replay)."
         ),
         rows=rows,
         tables=(fleet,),
@@ -372,8 +372,8 @@ def replay_section(res: ReplayResult | None, missing: str | None) -> Section:
         title="Fleet replay of the recommended deployment (closed loop)",
         lead=(
             "The recommended deployment run through the trace: requests queue, batch, load and "
-            "cross to decode as the engines do (docs/replay.md). Its GPU time per stage is the "
-            "report's stage split; the open-loop figures are kept as a bound."
+            "cross to decode as the engines do (see kvadvisor docs replay). Its GPU time per "
+            "stage is the report's stage split; the open-loop figures are kept as a bound."
         ),
         rows=rows + tuple(row for p in parts for row in p.rows),
         charts=tuple(c for p in parts for c in p.charts),
