@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.results.verdict import LossReason
@@ -48,3 +49,28 @@ def test_cheaper_configuration_verified_after_the_first_grew(verdict) -> None:  
     assert any("the whole trace needed" in n for n in verdict.notes), verdict.notes
     assert verdict.topology == "aggregated", verdict.reason
     assert verdict.usd_per_hour < 400.0, verdict.usd_per_hour
+
+
+HEAD = SAMPLE.with_name("mooncake_conversation_head.jsonl.gz")
+
+
+def test_storage_restricts_the_search_to_instances_that_can_have_it() -> None:
+    """--storage aws-ebs-gp3 alone searches AWS only; with --provider gcp it is a clear error.
+
+    Before, the check ran over every provider's instances and refused the run on the first
+    that could not attach an EBS volume (an Alibaba instance), whatever the user asked.
+    """
+    report = analyze(
+        read_trace(HEAD),
+        AnalyzeOptions(model="llama-3.1-70b", storage="aws-ebs-gp3", slo="ttft_p99=10s"),
+        version="test",
+        generated_at="2026-01-01T00:00:00",
+    )
+    assert {v.provider for v in report.recommendation.verdict.verdicts} == {"aws"}
+    with pytest.raises(ConfigError, match=r"no instance of gcp can have it.*is for aws"):
+        analyze(
+            read_trace(HEAD),
+            AnalyzeOptions(model="llama-3.1-70b", storage="aws-ebs-gp3", providers=("gcp",)),
+            version="test",
+            generated_at="2026-01-01T00:00:00",
+        )
