@@ -46,7 +46,12 @@ from kvadvisor.results.common import Meta, TraceSummary
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, PrefixCache
 from kvadvisor.results.series import Series
 from kvadvisor.sections.prefix import result_section, unknown_prefix_cache
-from kvadvisor.sections.profile import StageProfile, kv_bytes_per_token_for, profile_workload
+from kvadvisor.sections.profile import (
+    ProfileInputs,
+    StageProfile,
+    kv_bytes_per_token_for,
+    profile_workload,
+)
 from kvadvisor.sections.workload import (
     arrival_chart,
     arrival_counts,
@@ -476,8 +481,12 @@ def _stage_profile(
     options: AnalyzeOptions,
     result: PrefixCacheResult | None,
     plan: ScalePlan,
+    models: tuple[str, ...],
 ) -> StageProfile | None:
-    """The stage profile of a streamed trace from its per-request columns, or None if too big."""
+    """The stage profile of a streamed trace from its per-request columns, or None if too big.
+
+    ``models``: the served-model names the pass over the stream collected.
+    """
     if not plan.stage_profile:
         return None
     narrow = stream.select(PROFILE_COLUMNS)
@@ -487,10 +496,11 @@ def _stage_profile(
         block_tokens=stream.block_tokens,
         source_format=stream.source_format,
         source_path=stream.path,
+        arrivals_measured=stream.arrivals_measured,
     )
     hits, source = prefix_hits(trace, result)
     return profile_workload(
-        trace,
+        ProfileInputs.of(trace, models=models),
         options.profile_options(),
         hit_tokens=hits,
         hits_source=source,
@@ -510,6 +520,7 @@ def analyze_stream(
     """One streaming pass over ``stream``: the summary and the prefix-cache curve per ``plan``."""
     options = options or AnalyzeOptions()
     columns = stream.columns  # all of them, for the summary, before narrowing the stream
+    whole = stream  # the stage profile reads its own columns (measured latencies) from it
     stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
     totals = _Totals(duration_s=stream.duration_s)
     result: PrefixCacheResult | None = None
@@ -526,7 +537,7 @@ def analyze_stream(
             warmup_fraction=options.warmup_fraction,
             rate=plan.sample_rate,
         )
-    stages = _stage_profile(stream, options, result, plan)
+    stages = _stage_profile(whole, options, result, plan, listed_models(totals.models))
     kv = stages.model.kv_bytes_per_token if stages is not None else None
     prefix = (
         unknown_prefix_cache(options.warmup_fraction)
