@@ -22,7 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
 class Measured:
-    """One child run: command, wall seconds, peak resident set in bytes, exit status."""
+    """One child run: command, wall seconds, peak resident set in bytes, exit status.
+
+    ``cpu_s`` is the child's user + system time (``os.wait4``): on a shared machine the wall
+    time includes waiting for a core, the CPU time does not.
+    """
 
     label: str
     argv: tuple[str, ...]
@@ -30,6 +34,7 @@ class Measured:
     peak_rss_bytes: int
     returncode: int
     stderr_tail: str
+    cpu_s: float = 0.0
 
     def line(self) -> str:
         """One human line with the figures."""
@@ -62,6 +67,7 @@ def run_measured(
         int(usage.ru_maxrss) * BYTES_PER_KIB,
         proc.returncode,
         err.decode(errors="replace")[-2000:],
+        usage.ru_utime + usage.ru_stime,
     )
 
 

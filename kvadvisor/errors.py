@@ -6,6 +6,14 @@ from dataclasses import dataclass
 from enum import Enum
 
 
+def _more_problems(n: int) -> str:
+    """The count of further problems with the noun in number: 1 more problem, 3 more problems.
+
+    errors is a leaf package: it cannot import units.plural.
+    """
+    return f"{n} more problem{'' if n == 1 else 's'}"
+
+
 class KvAdvisorError(Exception):
     """Root of every error caused by user input; the CLI turns it into one line and exit 2.
 
@@ -83,7 +91,7 @@ class TraceSchemaError(TraceError):
         if self.total > 1:
             rows = [str(p.row) for p in problems[1:4] if p.row is not None]
             also = f", next at rows {', '.join(rows)}" if rows else ""
-            more = f" (and {self.total - 1} more problem(s){also})"
+            more = f" (and {_more_problems(self.total - 1)}{also})"
         super().__init__(
             f"{path}: {where}column '{first.column}': {first.reason.value}: {first.value}{more}"
         )
@@ -108,7 +116,7 @@ class CatalogProblems(CatalogError):
         more = ""
         if len(problems) > 1:
             more = (
-                f" (and {len(problems) - 1} more problem(s); `kvadvisor catalog check {path}` "
+                f" (and {_more_problems(len(problems) - 1)}; `kvadvisor catalog check {path}` "
                 "lists them all)"
             )
         super().__init__(problems[0] + more)

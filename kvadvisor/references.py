@@ -20,6 +20,7 @@ from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.errors import RuleSyntaxError
 from kvadvisor.rules import Rule, builtin_rules_dir
+from kvadvisor.units import plural
 
 PathLike = str | os.PathLike[str]
 
@@ -49,7 +50,7 @@ def check_rules(directory: PathLike) -> tuple[Rule, ...]:
     path = Path(directory)
     _, problems = rule_dir_problems(os.fspath(path))
     if problems:
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        more = f" (and {plural(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
         raise RuleSyntaxError(problems[0] + more, problems)
     own = load_rules([path], builtin=False)
     if not path.resolve().is_relative_to(builtin_rules_dir().resolve()):

@@ -359,7 +359,7 @@ def test_stream_missing_required_columns(tmp_path) -> None:
         "column 'input_tokens': missing_column",
         "kvadvisor convert",
     )
-    assert "(and 1 more problem(s))" in message  # output_tokens too
+    assert "(and 1 more problem)" in message  # output_tokens too
 
 
 def test_stream_bad_cells(tmp_path) -> None:

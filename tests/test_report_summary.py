@@ -103,3 +103,22 @@ def test_alternatives_are_ranked_per_kind() -> None:
         ("2", "p4d.24xlarge"),
     ]
     assert [r[1] for r in tables["Prefill: storage"].rows] == ["local NVMe Gen5", "cloud block"]
+
+
+def test_a_trace_without_arrival_spread_is_not_over_0_s() -> None:
+    """A benchmark result with no start times has no span: the reports say why, not "0 s"."""
+    report = full_report()
+    flat = replace(report, trace=replace(report.trace, duration_s=0.0, arrival_rate_per_s=None))
+    assert "40 requests, arrival times unknown" in summary.headline_number(flat).text
+    keys = {k.name: k for k in summary.key_numbers(flat)}
+    assert keys["requests"].note == "arrival times unknown"
+    workload = next(s for s in build_view(flat).sections if s.id == "workload")
+    assert workload.lead.startswith("40 requests, arrival times unknown;")
+    one = replace(flat, trace=replace(flat.trace, requests=1), prefix_cache=None, stage_split=None)
+    assert (summary.headline_number(one).value, summary.headline_number(one).text) == (
+        "1",
+        "request",
+    )
+    # A measured span keeps its figure.
+    assert keys != {k.name: k for k in summary.key_numbers(report)}
+    assert "40 requests over 29.2 s" in summary.headline_number(report).text

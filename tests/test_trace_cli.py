@@ -45,6 +45,8 @@ def test_info_capabilities_follow_columns() -> None:
     assert "requests      60 (1 failed)" in result.stdout
     llmperf = runner.invoke(app, ["info", str(SAMPLES / "llmperf_individual_responses.json")])
     assert "arrival rate  unknown (no arrival times)" in llmperf.stdout
+    # Not "0.000 s": the span of arrivals the file does not have is unknown too.
+    assert "time span     unknown (no arrival times)" in llmperf.stdout
 
 
 def test_trace_format_override_and_map() -> None:

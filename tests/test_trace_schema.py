@@ -40,7 +40,7 @@ def test_collects_every_problem_before_raising() -> None:
     }
     assert err.total == 4
     assert "t.csv: row 2, column 'arrival_s': nan_value" in str(err)
-    assert "and 3 more problem(s), next at rows" in str(err)
+    assert "and 3 more problems, next at rows" in str(err)
 
 
 def test_float_token_counts_name_nan_and_fractions() -> None:

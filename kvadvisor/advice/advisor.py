@@ -63,7 +63,7 @@ from kvadvisor.results.report import (
 from kvadvisor.results.vocab import Stage, TierRole
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate, workload_rules
 from kvadvisor.rules.engine import matches, resolve_where
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, plural
 
 # p99 demand should use at most this share of a tier: headroom for the tail beyond p99 and for
 # background work (compaction, eviction) without sizing for the peak.
@@ -184,7 +184,7 @@ def instance_count(
         f"{stage}: {busy_s:,.0f} GPU-s over "
         f"{duration:,.0f} s = {modeled:.2f} busy GPUs of the modeled GPU, x "
         f"{ref:g}/{mine:g} for {inst.gpu} = {busy_gpus:.2f}; / {inst.gpu_count} GPUs "
-        f"/ {TARGET_GPU_UTILIZATION:.0%} target = {count} instance(s)"
+        f"/ {TARGET_GPU_UTILIZATION:.0%} target = {plural(count, 'instance')}"
     )
 
 
@@ -611,7 +611,7 @@ def advise(
         derivation = (
             [
                 f"{kind} demand: p99 of {_v(facts, 'io_window_s') or 0:g}-second windows of KV "
-                f"{role.demand_words}, divided by {n} {stage} instance(s)",
+                f"{role.demand_words}, divided by {plural(n, f'{stage} instance')}",
                 f"IOPS: that rate / chunk size ({options.chunk_tokens} tokens"
                 " x KV bytes per token)",
                 f"sized so p99 uses at most {TARGET_TIER_UTILIZATION:.0%} of the tier; peaks above "
@@ -623,7 +623,7 @@ def advise(
         if needed_gib is not None:
             derivation.append(
                 f"capacity: the KV working set {needed_gib:,.1f} GiB "
-                f"(shared tiers) or / {n} instance(s) (local tiers)"
+                f"(shared tiers) or / {plural(n, 'instance')} (local tiers)"
             )
         storage_alts = [
             Alternative("storage", f.spec.name, i + 1, f.reason, f.feasible)

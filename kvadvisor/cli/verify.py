@@ -29,6 +29,7 @@ from kvadvisor.cli.common import (
 from kvadvisor.cli.review import FailOn
 from kvadvisor.errors import ConfigError
 from kvadvisor.fileio import atomic_target
+from kvadvisor.units import plural
 
 CATALOG_NAME = "measured-catalog.yaml"
 MANIFEST = "verify.json"
@@ -170,7 +171,8 @@ def verify_cmd(
             write_folder(folder, written.files, (trace, plan))
             echo(
                 f"wrote {len(written.files)} files to {folder} (job set {written.job_set_id}): "
-                f"{len(written.jobs)} fio job file(s), {len(written.benches)} benchmark(s); "
+                f"{plural(len(written.jobs), 'fio job file')}, "
+                f"{plural(len(written.benches), 'benchmark')}; "
                 f"what to run where: {folder / 'README.md'}"
             )
     if failed:

@@ -24,6 +24,7 @@ from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.plan.loader import PlanCatalogs, check_plan
 from kvadvisor.results.replay import ReplayResult
 from kvadvisor.results.report import AdviceReport, StageRecommendation
+from kvadvisor.units import plural
 
 MAX_SIZING_ROUNDS = 4
 PLAN_PATH = "the recommended deployment"
@@ -123,7 +124,7 @@ def replay_recommended(
         busiest = max(result.stages, key=lambda s: s.busy_fraction or 0.0)
         block = doc["stages"][busiest.role.value]
         notes.append(
-            f"sized to carry the load: {block['count']} {busiest.role.value} instance(s) "
+            f"sized to carry the load: {plural(block['count'], f'{busiest.role.value} instance')} "
             f"overloaded ({result.overload.reason}); replayed again with {2 * block['count']}"
         )
         doc = copy.deepcopy(doc)

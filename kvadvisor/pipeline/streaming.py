@@ -65,7 +65,7 @@ from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB, plural
 from kvadvisor.units.parse import SIZE_UNITS
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
@@ -547,8 +547,8 @@ def analyze_stream(
     duration = (totals.last_arrival_s - (totals.first_arrival_s or 0.0)) if totals.requests else 0.0
     notes = list(stream.notes)
     notes.append(
-        f"streamed in {totals.batches} record batches from {len(stream.files)} "
-        f"file(s): {plan.reason}"
+        f"streamed in {plural(totals.batches, 'record batch', 'record batches')} from "
+        f"{plural(len(stream.files), 'file')}: {plan.reason}"
     )
     if stream.arrival_offset_s:
         notes.append(shifted_note(stream.arrival_offset_s))

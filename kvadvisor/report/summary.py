@@ -188,11 +188,29 @@ def headline(report: AdviceReport) -> str:
     return "Recommended " + "; ".join(parts) + "."
 
 
+def span_text(t: Any) -> str:
+    """The span of the arrivals ("over 58.9 min"), or why there is none ("over 0 s" misleads).
+
+    A benchmark result without start times has every request of a run at the run's start.
+    """
+    if t.duration_s and t.duration_s > 0:
+        return f"over {fmt.duration(t.duration_s)}"
+    return "arrival times unknown" if t.requests > 1 else "a single arrival"
+
+
+def requests_text(t: Any) -> str:
+    """The requests and their span: "12,031 requests over 58.9 min", "1 request"."""
+    if t.requests == 1:
+        return "1 request"
+    span = span_text(t)
+    return f"{plural(t.requests, 'request')}{' ' if span.startswith('over') else ', '}{span}"
+
+
 def headline_number(report: AdviceReport) -> HeadlineNumber:
     """The reusable share of prompt tokens when it was measured, else the prefill share."""
     t = report.trace
     pc = report.prefix_cache
-    over = f"{t.requests:,} requests over {fmt.duration(t.duration_s)}"
+    over = requests_text(t)
     if pc is not None and pc.hit_ratio.all is not None:
         return HeadlineNumber(
             fmt.percent(pc.hit_ratio.all),
@@ -204,7 +222,8 @@ def headline_number(report: AdviceReport) -> HeadlineNumber:
         return HeadlineNumber(
             fmt.percent(s.prefill_share), f"of GPU time goes to prefill ({s.source}; {over})"
         )
-    return HeadlineNumber(f"{t.requests:,}", f"requests over {fmt.duration(t.duration_s)}")
+    number, _, rest = requests_text(t).partition(" ")
+    return HeadlineNumber(number, rest)
 
 
 def length_text(stats: Any) -> tuple[str, str]:
@@ -229,7 +248,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
         KeyNumber(
             "requests",
             f"{t.requests:,}",
-            f"over {fmt.duration(t.duration_s)}"
+            span_text(t)
             + (f", {fmt.number(t.arrival_rate_per_s)}/s" if t.arrival_rate_per_s else ""),
         ),
         KeyNumber(

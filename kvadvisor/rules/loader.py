@@ -35,6 +35,7 @@ from kvadvisor.rules.model import (
     Severity,
     Stage,
 )
+from kvadvisor.units import plural
 from kvadvisor.yamlio import load_yaml
 
 CODE_RE = re.compile(r"^[A-Z]{2}[0-9]{2}$")
@@ -498,7 +499,8 @@ def parse_rule(data: Any, path: str, facts: Mapping[str, FactSpec]) -> Rule:
         raise RuleReferenceError(f"{path}: {checker.unknown[0]}{more}", every)
     if every:
         more = (
-            f" (and {len(every) - 1} more problem(s); `kvadvisor rules check` lists them all)"
+            f" (and {plural(len(every) - 1, 'more problem')}; "
+            "`kvadvisor rules check` lists them all)"
             if len(every) > 1
             else ""
         )

@@ -61,7 +61,7 @@ from kvadvisor.results.vocab import SplitSource
 from kvadvisor.sections.workload import trace_models
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GIB, plural
 
 # Defaults when --model / --gpu are not given (stated in the report as assumed): Llama-3.1-70B,
 # whose 320 KiB of KV per token is the figure most often quoted (Mooncake paper), on an H200,
@@ -669,7 +669,8 @@ def profile_workload(
     elif busy > 1:
         split_notes.append(
             f"the GPU time is {busy:.1f}x the time from first arrival to last completion: "
-            f"{times.instances} instance(s) of this deployment cannot carry the load (about "
+            f"{plural(times.instances, 'instance')} of this deployment cannot carry the load "
+            "(about "
             f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
             "spread over more instances each decode batch is smaller, so decode's share would "
             "grow (give the real count with --instances)"

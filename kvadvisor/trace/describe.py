@@ -145,7 +145,9 @@ def format_description(d: TraceDescription) -> str:
         f"trace         {d.path}",
         f"format        {fmt}",
         f"requests      {d.requests:,} ({d.failed_requests:,} failed)",
-        f"time span     {d.duration_s:,.3f} s",
+        f"time span     {d.duration_s:,.3f} s"
+        if d.arrivals_measured
+        else "time span     unknown (no arrival times)",
         f"arrival rate  {rate}",
         f"tokens        {d.input_tokens_total:,} input, {d.output_tokens_total:,} output",
         f"block_tokens  {d.block_tokens if d.block_tokens is not None else 'none'}",

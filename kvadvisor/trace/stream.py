@@ -36,6 +36,7 @@ from kvadvisor.trace.schema import (
     missing_columns,
     shifted_note,
 )
+from kvadvisor.units import plural
 
 DEFAULT_BATCH_ROWS = 128 * 1024
 # A streamed file whose arrivals span too long is read whole, to name the outlier row, up to
@@ -129,7 +130,7 @@ class TraceStream:
             block_tokens=self.block_tokens,
             dropped=dict(self.dropped),
             arrivals_measured=self.arrivals_measured,
-            notes=self.notes + (f"read from {len(self.files)} parquet file(s)",) + shift,
+            notes=self.notes + (f"read from {plural(len(self.files), 'parquet file')}",) + shift,
         )
 
     def _shift(self, batch: pa.RecordBatch) -> pa.RecordBatch:

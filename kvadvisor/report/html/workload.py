@@ -6,6 +6,7 @@ from kvadvisor.report import fmt
 from kvadvisor.report.charts import Mark
 from kvadvisor.report.html.chartviews import histogram_chart, series_chart
 from kvadvisor.report.html.view import Section, Table
+from kvadvisor.report.summary import requests_text, span_text
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.units import Unit
 
@@ -19,7 +20,7 @@ def workload_section(report: AdviceReport) -> Section:
     mean_out = t.output_tokens_total / t.requests
     rows = [
         ("requests", f"{t.requests:,}"),
-        ("time span", fmt.duration(t.duration_s)),
+        ("time span", fmt.duration(t.duration_s) if t.duration_s > 0 else span_text(t)),
         ("mean arrival rate", fmt.quantity(t.arrival_rate_per_s, Unit.PER_S)),
         ("mean input length", f"{fmt.number(mean_in)} tokens"),
         ("mean output length", f"{fmt.number(mean_out)} tokens"),
@@ -48,7 +49,7 @@ def workload_section(report: AdviceReport) -> Section:
         if hist is not None:
             charts.append(histogram_chart(hist, key, what))
     lead = (
-        f"{t.requests:,} requests over {fmt.duration(t.duration_s)}; prompts average "
+        f"{requests_text(t)}; prompts average "
         f"{fmt.number(mean_in)} tokens and outputs {fmt.number(mean_out)} tokens."
     )
     stats = t.input_tokens_stats
