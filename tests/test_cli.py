@@ -162,7 +162,7 @@ def test_entry_point_exit_codes(monkeypatch, capsys, mooncake_path, tmp_path) ->
         "review",
         str(mooncake_path),
         "--plan",
-        str(plans / "good-p5e-prefill-h20-decode.yaml"),
+        str(plans / "good-p5e-prefill-p5-decode.yaml"),
     )[0]
     bad = _main(
         monkeypatch,

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "kvadvisor"
 runner = CliRunner()
 SMALL = SAMPLES / "vllm_bench_old.json"  # 30 requests
-PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from kvadvisor.trace.arrays import RequestArrays, SessionKeys
 from kvadvisor.trace.model import Trace
 
 REPO = Path(__file__).resolve().parents[1]
-PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
 
 
 @pytest.fixture

@@ -1135,7 +1135,7 @@ def test_plan_on_a_trace_too_large_to_replay(tmp_path) -> None:
         + SAMPLED_BYTES_PER_REQUEST * stream.requests
         + 120 * stream.block_accesses // 4
     )
-    plan = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+    plan = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
     result = runner.invoke(
         app,
         [

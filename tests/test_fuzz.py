@@ -308,7 +308,7 @@ def test_fuzz_info_on_random_traces(trace: tuple[str, str | bytes]) -> None:
         assert code in (0, 2)
 
 
-PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
 
 
 @fuzz_settings(12)
@@ -393,7 +393,7 @@ def _mutate(text: str, draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-PLAN_TEXT = (REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml").read_text()
+PLAN_TEXT = (REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml").read_text()
 RULE_TEXT = (REPO / "rules" / "cache" / "CA01-read-less-first.yaml").read_text()
 CATALOG_TEXT = """kind: storage
 sources:

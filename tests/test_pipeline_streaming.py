@@ -35,7 +35,8 @@ from kvadvisor.trace.stream import open_trace_stream, stream_trace
 
 GIB = 1024**3
 # Routing and block-size comparisons are in-memory extras; keep the reference run lean.
-OPTIONS = AnalyzeOptions(cache_instances=1)
+# analyze replays only a trace held in memory: the in-memory reference is not replayed either.
+OPTIONS = AnalyzeOptions(cache_instances=1, replay=False)
 
 
 def _kw() -> dict[str, str]:

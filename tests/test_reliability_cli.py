@@ -29,7 +29,7 @@ from kvadvisor.termtext import printable
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_traces" / "mooncake_conversation.parquet"
 SMALL = REPO / "sample_traces" / "vllm_bench_old.json"
-PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
 runner = CliRunner()
 ESC = "\x1b"
 
@@ -178,7 +178,7 @@ def test_review_markdown_keeps_plan_names_in_code(tmp_path: Path) -> None:
     name = "p`><img src=x onerror=alert(1)>"
     plan = tmp_path / "plan.yaml"
     plan.write_text(
-        PLAN.read_text().replace("name: p5e-prefill-h20-decode", f"name: '{name}'"),
+        PLAN.read_text().replace("name: p5e-prefill-p5-decode", f"name: '{name}'"),
         encoding="utf-8",
     )
     out = tmp_path / "review.md"

@@ -52,7 +52,7 @@ def trace(tmp_path: Path) -> Path:
 def plan(tmp_path: Path) -> Path:
     """A copy of the good example plan."""
     path = tmp_path / "plan.yaml"
-    shutil.copy(PLANS / "good-p5e-prefill-h20-decode.yaml", path)
+    shutil.copy(PLANS / "good-p5e-prefill-p5-decode.yaml", path)
     return path
 
 
@@ -106,7 +106,7 @@ def test_emit_never_over_an_input(tmp_path: Path) -> None:
     out = tmp_path / "cfg"
     out.mkdir()
     plan = out / "lmcache-prefill.yaml"
-    shutil.copy(PLANS / "good-p5e-prefill-h20-decode.yaml", plan)
+    shutil.copy(PLANS / "good-p5e-prefill-p5-decode.yaml", plan)
     before = _sha(plan)
     result = runner.invoke(
         app, ["analyze", str(trace), "-q", "--plan", str(plan), "--emit", "lmcache", "-o", str(out)]

@@ -28,7 +28,7 @@ from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.yamlio import load_yaml
 
 REPO = Path(__file__).resolve().parents[1]
-PLAN = (REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml").read_text()
+PLAN = (REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml").read_text()
 RULE = (REPO / "rules" / "cache" / "CA01-read-less-first.yaml").read_text()
 SAMPLE = REPO / "sample_traces" / "mooncake_conversation.parquet"
 runner = CliRunner()
@@ -138,7 +138,7 @@ def test_plan_names_with_control_characters(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
         "p.yaml",
-        PLAN.replace("name: p5e-prefill-h20-decode", 'name: "\\e]0;pwned\\a p5e"'),
+        PLAN.replace("name: p5e-prefill-p5-decode", 'name: "\\e]0;pwned\\a p5e"'),
     )
     _raises(PlanError, lambda: load_plan(path), "control character U+001B")
 
@@ -297,5 +297,5 @@ def test_model_config_size_limit(tmp_path: Path) -> None:
 def test_copied_example_plan_still_loads(tmp_path: Path) -> None:
     """The boundary refuses nothing a real plan holds."""
     path = tmp_path / "p.yaml"
-    shutil.copy(REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml", path)
-    assert load_plan(path).name == "p5e-prefill-h20-decode"
+    shutil.copy(REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml", path)
+    assert load_plan(path).name == "p5e-prefill-p5-decode"

@@ -556,3 +556,54 @@ def test_devices_each_direction_needs() -> None:
     assert f["tier_devices_for_peak"] == max(1, math.ceil(8 * peak))
     assert f["tier_devices_for_p99"] == max(1, math.ceil(8 * p99 / 0.8))
     assert f["tier_devices_needed"] == max(f["tier_devices_for_p99"], 1)
+
+
+# -- RV14: both stages in one deployment ------------------------------------------------------
+def _two_stage_plan(prefill: str | None, decode: str | None):
+    """A disaggregated plan on catalog instances (or none), tiers left out: RV14 needs none."""
+
+    def stage(instance: str | None) -> dict[str, Any]:
+        return {"count": 1, "gpu_kv_pool": "400 B"} | ({"instance": instance} if instance else {})
+
+    return check_plan(
+        "plan.yaml",
+        {
+            "name": "split",
+            "model": {"kv_bytes_per_token": KVB, "tp": 8},
+            "stages": {"prefill": stage(prefill), "decode": stage(decode)},
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefill", "decode", "status"),
+    [
+        ("p5en.48xlarge", "p5.48xlarge", "pass"),  # both AWS
+        ("dgx-h200", "dgx-b200", "pass"),  # both on your own servers
+        ("p5en.48xlarge", "Standard_ND96isr_H200_v5", "fail"),  # AWS prefill, Azure decode
+        ("a3-ultragpu-8g", "dgx-h200", "fail"),  # GCP prefill, your own decode
+        ("p5en.48xlarge", None, "skip"),  # decode names no catalog instance
+    ],
+)
+def test_stages_in_one_deployment(prefill, decode, status) -> None:
+    """RV14 fires when prefill and decode run with two providers, stays quiet within one.
+
+    The rule the advisor applies (deploy.same_deployment, docs/catalog.md): each request's KV
+    moves from prefill to decode over one network, which two deployments do not share.
+    """
+    review = review_plan(_two_stage_plan(prefill, decode), REPLAY, PlanPerf(KVB), window_s=1.0)
+    (rv14,) = _checks(review, "RV14")
+    assert rv14.status == status and rv14.stage == "both"
+    if status == "fail":
+        assert rv14 in review.findings and rv14.severity == "error"
+        assert prefill in rv14.message and decode in rv14.message
+        assert "two deployments do not share" in rv14.message
+    if status == "pass":
+        assert prefill in rv14.message and decode in rv14.message
+    if status == "skip":
+        assert "decode names no catalog instance" in rv14.message
+
+
+def test_aggregated_and_single_stage_plans_have_no_rv14() -> None:
+    """A plan without both a prefill and a decode stage moves no KV between two stages."""
+    assert not _checks(review_plan(_plan(), REPLAY, PlanPerf(KVB), window_s=1.0), "RV14")

@@ -16,7 +16,7 @@ from kvadvisor.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USER_ERROR, app
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_traces" / "mooncake_conversation.parquet"
-GOOD_EXAMPLE = REPO / "examples" / "plans" / "good-p5e-prefill-h20-decode.yaml"
+GOOD_EXAMPLE = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
 BAD_EXAMPLE = REPO / "examples" / "plans" / "bad-h20-cloud-disk.yaml"
 
 GOOD = """\
@@ -253,14 +253,14 @@ def test_examples_end_to_end(tmp_path: Path) -> None:
     suites = {s.get("name").split(": ")[1]: s for s in ET.parse(xml).getroot()}
     good_failed = {
         c.get("name").split()[0]
-        for c in suites["p5e-prefill-h20-decode"]
+        for c in suites["p5e-prefill-p5-decode"]
         if c.find("failure") is not None
     }
     # Its NVMe is the p5e's own instance store, whose bandwidth AWS does not publish: the
     # bandwidth checks skip (they cannot fail on a figure nobody published) and RV09 passes.
     assert good_failed == set()
     good_checks = {
-        c.get("name").split()[0]: c for c in suites["p5e-prefill-h20-decode"].iter("testcase")
+        c.get("name").split()[0]: c for c in suites["p5e-prefill-p5-decode"].iter("testcase")
     }
     assert good_checks["RV09.prefill.local-nvme"].find("skipped") is None
     assert good_checks["RV02.prefill.local-nvme"].find("skipped") is not None

@@ -128,7 +128,13 @@ def test_azure_prefill_dominated(azure) -> None:  # type: ignore[no-untyped-def]
     and its evidence is the split the stage profiler reports.
     """
     findings = {f.code: f for f in azure.findings}
-    assert azure.stage_split is not None and azure.stage_split.prefill_share >= 0.6
+    split = azure.stage_split
+    assert split is not None
+    # The stage profiler's batch-aware split; when analyze replays the recommended fleet, the
+    # report's split becomes the replay's busy time (kept apart from the profiler's in
+    # open_loop_*), which can differ, and WL01 reads the report's split.
+    profiled = split.open_loop_prefill_share if split.source == "replay" else split.prefill_share
+    assert profiled is not None and profiled >= 0.6
     assert "WL01" in findings
     evidence = findings["WL01"].evidence["prefill_share_gpu_time"].value
     assert evidence == pytest.approx(azure.stage_split.prefill_share)

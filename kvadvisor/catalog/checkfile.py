@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kvadvisor.catalog.crossref import reference_problems
 from kvadvisor.catalog.efficiency import EFFICIENCY_FIELDS, check_efficiency_entries
-from kvadvisor.catalog.gpus import GPU_FIELDS
+from kvadvisor.catalog.gpus import GPU_FIELDS, unconfirmed_problems
 from kvadvisor.catalog.instances import load_instances, parse_instances
 from kvadvisor.catalog.loader import load_catalog_file
 from kvadvisor.catalog.models import MODEL_FIELDS, check_model_entries
@@ -54,7 +54,7 @@ def check_catalog_file(path: str | Path) -> FileCheck:
             refs = reference_problems(load_storage(), specs)
         elif kind == "gpus":
             specs = load_catalog_file(path, "gpus", GPU_FIELDS)
-            refs = []
+            refs = [f"{where}: {p}" for p in unconfirmed_problems(specs)]
         elif kind == "efficiency":
             specs = check_efficiency_entries(
                 load_catalog_file(path, "efficiency", EFFICIENCY_FIELDS)

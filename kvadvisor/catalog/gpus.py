@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kvadvisor.catalog.loader import FieldSpec, check_entries, load_catalog_file, lookup
+from kvadvisor.errors import CatalogProblems
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, FLOPS_PER_TFLOPS
 
 GPUS_YAML = Path(__file__).with_name("data") / "gpus.yaml"
@@ -29,6 +30,8 @@ GPU_FIELDS: dict[str, FieldSpec] = {
     "nvlink_gbps": FieldSpec(
         "number", minimum=0, positive=False, help="bidirectional total per GPU; 0 = none"
     ),
+    "host_link": FieldSpec("str", help="what the host link is when it is not PCIe (NVLink-C2C)"),
+    "unconfirmed": FieldSpec("list[str]", help="fields whose figure no primary source confirms"),
 }
 
 
@@ -46,8 +49,10 @@ class GpuSpec:
     nvlink_gbps: float = 0.0
     memory_gib: float | None = None
     pcie_gen: int | None = None
+    host_link: str = ""
     source: tuple[str, ...] = ()
     notes: str = ""
+    unconfirmed: tuple[str, ...] = ()
     architecture: str | None = None
     aliases: tuple[str, ...] = ()
 
@@ -67,6 +72,12 @@ class GpuSpec:
     def pcie_bytes_per_s(self) -> float:
         """Host link bandwidth per direction, bytes per second."""
         return self.pcie_gbps * BYTES_PER_GB
+
+    def unconfirmed_note(self) -> str:
+        """A sentence naming the figures no primary source confirmed ("" when there are none)."""
+        if not self.unconfirmed:
+            return ""
+        return f"{self.name}: GPU catalog figures not confirmed: {', '.join(self.unconfirmed)}"
 
     def peak_flops(self, dtype: str) -> float:
         """Dense tensor FLOP/s for matmuls in ``dtype`` ("bf16" or "fp8").
@@ -91,23 +102,41 @@ def _spec(name: str, e: dict[str, Any]) -> GpuSpec:
         pcie_gbps=float(e["pcie_gbps"]),
         pcie_gen=e.get("pcie_gen"),
         nvlink_gbps=float(e.get("nvlink_gbps") or 0.0),
+        host_link=e.get("host_link") or "",
         source=tuple(e.get("source_text") or ()),
         notes=e.get("notes", ""),
+        unconfirmed=tuple(e.get("unconfirmed") or ()),
         architecture=e.get("architecture"),
         aliases=tuple(e.get("aliases") or ()),
     )
 
 
+def unconfirmed_problems(entries: dict[str, dict[str, Any]]) -> list[str]:
+    """Every ``unconfirmed`` name that is not a figure of the GPU schema, as "entry: why"."""
+    figures = set(GPU_FIELDS) - {"host_link", "unconfirmed", "architecture", "aliases"}
+    return [
+        f"entries.{name}.unconfirmed: '{field}' is not a figure of a GPU entry"
+        for name, e in entries.items()
+        for field in e.get("unconfirmed") or ()
+        if field not in figures
+    ]
+
+
 def parse_gpus(data: Any, path: str) -> dict[str, GpuSpec]:
     """Check a parsed GPU catalog document (every problem at once) and build its specs."""
-    return {
-        name: _spec(name, e) for name, e in check_entries(path, "gpus", data, GPU_FIELDS).items()
-    }
+    entries = check_entries(path, "gpus", data, GPU_FIELDS)
+    problems = unconfirmed_problems(entries)
+    if problems:
+        raise CatalogProblems(path, problems)
+    return {name: _spec(name, e) for name, e in entries.items()}
 
 
 @lru_cache(maxsize=4)
 def _load(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, GpuSpec]]:
     entries = load_catalog_file(path, "gpus", GPU_FIELDS)
+    problems = unconfirmed_problems(entries)
+    if problems:
+        raise CatalogProblems(path, problems)
     return entries, {name: _spec(name, e) for name, e in entries.items()}
 
 

@@ -131,19 +131,25 @@ def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
 
 
 def gpus_table(specs: Mapping[str, GpuSpec]) -> str:
-    """One line per GPU."""
+    """One line per GPU; '~' marks a figure the catalog lists as unconfirmed."""
     rows = [("name", "BF16 TFLOPS", "FP8 TFLOPS", "memory GB", "HBM GB/s", "host link", "NVLink")]
     for g in specs.values():
-        link = f"Gen{g.pcie_gen} {g.pcie_gbps:g} GB/s" if g.pcie_gen else f"{g.pcie_gbps:g} GB/s"
+
+        def cell(field: str, fmt: str = ",.0f", g: GpuSpec = g) -> str:
+            text = _num(getattr(g, field), fmt)
+            return f"~{text}" if field in g.unconfirmed and text != "-" else text
+
+        kind = g.host_link or (f"Gen{g.pcie_gen}" if g.pcie_gen else "")
+        link = f"{kind} {cell('pcie_gbps', 'g')} GB/s".strip()
         rows.append(
             (
                 g.name,
-                _num(g.bf16_dense_tflops, ",.1f"),
-                _num(g.fp8_dense_tflops, ",.1f"),
-                _num(g.memory_gb, "g"),
-                _num(g.memory_bandwidth_gbps),
+                cell("bf16_dense_tflops", ",.1f"),
+                cell("fp8_dense_tflops", ",.1f"),
+                cell("memory_gb", "g"),
+                cell("memory_bandwidth_gbps"),
                 link,
-                _num(g.nvlink_gbps),
+                cell("nvlink_gbps"),
             )
         )
     return _table(rows)

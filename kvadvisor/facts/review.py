@@ -119,6 +119,21 @@ PLAN_FACT_SPECS: tuple[FactSpec, ...] = (
         BPS,
         "The decode stage's p99 storage demand per unit on its busiest storage tier.",
     ),
+    _p(
+        "plan_prefill_deployment",
+        TEXT,
+        "The prefill stage's catalog instance and where it runs (its cloud provider, or your own "
+        "servers); absent when the stage names no catalog instance.",
+    ),
+    _p("plan_decode_deployment", TEXT, "The same for the decode stage."),
+    _p(
+        "plan_same_deployment",
+        BOOL,
+        "Whether a disaggregated plan's prefill and decode instances run in one deployment (one "
+        "cloud provider, or both on your own servers): the advisor's deploy.same_deployment rule. "
+        "Absent when a stage names no catalog instance.",
+    ),
+    _p("plan_deployment_reason", TEXT, "Why they do or do not (deploy.same_deployment's words)."),
 )
 
 STAGE_FACT_SPECS: tuple[FactSpec, ...] = (

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from kvadvisor.deploy import deployment, same_deployment
 from kvadvisor.facts.storage import (
     TARGET_TIER_UTILIZATION,
     devices_for,
@@ -139,7 +140,24 @@ def plan_facts(
             )
         f.add("plan_prefill_storage_demand_bytes_per_s_p99", _demand_p99(pst), need)
         f.add("plan_decode_storage_demand_bytes_per_s_p99", _demand_p99(dst), need)
+        _deployment_facts(f, pre[0], dec[0])
     return f
+
+
+def _deployment_facts(f: FactSet, prefill: StagePlan, decode: StagePlan) -> None:
+    """Where a disaggregated plan's two stages run: one deployment or two (RV14)."""
+    missing = [s.stage for s in (prefill, decode) if s.instance_spec is None]
+    why = f"{' and '.join(missing)} names no catalog instance: its provider is not known"
+    for stage, name in ((prefill, "plan_prefill_deployment"), (decode, "plan_decode_deployment")):
+        spec = stage.instance_spec
+        f.add(name, None if spec is None else f"{spec.name} ({deployment(spec)})", why)
+    if missing:
+        f.add("plan_same_deployment", None, why)
+        f.add("plan_deployment_reason", None, why)
+        return
+    verdict = same_deployment(prefill.instance_spec, decode.instance_spec)
+    f.add("plan_same_deployment", verdict.ok)
+    f.add("plan_deployment_reason", verdict.reason)
 
 
 # -- a stage ------------------------------------------------------------------------------------

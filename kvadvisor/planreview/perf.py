@@ -95,6 +95,7 @@ def plan_perf(plan: Plan) -> PlanPerf:
                     if stage.gpu_kv_pool_bytes is None
                     else f"; the plan's gpu_kv_pool of {capacity(stage.gpu_kv_pool_bytes)} is used"
                 ),
+                *((unsure,) if (unsure := stage.gpu.unconfirmed_note()) else ()),
             ),
         )
     return PlanPerf(kvb, stages)
