@@ -65,7 +65,15 @@ from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB, plural
+from kvadvisor.units import (
+    BYTES_PER_GB,
+    BYTES_PER_KB,
+    BYTES_PER_MB,
+    BYTES_PER_TB,
+    Unit,
+    format_value,
+    plural,
+)
 from kvadvisor.units.parse import SIZE_UNITS
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
@@ -106,6 +114,10 @@ _UNITS = {
     "t": BYTES_PER_TB,
     **{unit.lower(): factor for unit, factor in SIZE_UNITS.items()},
 }
+
+
+def _size(nbytes: float) -> str:
+    return format_value(nbytes, Unit.BYTES)
 
 
 def parse_memory_limit(text: str) -> int:
@@ -231,8 +243,8 @@ def plan_analysis(
             sample_rate=None,
             stage_profile=True,
             reason=(
-                f"the whole trace fits the memory limit ({in_memory / gib:.2f} of "
-                f"{memory_limit_bytes / gib:.2f} GiB): every analysis, exact"
+                f"the whole trace fits the memory limit ({_size(in_memory)} of "
+                f"{_size(memory_limit_bytes)}): every analysis, exact"
             ),
             **common,
         )
@@ -243,9 +255,9 @@ def plan_analysis(
             sample_rate=None,
             stage_profile=fits,
             reason=(
-                f"the whole trace needs {in_memory / gib:.2f} GiB > the memory limit "
-                f"{memory_limit_bytes / gib:.2f} GiB: streamed; the exact curve fits "
-                f"({exact_stream / gib:.2f} GiB)"
+                f"the whole trace needs {_size(in_memory)} > the memory limit "
+                f"{_size(memory_limit_bytes)}: streamed; the exact curve fits "
+                f"({_size(exact_stream)})"
             ),
             **common,
         )
@@ -273,8 +285,8 @@ def plan_analysis(
         sample_rate=rate,
         stage_profile=fits,
         reason=(
-            f"the exact curve needs {exact_stream / gib:.2f} GiB > the memory limit "
-            f"{memory_limit_bytes / gib:.2f} GiB: SHARDS spatial sampling at rate {rate:g}"
+            f"the exact curve needs {_size(exact_stream)} > the memory limit "
+            f"{_size(memory_limit_bytes)}: SHARDS spatial sampling at rate {rate:g}"
         ),
         **common,
     )
@@ -599,8 +611,8 @@ def analyze_stream(
         )
         reason = (
             f"the stage profile of {stream.requests} requests needs about "
-            f"{need / 1024**3:.1f} GiB ({PROFILE_BYTES_PER_REQUEST} B per request), over "
-            f"the memory limit {plan.memory_limit_bytes / 1024**3:.1f} GiB; raise "
+            f"{_size(need)} ({PROFILE_BYTES_PER_REQUEST} B per request), over "
+            f"the memory limit {_size(plan.memory_limit_bytes)}; raise "
             "--memory-limit to include it"
         )
         why.update({k: reason for k in ("model", "stage_split", "io") if k in why})

@@ -61,7 +61,7 @@ from kvadvisor.results.vocab import SplitSource
 from kvadvisor.sections.workload import trace_models
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_GIB, plural
+from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
 
 # Defaults when --model / --gpu are not given (stated in the report as assumed): Llama-3.1-70B,
 # whose 320 KiB of KV per token is the figure most often quoted (Mooncake paper), on an H200,
@@ -518,8 +518,9 @@ def _model_section(
         model_notes.append(spec.notes)
     if not fit.weights_fit:
         model_notes.append(
-            f"weights ({fit.weight_bytes_per_gpu / 1e9:.1f} GB per GPU) do not "
-            f"fit in {fit.utilization:.0%} of {pm.gpu.display_name} memory at "
+            f"weights ({format_value(fit.weight_bytes_per_gpu, Unit.BYTES)} per GPU) do not "
+            f"fit in {format_value(fit.utilization, Unit.RATIO)} of {pm.gpu.display_name} "
+            "memory at "
             f"TP {pm.tp}; times are modelled as if they did"
         )
     if not memory.kv_working_set_fits:
@@ -662,13 +663,15 @@ def profile_workload(
     busy = summary.gpu_busy_fraction or 0.0
     if busy > 1 and source is SplitSource.MEASURED:
         split_notes.append(
-            f"the GPU time is {busy:.1f}x the time from first arrival to last completion: the "
+            f"the GPU time is {format_value(busy, Unit.MULTIPLE)} the time from first arrival "
+            "to last completion: the "
             "measured prefills and decodes overlapped (mixed batches) and each stage is charged "
             "its own share of the time it ran"
         )
     elif busy > 1:
         split_notes.append(
-            f"the GPU time is {busy:.1f}x the time from first arrival to last completion: "
+            f"the GPU time is {format_value(busy, Unit.MULTIPLE)} the time from first arrival "
+            "to last completion: "
             f"{plural(times.instances, 'instance')} of this deployment cannot carry the load "
             "(about "
             f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
