@@ -225,13 +225,23 @@ ALL_COMMANDS = sorted(_commands(typer.main.get_command(app)))
 
 @pytest.mark.parametrize("command", ALL_COMMANDS, ids=" ".join)
 def test_help_reads_at_80_columns(command: tuple[str, ...]) -> None:
-    """Every command's --help at 80 columns: no `<bool>`, no `<list[...]>`, no cut names."""
+    """Every command's --help at 80 columns: no `<bool>`, no `<list[...]>`, no cut names.
+
+    No metavar wrapped mid-word either: a choice list (`<parquet|csv|...`) or a range
+    (`[0.001<=x<=10000000`) that opens on a line and closes on the next.
+    """
     res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     assert "<bool>" not in res.stdout and "<list[" not in res.stdout
     option_names = re.findall(r"│ (-[-\w]+…)", res.stdout)
     assert not option_names, option_names
     assert "…" not in res.stdout
+    split = [
+        line
+        for line in res.stdout.splitlines()
+        if re.search(r"<[a-z][\w|-]*$|<[a-z][\w|-]*\s{2}|\[[^]\s]*<=[^]\s]*(\s|$)", line)
+    ]
+    assert not split, split
 
 
 def test_analyze_help_is_grouped_into_panels() -> None:

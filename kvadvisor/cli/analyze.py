@@ -165,7 +165,10 @@ WeightDtypeOpt = Annotated[
     WeightDtype | None,
     typer.Option(
         "--weight-dtype",
-        help="Weight dtype. Default: the checkpoint's published one (FP8 for "
+        metavar="DTYPE",
+        help="Weight dtype: "
+        + ", ".join(d.value for d in WeightDtype)
+        + ". Default: the checkpoint's published one (FP8 for "
         "DeepSeek-V3/R1, MXFP4 experts for gpt-oss, bf16 for most).",
         rich_help_panel=PANEL_MODEL,
     ),
@@ -192,16 +195,29 @@ EpOpt = Annotated[
         "parallelism; must divide --tp). Default 1: every expert split over the TP GPUs.",
     ),
 ]
+MIN_WINDOW_S = 1e-3
+
+
+def window_option(value: float) -> float:
+    """--window: a finite number of seconds within the range the help states."""
+    finite_option(value)
+    if not MIN_WINDOW_S <= value <= MAX_WINDOW_S:
+        raise typer.BadParameter(
+            f"{value:g} is not in {MIN_WINDOW_S:g} to {MAX_WINDOW_S:,.0f} seconds"
+        )
+    return value
+
+
 WindowOpt = Annotated[
     float,
     typer.Option(
         "--window",
-        min=1e-3,
-        max=MAX_WINDOW_S,
-        callback=finite_option,
+        # The range is checked in the callback and said in the help: typer's own range text
+        # ([0.001<=x<=10000000.0]) wrapped mid-number in this panel at 80 columns.
+        callback=window_option,
         metavar="SECONDS",
         rich_help_panel=PANEL_DEPLOYMENT,
-        help="Window of the I/O demand time series.",
+        help=f"Window of the I/O demand time series ({MIN_WINDOW_S:g} to {MAX_WINDOW_S:,.0f} s).",
     ),
 ]
 InstancesOpt = Annotated[
@@ -412,8 +428,11 @@ def analyze_cmd(
         list[Engine] | None,
         typer.Option(
             "--emit",
+            metavar="ENGINE",
             help="Write this engine's configuration (or the deployment plan) for the "
-            "recommended deployment into the -o directory. Repeatable.",
+            "recommended deployment into the -o directory: "
+            + ", ".join(e.value for e in Engine)
+            + ". Repeatable.",
             rich_help_panel=PANEL_OUTPUT,
         ),
     ] = None,

@@ -336,7 +336,12 @@ TraceFormatOpt = Annotated[
     TraceFormat | None,
     typer.Option(
         "--trace-format",
-        help="Trace format, when auto-detection cannot tell.",
+        # A named metavar and the choices in the help: a <a|b|...> list of nine formats
+        # wrapped mid-word in an 80-column terminal.
+        metavar="FORMAT",
+        help="Trace format, when auto-detection cannot tell: "
+        + ", ".join(f.value for f in TraceFormat)
+        + ".",
         case_sensitive=False,
         rich_help_panel=PANEL_INPUT,
     ),
