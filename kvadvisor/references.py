@@ -84,6 +84,10 @@ def load_catalogs(catalogs: Sequence[PathLike] = ()) -> Catalogs:
     return Catalogs(inputs.storage, inputs.instances, inputs.perf.gpus, inputs.perf.models)
 
 
-def check_catalog(path: PathLike) -> FileCheck:
-    """A catalog file checked against the schema: every problem with its key path."""
-    return check_catalog_file(Path(path))
+def check_catalog(path: PathLike, alongside: Sequence[PathLike] = ()) -> FileCheck:
+    """A catalog file checked against the schema: every problem with its key path.
+
+    ``alongside``: the other files checked (and loaded) with it, whose storage and GPU entries
+    resolve the names this file gives.
+    """
+    return check_catalog_file(Path(path), [Path(p) for p in alongside])

@@ -333,3 +333,49 @@ def test_decode_runs_where_prefill_runs() -> None:
     )
     assert pinned.recommendation.decode.instance == "a4-highgpu-8g"
     assert any("two deployments do not share" in n for n in pinned.recommendation.decode.notes)
+
+
+def test_non_aws_prices_are_ranked_and_described_as_the_catalog_knows_them() -> None:
+    """Every 8 x H200 instance ranks by its price; the reason never passes a doubt off as known.
+
+    p5en's $63.296/h is AWS's price list (WP): "on demand", no doubt. Azure ND H200 v5
+    ($84.80/h) and GCP a3-ultragpu-8g ($84.8069/h) are secondary copies: they rank by those
+    figures, in that order, and say "(unconfirmed)" with the catalog's note (A3 Ultra is not on
+    demand in general, so "on demand" is not claimed). p5e (Capacity Blocks only) and the DGX
+    (bought) have no hourly price: they rank last, in catalog order, saying why.
+    """
+    from kvadvisor.advice.advisor import rank_instances
+
+    names = (
+        "dgx-h200",
+        "a3-ultragpu-8g",
+        "p5e.48xlarge",
+        "Standard_ND96isr_H200_v5",
+        "p5en.48xlarge",
+    )
+    ranked = rank_instances(PREFILL, {k: INSTANCES[k] for k in names}, workload())
+    assert [i.name for i, _, _ in ranked] == [
+        "p5en.48xlarge",
+        "Standard_ND96isr_H200_v5",
+        "a3-ultragpu-8g",
+        "dgx-h200",
+        "p5e.48xlarge",
+    ]
+    why = {i.name: reason for i, _, reason in ranked}
+    assert "$63.296/h on demand (us-east-1, 2026-07-28)" in why["p5en.48xlarge"]
+    assert "unconfirmed" not in why["p5en.48xlarge"]
+    for name in ("Standard_ND96isr_H200_v5", "a3-ultragpu-8g"):
+        assert "(unconfirmed); " in why[name] and "secondary" in why[name]
+    assert "on demand" not in why["a3-ultragpu-8g"].split("not generally available")[0]
+    assert "Capacity Blocks only" in why["p5e.48xlarge"]
+    assert "bought, not rented" in why["dgx-h200"]
+
+
+def test_a_rate_that_is_not_on_demand_is_not_called_on_demand() -> None:
+    """A4's only public rate is DWS calendar mode (ZP2): its cost says so, unconfirmed."""
+    from kvadvisor.deploy import instance_cost
+
+    a4 = instance_cost(INSTANCES["a4-highgpu-8g"])
+    assert a4.usd_per_hour == 90.22 and a4.unconfirmed
+    assert a4.basis.startswith("$90.22/h (us-central1, 2026-09-27): not an on-demand rate")
+    assert "DWS calendar-mode" in a4.basis

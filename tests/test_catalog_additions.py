@@ -252,3 +252,19 @@ def test_hyperdisk_balanced_billing_without_rates() -> None:
     assert hd.price is not None and not hd.price.known
     assert (hd.price.included_iops, hd.price.included_mibps) == (3000, 140)
     assert "G4" in hd.source and tier_cost(hd, 1000).usd_per_hour is None
+
+
+@pytest.mark.parametrize("kind", ["gpus", "models", "storage", "instances"])
+def test_every_packaged_entry_cites_a_source_and_a_date(kind: str) -> None:
+    """Every entry of every packaged hardware and model catalog: a source key and an as_of.
+
+    The source keys must be those the file's `sources` block defines (with a citation text),
+    so a figure cannot cite a source nobody can look up.
+    """
+    doc = load_yaml(GPUS_YAML.with_name(f"{kind}.yaml"), Exception)
+    sources = doc["sources"]
+    for name, entry in doc["entries"].items():
+        cited = entry.get("source")
+        cited = [cited] if isinstance(cited, str) else cited
+        assert cited and all(sources.get(k, "").strip() for k in cited), (kind, name)
+        assert entry.get("as_of"), (kind, name)

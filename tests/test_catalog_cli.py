@@ -167,3 +167,42 @@ def test_docs_catalog_examples_pass_the_check(tmp_path: Path) -> None:
     perf = load_perf_catalogs([tmp_path / "example2.yaml"])
     _, why = perf.efficiency_for(perf.gpu("lab-gpu"))
     assert why.startswith("lab-gpu has no fitted coefficients; those of h200")
+
+
+LAB_GPU = """\
+kind: gpus
+sources: {SHEET: "vendor datasheet, 2026-11"}
+entries:
+  lab-gpu:
+    display_name: Lab GPU 96GB
+    architecture: hopper
+    bf16_dense_tflops: 900
+    memory_gb: 96
+    memory_bandwidth_gbps: 4800
+    pcie_gbps: 64
+    source: [SHEET]
+    as_of: 2026-11-30
+"""
+
+
+def test_catalog_check_needs_each_instance_gpu_in_a_gpu_catalog(tmp_path: Path) -> None:
+    """An instance's GPU must be a GPU entry: packaged (by name or alias) or a file checked with it.
+
+    The replay and the advisor look the GPU up; a name that resolves nowhere would fail there,
+    far from the file that has the typo.
+    """
+    lab = tmp_path / "lab.yaml"
+    lab.write_text(GOOD.replace("gpu: h100", "gpu: lab-gpu"), encoding="utf-8")
+    result = runner.invoke(app, ["catalog", "check", str(lab)])
+    assert result.exit_code == EXIT_USER_ERROR
+    assert "instances: entries.lab-h100.gpu: unknown GPU 'lab-gpu'" in result.output
+    assert "`kvadvisor catalog list gpus` shows them all" in result.output
+    # Checked together with the GPU file that defines it, both pass ...
+    gpus = tmp_path / "gpus.yaml"
+    gpus.write_text(LAB_GPU, encoding="utf-8")
+    result = runner.invoke(app, ["catalog", "check", str(gpus), str(lab)])
+    assert result.exit_code == EXIT_OK, result.output
+    assert result.output.count(": ok (") == 2
+    # ... and a packaged GPU's alias resolves as the loaders resolve it.
+    lab.write_text(GOOD.replace("gpu: h100", "gpu: h100-sxm5"), encoding="utf-8")
+    assert runner.invoke(app, ["catalog", "check", str(lab)]).exit_code == EXIT_OK

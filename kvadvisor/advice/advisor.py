@@ -148,7 +148,9 @@ def rank_instances(
         metric = role.gpu_metric(inst)
         fits = _fits(inst, weights)
         what = f"{metric:,.0f} {unit} per GPU" if metric is not None else f"no {unit} figure"
-        reason = f"{inst.gpu_count} x {inst.gpu}: {what}; {instance_cost(inst).basis}"
+        cost = instance_cost(inst)
+        price = cost.basis + (" (unconfirmed)" if cost.unconfirmed else "")
+        reason = f"{inst.gpu_count} x {inst.gpu}: {what}; {price}"
         if weights is not None:
             reason += (
                 f"; {inst.gpu_memory_total_gib:,.0f} GiB GPU memory "

@@ -1,17 +1,20 @@
-"""Checks across the storage and instance catalogs: every name an instance gives must resolve.
+"""Checks across the catalogs: every name an instance gives must resolve.
 
 An instance names the storage entry of its own drives (``local_nvme_drive``) and of its host
 memory (``host_memory_tier``); a typo there would silently leave the instance without its own
 storage, so a name that does not resolve, or resolves to the wrong kind, is a catalog problem.
+Its ``gpu`` must name a GPU entry (or alias): the replay and the advisor look it up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from kvadvisor.catalog.instances import InstanceSpec
+from kvadvisor.catalog.loader import lookup
 from kvadvisor.catalog.storage import StorageSpec
-from kvadvisor.errors import CatalogProblems
+from kvadvisor.errors import CatalogError, CatalogProblems
 
 
 def reference_problems(
@@ -45,6 +48,25 @@ def reference_problems(
                 out.append(f"{where}.host_memory_tier: no storage entry named '{tier}'")
             elif spec.category != "memory":
                 out.append(f"{where}.host_memory_tier: '{tier}' is not a memory entry")
+    return out
+
+
+def gpu_problems(
+    gpus: Mapping[str, Mapping[str, Any]], instances: Mapping[str, InstanceSpec]
+) -> list[str]:
+    """Every instance whose ``gpu`` names no entry (nor alias) of ``gpus``, as "instance.gpu: why".
+
+    ``gpus``: the GPU catalog's raw entries by name (with their ``aliases``).
+    """
+    out = []
+    for inst in instances.values():
+        try:
+            lookup(gpus, inst.gpu, "GPU", "gpus")
+        except CatalogError as exc:
+            out.append(
+                f"instances: entries.{inst.name}.gpu: {exc}; or add it in a 'kind: gpus' file "
+                "checked and loaded with this one"
+            )
     return out
 
 

@@ -163,7 +163,7 @@ def catalog_check_cmd(
     ],
 ) -> None:
     """Check your own catalog files: every problem listed with its key path (exit 2 if any)."""
-    found = [kvadvisor.check_catalog(f) for f in files]
+    found = [kvadvisor.check_catalog(f, files) for f in files]
     for result in found:
         if result.ok:
             echo(f"{result.path}: ok ({result.entries} {result.kind} entries)")

@@ -96,12 +96,11 @@ def instance_cost(instance: InstanceSpec) -> Cost:
         why = price.note if price is not None and price.note else "no price in the catalog"
         return Cost(None, None, why)
     where = ", ".join(p for p in (price.region, price.as_of) if p)
-    return Cost(
-        price.usd_per_hour,
-        None,
-        f"${price.usd_per_hour:g}/h on demand" + (f" ({where})" if where else ""),
-        price.unconfirmed,
-    )
+    # A note qualifies the rate (DWS calendar mode, approximate, not on demand in general):
+    # it travels with the figure instead of an "on demand" the catalog does not claim.
+    basis = f"${price.usd_per_hour:g}/h" + ("" if price.note else " on demand")
+    basis += (f" ({where})" if where else "") + (f": {price.note}" if price.note else "")
+    return Cost(price.usd_per_hour, None, basis, price.unconfirmed)
 
 
 def rate_mbps(bytes_per_s: float | None) -> float | None:
