@@ -9,6 +9,7 @@ from report_fixtures import bare_report, full_report
 from kvadvisor.report import summary
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html.build import build_view
+from kvadvisor.report.html.inputs import inputs_rows
 from kvadvisor.report.markdown import MarkdownRenderer
 from kvadvisor.results.common import LengthSummary
 from kvadvisor.results.report import Alternative
@@ -122,3 +123,29 @@ def test_a_trace_without_arrival_spread_is_not_over_0_s() -> None:
     # A measured span keeps its figure.
     assert keys != {k.name: k for k in summary.key_numbers(report)}
     assert "40 requests over 29.2 s" in summary.headline_number(report).text
+
+
+def test_options_are_shown_as_given() -> None:
+    """An option is a value as typed, not a measured figure ("iterations 300.0%" was one)."""
+    report = full_report()
+    report = replace(
+        report,
+        options={"iterations": 3, "warmup_fraction": 0.5, "no_replay": False, "gpu": None},
+    )
+    rows = dict(inputs_rows(report))
+    assert rows["option iterations"] == "3"
+    assert rows["option warmup_fraction"] == "0.5"
+    assert rows["option no_replay"] == "no"
+    assert rows["option gpu"] == "not set (default)"
+
+
+def test_unmeasured_hit_ratio_says_why() -> None:
+    """A trace without block hashes: the key number gives the section's reason, not a cache."""
+    report = full_report()
+    pc = report.prefix_cache
+    why = "prefix reuse unknown: the trace has no block hashes, so no hit ratio can be measured"
+    unknown = replace(pc, hit_ratio=replace(pc.hit_ratio, all=None, steady=None), note=why)
+    keys = {k.name: k for k in summary.key_numbers(replace(report, prefix_cache=unknown))}
+    assert (keys["prefix hit ratio"].value, keys["prefix hit ratio"].note) == ("not measured", why)
+    keys = {k.name: k for k in summary.key_numbers(report)}
+    assert keys["prefix hit ratio"].note.endswith("; unbounded cache")

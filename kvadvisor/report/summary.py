@@ -286,15 +286,20 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
         else not_measured("stage split", "stage_split")
     )
     pc = report.prefix_cache
-    rows.append(
-        KeyNumber(
-            "prefix hit ratio",
-            fmt.percent(pc.hit_ratio.all),
-            f"steady state {fmt.percent(pc.hit_ratio.steady)}; unbounded cache",
+    if pc is not None and pc.hit_ratio.all is None and pc.note:
+        # No block hashes: the section is there to say why ("steady state not measured;
+        # unbounded cache" read as if a cache had been simulated).
+        rows.append(KeyNumber("prefix hit ratio", fmt.NOT_MEASURED, pc.note))
+    else:
+        rows.append(
+            KeyNumber(
+                "prefix hit ratio",
+                fmt.percent(pc.hit_ratio.all),
+                f"steady state {fmt.percent(pc.hit_ratio.steady)}; unbounded cache",
+            )
+            if pc
+            else not_measured("prefix hit ratio", "prefix_cache")
         )
-        if pc
-        else not_measured("prefix hit ratio", "prefix_cache")
-    )
     conv = pc.conversations if pc else None
     if conv is not None:
         rows.append(
