@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from kvadvisor.advice.advisor import AdvisorOptions, advise
+from kvadvisor.advice.advisor import advise
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.facts.registry import FACTS, collect
@@ -63,7 +63,7 @@ def main() -> None:
             ]
         )
     )
-    advice = advise(facts, None, storage, instances, rules, AdvisorOptions())
+    advice = advise(facts, None, storage, instances, rules, None)
     full = advice.facts
 
     t0 = time.perf_counter()
@@ -74,7 +74,7 @@ def main() -> None:
     runs = max(1, args.repeat // 20)
     t0 = time.perf_counter()
     for _ in range(runs):
-        advise(facts, None, storage, instances, rules, AdvisorOptions())
+        advise(facts, None, storage, instances, rules, None)
     advise_s = (time.perf_counter() - t0) / runs
 
     print(f"built-in rules loaded and checked: {len(rules)} in {load_s * 1000:.1f} ms")

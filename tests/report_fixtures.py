@@ -66,6 +66,20 @@ from kvadvisor.results.report import (
     TtlPoint,
 )
 from kvadvisor.results.series import Series, SeriesKey, SeriesKind
+from kvadvisor.results.verdict import (
+    CandidateSummary,
+    LossReason,
+    Mechanism,
+    Sample,
+    SloAttained,
+    SloTargets,
+    StageVerdict,
+    TierChoice,
+    Verdict,
+    VerdictSet,
+    VerdictStatus,
+)
+from kvadvisor.results.verdict import Rate as VRate
 from kvadvisor.results.vocab import TierRole
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.model import Trace
@@ -296,6 +310,7 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
                 "write_peak_to_mean": {"value": 4.8, "unit": "x"},
                 "prefix_hit_ratio_steady": {"value": 0.5, "unit": "ratio"},
             },
+            verdict=verdict_set(text),
         ),
         findings=(
             Finding(
@@ -420,6 +435,155 @@ def fixed_replay(text: str = "") -> ReplayResult:
             ),
         ),
         notes=(f"the advisor chose this deployment from open-loop figures{text}",),
+    )
+
+
+def verdict_set(text: str = "") -> VerdictSet:
+    """Fixed deployment verdicts: one chosen (aggregated, two tiers), one abstaining."""
+    rate = VRate(1.0e9, 4.0e9, 5.0e9)
+    stage = StageVerdict(
+        role="serving",
+        instance=f"p5en.48xlarge{text}",
+        gpu="h200",
+        instances=3,
+        gpus_per_instance=8,
+        tp=2,
+        replicas_per_instance=4,
+        gpu_kv_pool_tokens_per_replica=404_405,
+        gpu_memory_gib=141.0,
+        host_memory_gib=2048.0,
+        router="prefix_aware",
+        max_batched_tokens=8192,
+        max_seqs=1024,
+        page_tokens=16,
+        tiers=(
+            TierChoice(
+                name="host",
+                storage="host memory",
+                category="memory",
+                scope="instance",
+                capacity_bytes=0.8 * 2048 * 2**30,
+                devices=1,
+                read_bytes_per_s=512e9,
+                write_bytes_per_s=512e9,
+                usd_per_hour=0.0,
+                price_basis="the instance's own memory",
+                hit_ratio=0.21,
+                read_p99_bytes_per_s=3.0e9,
+                write_p99_bytes_per_s=4.0e9,
+                utilization_p99=0.01,
+                why="80% of 2,048 GiB host memory",
+            ),
+            TierChoice(
+                name="capacity",
+                storage=f"aws-ebs-gp3{text}",
+                category="block",
+                scope="instance",
+                capacity_bytes=4.0 * 2**40,
+                devices=4,
+                read_bytes_per_s=8.39e9,
+                write_bytes_per_s=8.39e9,
+                usd_per_hour=3.59,
+                price_basis="4,398 GB x $0.08/GB-month",
+                hit_ratio=0.06,
+                read_p99_bytes_per_s=1.0e9,
+                write_p99_bytes_per_s=4.0e9,
+                utilization_p99=0.48,
+                why="4 volumes for the p99 writes",
+                read_utilization=VRate(0.02, 0.12, 0.2),
+                write_utilization=VRate(0.12, 0.48, 0.6),
+            ),
+        ),
+        mechanisms=(
+            Mechanism("prefix_loads", rate, "host, capacity", "hits below the GPU pool"),
+            Mechanism("new_kv_writes", rate, "host, capacity", f"new KV written through{text}"),
+            Mechanism("preemption_swaps", None, None, "0 preemptions"),
+        ),
+        storage_statement="the nodes that prefill hold the tiers",
+        usd_per_hour=193.48,
+        price_basis="3 x $63.30/h on demand",
+        busy_fraction=0.62,
+    )
+    chosen = CandidateSummary(
+        f"aggregated 3 x p5en.48xlarge TP 2 x 4{text}",
+        "aggregated",
+        24,
+        193.48,
+        1.1,
+        3.2,
+        0.02,
+        0.05,
+        True,
+        True,
+        None,
+        "chosen",
+    )
+    fewer = CandidateSummary(
+        "aggregated 2 x p5en.48xlarge TP 2 x 4",
+        "aggregated",
+        16,
+        130.18,
+        2.9,
+        9.5,
+        0.03,
+        0.09,
+        False,
+        True,
+        LossReason.SLO,
+        "misses TTFT p99 9.5 s",
+    )
+    dearer = CandidateSummary(
+        "aggregated 2 x p6-b200.48xlarge TP 8 x 1",
+        "aggregated",
+        16,
+        227.87,
+        0.8,
+        2.1,
+        0.01,
+        0.02,
+        True,
+        True,
+        LossReason.COST,
+        "meets the SLO for more",
+    )
+    aws = Verdict(
+        provider="aws",
+        status=VerdictStatus.CHOSEN,
+        reason="aggregated 3 x p5en.48xlarge TP 2 x 4 meets the SLO on the replay",
+        topology="aggregated",
+        stages=(stage,),
+        usd_per_hour=193.48,
+        usd_per_m_input_tokens=1.25,
+        usd_per_m_output_tokens=19.5,
+        chosen_by="the lowest $/h",
+        slo=SloAttained(1.1, 3.2, 0.02, 0.05, {"ttft_p99_s": 0.995}, {"ttft_p99_s": True}),
+        runners_up=(dearer, fewer),
+        candidates=(chosen, fewer, dearer),
+        notes=(f"no capacity tier beyond what was replayed{text}",),
+        plan={"name": "x"},
+    )
+    onprem = Verdict(
+        provider="onprem",
+        status=VerdictStatus.ABSTAINED,
+        reason=f"the model fits no instance of this provider{text}",
+    )
+    return VerdictSet(
+        slo=SloTargets({"ttft_p99_s": 4.0, "tpot_p99_s": 0.1}, f"--slo ttft_p99=4s{text}"),
+        verdicts=(aws, onprem),
+        primary="aws",
+        primary_why="the lowest $/h among the priced verdicts",
+        sample=Sample(
+            3000,
+            12031,
+            2367.0,
+            804.0,
+            "the busiest window",
+            {"ttft_p90_s": -0.03},
+            "the whole trace",
+        ),
+        enumerated=12,
+        pruned=3,
+        replayed=21,
     )
 
 

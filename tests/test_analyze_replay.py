@@ -36,13 +36,16 @@ def test_the_recommended_deployment_is_replayed_and_its_split_is_the_reports(
     assert split.decode_s == pytest.approx(closed.decode_gpu_s)
     assert split.open_loop_prefill_share is not None
     assert split.open_loop_prefill_share != pytest.approx(split.prefill_share)
-    # the replayed fleet is the recommended one, stage by stage
+    # the replayed fleet is the recommended one (the primary verdict's), stage by stage
     rec = report.recommendation
-    assert rec is not None
+    assert rec is not None and rec.verdict is not None
+    verdict = rec.verdict.primary_verdict
+    assert verdict is not None and verdict.chosen
     stages = {s.role.value: s for s in report.replay.stages}
-    assert stages["prefill"].instance == rec.prefill.instance
-    assert stages["decode"].instance == rec.decode.instance
-    assert stages["prefill"].instances >= (rec.prefill.instance_count or 1)
+    assert set(stages) == {s.role for s in verdict.stages}
+    for stage in verdict.stages:
+        assert stages[stage.role].instance == stage.instance
+        assert stages[stage.role].instances == stage.instances
     # the rules saw the figures the report shows
     facts = rec.facts
     assert facts["prefill_share_gpu_time"]["value"] == pytest.approx(split.prefill_share)

@@ -2,10 +2,10 @@
 
 `--emit` with every engine writes one plan per engine (plan-<engine>.yaml) listing that engine's
 files, so `review` reads the very files an operator would start and runs the engine lint (EL) on
-them: none may fail with an error. Each plan must pass `review` on the same trace; where today's
-advisor sizes a tier the review's replay overloads, the test names the trace, the engine and the
-check (issue 13 rewrites the advisor on the replay), and fails loudly once the advisor is fixed
-so the mark comes off. `replay` must run each engine's plan.
+them: none may fail with an error. Each plan must pass `review` on the same trace, and `replay`
+must run each engine's plan. Traces without arrival times have no recommended deployment (the
+advisor's verdicts abstain: tests/test_advice_roundtrip.py); the others are analysed with the
+SLO tests/advice_traces.py gives them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from advice_traces import slo_for
 
 import kvadvisor
 from kvadvisor.emit import TARGETS, emit_all
@@ -23,49 +24,59 @@ from kvadvisor.pipeline.review import review_plans
 from kvadvisor.plan import load_plan
 from kvadvisor.trace import read_trace
 
+# Sample traces with arrival times: the ones a deployment is recommended for.
 SAMPLES = sorted(
     p
     for p in (Path(__file__).resolve().parents[1] / "sample_traces").iterdir()
-    if p.suffix not in (".py", ".md")
+    if p.suffix not in (".py", ".md") and read_trace(p).arrivals_measured
 )
 ENGINES = [t for t in TARGETS if t != "plan"]
-# Where the plan today's advisor recommends fails the review (issue 13 rewrites the advisor on
-# the replay; each mark must come off once it is fixed). Its GB200 fleets are replayed since the
-# GPU catalog models GB200 (issue 14): on the Mooncake head trace the decode stage's writes to
-# FSx exceed the file system's bandwidth for the engines that write there (RV02).
-_HEAD = "mooncake_conversation_head.jsonl.gz"
-ADVISOR_FAILS = {
-    (_HEAD, "lmcache"): "decode FSx p99 write 217% (RV02)",
-    (_HEAD, "sglang-hicache"): "decode FSx p99 write 264% (RV02)",
-}
-# Traces without arrival times: every request arrives at once, so the replay queues them behind
-# any fleet (RV10); issue 13's advisor recommends no deployment for them.
-NO_ARRIVALS = {
-    "llmperf_individual_responses.json",
-    "sglang_bench_details.jsonl",
-    "vllm_bench_old.json",
-}
+# Engines whose writers need a host-memory tier on every stage: the Mooncake Store pool is host
+# memory. A stage the advisor keeps in GPU memory only (no hashes, the GPU pools already hold the
+# reuse, or a decode stage, which buys no storage) has none, and that writer refuses it with a
+# clear error (issue 16: a Mooncake configuration for such stages is to come).
+NEEDS_HOST_TIER = ("mooncake",)
+
+
+def _emit(path: Path, trace, report, out: Path) -> list[str]:  # type: ignore[no-untyped-def]
+    """Write every target the deployment can take; the others must refuse, saying why."""
+    v = report.recommendation.verdict.primary_verdict
+    host = all(any(t.name == "host" for t in s.tiers) for s in v.stages)
+    targets = [t for t in TARGETS if host or t not in NEEDS_HOST_TIER]
+    for name, text in emit_all(report, targets, f"kvadvisor analyze {path.name}").items():
+        (out / name).write_text(text)
+    for engine in set(TARGETS) - set(targets):
+        with pytest.raises(ConfigError, match="no host tier"):
+            emit_all(report, [engine], "kvadvisor analyze")
+    return targets
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
 def emitted(request, tmp_path_factory):
-    """(trace path, trace, the directory holding every emitted file) for one sample trace."""
+    """(trace path, trace, the directory holding every emitted file, the targets written)."""
     path = request.param
     trace = read_trace(path)
-    report = analyze(trace, AnalyzeOptions(), version="test", generated_at="2026-01-01T00:00:00")
+    report = analyze(
+        trace, AnalyzeOptions(slo=slo_for(path)), version="test", generated_at="2026-01-01T00:00:00"
+    )
     out = tmp_path_factory.mktemp(path.name.split(".")[0])
-    for name, text in emit_all(report, list(TARGETS), f"kvadvisor analyze {path.name}").items():
-        (out / name).write_text(text)
-    return path, trace, out
+    return path, trace, out, _emit(path, trace, report, out)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_engine_file_is_linted_without_error(emitted, engine) -> None:
     """The engine's files were read back, and no engine check fails with an error."""
-    _, trace, out = emitted
+    _, trace, out, targets = emitted
+    if engine not in targets:
+        assert not (out / f"plan-{engine}.yaml").exists()
+        return
     plan = load_plan(out / f"plan-{engine}.yaml")
+    # KVBM runs only where there is a host tier to offload to (kvbm.py writes the workers
+    # without its connector otherwise): "mooncake" is written exactly when there is one.
+    kvbm_runs = "mooncake" in targets
     for stage in plan.stages:
-        assert engine in stage.engines, stage.stage
+        if engine != "dynamo-kvbm" or kvbm_runs:
+            assert engine in stage.engines, stage.stage
     review = review_plans(trace, [plan])[0]
     lint = [c for c in review.checks if c.code.startswith("EL")]
     assert lint
@@ -74,15 +85,11 @@ def test_every_engine_file_is_linted_without_error(emitted, engine) -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_the_emitted_plan_passes_review(emitted, engine, request) -> None:
+def test_the_emitted_plan_passes_review(emitted, engine) -> None:
     """No error on the recommended deployment, written as the engine's plan, on its trace."""
-    path, trace, out = emitted
-    if (path.name, engine) in ADVISOR_FAILS:
-        reason = ADVISOR_FAILS[(path.name, engine)]
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    if path.name in NO_ARRIVALS:
-        reason = "no arrival times: all requests queue at once (RV10)"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    _, trace, out, targets = emitted
+    if engine not in targets:
+        return
     review = review_plans(trace, [load_plan(out / f"plan-{engine}.yaml")])[0]
     errors = [c for c in review.checks if c.status == "fail" and c.severity == "error"]
     assert not errors, [(c.code, c.stage, c.subject, c.message) for c in errors]
@@ -99,18 +106,18 @@ def pinned(request, tmp_path_factory):
     """
     path = request.param
     trace = read_trace(path)
-    options = AnalyzeOptions(instance=("p5en.48xlarge",))
+    options = AnalyzeOptions(instance=("p5en.48xlarge",), slo=slo_for(path))
     report = analyze(trace, options, version="test", generated_at="2026-01-01T00:00:00")
     out = tmp_path_factory.mktemp(path.name.split(".")[0] + "-p5en")
-    for name, text in emit_all(report, list(TARGETS), f"kvadvisor analyze {path.name}").items():
-        (out / name).write_text(text)
-    return trace, out
+    return trace, out, _emit(path, trace, report, out)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_emitted_plan_replays(pinned, engine) -> None:
     """`kvadvisor replay` runs the engine's plan with the replicas, GPUs and tiers it gives."""
-    trace, out = pinned
+    trace, out, targets = pinned
+    if engine not in targets:
+        return
     plan = load_plan(out / f"plan-{engine}.yaml")
     result = kvadvisor.replay(trace, plan).replay
     assert result.requests.completed > 0
@@ -129,7 +136,7 @@ def test_the_advisors_gb200_pick_has_no_replay_model(emitted) -> None:
 
     Once the GPU catalog models the GPU, the plan must replay.
     """
-    _, trace, out = emitted
+    _, trace, out, _ = emitted
     plan = load_plan(out / "plan-vllm.yaml")
     if all(s.gpu is not None for s in plan.stages):
         assert kvadvisor.replay(trace, plan).replay.requests.completed > 0

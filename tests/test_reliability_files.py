@@ -108,8 +108,14 @@ def test_emit_never_over_an_input(tmp_path: Path) -> None:
     plan = out / "lmcache-prefill.yaml"
     shutil.copy(PLANS / "good-p5e-prefill-p5-decode.yaml", plan)
     before = _sha(plan)
+    # A target the long conversation prompts can meet, and two instance types, one per stage,
+    # so there is a disaggregated deployment whose prefill files are written.
+    pinned = ["--slo", "ttft_p99=10s,tpot_p99=100ms", "--provider", "aws"]
+    pinned += ["--instance", "prefill=p5.48xlarge", "--instance", "decode=p5en.48xlarge"]
     result = runner.invoke(
-        app, ["analyze", str(trace), "-q", "--plan", str(plan), "--emit", "lmcache", "-o", str(out)]
+        app,
+        ["analyze", str(trace), "-q", "--plan", str(plan), "--emit", "lmcache", "-o", str(out)]
+        + pinned,
     )
     one_error_line(result, "lmcache-prefill.yaml", "is the input plan")
     assert _sha(plan) == before

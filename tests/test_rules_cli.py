@@ -127,7 +127,10 @@ def test_catalog_file_without_a_known_kind_is_one_line(tmp_path: Path) -> None:
 
 
 def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> None:
-    """Analyze --storage/--instance/--select fill the recommendation and rule outcomes."""
+    """Analyze --instance/--provider/--slo/--select fill the recommendation and rule outcomes.
+
+    --instance pins the search to that instance; decode buys no storage whatever the stage.
+    """
     out = tmp_path / "r.json"
     result = runner.invoke(
         app,
@@ -136,10 +139,12 @@ def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> No
             str(mooncake_path),
             "-o",
             str(out),
-            "--storage",
-            "aws-ebs-gp3",
             "--instance",
-            "p5e.48xlarge",
+            "p5en.48xlarge",
+            "--provider",
+            "aws",
+            "--slo",
+            "ttft_p99=10s,tpot_p99=100ms",
             "--select",
             "cache,utilization",
             "--ignore",
@@ -150,9 +155,11 @@ def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> No
     doc = json.loads(out.read_text())
     rec = doc["recommendation"]
     for stage in ("prefill", "decode"):
-        assert rec[stage]["instance"] == "p5e.48xlarge"
-        assert rec[stage]["storage"] == "aws-ebs-gp3"
-    assert rec["shared_storage"] is True
+        assert rec[stage]["instance"] == "p5en.48xlarge"
+    assert rec["decode"]["storage"] is None
+    (verdict,) = rec["verdict"]["verdicts"]
+    assert verdict["provider"] == "aws" and verdict["status"] == "chosen"
+    assert rec["verdict"]["slo"]["targets"] == {"ttft_p99_s": 10.0, "tpot_p99_s": 0.1}
     codes = {o["code"] for o in rec["rules"]}
     # analyze runs the workload rules; the review rules the selection also takes (RV04, ...)
     # run on plans.

@@ -86,7 +86,7 @@ def _report_with(
 def test_a_quoted_number_reads_the_same_in_message_evidence_and_every_renderer(values) -> None:
     """Message, evidence, HTML evidence and facts tables, Markdown and text: one string."""
     advice = advise(
-        collect(values.items()), None, INPUTS.storage, INPUTS.instances, tuple(RULES.values())
+        collect(values.items()), None, INPUTS.storage, INPUTS.instances, tuple(RULES.values()), None
     )
     report = _report_with(advice.findings, advice.recommendation)
     view = build_view(report)

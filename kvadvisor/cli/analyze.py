@@ -118,6 +118,16 @@ MemoryLimitOpt = Annotated[
 ]
 
 
+class Provider(str, Enum):
+    """Providers a deployment verdict can be given for (docs/advisor.md)."""
+
+    aws = "aws"
+    gcp = "gcp"
+    azure = "azure"
+    alibaba = "alibaba"
+    onprem = "onprem"
+
+
 class KvDtype(str, Enum):
     """KV cache element type."""
 
@@ -365,8 +375,28 @@ def analyze_cmd(
             "--storage",
             metavar="NAME",
             callback=name_option("storage"),
-            help="One storage spec (catalog name) for both stages: per-stage utilization "
-            "and idle-stage warnings.",
+            help="The capacity tier below host memory on the nodes that prefill (catalog "
+            "name): the search sizes and replays it.",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = None,
+    provider: Annotated[
+        list[Provider] | None,
+        typer.Option(
+            "--provider",
+            metavar="PROVIDER",
+            help="Give a deployment verdict for this provider: aws, gcp, azure, alibaba or "
+            "onprem (default: every provider in the catalog, one verdict each). Repeatable.",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo",
+            metavar="TARGETS",
+            help="Latency targets the fleet must meet, METRIC_pNN=TIME, comma-separated, "
+            "e.g. ttft_p99=2s (default: MLPerf's server limits for the model).",
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
@@ -492,6 +522,8 @@ def analyze_cmd(
             **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
             storage=storage,
             instance=as_strs(instance),
+            providers=tuple(p.value for p in provider or ()),
+            slo=slo,
         )
         if not quiet:
             # The summary shares stdout only when no report is written there. It comes first,

@@ -19,7 +19,8 @@ from enum import Enum
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.results import AdviceReport, StageRecommendation, Tier
-from kvadvisor.results.vocab import TIER_ROLE_WORDS
+from kvadvisor.results.verdict import Verdict
+from kvadvisor.results.vocab import TIER_ROLE_WORDS, TierRole
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 
 
@@ -174,12 +175,86 @@ def _device_pool_tokens(
     return max(0.0, budget) / kv_rank
 
 
+def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
+    """The deployment of a chosen verdict: its topology, and per stage TP, replicas, tiers."""
+    model = report.model
+    assert model is not None
+    deployment = model.deployment
+    stages = []
+    kv_rank = None
+    for sv in verdict.stages:
+        kvb = model.kv_bytes_per_token
+        rank = float(
+            model.kv_bytes_per_token_per_gpu
+            if model.kv_bytes_per_token_per_gpu
+            and deployment is not None
+            and deployment.tp == sv.tp
+            else (kvb if model.attention == "mla" else math.ceil(kvb / sv.tp))
+        )
+        kv_rank = kv_rank or rank
+        stages.append(
+            StageView(
+                stage=sv.role,
+                instance=sv.instance,
+                count=sv.instances,
+                gpu=sv.gpu,
+                gpus_per_instance=sv.gpus_per_instance,
+                tp=sv.tp,
+                host_memory_bytes=None
+                if sv.host_memory_gib is None
+                else sv.host_memory_gib * BYTES_PER_GIB,
+                device_pool_tokens_per_replica=float(sv.gpu_kv_pool_tokens_per_replica),
+                tiers=tuple(
+                    TierView(
+                        name=t.storage if t.name != "host" else "host-dram",
+                        category=t.category,
+                        kind=CATEGORY_KINDS.get(t.category, TierKind.LOCAL_DISK),
+                        role=TIER_ROLE_WORDS[
+                            TierRole.HOST_POOL if t.name == "host" else TierRole.CAPACITY
+                        ],
+                        capacity_bytes=t.capacity_bytes,
+                        devices=t.devices,
+                        shared=t.scope == "pooled",
+                    )
+                    for t in sv.tiers
+                ),
+                chunk_tokens=int(
+                    (verdict.plan.get("stages", {}).get(sv.role, {}) or {}).get("chunk_tokens", 256)
+                ),
+                gpu_memory_bytes=sv.gpu_memory_gib * BYTES_PER_GIB,
+            )
+        )
+    return Deployment(
+        topology=Topology(verdict.topology or "disaggregated"),
+        stages=tuple(stages),
+        model=model.name,
+        model_in_catalog=model.origin == "catalog",
+        kv_bytes_per_token=model.kv_bytes_per_token,
+        kv_bytes_per_rank_per_token=float(kv_rank or model.kv_bytes_per_token),
+        attention=model.attention,
+        kv_dtype=deployment.kv_dtype if deployment is not None else "bf16",
+        weight_dtype=deployment.weight_dtype if deployment is not None else "bf16",
+        tp_assumed=False,
+    )
+
+
 def deployment_from_report(report: AdviceReport) -> Deployment:
-    """The recommended deployment of ``report``; a ConfigError says what is missing."""
+    """The recommended deployment of ``report``; a ConfigError says what is missing.
+
+    The primary deployment verdict (``recommendation.verdict``) when it chose one: its
+    topology, and per stage the instance, count, TP, replicas and tiers the search replayed.
+    """
     model = report.model
     if model is None:
         raise ConfigError("--emit needs the model's KV bytes per token: give --model")
     rec = report.recommendation
+    verdicts = rec.verdict if rec is not None else None
+    if verdicts is not None:
+        primary = verdicts.primary_verdict
+        if primary is None or not primary.chosen:
+            why = primary.reason if primary is not None else verdicts.primary_why
+            raise ConfigError(f"--emit needs a recommended deployment, and there is none: {why}")
+        return _from_verdict(report, primary)
     if rec is None or rec.prefill.instance is None:
         why = report.unavailable.get("recommendation", "the report has no recommendation")
         raise ConfigError(f"--emit needs the recommended deployment, and there is none: {why}")

@@ -107,11 +107,14 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
         notes: list[str] = []
         if kvbm_here:
             settings, notes = kvbm_env(ctx, stage)
-            if not settings:
-                raise ConfigError(
-                    f"no KVBM tier to write for {stage.stage}: the deployment has no host or "
-                    "disk tier there"
-                )
+        if kvbm_here and not settings:
+            # A deployment that keeps KV in GPU memory only (no host or disk tier): no KVBM.
+            kvbm_here = False
+            notes = [
+                f"note: no KVBM for {stage.stage}: the deployment keeps its KV in GPU memory "
+                "only (no host or disk tier), so the workers run without the KVBM connector"
+            ]
+        if kvbm_here:
             name = f"kvbm-{stage.stage}.env"
             files[name] = env_file(
                 ctx.head(f"Dynamo KVBM environment for the {stage.stage} workers")
@@ -135,6 +138,8 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             else ["nixl"]
             if ctx.disaggregated
             else ["kvbm"]
+            if kvbm_here
+            else []
         )
         flags = [
             Setting(
@@ -158,18 +163,19 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
                     f"({sources.KVBM_LAUNCH})",
                 )
             )
-        flags.append(
-            Setting(
-                "connector",
-                tuple(connector),
-                {
-                    ("kvbm", "nixl"): "KVBM offloads and onboards KV; NIXL sends it to decode",
-                    ("nixl",): "NIXL receives the prompt's KV from prefill workers",
-                    ("kvbm",): "KVBM offloads and onboards KV",
-                }[tuple(connector)]
-                + f" ({sources.KVBM_LAUNCH})",
+        if connector:
+            flags.append(
+                Setting(
+                    "connector",
+                    tuple(connector),
+                    {
+                        ("kvbm", "nixl"): "KVBM offloads and onboards KV; NIXL sends it to decode",
+                        ("nixl",): "NIXL receives the prompt's KV from prefill workers",
+                        ("kvbm",): "KVBM offloads and onboards KV",
+                    }[tuple(connector)]
+                    + f" ({sources.KVBM_LAUNCH})",
+                )
             )
-        )
         run = (
             "DYN_KVBM_DISK_CACHE_DIR="
             '"${DYN_KVBM_DISK_CACHE_DIR:+$DYN_KVBM_DISK_CACHE_DIR/replica-$r}" '

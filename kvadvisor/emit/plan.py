@@ -128,10 +128,14 @@ def _stage(ctx: EmitContext, stage: StageView) -> dict[str, object]:
 def deployment_document(ctx: EmitContext) -> dict[str, object]:
     """The recommended deployment as a plan mapping, every recommended tier, no engine.
 
-    A deployment verdict's own plan (the one the advisor's search replayed, issue 13) can stand
-    in for it: :func:`on_engine` needs only a ``stages`` block per stage of ``ctx.dep`` whose
-    tiers are that stage's tiers, in order.
+    A chosen deployment verdict's own plan (the one the advisor's search replayed, issue 13)
+    stands in for it unchanged: :func:`on_engine` needs only a ``stages`` block per stage of
+    ``ctx.dep`` whose tiers are that stage's tiers, in order, which the verdict's are.
     """
+    rec = ctx.report.recommendation
+    verdict = rec.verdict.primary_verdict if rec is not None and rec.verdict is not None else None
+    if verdict is not None and verdict.chosen and verdict.plan:
+        return copy.deepcopy(verdict.plan)
     dep = ctx.dep
     model: dict[str, object] = {"kv_bytes_per_token": dep.kv_bytes_per_token}
     if dep.model_in_catalog:

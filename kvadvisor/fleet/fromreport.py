@@ -61,9 +61,18 @@ def recommended_plan_document(
 ) -> tuple[dict[str, Any] | None, str]:
     """The recommendation as a plan mapping, or None and why it cannot be written as one.
 
+    A deployment verdict's own plan when the advisor searched one (issue 13): the very
+    deployment its search replayed; else the plan written from the per-stage recommendation.
     ``catalogs``: where the model is looked up (the packaged catalogs when None).
     """
     model, rec = report.model, report.recommendation
+    verdicts = rec.verdict if rec is not None else None
+    if verdicts is not None:
+        primary = verdicts.primary_verdict
+        if primary is None or not primary.chosen or not primary.plan:
+            why = primary.reason if primary is not None else verdicts.primary_why
+            return None, f"no deployment was recommended: {why}"
+        return copy.deepcopy(primary.plan), ""
     if model is None or model.deployment is None:
         return None, "no model and GPU: the stage profile did not run"
     if rec is None:

@@ -15,15 +15,20 @@ from kvadvisor.advice.advisor import (
     AdvisorOptions,
     advise_report,
     parse_instance_choice,
+    parse_providers,
     refresh_findings,
 )
 from kvadvisor.advice.inputs import AdvisorInputs
+from kvadvisor.advice.recommend import TraceView
 from kvadvisor.cache import PrefixCacheResult
+from kvadvisor.fleet import TraceArrays
 from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.pipeline.options import AnalyzeOptions
+from kvadvisor.pipeline.replay import ReplaySource
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.vocab import SplitSource
 from kvadvisor.sections.profile import StageProfile
+from kvadvisor.trace.arrays import BlockArrays, RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
 
@@ -46,20 +51,66 @@ def prefix_hits(
     return hits, ("cached_tokens" if hits is not None else None)
 
 
+def trace_view(trace: Trace, arrays: RequestArrays, source: ReplaySource) -> TraceView:
+    """The trace as the deployment search reads it: columns, evidence, rows on demand.
+
+    Built on the request arrays the pipeline took from the trace once; the whole trace's
+    replay arrays are the shared replay source's (block ids of the exact pass), a slice's are
+    derived from the slice of the same arrays.
+    """
+
+    def rows(start: int, stop: int) -> TraceArrays:
+        if (start, stop) == (0, arrays.requests):
+            return source.context.arrays
+        return TraceArrays.from_arrays(slice_arrays(arrays, start, stop))
+
+    return TraceView(
+        arrival_s=arrays.arrival_s,
+        input_tokens=arrays.input_tokens,
+        output_tokens=arrays.output_tokens,
+        arrivals_measured=trace.arrivals_measured,
+        has_hashes=trace.has_hashes,
+        rows=rows,
+        path=trace.source_path,
+    )
+
+
+def slice_arrays(arrays: RequestArrays, start: int, stop: int) -> RequestArrays:
+    """Requests ``start:stop`` of ``arrays``, their block hashes with their own offsets."""
+    blocks = arrays.blocks
+    if blocks is not None:
+        first, last = int(blocks.offsets[start]), int(blocks.offsets[stop])
+        blocks = BlockArrays(
+            blocks.offsets[start : stop + 1] - first, blocks.values[first:last], blocks.block_tokens
+        )
+    return RequestArrays(
+        arrays.arrival_s[start:stop],
+        arrays.input_tokens[start:stop],
+        arrays.output_tokens[start:stop],
+        blocks,
+    )
+
+
 def advise_sections(
     report: AdviceReport,
     options: AnalyzeOptions,
     inputs: AdvisorInputs,
     stages: StageProfile | None,
+    view: TraceView | None = None,
 ) -> AdviceReport:
-    """Facts from the report's sections -> rules and catalogs -> recommendation and findings."""
+    """Facts from the report's sections -> rules and catalogs -> recommendation and findings.
+
+    ``view`` is the trace the deployment search replays (None: the verdicts say why none ran).
+    """
     advisor_options = AdvisorOptions(
         chunk_tokens=options.chunk_tokens,
         storage=options.storage,
         instance=parse_instance_choice(options.instance),
+        providers=parse_providers(options.providers),
+        slo=options.slo,
     )
     extra = stages.facts if stages is not None else None
-    return advise_report(report, inputs, advisor_options, extra_facts=extra)
+    return advise_report(report, inputs, advisor_options, extra_facts=extra, view=view)
 
 
 def refresh_advice(
@@ -75,6 +126,8 @@ def refresh_advice(
         chunk_tokens=options.chunk_tokens,
         storage=options.storage,
         instance=parse_instance_choice(options.instance),
+        providers=parse_providers(options.providers),
+        slo=options.slo,
     )
     extra = stages.facts if stages is not None else None
     return refresh_findings(report, inputs, advisor_options, extra_facts=extra)

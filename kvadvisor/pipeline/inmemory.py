@@ -11,6 +11,7 @@ from kvadvisor.pipeline.assemble import (
     data_versions,
     prefix_hits,
     refresh_advice,
+    trace_view,
     unavailable_reasons,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
@@ -85,7 +86,7 @@ def analyze_trace(
     )
     # Every replay of this analysis (the recommendation's, each plan's) shares one context.
     replays = ReplaySource(arrays, same)
-    report = advise_sections(report, options, inputs, stages)
+    report = advise_sections(report, options, inputs, stages, trace_view(trace, arrays, replays))
     report = replay_recommendation(
         trace, report, replace(options, advisor_inputs=inputs), replays, stages.calibration
     )

@@ -36,6 +36,10 @@ class AnalyzeOptions(ProfileOptions):
     storage: str | None = None
     instance: tuple[str, ...] = ()
     advisor_inputs: AdvisorInputs | None = None
+    # The deployment search (docs/advisor.md): providers to give a verdict for (() = all in
+    # the catalog) and the SLO ("ttft_p99=2s,tpot_p99=200ms"; None = MLPerf's for the model).
+    providers: tuple[str, ...] = ()
+    slo: str | None = None
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
     # Replay the recommended deployment closed loop (docs/replay.md) when the trace has at most

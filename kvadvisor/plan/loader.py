@@ -184,8 +184,12 @@ INLINE_STORAGE_KEYS = {
 DTYPES = ("bf16", "fp16", "fp8")
 
 
+@lru_cache(maxsize=1)
 def engine_settings_table() -> dict[str, Any]:
-    """The documented engine setting names (packaged data, with sources)."""
+    """The documented engine setting names (packaged data, with sources; read once).
+
+    Callers only read it: the advisor's search checks one plan per replayed candidate.
+    """
     text = resources.files("kvadvisor.plan").joinpath("data/engine_settings.yaml")
     with resources.as_file(text) as path:
         return load_yaml(path, PlanError)

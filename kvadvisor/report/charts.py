@@ -26,8 +26,9 @@ FONT_SIZE_PT = 10
 class Line:
     """One data line or bar set: x and y of equal length.
 
-    ``kind`` is line, step, bar, or area (a step line with the area under it shaded, drawn
-    lighter: an envelope behind the lines drawn after it).
+    ``kind`` is line, step, bar, area (a step line with the area under it shaded, drawn
+    lighter: an envelope behind the lines drawn after it), points (markers, no line), or
+    star (large star markers: the points a chart highlights).
     """
 
     label: str
@@ -162,6 +163,18 @@ def render_svg(spec: ChartSpec) -> str:
                         color=color,
                         alpha=0.45,
                         linewidth=0,
+                    )
+                elif line.kind in ("points", "star"):
+                    star = line.kind == "star"
+                    ax.plot(
+                        line.x,
+                        line.y,
+                        label=line.label,
+                        color="#000000" if star else color,
+                        linestyle="none",
+                        marker="*" if star else "o",
+                        markersize=11 if star else 5,
+                        zorder=3 if star else 2,
                     )
                 elif line.kind == "step":
                     ax.step(

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvadvisor.report import summary
+from kvadvisor.report import deployments, summary
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.vocab import Severity
 from kvadvisor.termtext import printable
@@ -121,6 +121,38 @@ class ConsoleRenderer:
             _environ={},  # the width and colour are ours to set, not COLUMNS' or NO_COLOR's
         )
 
+    def _deployments(self, console: Console, report: AdviceReport) -> None:
+        """Every provider's verdict; the primary one's stages, link, runners-up and notes."""
+        vs = deployments.verdict_set(report)
+        if vs is None:
+            return
+        w = self.width
+        console.print()
+        console.print(_text("Deployments", HEADING_STYLE))
+        console.print(_text(deployments.slo_line(vs)))
+        if vs.sample is not None:
+            console.print(_text(deployments.sample_line(vs)))
+        console.print()
+        console.print(table(["provider", "verdict"], deployments.provider_pairs(vs), w))
+        v = vs.primary_verdict
+        if v is None or not v.chosen:
+            console.print(_text(f"no primary verdict: {vs.primary_why}"))
+            return
+        console.print(_text(f"{v.provider} (primary: {vs.primary_why})", HEADING_STYLE))
+        for s in v.stages:
+            console.print()
+            console.print(
+                table([s.role, "configuration"], [list(r) for r in deployments.stage_rows(s)], w)
+            )
+        if link := deployments.link_text(v):
+            console.print(_text(link))
+        if v.runners_up:
+            console.print()
+            console.print(_text("Runners-up", HEADING_STYLE))
+            console.print(table(["candidate", "why it lost"], deployments.runner_pairs(v), w))
+        for note in deployments.verdict_notes(v):
+            console.print(_text(f"note: {note}"))
+
     def render(self, report: AdviceReport) -> str:
         """Return the summary text, every line at most ``width`` characters where words allow."""
         console = self._console()
@@ -139,6 +171,7 @@ class ConsoleRenderer:
             console.print()
             headers, rows = summary.verdict_table(verdicts)
             console.print(table(headers, rows, self.width))
+        self._deployments(console, report)
         console.print()
         console.print(_text("Key numbers", HEADING_STYLE))
         console.print(

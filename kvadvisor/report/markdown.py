@@ -6,7 +6,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from kvadvisor.report import summary
+from kvadvisor.report import deployments, summary
 from kvadvisor.results.report import AdviceReport
 
 
@@ -50,6 +50,27 @@ class MarkdownRenderer:
     name = "markdown"
     file_extension = ".md"
 
+    def _deployments(self, report: AdviceReport) -> list[str]:
+        vs = deployments.verdict_set(report)
+        if vs is None:
+            return []
+        out = ["### Deployments", "", cell(deployments.slo_line(vs)), ""]
+        if vs.sample is not None:
+            out += [cell(deployments.sample_line(vs)), ""]
+        out += md_table(*deployments.provider_rows(vs)) + [""]
+        v = vs.primary_verdict
+        if v is None or not v.chosen:
+            return out + [cell(f"No primary verdict: {vs.primary_why}"), ""]
+        out += [f"#### {cell(v.provider)} ({cell(vs.primary_why)})", ""]
+        for s in v.stages:
+            out += md_table([s.role, ""], [list(r) for r in deployments.stage_rows(s)]) + [""]
+        if link := deployments.link_text(v):
+            out += [cell(link), ""]
+        if v.runners_up:
+            out += ["Runners-up:", ""] + md_table(*deployments.runner_rows(v)) + [""]
+        out += [f"- {cell(n)}" for n in deployments.verdict_notes(v)]
+        return out + [""]
+
     def render(self, report: AdviceReport) -> str:
         """Return the Markdown text."""
         t = report.trace
@@ -59,6 +80,7 @@ class MarkdownRenderer:
         verdicts = summary.verdicts(report)
         if verdicts:
             out += md_table(*summary.verdict_table(verdicts)) + [""]
+        out += self._deployments(report)
         findings = summary.sorted_findings(report)
         out += [f"### Findings ({len(findings)})", ""]
         if findings:

@@ -93,7 +93,7 @@ def _utilization_text(u: Any) -> str:
 # have sections of their own).
 _STAGE_FIELDS = {
     "instance": ("instance", lambda v: v or fmt.NOT_MEASURED),
-    "storage": ("storage", lambda v: v or fmt.NOT_MEASURED),
+    "storage": ("storage", lambda v: v or "none"),
     "tiers": ("KV tiers", lambda v: "; ".join(_tier_text(t) for t in v)),
     "required": ("must sustain per instance", _required_text),
     "utilization": ("utilization", _utilization_text),

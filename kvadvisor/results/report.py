@@ -16,6 +16,7 @@ from kvadvisor.results.replay import ReplayResult
 from kvadvisor.results.review import PlanReview
 from kvadvisor.results.serial import from_plain
 from kvadvisor.results.series import Series
+from kvadvisor.results.verdict import VerdictSet
 from kvadvisor.results.vocab import CacheStatus, Severity, SplitSource, Stage, TierRole
 from kvadvisor.units import Unit
 
@@ -460,6 +461,11 @@ class StageRecommendation:
     gpus_per_instance: int | None = None
     gpu_memory_gib: float | None = None  # per GPU
     host_memory_gib: float | None = None
+    # From the verdict: tensor-parallel degree, replicas per instance, and the topology
+    # ("aggregated": this stage shares its replicas with the other; "disaggregated").
+    tp: int | None = None
+    replicas_per_instance: int | None = None
+    topology: str | None = None
 
 
 @dataclass(frozen=True)
@@ -474,13 +480,19 @@ class RuleOutcome:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """One recommendation per stage."""
+    """One recommendation per stage, and the deployment verdicts it is read from.
+
+    ``prefill`` and ``decode`` describe the stages of the primary verdict (an aggregated
+    fleet's one serving stage fills both); ``verdict`` holds every provider's verdict
+    (:mod:`kvadvisor.results.verdict`), None when no search ran.
+    """
 
     prefill: StageRecommendation
     decode: StageRecommendation
     shared_storage: bool = False
     rules: tuple[RuleOutcome, ...] = ()
     facts: dict[str, Any] = field(default_factory=dict)
+    verdict: VerdictSet | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from kvadvisor.report import summary
 from kvadvisor.report.html.advice import alternatives_section, rules_section
+from kvadvisor.report.html.deployments import deployments_section
 from kvadvisor.report.html.inputs import inputs_rows
 from kvadvisor.report.html.iodemand import io_section
 from kvadvisor.report.html.plans import plan_section
@@ -64,7 +65,8 @@ def build_view(report: AdviceReport) -> HtmlView:
         finding_counts=tuple(
             sorted(counts.items(), key=lambda kv: summary.SEVERITY_RANK.get(kv[0], 9))
         ),
-        sections=(
+        sections=tuple(s for s in (deployments_section(report),) if s is not None)
+        + (
             workload_section(report),
             stage_section(report),
             prefix_section(report),

@@ -1,0 +1,451 @@
+"""The advisor's deployment verdicts: gate on the evidence, sample, search each provider, verify.
+
+1. Evidence gates (docs/advisor.md): no arrival times, no sizing (the load is unknown, so no
+   instance count or bandwidth); a model outside the catalog, no replay; an empty trace,
+   nothing. Every provider then abstains, naming what is missing. Without block hashes the
+   fleet is sized with every prompt recomputed and no tier is bought (CA03).
+2. Sample: the search replays the busiest window of :data:`SEARCH_REQUESTS` consecutive
+   requests (the shortest span holding that many arrivals: the fleet must carry its peak),
+   starting from empty caches; the whole trace when it is no larger.
+3. Search each provider (:mod:`kvadvisor.advice.search`).
+4. Verify: traces of up to :data:`VERIFY_REQUESTS` requests are replayed whole on each chosen
+   deployment (grown when the whole trace misses the SLO); larger ones are replayed on a
+   second window. The relative difference of the chosen deployment's figures between the
+   sample and that check is the sample's stated error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kvadvisor.advice.candidate import Candidate
+from kvadvisor.advice.search import (
+    ProviderSearch,
+    SearchSpec,
+    outcome_key,
+    search_provider,
+)
+from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
+from kvadvisor.advice.space import Work
+from kvadvisor.advice.tiers import CAPACITY_TIER
+from kvadvisor.advice.verdicts import no_verdict, verdict_of
+from kvadvisor.catalog.instances import InstanceSpec
+from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.fleet import ReplayContext, TraceArrays, summarize
+from kvadvisor.plan.loader import PlanCatalogs
+from kvadvisor.results.verdict import (
+    Sample,
+    SloTargets,
+    Verdict,
+    VerdictSet,
+    VerdictStatus,
+)
+
+SEARCH_REQUESTS = 3000
+# Configurations verified on the check set per provider at most (the cheapest first).
+VERIFY_CONFIGS = 2
+VERIFY_REQUESTS = 20000
+PROVIDERS = ("aws", "gcp", "azure", "alibaba", "onprem")
+ERROR_FIGURES = ("ttft_p90_s", "ttft_p99_s", "tpot_p90_s", "tpot_p99_s")
+
+
+@dataclass(frozen=True)
+class TraceView:
+    """What the search reads of a trace: columns, evidence, and rows as replay arrays.
+
+    ``rows(start, stop)`` builds :class:`~kvadvisor.fleet.TraceArrays` of requests
+    ``start:stop`` (arrival order), so a large trace is never turned into arrays whole.
+    """
+
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    arrivals_measured: bool
+    has_hashes: bool
+    rows: Callable[[int, int], TraceArrays]
+    path: str = "trace"
+
+    @property
+    def requests(self) -> int:
+        """Requests in the trace."""
+        return int(self.arrival_s.shape[0])
+
+
+@dataclass(frozen=True)
+class RecommendInputs:
+    """The model, catalogs and choices the verdicts are made for."""
+
+    model: ModelSpec | None
+    kv_dtype: str
+    weight_dtype: str
+    chunk_tokens: int
+    instances: Mapping[str, InstanceSpec]
+    storage: Mapping[str, StorageSpec]
+    slo: SloTargets
+    providers: tuple[str, ...] = ()
+    reuse_bytes: float | None = None
+    pinned: Mapping[str, str] = field(default_factory=dict)  # stage ("both") -> instance
+    forced_storage: str | None = None  # --storage: the capacity tier is this option
+    sample_requests: int = SEARCH_REQUESTS
+    verify_requests: int = VERIFY_REQUESTS
+
+
+def busiest_window(arrival_s: np.ndarray, size: int) -> tuple[int, int]:
+    """Rows [start, start + size) whose arrivals span the least time (the first such)."""
+    n = int(arrival_s.shape[0])
+    if size >= n:
+        return 0, n
+    spans = arrival_s[size - 1 :] - arrival_s[: n - size + 1]
+    start = int(np.argmin(spans))
+    return start, start + size
+
+
+def check_window(n: int, size: int, busiest: tuple[int, int]) -> tuple[int, int]:
+    """A second window of ``size`` rows: centred in the trace, else the first rows."""
+    mid = max(0, min(n - size, n // 2 - size // 2))
+    a, b = busiest
+    if mid < b and mid + size > a:
+        mid = 0 if a >= size else max(0, n - size)
+    return mid, mid + size
+
+
+def providers_in(instances: Mapping[str, InstanceSpec]) -> tuple[str, ...]:
+    """The providers of the instance catalog, in the documented order (others after)."""
+    present = list(dict.fromkeys(i.provider for i in instances.values()))
+    return tuple(p for p in PROVIDERS if p in present) + tuple(
+        p for p in present if p not in PROVIDERS
+    )
+
+
+def _providers(inputs: RecommendInputs) -> tuple[str, ...]:
+    return inputs.providers or providers_in(inputs.instances)
+
+
+def abstain_all(
+    providers: Sequence[str], slo: SloTargets, reason: str, missing: tuple[str, ...]
+) -> VerdictSet:
+    """Every provider abstains for the same reason, naming what is missing."""
+    return VerdictSet(
+        slo=slo,
+        verdicts=tuple(
+            Verdict(p, VerdictStatus.ABSTAINED, reason, missing=missing) for p in providers
+        ),
+        primary=None,
+        primary_why=reason,
+        missing=missing,
+    )
+
+
+def _work(replayer: Replayer) -> Work:
+    a = replayer.arrays
+    hits = np.zeros(a.requests, np.int64)
+    if a.has_hashes and a.requests:
+        rows = np.arange(a.requests, dtype=np.int64)
+        hits = replayer.ctx.hit_index(rows, np.zeros(a.requests, np.int64)).hit_tokens(None)
+    span = float(a.arrival_s[-1] - a.arrival_s[0]) if a.requests > 1 else 1.0
+    return Work(a.input_tokens, np.minimum(hits, a.input_tokens), a.output_tokens, max(span, 1.0))
+
+
+def _grow(replayer: Replayer, outcome: Outcome, caps: frozenset[str]) -> Outcome | None:
+    """The outcome with each stage grown in turn until the SLO is met.
+
+    None when no count within :data:`MAX_INSTANCES` meets it, or growing stalls (latency,
+    not capacity, misses the target: :func:`kvadvisor.advice.sizing.min_count`).
+    """
+    cand = outcome.candidate
+    order = [s.role for s in cand.stages][::-1]  # decode before prefill: TPOT, then TTFT
+    current = outcome
+    for role in order:
+        n0 = next(s.count for s in current.candidate.stages if s.role == role)
+        base = current.candidate
+        best, tried = min_count(
+            lambda n, base=base, role=role: replayer.outcome(base.with_count(role, n), caps),
+            n0 + 1,
+            n0 + 1,
+            MAX_INSTANCES,
+        )
+        if best is not None:
+            return best
+        if tried:
+            current = tried[-1]
+    return None
+
+
+def _error(sample: Outcome, check: Outcome) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key in ERROR_FIGURES:
+        metric, pct = key.split("_")[0], key.split("_")[1]
+        a = (sample.ttft_s if metric == "ttft" else sample.tpot_s).get(pct)
+        b = (check.ttft_s if metric == "ttft" else check.tpot_s).get(pct)
+        if a is not None and b and math.isfinite(a) and math.isfinite(b):
+            out[key] = (a - b) / b
+    return out
+
+
+def _caps(c: Candidate, forced: bool = False) -> frozenset[str]:
+    """The tiers bought for capacity (RV04's floor applies); none when --storage forced one."""
+    if forced:
+        return frozenset()
+    return frozenset(t.name for s in c.stages for t in s.tiers if t.name == CAPACITY_TIER)
+
+
+def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
+    """One verdict per provider for the trace (pure: arrays and catalogs in, verdicts out)."""
+    providers = _providers(inputs)
+    slo = inputs.slo
+    model = inputs.model
+    if view.requests == 0:
+        return abstain_all(providers, slo, "the trace has no requests", ("requests",))
+    if not view.arrivals_measured:
+        return abstain_all(
+            providers,
+            slo,
+            "the trace has no arrival times (benchmark results without start times): the "
+            "load is unknown, so no instance count, bandwidth or tier can be sized from it; "
+            "give a trace with arrival times (a request log, or a benchmark run with "
+            "--save-detailed start times)",
+            ("arrival times",),
+        )
+    if model is None:
+        return abstain_all(
+            providers,
+            slo,
+            "the model is not in the catalog: the replay needs its shape (give --model with a "
+            "catalog name)",
+            ("a catalog model",),
+        )
+    n = view.requests
+    size = min(n, max(1, inputs.sample_requests))
+    start, stop = busiest_window(view.arrival_s, size)
+    catalogs = PlanCatalogs(inputs.storage, inputs.instances)
+    doc_args = dict(
+        model=model.name,
+        kv_dtype=inputs.kv_dtype,
+        weight_dtype=inputs.weight_dtype,
+        chunk_tokens=inputs.chunk_tokens,
+        name="kvadvisor-" + view.path.rsplit("/", 1)[-1].split(".")[0],
+        description=f"The deployment kvadvisor recommends for {view.path}",
+    )
+    sample_arrays = view.rows(start, stop)
+    replayer = Replayer(sample_arrays, slo.targets, doc_args, catalogs)
+    work = _work(replayer)
+    total = view.input_tokens.astype(np.int64) + view.output_tokens.astype(np.int64)
+    spec = SearchSpec(
+        model=model,
+        kv_dtype=inputs.kv_dtype,
+        weight_dtype=inputs.weight_dtype,
+        instances=inputs.instances,
+        storage=inputs.storage,
+        targets=slo.targets,
+        longest_tokens=int(total.max()),
+        longest_prompt_tokens=int(view.input_tokens.max()),
+        has_hashes=view.has_hashes and sample_arrays.has_hashes,
+        reuse_bytes=inputs.reuse_bytes,
+        pinned=inputs.pinned,
+        forced_storage=inputs.forced_storage,
+    )
+    hits = None
+    if spec.has_hashes:
+        rows = np.arange(sample_arrays.requests, dtype=np.int64)
+        hits = replayer.ctx.hit_index(rows, np.zeros(sample_arrays.requests, np.int64))
+        spec = replace(spec, pooled_hits=hits, sample_inputs=sample_arrays.input_tokens)
+    found = {p: search_provider(p, spec, replayer, work, hits) for p in providers}
+
+    whole = n <= inputs.verify_requests
+    check_rows = (0, n) if whole else check_window(n, size, (start, stop))
+    check_arrays = view.rows(*check_rows) if (whole and size < n) or not whole else sample_arrays
+    final = Replayer(check_arrays, slo.targets, doc_args, catalogs, drain_s=None, share=False)
+    # The final replays share the sample's exact LRU passes when they replay the same rows.
+    if check_arrays is sample_arrays:
+        final.ctx = replayer.ctx
+    verdicts: list[Verdict] = []
+    errors: dict[str, dict[str, float]] = {}
+    for p in providers:
+        f = found[p]
+        verdicts.append(
+            _verdict(p, f, final, whole, errors, size < n, inputs.forced_storage is not None)
+        )
+    sample = Sample(
+        requests=size,
+        trace_requests=n,
+        start_s=float(view.arrival_s[start] - view.arrival_s[0]),
+        span_s=float(view.arrival_s[stop - 1] - view.arrival_s[start]),
+        how=(
+            "the whole trace"
+            if size == n
+            else f"the busiest window of {size:,} consecutive requests (rows {start:,} to "
+            f"{stop - 1:,}), starting from empty caches"
+        ),
+    )
+    primary, why = _primary(verdicts, inputs.providers)
+    if primary is not None and primary in errors and size < n:
+        sample = Sample(
+            sample.requests,
+            sample.trace_requests,
+            sample.start_s,
+            sample.span_s,
+            sample.how,
+            errors[primary],
+            "the chosen deployment replayed on the whole trace"
+            if whole
+            else f"the chosen deployment replayed on another window of {size:,} requests "
+            f"(rows {check_rows[0]:,} to {check_rows[1] - 1:,})",
+        )
+    missing = () if view.has_hashes else ("block hashes",)
+    notes = ()
+    if not view.has_hashes:
+        notes = (
+            "the trace has no block hashes: prefix reuse is unknown, so fleets are sized with "
+            "every prompt token prefilled and no KV tier is bought (consistent with CA03)",
+        )
+    return VerdictSet(
+        slo=slo,
+        verdicts=tuple(verdicts),
+        primary=primary,
+        primary_why=why,
+        sample=sample,
+        enumerated=sum(f.configs for f in found.values()),
+        pruned=sum(len(f.bound_pruned) for f in found.values()),
+        replayed=replayer.replays + final.replays,
+        missing=missing,
+        notes=notes,
+    )
+
+
+def _contenders(f: ProviderSearch) -> list[Outcome]:
+    """Each configuration's cheapest outcome that met the SLO on the sample, best first."""
+    found = [t.best for t in f.tried if t.best is not None]
+    if f.tier_outcome is not None and f.tier_outcome.best is not None:
+        found.append(f.tier_outcome.best)
+    seen: set[str] = set()
+    out = []
+    for o in sorted(found, key=outcome_key):
+        key = repr(o.doc)
+        if key not in seen:
+            seen.add(key)
+            out.append(o)
+    return out
+
+
+def _verdict(
+    provider: str,
+    f: ProviderSearch,
+    final: Replayer,
+    whole: bool,
+    errors: dict[str, dict[str, float]],
+    sampled: bool,
+    forced: bool = False,
+) -> Verdict:
+    if f.chosen is None:
+        if not f.tried and f.floor:
+            return no_verdict(
+                f,
+                "no deployment can meet the SLO: even alone on an idle replica, with every "
+                f"prefix hit already in GPU memory, the best reaches {f.floor}; give targets "
+                "at least that loose with --slo",
+                VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+            )
+        if not f.tried:
+            return no_verdict(
+                f,
+                "the model fits no instance of this provider with room for the longest "
+                "request, so there is no verdict for its GPUs",
+                VerdictStatus.ABSTAINED,
+            )
+        return no_verdict(
+            f,
+            "no deployment replayed meets the SLO; the closest are listed (raise the targets "
+            "with --slo, or give more instance types)",
+            VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+        )
+    # Verify the cheapest on the check set; when it had to grow, the next configuration may
+    # now be cheaper: verify it too (VERIFY_CONFIGS at most) and keep the cheaper.
+    verified: list[tuple[Outcome, Outcome]] = []
+    failed: dict[str, str] = {}
+    notes: list[str] = []
+    for o in _contenders(f)[:VERIFY_CONFIGS]:
+        if verified and outcome_key(o) >= outcome_key(
+            min(verified, key=lambda v: outcome_key(v[0]))[0]
+        ):
+            break
+        caps = _caps(o.candidate, forced)
+        checked = final.outcome(o.candidate, caps)
+        if whole and not checked.meets:
+            failed[repr(o.doc)] = checked.why_not()
+            grown = _grow(final, checked, caps)
+            if grown is None:
+                continue
+            notes.append(
+                f"sized on the sample as {o.candidate.label()}; the whole trace needed "
+                f"{grown.candidate.label()} ({checked.why_not()} before)"
+            )
+            verified.append((grown, o))
+        else:
+            if not checked.meets:
+                notes.append(
+                    f"on another window of the trace {o.candidate.label()} {checked.why_not()}: "
+                    "the sample's error is stated with the verdict"
+                )
+            verified.append((checked, o))
+        if len(verified) == 1 and checked.meets and checked.doc == o.doc:
+            break  # met as sized: no other configuration can undercut it
+    if not verified:
+        return no_verdict(
+            f,
+            f"{f.chosen.candidate.label()} meets the SLO on the sample but not on the whole "
+            f"trace ({'; '.join(dict.fromkeys(failed.values()))}), and more instances do not "
+            "bring it within the SLO (the whole trace's longest prompts set the tail)",
+            VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+        )
+    final_outcome, sample_outcome = min(verified, key=lambda v: outcome_key(v[0]))
+    if sampled:
+        errors[provider] = _error(
+            sample_outcome,
+            final.outcome(sample_outcome.candidate, _caps(sample_outcome.candidate, forced)),
+        )
+    assert final_outcome.run is not None
+    result = summarize(final_outcome.run, final.targets)
+    a = final_outcome.run.arrays
+    span = float(a.arrival_s[-1] - a.arrival_s[0]) if a.requests > 1 else 0.0
+    return verdict_of(
+        f,
+        final_outcome,
+        result,
+        final_outcome.doc,
+        float(a.input_tokens.sum()),
+        float(a.output_tokens.sum()),
+        span,
+        notes,
+        failed,
+    )
+
+
+def _primary(verdicts: Sequence[Verdict], asked: Sequence[str]) -> tuple[str | None, str]:
+    chosen = [v for v in verdicts if v.chosen]
+    if len(asked) == 1:
+        v = chosen[0] if chosen else None
+        return (
+            asked[0],
+            f"--provider {asked[0]}" + ("" if v else ": no deployment chosen there"),
+        )
+    if not chosen:
+        return None, "no provider has a deployment that meets the SLO"
+    priced = [v for v in chosen if v.usd_per_hour is not None]
+    if priced:
+        best = min(priced, key=lambda v: v.usd_per_hour or 0.0)  # stable: catalog order on ties
+        return best.provider, (
+            f"the lowest $/h among the priced verdicts (${best.usd_per_hour:,.2f}/h); unpriced "
+            "verdicts are never called cheapest"
+        )
+    best = min(chosen, key=lambda v: sum(s.gpus for s in v.stages))
+    return best.provider, "no verdict is priced: the one with the fewest GPUs"
+
+
+def context_of(arrays: TraceArrays) -> ReplayContext:
+    """A replay context for arrays (exposed for tests)."""
+    return ReplayContext(arrays)

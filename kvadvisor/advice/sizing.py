@@ -1,0 +1,352 @@
+"""Replaying candidates and finding the fewest instances per stage that meet the SLO.
+
+Every replay goes through the candidate's plan document (:mod:`kvadvisor.advice.candidate`).
+A candidate meets the SLO when the share of requests within each target reaches the target's
+percentile (a request that never finished misses every target, as in the replay's own SLO
+check), and its tiers keep up: p99 utilization at most :data:`TIER_P99_TARGET` and no window
+above the tier (review's RV02/RV03), and a tier bought for capacity is used at least
+:data:`TIER_MEAN_FLOOR` of its bandwidth on average (RV04, the seed's first cause).
+
+The instance count of a stage is searched between a bound that cannot keep up (the analytic
+busy-time bound less one) and the first count that meets the SLO: growing by
+:data:`GROWTH` until one meets it, then bisecting. The SLO is assumed monotone in the count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from kvadvisor.advice.candidate import Candidate, deployment_of, plan_document
+from kvadvisor.errors import ConfigError
+from kvadvisor.fleet import (
+    ReplayContext,
+    ReplayOptions,
+    ReplayResult,
+    TraceArrays,
+    request_columns,
+    summarize,
+)
+from kvadvisor.fleet.engine import ReplayRun, run_replay, run_stage
+from kvadvisor.plan.loader import PlanCatalogs, PlanError
+from kvadvisor.results.replay import Role
+
+# Replays for the search stop this long after the last arrival: a fleet that has not drained
+# by then has missed its targets (requests left unfinished miss every target).
+SEARCH_DRAIN_S = 300.0
+# Instances per stage the search tries at most.
+MAX_INSTANCES = 64
+GROWTH = 1.5
+# A growth step that leaves more than this share of the shortfall is a stall; two in a row
+# end the search (latency, not capacity, is what misses the target).
+STALL_SHARE = 0.75
+# Tier bounds every chosen tier keeps (docs/advisor.md): p99 demand within 80% of the tier,
+# no window above it, and a tier bought for capacity used at least 10% on average.
+TIER_P99_TARGET = 0.8
+TIER_PEAK_LIMIT = 1.0
+TIER_MEAN_FLOOR = 0.10
+_TARGET = re.compile(r"^(ttft|tpot|e2e|queue)_p(\d{1,2}(?:\.\d+)?)_s$")
+
+
+@dataclass(frozen=True, eq=False)
+class Outcome:
+    """One replay of a candidate: whether it could run, its latencies, whether it meets the SLO.
+
+    ``error`` says why the candidate cannot be replayed (a constraint), else it is "". The
+    percentile figures are seconds over the requests that have them; ``met`` per target.
+    """
+
+    candidate: Candidate
+    doc: dict[str, Any]
+    error: str = ""
+    met: dict[str, bool] = field(default_factory=dict)
+    attainment: dict[str, float] = field(default_factory=dict)
+    ttft_s: dict[str, float] = field(default_factory=dict)  # "p90", "p99"
+    tpot_s: dict[str, float] = field(default_factory=dict)
+    tier_problem: str = ""
+    run: ReplayRun | None = None
+    overloaded: bool = False  # the queue grew over the arrivals: capacity, not latency, binds
+
+    @property
+    def meets(self) -> bool:
+        """Every target met, every tier within its bounds."""
+        return (
+            not self.error and not self.tier_problem and bool(self.met) and all(self.met.values())
+        )
+
+    def why_not(self) -> str:
+        """The first reason it does not meet the SLO, in words ("" when it does)."""
+        if self.error:
+            return self.error
+        missed = [k for k, ok in self.met.items() if not ok]
+        if missed:
+            parts = []
+            for key in missed:
+                metric, pct = _split(key)
+                got = (self.ttft_s if metric == "ttft" else self.tpot_s).get(f"p{pct:g}")
+                share = self.attainment.get(key)
+                parts.append(
+                    f"{metric.upper()} p{pct:g} "
+                    + (f"{got:.3g} s" if got is not None and math.isfinite(got) else "unbounded")
+                    + (f" ({share:.1%} of requests within target)" if share is not None else "")
+                )
+            return "misses " + ", ".join(parts)
+        return self.tier_problem
+
+
+def _split(key: str) -> tuple[str, float]:
+    m = _TARGET.match(key)
+    if m is None:
+        raise ConfigError(f"SLO target '{key}': expected e.g. ttft_p99_s")
+    return m.group(1), float(m.group(2))
+
+
+def check_targets(
+    targets: Mapping[str, float], cols: Mapping[str, np.ndarray]
+) -> tuple[dict[str, bool], dict[str, float]]:
+    """Per target: met, and the share of requests within it (unfinished requests miss)."""
+    met: dict[str, bool] = {}
+    attain: dict[str, float] = {}
+    for key, target in targets.items():
+        metric, pct = _split(key)
+        values = cols[f"{metric}_s"]
+        if metric == "tpot":
+            values = values[cols["output_tokens"] > 1]
+        v = np.where(np.isfinite(values), values, np.inf)
+        attain[key] = float(np.mean(v <= target)) if v.size else 1.0
+        met[key] = attain[key] >= pct / 100.0 - 1e-12
+    return met, attain
+
+
+def _pcts(values: np.ndarray) -> dict[str, float]:
+    v = np.where(np.isfinite(values), values, np.inf)
+    if v.size == 0:
+        return {}
+    return {f"p{p}": float(np.percentile(v, p)) for p in (90, 99)}
+
+
+def tier_problem(result: ReplayResult, capacity_tiers: set[str]) -> str:
+    """Why a replayed candidate's tiers do not keep up or are underused ("" when fine)."""
+    for t in result.tiers:
+        u = t.utilization
+        if u.p99 > TIER_P99_TARGET:
+            return (
+                f"tier {t.name}: p99 demand uses {u.p99:.0%} of it (at most "
+                f"{TIER_P99_TARGET:.0%} kept for the tail)"
+            )
+        if u.peak > TIER_PEAK_LIMIT:
+            return f"tier {t.name}: the busiest window asks {u.peak:.0%} of it"
+        if t.name in capacity_tiers and u.mean < TIER_MEAN_FLOOR:
+            return (
+                f"tier {t.name}: used {u.mean:.1%} of its bandwidth on average, under "
+                f"{TIER_MEAN_FLOOR:.0%}: bought for the peak, run at the average (cause 1)"
+            )
+    return ""
+
+
+class Replayer:
+    """Replays candidates of one trace sample, remembering each result (pure, no files).
+
+    ``capacity_tiers`` names the tiers bought for capacity (RV04's floor applies to them).
+    """
+
+    def __init__(
+        self,
+        arrays: TraceArrays,
+        targets: Mapping[str, float],
+        doc_args: Mapping[str, Any],
+        catalogs: PlanCatalogs,
+        drain_s: float | None = SEARCH_DRAIN_S,
+        share: bool = True,
+    ) -> None:
+        self.ctx = ReplayContext(arrays)
+        self.arrays = arrays
+        self.targets = dict(targets)
+        self.doc_args = dict(doc_args)
+        self.catalogs = catalogs
+        self.options = ReplayOptions(drain_cap_s=drain_s)
+        self.replays = 0
+        self.share = share
+        self._cache: dict[str, Outcome] = {}
+
+    def document(self, candidate: Candidate) -> dict[str, Any]:
+        """The candidate's plan document."""
+        return plan_document(candidate, slo=self.targets, **self.doc_args)
+
+    def _key(self, doc: Mapping[str, Any]) -> str:
+        """What the replay depends on: the document, each instance by what the replay reads.
+
+        Two providers' instances with the same GPUs, disk cap and network replay alike (their
+        names and prices do not enter the replay), so one replay serves both.
+        """
+        if not self.share:
+            return json.dumps(doc, sort_keys=True, default=str)
+        plain = json.loads(json.dumps(doc, default=str))
+        for stage in plain.get("stages", {}).values():
+            inst = self.catalogs.instances.get(stage.get("instance", ""))
+            if inst is not None:
+                stage["instance"] = [
+                    inst.gpu,
+                    inst.gpu_count,
+                    inst.disk_cap_mbps,
+                    inst.backend_network_gbit,
+                    inst.frontend_network_gbit,
+                ]
+        plain.pop("name", None)
+        plain.pop("description", None)
+        return json.dumps(plain, sort_keys=True)
+
+    def _hit(self, key: str, candidate: Candidate, doc: dict[str, Any]) -> Outcome | None:
+        got = self._cache.get(key)
+        return None if got is None else replace(got, candidate=candidate, doc=doc)
+
+    def outcome(
+        self, candidate: Candidate, capacity_tiers: frozenset[str] = frozenset()
+    ) -> Outcome:
+        """Replay the whole deployment (cached by its plan document)."""
+        doc = self.document(candidate)
+        key = self._key(doc)
+        if (hit := self._hit(key, candidate, doc)) is not None:
+            return hit
+        try:
+            dep, _ = deployment_of(doc, self.catalogs)
+        except (ConfigError, PlanError) as exc:
+            out = Outcome(candidate, doc, error=str(exc))
+            self._cache[key] = out
+            return out
+        self.replays += 1
+        run = run_replay(self.ctx, dep, self.options)
+        cols = request_columns(run)
+        met, attain = check_targets(self.targets, cols)
+        summary = summarize(run)
+        problem = tier_problem(summary, set(capacity_tiers)) if dep.stages[0].tiers else ""
+        tpot = cols["tpot_s"][cols["output_tokens"] > 1]
+        out = Outcome(
+            candidate,
+            doc,
+            "",
+            met,
+            attain,
+            _pcts(cols["ttft_s"]),
+            _pcts(tpot),
+            problem,
+            run,
+            summary.overload.overloaded,
+        )
+        self._cache[key] = out
+        return out
+
+    def prefill_outcome(self, candidate: Candidate, link_bytes_per_s: float) -> Outcome:
+        """A disaggregated candidate's prefill stage alone, against the TTFT targets.
+
+        TTFT here is the prefill stage's first token plus the prompt's KV crossing the link
+        alone (``link_bytes_per_s`` per decode instance): a bound the whole fleet can only
+        exceed. TPOT targets are left to the decode stage.
+        """
+        doc = self.document(candidate)
+        pre = dict(doc, stages={"prefill": doc["stages"]["prefill"]})
+        key = f"prefill:{link_bytes_per_s:.9g}:" + self._key(pre)
+        if (hit := self._hit(key, candidate, doc)) is not None:
+            return hit
+        try:
+            dep, _ = deployment_of(doc, self.catalogs)
+        except (ConfigError, PlanError) as exc:
+            return Outcome(candidate, doc, error=str(exc))
+        self.replays += 1
+        a = self.arrays
+        window, stop = self._window_stop()
+        rows = np.arange(a.requests, dtype=np.int64)
+        run = run_stage(self.ctx, dep, dep.stages[0], rows, a.arrival_s, window, stop, 2)
+        first = np.full(a.requests, np.inf)
+        first[run.rows] = run.first_s
+        transfer = a.input_tokens * dep.kv.bytes_per_token / link_bytes_per_s
+        cols = {
+            "ttft_s": first - a.arrival_s + transfer,
+            "output_tokens": a.output_tokens,
+        }
+        ttft_targets = {k: v for k, v in self.targets.items() if k.startswith("ttft")}
+        met, attain = check_targets(ttft_targets, cols)
+        out = Outcome(candidate, doc, "", met, attain, _pcts(cols["ttft_s"]), {}, "", None)
+        self._cache[key] = out
+        return out
+
+    def _window_stop(self) -> tuple[float, float]:
+        a = self.arrays
+        span = float(a.arrival_s[-1]) if a.requests else 0.0
+        drain = self.options.drain_cap_s
+        return self.options.window_s, span + (drain if drain is not None else max(600.0, span))
+
+
+def headroom(out: Outcome) -> float:
+    """The smallest margin of any target: share of requests within it over its percentile."""
+    margins = [share - _split(key)[1] / 100.0 for key, share in out.attainment.items()]
+    return min(margins) if margins else 0.0
+
+
+def _shortfall(out: Outcome) -> float:
+    """How far an outcome is from its targets: the summed share of requests short of each."""
+    total = 0.0
+    for key, share in out.attainment.items():
+        _, pct = _split(key)
+        total += max(0.0, pct / 100.0 - share)
+    return total
+
+
+def min_count(
+    evaluate: Callable[[int], Outcome],
+    cannot_below: int,
+    start: int,
+    cap: int = MAX_INSTANCES,
+) -> tuple[Outcome | None, list[Outcome]]:
+    """The fewest instances meeting the SLO, and every outcome tried (ascending by count).
+
+    ``cannot_below``: counts below it are known not to keep up (the analytic bound). Grows
+    from ``start`` by :data:`GROWTH` until a count meets the SLO, then tries one fewer and
+    bisects down to the bound. Gives up (None) past ``cap``, or when two growth steps in a
+    row leave more than :data:`STALL_SHARE` of the shortfall while the fleet keeps up (its
+    queue does not grow): latency, not capacity, misses the target, and more instances do not
+    help.
+    """
+    tried: dict[int, Outcome] = {}
+    fail = max(0, cannot_below - 1)
+    n = max(start, cannot_below, 1)
+    ok: int | None = None
+    stalled = 0
+    previous: float | None = None
+    while ok is None:
+        out = evaluate(n)
+        tried[n] = out
+        if out.error:
+            return None, [tried[k] for k in sorted(tried)]
+        if out.meets:
+            ok = n
+            break
+        fail = n
+        short = _shortfall(out)
+        if previous is not None and not out.tier_problem and not out.overloaded:
+            stalled = stalled + 1 if short > STALL_SHARE * previous else 0
+        previous = short
+        if n >= cap or stalled >= 2:
+            return None, [tried[k] for k in sorted(tried)]
+        n = min(cap, max(n + 1, math.ceil(n * GROWTH)))
+    # The estimate is usually close: one fewer first, then bisect what is left.
+    while ok - fail > 1:
+        mid = ok - 1 if ok == n else (ok + fail) // 2
+        out = evaluate(mid)
+        tried[mid] = out
+        if out.meets:
+            ok = mid
+        else:
+            fail = mid
+    return tried[ok], [tried[k] for k in sorted(tried)]
+
+
+def role_of(name: str) -> Role:
+    """The replay's role for a stage name."""
+    return {"serving": Role.SERVING, "prefill": Role.PREFILL, "decode": Role.DECODE}[name]

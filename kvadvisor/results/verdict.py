@@ -1,0 +1,275 @@
+"""The verdict model: the deployment the advisor recommends per provider, found on the replay.
+
+`kvadvisor analyze` searches deployments (topology, instance type and count per stage, TP and
+replicas, the KV hierarchy the instance can have), replays the survivors of its analytic
+bounds, and keeps the cheapest that meets the SLO. This module is what it found, as frozen
+dataclasses; the report's ``recommendation.verdict`` holds a :class:`VerdictSet`. Engine
+configurations and ``--emit plan`` are written from a :class:`Verdict` (its ``plan`` is the
+plan document ``kvadvisor review`` and ``kvadvisor replay`` read). docs/advisor.md defines
+every field.
+
+Units: bytes, bytes per second, seconds, tokens, US dollars per hour; rates of a tier are per
+unit of its scope (one instance's, or the pool's), rates of a mechanism per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class VerdictStatus(str, Enum):
+    """What the search concluded for one provider."""
+
+    CHOSEN = "chosen"  # a deployment meets the SLO: the cheapest one (chosen_by says how)
+    NO_DEPLOYMENT_MEETS_SLO = "no_deployment_meets_slo"  # the closest is shown, not recommended
+    ABSTAINED = "abstained"  # the evidence to size a fleet is missing, or nothing fits
+
+
+class LossReason(str, Enum):
+    """Why a candidate that was not chosen lost."""
+
+    COST = "cost"  # met the SLO, cost more (or, unpriced, used more GPUs)
+    SLO = "slo"  # replayed and missed a target
+    CONSTRAINT = "constraint"  # cannot be deployed or cannot run (memory fit, a cap, no figure)
+
+
+@dataclass(frozen=True)
+class SloTargets:
+    """The latency targets a deployment must meet (seconds, keyed like ``ttft_p99_s``)."""
+
+    targets: dict[str, float]
+    source: str  # where the targets come from: --slo, or the documented default and its source
+
+
+@dataclass(frozen=True)
+class SloAttained:
+    """A replayed deployment's latencies against the targets.
+
+    ``attainment`` is the share of requests within each target; ``met`` whether at least the
+    target's percentile of requests are (a request that never finished misses every target).
+    """
+
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    tpot_p90_s: float | None
+    tpot_p99_s: float | None
+    attainment: dict[str, float] = field(default_factory=dict)
+    met: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def all_met(self) -> bool:
+        """Whether every target is met."""
+        return bool(self.met) and all(self.met.values())
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A per-window rate over the replay (bytes per second): mean, 99th percentile, peak."""
+
+    mean: float
+    p99: float
+    peak: float
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One way KV moves between a stage and storage (or the link), as the replay measured it.
+
+    ``bytes_per_s`` is per node (per instance) of the stage; None when the mechanism does not
+    run in this deployment, and ``statement`` then says why.
+    """
+
+    name: str  # prefix_loads | new_kv_writes | decode_writeback | preemption_swaps |
+    # decode_offload_reads | kv_transfer_in
+    bytes_per_s: Rate | None
+    tier: str | None  # the tier (or "p-to-d link") it uses; None when it uses none
+    statement: str
+
+
+@dataclass(frozen=True)
+class TierChoice:
+    """One KV tier bought (or used) for a stage, fastest first below the GPU pool.
+
+    ``capacity_bytes`` and the bandwidths are per unit of ``scope`` ("instance": one node's;
+    "pooled": the whole pool shared by the stage); ``devices`` drives or volumes per unit.
+    ``read_p99_bytes_per_s``/``write_p99_bytes_per_s`` and ``utilization_p99`` are the
+    replayed demand per unit (the busier direction, window by window).
+    """
+
+    name: str
+    storage: str  # catalog entry name
+    category: str  # storage catalog category (memory, local_nvme, block, parallel_fs, ...)
+    scope: str
+    capacity_bytes: float | None
+    devices: int
+    read_bytes_per_s: float
+    write_bytes_per_s: float
+    usd_per_hour: float | None  # the whole stage's tier (every unit), None when unpriced
+    price_basis: str
+    hit_ratio: float | None  # prompt tokens this tier served / prompt tokens (replayed)
+    read_p99_bytes_per_s: float | None
+    write_p99_bytes_per_s: float | None
+    utilization_p99: float | None
+    why: str  # the sizing: what the capacity and bandwidth were derived from
+    unconfirmed: tuple[str, ...] = ()
+    read_utilization: Rate | None = None  # replayed read demand / read bandwidth, per window
+    write_utilization: Rate | None = None
+
+
+@dataclass(frozen=True)
+class StageVerdict:
+    """One stage of the recommended fleet ("serving" when aggregated)."""
+
+    role: str  # serving | prefill | decode
+    instance: str
+    gpu: str
+    instances: int
+    gpus_per_instance: int
+    tp: int
+    replicas_per_instance: int
+    gpu_kv_pool_tokens_per_replica: int
+    gpu_memory_gib: float
+    host_memory_gib: float | None
+    router: str
+    max_batched_tokens: int
+    max_seqs: int
+    page_tokens: int
+    tiers: tuple[TierChoice, ...]
+    mechanisms: tuple[Mechanism, ...]
+    storage_statement: str  # what storage the stage needs and why (or why none)
+    usd_per_hour: float | None  # instances x on-demand price + tiers; None when any is unpriced
+    price_basis: str
+    busy_fraction: float | None  # mean replica busy time over the replay span
+
+    @property
+    def replicas(self) -> int:
+        """Model replicas of the stage (engine instances)."""
+        return self.instances * self.replicas_per_instance
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the stage."""
+        return self.instances * self.gpus_per_instance
+
+
+@dataclass(frozen=True)
+class LinkChoice:
+    """The prefill-to-decode link of each decode instance and what the replay put on it."""
+
+    bytes_per_s: float  # per decode instance, after the efficiency
+    network: str  # which network carries it (the decode instance's back end or front end)
+    p99_bytes_per_s: float | None
+    peak_bytes_per_s: float | None
+    utilization_p99: float | None
+
+
+@dataclass(frozen=True)
+class CandidateSummary:
+    """A deployment the search considered: what it is, what it costs, how it replayed.
+
+    Latencies are None for a candidate that was not replayed (pruned by a bound).
+    """
+
+    label: str
+    topology: str
+    gpus: int
+    usd_per_hour: float | None
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    tpot_p90_s: float | None
+    tpot_p99_s: float | None
+    meets_slo: bool
+    replayed: bool
+    lost: LossReason | None  # None for the chosen one
+    why: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What the search replayed of the trace, and how far the sample is from the whole.
+
+    ``error`` maps a figure (e.g. ``ttft_p90_s``) to the relative difference of the chosen
+    deployment's figure on the sample against the same deployment on the check set
+    (``error_basis`` says which: the whole trace, or another window).
+    """
+
+    requests: int
+    trace_requests: int
+    start_s: float
+    span_s: float
+    how: str
+    error: dict[str, float] = field(default_factory=dict)
+    error_basis: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The recommended deployment of one provider, or why there is none.
+
+    ``plan`` is the deployment as a plan document (docs/review.md keys), the very one the
+    search replayed: ``--emit plan`` writes it, and `kvadvisor review` checks it.
+    """
+
+    provider: str
+    status: VerdictStatus
+    reason: str
+    topology: str | None = None
+    stages: tuple[StageVerdict, ...] = ()
+    link: LinkChoice | None = None
+    usd_per_hour: float | None = None
+    usd_per_m_input_tokens: float | None = None
+    usd_per_m_output_tokens: float | None = None
+    chosen_by: str = ""
+    slo: SloAttained | None = None
+    runners_up: tuple[CandidateSummary, ...] = ()
+    candidates: tuple[CandidateSummary, ...] = ()
+    pruned: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    unconfirmed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    plan: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chosen(self) -> bool:
+        """Whether this verdict recommends a deployment."""
+        return self.status is VerdictStatus.CHOSEN
+
+    def stage(self, role: str) -> StageVerdict | None:
+        """The stage with this role ("serving", "prefill" or "decode"), or None."""
+        return next((s for s in self.stages if s.role == role), None)
+
+    def serves(self, stage: str) -> StageVerdict | None:
+        """The stage that runs ``stage`` ("prefill" or "decode"): its own, or the serving one."""
+        return self.stage(stage) or self.stage("serving")
+
+
+@dataclass(frozen=True)
+class VerdictSet:
+    """Every provider's verdict, the SLO they were held to, and what the search replayed.
+
+    ``primary`` names the provider whose verdict fills ``recommendation.prefill``/``decode``:
+    the provider asked for, else the cheapest chosen verdict whose price is known (unpriced
+    verdicts are never called cheapest), else the first chosen one by GPU count.
+    """
+
+    slo: SloTargets
+    verdicts: tuple[Verdict, ...]
+    primary: str | None
+    primary_why: str
+    sample: Sample | None = None
+    enumerated: int = 0
+    pruned: int = 0
+    replayed: int = 0
+    missing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def verdict(self, provider: str) -> Verdict | None:
+        """The verdict for ``provider``, or None."""
+        return next((v for v in self.verdicts if v.provider == provider), None)
+
+    @property
+    def primary_verdict(self) -> Verdict | None:
+        """The verdict ``primary`` names."""
+        return None if self.primary is None else self.verdict(self.primary)

@@ -1,0 +1,33 @@
+"""The traces the advisor's round trips run on, and the SLO each is held to.
+
+Every trace in ``sample_traces/`` and, when the checkout sits beside them, the shared real
+traces. Long-context conversation traffic cannot meet MLPerf's 2 s TTFT at p99 (its longest
+prompts take longer than that alone on any GPU), so it is held to a target it can meet; the
+rest keep the MLPerf default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "traces"
+CONVERSATION_SLO = "ttft_p99=10s,tpot_p99=100ms"
+
+
+def traces() -> list[Path]:
+    """Sample traces, then the shared ones that are present."""
+    samples = sorted(
+        p for p in (ROOT / "sample_traces").iterdir() if p.suffix not in (".py", ".md")
+    )
+    shared = (
+        sorted(p for p in SHARED.glob("*") if p.suffix in (".jsonl", ".csv"))
+        if SHARED.is_dir()
+        else []
+    )
+    return samples + shared
+
+
+def slo_for(path: Path) -> str | None:
+    """The --slo a trace is analysed with (None: the MLPerf default for the model)."""
+    return CONVERSATION_SLO if "conversation" in path.name else None

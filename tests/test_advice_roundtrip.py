@@ -1,0 +1,64 @@
+"""Round trip: the recommended deployment, written as a plan, passes its own review.
+
+On every trace in ``sample_traces/`` (and the shared real traces when present): analyze,
+``--emit plan``, then ``review`` the plan against the same trace. No check may fail with an
+error, and none of the capacity, bandwidth or SLO checks may fail at all (RV01 tier hits,
+RV02/RV03 bandwidth, RV04 underuse, RV07 TTFT, RV08 IOPS, RV10 SLO and overload), nor the
+seed's three causes of underused storage (RV11 sized for the peak, RV12 one storage spec for
+both stages, RV13 GPU paging carried to storage). A trace without arrival times has
+no deployment to emit: its verdicts abstain, and the emitter says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from advice_traces import slo_for, traces
+
+from kvadvisor.emit import emit_all
+from kvadvisor.errors import ConfigError
+from kvadvisor.pipeline import AnalyzeOptions
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.review import review_plans
+from kvadvisor.plan import load_plan
+from kvadvisor.trace import read_trace
+
+CAPACITY_BANDWIDTH_SLO = (
+    "RV01",
+    "RV02",
+    "RV03",
+    "RV04",
+    "RV07",
+    "RV08",
+    "RV10",
+    "RV11",
+    "RV12",
+    "RV13",
+)
+TRACES = traces()
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
+def test_the_emitted_plan_passes_its_review(path: Path, tmp_path: Path) -> None:
+    """Analyze, emit the plan, review it: no error, no capacity, bandwidth or SLO warning."""
+    trace = read_trace(path)
+    report = analyze(
+        trace, AnalyzeOptions(slo=slo_for(path)), version="test", generated_at="2026-01-01T00:00:00"
+    )
+    vs = report.recommendation.verdict
+    if not trace.arrivals_measured:
+        assert vs.primary is None and vs.missing == ("arrival times",)
+        with pytest.raises(ConfigError, match="no arrival times"):
+            emit_all(report, ["plan"], "kvadvisor analyze")
+        return
+    assert vs.primary_verdict is not None and vs.primary_verdict.chosen, vs.primary_why
+    for name, text in emit_all(report, ["plan"], f"kvadvisor analyze {path.name}").items():
+        (tmp_path / name).write_text(text)
+    review = review_plans(trace, [load_plan(tmp_path / "plan.yaml")])[0]
+    failed = [
+        (c.code, c.severity, c.stage, c.subject, c.message)
+        for c in review.checks
+        if c.status == "fail" and (c.severity == "error" or c.code in CAPACITY_BANDWIDTH_SLO)
+    ]
+    assert not failed, failed
