@@ -13,6 +13,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
 CONVERSATION_SLO = "ttft_p99=10s,tpot_p99=100ms"
+# The review's capacity, bandwidth and SLO checks a recommended deployment may not fail (RV01
+# tier hits, RV02/RV03 bandwidth, RV04 underuse, RV07 TTFT, RV08 IOPS, RV10 SLO and overload),
+# nor the seed's three causes of underused storage (RV11 sized for the peak, RV12 one storage
+# spec for both stages, RV13 GPU paging carried to storage).
+CAPACITY_BANDWIDTH_SLO = (
+    "RV01",
+    "RV02",
+    "RV03",
+    "RV04",
+    "RV07",
+    "RV08",
+    "RV10",
+    "RV11",
+    "RV12",
+    "RV13",
+)
 
 
 def traces() -> list[Path]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from advice_traces import slo_for, traces
+from advice_traces import CAPACITY_BANDWIDTH_SLO, slo_for, traces
 
 from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
@@ -24,18 +24,6 @@ from kvadvisor.pipeline.review import review_plans
 from kvadvisor.plan import load_plan
 from kvadvisor.trace import read_trace
 
-CAPACITY_BANDWIDTH_SLO = (
-    "RV01",
-    "RV02",
-    "RV03",
-    "RV04",
-    "RV07",
-    "RV08",
-    "RV10",
-    "RV11",
-    "RV12",
-    "RV13",
-)
 TRACES = traces()
 
 

@@ -125,3 +125,27 @@ def test_replay_uses_the_users_catalogs(files: dict[str, str], tmp_path: Path) -
     (stage,) = result.stages
     assert stage.gpu == "lab-gpu"
     assert "efficiency catalog entry lab-gpu: our lab measurements" in stage.step_model
+
+
+def test_the_deployment_search_uses_the_users_gpu_and_coefficients(files: dict[str, str]) -> None:
+    """The search's shapes read the layered catalogs, as its replays and `review` do.
+
+    An instance carrying the user's GPU is refused with the packaged catalogs alone (its GPU
+    is unknown there, so the replay could not run it) and fits with them; its step times come
+    from the user's coefficients (GEMMs at 0.4 of peak): slower than the borrowed H200 ones.
+    """
+    from dataclasses import replace
+
+    from kvadvisor.advice.space import shapes
+    from kvadvisor.catalog.instances import load_instances
+
+    lab = replace(load_instances()["p5en.48xlarge"], gpu="lab-gpu")
+    users = load_perf_catalogs([files["gpus"]], [files["models"]], [files["efficiency"]])
+    borrowed = load_perf_catalogs([files["gpus"]], [files["models"]])
+    model = users.model("lab-model")
+    got, refused = shapes(lab, model, "bf16", "bf16", 10_000)
+    assert not got and refused == ["p5en.48xlarge: its GPU lab-gpu is not in the GPU catalog"]
+    (own, *_), _ = shapes(lab, model, "bf16", "bf16", 10_000, users)
+    (other, *_), _ = shapes(lab, model, "bf16", "bf16", 10_000, borrowed)
+    assert own.gpu.name == "lab-gpu" and own.tp == other.tp
+    assert own.step.tokens_time_s(8192.0) > other.step.tokens_time_s(8192.0)

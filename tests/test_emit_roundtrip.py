@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from advice_traces import slo_for
+from advice_traces import CAPACITY_BANDWIDTH_SLO, slo_for
 
 import kvadvisor
 from kvadvisor.emit import TARGETS, emit_all
@@ -86,13 +86,22 @@ def test_every_engine_file_is_linted_without_error(emitted, engine) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_emitted_plan_passes_review(emitted, engine) -> None:
-    """No error on the recommended deployment, written as the engine's plan, on its trace."""
+    """The recommended deployment, as the engine's plan, passes `review` on its trace.
+
+    No error, and no capacity, bandwidth or SLO check failed at any severity (issue 13's round
+    trip, per engine: the engine's files are what the review reads for its tiers).
+    """
     _, trace, out, targets = emitted
     if engine not in targets:
+        assert not (out / f"plan-{engine}.yaml").exists()
         return
     review = review_plans(trace, [load_plan(out / f"plan-{engine}.yaml")])[0]
-    errors = [c for c in review.checks if c.status == "fail" and c.severity == "error"]
-    assert not errors, [(c.code, c.stage, c.subject, c.message) for c in errors]
+    failed = [
+        (c.code, c.severity, c.stage, c.subject, c.message)
+        for c in review.checks
+        if c.status == "fail" and (c.severity == "error" or c.code in CAPACITY_BANDWIDTH_SLO)
+    ]
+    assert not failed, failed
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
@@ -131,15 +140,13 @@ def test_the_emitted_plan_replays(pinned, engine) -> None:
         assert tiers == [t.name for t in planned.tiers]
 
 
-def test_the_advisors_gb200_pick_has_no_replay_model(emitted) -> None:
-    """Where the advisor picks an instance whose GPU the catalog lacks, replay says so (exit 2).
+def test_the_advisors_pick_always_replays(emitted) -> None:
+    """The advisor never recommends what the replay refuses: every stage's GPU is modelled.
 
-    Once the GPU catalog models the GPU, the plan must replay.
+    Its candidates are built as plans and replayed, so an instance whose GPU the GPU catalog
+    lacks never survives the search; the emitted plan replays as it stands.
     """
     _, trace, out, _ = emitted
     plan = load_plan(out / "plan-vllm.yaml")
-    if all(s.gpu is not None for s in plan.stages):
-        assert kvadvisor.replay(trace, plan).replay.requests.completed > 0
-        return
-    with pytest.raises(ConfigError, match="the replay needs the GPU"):
-        kvadvisor.replay(trace, plan)
+    assert all(s.gpu is not None for s in plan.stages)
+    assert kvadvisor.replay(trace, plan).replay.requests.completed > 0

@@ -173,3 +173,26 @@ def test_mooncake_reuse_drives_the_cache_tier(mooncake) -> None:  # type: ignore
     assert v.chosen
     for tier in v.serves("prefill").tiers:
         assert tier.utilization_p99 is not None and tier.utilization_p99 <= 0.8 + 1e-9
+
+
+def test_no_cache_finding_contradicts_the_verdict(mooncake) -> None:  # type: ignore[no-untyped-def]
+    """CA04/CA05 read the host tiers of the whole prefill fleet, as the advisor sizes them.
+
+    A prefix-aware router keeps each prefix on one instance, so the fleet's host memories act
+    as one cache: the advisor buys no capacity tier when the KV worth keeping fits them, and
+    then no rule may ask for one. The fleet fact is the host tier per node times the nodes
+    (recomputed from the verdict here); each rule fires exactly when its demand exceeds it.
+    """
+    v = mooncake.recommendation.verdict.primary_verdict
+    stage = v.serves("prefill")
+    (host,) = [t for t in stage.tiers if t.name == "host"]
+    fleet_gib = host.capacity_bytes * stage.instances / 2**30
+    assert _fact(mooncake, "host_kv_pool_fleet_gib") == pytest.approx(fleet_gib)
+    assert _fact(mooncake, "host_kv_pool_gib") == pytest.approx(host.capacity_bytes / 2**30)
+    codes = {f.code for f in mooncake.findings}
+    assert ("CA04" in codes) == (_fact(mooncake, "kv_working_set_gib") > fleet_gib)
+    retention = _fact(mooncake, "retention_capacity_gib")
+    long_ttl = _fact(mooncake, "retention_ttl_s") >= 60
+    assert ("CA05" in codes) == (long_ttl and retention > fleet_gib)
+    if not any(t.name == "capacity" for t in stage.tiers):
+        assert not {"CA04", "CA05"} & codes

@@ -236,6 +236,7 @@ def _config_facts(
         ("gpu_kv_pool_gib", gpu_pool),
         ("host_memory_gib", pi.host_memory_gib),
         ("host_kv_pool_gib", host_pool),
+        ("host_kv_pool_fleet_gib", None if host_pool is None else host_pool * pre.instances),
         ("prefill_write_bytes_per_s_p99_per_instance", w_p99),
     ]
     if cap is not None and spec is not None:
@@ -591,6 +592,7 @@ def advise_report(
                 reuse_bytes=None if reuse is None else reuse * BYTES_PER_GIB,
                 pinned=dict(options.instance),
                 forced_storage=options.storage,
+                perf=inputs.perf,
             ),
         )
     advice = advise(

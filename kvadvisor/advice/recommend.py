@@ -35,6 +35,7 @@ from kvadvisor.advice.tiers import CAPACITY_TIER
 from kvadvisor.advice.verdicts import no_verdict, verdict_of
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.fleet import ReplayContext, TraceArrays, summarize
 from kvadvisor.plan.loader import PlanCatalogs
@@ -93,6 +94,9 @@ class RecommendInputs:
     forced_storage: str | None = None  # --storage: the capacity tier is this option
     sample_requests: int = SEARCH_REQUESTS
     verify_requests: int = VERIFY_REQUESTS
+    # GPUs, models and step-model coefficients (with the user's --catalog files): the bounds
+    # and the replays compute step times from them, as `review` and `replay` do.
+    perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)
 
 
 def busiest_window(arrival_s: np.ndarray, size: int) -> tuple[int, int]:
@@ -222,7 +226,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     n = view.requests
     size = min(n, max(1, inputs.sample_requests))
     start, stop = busiest_window(view.arrival_s, size)
-    catalogs = PlanCatalogs(inputs.storage, inputs.instances)
+    catalogs = PlanCatalogs(inputs.storage, inputs.instances, inputs.perf)
     doc_args = dict(
         model=model.name,
         kv_dtype=inputs.kv_dtype,
@@ -248,6 +252,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         reuse_bytes=inputs.reuse_bytes,
         pinned=inputs.pinned,
         forced_storage=inputs.forced_storage,
+        perf=inputs.perf,
     )
     hits = None
     if spec.has_hashes:

@@ -46,6 +46,7 @@ from kvadvisor.advice.tiers import (
 )
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import nic_bytes_per_s
 from kvadvisor.deploy.access import Via
@@ -85,6 +86,7 @@ class SearchSpec:
     pooled_hits: HitIndex | None = None  # the sample's exact LRU pass, read at any capacity
     sample_inputs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     forced_storage: str | None = None  # --storage: the capacity tier is this option
+    perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)  # GPUs and step models
 
     def allows(self, instance: InstanceSpec, role: str) -> bool:
         """Whether ``--instance`` lets ``instance`` serve ``role``."""
@@ -345,7 +347,9 @@ def _configs(
             (spec.longest_tokens, ("serving", "decode")),
             (spec.longest_prompt_tokens, ("prefill",)),
         ):
-            got, refused = shapes(inst, spec.model, spec.kv_dtype, spec.weight_dtype, longest)
+            got, refused = shapes(
+                inst, spec.model, spec.kv_dtype, spec.weight_dtype, longest, spec.perf
+            )
             if "serving" in kinds:
                 pruned += refused
             for shape in got:

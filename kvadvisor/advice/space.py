@@ -23,12 +23,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from kvadvisor.catalog.gpus import GpuSpec, get_gpu
+from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.fleet import KvModel
-from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
+from kvadvisor.fleet.build import StepModelInputs, kv_model, pool_tokens, roofline_for
 from kvadvisor.fleet.fromplan import LARGE_GPU_BATCH, LARGE_GPU_BYTES, SMALL_GPU_BATCH
 from kvadvisor.perfmodel import PerfModel
 from kvadvisor.perfmodel.memory import TP_CHOICES
@@ -77,11 +78,36 @@ def batch_defaults(gpu: GpuSpec) -> tuple[int, int]:
     return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
 
 
+@dataclass(frozen=True, eq=False)
+class _Catalogs:
+    """The perf catalogs as a cache key: by identity (their mappings are not hashable).
+
+    The cache holds the key, so the catalogs it refers to stay alive and their id unique.
+    """
+
+    catalogs: PerfCatalogs
+
+    def __hash__(self) -> int:
+        return id(self.catalogs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Catalogs) and other.catalogs is self.catalogs
+
+
+_PACKAGED = _Catalogs(PerfCatalogs.packaged())
+
+
 @lru_cache(maxsize=256)
 def _perf(
-    model: ModelSpec, gpu: GpuSpec, tp: int, kv_dtype: str, weight_dtype: str
+    model: ModelSpec,
+    gpu: GpuSpec,
+    tp: int,
+    kv_dtype: str,
+    weight_dtype: str,
+    catalogs: _Catalogs = _PACKAGED,
 ) -> tuple[PerfModel, StepTable, KvModel]:
-    pm, step = roofline_for(model, gpu, tp, kv_dtype, weight_dtype)
+    inputs = StepModelInputs(catalogs.catalogs)
+    pm, step = roofline_for(model, gpu, tp, kv_dtype, weight_dtype, inputs)
     return pm, step, kv_model(model, kv_dtype, tp)
 
 
@@ -91,15 +117,18 @@ def shapes(
     kv_dtype: str,
     weight_dtype: str,
     longest_tokens: int,
+    catalogs: PerfCatalogs | None = None,
 ) -> tuple[list[Shape], list[str]]:
     """Every TP degree of ``instance`` that fits the model, and why each other one does not.
 
     A shape fits when the weights fit (vLLM's 0.9 of GPU memory) and one replica's pool holds
     the longest request's KV (``longest_tokens``: prompt plus output, or the prompt alone on a
-    prefill-only stage).
+    prefill-only stage). ``catalogs``: the GPUs and step models (the packaged ones when None).
     """
+    catalogs = catalogs or PerfCatalogs.packaged()
+    key = _Catalogs(catalogs)
     try:
-        gpu = get_gpu(instance.gpu)
+        gpu = catalogs.gpu(instance.gpu)
     except CatalogError:
         return [], [f"{instance.name}: its GPU {instance.gpu} is not in the GPU catalog"]
     out: list[Shape] = []
@@ -108,7 +137,7 @@ def shapes(
         if tp > instance.gpu_count or instance.gpu_count % tp:
             continue
         try:
-            pm, step, kv = _perf(model, gpu, tp, kv_dtype, weight_dtype)
+            pm, step, kv = _perf(model, gpu, tp, kv_dtype, weight_dtype, key)
             pool = pool_tokens(pm, where=f"{instance.name} TP {tp}")
         except ConfigError as exc:
             refused.append(str(exc).split("; give")[0])

@@ -266,6 +266,13 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
     ),
     FactSpec("host_memory_gib", Unit.GIB, "Host DRAM of one prefill instance.", _CFG),
     FactSpec("host_kv_pool_gib", Unit.GIB, "Host DRAM KV tier on one prefill instance.", _CFG),
+    FactSpec(
+        "host_kv_pool_fleet_gib",
+        Unit.GIB,
+        "Host DRAM KV tiers of every prefill instance together: behind the prefix-aware router "
+        "each prefix lives on one of them, so the advisor sizes them as one cache.",
+        _CFG,
+    ),
     FactSpec("prefill_gpu_bf16_tflops", Unit.TFLOPS, "Dense BF16 TFLOPS of one prefill GPU.", _CFG),
     FactSpec("decode_gpu_bf16_tflops", Unit.TFLOPS, "Dense BF16 TFLOPS of one decode GPU.", _CFG),
     FactSpec(
