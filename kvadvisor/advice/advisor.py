@@ -358,6 +358,7 @@ def advise(
         )
         for stage in STAGES:
             stages[stage] = StageRecommendation(None, None, notes=(f"no deployment: {why}",))
+    config.append(("deployment_chosen", primary is not None and primary.chosen))
     facts.update(collect(config))
     if primary is not None and primary.chosen:
         _breakeven_of_the_verdict(facts, primary, breakeven or {})

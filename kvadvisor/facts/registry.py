@@ -248,6 +248,13 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
     ),
     # -- configuration -------------------------------------------------------------------
     FactSpec(
+        "deployment_chosen",
+        Unit.BOOL,
+        "Whether the deployment search chose a deployment (the primary verdict): it compared "
+        "aggregated and disaggregated fleets on the replay, so advice on topology is its own.",
+        _CFG,
+    ),
+    FactSpec(
         "shared_storage_spec",
         Unit.BOOL,
         "Whether one storage specification serves both stages (--storage).",
