@@ -92,7 +92,7 @@ def _utilization_text(u: Any) -> str:
 # Fields of a stage recommendation in the verdict, with their wording (alternatives and notes
 # have sections of their own).
 _STAGE_FIELDS = {
-    "instance": ("instance", lambda v: v or fmt.NOT_MEASURED),
+    "instance": ("instance", lambda v: v or "none chosen"),
     "storage": ("storage", lambda v: v or "none"),
     "tiers": ("KV tiers", lambda v: "; ".join(_tier_text(t) for t in v)),
     "required": ("must sustain per instance", _required_text),
@@ -176,6 +176,20 @@ def headline(report: AdviceReport) -> str:
     rec = report.recommendation
     if rec is None:
         return f"No recommendation: {report.unavailable.get('recommendation', 'none was made')}."
+    stages: list[StageRecommendation] = [getattr(rec, stage) for stage in STAGES]
+    if not any(r.instance for r in stages):
+        # "Recommended prefill: no instance chosen with no KV storage tier; ..." recommended
+        # nothing in many words: say so, with the advisor's reason.
+        why = next(
+            (
+                n.split(": ", 1)[1]
+                for r in stages
+                for n in r.notes
+                if n.startswith("no deployment: ")
+            ),
+            "no instance met the constraints (see the notes)",
+        )
+        return f"No deployment recommended: {why}."
     parts = []
     for stage in STAGES:
         r: StageRecommendation = getattr(rec, stage)
