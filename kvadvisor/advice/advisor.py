@@ -525,11 +525,24 @@ def _restricted(
         instances = {k: v for k, v in inputs.instances.items() if k in names}
     if options.storage:
         fixed = find_storage(inputs.storage, options.storage)
-        for inst in instances.values():
-            if not (acc := access(inst, fixed)).ok:
+        if options.instance:  # pinned: each must be able to have it
+            for inst in instances.values():
+                if not (acc := access(inst, fixed)).ok:
+                    raise ConfigError(
+                        f"--storage {fixed.name} cannot be used with {inst.name}: {acc.reason}"
+                    )
+        else:  # the search keeps the instances that can have it (its provider's, or on-prem)
+            asked = set(options.providers or providers_in(instances))
+            usable = {
+                k: v for k, v in instances.items() if v.provider in asked and access(v, fixed).ok
+            }
+            if not usable:
                 raise ConfigError(
-                    f"--storage {fixed.name} cannot be used with {inst.name}: {acc.reason}"
+                    f"--storage {fixed.name}: no instance of {', '.join(sorted(asked))} can "
+                    f"have it ({fixed.name} is for {fixed.provider}); "
+                    "pick storage with `kvadvisor catalog list storage`, or drop --provider"
                 )
+            instances = usable
         storage = {
             k: v for k, v in inputs.storage.items() if v.category == "memory" or k == fixed.name
         }

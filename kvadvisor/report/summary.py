@@ -337,14 +337,18 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
         )
     io = report.io
     if io:
+        # The io section places each request's KV at its arrival plus a modelled TTFT, with no
+        # fleet to bound it (docs/stage-profiler.md); the replayed rates per node are the
+        # verdict's. Say so beside the figure, so no one sizes storage from it.
+        fleet = "; the replayed rates per node are in the verdict" if report.replay else ""
         for what, rate in (("KV write demand", io.write), ("KV read demand", io.read)):
             rows.append(
                 KeyNumber(
-                    what,
+                    f"{what}, open loop",
                     f"mean {fmt.bandwidth(rate.mean_bytes_per_s)}",
                     f"p99 {fmt.bandwidth(rate.p99_bytes_per_s)}, "
                     f"peak {fmt.bandwidth(rate.peak_bytes_per_s)} ({fmt.duration(io.window_s)} "
-                    "windows)",
+                    f"windows; not bounded by a fleet{fleet})",
                 )
             )
     else:

@@ -1,0 +1,76 @@
+"""The verdict is the cheapest deployment that met the SLO on the whole trace, not the first.
+
+A deployment sized on the search's sample can need more instances on the whole trace; when it
+does, a configuration that was dearer on the sample may now be the cheaper one. On the Mooncake
+conversation sample for AWS with a 5 s TTFT target, the cheapest sample winner (a disaggregated
+H100 + A100 fleet at $247.61/h) grows to $577.56/h on the whole trace while six H200 instances
+aggregated meet the SLO there for $379.78/h: the verdict must be the latter, and no runner-up
+said to have lost on cost may be cheaper than the verdict.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvadvisor.errors import ConfigError
+from kvadvisor.pipeline import AnalyzeOptions
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.results.verdict import LossReason
+from kvadvisor.trace import read_trace
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "mooncake_conversation.parquet"
+
+
+@pytest.fixture(scope="module")
+def verdict():  # type: ignore[no-untyped-def]
+    """AWS's verdict for the whole Mooncake sample (12,031 requests), TTFT p99 5 s."""
+    report = analyze(
+        read_trace(SAMPLE),
+        AnalyzeOptions(model="llama-3.1-70b", providers=("aws",), slo="ttft_p99=5s,tpot_p99=200ms"),
+        version="test",
+        generated_at="2026-01-01T00:00:00",
+    )
+    (v,) = [v for v in report.recommendation.verdict.verdicts if v.provider == "aws"]
+    return v
+
+
+def test_no_runner_up_lost_on_cost_is_cheaper(verdict) -> None:  # type: ignore[no-untyped-def]
+    """Every priced runner-up that lost on cost costs at least the verdict's $/h."""
+    assert verdict.chosen and verdict.usd_per_hour is not None
+    for c in verdict.runners_up:
+        if c.lost is LossReason.COST and c.usd_per_hour is not None:
+            assert c.usd_per_hour >= verdict.usd_per_hour, (c.label, c.why)
+
+
+def test_cheaper_configuration_verified_after_the_first_grew(verdict) -> None:  # type: ignore[no-untyped-def]
+    """The sample's winner grew on the whole trace; the cheaper aggregated H200 fleet wins."""
+    assert any("the whole trace needed" in n for n in verdict.notes), verdict.notes
+    assert verdict.topology == "aggregated", verdict.reason
+    assert verdict.usd_per_hour < 400.0, verdict.usd_per_hour
+
+
+HEAD = SAMPLE.with_name("mooncake_conversation_head.jsonl.gz")
+
+
+def test_storage_restricts_the_search_to_instances_that_can_have_it() -> None:
+    """--storage aws-ebs-gp3 alone searches AWS only; with --provider gcp it is a clear error.
+
+    Before, the check ran over every provider's instances and refused the run on the first
+    that could not attach an EBS volume (an Alibaba instance), whatever the user asked.
+    """
+    report = analyze(
+        read_trace(HEAD),
+        AnalyzeOptions(model="llama-3.1-70b", storage="aws-ebs-gp3", slo="ttft_p99=10s"),
+        version="test",
+        generated_at="2026-01-01T00:00:00",
+    )
+    assert {v.provider for v in report.recommendation.verdict.verdicts} == {"aws"}
+    with pytest.raises(ConfigError, match=r"no instance of gcp can have it.*is for aws"):
+        analyze(
+            read_trace(HEAD),
+            AnalyzeOptions(model="llama-3.1-70b", storage="aws-ebs-gp3", providers=("gcp",)),
+            version="test",
+            generated_at="2026-01-01T00:00:00",
+        )
