@@ -7,9 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_fixtures import small_trace
 from test_cache_reference import make_trace
 
 import kvadvisor.sections.profile as profile
+import kvadvisor.sections.workload as workload
 from kvadvisor.cache import simulate_prefix_cache
 from kvadvisor.fleet import TraceArrays
 from kvadvisor.pipeline.inmemory import analyze_trace
@@ -65,6 +67,29 @@ def test_analyze_with_plans_reads_each_array_once(mooncake_path, reads) -> None:
     assert report.plan_reviews
     assert max(reads.values()) == 1, reads
     assert {"arrival_s", "input_tokens", "output_tokens", "block_hashes"} <= set(reads)
+
+
+def test_the_profile_reads_the_model_names_the_summary_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The served-model names are read from the table once: the profiler uses the summary's.
+
+    The summary's reader is made to answer another model than the table holds: the profile
+    must name that one, which it can only have from the summary.
+    """
+    trace = small_trace(model="qwen3-32b")
+    calls: collections.Counter = collections.Counter()
+
+    def names(t: Trace) -> tuple[str, ...]:
+        calls["model names"] += 1
+        return ("qwen2.5-7b",)
+
+    monkeypatch.setattr(workload, "trace_models", names)
+    monkeypatch.setattr(profile, "trace_models", names)
+    report = analyze_trace(trace, AnalyzeOptions(), version="t", generated_at="t")
+    assert calls == {"model names": 1}, calls
+    assert report.trace.models == ("qwen2.5-7b",)
+    assert report.model.name == "qwen2.5-7b" and not report.model.assumed
 
 
 def test_sessions_are_encoded_once_for_routing_and_conversations(reads) -> None:

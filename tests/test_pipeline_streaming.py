@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
+from conftest import SAMPLES
 from typer.testing import CliRunner
 
 from kvadvisor.cli import app
@@ -283,3 +284,17 @@ def test_cli_memory_limit_streams_a_directory(mooncake, tmp_path) -> None:
     assert body["prefix_cache"]["sampling"]["rate"] == pytest.approx(0.25, abs=0.01)
     bad = CliRunner().invoke(app, ["analyze", str(hive), "--memory-limit", "lots"])
     assert bad.exit_code == 2 and "--memory-limit 'lots'" in bad.output
+
+
+def test_streamed_profile_knows_arrivals_were_not_measured() -> None:
+    """A benchmark trace without start times: no replay of placeholder arrivals, streamed too."""
+    trace = read_trace(SAMPLES / "llmperf_individual_responses.json")
+    assert not trace.arrivals_measured and trace.has("ttft_s")
+    stream = stream_trace(trace)
+    plan = plan_analysis(trace.requests, 0, 0, GIB)
+    assert plan.stage_profile
+    got = analyze_stream(stream, OPTIONS, plan=plan, **_kw()).stage_split
+    want = analyze(trace, OPTIONS, **_kw()).stage_split
+    unknown = "arrival times unknown: calibrated open loop (queueing read as prefill)"
+    assert unknown in want.notes and unknown in got.notes
+    assert got.calibration == want.calibration

@@ -36,7 +36,7 @@ from kvadvisor.results.replay import (
     StageSummary,
     TierDemand,
 )
-from kvadvisor.units import QuantityError, parse_quantity
+from kvadvisor.units import QuantityError, Unit, format_value, parse_quantity, plural
 
 # Chart lines keep at most this many points (windows are merged to get there).
 CHART_POINTS = 400
@@ -253,14 +253,16 @@ def _overload(run: ReplayRun, unfinished: int, cols: Mapping[str, np.ndarray]) -
     q4 = mean_between(0.75 * span, span)
     if unfinished:
         reason = (
-            f"{unfinished} requests had not finished {run.drain_cap_s:,.0f} s after the last "
+            f"{plural(unfinished, 'request')} had not finished "
+            f"{format_value(run.drain_cap_s, Unit.SECONDS)} after the last "
             "arrival (the drain cap): the fleet cannot keep up with this traffic"
         )
         return Overload(True, reason, q2, q4, unfinished)
     if q4 > 2.0 * q2 and q4 > replicas:
         reason = (
-            f"the queue grows: {q4:,.1f} requests waiting on average over the last quarter of "
-            f"the arrivals against {q2:,.1f} over the second quarter"
+            f"the queue grows: {format_value(q4, Unit.COUNT)} requests waiting on average over "
+            f"the last quarter of the arrivals against {format_value(q2, Unit.COUNT)} over the "
+            "second quarter"
         )
         return Overload(True, reason, q2, q4, 0)
     queue = cols["queue_s"][np.isfinite(cols["queue_s"])]
@@ -269,8 +271,9 @@ def _overload(run: ReplayRun, unfinished: int, cols: Mapping[str, np.ndarray]) -
     serve50 = float(np.median(served)) if served.size else 0.0
     if wait50 > serve50 and mean_between(0.0, span) >= replicas:
         reason = (
-            f"the fleet is saturated: the median request waits {wait50:,.3g} s for admission, "
-            f"longer than the {serve50:,.3g} s it then takes to its first token"
+            f"the fleet is saturated: the median request waits "
+            f"{format_value(wait50, Unit.SECONDS)} for admission, longer than the "
+            f"{format_value(serve50, Unit.SECONDS)} it then takes to its first token"
         )
         return Overload(True, reason, q2, q4, 0)
     return Overload(False, "the queue does not grow over the arrivals", q2, q4, 0)

@@ -20,7 +20,7 @@ from kvadvisor.pipeline.review import review_plans
 from kvadvisor.results.common import Meta
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport
 from kvadvisor.sections.prefix import prefix_cache_section
-from kvadvisor.sections.profile import profile_workload
+from kvadvisor.sections.profile import ProfileInputs, profile_workload
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
@@ -53,12 +53,13 @@ def analyze_trace(
     )
     hits, hits_source = prefix_hits(trace, measured.result if measured else None)
     inputs = options.advisor_inputs or load_advisor_inputs()
+    summary = summarize_trace(trace, sha256=trace_sha256, arrays=arrays)
+    # The profiler reads the arrays and the summary's model names, not the table again.
     stages = profile_workload(
-        trace,
+        ProfileInputs.of(trace, arrays, summary.models),
         options.profile_options(),
         hit_tokens=hits,
         hits_source=hits_source,
-        arrays=arrays,
         catalogs=inputs.perf,
     )
     prefix_cache = prefix_cache_section(
@@ -69,7 +70,7 @@ def analyze_trace(
     )
     report = AdviceReport(
         meta=meta,
-        trace=summarize_trace(trace, sha256=trace_sha256, arrays=arrays),
+        trace=summary,
         model=stages.model,
         stage_split=stages.stage_split,
         prefix_cache=prefix_cache,

@@ -46,7 +46,12 @@ from kvadvisor.results.common import Meta, TraceSummary
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, PrefixCache
 from kvadvisor.results.series import Series
 from kvadvisor.sections.prefix import result_section, unknown_prefix_cache
-from kvadvisor.sections.profile import StageProfile, kv_bytes_per_token_for, profile_workload
+from kvadvisor.sections.profile import (
+    ProfileInputs,
+    StageProfile,
+    kv_bytes_per_token_for,
+    profile_workload,
+)
 from kvadvisor.sections.workload import (
     arrival_chart,
     arrival_counts,
@@ -60,7 +65,15 @@ from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KB, BYTES_PER_MB, BYTES_PER_TB, plural
+from kvadvisor.units import (
+    BYTES_PER_GB,
+    BYTES_PER_KB,
+    BYTES_PER_MB,
+    BYTES_PER_TB,
+    Unit,
+    format_value,
+    plural,
+)
 from kvadvisor.units.parse import SIZE_UNITS
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
@@ -101,6 +114,10 @@ _UNITS = {
     "t": BYTES_PER_TB,
     **{unit.lower(): factor for unit, factor in SIZE_UNITS.items()},
 }
+
+
+def _size(nbytes: float) -> str:
+    return format_value(nbytes, Unit.BYTES)
 
 
 def parse_memory_limit(text: str) -> int:
@@ -226,8 +243,8 @@ def plan_analysis(
             sample_rate=None,
             stage_profile=True,
             reason=(
-                f"the whole trace fits the memory limit ({in_memory / gib:.2f} of "
-                f"{memory_limit_bytes / gib:.2f} GiB): every analysis, exact"
+                f"the whole trace fits the memory limit ({_size(in_memory)} of "
+                f"{_size(memory_limit_bytes)}): every analysis, exact"
             ),
             **common,
         )
@@ -238,9 +255,9 @@ def plan_analysis(
             sample_rate=None,
             stage_profile=fits,
             reason=(
-                f"the whole trace needs {in_memory / gib:.2f} GiB > the memory limit "
-                f"{memory_limit_bytes / gib:.2f} GiB: streamed; the exact curve fits "
-                f"({exact_stream / gib:.2f} GiB)"
+                f"the whole trace needs {_size(in_memory)} > the memory limit "
+                f"{_size(memory_limit_bytes)}: streamed; the exact curve fits "
+                f"({_size(exact_stream)})"
             ),
             **common,
         )
@@ -268,8 +285,8 @@ def plan_analysis(
         sample_rate=rate,
         stage_profile=fits,
         reason=(
-            f"the exact curve needs {exact_stream / gib:.2f} GiB > the memory limit "
-            f"{memory_limit_bytes / gib:.2f} GiB: SHARDS spatial sampling at rate {rate:g}"
+            f"the exact curve needs {_size(exact_stream)} > the memory limit "
+            f"{_size(memory_limit_bytes)}: SHARDS spatial sampling at rate {rate:g}"
         ),
         **common,
     )
@@ -476,8 +493,12 @@ def _stage_profile(
     options: AnalyzeOptions,
     result: PrefixCacheResult | None,
     plan: ScalePlan,
+    models: tuple[str, ...],
 ) -> StageProfile | None:
-    """The stage profile of a streamed trace from its per-request columns, or None if too big."""
+    """The stage profile of a streamed trace from its per-request columns, or None if too big.
+
+    ``models``: the served-model names the pass over the stream collected.
+    """
     if not plan.stage_profile:
         return None
     narrow = stream.select(PROFILE_COLUMNS)
@@ -487,10 +508,11 @@ def _stage_profile(
         block_tokens=stream.block_tokens,
         source_format=stream.source_format,
         source_path=stream.path,
+        arrivals_measured=stream.arrivals_measured,
     )
     hits, source = prefix_hits(trace, result)
     return profile_workload(
-        trace,
+        ProfileInputs.of(trace, models=models),
         options.profile_options(),
         hit_tokens=hits,
         hits_source=source,
@@ -510,6 +532,7 @@ def analyze_stream(
     """One streaming pass over ``stream``: the summary and the prefix-cache curve per ``plan``."""
     options = options or AnalyzeOptions()
     columns = stream.columns  # all of them, for the summary, before narrowing the stream
+    whole = stream  # the stage profile reads its own columns (measured latencies) from it
     stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
     totals = _Totals(duration_s=stream.duration_s)
     result: PrefixCacheResult | None = None
@@ -526,7 +549,7 @@ def analyze_stream(
             warmup_fraction=options.warmup_fraction,
             rate=plan.sample_rate,
         )
-    stages = _stage_profile(stream, options, result, plan)
+    stages = _stage_profile(whole, options, result, plan, listed_models(totals.models))
     kv = stages.model.kv_bytes_per_token if stages is not None else None
     prefix = (
         unknown_prefix_cache(options.warmup_fraction)
@@ -588,8 +611,8 @@ def analyze_stream(
         )
         reason = (
             f"the stage profile of {stream.requests} requests needs about "
-            f"{need / 1024**3:.1f} GiB ({PROFILE_BYTES_PER_REQUEST} B per request), over "
-            f"the memory limit {plan.memory_limit_bytes / 1024**3:.1f} GiB; raise "
+            f"{_size(need)} ({PROFILE_BYTES_PER_REQUEST} B per request), over "
+            f"the memory limit {_size(plan.memory_limit_bytes)}; raise "
             "--memory-limit to include it"
         )
         why.update({k: reason for k in ("model", "stage_split", "io") if k in why})

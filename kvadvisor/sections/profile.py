@@ -58,9 +58,10 @@ from kvadvisor.results.report import (
 )
 from kvadvisor.results.series import Series, SeriesKey, SeriesKind
 from kvadvisor.results.vocab import SplitSource
+from kvadvisor.sections.workload import trace_models
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
-from kvadvisor.units import BYTES_PER_GIB, plural
+from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
 
 # Defaults when --model / --gpu are not given (stated in the report as assumed): Llama-3.1-70B,
 # whose 320 KiB of KV per token is the figure most often quoted (Mooncake paper), on an H200,
@@ -111,16 +112,49 @@ class StageProfile:
     calibration: StepCalibration | None = None
 
 
-def trace_model_name(trace: Trace, catalogs: PerfCatalogs | None = None) -> str | None:
-    """The trace's ``model`` column when it names one catalog model throughout, else None."""
-    if not trace.has("model"):
+@dataclass(frozen=True, eq=False)
+class ProfileInputs:
+    """What the stage profiler reads of a trace, taken from it once (:meth:`of`).
+
+    ``arrays``: the request arrays; ``measured``: the stage times the trace measured (None: it
+    measured none); ``models``: the distinct served-model names, as the trace summary lists
+    them; ``arrivals_measured``: whether arrival times are measurements (else the replay cannot
+    calibrate); ``queue_measured``: whether the trace has queue times (else measured prefill
+    includes queueing).
+    """
+
+    arrays: RequestArrays
+    measured: MeasuredStages | None
+    models: tuple[str, ...]
+    arrivals_measured: bool = True
+    queue_measured: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        trace: Trace,
+        arrays: RequestArrays | None = None,
+        models: tuple[str, ...] | None = None,
+    ) -> ProfileInputs:
+        """The inputs of ``trace``; ``arrays`` and ``models`` when the caller already has them."""
+        return cls(
+            arrays or RequestArrays.of(trace),
+            measured_stages(trace),
+            trace_models(trace) if models is None else models,
+            trace.arrivals_measured,
+            trace.has("queue_s"),
+        )
+
+
+def trace_model_name(models: tuple[str, ...], catalogs: PerfCatalogs | None = None) -> str | None:
+    """The catalog model the trace's ``model`` column names throughout, else None.
+
+    ``models``: the column's distinct names (the trace summary's list).
+    """
+    if len(models) != 1:
         return None
-    names = set(trace.table["model"].drop_null().unique().to_pylist())
-    if len(names) != 1:
-        return None
-    (name,) = names
     try:
-        return (catalogs or PerfCatalogs.packaged()).model(str(name)).name
+        return (catalogs or PerfCatalogs.packaged()).model(models[0]).name
     except CatalogError:
         return None
 
@@ -229,10 +263,11 @@ def _replay_summary(c: ReplayCalibration) -> CalibrationSummary:
 
 
 def _calibrate_through_replay(
-    trace: Trace, arrays: RequestArrays, measured: MeasuredStages, pm: PerfModel
+    inputs: ProfileInputs, measured: MeasuredStages, pm: PerfModel
 ) -> tuple[ReplayCalibration | None, str]:
     """The closed-loop calibration, or None and why it could not run."""
-    if not trace.arrivals_measured:
+    arrays = inputs.arrays
+    if not inputs.arrivals_measured:
         return None, "arrival times unknown: calibrated open loop (queueing read as prefill)"
     ttft = measured.prefill_s + measured.queue_s
     steps = arrays.output_tokens - 1.0
@@ -483,8 +518,9 @@ def _model_section(
         model_notes.append(spec.notes)
     if not fit.weights_fit:
         model_notes.append(
-            f"weights ({fit.weight_bytes_per_gpu / 1e9:.1f} GB per GPU) do not "
-            f"fit in {fit.utilization:.0%} of {pm.gpu.display_name} memory at "
+            f"weights ({format_value(fit.weight_bytes_per_gpu, Unit.BYTES)} per GPU) do not "
+            f"fit in {format_value(fit.utilization, Unit.RATIO)} of {pm.gpu.display_name} "
+            "memory at "
             f"TP {pm.tp}; times are modelled as if they did"
         )
     if not memory.kv_working_set_fits:
@@ -532,28 +568,27 @@ def _model_section(
 
 
 def profile_workload(
-    trace: Trace,
+    source: Trace | ProfileInputs,
     options: ProfileOptions,
     *,
     hit_tokens: np.ndarray | None = None,
     hits_source: str | None = None,
-    arrays: RequestArrays | None = None,
     catalogs: PerfCatalogs | None = None,
 ) -> StageProfile:
-    """Measure or model the stage times of ``trace``, calibrating where both exist.
+    """Measure or model the stage times of a trace, calibrating where both exist.
 
-    ``hit_tokens`` (per request) come from the prefix-cache simulation or the engine's
-    ``cached_tokens``; None means hits are unknown, taken as 0 for compute and reported so.
-    ``arrays`` are the trace's per-request arrays when the caller already took them. The
-    measured stage times are read from the trace once, for the profile, its calibration and
-    the calibrated profile. ``catalogs``: the GPU, model and efficiency catalogs with the
-    user's files (the packaged ones by default).
+    ``source``: what the profiler reads of the trace (:class:`ProfileInputs`, which the
+    pipeline takes once and shares), or the trace itself, read here. ``hit_tokens`` (per
+    request) come from the prefix-cache simulation or the engine's ``cached_tokens``; None
+    means hits are unknown, taken as 0 for compute and reported so. The measured stage times
+    serve the profile, its calibration and the calibrated profile. ``catalogs``: the GPU,
+    model and efficiency catalogs with the user's files (the packaged ones by default).
     """
+    inputs = source if isinstance(source, ProfileInputs) else ProfileInputs.of(source)
     pm, spec, notes, model_assumed = build_perf_model(
-        options, trace_model_name(trace, catalogs), catalogs
+        options, trace_model_name(inputs.models, catalogs), catalogs
     )
-    arrays = arrays or RequestArrays.of(trace)
-    measured = measured_stages(trace)
+    arrays, measured = inputs.arrays, inputs.measured
     hits_known = hit_tokens is not None
     context = arrays.input_tokens + arrays.output_tokens
     max_batch = memory_fit(
@@ -574,7 +609,7 @@ def profile_workload(
     if times.measured.any():
         closed, why = (None, "")
         if measured is not None:
-            closed, why = _calibrate_through_replay(trace, arrays, measured, pm)
+            closed, why = _calibrate_through_replay(inputs, measured, pm)
             split_notes.append(why)
         if closed is not None:
             calibration = closed
@@ -594,7 +629,7 @@ def profile_workload(
             pm = pm.with_efficiency(calibration.efficiency)
             notes.append("step times: the roofline calibrated to the trace's measured requests")
             times = stage_times(*columns, pm, measured=measured, **run)
-        if not trace.has("queue_s"):
+        if not inputs.queue_measured:
             split_notes.append(
                 "the trace has no queue_s: measured prefill is TTFT including any queueing"
             )
@@ -628,13 +663,15 @@ def profile_workload(
     busy = summary.gpu_busy_fraction or 0.0
     if busy > 1 and source is SplitSource.MEASURED:
         split_notes.append(
-            f"the GPU time is {busy:.1f}x the time from first arrival to last completion: the "
+            f"the GPU time is {format_value(busy, Unit.MULTIPLE)} the time from first arrival "
+            "to last completion: the "
             "measured prefills and decodes overlapped (mixed batches) and each stage is charged "
             "its own share of the time it ran"
         )
     elif busy > 1:
         split_notes.append(
-            f"the GPU time is {busy:.1f}x the time from first arrival to last completion: "
+            f"the GPU time is {format_value(busy, Unit.MULTIPLE)} the time from first arrival "
+            "to last completion: "
             f"{plural(times.instances, 'instance')} of this deployment cannot carry the load "
             "(about "
             f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "

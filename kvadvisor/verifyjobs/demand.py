@@ -36,7 +36,7 @@ from kvadvisor.metrics.timeline import inflight_window_means, window_count
 from kvadvisor.perfmodel import PerfModel, memory_fit
 from kvadvisor.plan.model import Plan, StagePlan
 from kvadvisor.planreview.demand import TierCalc, window_rates
-from kvadvisor.units import plural
+from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.verifyjobs.model import (
     BurstProfile,
     DirectionDemand,
@@ -154,8 +154,9 @@ def _direction(
     if direction == "read" and prefills and ttft_slo_s is not None and ios_p99 > 0:
         target = ttft_slo_s * iodepth / ios_p99
         target_from = (
-            f"TTFT p99 SLO {ttft_slo_s:g} s × queue depth {iodepth} / {ios_p99:,.0f} I/Os per "
-            "rank of the p99 request: the load alone fits the SLO"
+            f"TTFT p99 SLO {format_value(ttft_slo_s, Unit.SECONDS)} × queue depth {iodepth} / "
+            f"{format_value(ios_p99, Unit.COUNT)} I/Os per rank of the p99 request: the load "
+            "alone fits the SLO"
         )
     return DirectionDemand(
         direction=direction,

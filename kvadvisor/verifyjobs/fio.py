@@ -150,7 +150,7 @@ def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[
     for direction in DIRECTIONS:
         if direction in p.rates_bytes_per_s:
             rate = p.rates_bytes_per_s[direction]
-            held = f"{_rate(rate)} ({rate / io_bytes:,.1f} IOPS)"
+            held = f"{_rate(rate)} ({format_value(rate / io_bytes, Unit.IOPS)})"
             if direction in p.bursts:
                 add, on_s, off_s = p.bursts[direction]
                 on = (
@@ -159,7 +159,7 @@ def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[
                 )
                 held = on
             target = p.latency_target_s.get(direction)
-            lat = "" if target is None else f"; p99 completion latency <= {target * 1e3:.3g} ms"
+            lat = "" if target is None else f"; p99 completion latency <= {duration(target)}"
             lines.append(f";   must hold {direction} {held}{lat}")
     name_lines = [f"[{p.name}]"] + ([] if first else ["stonewall"])
     if not p.rates_bytes_per_s:  # max-read / max-write
