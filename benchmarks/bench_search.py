@@ -31,7 +31,9 @@ from kvadvisor.advice.recommend import RecommendInputs, recommend
 from kvadvisor.advice.slo import slo_targets
 from kvadvisor.catalog.models import get_model
 from kvadvisor.pipeline.assemble import trace_view
+from kvadvisor.pipeline.replay import ReplaySource
 from kvadvisor.trace import read_trace
+from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GIB
 
@@ -56,7 +58,8 @@ def search(trace: Trace) -> tuple[float, object]:
         slo_targets(SLO, model),
         reuse_bytes=REUSE_BYTES,
     )
-    view = trace_view(trace)
+    arrays = RequestArrays.of(trace)
+    view = trace_view(trace, arrays, ReplaySource(arrays))
     start = time.perf_counter()
     verdicts = recommend(view, ri)
     return time.perf_counter() - start, verdicts

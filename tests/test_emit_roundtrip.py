@@ -102,6 +102,11 @@ def test_the_emitted_plan_passes_review(emitted, engine) -> None:
         if c.status == "fail" and (c.severity == "error" or c.code in CAPACITY_BANDWIDTH_SLO)
     ]
     assert not failed, failed
+    # Nothing else may fail either but the placeholders an operator fills in (addresses, the
+    # model path: EL11): a check that fails on the advisor's own deployment is a bug in one
+    # of the two.
+    others = [(c.code, c.message) for c in review.checks if c.status == "fail"]
+    assert all(code == "EL11" for code, _ in others), others
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])

@@ -196,3 +196,21 @@ def test_no_cache_finding_contradicts_the_verdict(mooncake) -> None:  # type: ig
     assert ("CA05" in codes) == (long_ttl and retention > fleet_gib)
     if not any(t.name == "capacity" for t in stage.tiers):
         assert not {"CA04", "CA05"} & codes
+
+
+def test_load_against_recompute_is_judged_on_the_verdicts_tier(mooncake, azure) -> None:  # type: ignore[no-untyped-def]
+    """PF01's break-even is the tier the recommended deployment loads prefixes from.
+
+    The conversation trace's fleet loads from host memory only: the facts are the profiler's
+    host-link figures, not its reference NVMe's. The Azure code trace's fleet (no hashes) has no
+    tier below the GPU pool: there is no break-even, and PF01 is not evaluated.
+    """
+    host = next(t for t in mooncake.io.load_vs_recompute if t.tier == "host-dram-pcie")
+    pre = mooncake.recommendation.verdict.primary_verdict.serves("prefill")
+    assert {t.name for t in pre.tiers} == {"host"}
+    assert _fact(mooncake, "breakeven_prefix_tokens") == host.break_even_tokens
+    assert _fact(mooncake, "hit_tokens_below_breakeven_share") == host.hit_token_share_below
+    assert not azure.recommendation.verdict.primary_verdict.serves("prefill").tiers
+    assert _fact(azure, "breakeven_prefix_tokens") is None
+    (pf01,) = [o for o in azure.recommendation.rules if o.code == "PF01"]
+    assert not pf01.fired and "not evaluated" in pf01.reason

@@ -285,6 +285,43 @@ def _config_facts(
     return out
 
 
+# The profiler's load-against-recompute tier that is the verdict's host tier: host memory read
+# over the GPUs' host link (kvadvisor/perfmodel/transfer.py).
+HOST_BREAKEVEN_TIER = "host-dram-pcie"
+BREAKEVEN_FACTS = ("breakeven_prefix_tokens", "hit_tokens_below_breakeven_share")
+
+
+def _breakeven_table(report: AdviceReport) -> dict[str, tuple[float | None, float | None]]:
+    """The profiler's load-against-recompute figures per reference tier."""
+    return {
+        t.tier: (t.break_even_tokens, t.hit_token_share_below)
+        for t in (report.io.load_vs_recompute if report.io is not None else ())
+    }
+
+
+def _breakeven_of_the_verdict(
+    facts: dict[str, FactValue],
+    verdict: Verdict,
+    breakeven: Mapping[str, tuple[float | None, float | None]],
+) -> None:
+    """The load-against-recompute facts of the tier the verdict loads prefixes from.
+
+    The profiler's figures are for a reference NVMe tier; a verdict that loads from no tier
+    below the GPU pool has no break-even (PF01 is then not evaluated, instead of advising on a
+    tier that is not there), and one whose lowest tier is host memory takes the host link's.
+    A capacity tier keeps the reference NVMe figures.
+    """
+    pre = verdict.serves("prefill")
+    names = {t.name for t in pre.tiers} if pre is not None else set()
+    if not names:
+        for name in BREAKEVEN_FACTS:
+            facts.pop(name, None)
+    elif names == {HOST_TIER} and HOST_BREAKEVEN_TIER in breakeven:
+        for name in BREAKEVEN_FACTS:
+            facts.pop(name, None)
+        facts.update(collect(zip(BREAKEVEN_FACTS, breakeven[HOST_BREAKEVEN_TIER], strict=True)))
+
+
 def advise(
     workload: Mapping[str, FactValue],
     prefix_cache: PrefixCache | None,
@@ -322,6 +359,8 @@ def advise(
         for stage in STAGES:
             stages[stage] = StageRecommendation(None, None, notes=(f"no deployment: {why}",))
     facts.update(collect(config))
+    if primary is not None and primary.chosen:
+        _breakeven_of_the_verdict(facts, primary, breakeven or {})
     evaluation = evaluate(workload_rules(rules), facts)
     findings = tuple(
         _finding(f.rule, f.message, f.evidence, facts, storage, instances, chosen)
@@ -450,6 +489,9 @@ def refresh_findings(
     facts.update(report_facts(report, chunk_tokens=options.chunk_tokens))
     facts.update(collect(_split_gpu_facts(report, inputs.perf).items()))
     facts.update(collect((extra_facts or {}).items()))
+    primary = rec.verdict.primary_verdict if rec.verdict is not None else None
+    if primary is not None and primary.chosen:
+        _breakeven_of_the_verdict(facts, primary, _breakeven_table(report))
     chosen = {
         stage: inputs.instances[name]
         for stage in STAGES
@@ -571,10 +613,7 @@ def advise_report(
     workload = report_facts(report, chunk_tokens=options.chunk_tokens)
     workload.update(collect(_split_gpu_facts(report, inputs.perf).items()))
     workload.update(collect((extra_facts or {}).items()))
-    breakeven = {
-        t.tier: (t.break_even_tokens, t.hit_token_share_below)
-        for t in (report.io.load_vs_recompute if report.io is not None else ())
-    }
+    breakeven = _breakeven_table(report)
     model = _catalog_model(report, inputs.perf)
     deployment = _deployment(report)
     slo = slo_targets(options.slo, model)

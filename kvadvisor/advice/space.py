@@ -34,6 +34,7 @@ from kvadvisor.fleet.fromplan import LARGE_GPU_BATCH, LARGE_GPU_BYTES, SMALL_GPU
 from kvadvisor.perfmodel import PerfModel
 from kvadvisor.perfmodel.memory import TP_CHOICES
 from kvadvisor.perfmodel.step import StepTable
+from kvadvisor.units import plural
 
 # vLLM's KV block (page) size, the default the plan's replay uses too (docs/replay.md).
 PAGE_TOKENS = 16
@@ -65,7 +66,8 @@ class Shape:
     @property
     def label(self) -> str:
         """E.g. "p5en.48xlarge TP 2 (4 replicas)"."""
-        return f"{self.instance.name} TP {self.tp} ({self.replicas_per_instance} replicas)"
+        replicas = plural(self.replicas_per_instance, "replica")
+        return f"{self.instance.name} TP {self.tp} ({replicas})"
 
 
 def batch_defaults(gpu: GpuSpec) -> tuple[int, int]:

@@ -196,8 +196,10 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
     FactSpec(
         "breakeven_prefix_tokens",
         Unit.TOKENS,
-        "Prefix length above which loading KV from the decode tier beats recomputing it "
-        "(the profiler's reference tier of the same class).",
+        "Prefix length above which loading KV beats recomputing it, for the tier prefix "
+        "loads come from: host memory over the GPUs' host link when that is the recommended "
+        "deployment's lowest tier, else the profiler's reference NVMe Gen4 x4; absent when the "
+        "recommended deployment loads from no tier below the GPU pool.",
         _P,
     ),
     FactSpec(

@@ -143,6 +143,11 @@ STAGE_FACT_SPECS: tuple[FactSpec, ...] = (
     _s("stage_count", C, "Instances in the stage."),
     _s("stage_gpus_per_instance", C, "GPUs per instance (the plan's, else the catalog's)."),
     _s(
+        "stage_tp",
+        C,
+        "The stage's tensor parallelism: its gpus_per_replica, else the plan's model.tp.",
+    ),
+    _s(
         "stage_ranks",
         C,
         "Engine ranks (GPU worker processes) per instance: gpus_per_instance, else model.tp.",

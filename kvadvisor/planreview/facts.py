@@ -181,6 +181,7 @@ def stage_facts(
         "the instance's GPUs are unknown (give instance or gpus_per_instance)",
     )
     f.add("stage_ranks", s.ranks)
+    f.add("stage_tp", s.stage_tp)
     f.add(
         "stage_host_memory_bytes",
         stage.host_memory_bytes,

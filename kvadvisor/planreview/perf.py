@@ -72,22 +72,25 @@ def plan_perf(plan: Plan) -> PlanPerf:
                 )
             )
             continue
+        # The stage's own TP (gpus_per_replica: a disaggregated plan may run its stages at
+        # different TPs), else the model's.
+        tp = stage.gpus_per_replica or m.tp
         pm = PerfModel.build(
             m.spec,
             stage.gpu,
-            tp=m.tp,
+            tp=tp,
             kv_dtype=m.kv_dtype,
             weight_dtype=m.weight_dtype,
             catalogs=plan.catalogs,
         )
         fit = memory_fit(pm, 1.0)
-        groups = (stage.gpus_per_instance or m.tp) / m.tp
+        groups = (stage.gpus_per_instance or tp) / tp
         pool = fit.kv_capacity_tokens * kvb * groups if fit.weights_fit else 0.0
         stages[stage.stage] = StagePerf(
             device_pool_bytes=pool,
             recompute_s=lambda p, pm=pm: recompute_s(pm, p),
             notes=(
-                f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {m.tp} (TP): modeled KV "
+                f"{stage.stage}: {m.spec.name} on {stage.gpu.name} × {tp} (TP): modeled KV "
                 f"pool {capacity(pool)} per instance at {q(fit.utilization, Unit.RATIO)} "
                 "GPU memory"
                 + (

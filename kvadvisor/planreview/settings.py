@@ -82,12 +82,17 @@ class EngineSettings:
         return key in self.stage.engines.get(engine, {})
 
     def tp(self, engine: str) -> int:
-        """The TP ``engine`` runs (its own setting, else the plan's)."""
+        """The TP ``engine`` runs (its own setting, else the stage's, else the model's)."""
         key = {"vllm": "tensor-parallel-size", "sglang-hicache": "tp-size"}.get(engine)
         value = self.get(engine, key) if key else None
         if value is None and engine == "dynamo-kvbm":
             value = self.get("vllm", "tensor-parallel-size")
-        return int(value or self.plan.model.tp)
+        return int(value or self.stage_tp)
+
+    @property
+    def stage_tp(self) -> int:
+        """The stage's TP: its gpus_per_replica, else the plan's model.tp."""
+        return self.stage.gpus_per_replica or self.plan.model.tp
 
     def replicas(self, engine: str) -> int:
         """Engine instances per instance: ranks over the engine's TP."""
@@ -253,7 +258,7 @@ def _kvbm_facts(f: FactSet, s: EngineSettings) -> None:
     )
     # KVBM sizes per engine instance (its leader sums the TP workers' blocks): the device pool
     # it must cover is the instance's over its TP groups.
-    tp = int(s.get("vllm", "tensor-parallel-size") or s.plan.model.tp)
+    tp = int(s.get("vllm", "tensor-parallel-size") or s.stage_tp)
     groups = max(1, s.ranks // tp)
     f.add("stage_tp_groups", groups)
     f.add(

@@ -13,6 +13,7 @@ from typing import Any
 
 from kvadvisor.report import fmt
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
+from kvadvisor.results.verdict import VerdictSet
 from kvadvisor.results.vocab import TIER_ROLE_WORDS, Severity, Stage
 from kvadvisor.units import Unit, plural
 
@@ -128,8 +129,9 @@ def stage_notes(rec: StageRecommendation) -> tuple[str, ...]:
 
 def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
     """The verdict per stage, prefill first (empty when there is no recommendation)."""
-    if report.recommendation is None:
-        return ()
+    rec = report.recommendation
+    if rec is None or (rec.verdict is not None and nothing_recommended(rec.verdict)):
+        return ()  # nothing recommended: the headline says why, the deployments what is closest
     return tuple(
         StageVerdict(stage, stage_items(getattr(report.recommendation, stage))) for stage in STAGES
     )
@@ -171,11 +173,29 @@ def stage_needs(report: AdviceReport, stage: Stage) -> tuple[tuple[str, str], ..
     return tuple(rows)
 
 
+def nothing_recommended(vs: VerdictSet) -> bool:
+    """Whether the search ran and no provider's primary verdict chose a deployment."""
+    return not any(v.chosen and v.provider == vs.primary for v in vs.verdicts)
+
+
 def headline(report: AdviceReport) -> str:
     """One sentence a reader gets the recommendation from."""
     rec = report.recommendation
     if rec is None:
         return f"No recommendation: {report.unavailable.get('recommendation', 'none was made')}."
+    vs = rec.verdict
+    if vs is not None and nothing_recommended(vs):
+        # The search ran and nothing met the targets: say that, not "no instance chosen" twice.
+        targets = ", ".join(
+            f"{k.split('_')[0].upper()} {k.split('_')[1]} {fmt.quantity(v, Unit.SECONDS)}"
+            for k, v in vs.slo.targets.items()
+        )
+        return (
+            f"No deployment recommended: {vs.primary_why} ({targets}). The deployments below "
+            "give each provider's closest and what it reaches: loosen the targets with --slo, "
+            "or give more instance types."
+        )
+    # Without a verdict (no search ran), or a verdict that still left both stages empty.
     stages: list[StageRecommendation] = [getattr(rec, stage) for stage in STAGES]
     if not any(r.instance for r in stages):
         # "Recommended prefill: no instance chosen with no KV storage tier; ..." recommended

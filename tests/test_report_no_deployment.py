@@ -1,0 +1,41 @@
+"""When no deployment meets the SLO, the verdict says so instead of 'no instance chosen'.
+
+The Mooncake conversation head under MLPerf's default targets for Llama-3.1-70B (TTFT p99 2 s):
+its long prompts keep every provider's best above 2 s, so the search recommends nothing. The
+headline must name that, with the targets, and no empty per-stage table may be drawn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvadvisor.pipeline import AnalyzeOptions
+from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.report import summary
+from kvadvisor.trace import read_trace
+
+HEAD = Path(__file__).resolve().parents[1] / "sample_traces" / "mooncake_conversation_head.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def report():  # type: ignore[no-untyped-def]
+    """The head trace, Llama-3.1-70B, AWS only, the default (MLPerf) targets."""
+    return analyze(
+        read_trace(HEAD),
+        AnalyzeOptions(model="llama-3.1-70b", providers=("aws",)),
+        version="test",
+        generated_at="2026-01-01T00:00:00",
+    )
+
+
+def test_headline_says_nothing_met_the_slo(report) -> None:  # type: ignore[no-untyped-def]
+    """The headline gives the reason and the targets; the stage table is not drawn."""
+    vs = report.recommendation.verdict
+    assert not any(v.chosen for v in vs.verdicts)
+    text = summary.headline(report)
+    assert text.startswith("No deployment recommended: "), text
+    assert "TTFT p99 2 s" in text and "--slo" in text
+    assert "no instance chosen" not in text
+    assert summary.verdicts(report) == ()
