@@ -149,3 +149,24 @@ def test_unmeasured_hit_ratio_says_why() -> None:
     assert (keys["prefix hit ratio"].value, keys["prefix hit ratio"].note) == ("not measured", why)
     keys = {k.name: k for k in summary.key_numbers(report)}
     assert keys["prefix hit ratio"].note.endswith("; unbounded cache")
+
+
+def test_no_deployment_is_said_in_one_sentence() -> None:
+    """No instance for either stage: the headline says so with the advisor's reason."""
+    report = full_report()
+    rec = report.recommendation
+    why = "no provider has a deployment that meets the SLO"
+    empty = {
+        stage: replace(
+            getattr(rec, stage),
+            instance=None,
+            instance_count=None,
+            notes=(f"no deployment: {why}",),
+        )
+        for stage in ("prefill", "decode")
+    }
+    none = replace(report, recommendation=replace(rec, **empty))
+    assert summary.headline(none) == f"No deployment recommended: {why}."
+    assert summary.headline(report).startswith("Recommended prefill: ")
+    text = ConsoleRenderer(100).render(none)
+    assert "none chosen" in text and "no instance chosen with" not in text

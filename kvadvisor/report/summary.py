@@ -93,7 +93,7 @@ def _utilization_text(u: Any) -> str:
 # Fields of a stage recommendation in the verdict, with their wording (alternatives and notes
 # have sections of their own).
 _STAGE_FIELDS = {
-    "instance": ("instance", lambda v: v or fmt.NOT_MEASURED),
+    "instance": ("instance", lambda v: v or "none chosen"),
     "storage": ("storage", lambda v: v or "none"),
     "tiers": ("KV tiers", lambda v: "; ".join(_tier_text(t) for t in v)),
     "required": ("must sustain per instance", _required_text),
@@ -195,6 +195,21 @@ def headline(report: AdviceReport) -> str:
             "give each provider's closest and what it reaches: loosen the targets with --slo, "
             "or give more instance types."
         )
+    # Without a verdict (no search ran), or a verdict that still left both stages empty.
+    stages: list[StageRecommendation] = [getattr(rec, stage) for stage in STAGES]
+    if not any(r.instance for r in stages):
+        # "Recommended prefill: no instance chosen with no KV storage tier; ..." recommended
+        # nothing in many words: say so, with the advisor's reason.
+        why = next(
+            (
+                n.split(": ", 1)[1]
+                for r in stages
+                for n in r.notes
+                if n.startswith("no deployment: ")
+            ),
+            "no instance met the constraints (see the notes)",
+        )
+        return f"No deployment recommended: {why}."
     parts = []
     for stage in STAGES:
         r: StageRecommendation = getattr(rec, stage)
