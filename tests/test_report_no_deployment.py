@@ -39,3 +39,25 @@ def test_headline_says_nothing_met_the_slo(report) -> None:  # type: ignore[no-u
     assert "TTFT p99 2 s" in text and "--slo" in text
     assert "no instance chosen" not in text
     assert summary.verdicts(report) == ()
+
+
+def test_aggregated_headline_names_one_fleet() -> None:
+    """An aggregated verdict is one fleet: the headline does not list it once per stage.
+
+    Before, "prefill: 6 × p5en.48xlarge ...; decode: 6 × p5en.48xlarge ..." read as twelve.
+    """
+    report = analyze(
+        read_trace(HEAD),
+        AnalyzeOptions(model="llama-3.1-70b", providers=("aws",), slo="ttft_p99=10s"),
+        version="test",
+        generated_at="2026-01-01T00:00:00",
+    )
+    v = report.recommendation.verdict.primary_verdict
+    assert v.chosen
+    text = summary.headline(report)
+    if v.topology == "aggregated":
+        (stage,) = v.stages
+        assert text.startswith("Recommended (aggregated"), text
+        assert text.count(stage.instance) == 1, text
+    else:
+        assert "prefill: " in text and "decode: " in text, text

@@ -210,6 +210,15 @@ def headline(report: AdviceReport) -> str:
             "no instance met the constraints (see the notes)",
         )
         return f"No deployment recommended: {why}."
+    if all(r.topology == "aggregated" for r in stages):
+        # One fleet serves both stages: "prefill: 4 × X; decode: 4 × X" read as eight instances.
+        r = stages[0]
+        count = f"{r.instance_count} × " if r.instance_count and r.instance_count > 1 else ""
+        storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
+        return (
+            "Recommended (aggregated, prefill and decode on the same instances): "
+            f"{count}{r.instance}{storage}."
+        )
     parts = []
     for stage in STAGES:
         r: StageRecommendation = getattr(rec, stage)
