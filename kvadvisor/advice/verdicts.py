@@ -468,6 +468,22 @@ def _bound_summary(config: Config, chosen: Candidate) -> CandidateSummary:
             f"not replayed: even at its busy-time bound it costs {bound}, no less than the "
             f"chosen {_cost_text(chosen)}"
         )
+    return _unreplayed(config, gpus, priced, value, why)
+
+
+def _capped_summary(config: Config) -> CandidateSummary:
+    priced, value = config.cost_estimate
+    gpus = sum(e * s.instance.gpu_count for _, s, _, e in config.shapes)
+    est = f"${value:,.2f}/h" if priced == 0 else f"{value:,.0f} GPUs"
+    why = (
+        f"not replayed: its estimated cost ({est}) ranks it after the {MAX_CONFIGS} "
+        "configurations replayed per provider"
+    )
+    return _unreplayed(config, gpus, priced, value, why)
+
+
+def _unreplayed(config: Config, gpus: int, priced: int, value: float, why: str) -> CandidateSummary:
+    """A configuration left out on cost before any replay: no latencies to show."""
     return CandidateSummary(
         label=config.label(),
         topology=config.topology,
@@ -481,27 +497,6 @@ def _bound_summary(config: Config, chosen: Candidate) -> CandidateSummary:
         replayed=False,
         lost=LossReason.COST,
         why=why,
-    )
-
-
-def _capped_summary(config: Config) -> CandidateSummary:
-    priced, value = config.cost_estimate
-    gpus = sum(e * s.instance.gpu_count for _, s, _, e in config.shapes)
-    est = f"${value:,.2f}/h" if priced == 0 else f"{value:,.0f} GPUs"
-    return CandidateSummary(
-        label=config.label(),
-        topology=config.topology,
-        gpus=gpus,
-        usd_per_hour=value if priced == 0 else None,
-        ttft_p90_s=None,
-        ttft_p99_s=None,
-        tpot_p90_s=None,
-        tpot_p99_s=None,
-        meets_slo=False,
-        replayed=False,
-        lost=LossReason.COST,
-        why=f"not replayed: its estimated cost ({est}) ranks it after the "
-        f"{MAX_CONFIGS} configurations replayed per provider",
     )
 
 
