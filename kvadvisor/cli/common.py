@@ -82,34 +82,29 @@ def readable_metavars(params: list[Any]) -> None:
                 param.metavar = "<" + shown[len("<list[") : -len("]>")] + ">"
 
 
-class Command(TyperCommand):
+class _ReadableHelp:
+    """Readable metavars and a bare --help, for commands and groups alike."""
+
+    params: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        readable_metavars(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """Typer's --help, without the `<bool>` typer shows for it."""
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Command(_ReadableHelp, TyperCommand):
     """A command whose --help shows readable metavars (every command gets it: cli.commands)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        readable_metavars(self.params)
 
-    def get_help_option(self, ctx: Any) -> Any:
-        """Typer's --help, without the `<bool>` typer shows for it."""
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
-
-
-class Group(TyperGroup):
+class Group(_ReadableHelp, TyperGroup):
     """A command group with the same readable --help."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        readable_metavars(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        """Typer's --help, without the `<bool>` typer shows for it."""
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
 
 
 def readable_help(typer_app: typer.Typer) -> None:

@@ -93,12 +93,8 @@ def rule_text(rule: Rule) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_rules_doc(rules: Sequence[Rule], survey: str = "") -> str:
-    """docs/rules.md from the rule files (generated; `kvadvisor rules docs -o docs/rules.md`).
-
-    ``survey``: the rule survey's Markdown (rules/SURVEY.md, written by
-    benchmarks/rule_survey.py), appended as it is.
-    """
+def render_rules_doc(rules: Sequence[Rule]) -> str:
+    """docs/rules.md from the rule files (generated; `kvadvisor rules docs -o docs/rules.md`)."""
     lines = [
         "# Rules",
         "",
@@ -169,6 +165,4 @@ def render_rules_doc(rules: Sequence[Rule], survey: str = "") -> str:
         if r.recommend is not None:
             lines += ["", f"**Recommendation:** {r.recommend.action}."]
         lines += ["", "### References", ""] + [f"- {ref}" for ref in r.docs.references]
-    if survey:
-        lines += ["", survey.rstrip("\n")]
     return "\n".join(lines) + "\n"

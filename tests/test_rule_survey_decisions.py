@@ -1,0 +1,46 @@
+"""The rule survey's decisions name rules that exist and fire cases that are really there.
+
+`benchmarks/rule_survey.py` writes, for each rule no survey run fired, why it was kept; most
+decisions say the rule's fire cases are in tests/fixtures/rule_cases. Each such claim is read
+back here: the rule exists, and its case file has at least one case expected to fire.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import yaml
+
+from kvadvisor.advice.inputs import load_rule_set
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = REPO / "tests" / "fixtures" / "rule_cases"
+
+
+def _decisions() -> dict[str, str]:
+    spec = importlib.util.spec_from_file_location(
+        "rule_survey", REPO / "benchmarks" / "rule_survey.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rule_survey"] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules["rule_survey"]
+    return module.DECISIONS
+
+
+def test_decisions_cite_fire_cases_that_exist() -> None:
+    """Every decided rule is a rule; every 'fire cases' claim has a firing case on file."""
+    decisions = _decisions()
+    codes = {r.code for r in load_rule_set()}
+    assert decisions and set(decisions) <= codes, sorted(set(decisions) - codes)
+    for code, text in decisions.items():
+        if "rule_cases" not in text:
+            continue
+        (path,) = CASES.glob(f"{code}-*.yaml")
+        cases = yaml.safe_load(path.read_text(encoding="utf-8"))["cases"]
+        assert any(c["expect"] == "fire" for c in cases.values()), code
