@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from kvadvisor.errors import KvAdvisorError
+from kvadvisor.units.format import count
 
 # Deepest nesting accepted in any JSON input (traces, model configs): as for YAML.
 MAX_JSON_DEPTH = 32
@@ -181,7 +182,9 @@ def load_file(
     try:
         size = path.stat().st_size
         if size > max_bytes:
-            raise error(f"{path}: {size:,} bytes is over the {max_bytes:,}-byte limit for JSON")
+            raise error(
+                f"{path}: {count(size)} bytes is over the {count(max_bytes)}-byte limit for JSON"
+            )
         data = path.read_bytes()
     except OSError as exc:
         raise error(f"{path}: cannot be read ({exc.strerror or exc})") from None

@@ -19,6 +19,7 @@ import yaml
 from kvadvisor.errors import KvAdvisorError
 from kvadvisor.fileio import check_input
 from kvadvisor.termtext import has_control
+from kvadvisor.units.format import count
 
 MAX_YAML_BYTES = 4 * 1024 * 1024
 MAX_NESTING = 32
@@ -149,7 +150,9 @@ def load_yaml(path: str | Path, error: type[KvAdvisorError]) -> Any:
     path = check_input(path, error)
     size = path.stat().st_size
     if size > MAX_YAML_BYTES:
-        raise error(f"{path}: {size:,} bytes is over the {MAX_YAML_BYTES:,}-byte limit for YAML")
+        raise error(
+            f"{path}: {count(size)} bytes is over the {count(MAX_YAML_BYTES)}-byte limit for YAML"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
