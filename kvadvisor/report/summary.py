@@ -14,8 +14,8 @@ from typing import Any
 from kvadvisor.report import fmt
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
 from kvadvisor.results.verdict import VerdictSet
-from kvadvisor.results.vocab import TIER_ROLE_WORDS, Severity, Stage
 from kvadvisor.units import Unit, plural
+from kvadvisor.vocab import TIER_ROLE_WORDS, Severity, Stage, Topology
 
 STAGES = (Stage.PREFILL, Stage.DECODE)
 # Severity order for display, most severe first (0: error).
@@ -133,7 +133,7 @@ def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
     if rec is None or (rec.verdict is not None and nothing_recommended(rec.verdict)):
         return ()  # nothing recommended: the headline says why, the deployments what is closest
     return tuple(
-        StageVerdict(stage, stage_items(getattr(report.recommendation, stage))) for stage in STAGES
+        StageVerdict(stage, stage_items(report.recommendation.stage(stage))) for stage in STAGES
     )
 
 
@@ -196,7 +196,7 @@ def headline(report: AdviceReport) -> str:
             "or give more instance types."
         )
     # Without a verdict (no search ran), or a verdict that still left both stages empty.
-    stages: list[StageRecommendation] = [getattr(rec, stage) for stage in STAGES]
+    stages: list[StageRecommendation] = [rec.stage(stage) for stage in STAGES]
     if not any(r.instance for r in stages):
         # "Recommended prefill: no instance chosen with no KV storage tier; ..." recommended
         # nothing in many words: say so, with the advisor's reason.
@@ -210,7 +210,7 @@ def headline(report: AdviceReport) -> str:
             "no instance met the constraints (see the notes)",
         )
         return f"No deployment recommended: {why}."
-    if all(r.topology == "aggregated" for r in stages):
+    if all(r.topology is Topology.AGGREGATED for r in stages):
         # One fleet serves both stages: "prefill: 4 × X; decode: 4 × X" read as eight instances.
         r = stages[0]
         count = f"{r.instance_count} × " if r.instance_count and r.instance_count > 1 else ""
@@ -221,7 +221,7 @@ def headline(report: AdviceReport) -> str:
         )
     parts = []
     for stage in STAGES:
-        r: StageRecommendation = getattr(rec, stage)
+        r: StageRecommendation = rec.stage(stage)
         instance = r.instance or "no instance chosen"
         count = r.instance_count
         if r.instance and count and count > 1:
