@@ -81,6 +81,7 @@ def _tier_choice(pick: TierPick, demand: TierDemand | None, role: Stage) -> Tier
         unconfirmed=pick.unconfirmed,
         read_utilization=None if demand is None else _rate(demand.read_utilization),
         write_utilization=None if demand is None else _rate(demand.write_utilization),
+        read_demand=None if demand is None else _rate(demand.read_demand_bytes_per_s),
     )
 
 
