@@ -37,7 +37,6 @@ from kvadvisor.fleet import (
 from kvadvisor.fleet.engine import ReplayRun, run_replay, run_stage
 from kvadvisor.fleet.summary import SLO_TOLERANCE
 from kvadvisor.plan.loader import PlanCatalogs, PlanError
-from kvadvisor.results.replay import Role
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import MAX_DIGITS, apart, number
 
@@ -382,8 +381,3 @@ def min_count(
         else:
             fail = mid
     return tried[ok], [tried[k] for k in sorted(tried)]
-
-
-def role_of(name: str) -> Role:
-    """The replay's role for a stage name."""
-    return {"serving": Role.SERVING, "prefill": Role.PREFILL, "decode": Role.DECODE}[name]

@@ -19,9 +19,9 @@ from kvadvisor.plan import PlanCatalogs
 from kvadvisor.plan.model import Plan
 from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, ReplayResult, TraceInfo
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.results.vocab import SplitSource
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
+from kvadvisor.vocab import SplitSource
 
 __all__ = [
     "ReplayOptions",
