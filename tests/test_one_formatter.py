@@ -35,7 +35,6 @@ NOT_YET: set[str] = {
     "cache",
     "catalog",
     "cli",
-    "deploy",
     "emit",
     "fleet",
     "metrics",
