@@ -33,7 +33,6 @@ BRACE_FORMAT = re.compile(r"\{[^{}]*:[^{}]*(?:[,_]|[deEfFgGn%])\}")
 # Packages still being converted; each leaves this set when its last inline format goes.
 NOT_YET: set[str] = {
     "cache",
-    "catalog",
     "cli",
     "emit",
     "fleet",
