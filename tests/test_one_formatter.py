@@ -32,23 +32,14 @@ BRACE_FORMAT = re.compile(r"\{[^{}]*:[^{}]*(?:[,_]|[deEfFgGn%])\}")
 
 # Packages still being converted; each leaves this set when its last inline format goes.
 NOT_YET: set[str] = {
-    "advice",
-    "cache",
-    "catalog",
     "cli",
-    "deploy",
     "emit",
-    "fleet",
-    "metrics",
-    "perfmodel",
     "pipeline",
-    "plan",
     "planreview",
     "progress.py",
     "report",
     "rules",
     "sections",
-    "synth",
     "trace",
     "verifyjobs",
 }
