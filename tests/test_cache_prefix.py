@@ -282,3 +282,70 @@ def test_the_exact_pass_hands_its_ids_to_routing_and_reuse(mooncake, monkeypatch
         policies=[RoutingPolicy.RANDOM, RoutingPolicy.PREFIX_AWARE],
     )
     assert routed(scattered, pooled=other, **kwargs) == routed(trace, pooled=result, **kwargs)
+
+
+def _literal_distances(hashes: list[list[int]]) -> list[int]:
+    """Leading-run distances by a literal recency list, access by access.
+
+    Per access, the running maximum of the distinct blocks used since each block's last use
+    (COLD from the request's first unseen block on).
+    """
+    from kvadvisor.cache.stackdist import COLD
+
+    recency: list[int] = []  # least recent first
+    out = []
+    for blocks in hashes:
+        running, cold = 0, False
+        for b in blocks:
+            if cold or b not in recency:
+                cold = True
+                out.append(int(COLD))
+                continue
+            running = max(running, len(recency) - 1 - recency.index(b))
+            out.append(running)
+        for b in blocks:
+            if b in recency:
+                recency.remove(b)
+            recency.append(b)
+    return out
+
+
+@st.composite
+def long_requests(draw):
+    """Requests of up to 150 blocks, so markers move in whole words and across them.
+
+    Runs resent from earlier requests (chained prefixes), new blocks, and repeats inside a
+    request.
+    """
+    hashes: list[list[int]] = []
+    fresh = iter(range(10**6))
+    for _ in range(draw(st.integers(1, 12))):
+        blocks: list[int] = []
+        for _ in range(draw(st.integers(0, 4))):
+            kind = draw(st.sampled_from(["resend", "new", "repeat"]))
+            if kind == "resend" and hashes:
+                src = hashes[draw(st.integers(0, len(hashes) - 1))]
+                a = draw(st.integers(0, len(src)))
+                blocks += src[a : a + draw(st.integers(0, 80))]
+            elif kind == "repeat" and blocks:
+                blocks.append(blocks[draw(st.integers(0, len(blocks) - 1))])
+            else:
+                blocks += [next(fresh) for _ in range(draw(st.integers(1, 70)))]
+        hashes.append(blocks[:150])
+    return hashes
+
+
+@SETTINGS
+@given(long_requests())
+def test_distances_equal_a_literal_recency_list(hashes) -> None:
+    """The compiled pass's distances, access by access, on long requests (word-sized moves)."""
+    from kvadvisor.cache.stackdist import leading_distances
+
+    offsets = np.concatenate([[0], np.cumsum([len(h) for h in hashes])]).astype(np.int64)
+    values = np.asarray([v for h in hashes for v in h], dtype=np.int64)
+    ids, bound = dense_block_ids(values)
+    expected = _literal_distances(hashes)
+    largest = leading_distances(offsets, ids, bound)
+    assert ids.tolist() == expected
+    finite = [d for d in expected if d != int(np.iinfo(np.int32).max)]
+    assert largest == max(finite, default=-1)

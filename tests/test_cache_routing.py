@@ -284,3 +284,24 @@ def test_random_traces_equal_replays_per_instance(hashes, cap_blocks, instances,
             )
         assert point.hit_ratio_all == per_request.sum() / sum(inputs)
         assert point.hit_ratio_steady == per_request[warmup:].sum() / sum(inputs[warmup:])
+
+
+def test_instances_share_positions_until_the_limit(monkeypatch) -> None:
+    """A worker's instances write positions one after another, cleared past the limit.
+
+    Past the int32 limit the last-position array is cleared and positions start again, with
+    the same result.
+    """
+    import kvadvisor.cache.routing as routing
+    from kvadvisor.trace import read_trace
+
+    trace = read_trace(SAMPLES / "mooncake_conversation_head.jsonl.gz")
+    kwargs = dict(
+        instances=4,
+        capacities_tokens=SMALL_CAPACITIES,
+        policies=[RoutingPolicy.RANDOM, RoutingPolicy.ROUND_ROBIN],
+    )
+    shared = routed(trace, **kwargs)
+    # Every instance now finds the limit reached and clears the array first.
+    monkeypatch.setattr(routing, "POSITION_LIMIT", 1)
+    assert routed(trace, **kwargs) == shared

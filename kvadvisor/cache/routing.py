@@ -102,6 +102,11 @@ def assign_instances(
     raise ConfigError(f"routing policy '{policy.value}' does not split the cache")
 
 
+# Positions are int32 in the last-position array (shared by a worker's instances, one after
+# another): past this the array is cleared and they start again.
+POSITION_LIMIT = 2**31 - 1
+
+
 def _local_hits(
     offsets: np.ndarray,
     values: np.ndarray,
@@ -118,8 +123,8 @@ def _local_hits(
     row 0 over all requests, row 1 steady state (see ``stackdist.instance_hits``). Every
     instance replays its own requests through its own cache in one compiled call (its hashes
     are not copied out); the caches are independent and the kernel releases the GIL, so they
-    run on every core, each worker with one id-indexed scratch array the kernel leaves clean
-    for its next instance. Integer sums: the order does not change them.
+    run on every core, each worker with one id-indexed scratch array its instances share.
+    Integer sums: the order does not change them.
     """
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
@@ -136,10 +141,28 @@ def _local_hits(
         last_pos = np.zeros(max(bound, 1), np.int32)
         bits = np.empty(words, np.uint64)
         tree = np.empty(words + 1, np.int32)
+        base = 0
         for k, rows in jobs[worker::workers]:
+            accesses = int(sizes[rows].sum())
+            if base + accesses >= POSITION_LIMIT:
+                last_pos[:] = 0
+                base = 0
             stackdist.instance_hits(
-                offsets, ids, rows, inp, b, w, caps_blocks, last_pos, bits, tree, out[k]
+                offsets,
+                ids,
+                rows,
+                inp,
+                b,
+                w,
+                caps_blocks,
+                np.int64(base),
+                last_pos,
+                bits,
+                tree,
+                out[k],
             )
+            # The next instance's positions start past this one's: no clearing between them.
+            base += accesses
         return out
 
     with ThreadPoolExecutor(max_workers=workers) as ex:

@@ -102,17 +102,60 @@ def _markers_through(bits, tree, q):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, nogil=True)
-def _flip_marker(bits, tree, q, delta):  # pragma: no cover - compiled
-    """Set (``delta`` 1) or clear (-1) the marker at stream position q (0-based)."""
-    w = q >> 6
-    if delta > 0:
-        bits[w] |= np.uint64(1) << np.uint64(q & 63)
-    else:
-        bits[w] &= ~(np.uint64(1) << np.uint64(q & 63))
+def _add_to_word(tree, words, w, delta):  # pragma: no cover - compiled
+    """Add ``delta`` markers to word w's count in the Fenwick tree."""
     i = w + 1
-    while i <= bits.shape[0]:
+    while i <= words:
         tree[i] += delta
         i += i & (-i)
+
+
+@nb.njit(cache=True, nogil=True)
+def _move_to_top(ids, start, end, first, base, last_pos, bits, tree):  # pragma: no cover
+    """Insert or refresh blocks ``ids[start:end]`` in order at stream positions ``first``...
+
+    Positions are 0-based; ``last_pos`` keeps them 1-based, plus ``base``: a value up to
+    ``base`` is a block this stream has not seen. Each block's marker moves from its previous
+    position to its new one; returns how many blocks were new (no previous position).
+    A request's new positions are consecutive, so their markers are set a word at a time, and
+    the markers it clears (mostly one earlier request's consecutive positions, for chained
+    hashes) are counted out of the tree once per run of the same word: a handful of tree
+    walks per request instead of two per block. A block seen twice in the request clears the
+    marker its first occurrence set, as moving it twice would.
+    """
+    words = bits.shape[0]
+    last = first + (end - start)
+    q = first
+    while q < last:
+        w = q >> 6
+        upto = min(last, (w + 1) << 6)
+        n = upto - q
+        ones = ~np.uint64(0) if n == 64 else (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+        bits[w] |= ones << np.uint64(q & 63)
+        _add_to_word(tree, words, w, n)
+        q = upto
+    new = 0
+    word = -1
+    delta = 0
+    for t in range(start, end):
+        k = ids[t]
+        p = last_pos[k] - base
+        if p <= 0:
+            new += 1
+        else:
+            q = p - 1
+            w = q >> 6
+            bits[w] &= ~(np.uint64(1) << np.uint64(q & 63))
+            if w != word:
+                if delta != 0:
+                    _add_to_word(tree, words, word, delta)
+                word = w
+                delta = 0
+            delta -= 1
+        last_pos[k] = base + first + (t - start) + 1
+    if delta != 0:
+        _add_to_word(tree, words, word, delta)
+    return new
 
 
 @nb.njit(cache=True, nogil=True)
@@ -134,6 +177,12 @@ def prefix_stack_distances(offsets, ids, last_pos, bits, tree, scratch):  # prag
     last word, so the tree is 64 times smaller than one over positions (0.9 MB instead of
     58 MB for 14.4M accesses) and stays in cache. ``scratch`` (int32) is as long as the
     longest request.
+
+    The distance falls as the last position p rises (markers after p), so the running maximum
+    is the distance of the request's smallest p so far: only a block last used before every
+    earlier block of the request needs counting. With chained hashes that is about one count
+    per request (a prefix an earlier request sent has consecutive positions), not one per
+    block.
     """
     live = 0
     max_finite = -1
@@ -141,6 +190,7 @@ def prefix_stack_distances(offsets, ids, last_pos, bits, tree, scratch):  # prag
         start = offsets[r]
         end = offsets[r + 1]
         running = np.int32(0)
+        lowest = np.iinfo(np.int32).max
         for t in range(start, end):
             if running == COLD:
                 scratch[t - start] = COLD
@@ -148,7 +198,8 @@ def prefix_stack_distances(offsets, ids, last_pos, bits, tree, scratch):  # prag
             p = last_pos[ids[t]]
             if p == 0:
                 running = COLD
-            else:
+            elif p < lowest:
+                lowest = p
                 # markers at positions <= p (1-based), i.e. 0..p-1
                 d = np.int32(live - _markers_through(bits, tree, p - 1))
                 if d > running:
@@ -156,15 +207,7 @@ def prefix_stack_distances(offsets, ids, last_pos, bits, tree, scratch):  # prag
                 if running > max_finite:
                     max_finite = running
             scratch[t - start] = running
-        for t in range(start, end):
-            k = ids[t]
-            p = last_pos[k]
-            if p == 0:
-                live += 1
-            else:
-                _flip_marker(bits, tree, p - 1, -1)
-            _flip_marker(bits, tree, t, 1)
-            last_pos[k] = t + 1
+        live += _move_to_top(ids, start, end, start, 0, last_pos, bits, tree)
         for t in range(start, end):
             ids[t] = scratch[t - start]
     return max_finite
@@ -291,7 +334,7 @@ def sample_batch(
 
 @nb.njit(cache=True, nogil=True)
 def instance_hits(
-    offsets, ids, rows, input_tokens, block_tokens, warmup, caps, last_pos, bits, tree, out
+    offsets, ids, rows, input_tokens, block_tokens, warmup, caps, base, last_pos, bits, tree, out
 ):  # pragma: no cover - compiled
     """Replay the requests ``rows`` (ascending) through one instance's own LRU cache; bin its hits.
 
@@ -303,9 +346,11 @@ def instance_hits(
     request's running distance reaches the largest cap, no later block of it changes its bin:
     they only need to have been seen before, so they are not counted.
 
-    ``last_pos`` (int32, one per dense id, all 0) is scratch that is left all 0 again, so one
-    array serves every instance in turn; ``bits`` and ``tree`` are sized for the instance's
-    accesses at least (as :func:`leading_distances` sizes them) and zeroed here.
+    ``last_pos`` (int32, one per dense id) serves every instance in turn without being
+    cleared: this instance writes positions above ``base`` (which the caller raises past each
+    instance's accesses, and below which every earlier value lies), so any value up to it
+    means "not seen here". ``bits`` and ``tree`` are sized for the instance's accesses at
+    least (as :func:`leading_distances` sizes them) and zeroed here.
     """
     m = caps.shape[0]
     top = caps[m - 1] if m else 0
@@ -324,11 +369,14 @@ def instance_hits(
         inp = input_tokens[r]
         running = 0
         k = k0
+        lowest = np.iinfo(np.int64).max
         for t in range(start, end):
-            p = last_pos[ids[t]]
-            if p == 0:
+            p = last_pos[ids[t]] - base
+            if p <= 0:
                 break
-            if running < top:
+            # Only a new smallest p raises the running maximum (see prefix_stack_distances).
+            if running < top and p < lowest:
+                lowest = p
                 d = live - _markers_through(bits, tree, p - 1)
                 if d > running:
                     running = d
@@ -339,17 +387,5 @@ def instance_hits(
             out[0, k] += tok
             if r >= warmup:
                 out[1, k] += tok
-        for t in range(start, end):
-            b = ids[t]
-            p = last_pos[b]
-            if p == 0:
-                live += 1
-            else:
-                _flip_marker(bits, tree, p - 1, -1)
-            _flip_marker(bits, tree, pos, 1)
-            pos += 1
-            last_pos[b] = pos
-    for q in range(rows.shape[0]):
-        r = rows[q]
-        for t in range(offsets[r], offsets[r + 1]):
-            last_pos[ids[t]] = 0
+        live += _move_to_top(ids, start, end, pos, base, last_pos, bits, tree)
+        pos += end - start
