@@ -46,7 +46,6 @@ NOT_YET: set[str] = {
     "planreview",
     "progress.py",
     "report",
-    "rules",
     "sections",
     "synth",
     "trace",

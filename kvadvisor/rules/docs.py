@@ -20,6 +20,17 @@ def find_rule(rules: Sequence[Rule], key: str) -> Rule:
     raise RuleError(f"no rule {key!r}{hint} (`kvadvisor rules list` shows them)")
 
 
+def as_written(value: float) -> str:
+    """A number from a rule file as the file writes it, every digit kept (1048576, 0.3, 2).
+
+    A condition quotes the YAML, so a reader can find it there; a rounded rendering
+    (``1.04858e+06``) would name a threshold the rule does not have.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return str(value)
+
+
 def condition_text(cond: Condition, indent: str = "") -> list[str]:
     """A condition as indented lines, the way the YAML reads."""
     if isinstance(cond, Compare):
@@ -29,9 +40,9 @@ def condition_text(cond: Condition, indent: str = "") -> list[str]:
             elif isinstance(cond.value, str):
                 value = f'"{cond.value}"'
             else:
-                value = f"{cond.value:g}"
+                value = as_written(cond.value)
             return [f"{indent}{cond.fact} {cond.op.value} {value}"]
-        factor = f"{cond.factor:g} x " if cond.factor != 1 else ""
+        factor = f"{as_written(cond.factor)} x " if cond.factor != 1 else ""
         return [f"{indent}{cond.fact} {cond.op.value} {factor}{cond.ref}"]
     if isinstance(cond, Not):
         return [f"{indent}not:", *condition_text(cond.part, indent + "  ")]
