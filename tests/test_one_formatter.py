@@ -35,7 +35,6 @@ NOT_YET: set[str] = {
     "advice",
     "cache",
     "catalog",
-    "cli",
     "deploy",
     "emit",
     "fleet",
