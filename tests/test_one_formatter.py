@@ -40,7 +40,6 @@ NOT_YET: set[str] = {
     "fleet",
     "metrics",
     "perfmodel",
-    "pipeline",
     "plan",
     "planreview",
     "report",
