@@ -44,7 +44,6 @@ NOT_YET: set[str] = {
     "planreview",
     "report",
     "synth",
-    "verifyjobs",
 }
 
 
