@@ -1,26 +1,60 @@
-"""Shared prefixes and reuse within/across conversations: by hand, and against plain-Python replays.
+"""Shared prefixes and reuse within/across conversations: by hand, and against two references.
 
-The references walk the requests one by one with dicts and sets (a prefix trie, seen-sets per
-conversation), as the definitions read; the engine under test is vectorised over the accesses.
+The product's compiled pass (``measure_sharing``) is checked against the numpy version it
+replaced (``tests/sharing_reference.py``), which is checked by hand and against plain-Python
+replays: those walk the requests one by one with dicts and sets (a prefix trie, seen-sets per
+conversation), as the definitions read.
 """
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
+from conftest import SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sharing_reference import PrefixTree, first_use_ids, reuse_split, shared_prefixes
 
 from kvadvisor.cache import simulate_prefix_cache
-from kvadvisor.cache.prefix import dense_block_ids, first_use_ids
-from kvadvisor.cache.sharing import (
-    PrefixTree,
-    ReuseSplit,
-    SharedPrefix,
-    reuse_split,
-    shared_prefixes,
-)
+from kvadvisor.cache.prefix import dense_block_ids
+from kvadvisor.cache.sharing import ReuseSplit, SharedPrefix, measure_sharing
 from kvadvisor.trace import read_trace
+from kvadvisor.trace.arrays import RequestArrays
+
+
+def _flat(hashes: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.concatenate([[0], np.cumsum([len(h) for h in hashes])]).astype(np.int64)
+    return offsets, np.asarray([v for h in hashes for v in h], dtype=np.int64)
+
+
+def _compiled(hashes, inputs, block_tokens, warmup=0, sessions=None, top=10):
+    """The product's compiled pass over ``hashes``, remapped to dense ids as the pass gets them."""
+    offsets, values = _flat(hashes)
+    ids, bound = dense_block_ids(values)
+    return measure_sharing(
+        offsets,
+        ids,
+        bound,
+        np.asarray(inputs, dtype=np.int64),
+        block_tokens,
+        warmup_requests=warmup,
+        session=sessions,
+        top=top,
+    )
+
+
+def _reference(offsets, ids, inputs, block_tokens, warmup=0, sessions=None, top=10):
+    """The numpy reference, in the compiled pass's shape: (sharing, split, problem)."""
+    tree = PrefixTree(offsets, ids)
+    if tree.problem is not None:
+        return None, None, tree.problem
+    return (
+        shared_prefixes(tree, inputs, block_tokens, top=top),
+        reuse_split(tree, inputs, block_tokens, warmup_requests=warmup, session=sessions),
+        None,
+    )
 
 
 def _tree(hashes: list[list[int]]) -> PrefixTree:
@@ -188,6 +222,11 @@ def _check_against_reference(hashes, inputs, block_tokens, sessions=None, warmup
         split.within_tokens_steady,
         split.across_tokens_steady,
     ) == ref_reuse_split(hashes, inputs, block_tokens, warmup, sessions)
+    assert _compiled(hashes, inputs, block_tokens, warmup, sessions, top=len(hashes) + 1) == (
+        got,
+        split,
+        None,
+    )
 
 
 @st.composite
@@ -258,3 +297,208 @@ def test_first_use_ids() -> None:
     got = first_use_ids(np.asarray([7, 3, 7, 9, 3], dtype=np.int64))
     assert got.tolist() == [0, 1, 0, 2, 1]
     assert first_use_ids(np.asarray([1, 0])).tolist() == [0, 1]
+
+
+# --- the compiled pass against the numpy reference ---------------------------------------------
+
+
+def test_compiled_pass_by_hand() -> None:
+    """The hand-worked case above, through the product's compiled pass."""
+    sharing, split, problem = _compiled(HAND, HAND_INPUT, 4, warmup=2, sessions=HAND_SESSION)
+    assert problem is None
+    node0 = SharedPrefix(blocks=1, prefix_tokens=4, requests=5, reusable_tokens=16, first_request=0)
+    node2 = SharedPrefix(3, 12, 3, 24, 0)
+    node3 = SharedPrefix(4, 15, 2, 15, 1)
+    node4 = SharedPrefix(2, 6, 2, 6, 2)
+    assert (sharing.groups, sharing.requests_sharing) == (4, 5)
+    assert sharing.top_by_count == (node0, node2, node3, node4)
+    assert sharing.top_by_volume == (node2, node0, node3, node4)
+    assert split == ReuseSplit("session", 3, 2, 59, 20, 20, 32, 8, 20)
+    _, inferred, _ = _compiled(HAND, HAND_INPUT, 4, warmup=2)
+    assert inferred == ReuseSplit("continuation", 2, 2, 59, 28, 12, 32, 16, 12)
+    top_two = _compiled(HAND, HAND_INPUT, 4, top=2)[0]
+    assert (top_two.top_by_count, top_two.top_by_volume) == ((node0, node2), (node2, node0))
+
+
+def test_compiled_pass_ties_go_to_the_first_seen() -> None:
+    """Equal counts and depths rank by first request, then by position, as first use orders.
+
+    Ids are numbered against their first-seen order (7 is seen before 5), so the pass must
+    not rank by id. Below the root 9 (4 requests), nodes 9/7 and 9/5 are each held by two
+    requests at depth 2 with 8 tokens; 9/7 is seen first (request 0), so it ranks before 9/5.
+    """
+    hashes = [[9, 7], [9, 5], [9, 7], [9, 5], [3]]
+    sharing, _, _ = _compiled(hashes, [8, 8, 8, 8, 4], 4)
+    root = SharedPrefix(1, 4, 4, 12, 0)
+    first_seen = SharedPrefix(2, 8, 2, 8, 0)
+    second = SharedPrefix(2, 8, 2, 8, 1)
+    assert sharing.groups == 3
+    assert sharing.top_by_count == (root, first_seen, second)
+    assert sharing.top_by_volume == (root, first_seen, second)
+
+
+@pytest.mark.parametrize(
+    ("hashes", "inputs"),
+    [
+        ([], []),  # an empty trace
+        ([[1, 2, 3]], [10]),  # one request
+        ([[]], [5]),  # one request without hashes
+        ([[], []], [3, 0]),  # no request has hashes
+        ([[], [5, 6], [], [5], [5, 6, 7]], [7, 8, 9, 4, 12]),  # some have none
+        ([[4, 8], [4, 8]], [0, 8]),  # a prompt of 0 tokens ends inside every block
+        ([[1, 2, 3], [1, 2, 3]], [4, 12]),  # more blocks than a prompt's tokens fill
+    ],
+)
+@pytest.mark.parametrize("sessions", [None, "own", "none"])
+def test_compiled_pass_edge_cases(hashes, inputs, sessions) -> None:
+    """Edge cases equal the numpy reference and the plain-Python replay, with and without sessions.
+
+    ``own``: every request in session 0; ``none``: session codes all -1 (no request has one).
+    """
+    n = len(hashes)
+    codes = None if sessions is None else np.full(n, 0 if sessions == "own" else -1, np.int64)
+    offsets, values = _flat(hashes)
+    inp = np.asarray(inputs, dtype=np.int64)
+    ids, _ = dense_block_ids(values)
+    for warmup in range(n + 1):
+        got = _compiled(hashes, inp, 4, warmup, codes)
+        assert got == _reference(offsets, ids, inp, 4, warmup, codes)
+        _check_against_reference(hashes, inp, 4, codes, warmup)
+
+
+def test_empty_trace_shares_nothing() -> None:
+    """No requests: no groups, no rankings, no tokens."""
+    sharing, split, problem = _compiled([], [], 4)
+    assert problem is None
+    assert (sharing.groups, sharing.requests_sharing) == (0, 0)
+    assert (sharing.top_by_count, sharing.top_by_volume) == ((), ())
+    assert split == ReuseSplit("continuation", 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("hashes", "what", "bad"),
+    [
+        ([[1, 2], [2, 3]], "position", 1),  # 2 at positions 1 and 0
+        ([[1, 3], [2, 3]], "preceding block", 1),  # 3 after 1 and after 2
+        ([[1, 2, 3], [3, 2, 1], [2]], "position", 3),  # position beats preceding block
+        ([[1, 3], [2, 3], [4, 5], [6, 5], [1, 3]], "preceding block", 2),
+    ],
+)
+def test_compiled_pass_names_the_problem(hashes, what, bad) -> None:
+    """Hashes that are no prefix tree: the same message, with the count of hashes at fault."""
+    offsets, values = _flat(hashes)
+    ids, _ = dense_block_ids(values)
+    got = _compiled(hashes, [8] * len(hashes), 4)
+    want = _reference(offsets, ids, np.full(len(hashes), 8), 4)
+    assert got == want
+    assert got[:2] == (None, None)
+    assert f"more than one {what} ({bad} such hash" in got[2]
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 6), max_size=5), max_size=8),
+    st.none() | st.integers(0, 2**31),
+)
+@settings(max_examples=150, deadline=None)
+def test_compiled_pass_equals_the_reference_on_any_hashes(hashes, seed) -> None:
+    """Random hashes, mostly no tree: the problem message, or every result, equals the reference."""
+    inputs = [4 * len(h) - (i % 3) if h else i % 3 for i, h in enumerate(hashes)]
+    codes = None
+    if seed is not None:
+        codes = np.random.default_rng(seed).integers(-1, 3, len(hashes)).astype(np.int64)
+    offsets, values = _flat(hashes)
+    ids, _ = dense_block_ids(values)
+    inp = np.asarray(inputs, dtype=np.int64)
+    warmup = len(hashes) // 2
+    assert _compiled(hashes, inp, 4, warmup, codes) == _reference(
+        offsets, ids, inp, 4, warmup, codes
+    )
+
+
+def _measure(trace, warmup, session=None, ids=None):
+    """The compiled pass over a real trace's hashes, with the ids the cache pass hands it."""
+    arrays = RequestArrays.of(trace)
+    blocks = arrays.blocks
+    dense, bound = dense_block_ids(blocks.values) if ids is None else ids
+    got = measure_sharing(
+        blocks.offsets,
+        dense,
+        bound,
+        arrays.input_tokens,
+        blocks.block_tokens,
+        warmup_requests=warmup,
+        session=session,
+    )
+    want = _reference(
+        blocks.offsets, dense, arrays.input_tokens, blocks.block_tokens, warmup, session
+    )
+    return got, want, arrays
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mooncake_conversation.parquet",
+        "mooncake_conversation_head.jsonl.gz",
+        "bailian_example.jsonl",
+    ],
+)
+def test_compiled_pass_equals_the_reference_on_sample_traces(name) -> None:
+    """Every sample trace with hashes: sessions where it has them, and continuations."""
+    trace = read_trace(SAMPLES / name)
+    n = trace.table.num_rows
+    arrays = RequestArrays.of(trace)
+    sessions = [None] if arrays.sessions is None else [None, arrays.sessions.codes]
+    for session in sessions:
+        for warmup in (0, n // 2, n):
+            got, want, _ = _measure(trace, warmup, session)
+            assert got == want
+            assert got[2] is None and got[0].groups > 0
+            assert got[1].within_tokens_all + got[1].across_tokens_all > 0
+
+
+def test_compiled_pass_on_mooncake_with_sessions_and_scattered_ids(mooncake_path) -> None:
+    """The whole Mooncake trace with seeded sessions, and with its ids renumbered at random.
+
+    Mooncake's ids are small and mostly in first-use order; a random permutation of them (and
+    64-bit hashes through the remap) must not change a ranking or a tie.
+    """
+    trace = read_trace(mooncake_path)
+    arrays = RequestArrays.of(trace)
+    n = trace.table.num_rows
+    sessions = np.random.default_rng(7).integers(-1, 2000, n).astype(np.int64)
+    got, want, _ = _measure(trace, n // 2, sessions)
+    assert got == want
+    assert got[1].basis == "session" and got[1].within_tokens_all > 0
+    values = arrays.blocks.values
+    bound = int(values.max()) + 1
+    shuffled = np.random.default_rng(3).permutation(bound)[values]
+    plain, _, _ = _measure(trace, n // 2)
+    permuted, want, _ = _measure(trace, n // 2, ids=(shuffled, bound))
+    assert permuted == want == plain
+
+
+def test_compiled_pass_holds_no_array_per_access(mooncake_path) -> None:
+    """Peak numpy memory of the pass: 17 bytes per id and 48 per group found, none per access.
+
+    The numpy version held a request index, a position and masks per access (about 70 bytes
+    per access at its peak); per id the pass needs four int32 arrays and a byte of flags.
+    """
+    trace = read_trace(mooncake_path)
+    arrays = RequestArrays.of(trace)
+    blocks = arrays.blocks
+    ids, bound = dense_block_ids(blocks.values)
+    measure_sharing(
+        blocks.offsets, ids, bound, arrays.input_tokens, 512, warmup_requests=0
+    )  # compiled and loaded before measuring
+    tracemalloc.start()
+    sharing, _, _ = measure_sharing(
+        blocks.offsets, ids, bound, arrays.input_tokens, 512, warmup_requests=0
+    )
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # Per id: four int32 arrays and a byte of flags; per group, six int64 values (its id,
+    # tokens, depth, count, first request, reusable tokens); then slack.
+    budget = 17 * bound + 48 * sharing.groups + 64 * 1024
+    assert peak <= budget
+    assert 17 * bound + 8 * blocks.accesses > budget  # one int64 per access would not fit

@@ -15,13 +15,7 @@ from kvadvisor.cache.model import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult
 from kvadvisor.cache.prefix import pass_block_ids
 from kvadvisor.cache.reuse import ReuseTimes, reuse_times
 from kvadvisor.cache.routing import RoutingComparison, compare_routing
-from kvadvisor.cache.sharing import (
-    PrefixSharing,
-    PrefixTree,
-    ReuseSplit,
-    reuse_split,
-    shared_prefixes,
-)
+from kvadvisor.cache.sharing import PrefixSharing, ReuseSplit, measure_sharing
 from kvadvisor.cache.simulate import simulate_blocks
 from kvadvisor.trace.arrays import BlockArrays, RequestArrays
 
@@ -104,19 +98,16 @@ def _sharing(
     arrays: RequestArrays, blocks: BlockArrays, result: PrefixCacheResult
 ) -> tuple[PrefixSharing | None, ReuseSplit | None, str | None]:
     """Shared prefixes and the conversation split, or why they cannot be told."""
-    ids, _ = pass_block_ids(result, blocks.values)
-    tree = PrefixTree(blocks.offsets, ids)
-    if tree.problem is not None:
-        return None, None, tree.problem
-    sharing = shared_prefixes(tree, arrays.input_tokens, blocks.block_tokens)
-    split = reuse_split(
-        tree,
+    ids, bound = pass_block_ids(result, blocks.values)
+    return measure_sharing(
+        blocks.offsets,
+        ids,
+        bound,
         arrays.input_tokens,
         blocks.block_tokens,
         warmup_requests=result.warmup_requests,
         session=None if arrays.sessions is None else arrays.sessions.codes,
     )
-    return sharing, split, None
 
 
 def measure_prefix_cache(

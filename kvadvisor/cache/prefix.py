@@ -60,20 +60,6 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     return _remap(values)
 
 
-def first_use_ids(ids: np.ndarray) -> np.ndarray:
-    """Dense ids numbered in order of first use: ``ids`` as they are when already so, else remapped.
-
-    In first-use order, access i is the first of its id exactly when the id exceeds every id
-    before it, which lets first occurrences be found without sorting or scattered minima.
-    """
-    if ids.shape[0] == 0:
-        return ids
-    seen_max = np.maximum.accumulate(ids)
-    if int(ids[0]) == 0 and bool(np.all(ids[1:] <= seen_max[:-1] + 1)):
-        return ids
-    return _remap(np.ascontiguousarray(ids, dtype=np.int64))[0]
-
-
 def pass_block_ids(result: PrefixCacheResult | None, values: np.ndarray) -> tuple[np.ndarray, int]:
     """Dense ids (any integer dtype) of ``values``, the flattened hashes ``result`` replayed.
 
