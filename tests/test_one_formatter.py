@@ -41,7 +41,6 @@ NOT_YET: set[str] = {
     "metrics",
     "perfmodel",
     "plan",
-    "planreview",
     "report",
     "synth",
 }

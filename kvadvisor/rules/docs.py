@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from kvadvisor.errors import RuleError
 from kvadvisor.rules.model import AllOf, AnyOf, Compare, Condition, Not, Rule
+from kvadvisor.units.format import as_written
 
 
 def find_rule(rules: Sequence[Rule], key: str) -> Rule:
@@ -20,19 +21,8 @@ def find_rule(rules: Sequence[Rule], key: str) -> Rule:
     raise RuleError(f"no rule {key!r}{hint} (`kvadvisor rules list` shows them)")
 
 
-def as_written(value: float) -> str:
-    """A number from a rule file as the file writes it, every digit kept (1048576, 0.3, 2).
-
-    A condition quotes the YAML, so a reader can find it there; a rounded rendering
-    (``1.04858e+06``) would name a threshold the rule does not have.
-    """
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return str(value)
-
-
 def condition_text(cond: Condition, indent: str = "") -> list[str]:
-    """A condition as indented lines, the way the YAML reads."""
+    """A condition as indented lines, the way the YAML reads (thresholds with every digit)."""
     if isinstance(cond, Compare):
         if cond.ref is None:
             if isinstance(cond.value, bool):
