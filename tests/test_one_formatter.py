@@ -36,7 +36,6 @@ NOT_YET: set[str] = {
     "cache",
     "catalog",
     "deploy",
-    "emit",
     "fleet",
     "metrics",
     "perfmodel",
