@@ -40,7 +40,6 @@ NOT_YET: set[str] = {
     "metrics",
     "perfmodel",
     "plan",
-    "report",
     "synth",
 }
 
