@@ -34,7 +34,6 @@ from kvadvisor.fleet import (
     Scope,
     StageSpec,
     TierSpec,
-    Topology,
     TraceArrays,
     replay,
     run_replay,
@@ -42,11 +41,11 @@ from kvadvisor.fleet import (
 )
 from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
 from kvadvisor.fleet.sample import sample_replicas
-from kvadvisor.results.replay import Role
 from kvadvisor.synth import SynthShape, generate
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.schema import build_trace
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_KIB, BYTES_PER_MIB
+from kvadvisor.vocab import Stage, Topology
 
 REPO = Path(__file__).resolve().parents[1]
 MOONCAKE = REPO / "sample_traces" / "mooncake_conversation.parquet"
@@ -76,7 +75,7 @@ def deployment(replicas_per_instance: int, instances: int, tp: int, pooled: bool
     if pooled:
         tiers.append(tier("pool", "pool", Scope.POOLED, 100_000, 25, 25))
     stage = StageSpec(
-        role=Role.SERVING,
+        role=Stage.SERVING,
         instances=instances,
         replicas_per_instance=replicas_per_instance,
         gpus_per_replica=tp,

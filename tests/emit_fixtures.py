@@ -23,7 +23,7 @@ from kvadvisor.results import (
     Tier,
     TraceSummary,
 )
-from kvadvisor.results.vocab import TierRole
+from kvadvisor.vocab import TierRole
 
 GIB = 1024**3
 GB = 1000**3

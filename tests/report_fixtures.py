@@ -26,7 +26,6 @@ from kvadvisor.results.replay import (
     ReplayResult,
     ReplaySeriesKey,
     RequestStats,
-    Role,
     Slo,
     StageSummary,
     TierDemand,
@@ -80,10 +79,10 @@ from kvadvisor.results.verdict import (
     VerdictStatus,
 )
 from kvadvisor.results.verdict import Rate as VRate
-from kvadvisor.results.vocab import TierRole
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import Unit
+from kvadvisor.vocab import Stage, TierRole
 
 VERSION = "0.1.0"
 GENERATED_AT = "2026-01-01T00:00:00+00:00"
@@ -354,7 +353,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
         deployment=DeploymentSummary(f"recommended{text}", "disaggregated", 5e10),
         stages=(
             StageSummary(
-                Role.PREFILL,
+                Stage.PREFILL,
                 f"p5e.48xlarge{text}",
                 "h200",
                 2,
@@ -370,7 +369,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
                 1_200,
             ),
             StageSummary(
-                Role.DECODE,
+                Stage.DECODE,
                 "p5e.48xlarge",
                 "h200",
                 1,
@@ -401,7 +400,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
         tiers=(
             TierDemand(
                 f"host-dram{text}",
-                Role.PREFILL,
+                Stage.PREFILL,
                 "dram",
                 "instance",
                 2,

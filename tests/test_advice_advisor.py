@@ -15,7 +15,7 @@ from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.errors import ConfigError
 from kvadvisor.facts.registry import collect
 from kvadvisor.results.verdict import VerdictSet
-from kvadvisor.results.vocab import TierRole
+from kvadvisor.vocab import TierRole
 
 INPUTS = load_advisor_inputs()
 

@@ -14,12 +14,14 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 
 # Shared leaves every other row may import; they (and progress, jitcache) import nothing.
 # termtext: text safe for a terminal (control characters escaped), for every printing layer.
-LEAVES = {"errors", "units", "lazy", "firstuse", "termtext"}
+# vocab: what a value means (a stage, a severity, a status), for inputs and results alike.
+LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "termtext"}
 ISOLATED = LEAVES | {"progress", "jitcache"}
 
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "units": set(),
+    "vocab": set(),
     # PEP 562 lazy package exports: keeps `import kvadvisor.cli` free of numpy and pyarrow.
     "lazy": set(),
     # One-time slow steps (numba compiling, matplotlib's font cache) announce themselves here.
@@ -37,8 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     # Inputs: readers and loaders, the only packages besides the CLI that touch files.
     "trace": {"fileio", "jsonio"},
     "catalog": {"yamlio", "fileio", "jsonio"},
-    # The rule engine speaks the results' vocabulary (severities, stages: results/vocab.py).
-    "rules": {"yamlio", "results"},
+    # The rule engine speaks the shared vocabulary (severities, stages: vocab.py, a leaf).
+    "rules": {"yamlio"},
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
     "plan": {"yamlio", "catalog"},
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.

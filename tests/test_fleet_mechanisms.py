@@ -18,12 +18,10 @@ from kvadvisor.fleet import (
     Preemption,
     PrefetchPolicy,
     ReplayOptions,
-    Role,
     SchedulerSpec,
     Scope,
     StageSpec,
     TierSpec,
-    Topology,
     TraceArrays,
     WritePolicy,
     replay,
@@ -31,6 +29,7 @@ from kvadvisor.fleet import (
     run_replay,
 )
 from kvadvisor.perfmodel.step import StepTable
+from kvadvisor.vocab import Stage, Topology
 
 STEP_S = 0.1
 KVB = 1000.0
@@ -43,7 +42,7 @@ def constant_step(seconds: float = STEP_S, s_per_kv: float = 0.0) -> StepTable:
     return StepTable("constant", grid, np.full(3, seconds), 0.0, s_per_kv, 1)
 
 
-def stage(role: Role = Role.SERVING, **kw: object) -> StageSpec:
+def stage(role: Stage = Stage.SERVING, **kw: object) -> StageSpec:
     """A one-replica stage on the constant step, vLLM-like scheduler defaults."""
     base: dict[str, object] = dict(
         role=role,
@@ -122,7 +121,7 @@ def test_disaggregated_kv_crosses_the_link_before_decode() -> None:
     dep = Deployment(
         "pd",
         Topology.DISAGGREGATED,
-        (stage(Role.PREFILL), stage(Role.DECODE)),
+        (stage(Stage.PREFILL), stage(Stage.DECODE)),
         KV,
         LinkSpec(2e9, 1e-3),
     )

@@ -22,13 +22,11 @@ from kvadvisor.fleet import (
     Deployment,
     ReplayContext,
     ReplayOptions,
-    Role,
     RouterPolicy,
     SchedulerSpec,
     Scope,
     StageSpec,
     TierSpec,
-    Topology,
     TraceArrays,
     replay,
     request_columns,
@@ -39,6 +37,7 @@ from kvadvisor.perfmodel import kv_size
 from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.trace import read_trace
 from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.vocab import Stage, Topology
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
@@ -47,7 +46,7 @@ def serving(step: StepTable, pool: int, replicas: int = 1, **kw: object) -> Stag
     """One aggregated stage with vLLM's defaults for a large-memory GPU unless overridden."""
     sched = kw.pop("scheduler", SchedulerSpec(8192, 1024, 16))
     return StageSpec(
-        role=Role.SERVING,
+        role=Stage.SERVING,
         instances=replicas,
         replicas_per_instance=1,
         gpus_per_replica=int(kw.pop("gpus", 1)),  # type: ignore[arg-type]

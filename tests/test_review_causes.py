@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kvadvisor
-from kvadvisor.results.vocab import Severity
+from kvadvisor.vocab import Severity
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_traces" / "mooncake_conversation.parquet"

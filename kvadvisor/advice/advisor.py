@@ -49,16 +49,16 @@ from kvadvisor.results.report import (
     Tier,
 )
 from kvadvisor.results.verdict import StageVerdict, TierChoice, Verdict, VerdictSet
-from kvadvisor.results.vocab import TierRole
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate, workload_rules
 from kvadvisor.rules.engine import matches, resolve_where
 from kvadvisor.units import BYTES_PER_GIB, S_PER_DAY
+from kvadvisor.vocab import Stage, TierRole
 
 # Share of GPU memory usable by weights + KV (engines keep the rest for activations; vLLM's
 # default gpu_memory_utilization is 0.9).
 GPU_MEMORY_USABLE = 0.9
 MAX_ALTERNATIVES = 5
-STAGES = ("prefill", "decode")
+STAGES = (Stage.PREFILL, Stage.DECODE)
 PROVIDER_CHOICES = ("aws", "gcp", "azure", "alibaba", "onprem")
 
 
@@ -68,7 +68,7 @@ class AdvisorOptions:
 
     chunk_tokens: int = 256
     storage: str | None = None
-    instance: Mapping[str, str] = field(default_factory=dict)  # stage -> name ("both" allowed)
+    instance: Mapping[Stage, str] = field(default_factory=dict)  # stage (or both) -> name
     providers: tuple[str, ...] = ()  # () = every provider in the catalog
     slo: str | None = None  # --slo text; None = the MLPerf default for the model
 
@@ -128,10 +128,10 @@ def _alternatives(verdict: Verdict) -> tuple[Alternative, ...]:
 
 
 def _stage_rec(
-    stage: str, verdict: Verdict, sv: StageVerdict, inst: InstanceSpec, chunk: int, facts: Any
+    stage: Stage, verdict: Verdict, sv: StageVerdict, inst: InstanceSpec, chunk: int, facts: Any
 ) -> StageRecommendation:
     """One stage's recommendation read off the verdict (decode of an aggregated fleet too)."""
-    loads = stage == "prefill"
+    loads = stage == Stage.PREFILL
     cap = _capacity_tier(sv) if loads else None
     host = _host(sv) if loads else None
     tier = cap or host
@@ -154,7 +154,7 @@ def _stage_rec(
     else:
         derivation.append(
             sv.storage_statement
-            if sv.role == "decode"
+            if sv.role == Stage.DECODE
             else ("decode reads KV from the GPU pool only: no storage I/O is bought for it")
         )
     notes = [sv.storage_statement] if sv.storage_statement else []
@@ -206,8 +206,8 @@ def _config_facts(
     breakeven: Mapping[str, tuple[float | None, float | None]],
 ) -> list[tuple[str, Any]]:
     """The configuration facts of the verdict's stages (names in facts/registry.py)."""
-    pre = verdict.serves("prefill")
-    dec = verdict.serves("decode")
+    pre = verdict.serves(Stage.PREFILL)
+    dec = verdict.serves(Stage.DECODE)
     assert pre is not None and dec is not None
     pi, di = instances[pre.instance], instances[dec.instance]
     weights = _v(facts, "model_weights_gib")
@@ -311,7 +311,7 @@ def _breakeven_of_the_verdict(
     tier that is not there), and one whose lowest tier is host memory takes the host link's.
     A capacity tier keeps the reference NVMe figures.
     """
-    pre = verdict.serves("prefill")
+    pre = verdict.serves(Stage.PREFILL)
     names = {t.name for t in pre.tiers} if pre is not None else set()
     if not names:
         for name in BREAKEVEN_FACTS:
@@ -375,8 +375,8 @@ def advise(
         )
     )
     recommendation = Recommendation(
-        prefill=stages["prefill"],
-        decode=stages["decode"],
+        prefill=stages[Stage.PREFILL],
+        decode=stages[Stage.DECODE],
         shared_storage=False,
         rules=outcomes,
         facts={n: {"value": f.value, "unit": f.unit} for n, f in sorted(facts.items())},
@@ -405,9 +405,7 @@ def _finding(
         query = resolve_where(rec.where, facts)
         if query is not None:
             on = [
-                inst
-                for stage, inst in (chosen or {}).items()
-                if rule.stage.value in (stage, "both")
+                inst for stage, inst in (chosen or {}).items() if rule.stage in (stage, Stage.BOTH)
             ]
             rows = (
                 [
@@ -443,14 +441,14 @@ def _finding(
 
 
 # -- the report --------------------------------------------------------------------------------
-def parse_instance_choice(values: Sequence[str]) -> dict[str, str]:
+def parse_instance_choice(values: Sequence[str]) -> dict[Stage, str]:
     """``--instance NAME`` for both stages, or ``prefill=NAME`` / ``decode=NAME``."""
-    out: dict[str, str] = {}
+    out: dict[Stage, str] = {}
     for value in values:
-        stage, sep, name = value.partition("=")
-        if not sep:
-            stage, name = "both", value
-        if stage not in ("both", *STAGES) or not name:
+        given, sep, name = value.partition("=")
+        stage = next((s for s in STAGES if s.value == given), None) if sep else Stage.BOTH
+        name = name if sep else value
+        if stage is None or not name:
             raise ConfigError(f"--instance {value!r}: expected NAME, prefill=NAME or decode=NAME")
         out[stage] = name
     return out

@@ -20,9 +20,7 @@ from kvadvisor.fleet import Deployment
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.plan.loader import PlanCatalogs, check_plan
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
-
-AGGREGATED = "aggregated"
-DISAGGREGATED = "disaggregated"
+from kvadvisor.vocab import Stage, Topology
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,7 @@ class TierPick:
 class StagePick:
     """One stage: a shape, how many instances, its tiers and router."""
 
-    role: str  # serving | prefill | decode
+    role: Stage  # serving | prefill | decode
     shape: Shape
     count: int
     tiers: tuple[TierPick, ...] = ()
@@ -81,7 +79,7 @@ class Candidate:
     """A whole deployment of one provider: one serving stage, or prefill and decode."""
 
     provider: str
-    topology: str
+    topology: Topology
     stages: tuple[StagePick, ...]
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -98,11 +96,11 @@ class Candidate:
 
     def label(self) -> str:
         """The fleet in one line, e.g. "prefill 2 x p5en TP 2 x 4 + decode 1 x ..."."""
-        if self.topology == AGGREGATED:
+        if self.topology == Topology.AGGREGATED:
             return f"aggregated {self.stages[0].label()}"
         return " + ".join(f"{s.role} {s.label()}" for s in self.stages)
 
-    def with_count(self, role: str, count: int) -> Candidate:
+    def with_count(self, role: Stage, count: int) -> Candidate:
         """The same deployment with ``count`` instances in stage ``role`` (tiers rescaled)."""
         stages = tuple(
             StagePick(s.role, s.shape, count, s.tiers, s.router, s.tier_note)
@@ -187,9 +185,8 @@ def plan_document(
     kept = {k: v for k, v in kept.items() if k in ("ttft_p99", "tpot_p99")}
     if kept:
         doc["slo"] = kept
-    doc["topology"] = candidate.topology
-    roles = {"serving": "serving", "prefill": "prefill", "decode": "decode"}
-    doc["stages"] = {roles[s.role]: _stage_doc(s, chunk_tokens) for s in candidate.stages}
+    doc["topology"] = candidate.topology.value
+    doc["stages"] = {s.role.value: _stage_doc(s, chunk_tokens) for s in candidate.stages}
     return doc
 
 

@@ -46,6 +46,7 @@ from kvadvisor.results.verdict import (
     VerdictSet,
     VerdictStatus,
 )
+from kvadvisor.vocab import Stage
 
 SEARCH_REQUESTS = 3000
 # Configurations verified on the check set per provider at most (the cheapest first): the next
@@ -91,7 +92,7 @@ class RecommendInputs:
     slo: SloTargets
     providers: tuple[str, ...] = ()
     reuse_bytes: float | None = None
-    pinned: Mapping[str, str] = field(default_factory=dict)  # stage ("both") -> instance
+    pinned: Mapping[Stage, str] = field(default_factory=dict)  # stage (or both) -> instance
     forced_storage: str | None = None  # --storage: the capacity tier is this option
     sample_requests: int = SEARCH_REQUESTS
     verify_requests: int = VERIFY_REQUESTS

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvadvisor.advice.candidate import (
-    AGGREGATED,
-    DISAGGREGATED,
     Candidate,
     StagePick,
     TierPick,
@@ -53,6 +51,7 @@ from kvadvisor.deploy.access import Via
 from kvadvisor.fleet import summarize
 from kvadvisor.fleet.hits import HitIndex
 from kvadvisor.units import BYTES_PER_TIB, plural
+from kvadvisor.vocab import Stage, Topology
 
 # Configurations replayed per provider at most (after the cost bound orders them).
 MAX_CONFIGS = 4
@@ -82,21 +81,21 @@ class SearchSpec:
     longest_prompt_tokens: int
     has_hashes: bool
     reuse_bytes: float | None  # KV worth keeping (working set or retention capacity), bytes
-    pinned: Mapping[str, str] = field(default_factory=dict)  # --instance: stage -> name
+    pinned: Mapping[Stage, str] = field(default_factory=dict)  # --instance: stage -> name
     pooled_hits: HitIndex | None = None  # the sample's exact LRU pass, read at any capacity
     sample_inputs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     forced_storage: str | None = None  # --storage: the capacity tier is this option
     perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)  # GPUs and step models
 
-    def allows(self, instance: InstanceSpec, role: str) -> bool:
+    def allows(self, instance: InstanceSpec, role: Stage) -> bool:
         """Whether ``--instance`` lets ``instance`` serve ``role``."""
         if not self.pinned:
             return True
-        both = self.pinned.get("both")
-        pre, dec = self.pinned.get("prefill", both), self.pinned.get("decode", both)
-        if role == "serving":
+        both = self.pinned.get(Stage.BOTH)
+        pre, dec = self.pinned.get(Stage.PREFILL, both), self.pinned.get(Stage.DECODE, both)
+        if role == Stage.SERVING:
             return pre == dec == instance.name
-        return (pre if role == "prefill" else dec) in (None, instance.name)
+        return (pre if role == Stage.PREFILL else dec) in (None, instance.name)
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,8 +107,8 @@ class Config:
     fleet's GPU and host memory would hold as one cache, at :data:`START_UTILIZATION`.
     """
 
-    topology: str
-    shapes: tuple[tuple[str, Shape, int, int], ...]
+    topology: Topology
+    shapes: tuple[tuple[Stage, Shape, int, int], ...]
 
     def _cost(self, index: int) -> tuple[int, float]:
         prices = [s.price for _, s, _, _ in self.shapes]
@@ -131,7 +130,7 @@ class Config:
 
     def label(self) -> str:
         """E.g. "aggregated p5en.48xlarge TP 2 (4 replicas)"."""
-        if self.topology == AGGREGATED:
+        if self.topology == Topology.AGGREGATED:
             return f"aggregated {self.shapes[0][1].label}"
         return " + ".join(f"{role} {s.label}" for role, s, _, _ in self.shapes)
 
@@ -228,8 +227,8 @@ def link_bytes_per_s(instance: InstanceSpec) -> float | None:
 def _aggregated(config: Config, count: int, spec: SearchSpec, provider: str) -> Candidate:
     shape = config.shapes[0][1]
     tiers, note = _stage_tiers(shape, count, spec)
-    stage = StagePick("serving", shape, count, tiers, tier_note=note)
-    return Candidate(provider, AGGREGATED, (stage,))
+    stage = StagePick(Stage.SERVING, shape, count, tiers, tier_note=note)
+    return Candidate(provider, Topology.AGGREGATED, (stage,))
 
 
 def _disaggregated(
@@ -238,15 +237,15 @@ def _disaggregated(
     pre, dec = config.shapes[0][1], config.shapes[1][1]
     tiers, note = _stage_tiers(pre, counts[0], spec)
     stages = (
-        StagePick("prefill", pre, counts[0], tiers, tier_note=note),
-        StagePick("decode", dec, counts[1], (), router="least_outstanding"),
+        StagePick(Stage.PREFILL, pre, counts[0], tiers, tier_note=note),
+        StagePick(Stage.DECODE, dec, counts[1], (), router="least_outstanding"),
     )
-    return Candidate(provider, DISAGGREGATED, stages)
+    return Candidate(provider, Topology.DISAGGREGATED, stages)
 
 
 def _size(config: Config, replayer: Replayer, spec: SearchSpec, provider: str) -> Tried:
     """The fewest instances per stage that meet the SLO for one configuration."""
-    if config.topology == AGGREGATED:
+    if config.topology == Topology.AGGREGATED:
         _, _, bound, est = config.shapes[0]
         best, tried = min_count(
             lambda n: replayer.outcome(_aggregated(config, n, spec, provider)), bound, est
@@ -300,7 +299,7 @@ def _targets(spec: SearchSpec, metric: str) -> dict[float, float]:
 
 
 def _estimate(
-    shape: Shape, role: str, spec: SearchSpec, work: Work, hits: HitIndex | None, bound: int
+    shape: Shape, role: Stage, spec: SearchSpec, work: Work, hits: HitIndex | None, bound: int
 ) -> int:
     """The count at :data:`START_UTILIZATION` with the hits the fleet's memory would hold.
 
@@ -311,7 +310,7 @@ def _estimate(
     host = host_tier(shape, spec.storage) if spec.has_hashes else None
     host_tokens = 0.0 if host is None else (host.capacity_bytes or 0.0) / shape.kv.bytes_per_token
     for _ in range(2):
-        if hits is None or role == "decode":
+        if hits is None or role == Stage.DECODE:
             got = work
         else:
             capacity = n * (shape.replicas_per_instance * shape.pool_tokens + host_tokens)
@@ -335,26 +334,26 @@ def _configs(
     pruned: list[str] = []
     ttft_t, tpot_t = _targets(spec, "ttft"), _targets(spec, "tpot")
     pcts = tuple(sorted(set(ttft_t) | set(tpot_t))) or (99.0,)
-    roles: dict[str, list[tuple[Shape, int, int, Bounds]]] = {
-        "serving": [],
-        "prefill": [],
-        "decode": [],
+    roles: dict[Stage, list[tuple[Shape, int, int, Bounds]]] = {
+        Stage.SERVING: [],
+        Stage.PREFILL: [],
+        Stage.DECODE: [],
     }
     floor: list[tuple[Shape, Bounds]] = []
     span = work.span_s
     for inst in provider_instances:
         for longest, kinds in (
-            (spec.longest_tokens, ("serving", "decode")),
-            (spec.longest_prompt_tokens, ("prefill",)),
+            (spec.longest_tokens, (Stage.SERVING, Stage.DECODE)),
+            (spec.longest_prompt_tokens, (Stage.PREFILL,)),
         ):
             got, refused = shapes(
                 inst, spec.model, spec.kv_dtype, spec.weight_dtype, longest, spec.perf
             )
-            if "serving" in kinds:
+            if Stage.SERVING in kinds:
                 pruned += refused
             for shape in got:
                 b = bounds(shape, work, pcts)
-                if "serving" in kinds:
+                if Stage.SERVING in kinds:
                     floor.append((shape, b))
                 slow_ttft = [
                     f"TTFT p{p:g} {b.ttft_alone_s[p]:.3g} s > {t:g} s"
@@ -369,11 +368,11 @@ def _configs(
                 for role in kinds:
                     if not spec.allows(inst, role):
                         continue
-                    miss = (slow_ttft if role != "decode" else []) + (
-                        slow_tpot if role != "prefill" else []
+                    miss = (slow_ttft if role != Stage.DECODE else []) + (
+                        slow_tpot if role != Stage.PREFILL else []
                     )
                     if miss:
-                        if role == "serving":
+                        if role == Stage.SERVING:
                             pruned.append(
                                 f"{shape.label}: even alone on an idle replica, with every "
                                 f"prefix hit in GPU memory, requests miss the SLO "
@@ -384,19 +383,19 @@ def _configs(
                     est = _estimate(shape, role, spec, work, hits, bound)
                     roles[role].append((shape, bound, est, b))
     configs = [
-        Config(AGGREGATED, (("serving", shape, bound, est),))
-        for shape, bound, est, _ in roles["serving"]
+        Config(Topology.AGGREGATED, ((Stage.SERVING, shape, bound, est),))
+        for shape, bound, est, _ in roles[Stage.SERVING]
     ]
 
-    def best(role: str) -> list[tuple[Shape, int, int, Bounds]]:
+    def best(role: Stage) -> list[tuple[Shape, int, int, Bounds]]:
         def key(row: tuple[Shape, int, int, Bounds]) -> tuple[bool, float, int]:
             shape, _, est, _ = row
             return (shape.price is None, (shape.price or 0.0) * est, est * shape.instance.gpu_count)
 
         return sorted(roles[role], key=key)[:DISAGG_SHAPES]
 
-    for pre, pb, pe, b in best("prefill"):
-        for dec, db, de, _ in best("decode"):
+    for pre, pb, pe, b in best(Stage.PREFILL):
+        for dec, db, de, _ in best(Stage.DECODE):
             miss = _transfer_misses(pre, dec, b, work, ttft_t)
             if miss:
                 pruned.append(
@@ -405,7 +404,10 @@ def _configs(
                 )
                 continue
             configs.append(
-                Config(DISAGGREGATED, (("prefill", pre, pb, pe), ("decode", dec, db, de)))
+                Config(
+                    Topology.DISAGGREGATED,
+                    ((Stage.PREFILL, pre, pb, pe), (Stage.DECODE, dec, db, de)),
+                )
             )
     configs.sort(key=lambda c: c.cost_estimate)  # stable: equal estimates keep catalog order
     return configs, pruned, _floor(floor, ttft_t, tpot_t)

@@ -35,7 +35,6 @@ from kvadvisor.fleet import (
 )
 from kvadvisor.fleet.engine import ReplayRun, run_replay, run_stage
 from kvadvisor.plan.loader import PlanCatalogs, PlanError
-from kvadvisor.results.replay import Role
 
 # Replays for the search stop this long after the last arrival: a fleet that has not drained
 # by then has missed its targets (requests left unfinished miss every target).
@@ -345,8 +344,3 @@ def min_count(
         else:
             fail = mid
     return tried[ok], [tried[k] for k in sorted(tried)]
-
-
-def role_of(name: str) -> Role:
-    """The replay's role for a stage name."""
-    return {"serving": Role.SERVING, "prefill": Role.PREFILL, "decode": Role.DECODE}[name]

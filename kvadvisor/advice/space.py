@@ -35,6 +35,7 @@ from kvadvisor.perfmodel import PerfModel
 from kvadvisor.perfmodel.memory import TP_CHOICES
 from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.units import plural
+from kvadvisor.vocab import Stage
 
 # vLLM's KV block (page) size, the default the plan's replay uses too (docs/replay.md).
 PAGE_TOKENS = 16
@@ -183,13 +184,13 @@ class Bounds:
     mean_batch_bound: float
     ttft_alone_per_request_s: np.ndarray | None = None
 
-    def instances_needed(self, replicas_per_instance: int, span_s: float, stages: str) -> int:
-        """Fewest instances whose replicas can do the work in the span (busy 100%)."""
+    def instances_needed(self, replicas_per_instance: int, span_s: float, role: Stage) -> int:
+        """Fewest instances whose replicas can do the ``role``'s work in the span (busy 100%)."""
         work = {
-            "serving": self.prefill_replica_s + self.decode_replica_s,
-            "prefill": self.prefill_replica_s,
-            "decode": self.decode_replica_s,
-        }[stages]
+            Stage.SERVING: self.prefill_replica_s + self.decode_replica_s,
+            Stage.PREFILL: self.prefill_replica_s,
+            Stage.DECODE: self.decode_replica_s,
+        }[role]
         return max(1, math.ceil(work / max(span_s, 1e-9) / replicas_per_instance))
 
 

@@ -15,6 +15,7 @@ from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import Cost, access, reach, tier_cost
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB
+from kvadvisor.vocab import Stage
 
 # p99 demand should use at most this share of a tier: headroom for the tail beyond p99 and for
 # background work (compaction, eviction) without sizing for the peak.
@@ -79,7 +80,7 @@ def _drive_size_gib(spec: StorageSpec, per_drive_gib: float) -> float | None:
 
 def fit_tier(
     spec: StorageSpec,
-    stage: str,
+    stage: Stage,
     inst: InstanceSpec,
     demand_bytes_per_s: float | None,
     demand_iops: float | None,
@@ -115,7 +116,7 @@ def fit_tier(
         max_devices = max(1, min(max_devices, devices_limit))
     fixed_gib = acc.device_gib  # built-in drives come in one size
     one = reach(inst, spec, 1, fixed_gib or size or None, nodes)
-    per_dev_bw = one.write_bytes_per_s if stage == "prefill" else one.read_bytes_per_s
+    per_dev_bw = one.write_bytes_per_s if stage == Stage.PREFILL else one.read_bytes_per_s
     devices = 1
     if need is not None and per_dev_bw and not pooled and spec.result_scope != "per_client":
         devices = min(max_devices, max(1, math.ceil(need * BYTES_PER_MB / per_dev_bw)))
@@ -127,13 +128,13 @@ def fit_tier(
     elif fixed_gib:
         size = fixed_gib
     got = reach(inst, spec, devices, size or None, nodes)
-    bw = got.write_bytes_per_s if stage == "prefill" else got.read_bytes_per_s
-    iops = got.write_iops if stage == "prefill" else got.read_iops
-    limit = got.write_limit if stage == "prefill" else got.read_limit
+    bw = got.write_bytes_per_s if stage == Stage.PREFILL else got.read_bytes_per_s
+    iops = got.write_iops if stage == Stage.PREFILL else got.read_iops
+    limit = got.write_limit if stage == Stage.PREFILL else got.read_limit
     multiple = spec.result_scope in ("per_drive", "per_volume")
     total_capacity = (size * (devices if multiple else 1)) if size else None
     problems = []
-    direction = "write" if stage == "prefill" else "read"
+    direction = "write" if stage == Stage.PREFILL else "read"
     if bw is None:
         if demand_bytes_per_s is not None:
             problems.append(f"no published {direction} bandwidth to size it against demand")

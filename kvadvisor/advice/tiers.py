@@ -27,6 +27,7 @@ from kvadvisor.advice.tierfit import TierFit, fit_tier
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import host_tier_name, storage_options
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
+from kvadvisor.vocab import Stage
 
 # SGLang HiCache sizes the host pool at 0.8 of host memory when neither ratio nor size is set.
 HOST_KV_FRACTION = 0.8
@@ -89,7 +90,7 @@ def capacity_options(
         need_gib = (needed_bytes if shared else needed_bytes / instances) / BYTES_PER_GIB
         fit = fit_tier(
             spec,
-            "prefill",
+            Stage.PREFILL,
             inst,
             write_p99_bytes_per_s,
             None,

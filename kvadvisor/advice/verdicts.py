@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from kvadvisor.advice.candidate import AGGREGATED, Candidate, StagePick, TierPick
+from kvadvisor.advice.candidate import Candidate, StagePick, TierPick
 from kvadvisor.advice.search import MAX_CONFIGS, Config, ProviderSearch, Tried, cost_key
 from kvadvisor.advice.sizing import Outcome
 from kvadvisor.deploy import instance_cost
@@ -34,6 +34,7 @@ from kvadvisor.results.verdict import (
     VerdictStatus,
 )
 from kvadvisor.units import S_PER_HOUR, plural
+from kvadvisor.vocab import Stage, Topology
 
 MAX_RUNNERS_UP = 6
 TOKENS_PER_MILLION = 1e6
@@ -60,7 +61,7 @@ def _per_node(rate: Rate, scope: str, count: int) -> Rate:
     return Rate(rate.mean / k, rate.p99 / k, rate.peak / k)
 
 
-def _tier_choice(pick: TierPick, demand: TierDemand | None, role: str) -> TierChoice:
+def _tier_choice(pick: TierPick, demand: TierDemand | None, role: Stage) -> TierChoice:
     return TierChoice(
         name=pick.name,
         storage=pick.storage.name if pick.storage is not None else "host memory",
@@ -83,7 +84,7 @@ def _tier_choice(pick: TierPick, demand: TierDemand | None, role: str) -> TierCh
     )
 
 
-def _stage_run(run: ReplayRun | None, role: str) -> StageRun | None:
+def _stage_run(run: ReplayRun | None, role: Stage) -> StageRun | None:
     if run is None:
         return None
     return next((s for s in run.stages if s.role.value == role), None)
@@ -99,8 +100,8 @@ def _mechanisms(
     """The stage's KV mechanisms per node, and the storage statement."""
     out: list[Mechanism] = []
     count = stage.count
-    loads = stage.role in ("serving", "prefill")
-    decodes = stage.role in ("serving", "decode")
+    loads = stage.role in (Stage.SERVING, Stage.PREFILL)
+    decodes = stage.role in (Stage.SERVING, Stage.DECODE)
     if loads:
         if demands:
             reads = [_per_node(_rate(d.read_bytes_per_s), d.scope, count) for d in demands]
@@ -148,7 +149,7 @@ def _mechanisms(
     if decodes:
         preempt = int(run.counters.get("preemptions", 0)) if run is not None else 0
         swaps = int(run.counters.get("swaps", 0)) if run is not None else 0
-        if stage.role == "decode":
+        if stage.role == Stage.DECODE:
             link = result.link
             out.append(
                 Mechanism(
@@ -190,7 +191,7 @@ def _mechanisms(
                 "which the prefill nodes stored",
             )
         )
-        if stage.role == "decode":
+        if stage.role == Stage.DECODE:
             statement = (
                 "decode needs no storage I/O: the prompt's KV arrives over the P-to-D link, "
                 f"preemptions recompute ({preempt:,}), no decode-time offload and no write-back; "
@@ -208,7 +209,7 @@ def _mechanisms(
                 )
                 + (
                     "; decode on the same nodes reads only the GPU pool"
-                    if stage.role == "serving"
+                    if stage.role == Stage.SERVING
                     else ""
                 )
             )
@@ -278,7 +279,7 @@ def stage_verdicts(
 
 def link_choice(candidate: Candidate, result: ReplayResult) -> LinkChoice | None:
     """The P-to-D link of a disaggregated candidate, with its replayed load."""
-    if candidate.topology == AGGREGATED or result.link is None:
+    if candidate.topology == Topology.AGGREGATED or result.link is None:
         return None
     dec = candidate.stages[-1].shape.instance
     network = (
@@ -314,7 +315,7 @@ def token_prices(
         return None, None
     per_hour_in = input_tokens / span_s * S_PER_HOUR / TOKENS_PER_MILLION
     per_hour_out = output_tokens / span_s * S_PER_HOUR / TOKENS_PER_MILLION
-    if candidate.topology == AGGREGATED:
+    if candidate.topology == Topology.AGGREGATED:
         usd = candidate.usd_per_hour
         share = result.stage_split.prefill_share
         if usd is None or share is None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvadvisor.emit.deployment import Deployment, StageView, TierView, Topology
+from kvadvisor.emit.deployment import Deployment, StageView, TierView
 from kvadvisor.emit.sizing import Scope, Share, reuse_at, share
 from kvadvisor.emit.text import header
 from kvadvisor.results import AdviceReport
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
+from kvadvisor.vocab import Topology
 
 # Engines read sizes in their own unit; a size is rounded down so ranks x size stays within
 # the capacity the advisor recommends for the instance.
@@ -61,7 +62,7 @@ class EmitContext:
             else f"the pool keeps {format_value(sh.stage_tokens, Unit.TOKENS)}"
         )
         return (
-            f"{stage.stage} {sh.tier.role} ({sh.tier.name}): {sh.split_text()} = "
+            f"{stage.stage} {sh.tier.role_words} ({sh.tier.name}): {sh.split_text()} = "
             f"{format_value(sh.bytes, Unit.BYTES)}, {unit}; {held}; {reuse.text(sh.stage_tokens)}"
         )
 

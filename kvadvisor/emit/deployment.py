@@ -20,15 +20,8 @@ from enum import Enum
 from kvadvisor.errors import ConfigError
 from kvadvisor.results import AdviceReport, StageRecommendation, Tier
 from kvadvisor.results.verdict import Verdict
-from kvadvisor.results.vocab import TIER_ROLE_WORDS, TierRole
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
-
-
-class Topology(str, Enum):
-    """How prefill and decode share GPUs."""
-
-    AGGREGATED = "aggregated"
-    DISAGGREGATED = "disaggregated"
+from kvadvisor.vocab import TIER_ROLE_WORDS, Stage, TierRole, Topology
 
 
 class TierKind(str, Enum):
@@ -61,17 +54,22 @@ class TierView:
     name: str
     category: str
     kind: TierKind
-    role: str
+    role: TierRole
     capacity_bytes: float | None
     devices: int = 1
     shared: bool = False
+
+    @property
+    def role_words(self) -> str:
+        """What the tier is for, in words (a config comment's)."""
+        return TIER_ROLE_WORDS[self.role]
 
 
 @dataclass(frozen=True)
 class StageView:
     """One serving stage as the engines see it: instances, parallelism, memory, tiers."""
 
-    stage: str  # "prefill", "decode", or "serving" when aggregated (the plan's word)
+    stage: Stage  # prefill, decode, or serving when aggregated
     instance: str
     count: int
     gpu: str | None
@@ -151,7 +149,7 @@ def _tier_view(t: Tier) -> TierView:
         name=t.name,
         category=t.category,
         kind=CATEGORY_KINDS.get(t.category, TierKind.LOCAL_DISK),
-        role=TIER_ROLE_WORDS[t.role],
+        role=t.role,
         capacity_bytes=None if t.capacity_gib is None else t.capacity_gib * BYTES_PER_GIB,
         devices=t.devices,
         shared=t.shared,
@@ -209,9 +207,7 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                         name=t.storage if t.name != "host" else "host-dram",
                         category=t.category,
                         kind=CATEGORY_KINDS.get(t.category, TierKind.LOCAL_DISK),
-                        role=TIER_ROLE_WORDS[
-                            TierRole.HOST_POOL if t.name == "host" else TierRole.CAPACITY
-                        ],
+                        role=TierRole.HOST_POOL if t.name == "host" else TierRole.CAPACITY,
                         capacity_bytes=t.capacity_bytes,
                         devices=t.devices,
                         shared=t.scope == "pooled",
@@ -263,7 +259,7 @@ def deployment_from_report(report: AdviceReport) -> Deployment:
     kvb = model.kv_bytes_per_token
     kv_rank = float(model.kv_bytes_per_token_per_gpu or math.ceil(kvb / tp))
     stages = []
-    for name, stage in (("prefill", rec.prefill), ("decode", rec.decode)):
+    for name, stage in ((Stage.PREFILL, rec.prefill), (Stage.DECODE, rec.decode)):
         if stage.instance is None:
             continue
         gpus = stage.gpus_per_instance
@@ -323,4 +319,4 @@ def deployment_from_report(report: AdviceReport) -> Deployment:
 
 def _as_serving(stage: StageView) -> StageView:
     """An aggregated fleet's one stage serves both prefill and decode."""
-    return replace(stage, stage="serving")
+    return replace(stage, stage=Stage.SERVING)

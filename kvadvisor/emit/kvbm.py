@@ -17,6 +17,7 @@ from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
 from kvadvisor.emit.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
 from kvadvisor.errors import ConfigError
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
+from kvadvisor.vocab import Stage
 
 REPLICA_UNIT = "decimal GB per engine instance (one TP group)"
 
@@ -54,8 +55,8 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
         disk_gb = floor_gb(sh.bytes)
         if disk_gb < cpu_gb:
             notes.append(
-                f"note: the {t.role} ({t.name}) gives each engine instance {disk_gb} GB, less "
-                f"than its {cpu_gb} GB host tier; KVBM's write-through disk tier would add no "
+                f"note: the {t.role_words} ({t.name}) gives each engine instance {disk_gb} GB, "
+                f"less than its {cpu_gb} GB host tier; KVBM's write-through disk tier would add no "
                 "hits (DISK >= CPU), so it is not written"
             )
             return out, notes
@@ -92,8 +93,8 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
             )
     elif t is not None:
         notes.append(
-            f"note: the advisor's {t.role} ({t.name}, {t.kind.value}) has no KVBM tier written "
-            "here (KVBM's object tier is experimental)"
+            f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) has no KVBM tier "
+            "written here (KVBM's object tier is experimental)"
         )
     return out, notes
 
@@ -102,7 +103,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
     """kvbm-<stage>.env for stages that run KVBM, dynamo-<stage>.sh for every stage."""
     files: dict[str, str] = {}
     for stage in ctx.dep.stages:
-        kvbm_here = stage.stage != "decode"
+        kvbm_here = stage.stage != Stage.DECODE
         env_lines: list[str] = []
         notes: list[str] = []
         if kvbm_here:
@@ -154,7 +155,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
                 "vLLM's default block; KVBM moves the engine's blocks",
             ),
         ]
-        if ctx.disaggregated and stage.stage == "prefill":
+        if ctx.disaggregated and stage.stage == Stage.PREFILL:
             flags.append(
                 Setting(
                     "disaggregation-mode",

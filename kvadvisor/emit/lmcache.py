@@ -23,6 +23,7 @@ from kvadvisor.emit.vllm import (
     nixl_reason,
 )
 from kvadvisor.units import Unit, format_value
+from kvadvisor.vocab import Stage
 
 LMCACHE = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 RANK_UNIT = "GiB per worker process (one TP rank)"
@@ -64,7 +65,7 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
             Setting(
                 "local_disk",
                 f'"file://{placeholder("/absolute/local-disk/mount")}/lmcache/"',
-                f"the {stage.stage} {t.role} is a disk of the node ({t.name}, {t.devices} "
+                f"the {stage.stage} {t.role_words} is a disk of the node ({t.name}, {t.devices} "
                 "device(s)): a directory on it; LMCache keeps one sub-directory per GPU "
                 f"(local_disk_path_sharding by_gpu, {sources.LMCACHE_KEYS})",
             ),
@@ -80,7 +81,7 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
             Setting(
                 "remote_url",
                 f'"fs://localhost:0{placeholder("/absolute/shared-fs/mount")}/lmcache/"',
-                f"the {stage.stage} {t.role} is a file system every node mounts ({t.name}, "
+                f"the {stage.stage} {t.role_words} is a file system every node mounts ({t.name}, "
                 f"{cap} for the whole stage): LMCache's FS remote connector, so every "
                 "instance reads what any instance wrote; the file system's own size bounds it "
                 f"({sources.LMCACHE_FS})",
@@ -92,16 +93,16 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
             Setting(
                 "remote_url",
                 f'"mooncakestore://{placeholder("mooncake-master-host")}:50051/"',
-                f"the {stage.stage} {t.role} is a Mooncake Store pool ({t.name}) shared by the "
-                f"stage; 50051 is mooncake_master's RPC port ({sources.LMCACHE_MOONCAKE})",
+                f"the {stage.stage} {t.role_words} is a Mooncake Store pool ({t.name}) shared by "
+                f"the stage; 50051 is mooncake_master's RPC port ({sources.LMCACHE_MOONCAKE})",
             )
         )
     elif t is not None:
         notes.append(
-            f"note: the advisor's {t.role} ({t.name}, {t.kind.value}) has no LMCache backend "
+            f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) has no LMCache backend "
             "written here; only host DRAM is configured"
         )
-    if stage.stage == "decode" and (host is not None or t is not None):
+    if stage.stage == Stage.DECODE and (host is not None or t is not None):
         out.append(
             Setting(
                 "save_decode_cache",

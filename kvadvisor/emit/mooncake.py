@@ -18,6 +18,7 @@ from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, s
 from kvadvisor.emit.vllm import engine_flags, kv_transfer, launch_lines
 from kvadvisor.errors import ConfigError
 from kvadvisor.units import Unit, format_value
+from kvadvisor.vocab import Stage
 
 MOONCAKE_DEFAULT_EVICTION_RATIO = 0.05  # master.cpp DEFAULT_EVICTION_RATIO (types.h)
 MOONCAKE_MAX_EVICTION_RATIO = 0.5
@@ -159,8 +160,8 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
         t = stage.storage_tier
         if t is not None and t.kind != TierKind.LOCAL_DISK:
             notes.append(
-                f"# note: the advisor's {t.role} ({t.name}, {t.kind.value}) is not a disk of the "
-                "node; Mooncake's SSD offload is per node, so it is not written here"
+                f"# note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) is not a disk of "
+                "the node; Mooncake's SSD offload is per node, so it is not written here"
             )
         files[f"mooncake-store-{stage.stage}.sh"] = shell_script(
             ctx.head(f"Mooncake store service, one per {stage.stage} node ({stage.instance})")
@@ -171,7 +172,9 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
             ['mooncake_client "${MOONCAKE_CLIENT_ARGS[@]}"'],
             gflags=True,
         )
-        role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(stage.stage, "kv_both")
+        role = {Stage.PREFILL: "kv_producer", Stage.DECODE: "kv_consumer"}.get(
+            stage.stage, "kv_both"
+        )
         store = {"kv_connector": "MooncakeStoreConnector", "kv_role": role}
         connectors = (
             [{"kv_connector": "MooncakeConnector", "kv_role": role}, store]

@@ -24,6 +24,7 @@ from kvadvisor.emit.lmcache import lmcache_settings
 from kvadvisor.emit.mooncake import store_settings
 from kvadvisor.emit.sglang import sglang_stage
 from kvadvisor.emit.vllm import batched_tokens, offload_bytes
+from kvadvisor.vocab import Stage
 
 # The setting that sizes each engine's host tier, and the ones that give it the tier below.
 HOST_KEYS = {
@@ -61,7 +62,7 @@ def engine_keys(engine: str, ctx: EmitContext, stage: StageView) -> set[str]:
         return {s.name for s in env + flags}
     if engine == "dynamo-kvbm":
         # KVBM runs on prefill (and aggregated) workers; decode takes the KV over NIXL.
-        return set() if stage.stage == "decode" else {s.name for s in kvbm_env(ctx, stage)[0]}
+        return set() if stage.stage == Stage.DECODE else {s.name for s in kvbm_env(ctx, stage)[0]}
     if engine == "mooncake":
         env, flags = store_settings(ctx, stage)
         return {s.name for s in env + flags}
@@ -149,7 +150,7 @@ def deployment_document(ctx: EmitContext) -> dict[str, object]:
         f"{ctx.report.trace.path}",
         "topology": dep.topology.value,
         "model": model,
-        "stages": {s.stage: _stage(ctx, s) for s in dep.stages},
+        "stages": {s.stage.value: _stage(ctx, s) for s in dep.stages},
     }
 
 
@@ -177,7 +178,7 @@ def on_engine(
         if engine in VLLM_SERVED:
             sched = block.setdefault("scheduler", {})
             sched["max_num_batched_tokens"] = batched_tokens(ctx, stage)[0]
-        if ctx.disaggregated and stage.stage == "decode":
+        if ctx.disaggregated and stage.stage == Stage.DECODE:
             block["save_decode_kv"] = decode_saves(engine, ctx, stage)
         files = engine_files.get(stage.stage)
         if files:

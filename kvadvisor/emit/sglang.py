@@ -19,6 +19,7 @@ from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
 from kvadvisor.errors import ConfigError
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
+from kvadvisor.vocab import Stage
 
 HICACHE_PAGE_TOKENS = 64  # hicache_best_practices.md examples use --page-size 64
 LOW_REUSE_HIT_RATIO = 0.20  # below this, writing every block through is mostly a write-only cost
@@ -150,16 +151,16 @@ def sglang_stage(
     t = stage.storage_tier
     backend = None if t is None else _backend(t)
     shared_l3 = t is not None and t.kind in (TierKind.SHARED_FS, TierKind.POOL)
-    decode_offload = stage.stage == "decode" and shared_l3 and backend is not None
-    hicache = size is not None and (stage.stage != "decode" or decode_offload)
-    if stage.stage == "decode" and not decode_offload and (size is not None or t is not None):
+    decode_offload = stage.stage == Stage.DECODE and shared_l3 and backend is not None
+    hicache = size is not None and (stage.stage != Stage.DECODE or decode_offload)
+    if stage.stage == Stage.DECODE and not decode_offload and (size is not None or t is not None):
         notes.append(
             "note: the decode tiers the advisor recommends are not written: an SGLang decode "
             "server keeps no host pool unless it offloads finished turns to a shared L3 "
             "(--disaggregation-decode-enable-offload-kvcache) that prefill reads, and "
             + ("a disk on a decode node is not shared" if t is not None else "there is none")
         )
-    if hicache and stage.stage != "decode":
+    if hicache and stage.stage != Stage.DECODE:
         flags.append(Setting("enable-hierarchical-cache", None, "HiCache: GPU, host, L3"))
     if hicache:
         assert size is not None
@@ -180,7 +181,7 @@ def sglang_stage(
         ]
     if hicache and t is not None and backend is None:
         notes.append(
-            f"note: the advisor's {t.role} ({t.name}, {t.kind.value}) has no HiCache backend "
+            f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) has no HiCache backend "
             "written here"
         )
     if hicache and t is not None and backend is not None:
@@ -238,7 +239,7 @@ def _l3(
         Setting(
             "hicache-storage-backend",
             backend,
-            f"the {stage.stage} {t.role} ({t.name}, {cap} {per}) is {where}: HiCache's "
+            f"the {stage.stage} {t.role_words} ({t.name}, {cap} {per}) is {where}: HiCache's "
             f"'{backend}' L3 backend ({sources.SGLANG_MEMORY}); "
             + (
                 f"unbounded prefix hit ratio {format_value(reuse.unbounded, Unit.RATIO)}"

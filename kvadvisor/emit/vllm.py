@@ -17,6 +17,7 @@ from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
+from kvadvisor.vocab import Stage
 
 VLLM_BLOCK_TOKENS = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
 # `vllm serve`'s token budget per step when none is given (EngineArgs._set_default_args, OpenAI
@@ -52,7 +53,7 @@ def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
         else f", {format_value(stage.gpu_memory_bytes, Unit.BYTES)}"
     )
     mean_in = ctx.mean_input_tokens
-    if stage.stage != "decode" and mean_in:
+    if stage.stage != Stage.DECODE and mean_in:
         budget = max(default, math.ceil(mean_in / VLLM_BLOCK_TOKENS) * VLLM_BLOCK_TOKENS)
         return budget, (
             "one mean prompt per step: the trace's mean prompt is "
@@ -117,7 +118,7 @@ NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 
 def nixl_reason(ctx: EmitContext, stage: StageView) -> str:
     """Why the P/D connector is there."""
-    other = "decode" if stage.stage == "prefill" else "prefill"
+    other = Stage.DECODE if stage.stage == Stage.PREFILL else Stage.PREFILL
     return (
         f"P/D transfer: the prompt's KV moves from prefill to decode replicas over the network "
         f"(NixlConnector, kv_both on both sides; {sources.VLLM_DISAGG}); this {stage.stage} "
@@ -217,7 +218,7 @@ def _unsupported_tiers(stage: StageView) -> list[str]:
     if t is None:
         return []
     return [
-        f"note: the advisor's {t.role} ({t.name}, {t.kind.value}) is not written here: vLLM's "
-        "native offloading keeps KV in CPU memory only; use --emit lmcache or --emit "
+        f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) is not written here: "
+        "vLLM's native offloading keeps KV in CPU memory only; use --emit lmcache or --emit "
         "dynamo-kvbm for a disk or shared tier"
     ]

@@ -16,9 +16,9 @@ from kvadvisor.results.report import (
     StageSplit,
 )
 from kvadvisor.results.series import SeriesKey
-from kvadvisor.results.vocab import CacheStatus
 from kvadvisor.rules.model import FactValue
 from kvadvisor.units import BYTES_PER_GIB
+from kvadvisor.vocab import CacheStatus
 
 # Share of the unbounded hit ratio that defines the working set: the smallest cache that keeps
 # 90% of the reuse a cache of unlimited size would get (the knee most capacity planners use).

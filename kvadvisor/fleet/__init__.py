@@ -22,13 +22,12 @@ from kvadvisor.fleet.deployment import (
     Scope,
     StageSpec,
     TierSpec,
-    Topology,
     WritePolicy,
 )
 from kvadvisor.fleet.engine import ReplayOptions, ReplayRun, run_replay
 from kvadvisor.fleet.hits import ReplayContext, TraceArrays
 from kvadvisor.fleet.summary import parse_slo, request_columns, summarize
-from kvadvisor.results.replay import ReplayReport, ReplayResult, Role, TraceInfo
+from kvadvisor.results.replay import ReplayReport, ReplayResult, TraceInfo
 
 __all__ = [
     "Deployment",
@@ -42,13 +41,11 @@ __all__ = [
     "ReplayReport",
     "ReplayResult",
     "ReplayRun",
-    "Role",
     "RouterPolicy",
     "SchedulerSpec",
     "Scope",
     "StageSpec",
     "TierSpec",
-    "Topology",
     "TraceArrays",
     "TraceInfo",
     "WritePolicy",

@@ -20,7 +20,7 @@ import numpy as np
 
 from kvadvisor.catalog.efficiency import Efficiency
 from kvadvisor.fleet.build import kv_model, pool_tokens
-from kvadvisor.fleet.deployment import Deployment, SchedulerSpec, StageSpec, Topology
+from kvadvisor.fleet.deployment import Deployment, SchedulerSpec, StageSpec
 from kvadvisor.fleet.engine import run_replay
 from kvadvisor.fleet.fromplan import VLLM_BLOCK_TOKENS, _batch_defaults
 from kvadvisor.fleet.hits import TraceArrays
@@ -34,7 +34,7 @@ from kvadvisor.perfmodel.calibrate import (
     FitError,
 )
 from kvadvisor.perfmodel.perf import PerfModel
-from kvadvisor.results.replay import Role
+from kvadvisor.vocab import Stage, Topology
 
 # The replay of a measured file is cut to its first requests beyond this (a contiguous window
 # keeps its queueing); benchmark files are far smaller.
@@ -78,7 +78,7 @@ def replayed_latencies(arrays: TraceArrays, pm: PerfModel) -> tuple[np.ndarray, 
     """
     batched, seqs = _batch_defaults(pm.gpu)
     stage = StageSpec(
-        role=Role.SERVING,
+        role=Stage.SERVING,
         instances=1,
         replicas_per_instance=1,
         gpus_per_replica=pm.tp,

@@ -13,14 +13,7 @@ from enum import Enum
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.perfmodel.step import StepTable
-from kvadvisor.results.replay import Role
-
-
-class Topology(str, Enum):
-    """Whether prefill and decode share replicas."""
-
-    AGGREGATED = "aggregated"
-    DISAGGREGATED = "disaggregated"
+from kvadvisor.vocab import Stage, Topology
 
 
 class RouterPolicy(str, Enum):
@@ -116,7 +109,7 @@ class KvModel:
 class StageSpec:
     """One stage's replicas and how they serve (docs/replay.md lists every field)."""
 
-    role: Role
+    role: Stage
     instances: int
     replicas_per_instance: int
     gpus_per_replica: int
@@ -202,14 +195,14 @@ class Deployment:
     def __post_init__(self) -> None:
         """The stages must match the topology; disaggregated needs a link."""
         roles = tuple(s.role for s in self.stages)
-        if self.topology is Topology.AGGREGATED and roles != (Role.SERVING,):
+        if self.topology is Topology.AGGREGATED and roles != (Stage.SERVING,):
             raise ConfigError("an aggregated deployment has exactly one serving stage")
         if self.topology is Topology.DISAGGREGATED:
-            if roles != (Role.PREFILL, Role.DECODE):
+            if roles != (Stage.PREFILL, Stage.DECODE):
                 raise ConfigError("a disaggregated deployment has a prefill and a decode stage")
             if self.link is None:
                 raise ConfigError("a disaggregated deployment needs a P-to-D link")
 
-    def stage(self, role: Role) -> StageSpec | None:
+    def stage(self, role: Stage) -> StageSpec | None:
         """The stage with this role, or None."""
         return next((s for s in self.stages if s.role is role), None)

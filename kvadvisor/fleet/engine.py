@@ -33,9 +33,9 @@ from kvadvisor.fleet.deployment import (
     LoadMode,
     Preemption,
     PrefetchPolicy,
-    Role,
     RouterPolicy,
     Scope,
+    Stage,
     StageSpec,
     Topology,
     WritePolicy,
@@ -50,7 +50,7 @@ MIN_DRAIN_S = 600.0
 MAX_SERIES_CELLS = 4_000_000
 MAX_WINDOWS = 400_000
 
-ROLE_CODE = {Role.SERVING: 0, Role.PREFILL: 1, Role.DECODE: 2}
+ROLE_CODE = {Stage.SERVING: 0, Stage.PREFILL: 1, Stage.DECODE: 2}
 ROUTE_CODE = {
     RouterPolicy.ROUND_ROBIN: 0,
     RouterPolicy.LEAST_OUTSTANDING: 1,
@@ -99,7 +99,7 @@ class Resource:
 class StageRun:
     """One stage's outcome: per request (global trace rows), per resource, per window."""
 
-    role: Role
+    role: Stage
     spec: StageSpec
     rows: np.ndarray  # trace rows this stage served, in its arrival order
     arrival_s: np.ndarray  # when each reached the stage
@@ -181,7 +181,7 @@ def _resources(
             unit = {Scope.REPLICA: r, Scope.INSTANCE: r // rpi, Scope.POOLED: 0}[tier.scope]
             res_tier[r, k] = first + unit
     res_link = np.full(reps, -1, np.int64)
-    if stage.role is Role.DECODE and link is not None:
+    if stage.role is Stage.DECODE and link is not None:
         first = len(res)
         for u in range(stage.instances):
             res.append(
@@ -459,7 +459,7 @@ def _stage_inputs(
     gpu = np.zeros(m, np.int64)
     own = np.zeros((m, n_tier), np.int64)
     load = np.zeros((m, n_tier), np.int64)
-    if stage.role is not Role.DECODE and arrays.has_hashes and m:
+    if stage.role is not Stage.DECODE and arrays.has_hashes and m:
         if assign is None:
             # the first pass of a load-aware router: the fleet's GPU pools as one cache
             idx = ctx.hit_index(rows, np.zeros(m, np.int64))
@@ -481,9 +481,9 @@ def _stage_inputs(
                 have = cum
     done_write = np.zeros((m, n_tier))
     if stage.save_decode_kv and n_tier:
-        kept = out + (inp if stage.role is Role.DECODE else 0)
+        kept = out + (inp if stage.role is Stage.DECODE else 0)
         done_write[:] = kept[:, None].astype(np.float64)
-    xfer = inp.copy() if stage.role is Role.DECODE else np.zeros(m, np.int64)
+    xfer = inp.copy() if stage.role is Stage.DECODE else np.zeros(m, np.int64)
     return _StageInputs(rows, arrival, inp, out, gpu, load, own, xfer, done_write)
 
 

@@ -34,14 +34,13 @@ from kvadvisor.fleet.deployment import (
     Scope,
     StageSpec,
     TierSpec,
-    Topology,
     WritePolicy,
 )
 from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
-from kvadvisor.results.replay import Role
 from kvadvisor.units import BYTES_PER_GIB
+from kvadvisor.vocab import Stage, Topology
 
 # vLLM EngineArgs.get_batch_defaults (OpenAI API server): GPUs of at least 70 GiB other than
 # the A100 get the larger budget (vllm/engine/arg_utils.py).
@@ -133,7 +132,7 @@ def _tier(plan: Plan, stage: StagePlan, i: int, tier: TierPlan, kvb: float) -> T
 
 
 def _stage(
-    plan: Plan, stage: StagePlan, role: Role, inputs: StepModelInputs
+    plan: Plan, stage: StagePlan, role: Stage, inputs: StepModelInputs
 ) -> tuple[StageSpec, list[str]]:
     where = f"stages.{stage.stage}"
     spec = plan.model.spec
@@ -167,7 +166,7 @@ def _stage(
     if save is None:
         lmcache = stage.engines.get("lmcache", {})
         save = bool(lmcache.get("save_decode_cache", False)) or (
-            role is Role.DECODE and bool(tiers)
+            role is Stage.DECODE and bool(tiers)
         )
     notes.append(
         f"{stage.stage}: {stage.count} x {stage.instance or stage.gpu.name}, {rpi} replica(s) of "
@@ -224,15 +223,15 @@ def deployment_from_plan(
             "the replay needs a catalog model (its shape sets step times and the GPU pool); "
             "give model.name",
         )
-    if plan.topology == "aggregated":
-        serving = plan.stage("serving")
+    if plan.topology is Topology.AGGREGATED:
+        serving = plan.stage(Stage.SERVING)
         assert serving is not None
-        stage, notes = _stage(plan, serving, Role.SERVING, inputs)
+        stage, notes = _stage(plan, serving, Stage.SERVING, inputs)
         dep = Deployment(
             plan.name, Topology.AGGREGATED, (stage,), kv_model(spec, plan.model.kv_dtype)
         )
         return dep, tuple(notes)
-    pre, dec = plan.stage("prefill"), plan.stage("decode")
+    pre, dec = plan.stage(Stage.PREFILL), plan.stage(Stage.DECODE)
     if pre is None or dec is None:
         raise _fail(
             plan,
@@ -240,8 +239,8 @@ def deployment_from_plan(
             "a disaggregated replay needs both prefill and decode blocks; or give one "
             "serving block (aggregated)",
         )
-    p_stage, p_notes = _stage(plan, pre, Role.PREFILL, inputs)
-    d_stage, d_notes = _stage(plan, dec, Role.DECODE, inputs)
+    p_stage, p_notes = _stage(plan, pre, Stage.PREFILL, inputs)
+    d_stage, d_notes = _stage(plan, dec, Stage.DECODE, inputs)
     link = plan.pd_link
     nic = link.bandwidth_bytes_per_s or dec.network_bytes_per_s
     if nic is None:

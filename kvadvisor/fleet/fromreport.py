@@ -25,6 +25,7 @@ from kvadvisor.plan.loader import PlanCatalogs, check_plan
 from kvadvisor.results.replay import ReplayResult
 from kvadvisor.results.report import AdviceReport, StageRecommendation
 from kvadvisor.units import plural
+from kvadvisor.vocab import Stage
 
 MAX_SIZING_ROUNDS = 4
 PLAN_PATH = "the recommended deployment"
@@ -82,11 +83,11 @@ def recommended_plan_document(
     except KvAdvisorError:
         return None, f"model {model.name} is not in the model catalog (the replay needs its shape)"
     stages = {}
-    for stage in ("prefill", "decode"):
+    for stage in (Stage.PREFILL, Stage.DECODE):
         doc = _stage_doc(getattr(rec, stage))
         if doc is None:
             return None, f"no {stage} instance was recommended"
-        stages[stage] = doc
+        stages[stage.value] = doc
     dep = model.deployment
     return {
         "name": "recommended",

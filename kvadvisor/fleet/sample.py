@@ -15,8 +15,9 @@ from dataclasses import replace
 import numpy as np
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.deployment import Deployment, RouterPolicy, Scope, Topology
+from kvadvisor.fleet.deployment import Deployment, RouterPolicy, Scope
 from kvadvisor.fleet.hits import TraceArrays
+from kvadvisor.vocab import Topology
 
 
 def sample_replicas(

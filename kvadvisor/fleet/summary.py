@@ -18,7 +18,6 @@ from collections.abc import Mapping
 import numpy as np
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.deployment import Role, Topology
 from kvadvisor.fleet.engine import ReplayRun, StageRun
 from kvadvisor.results.replay import (
     Counts,
@@ -37,6 +36,7 @@ from kvadvisor.results.replay import (
     TierDemand,
 )
 from kvadvisor.units import QuantityError, Unit, format_value, parse_quantity, plural
+from kvadvisor.vocab import Stage, Topology
 
 # Chart lines keep at most this many points (windows are merged to get there).
 CHART_POINTS = 400
@@ -205,7 +205,7 @@ def _tiers(run: ReplayRun, end_w: int, input_total: float) -> list[TierDemand]:
                     read_capability_bytes_per_s=res.read_bytes_per_s,
                     write_capability_bytes_per_s=tier.write_bytes_per_s,
                     hit_ratio=served / input_total
-                    if st.role is not Role.DECODE and input_total > 0
+                    if st.role is not Stage.DECODE and input_total > 0
                     else None,
                     read_bytes_per_s=read,
                     write_bytes_per_s=write,
@@ -365,7 +365,7 @@ def summarize(run: ReplayRun, slo_targets: Mapping[str, float] | None = None) ->
     return ReplayResult(
         step_model={st.role.value: st.spec.step.source for st in run.stages},
         deployment=DeploymentSummary(
-            dep.name, dep.topology.value, None if dep.link is None else dep.link.bytes_per_s
+            dep.name, dep.topology, None if dep.link is None else dep.link.bytes_per_s
         ),
         stages=stages,
         requests=requests,

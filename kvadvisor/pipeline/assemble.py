@@ -26,11 +26,11 @@ from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.pipeline.replay import ReplaySource
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.results.vocab import SplitSource
 from kvadvisor.sections.profile import StageProfile
 from kvadvisor.trace.arrays import BlockArrays, RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
+from kvadvisor.vocab import SplitSource
 
 
 def prefix_hits(

@@ -19,11 +19,11 @@ from kvadvisor.plan import PlanCatalogs
 from kvadvisor.plan.model import Plan
 from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, ReplayResult, TraceInfo
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.results.vocab import SplitSource
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.units.format import count
+from kvadvisor.vocab import SplitSource
 
 __all__ = [
     "ReplayOptions",

@@ -17,7 +17,7 @@ import numpy as np
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.errors import KvAdvisorError
-from kvadvisor.fleet import ReplayContext, ReplayOptions, ReplayRun, Role, TraceArrays, run_replay
+from kvadvisor.fleet import ReplayContext, ReplayOptions, ReplayRun, TraceArrays, run_replay
 from kvadvisor.fleet.engine import StageRun
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.metrics.timeline import inflight_window_means
@@ -31,6 +31,7 @@ from kvadvisor.trace.stream import read_trace_path
 from kvadvisor.units.format import duration
 from kvadvisor.verifyjobs import VerifyOptions, VerifySet, verify_plan
 from kvadvisor.verifyjobs.model import ReplayedTier
+from kvadvisor.vocab import Stage
 
 CLOSED_LOOP = (
     "closed loop: the fleet replay of the plan (`kvadvisor docs replay`), the busiest {unit}"
@@ -50,7 +51,7 @@ def _stage_tiers(run: ReplayRun, st: StageRun) -> list[ReplayedTier]:
     """Every tier of one replayed stage, as the busiest unit saw it."""
     end_w = max(int(run.end_s / run.window_s) + 1, 1)
     w = run.window_s
-    prefills = st.role is not Role.DECODE
+    prefills = st.role is not Stage.DECODE
     # In flight on a tier: a prefilling request from admission to its first token (loads and
     # writes happen then), a decoding one from admission to completion.
     start = st.admit_s

@@ -59,6 +59,7 @@ from kvadvisor.plan.model import (
 )
 from kvadvisor.units import BITS_PER_BYTE, BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
 from kvadvisor.units.parse import QuantityError, parse_quantity
+from kvadvisor.vocab import Stage, Topology
 from kvadvisor.yamlio import load_yaml
 
 
@@ -694,16 +695,16 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
     )
     traffic = c.mapping("traffic", _or_empty(doc.get("traffic"), {}), TRAFFIC_KEYS)
     scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True, maximum=1e6)
-    stages_raw = c.mapping("stages", doc.get("stages"), {s: "stage" for s in STAGE_BLOCKS})
+    stages_raw = c.mapping("stages", doc.get("stages"), {s.value: "stage" for s in STAGE_BLOCKS})
     if not stages_raw:
         raise c.fail("stages", "give prefill and/or decode, or one serving block (aggregated)")
-    if "serving" in stages_raw and len(stages_raw) > 1:
+    if Stage.SERVING in stages_raw and len(stages_raw) > 1:
         raise c.fail(
             "stages.serving",
             "an aggregated fleet has one serving block; prefill and decode blocks describe a "
             "disaggregated one: keep one of the two forms",
         )
-    topology = "aggregated" if "serving" in stages_raw else "disaggregated"
+    topology = Topology.AGGREGATED if Stage.SERVING in stages_raw else Topology.DISAGGREGATED
     if doc.get("topology") is not None:
         given = c.text("topology", doc["topology"], TOPOLOGIES)
         if given != topology:

@@ -10,12 +10,13 @@ from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.vocab import Stage, Topology
 
-STAGES = ("prefill", "decode")
+STAGES = (Stage.PREFILL, Stage.DECODE)
 # Stage blocks a plan may give: prefill and decode (disaggregated), or one serving block
 # (aggregated: the same replicas prefill and decode).
-STAGE_BLOCKS = ("prefill", "decode", "serving")
-TOPOLOGIES = ("aggregated", "disaggregated")
+STAGE_BLOCKS = (Stage.PREFILL, Stage.DECODE, Stage.SERVING)
+TOPOLOGIES = tuple(t.value for t in Topology)
 ROUTERS = ("round_robin", "least_outstanding", "prefix_aware")
 PREEMPTION_MODES = ("recompute", "swap")
 # on_eviction is the same rule as write_back in the replay (docs/replay.md, write policies).
@@ -101,7 +102,7 @@ class LinkPlan:
 class StagePlan:
     """One serving stage: instances, the device KV pool, KV tiers and engine settings."""
 
-    stage: str
+    stage: Stage
     instance: str | None
     count: int
     gpu: GpuSpec | None = None
@@ -134,7 +135,7 @@ class StagePlan:
     @property
     def prefills(self) -> bool:
         """Whether this stage runs prefill (looks prefixes up, loads and writes KV)."""
-        return self.stage in ("prefill", "serving")
+        return self.stage in (Stage.PREFILL, Stage.SERVING)
 
     def io_chunk_tokens(self) -> tuple[int, str]:
         """Tokens per KV I/O on this stage's tiers, and where the number comes from."""
@@ -182,12 +183,12 @@ class Plan:
     slo: Slo = field(default_factory=Slo)
     traffic_scale: float = 1.0
     description: str = ""
-    topology: str = "disaggregated"
+    topology: Topology = Topology.DISAGGREGATED
     pd_link: LinkPlan = field(default_factory=LinkPlan)
     # The GPU, model and efficiency catalogs the plan was checked against (its GPUs and model
     # come from them); its step times are computed from the same ones.
     catalogs: PerfCatalogs = field(default_factory=PerfCatalogs.packaged, compare=False, repr=False)
 
-    def stage(self, name: str) -> StagePlan | None:
+    def stage(self, name: Stage) -> StagePlan | None:
         """The plan for ``name`` (prefill, decode or serving), or None when the plan omits it."""
         return next((s for s in self.stages if s.stage == name), None)

@@ -28,7 +28,7 @@ from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.planreview.perf import PlanPerf, RecomputeFn, StagePerf
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import TierReview
-from kvadvisor.results.vocab import Stage
+from kvadvisor.vocab import Stage
 
 HitFn = Callable[[float | None], np.ndarray]
 
@@ -144,7 +144,7 @@ def stage_tiers(
     for tier in stage.tiers:
         fleet = stage.tier_units(tier)
         cap_tokens = None if tier.capacity_bytes is None else tier.capacity_bytes * fleet / kvb
-        if stage.stage == "decode":
+        if stage.stage is Stage.DECODE:
             written = (replay.input_tokens + replay.output_tokens).astype(np.float64)
             served = None
         elif hits is not None:

@@ -30,8 +30,8 @@ from kvadvisor.planreview.scope import FactSet
 from kvadvisor.planreview.settings import EngineSettings, settings_facts
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.review import StageReview
-from kvadvisor.results.vocab import Stage
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
+from kvadvisor.vocab import Stage
 
 MEMORY_KINDS = ("dram", "cxl")
 NO_HASHES = "prefix reuse unknown: the trace has no block hashes"
@@ -76,7 +76,7 @@ def plan_facts(
     f = FactSet()
     f.add("plan_name", plan.name)
     f.add("plan_tp", plan.model.tp)
-    f.add("plan_disaggregated", "prefill" in stages and "decode" in stages)
+    f.add("plan_disaggregated", Stage.PREFILL in stages and Stage.DECODE in stages)
     f.add("plan_ttft_p99_slo_s", plan.slo.ttft_p99_s, "the plan sets no TTFT p99 SLO")
     f.add("plan_tpot_p99_slo_s", plan.slo.tpot_p99_s, "the plan sets no TPOT p99 SLO")
     f.add("plan_replayed", replayed is not None)
@@ -115,16 +115,20 @@ def plan_facts(
     need = "both stages need storage tiers with known bandwidth"
     for stage, mean_name, p99_name in (
         (
-            "prefill",
+            Stage.PREFILL,
             "plan_prefill_storage_utilization_mean",
             "plan_prefill_storage_utilization_p99",
         ),
-        ("decode", "plan_decode_storage_utilization_mean", "plan_decode_storage_utilization_p99"),
+        (
+            Stage.DECODE,
+            "plan_decode_storage_utilization_mean",
+            "plan_decode_storage_utilization_p99",
+        ),
     ):
-        u = by[Stage(stage)].utilization if Stage(stage) in by else None
+        u = by[stage].utilization if stage in by else None
         f.add(mean_name, None if u is None else u.mean, need)
         f.add(p99_name, None if u is None else u.p99, need)
-    pre, dec = stages.get("prefill"), stages.get("decode")
+    pre, dec = stages.get(Stage.PREFILL), stages.get(Stage.DECODE)
     if pre is not None and dec is not None:
         pst, dst = _storage_tiers(*pre), _storage_tiers(*dec)
         keys = {_storage_key(c.plan): c.plan for c in dst}

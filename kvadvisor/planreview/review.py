@@ -32,8 +32,8 @@ from kvadvisor.planreview.settings import engine_facts
 from kvadvisor.results.common import Meta, TraceSummary, Utilization
 from kvadvisor.results.report import FORMAT_VERSION
 from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
-from kvadvisor.results.vocab import Stage
 from kvadvisor.rules.model import Rule
+from kvadvisor.vocab import Stage
 
 
 def _stage_utilization(tiers: Sequence[TierReview]) -> Utilization:

@@ -15,10 +15,10 @@ from functools import lru_cache
 from kvadvisor.facts.registry import FACTS
 from kvadvisor.planreview.scope import ScopeFacts
 from kvadvisor.results.review import ReviewCheck
-from kvadvisor.results.vocab import CheckStatus, Stage
 from kvadvisor.rules import Firing, Rule, load_rules
 from kvadvisor.rules.engine import evaluate_rule
 from kvadvisor.rules.model import Scope
+from kvadvisor.vocab import CheckStatus, Stage
 
 REVIEW_SCOPES = (Scope.PLAN, Scope.STAGE, Scope.TIER, Scope.ENGINE)
 # The plan stages a rule of each stage runs on: a serving stage prefills and decodes.

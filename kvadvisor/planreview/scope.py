@@ -8,8 +8,8 @@ from typing import Any
 
 from kvadvisor.facts.registry import fact
 from kvadvisor.plan.model import StagePlan
-from kvadvisor.results.vocab import Stage
 from kvadvisor.rules.model import FactValue, Scope
+from kvadvisor.vocab import Stage
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from rich.text import Text
 
 from kvadvisor.report import deployments, summary
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.results.vocab import Severity
 from kvadvisor.termtext import printable
 from kvadvisor.units.format import plural
+from kvadvisor.vocab import Severity
 
 DEFAULT_WIDTH = 100
 MIN_WIDTH = 40

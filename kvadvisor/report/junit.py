@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from kvadvisor.results.review import PlanReview, ReviewReport
-from kvadvisor.results.vocab import CheckStatus
+from kvadvisor.vocab import CheckStatus
 
 # XML 1.0 allows no C0 control character but tab, LF and CR, not even as a reference; text
 # from a plan or a trace name holding one would make the document ill-formed.

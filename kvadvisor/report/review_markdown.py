@@ -9,8 +9,8 @@ from kvadvisor.report import fmt
 from kvadvisor.report.markdown import code_span
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
-from kvadvisor.results.vocab import CheckStatus, Severity, Stage
 from kvadvisor.units import Unit
+from kvadvisor.vocab import CheckStatus, Severity, Stage
 
 ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
 

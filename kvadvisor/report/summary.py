@@ -14,8 +14,8 @@ from typing import Any
 from kvadvisor.report import fmt
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
 from kvadvisor.results.verdict import VerdictSet
-from kvadvisor.results.vocab import TIER_ROLE_WORDS, Severity, Stage
 from kvadvisor.units import Unit, plural
+from kvadvisor.vocab import TIER_ROLE_WORDS, Severity, Stage, Topology
 
 STAGES = (Stage.PREFILL, Stage.DECODE)
 # Severity order for display, most severe first (0: error).
@@ -210,7 +210,7 @@ def headline(report: AdviceReport) -> str:
             "no instance met the constraints (see the notes)",
         )
         return f"No deployment recommended: {why}."
-    if all(r.topology == "aggregated" for r in stages):
+    if all(r.topology is Topology.AGGREGATED for r in stages):
         # One fleet serves both stages: "prefill: 4 × X; decode: 4 × X" read as eight instances.
         r = stages[0]
         count = f"{r.instance_count} × " if r.instance_count and r.instance_count > 1 else ""

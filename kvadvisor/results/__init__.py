@@ -62,7 +62,7 @@ from kvadvisor.results.series import (
     SeriesKey,
     SeriesKind,
 )
-from kvadvisor.results.vocab import (
+from kvadvisor.vocab import (
     TIER_ROLE_WORDS,
     CacheStatus,
     CheckStatus,

@@ -9,16 +9,11 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
-from kvadvisor.results.vocab import Stage, Vocab
+from kvadvisor.vocab import Stage, Topology, Vocab
 
 # What each version of the standalone replay document changed:
 #   1: first version (`kvadvisor replay -o replay.json`).
 REPLAY_FORMAT_VERSION = 1
-
-
-# What a stage's replicas do, in the results' vocabulary: SERVING (aggregated: prefill and
-# decode on the same replicas), PREFILL or DECODE.
-Role = Stage
 
 
 class ReplaySeriesKey(Vocab):
@@ -82,7 +77,7 @@ class StageSplit:
 class StageSummary:
     """One stage as replayed: its replicas, how busy they were, how they batched."""
 
-    role: Role
+    role: Stage
     instance: str | None
     gpu: str | None
     instances: int
@@ -103,7 +98,7 @@ class TierDemand:
     """One tier's demand per device (a replica's, an instance's or the pool's unit)."""
 
     name: str
-    stage: Role
+    stage: Stage
     kind: str
     scope: str
     devices: int
@@ -184,7 +179,7 @@ class DeploymentSummary:
     """The deployment replayed, as the report names it."""
 
     name: str
-    topology: str
+    topology: Topology
     link_bytes_per_s: float | None = None
 
 

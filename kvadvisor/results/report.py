@@ -17,8 +17,8 @@ from kvadvisor.results.review import PlanReview
 from kvadvisor.results.serial import from_plain
 from kvadvisor.results.series import Series
 from kvadvisor.results.verdict import VerdictSet
-from kvadvisor.results.vocab import CacheStatus, Severity, SplitSource, Stage, TierRole
 from kvadvisor.units import Unit
+from kvadvisor.vocab import CacheStatus, Severity, SplitSource, Stage, TierRole, Topology
 
 # What each format_version changed:
 #   1: first version (DESIGN.md's contract). Within it: facts gained the unit "iops" (I/O
@@ -462,10 +462,10 @@ class StageRecommendation:
     gpu_memory_gib: float | None = None  # per GPU
     host_memory_gib: float | None = None
     # From the verdict: tensor-parallel degree, replicas per instance, and the topology
-    # ("aggregated": this stage shares its replicas with the other; "disaggregated").
+    # (aggregated: this stage shares its replicas with the other; disaggregated).
     tp: int | None = None
     replicas_per_instance: int | None = None
-    topology: str | None = None
+    topology: Topology | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvadvisor.results.common import IoRate, Meta, TraceSummary, Utilization
-from kvadvisor.results.vocab import CheckStatus, Severity, Stage
+from kvadvisor.vocab import CheckStatus, Severity, Stage
 
 
 @dataclass(frozen=True)

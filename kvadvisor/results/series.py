@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvadvisor.results.vocab import Vocab
+from kvadvisor.vocab import Vocab
 
 
 class SeriesKey(Vocab):

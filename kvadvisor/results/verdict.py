@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from kvadvisor.vocab import Stage, Topology
+
 
 class VerdictStatus(str, Enum):
     """What the search concluded for one provider."""
@@ -120,9 +122,9 @@ class TierChoice:
 
 @dataclass(frozen=True)
 class StageVerdict:
-    """One stage of the recommended fleet ("serving" when aggregated)."""
+    """One stage of the recommended fleet (serving when aggregated)."""
 
-    role: str  # serving | prefill | decode
+    role: Stage  # serving when aggregated, else prefill or decode
     instance: str
     gpu: str
     instances: int
@@ -173,7 +175,7 @@ class CandidateSummary:
     """
 
     label: str
-    topology: str
+    topology: Topology
     gpus: int
     usd_per_hour: float | None
     ttft_p90_s: float | None
@@ -215,7 +217,7 @@ class Verdict:
     provider: str
     status: VerdictStatus
     reason: str
-    topology: str | None = None
+    topology: Topology | None = None
     stages: tuple[StageVerdict, ...] = ()
     link: LinkChoice | None = None
     usd_per_hour: float | None = None
@@ -236,13 +238,13 @@ class Verdict:
         """Whether this verdict recommends a deployment."""
         return self.status is VerdictStatus.CHOSEN
 
-    def stage(self, role: str) -> StageVerdict | None:
-        """The stage with this role ("serving", "prefill" or "decode"), or None."""
+    def stage(self, role: Stage) -> StageVerdict | None:
+        """The stage with this role (serving, prefill or decode), or None."""
         return next((s for s in self.stages if s.role == role), None)
 
-    def serves(self, stage: str) -> StageVerdict | None:
-        """The stage that runs ``stage`` ("prefill" or "decode"): its own, or the serving one."""
-        return self.stage(stage) or self.stage("serving")
+    def serves(self, stage: Stage) -> StageVerdict | None:
+        """The stage that runs ``stage`` (prefill or decode): its own, or the serving one."""
+        return self.stage(stage) or self.stage(Stage.SERVING)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
 
-from kvadvisor.results.vocab import Severity, Stage
 from kvadvisor.units import Unit
+from kvadvisor.vocab import Severity, Stage
 
 
 class Scope(str, Enum):

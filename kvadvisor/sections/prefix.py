@@ -32,7 +32,7 @@ from kvadvisor.results.report import (
     TtlPoint,
 )
 from kvadvisor.results.series import Series, SeriesKey, SeriesKind
-from kvadvisor.results.vocab import CacheStatus
+from kvadvisor.vocab import CacheStatus
 
 UNKNOWN_NOTE = (
     "prefix reuse unknown: the trace has no block hashes, so no hit ratio can be measured"

@@ -57,11 +57,11 @@ from kvadvisor.results.report import (
     StageSplit,
 )
 from kvadvisor.results.series import Series, SeriesKey, SeriesKind
-from kvadvisor.results.vocab import SplitSource
 from kvadvisor.sections.workload import trace_models
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
+from kvadvisor.vocab import SplitSource
 
 # Defaults when --model / --gpu are not given (stated in the report as assumed): Llama-3.1-70B,
 # whose 320 KiB of KV per token is the figure most often quoted (Mooncake paper), on an H200,

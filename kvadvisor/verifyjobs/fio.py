@@ -25,7 +25,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kvadvisor.results.vocab import Severity
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import count, duration
 from kvadvisor.verifyjobs.model import (
@@ -36,6 +35,7 @@ from kvadvisor.verifyjobs.model import (
     TierDemand,
     VerifyError,
 )
+from kvadvisor.vocab import Severity
 
 PEAK_ABOVE_P99 = 1.01  # a peak within 1% of the p99 adds no phase
 SATURATED = 0.95  # a closed-loop p99 this close to the capability means the tier is the limit

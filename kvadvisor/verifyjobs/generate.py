@@ -31,6 +31,7 @@ from kvadvisor.verifyjobs.model import (
     VerifySet,
 )
 from kvadvisor.verifyjobs.readme import readme, run_fio_script
+from kvadvisor.vocab import Stage
 
 PLACEHOLDER = "@JOBSET@"
 
@@ -53,7 +54,7 @@ class VerifyOptions:
 def _bench_instances(plan: Plan, options: VerifyOptions) -> int:
     if options.bench_instances is not None:
         return options.bench_instances
-    stage = plan.stage("prefill") or plan.stages[0]
+    stage = plan.stage(Stage.PREFILL) or plan.stages[0]
     return stage.count
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from kvadvisor.errors import KvAdvisorError
-from kvadvisor.results.vocab import CheckStatus, Severity, Stage, Vocab
+from kvadvisor.vocab import CheckStatus, Severity, Stage, Vocab
 
 # What each manifest format_version changed:
 #   1: first version.
@@ -92,7 +92,7 @@ class TierDemand:
     ``skipped`` says why no fio job is written (memory, a KV pool, no demand); None otherwise.
     """
 
-    stage: str
+    stage: Stage
     tier: str
     kind: str
     shared: bool
@@ -128,7 +128,7 @@ class ReplayedTier:
     the tokens the tier served each request (None for a tier nobody reads).
     """
 
-    stage: str
+    stage: Stage
     tier: str
     read_bytes_per_s: np.ndarray
     write_bytes_per_s: np.ndarray
@@ -175,7 +175,7 @@ class FioJobFile:
 
     path: str
     result: str
-    stage: str
+    stage: Stage
     tier: str
     gds: bool
     io_bytes: int

@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
-from kvadvisor.results.vocab import CheckStatus, Severity
 from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.verifyjobs.model import VerifyReport
 from kvadvisor.verifyjobs.results import review_checks
+from kvadvisor.vocab import CheckStatus, Severity
 
 FORMAT_VERSION = 1  # of the JSON report; 1: first version
 

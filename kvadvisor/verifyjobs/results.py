@@ -29,7 +29,6 @@ from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import STORAGE_SCHEMA
 from kvadvisor.errors import CatalogError
 from kvadvisor.results.review import PlanReview, ReviewCheck, ReviewReport
-from kvadvisor.results.vocab import CheckStatus, Severity, Stage, Vocab
 from kvadvisor.sections.profile import ProfileOptions, profile_workload
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import BYTES_PER_MB, US_PER_S, Unit, format_value, plural
@@ -44,6 +43,7 @@ from kvadvisor.verifyjobs.model import (
     VerifyFolder,
     VerifyReport,
 )
+from kvadvisor.vocab import CheckStatus, Severity, Stage, Vocab
 
 V = TypeVar("V", bound=Vocab)
 

@@ -18,14 +18,15 @@ from kvadvisor.report.html.workload import workload_section
 from kvadvisor.report.jsonreport import clean
 from kvadvisor.report.serieslabels import with_series_labels
 from kvadvisor.results.report import AdviceReport
+from kvadvisor.vocab import Stage
 
 # Findings repeated under the verdict, most severe first.
 TOP_FINDINGS = 3
 
 STAGE_ROLES = {
-    "prefill": "processes the whole prompt at once: large, bursty KV writes of the prompt "
+    Stage.PREFILL: "processes the whole prompt at once: large, bursty KV writes of the prompt "
     "tokens that missed the cache",
-    "decode": "one token at a time: small, frequent, latency-sensitive KV reads; prefix hits "
+    Stage.DECODE: "one token at a time: small, frequent, latency-sensitive KV reads; prefix hits "
     "are read back instead of recomputed",
 }
 

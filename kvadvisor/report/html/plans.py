@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvadvisor.report import fmt
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.results.vocab import Severity, Stage
+from kvadvisor.vocab import Severity, Stage
 
 
 def plan_section(report: AdviceReport) -> Section:

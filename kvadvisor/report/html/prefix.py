@@ -6,7 +6,7 @@ from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.chartviews import binary_compact, mrc_chart, reuse_chart
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.results.vocab import CacheStatus
+from kvadvisor.vocab import CacheStatus
 
 
 def prefix_section(report: AdviceReport) -> Section:

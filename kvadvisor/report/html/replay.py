@@ -20,6 +20,7 @@ from kvadvisor.results.replay import (
     ReplayResult,
     ReplaySeriesKey,
 )
+from kvadvisor.vocab import Stage
 
 _ENV = Environment(
     loader=PackageLoader("kvadvisor", "report/templates"),
@@ -30,7 +31,11 @@ _ENV = Environment(
     keep_trailing_newline=True,
 )
 
-_ROLE_LABEL = {"serving": "serving (prefill and decode)", "prefill": "prefill", "decode": "decode"}
+_ROLE_LABEL = {
+    Stage.SERVING: "serving (prefill and decode)",
+    Stage.PREFILL: "prefill",
+    Stage.DECODE: "decode",
+}
 _METRICS = (
     ("ttft_s", "time to first token"),
     ("tpot_s", "time per output token"),
@@ -156,7 +161,7 @@ def _split_section(res: ReplayResult, prefix: str) -> Section:
         ),
         tuple(
             (
-                _ROLE_LABEL[st.role.value],
+                _ROLE_LABEL[st.role],
                 st.instance or "-",
                 st.gpu or "-",
                 fmt.count(st.instances),

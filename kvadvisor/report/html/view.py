@@ -8,6 +8,7 @@ from typing import Any
 from markupsafe import Markup
 
 from kvadvisor.report import summary
+from kvadvisor.vocab import Stage
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class FindingView:
     code: str
     severity: str
     severity_class: str
-    stage: str
+    stage: Stage
     message: str
     evidence: tuple[tuple[str, str], ...]
     name: str = ""
@@ -65,8 +66,8 @@ class FindingView:
 class VerdictCard:
     """One stage's recommendation card."""
 
-    stage: str
-    role: str
+    stage: Stage
+    role: str  # what the stage does, in words
     needs: tuple[tuple[str, str], ...]  # measured demand of the stage
     items: tuple[tuple[str, str], ...]  # the recommended configuration (empty: none)
     notes: tuple[str, ...] = ()  # how the figures were derived, what was assumed

@@ -1,4 +1,4 @@
-"""The results' vocabulary: what a value means (a stage, a severity, a status), not how it reads.
+"""The shared vocabulary: what a value means (a stage, a severity, a status), not how it reads.
 
 Each is a ``str`` enum whose values are the spellings the JSON report and rule files use, so a
 report reads the same, while code compares meanings instead of display text. Renderers turn
@@ -38,6 +38,13 @@ class Stage(Vocab):
     DECODE = "decode"
     BOTH = "both"  # a finding about the two stages together
     SERVING = "serving"  # an aggregated plan's stage: prefill and decode on the same instances
+
+
+class Topology(Vocab):
+    """Whether prefill and decode share replicas (aggregated) or run apart (disaggregated)."""
+
+    AGGREGATED = "aggregated"
+    DISAGGREGATED = "disaggregated"
 
 
 class CheckStatus(Vocab):
