@@ -163,6 +163,7 @@ def io_section(report: AdviceReport) -> Section:
                     )
                     for x in lvr
                 ),
+                whole=(0,),
             )
         )
     return Section(

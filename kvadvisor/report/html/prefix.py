@@ -91,6 +91,7 @@ def prefix_section(report: AdviceReport) -> Section:
                         "",
                     ),
                 ),
+                whole=(0,),
             )
         )
     if pc.reuse is not None:
