@@ -20,14 +20,7 @@ def main(path: str) -> None:
     offsets = col.offsets.to_numpy().astype(np.int64)
     values = col.values.to_numpy()
     ids, bound = dense_block_ids(values)
-    longest = int(np.diff(offsets).max())
-    stackdist.prefix_stack_distances(
-        offsets,
-        ids,
-        np.zeros(max(bound, 1), np.int32),
-        np.zeros(len(ids) + 1, np.int32),
-        np.empty(max(longest, 1), np.int32),
-    )
+    stackdist.leading_distances(offsets, ids, bound)
     print(len(ids), int((ids >= 0).sum()))
 
 

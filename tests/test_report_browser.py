@@ -23,6 +23,7 @@ import pytest
 from report_fixtures import full_report
 
 from kvadvisor.report.html import HtmlRenderer
+from kvadvisor.vocab import Stage
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT_DIR = REPO / "tests" / "golden_actual" / "browser"
@@ -230,8 +231,8 @@ def _long_names(report):  # type: ignore[no-untyped-def]
     """
     rec = report.recommendation
     stages = {}
-    for stage in ("prefill", "decode"):
-        r = getattr(rec, stage)
+    for stage in (Stage.PREFILL, Stage.DECODE):
+        r = rec.stage(stage)
         tiers = (
             tuple(replace(t, name=LONG_STORAGE if i else LONG_HOST) for i, t in enumerate(r.tiers))
             + (replace(r.tiers[0], name=LONG_HOST),)

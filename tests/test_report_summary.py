@@ -13,6 +13,7 @@ from kvadvisor.report.html.inputs import inputs_rows
 from kvadvisor.report.markdown import MarkdownRenderer
 from kvadvisor.results.common import LengthSummary
 from kvadvisor.results.report import Alternative
+from kvadvisor.vocab import Stage
 
 # The Mooncake trace's published prompt lengths: mean 12,035.1, p50 6,909, p99 85,400.4,
 # max 126,195 (p90 27,367 by statistics.quantiles).
@@ -158,12 +159,12 @@ def test_no_deployment_is_said_in_one_sentence() -> None:
     why = "no provider has a deployment that meets the SLO"
     empty = {
         stage: replace(
-            getattr(rec, stage),
+            rec.stage(stage),
             instance=None,
             instance_count=None,
             notes=(f"no deployment: {why}",),
         )
-        for stage in ("prefill", "decode")
+        for stage in (Stage.PREFILL, Stage.DECODE)
     }
     none = replace(report, recommendation=replace(rec, **empty))
     assert summary.headline(none) == f"No deployment recommended: {why}."

@@ -494,7 +494,7 @@ def refresh_findings(
     chosen = {
         stage: inputs.instances[name]
         for stage in STAGES
-        if (name := getattr(rec, stage).instance) in inputs.instances
+        if (name := rec.stage(stage).instance) in inputs.instances
     }
     evaluation = evaluate(workload_rules(inputs.rules), facts)
     findings = tuple(

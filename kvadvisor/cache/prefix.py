@@ -107,8 +107,6 @@ def simulate_arrays(
     input_tokens = np.ascontiguousarray(input_tokens, dtype=np.int64)
     n_req = int(input_tokens.shape[0])
     n = int(values.shape[0])
-    counts = np.diff(offsets)
-    longest = max(int(counts.max()) if n_req else 0, 1)
     # Ids in order of first use also keep recently used blocks close together in last_pos,
     # which the kernel's random lookups benefit from (a hash table would scatter them).
     # What the result says about the ids (see pass_block_ids): the bound when the hashes are
@@ -127,12 +125,7 @@ def simulate_arrays(
     else:
         # int32 input is overwritten in place: the result then says nothing about the ids.
         dist, bound = np.ascontiguousarray(values, dtype=np.int32), int(id_bound)
-    last_pos = np.zeros(max(bound, 1), np.int32)
-    tree = np.zeros(n + 1, np.int32)
-    scratch = np.empty(longest, np.int32)
-    max_finite = stackdist.prefix_stack_distances(offsets, dist, last_pos, tree, scratch)
-    del last_pos, tree, scratch
-    bins = int(max_finite) + 1
+    bins = stackdist.leading_distances(offsets, dist, bound) + 1
     tok_all = np.zeros(bins, np.int64)
     tok_steady = np.zeros(bins, np.int64)
     blk_all = np.zeros(bins, np.int64)

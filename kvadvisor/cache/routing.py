@@ -102,16 +102,48 @@ def assign_instances(
     raise ConfigError(f"routing policy '{policy.value}' does not split the cache")
 
 
-def _subset(
-    offsets: np.ndarray, values: np.ndarray, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Flattened hashes of the requests ``rows`` (ascending), vectorised gather."""
-    counts = np.diff(offsets)[rows]
-    sub_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    gather = np.repeat(offsets[rows] - sub_offsets[:-1], counts) + np.arange(
-        int(sub_offsets[-1]), dtype=np.int64
-    )
-    return sub_offsets, values[gather]
+def _local_hits(
+    offsets: np.ndarray,
+    values: np.ndarray,
+    pooled: PrefixCacheResult | None,
+    local: list[list[np.ndarray]],
+    inp: np.ndarray,
+    block_tokens: int,
+    warmup: int,
+    caps_blocks: np.ndarray,
+) -> np.ndarray:
+    """Per local policy, its instances' hit tokens binned at ``caps_blocks``.
+
+    ``local`` holds each policy's instances' rows. Returns int64 (policies, 2, caps + 1):
+    row 0 over all requests, row 1 steady state (see ``stackdist.instance_hits``). Every
+    instance replays its own requests through its own cache in one compiled call (its hashes
+    are not copied out); the caches are independent and the kernel releases the GIL, so they
+    run on every core, each worker with one id-indexed scratch array the kernel leaves clean
+    for its next instance. Integer sums: the order does not change them.
+    """
+    from kvadvisor.cache import stackdist  # numba only when a curve is computed
+
+    # One set of ids for every instance: the pooled pass's when given (no remap, no copy).
+    ids, bound = pass_block_ids(pooled, values)
+    jobs = [(k, rows) for k, subsets in enumerate(local) for rows in subsets]
+    sizes = np.diff(offsets)
+    words = max((int(sizes[rows].sum()) for _, rows in jobs), default=0) // 64 + 1
+    workers = max(min(os.cpu_count() or 1, len(jobs)), 1)
+    b, w = np.int64(block_tokens), np.int64(warmup)
+
+    def work(worker: int) -> np.ndarray:
+        out = np.zeros((len(local), 2, caps_blocks.shape[0] + 1), np.int64)
+        last_pos = np.zeros(max(bound, 1), np.int32)
+        bits = np.empty(words, np.uint64)
+        tree = np.empty(words + 1, np.int32)
+        for k, rows in jobs[worker::workers]:
+            stackdist.instance_hits(
+                offsets, ids, rows, inp, b, w, caps_blocks, last_pos, bits, tree, out[k]
+            )
+        return out
+
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return sum(ex.map(work, range(workers)))
 
 
 def compare_routing(
@@ -146,9 +178,17 @@ def compare_routing(
     total_all = float(inp.sum())
     total_steady = float(inp[warmup:].sum())
     caps = np.asarray([np.inf if c is None else c for c in capacities_tokens], np.float64)
-    outcomes = []
-    dense: np.ndarray | None = None
-    bound = 0
+    # Local caches are binned at the finite capacities only, in whole blocks as the curve reads
+    # them; the hits at cap j are the bins up to its place among them (all bins: unbounded).
+    # No trace has 2^62 blocks: a larger finite capacity holds everything, as unbounded does.
+    cap_blocks = np.minimum(np.floor(caps / block_tokens), 2.0**62)
+    finite = np.isfinite(cap_blocks)
+    steps = np.unique(cap_blocks[finite]).astype(np.int64)
+    place = np.full(caps.shape[0], steps.shape[0])
+    place[finite] = np.searchsorted(steps, cap_blocks[finite])
+    hits_of: dict[RoutingPolicy, np.ndarray] = {}
+    unavailable: dict[RoutingPolicy, str] = {}
+    local: dict[RoutingPolicy, list[np.ndarray]] = {}
     for policy in policies:
         if policy is RoutingPolicy.PREFIX_AWARE:
             res = (
@@ -163,41 +203,25 @@ def compare_routing(
                     warmup_fraction=warmup_fraction,
                 )
             )
-            hits = res.curve.hit_tokens_at(caps * instances)
+            hits_of[policy] = res.curve.hit_tokens_at(caps * instances)
+            continue
+        inst = assign_instances(policy, inp.shape[0], instances, seed, sessions)
+        if inst is None:
+            unavailable[policy] = "the trace has no session_id column"
         else:
-            inst = assign_instances(policy, inp.shape[0], instances, seed, sessions)
-            if inst is None:
-                outcomes.append(
-                    RoutingOutcome(policy, (), unavailable="the trace has no session_id column")
-                )
-                continue
-            if dense is None:
-                # One set of int32 ids for every instance's subset: the pooled pass's when given.
-                ids, bound = pass_block_ids(pooled, values)
-                dense = ids.astype(np.int32, copy=False)
-            hits = np.zeros((2, caps.shape[0]))
-            subsets = _instance_rows(inst)
-
-            def local_hits(
-                rows: np.ndarray, dense: np.ndarray = dense, bound: int = bound
-            ) -> np.ndarray:
-                sub_offsets, sub_values = _subset(offsets, dense, rows)
-                res = simulate_arrays(
-                    sub_offsets,
-                    sub_values,
-                    inp[rows],
-                    block_tokens,
-                    warmup_requests=int(np.searchsorted(rows, warmup)),
-                    warmup_fraction=warmup_fraction,
-                    id_bound=bound,
-                )
-                return res.curve.hit_tokens_at(caps)
-
-            # The instances' caches are independent and the kernels release the GIL: replay
-            # them on every core. map() keeps the instances' order, so the sums are the serial ones.
-            with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(subsets) or 1)) as ex:
-                for h in ex.map(local_hits, subsets):
-                    hits += h
+            local[policy] = _instance_rows(inst)
+    if local:
+        binned = _local_hits(
+            offsets, values, pooled, list(local.values()), inp, block_tokens, warmup, steps
+        )
+        for policy, bins in zip(local, binned, strict=True):
+            hits_of[policy] = np.cumsum(bins, axis=1)[:, place].astype(np.float64)
+    outcomes = []
+    for policy in policies:
+        if policy in unavailable:
+            outcomes.append(RoutingOutcome(policy, (), unavailable=unavailable[policy]))
+            continue
+        hits = hits_of[policy]
         points = tuple(
             RoutingPoint(
                 capacities_tokens[j],

@@ -141,14 +141,7 @@ def _scaled_curve(
     starts = np.flatnonzero(np.diff(req)) + 1 if n else np.zeros(0, np.int64)
     offsets = np.concatenate(([0], starts, [n])).astype(np.int64) if n else np.zeros(1, np.int64)
     ids, bound = dense_block_ids(keys)
-    longest = int(np.diff(offsets).max()) if n else 1
-    stackdist.prefix_stack_distances(
-        offsets,
-        ids,
-        np.zeros(max(bound, 1), np.int32),
-        np.zeros(n + 1, np.int32),
-        np.empty(max(longest, 1), np.int32),
-    )
+    stackdist.leading_distances(offsets, ids, bound)
     hit = ids != stackdist.COLD
     dist = ids[hit].astype(np.int64)
     w = tok[hit]

@@ -84,7 +84,7 @@ def recommended_plan_document(
         return None, f"model {model.name} is not in the model catalog (the replay needs its shape)"
     stages = {}
     for stage in (Stage.PREFILL, Stage.DECODE):
-        doc = _stage_doc(getattr(rec, stage))
+        doc = _stage_doc(rec.stage(stage))
         if doc is None:
             return None, f"no {stage} instance was recommended"
         stages[stage.value] = doc

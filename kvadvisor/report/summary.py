@@ -133,7 +133,7 @@ def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
     if rec is None or (rec.verdict is not None and nothing_recommended(rec.verdict)):
         return ()  # nothing recommended: the headline says why, the deployments what is closest
     return tuple(
-        StageVerdict(stage, stage_items(getattr(report.recommendation, stage))) for stage in STAGES
+        StageVerdict(stage, stage_items(report.recommendation.stage(stage))) for stage in STAGES
     )
 
 
@@ -196,7 +196,7 @@ def headline(report: AdviceReport) -> str:
             "or give more instance types."
         )
     # Without a verdict (no search ran), or a verdict that still left both stages empty.
-    stages: list[StageRecommendation] = [getattr(rec, stage) for stage in STAGES]
+    stages: list[StageRecommendation] = [rec.stage(stage) for stage in STAGES]
     if not any(r.instance for r in stages):
         # "Recommended prefill: no instance chosen with no KV storage tier; ..." recommended
         # nothing in many words: say so, with the advisor's reason.
@@ -221,7 +221,7 @@ def headline(report: AdviceReport) -> str:
         )
     parts = []
     for stage in STAGES:
-        r: StageRecommendation = getattr(rec, stage)
+        r: StageRecommendation = rec.stage(stage)
         instance = r.instance or "no instance chosen"
         count = r.instance_count
         if r.instance and count and count > 1:

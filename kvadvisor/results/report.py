@@ -494,6 +494,14 @@ class Recommendation:
     facts: dict[str, Any] = field(default_factory=dict)
     verdict: VerdictSet | None = None
 
+    def stage(self, stage: Stage) -> StageRecommendation:
+        """The recommendation for ``stage`` (prefill or decode)."""
+        if stage is Stage.PREFILL:
+            return self.prefill
+        if stage is Stage.DECODE:
+            return self.decode
+        raise ValueError(f"a recommendation has prefill and decode stages, not {stage}")
+
 
 @dataclass(frozen=True)
 class Evidence:

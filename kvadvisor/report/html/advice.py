@@ -51,7 +51,7 @@ def alternatives_section(report: AdviceReport) -> Section:
         return _no_recommendation(report, ALTERNATIVES)
     tables = []
     for stage in summary.STAGES:
-        alts = getattr(rec, stage).alternatives
+        alts = rec.stage(stage).alternatives
         # One table per kind of choice: instances ranked against instances, storage against
         # storage (a shared rank column across kinds read as one ranking).
         for kind in sorted({a.kind for a in alts}, key=lambda k: (k != "instance", k)):

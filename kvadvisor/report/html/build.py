@@ -55,7 +55,7 @@ def build_view(report: AdviceReport) -> HtmlView:
                 STAGE_ROLES[stage],
                 summary.stage_needs(report, stage),
                 next((v.items for v in verdicts if v.stage == stage), ()),
-                summary.stage_notes(getattr(report.recommendation, stage))
+                summary.stage_notes(report.recommendation.stage(stage))
                 if report.recommendation
                 else (),
             )
