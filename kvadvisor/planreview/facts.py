@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,53 @@ from kvadvisor.vocab import Stage
 
 MEMORY_KINDS = ("dram", "cxl")
 NO_HASHES = "prefix reuse unknown: the trace has no block hashes"
+
+
+@dataclass(frozen=True)
+class DirectionFacts:
+    """The names of one I/O direction's tier facts, each written out where it is made."""
+
+    bytes_per_s: Mapping[str, str]  # demand by quantile (mean, p99, peak)
+    utilization: Mapping[str, str]  # demand / capability by quantile
+    capability_bytes_per_s: str
+    iops_p99: str
+    iops_peak: str
+    iops_capability: str
+
+
+WRITE_FACTS = DirectionFacts(
+    bytes_per_s={
+        "mean": "tier_write_bytes_per_s_mean",
+        "p99": "tier_write_bytes_per_s_p99",
+        "peak": "tier_write_bytes_per_s_peak",
+    },
+    utilization={
+        "mean": "tier_write_utilization_mean",
+        "p99": "tier_write_utilization_p99",
+        "peak": "tier_write_utilization_peak",
+    },
+    capability_bytes_per_s="tier_write_capability_bytes_per_s",
+    iops_p99="tier_write_iops_p99",
+    iops_peak="tier_write_iops_peak",
+    iops_capability="tier_write_iops_capability",
+)
+READ_FACTS = DirectionFacts(
+    bytes_per_s={
+        "mean": "tier_read_bytes_per_s_mean",
+        "p99": "tier_read_bytes_per_s_p99",
+        "peak": "tier_read_bytes_per_s_peak",
+    },
+    utilization={
+        "mean": "tier_read_utilization_mean",
+        "p99": "tier_read_utilization_p99",
+        "peak": "tier_read_utilization_peak",
+    },
+    capability_bytes_per_s="tier_read_capability_bytes_per_s",
+    iops_p99="tier_read_iops_p99",
+    iops_peak="tier_read_iops_peak",
+    iops_capability="tier_read_iops_capability",
+)
+DIRECTION_FACTS = {"write": WRITE_FACTS, "read": READ_FACTS}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -281,10 +329,11 @@ def tier_facts(
         }
         util = {"mean": u.mean, "p99": u.p99, "peak": u.peak}
         missing = absent if rate is None else no_cap
+        names = DIRECTION_FACTS[direction]
         for q in ("mean", "p99", "peak"):
-            f.add(f"tier_{direction}_bytes_per_s_{q}", demand[q], absent)
-            f.add(f"tier_{direction}_utilization_{q}", util[q], missing)
-        f.add(f"tier_{direction}_capability_bytes_per_s", cap, no_cap)
+            f.add(names.bytes_per_s[q], demand[q], absent)
+            f.add(names.utilization[q], util[q], missing)
+        f.add(names.capability_bytes_per_s, cap, no_cap)
     # A tier bought for its bandwidth (DRAM and CXL bandwidth comes with the memory and is
     # never the thing sized): its busier direction by mean, and each direction's p99 and peak
     # (the devices each needs, the larger of the two directions).
@@ -387,8 +436,9 @@ def _io_facts(
         directions.append(("read", c.served_tokens, c.reach.read_iops, c.review.read))
     utils_p99, utils_peak, parts = [], [], []
     for direction, tokens, cap, demand in directions:
+        names = DIRECTION_FACTS[direction]
         if per_page is None or io_bytes is None:
-            f.add(f"tier_{direction}_iops_p99", None, why_layers)
+            f.add(names.iops_p99, None, why_layers)
             continue
         if replayed and demand is not None:
             rate = IoRate(
@@ -400,9 +450,9 @@ def _io_facts(
             rate = io_rate(times_s, np.ceil(tokens / page) * per_page / c.fleet, window_s, span_s)
         else:
             continue
-        f.add(f"tier_{direction}_iops_p99", rate.p99_bytes_per_s)
-        f.add(f"tier_{direction}_iops_peak", rate.peak_bytes_per_s)
-        f.add(f"tier_{direction}_iops_capability", cap, no_iops)
+        f.add(names.iops_p99, rate.p99_bytes_per_s)
+        f.add(names.iops_peak, rate.peak_bytes_per_s)
+        f.add(names.iops_capability, cap, no_iops)
         if cap:
             utils_p99.append(rate.p99_bytes_per_s / cap)
             utils_peak.append(rate.peak_bytes_per_s / cap)
