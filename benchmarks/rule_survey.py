@@ -3,7 +3,7 @@
 Usage: python benchmarks/rule_survey.py [--quick] [--write docs/rule-survey.md]
 
 Runs `analyze` on every trace in sample_traces/ (and ../shared/traces/ when present) with a few
-option variations (a model, one storage spec for both stages, 16-token chunks, another GPU
+option variations (a model, a capacity tier given with --storage, 16-token chunks, another GPU
 instance), and `review` of every plan in examples/plans/ against the Mooncake sample; prints a
 Markdown table of how many runs each built-in rule fired in, and for each rule that never fired
 what was decided (``DECISIONS``). ``--write`` stores the table as docs/rule-survey.md.
@@ -90,19 +90,23 @@ DECISIONS: dict[str, str] = {
         "cases are in tests/fixtures/rule_cases"
     ),
     "ST05": (
-        "kept as a guard on the advisor's own choice: the verdict is sized on the replay so "
-        "that the tiers deliver the replayed read IOPS; a finding here would contradict it "
-        "(issue 13), so it must stay quiet in these runs; its fire cases are in "
+        "kept: fires when the replayed loads of cached KV ask the tier they read (the loading "
+        "stage's, in the verdict) for more chunk reads per second at p99 than one node reaches"
+        " on it; the verdicts in these runs load from host memory, which has no IOPS figure, "
+        "so it is not evaluated there (ST05-ST07 read the tier cached KV is really loaded "
+        "from: the prefill or serving stage's, never decode's); fire cases in "
         "tests/fixtures/rule_cases"
     ),
     "ST06": (
-        "kept: fires on a millisecond-class tier on the read path; the verdicts' read paths "
-        "are host memory and NVMe in these runs; fire cases in tests/fixtures/rule_cases"
+        "kept: fires on a millisecond-class tier on the path that loads cached KV before "
+        "prefill; the verdicts in these runs load from host memory (the catalog gives no "
+        "latency for it, so it is not evaluated there); fire cases in tests/fixtures/rule_cases"
+        " and tests/test_advice_advisor.py (object storage as the load tier)"
     ),
     "ST07": (
-        "kept: fires when large loads (p99 at least 2 GB/s at 1 MiB or more) use a tier "
-        "without GPUDirect Storage; no verdict here loads from such a tier; fire cases in "
-        "tests/fixtures/rule_cases"
+        "kept: fires when large loads (p99 at least 2 GB/s per node at 1 MiB or more) read a "
+        "storage tier without GPUDirect Storage; the verdicts in these runs load from host "
+        "memory, where GDS does not apply; fire cases in tests/fixtures/rule_cases"
     ),
     "ST08": (
         "kept as a guard on the advisor's own choice: the verdict is sized on the replay so "
@@ -129,12 +133,19 @@ DECISIONS: dict[str, str] = {
         "here would contradict it (issue 13), so it must stay quiet in these runs; its fire "
         "cases are in tests/fixtures/rule_cases"
     ),
+}
+
+# Rules taken out, and why (docs/rule-survey.md lists them; their codes are not reused).
+RETIRED: dict[str, str] = {
     "UT02": (
-        "kept as a guard on the advisor's own choice: the verdict is sized on the replay so "
-        "that each stage gets its own storage (the seed's second cause; RV12 catches it in a "
-        "plan, examples/plans/cause2-one-spec-both-stages.yaml); a finding here would "
-        "contradict it (issue 13), so it must stay quiet in these runs; its fire cases are in"
-        " tests/fixtures/rule_cases"
+        "`utilization.shared_spec_idle_stage` retired: it read whether one storage "
+        "specification serves both stages and the decode tier's read utilization, but the "
+        "advisor's verdicts buy storage only for the stage that loads and writes KV (prefill, "
+        "or aggregated serving) and none for decode, which reads its KV from GPU memory; so "
+        "its facts could only be a constant false and a decode utilization nothing measures. "
+        "A shared specification happens in a plan: RV12 `stage.shared_storage_spec` judges it "
+        "there (examples/plans/cause2-one-spec-both-stages.yaml), and RV05 `stage.balance` the "
+        "two stages' utilization"
     ),
 }
 
@@ -255,6 +266,8 @@ def table(results, by_code: dict[str, list[str]]) -> str:
         lines.append(
             f"| {rule.code} `{rule.name}` | {rule.scope.value} | {len(fired)} | {decision} |"
         )
+    lines += ["", "Retired rules:", "", "| rule | why |", "|---|---|"]
+    lines += [f"| {code} | {why} |" for code, why in RETIRED.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -491,6 +491,7 @@ def verdict_set(text: str = "") -> VerdictSet:
                 why="4 volumes for the p99 writes",
                 read_utilization=VRate(0.02, 0.12, 0.2),
                 write_utilization=VRate(0.12, 0.48, 0.6),
+                read_demand=VRate(1.68e8, 1.2e9, 1.6e9),
             ),
         ),
         mechanisms=(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvadvisor.advice.candidate import Candidate, StagePick
 from kvadvisor.advice.search import cost_key, outcome_key
@@ -16,6 +18,7 @@ from kvadvisor.advice.sizing import Outcome, check_targets, min_count
 from kvadvisor.advice.space import shapes
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.models import get_model
+from kvadvisor.fleet import slo_percentiles
 
 INSTANCES = load_instances()
 
@@ -111,3 +114,82 @@ def test_ties_are_broken_by_cost_never_by_name() -> None:
     a = Outcome(p5, {"a": 1}, met={"ttft_p99_s": True}, attainment={"ttft_p99_s": 0.995})
     b = Outcome(p5, {"b": 1}, met={"ttft_p99_s": True}, attainment={"ttft_p99_s": 0.999})
     assert min([a, b], key=outcome_key) is b
+
+
+# 147 requests at 50 ms, one at 98 ms, two at 101 ms: 148 of 150 (98.67%) are within 100 ms,
+# so a 100 ms p99 target is missed. np.percentile interpolates at rank 0.99 x 149 = 147.51:
+# 98 + 0.51 x (101 - 98) = 99.53 ms, under the target it misses; the advisor printed that
+# kind of figure as "misses TPOT p99 0.0989 s" against 100 ms. The SLO's p99 is the least
+# value with 99% of requests at or below it: rank ceil(0.99 x 150) = 149, i.e. 101 ms.
+MISSED_BY_SHARE_S = np.array([0.05] * 147 + [0.098, 0.101, 0.101])
+
+
+def test_the_shown_percentile_is_the_one_the_slo_check_reads() -> None:
+    """A missed target's pNN is over it; the interpolated one was under it (the old figure)."""
+    met, share = check_targets(
+        {"tpot_p99_s": 0.1},
+        {"tpot_s": MISSED_BY_SHARE_S, "output_tokens": np.full(150, 10)},
+    )
+    assert share["tpot_p99_s"] == pytest.approx(148 / 150) and not met["tpot_p99_s"]
+    assert np.percentile(MISSED_BY_SHARE_S, 99) == pytest.approx(0.09953)  # the old figure
+    assert slo_percentiles(MISSED_BY_SHARE_S, (99.0,)) == (0.101,)
+    # 150 x 0.9 = 135 requests: the 135th smallest is 50 ms
+    assert slo_percentiles(MISSED_BY_SHARE_S, (90.0, 50.0)) == (0.05, 0.05)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.floats(0.0, 10.0), min_size=1, max_size=300),
+    target=st.floats(0.0, 10.0),
+    pct=st.sampled_from([50.0, 90.0, 95.0, 99.0, 99.9]),
+)
+def test_a_target_is_met_exactly_when_its_percentile_is_within_it(
+    values: list[float], target: float, pct: float
+) -> None:
+    """A target is met (NN% of requests within it) if and only if the pNN shown is within it."""
+    v = np.array(values)
+    key = f"ttft_p{pct:g}_s"
+    met, _ = check_targets({key: target}, {"ttft_s": v, "output_tokens": np.ones(v.size)})
+    assert met[key] == (slo_percentiles(v, (pct,))[0] <= target)
+
+
+def _missing(tpot_s: np.ndarray, target_s: float) -> Outcome:
+    cand = Candidate("aws", "aggregated", ())
+    key = "tpot_p99_s"
+    met, share = check_targets({key: target_s}, {"tpot_s": tpot_s, "output_tokens": tpot_s * 0 + 9})
+    p90, p99 = slo_percentiles(tpot_s, (90.0, 99.0))
+    return Outcome(
+        cand,
+        {},
+        met=met,
+        attainment=share,
+        tpot_s={"p90": p90, "p99": p99},
+        targets={key: target_s},
+    )
+
+
+def test_why_not_reads_true_against_its_target() -> None:
+    """The miss names the figure over the target, with the digits it takes to read so."""
+    assert _missing(MISSED_BY_SHARE_S, 0.1).why_not() == (
+        "misses TPOT p99 101 ms > 100 ms (98.7% of requests within it)"
+    )
+    # 100.04 ms against 100 ms: three digits would read "100 ms > 100 ms"; 98.95% within
+    # 100 ms would read "99.0%" at one decimal
+    close = np.array([0.05] * 1979 + [0.10004] * 21)
+    assert _missing(close, 0.1).why_not() == (
+        "misses TPOT p99 100.04 ms > 100 ms (98.95% of requests within it)"
+    )
+
+
+def test_an_e2e_target_is_not_read_as_tpot() -> None:
+    """A missed e2e target says its share; it used to print the TPOT figure as its own."""
+    cand = Candidate("aws", "aggregated", ())
+    out = Outcome(
+        cand,
+        {},
+        met={"e2e_p99_s": False},
+        attainment={"e2e_p99_s": 0.9},
+        tpot_s={"p99": 0.02},
+        targets={"e2e_p99_s": 30.0},
+    )
+    assert out.why_not() == "misses E2E p99 (90.0% of requests within it)"

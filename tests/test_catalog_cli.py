@@ -57,7 +57,7 @@ def test_catalog_list_every_kind() -> None:
     """storage, instances, gpus and models each list their entries with key figures."""
     cases = {
         "storage": ("aws-ebs-gp3", "per", "DWPD"),
-        "instances": ("p6-b300.48xlarge", "back Gbit/s", "$142.4/h"),
+        "instances": ("p6-b300.48xlarge", "back Gbit/s", "$142.42/h"),  # to the cent
         "gpus": ("b200", "Gen5 64 GB/s", "host link"),
         "models": ("llama-3.1-70b", "KV heads", "gqa"),
     }

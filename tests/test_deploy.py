@@ -98,7 +98,7 @@ def test_block_volumes_are_capped_by_the_instance_disk_cap() -> None:
     p5 = INSTANCES["p5.48xlarge"]
     r = reach(p5, STORAGE["aws-ebs-gp3"], 8, 1000)
     assert r.write_bytes_per_s == 10_000 * BYTES_PER_MB and r.capped
-    assert "disk cap 10,000 MB/s" in r.write_limit
+    assert "disk cap 10 GB/s" in r.write_limit
     assert r.write_iops == 260_000  # 8 x 80,000 IOPS capped at the p5's 260,000
     one = reach(p5, STORAGE["aws-ebs-gp3"], 1, 1000)
     assert one.write_bytes_per_s == pytest.approx(2097.2 * BYTES_PER_MB) and not one.capped

@@ -764,7 +764,8 @@ def test_list_of_numbers_field() -> None:
     _raises(
         CatalogError,
         lambda: check_entries("f.yaml", "k", doc, schema),
-        "f.yaml: entries.x.points: expected a list of numbers from 0 to 1e+12, got [1, '2']",
+        "f.yaml: entries.x.points: expected a list of numbers from 0 to 1,000,000,000,000, "
+        "got [1, '2']",
     )
 
 

@@ -189,13 +189,16 @@ def test_bad_deployment_keys_are_one_line_exit_2(
 
 
 def test_a_model_that_does_not_fit_exits_2_with_the_numbers(tmp_path: Path) -> None:
-    """Llama-3.1-70B (70.55B parameters from its shapes: 141.1 GB of bf16) on one H200 each."""
+    """Llama-3.1-70B (70.55B parameters from its shapes: 141.1e9 bytes of bf16) on one H200.
+
+    141.1e9 / 2^30 = 131.4 GiB, shown in binary units as every size is.
+    """
     text = AGGREGATED.replace("qwen3-32b", "llama-3.1-70b").replace(
         "gpus_per_replica: 2", "gpus_per_replica: 1"
     )
     result = runner.invoke(app, ["replay", str(AZURE), "--plan", str(write(tmp_path, text))])
-    line = one_error_line(result, "gpus_per_replica", "does not fit", "GB per GPU", "usable")
-    assert "141.1 GB per GPU" in line
+    line = one_error_line(result, "gpus_per_replica", "does not fit", "GiB per GPU", "usable")
+    assert "131 GiB per GPU" in line
 
 
 def test_an_overloaded_fleet_still_ends_and_says_so(tmp_path: Path) -> None:

@@ -45,5 +45,5 @@ def test_chart_ticks_read_through_the_formatter() -> None:
 
 
 def test_money_reads_through_the_formatter() -> None:
-    """Dollars through Unit.USD (three digits), or why there are none."""
-    assert money(193.48) == "$193/h" and money(1.25, "") == "$1.25" and money(None) == "unpriced"
+    """Dollars through Unit.USD (to the cent), or why there are none."""
+    assert money(193.48) == "$193.48/h" and money(1.25, "") == "$1.25" and money(None) == "unpriced"

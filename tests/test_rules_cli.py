@@ -167,7 +167,7 @@ def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> No
     selected = load_rule_set((), ["cache,utilization"], ["CA05"])
     expected = {r.code for r in workload_rules(selected)}
     assert {r.code for r in selected} > expected
-    assert codes == expected and "CA05" not in codes and "UT02" in codes and "ST03" not in codes
+    assert codes == expected and "CA05" not in codes and "UT01" in codes and "ST03" not in codes
     for finding in doc["findings"]:
         assert set(finding) >= {"code", "severity", "stage", "message", "evidence"}
     bad = runner.invoke(app, ["analyze", str(mooncake_path), "--instance", "p5e.48xlarg"])

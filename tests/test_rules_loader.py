@@ -78,7 +78,7 @@ def test_good_rule_parses() -> None:
         ),
         ({"when": {"all": [], "any": []}}, "must be the only key"),
         (
-            {"when": {"fact": "shared_storage_spec", "op": ">", "value": True}},
+            {"when": {"fact": "deployment_chosen", "op": ">", "value": True}},
             "true/false compares only a bool fact",
         ),
         ({"message": "{write_bytes_per_s_p99.__class__}"}, "must be a plain fact name"),

@@ -139,4 +139,4 @@ def test_every_fact_renders_in_its_declared_unit() -> None:
     """A fact's unit comes from the registry, never from its name: IOPS facts say IOPS."""
     assert FACTS["write_iops_p99"].unit is Unit.IOPS
     assert FACTS["arrival_rate_per_s"].unit is Unit.PER_S
-    assert format_value(2500, FACTS["decode_read_iops_p99"].unit) == "2,500 IOPS"
+    assert format_value(2500, FACTS["read_iops_p99"].unit) == "2,500 IOPS"

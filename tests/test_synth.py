@@ -219,4 +219,4 @@ def test_cli_synth_writes_and_rejects_bad_options(tmp_path) -> None:
     assert read_trace(out).requests == 500
     bad = runner.invoke(app, ["synth", "-o", str(out), "--rate", "0"])
     assert bad.exit_code == 2
-    assert "--rate must be in (0, 1e+09]" in bad.output and "Traceback" not in bad.output
+    assert "--rate must be in (0, 1,000,000,000]" in bad.output and "Traceback" not in bad.output

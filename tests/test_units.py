@@ -12,7 +12,7 @@ from kvadvisor.units import (
     format_value,
     parse_quantity,
 )
-from kvadvisor.units.format import as_written, number
+from kvadvisor.units.format import apart, as_written, number, price, usd
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,8 @@ from kvadvisor.units.format import as_written, number
         (0.55, Unit.DWPD, "0.55 drive writes per day"),
         (True, Unit.BOOL, "yes"),
         (0, Unit.BOOL, "no"),
-        (12.5, Unit.USD, "$12.5"),
+        (12.5, Unit.USD, "$12.50"),  # money to the cent
+        (1234.5, Unit.USD, "$1,234.50"),
         (None, Unit.BYTES, NOT_MEASURED),
         (float("nan"), Unit.RATIO, "n/a"),
     ],
@@ -83,6 +84,58 @@ def test_as_written_keeps_every_digit_a_file_holds() -> None:
     assert as_written(0.3) == "0.3"
     assert as_written(5.5) == "5.5"
     assert as_written(1234567.89) == "1234567.89"  # ':g' gave 1.23457e+06
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (440.32, "$440.32"),
+        (0.5, "$0.50"),  # cents kept under a dollar
+        (0.085, "$0.085"),  # three significant digits: a price per GB-month
+        (0.000137, "$0.000137"),  # per GiB-hour: a hundredth of a cent and less
+        (0.0, "$0.00"),
+        (12_000, "$12,000.00"),
+        (-3.5, "-$3.50"),
+    ],
+)
+def test_usd_to_the_cent_and_three_digits_below_a_dollar(value: float, text: str) -> None:
+    """Money reads to the cent; a fraction of a cent keeps three significant digits."""
+    assert usd(value) == text
+    assert format_value(value, Unit.USD) == text
+
+
+def test_price_names_what_it_is_per() -> None:
+    """A price is dollars per something: an hour, a GB-month, a million tokens."""
+    assert price(55.04, "h") == "$55.04/h"
+    assert price(0.08, "GB-month") == "$0.08/GB-month"
+    assert price(0.52, "M tokens") == "$0.52/M tokens"
+
+
+@pytest.mark.parametrize(
+    ("value", "other", "unit", "texts"),
+    [
+        # 3 digits read them apart: nothing more is added
+        (0.109, 0.1, Unit.SECONDS, ("109 ms", "100 ms")),
+        # 100.04 ms and 100 ms both read "100 ms" at 3 digits; 4 digits: "100" stays "100"
+        # (trailing zeros go), 5 give 100.04
+        (0.10004, 0.1, Unit.SECONDS, ("100.04 ms", "100 ms")),
+        (0.98951, 0.99, Unit.RATIO, ("98.95%", "99.00%")),  # 98.951% vs 99%: 2 decimals
+        (2.0, 2.0, Unit.SECONDS, ("2 s", "2 s")),  # equal values stay equal texts
+        (1.0 + 1e-9, 1.0, Unit.SECONDS, ("1 s", "1 s")),  # alike past 6 digits: left alike
+    ],
+)
+def test_apart_adds_digits_until_two_values_read_differently(
+    value: float, other: float, unit: Unit, texts: tuple[str, str]
+) -> None:
+    """A comparison in a sentence reads true: "100.04 ms over 100 ms", not "100 ms over 100 ms"."""
+    assert apart(value, other, unit) == texts
+
+
+def test_format_value_digits() -> None:
+    """More significant digits on request, in the same unit."""
+    assert format_value(0.0989123, Unit.SECONDS, digits=5) == "98.912 ms"
+    assert format_value(0.98951, Unit.RATIO, digits=4) == "98.95%"
+    assert format_value(1.5 * 2**30 + 2**20, Unit.BYTES, digits=5) == "1.501 GiB"
 
 
 def test_unit_prints_as_its_spelling() -> None:

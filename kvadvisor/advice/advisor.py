@@ -30,7 +30,7 @@ from kvadvisor.catalog.instances import InstanceSpec, find_instance
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import SSD_CATEGORIES, StorageSpec, find_storage
-from kvadvisor.deploy import access, host_tier_name
+from kvadvisor.deploy import access, host_tier_name, reach
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.facts.registry import collect
 from kvadvisor.facts.workload import div, hit_ratio_at, report_facts
@@ -94,6 +94,57 @@ def _capacity_tier(sv: StageVerdict) -> TierChoice | None:
 
 def _host(sv: StageVerdict) -> TierChoice | None:
     return next((t for t in sv.tiers if t.name == HOST_TIER), None)
+
+
+def _load_tier(sv: StageVerdict) -> TierChoice | None:
+    """The tier cached KV is really loaded from: the lowest whose replayed loads read it.
+
+    Tiers are listed fastest first below the GPU pool; a hit is loaded from the fastest tier
+    holding it, so the lowest tier that is read at all is the one whose IOPS, latency and
+    GPUDirect path bound the loads. None when no tier is read (hits served from GPU memory).
+    """
+    read = [t for t in sv.tiers if t.read_demand is not None and t.read_demand.mean > 0]
+    return read[-1] if read else None
+
+
+def _load_facts(
+    sv: StageVerdict,
+    inst: InstanceSpec,
+    storage: Mapping[str, StorageSpec],
+    io_size: float | None,
+) -> list[tuple[str, Any]]:
+    """Facts of the tier the loading stage reads cached KV from, per loading node.
+
+    ``sv`` is the stage that loads prefix hits before prefill (the prefill stage, or the
+    serving stage of an aggregated fleet). Demand is the replay's (loads asked of the tier,
+    per window), a pool's divided among the stage's nodes; the tier's read IOPS are what one
+    node reaches on it (:func:`kvadvisor.deploy.reach`), its latency and GPUDirect Storage
+    path the catalog's.
+    """
+    tier = _load_tier(sv)
+    if tier is None or tier.read_demand is None:
+        return []
+    name = host_tier_name(inst) if tier.name == HOST_TIER else tier.storage
+    spec = storage.get(name)
+    nodes = sv.instances if tier.scope == "pooled" else 1
+    mean, p99 = tier.read_demand.mean / nodes, tier.read_demand.p99 / nodes
+    iops = latency = gds = None
+    if spec is not None:
+        devices = max(1, tier.devices)
+        device_gib = (
+            None if tier.capacity_bytes is None else tier.capacity_bytes / devices / BYTES_PER_GIB
+        )
+        iops = reach(inst, spec, devices, device_gib, sv.instances).read_iops
+        latency, gds = spec.effective_read_latency_us, spec.gds_support
+    return [
+        ("load_tier_storage", name),
+        ("load_tier_read_iops", iops),
+        ("load_tier_read_latency_us", latency),
+        ("load_tier_gds", gds),
+        ("load_read_bytes_per_s_mean", mean),
+        ("load_read_bytes_per_s_p99", p99),
+        ("load_read_iops_p99", div(p99, io_size)),
+    ]
 
 
 def _tiers(sv: StageVerdict, inst: InstanceSpec) -> tuple[Tier, ...]:
@@ -225,7 +276,6 @@ def _config_facts(
     w_mean = None if writes is None or writes.bytes_per_s is None else writes.bytes_per_s.mean
     spec = storage.get(cap.storage) if cap is not None else None
     out: list[tuple[str, Any]] = [
-        ("shared_storage_spec", False),
         ("prefill_instance_count", pre.instances),
         ("decode_instance_count", dec.instances),
         ("prefill_gpu_bf16_tflops", pi.gpu_bf16_tflops),
@@ -262,6 +312,7 @@ def _config_facts(
             ("prefill_disk_cap_utilization_p99", div(w_p99, disk_cap)),
             ("ssd_drive_writes_per_day", dwpd),
         ]
+    out += _load_facts(pre, pi, storage, _v(facts, "io_size_bytes"))
     if kv and prefix_cache is not None and gpu_pool is not None:
         n = pre.instances
         out.append(

@@ -113,12 +113,13 @@ class Candidate:
 
 def _gib(nbytes: float) -> str:
     """Bytes as GiB to a millionth, rounded up (so a size read back is never short)."""
-    return f"{math.ceil(nbytes / BYTES_PER_GIB * 1e6) / 1e6:.6f}".rstrip("0").rstrip(".") + " GiB"
+    gib = math.ceil(nbytes / BYTES_PER_GIB * 1e6) / 1e6
+    return f"{gib:.6f}".rstrip("0").rstrip(".") + " GiB"  # exact: a plan value review reads
 
 
 def _rate(bytes_per_s: float) -> str:
     """Bytes per second as GB/s, nine significant digits (rounded down by at most 5e-9)."""
-    return f"{bytes_per_s / BYTES_PER_GB:.9g} GB/s"
+    return f"{bytes_per_s / BYTES_PER_GB:.9g} GB/s"  # exact: a plan value review reads
 
 
 def _tier_doc(t: TierPick, chunk_tokens: int) -> dict[str, Any]:
@@ -181,7 +182,11 @@ def plan_document(
         "description": description,
         "model": {"name": model, "tp": tp, "kv_dtype": kv_dtype, "weight_dtype": weight_dtype},
     }
-    kept = {k[: -len("_s")]: f"{v:.9g} s" for k, v in slo.items() if k.endswith("_p99_s")}
+    kept = {
+        k[: -len("_s")]: f"{v:.9g} s"  # exact: a plan value review reads
+        for k, v in slo.items()
+        if k.endswith("_p99_s")
+    }
     kept = {k: v for k, v in kept.items() if k in ("ttft_p99", "tpot_p99")}
     if kept:
         doc["slo"] = kept

@@ -46,6 +46,8 @@ from kvadvisor.results.verdict import (
     VerdictSet,
     VerdictStatus,
 )
+from kvadvisor.units import Unit, format_value
+from kvadvisor.units.format import count, price
 from kvadvisor.vocab import Stage
 
 SEARCH_REQUESTS = 3000
@@ -285,8 +287,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         how=(
             "the whole trace"
             if size == n
-            else f"the busiest window of {size:,} consecutive requests (rows {start:,} to "
-            f"{stop - 1:,}), starting from empty caches"
+            else f"the busiest window of {count(size)} consecutive requests (rows {count(start)} "
+            f"to {count(stop - 1)}), starting from empty caches"
         ),
     )
     primary, why = _primary(verdicts, inputs.providers)
@@ -300,8 +302,9 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
             errors[primary],
             "the chosen deployment replayed on the whole trace"
             if whole
-            else f"the chosen deployment replayed on another window of {size:,} requests "
-            f"(rows {check_rows[0]:,} to {check_rows[1] - 1:,})",
+            else f"the chosen deployment replayed on another window of "
+            f"{format_value(size, Unit.REQUESTS)} (rows {count(check_rows[0])} to "
+            f"{count(check_rows[1] - 1)})",
         )
     missing = () if view.has_hashes else ("block hashes",)
     notes = ()
@@ -374,6 +377,7 @@ def _verdict(
     # now be cheaper: verify it too (VERIFY_CONFIGS at most) and keep the cheaper.
     verified: list[tuple[Outcome, Outcome]] = []
     failed: dict[str, str] = {}
+    failed_labels: dict[str, str] = {}
     notes: list[str] = []
     for o in _contenders(f)[:VERIFY_CONFIGS]:
         if verified and outcome_key(o) >= outcome_key(
@@ -384,6 +388,7 @@ def _verdict(
         checked = final.outcome(o.candidate, caps)
         if whole and not checked.meets:
             failed[repr(o.doc)] = checked.why_not()
+            failed_labels[repr(o.doc)] = o.candidate.label()
             grown = _grow(final, checked, caps)
             if grown is None:
                 continue
@@ -402,11 +407,10 @@ def _verdict(
         if len(verified) == 1 and checked.meets and checked.doc == o.doc:
             break  # met as sized: no other configuration can undercut it
     if not verified:
+        whole_misses = {failed_labels[doc]: why for doc, why in failed.items()}
         return no_verdict(
             f,
-            f"{f.chosen.candidate.label()} meets the SLO on the sample but not on the whole "
-            f"trace ({'; '.join(dict.fromkeys(failed.values()))}), and more instances do not "
-            "bring it within the SLO (the whole trace's longest prompts set the tail)",
+            unverified_reason(f.chosen.candidate.label(), whole_misses),
             VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
         )
     final_outcome, sample_outcome = min(verified, key=lambda v: outcome_key(v[0]))
@@ -432,6 +436,33 @@ def _verdict(
     )
 
 
+def unverified_reason(chosen: str, misses: Mapping[str, str]) -> str:
+    """Why no configuration that met the SLO on the sample is kept: each one's miss, once.
+
+    ``misses`` maps each configuration verified on the whole trace (its label) to why it
+    missed there. Configurations that missed alike share one clause, so a reason never
+    repeats a "misses TTFT p99 ..." text without saying whose it is.
+    """
+    by_why: dict[str, list[str]] = {}
+    for label, why in misses.items():
+        by_why.setdefault(why, []).append(label)
+    clauses = "; ".join(
+        f"{' and '.join(labels)} {_agree(why, len(labels))}" for why, labels in by_why.items()
+    )
+    return (
+        f"{chosen} meets the SLO on the sample, but on the whole trace no configuration "
+        "verified does and more instances do not bring one within it (the whole trace's "
+        f"longest prompts set the tail): {clauses}"
+    )
+
+
+def _agree(why: str, subjects: int) -> str:
+    """``why`` ("misses ...") with its verb agreeing with ``subjects`` ("A and B miss ...")."""
+    if subjects > 1 and why.startswith("misses "):
+        return "miss " + why[len("misses ") :]
+    return why
+
+
 def _primary(verdicts: Sequence[Verdict], asked: Sequence[str]) -> tuple[str | None, str]:
     chosen = [v for v in verdicts if v.chosen]
     if len(asked) == 1:
@@ -442,11 +473,11 @@ def _primary(verdicts: Sequence[Verdict], asked: Sequence[str]) -> tuple[str | N
         )
     if not chosen:
         return None, "no provider has a deployment that meets the SLO"
-    priced = [v for v in chosen if v.usd_per_hour is not None]
+    priced = [(v.usd_per_hour, v) for v in chosen if v.usd_per_hour is not None]
     if priced:
-        best = min(priced, key=lambda v: v.usd_per_hour or 0.0)  # stable: catalog order on ties
+        usd, best = min(priced, key=lambda uv: uv[0])  # stable: catalog order on ties
         return best.provider, (
-            f"the lowest $/h among the priced verdicts (${best.usd_per_hour:,.2f}/h); unpriced "
+            f"the lowest $/h among the priced verdicts ({price(usd, 'h')}); unpriced "
             "verdicts are never called cheapest"
         )
     best = min(chosen, key=lambda v: sum(s.gpus for s in v.stages))

@@ -33,7 +33,15 @@ from kvadvisor.advice.candidate import (
     StagePick,
     TierPick,
 )
-from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, headroom, min_count
+from kvadvisor.advice.sizing import (
+    MAX_INSTANCES,
+    Outcome,
+    Replayer,
+    headroom,
+    min_count,
+    over,
+    percentile_label,
+)
 from kvadvisor.advice.space import Bounds, Shape, Work, bounds, shapes
 from kvadvisor.advice.tiers import (
     CAPACITY_TIER,
@@ -48,9 +56,10 @@ from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import nic_bytes_per_s
 from kvadvisor.deploy.access import Via
-from kvadvisor.fleet import summarize
+from kvadvisor.fleet import slo_percentiles, summarize
 from kvadvisor.fleet.hits import HitIndex
-from kvadvisor.units import BYTES_PER_TIB, plural
+from kvadvisor.units import Unit, format_value, plural
+from kvadvisor.units.format import apart
 from kvadvisor.vocab import Stage, Topology
 
 # Configurations replayed per provider at most (after the cost bound orders them).
@@ -213,10 +222,16 @@ def _stage_tiers(shape: Shape, count: int, spec: SearchSpec) -> tuple[tuple[Tier
     gain = tier_gain(spec.pooled_hits, spec.sample_inputs, gpu, gpu + host_tokens)
     if gain is not None and gain < MIN_TIER_GAIN:
         return (), (
-            f"no tier: the fleet's GPU KV pools already hold the reuse; host memory would add "
-            f"{gain:.1%} of prompt tokens in steady state (under {MIN_TIER_GAIN:.0%})"
+            "no tier: the fleet's GPU KV pools already hold the reuse; host memory would add "
+            f"{_gain_text(gain)}"
         )
     return (host,), ""
+
+
+def _gain_text(gain: float) -> str:
+    """A tier's gain under :data:`MIN_TIER_GAIN`, e.g. "0.4% of prompt tokens ... (under 1.0%)"."""
+    got, least = apart(gain, MIN_TIER_GAIN, Unit.RATIO)
+    return f"{got} of prompt tokens in steady state (under {least})"
 
 
 def link_bytes_per_s(instance: InstanceSpec) -> float | None:
@@ -356,12 +371,12 @@ def _configs(
                 if Stage.SERVING in kinds:
                     floor.append((shape, b))
                 slow_ttft = [
-                    f"TTFT p{p:g} {b.ttft_alone_s[p]:.3g} s > {t:g} s"
+                    f"TTFT {percentile_label(p)} {over(b.ttft_alone_s[p], t)}"
                     for p, t in ttft_t.items()
                     if b.ttft_alone_s[p] > t
                 ]
                 slow_tpot = [
-                    f"TPOT p{p:g} {b.tpot_alone_s[p]:.3g} s > {t:g} s"
+                    f"TPOT {percentile_label(p)} {over(b.tpot_alone_s[p], t)}"
                     for p, t in tpot_t.items()
                     if b.tpot_alone_s[p] > t
                 ]
@@ -423,10 +438,11 @@ def _transfer_misses(
     t = b.ttft_alone_per_request_s + work.input_tokens * pre.kv.bytes_per_token / link
     parts = []
     for p, target in ttft.items():
-        got = float(np.percentile(t, p)) if t.size else 0.0
+        got = slo_percentiles(t, (p,))[0] if t.size else 0.0
         if got > target:
             parts.append(
-                f"TTFT p{p:g} {got:.3g} s > {target:g} s over a {link / 1e9:,.0f} GB/s link"
+                f"TTFT {percentile_label(p)} {over(got, target)} over a "
+                f"{format_value(link, Unit.BYTES_PER_S)} link"
             )
     return "; ".join(parts)
 
@@ -445,7 +461,8 @@ def _floor(
         for p, target in targets.items():
             shape, b = min(fitted, key=lambda sb, p=p, pick=pick: pick(sb[1], p))
             if pick(b, p) > target:
-                parts.append(f"{metric} p{p:g} {pick(b, p):.3g} s alone on {shape.label}")
+                best = apart(pick(b, p), target, Unit.SECONDS)[0]
+                parts.append(f"{metric} {percentile_label(p)} {best} alone on {shape.label}")
     return "; ".join(parts)
 
 
@@ -517,9 +534,10 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
     fleet_host = host.capacity_bytes * stage.count
     forced = spec.forced_storage is not None
     if spec.reuse_bytes <= fleet_host and not forced:
+        keep = format_value(spec.reuse_bytes, Unit.BYTES)
         found.tier_note = (
-            f"no capacity tier: the KV worth keeping ({spec.reuse_bytes / BYTES_PER_TIB:,.2f} TiB) "
-            f"fits the fleet's host memory ({fleet_host / BYTES_PER_TIB:,.2f} TiB)"
+            f"no capacity tier: the KV worth keeping ({keep}) fits the fleet's host memory "
+            f"({format_value(fleet_host, Unit.BYTES)})"
         )
         return
     hits = spec.pooled_hits
@@ -530,8 +548,8 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         gain = tier_gain(hits, spec.sample_inputs, above, above + spec.reuse_bytes / kvb)
         if gain is not None and gain < MIN_TIER_GAIN:
             found.tier_note = (
-                f"no capacity tier: beyond host memory, the KV worth keeping would add only "
-                f"{gain:.1%} of prompt tokens in steady state (under {MIN_TIER_GAIN:.0%})"
+                "no capacity tier: beyond host memory, the KV worth keeping would add only "
+                f"{_gain_text(gain)}"
             )
             return
     write_p99 = _host_write_p99(chosen)
@@ -543,7 +561,7 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
     )
     if not options:
         found.tier_note = (
-            f"the KV worth keeping ({spec.reuse_bytes / BYTES_PER_TIB:,.2f} TiB) outgrows host "
+            f"the KV worth keeping ({format_value(spec.reuse_bytes, Unit.BYTES)}) outgrows host "
             f"memory, but {stage.shape.instance.name} can have no sizable capacity tier"
             + (f" ({'; '.join(refused)})" if refused else "")
         )

@@ -31,10 +31,14 @@ from kvadvisor.fleet import (
     ReplayResult,
     TraceArrays,
     request_columns,
+    slo_percentiles,
     summarize,
 )
 from kvadvisor.fleet.engine import ReplayRun, run_replay, run_stage
+from kvadvisor.fleet.summary import SLO_TOLERANCE
 from kvadvisor.plan.loader import PlanCatalogs, PlanError
+from kvadvisor.units import Unit, format_value
+from kvadvisor.units.format import MAX_DIGITS, apart, number
 
 # Replays for the search stop this long after the last arrival: a fleet that has not drained
 # by then has missed its targets (requests left unfinished miss every target).
@@ -58,7 +62,9 @@ class Outcome:
     """One replay of a candidate: whether it could run, its latencies, whether it meets the SLO.
 
     ``error`` says why the candidate cannot be replayed (a constraint), else it is "". The
-    percentile figures are seconds over the requests that have them; ``met`` per target.
+    percentile figures (:func:`kvadvisor.fleet.slo_percentiles`, the pNN the SLO check reads:
+    within a target exactly when the target is met) are seconds; ``met`` per target, and
+    ``targets`` the targets in seconds.
     """
 
     candidate: Candidate
@@ -66,11 +72,12 @@ class Outcome:
     error: str = ""
     met: dict[str, bool] = field(default_factory=dict)
     attainment: dict[str, float] = field(default_factory=dict)
-    ttft_s: dict[str, float] = field(default_factory=dict)  # "p90", "p99"
+    ttft_s: dict[str, float] = field(default_factory=dict)  # "p90", "p99" and each target's
     tpot_s: dict[str, float] = field(default_factory=dict)
     tier_problem: str = ""
     run: ReplayRun | None = None
     overloaded: bool = False  # the queue grew over the arrivals: capacity, not latency, binds
+    targets: dict[str, float] = field(default_factory=dict)  # "ttft_p99_s": seconds
 
     @property
     def meets(self) -> bool:
@@ -85,18 +92,28 @@ class Outcome:
             return self.error
         missed = [k for k, ok in self.met.items() if not ok]
         if missed:
-            parts = []
-            for key in missed:
-                metric, pct = _split(key)
-                got = (self.ttft_s if metric == "ttft" else self.tpot_s).get(f"p{pct:g}")
-                share = self.attainment.get(key)
-                parts.append(
-                    f"{metric.upper()} p{pct:g} "
-                    + (f"{got:.3g} s" if got is not None and math.isfinite(got) else "unbounded")
-                    + (f" ({share:.1%} of requests within target)" if share is not None else "")
-                )
-            return "misses " + ", ".join(parts)
+            return "misses " + ", ".join(self._miss(key) for key in missed)
         return self.tier_problem
+
+    def _miss(self, key: str) -> str:
+        """One missed target: "TPOT p99 101 ms > 100 ms (98.9% of requests within it)"."""
+        metric, pct = _split(key)
+        label = percentile_label(pct)
+        got = {"ttft": self.ttft_s, "tpot": self.tpot_s}.get(metric, {}).get(label)
+        target = self.targets.get(key)
+        if got is None:
+            figure = ""  # an e2e or queue target: its share says it
+        elif not math.isfinite(got):
+            figure = " unbounded (requests left unfinished)"
+        elif target is None:
+            figure = " " + format_value(got, Unit.SECONDS)
+        else:
+            figure = " " + over(got, target)
+        share = self.attainment.get(key)
+        within = ""
+        if share is not None:
+            within = f" ({apart(share, pct / 100.0, Unit.RATIO)[0]} of requests within it)"
+        return f"{metric.upper()} {label}{figure}{within}"
 
 
 def _split(key: str) -> tuple[str, float]:
@@ -104,6 +121,17 @@ def _split(key: str) -> tuple[str, float]:
     if m is None:
         raise ConfigError(f"SLO target '{key}': expected e.g. ttft_p99_s")
     return m.group(1), float(m.group(2))
+
+
+def percentile_label(pct: float) -> str:
+    """A percentile as a target names it: 99.0 -> "p99", 99.9 -> "p99.9"."""
+    return "p" + number(pct, MAX_DIGITS)
+
+
+def over(got_s: float, target_s: float) -> str:
+    """A latency over its target, "101 ms > 100 ms", with the digits it takes to read so."""
+    shown, limit = apart(got_s, target_s, Unit.SECONDS)
+    return f"{shown} > {limit}"
 
 
 def check_targets(
@@ -119,15 +147,22 @@ def check_targets(
             values = values[cols["output_tokens"] > 1]
         v = np.where(np.isfinite(values), values, np.inf)
         attain[key] = float(np.mean(v <= target)) if v.size else 1.0
-        met[key] = attain[key] >= pct / 100.0 - 1e-12
+        met[key] = attain[key] >= pct / 100.0 - SLO_TOLERANCE
     return met, attain
 
 
-def _pcts(values: np.ndarray) -> dict[str, float]:
+def _pcts(values: np.ndarray, targets: Mapping[str, float], metric: str) -> dict[str, float]:
+    """p90, p99 and each ``metric`` target's percentile, as the SLO check reads them."""
     v = np.where(np.isfinite(values), values, np.inf)
     if v.size == 0:
         return {}
-    return {f"p{p}": float(np.percentile(v, p)) for p in (90, 99)}
+    labels = {"p90": 90.0, "p99": 99.0}
+    for key in targets:
+        m, pct = _split(key)
+        if m == metric:
+            labels[percentile_label(pct)] = pct
+    got = slo_percentiles(v, tuple(labels.values()))
+    return dict(zip(labels, got, strict=True))
 
 
 def tier_problem(result: ReplayResult, capacity_tiers: set[str]) -> str:
@@ -135,16 +170,16 @@ def tier_problem(result: ReplayResult, capacity_tiers: set[str]) -> str:
     for t in result.tiers:
         u = t.utilization
         if u.p99 > TIER_P99_TARGET:
-            return (
-                f"tier {t.name}: p99 demand uses {u.p99:.0%} of it (at most "
-                f"{TIER_P99_TARGET:.0%} kept for the tail)"
-            )
+            used, most = apart(u.p99, TIER_P99_TARGET, Unit.RATIO)
+            return f"tier {t.name}: p99 demand uses {used} of it (at most {most} kept for the tail)"
         if u.peak > TIER_PEAK_LIMIT:
-            return f"tier {t.name}: the busiest window asks {u.peak:.0%} of it"
+            asked = apart(u.peak, TIER_PEAK_LIMIT, Unit.RATIO)[0]
+            return f"tier {t.name}: the busiest window asks {asked} of it"
         if t.name in capacity_tiers and u.mean < TIER_MEAN_FLOOR:
+            used, least = apart(u.mean, TIER_MEAN_FLOOR, Unit.RATIO)
             return (
-                f"tier {t.name}: used {u.mean:.1%} of its bandwidth on average, under "
-                f"{TIER_MEAN_FLOOR:.0%}: bought for the peak, run at the average (cause 1)"
+                f"tier {t.name}: used {used} of its bandwidth on average, under {least}: "
+                "bought for the peak, run at the average (cause 1)"
             )
     return ""
 
@@ -232,11 +267,12 @@ class Replayer:
             "",
             met,
             attain,
-            _pcts(cols["ttft_s"]),
-            _pcts(tpot),
+            _pcts(cols["ttft_s"], self.targets, "ttft"),
+            _pcts(tpot, self.targets, "tpot"),
             problem,
             run,
             summary.overload.overloaded,
+            dict(self.targets),
         )
         self._cache[key] = out
         return out
@@ -250,7 +286,7 @@ class Replayer:
         """
         doc = self.document(candidate)
         pre = dict(doc, stages={"prefill": doc["stages"]["prefill"]})
-        key = f"prefill:{link_bytes_per_s:.9g}:" + self._key(pre)
+        key = f"prefill:{link_bytes_per_s:.9g}:" + self._key(pre)  # exact: a cache key
         if (hit := self._hit(key, candidate, doc)) is not None:
             return hit
         try:
@@ -271,7 +307,8 @@ class Replayer:
         }
         ttft_targets = {k: v for k, v in self.targets.items() if k.startswith("ttft")}
         met, attain = check_targets(ttft_targets, cols)
-        out = Outcome(candidate, doc, "", met, attain, _pcts(cols["ttft_s"]), {}, "", None)
+        ttft = _pcts(cols["ttft_s"], ttft_targets, "ttft")
+        out = Outcome(candidate, doc, "", met, attain, ttft, {}, "", None, False, ttft_targets)
         self._cache[key] = out
         return out
 

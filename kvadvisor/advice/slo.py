@@ -15,6 +15,9 @@ from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet import parse_slo
 from kvadvisor.results.verdict import SloTargets
+from kvadvisor.units.format import count
+
+PARAMS_PER_BILLION = 1e9
 
 MLPERF_SOURCE = (
     "MLPerf Inference server scenario, mlcommons/inference loadgen/mlperf.conf "
@@ -63,7 +66,7 @@ def mlperf_limit(model: ModelSpec) -> tuple[MlperfLimit, str]:
         limit = DEEPSEEK_R1 if model.is_moe else LLAMA31_405B
     else:
         limit = MIXTRAL_8X7B if model.is_moe else LLAMA2_70B
-    size = f"{model.total_params / 1e9:,.0f}B {'MoE' if model.is_moe else 'dense'}"
+    size = f"{count(model.total_params / PARAMS_PER_BILLION)}B {'MoE' if model.is_moe else 'dense'}"
     return limit, f"the MLPerf benchmark nearest a {size} model"
 
 

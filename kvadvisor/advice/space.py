@@ -28,13 +28,13 @@ from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.errors import CatalogError, ConfigError
-from kvadvisor.fleet import KvModel
+from kvadvisor.fleet import KvModel, slo_percentiles
 from kvadvisor.fleet.build import StepModelInputs, kv_model, pool_tokens, roofline_for
 from kvadvisor.fleet.fromplan import LARGE_GPU_BATCH, LARGE_GPU_BYTES, SMALL_GPU_BATCH
 from kvadvisor.perfmodel import PerfModel
 from kvadvisor.perfmodel.memory import TP_CHOICES
 from kvadvisor.perfmodel.step import StepTable
-from kvadvisor.units import plural
+from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.vocab import Stage
 
 # vLLM's KV block (page) size, the default the plan's replay uses too (docs/replay.md).
@@ -147,8 +147,9 @@ def shapes(
             continue
         if pool < longest_tokens:
             refused.append(
-                f"{instance.name} TP {tp}: a replica's GPU KV pool holds {pool:,} tokens, "
-                f"fewer than the longest request's {longest_tokens:,}"
+                f"{instance.name} TP {tp}: a replica's GPU KV pool holds "
+                f"{format_value(pool, Unit.TOKENS)}, fewer than the longest request's "
+                f"{format_value(longest_tokens, Unit.TOKENS)}"
             )
             continue
         batched, seqs = batch_defaults(gpu)
@@ -225,6 +226,12 @@ def bounds(shape: Shape, work: Work, percentiles: tuple[float, ...]) -> Bounds:
     decode = float(out.sum()) * float(step.tokens_time_s(batch)) / batch + float(
         step.decode_s_per_kv_byte * (out * kv_rank).sum()
     )
-    pct = {p: float(np.percentile(ttft, p)) if ttft.size else 0.0 for p in percentiles}
-    tp = {p: float(np.percentile(tpot[multi], p)) if multi.any() else 0.0 for p in percentiles}
+    pct = _alone(ttft, percentiles)
+    tp = _alone(tpot[multi], percentiles)
     return Bounds(pct, tp, prefill, decode, batch, ttft)
+
+
+def _alone(values: np.ndarray, percentiles: tuple[float, ...]) -> dict[float, float]:
+    """Each percentile as the SLO check reads it (a bound and a replay judge alike); 0 if none."""
+    got = slo_percentiles(values, percentiles)
+    return {p: 0.0 if math.isnan(v) else v for p, v in zip(percentiles, got, strict=True)}

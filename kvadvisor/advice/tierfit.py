@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import Cost, access, reach, tier_cost
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, Unit, format_value
+from kvadvisor.units.format import apart, price
 from kvadvisor.vocab import Stage
 
 # p99 demand should use at most this share of a tier: headroom for the tail beyond p99 and for
@@ -139,28 +140,31 @@ def fit_tier(
         if demand_bytes_per_s is not None:
             problems.append(f"no published {direction} bandwidth to size it against demand")
     elif demand_bytes_per_s is not None and demand_bytes_per_s > TARGET_TIER_UTILIZATION * bw:
-        problems.append(f"p99 demand is {demand_bytes_per_s / bw:.0%} of its bandwidth")
+        share = format_value(demand_bytes_per_s / bw, Unit.RATIO)
+        problems.append(f"p99 demand is {share} of its bandwidth")
     if (
         demand_iops is not None
         and iops is not None
         and demand_iops > TARGET_TIER_UTILIZATION * iops
     ):
-        problems.append(f"p99 I/O rate is {demand_iops / iops:.0%} of its IOPS")
+        share = format_value(demand_iops / iops, Unit.RATIO)
+        problems.append(f"p99 I/O rate is {share} of its IOPS")
     if capacity_gib and total_capacity is not None and total_capacity < capacity_gib:
-        problems.append(f"holds {total_capacity:,.0f} of the {capacity_gib:,.0f} GiB needed")
+        held, needed = apart(total_capacity, capacity_gib, Unit.GIB)
+        problems.append(f"holds {held} of the {needed} needed")
     bw_text = (
-        f"{direction} bandwidth not published" if bw is None else f"{bw / BYTES_PER_GB:,.2f} GB/s"
+        f"{direction} bandwidth not published" if bw is None else format_value(bw, Unit.BYTES_PER_S)
     )
     capped = f" (bound by {limit})" if bw is not None and got.capped else ""
-    what = f"{devices} x {spec.name}" + (f" at {size:,.0f} GiB" if size else "")
+    what = f"{devices} x {spec.name}" + (f" at {format_value(size, Unit.GIB)}" if size else "")
     util = (
         ""
         if bw is None or demand_bytes_per_s is None
-        else f", p99 demand uses {demand_bytes_per_s / bw:.0%}"
+        else f", p99 demand uses {format_value(demand_bytes_per_s / bw, Unit.RATIO)}"
     )
     cost = tier_cost(spec, total_capacity, devices if multiple else 1)
-    price = "" if cost.usd_per_hour is None else f", ${cost.usd_per_hour:,.2f}/h"
-    reason = f"{what}: {bw_text}{capped}{util}{price}" + (
+    hourly = "" if cost.usd_per_hour is None else f", {price(cost.usd_per_hour, 'h')}"
+    reason = f"{what}: {bw_text}{capped}{util}{hourly}" + (
         "; " + "; ".join(problems) if problems else ""
     )
     return TierFit(

@@ -26,7 +26,7 @@ from kvadvisor.advice.space import Shape
 from kvadvisor.advice.tierfit import TierFit, fit_tier
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import host_tier_name, storage_options
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import Stage
 
 # SGLang HiCache sizes the host pool at 0.8 of host memory when neither ratio nor size is set.
@@ -55,9 +55,10 @@ def host_tier(shape: Shape, storage: Mapping[str, StorageSpec]) -> TierPick | No
         usd_per_hour=0.0,
         price_basis=f"the instance's own memory ({entry}), in its price",
         why=(
-            f"{HOST_KV_FRACTION:.0%} of {inst.host_memory_gib:,.0f} GiB host memory (SGLang "
-            f"HiCache's default host share); loads cross {inst.gpu_count} GPU host links of "
-            f"{shape.gpu.pcie_gbps:g} GB/s"
+            f"{format_value(HOST_KV_FRACTION, Unit.RATIO)} of "
+            f"{format_value(inst.host_memory_gib, Unit.GIB)} host memory (SGLang HiCache's "
+            f"default host share); loads cross {inst.gpu_count} GPU host links of "
+            f"{format_value(shape.gpu.pcie_gbps, Unit.GBPS)}"
         ),
     )
 
@@ -121,7 +122,7 @@ def capacity_pick(fit: TierFit, instances: int) -> TierPick:
     per_device = None if capacity is None else capacity / max(fit.devices, 1)
     what = (
         f"{fit.devices} x {spec.name}"
-        + ("" if per_device is None else f" of {per_device / BYTES_PER_GB:,.0f} GB")
+        + ("" if per_device is None else f" of {format_value(per_device, Unit.BYTES)}")
         + (" shared by the stage" if shared else " per node")
     )
     return TierPick(

@@ -17,7 +17,9 @@ import numpy as np
 from kvadvisor.advice.candidate import Candidate, StagePick, TierPick
 from kvadvisor.advice.search import MAX_CONFIGS, Config, ProviderSearch, Tried, cost_key
 from kvadvisor.advice.sizing import Outcome
-from kvadvisor.deploy import instance_cost
+from kvadvisor.catalog.instances import InstanceSpec
+from kvadvisor.deploy import instance_cost, nic_bytes_per_s
+from kvadvisor.deploy.access import Via
 from kvadvisor.fleet import ReplayResult
 from kvadvisor.fleet.engine import ReplayRun, StageRun
 from kvadvisor.results.replay import TierDemand
@@ -33,7 +35,8 @@ from kvadvisor.results.verdict import (
     Verdict,
     VerdictStatus,
 )
-from kvadvisor.units import S_PER_HOUR, plural
+from kvadvisor.units import S_PER_HOUR, Unit, format_value, plural
+from kvadvisor.units.format import price
 from kvadvisor.vocab import Stage, Topology
 
 MAX_RUNNERS_UP = 6
@@ -81,6 +84,7 @@ def _tier_choice(pick: TierPick, demand: TierDemand | None, role: Stage) -> Tier
         unconfirmed=pick.unconfirmed,
         read_utilization=None if demand is None else _rate(demand.read_utilization),
         write_utilization=None if demand is None else _rate(demand.write_utilization),
+        read_demand=None if demand is None else _rate(demand.read_demand_bytes_per_s),
     )
 
 
@@ -194,8 +198,8 @@ def _mechanisms(
         if stage.role == Stage.DECODE:
             statement = (
                 "decode needs no storage I/O: the prompt's KV arrives over the P-to-D link, "
-                f"preemptions recompute ({preempt:,}), no decode-time offload and no write-back; "
-                "no storage is bought for it"
+                f"preemptions recompute ({format_value(preempt, Unit.COUNT)}), no decode-time "
+                "offload and no write-back; no storage is bought for it"
             )
     if loads:
         if tiers:
@@ -203,7 +207,11 @@ def _mechanisms(
                 "the nodes that prefill hold the tiers: "
                 + "; ".join(
                     f"{t.name} ({t.storage}) serves "
-                    + ("an unknown share" if t.hit_ratio is None else f"{t.hit_ratio:.1%}")
+                    + (
+                        "an unknown share"
+                        if t.hit_ratio is None
+                        else format_value(t.hit_ratio, Unit.RATIO)
+                    )
                     + " of prompt tokens"
                     for t in tiers
                 )
@@ -283,10 +291,9 @@ def link_choice(candidate: Candidate, result: ReplayResult) -> LinkChoice | None
         return None
     dec = candidate.stages[-1].shape.instance
     network = (
-        f"{dec.name} back-end network ({dec.backend_network or 'RDMA'}, "
-        f"{dec.backend_network_gbit:,.0f} Gbit/s)"
+        f"{dec.name} back-end network ({dec.backend_network or 'RDMA'}, {_nic(dec, Via.BACKEND)})"
         if dec.backend_network_gbit
-        else f"{dec.name} front-end network ({dec.frontend_network_gbit or 0:,.0f} Gbit/s)"
+        else f"{dec.name} front-end network ({_nic(dec, Via.FRONTEND)})"
     )
     link = result.link
     return LinkChoice(
@@ -296,6 +303,11 @@ def link_choice(candidate: Candidate, result: ReplayResult) -> LinkChoice | None
         peak_bytes_per_s=link.bytes_per_s.peak,
         utilization_p99=link.utilization.p99,
     )
+
+
+def _nic(instance: InstanceSpec, via: Via) -> str:
+    """A network's line rate (catalogs quote Gbit/s) as the bandwidth every report shows."""
+    return format_value(nic_bytes_per_s(instance, via) or 0.0, Unit.BYTES_PER_S)
 
 
 def token_prices(
@@ -353,7 +365,7 @@ def _finite(x: float | None) -> float | None:
 
 def _cost_text(c: Candidate) -> str:
     usd = c.usd_per_hour
-    return f"${usd:,.2f}/h" if usd is not None else f"{c.gpus} GPUs, unpriced"
+    return price(usd, "h") if usd is not None else f"{plural(c.gpus, 'GPU')}, unpriced"
 
 
 def _lost_on_cost(loser: Candidate, chosen: Candidate) -> str:
@@ -361,10 +373,10 @@ def _lost_on_cost(loser: Candidate, chosen: Candidate) -> str:
     if a is not None and b is not None:
         if math.isclose(a, b) and loser.gpus == chosen.gpus:
             return (
-                f"meets the SLO for the same ${a:,.2f}/h and GPUs; the chosen one keeps the "
+                f"meets the SLO for the same {price(a, 'h')} and GPUs; the chosen one keeps the "
                 "larger margin to the SLO"
             )
-        return f"meets the SLO for ${a:,.2f}/h against ${b:,.2f}/h"
+        return f"meets the SLO for {price(a, 'h')} against {price(b, 'h')}"
     if a is None and b is not None:
         return f"meets the SLO but is unpriced ({loser.gpus} GPUs); the chosen one is priced"
     return f"meets the SLO with {loser.gpus} GPUs against {chosen.gpus} (no prices to compare)"
@@ -464,7 +476,7 @@ def _bound_summary(config: Config, chosen: Candidate) -> CandidateSummary:
             "on cost with the priced deployments"
         )
     else:
-        bound = f"${value:,.2f}/h" if priced == 0 else f"{value:,.0f} GPUs"
+        bound = price(value, "h") if priced == 0 else plural(value, "GPU")
         why = (
             f"not replayed: even at its busy-time bound it costs {bound}, no less than the "
             f"chosen {_cost_text(chosen)}"
@@ -475,7 +487,7 @@ def _bound_summary(config: Config, chosen: Candidate) -> CandidateSummary:
 def _capped_summary(config: Config) -> CandidateSummary:
     priced, value = config.cost_estimate
     gpus = sum(e * s.instance.gpu_count for _, s, _, e in config.shapes)
-    est = f"${value:,.2f}/h" if priced == 0 else f"{value:,.0f} GPUs"
+    est = price(value, "h") if priced == 0 else plural(value, "GPU")
     why = (
         f"not replayed: its estimated cost ({est}) ranks it after the {MAX_CONFIGS} "
         "configurations replayed per provider"

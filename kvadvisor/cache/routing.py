@@ -72,7 +72,7 @@ def _session_hashes(sessions: SessionKeys, seed: int) -> np.ndarray:
     """
     import pandas as pd  # only this policy hashes strings; keep pandas off the import path
 
-    key = f"{seed:016d}"
+    key = f"{seed:016d}"  # exact: the hash key pandas reads
     h = pd.util.hash_array(sessions.names, hash_key=key)[np.maximum(sessions.codes, 0)]
     missing = np.flatnonzero(sessions.codes < 0)
     if missing.size:

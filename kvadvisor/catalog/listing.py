@@ -10,6 +10,9 @@ from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.storage import Price, StorageSpec
+from kvadvisor.units.format import number, usd
+
+PARAMS_PER_BILLION = 1e9
 
 SCOPE_WORDS = {
     "per_drive": "drive",
@@ -23,8 +26,13 @@ SCOPE_WORDS = {
 }
 
 
-def _num(value: float | None, fmt: str = ",.0f") -> str:
-    return "-" if value is None else format(value, fmt)
+# A table cell keeps four significant digits of a catalog figure (989.4 TFLOPS, 0.55 DWPD);
+# whole figures keep every digit (14,000 MB/s). The column header names the unit.
+TABLE_DIGITS = 4
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else number(value, TABLE_DIGITS)
 
 
 def _price_text(price: Price | None) -> str:
@@ -43,7 +51,7 @@ def _price_text(price: Price | None) -> str:
         value = getattr(price, key)
         if value is not None:
             mark = "~" if price.unconfirmed else ""
-            return f"{mark}${value:,.4g}{unit}"
+            return f"{mark}{usd(value)}{unit}"
     return "-"
 
 
@@ -78,7 +86,7 @@ def storage_table(specs: Mapping[str, StorageSpec]) -> str:
                 _num(spec.write_mbps if per_tib else r["write_mbps"]),
                 _num(r["read_iops"]),
                 _num(r["read_latency_us"]),
-                _num(spec.endurance_dwpd, "g"),
+                _num(spec.endurance_dwpd),
                 gds,
                 _price_text(spec.price),
             )
@@ -107,7 +115,7 @@ def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
     for s in specs.values():
         unit = "part" if s.local_nvme_partitions else "x"
         nvme = (
-            f"{s.local_nvme_count} {unit} {s.local_nvme_each_gb:,.0f} GB"
+            f"{s.local_nvme_count} {unit} {_num(s.local_nvme_each_gb)} GB"
             if s.local_nvme_count
             else (f"{s.drive_bays} bays" if s.drive_bays else "-")
         )
@@ -116,8 +124,8 @@ def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
                 s.name,
                 s.provider,
                 f"{s.gpu_count} x {s.gpu}",
-                _num(s.gpu_memory_gib, ",.1f"),
-                _num(s.gpu_bf16_tflops, ",.1f"),
+                _num(s.gpu_memory_gib),
+                _num(s.gpu_bf16_tflops),
                 _num(s.host_memory_gib),
                 s.host_memory_type or "-",
                 nvme,
@@ -135,18 +143,18 @@ def gpus_table(specs: Mapping[str, GpuSpec]) -> str:
     rows = [("name", "BF16 TFLOPS", "FP8 TFLOPS", "memory GB", "HBM GB/s", "host link", "NVLink")]
     for g in specs.values():
 
-        def cell(field: str, fmt: str = ",.0f", g: GpuSpec = g) -> str:
-            text = _num(getattr(g, field), fmt)
+        def cell(field: str, g: GpuSpec = g) -> str:
+            text = _num(getattr(g, field))
             return f"~{text}" if field in g.unconfirmed and text != "-" else text
 
         kind = g.host_link or (f"Gen{g.pcie_gen}" if g.pcie_gen else "")
-        link = f"{kind} {cell('pcie_gbps', 'g')} GB/s".strip()
+        link = f"{kind} {cell('pcie_gbps')} GB/s".strip()
         rows.append(
             (
                 g.name,
-                cell("bf16_dense_tflops", ",.1f"),
-                cell("fp8_dense_tflops", ",.1f"),
-                cell("memory_gb", "g"),
+                cell("bf16_dense_tflops"),
+                cell("fp8_dense_tflops"),
+                cell("memory_gb"),
                 cell("memory_bandwidth_gbps"),
                 link,
                 cell("nvlink_gbps"),
@@ -166,8 +174,8 @@ def models_table(specs: Mapping[str, ModelSpec]) -> str:
                 str(m.layers),
                 str(m.kv_heads),
                 str(m.head_dim),
-                _num(m.total_params / 1e9, ",.1f"),
-                _num(m.active_params / 1e9, ",.1f"),
+                _num(m.total_params / PARAMS_PER_BILLION),
+                _num(m.active_params / PARAMS_PER_BILLION),
             )
         )
     return _table(rows)
@@ -183,9 +191,14 @@ def _table(rows: list[tuple[str, ...]]) -> str:
     )
 
 
+def _exact(value: float) -> str:
+    """A catalog figure as its YAML records it: ``catalog show`` echoes the data, key by key."""
+    return format(value, "g")  # exact: the figure as recorded (the key names the unit)
+
+
 def _value_text(value: Any) -> str:
     if isinstance(value, tuple):
-        return ", ".join(format(v, "g") if isinstance(v, float) else str(v) for v in value)
+        return ", ".join(_exact(v) if isinstance(v, float) else str(v) for v in value)
     return str(value)
 
 
@@ -199,16 +212,16 @@ def entry_text(spec: StorageSpec | InstanceSpec | GpuSpec | ModelSpec) -> str:
             continue
         if f.name == "per_gib":
             for target, formula in value.items():
-                parts = " + ".join(
-                    p for p in (f"{formula.get('base', 0):g}", f"{formula['per_gib']:g} x C") if p
-                )
-                text = f"{parts}" + (f", at most {formula['max']:g}" if "max" in formula else "")
-                text += f", at least {formula['min']:g}" if "min" in formula else ""
+                # The formula's coefficients as the catalog's YAML records them.
+                base, slope = _exact(formula.get("base", 0)), _exact(formula["per_gib"])
+                text = f"{base} + {slope} x C"
+                text += f", at most {_exact(formula['max'])}" if "max" in formula else ""
+                text += f", at least {_exact(formula['min'])}" if "min" in formula else ""
                 lines.append(f"  per_gib.{target}: {text} (C = capacity in GiB)")
             continue
         lines.append(f"  {f.name}: {_value_text(value)}")
     if isinstance(spec, InstanceSpec):
-        lines.append(f"  gpu_memory_total_gib: {spec.gpu_memory_total_gib:g}")
+        lines.append(f"  gpu_memory_total_gib: {_exact(spec.gpu_memory_total_gib)}")
     price = getattr(spec, "price", None)
     if is_dataclass(price):
         for f in fields(price):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from kvadvisor.errors import CatalogError, CatalogProblems
+from kvadvisor.units.format import MAX_DIGITS, number
 from kvadvisor.yamlio import load_yaml
 
 
@@ -68,6 +69,11 @@ COMMON_FIELDS: dict[str, FieldSpec] = {
     "aliases": FieldSpec("list[str]"),
     "display_name": FieldSpec("str"),
 }
+
+
+def _limit(value: float) -> str:
+    """A schema bound as a user's YAML number is written against it ("1", "1,000,000,000,000")."""
+    return number(value, MAX_DIGITS)
 
 
 def _unit_hint(field_name: str) -> str:
@@ -134,11 +140,11 @@ def _check_value(where: str, spec: FieldSpec, value: Any, problems: Problems) ->
         if not math.isfinite(value):
             return fail(f"must be finite, got {value!r}")
         if spec.minimum is not None and value < spec.minimum:
-            return fail(f"must be >= {spec.minimum:g}, got {value!r}")
+            return fail(f"must be >= {_limit(spec.minimum)}, got {value!r}")
         if value <= 0 and spec.must_be_positive(name):
             return fail(f"must be more than 0{_unit_hint(name)}, got {value!r}")
         if value > MAX_NUMBER:
-            return fail(f"{value:g} is beyond any real figure (at most {MAX_NUMBER:g})")
+            return fail(f"{value!r} is beyond any real figure (at most {_limit(MAX_NUMBER)})")
         return value
     if spec.kind == "str":
         if not isinstance(value, str):
@@ -174,7 +180,9 @@ def _check_value(where: str, spec: FieldSpec, value: Any, problems: Problems) ->
             isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_NUMBER
             for v in value
         ):
-            return fail(f"expected a list of numbers from 0 to {MAX_NUMBER:g}, got {value!r:.60}")
+            return fail(
+                f"expected a list of numbers from 0 to {_limit(MAX_NUMBER)}, got {value!r:.60}"
+            )
         return value
     if spec.kind == "mapping":
         if not isinstance(value, dict):

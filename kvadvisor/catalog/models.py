@@ -13,6 +13,7 @@ from kvadvisor.catalog.loader import FieldSpec, check_entries, load_catalog_file
 from kvadvisor.errors import CatalogError
 from kvadvisor.fileio import check_input
 from kvadvisor.jsonio import MAX_CONFIG_BYTES, load_file
+from kvadvisor.units.format import count
 
 MODELS_YAML = Path(__file__).with_name("data") / "models.yaml"
 PARAMS_PER_BILLION = 1e9
@@ -395,7 +396,7 @@ def _int(cfg: Mapping[str, Any], key: str, where: str, default: int | None = Non
         raise CatalogError(f"{where}: '{key}' must be a whole number, got {value!r}")
     cap = MAX_CONFIG_VOCAB if key == "vocab_size" else MAX_CONFIG_DIM
     if not 0 <= value <= cap:
-        raise CatalogError(f"{where}: '{key}' must be in [0, {cap:,}], got {value:.6g}")
+        raise CatalogError(f"{where}: '{key}' must be in [0, {count(cap)}], got {value!r}")
     return int(value)
 
 
@@ -511,8 +512,8 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
     if layers * kv_heads * head_dim > MAX_KV_WIDTH:
         raise CatalogError(
             f"{where}: num_hidden_layers x num_key_value_heads x head_dim = "
-            f"{layers * kv_heads * head_dim:,} is beyond any real model (at most "
-            f"{MAX_KV_WIDTH:,}); check those fields"
+            f"{count(layers * kv_heads * head_dim)} is beyond any real model (at most "
+            f"{count(MAX_KV_WIDTH)}); check those fields"
         )
 
     # Attention weights per layer.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.storage import StorageSpec
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
 
 # The host tier of an instance whose memory the catalog does not name.
 UNKNOWN_HOST_TIER = "host-dram"
@@ -105,7 +105,7 @@ def access(instance: InstanceSpec, spec: StorageSpec) -> Access:
         return Access(
             True,
             Via.BUILT_IN,
-            f"{instance.local_nvme_count} built-in {unit}(s) of {each_gib:,.0f} GiB",
+            f"{instance.local_nvme_count} built-in {unit}(s) of {format_value(each_gib, Unit.GIB)}",
             instance.local_nvme_count,
             each_gib or None,
         )

@@ -12,7 +12,16 @@ from dataclasses import dataclass
 
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.storage import StorageSpec
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, BYTES_PER_MIB
+from kvadvisor.units import (
+    BYTES_PER_GB,
+    BYTES_PER_GIB,
+    BYTES_PER_MB,
+    BYTES_PER_MIB,
+    Unit,
+    format_value,
+)
+from kvadvisor.units.format import count, usd
+from kvadvisor.units.format import price as priced
 
 # AWS's pricing convention (its calculator and price pages count 730 hours in a month).
 HOURS_PER_MONTH = 730.0
@@ -50,18 +59,21 @@ def tier_cost(
     parts: list[str] = []
     if price.usd_per_hour is not None:
         hourly += price.usd_per_hour * max(1, devices)
-        parts.append(f"${price.usd_per_hour:g}/h x {max(1, devices)}")
+        parts.append(f"{priced(price.usd_per_hour, 'h')} x {max(1, devices)}")
     if capacity_gib is not None:
+        # Capacity as the count of units the price bills (GB or GiB), so the sum can be checked.
         gb = capacity_gib * BYTES_PER_GIB / BYTES_PER_GB
         if price.usd_per_gb_month is not None:
             hourly += price.usd_per_gb_month * gb / HOURS_PER_MONTH
-            parts.append(f"{gb:,.0f} GB x ${price.usd_per_gb_month:g}/GB-month")
+            parts.append(f"{count(gb)} GB x {priced(price.usd_per_gb_month, 'GB-month')}")
         if price.usd_per_gib_month is not None:
             hourly += price.usd_per_gib_month * capacity_gib / HOURS_PER_MONTH
-            parts.append(f"{capacity_gib:,.0f} GiB x ${price.usd_per_gib_month:g}/GiB-month")
+            each = priced(price.usd_per_gib_month, "GiB-month")
+            parts.append(f"{count(capacity_gib)} GiB x {each}")
         if price.usd_per_gib_hour is not None:
             hourly += price.usd_per_gib_hour * capacity_gib
-            parts.append(f"{capacity_gib:,.0f} GiB x ${price.usd_per_gib_hour:g}/GiB-hour")
+            each = priced(price.usd_per_gib_hour, "GiB-hour")
+            parts.append(f"{count(capacity_gib)} GiB x {each}")
     elif any(
         getattr(price, k) is not None
         for k in ("usd_per_gb_month", "usd_per_gib_month", "usd_per_gib_hour")
@@ -71,15 +83,15 @@ def tier_cost(
     if iops is not None and price.usd_per_provisioned_iops_month is not None:
         extra = max(0.0, iops - (price.included_iops or 0.0)) * n
         hourly += extra * price.usd_per_provisioned_iops_month / HOURS_PER_MONTH
-        parts.append(f"{extra:,.0f} provisioned IOPS")
+        parts.append(f"{format_value(extra, Unit.IOPS)} provisioned")
     if bytes_per_s is not None and price.usd_per_provisioned_mibps_month is not None:
         mibps = bytes_per_s / BYTES_PER_MIB
         extra = max(0.0, mibps - (price.included_mibps or 0.0)) * n
         hourly += extra * price.usd_per_provisioned_mibps_month / HOURS_PER_MONTH
-        parts.append(f"{extra:,.0f} provisioned MiB/s")
+        parts.append(f"{count(extra)} MiB/s provisioned")  # billed per MiB/s
     capex = None if price.usd_each is None else price.usd_each * n
     if capex is not None:
-        parts.append(f"{n} x ${price.usd_each:,.0f} each (bought)")
+        parts.append(f"{n} x {usd(price.usd_each)} each (bought)")
     where = ", ".join(p for p in (price.region, price.as_of) if p)
     basis = "; ".join(parts) + (f" ({where})" if where else "")
     has_hourly = any(
@@ -98,7 +110,7 @@ def instance_cost(instance: InstanceSpec) -> Cost:
     where = ", ".join(p for p in (price.region, price.as_of) if p)
     # A note qualifies the rate (DWS calendar mode, approximate, not on demand in general):
     # it travels with the figure instead of an "on demand" the catalog does not claim.
-    basis = f"${price.usd_per_hour:g}/h" + ("" if price.note else " on demand")
+    basis = priced(price.usd_per_hour, "h") + ("" if price.note else " on demand")
     basis += (f" ({where})" if where else "") + (f": {price.note}" if price.note else "")
     return Cost(price.usd_per_hour, None, basis, price.unconfirmed)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy.access import Via, access
-from kvadvisor.units import BYTES_PER_MB
+from kvadvisor.units import BYTES_PER_MB, Unit, format_value
 
 BITS_PER_BYTE = 8
 BYTES_PER_GBIT = 1e9 / BITS_PER_BYTE
@@ -121,19 +121,19 @@ def reach(
     if acc.ok and acc.via == Via.VOLUMES:
         if instance.disk_cap_mbps is not None:
             bw_cap = instance.disk_cap_mbps * BYTES_PER_MB
-            bw_text = f"{instance.name} disk cap {instance.disk_cap_mbps:,.0f} MB/s"
+            bw_text = f"{instance.name} disk cap {format_value(bw_cap, Unit.BYTES_PER_S)}"
             if "disk_cap_mbps" in instance.unconfirmed:
                 unconfirmed.append(f"{instance.name}.disk_cap_mbps")
         if instance.disk_cap_iops is not None:
             iops_cap = instance.disk_cap_iops
-            iops_text = f"{instance.name} disk cap {instance.disk_cap_iops:,.0f} IOPS"
+            iops_text = f"{instance.name} disk cap {format_value(iops_cap, Unit.IOPS)}"
     elif acc.ok and acc.via in (Via.FRONTEND, Via.BACKEND):
         field = "backend_network_gbit" if acc.via == Via.BACKEND else "frontend_network_gbit"
         bw_cap = nic_bytes_per_s(instance, acc.via)
         if bw_cap is None:
             unconfirmed.append(f"{instance.name}.{field}")
         else:
-            bw_text = f"{instance.name} {acc.via} {getattr(instance, field):,.0f} Gbit/s"
+            bw_text = f"{instance.name} {acc.via} {format_value(bw_cap, Unit.BYTES_PER_S)}"
             if field in instance.unconfirmed:
                 unconfirmed.append(f"{instance.name}.{field}")
 

@@ -191,8 +191,14 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
         "io_size_bytes", Unit.BYTES, "Bytes per chunk I/O: chunk_tokens × kv_bytes_per_token.", _IO
     ),
     FactSpec("write_iops_p99", Unit.IOPS, "write_bytes_per_s_p99 / io_size_bytes.", _IO),
-    FactSpec("decode_read_iops_mean", Unit.IOPS, "read_bytes_per_s_mean / io_size_bytes.", _IO),
-    FactSpec("decode_read_iops_p99", Unit.IOPS, "read_bytes_per_s_p99 / io_size_bytes.", _IO),
+    FactSpec(
+        "read_iops_mean",
+        Unit.IOPS,
+        "read_bytes_per_s_mean / io_size_bytes: chunk reads per second of the prefix loads "
+        "(all instances).",
+        _IO,
+    ),
+    FactSpec("read_iops_p99", Unit.IOPS, "read_bytes_per_s_p99 / io_size_bytes.", _IO),
     FactSpec(
         "breakeven_prefix_tokens",
         Unit.TOKENS,
@@ -252,12 +258,6 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
         Unit.BOOL,
         "Whether the deployment search chose a deployment (the primary verdict): it compared "
         "aggregated and disaggregated fleets on the replay, so advice on topology is its own.",
-        _CFG,
-    ),
-    FactSpec(
-        "shared_storage_spec",
-        Unit.BOOL,
-        "Whether one storage specification serves both stages (--storage).",
         _CFG,
     ),
     FactSpec(
@@ -356,43 +356,57 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
         "Mean write demand per instance × 86,400 s / the SSD tier's capacity.",
         _CFG,
     ),
+    # The tier cached KV is loaded from: prefix hits are loaded before prefill on the nodes
+    # that prefill (the prefill stage, or an aggregated fleet's serving stage), so the read
+    # side of storage is that stage's; decode reaches storage only through decode-time
+    # offload, which the verdict states does not run.
     FactSpec(
-        "decode_storage_read_bytes_per_s",
-        Unit.BYTES_PER_S,
-        "Read bandwidth of the decode KV tier on one instance.",
+        "load_tier_storage",
+        Unit.TEXT,
+        "The storage option of the tier the recommended deployment loads cached KV from: the "
+        "lowest tier of its loading stage (prefill, or aggregated serving) whose replayed "
+        "loads read from it.",
         _CFG,
     ),
-    FactSpec("decode_storage_read_iops", Unit.IOPS, "Read IOPS of the decode KV tier.", _CFG),
     FactSpec(
-        "decode_storage_read_latency_us", Unit.US, "Read latency of the decode KV tier.", _CFG
-    ),
-    FactSpec(
-        "decode_read_iops_p99_per_instance",
+        "load_tier_read_iops",
         Unit.IOPS,
-        "decode_read_iops_p99 / decode_instance_count.",
+        "Read IOPS one loading node reaches on that tier (catalog figure at its size × "
+        "devices, through the instance's disk IOPS cap; a pool's share per node).",
         _CFG,
     ),
     FactSpec(
-        "decode_storage_read_utilization_mean",
-        Unit.RATIO,
-        "Mean read demand per instance / the tier's capability (the larger of the bandwidth "
-        "and IOPS shares).",
+        "load_tier_read_latency_us",
+        Unit.US,
+        "Read latency of that tier (the catalog's read latency, else its published latency).",
         _CFG,
     ),
     FactSpec(
-        "decode_storage_read_utilization_p99",
-        Unit.RATIO,
-        "p99 read demand per instance / the tier's capability.",
+        "load_tier_gds",
+        Unit.BOOL,
+        "Whether that tier documents a GPUDirect Storage path (absent where the catalog does "
+        "not say, as for host memory).",
         _CFG,
     ),
     FactSpec(
-        "decode_storage_read_utilization_peak",
-        Unit.RATIO,
-        "Peak read demand per instance / the tier's capability.",
+        "load_read_bytes_per_s_mean",
+        Unit.BYTES_PER_S,
+        "Mean replayed load demand on that tier per loading node: bytes of the loads started "
+        "per window (a pool's per node: / instances of the stage).",
         _CFG,
     ),
     FactSpec(
-        "decode_storage_gds", Unit.BOOL, "Whether the decode tier supports GPUDirect Storage.", _CFG
+        "load_read_bytes_per_s_p99",
+        Unit.BYTES_PER_S,
+        "99th percentile over windows of that replayed load demand per loading node.",
+        _CFG,
+    ),
+    FactSpec(
+        "load_read_iops_p99",
+        Unit.IOPS,
+        "load_read_bytes_per_s_p99 / io_size_bytes: the chunk reads per second one loading "
+        "node asks of that tier at p99.",
+        _CFG,
     ),
 )
 

@@ -157,8 +157,8 @@ def workload_facts(
             ("read_peak_to_mean", div(r.peak_bytes_per_s, r.mean_bytes_per_s)),
             ("io_size_bytes", io_size),
             ("write_iops_p99", div(w.p99_bytes_per_s, io_size)),
-            ("decode_read_iops_mean", div(r.mean_bytes_per_s, io_size)),
-            ("decode_read_iops_p99", div(r.p99_bytes_per_s, io_size)),
+            ("read_iops_mean", div(r.mean_bytes_per_s, io_size)),
+            ("read_iops_p99", div(r.p99_bytes_per_s, io_size)),
         ]
     elif kv:
         pairs.append(("io_size_bytes", chunk_tokens * kv))
@@ -174,8 +174,8 @@ READ_FACTS = (
     "read_bytes_per_s_p99",
     "read_bytes_per_s_peak",
     "read_peak_to_mean",
-    "decode_read_iops_mean",
-    "decode_read_iops_p99",
+    "read_iops_mean",
+    "read_iops_p99",
 )
 
 
@@ -216,8 +216,8 @@ def report_facts(report: AdviceReport, *, chunk_tokens: int = 256) -> dict[str, 
             extra["write_iops_p99"] = io.write_io.p99_iops
             extra["io_size_bytes"] = io.write_io.full_chunk_bytes
         if io.read_io is not None and io.read_known:
-            extra["decode_read_iops_p99"] = io.read_io.p99_iops
-            extra["decode_read_iops_mean"] = io.read_io.mean_iops
+            extra["read_iops_p99"] = io.read_io.p99_iops
+            extra["read_iops_mean"] = io.read_io.mean_iops
     facts = workload_facts(
         report.trace,
         model,

@@ -26,7 +26,7 @@ from kvadvisor.fleet.deployment import (
 )
 from kvadvisor.fleet.engine import ReplayOptions, ReplayRun, run_replay
 from kvadvisor.fleet.hits import ReplayContext, TraceArrays
-from kvadvisor.fleet.summary import parse_slo, request_columns, summarize
+from kvadvisor.fleet.summary import parse_slo, request_columns, slo_percentiles, summarize
 from kvadvisor.results.replay import ReplayReport, ReplayResult, TraceInfo
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "replay",
     "request_columns",
     "run_replay",
+    "slo_percentiles",
     "summarize",
 ]
 

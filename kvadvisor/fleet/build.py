@@ -23,7 +23,7 @@ from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.perfmodel.silicon import silicon_step_table
 from kvadvisor.perfmodel.step import StepTable, roofline_step_table
-from kvadvisor.units import BYTES_PER_GB
+from kvadvisor.units import Unit, format_value
 
 
 def kv_model(model: ModelSpec, kv_dtype: str = "bf16", tp: int = 1) -> KvModel:
@@ -47,9 +47,10 @@ def pool_tokens(
     if not fit.weights_fit or fit.kv_capacity_tokens < 1:
         raise ConfigError(
             f"{where}: {pm.model.name} does not fit on {pm.tp} x {pm.gpu.name}: its weights "
-            f"need {fit.weight_bytes_per_gpu / BYTES_PER_GB:,.1f} GB per GPU against "
-            f"{fit.usable_bytes_per_gpu / BYTES_PER_GB:,.1f} GB usable "
-            f"({utilization:.0%} of {fit.memory_bytes_per_gpu / BYTES_PER_GB:,.1f} GB); "
+            f"need {format_value(fit.weight_bytes_per_gpu, Unit.BYTES)} per GPU against "
+            f"{format_value(fit.usable_bytes_per_gpu, Unit.BYTES)} usable "
+            f"({format_value(utilization, Unit.RATIO)} of "
+            f"{format_value(fit.memory_bytes_per_gpu, Unit.BYTES)}); "
             "give a larger tensor-parallel degree (gpus_per_replica) or a GPU with more memory"
         )
     return int(fit.kv_capacity_tokens)

@@ -41,6 +41,7 @@ from kvadvisor.fleet.deployment import (
     WritePolicy,
 )
 from kvadvisor.fleet.hits import ReplayContext, TraceArrays, gather_blocks
+from kvadvisor.units import Unit, format_value
 
 # The replay runs this long past the last arrival before it stops (a fleet that cannot keep
 # up never drains): the trace's own span, and at least ten minutes.
@@ -718,8 +719,8 @@ def run_replay(
     notes: list[str] = []
     if window > options.window_s:
         notes.append(
-            f"the demand window was widened from {options.window_s:g} s to {window:.3g} s to "
-            "keep the time series within memory"
+            f"the demand window was widened from {format_value(options.window_s, Unit.SECONDS)} "
+            f"to {format_value(window, Unit.SECONDS)} to keep the time series within memory"
         )
     if arrays.clamped:
         notes.append(

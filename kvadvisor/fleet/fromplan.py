@@ -39,7 +39,7 @@ from kvadvisor.fleet.deployment import (
 from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
-from kvadvisor.units import BYTES_PER_GIB
+from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import Stage, Topology
 
 # vLLM EngineArgs.get_batch_defaults (OpenAI API server): GPUs of at least 70 GiB other than
@@ -170,7 +170,8 @@ def _stage(
         )
     notes.append(
         f"{stage.stage}: {stage.count} x {stage.instance or stage.gpu.name}, {rpi} replica(s) of "
-        f"{tp} GPU(s) each; GPU KV pool {pool:,} tokens per replica; prefix loads: {load_from}"
+        f"{tp} GPU(s) each; GPU KV pool {format_value(pool, Unit.TOKENS)} per replica; prefix "
+        f"loads: {load_from}"
     )
     return (
         StageSpec(
@@ -253,9 +254,9 @@ def deployment_from_plan(
     notes = [
         *p_notes,
         *d_notes,
-        f"P-to-D link: {nic * link.efficiency / 1e9:,.1f} GB/s per decode instance "
-        f"({'the plan' if link.bandwidth_bytes_per_s else 'the instance catalog'}, "
-        f"efficiency {link.efficiency:g})",
+        f"P-to-D link: {format_value(nic * link.efficiency, Unit.BYTES_PER_S)} per decode "
+        f"instance ({'the plan' if link.bandwidth_bytes_per_s else 'the instance catalog'}, "
+        f"efficiency {format_value(link.efficiency, Unit.RATIO)})",
     ]
     dep = Deployment(
         plan.name,

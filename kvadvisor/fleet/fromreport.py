@@ -49,7 +49,8 @@ def _stage_doc(rec: StageRecommendation) -> dict[str, Any] | None:
     tiers = []
     for t in rec.tiers:
         tier: dict[str, Any] = {"name": t.name, "storage": t.name, "shared": t.shared}
-        tier["capacity"] = None if t.capacity_gib is None else f"{t.capacity_gib:.6g} GiB"
+        capacity = t.capacity_gib
+        tier["capacity"] = None if capacity is None else f"{capacity:.6g} GiB"  # exact: plan value
         if t.devices != 1:
             tier["devices"] = t.devices
         tiers.append(tier)

@@ -43,16 +43,47 @@ CHART_POINTS = 400
 CDF_POINTS = 101
 SLO_METRICS = ("ttft", "tpot", "e2e", "queue")
 _SLO_NAME = re.compile(r"^(ttft|tpot|e2e|queue)_p(\d{1,2}(?:\.\d+)?)_s$")
+# A share of requests this close under a target's percentile still meets it (float sums).
+SLO_TOLERANCE = 1e-12
+
+
+def _rank(n: int, pct: float) -> int:
+    """The fewest of ``n`` values that make a share of at least ``pct`` percent (at least 1).
+
+    The same test as the SLO check (``count / n >= pct / 100 - SLO_TOLERANCE``), so the value
+    of this rank is within a target exactly when the target is met.
+    """
+    q = pct / 100.0 - SLO_TOLERANCE
+    need = min(n, max(1, math.ceil(q * n)))
+    while need > 1 and (need - 1) / n >= q:  # q * n rounded up past an integer
+        need -= 1
+    while need < n and need / n < q:
+        need += 1
+    return need
+
+
+def slo_percentiles(values: np.ndarray, pcts: tuple[float, ...]) -> tuple[float, ...]:
+    """The pNN of ``values`` as an SLO reads it: the least value with NN% at or below it.
+
+    A target is met (at least NN% of requests within it) exactly when this pNN is within it;
+    a linearly interpolated percentile can fall under the target while fewer than NN% of
+    requests are within it (a p99 of 98.9 ms shown against a missed 100 ms target). nan for
+    no values; an infinite value (a request that never finished) counts as the largest.
+    """
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    if v.size == 0:
+        return tuple(math.nan for _ in pcts)
+    return tuple(float(v[_rank(v.size, p) - 1]) for p in pcts)
 
 
 def percentiles(values: np.ndarray) -> Percentiles | None:
-    """Mean, p50, p90, p99 and max of the finite values; None when there are none."""
+    """Mean, p50, p90, p99 (:func:`slo_percentiles`) and max of the finite values, or None."""
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return None
-    p50, p90, p99 = np.percentile(v, [50, 90, 99])
-    return Percentiles(float(v.mean()), float(p50), float(p90), float(p99), float(v.max()), v.size)
+    p50, p90, p99 = slo_percentiles(v, (50, 90, 99))
+    return Percentiles(float(v.mean()), p50, p90, p99, float(v.max()), v.size)
 
 
 def request_columns(run: ReplayRun) -> dict[str, np.ndarray]:
@@ -141,7 +172,7 @@ def _slo(targets: Mapping[str, float], cols: Mapping[str, np.ndarray]) -> Slo:
         v = np.where(np.isfinite(values), values, np.inf)
         attain[key] = float(np.mean(v <= target)) if v.size else 1.0
         # the pNN is within the target when at least NN% of the requests are
-        met[key] = bool(attain[key] >= pct / 100.0 - 1e-12)
+        met[key] = bool(attain[key] >= pct / 100.0 - SLO_TOLERANCE)
     return Slo(dict(targets), attain, met)
 
 

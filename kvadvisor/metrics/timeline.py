@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvadvisor.errors import ConfigError
+from kvadvisor.units import Unit, format_value
 
 DEFAULT_CELLS = 1 << 20
 # Longest per-window series: 80 MB per float64 array; a week at 0.1 s, two months at 1 s.
@@ -141,10 +142,12 @@ def window_count(span_s: float, window_s: float) -> int:
     if not count <= MAX_WINDOWS:
         shortest = span_s / (MAX_WINDOWS - 1)
         step = 10.0 ** (math.floor(math.log10(shortest)) - 1)  # two significant digits, up
+        least = f"{math.ceil(shortest / step) * step:.3g}"  # exact: typed back as --window
         raise ConfigError(
-            f"--window {window_s:g} s over the {span_s:.6g} s the series cover (first arrival "
-            f"to last request end) makes {count:.3g} windows, more than the {MAX_WINDOWS:,} a "
-            "time series may hold; give --window "
-            f"{math.ceil(shortest / step) * step:.3g} or more"
+            f"--window: windows of {format_value(window_s, Unit.SECONDS)} over the "
+            f"{format_value(span_s, Unit.SECONDS)} the series cover (first arrival to last "
+            f"request end) make {format_value(count, Unit.COUNT)} windows, more than the "
+            f"{format_value(MAX_WINDOWS, Unit.COUNT)} a time series may hold; give --window "
+            f"{least} or more"
         )
     return max(int(count), 1)

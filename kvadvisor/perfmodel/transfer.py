@@ -15,7 +15,7 @@ import numpy as np
 
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.perfmodel.perf import PerfModel
-from kvadvisor.units import BYTES_PER_GB, US_PER_S
+from kvadvisor.units import BYTES_PER_GB, US_PER_S, Unit, format_value
 
 MAX_PREFIX_TOKENS = 1 << 24
 
@@ -44,7 +44,8 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
             gpu.pcie_bytes_per_s,
             10.0 / US_PER_S,
             True,
-            f"{gpu.name} host link {gpu.pcie_gbps:g} GB/s per direction (GPU catalog); "
+            f"{gpu.name} host link {format_value(gpu.pcie_gbps, Unit.GBPS)} per direction (GPU "
+            "catalog); "
             "latency ~10 us: NVIDIA KVBM docs class G2 pinned DRAM as ~us",
         ),
         Tier(

@@ -57,7 +57,16 @@ from kvadvisor.plan.model import (
     StorageCapability,
     TierPlan,
 )
-from kvadvisor.units import BITS_PER_BYTE, BYTES_PER_GB, BYTES_PER_GIB, BYTES_PER_MB, US_PER_S
+from kvadvisor.units import (
+    BITS_PER_BYTE,
+    BYTES_PER_GB,
+    BYTES_PER_GIB,
+    BYTES_PER_MB,
+    US_PER_S,
+    Unit,
+    format_value,
+)
+from kvadvisor.units.format import MAX_DIGITS, count
 from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.vocab import Stage, Topology
 from kvadvisor.yamlio import load_yaml
@@ -234,7 +243,7 @@ class _Checker:
         if value < minimum:
             raise self.fail(where, f"must be >= {minimum}, got {value}")
         if value > maximum:
-            raise self.fail(where, f"must be at most {maximum:,}, got {value:,}")
+            raise self.fail(where, f"must be at most {count(maximum)}, got {count(value)}")
         return value
 
     def number(
@@ -249,7 +258,8 @@ class _Checker:
         if value < 0 or (positive and value == 0):
             raise self.fail(where, f"must be {'> 0' if positive else '>= 0'}, got {value!r}")
         if value > maximum:
-            raise self.fail(where, f"must be at most {maximum:g}, got {value:g}")
+            most = format_value(maximum, Unit.COUNT, MAX_DIGITS)
+            raise self.fail(where, f"must be at most {most}, got {value!r}")
         return float(value)
 
     def quantity(self, where: str, value: Any, kind: str) -> float:

@@ -116,8 +116,11 @@ class TierChoice:
     utilization_p99: float | None
     why: str  # the sizing: what the capacity and bandwidth were derived from
     unconfirmed: tuple[str, ...] = ()
-    read_utilization: Rate | None = None  # replayed read demand / read bandwidth, per window
+    read_utilization: Rate | None = None  # replayed reads delivered / read bandwidth, per window
     write_utilization: Rate | None = None
+    # Replayed loads asked of the tier (bytes per second per unit, per window): the bytes of
+    # the loads started in each window, which may exceed what the tier delivers (they queue).
+    read_demand: Rate | None = None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from enum import Enum
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.units import S_PER_DAY
+from kvadvisor.units.format import count
 
 # Bounds far above any real workload, low enough that every value within them generates:
 # lengths and medians within the token bound the traces accept, rates and periods that keep
@@ -104,7 +105,7 @@ class SynthShape:
             ),
             (
                 lambda: 0 < self.rate_per_s <= MAX_RATE_PER_S,
-                f"--rate must be in (0, {MAX_RATE_PER_S:g}] requests per second",
+                f"--rate must be in (0, {count(MAX_RATE_PER_S)}] requests per second",
             ),
             (
                 lambda: 1.0 <= self.burst_cv <= 1000.0,
@@ -113,7 +114,7 @@ class SynthShape:
             (lambda: 0.0 <= self.diurnal_amplitude < 1.0, "--diurnal-amplitude must be in [0, 1)"),
             (
                 lambda: 0 < self.diurnal_period_s <= MAX_PERIOD_S,
-                f"--diurnal-period must be in (0, {MAX_PERIOD_S:g}] seconds",
+                f"--diurnal-period must be in (0, {count(MAX_PERIOD_S)}] seconds",
             ),
             (
                 lambda: 1 <= self.input_tokens_median <= MAX_TOKENS,
@@ -125,11 +126,11 @@ class SynthShape:
             ),
             (
                 lambda: 0 <= self.input_tokens_sigma <= MAX_SIGMA,
-                f"--input-sigma must be in [0, {MAX_SIGMA:g}]",
+                f"--input-sigma must be in [0, {count(MAX_SIGMA)}]",
             ),
             (
                 lambda: 0 <= self.output_tokens_sigma <= MAX_SIGMA,
-                f"--output-sigma must be in [0, {MAX_SIGMA:g}]",
+                f"--output-sigma must be in [0, {count(MAX_SIGMA)}]",
             ),
             (
                 lambda: 1 <= self.max_input_tokens <= MAX_TOKENS,
@@ -146,7 +147,7 @@ class SynthShape:
             (lambda: 1 <= self.sessions <= 2**24, "--sessions must be in [1, 16777216]"),
             (
                 lambda: 0 <= self.session_zipf <= MAX_ZIPF,
-                f"--session-zipf must be in [0, {MAX_ZIPF:g}] (0 is uniform)",
+                f"--session-zipf must be in [0, {count(MAX_ZIPF)}] (0 is uniform)",
             ),
             (
                 lambda: 1 <= self.mean_requests_per_session <= MAX_REQUESTS,
@@ -155,7 +156,7 @@ class SynthShape:
             (lambda: 1 <= self.system_prompts <= 2**20, "--system-prompts must be in [1, 1048576]"),
             (
                 lambda: 0 <= self.system_prompt_zipf <= MAX_ZIPF,
-                f"--system-prompt-zipf must be in [0, {MAX_ZIPF:g}]",
+                f"--system-prompt-zipf must be in [0, {count(MAX_ZIPF)}]",
             ),
             (
                 lambda: 0 <= self.system_prompt_tokens_median <= MAX_TOKENS,
@@ -163,7 +164,7 @@ class SynthShape:
             ),
             (
                 lambda: 0 <= self.system_prompt_tokens_sigma <= MAX_SIGMA,
-                f"--system-prompt-sigma must be in [0, {MAX_SIGMA:g}]",
+                f"--system-prompt-sigma must be in [0, {count(MAX_SIGMA)}]",
             ),
         ]
         for ok, message in checks:

@@ -59,39 +59,60 @@ def as_written(value: float) -> str:
     return str(value)
 
 
-def percent(fraction: float) -> str:
-    """A share in [0, 1] as a percentage with one decimal."""
-    return f"{fraction * 100:.1f}%"
+def percent(fraction: float, decimals: int = 1) -> str:
+    """A share in [0, 1] as a percentage with ``decimals`` decimals (one unless told)."""
+    return f"{fraction * 100:.{decimals}f}%"
 
 
-def size(nbytes: float) -> str:
+def size(nbytes: float, digits: int = 3) -> str:
     """A size in binary units: B, KiB, MiB, GiB, TiB."""
     value = float(nbytes)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(value) < BYTES_PER_KIB or unit == "TiB":
-            return f"{number(value)} {unit}" if unit != "B" else f"{count(value)} B"
+            return f"{number(value, digits)} {unit}" if unit != "B" else f"{count(value)} B"
         value /= BYTES_PER_KIB
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def bandwidth(bytes_per_s: float) -> str:
+def bandwidth(bytes_per_s: float, digits: int = 3) -> str:
     """A bandwidth in decimal units: B/s, kB/s, MB/s, GB/s."""
     for unit, scale in (("GB/s", BYTES_PER_GB), ("MB/s", BYTES_PER_MB), ("kB/s", BYTES_PER_KB)):
         if abs(bytes_per_s) >= scale:
-            return f"{number(bytes_per_s / scale)} {unit}"
-    return f"{number(bytes_per_s)} B/s"
+            return f"{number(bytes_per_s / scale, digits)} {unit}"
+    return f"{number(bytes_per_s, digits)} B/s"
 
 
-def duration(seconds: float) -> str:
+def duration(seconds: float, digits: int = 3) -> str:
     """A duration: ms below one second, s below two minutes, min below two hours, else h."""
     magnitude = abs(seconds)
     if 0 < magnitude < 1:
-        return f"{number(seconds * MS_PER_S)} ms"
+        return f"{number(seconds * MS_PER_S, digits)} ms"
     if magnitude < SECONDS_UP_TO_S:
-        return f"{number(seconds)} s"
+        return f"{number(seconds, digits)} s"
     if magnitude < MINUTES_UP_TO_S:
-        return f"{number(seconds / S_PER_MIN)} min"
-    return f"{number(seconds / S_PER_HOUR)} h"
+        return f"{number(seconds / S_PER_MIN, digits)} min"
+    return f"{number(seconds / S_PER_HOUR, digits)} h"
+
+
+def usd(value: float) -> str:
+    """US dollars: to the cent from a dollar up ("$1,234.56"), three significant digits below.
+
+    Prices per GB-month or per GiB-hour are fractions of a cent; a price under a dollar keeps
+    at least the cents ("$0.50", "$0.085", "$0.000137").
+    """
+    if not math.isfinite(value):
+        return "n/a"
+    sign, magnitude = ("-", -value) if value < 0 else ("", value)
+    if magnitude >= 1:
+        return f"{sign}${magnitude:,.2f}"
+    text = number(magnitude)
+    whole, _, cents = text.partition(".")
+    return f"{sign}${whole}.{cents.ljust(2, '0')}"
+
+
+def price(value: float, per: str) -> str:
+    """A price per ``per`` ("h", "GB-month", "GiB-hour", "M tokens"): "$55.04/h"."""
+    return f"{usd(value)}/{per}"
 
 
 def plural(n: float, noun: str, many: str | None = None) -> str:
@@ -109,8 +130,12 @@ def tokens(value: float) -> str:
     return plural(value, "token")
 
 
-def format_value(value: float | int | bool | str | None, unit: Unit) -> str:
-    """``value`` in ``unit`` as every report shows it; None is "not measured"."""
+def format_value(value: float | int | bool | str | None, unit: Unit, digits: int = 3) -> str:
+    """``value`` in ``unit`` as every report shows it; None is "not measured".
+
+    ``digits`` significant digits (three unless told; see :func:`apart`); a share keeps one
+    decimal of a percent at three.
+    """
     if value is None:
         return NOT_MEASURED
     if unit is Unit.TEXT or isinstance(value, str):
@@ -122,37 +147,57 @@ def format_value(value: float | int | bool | str | None, unit: Unit) -> str:
         return "n/a"
     match unit:
         case Unit.RATIO:
-            return percent(v)
+            return percent(v, max(0, digits - 2))
         case Unit.MULTIPLE:
-            return f"{number(v)}×"
+            return f"{number(v, digits)}×"
         case Unit.BYTES:
-            return size(v)
+            return size(v, digits)
         case Unit.GIB:
-            return size(v * BYTES_PER_GIB)
+            return size(v * BYTES_PER_GIB, digits)
         case Unit.BYTES_PER_TOKEN:
-            return f"{size(v)}/token"
+            return f"{size(v, digits)}/token"
         case Unit.BYTES_PER_S:
-            return bandwidth(v)
+            return bandwidth(v, digits)
         case Unit.GBPS:
-            return bandwidth(v * BYTES_PER_GB)
+            return bandwidth(v * BYTES_PER_GB, digits)
         case Unit.TOKENS:
             return tokens(v)
         case Unit.REQUESTS:
             return f"{count(v)} requests"
         case Unit.COUNT:
-            return number(v)
+            return number(v, digits)
         case Unit.PER_S:
-            return f"{number(v)}/s"
+            return f"{number(v, digits)}/s"
         case Unit.IOPS:
-            return f"{number(v)} IOPS"
+            return f"{number(v, digits)} IOPS"
         case Unit.SECONDS:
-            return duration(v)
+            return duration(v, digits)
         case Unit.US:
-            return f"{number(v)} µs"
+            return f"{number(v, digits)} µs"
         case Unit.TFLOPS:
-            return f"{number(v)} TFLOPS"
+            return f"{number(v, digits)} TFLOPS"
         case Unit.DWPD:
-            return f"{number(v)} drive writes per day"
+            return f"{number(v, digits)} drive writes per day"
         case Unit.USD:
-            return f"${number(v)}"
+            return usd(v)
     raise AssertionError(f"no rendering for {unit!r}")  # every Unit has a case above
+
+
+# Significant digits apart() goes up to: past a millionth, two figures that still read alike
+# are alike for every purpose a report has.
+MAX_DIGITS = 6
+
+
+def apart(value: float, other: float, unit: Unit) -> tuple[str, str]:
+    """``value`` and ``other`` in ``unit``, with just enough digits to read differently.
+
+    Three significant digits unless that shows two different values as the same text (a
+    latency of 100.04 ms against a 100 ms target), then more, up to :data:`MAX_DIGITS`: a
+    comparison a sentence states ("101 ms over the 100 ms target") must read true.
+    """
+    digits = 3
+    a, b = format_value(value, unit), format_value(other, unit)
+    while a == b and value != other and digits < MAX_DIGITS:
+        digits += 1
+        a, b = format_value(value, unit, digits), format_value(other, unit, digits)
+    return a, b
