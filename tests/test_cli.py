@@ -130,6 +130,21 @@ def _main(monkeypatch, capsys, *args):
     return stop.value.code, capsys.readouterr().err
 
 
+def test_entry_point_collects_garbage_less_often_and_restores(monkeypatch, capsys) -> None:
+    """During a run the collector uses GC_THRESHOLDS; the caller's thresholds come back after."""
+    import gc
+
+    import kvadvisor.cli as cli
+
+    seen = []
+    monkeypatch.setattr(cli, "_run", lambda: seen.append(gc.get_threshold()) or 0)
+    before = gc.get_threshold()
+    code, _ = _main(monkeypatch, capsys, "info")
+    assert code == 0
+    assert seen == [cli.GC_THRESHOLDS] and cli.GC_THRESHOLDS[0] > before[0]
+    assert gc.get_threshold() == before
+
+
 def test_parser_errors_are_one_line(monkeypatch, capsys, tmp_path) -> None:
     """An option out of range, an unknown option or command, a missing argument: one line, 2."""
     cases = {

@@ -8,6 +8,7 @@ hashes, and returns their results together for the report's section to read.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from kvadvisor.cache.coarsen import coarsen_blocks
@@ -17,7 +18,7 @@ from kvadvisor.cache.reuse import ReuseTimes, reuse_times
 from kvadvisor.cache.routing import RoutingComparison, compare_routing
 from kvadvisor.cache.sharing import PrefixSharing, ReuseSplit, measure_sharing
 from kvadvisor.cache.simulate import simulate_blocks
-from kvadvisor.trace.arrays import BlockArrays, RequestArrays
+from kvadvisor.trace.arrays import BlockArrays, RequestArrays, SessionKeys
 
 # Engine chunk sizes compared when the trace's blocks are fine enough (LMCache's default is
 # 256, vLLM/SGLang pages 16-64, Mooncake 512; research/field.md).
@@ -95,7 +96,10 @@ def _block_sizes(
 
 
 def _sharing(
-    arrays: RequestArrays, blocks: BlockArrays, result: PrefixCacheResult
+    arrays: RequestArrays,
+    blocks: BlockArrays,
+    result: PrefixCacheResult,
+    sessions: SessionKeys | None,
 ) -> tuple[PrefixSharing | None, ReuseSplit | None, str | None]:
     """Shared prefixes and the conversation split, or why they cannot be told."""
     ids, bound = pass_block_ids(result, blocks.values)
@@ -106,7 +110,7 @@ def _sharing(
         arrays.input_tokens,
         blocks.block_tokens,
         warmup_requests=result.warmup_requests,
-        session=None if arrays.sessions is None else arrays.sessions.codes,
+        session=None if sessions is None else sessions.codes,
     )
 
 
@@ -142,14 +146,36 @@ def measure_prefix_cache(
     measured = PrefixMeasurements(arrays, blocks, coarsened, result, extras)
     if not extras:
         return measured
-    sharing, conversations, problem = _sharing(arrays, blocks, result)
-    return replace(
-        measured,
-        routing=(
+    # Encoded once here: both threads below read them.
+    sessions = arrays.sessions
+
+    def single_threaded() -> tuple[
+        tuple[PrefixSharing | None, ReuseSplit | None, str | None],
+        ReuseTimes,
+        tuple[BlockSizeRatio, ...],
+    ]:
+        return (
+            _sharing(arrays, blocks, result, sessions),
+            reuse_times(blocks, arrays.arrival_s, result),
+            _block_sizes(
+                arrays,
+                own,
+                warmup_fraction,
+                save_unfull_chunk,
+                # The pass is the trace at its own block size unless it was regrouped.
+                own_ratio=None if coarsened else result.token_hit_ratio,
+            ),
+        )
+
+    # The single-threaded extras run beside the routing replays (which use every core): the
+    # kernels release the GIL, so on an idle machine the two overlap instead of queueing.
+    with ThreadPoolExecutor(max_workers=1) as side:
+        extras_done = side.submit(single_threaded)
+        routing = (
             compare_routing(
                 blocks,
                 arrays.input_tokens,
-                sessions=arrays.sessions,
+                sessions=sessions,
                 instances=instances,
                 capacities_tokens=capacities_tokens,
                 warmup_fraction=warmup_fraction,
@@ -158,17 +184,14 @@ def measure_prefix_cache(
             )
             if instances > 1
             else None
-        ),
-        reuse=reuse_times(blocks, arrays.arrival_s, result),
+        )
+        (sharing, conversations, problem), reuse, block_sizes = extras_done.result()
+    return replace(
+        measured,
+        routing=routing,
+        reuse=reuse,
         sharing=sharing,
         conversations=conversations,
         tree_problem=problem,
-        block_sizes=_block_sizes(
-            arrays,
-            own,
-            warmup_fraction,
-            save_unfull_chunk,
-            # The pass is the trace at its own block size unless it was regrouped.
-            own_ratio=None if coarsened else result.token_hit_ratio,
-        ),
+        block_sizes=block_sizes,
     )

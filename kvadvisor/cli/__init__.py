@@ -7,6 +7,7 @@ One module per command group; ``commands`` imports them all, which registers the
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -34,6 +35,12 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 # Exit codes for a run stopped by a signal: 128 + the signal number, as a shell reports it.
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
+# Cyclic garbage collection during a run: it allocates millions of objects it keeps (modules,
+# catalogs, the report's dataclasses) and makes little cyclic garbage, so Python's defaults
+# (700, 10, 10) scan the kept objects hundreds of times: about 0.35 s of CPU (6%) of an
+# analyze of Mooncake x50 (whole-process A/B, five runs each, peak memory unchanged).
+# Collections still run: the youngest generation's about 140 times less often.
+GC_THRESHOLDS = (100_000, 50, 100)
 # Seconds a run has, after SIGINT or SIGTERM, to unwind through its clean-ups before it is
 # stopped outright: the exception a signal raises can be swallowed by library code it lands
 # in (an import inside numpy, a C extension's callback), or wait behind a long native call.
@@ -87,13 +94,16 @@ def main() -> None:
     The parser's own errors (an option out of range, an unknown option or command, a missing
     argument) would print a usage block and a boxed message; they become one ``error:`` line
     naming the command's --help, exit 2, like every other user error. SIGINT and SIGTERM stop
-    the run with one line and exit 130 or 143, temporary files removed.
+    the run with one line and exit 130 or 143, temporary files removed. The garbage collector
+    runs at :data:`GC_THRESHOLDS` meanwhile.
     """
     if sys.argv[1:] == ["--version"]:
         # The most common probe of an install: answered before typer and the commands load.
         sys.stdout.write(f"kvadvisor {__version__}\n")
         sys.exit(0)
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous_gc = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         code = _run()
     except Interrupted as stop:
@@ -104,9 +114,11 @@ def main() -> None:
         error_line(_stop_message(stop.signum))
         sys.exit(EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM)
     finally:
-        # A caller in the same process (a test, an embedding tool) gets its handlers back.
+        # A caller in the same process (a test, an embedding tool) gets its handlers back, and
+        # its collector's thresholds.
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        gc.set_threshold(*previous_gc)
     sys.exit(code)
 
 
