@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from kvadvisor.termtext import printable
+from kvadvisor.units.format import duration
 
 SPINNER = "|/-\\"
 REDRAW_S = 0.1
@@ -48,7 +49,8 @@ class Progress:
             for ch in itertools.cycle(SPINNER):
                 if stop.wait(REDRAW_S):
                     return
-                self._write(f"\r{ch} {what} {time.monotonic() - start:5.1f} s")
+                # Padded: a shorter reading ("900 ms" after "1.23 s") must cover the last one.
+                self._write(f"\r{ch} {what} {duration(time.monotonic() - start):<8}")
 
         thread = threading.Thread(target=spin, name="kvadvisor-progress", daemon=True)
         thread.start()
@@ -63,7 +65,7 @@ class Progress:
             # \x1b[K clears what the spinner left on the line.
             self._write("\r\x1b[K")
             if elapsed >= QUIET_BELOW_S or outcome == "failed":
-                self._write(f"{what}: {outcome} in {elapsed:.1f} s\n")
+                self._write(f"{what}: {outcome} in {duration(elapsed)}\n")
 
     def note(self, text: str) -> None:
         """One line of its own (over a spinner's line, which redraws below it); none when off."""

@@ -67,6 +67,16 @@ def test_storage_restricts_the_search_to_instances_that_can_have_it() -> None:
         generated_at="2026-01-01T00:00:00",
     )
     assert {v.provider for v in report.recommendation.verdict.verdicts} == {"aws"}
+    # The user asked for an EBS capacity tier: the chosen fleet has it, or the verdict says,
+    # naming the option, why it was not bought (before: a note about host memory only).
+    for v in report.recommendation.verdict.verdicts:
+        if not v.chosen:
+            continue
+        storages = {t.storage for s in v.stages for t in s.tiers}
+        if "aws-ebs-gp3" not in storages:
+            assert any(n.startswith("--storage aws-ebs-gp3 was not bought: ") for n in v.notes), (
+                v.notes
+            )
     with pytest.raises(ConfigError, match=r"no instance of gcp can have it.*is for aws"):
         analyze(
             read_trace(HEAD),

@@ -27,8 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     # One-time slow steps (numba compiling, matplotlib's font cache) announce themselves here.
     "firstuse": set(),
     "termtext": set(),
-    # Terminal progress for the CLI's long steps: a leaf like errors/units (labels made safe).
-    "progress": {"termtext"},
+    # Terminal progress for the CLI's long steps: a leaf like errors/units (labels made safe,
+    # the elapsed time through the one formatter).
+    "progress": {"termtext", "units"},
     # A writable cache directory for numba, set up by the package __init__: a leaf.
     "jitcache": set(),
     # The input boundaries: files checked before opening, YAML and JSON bounded before parsing.

@@ -89,6 +89,20 @@ def test_plan_by_hand() -> None:
     assert small.sample_rate == pytest.approx(0.028) and not small.stage_profile
 
 
+def test_a_too_small_limit_suggests_one_that_is_enough() -> None:
+    """The "give at least" size, typed back as --memory-limit, plans a sampled analysis."""
+    req, acc, table = 1_000_000, 20_000_000, 100 * 2**20
+    with pytest.raises(ConfigError) as err:
+        plan_analysis(req, acc, table, BASELINE_BYTES)
+    message = str(err.value)
+    # The limit is said as a size (512 MiB), the counts with their nouns.
+    assert message.startswith("--memory-limit 512 MiB is too small for 1,000,000 requests and ")
+    assert "20,000,000 block accesses even sampling at rate 0.0001" in message
+    least = message.split("give at least ")[1]
+    p = plan_analysis(req, acc, table, parse_memory_limit(least))
+    assert p.mode == "streaming" and p.sample_rate is not None and p.sample_rate >= 1e-4
+
+
 def test_stream_footers_count_block_accesses(mooncake, tmp_path) -> None:
     """Footer value counts bound the block accesses from above, tightly."""
     path = _hive(mooncake, tmp_path)

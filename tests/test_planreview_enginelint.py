@@ -326,3 +326,15 @@ def test_kvbm_host_below_device_is_per_engine_instance() -> None:
     for gb, status in ((30, "pass"), (20, "fail")):
         (el01,) = _lint({"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": gb}}, {}, {"EL01"})
         assert el01.status == status, el01.message
+
+
+def test_a_setting_is_quoted_as_the_plan_writes_it() -> None:
+    """EL09 says how the demand adds up with the plan's own numbers, every digit of them."""
+    # 8 ranks x 123.456 GiB = 1.06 TB > 1 TB: fails, and ':g' would have kept only 123.456;
+    # 1234567.5 would have read 1.23457e+06.
+    (el09,) = _lint({"lmcache": {"max_local_cpu_size": 123.456}}, {}, {"EL09"})
+    assert el09.status == "fail" and "max_local_cpu_size 123.456 GiB x 8 ranks" in el09.message
+    (el09,) = _lint({"lmcache": {"max_local_cpu_size": 1234567.5}}, {}, {"EL09"})
+    assert "max_local_cpu_size 1234567.5 GiB x 8 ranks" in el09.message
+    (el09,) = _lint({"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 300}}, {}, {"EL09"})
+    assert "DYN_KVBM_CPU_CACHE_GB 300 x 4 instances" in el09.message

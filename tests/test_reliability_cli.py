@@ -56,7 +56,7 @@ def _main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
         (["--window", "inf"], "'--window'"),
         (["--window", "nan"], "'--window'"),
         (["--window", "0"], "'--window': 0 is not in 0.001 to 10,000,000 seconds"),
-        (["--window", "1e8"], "'--window': 1e+08 is not in 0.001 to 10,000,000 seconds"),
+        (["--window", "1e8"], "'--window': 100,000,000 is not in 0.001 to 10,000,000 seconds"),
         (["--warmup-fraction", "nan"], "'--warmup-fraction'"),
         (["--cache-sample-rate", "inf"], "'--cache-sample-rate'"),
         (["--block-tokens", str(2**40)], "'--block-tokens'"),

@@ -77,6 +77,24 @@ OVERFLOW_JS = """(() => {
   return JSON.stringify({cards: document.querySelectorAll('.card').length, overflow: out});
 })()"""
 
+# Runs in the page: the cells of every column headed "tier" that take more than one line (a
+# browser breaks "aws-fsx-lustre-..." at its hyphens when a long column squeezes the table).
+TIER_LINES_JS = """(() => {
+  const out = [];
+  for (const t of document.querySelectorAll('table')) {
+    const heads = Array.from(t.querySelectorAll('thead th')).map(h => h.textContent.trim());
+    const i = heads.indexOf('tier');
+    if (i < 0) continue;
+    for (const row of t.querySelectorAll('tbody tr')) {
+      const range = document.createRange();
+      range.selectNodeContents(row.children[i]);
+      const tops = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+      out.push({name: row.children[i].textContent, lines: tops.size});
+    }
+  }
+  return JSON.stringify(out);
+})()"""
+
 MEASURE_JS = """(() => {
   const figs = Array.from(document.querySelectorAll('figure.chart'));
   return JSON.stringify({
@@ -206,7 +224,11 @@ def _problems(events: list[dict[str, Any]]) -> list[str]:
 
 
 def _long_names(report):  # type: ignore[no-untyped-def]
-    """The report with catalog-length storage and host names in every verdict and tier."""
+    """The report with catalog-length storage and host names in every verdict and tier.
+
+    The load-against-recompute table gets the profiler's reference tiers and a catalog-length
+    shared file system, each with a source as long as the profiler writes.
+    """
     rec = report.recommendation
     stages = {}
     for stage in (Stage.PREFILL, Stage.DECODE):
@@ -218,7 +240,13 @@ def _long_names(report):  # type: ignore[no-untyped-def]
             else r.tiers
         )
         stages[stage] = replace(r, instance=LONG_INSTANCE, storage=LONG_STORAGE, tiers=tiers)
-    return replace(report, recommendation=replace(rec, **stages))
+    source = "research catalog 3.5: Gen4 x4 ~7 GB/s sequential read; TLC random read ~70-90 us QD1"
+    lvr = tuple(
+        replace(report.io.load_vs_recompute[0], tier=name, source=source)
+        for name in ("host-dram-pcie", "nvme-gen4-x4", LONG_STORAGE)
+    )
+    io = replace(report.io, load_vs_recompute=lvr)
+    return replace(report, recommendation=replace(rec, **stages), io=io)
 
 
 def test_html_report_in_chromium(tmp_path: Path) -> None:
@@ -268,6 +296,11 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
                 "result"
             ]["value"]
         )
+        tier_cells = json.loads(
+            browser.call("Runtime.evaluate", session, expression=TIER_LINES_JS, returnByValue=True)[
+                "result"
+            ]["value"]
+        )
         # Printed, the charts must still lay out (the print stylesheet keeps them whole).
         browser.call("Emulation.setEmulatedMedia", session, media="print")
         printed = json.loads(
@@ -292,6 +325,11 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
     # At 1400 px both verdict cards show every fact inside their box.
     assert overflow["cards"] == 2
     assert overflow["overflow"] == [], overflow["overflow"]
+    # Tier names stay whole: one line each, in every table with a tier column (load against
+    # recompute, hits per tier, the replay's tiers).
+    names = {c["name"] for c in tier_cells}
+    assert {LONG_STORAGE, "nvme-gen4-x4", "host-dram"} <= names, names
+    assert [c for c in tier_cells if c["lines"] != 1] == [], tier_cells
     charts = measured["charts"]
     # The full fixture fills every section that draws charts: workload (3), stages (1+),
     # prefix cache (1+) and I/O (1+).

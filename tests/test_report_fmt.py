@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from kvadvisor.report import fmt
+from kvadvisor.report.charts import compact
+from kvadvisor.report.deployments import money
 from kvadvisor.units import Unit
 
 
@@ -31,3 +33,17 @@ def test_plain_values_carry_no_unit() -> None:
     assert fmt.plain(True) == "yes"
     assert fmt.plain(("hbm=1M", "dram=16M")) == "hbm=1M, dram=16M"
     assert fmt.plain(None) == fmt.NOT_MEASURED
+
+
+def test_chart_ticks_read_through_the_formatter() -> None:
+    """Tick labels: the formatter's digits with a decimal prefix, never an exponent."""
+    assert compact(950) == "950"
+    assert compact(1500) == "1.5k"
+    assert compact(2e9) == "2G"
+    assert compact(0.25) == "0.25"
+    assert compact(1.234e12) == "1,234G"  # ':.3g' wrote 1.23e+03G
+
+
+def test_money_reads_through_the_formatter() -> None:
+    """Dollars through Unit.USD (to the cent), or why there are none."""
+    assert money(193.48) == "$193.48/h" and money(1.25, "") == "$1.25" and money(None) == "unpriced"

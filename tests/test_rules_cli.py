@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from kvadvisor.advice.inputs import load_rule_set
 from kvadvisor.cli import EXIT_USER_ERROR, app
 from kvadvisor.rules import workload_rules
-from kvadvisor.rules.docs import render_rules_doc
+from kvadvisor.rules.docs import condition_text, render_rules_doc
+from kvadvisor.rules.model import Compare, Op
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -171,3 +172,13 @@ def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> No
         assert set(finding) >= {"code", "severity", "stage", "message", "evidence"}
     bad = runner.invoke(app, ["analyze", str(mooncake_path), "--instance", "p5e.48xlarg"])
     assert bad.exit_code == EXIT_USER_ERROR and "did you mean p5e.48xlarge" in bad.output
+
+
+def test_a_condition_quotes_its_threshold_as_the_rule_file_writes_it() -> None:
+    """ST07's 1048576-byte I/O size reads 1048576, not the rounded 1.04858e+06 of ``:g``."""
+    shown = runner.invoke(app, ["rules", "show", "ST07"])
+    assert shown.exit_code == 0, shown.output
+    assert "io_size_bytes >= 1048576" in shown.output
+    assert "read_bytes_per_s_p99 >= 2000000000" in shown.output
+    assert condition_text(Compare("x", Op.GE, value=0.3)) == ["x >= 0.3"]
+    assert condition_text(Compare("x", Op.LT, ref="y", factor=2.0)) == ["x < 2 x y"]

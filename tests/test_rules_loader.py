@@ -171,6 +171,26 @@ def test_schema_errors(changes: dict, expected: str) -> None:
         parse_rule(_rule(**changes), "x.yaml", FACTS)
 
 
+@pytest.mark.parametrize("key", ["code", "name", "groups", "severity", "stage", "docs", "when"])
+def test_a_missing_key_is_reported_once(key: str) -> None:
+    """A required key left out is one problem ("is required"), not a second "got None"."""
+    with pytest.raises(RuleSyntaxError) as err:
+        parse_rule(_rule(**{key: None}), "x.yaml", FACTS)
+    assert err.value.problems == (f"x.yaml: {key}: is required",)
+
+
+def test_rules_check_says_a_missing_key_in_one_line(tmp_path: Path) -> None:
+    """`kvadvisor rules check` on a rule without a code lists one problem for it."""
+    text = (REPO / "rules" / "cache" / "CA03-reuse-unknown.yaml").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.startswith("code:")]
+    body = "\n".join(lines).replace("cache.reuse_unknown", "team.no_hashes") + "\n"
+    (tmp_path / "XX01.yaml").write_text(body, encoding="utf-8")
+    result = runner.invoke(app, ["rules", "check", str(tmp_path)])
+    assert result.exit_code == EXIT_USER_ERROR, result.output
+    said = [line for line in result.output.splitlines() if "code:" in line]
+    assert len(said) == 1 and "XX01.yaml: code: is required" in said[0], result.output
+
+
 def test_a_rule_must_be_a_mapping() -> None:
     """A rule file holding a list (or text) says what a rule looks like."""
     with pytest.raises(RuleSyntaxError, match="x.yaml: expected a mapping with code, name"):

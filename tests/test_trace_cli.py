@@ -29,8 +29,9 @@ def test_info_on_the_sample_trace() -> None:
     out = result.stdout
     assert "canonical parquet (converted from Mooncake JSONL)" in out
     assert "requests      12,031 (0 failed)" in out
-    assert "time span     3,536.999 s" in out
-    assert f"arrival rate  {12031 / 3536.999:,.3f} requests/s" in out
+    # 3,536.999 s is 58.95 min, three digits 58.9; 12,031 / 3,536.999 s = 3.401/s, "3.40" -> 3.4.
+    assert "time span     58.9 min" in out
+    assert "arrival rate  3.4 requests/s" in out
     assert "columns       arrival_s, input_tokens, output_tokens, block_hashes" in out
     assert "block_tokens  512" in out
     assert "no TTFT: stage times will be modeled" in out
@@ -70,7 +71,7 @@ def test_trace_format_override_and_map() -> None:
         ],
     )
     assert result.exit_code == EXIT_OK, result.output
-    assert "time span     3.000 s" in result.stdout
+    assert "time span     3 s" in result.stdout
 
 
 def test_convert_round_trip(tmp_path) -> None:
@@ -159,7 +160,7 @@ def test_millisecond_arrivals_warn_in_one_line(tmp_path) -> None:
         assert any("suspicious time unit" in n for n in read_trace(out).notes)
     fixed = runner.invoke(app, ["info", str(path), "--map", "arrival_s=arrival_s:ms"])
     assert fixed.exit_code == EXIT_OK and "warning" not in fixed.stderr
-    assert "time span     3,537.000 s" in fixed.stdout
+    assert "time span     59 min" in fixed.stdout  # 3,537 s = 58.95 min, 3 digits: 59.0
 
 
 def test_report_output_respects_umask(tmp_path) -> None:

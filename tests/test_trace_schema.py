@@ -169,7 +169,9 @@ def test_milliseconds_as_seconds_warns_and_notes() -> None:
         "input_tokens": np.ones(12_000, np.int64),
         "output_tokens": np.ones(12_000, np.int64),
     }
-    with pytest.warns(KvAdvisorWarning, match=r"column 'arrival_s'.*40\.9 days.*:ms"):
+    # 3,537,000 s = 982.5 h (40.9 days), three digits 982 h; one every 294.75 s = 4.91 min.
+    said = r"column 'arrival_s': 12,000 requests over 982 h \(one every 4\.91 min on average\)"
+    with pytest.warns(KvAdvisorWarning, match=said + ".*:ms"):
         t = _build(cols)
     assert any(n.startswith("suspicious time unit") for n in t.notes)
     # The same trace in seconds (under an hour) is quiet.

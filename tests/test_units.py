@@ -12,7 +12,7 @@ from kvadvisor.units import (
     format_value,
     parse_quantity,
 )
-from kvadvisor.units.format import apart, number, price, usd
+from kvadvisor.units.format import apart, as_written, number, price, usd
 
 
 @pytest.mark.parametrize(
@@ -75,6 +75,15 @@ def test_number_significant_digits() -> None:
     assert number(0.000123456) == "0.000123"
     assert number(6.0) == "6"
     assert number(-2.5) == "-2.5"
+
+
+def test_as_written_keeps_every_digit_a_file_holds() -> None:
+    """A quoted threshold or setting is the file's number: no rounding, no exponent added."""
+    assert as_written(1048576) == "1048576"  # ':g' gave 1.04858e+06
+    assert as_written(2_000_000_000.0) == "2000000000"  # an integral float: no ".0"
+    assert as_written(0.3) == "0.3"
+    assert as_written(5.5) == "5.5"
+    assert as_written(1234567.89) == "1234567.89"  # ':g' gave 1.23457e+06
 
 
 @pytest.mark.parametrize(

@@ -327,11 +327,15 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     )
 
 
-def _contenders(f: ProviderSearch) -> list[Outcome]:
-    """Each configuration's cheapest outcome that met the SLO on the sample, best first."""
+def _contenders(f: ProviderSearch, forced: bool = False) -> list[Outcome]:
+    """Each configuration's cheapest outcome that met the SLO on the sample, best first.
+
+    With ``--storage`` (``forced``) and a fleet that met the SLO with that tier, that fleet is
+    the only contender: a cheaper one without the tier is not what the user asked for.
+    """
     found = [t.best for t in f.tried if t.best is not None]
     if f.tier_outcome is not None and f.tier_outcome.best is not None:
-        found.append(f.tier_outcome.best)
+        found = [f.tier_outcome.best] if forced else [*found, f.tier_outcome.best]
     seen: set[str] = set()
     out = []
     for o in sorted(found, key=outcome_key):
@@ -379,7 +383,7 @@ def _verdict(
     failed: dict[str, str] = {}
     failed_labels: dict[str, str] = {}
     notes: list[str] = []
-    for o in _contenders(f)[:VERIFY_CONFIGS]:
+    for o in _contenders(f, forced)[:VERIFY_CONFIGS]:
         if verified and outcome_key(o) >= outcome_key(
             min(verified, key=lambda v: outcome_key(v[0]))[0]
         ):

@@ -516,20 +516,28 @@ def _host_write_p99(outcome: Outcome) -> float | None:
 
 
 def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Replayer) -> None:
-    """Size the chosen configuration again with a capacity tier; keep it when it costs less."""
+    """Size the chosen configuration again with a capacity tier; keep it when it costs less.
+
+    With ``--storage`` the tier is the user's choice, kept whatever it costs; when it is not
+    bought, the note names the option and says why.
+    """
     chosen = found.chosen
     assert chosen is not None
     cand = chosen.candidate
     stage = cand.stages[0]  # serving or prefill: the stage that loads and writes
     host = next((t for t in stage.tiers if t.name == HOST_TIER), None)
     if not spec.has_hashes:
-        found.tier_note = "no block hashes: no reuse was measured, so no capacity tier is bought"
+        found.tier_note = _unbought(
+            spec, "no block hashes: no reuse was measured, so no capacity tier is bought"
+        )
         return
     if host is None or host.capacity_bytes is None:
-        found.tier_note = stage.tier_note
+        found.tier_note = _unbought(spec, stage.tier_note)
         return
     if spec.reuse_bytes is None:
-        found.tier_note = "the KV worth keeping is unknown (give the model): no capacity tier"
+        found.tier_note = _unbought(
+            spec, "the KV worth keeping is unknown (give the model): no capacity tier"
+        )
         return
     fleet_host = host.capacity_bytes * stage.count
     forced = spec.forced_storage is not None
@@ -554,16 +562,19 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
             return
     write_p99 = _host_write_p99(chosen)
     if write_p99 is None:
-        found.tier_note = "no new-KV write rate was replayed: no capacity tier is sized"
+        found.tier_note = _unbought(
+            spec, "no new-KV write rate was replayed: no capacity tier is sized"
+        )
         return
     options, refused = capacity_options(
         stage.shape, spec.storage, spec.reuse_bytes, write_p99, stage.count
     )
     if not options:
-        found.tier_note = (
+        found.tier_note = _unbought(
+            spec,
             f"the KV worth keeping ({format_value(spec.reuse_bytes, Unit.BYTES)}) outgrows host "
             f"memory, but {stage.shape.instance.name} can have no sizable capacity tier"
-            + (f" ({'; '.join(refused)})" if refused else "")
+            + (f" ({'; '.join(refused)})" if refused else ""),
         )
         return
     fit = options[0]
@@ -600,4 +611,13 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         )
     else:
         why = "it costs more" if best is not None else _why(tried)
-        found.tier_note = f"a capacity tier of {fit.spec.name} was replayed and not kept: {why}"
+        found.tier_note = _unbought(
+            spec, f"a capacity tier of {fit.spec.name} was replayed and not kept: {why}"
+        )
+
+
+def _unbought(spec: SearchSpec, why: str) -> str:
+    """Why no capacity tier was bought, naming ``--storage`` when the user asked for one."""
+    if spec.forced_storage is None:
+        return why
+    return f"--storage {spec.forced_storage} was not bought: {why}"

@@ -460,6 +460,13 @@ def runners_up(
     return tuple(out[:MAX_RUNNERS_UP]), tuple(every)
 
 
+def _tier_names(c: Candidate) -> tuple[tuple[str, ...], ...]:
+    """Each stage's tiers by name and storage option (what a tier note speaks about)."""
+    return tuple(
+        tuple(f"{t.name}:{t.storage.name if t.storage else ''}" for t in s.tiers) for s in c.stages
+    )
+
+
 def _same_shape(a: Candidate, b: Candidate) -> bool:
     return a.topology == b.topology and all(
         x.shape.instance.name == y.shape.instance.name and x.shape.tp == y.shape.tp
@@ -520,7 +527,12 @@ def _tier_notes(found: ProviderSearch, cand: Candidate) -> tuple[str, ...]:
     trace may have chosen another shape than the sample).
     """
     chosen = found.chosen.candidate if found.chosen is not None else None
-    if chosen is not None and _same_shape(chosen, cand) and found.tier_note:
+    if (
+        chosen is not None
+        and _same_shape(chosen, cand)
+        and _tier_names(chosen) == _tier_names(cand)
+        and found.tier_note
+    ):
         return (found.tier_note,)
     return tuple(dict.fromkeys(s.tier_note for s in cand.stages if s.tier_note))
 

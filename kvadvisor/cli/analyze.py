@@ -49,6 +49,7 @@ from kvadvisor.cli.common import (
 from kvadvisor.errors import ConfigError
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
+from kvadvisor.units.format import number
 
 
 class ReportFormat(str, Enum):
@@ -213,7 +214,7 @@ def window_option(value: float) -> float:
     finite_option(value)
     if not MIN_WINDOW_S <= value <= MAX_WINDOW_S:
         raise typer.BadParameter(
-            f"{value:g} is not in {MIN_WINDOW_S:g} to {MAX_WINDOW_S:,.0f} seconds"
+            f"{number(value)} is not in {number(MIN_WINDOW_S)} to {number(MAX_WINDOW_S)} seconds"
         )
     return value
 
@@ -227,7 +228,8 @@ WindowOpt = Annotated[
         callback=window_option,
         metavar="SECONDS",
         rich_help_panel=PANEL_DEPLOYMENT,
-        help=f"Window of the I/O demand time series ({MIN_WINDOW_S:g} to {MAX_WINDOW_S:,.0f} s).",
+        help=f"Window of the I/O demand time series ({number(MIN_WINDOW_S)} to "
+        f"{number(MAX_WINDOW_S)} s).",
     ),
 ]
 InstancesOpt = Annotated[

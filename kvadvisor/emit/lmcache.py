@@ -54,7 +54,7 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
             Setting("local_cpu", "true", f"the {stage.stage} host DRAM tier ({host.name})"),
             Setting(
                 "max_local_cpu_size",
-                f"{floor_gib(sh.bytes):g}",
+                f"{floor_gib(sh.bytes):g}",  # exact: LMCache's config value, in GiB
                 ctx.tier_reason(stage, sh, RANK_UNIT) + f" ({sources.LMCACHE_CPU})",
             ),
         ]
@@ -71,7 +71,7 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
             ),
             Setting(
                 "max_local_disk_size",
-                f"{floor_gib(sh.bytes):g}",
+                f"{floor_gib(sh.bytes):g}",  # exact: LMCache's config value, in GiB
                 ctx.tier_reason(stage, sh, RANK_UNIT) + f" ({sources.LMCACHE_DISK})",
             ),
         ]

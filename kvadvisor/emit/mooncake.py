@@ -75,7 +75,7 @@ def _master(ctx: EmitContext) -> list[Setting]:
         out.append(
             Setting(
                 "eviction_ratio",
-                f"{ratio:.3f}",
+                f"{ratio:.3f}",  # exact: Mooncake master's config value
                 "one eviction makes room for the peak write burst: "
                 f"{format_value(burst, Unit.BYTES)} in a {format_value(io.window_s, Unit.SECONDS)} "
                 f"window over the fleet's {format_value(pool, Unit.BYTES)} pool (floor: the "

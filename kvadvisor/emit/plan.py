@@ -48,7 +48,7 @@ VLLM_SERVED = ("lmcache", "vllm", "mooncake")
 def _quantity_gib(nbytes: float) -> str:
     """GiB to a millionth, rounded up: engine sizes, rounded down from it, stay within it."""
     gib = math.ceil(nbytes / 2**30 * 1e6) / 1e6
-    return f"{gib:.6f}".rstrip("0").rstrip(".") + " GiB"
+    return f"{gib:.6f}".rstrip("0").rstrip(".") + " GiB"  # exact: a plan size review parses
 
 
 def engine_keys(engine: str, ctx: EmitContext, stage: StageView) -> set[str]:

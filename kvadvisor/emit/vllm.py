@@ -92,7 +92,7 @@ def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
         ),
         Setting(
             "gpu-memory-utilization",
-            f"{gpu_memory_utilization(ctx):g}",
+            f"{gpu_memory_utilization(ctx):g}",  # exact: a vLLM flag value
             "the share of GPU memory the stage profile gave weights and the KV pool, so the "
             "device pool the host tier is sized against is the one vLLM allocates",
         ),
@@ -179,7 +179,7 @@ def emit_vllm(ctx: EmitContext) -> dict[str, str]:
                 gib = floor_gib(off[0])
                 flags += [
                     Setting("kv-offloading-backend", "native", "vLLM's own CPU offloading"),
-                    Setting("kv-offloading-size", f"{gib:g}", off[1]),
+                    Setting("kv-offloading-size", f"{gib:g}", off[1]),  # exact: a vLLM flag
                 ]
         else:
             connectors: list[dict[str, Any]] = [NIXL]

@@ -21,6 +21,8 @@ from kvadvisor.results.replay import REPLAY_FORMAT_VERSION, ReplayReport, Replay
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.model import Trace
+from kvadvisor.units import Unit, format_value, plural
+from kvadvisor.units.format import count
 from kvadvisor.vocab import SplitSource
 
 __all__ = [
@@ -111,7 +113,8 @@ def replay_in_context(
     deployment, notes = deployment_from_plan(plan)
     if plan.traffic_scale != 1.0:
         ctx = ctx.with_arrivals(ctx.arrays.arrival_s / plan.traffic_scale)
-        notes = (*notes, f"arrivals come {plan.traffic_scale:g}x faster (traffic.scale)")
+        faster = format_value(plan.traffic_scale, Unit.MULTIPLE)
+        notes = (*notes, f"arrivals come {faster} faster (traffic.scale)")
     run = run_replay(ctx, deployment, options)
     result = summarize(run, plan_targets(plan, slo))
     return replace(result, notes=(*notes, *result.notes)), request_columns(run)
@@ -140,7 +143,8 @@ def replay_recommendation(
         why = "not asked for (--no-replay)"
     elif trace.requests > options.replay_max_requests:
         why = (
-            f"{trace.requests:,} requests is more than the {options.replay_max_requests:,} "
+            f"{plural(trace.requests, 'request')} is more than the "
+            f"{count(options.replay_max_requests)} "
             "`analyze` replays; run `kvadvisor replay` on the deployment (e.g. `--emit plan`)"
         )
     found = None

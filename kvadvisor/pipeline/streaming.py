@@ -74,6 +74,7 @@ from kvadvisor.units import (
     format_value,
     plural,
 )
+from kvadvisor.units.format import number
 from kvadvisor.units.parse import SIZE_UNITS
 
 # Share of physical memory used when no --memory-limit is given: half leaves the rest of the
@@ -163,8 +164,8 @@ def parse_memory_limit(text: str) -> int:
             # Rounded down, so the size suggested is itself accepted.
             most_gib = math.floor(machine / 2**30 * 10) / 10
             raise ConfigError(
-                f"{flag}: more than this machine's memory ({machine / 2**30:.2f} GiB); give "
-                f"at most {most_gib:g}GiB, or a percentage such as 50%"
+                f"{flag}: more than this machine's memory ({_size(machine)}); give "
+                f"at most {most_gib:.1f}GiB, or a percentage such as 50%"  # exact: typed back
             )
         value = int(size)
     if value <= 0:
@@ -269,10 +270,13 @@ def plan_analysis(
             + SAMPLED_BYTES_PER_REQUEST * requests
             + SAMPLED_BYTES_PER_ACCESS * MIN_SAMPLE_RATE * block_accesses
         )
+        # Rounded up, so the size suggested is itself enough.
+        least_gib = math.ceil(need / gib * 100) / 100
         raise ConfigError(
-            f"--memory-limit {memory_limit_bytes / gib:.2f} GiB is too small for {requests} "
-            f"requests and {block_accesses} block accesses even sampling at {MIN_SAMPLE_RATE:g}; "
-            f"give at least {need / gib:.2f} GiB"
+            f"--memory-limit {_size(memory_limit_bytes)} is too small for "
+            f"{plural(requests, 'request')} and "
+            f"{plural(block_accesses, 'block access', 'block accesses')} even sampling at rate "
+            f"{number(MIN_SAMPLE_RATE)}; give at least {least_gib:.2f} GiB"  # exact: typed back
         )
     # Two significant digits, rounded down, so the stated rate is a readable number.
     digits = 1 - int(np.floor(np.log10(rate)))
@@ -286,7 +290,7 @@ def plan_analysis(
         stage_profile=fits,
         reason=(
             f"the exact curve needs {_size(exact_stream)} > the memory limit "
-            f"{_size(memory_limit_bytes)}: SHARDS spatial sampling at rate {rate:g}"
+            f"{_size(memory_limit_bytes)}: SHARDS spatial sampling at rate {number(rate)}"
         ),
         **common,
     )

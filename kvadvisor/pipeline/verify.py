@@ -28,6 +28,7 @@ from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import read_trace_path
+from kvadvisor.units.format import duration
 from kvadvisor.verifyjobs import VerifyOptions, VerifySet, verify_plan
 from kvadvisor.verifyjobs.model import ReplayedTier
 from kvadvisor.vocab import Stage
@@ -78,9 +79,9 @@ def _stage_tiers(run: ReplayRun, st: StageRun) -> list[ReplayedTier]:
                 window_s=w,
                 inflight=inflight,
                 inflight_from=(
-                    f"p99 over {w:g} s windows of the replayed requests in flight ({what}) on "
-                    f"the busiest {tier.scope.value} of {len(rows)}; one chunk I/O outstanding "
-                    "per request per rank"
+                    f"p99 over {duration(w)} windows of the replayed requests in flight ({what}) "
+                    f"on the busiest {tier.scope.value} of {len(rows)}; one chunk I/O "
+                    "outstanding per request per rank"
                 ),
                 served_tokens=None if served is None else np.asarray(served, dtype=np.float64),
                 units=len(rows),

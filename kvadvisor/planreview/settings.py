@@ -14,7 +14,8 @@ from typing import Any
 
 from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.planreview.scope import FactSet
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value, plural
+from kvadvisor.units.format import as_written, count
 
 PLACEHOLDER_MARK = "<FILL:"
 LMCACHE_DEFAULT_CPU_GIB = 5.0  # lmcache/v1/config.py max_local_cpu_size default
@@ -144,12 +145,14 @@ def _host_demand(s: EngineSettings, engine: str) -> tuple[float, str] | None:
         and s.has(engine, "max_local_cpu_size")
     ):
         gib = float(g(engine, "max_local_cpu_size", LMCACHE_DEFAULT_CPU_GIB))
-        return gib * BYTES_PER_GIB * s.ranks, f"max_local_cpu_size {gib:g} GiB x {s.ranks} ranks"
+        how = f"max_local_cpu_size {as_written(gib)} GiB x {plural(s.ranks, 'rank')}"
+        return gib * BYTES_PER_GIB * s.ranks, how
     if engine == "vllm":
         n = s.replicas(engine)
         if s.has(engine, "kv-offloading-size"):
             gib = float(g(engine, "kv-offloading-size"))
-            return gib * BYTES_PER_GIB * n, f"kv-offloading-size {gib:g} GiB x {n} instances"
+            how = f"kv-offloading-size {as_written(gib)} GiB x {plural(n, 'instance')}"
+            return gib * BYTES_PER_GIB * n, how
         cpu = [
             c["kv_connector_extra_config"]["cpu_bytes_to_use"]
             for c in _connectors(g(engine, "kv-transfer-config"))
@@ -158,12 +161,14 @@ def _host_demand(s: EngineSettings, engine: str) -> tuple[float, str] | None:
         ]
         if cpu:
             return float(sum(cpu)) * n, (
-                f"OffloadingConnector cpu_bytes_to_use {sum(cpu):,} B x {n} instances"
+                f"OffloadingConnector cpu_bytes_to_use {count(sum(cpu))} B "
+                f"x {plural(n, 'instance')}"
             )
     if engine == "dynamo-kvbm" and s.has(engine, "DYN_KVBM_CPU_CACHE_GB"):
         n = s.replicas(engine)
         gb = float(g(engine, "DYN_KVBM_CPU_CACHE_GB"))
-        return gb * BYTES_PER_GB * n, f"DYN_KVBM_CPU_CACHE_GB {gb:g} x {n} instances"
+        how = f"DYN_KVBM_CPU_CACHE_GB {as_written(gb)} x {plural(n, 'instance')}"
+        return gb * BYTES_PER_GB * n, how
     if engine == "mooncake" and (s.has(engine, "global_segment_size") or s.has(engine, "client")):
         store = float(g(engine, "global_segment_size", 0) if s.has(engine, "host") else 0)
         client = g(engine, "client", {}) or {}
@@ -185,7 +190,7 @@ def _disk_demand(s: EngineSettings, engine: str) -> tuple[float, TierPlan | None
         return (
             gib * BYTES_PER_GIB * s.ranks,
             s.local_disk(),
-            f"max_local_disk_size {gib:g} GiB x {s.ranks} ranks",
+            f"max_local_disk_size {as_written(gib)} GiB x {plural(s.ranks, 'rank')}",
         )
     if engine == "dynamo-kvbm" and s.has(engine, "DYN_KVBM_DISK_CACHE_GB"):
         n = s.replicas(engine)
@@ -196,15 +201,17 @@ def _disk_demand(s: EngineSettings, engine: str) -> tuple[float, TierPlan | None
             return (
                 gb * BYTES_PER_GB * total,
                 s.shared_fs(),
-                f"DYN_KVBM_DISK_CACHE_GB {gb:g} x {total} instances sharing the file system",
+                f"DYN_KVBM_DISK_CACHE_GB {as_written(gb)} x {plural(total, 'instance')} sharing "
+                "the file system",
             )
-        return gb * BYTES_PER_GB * n, local, f"DYN_KVBM_DISK_CACHE_GB {gb:g} x {n} instances"
+        how = f"DYN_KVBM_DISK_CACHE_GB {as_written(gb)} x {plural(n, 'instance')}"
+        return gb * BYTES_PER_GB * n, local, how
     if engine == "mooncake" and s.has(engine, "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"):
         limit = float(g(engine, "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"))
         return (
             limit,
             s.local_disk(),
-            f"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES {limit:,.0f} per node",
+            f"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES {count(limit)} per node",
         )
     return None
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvadvisor.firstuse import FONT_CACHE, announce
+from kvadvisor.units.format import number
 
 # Colour-blind-safe palette (Okabe & Ito, "Color Universal Design", 2008), dark enough to print.
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
@@ -90,8 +91,8 @@ def compact(value: float) -> str:
     """Tick label without exponent notation: 950, 1.5k, 20k, 3M, 2G (decimal prefixes)."""
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}"
+            return f"{number(value / scale)}{suffix}"
+    return number(value)
 
 
 def _bar_widths(line: Line) -> list[float]:

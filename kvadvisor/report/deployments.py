@@ -47,7 +47,7 @@ def verdict_set(report: AdviceReport) -> VerdictSet | None:
 
 def money(usd: float | None, per: str = "/h") -> str:
     """Dollars, or why there are none."""
-    return "unpriced" if usd is None else f"${usd:,.2f}{per}"
+    return "unpriced" if usd is None else fmt.quantity(usd, Unit.USD) + per
 
 
 def _seconds(x: float | None) -> str:
@@ -66,12 +66,16 @@ def sample_line(vs: VerdictSet) -> str:
     if s is None:
         return ""
     text = (
-        f"replayed: {s.how}, {s.requests:,} of {s.trace_requests:,} requests "
-        f"({fmt.duration(s.span_s)} of arrivals); {vs.replayed:,} replays, "
-        f"{vs.enumerated:,} configurations enumerated"
+        f"replayed: {s.how}, {fmt.count(s.requests)} of {fmt.count(s.trace_requests)} requests "
+        f"({fmt.duration(s.span_s)} of arrivals); {plural(vs.replayed, 'replay')}, "
+        f"{plural(vs.enumerated, 'configuration')} enumerated"
     )
     if s.error:
-        errs = ", ".join(f"{k.removesuffix('_s')} {v:+.1%}" for k, v in s.error.items())
+        # Signed: an error over the whole trace reads "+3.0%" or "-3.0%", never "3.0%".
+        errs = ", ".join(
+            f"{k.removesuffix('_s')} {'+' if v > 0 else ''}{fmt.percent(v)}"
+            for k, v in s.error.items()
+        )
         text += f"; sample error against {s.error_basis}: {errs}"
     return text
 
@@ -176,7 +180,7 @@ def stage_rows(s: StageVerdict) -> list[tuple[str, str]]:
         (
             "scheduler",
             f"{s.router.replace('_', ' ')} router; {fmt.tokens(s.max_batched_tokens)} per step, "
-            f"{s.max_seqs:,} sequences, {s.page_tokens}-token pages",
+            f"{fmt.count(s.max_seqs)} sequences, {s.page_tokens}-token pages",
         ),
         ("cost", f"{money(s.usd_per_hour)} ({s.price_basis})"),
         ("busy", fmt.percent(s.busy_fraction) + " of the replay, mean over replicas"),

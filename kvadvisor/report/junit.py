@@ -56,7 +56,7 @@ def _suite(review: ReviewReport, plan: PlanReview) -> ET.Element:
     for name, value in (
         ("plan", plan.path),
         ("trace", review.trace.path),
-        ("traffic_scale", f"{plan.traffic_scale:g}"),
+        ("traffic_scale", f"{plan.traffic_scale:g}"),  # exact: a JUnit property for machines
         ("kvadvisor_version", review.meta.kvadvisor_version),
     ):
         ET.SubElement(props, "property", {"name": name, "value": value})

@@ -6,7 +6,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from kvadvisor.report import deployments, summary
+from kvadvisor.report import deployments, fmt, summary
 from kvadvisor.results.report import AdviceReport
 
 
@@ -105,6 +105,6 @@ class MarkdownRenderer:
             f"{cell(report.meta.generated_at)}</sub>",
         ]
         if t.dropped:
-            dropped = ", ".join(f"{n:,} {why}" for why, n in sorted(t.dropped.items()))
+            dropped = ", ".join(f"{fmt.count(n)} {why}" for why, n in sorted(t.dropped.items()))
             out += ["", f"Rows dropped: {cell(dropped)}."]
         return "\n".join(out) + "\n"

@@ -9,6 +9,7 @@ from kvadvisor.report import fmt
 from kvadvisor.report.markdown import code_span
 from kvadvisor.results.common import IoRate, Utilization
 from kvadvisor.results.review import PlanReview, ReviewReport, StageReview, TierReview
+from kvadvisor.units import Unit
 from kvadvisor.vocab import CheckStatus, Severity, Stage
 
 ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
@@ -99,14 +100,16 @@ class ReviewMarkdownRenderer:
         out = [
             "## kvadvisor review",
             "",
-            f"Trace {code_span(t.path)}: {t.requests:,} requests over "
+            f"Trace {code_span(t.path)}: {fmt.count(t.requests)} requests over "
             f"{fmt.duration(t.duration_s)}; demand in {fmt.duration(review.window_s)} windows; "
             f"steady state after the first {fmt.percent(review.warmup_fraction)} of requests.",
             "",
             "| | " + " | ".join(code_span(p.name) for p in review.plans) + " |",
             "|---|" + "---|" * len(review.plans),
             "| verdict | " + " | ".join(verdict(p) for p in review.plans) + " |",
-            "| traffic scale | " + " | ".join(f"×{p.traffic_scale:g}" for p in review.plans) + " |",
+            "| traffic scale | "
+            + " | ".join(fmt.quantity(p.traffic_scale, Unit.MULTIPLE) for p in review.plans)
+            + " |",
             "| prefix hit ratio, all tiers (steady) | "
             + " | ".join(_pct(_prefill_hit(p)) for p in review.plans)
             + " |",
@@ -166,7 +169,9 @@ class ReviewTextRenderer:
 
     def render(self, review: ReviewReport) -> str:
         """Return the plain text."""
-        lines = [f"kvadvisor review of {review.trace.path} ({review.trace.requests:,} requests)"]
+        lines = [
+            f"kvadvisor review of {review.trace.path} ({fmt.count(review.trace.requests)} requests)"
+        ]
         for plan in review.plans:
             ran = sum(c.status is not CheckStatus.SKIP for c in plan.checks)
             lines.append(

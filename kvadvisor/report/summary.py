@@ -100,7 +100,7 @@ _STAGE_FIELDS = {
     "utilization": ("utilization", _utilization_text),
     "retention_s": ("retention", lambda v: fmt.duration(v)),
     "chunk_tokens": ("chunk size", lambda v: fmt.tokens(v)),
-    "instance_count": ("instances", lambda v: f"{v:,}"),
+    "instance_count": ("instances", fmt.count),
     "gpu": ("GPU", str),
 }
 
@@ -290,7 +290,7 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
     rows = [
         KeyNumber(
             "requests",
-            f"{t.requests:,}",
+            fmt.count(t.requests),
             span_text(t)
             + (f", {fmt.number(t.arrival_rate_per_s)}/s" if t.arrival_rate_per_s else ""),
         ),
@@ -359,9 +359,9 @@ def key_numbers(report: AdviceReport) -> tuple[KeyNumber, ...]:
         rows.append(
             KeyNumber(
                 "most reused prefix",
-                f"{fmt.tokens(top.prefix_tokens)}, {top.requests:,} requests",
+                f"{fmt.tokens(top.prefix_tokens)}, {fmt.count(top.requests)} requests",
                 f"{fmt.percent(top.reusable_share)} of prompt tokens; "
-                f"{sharing.groups:,} shared prefixes in all",
+                f"{fmt.count(sharing.groups)} shared prefixes in all",
             )
         )
     io = report.io

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from kvadvisor.errors import RuleError
 from kvadvisor.rules.model import AllOf, AnyOf, Compare, Condition, Not, Rule
+from kvadvisor.units.format import as_written
 
 
 def find_rule(rules: Sequence[Rule], key: str) -> Rule:
@@ -21,7 +22,7 @@ def find_rule(rules: Sequence[Rule], key: str) -> Rule:
 
 
 def condition_text(cond: Condition, indent: str = "") -> list[str]:
-    """A condition as indented lines, the way the YAML reads."""
+    """A condition as indented lines, the way the YAML reads (thresholds with every digit)."""
     if isinstance(cond, Compare):
         if cond.ref is None:
             if isinstance(cond.value, bool):
@@ -29,9 +30,9 @@ def condition_text(cond: Condition, indent: str = "") -> list[str]:
             elif isinstance(cond.value, str):
                 value = f'"{cond.value}"'
             else:
-                value = f"{cond.value:g}"
+                value = as_written(cond.value)
             return [f"{indent}{cond.fact} {cond.op.value} {value}"]
-        factor = f"{cond.factor:g} x " if cond.factor != 1 else ""
+        factor = f"{as_written(cond.factor)} x " if cond.factor != 1 else ""
         return [f"{indent}{cond.fact} {cond.op.value} {factor}{cond.ref}"]
     if isinstance(cond, Not):
         return [f"{indent}not:", *condition_text(cond.part, indent + "  ")]

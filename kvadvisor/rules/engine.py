@@ -32,6 +32,7 @@ from kvadvisor.rules.model import (
     Rule,
 )
 from kvadvisor.units import format_value
+from kvadvisor.units.format import number
 
 Facts = Mapping[str, FactValue]
 # Why a fact is absent, by name, where its producer knows ("decode tiers are not read").
@@ -95,7 +96,7 @@ def _describe(cond: Compare, facts: Facts, held: bool) -> str:
         ref = facts[cond.ref]
         scaled = format_value(ref.value * cond.factor, ref.unit)
         rhs = (
-            f"{cond.factor:g} × {cond.ref} = {scaled}"
+            f"{number(cond.factor)} × {cond.ref} = {scaled}"
             if cond.factor != 1
             else (f"{cond.ref} = {scaled}")
         )

@@ -358,7 +358,8 @@ class _Checker:
         for key in sorted(map(str, set(data) - TOP_KEYS)):
             close = difflib.get_close_matches(key, sorted(TOP_KEYS), n=1)
             self.bad(key, "unknown key" + (f"; did you mean '{close[0]}'?" if close else ""))
-        for key in sorted(REQUIRED_KEYS - set(data)):
+        missing = REQUIRED_KEYS - set(data)
+        for key in sorted(missing):
             self.bad(key, "is required")
         raw_scope = data.get("scope", Scope.WORKLOAD.value)
         try:
@@ -367,19 +368,22 @@ class _Checker:
             self.bad(
                 "scope", f"expected one of {', '.join(s.value for s in Scope)}, got {raw_scope!r}"
             )
+        # A missing key is said once ("is required"), not again as "got None" below.
         code = data.get("code")
-        if not isinstance(code, str) or not CODE_RE.match(code):
+        if "code" not in missing and (not isinstance(code, str) or not CODE_RE.match(code)):
             self.bad(
                 "code", f"expected two capital letters and two digits (e.g. ST01), got {code!r}"
             )
         name = data.get("name")
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if "name" not in missing and (not isinstance(name, str) or not NAME_RE.match(name)):
             self.bad(
                 "name",
                 f"expected a dotted lower-case name (e.g. storage.write_bandwidth), got {name!r}",
             )
         groups = data.get("groups")
-        if (
+        if "groups" in missing:
+            groups = []
+        elif (
             not isinstance(groups, list)
             or not groups
             or not all(isinstance(g, str) and GROUP_RE.match(g) for g in groups)
@@ -389,12 +393,16 @@ class _Checker:
         try:
             severity = Severity(data.get("severity"))
         except ValueError:
-            self.bad("severity", f"expected info, warning or error, got {data.get('severity')!r}")
+            if "severity" not in missing:
+                self.bad(
+                    "severity", f"expected info, warning or error, got {data.get('severity')!r}"
+                )
             severity = Severity.INFO
         # A rule speaks about prefill, decode or both; "serving" names a plan's aggregated stage.
         stage = next((s for s in RULE_STAGES if s.value == data.get("stage")), None)
         if stage is None:
-            self.bad("stage", f"expected prefill, decode or both, got {data.get('stage')!r}")
+            if "stage" not in missing:
+                self.bad("stage", f"expected prefill, decode or both, got {data.get('stage')!r}")
             stage = Stage.BOTH
         summary = self.text(data, "summary", "") if "summary" in data else ""
         message = self.text(data, "message", "") if "message" in data else ""

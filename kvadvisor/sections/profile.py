@@ -280,9 +280,9 @@ def _calibrate_through_replay(
     if cal is None:
         return None, "too few measured requests to calibrate through the replay"
     return cal, (
-        f"calibrated through the replay: the first {cal.replayed_requests:,} requests replayed "
-        "closed loop on one replica (vLLM's scheduler, the GPU KV pool), measured TTFT "
-        "(queueing included) and time per output token fitted"
+        f"calibrated through the replay: the first {plural(cal.replayed_requests, 'request')} "
+        "replayed closed loop on one replica (vLLM's scheduler, the GPU KV pool), measured "
+        "TTFT (queueing included) and time per output token fitted"
     )
 
 
@@ -639,14 +639,14 @@ def profile_workload(
     elif times.measured.any() and calibration is not None:
         source = SplitSource.CALIBRATED
         split_notes.append(
-            f"{int(times.measured.sum()):,} requests measured, the rest modelled "
+            f"{plural(int(times.measured.sum()), 'request')} measured, the rest modelled "
             "with efficiency factors fitted to them"
         )
     else:
         source = SplitSource.MODELED
         if times.measured.any():
             split_notes.append(
-                f"only {int(times.measured.sum())} measured requests: too few to "
+                f"only {plural(int(times.measured.sum()), 'measured request')}: too few to "
                 "calibrate; all requests modelled with default efficiency "
                 "factors"
             )

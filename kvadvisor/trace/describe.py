@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 from kvadvisor.trace.detect import FORMAT_TITLES, TraceFormat
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import plural
+from kvadvisor.units.format import count, duration, number
 
 
 @dataclass(frozen=True)
@@ -134,22 +135,22 @@ def format_description(d: TraceDescription) -> str:
     if d.file_format != d.source_format:
         fmt += f" (converted from {_title(d.source_format)})"
     rate = (
-        f"{d.arrival_rate_per_s:,.3f} requests/s"
+        f"{number(d.arrival_rate_per_s)} requests/s"
         if d.arrival_rate_per_s is not None
         else "unknown (no arrival times)"
         if not d.arrivals_measured
         else "n/a (one instant)"
     )
-    dropped = ", ".join(f"{n:,} {why}" for why, n in d.dropped.items()) or "none"
+    dropped = ", ".join(f"{count(n)} {why}" for why, n in d.dropped.items()) or "none"
     lines = [
         f"trace         {d.path}",
         f"format        {fmt}",
-        f"requests      {d.requests:,} ({d.failed_requests:,} failed)",
-        f"time span     {d.duration_s:,.3f} s"
+        f"requests      {count(d.requests)} ({count(d.failed_requests)} failed)",
+        f"time span     {duration(d.duration_s)}"
         if d.arrivals_measured
         else "time span     unknown (no arrival times)",
         f"arrival rate  {rate}",
-        f"tokens        {d.input_tokens_total:,} input, {d.output_tokens_total:,} output",
+        f"tokens        {count(d.input_tokens_total)} input, {count(d.output_tokens_total)} output",
         f"block_tokens  {d.block_tokens if d.block_tokens is not None else 'none'}",
         f"columns       {', '.join(d.columns)}",
         f"dropped rows  {dropped}",

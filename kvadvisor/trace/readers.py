@@ -52,6 +52,7 @@ from kvadvisor.trace.model import (
     Trace,
 )
 from kvadvisor.trace.schema import build_trace
+from kvadvisor.units.format import count
 
 HEAD_BYTES = 64 * 1024
 JSONL_BLOCK_BYTES = 64 * 1024 * 1024  # pyarrow.json block: large blocks parse faster
@@ -204,7 +205,7 @@ def _read_document(path: Path, compression: str | None) -> bytes:
         raise TraceFormatError(f"{path}: cannot be read ({exc.strerror})") from None
     if size > MAX_DOCUMENT_BYTES:
         raise TraceFormatError(
-            f"{path}: {size:,} bytes is over the {MAX_DOCUMENT_BYTES:,}-byte limit for a "
+            f"{path}: {count(size)} bytes is over the {count(MAX_DOCUMENT_BYTES)}-byte limit for a "
             "benchmark result read whole; split the runs into several files"
         )
     return _read_all(path, compression)

@@ -18,6 +18,7 @@ from kvadvisor.errors import (
 )
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace, has_values
 from kvadvisor.units import S_PER_DAY, S_PER_MIN, plural
+from kvadvisor.units.format import duration, number
 
 MAX_PROBLEMS_KEPT = 1000
 MAX_ROWS_PER_CHECK = 100
@@ -62,7 +63,8 @@ def missing_required(path: str, absent: Sequence[str], found: Sequence[str]) -> 
 
 def shifted_note(start_s: float) -> str:
     """The note for arrivals moved back by ``start_s`` so the first one is at 0."""
-    return f"arrival_s shifted by {start_s:.6f} s so the first request arrives at 0"
+    shift = f"{start_s:.6f} s"  # exact: added back, it maps arrivals to the source's clock
+    return f"arrival_s shifted by {shift} so the first request arrives at 0"
 
 
 def _row_numbers(mask: np.ndarray) -> np.ndarray:
@@ -251,7 +253,7 @@ def _derived_notes(
     span = float(arrival[-1]) if n else 0.0
     if arrivals_measured and n > 1 and span > SUSPICIOUS_SPAN_S and span / n > SUSPICIOUS_GAP_S:
         message = (
-            f"{n} requests over {span / S_PER_DAY:.1f} days (one every {span / n:.0f} s on "
+            f"{plural(n, 'request')} over {duration(span)} (one every {duration(span / n)} on "
             "average): are the arrival times milliseconds read as seconds? If so, map them "
             "with --map arrival_s=<column>:ms"
         )
@@ -318,7 +320,7 @@ def column_problems(
                     int(r),
                     name,
                     TraceProblem.OUT_OF_RANGE,
-                    f"{shown(values[r - first_row - 1])} s is more than {MAX_LATENCY_S:g} s "
+                    f"{shown(values[r - first_row - 1])} s is more than {number(MAX_LATENCY_S)} s "
                     "(116 days); is the unit wrong?",
                 )
                 for r in _rows(large, first_row)
@@ -364,9 +366,9 @@ def span_problems(arrival: np.ndarray, order: np.ndarray | None = None) -> list[
             int(r),
             "arrival_s",
             TraceProblem.OUT_OF_RANGE,
-            f"{shown(arrival[i])}: {gap:.3g} s away from the other requests; arrivals may "
-            f"span at most {MAX_SPAN_S:g} s (31.7 years), these span {span:.3g} s: fix or "
-            "delete the outlier row(s)",
+            f"{shown(arrival[i])}: {number(gap)} s away from the other requests; arrivals may "
+            f"span at most {number(MAX_SPAN_S)} s (31.7 years), these span {number(span)} s: "
+            "fix or delete the outlier row(s)",
         )
         for i, r in sorted(zip(side, rows, strict=True), key=lambda x: x[1])[:MAX_ROWS_PER_CHECK]
     ]

@@ -35,8 +35,10 @@ from kvadvisor.trace.schema import (
     column_problems,
     missing_columns,
     shifted_note,
+    shown,
 )
 from kvadvisor.units import plural
+from kvadvisor.units.format import number
 
 DEFAULT_BATCH_ROWS = 128 * 1024
 # A streamed file whose arrivals span too long is read whole, to name the outlier row, up to
@@ -263,9 +265,9 @@ def open_trace_stream(
             read_trace(path, "parquet")
         first, last = first + 0.0, last + 0.0  # no "-0" in the message
         raise TraceFormatError(
-            f"{path}: arrival_s runs from {first:.6g} to {last:.6g} s, more than the "
-            f"{MAX_SPAN_S:g} s (31.7 years) a trace may span, or not finite: an outlier row or "
-            "a unit mistake; `kvadvisor info` on the file names the row"
+            f"{path}: arrival_s runs from {shown(first)} to {shown(last)} s, more than the "
+            f"{number(MAX_SPAN_S)} s (31.7 years) a trace may span, or not finite: an outlier "
+            "row or a unit mistake; `kvadvisor info` on the file names the row"
         )
     return TraceStream(
         path=str(path),

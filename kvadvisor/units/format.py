@@ -47,6 +47,18 @@ def count(value: float) -> str:
     return f"{int(round(value)):,}"
 
 
+def as_written(value: float) -> str:
+    """A number quoted from a user's file (a threshold, an engine setting), every digit kept.
+
+    Quoting a file back needs the value it holds, not three significant digits
+    (``1048576``, not ``1.05M``); an integral float drops its ``.0``, as YAML's ``2`` and ``2.0``
+    are the same number.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return str(value)
+
+
 def percent(fraction: float, decimals: int = 1) -> str:
     """A share in [0, 1] as a percentage with ``decimals`` decimals (one unless told)."""
     return f"{fraction * 100:.{decimals}f}%"

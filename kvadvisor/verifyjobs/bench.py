@@ -28,6 +28,8 @@ import math
 import numpy as np
 
 from kvadvisor.trace.model import Trace
+from kvadvisor.units import S_PER_MIN, plural
+from kvadvisor.units.format import duration
 from kvadvisor.verifyjobs.model import BenchRun
 
 SGLANG_TOKENS_PER_ID = 128  # words per hash id in SGLang's mooncake prompt builder
@@ -154,9 +156,9 @@ def bench_runs(
 ) -> tuple[tuple[BenchRun, ...], dict[str, str]]:
     """The two benchmark scripts (relative path → text) and their runs."""
     n = int(totals["requests"])
-    minutes = math.ceil(float(totals["replay_s"]) / 60.0)
+    about = duration(S_PER_MIN * math.ceil(float(totals["replay_s"]) / S_PER_MIN))
     title = [
-        f"Replays {n:,} requests of {trace_name} at their arrival times (about {minutes:,} min),",
+        f"Replays {plural(n, 'request')} of {trace_name} at their arrival times (about {about}),",
         "against the engine at $HOST:$PORT serving $MODEL; per-request results go to results/.",
     ]
     vllm_cmd = [

@@ -37,6 +37,7 @@ from kvadvisor.perfmodel import PerfModel, memory_fit
 from kvadvisor.plan.model import Plan, StagePlan
 from kvadvisor.planreview.demand import TierCalc, window_rates
 from kvadvisor.units import Unit, format_value, plural
+from kvadvisor.units.format import duration
 from kvadvisor.verifyjobs.model import (
     BurstProfile,
     DirectionDemand,
@@ -121,8 +122,8 @@ def stage_inflight(
     else:
         lo, hi, what = st.prefill_end_s, st.end_s, "in decode"
     return inflight_window_means(lo, hi, window_s, windows), (
-        f"p99 over {window_s:g} s windows of requests {what} at once (open-loop stage model: "
-        f"{m.spec.display_name} on {stage.gpu.display_name}, TP {m.tp}, "
+        f"p99 over {duration(window_s)} windows of requests {what} at once (open-loop stage "
+        f"model: {m.spec.display_name} on {stage.gpu.display_name}, TP {m.tp}, "
         f"{plural(stage.count, 'instance')}); one chunk I/O outstanding per request per rank"
     )
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvadvisor.units import Unit, format_value
-from kvadvisor.units.format import duration
+from kvadvisor.units.format import count, duration
 from kvadvisor.verifyjobs.model import (
     DIRECTIONS,
     FioJobFile,
@@ -237,9 +237,10 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
         else ["ioengine=libaio"]
     )
     lines = [f"; {line}" for line in header] + [
-        f"; I/O size {s.io_bytes:,} B: {s.chunk_tokens}-token chunks ({s.chunk_from}) of "
-        f"{s.kv_bytes_per_io:,.0f} B per I/O: {s.writers} writer(s) ({s.writers_from}); "
-        f"{s.layout_from}; rounded up to {s.io_unit_bytes:,} B ({s.io_unit_from})",
+        # Bytes in full: the comment derives bs=, so every byte of the rounding shows.
+        f"; I/O size {count(s.io_bytes)} B: {s.chunk_tokens}-token chunks ({s.chunk_from}) of "
+        f"{count(s.kv_bytes_per_io)} B per I/O: {s.writers} writer(s) ({s.writers_from}); "
+        f"{s.layout_from}; rounded up to {count(s.io_unit_bytes)} B ({s.io_unit_from})",
         f"; demand: {d.demand_from}",
         *_open_loop_lines(d),
         f"; queue depth {d.iodepth} per rank: {d.iodepth_from}",

@@ -16,6 +16,7 @@ from kvadvisor.errors import CatalogError
 from kvadvisor.fileio import check_input
 from kvadvisor.trace import TraceFormat, read_trace
 from kvadvisor.trace.model import Trace
+from kvadvisor.units.format import count
 from kvadvisor.verifyjobs.fio import fio_jobs
 from kvadvisor.verifyjobs.model import MANIFEST_NAME, RESULTS_DIR, VerifyError, VerifyFolder
 from kvadvisor.verifyjobs.results import DESCRIPTION, check_manifest
@@ -30,7 +31,7 @@ def _json(path: Path, what: str, fix: str) -> Any:
     try:
         size = path.stat().st_size
         if size > MAX_JSON_BYTES:
-            raise VerifyError(f"{path}: {size:,} bytes is too large for {what}")
+            raise VerifyError(f"{path}: {count(size)} bytes is too large for {what}")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise VerifyError(f"{path}: cannot be read ({exc}); {fix}") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvadvisor.report import summary
+from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.advice import alternatives_section, rules_section
 from kvadvisor.report.html.deployments import deployments_section
 from kvadvisor.report.html.inputs import inputs_rows
@@ -40,7 +40,7 @@ def build_view(report: AdviceReport) -> HtmlView:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     t = report.trace
     notes = tuple(t.notes) + tuple(
-        f"{n:,} rows dropped: {why}" for why, n in sorted(t.dropped.items())
+        f"{fmt.count(n)} rows dropped: {why}" for why, n in sorted(t.dropped.items())
     )
     no_rules = summary.why_missing(report, "recommendation")
     view = HtmlView(

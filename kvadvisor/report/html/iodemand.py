@@ -43,14 +43,16 @@ def _io_pattern_table(io: IoDemand) -> Table | None:
         tuple(
             (
                 name,
-                f"{p.ios:,}",
+                fmt.count(p.ios),
                 fmt.number(p.mean_iops),
                 fmt.number(p.p99_iops),
                 fmt.number(p.peak_iops),
                 fmt.size(p.mean_io_bytes),
                 fmt.size(p.full_chunk_bytes),
-                f"{p.partial_chunk_ios:,}",
-                f"{fmt.number(p.write_amplification)}×" if p.write_amplification else "n/a",
+                fmt.count(p.partial_chunk_ios),
+                fmt.quantity(p.write_amplification, Unit.MULTIPLE)
+                if p.write_amplification
+                else "n/a",
             )
             for name, p in patterns
         ),
@@ -161,6 +163,7 @@ def io_section(report: AdviceReport) -> Section:
                     )
                     for x in lvr
                 ),
+                whole=(0,),
             )
         )
     return Section(

@@ -77,6 +77,7 @@ def plan_section(report: AdviceReport) -> Section:
                     for s in plan.stages
                     for t in s.tiers
                 ),
+                whole=(1,),
             )
         )
     lead = (

@@ -35,8 +35,13 @@ def prefix_section(report: AdviceReport) -> Section:
     if pc.sampling is not None:
         smp = pc.sampling
         rows += [
-            ("sampling rate (SHARDS)", fmt.percent(smp.rate)),
-            ("sampled block accesses", f"{smp.sampled_accesses:,} of {smp.total_accesses:,}"),
+            # The rate as --cache-sample-rate and the streaming notes write it (0.0023, not
+            # 0.2%): SHARDS rates are mostly below 1%, where a percentage keeps one digit.
+            ("sampling rate (SHARDS)", fmt.number(smp.rate)),
+            (
+                "sampled block accesses",
+                f"{fmt.count(smp.sampled_accesses)} of {fmt.count(smp.total_accesses)}",
+            ),
             (f"estimated error ({smp.error_method})", fmt.percent(smp.error_estimate)),
         ]
     lead = (
@@ -86,6 +91,7 @@ def prefix_section(report: AdviceReport) -> Section:
                         "",
                     ),
                 ),
+                whole=(0,),
             )
         )
     if pc.reuse is not None:
@@ -133,7 +139,8 @@ def prefix_section(report: AdviceReport) -> Section:
         tables.append(
             Table(
                 "Where the reuse comes from: the same conversation or another one "
-                f"({c.conversations:,} conversations, {summary.BASIS_WORDS.get(c.basis, c.basis)})",
+                f"({fmt.count(c.conversations)} conversations, "
+                f"{summary.BASIS_WORDS.get(c.basis, c.basis)})",
                 ("prefix held before by", "share of prompt tokens, all", "steady state"),
                 (
                     (
@@ -170,8 +177,8 @@ def prefix_section(report: AdviceReport) -> Section:
             if ranked:
                 tables.append(
                     Table(
-                        f"{caption} ({sh.groups:,} shared prefixes; {sh.requests_sharing:,} "
-                        "requests share their first block)",
+                        f"{caption} ({fmt.count(sh.groups)} shared prefixes; "
+                        f"{fmt.count(sh.requests_sharing)} requests share their first block)",
                         (
                             "prefix length",
                             "requests",
@@ -182,7 +189,7 @@ def prefix_section(report: AdviceReport) -> Section:
                         tuple(
                             (
                                 fmt.tokens(p.prefix_tokens),
-                                f"{p.requests:,}",
+                                fmt.count(p.requests),
                                 fmt.tokens(p.reusable_tokens),
                                 fmt.percent(p.reusable_share),
                                 fmt.duration(p.first_arrival_s),

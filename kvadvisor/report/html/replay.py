@@ -252,6 +252,7 @@ def _tier_section(res: ReplayResult, prefix: str) -> Section:
             )
             for t in res.tiers
         ),
+        whole=(0,),
     )
     rows: tuple[tuple[str, str], ...] = ()
     if res.link is not None:

@@ -136,7 +136,7 @@ def stage_section(report: AdviceReport) -> Section:
         rows.append(
             (
                 "requests by class",
-                ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in classes.items()),
+                ", ".join(f"{k.replace('_', ' ')} {fmt.count(v)}" for k, v in classes.items()),
             )
         )
     rows += _model_rows(report)
@@ -174,13 +174,13 @@ def stage_section(report: AdviceReport) -> Section:
 
         def err(e: Any) -> str:
             mean, median = fmt.percent(e.mape), fmt.percent(e.median_ape)
-            return f"{mean} mean, {median} median ({e.rows:,} rows)"
+            return f"{mean} mean, {median} median ({fmt.count(e.rows)} rows)"
 
         replay = cal.method == "replay"
         tables.append(
             Table(
                 f"Calibration{' through the replay' if replay else ''}: fitted on "
-                f"{cal.fit_rows:,} rows, checked on {cal.heldout_rows:,} "
+                f"{fmt.count(cal.fit_rows)} rows, checked on {fmt.count(cal.heldout_rows)} "
                 "held-out rows (absolute percentage error)",
                 ("", "before fitting", "after fitting"),
                 (

@@ -29,6 +29,9 @@ class Table:
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     note: str = ""
+    # Columns of names kept on one line: a browser breaks "aws-fsx-lustre-..." at its hyphens
+    # when a long column beside it (a source, a sentence) squeezes the table.
+    whole: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

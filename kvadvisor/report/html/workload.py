@@ -19,7 +19,7 @@ def workload_section(report: AdviceReport) -> Section:
     mean_in = t.input_tokens_total / t.requests
     mean_out = t.output_tokens_total / t.requests
     rows = [
-        ("requests", f"{t.requests:,}"),
+        ("requests", fmt.count(t.requests)),
         ("time span", fmt.duration(t.duration_s) if t.duration_s > 0 else span_text(t)),
         ("mean arrival rate", fmt.quantity(t.arrival_rate_per_s, Unit.PER_S)),
         ("mean input length", f"{fmt.number(mean_in)} tokens"),
