@@ -30,9 +30,6 @@ NUMERIC_SPEC = re.compile(r"[,_]|[deEfFgGn%]$")
 PERCENT_FORMAT = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[dieEfFgG]")
 BRACE_FORMAT = re.compile(r"\{[^{}]*:[^{}]*(?:[,_]|[deEfFgGn%])\}")
 
-# Packages still being converted; each leaves this set when its last inline format goes.
-NOT_YET: set[str] = set()
-
 
 def _spec_text(spec: ast.JoinedStr) -> str:
     """The literal part of a format spec (a nested ``{width}`` counts as nothing)."""
@@ -78,38 +75,20 @@ def inline_formats(source: str) -> list[tuple[int, str]]:
     return found
 
 
-def _top(path: Path) -> str:
-    rel = path.relative_to(PKG)
-    return rel.parts[0]
-
-
 def _modules() -> list[Path]:
     return sorted(p for p in PKG.rglob("*.py") if FORMATTER not in p.parents)
 
 
 def test_no_inline_number_formats_outside_the_formatter() -> None:
-    """Every module outside kvadvisor/units (and packages not yet converted) formats through it."""
+    """Every module outside kvadvisor/units formats its numbers through it."""
     offenders = []
     for path in _modules():
-        if _top(path) in NOT_YET:
-            continue
         for line, what in inline_formats(path.read_text(encoding="utf-8")):
             offenders.append(f"{path.relative_to(PKG.parent)}:{line}: {what}")
     assert not offenders, (
         "format these through kvadvisor.units (format_value / Quantity), or mark a value "
         f"written for a machine with '{MARK} <why>':\n" + "\n".join(offenders)
     )
-
-
-def test_not_yet_names_only_packages_that_still_have_inline_formats() -> None:
-    """A converted package leaves NOT_YET, so the check cannot stay switched off for it."""
-    clean = []
-    for name in sorted(NOT_YET):
-        paths = [p for p in _modules() if _top(p) == name]
-        assert paths, f"NOT_YET names {name!r}, which is not a module or package of kvadvisor"
-        if not any(inline_formats(p.read_text(encoding="utf-8")) for p in paths):
-            clean.append(name)
-    assert not clean, f"no inline formats left in {clean}: remove them from NOT_YET"
 
 
 @pytest.mark.parametrize(

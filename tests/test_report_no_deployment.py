@@ -14,6 +14,7 @@ import pytest
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.report import summary
+from kvadvisor.report.deployments import provider_pairs
 from kvadvisor.trace import read_trace
 
 HEAD = Path(__file__).resolve().parents[1] / "sample_traces" / "mooncake_conversation_head.jsonl.gz"
@@ -61,3 +62,15 @@ def test_aggregated_headline_names_one_fleet() -> None:
         assert text.count(stage.instance) == 1, text
     else:
         assert "prefill: " in text and "decode: " in text, text
+
+
+def test_provider_line_states_no_deployment_once(report) -> None:  # type: ignore[no-untyped-def]
+    """The terminal's provider line does not say "no deployment" twice in a row.
+
+    Before: "no deployment meets the SLO; no deployment can meet the SLO: even alone ...".
+    """
+    (pair,) = provider_pairs(report.recommendation.verdict)
+    provider, sentence = pair
+    assert provider.startswith("aws")
+    assert sentence.count("no deployment") == 1, sentence
+    assert report.recommendation.verdict.verdicts[0].reason in sentence

@@ -126,7 +126,8 @@ def provider_pairs(vs: VerdictSet) -> list[list[str]]:
     _, rows = provider_rows(vs)
     out = []
     for row in rows:
-        parts = [row[1], row[2]]
+        # A reason that already says there is no deployment needs no status before it.
+        parts = [row[2]] if row[2].startswith("no deployment") else [row[1], row[2]]
         if row[3]:
             parts += [
                 row[3],
