@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from report_fixtures import bare_report, full_report
 
 from kvadvisor.report import summary
@@ -171,3 +172,12 @@ def test_no_deployment_is_said_in_one_sentence() -> None:
     assert summary.headline(report).startswith("Recommended prefill: ")
     text = ConsoleRenderer(100).render(none)
     assert "none chosen" in text and "no instance chosen with" not in text
+
+
+def test_recommendation_stage_by_meaning() -> None:
+    """Recommendation.stage gives each stage's own field; a stage it has no field for is refused."""
+    rec = full_report().recommendation
+    assert rec.stage(Stage.PREFILL) is rec.prefill
+    assert rec.stage(Stage.DECODE) is rec.decode
+    with pytest.raises(ValueError, match="not serving"):
+        rec.stage(Stage.SERVING)
