@@ -15,6 +15,7 @@ from typing import Any
 
 from kvadvisor import __version__
 from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs, load_rule_set
+from kvadvisor.advice.robust import parse_headroom
 from kvadvisor.cache.tiers import TierSpec, parse_tier
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
@@ -213,6 +214,8 @@ def _options(
         values["cache_tiers"] = tuple(
             t if isinstance(t, TierSpec) else parse_tier(t) for t in values["cache_tiers"]
         )
+    if "headroom" in values:
+        values["headroom"] = parse_headroom(values["headroom"])
     if "instance" in values and isinstance(values["instance"], str):
         values["instance"] = (values["instance"],)
     base = options or AnalyzeOptions()

@@ -71,6 +71,8 @@ class AdvisorOptions:
     instance: Mapping[Stage, str] = field(default_factory=dict)  # stage (or both) -> name
     providers: tuple[str, ...] = ()  # () = every provider in the catalog
     slo: str | None = None  # --slo text; None = the MLPerf default for the model
+    headroom: float = 0.0  # a target is met only within (1 - headroom) x it
+    spare: bool = False  # N+1: one instance per stage beyond the fewest that meet the SLO
 
 
 @dataclass(frozen=True)
@@ -695,6 +697,8 @@ def advise_report(
                 pinned=dict(options.instance),
                 forced_storage=options.storage,
                 perf=inputs.perf,
+                headroom=options.headroom,
+                spare=options.spare,
             ),
         )
     advice = advise(

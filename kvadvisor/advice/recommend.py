@@ -19,10 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
 from kvadvisor.advice.candidate import Candidate
+from kvadvisor.advice.robust import robustness
 from kvadvisor.advice.search import (
     ProviderSearch,
     SearchSpec,
@@ -32,7 +34,7 @@ from kvadvisor.advice.search import (
 from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
 from kvadvisor.advice.space import Work
 from kvadvisor.advice.tiers import CAPACITY_TIER
-from kvadvisor.advice.verdicts import no_verdict, verdict_of
+from kvadvisor.advice.verdicts import no_verdict, robust_notes, verdict_of
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
@@ -49,6 +51,10 @@ from kvadvisor.results.verdict import (
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import count, price
 from kvadvisor.vocab import Stage
+
+# A chosen verdict's outcome on the check set, the other configurations that met the SLO on
+# the sample, its capacity tiers, headroom and spare: what its robustness replays need.
+Picked = tuple[Outcome, list[Outcome], Callable[[Candidate], frozenset[str]], float, bool]
 
 SEARCH_REQUESTS = 3000
 # Configurations verified on the check set per provider at most (the cheapest first): the next
@@ -101,6 +107,10 @@ class RecommendInputs:
     # GPUs, models and step-model coefficients (with the user's --catalog files): the bounds
     # and the replays compute step times from them, as `review` and `replay` do.
     perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)
+    # A target is met only within (1 - headroom) x it; spare: one instance per stage more
+    # than the fewest that meet the SLO (N+1). docs/advisor.md, "Margin and robustness".
+    headroom: float = 0.0
+    spare: bool = False
 
 
 def busiest_window(arrival_s: np.ndarray, size: int) -> tuple[int, int]:
@@ -240,7 +250,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         description=f"The deployment kvadvisor recommends for {view.path}",
     )
     sample_arrays = view.rows(start, stop)
-    replayer = Replayer(sample_arrays, slo.targets, doc_args, catalogs)
+    replayer = Replayer(sample_arrays, slo.targets, doc_args, catalogs, headroom=inputs.headroom)
     work = _work(replayer)
     total = view.input_tokens.astype(np.int64) + view.output_tokens.astype(np.int64)
     spec = SearchSpec(
@@ -268,16 +278,35 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     whole = n <= inputs.verify_requests
     check_rows = (0, n) if whole else check_window(n, size, (start, stop))
     check_arrays = view.rows(*check_rows) if (whole and size < n) or not whole else sample_arrays
-    final = Replayer(check_arrays, slo.targets, doc_args, catalogs, drain_s=None, share=False)
+    final = Replayer(
+        check_arrays,
+        slo.targets,
+        doc_args,
+        catalogs,
+        drain_s=None,
+        share=False,
+        headroom=inputs.headroom,
+    )
     # The final replays share the sample's exact LRU passes when they replay the same rows.
     if check_arrays is sample_arrays:
         final.ctx = replayer.ctx
     verdicts: list[Verdict] = []
     errors: dict[str, dict[str, float]] = {}
+    picked: dict[str, Picked] = {}
     for p in providers:
         f = found[p]
         verdicts.append(
-            _verdict(p, f, final, whole, errors, size < n, inputs.forced_storage is not None)
+            _verdict(
+                p,
+                f,
+                final,
+                whole,
+                errors,
+                size < n,
+                inputs.forced_storage is not None,
+                (inputs.headroom, inputs.spare),
+                picked,
+            )
         )
     sample = Sample(
         requests=size,
@@ -292,6 +321,11 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         ),
     )
     primary, why = _primary(verdicts, inputs.providers)
+    if primary in picked:
+        # Only the primary verdict is stressed: each stress replays the check set again.
+        verdicts = [
+            _robust(v, final, picked[primary]) if v.provider == primary else v for v in verdicts
+        ]
     if primary is not None and primary in errors and size < n:
         sample = Sample(
             sample.requests,
@@ -354,7 +388,16 @@ def _verdict(
     errors: dict[str, dict[str, float]],
     sampled: bool,
     forced: bool = False,
+    margin: tuple[float, bool] = (0.0, False),
+    picked: dict[str, Picked] | None = None,
 ) -> Verdict:
+    """One provider's verdict: the search's pick verified on the check set.
+
+    ``margin`` is (headroom, spare): with spare, each stage gets one instance more than
+    the fewest that meet the SLO (N+1), replayed as such. ``picked`` receives what the
+    robustness replays need of a chosen verdict (:func:`_robust`).
+    """
+    picked = {} if picked is None else picked
     if f.chosen is None:
         if not f.tried and f.floor:
             return no_verdict(
@@ -423,6 +466,19 @@ def _verdict(
             sample_outcome,
             final.outcome(sample_outcome.candidate, _caps(sample_outcome.candidate, forced)),
         )
+    headroom, spare = margin
+    caps_of = partial(_caps, forced=forced)
+    if spare:
+        cand = final_outcome.candidate
+        for st in cand.stages:
+            cand = cand.with_count(st.role, st.count + 1)
+        notes.append(
+            f"N+1: one spare instance per stage beyond the fewest that meet the SLO "
+            f"({final_outcome.candidate.label()}), replayed as {cand.label()}"
+        )
+        final_outcome = final.outcome(cand, caps_of(cand))
+    others = [o for o in _contenders(f, forced) if o.doc != final_outcome.doc]
+    picked[provider] = (final_outcome, others, caps_of, headroom, spare)
     assert final_outcome.run is not None
     result = summarize(final_outcome.run, final.targets)
     a = final_outcome.run.arrays
@@ -438,6 +494,13 @@ def _verdict(
         notes,
         failed,
     )
+
+
+def _robust(v: Verdict, final: Replayer, picked: Picked) -> Verdict:
+    """The verdict with its margins and stresses replayed (docs/advisor.md)."""
+    outcome, others, caps_of, headroom, spare = picked
+    robust = robustness(final, outcome, others, caps_of, _grow, headroom, spare)
+    return replace(v, robustness=robust, notes=v.notes + robust_notes(robust))
 
 
 def unverified_reason(chosen: str, misses: Mapping[str, str]) -> str:

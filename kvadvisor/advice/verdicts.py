@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from kvadvisor.advice.candidate import Candidate, StagePick, TierPick
+from kvadvisor.advice.robust import step_busy
 from kvadvisor.advice.search import MAX_CONFIGS, Config, ProviderSearch, Tried, cost_key
 from kvadvisor.advice.sizing import Outcome
 from kvadvisor.catalog.instances import InstanceSpec
@@ -29,6 +30,7 @@ from kvadvisor.results.verdict import (
     LossReason,
     Mechanism,
     Rate,
+    Robustness,
     SloAttained,
     StageVerdict,
     TierChoice,
@@ -280,6 +282,9 @@ def stage_verdicts(
                 usd_per_hour=price,
                 price_basis=basis,
                 busy_fraction=None if summary is None else summary.busy_fraction,
+                step_busy_fraction=None
+                if outcome.run is None
+                else step_busy(outcome.run, pick.role),
             )
         )
     return tuple(out)
@@ -595,6 +600,36 @@ def verdict_of(
         notes=tuple(notes) + _tier_notes(found, cand),
         plan=plan,
     )
+
+
+def robust_notes(robust: Robustness | None) -> tuple[str, ...]:
+    """What the verdict says of its stresses and of GPUs idling between bursts."""
+    if robust is None:
+        return ()
+    out = [f"{s.statement} (replayed)" for s in robust.stresses if not s.holds]
+    busy, floor, burst = robust.step_busy_fraction, robust.step_busy_floor, robust.burst_fleet
+    if busy is not None and floor is not None and busy < floor:
+        ratio = robust.arrival_peak_to_mean
+        peak = (
+            ""
+            if ratio is None
+            else f"arrivals peak at {format_value(ratio, Unit.MULTIPLE)} the mean minute; "
+        )
+        cheaper = (
+            "no fewer instances meet the targets at p90"
+            if burst is None
+            else f"{burst.label} ({_cost_of(burst.usd_per_hour, burst.gpus)}) meets the targets at "
+            "p90 and queues the bursts"
+        )
+        out.append(
+            f"sized for bursts: the GPUs execute steps {format_value(busy, Unit.RATIO)} of the "
+            f"replay (under {format_value(floor, Unit.RATIO)}); {peak}{cheaper}"
+        )
+    return tuple(out)
+
+
+def _cost_of(usd: float | None, gpus: int) -> str:
+    return price(usd, "h") if usd is not None else plural(gpus, "GPU")
 
 
 def no_verdict(found: ProviderSearch, reason: str, status: VerdictStatus) -> Verdict:

@@ -402,6 +402,25 @@ def analyze_cmd(
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
+    headroom: Annotated[
+        str | None,
+        typer.Option(
+            "--headroom",
+            metavar="SHARE",
+            help="Margin every target keeps: a deployment meets a target only when its "
+            "replayed percentile is at most (1 - SHARE) x the target, e.g. 10% or 0 "
+            "(default 10%: the step model's median error on MoE models, docs/advisor.md).",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = None,
+    spare: Annotated[
+        bool,
+        typer.Option(
+            "--spare",
+            help="N+1: one instance per stage more than the fewest that meet the SLO.",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = False,
     plan: Annotated[
         list[Path] | None,
         typer.Option(
@@ -526,6 +545,9 @@ def analyze_cmd(
             instance=as_strs(instance),
             providers=tuple(p.value for p in provider or ()),
             slo=slo,
+            # Without --headroom the library's documented default applies.
+            **({"headroom": headroom} if headroom is not None else {}),
+            spare=spare,
         )
         if not quiet:
             # The summary shares stdout only when no report is written there. It comes first,

@@ -29,12 +29,13 @@ The table is built by a step model: the built-in calibrated roofline
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kvadvisor.perfmodel.kv import window_prefix
+from kvadvisor.units import Unit, format_value
 
 if TYPE_CHECKING:
     from kvadvisor.perfmodel.perf import PerfModel
@@ -103,6 +104,19 @@ class StepTable:
                 window_prefix(p + m, w) - window_prefix(p, w)
             )
         return pairs
+
+    def scaled(self, factor: float) -> StepTable:
+        """The same table with every step ``factor`` times as long (every part is linear in it)."""
+        return replace(
+            self,
+            source=f"{self.source} x {format_value(factor, Unit.MULTIPLE)}",
+            tokens_s=self.tokens_s * factor,
+            s_per_pair=self.s_per_pair * factor,
+            decode_s_per_kv_byte=self.decode_s_per_kv_byte * factor,
+            logits_s=self.logits_s * factor,
+            prefill_attention_fixed_s=self.prefill_attention_fixed_s * factor,
+            decode_attention_fixed_s=self.decode_attention_fixed_s * factor,
+        )
 
     def step_s(
         self,

@@ -108,6 +108,8 @@ def advise_sections(
         instance=parse_instance_choice(options.instance),
         providers=parse_providers(options.providers),
         slo=options.slo,
+        headroom=options.headroom,
+        spare=options.spare,
     )
     extra = stages.facts if stages is not None else None
     return advise_report(report, inputs, advisor_options, extra_facts=extra, view=view)
@@ -128,6 +130,8 @@ def refresh_advice(
         instance=parse_instance_choice(options.instance),
         providers=parse_providers(options.providers),
         slo=options.slo,
+        headroom=options.headroom,
+        spare=options.spare,
     )
     extra = stages.facts if stages is not None else None
     return refresh_findings(report, inputs, advisor_options, extra_facts=extra)

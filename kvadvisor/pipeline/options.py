@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvadvisor.advice.inputs import AdvisorInputs
+from kvadvisor.advice.robust import DEFAULT_HEADROOM
 from kvadvisor.cache.tiers import TierSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.plan.model import Plan
@@ -40,6 +41,10 @@ class AnalyzeOptions(ProfileOptions):
     # the catalog) and the SLO ("ttft_p99=2s,tpot_p99=200ms"; None = MLPerf's for the model).
     providers: tuple[str, ...] = ()
     slo: str | None = None
+    # Margin (docs/advisor.md, "Margin and robustness"): a target is met only within
+    # (1 - headroom) x it; spare adds one instance per stage to the fewest that meet it (N+1).
+    headroom: float = DEFAULT_HEADROOM
+    spare: bool = False
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
     # Replay the recommended deployment closed loop (docs/replay.md) when the trace has at most

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvadvisor.report import deployments, summary
+from kvadvisor.report import deployments, margin, summary
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.termtext import printable
 from kvadvisor.units.format import plural
@@ -166,6 +166,9 @@ class ConsoleRenderer:
         console.print()
         console.print(_text("Verdict", HEADING_STYLE))
         console.print(_text(summary.headline(report)))
+        for line in (margin.margin_line(report), margin.idle_line(report)):
+            if line:
+                console.print(_text(line))
         verdicts = summary.verdicts(report)
         if verdicts:
             console.print()

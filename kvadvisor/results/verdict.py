@@ -147,6 +147,9 @@ class StageVerdict:
     usd_per_hour: float | None  # instances x on-demand price + tiers; None when any is unpriced
     price_basis: str
     busy_fraction: float | None  # mean replica busy time over the replay span
+    # Replica time executing steps: the stage's replica-seconds of steps (prefill and decode)
+    # over replicas x the span from the first arrival to the last completion.
+    step_busy_fraction: float | None = None
 
     @property
     def replicas(self) -> int:
@@ -210,6 +213,77 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class TargetMargin:
+    """One target of the chosen deployment: its replayed percentile against the target.
+
+    ``margin`` is ``1 - replayed_s / target_s`` (None for an e2e or queue target, whose share
+    of requests within it, ``attainment``, says it).
+    """
+
+    target: str  # e.g. "ttft_p99_s"
+    target_s: float
+    replayed_s: float | None
+    attainment: float | None
+    margin: float | None
+
+
+@dataclass(frozen=True)
+class Stress:
+    """The chosen deployment replayed under one stress, and the pick that would win then.
+
+    ``kind`` is ``step_time`` (every step ``factor`` times as long) or ``traffic`` (arrivals
+    ``factor`` times as dense). ``alternative`` is None when the pick holds, else the cheapest
+    deployment found that meets the SLO under the stress (``""`` when none did).
+    """
+
+    kind: str
+    factor: float
+    holds: bool
+    margins: tuple[TargetMargin, ...]
+    why_not: str  # "" when it holds
+    alternative: str | None = None
+    alternative_usd_per_hour: float | None = None
+    alternative_gpus: int | None = None
+    statement: str = ""
+
+
+@dataclass(frozen=True)
+class BurstFleet:
+    """The cheaper fleet a burst-sized one could be: the same configuration held to p90.
+
+    Each target is asked at the 90th percentile instead (same time), so bursts queue; its
+    replayed p90 and p99 figures say what that costs the tail.
+    """
+
+    label: str
+    usd_per_hour: float | None
+    gpus: int
+    targets: dict[str, float]  # the p90 targets it meets, seconds
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    tpot_p90_s: float | None
+    tpot_p99_s: float | None
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """How much margin the chosen deployment has, and whether the pick survives stresses.
+
+    ``headroom``: a candidate met a target only at most ``(1 - headroom) x`` it; ``spare``:
+    one instance per stage was added to the fewest that meet the SLO (N+1).
+    """
+
+    headroom: float
+    spare: bool
+    margins: tuple[TargetMargin, ...]
+    stresses: tuple[Stress, ...] = ()
+    step_busy_fraction: float | None = None  # the fleet's replica time executing steps
+    step_busy_floor: float | None = None  # under it the fleet idles (docs/advisor.md)
+    arrival_peak_to_mean: float | None = None  # busiest minute's arrivals / mean minute's
+    burst_fleet: BurstFleet | None = None  # when the fleet idles: the cheaper one at p90
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The recommended deployment of one provider, or why there is none.
 
@@ -235,6 +309,7 @@ class Verdict:
     unconfirmed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     plan: dict[str, Any] = field(default_factory=dict)
+    robustness: Robustness | None = None
 
     @property
     def chosen(self) -> bool:

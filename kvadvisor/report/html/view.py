@@ -98,3 +98,5 @@ class HtmlView:
     inputs: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
     report_data: dict[str, Any]
+    # The primary verdict's margin per target and stresses, then GPUs idling (report.margin).
+    margin: tuple[str, ...] = ()
