@@ -51,7 +51,8 @@ from kvadvisor.results.report import (
 from kvadvisor.results.verdict import StageVerdict, TierChoice, Verdict, VerdictSet
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate, workload_rules
 from kvadvisor.rules.engine import matches, resolve_where
-from kvadvisor.units import BYTES_PER_GIB, S_PER_DAY
+from kvadvisor.units import BYTES_PER_GIB, S_PER_DAY, plural
+from kvadvisor.units.format import price
 from kvadvisor.vocab import Stage, TierRole
 
 # Share of GPU memory usable by weights + KV (engines keep the rest for activations; vLLM's
@@ -338,6 +339,31 @@ def _config_facts(
     return out
 
 
+def _idle_facts(verdict: Verdict) -> list[tuple[str, Any]]:
+    """Whether the chosen fleet idles between bursts, and the cheaper fleet at p90 (UT02)."""
+    r = verdict.robustness
+    if r is None:
+        return []
+    b = r.burst_fleet
+    busy, floor = r.step_busy_fraction, r.step_busy_floor
+    idle = busy is not None and floor is not None and busy < floor
+    if b is not None:
+        cost = price(b.usd_per_hour, "h") if b.usd_per_hour is not None else plural(b.gpus, "GPU")
+        burst = f"{b.label} ({cost})"
+    elif idle:
+        burst = "none: no fewer instances meet the targets at p90"
+    else:
+        burst = None
+    return [
+        ("fleet_step_busy_fraction", r.step_busy_fraction),
+        ("arrival_peak_to_mean", r.arrival_peak_to_mean),
+        ("fleet_gpus", sum(s.gpus for s in verdict.stages)),
+        ("burst_fleet", burst),
+        ("burst_fleet_gpus", None if b is None else b.gpus),
+        ("burst_fleet_ttft_p99_s", None if b is None else b.ttft_p99_s),
+    ]
+
+
 # The profiler's load-against-recompute tier that is the verdict's host tier: host memory read
 # over the GPUs' host link (kvadvisor/perfmodel/transfer.py).
 HOST_BREAKEVEN_TIER = "host-dram-pcie"
@@ -403,6 +429,7 @@ def advise(
             chosen[stage] = inst
             stages[stage] = _stage_rec(stage, primary, sv, inst, chunk_tokens, facts)
         config = _config_facts(primary, instances, storage, facts, prefix_cache, breakeven or {})
+        config += _idle_facts(primary)
     else:
         why = (
             primary.reason

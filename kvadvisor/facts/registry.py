@@ -263,6 +263,38 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
     FactSpec(
         "prefill_instance_count", Unit.COUNT, "Prefill instances in the recommendation.", _CFG
     ),
+    # GPUs idling between bursts (docs/advisor.md, "Margin and robustness"): read off the
+    # primary verdict's replay on the check set.
+    FactSpec(
+        "fleet_step_busy_fraction",
+        Unit.RATIO,
+        "Replica time executing steps over the chosen fleet's replay: Σ (prefill_gpu_s + "
+        "decode_gpu_s) charged per request, replica-seconds × GPUs per replica, / (GPUs × the "
+        "span from the first arrival to the last completion).",
+        _CFG,
+    ),
+    FactSpec(
+        "arrival_peak_to_mean",
+        Unit.MULTIPLE,
+        "Arrivals in the busiest minute / arrivals in the mean minute of the replayed requests.",
+        _CFG,
+    ),
+    FactSpec("fleet_gpus", Unit.COUNT, "GPUs of the chosen fleet (every stage).", _CFG),
+    FactSpec(
+        "burst_fleet",
+        Unit.TEXT,
+        "When the fleet executes steps under 25% of the time: its configuration with the fewest "
+        "instances that meets each target at p90 instead (bursts queue), replayed, with its "
+        "cost; or why there is none.",
+        _CFG,
+    ),
+    FactSpec("burst_fleet_gpus", Unit.COUNT, "GPUs of that p90 fleet.", _CFG),
+    FactSpec(
+        "burst_fleet_ttft_p99_s",
+        Unit.SECONDS,
+        "TTFT p99 of that p90 fleet on the replay: what queueing the bursts costs the tail.",
+        _CFG,
+    ),
     FactSpec("decode_instance_count", Unit.COUNT, "Decode instances in the recommendation.", _CFG),
     FactSpec(
         "gpu_memory_total_gib", Unit.GIB, "GPU memory of one prefill instance (all GPUs).", _CFG
