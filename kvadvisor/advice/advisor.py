@@ -26,6 +26,7 @@ from kvadvisor.advice.recommend import (
 )
 from kvadvisor.advice.slo import slo_targets
 from kvadvisor.advice.tiers import CAPACITY_TIER, HOST_TIER
+from kvadvisor.advice.verdicts import burst_text
 from kvadvisor.catalog.instances import InstanceSpec, find_instance
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
@@ -51,8 +52,7 @@ from kvadvisor.results.report import (
 from kvadvisor.results.verdict import StageVerdict, TierChoice, Verdict, VerdictSet
 from kvadvisor.rules import Evaluation, FactValue, Rule, evaluate, workload_rules
 from kvadvisor.rules.engine import matches, resolve_where
-from kvadvisor.units import BYTES_PER_GIB, S_PER_DAY, plural
-from kvadvisor.units.format import price
+from kvadvisor.units import BYTES_PER_GIB, S_PER_DAY
 from kvadvisor.vocab import Stage, TierRole
 
 # Share of GPU memory usable by weights + KV (engines keep the rest for activations; vLLM's
@@ -345,15 +345,12 @@ def _idle_facts(verdict: Verdict) -> list[tuple[str, Any]]:
     if r is None:
         return []
     b = r.burst_fleet
-    busy, floor = r.step_busy_fraction, r.step_busy_floor
-    idle = busy is not None and floor is not None and busy < floor
     if b is not None:
-        cost = price(b.usd_per_hour, "h") if b.usd_per_hour is not None else plural(b.gpus, "GPU")
-        burst = f"{b.label} ({cost})"
-    elif idle:
+        burst: str | None = burst_text(b)
+    elif r.sized_for_bursts:
         burst = "none: no fewer instances meet the targets at p90"
     else:
-        burst = None
+        burst = None  # one instance per stage: it cannot shrink, whatever its traffic
     return [
         ("fleet_step_busy_fraction", r.step_busy_fraction),
         ("arrival_peak_to_mean", r.arrival_peak_to_mean),

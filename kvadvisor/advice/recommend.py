@@ -26,10 +26,13 @@ import numpy as np
 from kvadvisor.advice.candidate import Candidate
 from kvadvisor.advice.robust import robustness
 from kvadvisor.advice.search import (
+    Config,
     ProviderSearch,
     SearchSpec,
+    Tried,
     outcome_key,
     search_provider,
+    size_config,
 )
 from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
 from kvadvisor.advice.space import Work
@@ -54,7 +57,7 @@ from kvadvisor.vocab import Stage
 
 # A chosen verdict's outcome on the check set, the other configurations that met the SLO on
 # the sample, its capacity tiers, headroom and spare: what its robustness replays need.
-Picked = tuple[Outcome, list[Outcome], Callable[[Candidate], frozenset[str]], float, bool]
+Picked = tuple[Outcome, ProviderSearch, Callable[[Candidate], frozenset[str]], float, bool]
 
 SEARCH_REQUESTS = 3000
 # Configurations verified on the check set per provider at most (the cheapest first): the next
@@ -324,7 +327,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     if primary in picked:
         # Only the primary verdict is stressed: each stress replays the check set again.
         verdicts = [
-            _robust(v, final, picked[primary]) if v.provider == primary else v for v in verdicts
+            _robust(v, final, picked[primary], spec) if v.provider == primary else v
+            for v in verdicts
         ]
     if primary is not None and primary in errors and size < n:
         sample = Sample(
@@ -477,8 +481,7 @@ def _verdict(
             f"({final_outcome.candidate.label()}), replayed as {cand.label()}"
         )
         final_outcome = final.outcome(cand, caps_of(cand))
-    others = [o for o in _contenders(f, forced) if o.doc != final_outcome.doc]
-    picked[provider] = (final_outcome, others, caps_of, headroom, spare)
+    picked[provider] = (final_outcome, f, caps_of, headroom, spare)
     assert final_outcome.run is not None
     result = summarize(final_outcome.run, final.targets)
     a = final_outcome.run.arrays
@@ -496,9 +499,15 @@ def _verdict(
     )
 
 
-def _robust(v: Verdict, final: Replayer, picked: Picked) -> Verdict:
+def _robust(v: Verdict, final: Replayer, picked: Picked, spec: SearchSpec) -> Verdict:
     """The verdict with its margins and stresses replayed (docs/advisor.md)."""
-    outcome, others, caps_of, headroom, spare = picked
+    outcome, f, caps_of, headroom, spare = picked
+    configs = [t.config for t in f.tried] + f.bound_pruned + f.estimate_pruned + f.capped
+
+    def size(config: Config, replayer: Replayer) -> Tried:
+        return size_config(config, replayer, spec, f.provider)
+
+    others = (configs, size)
     robust = robustness(final, outcome, others, caps_of, _grow, headroom, spare)
     return replace(v, robustness=robust, notes=v.notes + robust_notes(robust))
 

@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from kvadvisor.advice.candidate import Candidate
-from kvadvisor.advice.search import cost_key, outcome_key
+from kvadvisor.advice.search import Config, Tried, cost_key, outcome_key
 from kvadvisor.advice.sizing import Outcome, Replayer, min_count, percentile_label, split_target
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.engine import ReplayRun
 from kvadvisor.results.verdict import BurstFleet, Robustness, Stress, TargetMargin
-from kvadvisor.units import Unit, format_value
+from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.units.format import price
 
 # The headroom a target keeps by default: 10% covers the step model's median error on MoE
@@ -45,6 +45,9 @@ STRESS_CONFIGS = 3
 # Under this share of replica time executing steps, the fleet idles between bursts: UT01's
 # floor for a tier sized for its peak (25% of its bandwidth on average), applied to GPUs.
 STEP_BUSY_FLOOR = 0.25
+# Arrivals that peak at least this multiple of their mean minute come in bursts: UT01's
+# floor for bursty writes (write_peak_to_mean >= 3), applied to arrivals.
+BURST_PEAK_TO_MEAN = 3.0
 # The burst fleet's targets: the same times at this percentile (bursts queue above it).
 BURST_PERCENTILE = 90.0
 # Arrivals are counted per minute for the peak-to-mean ratio: a second-long burst queues
@@ -67,6 +70,8 @@ def parse_headroom(value: float | str) -> float:
 
 Grow = Callable[[Replayer, Outcome, frozenset[str]], Outcome | None]
 Caps = Callable[[Candidate], frozenset[str]]
+# The configurations the search enumerated, and its sizing of one on a replayer.
+Others = tuple[Sequence[Config], Callable[[Config, Replayer], Tried]]
 
 
 def margins(outcome: Outcome, targets: Mapping[str, float]) -> tuple[TargetMargin, ...]:
@@ -112,33 +117,30 @@ def stress(
     factor: float,
     final: Replayer,
     chosen: Outcome,
-    contenders: Sequence[Outcome],
+    others: Others,
     caps: Caps,
     grow: Grow,
 ) -> Stress:
-    """The chosen deployment under one stress; when it misses, the cheapest that meets it."""
+    """The chosen deployment under one stress; when it misses, the cheapest that meets it.
+
+    The chosen one grows under the stress; every configuration the search enumerated (sized,
+    or left out on cost) is re-sized under it with the search's own sizing, cheapest cost
+    bound first, while that bound undercuts the best found (:data:`STRESS_CONFIGS` at most).
+    """
     replayer = stressed(final, kind, factor)
     got = replayer.outcome(chosen.candidate, caps(chosen.candidate))
     shown = margins(got, final.targets)
     what = _stress_text(kind, factor)
     if got.meets:
         return Stress(kind, factor, True, shown, "", statement=f"holds at {what}")
-    best: Outcome | None = None
-    pool = sorted([chosen, *contenders], key=outcome_key)
-    seen: set[str] = set()
-    for o in pool:
-        key = repr(o.doc)
-        if key in seen or len(seen) >= STRESS_CONFIGS + 1:
-            continue
-        seen.add(key)
-        if best is not None and cost_key(o.candidate) >= cost_key(best.candidate):
-            break  # re-sizing only adds instances: it cannot undercut the best found
-        c = caps(o.candidate)
-        out = replayer.outcome(o.candidate, c)
-        if not out.meets:
-            out = grow(replayer, out, c)
-        if out is not None and out.meets and (best is None or outcome_key(out) < outcome_key(best)):
-            best = out
+    best = grow(replayer, got, caps(chosen.candidate))
+    configs, size = others
+    for config in sorted(configs, key=lambda c: c.cost_bound)[:STRESS_CONFIGS]:
+        if best is not None and config.cost_bound >= cost_key(best.candidate)[:2]:
+            break  # even at its busy-time bound it costs no less than the best found
+        found = size(config, replayer).best
+        if found is not None and (best is None or outcome_key(found) < outcome_key(best)):
+            best = found
     why = got.why_not()
     if best is None:
         return Stress(
@@ -148,10 +150,11 @@ def stress(
             shown,
             why,
             "",
-            statement=f"at {what} it {why}; no configuration the search sized meets the SLO then",
+            statement=f"at {what} it {why}; no configuration the search enumerated meets the "
+            "SLO then",
         )
     label, usd = best.candidate.label(), best.candidate.usd_per_hour
-    cost = price(usd, "h") if usd is not None else f"{best.candidate.gpus} GPUs"
+    cost = price(usd, "h") if usd is not None else plural(best.candidate.gpus, "GPU")
     return Stress(
         kind,
         factor,
@@ -267,7 +270,7 @@ def _finite(x: float | None) -> float | None:
 def robustness(
     final: Replayer,
     chosen: Outcome,
-    contenders: Sequence[Outcome],
+    others: Others,
     caps: Caps,
     grow: Grow,
     headroom: float,
@@ -275,11 +278,18 @@ def robustness(
 ) -> Robustness:
     """The chosen deployment's margins, its two stresses, and whether its GPUs idle."""
     stresses = tuple(
-        stress(kind, factor, final, chosen, contenders, caps, grow)
+        stress(kind, factor, final, chosen, others, caps, grow)
         for kind, factor in ((STEP_TIME, STEP_TIME_FACTOR), (TRAFFIC, TRAFFIC_FACTOR))
     )
     busy = None if chosen.run is None else step_busy(chosen.run)
-    idle = busy is not None and busy < STEP_BUSY_FLOOR
+    peak = arrival_peak_to_mean(final.arrays.arrival_s)
+    bursts = (
+        busy is not None
+        and busy < STEP_BUSY_FLOOR
+        and peak is not None
+        and peak >= BURST_PEAK_TO_MEAN
+        and any(st.count > 1 for st in chosen.candidate.stages)  # one instance cannot shrink
+    )
     return Robustness(
         headroom=headroom,
         spare=spare,
@@ -287,6 +297,7 @@ def robustness(
         stresses=stresses,
         step_busy_fraction=busy,
         step_busy_floor=STEP_BUSY_FLOOR,
-        arrival_peak_to_mean=arrival_peak_to_mean(final.arrays.arrival_s),
-        burst_fleet=burst_fleet(final, chosen, caps) if idle else None,
+        arrival_peak_to_mean=peak,
+        sized_for_bursts=bursts,
+        burst_fleet=burst_fleet(final, chosen, caps) if bursts else None,
     )

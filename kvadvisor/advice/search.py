@@ -258,7 +258,7 @@ def _disaggregated(
     return Candidate(provider, Topology.DISAGGREGATED, stages)
 
 
-def _size(config: Config, replayer: Replayer, spec: SearchSpec, provider: str) -> Tried:
+def size_config(config: Config, replayer: Replayer, spec: SearchSpec, provider: str) -> Tried:
     """The fewest instances per stage that meet the SLO for one configuration."""
     if config.topology == Topology.AGGREGATED:
         _, _, bound, est = config.shapes[0]
@@ -494,7 +494,7 @@ def search_provider(
         if len(found.tried) >= MAX_CONFIGS:
             found.capped.append(config)
             continue
-        tried = _size(config, replayer, spec, provider)
+        tried = size_config(config, replayer, spec, provider)
         found.tried.append(tried)
         if tried.best is not None and (best is None or outcome_key(tried.best) < outcome_key(best)):
             best = tried.best

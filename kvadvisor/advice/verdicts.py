@@ -25,6 +25,7 @@ from kvadvisor.fleet import ReplayResult
 from kvadvisor.fleet.engine import ReplayRun, StageRun
 from kvadvisor.results.replay import TierDemand
 from kvadvisor.results.verdict import (
+    BurstFleet,
     CandidateSummary,
     LinkChoice,
     LossReason,
@@ -608,7 +609,7 @@ def robust_notes(robust: Robustness | None) -> tuple[str, ...]:
         return ()
     out = [f"{s.statement} (replayed)" for s in robust.stresses if not s.holds]
     busy, floor, burst = robust.step_busy_fraction, robust.step_busy_floor, robust.burst_fleet
-    if busy is not None and floor is not None and busy < floor:
+    if robust.sized_for_bursts and busy is not None and floor is not None:
         ratio = robust.arrival_peak_to_mean
         peak = (
             ""
@@ -618,8 +619,7 @@ def robust_notes(robust: Robustness | None) -> tuple[str, ...]:
         cheaper = (
             "no fewer instances meet the targets at p90"
             if burst is None
-            else f"{burst.label} ({_cost_of(burst.usd_per_hour, burst.gpus)}) meets the targets at "
-            "p90 and queues the bursts"
+            else f"{burst_text(burst)} meets the targets at p90 and queues the bursts"
         )
         out.append(
             f"sized for bursts: the GPUs execute steps {format_value(busy, Unit.RATIO)} of the "
@@ -628,8 +628,11 @@ def robust_notes(robust: Robustness | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _cost_of(usd: float | None, gpus: int) -> str:
-    return price(usd, "h") if usd is not None else plural(gpus, "GPU")
+def burst_text(b: BurstFleet) -> str:
+    """The p90 fleet, its cost and its TTFT p99 (what queueing the bursts costs the tail)."""
+    cost = price(b.usd_per_hour, "h") if b.usd_per_hour is not None else plural(b.gpus, "GPU")
+    tail = "" if b.ttft_p99_s is None else f"; TTFT p99 {format_value(b.ttft_p99_s, Unit.SECONDS)}"
+    return f"{b.label} ({cost}{tail})"
 
 
 def no_verdict(found: ProviderSearch, reason: str, status: VerdictStatus) -> Verdict:

@@ -280,7 +280,9 @@ class Robustness:
     step_busy_fraction: float | None = None  # the fleet's replica time executing steps
     step_busy_floor: float | None = None  # under it the fleet idles (docs/advisor.md)
     arrival_peak_to_mean: float | None = None  # busiest minute's arrivals / mean minute's
-    burst_fleet: BurstFleet | None = None  # when the fleet idles: the cheaper one at p90
+    # Steps under the floor, arrivals in bursts, and a stage of more than one instance.
+    sized_for_bursts: bool = False
+    burst_fleet: BurstFleet | None = None  # when sized for bursts: the cheaper one at p90
 
 
 @dataclass(frozen=True)
