@@ -69,10 +69,13 @@ from kvadvisor.results.verdict import (
     CandidateSummary,
     LossReason,
     Mechanism,
+    Robustness,
     Sample,
     SloAttained,
     SloTargets,
     StageVerdict,
+    Stress,
+    TargetMargin,
     TierChoice,
     Verdict,
     VerdictSet,
@@ -503,6 +506,7 @@ def verdict_set(text: str = "") -> VerdictSet:
         usd_per_hour=193.48,
         price_basis="3 x $63.30/h on demand",
         busy_fraction=0.62,
+        step_busy_fraction=0.62,
     )
     chosen = CandidateSummary(
         f"aggregated 3 x p5en.48xlarge TP 2 x 4{text}",
@@ -561,6 +565,7 @@ def verdict_set(text: str = "") -> VerdictSet:
         candidates=(chosen, fewer, dearer),
         notes=(f"no capacity tier beyond what was replayed{text}",),
         plan={"name": "x"},
+        robustness=_robustness(text),
     )
     onprem = Verdict(
         provider="onprem",
@@ -585,6 +590,27 @@ def verdict_set(text: str = "") -> VerdictSet:
         pruned=3,
         replayed=21,
     )
+
+
+def _robustness(text: str) -> Robustness:
+    """Margins of 20% and 50%; holds at slower steps, not at more traffic (fixed values)."""
+    ttft, tpot = (
+        TargetMargin("ttft_p99_s", 4.0, 3.2, 0.995, 0.2),
+        TargetMargin("tpot_p99_s", 0.1, 0.05, 0.999, 0.5),
+    )
+    slow = Stress("step_time", 1.15, True, (ttft, tpot), "", statement="holds at +15.0% step time")
+    busy = Stress(
+        "traffic",
+        1.2,
+        False,
+        (TargetMargin("ttft_p99_s", 4.0, 4.4, 0.985, -0.1), tpot),
+        "misses TTFT p99 4.4 s > 4 s",
+        f"aggregated 4 x p5en.48xlarge TP 2 x 4{text}",
+        257.98,
+        32,
+        statement="at +20.0% traffic it misses TTFT p99 4.4 s > 4 s",
+    )
+    return Robustness(0.1, False, (ttft, tpot), (slow, busy), 0.62, 0.25, 1.4)
 
 
 @functools.cache
