@@ -46,6 +46,7 @@ def build_view(report: AdviceReport) -> HtmlView:
     view = HtmlView(
         title=f"kvadvisor report: {t.path}",
         headline=summary.headline(report),
+        verdict_lines=summary.verdict_lines(report),
         lead_number=summary.headline_number(report),
         version=report.meta.kvadvisor_version,
         generated_at=report.meta.generated_at,

@@ -82,6 +82,7 @@ class HtmlView:
 
     title: str
     headline: str
+    verdict_lines: tuple[str, ...]  # targets, what each KV tier is worth, the margin
     lead_number: summary.HeadlineNumber
     version: str
     generated_at: str
