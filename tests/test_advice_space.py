@@ -150,7 +150,7 @@ def test_default_follows_the_prompt_lengths() -> None:
     assert long.targets == {"ttft_p99_s": 6.0, "tpot_p99_s": 0.2}
     assert "1,025 tokens" in long.source and "processorca.py" in long.source
     assert "llama3_1-405b.Server.ttft_latency = 6000 ms" in long.source
-    assert long.rule.startswith("MLPerf long-context TTFT")
+    assert long.rule == "MLPerf long-context TTFT: p99 prompt 1,025 > 1,024 tokens"
     # The Mooncake conversation trace's p99 prompt (85,400 tokens) is long.
     assert slo_targets(None, LLAMA70, 85400.0).targets["ttft_p99_s"] == 6.0
     # DeepSeek-R1's benchmark measured prompts up to MAX_ISL = 3,136 tokens; TPOT stays 80 ms.
