@@ -272,3 +272,31 @@ def test_headroom_parsed_or_refused_in_one_line() -> None:
     assert result.exit_code == EXIT_USER_ERROR
     assert "--headroom '120%': must be at least 0% and under 100%" in result.output
     assert "Traceback" not in result.output
+
+
+def test_offered_slo_with_headroom_accepts_what_the_closest_reached() -> None:
+    """With 10% headroom the --slo offered for the closest miss still accepts what it reached.
+
+    Nothing meets TTFT p99 2 s on the head trace; each offered target is the closest's figure
+    over 0.9, rounded up to two digits, so its limit (0.9 x it) holds the figure.
+    """
+    head = Path(__file__).resolve().parents[1] / "sample_traces"
+    report = kvadvisor.analyze(
+        head / "mooncake_conversation_head.jsonl.gz",
+        model="llama-3.1-70b",
+        providers=("aws",),
+        slo="ttft_p99=2s,tpot_p99=200ms",
+        headroom="10%",
+    )
+    (v,) = report.recommendation.verdict.verdicts
+    c = v.closest
+    assert not v.chosen and c is not None and c.loosest is not None
+    for key, target in {"ttft_p99_s": 2.0, "tpot_p99_s": 0.2}.items():
+        got = c.reached[key]
+        need = got / 0.9
+        if need <= target:
+            assert c.loosest[key] == target
+        else:
+            step = 10.0 ** (math.floor(math.log10(need)) - 1)
+            assert c.loosest[key] == pytest.approx(math.ceil(need / step) * step)
+        assert got <= 0.9 * c.loosest[key]

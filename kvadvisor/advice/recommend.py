@@ -37,7 +37,14 @@ from kvadvisor.advice.search import (
 from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
 from kvadvisor.advice.space import Work
 from kvadvisor.advice.tiers import CAPACITY_TIER
-from kvadvisor.advice.verdicts import no_verdict, robust_notes, verdict_of
+from kvadvisor.advice.verdicts import (
+    closest_miss,
+    loosening,
+    nearest,
+    no_verdict,
+    robust_notes,
+    verdict_of,
+)
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
@@ -45,6 +52,7 @@ from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.fleet import ReplayContext, TraceArrays, summarize
 from kvadvisor.plan.loader import PlanCatalogs
 from kvadvisor.results.verdict import (
+    ClosestMiss,
     Sample,
     SloTargets,
     Verdict,
@@ -330,6 +338,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
             _robust(v, final, picked[primary], spec) if v.provider == primary else v
             for v in verdicts
         ]
+    chosen_primary = any(v.chosen and v.provider == primary for v in verdicts)
+    closest = None if chosen_primary else _closest_provider(verdicts, slo.targets)
     if primary is not None and primary in errors and size < n:
         sample = Sample(
             sample.requests,
@@ -362,7 +372,23 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         replayed=replayer.replays + final.replays,
         missing=missing,
         notes=notes,
+        closest=closest,
     )
+
+
+def _closest_provider(verdicts: Sequence[Verdict], targets: Mapping[str, float]) -> str | None:
+    """The provider whose closest miss needs the least loosening, then the lowest $/h."""
+    misses = [v for v in verdicts if v.closest is not None and v.closest.loosest is not None]
+    if not misses:
+        return None
+
+    def key(v: Verdict) -> tuple[float, int, float]:
+        c = v.closest
+        assert c is not None
+        usd = c.usd_per_hour
+        return (loosening(c, targets), usd is None, usd if usd is not None else float(c.gpus))
+
+    return min(misses, key=key).provider
 
 
 def _contenders(f: ProviderSearch, forced: bool = False) -> list[Outcome]:
@@ -407,9 +433,9 @@ def _verdict(
             return no_verdict(
                 f,
                 "no deployment can meet the SLO: even alone on an idle replica, with every "
-                f"prefix hit already in GPU memory, the best reaches {f.floor}; give targets "
-                "at least that loose with --slo",
+                f"prefix hit already in GPU memory, the best reaches {f.floor}",
                 VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+                _closest([f.floor_outcome] if f.floor_outcome else [], SAMPLE_BASIS),
             )
         if not f.tried:
             return no_verdict(
@@ -420,13 +446,15 @@ def _verdict(
             )
         return no_verdict(
             f,
-            "no deployment replayed meets the SLO; the closest are listed (raise the targets "
-            "with --slo, or give more instance types)",
+            "no deployment replayed meets the SLO; the closest is priced with the targets it "
+            "meets (or give more instance types)",
             VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+            _closest([o for t in f.tried for o in t.outcomes], SAMPLE_BASIS),
         )
     # Verify the cheapest on the check set; when it had to grow, the next configuration may
     # now be cheaper: verify it too (VERIFY_CONFIGS at most) and keep the cheaper.
     verified: list[tuple[Outcome, Outcome]] = []
+    checked_misses: list[Outcome] = []
     failed: dict[str, str] = {}
     failed_labels: dict[str, str] = {}
     notes: list[str] = []
@@ -438,6 +466,7 @@ def _verdict(
         caps = _caps(o.candidate, forced)
         checked = final.outcome(o.candidate, caps)
         if whole and not checked.meets:
+            checked_misses.append(checked)
             failed[repr(o.doc)] = checked.why_not()
             failed_labels[repr(o.doc)] = o.candidate.label()
             grown = _grow(final, checked, caps)
@@ -463,6 +492,7 @@ def _verdict(
             f,
             unverified_reason(f.chosen.candidate.label(), whole_misses),
             VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+            _closest(checked_misses, "the whole trace"),
         )
     final_outcome, sample_outcome = min(verified, key=lambda v: outcome_key(v[0]))
     if sampled:
@@ -510,6 +540,15 @@ def _robust(v: Verdict, final: Replayer, picked: Picked, spec: SearchSpec) -> Ve
     others = (configs, size)
     robust = robustness(final, outcome, others, caps_of, _grow, headroom, spare)
     return replace(v, robustness=robust, notes=v.notes + robust_notes(robust))
+
+
+SAMPLE_BASIS = "the search's sample"
+
+
+def _closest(outcomes: Sequence[Outcome], basis: str) -> ClosestMiss | None:
+    """The nearest of ``outcomes`` to the SLO, priced, with the targets it meets (or None)."""
+    near = nearest(outcomes)
+    return None if near is None else closest_miss(near, basis)
 
 
 def unverified_reason(chosen: str, misses: Mapping[str, str]) -> str:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvadvisor.report import deployments, margin, summary
+from kvadvisor.report import deployments, summary
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.termtext import printable
 from kvadvisor.units.format import plural
@@ -161,14 +161,14 @@ class ConsoleRenderer:
         console.print(_text(f"kvadvisor {meta.kvadvisor_version} · {meta.generated_at}"))
         console.print(_text(f"trace: {t.path} ({t.format})"))
         console.print()
-        lead = summary.headline_number(report)
-        console.print(Text.assemble(_text(lead.value, HEADLINE_STYLE), " ", _text(lead.text)))
-        console.print()
+        # The answer first (what to buy, the targets, what the tiers are worth), then evidence.
         console.print(_text("Verdict", HEADING_STYLE))
         console.print(_text(summary.headline(report)))
-        for line in (margin.margin_line(report), margin.idle_line(report)):
-            if line:
-                console.print(_text(line))
+        for line in summary.verdict_lines(report):
+            console.print(_text(line))
+        console.print()
+        lead = summary.headline_number(report)
+        console.print(Text.assemble(_text(lead.value, HEADLINE_STYLE), " ", _text(lead.text)))
         verdicts = summary.verdicts(report)
         if verdicts:
             console.print()

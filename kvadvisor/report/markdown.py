@@ -6,7 +6,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from kvadvisor.report import deployments, fmt, margin, summary
+from kvadvisor.report import deployments, fmt, summary
 from kvadvisor.results.report import AdviceReport
 
 
@@ -76,8 +76,8 @@ class MarkdownRenderer:
         t = report.trace
         lead = summary.headline_number(report)
         out = [f"## kvadvisor: {cell(summary.headline(report))}", ""]
-        lines = (margin.margin_line(report), margin.idle_line(report))
-        out += [x for line in lines if line for x in (cell(line), "")]
+        out += [f"- {cell(line)}" for line in summary.verdict_lines(report)]
+        out += [""] if summary.verdict_lines(report) else []
         out += [f"**{cell(lead.value)}** {cell(lead.text)}", ""]
         verdicts = summary.verdicts(report)
         if verdicts:
