@@ -695,6 +695,10 @@ def advise_report(
                 pinned=dict(options.instance),
                 forced_storage=options.storage,
                 perf=inputs.perf,
+                # --gpu and --tp restrict the search as they set the profile (docs/advisor.md);
+                # the profile's defaults (reported as assumed) restrict nothing.
+                gpu=None if deployment is None or deployment.gpu_assumed else deployment.gpu,
+                tp=None if deployment is None or deployment.tp_assumed else deployment.tp,
             ),
         )
     advice = advise(

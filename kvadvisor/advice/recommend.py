@@ -101,6 +101,8 @@ class RecommendInputs:
     # GPUs, models and step-model coefficients (with the user's --catalog files): the bounds
     # and the replays compute step times from them, as `review` and `replay` do.
     perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)
+    gpu: str | None = None  # --gpu (catalog name): the search keeps instances with this GPU
+    tp: int | None = None  # --tp: the search keeps this TP degree
 
 
 def busiest_window(arrival_s: np.ndarray, size: int) -> tuple[int, int]:
@@ -257,6 +259,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         pinned=inputs.pinned,
         forced_storage=inputs.forced_storage,
         perf=inputs.perf,
+        gpu=inputs.gpu,
+        tp=inputs.tp,
     )
     hits = None
     if spec.has_hashes:
@@ -355,6 +359,30 @@ def _verdict(
     sampled: bool,
     forced: bool = False,
 ) -> Verdict:
+    """The provider's verdict; under ``--gpu``/``--tp`` its reason opens by saying so."""
+    v = _verdict_found(provider, f, final, whole, errors, sampled, forced)
+    if not f.constraint:
+        return v
+    if v.chosen:
+        return replace(v, reason=f"{v.reason}, within {f.constraint} as asked")
+    return replace(v, reason=f"under {f.constraint}: {v.reason}")
+
+
+def _verdict_found(
+    provider: str,
+    f: ProviderSearch,
+    final: Replayer,
+    whole: bool,
+    errors: dict[str, dict[str, float]],
+    sampled: bool,
+    forced: bool = False,
+) -> Verdict:
+    if f.chosen is None and f.unconstrained:
+        return no_verdict(
+            f,
+            f"no deployment: {f.unconstrained}; drop or change {f.constraint} to search them",
+            VerdictStatus.ABSTAINED,
+        )
     if f.chosen is None:
         if not f.tried and f.floor:
             return no_verdict(

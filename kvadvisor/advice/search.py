@@ -56,8 +56,10 @@ from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import nic_bytes_per_s
 from kvadvisor.deploy.access import Via
+from kvadvisor.errors import CatalogError
 from kvadvisor.fleet import slo_percentiles, summarize
 from kvadvisor.fleet.hits import HitIndex
+from kvadvisor.perfmodel.memory import TP_CHOICES
 from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.units.format import apart
 from kvadvisor.vocab import Stage, Topology
@@ -95,6 +97,30 @@ class SearchSpec:
     sample_inputs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     forced_storage: str | None = None  # --storage: the capacity tier is this option
     perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)  # GPUs and step models
+    gpu: str | None = None  # --gpu (catalog name): only instances with this GPU, every stage
+    tp: int | None = None  # --tp: only this TP degree, every stage
+
+    @property
+    def constraint(self) -> str:
+        """The user's restrictions of the search as options, e.g. "--gpu h200 --tp 8" ("" none)."""
+        parts = ([f"--gpu {self.gpu}"] if self.gpu else []) + (
+            [f"--tp {self.tp}"] if self.tp else []
+        )
+        return " ".join(parts)
+
+    @property
+    def tps(self) -> tuple[int, ...]:
+        """The TP degrees enumerated: ``--tp`` alone when given."""
+        return (self.tp,) if self.tp else TP_CHOICES
+
+    def has_gpu(self, instance: InstanceSpec) -> bool:
+        """Whether ``--gpu`` (when given) names this instance's GPU (aliases resolved)."""
+        if self.gpu is None:
+            return True
+        try:
+            return self.perf.gpu(instance.gpu).name == self.gpu
+        except CatalogError:
+            return False
 
     def allows(self, instance: InstanceSpec, role: Stage) -> bool:
         """Whether ``--instance`` lets ``instance`` serve ``role``."""
@@ -167,6 +193,8 @@ class ProviderSearch:
     capped: list[Config] = field(default_factory=list)
     estimate_pruned: list[Config] = field(default_factory=list)
     floor: str = ""  # the tightest latencies a shape that fits reaches alone
+    constraint: str = ""  # the user's --gpu/--tp, as options ("" when none)
+    unconstrained: str = ""  # when nothing fits under them: what the search would need
     tier_outcome: Tried | None = None
     tier_note: str = ""
     priced: bool = True
@@ -362,7 +390,7 @@ def _configs(
             (spec.longest_prompt_tokens, (Stage.PREFILL,)),
         ):
             got, refused = shapes(
-                inst, spec.model, spec.kv_dtype, spec.weight_dtype, longest, spec.perf
+                inst, spec.model, spec.kv_dtype, spec.weight_dtype, longest, spec.perf, spec.tps
             )
             if Stage.SERVING in kinds:
                 pruned += refused
@@ -474,9 +502,12 @@ def search_provider(
     hits: HitIndex | None,
 ) -> ProviderSearch:
     """Search one provider's deployments on the replayer's sample."""
-    found = ProviderSearch(provider)
-    insts = [i for i in spec.instances.values() if i.provider == provider]
+    found = ProviderSearch(provider, constraint=spec.constraint)
+    every = [i for i in spec.instances.values() if i.provider == provider]
+    insts = [i for i in every if spec.has_gpu(i)]
     configs, pruned, floor = _configs(insts, spec, work, hits)
+    if spec.constraint and not configs and not floor:
+        found.unconstrained = _unconstrained(every, insts, spec)
     found.pruned = pruned
     found.floor = floor
     found.configs = len(configs)
@@ -504,6 +535,28 @@ def search_provider(
         found.priced = best.candidate.usd_per_hour is not None
         _with_capacity_tier(found, spec, replayer)
     return found
+
+
+def _unconstrained(
+    every: Sequence[InstanceSpec], insts: Sequence[InstanceSpec], spec: SearchSpec
+) -> str:
+    """What the provider would need beyond ``--gpu``/``--tp`` when nothing fits under them."""
+    if not insts:
+        gpus = sorted({i.gpu for i in every})
+        return f"none of its instances has {spec.gpu} GPUs (its GPUs: {', '.join(gpus) or 'none'})"
+    fits = []
+    for inst in insts:
+        got, _ = shapes(
+            inst, spec.model, spec.kv_dtype, spec.weight_dtype, spec.longest_tokens, spec.perf
+        )
+        fits += [s.label for s in got]
+    which = f"{spec.gpu} instances" if spec.gpu else "instances"
+    if spec.tp and fits:
+        return (
+            f"at TP {spec.tp} the model fits none of its {which} with room for the longest "
+            f"request; it would need one of {', '.join(fits)}"
+        )
+    return f"the model fits none of its {which} with room for the longest request at any TP"
 
 
 def _host_write_p99(outcome: Outcome) -> float | None:
