@@ -43,6 +43,7 @@ from kvadvisor.advice.sizing import (
     percentile_label,
 )
 from kvadvisor.advice.space import Bounds, Shape, Work, bounds, shapes
+from kvadvisor.advice.tierfit import TARGET_TIER_UTILIZATION, TierFit
 from kvadvisor.advice.tiers import (
     CAPACITY_TIER,
     HOST_TIER,
@@ -61,7 +62,7 @@ from kvadvisor.fleet import slo_percentiles, summarize
 from kvadvisor.fleet.hits import HitIndex
 from kvadvisor.perfmodel.memory import TP_CHOICES
 from kvadvisor.units import Unit, format_value, plural
-from kvadvisor.units.format import apart
+from kvadvisor.units.format import apart, price
 from kvadvisor.vocab import Stage, Topology
 
 # Configurations replayed per provider at most (after the cost bound orders them).
@@ -631,6 +632,12 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         )
         return
     fit = options[0]
+    if forced and fit.write_bytes_per_s and write_p99 > fit.write_bytes_per_s:
+        # The user's tier cannot take the p99 writes even striped at its most: more GPU
+        # instances would only spread them (13x the fleet once), so it is priced and said,
+        # not bought. Between the 80% target and 100% the replay judges it.
+        found.tier_note = _unbought(spec, _cannot_keep_up(fit, stage, cand, write_p99))
+        return
     role = stage.role
     reuse = spec.reuse_bytes
 
@@ -667,6 +674,31 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         found.tier_note = _unbought(
             spec, f"a capacity tier of {fit.spec.name} was replayed and not kept: {why}"
         )
+
+
+def _cannot_keep_up(fit: TierFit, stage: StagePick, cand: Candidate, write_p99: float) -> str:
+    """Why a forced tier is not bought, and what carrying its writes would take and cost.
+
+    Spreading the p99 new-KV writes per node (``write_p99``, at ``stage.count`` nodes) until
+    they use at most :data:`TARGET_TIER_UTILIZATION` of the tier one node reaches takes
+    ``ceil(count x p99 / (target x bandwidth))`` nodes, assuming writes spread evenly.
+    """
+    inst = stage.shape.instance
+    text = f"sized at its most on {inst.name} ({fit.reason}), it cannot keep up"
+    bw = fit.write_bytes_per_s
+    if not bw:
+        return text
+    nodes = math.ceil(stage.count * write_p99 / (TARGET_TIER_UTILIZATION * bw))
+    text += (
+        f" with the new-KV writes ({format_value(write_p99, Unit.BYTES_PER_S)} per node at p99 "
+        f"on {plural(stage.count, 'instance')}); spreading them would take about "
+        f"{plural(nodes, 'instance')}"
+    )
+    usd = cand.usd_per_hour
+    if usd is not None and stage.shape.price is not None:
+        more = usd + (nodes - stage.count) * stage.shape.price
+        text += f" ({price(more, 'h')} against {price(usd, 'h')} without the tier)"
+    return text + ": the GPU fleet is not grown for a storage tier"
 
 
 def _unbought(spec: SearchSpec, why: str) -> str:

@@ -26,6 +26,7 @@ from kvadvisor.catalog.loader import (
     load_layered,
 )
 from kvadvisor.errors import CatalogError
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
 from kvadvisor.yamlio import load_yaml
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -260,6 +261,17 @@ class StorageSpec:
     def result_scope(self) -> str:
         """What :meth:`perf_at` figures hold for (per-TiB figures become the whole pool's)."""
         return "whole_pool" if self.scope == "per_tib" else self.scope
+
+    @property
+    def largest_device_bytes(self) -> float | None:
+        """The largest drive or volume sold, bytes (None: unknown, or not sold per device)."""
+        if self.result_scope not in ("per_drive", "per_volume"):
+            return None
+        if self.capacities_gb:
+            return max(self.capacities_gb) * BYTES_PER_GB
+        if self.capacity_max_gib is not None:
+            return self.capacity_max_gib * BYTES_PER_GIB
+        return None
 
     @property
     def effective_read_latency_us(self) -> float | None:
