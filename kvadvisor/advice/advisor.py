@@ -74,6 +74,7 @@ class AdvisorOptions:
     instance: Mapping[Stage, str] = field(default_factory=dict)  # stage (or both) -> name
     providers: tuple[str, ...] = ()  # () = every provider in the catalog
     slo: str | None = None  # --slo text; None = the MLPerf default for the model
+    price_kind: str = "on_demand"  # --price-kind: the rates the primary verdict compares
 
 
 @dataclass(frozen=True)
@@ -714,6 +715,7 @@ def advise_report(
                 # the profile's defaults (reported as assumed) restrict nothing.
                 gpu=None if deployment is None or deployment.gpu_assumed else deployment.gpu,
                 tp=None if deployment is None or deployment.tp_assumed else deployment.tp,
+                price_kind=options.price_kind,
             ),
         )
     advice = advise(

@@ -85,7 +85,15 @@ FORMULA_TARGETS = ("iops", "mbps", "read_iops", "write_iops", "read_mbps", "writ
 FORMULA_KEYS = {"base", "per_gib", "max", "min"}
 GIB_PER_TIB = 1024
 
+# What kind of rate a price figure is: only on-demand rates are compared with one another by
+# default (issue 25); a calendar (DWS), reservation or capacity-block rate is ranked apart.
+PRICE_KINDS = ("on_demand", "calendar", "reservation", "capacity_block", "spot", "purchase")
 PRICE_FIELDS: dict[str, FieldSpec] = {
+    "kind": FieldSpec(
+        "str",
+        choices=PRICE_KINDS,
+        help="the kind of rate (default on_demand): say it from the source",
+    ),
     "usd_per_hour": FieldSpec("number", help="flat price per hour"),
     "usd_per_gb_month": FieldSpec("number", help="per GB (decimal) provisioned per month"),
     "usd_per_gib_month": FieldSpec("number", help="per GiB provisioned per month"),
@@ -170,6 +178,7 @@ class Price:
     unconfirmed: bool = False
     offered: bool = True
     note: str = ""
+    kind: str = "on_demand"  # one of PRICE_KINDS
 
     @property
     def known(self) -> bool:
@@ -189,7 +198,12 @@ def parse_price(where: str, raw: Mapping[str, Any] | None, problems: Problems) -
     elif not raw.get("note"):
         problems.add(where, "no price figure: say why in 'note' (not published, not offered)")
     return Price(
-        **{k: raw.get(k) for k in PRICE_FIELDS if k not in ("source", "unconfirmed", "offered")},
+        **{
+            k: raw.get(k)
+            for k in PRICE_FIELDS
+            if k not in ("source", "unconfirmed", "offered", "kind")
+        },
+        kind=str(raw.get("kind") or "on_demand"),
         source=tuple(raw.get("source") or ()),
         source_text=tuple(raw.get("source_text") or ()),
         unconfirmed=bool(raw.get("unconfirmed", False)),

@@ -235,6 +235,11 @@ class Verdict:
     unconfirmed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     plan: dict[str, Any] = field(default_factory=dict)
+    # The kind of the instance rates its $/h rests on (on_demand, calendar, reservation,
+    # capacity_block, ...; "mixed" when its stages differ; "" unpriced), and whether any of them
+    # is unconfirmed: the primary verdict compares like with like (docs/advisor.md).
+    price_kind: str = ""
+    price_unconfirmed: bool = False
 
     @property
     def chosen(self) -> bool:
