@@ -129,6 +129,13 @@ class Provider(str, Enum):
     onprem = "onprem"
 
 
+class PriceKind(str, Enum):
+    """The rates the primary verdict compares (docs/advisor.md, choosing)."""
+
+    on_demand = "on_demand"
+    any = "any"
+
+
 class KvDtype(str, Enum):
     """KV cache element type."""
 
@@ -402,6 +409,16 @@ def analyze_cmd(
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
+    price_kind: Annotated[
+        PriceKind,
+        typer.Option(
+            "--price-kind",
+            help="The rates the primary verdict compares: on_demand (confirmed on-demand rates "
+            "first; calendar, reservation and capacity-block rates ranked apart) or any (every "
+            "priced verdict's $/h).",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = PriceKind.on_demand,
     plan: Annotated[
         list[Path] | None,
         typer.Option(
@@ -526,6 +543,7 @@ def analyze_cmd(
             instance=as_strs(instance),
             providers=tuple(p.value for p in provider or ()),
             slo=slo,
+            price_kind=price_kind.value,
         )
         if not quiet:
             # The summary shares stdout only when no report is written there. It comes first,

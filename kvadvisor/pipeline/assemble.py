@@ -108,6 +108,7 @@ def advise_sections(
         instance=parse_instance_choice(options.instance),
         providers=parse_providers(options.providers),
         slo=options.slo,
+        price_kind=options.price_kind,
     )
     extra = stages.facts if stages is not None else None
     return advise_report(report, inputs, advisor_options, extra_facts=extra, view=view)

@@ -40,6 +40,8 @@ class AnalyzeOptions(ProfileOptions):
     # the catalog) and the SLO ("ttft_p99=2s,tpot_p99=200ms"; None = MLPerf's for the model).
     providers: tuple[str, ...] = ()
     slo: str | None = None
+    # The rates the primary verdict compares: "on_demand" (like with like) or "any".
+    price_kind: str = "on_demand"
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
     # Replay the recommended deployment closed loop (docs/replay.md) when the trace has at most
