@@ -138,7 +138,19 @@ def test_ties_broken_by_cost_never_by_name(conversation, code) -> None:
                 assert "no deployment is called cheapest" in v.chosen_by
         priced = [v for v in vs.verdicts if v.chosen and v.usd_per_hour is not None]
         if priced and vs.primary is not None:
-            assert vs.primary_verdict.usd_per_hour == min(v.usd_per_hour for v in priced)
+            # Like with like: the cheapest of the verdicts priced at rates of its own kind, and
+            # confirmed on-demand rates first (test_advice_price_kinds).
+            p = vs.primary_verdict
+            same = [
+                v
+                for v in priced
+                if (v.price_kind, v.price_unconfirmed) == (p.price_kind, p.price_unconfirmed)
+            ]
+            assert p.usd_per_hour == min(v.usd_per_hour for v in same)
+            if (p.price_kind, p.price_unconfirmed) != ("on_demand", False):
+                assert all(
+                    (v.price_kind, v.price_unconfirmed) != ("on_demand", False) for v in priced
+                )
 
 
 def test_a_model_that_does_not_fit_gets_no_verdict_there() -> None:

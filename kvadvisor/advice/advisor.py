@@ -30,10 +30,11 @@ from kvadvisor.advice.verdicts import burst_text
 from kvadvisor.catalog.instances import InstanceSpec, find_instance
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
-from kvadvisor.catalog.storage import SSD_CATEGORIES, StorageSpec, find_storage
+from kvadvisor.catalog.storage import StorageSpec, find_storage
 from kvadvisor.deploy import access, host_tier_name, reach
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.facts.registry import collect
+from kvadvisor.facts.storage import TARGET_TIER_UTILIZATION, devices_for, devices_for_capacity
 from kvadvisor.facts.workload import div, hit_ratio_at, report_facts
 from kvadvisor.results.common import Utilization
 from kvadvisor.results.report import (
@@ -60,6 +61,8 @@ from kvadvisor.vocab import Stage, TierRole
 GPU_MEMORY_USABLE = 0.9
 MAX_ALTERNATIVES = 5
 STAGES = (Stage.PREFILL, Stage.DECODE)
+# Storage whose drives the KV writes wear (ST08's drive writes per day): the node's own NVMe.
+WORN_CATEGORIES = ("local_nvme", "ephemeral")
 PROVIDER_CHOICES = ("aws", "gcp", "azure", "alibaba", "onprem")
 
 
@@ -74,6 +77,7 @@ class AdvisorOptions:
     slo: str | None = None  # --slo text; None = the MLPerf default for the model
     headroom: float = 0.0  # a target is met only within (1 - headroom) x it
     spare: bool = False  # N+1: one instance per stage beyond the fewest that meet the SLO
+    price_kind: str = "on_demand"  # --price-kind: the rates the primary verdict compares
 
 
 @dataclass(frozen=True)
@@ -297,9 +301,16 @@ def _config_facts(
         io_size, unit = _v(facts, "io_size_bytes"), spec.io_unit_bytes
         disk_cap = pi.disk_cap_mbps * 1e6 if pi.disk_cap_mbps and spec.category == "block" else None
         dwpd = None
-        if spec.category in SSD_CATEGORIES and cap.capacity_bytes and w_mean is not None:
-            per_node = cap.capacity_bytes if cap.scope != "pooled" else cap.capacity_bytes
-            dwpd = w_mean * S_PER_DAY / per_node
+        # Drive writes per day wear drives the user's writes reach: a cloud block volume is
+        # carved from the provider's pool and sold with no endurance rating to spend (ST08).
+        if spec.category in WORN_CATEGORIES and cap.capacity_bytes and w_mean is not None:
+            dwpd = w_mean * S_PER_DAY / cap.capacity_bytes
+        # The devices the search sizes the tier to (the p99 at 80%, its capacity) against
+        # those its peak fills: UT01 judges "sized for the peak" as review's RV11 does.
+        devices = max(1, cap.devices)
+        for_p99 = devices_for(devices, None if wu is None else wu.p99, TARGET_TIER_UTILIZATION)
+        for_cap = devices_for_capacity(cap.capacity_bytes, devices, spec.largest_device_bytes)
+        for_peak = devices_for(devices, None if wu is None else wu.peak)
         out += [
             ("prefill_storage_write_bytes_per_s", cap.write_bytes_per_s),
             ("prefill_storage_write_utilization_mean", None if wu is None else wu.mean),
@@ -314,6 +325,8 @@ def _config_facts(
             ("prefill_disk_cap_bytes_per_s", disk_cap),
             ("prefill_disk_cap_utilization_p99", div(w_p99, disk_cap)),
             ("ssd_drive_writes_per_day", dwpd),
+            ("prefill_storage_devices_for_peak", for_peak),
+            ("prefill_storage_devices_needed", None if for_p99 is None else max(for_p99, for_cap)),
         ]
     out += _load_facts(pre, pi, storage, _v(facts, "io_size_bytes"))
     if kv and prefix_cache is not None and gpu_pool is not None:
@@ -407,6 +420,7 @@ def advise(
     verdicts: VerdictSet | None,
     breakeven: Mapping[str, tuple[float | None, float | None]] | None = None,
     chunk_tokens: int = 256,
+    pinned: bool = False,
 ) -> Advice:
     """The recommendation read off the primary verdict, then the rules on every fact.
 
@@ -436,6 +450,8 @@ def advise(
         for stage in STAGES:
             stages[stage] = StageRecommendation(None, None, notes=(f"no deployment: {why}",))
     config.append(("deployment_chosen", primary is not None and primary.chosen))
+    if primary is not None and primary.chosen:
+        config.append(("stage_gpus_searched", not pinned))
     facts.update(collect(config))
     if primary is not None and primary.chosen:
         _breakeven_of_the_verdict(facts, primary, breakeven or {})
@@ -724,6 +740,11 @@ def advise_report(
                 perf=inputs.perf,
                 headroom=options.headroom,
                 spare=options.spare,
+                # --gpu and --tp restrict the search as they set the profile (docs/advisor.md);
+                # the profile's defaults (reported as assumed) restrict nothing.
+                gpu=None if deployment is None or deployment.gpu_assumed else deployment.gpu,
+                tp=None if deployment is None or deployment.tp_assumed else deployment.tp,
+                price_kind=options.price_kind,
             ),
         )
     advice = advise(
@@ -735,6 +756,7 @@ def advise_report(
         verdicts,
         breakeven,
         options.chunk_tokens,
+        pinned=bool(options.instance),
     )
     return replace(
         report,

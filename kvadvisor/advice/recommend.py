@@ -39,6 +39,7 @@ from kvadvisor.advice.space import Work
 from kvadvisor.advice.tiers import CAPACITY_TIER
 from kvadvisor.advice.verdicts import (
     closest_miss,
+    kind_text,
     loosening,
     nearest,
     no_verdict,
@@ -118,6 +119,9 @@ class RecommendInputs:
     # GPUs, models and step-model coefficients (with the user's --catalog files): the bounds
     # and the replays compute step times from them, as `review` and `replay` do.
     perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)
+    gpu: str | None = None  # --gpu (catalog name): the search keeps instances with this GPU
+    tp: int | None = None  # --tp: the search keeps this TP degree
+    price_kind: str = "on_demand"  # --price-kind: the rates the primary verdict compares
     # A target is met only within (1 - headroom) x it; spare: one instance per stage more
     # than the fewest that meet the SLO (N+1). docs/advisor.md, "Margin and robustness".
     headroom: float = 0.0
@@ -278,6 +282,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         pinned=inputs.pinned,
         forced_storage=inputs.forced_storage,
         perf=inputs.perf,
+        gpu=inputs.gpu,
+        tp=inputs.tp,
     )
     hits = None
     if spec.has_hashes:
@@ -331,7 +337,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
             f"to {count(stop - 1)}), starting from empty caches"
         ),
     )
-    primary, why = _primary(verdicts, inputs.providers)
+    primary, why = _primary(verdicts, inputs.providers, inputs.price_kind)
     if primary in picked:
         # Only the primary verdict is stressed: each stress replays the check set again.
         verdicts = [
@@ -421,13 +427,39 @@ def _verdict(
     margin: tuple[float, bool] = (0.0, False),
     picked: dict[str, Picked] | None = None,
 ) -> Verdict:
-    """One provider's verdict: the search's pick verified on the check set.
+    """The provider's verdict; under ``--gpu``/``--tp`` its reason opens by saying so.
 
     ``margin`` is (headroom, spare): with spare, each stage gets one instance more than
     the fewest that meet the SLO (N+1), replayed as such. ``picked`` receives what the
     robustness replays need of a chosen verdict (:func:`_robust`).
     """
     picked = {} if picked is None else picked
+    v = _verdict_found(provider, f, final, whole, errors, sampled, forced, margin, picked)
+    if not f.constraint:
+        return v
+    if v.chosen:
+        return replace(v, reason=f"{v.reason}, within {f.constraint} as asked")
+    return replace(v, reason=f"under {f.constraint}: {v.reason}")
+
+
+def _verdict_found(
+    provider: str,
+    f: ProviderSearch,
+    final: Replayer,
+    whole: bool,
+    errors: dict[str, dict[str, float]],
+    sampled: bool,
+    forced: bool,
+    margin: tuple[float, bool],
+    picked: dict[str, Picked],
+) -> Verdict:
+    """The search's pick verified on the check set (and grown, or N+1, when it must be)."""
+    if f.chosen is None and f.unconstrained:
+        return no_verdict(
+            f,
+            f"no deployment: {f.unconstrained}; drop or change {f.constraint} to search them",
+            VerdictStatus.ABSTAINED,
+        )
     if f.chosen is None:
         if not f.tried and f.floor:
             return no_verdict(
@@ -578,7 +610,16 @@ def _agree(why: str, subjects: int) -> str:
     return why
 
 
-def _primary(verdicts: Sequence[Verdict], asked: Sequence[str]) -> tuple[str | None, str]:
+def _primary(
+    verdicts: Sequence[Verdict], asked: Sequence[str], price_kind: str = "on_demand"
+) -> tuple[str | None, str]:
+    """The provider whose verdict is primary, and why.
+
+    Like with like: with ``price_kind`` "on_demand" (the default) the cheapest verdict priced
+    at confirmed on-demand rates, else at on-demand rates some of which are unconfirmed; other
+    kinds (calendar, reservation, capacity-block rates) only when no verdict is on demand, and
+    every verdict ranked apart is named. "any" compares every priced verdict's $/h.
+    """
     chosen = [v for v in verdicts if v.chosen]
     if len(asked) == 1:
         v = chosen[0] if chosen else None
@@ -588,15 +629,48 @@ def _primary(verdicts: Sequence[Verdict], asked: Sequence[str]) -> tuple[str | N
         )
     if not chosen:
         return None, "no provider has a deployment that meets the SLO"
-    priced = [(v.usd_per_hour, v) for v in chosen if v.usd_per_hour is not None]
-    if priced:
-        usd, best = min(priced, key=lambda uv: uv[0])  # stable: catalog order on ties
+    priced = [v for v in chosen if v.usd_per_hour is not None]
+    if priced and price_kind == "any":
+        best = min(priced, key=lambda v: v.usd_per_hour or 0.0)  # stable: catalog order on ties
         return best.provider, (
-            f"the lowest $/h among the priced verdicts ({price(usd, 'h')}); unpriced "
-            "verdicts are never called cheapest"
+            f"the lowest $/h among the priced verdicts ({price(best.usd_per_hour or 0.0, 'h')}), "
+            "whatever the kind of rate (--price-kind any); unpriced verdicts are never called "
+            "cheapest"
         )
+    for group, words in (
+        (
+            [v for v in priced if v.price_kind == "on_demand" and not v.price_unconfirmed],
+            "confirmed on-demand rates",
+        ),
+        ([v for v in priced if v.price_kind == "on_demand"], "on-demand rates, some unconfirmed"),
+        (priced, "rates that are not all on demand (no verdict is priced on demand)"),
+    ):
+        if group:
+            best = min(group, key=lambda v: v.usd_per_hour or 0.0)
+            apart = [v for v in priced if v not in group]
+            return best.provider, (
+                f"the lowest $/h among the verdicts priced at {words} "
+                f"({price(best.usd_per_hour or 0.0, 'h')}); unpriced verdicts are never called "
+                "cheapest" + _ranked_apart(apart)
+            )
     best = min(chosen, key=lambda v: sum(s.gpus for s in v.stages))
     return best.provider, "no verdict is priced: the one with the fewest GPUs"
+
+
+def _ranked_apart(verdicts: Sequence[Verdict]) -> str:
+    """The priced verdicts not compared with the primary, each with its kind of rate."""
+    if not verdicts:
+        return ""
+    parts = [
+        f"{v.provider} {price(v.usd_per_hour or 0.0, 'h')} at "
+        + (kind_text(v.price_kind) if v.price_kind != "on_demand" else "on-demand")
+        + " rates"
+        + (", unconfirmed" if v.price_unconfirmed else "")
+        for v in verdicts
+    ]
+    return "; ranked apart (not like with like, --price-kind any compares them): " + "; ".join(
+        parts
+    )
 
 
 def context_of(arrays: TraceArrays) -> ReplayContext:

@@ -43,6 +43,7 @@ from kvadvisor.advice.sizing import (
     percentile_label,
 )
 from kvadvisor.advice.space import Bounds, Shape, Work, bounds, shapes
+from kvadvisor.advice.tierfit import TARGET_TIER_UTILIZATION, TierFit
 from kvadvisor.advice.tiers import (
     CAPACITY_TIER,
     HOST_TIER,
@@ -56,10 +57,12 @@ from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import nic_bytes_per_s
 from kvadvisor.deploy.access import Via
+from kvadvisor.errors import CatalogError
 from kvadvisor.fleet import slo_percentiles, summarize
 from kvadvisor.fleet.hits import HitIndex
+from kvadvisor.perfmodel.memory import TP_CHOICES
 from kvadvisor.units import Unit, format_value, plural
-from kvadvisor.units.format import apart
+from kvadvisor.units.format import apart, price
 from kvadvisor.vocab import Stage, Topology
 
 # Configurations replayed per provider at most (after the cost bound orders them); while none
@@ -98,6 +101,30 @@ class SearchSpec:
     sample_inputs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     forced_storage: str | None = None  # --storage: the capacity tier is this option
     perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)  # GPUs and step models
+    gpu: str | None = None  # --gpu (catalog name): only instances with this GPU, every stage
+    tp: int | None = None  # --tp: only this TP degree, every stage
+
+    @property
+    def constraint(self) -> str:
+        """The user's restrictions of the search as options, e.g. "--gpu h200 --tp 8" ("" none)."""
+        parts = ([f"--gpu {self.gpu}"] if self.gpu else []) + (
+            [f"--tp {self.tp}"] if self.tp else []
+        )
+        return " ".join(parts)
+
+    @property
+    def tps(self) -> tuple[int, ...]:
+        """The TP degrees enumerated: ``--tp`` alone when given."""
+        return (self.tp,) if self.tp else TP_CHOICES
+
+    def has_gpu(self, instance: InstanceSpec) -> bool:
+        """Whether ``--gpu`` (when given) names this instance's GPU (aliases resolved)."""
+        if self.gpu is None:
+            return True
+        try:
+            return self.perf.gpu(instance.gpu).name == self.gpu
+        except CatalogError:
+            return False
 
     def allows(self, instance: InstanceSpec, role: Stage) -> bool:
         """Whether ``--instance`` lets ``instance`` serve ``role``."""
@@ -173,6 +200,8 @@ class ProviderSearch:
     # When no configuration survives the bounds: the shape nearest the targets alone, replayed
     # at its estimated count (the closest miss the verdict prices).
     floor_outcome: Outcome | None = None
+    constraint: str = ""  # the user's --gpu/--tp, as options ("" when none)
+    unconstrained: str = ""  # when nothing fits under them: what the search would need
     tier_outcome: Tried | None = None
     tier_note: str = ""
     priced: bool = True
@@ -372,7 +401,7 @@ def _configs(
             (spec.longest_prompt_tokens, (Stage.PREFILL,)),
         ):
             got, refused = shapes(
-                inst, spec.model, spec.kv_dtype, spec.weight_dtype, longest, spec.perf
+                inst, spec.model, spec.kv_dtype, spec.weight_dtype, longest, spec.perf, spec.tps
             )
             if Stage.SERVING in kinds:
                 pruned += refused
@@ -509,9 +538,12 @@ def search_provider(
     hits: HitIndex | None,
 ) -> ProviderSearch:
     """Search one provider's deployments on the replayer's sample."""
-    found = ProviderSearch(provider)
-    insts = [i for i in spec.instances.values() if i.provider == provider]
+    found = ProviderSearch(provider, constraint=spec.constraint)
+    every = [i for i in spec.instances.values() if i.provider == provider]
+    insts = [i for i in every if spec.has_gpu(i)]
     configs, pruned, floor, floor_config = _configs(insts, spec, work, hits)
+    if spec.constraint and not configs and not floor:
+        found.unconstrained = _unconstrained(every, insts, spec)
     found.pruned = pruned
     found.floor = floor
     found.configs = len(configs)
@@ -544,6 +576,28 @@ def search_provider(
         found.priced = best.candidate.usd_per_hour is not None
         _with_capacity_tier(found, spec, replayer)
     return found
+
+
+def _unconstrained(
+    every: Sequence[InstanceSpec], insts: Sequence[InstanceSpec], spec: SearchSpec
+) -> str:
+    """What the provider would need beyond ``--gpu``/``--tp`` when nothing fits under them."""
+    if not insts:
+        gpus = sorted({i.gpu for i in every})
+        return f"none of its instances has {spec.gpu} GPUs (its GPUs: {', '.join(gpus) or 'none'})"
+    fits = []
+    for inst in insts:
+        got, _ = shapes(
+            inst, spec.model, spec.kv_dtype, spec.weight_dtype, spec.longest_tokens, spec.perf
+        )
+        fits += [s.label for s in got]
+    which = f"{spec.gpu} instances" if spec.gpu else "instances"
+    if spec.tp and fits:
+        return (
+            f"at TP {spec.tp} the model fits none of its {which} with room for the longest "
+            f"request; it would need one of {', '.join(fits)}"
+        )
+    return f"the model fits none of its {which} with room for the longest request at any TP"
 
 
 def _host_write_p99(outcome: Outcome) -> float | None:
@@ -618,6 +672,12 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         )
         return
     fit = options[0]
+    if forced and fit.write_bytes_per_s and write_p99 > fit.write_bytes_per_s:
+        # The user's tier cannot take the p99 writes even striped at its most: more GPU
+        # instances would only spread them (13x the fleet once), so it is priced and said,
+        # not bought. Between the 80% target and 100% the replay judges it.
+        found.tier_note = _unbought(spec, _cannot_keep_up(fit, stage, cand, write_p99))
+        return
     role = stage.role
     reuse = spec.reuse_bytes
 
@@ -654,6 +714,31 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         found.tier_note = _unbought(
             spec, f"a capacity tier of {fit.spec.name} was replayed and not kept: {why}"
         )
+
+
+def _cannot_keep_up(fit: TierFit, stage: StagePick, cand: Candidate, write_p99: float) -> str:
+    """Why a forced tier is not bought, and what carrying its writes would take and cost.
+
+    Spreading the p99 new-KV writes per node (``write_p99``, at ``stage.count`` nodes) until
+    they use at most :data:`TARGET_TIER_UTILIZATION` of the tier one node reaches takes
+    ``ceil(count x p99 / (target x bandwidth))`` nodes, assuming writes spread evenly.
+    """
+    inst = stage.shape.instance
+    text = f"sized at its most on {inst.name} ({fit.reason}), it cannot keep up"
+    bw = fit.write_bytes_per_s
+    if not bw:
+        return text
+    nodes = math.ceil(stage.count * write_p99 / (TARGET_TIER_UTILIZATION * bw))
+    text += (
+        f" with the new-KV writes ({format_value(write_p99, Unit.BYTES_PER_S)} per node at p99 "
+        f"on {plural(stage.count, 'instance')}); spreading them would take about "
+        f"{plural(nodes, 'instance')}"
+    )
+    usd = cand.usd_per_hour
+    if usd is not None and stage.shape.price is not None:
+        more = usd + (nodes - stage.count) * stage.shape.price
+        text += f" ({price(more, 'h')} against {price(usd, 'h')} without the tier)"
+    return text + ": the GPU fleet is not grown for a storage tier"
 
 
 def _unbought(spec: SearchSpec, why: str) -> str:

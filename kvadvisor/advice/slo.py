@@ -147,8 +147,7 @@ def default_targets(
         f"{count(LONG_CONTEXT.ttft_ms / 1000.0)} s) and TPOT p99 {limit.benchmark}'s "
         f"({count(limit.tpot_ms)} ms; {why}); {_source(LONG_CONTEXT)}; {_source(limit)}; "
         f"prompt cut: mlcommons/inference {limit.prompt_source} (commit {DATASET_COMMIT})",
-        f"MLPerf long-context TTFT: p99 prompt {count(prompt_p99_tokens)} > "
-        f"{count(cut)} tokens",
+        f"MLPerf long-context TTFT: p99 prompt {count(prompt_p99_tokens)} > {count(cut)} tokens",
     )
 
 

@@ -121,12 +121,14 @@ def shapes(
     weight_dtype: str,
     longest_tokens: int,
     catalogs: PerfCatalogs | None = None,
+    tps: tuple[int, ...] = TP_CHOICES,
 ) -> tuple[list[Shape], list[str]]:
     """Every TP degree of ``instance`` that fits the model, and why each other one does not.
 
     A shape fits when the weights fit (vLLM's 0.9 of GPU memory) and one replica's pool holds
     the longest request's KV (``longest_tokens``: prompt plus output, or the prompt alone on a
-    prefill-only stage). ``catalogs``: the GPUs and step models (the packaged ones when None).
+    prefill-only stage). ``catalogs``: the GPUs and step models (the packaged ones when None);
+    ``tps``: the TP degrees tried (``--tp`` restricts them to one).
     """
     catalogs = catalogs or PerfCatalogs.packaged()
     key = _Catalogs(catalogs)
@@ -136,7 +138,7 @@ def shapes(
         return [], [f"{instance.name}: its GPU {instance.gpu} is not in the GPU catalog"]
     out: list[Shape] = []
     refused: list[str] = []
-    for tp in TP_CHOICES:
+    for tp in tps:
         if tp > instance.gpu_count or instance.gpu_count % tp:
             continue
         try:
@@ -155,7 +157,11 @@ def shapes(
         batched, seqs = batch_defaults(gpu)
         out.append(Shape(instance, gpu, tp, pool, step, kv, batched, seqs))
     if not out and not refused:
-        refused.append(f"{instance.name}: no TP degree in {TP_CHOICES} divides its GPUs")
+        refused.append(
+            f"{instance.name}: TP {tps[0]} does not divide its {instance.gpu_count} GPUs"
+            if len(tps) == 1
+            else f"{instance.name}: no TP degree in {tps} divides its GPUs"
+        )
     return out, refused
 
 

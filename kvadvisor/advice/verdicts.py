@@ -582,6 +582,11 @@ def verdict_of(
         unconfirmed += [f"{inst.name}.{f}" for f in inst.unconfirmed]
         for t in pick.tiers:
             unconfirmed += list(t.unconfirmed)
+    costs = [instance_cost(p.shape.instance) for p in cand.stages]
+    kinds = {c.kind for c in costs if c.usd_per_hour is not None}
+    kind = "" if usd is None else (kinds.pop() if len(kinds) == 1 else "mixed")
+    if kind and kind != "on_demand":
+        chosen_by = chosen_by.replace("(on-demand prices)", f"({kind_text(kind)} rates)")
     if unconfirmed and usd is not None:
         chosen_by += "; some figures it rests on are unconfirmed (listed)"
     return Verdict(
@@ -602,6 +607,8 @@ def verdict_of(
         unconfirmed=tuple(dict.fromkeys(unconfirmed)),
         notes=tuple(notes) + _tier_notes(found, cand),
         plan=plan,
+        price_kind=kind,
+        price_unconfirmed=usd is not None and any(c.unconfirmed for c in costs),
     )
 
 
@@ -635,6 +642,19 @@ def burst_text(b: BurstFleet) -> str:
     cost = price(b.usd_per_hour, "h") if b.usd_per_hour is not None else plural(b.gpus, "GPU")
     tail = "" if b.ttft_p99_s is None else f"; TTFT p99 {format_value(b.ttft_p99_s, Unit.SECONDS)}"
     return f"{b.label} ({cost}{tail})"
+
+
+def kind_text(kind: str) -> str:
+    """A price kind in words: "on-demand", "DWS calendar-mode", "mixed (on-demand and other)"."""
+    return KIND_WORDS.get(kind, kind.replace("_", " "))
+
+
+KIND_WORDS = {
+    "on_demand": "on-demand",
+    "calendar": "calendar-mode (reserved 1 to 90 days)",
+    "capacity_block": "capacity-block",
+    "mixed": "mixed-kind",
+}
 
 
 def no_verdict(

@@ -26,6 +26,7 @@ from kvadvisor.catalog.loader import (
     load_layered,
 )
 from kvadvisor.errors import CatalogError
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
 from kvadvisor.yamlio import load_yaml
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -84,7 +85,15 @@ FORMULA_TARGETS = ("iops", "mbps", "read_iops", "write_iops", "read_mbps", "writ
 FORMULA_KEYS = {"base", "per_gib", "max", "min"}
 GIB_PER_TIB = 1024
 
+# What kind of rate a price figure is: only on-demand rates are compared with one another by
+# default (issue 25); a calendar (DWS), reservation or capacity-block rate is ranked apart.
+PRICE_KINDS = ("on_demand", "calendar", "reservation", "capacity_block", "spot", "purchase")
 PRICE_FIELDS: dict[str, FieldSpec] = {
+    "kind": FieldSpec(
+        "str",
+        choices=PRICE_KINDS,
+        help="the kind of rate (default on_demand): say it from the source",
+    ),
     "usd_per_hour": FieldSpec("number", help="flat price per hour"),
     "usd_per_gb_month": FieldSpec("number", help="per GB (decimal) provisioned per month"),
     "usd_per_gib_month": FieldSpec("number", help="per GiB provisioned per month"),
@@ -169,6 +178,7 @@ class Price:
     unconfirmed: bool = False
     offered: bool = True
     note: str = ""
+    kind: str = "on_demand"  # one of PRICE_KINDS
 
     @property
     def known(self) -> bool:
@@ -188,7 +198,12 @@ def parse_price(where: str, raw: Mapping[str, Any] | None, problems: Problems) -
     elif not raw.get("note"):
         problems.add(where, "no price figure: say why in 'note' (not published, not offered)")
     return Price(
-        **{k: raw.get(k) for k in PRICE_FIELDS if k not in ("source", "unconfirmed", "offered")},
+        **{
+            k: raw.get(k)
+            for k in PRICE_FIELDS
+            if k not in ("source", "unconfirmed", "offered", "kind")
+        },
+        kind=str(raw.get("kind") or "on_demand"),
         source=tuple(raw.get("source") or ()),
         source_text=tuple(raw.get("source_text") or ()),
         unconfirmed=bool(raw.get("unconfirmed", False)),
@@ -260,6 +275,17 @@ class StorageSpec:
     def result_scope(self) -> str:
         """What :meth:`perf_at` figures hold for (per-TiB figures become the whole pool's)."""
         return "whole_pool" if self.scope == "per_tib" else self.scope
+
+    @property
+    def largest_device_bytes(self) -> float | None:
+        """The largest drive or volume sold, bytes (None: unknown, or not sold per device)."""
+        if self.result_scope not in ("per_drive", "per_volume"):
+            return None
+        if self.capacities_gb:
+            return max(self.capacities_gb) * BYTES_PER_GB
+        if self.capacity_max_gib is not None:
+            return self.capacity_max_gib * BYTES_PER_GIB
+        return None
 
     @property
     def effective_read_latency_us(self) -> float | None:

@@ -129,6 +129,13 @@ class Provider(str, Enum):
     onprem = "onprem"
 
 
+class PriceKind(str, Enum):
+    """The rates the primary verdict compares (docs/advisor.md, choosing)."""
+
+    on_demand = "on_demand"
+    any = "any"
+
+
 class KvDtype(str, Enum):
     """KV cache element type."""
 
@@ -421,6 +428,16 @@ def analyze_cmd(
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = False,
+    price_kind: Annotated[
+        PriceKind,
+        typer.Option(
+            "--price-kind",
+            help="The rates the primary verdict compares: on_demand (confirmed on-demand rates "
+            "first; calendar, reservation and capacity-block rates ranked apart) or any (every "
+            "priced verdict's $/h).",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = PriceKind.on_demand,
     plan: Annotated[
         list[Path] | None,
         typer.Option(
@@ -548,6 +565,7 @@ def analyze_cmd(
             # Without --headroom the library's documented default applies.
             **({"headroom": headroom} if headroom is not None else {}),
             spare=spare,
+            price_kind=price_kind.value,
         )
         if not quiet:
             # The summary shares stdout only when no report is written there. It comes first,

@@ -35,6 +35,7 @@ class Cost:
     capex_usd: float | None
     basis: str
     unconfirmed: bool = False
+    kind: str = "on_demand"  # the rate's kind (catalog PRICE_KINDS)
 
 
 def tier_cost(
@@ -112,7 +113,7 @@ def instance_cost(instance: InstanceSpec) -> Cost:
     # it travels with the figure instead of an "on demand" the catalog does not claim.
     basis = priced(price.usd_per_hour, "h") + ("" if price.note else " on demand")
     basis += (f" ({where})" if where else "") + (f": {price.note}" if price.note else "")
-    return Cost(price.usd_per_hour, None, basis, price.unconfirmed)
+    return Cost(price.usd_per_hour, None, basis, price.unconfirmed, price.kind)
 
 
 def rate_mbps(bytes_per_s: float | None) -> float | None:

@@ -314,6 +314,13 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
         "each prefix lives on one of them, so the advisor sizes them as one cache.",
         _CFG,
     ),
+    FactSpec(
+        "stage_gpus_searched",
+        Unit.BOOL,
+        "Whether the deployment search chose each stage's instance type on the replayed cost "
+        "(no --instance pinned one): advice on which GPU serves which stage is then its own.",
+        _CFG,
+    ),
     FactSpec("prefill_gpu_bf16_tflops", Unit.TFLOPS, "Dense BF16 TFLOPS of one prefill GPU.", _CFG),
     FactSpec("decode_gpu_bf16_tflops", Unit.TFLOPS, "Dense BF16 TFLOPS of one decode GPU.", _CFG),
     FactSpec(
@@ -383,9 +390,25 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
         _CFG,
     ),
     FactSpec(
+        "prefill_storage_devices_for_peak",
+        Unit.COUNT,
+        "Devices of the prefill tier that carry its peak write window at full bandwidth: "
+        "ceil(devices × write utilization at peak).",
+        _CFG,
+    ),
+    FactSpec(
+        "prefill_storage_devices_needed",
+        Unit.COUNT,
+        "Devices the prefill tier needs as the search sizes it: the larger of those that carry "
+        "the p99 writes at 80% (ceil(devices × write utilization at p99 / 0.8)) and those that "
+        "hold its capacity at the largest size sold per device.",
+        _CFG,
+    ),
+    FactSpec(
         "ssd_drive_writes_per_day",
         Unit.DWPD,
-        "Mean write demand per instance × 86,400 s / the SSD tier's capacity.",
+        "Mean write demand per instance × 86,400 s / the SSD tier's capacity (drives the "
+        "user's writes wear: local NVMe and instance-store drives, not cloud block volumes).",
         _CFG,
     ),
     # The tier cached KV is loaded from: prefix hits are loaded before prefill on the nodes

@@ -22,6 +22,19 @@ def devices_for(devices: int, utilization: float | None, target: float = 1.0) ->
     return max(1, math.ceil(devices * utilization / target - 1e-9))
 
 
+def devices_for_capacity(
+    capacity_bytes: float | None, devices: int, largest_device_bytes: float | None
+) -> int:
+    """Devices that hold ``capacity_bytes`` at the largest size sold per device.
+
+    ``devices`` when the capacity or that size is unknown (``largest_device_bytes`` None: also
+    an option not sold per drive or volume).
+    """
+    if capacity_bytes is None or not largest_device_bytes:
+        return devices
+    return max(1, math.ceil(capacity_bytes / largest_device_bytes - 1e-9))
+
+
 def io_bytes(
     page_tokens: int, kv_bytes_per_token: float, shard_ranks: int, layers: int | None = None
 ) -> float:

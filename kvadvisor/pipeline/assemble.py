@@ -110,6 +110,7 @@ def advise_sections(
         slo=options.slo,
         headroom=options.headroom,
         spare=options.spare,
+        price_kind=options.price_kind,
     )
     extra = stages.facts if stages is not None else None
     return advise_report(report, inputs, advisor_options, extra_facts=extra, view=view)

@@ -45,6 +45,8 @@ class AnalyzeOptions(ProfileOptions):
     # (1 - headroom) x it; spare adds one instance per stage to the fewest that meet it (N+1).
     headroom: float = DEFAULT_HEADROOM
     spare: bool = False
+    # The rates the primary verdict compares: "on_demand" (like with like) or "any".
+    price_kind: str = "on_demand"
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
     # Replay the recommended deployment closed loop (docs/replay.md) when the trace has at most

@@ -21,6 +21,7 @@ from kvadvisor.deploy import deployment, same_deployment
 from kvadvisor.facts.storage import (
     TARGET_TIER_UTILIZATION,
     devices_for,
+    devices_for_capacity,
     efficient_io_bytes,
     io_bandwidth_share,
     write_amplification,
@@ -31,7 +32,7 @@ from kvadvisor.planreview.scope import FactSet
 from kvadvisor.planreview.settings import EngineSettings, settings_facts
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.review import StageReview
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
+from kvadvisor.units import Unit, format_value
 from kvadvisor.vocab import Stage
 
 MEMORY_KINDS = ("dram", "cxl")
@@ -270,17 +271,8 @@ def stage_facts(
 # -- a tier -------------------------------------------------------------------------------------
 def _devices_for_capacity(tier: TierPlan) -> int:
     """Devices that hold the tier's capacity at the largest size the catalog sells per device."""
-    spec = tier.spec
-    if tier.capacity_bytes is None or spec is None:
-        return tier.devices
-    largest = None
-    if spec.capacities_gb:
-        largest = max(spec.capacities_gb) * BYTES_PER_GB
-    elif spec.capacity_max_gib is not None:
-        largest = spec.capacity_max_gib * BYTES_PER_GIB
-    if not largest or spec.result_scope not in ("per_drive", "per_volume"):
-        return tier.devices
-    return max(1, math.ceil(tier.capacity_bytes / largest - 1e-9))
+    largest = None if tier.spec is None else tier.spec.largest_device_bytes
+    return devices_for_capacity(tier.capacity_bytes, tier.devices, largest)
 
 
 def tier_facts(

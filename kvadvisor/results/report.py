@@ -27,7 +27,9 @@ from kvadvisor.vocab import CacheStatus, Severity, SplitSource, Stage, TierRole,
 #      is `$defs/replay` of replay.schema.json, null when not replayed), and `stage_split` may
 #      have source "replay": its prefill_s/decode_s/prefill_share are then the closed loop's
 #      GPU-seconds, and the open-loop figures move to open_loop_prefill_s, open_loop_decode_s,
-#      open_loop_prefill_share (a bound: no queueing, batches from arrivals).
+#      open_loop_prefill_share (a bound: no queueing, batches from arrivals). Within it: each
+#      verdict gained `price_kind` (on_demand, calendar, ...; "mixed"; "" unpriced) and
+#      `price_unconfirmed` (additive: readers of 2 ignore them).
 FORMAT_VERSION = 2
 
 

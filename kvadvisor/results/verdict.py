@@ -336,6 +336,11 @@ class Verdict:
     plan: dict[str, Any] = field(default_factory=dict)
     robustness: Robustness | None = None
     closest: ClosestMiss | None = None  # when nothing meets the SLO: the nearest, priced
+    # The kind of the instance rates its $/h rests on (on_demand, calendar, reservation,
+    # capacity_block, ...; "mixed" when its stages differ; "" unpriced), and whether any of them
+    # is unconfirmed: the primary verdict compares like with like (docs/advisor.md).
+    price_kind: str = ""
+    price_unconfirmed: bool = False
 
     @property
     def chosen(self) -> bool:

@@ -1,0 +1,68 @@
+"""Like with like (issue 25, part 8): prices of different kinds are ranked apart.
+
+The catalog says each instance rate's kind (A4's $90.22/h is a DWS calendar-mode rate, ZP2),
+the verdict carries it, and the primary verdict compares confirmed on-demand rates first; the
+others are named as ranked apart. ``--price-kind any`` compares every priced verdict.
+"""
+
+from __future__ import annotations
+
+from kvadvisor.advice.inputs import load_advisor_inputs
+from kvadvisor.advice.recommend import _primary
+from kvadvisor.deploy import instance_cost
+from kvadvisor.results.verdict import Verdict, VerdictStatus
+
+INSTANCES = load_advisor_inputs().instances
+
+
+def _v(provider: str, usd: float, kind: str, unconfirmed: bool) -> Verdict:
+    return Verdict(
+        provider,
+        VerdictStatus.CHOSEN,
+        "met",
+        usd_per_hour=usd,
+        price_kind=kind,
+        price_unconfirmed=unconfirmed,
+    )
+
+
+# The Mooncake sample at ttft_p99=6s,tpot_p99=200ms: these four verdicts and their rates.
+SAMPLE = (
+    _v("aws", 379.776, "on_demand", False),  # 6 x p5en.48xlarge, AWS price list
+    _v("gcp", 270.66, "calendar", True),  # 3 x a4-highgpu-8g, DWS calendar mode
+    _v("azure", 503.05, "on_demand", True),  # secondary copies of the Retail Prices API
+    Verdict("onprem", VerdictStatus.CHOSEN, "met"),  # bought, not rented: unpriced
+)
+
+
+def test_the_catalog_says_each_rate_kind() -> None:
+    """A4's only rate is calendar mode; AWS's price-list rates are on demand."""
+    assert INSTANCES["a4-highgpu-8g"].price.kind == "calendar"
+    assert instance_cost(INSTANCES["a4-highgpu-8g"]).kind == "calendar"
+    assert INSTANCES["p5en.48xlarge"].price.kind == "on_demand"
+    priced = [i for i in INSTANCES.values() if i.price_usd_per_hour is not None]
+    assert {i.price.kind for i in priced} == {"on_demand", "calendar"}
+
+
+def test_primary_is_the_cheapest_confirmed_on_demand_verdict() -> None:
+    """AWS at $379.78/h, not GCP's cheaper calendar rate, which is named as ranked apart."""
+    provider, why = _primary(SAMPLE, ())
+    assert provider == "aws"
+    assert why.startswith("the lowest $/h among the verdicts priced at confirmed on-demand rates")
+    assert "($379.78/h)" in why
+    apart = why.split("ranked apart")[1]
+    assert "gcp $270.66/h at calendar-mode (reserved 1 to 90 days) rates, unconfirmed" in apart
+    assert "azure $503.05/h at on-demand rates, unconfirmed" in apart
+    assert "onprem" not in why
+
+
+def test_unconfirmed_on_demand_before_other_kinds() -> None:
+    """Without a confirmed on-demand verdict, Azure's unconfirmed on-demand rate still wins."""
+    provider, why = _primary(SAMPLE[1:], ())
+    assert provider == "azure" and "on-demand rates, some unconfirmed" in why
+
+
+def test_price_kind_any_compares_every_priced_verdict() -> None:
+    """--price-kind any: GCP's $270.66/h calendar rate is the lowest."""
+    provider, why = _primary(SAMPLE, (), "any")
+    assert provider == "gcp" and "--price-kind any" in why
