@@ -155,6 +155,14 @@ def stress(
         )
     label, usd = best.candidate.label(), best.candidate.usd_per_hour
     cost = price(usd, "h") if usd is not None else plural(best.candidate.gpus, "GPU")
+    # Met under the stress, it meets without it: cheaper, the search's estimate left it out.
+    undercuts = cost_key(best.candidate) < cost_key(chosen.candidate)
+    also = (
+        "; it costs less than the pick: the search did not replay it (its cost estimate "
+        "ranked it out)"
+        if undercuts
+        else ""
+    )
     return Stress(
         kind,
         factor,
@@ -164,7 +172,8 @@ def stress(
         label,
         usd,
         best.candidate.gpus,
-        statement=f"at {what} it {why}; {label} ({cost}) would be the pick then",
+        statement=f"at {what} it {why}; {label} ({cost}) would be the pick then{also}",
+        undercuts=undercuts,
     )
 
 

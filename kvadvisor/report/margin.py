@@ -55,8 +55,9 @@ def stresses_text(r: Robustness) -> str:
     for s in lost:
         then = (
             f"{s.alternative} would win then"
+            + (", and costs less: the search did not replay it" if s.undercuts else "")
             if s.alternative
-            else "nothing the search sized meets the SLO then"
+            else "nothing the search enumerated meets the SLO then"
         )
         parts.append(f"misses at {_stress_words(s)} ({then})")
     return "; ".join(parts)

@@ -246,6 +246,9 @@ class Stress:
     alternative_usd_per_hour: float | None = None
     alternative_gpus: int | None = None
     statement: str = ""
+    # The alternative costs less than the pick (it meets the SLO without the stress too): the
+    # search's cost estimate left it out.
+    undercuts: bool = False
 
 
 @dataclass(frozen=True)
