@@ -598,7 +598,7 @@ def _robustness(text: str) -> Robustness:
         TargetMargin("ttft_p99_s", 4.0, 3.2, 0.995, 0.2),
         TargetMargin("tpot_p99_s", 0.1, 0.05, 0.999, 0.5),
     )
-    slow = Stress("step_time", 1.15, True, (ttft, tpot), "", statement="holds at +15.0% step time")
+    slow = Stress("step_time", 1.15, True, (ttft, tpot), "", statement="holds at +15% step time")
     busy = Stress(
         "traffic",
         1.2,
@@ -608,7 +608,7 @@ def _robustness(text: str) -> Robustness:
         f"aggregated 4 x p5en.48xlarge TP 2 x 4{text}",
         257.98,
         32,
-        statement="at +20.0% traffic it misses TTFT p99 4.4 s > 4 s",
+        statement="at +20% traffic it misses TTFT p99 4.4 s > 4 s",
     )
     return Robustness(0.1, False, (ttft, tpot), (slow, busy), 0.62, 0.25, 1.4)
 

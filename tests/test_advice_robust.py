@@ -154,7 +154,7 @@ def test_a_pick_that_misses_at_slower_steps_names_the_one_that_would_win(lone_cs
     margin = next(m for m in slow.margins if m.target == "ttft_p99_s").margin
     assert margin == pytest.approx(1.0 - STEP_TIME_FACTOR * tp4 / 0.2, rel=1e-9)
     assert any(slow.alternative in n and "would be the pick then" in n for n in v.notes)
-    assert "misses at +15.0% step time (aggregated 1 x a2-highgpu-8g TP 8 x 1 would win then)" in (
+    assert "misses at +15% step time (aggregated 1 x a2-highgpu-8g TP 8 x 1 would win then)" in (
         report.to_text()
     )
 

@@ -179,7 +179,7 @@ def stress(
 
 def _stress_text(kind: str, factor: float) -> str:
     """The stress in words, e.g. +15% step time or +20% traffic."""
-    more = format_value(factor - 1.0, Unit.RATIO)
+    more = format_value(factor - 1.0, Unit.RATIO, digits=2)
     return f"+{more} {'step time' if kind == STEP_TIME else 'traffic'}"
 
 

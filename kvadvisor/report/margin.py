@@ -41,7 +41,7 @@ def margin_text(m: TargetMargin) -> str:
 
 
 def _stress_words(s: Stress) -> str:
-    more = format_value(s.factor - 1.0, Unit.RATIO)
+    more = format_value(s.factor - 1.0, Unit.RATIO, digits=2)
     return f"+{more} {'step time' if s.kind == 'step_time' else 'traffic'}"
 
 
