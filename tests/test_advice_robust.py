@@ -185,6 +185,23 @@ def test_spare_adds_one_instance_per_stage(lone_csv) -> None:  # type: ignore[no
     assert any(n.startswith("N+1: one spare instance per stage") for n in v.notes)
 
 
+def test_with_spare_the_pick_under_stress_has_its_spare_too(lone_csv) -> None:  # type: ignore[no-untyped-def]
+    """N+1 at TTFT p99 200 ms: the alternative at +15% step time carries its spare too.
+
+    2 x TP 4 misses then; 2 x TP 8 (one and its spare, the same $/h) would win, not 1 x TP 8,
+    which would read as cheaper than the pick.
+    """
+    report = kvadvisor.analyze(
+        lone_csv, slo="ttft_p99=200ms,tpot_p99=100ms", providers=GCP, headroom=0, spare=True
+    )
+    v = _verdict(report)
+    slow = v.robustness.stresses[0]
+    assert v.plan["stages"]["serving"]["count"] == 2 and v.plan["model"]["tp"] == 4
+    assert not slow.holds and slow.alternative == "aggregated 2 x a2-highgpu-8g TP 8 x 1"
+    assert slow.alternative_usd_per_hour == pytest.approx(v.usd_per_hour)
+    assert not slow.undercuts and "the search missed it" not in slow.statement
+
+
 def test_step_busy_is_the_replica_time_in_steps(bursty) -> None:  # type: ignore[no-untyped-def]
     """Charged per request, the steps' replica-seconds equal the replicas' own step timers."""
     path, report = bursty

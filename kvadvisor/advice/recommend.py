@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 
 from kvadvisor.advice.candidate import Candidate
-from kvadvisor.advice.robust import robustness
+from kvadvisor.advice.robust import robustness, with_spare
 from kvadvisor.advice.search import (
     Config,
     ProviderSearch,
@@ -535,9 +535,7 @@ def _verdict_found(
     headroom, spare = margin
     caps_of = partial(_caps, forced=forced)
     if spare:
-        cand = final_outcome.candidate
-        for st in cand.stages:
-            cand = cand.with_count(st.role, st.count + 1)
+        cand = with_spare(final_outcome.candidate)
         notes.append(
             f"N+1: one spare instance per stage beyond the fewest that meet the SLO "
             f"({final_outcome.candidate.label()}), replayed as {cand.label()}"

@@ -4,12 +4,14 @@ docs/advisor.md ("Margin and robustness") states every figure and where its defa
 
 * **margin** per target: ``1 - replayed percentile / target`` on the verification replay;
 * **stresses**: the pick replayed with every step :data:`STEP_TIME_FACTOR` times as long, and
-  with arrivals :data:`TRAFFIC_FACTOR` times as dense; when it misses the SLO then, the
-  configurations the search sized are re-sized under the stress (:data:`STRESS_CONFIGS` at
-  most, the cheapest first) and the cheapest that meets it is named;
+  with arrivals :data:`TRAFFIC_FACTOR` times as dense; when it misses the SLO then, it grows
+  under the stress and the configurations the search enumerated are re-sized under it
+  (:data:`STRESS_CONFIGS` at most, the cheapest bound first); the cheapest that meets it is
+  named;
 * **step busy**: replica time executing steps over the replay; under
-  :data:`STEP_BUSY_FLOOR` the fleet is sized for bursts and idles, and the same configuration
-  held to the targets at p90 (bursts queue) is re-sized on the replay as the cheaper fleet.
+  :data:`STEP_BUSY_FLOOR`, with arrivals in bursts, the fleet is sized for bursts and idles,
+  and the same configuration held to the targets at p90 (bursts queue) is re-sized on the
+  replay as the cheaper fleet.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from kvadvisor.advice.candidate import Candidate
-from kvadvisor.advice.search import Config, Tried, cost_key, outcome_key
+from kvadvisor.advice.search import Config, Tried, cost_key
 from kvadvisor.advice.sizing import Outcome, Replayer, min_count, percentile_label, split_target
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.engine import ReplayRun
@@ -39,8 +41,8 @@ STEP_TIME_FACTOR = 1.15
 TRAFFIC_FACTOR = 1.2
 STEP_TIME = "step_time"
 TRAFFIC = "traffic"
-# Configurations the search sized that are re-sized under a stress at most (each can take a
-# few replays of the verification set).
+# Configurations the search enumerated that are re-sized under a stress at most (each can take
+# a few replays of the verification set).
 STRESS_CONFIGS = 3
 # Under this share of replica time executing steps, the fleet idles between bursts: UT01's
 # floor for a tier sized for its peak (25% of its bandwidth on average), applied to GPUs.
@@ -120,12 +122,14 @@ def stress(
     others: Others,
     caps: Caps,
     grow: Grow,
+    spare: bool = False,
 ) -> Stress:
     """The chosen deployment under one stress; when it misses, the cheapest that meets it.
 
     The chosen one grows under the stress; every configuration the search enumerated (sized,
     or left out on cost) is re-sized under it with the search's own sizing, cheapest cost
     bound first, while that bound undercuts the best found (:data:`STRESS_CONFIGS` at most).
+    With ``spare`` the re-sized ones get their spare instance too (the pick has its own).
     """
     replayer = stressed(final, kind, factor)
     got = replayer.outcome(chosen.candidate, caps(chosen.candidate))
@@ -133,14 +137,18 @@ def stress(
     what = _stress_text(kind, factor)
     if got.meets:
         return Stress(kind, factor, True, shown, "", statement=f"holds at {what}")
-    best = grow(replayer, got, caps(chosen.candidate))
+    grown = grow(replayer, got, caps(chosen.candidate))
+    best = None if grown is None else grown.candidate
     configs, size = others
     for config in sorted(configs, key=lambda c: c.cost_bound)[:STRESS_CONFIGS]:
-        if best is not None and config.cost_bound >= cost_key(best.candidate)[:2]:
+        if best is not None and config.cost_bound >= cost_key(best)[:2]:
             break  # even at its busy-time bound it costs no less than the best found
         found = size(config, replayer).best
-        if found is not None and (best is None or outcome_key(found) < outcome_key(best)):
-            best = found
+        if found is None:
+            continue
+        cand = with_spare(found.candidate) if spare else found.candidate
+        if best is None or cost_key(cand) < cost_key(best):
+            best = cand
     why = got.why_not()
     if best is None:
         return Stress(
@@ -153,13 +161,15 @@ def stress(
             statement=f"at {what} it {why}; no configuration the search enumerated meets the "
             "SLO then",
         )
-    label, usd = best.candidate.label(), best.candidate.usd_per_hour
-    cost = price(usd, "h") if usd is not None else plural(best.candidate.gpus, "GPU")
-    # Met under the stress, it meets without it: cheaper, the search's estimate left it out.
-    undercuts = cost_key(best.candidate) < cost_key(chosen.candidate)
+    cost = (
+        price(best.usd_per_hour, "h") if best.usd_per_hour is not None else plural(best.gpus, "GPU")
+    )
+    # Met under the stress, it meets the SLO without it too (more load or slower steps only
+    # lengthen latencies): a cheaper one means the search's sample or estimate missed it.
+    undercuts = cost_key(best) < cost_key(chosen.candidate)
     also = (
-        "; it costs less than the pick: the search did not replay it (its cost estimate "
-        "ranked it out)"
+        "; it costs less than the pick and meets the SLO without the stress too: the search "
+        "missed it"
         if undercuts
         else ""
     )
@@ -169,12 +179,19 @@ def stress(
         False,
         shown,
         why,
-        label,
-        usd,
-        best.candidate.gpus,
-        statement=f"at {what} it {why}; {label} ({cost}) would be the pick then{also}",
+        best.label(),
+        best.usd_per_hour,
+        best.gpus,
+        statement=f"at {what} it {why}; {best.label()} ({cost}) would be the pick then{also}",
         undercuts=undercuts,
     )
+
+
+def with_spare(cand: Candidate) -> Candidate:
+    """N+1: one instance more in every stage."""
+    for st in cand.stages:
+        cand = cand.with_count(st.role, st.count + 1)
+    return cand
 
 
 def _stress_text(kind: str, factor: float) -> str:
@@ -287,7 +304,7 @@ def robustness(
 ) -> Robustness:
     """The chosen deployment's margins, its two stresses, and whether its GPUs idle."""
     stresses = tuple(
-        stress(kind, factor, final, chosen, others, caps, grow)
+        stress(kind, factor, final, chosen, others, caps, grow, spare)
         for kind, factor in ((STEP_TIME, STEP_TIME_FACTOR), (TRAFFIC, TRAFFIC_FACTOR))
     )
     busy = None if chosen.run is None else step_busy(chosen.run)

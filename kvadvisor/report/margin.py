@@ -55,7 +55,7 @@ def stresses_text(r: Robustness) -> str:
     for s in lost:
         then = (
             f"{s.alternative} would win then"
-            + (", and costs less: the search did not replay it" if s.undercuts else "")
+            + (", and costs less: the search missed it" if s.undercuts else "")
             if s.alternative
             else "nothing the search enumerated meets the SLO then"
         )

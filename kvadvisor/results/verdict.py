@@ -247,7 +247,7 @@ class Stress:
     alternative_gpus: int | None = None
     statement: str = ""
     # The alternative costs less than the pick (it meets the SLO without the stress too): the
-    # search's cost estimate left it out.
+    # search's sample sizing or cost estimate missed it.
     undercuts: bool = False
 
 
