@@ -124,7 +124,7 @@ def test_the_host_tier_saves_an_instance_as_the_hand_edited_plans_replay(case) -
     assert not all(met[1].values()) and all(met[2].values())
 
     price = INSTANCES[INSTANCE].price_usd_per_hour
-    assert value.tier == "host" and value.storage == "host memory"
+    assert value.tier == "host" and value.storage == INSTANCES[INSTANCE].host_memory_tier
     assert value.without == "no tier below the GPU pool"
     assert (value.instances, value.without_instances, value.without_why) == (1, 2, "")
     assert value.usd_per_hour == pytest.approx(price)

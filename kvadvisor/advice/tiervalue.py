@@ -27,6 +27,7 @@ from kvadvisor.advice.candidate import Candidate, StagePick, TierPick
 from kvadvisor.advice.search import Config, SearchSpec
 from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
 from kvadvisor.advice.tiers import CAPACITY_TIER
+from kvadvisor.deploy import host_tier_name
 from kvadvisor.fleet import request_columns, slo_percentiles, summarize
 from kvadvisor.fleet.build import StepModelInputs, roofline_for
 from kvadvisor.fleet.engine import ReplayRun
@@ -141,7 +142,7 @@ def tier_value(
 ) -> TierValue:
     """The worth of tier ``index`` of the chosen fleet's first stage (the one holding tiers)."""
     stage = chosen.stages[0]
-    role, pick = stage.role, stage.tiers[index]
+    role, pick, inst = stage.role, stage.tiers[index], stage.shape.instance
     with_out = replayer.outcome(chosen, capacity_tiers(chosen, forced))
     assert with_out.run is not None, with_out.error  # tier_values checks it first
     same = replayer.outcome(
@@ -165,7 +166,7 @@ def tier_value(
     be, be_basis = _break_even(with_out.run, role, pick.name, stage, spec)
     return TierValue(
         tier=pick.name,
-        storage=pick.storage.name if pick.storage is not None else "host memory",
+        storage=pick.storage.name if pick.storage is not None else host_tier_name(inst),
         without=_kept(stage, pick.name),
         instances=stage.count,
         without_instances=None if rest is None else rest.stages[0].count,

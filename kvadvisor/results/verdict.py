@@ -136,7 +136,7 @@ class TierValue:
     """
 
     tier: str  # the tier's name in the plan (host, capacity)
-    storage: str  # what holds it: "host memory" or the storage catalog entry
+    storage: str  # what holds it: the storage catalog entry (host memory's: the instance's)
     without: str  # the tiers the alternative keeps, in words
     instances: int  # instances of the stage with the tier (the chosen count)
     without_instances: int | None  # fewest instances that meet the SLO without it

@@ -98,3 +98,4 @@ class HtmlView:
     inputs: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
     report_data: dict[str, Any]
+    tier_values: tuple[str, ...] = ()  # one line per tier of the chosen fleet, under the headline
