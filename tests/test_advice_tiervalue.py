@@ -5,12 +5,14 @@ blocks of 256 tokens) plus 1,024 new tokens, 1.5 requests per second. On one g2-
 (8 x L4, Llama 3.1 8B at TP 1) the 80 prefixes (819,200 tokens) outgrow the GPU KV pools
 (8 x 42,254 tokens) but fit host memory, so the host tier serves the later turns' prefixes.
 Each figure the tier value reports is checked against the plan document edited by hand (the
-tier deleted, the count changed) and replayed on its own, outside the search's replayer.
+tier deleted, the count changed) and replayed on its own, outside the search's replayer. On
+the README's Mooncake sample, the host tier's value is checked against the catalog's prices.
 """
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,7 +29,12 @@ from kvadvisor.catalog.storage import load_storage
 from kvadvisor.fleet import ReplayOptions, TraceArrays, request_columns, slo_percentiles
 from kvadvisor.fleet.build import roofline_for
 from kvadvisor.fleet.engine import run_replay
+from kvadvisor.pipeline import AnalyzeOptions
+from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.plan.loader import PlanCatalogs
+from kvadvisor.report.console import ConsoleRenderer
+from kvadvisor.report.deployments import money
+from kvadvisor.trace import read_trace
 from kvadvisor.vocab import Stage, Topology
 
 INSTANCES = load_instances()
@@ -185,3 +192,53 @@ def test_a_tier_bought_per_node_is_priced_per_node_when_the_count_changes(case) 
         assert stage.tiers[0].usd_per_hour == pytest.approx(at_four)
         price = INSTANCES[INSTANCE].price_usd_per_hour
         assert bare.usd_per_hour == pytest.approx(4 * price + at_four)
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+# The README's sample with targets it meets (not the default SLO, which may change): GCP's
+# verdict is aggregated a4-highgpu-8g with each node's host memory as a KV tier.
+MOONCAKE_SLO = "ttft_p99=6s,tpot_p99=200ms"
+
+
+@pytest.fixture(scope="module")
+def mooncake():  # type: ignore[no-untyped-def]
+    """The Mooncake conversation sample analysed for GCP with the explicit targets."""
+    trace = read_trace(SAMPLES / "mooncake_conversation.parquet")
+    options = AnalyzeOptions(slo=MOONCAKE_SLO, providers=("gcp",))
+    return analyze(trace, options, version="test", generated_at="2026-01-01T00:00:00")
+
+
+def test_the_sample_traces_host_tier_is_valued_at_its_catalog_prices(mooncake) -> None:  # type: ignore[no-untyped-def]
+    """The host tier's $/h and GPUs saved are the two fleets' catalog prices and GPUs apart.
+
+    Host memory is in the instance's price, so each fleet costs its count x the instance's
+    on-demand rate; the line the terminal leads with says the same figures.
+    """
+    v = mooncake.recommendation.verdict.primary_verdict
+    assert v is not None and v.chosen and v.provider == "gcp"
+    stage = v.stages[0]
+    (value,) = stage.tier_values
+    inst = INSTANCES[stage.instance]
+    assert value.tier == "host" and value.storage == inst.host_memory_tier
+    assert value.without == "no tier below the GPU pool"
+    assert value.instances == stage.instances and value.gpus == stage.gpus
+    assert value.usd_per_hour == pytest.approx(stage.instances * inst.price_usd_per_hour)
+    assert value.without_instances is not None and value.without_why == ""
+    saved = value.without_instances - value.instances
+    assert value.without_usd_per_hour == pytest.approx(
+        value.without_instances * inst.price_usd_per_hour
+    )
+    assert value.usd_per_hour_saved == pytest.approx(saved * inst.price_usd_per_hour)
+    assert value.gpus_saved == saved * inst.gpu_count
+    # Same count without the tier: the SLO met there exactly when no more instances are needed.
+    assert value.without_meets_at_same_count == (value.without_instances <= value.instances)
+    assert value.without_meets_at_same_count == (value.without_ttft_p99_s <= 6.0)
+    assert 0 < value.ttft_p50_s <= value.ttft_p99_s <= 6.0
+    # The sample: the busiest 3,000 requests; the tier served a share of their prompt tokens.
+    assert mooncake.recommendation.verdict.sample.requests == 3000
+    assert 0 < value.hit_tokens < value.prompt_tokens
+    # Host memory loads over the GPUs' host links with no latency: loading always wins.
+    assert value.break_even_prompt_tokens == 1.0
+    text = ConsoleRenderer().render(mooncake)
+    head = text.split("Deployments")[0]
+    assert f"serving: {inst.host_memory_tier} saves {money(value.usd_per_hour_saved)}" in head
