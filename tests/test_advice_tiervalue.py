@@ -134,6 +134,7 @@ def test_the_host_tier_saves_an_instance_as_the_hand_edited_plans_replay(case) -
     assert value.tier == "host" and value.storage == INSTANCES[INSTANCE].host_memory_tier
     assert value.without == "no tier below the GPU pool"
     assert (value.instances, value.without_instances, value.without_why) == (1, 2, "")
+    assert value.with_instances == 1 and value.with_usd_per_hour == pytest.approx(price)
     assert value.usd_per_hour == pytest.approx(price)
     assert value.without_usd_per_hour == pytest.approx(2 * price)
     assert value.usd_per_hour_saved == pytest.approx(price)
@@ -224,7 +225,10 @@ def test_the_sample_traces_host_tier_is_valued_at_its_catalog_prices(mooncake) -
     assert value.instances == stage.instances and value.gpus == stage.gpus
     assert value.usd_per_hour == pytest.approx(stage.instances * inst.price_usd_per_hour)
     assert value.without_instances is not None and value.without_why == ""
-    saved = value.without_instances - value.instances
+    # Both fleets sized on the sample; the verdict was not grown on the whole trace here.
+    assert value.with_instances == value.instances
+    assert value.with_usd_per_hour == pytest.approx(value.usd_per_hour)
+    saved = value.without_instances - value.with_instances
     assert value.without_usd_per_hour == pytest.approx(
         value.without_instances * inst.price_usd_per_hour
     )

@@ -12,6 +12,8 @@ SAVES = TierValue(
     storage="host-dram-ddr5",
     without="no tier below the GPU pool",
     instances=1,
+    with_instances=1,
+    with_usd_per_hour=7.999,
     without_instances=2,
     max_instances=64,
     without_why="",
@@ -56,7 +58,7 @@ def test_a_tier_no_fleet_does_without_says_so() -> None:
         "the SLO); it cuts TTFT p99 from 8.76 s to 3.25 s at 1 instance (sample)"
     )
     assert (
-        "host: re-sized without it",
+        "host: sized without it",
         "no count up to 64 meets the SLO (misses TTFT p99 9 s > 5 s at 64 instances)",
     ) in rows(needed)
 
@@ -77,8 +79,8 @@ def test_no_saving_a_dearer_tier_and_a_slower_one_read_as_such() -> None:
 def test_the_rows_give_the_figures_behind_the_line() -> None:
     """Re-sized fleet, same-count latencies, hits and the break-even, each in its unit."""
     got = dict(rows(SAVES))
-    assert got["host: re-sized without it"] == (
-        "2 instances, $16.00/h against 1 instance, $8.00/h with it"
+    assert got["host: sized without it"] == (
+        "2 instances, $16.00/h, against 1 instance, $8.00/h with it"
     )
     assert got["host: same count without it"] == (
         "TTFT p50 1.25 s → 500 ms, p99 8.76 s → 3.25 s (without → with); without it the SLO "
@@ -86,3 +88,13 @@ def test_the_rows_give_the_figures_behind_the_line() -> None:
     )
     assert got["host: hits it served"] == "1,500,000 of 6,000,000 prompt tokens (25.0%)"
     assert got["host: load vs recompute"] == "loading wins at every prompt length (one load alone)"
+
+
+def test_a_verdict_grown_on_the_whole_trace_is_compared_as_the_sample_sized_it() -> None:
+    """Both fleets sized on the sample; the verdict's larger count is named, not compared."""
+    grown = replace(SAVES, instances=2, usd_per_hour=15.998)
+    assert dict(rows(grown))["host: sized without it"] == (
+        "2 instances, $16.00/h, against 1 instance, $8.00/h (the verdict has 2: the whole "
+        "trace needed them) with it"
+    )
+    assert line("serving", grown).startswith("serving: host-dram-ddr5 saves $8.00/h (8 fewer GPUs)")

@@ -6,7 +6,7 @@ goes; host memory alone stays when the capacity tier goes) on the search's sampl
 
 * re-sized: the stage's count searched again (:func:`kvadvisor.advice.sizing.min_count`, from
   the configuration's busy-time bound up) so that it meets the SLO if it can; its $/h and GPUs
-  against the chosen fleet's are what the tier saves;
+  against the chosen fleet's, sized the same way on the sample, are what the tier saves;
 * at the chosen count: its TTFT p50 and p99 against the chosen fleet's, the tier's latency
   effect alone.
 
@@ -69,7 +69,7 @@ def _rescaled(pick: TierPick, count: int, n: int) -> TierPick:
 
 
 def without_tier(c: Candidate, role: Stage, name: str, n: int | None = None) -> Candidate:
-    """``c`` with the tier ``name`` of stage ``role`` removed, at ``n`` instances (or as many)."""
+    """``c`` without tier ``name`` of stage ``role`` ("": none removed), at ``n`` instances."""
     stages = []
     for s in c.stages:
         if s.role == role:
@@ -78,6 +78,28 @@ def without_tier(c: Candidate, role: Stage, name: str, n: int | None = None) -> 
             s = StagePick(s.role, s.shape, count, tiers, s.router, s.tier_note)
         stages.append(s)
     return Candidate(c.provider, c.topology, tuple(stages), c.notes)
+
+
+def resized(
+    chosen: Candidate, name: str, replayer: Replayer, bound: int, forced: bool = False
+) -> tuple[Outcome | None, str]:
+    """The fewest instances of the tiered stage meeting the SLO on the sample without ``name``.
+
+    ``name`` "" keeps every tier: the chosen fleet sized on the sample as the search sized it
+    (fewer than the verdict's count when the whole trace needed more). None and the last miss
+    when no count up to :data:`MAX_INSTANCES` meets it.
+    """
+    stage = chosen.stages[0]
+
+    def evaluate(n: int) -> Outcome:
+        c = without_tier(chosen, stage.role, name, n)
+        return replayer.outcome(c, capacity_tiers(c, forced))
+
+    best, tried = min_count(evaluate, max(1, bound), stage.count)
+    if best is not None or not tried:
+        return best, ""
+    last = tried[-1]
+    return None, f"{last.why_not()} at {plural(last.candidate.stages[0].count, 'instance')}"
 
 
 def _ttft(run: ReplayRun | None) -> tuple[float | None, float | None]:
@@ -148,19 +170,13 @@ def tier_value(
     same = replayer.outcome(
         without_tier(chosen, role, pick.name), capacity_tiers(chosen, forced) - {pick.name}
     )
-
-    def evaluate(n: int) -> Outcome:
-        c = without_tier(chosen, role, pick.name, n)
-        return replayer.outcome(c, capacity_tiers(c, forced))
-
-    best, tried = min_count(evaluate, max(1, bound), stage.count)
-    why = ""
-    if best is None:
-        last = tried[-1] if tried else same
-        n = last.candidate.stages[0].count
-        why = f"{last.why_not()} at {plural(n, 'instance')}"
-    rest = best.candidate if best is not None else None
-    usd, usd_without = chosen.usd_per_hour, None if rest is None else rest.usd_per_hour
+    sized, _ = resized(chosen, "", replayer, bound, forced)
+    best, why = resized(chosen, pick.name, replayer, bound, forced)
+    base = None if sized is None else sized.candidate
+    rest = None if best is None else best.candidate
+    usd_with = None if base is None else base.usd_per_hour
+    usd_without = None if rest is None else rest.usd_per_hour
+    saved = None if usd_with is None or usd_without is None else usd_without - usd_with
     p50, p99 = _ttft(with_out.run)
     q50, q99 = _ttft(same.run)
     be, be_basis = _break_even(with_out.run, role, pick.name, stage, spec)
@@ -169,14 +185,16 @@ def tier_value(
         storage=pick.storage.name if pick.storage is not None else host_tier_name(inst),
         without=_kept(stage, pick.name),
         instances=stage.count,
+        usd_per_hour=chosen.usd_per_hour,
+        gpus=chosen.gpus,
+        with_instances=None if base is None else base.stages[0].count,
+        with_usd_per_hour=usd_with,
         without_instances=None if rest is None else rest.stages[0].count,
         max_instances=MAX_INSTANCES,
         without_why=why,
-        usd_per_hour=usd,
         without_usd_per_hour=usd_without,
-        usd_per_hour_saved=None if usd is None or usd_without is None else usd_without - usd,
-        gpus=chosen.gpus,
-        gpus_saved=None if rest is None else rest.gpus - chosen.gpus,
+        usd_per_hour_saved=saved,
+        gpus_saved=None if rest is None or base is None else rest.gpus - base.gpus,
         ttft_p50_s=p50,
         ttft_p99_s=p99,
         without_ttft_p50_s=q50,

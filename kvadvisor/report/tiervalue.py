@@ -76,11 +76,21 @@ def _break_even(v: TierValue) -> str:
     )
 
 
+def _with(v: TierValue) -> str:
+    """The chosen configuration sized on the sample, and the verdict's count when it differs."""
+    if v.with_instances is None:
+        return "no count meeting the SLO on the sample"
+    text = f"{plural(v.with_instances, 'instance')}, {money(v.with_usd_per_hour)}"
+    if v.with_instances != v.instances:
+        text += f" (the verdict has {fmt.count(v.instances)}: the whole trace needed them)"
+    return text
+
+
 def rows(v: TierValue) -> list[tuple[str, str]]:
     """The figures behind a tier's line, as (label, text) pairs."""
     resized = (
-        f"{plural(v.without_instances, 'instance')}, {money(v.without_usd_per_hour)} against "
-        f"{plural(v.instances, 'instance')}, {money(v.usd_per_hour)} with it"
+        f"{plural(v.without_instances, 'instance')}, {money(v.without_usd_per_hour)}, against "
+        f"{_with(v)} with it"
         if v.without_instances is not None
         else f"no count up to {fmt.count(v.max_instances)} meets the SLO ({v.without_why})"
     )
@@ -93,7 +103,7 @@ def rows(v: TierValue) -> list[tuple[str, str]]:
     served = f"{fmt.count(v.hit_tokens)} of {fmt.count(v.prompt_tokens)} prompt tokens ({share})"
     return [
         (f"{v.tier}: without it", f"{v.without}; {v.basis}"),
-        (f"{v.tier}: re-sized without it", resized),
+        (f"{v.tier}: sized without it", resized),
         (f"{v.tier}: same count without it", same),
         (f"{v.tier}: hits it served", served),
         (f"{v.tier}: load vs recompute", _break_even(v)),

@@ -128,25 +128,29 @@ class TierValue:
     """What one KV tier of a stage is worth: the fleet replayed without it (docs/advisor.md).
 
     ``without`` is the same configuration with this tier removed and the other tiers kept (for
-    the host tier, the capacity tier below it when there is one). Its cost comes from that
-    fleet re-sized on the search's sample (``without_instances``, None when no count up to
-    ``max_instances`` meets the SLO, ``without_why`` then says why); its latency at the chosen
-    fleet's own count, so the tier's effect alone shows. Latencies, hits and the break-even
-    are the sample's replays (seconds, tokens); $/h on-demand.
+    the host tier, the capacity tier below it when there is one). What it saves compares that
+    fleet and the chosen one, each re-sized on the search's sample (``without_instances``,
+    None when no count up to ``max_instances`` meets the SLO, ``without_why`` then says why;
+    ``with_instances`` the chosen configuration's count there, below the verdict's when the
+    whole trace needed more). Latency is compared at the verdict's own count, so the tier's
+    effect alone shows. Latencies, hits and the break-even are the sample's replays (seconds,
+    tokens); $/h on-demand.
     """
 
     tier: str  # the tier's name in the plan (host, capacity)
     storage: str  # what holds it: the storage catalog entry (host memory's: the instance's)
     without: str  # the tiers the alternative keeps, in words
-    instances: int  # instances of the stage with the tier (the chosen count)
-    without_instances: int | None  # fewest instances that meet the SLO without it
+    instances: int  # instances of the stage in the chosen fleet (the verdict's count)
+    usd_per_hour: float | None  # the chosen fleet
+    gpus: int  # GPUs of the chosen fleet
+    with_instances: int | None  # fewest instances meeting the SLO on the sample with it
+    with_usd_per_hour: float | None  # that fleet
+    without_instances: int | None  # fewest instances meeting the SLO on the sample without it
     max_instances: int  # the most instances the re-sizing tried
     without_why: str  # why no count meets the SLO without it ("" when one does)
-    usd_per_hour: float | None  # the chosen fleet
     without_usd_per_hour: float | None  # the re-sized fleet without the tier
-    usd_per_hour_saved: float | None  # without - with: what the tier saves (negative: costs)
-    gpus: int  # GPUs of the chosen fleet
-    gpus_saved: int | None  # GPUs of the re-sized fleet without it - GPUs with it
+    usd_per_hour_saved: float | None  # without - with, both sized on the sample (negative: costs)
+    gpus_saved: int | None  # GPUs without it - GPUs with it, both sized on the sample
     ttft_p50_s: float | None  # with the tier, at the chosen count
     ttft_p99_s: float | None
     without_ttft_p50_s: float | None  # without it, at the same count
