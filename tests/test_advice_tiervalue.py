@@ -12,6 +12,7 @@ the README's Mooncake sample, the host tier's value is checked against the catal
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from kvadvisor.advice.candidate import Candidate, StagePick, TierPick, deploymen
 from kvadvisor.advice.search import SearchSpec
 from kvadvisor.advice.sizing import SEARCH_DRAIN_S, Replayer, check_targets
 from kvadvisor.advice.space import shapes
-from kvadvisor.advice.tiers import host_tier
+from kvadvisor.advice.tiers import capacity_options, capacity_pick, host_tier
 from kvadvisor.advice.tiervalue import tier_values, without_tier
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.models import get_model
@@ -246,3 +247,33 @@ def test_the_sample_traces_host_tier_is_valued_at_its_catalog_prices(mooncake) -
     text = ConsoleRenderer().render(mooncake)
     head = text.split("Deployments")[0]
     assert f"serving: {inst.host_memory_tier} saves {money(value.usd_per_hour_saved)}" in head
+
+
+def test_removing_host_memory_keeps_the_capacity_tier_below_it(case) -> None:  # type: ignore[no-untyped-def]
+    """Host memory and a block volume: each is replayed without, the other kept (by hand).
+
+    The plan with one tier entry deleted, replayed on its own at the chosen count, gives the
+    same-count latencies; the chosen plan's replay, the tokens each tier served.
+    """
+    arrays, shape, replayer, spec = case
+    host = replace(host_tier(shape, STORAGE), capacity_bytes=20e9)
+    fits, _ = capacity_options(shape, STORAGE, 200e9, 1e9, 1)
+    capacity = capacity_pick(fits[0], 1)
+    chosen = _fleet(shape, 1, (host, capacity))
+    values = tier_values(chosen, replayer, spec, 1, forced=True)
+    assert [(v.tier, v.without) for v in values] == [
+        ("host", "capacity kept"),
+        ("capacity", "host kept"),
+    ]
+    doc = replayer.document(chosen)
+    dep, _ = deployment_of(doc)
+    run = run_replay(arrays, dep, ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
+    for k, value in enumerate(values):
+        kept = copy.deepcopy(doc)
+        tiers = kept["stages"]["serving"]["tiers"]
+        assert tiers[k]["name"] == value.tier
+        del tiers[k]
+        same = _ttft(_replay(arrays, kept))
+        assert (value.without_ttft_p50_s, value.without_ttft_p99_s) == pytest.approx(same)
+        assert value.hit_tokens == float(run.stages[0].tier_hit_tokens[k].sum())
+    assert values[1].hit_tokens > 0  # the block volume serves what host memory cannot hold

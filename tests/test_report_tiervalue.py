@@ -98,3 +98,15 @@ def test_a_verdict_grown_on_the_whole_trace_is_compared_as_the_sample_sized_it()
         "trace needed them) with it"
     )
     assert line("serving", grown).startswith("serving: host-dram-ddr5 saves $8.00/h (8 fewer GPUs)")
+
+
+def test_unpriced_fleets_are_compared_by_gpus() -> None:
+    """No $/h to compare: what the tier saves or costs in GPUs, said to be unpriced."""
+    unpriced = replace(SAVES, usd_per_hour_saved=None, with_usd_per_hour=None)
+    assert line("serving", unpriced).startswith(
+        "serving: host-dram-ddr5 saves 8 GPUs (unpriced) and"
+    )
+    dearer = replace(unpriced, gpus_saved=-64)
+    assert line("serving", dearer).startswith(
+        "serving: host-dram-ddr5 costs 64 GPUs more (unpriced) and"
+    )

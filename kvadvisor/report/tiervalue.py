@@ -16,21 +16,25 @@ from kvadvisor.units.format import plural
 
 
 def _saving(v: TierValue) -> str:
-    """What the re-sized fleet without the tier costs more: "$8.00/h (8 fewer GPUs)"."""
+    """What the fleet without the tier costs more: "saves $8.00/h (8 fewer GPUs)"."""
     if v.without_instances is None:
         return (
             f"is needed (without it no fleet of up to {plural(v.max_instances, 'instance')} "
             "meets the SLO); it"
         )
+    if v.with_instances is None:
+        return "was not sized: no count meets the SLO with it on the sample; it"
     gpus = v.gpus_saved or 0
+    usd = v.usd_per_hour_saved
+    if usd is None:  # unpriced: GPUs are what it saves or costs
+        if gpus < 0:
+            return f"costs {plural(-gpus, 'GPU')} more (unpriced)"
+        return f"saves {plural(gpus, 'GPU')} (unpriced)"
     fewer = (
-        f"{plural(gpus, 'fewer GPU')}"
+        plural(gpus, "fewer GPU")
         if gpus > 0
         else ("no fewer GPUs" if gpus == 0 else plural(-gpus, "more GPU"))
     )
-    usd = v.usd_per_hour_saved
-    if usd is None:
-        return f"saves {fewer} (unpriced)"
     if usd < 0:
         return f"costs {money(-usd)} more ({fewer})"
     return f"saves {money(usd)} ({fewer})"
@@ -49,7 +53,7 @@ def _ttft(v: TierValue) -> str:
 
 def line(role: str, v: TierValue) -> str:
     """The one line a reader wants first for a tier."""
-    joint = " " if v.without_instances is None else " and "
+    joint = " " if v.without_instances is None or v.with_instances is None else " and "
     return (
         f"{role}: {v.storage} {_saving(v)}{joint}{_ttft(v)} at "
         f"{plural(v.instances, 'instance')} (sample)"
