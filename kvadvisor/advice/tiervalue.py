@@ -53,19 +53,7 @@ def _rescaled(pick: TierPick, count: int, n: int) -> TierPick:
     usd = pick.usd_per_hour
     if pick.scope == "pooled" or usd is None or count == n:
         return pick
-    return TierPick(
-        pick.name,
-        pick.category,
-        pick.scope,
-        pick.capacity_bytes,
-        pick.devices,
-        pick.storage,
-        pick.inline,
-        usd * n / count,
-        pick.price_basis,
-        pick.why,
-        pick.unconfirmed,
-    )
+    return replace(pick, usd_per_hour=usd * n / count)
 
 
 def without_tier(c: Candidate, role: Stage, name: str, n: int | None = None) -> Candidate:
