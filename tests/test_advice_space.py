@@ -12,7 +12,16 @@ import math
 import numpy as np
 import pytest
 
-from kvadvisor.advice.slo import DEEPSEEK_R1, LLAMA2_70B, LLAMA31_8B, mlperf_limit, slo_targets
+from kvadvisor.advice.slo import (
+    DEEPSEEK_R1,
+    LLAMA2_70B,
+    LLAMA31_8B,
+    loosened,
+    mlperf_limit,
+    round_up,
+    slo_targets,
+    slo_text,
+)
 from kvadvisor.advice.space import Work, batch_defaults, bounds, shapes
 from kvadvisor.advice.tierfit import fit_tier
 from kvadvisor.catalog.gpus import get_gpu
@@ -20,6 +29,7 @@ from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.errors import ConfigError
+from kvadvisor.fleet import parse_slo
 from kvadvisor.perfmodel import PerfModel
 
 INSTANCES = load_instances()
@@ -125,6 +135,43 @@ def test_mlperf_defaults_per_model() -> None:
     assert given.targets == {"ttft_p90_s": 1.5, "tpot_p99_s": 0.05}
     with pytest.raises(ConfigError, match="METRIC_pNN"):
         slo_targets("latency=2s", LLAMA70)
+
+
+def test_default_follows_the_prompt_lengths() -> None:
+    """Prompts longer than the benchmark's dataset get MLPerf's long-context TTFT (6 s).
+
+    llama2-70b's limits were set on OpenOrca prompts cut at 1,024 tokens: a trace whose p99
+    prompt is 1,024 keeps them; one token more gets llama3_1-405b's TTFT, 6,000 ms in
+    loadgen/mlperf.conf, while TPOT keeps llama2-70b's 200 ms. A model whose benchmark is the
+    long-context one (405B) is held to its own limits at any length.
+    """
+    assert slo_targets(None, LLAMA70, 1024.0).targets == {"ttft_p99_s": 2.0, "tpot_p99_s": 0.2}
+    long = slo_targets(None, LLAMA70, 1025.0)
+    assert long.targets == {"ttft_p99_s": 6.0, "tpot_p99_s": 0.2}
+    assert "1,025 tokens" in long.source and "processorca.py" in long.source
+    assert "llama3_1-405b.Server.ttft_latency = 6000 ms" in long.source
+    assert long.rule == "MLPerf long-context TTFT: p99 prompt 1,025 > 1,024 tokens"
+    # The Mooncake conversation trace's p99 prompt (85,400 tokens) is long.
+    assert slo_targets(None, LLAMA70, 85400.0).targets["ttft_p99_s"] == 6.0
+    # DeepSeek-R1's benchmark measured prompts up to MAX_ISL = 3,136 tokens; TPOT stays 80 ms.
+    r1 = get_model("deepseek-r1")
+    assert slo_targets(None, r1, 3136.0).targets == {"ttft_p99_s": 2.0, "tpot_p99_s": 0.08}
+    assert slo_targets(None, r1, 3137.0).targets == {"ttft_p99_s": 6.0, "tpot_p99_s": 0.08}
+    big = get_model("llama-3.1-405b")
+    assert slo_targets(None, big, 85400.0).targets == {"ttft_p99_s": 6.0, "tpot_p99_s": 0.175}
+    # --slo always wins.
+    assert slo_targets("ttft_p99=2s", LLAMA70, 85400.0).targets == {"ttft_p99_s": 2.0}
+
+
+def test_offered_targets_round_up_to_two_digits() -> None:
+    """A closest miss's figures become --slo targets rounded up, never down."""
+    assert round_up(2.32) == 2.4 and round_up(2.4) == 2.4 and round_up(0.157) == 0.16
+    assert round_up(11.04) == 12.0 and round_up(0.0999) == 0.1
+    got = loosened({"ttft_p99_s": 2.0, "tpot_p99_s": 0.2}, {"ttft_p99_s": 2.32, "tpot_p99_s": 0.15})
+    assert got == {"ttft_p99_s": 2.4, "tpot_p99_s": 0.2}
+    assert slo_text(got) == "ttft_p99=2.4s,tpot_p99=200ms"
+    assert parse_slo(slo_text(got)) == got
+    assert loosened({"ttft_p99_s": 2.0}, {"ttft_p99_s": math.inf}) is None
 
 
 def test_essd_sized_for_bandwidth() -> None:

@@ -35,11 +35,16 @@ def test_headline_number_is_the_reusable_share_first() -> None:
     assert summary.headline_number(bare).value == "40"
 
 
-def test_every_renderer_leads_with_the_headline_number() -> None:
-    """Terminal, Markdown and HTML show the number before the verdict."""
+def test_every_renderer_leads_with_the_answer() -> None:
+    """The terminal shows the verdict and its targets first, then the headline number.
+
+    Markdown and HTML show the number before the stage table.
+    """
     report = full_report()
     text = ConsoleRenderer(100).render(report)
-    assert text.index("42.0% of prompt tokens") < text.index("Verdict")
+    verdict = text.index("Verdict")
+    assert verdict < text.index("targets: TTFT p99 4 s") < text.index("42.0% of prompt tokens")
+    assert text[:verdict].count("\n") <= 3  # version, trace, blank
     md = MarkdownRenderer().render(report)
     assert md.index("**42.0%**") < md.index("| instance |")
     view = build_view(report)

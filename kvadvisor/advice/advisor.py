@@ -666,7 +666,8 @@ def advise_report(
     breakeven = _breakeven_table(report)
     model = _catalog_model(report, inputs.perf)
     deployment = _deployment(report)
-    slo = slo_targets(options.slo, model)
+    stats = report.trace.input_tokens_stats
+    slo = slo_targets(options.slo, model, None if stats is None else stats.p99_tokens)
     instances, storage = _restricted(inputs, options)
     if view is None:
         verdicts = abstain_all(

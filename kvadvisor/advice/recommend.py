@@ -37,7 +37,7 @@ from kvadvisor.advice.tiervalue import (
     tier_values,
     with_tier_values,
 )
-from kvadvisor.advice.verdicts import no_verdict, verdict_of
+from kvadvisor.advice.verdicts import closest_miss, loosening, nearest, no_verdict, verdict_of
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
@@ -45,6 +45,7 @@ from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.fleet import ReplayContext, TraceArrays, summarize
 from kvadvisor.plan.loader import PlanCatalogs
 from kvadvisor.results.verdict import (
+    ClosestMiss,
     Sample,
     SloTargets,
     Verdict,
@@ -302,6 +303,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         bound = sizing_bound(found[primary].chosen_config, cand)
         values = tier_values(cand, replayer, spec, bound, forced)
         verdicts = [with_tier_values(v, values) if v.provider == primary else v for v in verdicts]
+    chosen_primary = any(v.chosen and v.provider == primary for v in verdicts)
+    closest = None if chosen_primary else _closest_provider(verdicts, slo.targets)
     if primary is not None and primary in errors and size < n:
         sample = Sample(
             sample.requests,
@@ -334,7 +337,23 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         replayed=replayer.replays + final.replays,
         missing=missing,
         notes=notes,
+        closest=closest,
     )
+
+
+def _closest_provider(verdicts: Sequence[Verdict], targets: Mapping[str, float]) -> str | None:
+    """The provider whose closest miss needs the least loosening, then the lowest $/h."""
+    misses = [v for v in verdicts if v.closest is not None and v.closest.loosest is not None]
+    if not misses:
+        return None
+
+    def key(v: Verdict) -> tuple[float, int, float]:
+        c = v.closest
+        assert c is not None
+        usd = c.usd_per_hour
+        return (loosening(c, targets), usd is None, usd if usd is not None else float(c.gpus))
+
+    return min(misses, key=key).provider
 
 
 def _contenders(f: ProviderSearch, forced: bool = False) -> list[Outcome]:
@@ -372,9 +391,9 @@ def _verdict(
             return no_verdict(
                 f,
                 "no deployment can meet the SLO: even alone on an idle replica, with every "
-                f"prefix hit already in GPU memory, the best reaches {f.floor}; give targets "
-                "at least that loose with --slo",
+                f"prefix hit already in GPU memory, the best reaches {f.floor}",
                 VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+                _closest([f.floor_outcome] if f.floor_outcome else [], SAMPLE_BASIS),
             )
         if not f.tried:
             return no_verdict(
@@ -385,13 +404,15 @@ def _verdict(
             )
         return no_verdict(
             f,
-            "no deployment replayed meets the SLO; the closest are listed (raise the targets "
-            "with --slo, or give more instance types)",
+            "no deployment replayed meets the SLO; the closest is priced with the targets it "
+            "meets (or give more instance types)",
             VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+            _closest([o for t in f.tried for o in t.outcomes], SAMPLE_BASIS),
         )
     # Verify the cheapest on the check set; when it had to grow, the next configuration may
     # now be cheaper: verify it too (VERIFY_CONFIGS at most) and keep the cheaper.
     verified: list[tuple[Outcome, Outcome]] = []
+    checked_misses: list[Outcome] = []
     failed: dict[str, str] = {}
     failed_labels: dict[str, str] = {}
     notes: list[str] = []
@@ -403,6 +424,7 @@ def _verdict(
         caps = _caps(o.candidate, forced)
         checked = final.outcome(o.candidate, caps)
         if whole and not checked.meets:
+            checked_misses.append(checked)
             failed[repr(o.doc)] = checked.why_not()
             failed_labels[repr(o.doc)] = o.candidate.label()
             grown = _grow(final, checked, caps)
@@ -428,6 +450,7 @@ def _verdict(
             f,
             unverified_reason(f.chosen.candidate.label(), whole_misses),
             VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+            _closest(checked_misses, "the whole trace"),
         )
     final_outcome, sample_outcome = min(verified, key=lambda v: outcome_key(v[0]))
     if sampled:
@@ -452,6 +475,15 @@ def _verdict(
         notes,
         failed,
     )
+
+
+SAMPLE_BASIS = "the search's sample"
+
+
+def _closest(outcomes: Sequence[Outcome], basis: str) -> ClosestMiss | None:
+    """The nearest of ``outcomes`` to the SLO, priced, with the targets it meets (or None)."""
+    near = nearest(outcomes)
+    return None if near is None else closest_miss(near, basis)
 
 
 def unverified_reason(chosen: str, misses: Mapping[str, str]) -> str:

@@ -62,8 +62,11 @@ from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.units.format import apart
 from kvadvisor.vocab import Stage, Topology
 
-# Configurations replayed per provider at most (after the cost bound orders them).
+# Configurations replayed per provider at most (after the cost bound orders them); while none
+# has met the SLO the search goes on to MAX_CONFIGS_NONE_MET, so that a deployment the verdict
+# could offer as the closest is not left unreplayed behind cheaper-looking misses.
 MAX_CONFIGS = 4
+MAX_CONFIGS_NONE_MET = 8
 # Prefill and decode shapes paired into disaggregated configurations.
 DISAGG_SHAPES = 2
 # The first count tried: the busy-time estimate over this utilization (queueing needs headroom).
@@ -167,6 +170,9 @@ class ProviderSearch:
     capped: list[Config] = field(default_factory=list)
     estimate_pruned: list[Config] = field(default_factory=list)
     floor: str = ""  # the tightest latencies a shape that fits reaches alone
+    # When no configuration survives the bounds: the shape nearest the targets alone, replayed
+    # at its estimated count (the closest miss the verdict prices).
+    floor_outcome: Outcome | None = None
     tier_outcome: Tried | None = None
     tier_note: str = ""
     priced: bool = True
@@ -344,8 +350,12 @@ def _configs(
     spec: SearchSpec,
     work: Work,
     hits: HitIndex | None,
-) -> tuple[list[Config], list[str], str]:
-    """Every configuration that survives the bounds, why others do not, the latency floor."""
+) -> tuple[list[Config], list[str], str, Config | None]:
+    """Every configuration that survives the bounds, why others do not, the latency floor.
+
+    The last item is the aggregated configuration of the shape nearest the targets alone
+    (None when no shape fits): what the verdict replays when nothing survives.
+    """
     pruned: list[str] = []
     ttft_t, tpot_t = _targets(spec, "ttft"), _targets(spec, "tpot")
     pcts = tuple(sorted(set(ttft_t) | set(tpot_t))) or (99.0,)
@@ -425,7 +435,32 @@ def _configs(
                 )
             )
     configs.sort(key=lambda c: c.cost_estimate)  # stable: equal estimates keep catalog order
-    return configs, pruned, _floor(floor, ttft_t, tpot_t)
+    return configs, pruned, _floor(floor, ttft_t, tpot_t), _floor_config(floor, spec, work, hits)
+
+
+def _floor_config(
+    fitted: list[tuple[Shape, Bounds]], spec: SearchSpec, work: Work, hits: HitIndex | None
+) -> Config | None:
+    """The serving shape whose latencies alone come nearest the targets, at its estimate.
+
+    Nearest: the least largest ratio of a latency alone to its target (then catalog order).
+    """
+    targets = [(_targets(spec, "ttft"), "ttft"), (_targets(spec, "tpot"), "tpot")]
+    allowed = [(s, b) for s, b in fitted if spec.allows(s.instance, Stage.SERVING)]
+    if not allowed:
+        return None
+
+    def ratio(sb: tuple[Shape, Bounds]) -> float:
+        _, b = sb
+        alone = {"ttft": b.ttft_alone_s, "tpot": b.tpot_alone_s}
+        return max(
+            (alone[m][p] / t for ts, m in targets for p, t in ts.items() if t > 0), default=0.0
+        )
+
+    shape, b = min(allowed, key=ratio)
+    bound = b.instances_needed(shape.replicas_per_instance, work.span_s, Stage.SERVING)
+    est = _estimate(shape, Stage.SERVING, spec, work, hits, bound)
+    return Config(Topology.AGGREGATED, ((Stage.SERVING, shape, bound, est),))
 
 
 def _transfer_misses(
@@ -476,10 +511,15 @@ def search_provider(
     """Search one provider's deployments on the replayer's sample."""
     found = ProviderSearch(provider)
     insts = [i for i in spec.instances.values() if i.provider == provider]
-    configs, pruned, floor = _configs(insts, spec, work, hits)
+    configs, pruned, floor, floor_config = _configs(insts, spec, work, hits)
     found.pruned = pruned
     found.floor = floor
     found.configs = len(configs)
+    if not configs and floor_config is not None:
+        # Nothing can meet the targets: replay the nearest shape once, so the verdict can
+        # price it and say which targets it meets (no dead end).
+        _, _, _, est = floor_config.shapes[0]
+        found.floor_outcome = replayer.outcome(_aggregated(floor_config, est, spec, provider))
     best: Outcome | None = None
     for config in configs:
         if best is not None and config.cost_bound >= cost_key(best.candidate)[:2]:
@@ -491,7 +531,7 @@ def search_provider(
             if kind == have[0] and est > ESTIMATE_MARGIN * have[1]:
                 found.estimate_pruned.append(config)
                 continue
-        if len(found.tried) >= MAX_CONFIGS:
+        if len(found.tried) >= (MAX_CONFIGS if best is not None else MAX_CONFIGS_NONE_MET):
             found.capped.append(config)
             continue
         tried = _size(config, replayer, spec, provider)

@@ -16,7 +16,8 @@ import numpy as np
 
 from kvadvisor.advice.candidate import Candidate, StagePick, TierPick
 from kvadvisor.advice.search import MAX_CONFIGS, Config, ProviderSearch, Tried, cost_key
-from kvadvisor.advice.sizing import Outcome
+from kvadvisor.advice.sizing import Outcome, reached, shortfall
+from kvadvisor.advice.slo import loosened, slo_text
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.deploy import instance_cost, nic_bytes_per_s
 from kvadvisor.deploy.access import Via
@@ -25,6 +26,7 @@ from kvadvisor.fleet.engine import ReplayRun, StageRun
 from kvadvisor.results.replay import TierDemand
 from kvadvisor.results.verdict import (
     CandidateSummary,
+    ClosestMiss,
     LinkChoice,
     LossReason,
     Mechanism,
@@ -597,23 +599,85 @@ def verdict_of(
     )
 
 
-def no_verdict(found: ProviderSearch, reason: str, status: VerdictStatus) -> Verdict:
-    """A provider where nothing meets the SLO (the closest shown) or nothing can run."""
+def no_verdict(
+    found: ProviderSearch,
+    reason: str,
+    status: VerdictStatus,
+    closest: ClosestMiss | None = None,
+) -> Verdict:
+    """A provider where nothing meets the SLO (the closest shown, priced) or nothing can run."""
     every: list[CandidateSummary] = []
-    closest: list[tuple[float, CandidateSummary]] = []
+    nearest_first: list[tuple[float, CandidateSummary]] = []
     for t in found.tried:
         for o in t.outcomes:
             lost = LossReason.CONSTRAINT if o.error else LossReason.SLO
             s = summary_of(o, lost, o.error or o.why_not())
             every.append(s)
             miss = float(np.mean([1.0 - v for v in o.attainment.values()])) if o.attainment else 1.0
-            closest.append((miss, s))
-    closest.sort(key=lambda kv: kv[0])
+            nearest_first.append((miss, s))
+    nearest_first.sort(key=lambda kv: kv[0])
     return Verdict(
         provider=found.provider,
         status=status,
         reason=reason,
-        runners_up=tuple(s for _, s in closest[:MAX_RUNNERS_UP]),
+        runners_up=tuple(s for _, s in nearest_first[:MAX_RUNNERS_UP]),
         candidates=tuple(every),
         pruned=tuple(found.pruned),
+        closest=closest,
     )
+
+
+def closest_miss(outcome: Outcome, basis: str) -> ClosestMiss:
+    """A deployment that misses the SLO, priced, with the loosest targets it meets."""
+    c = outcome.candidate
+    got = reached(outcome)
+    # A tier that cannot keep up, or a queue that grows, is not cured by looser targets.
+    fixable = not (outcome.error or outcome.tier_problem or outcome.overloaded)
+    loosest = loosened(outcome.targets, got) if fixable else None
+    bases = [
+        instance_cost(s.shape.instance).basis
+        for s in c.stages
+        if instance_cost(s.shape.instance).usd_per_hour is not None
+    ]
+    return ClosestMiss(
+        label=c.label(),
+        gpus=c.gpus,
+        usd_per_hour=c.usd_per_hour,
+        price_basis="; ".join(dict.fromkeys(bases)) if c.usd_per_hour is not None else "unpriced",
+        reached={k: (v if math.isfinite(v) else None) for k, v in got.items()},
+        loosest=loosest,
+        slo_text="" if loosest is None else slo_text(loosest),
+        basis=basis,
+        why_not=outcome.why_not(),
+    )
+
+
+def loosening(miss: ClosestMiss, targets: Mapping[str, float]) -> float:
+    """How much looser than ``targets`` a closest miss needs them (the largest ratio; inf: none)."""
+    if miss.loosest is None:
+        return math.inf
+    got = miss.loosest
+    return max((got.get(k, math.inf) / t for k, t in targets.items() if t > 0), default=1.0)
+
+
+def nearest(outcomes: Sequence[Outcome]) -> Outcome | None:
+    """The outcome nearest its targets: runnable, the least loosening, then the cheapest.
+
+    Loosening is read on the offered (rounded-up) targets, so two deployments that one looser
+    ``--slo`` accepts alike are ranked by cost, then by the requests they leave short.
+    """
+    # Whole deployments only: a prefill stage replayed alone answers TTFT, not the SLO.
+    runnable = [o for o in outcomes if not o.error and o.attainment and o.run is not None]
+    if not runnable:
+        return None
+
+    def key(o: Outcome) -> tuple:
+        offer = None if o.tier_problem or o.overloaded else loosened(o.targets, reached(o))
+        ratio = (
+            math.inf
+            if offer is None
+            else max((offer[k] / t for k, t in o.targets.items() if t > 0), default=1.0)
+        )
+        return (ratio, *cost_key(o.candidate), shortfall(o))
+
+    return min(runnable, key=key)

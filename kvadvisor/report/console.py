@@ -166,13 +166,14 @@ class ConsoleRenderer:
         console.print(_text(f"kvadvisor {meta.kvadvisor_version} · {meta.generated_at}"))
         console.print(_text(f"trace: {t.path} ({t.format})"))
         console.print()
-        lead = summary.headline_number(report)
-        console.print(Text.assemble(_text(lead.value, HEADLINE_STYLE), " ", _text(lead.text)))
-        console.print()
+        # The answer first (what to buy, the targets, what the tiers are worth), then evidence.
         console.print(_text("Verdict", HEADING_STYLE))
         console.print(_text(summary.headline(report)))
-        for line in tiervalue.lines(report):
+        for line in summary.verdict_lines(report):
             console.print(_text(line))
+        console.print()
+        lead = summary.headline_number(report)
+        console.print(Text.assemble(_text(lead.value, HEADLINE_STYLE), " ", _text(lead.text)))
         verdicts = summary.verdicts(report)
         if verdicts:
             console.print()

@@ -14,6 +14,7 @@ from kvadvisor.report import fmt
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.verdict import (
     CandidateSummary,
+    ClosestMiss,
     Mechanism,
     StageVerdict,
     TierChoice,
@@ -80,6 +81,25 @@ def sample_line(vs: VerdictSet) -> str:
     return text
 
 
+def target_name(key: str) -> str:
+    """A target key as read: ``ttft_p99_s`` -> "TTFT p99"."""
+    metric, _, rest = key.removesuffix("_s").partition("_")
+    return f"{metric.upper()} {rest}"
+
+
+def closest_text(c: ClosestMiss) -> str:
+    """A closest miss in one sentence: what, its price, what it reaches, the --slo it meets."""
+    cost = money(c.usd_per_hour) if c.usd_per_hour is not None else f"{c.gpus} GPUs, unpriced"
+    figures = ", ".join(
+        f"{target_name(k)} {_seconds(v) if v is not None else 'unbounded'}"
+        for k, v in c.reached.items()
+    )
+    text = f"closest: {c.label}, {cost}, reaches {figures} on {c.basis}"
+    if c.slo_text:
+        return f"{text}; --slo {c.slo_text} would accept it"
+    return f"{text}; no looser target accepts it ({c.why_not})"
+
+
 def deployment_text(v: Verdict) -> str:
     """The chosen fleet in one line, e.g. "aggregated: 4 × p6-b200.48xlarge (TP 8 × 1)"."""
     if not v.stages:
@@ -106,6 +126,22 @@ def provider_rows(vs: VerdictSet) -> tuple[list[str], list[list[str]]]:
     rows = []
     for v in vs.verdicts:
         slo = v.slo
+        c = v.closest
+        if not v.chosen and c is not None:
+            # No dead end: the closest deployment is priced, with the targets it would meet.
+            rows.append(
+                [
+                    v.provider + (" (closest)" if v.provider == vs.closest else ""),
+                    STATUS_WORDS.get(v.status.value, v.status.value),
+                    f"{v.reason}; {closest_text(c)}",
+                    money(c.usd_per_hour) if c.usd_per_hour is not None else "unpriced",
+                    "",
+                    "",
+                    _reached(c, "ttft"),
+                    _reached(c, "tpot"),
+                ]
+            )
+            continue
         rows.append(
             [
                 v.provider + (" (primary)" if v.provider == vs.primary else ""),
@@ -121,6 +157,15 @@ def provider_rows(vs: VerdictSet) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def _reached(c: ClosestMiss, metric: str) -> str:
+    """The closest miss's figures of one metric ("2.32 s (p99)"), as the targets name them."""
+    return ", ".join(
+        f"{_seconds(v) if v is not None else 'unbounded'} ({k.split('_')[1]})"
+        for k, v in c.reached.items()
+        if k.startswith(metric + "_")
+    )
+
+
 def provider_pairs(vs: VerdictSet) -> list[list[str]]:
     """The provider rows as (provider, one sentence): for narrow layouts (the terminal)."""
     _, rows = provider_rows(vs)
@@ -128,7 +173,9 @@ def provider_pairs(vs: VerdictSet) -> list[list[str]]:
     for row in rows:
         # A reason that already says there is no deployment needs no status before it.
         parts = [row[2]] if row[2].startswith("no deployment") else [row[1], row[2]]
-        if row[3]:
+        if row[3] and not row[4]:
+            pass  # a closest miss: its sentence names its price and figures already
+        elif row[3]:
             parts += [
                 row[3],
                 f"{row[4]} per million input tokens, {row[5]} per million output tokens",

@@ -79,8 +79,8 @@ class MarkdownRenderer:
         t = report.trace
         lead = summary.headline_number(report)
         out = [f"## kvadvisor: {cell(summary.headline(report))}", ""]
-        if worth := tiervalue.lines(report):
-            out += [f"- {cell(line)}" for line in worth] + [""]
+        out += [f"- {cell(line)}" for line in summary.verdict_lines(report)]
+        out += [""] if summary.verdict_lines(report) else []
         out += [f"**{cell(lead.value)}** {cell(lead.text)}", ""]
         verdicts = summary.verdicts(report)
         if verdicts:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvadvisor.report import fmt
+from kvadvisor.report import deployments, fmt, tiervalue
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
 from kvadvisor.results.verdict import VerdictSet
 from kvadvisor.units import Unit, plural
@@ -190,10 +190,17 @@ def headline(report: AdviceReport) -> str:
             f"{k.split('_')[0].upper()} {k.split('_')[1]} {fmt.quantity(v, Unit.SECONDS)}"
             for k, v in vs.slo.targets.items()
         )
+        near = vs.verdict(vs.closest) if vs.closest else None
+        if near is not None and near.closest is not None:
+            what = deployments.closest_text(near.closest).removeprefix("closest: ")
+            return (
+                f"No deployment meets the SLO ({targets}): {vs.primary_why}. Nearest: "
+                f"{near.provider} {what}."
+            )
         return (
             f"No deployment recommended: {vs.primary_why} ({targets}). The deployments below "
-            "give each provider's closest and what it reaches: loosen the targets with --slo, "
-            "or give more instance types."
+            "give each provider's closest and what it reaches: give more instance types, or "
+            "targets at least as loose as they reach."
         )
     # Without a verdict (no search ran), or a verdict that still left both stages empty.
     stages: list[StageRecommendation] = [rec.stage(stage) for stage in STAGES]
@@ -229,6 +236,27 @@ def headline(report: AdviceReport) -> str:
         storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
         parts.append(f"{stage}: {instance}{storage}")
     return "Recommended " + "; ".join(parts) + "."
+
+
+def targets_line(report: AdviceReport) -> str:
+    """The targets the verdict is held to, which default applied, and any assumed model."""
+    rec = report.recommendation
+    vs = rec.verdict if rec is not None else None
+    if vs is None:
+        return ""
+    targets = ", ".join(
+        f"{deployments.target_name(k)} {fmt.quantity(v, Unit.SECONDS)}"
+        for k, v in vs.slo.targets.items()
+    )
+    why = vs.slo.rule or vs.slo.source
+    m = report.model
+    model = f"; model {m.display_name or m.name} assumed (no --model)" if m and m.assumed else ""
+    return f"targets: {targets} ({why}){model}"
+
+
+def verdict_lines(report: AdviceReport) -> tuple[str, ...]:
+    """The verdict block under the headline: targets, then what each KV tier is worth, margin."""
+    return tuple(line for line in (targets_line(report), *tiervalue.lines(report)) if line)
 
 
 def span_text(t: Any) -> str:

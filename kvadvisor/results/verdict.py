@@ -43,6 +43,7 @@ class SloTargets:
 
     targets: dict[str, float]
     source: str  # where the targets come from: --slo, or the documented default and its source
+    rule: str = ""  # a default's rule in a few words (which default applied and why); "" for --slo
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,28 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class ClosestMiss:
+    """A provider's deployment nearest the SLO when none meets it, priced, and what it reaches.
+
+    ``reached`` maps each target (``ttft_p99_s``) to the replayed figure (seconds; None when
+    requests were left unfinished, so no target is met at that percentile); ``loosest`` the
+    targets it meets, each one raised to what it reached, rounded up to two significant digits
+    (None when no loosening meets it: unfinished requests, or a tier that cannot keep up);
+    ``slo_text`` that as ``--slo`` text.
+    """
+
+    label: str
+    gpus: int
+    usd_per_hour: float | None
+    price_basis: str
+    reached: dict[str, float | None]
+    loosest: dict[str, float] | None
+    slo_text: str  # "" when ``loosest`` is None
+    basis: str  # what it was replayed on: "the whole trace", "the search's sample"
+    why_not: str  # how it misses the SLO, in words
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The recommended deployment of one provider, or why there is none.
 
@@ -282,6 +305,7 @@ class Verdict:
     unconfirmed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     plan: dict[str, Any] = field(default_factory=dict)
+    closest: ClosestMiss | None = None  # when nothing meets the SLO: the nearest, priced
 
     @property
     def chosen(self) -> bool:
@@ -316,6 +340,8 @@ class VerdictSet:
     replayed: int = 0
     missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # With no primary: the provider whose closest miss needs the least loosening (then $/h).
+    closest: str | None = None
 
     def verdict(self, provider: str) -> Verdict | None:
         """The verdict for ``provider``, or None."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvadvisor.report import fmt, summary, tiervalue
+from kvadvisor.report import fmt, summary
 from kvadvisor.report.html.advice import alternatives_section, rules_section
 from kvadvisor.report.html.deployments import deployments_section
 from kvadvisor.report.html.inputs import inputs_rows
@@ -46,7 +46,7 @@ def build_view(report: AdviceReport) -> HtmlView:
     view = HtmlView(
         title=f"kvadvisor report: {t.path}",
         headline=summary.headline(report),
-        tier_values=tiervalue.lines(report),
+        verdict_lines=summary.verdict_lines(report),
         lead_number=summary.headline_number(report),
         version=report.meta.kvadvisor_version,
         generated_at=report.meta.generated_at,

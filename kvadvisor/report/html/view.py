@@ -82,6 +82,7 @@ class HtmlView:
 
     title: str
     headline: str
+    verdict_lines: tuple[str, ...]  # targets, what each KV tier is worth, the margin
     lead_number: summary.HeadlineNumber
     version: str
     generated_at: str
@@ -98,4 +99,3 @@ class HtmlView:
     inputs: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
     report_data: dict[str, Any]
-    tier_values: tuple[str, ...] = ()  # one line per tier of the chosen fleet, under the headline
