@@ -31,7 +31,12 @@ from kvadvisor.advice.search import (
 )
 from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
 from kvadvisor.advice.space import Work
-from kvadvisor.advice.tiers import CAPACITY_TIER
+from kvadvisor.advice.tiervalue import (
+    capacity_tiers,
+    sizing_bound,
+    tier_values,
+    with_tier_values,
+)
 from kvadvisor.advice.verdicts import (
     closest_miss,
     kind_text,
@@ -208,9 +213,7 @@ def _error(sample: Outcome, check: Outcome) -> dict[str, float]:
 
 def _caps(c: Candidate, forced: bool = False) -> frozenset[str]:
     """The tiers bought for capacity (RV04's floor applies); none when --storage forced one."""
-    if forced:
-        return frozenset()
-    return frozenset(t.name for s in c.stages for t in s.tiers if t.name == CAPACITY_TIER)
+    return capacity_tiers(c, forced)
 
 
 def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
@@ -287,11 +290,11 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         final.ctx = replayer.ctx
     verdicts: list[Verdict] = []
     errors: dict[str, dict[str, float]] = {}
+    picked: dict[str, Candidate] = {}
+    forced = inputs.forced_storage is not None
     for p in providers:
         f = found[p]
-        verdicts.append(
-            _verdict(p, f, final, whole, errors, size < n, inputs.forced_storage is not None)
-        )
+        verdicts.append(_verdict(p, f, final, whole, errors, size < n, forced, picked))
     sample = Sample(
         requests=size,
         trace_requests=n,
@@ -305,6 +308,13 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         ),
     )
     primary, why = _primary(verdicts, inputs.providers, inputs.price_kind)
+    if primary in picked:
+        # What each tier of the chosen fleet is worth: the primary verdict's only (each tier
+        # takes a re-sizing's replays on the sample).
+        cand = picked[primary]
+        bound = sizing_bound(found[primary].chosen_config, cand)
+        values = tier_values(cand, replayer, spec, bound, forced)
+        verdicts = [with_tier_values(v, values) if v.provider == primary else v for v in verdicts]
     chosen_primary = any(v.chosen and v.provider == primary for v in verdicts)
     closest = None if chosen_primary else _closest_provider(verdicts, slo.targets)
     if primary is not None and primary in errors and size < n:
@@ -385,9 +395,10 @@ def _verdict(
     errors: dict[str, dict[str, float]],
     sampled: bool,
     forced: bool = False,
+    picked: dict[str, Candidate] | None = None,
 ) -> Verdict:
     """The provider's verdict; under ``--gpu``/``--tp`` its reason opens by saying so."""
-    v = _verdict_found(provider, f, final, whole, errors, sampled, forced)
+    v = _verdict_found(provider, f, final, whole, errors, sampled, forced, picked)
     if not f.constraint:
         return v
     if v.chosen:
@@ -403,7 +414,9 @@ def _verdict_found(
     errors: dict[str, dict[str, float]],
     sampled: bool,
     forced: bool = False,
+    picked: dict[str, Candidate] | None = None,
 ) -> Verdict:
+    """The verdict found; its chosen candidate goes into ``picked`` (by provider)."""
     if f.chosen is None and f.unconstrained:
         return no_verdict(
             f,
@@ -483,6 +496,8 @@ def _verdict_found(
             final.outcome(sample_outcome.candidate, _caps(sample_outcome.candidate, forced)),
         )
     assert final_outcome.run is not None
+    if picked is not None:
+        picked[provider] = final_outcome.candidate
     result = summarize(final_outcome.run, final.targets)
     a = final_outcome.run.arrays
     span = float(a.arrival_s[-1] - a.arrival_s[0]) if a.requests > 1 else 0.0

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvadvisor.report import deployments, fmt
+from kvadvisor.report import deployments, fmt, tiervalue
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
 from kvadvisor.results.verdict import VerdictSet
 from kvadvisor.units import Unit, plural
@@ -256,7 +256,7 @@ def targets_line(report: AdviceReport) -> str:
 
 def verdict_lines(report: AdviceReport) -> tuple[str, ...]:
     """The verdict block under the headline: targets, then what each KV tier is worth, margin."""
-    return tuple(line for line in (targets_line(report),) if line)
+    return tuple(line for line in (targets_line(report), *tiervalue.lines(report)) if line)
 
 
 def span_text(t: Any) -> str:
