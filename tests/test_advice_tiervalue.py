@@ -123,7 +123,8 @@ def test_the_host_tier_saves_an_instance_as_the_hand_edited_plans_replay(case) -
     host = host_tier(shape, STORAGE)
     assert host is not None
     chosen = _fleet(shape, 1, (host,))
-    (value,) = tier_values(chosen, replayer, spec, 1)
+    gpu, value = tier_values(chosen, replayer, spec, 1)
+    assert gpu.tier == "prefix_cache"
 
     doc = replayer.document(chosen)
     with_cols = _replay(arrays, doc)
@@ -170,7 +171,7 @@ def test_the_break_even_is_the_brute_force_shortest_prompt_that_loads_faster(cas
         capacity_bytes=200e9,
         inline={"kind": "dram", "read_bandwidth": 1e9, "write_bandwidth": 1e9, "latency": "5 ms"},
     )
-    (value,) = tier_values(_fleet(shape, 2, (slow,)), replayer, spec, 1)
+    _, value = tier_values(_fleet(shape, 2, (slow,)), replayer, spec, 1)
     pm, _ = roofline_for(MODEL, shape.gpu, 1, "bf16", "bf16")
     p = np.arange(1, 100_000, dtype=np.float64)
     load = 0.005 + p * shape.kv.bytes_per_token / 1e9
@@ -219,8 +220,10 @@ def test_the_sample_traces_host_tier_is_valued_at_its_catalog_prices(mooncake) -
     v = mooncake.recommendation.verdict.primary_verdict
     assert v is not None and v.chosen and v.provider == "gcp"
     stage = v.stages[0]
-    (value,) = stage.tier_values
+    gpu, value = stage.tier_values
+    assert gpu.tier == "prefix_cache" and gpu.hit_tokens > value.hit_tokens
     inst = INSTANCES[stage.instance]
+    assert gpu.storage == f"prefix caching in GPU memory (and {inst.host_memory_tier})"
     assert value.tier == "host" and value.storage == inst.host_memory_tier
     assert value.without == "no tier below the GPU pool"
     assert value.instances == stage.instances and value.gpus == stage.gpus
@@ -260,7 +263,8 @@ def test_removing_host_memory_keeps_the_capacity_tier_below_it(case) -> None:  #
     fits, _ = capacity_options(shape, STORAGE, 200e9, 1e9, 1)
     capacity = capacity_pick(fits[0], 1)
     chosen = _fleet(shape, 1, (host, capacity))
-    values = tier_values(chosen, replayer, spec, 1, forced=True)
+    gpu, *values = tier_values(chosen, replayer, spec, 1, forced=True)
+    assert gpu.tier == "prefix_cache"
     assert [(v.tier, v.without) for v in values] == [
         ("host", "capacity kept"),
         ("capacity", "host kept"),
@@ -277,3 +281,38 @@ def test_removing_host_memory_keeps_the_capacity_tier_below_it(case) -> None:  #
         assert (value.without_ttft_p50_s, value.without_ttft_p99_s) == pytest.approx(same)
         assert value.hit_tokens == float(run.stages[0].tier_hit_tokens[k].sum())
     assert values[1].hit_tokens > 0  # the block volume serves what host memory cannot hold
+
+
+def test_prefix_reuse_is_valued_against_recomputing_every_prompt(case) -> None:  # type: ignore[no-untyped-def]
+    """Reuse as a whole: the plan with no tier, replayed with the trace's hashes dropped.
+
+    By hand: the fewest instances that meet the SLO with no prefix reuse at all, its price
+    against the chosen fleet's, the TTFT at the chosen count, and every hit the chosen fleet
+    served (GPU memory and host memory).
+    """
+    arrays, shape, replayer, spec = case
+    host = host_tier(shape, STORAGE)
+    chosen = _fleet(shape, 1, (host,))
+    gpu, _ = tier_values(chosen, replayer, spec, 1)
+    plain = replace(arrays, arrays=replace(arrays.arrays, blocks=None), id_bound=0)
+    doc = replayer.document(chosen)
+    need = next(
+        n
+        for n in range(1, 9)
+        if all(check_targets(TARGETS, _replay(plain, _tierless(doc, n)))[0].values())
+    )
+    price = INSTANCES[INSTANCE].price_usd_per_hour
+    assert (
+        gpu.storage == f"prefix caching in GPU memory (and {INSTANCES[INSTANCE].host_memory_tier})"
+    )
+    assert gpu.without == "no prefix reuse: every prompt recomputed"
+    assert (gpu.with_instances, gpu.without_instances) == (1, need)
+    assert gpu.usd_per_hour_saved == pytest.approx((need - 1) * price)
+    assert gpu.gpus_saved == (need - 1) * 8
+    same = _ttft(_replay(plain, _tierless(doc, 1)))
+    assert (gpu.without_ttft_p50_s, gpu.without_ttft_p99_s) == pytest.approx(same)
+    dep, _ = deployment_of(doc)
+    run = run_replay(arrays, dep, ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
+    st = run.stages[0]
+    assert gpu.hit_tokens == float(st.hit_tokens.sum()) > 0
+    assert gpu.break_even_prompt_tokens == 1.0

@@ -196,18 +196,109 @@ def tier_value(
     )
 
 
+# The first KV tier is the GPU pool itself: prefix reuse as a whole (served from GPU memory
+# and from any tier below it) is valued against recomputing every prompt.
+REUSE_TIER = "prefix_cache"
+
+
+def _reuse_storage(c: Candidate) -> str:
+    """What serves the reuse, in words: "prefix caching in GPU memory (and host-dram-ddr5)"."""
+    below = [
+        t.storage.name if t.storage is not None else host_tier_name(c.stages[0].shape.instance)
+        for t in c.stages[0].tiers
+    ]
+    return "prefix caching in GPU memory" + (f" (and {', '.join(below)})" if below else "")
+
+
+def _bare(c: Candidate, n: int | None = None) -> Candidate:
+    """``c`` with no tier below the GPU pool on any stage, its first stage at ``n`` instances."""
+    stages = []
+    for i, s in enumerate(c.stages):
+        count = s.count if (n is None or i > 0) else n
+        stages.append(StagePick(s.role, s.shape, count, (), s.router, s.tier_note))
+    return Candidate(c.provider, c.topology, tuple(stages), c.notes)
+
+
+def _no_reuse(replayer: Replayer) -> Replayer:
+    """A replayer of the same sample with its block hashes dropped: every prompt recomputed."""
+    a = replayer.arrays
+    arrays = replace(a, arrays=replace(a.arrays, blocks=None), id_bound=0)
+    return Replayer(arrays, replayer.targets, replayer.doc_args, replayer.catalogs)
+
+
+def reuse_value(
+    chosen: Candidate, replayer: Replayer, bound: int, forced: bool = False
+) -> TierValue:
+    """The worth of prefix reuse as a whole, the GPU pool first: every prompt recomputed.
+
+    The alternative is the same configuration with no prefix reuse at all (the sample's block
+    hashes dropped, so no hit anywhere, and no tier below the GPU pool): what serving the reuse
+    from GPU memory and the tiers below saves against recomputing it (the seed's "read less
+    first", in dollars). Its hit tokens are every hit, in GPU memory or below.
+    """
+    stage = chosen.stages[0]
+    with_out = replayer.outcome(chosen, capacity_tiers(chosen, forced))
+    assert with_out.run is not None, with_out.error
+    plain = _no_reuse(replayer)
+    same = plain.outcome(_bare(chosen))
+    sized, _ = resized(chosen, "", replayer, bound, forced)
+    best, tried = min_count(lambda n: plain.outcome(_bare(chosen, n)), max(1, bound), stage.count)
+    why = ""
+    if best is None and tried:
+        last = tried[-1]
+        why = f"{last.why_not()} at {plural(last.candidate.stages[0].count, 'instance')}"
+    base = None if sized is None else sized.candidate
+    rest = None if best is None else best.candidate
+    usd_with = None if base is None else base.usd_per_hour
+    usd_without = None if rest is None else rest.usd_per_hour
+    saved = None if usd_with is None or usd_without is None else usd_without - usd_with
+    p50, p99 = _ttft(with_out.run)
+    q50, q99 = _ttft(same.run)
+    st = next(s for s in with_out.run.stages if s.role == stage.role)
+    return TierValue(
+        tier=REUSE_TIER,
+        storage=_reuse_storage(chosen),
+        without="no prefix reuse: every prompt recomputed",
+        instances=stage.count,
+        usd_per_hour=chosen.usd_per_hour,
+        gpus=chosen.gpus,
+        with_instances=None if base is None else base.stages[0].count,
+        with_usd_per_hour=usd_with,
+        without_instances=None if rest is None else rest.stages[0].count,
+        max_instances=MAX_INSTANCES,
+        without_why=why,
+        without_usd_per_hour=usd_without,
+        usd_per_hour_saved=saved,
+        gpus_saved=None if rest is None or base is None else rest.gpus - base.gpus,
+        ttft_p50_s=p50,
+        ttft_p99_s=p99,
+        without_ttft_p50_s=q50,
+        without_ttft_p99_s=q99,
+        without_meets_at_same_count=same.meets,
+        hit_tokens=float(st.hit_tokens.sum()),
+        prompt_tokens=float(replayer.arrays.input_tokens.sum()),
+        # A hit in GPU memory is used where it lies (each tier below has its own break-even).
+        break_even_prompt_tokens=1.0,
+        break_even_basis="a hit in GPU memory is used where it lies, with no load",
+        basis=BASIS,
+    )
+
+
 def tier_values(
     chosen: Candidate, replayer: Replayer, spec: SearchSpec, bound: int, forced: bool = False
 ) -> tuple[TierValue, ...]:
-    """The worth of every tier of the chosen fleet's stage that holds tiers, fastest first.
+    """The worth of every KV tier of the chosen fleet's stage that holds them, fastest first.
 
+    Prefix reuse as a whole first (GPU memory and the tiers below, against recomputing every
+    prompt; when the sample has block hashes, so reuse is measured), then each tier below.
     Empty when the chosen fleet cannot be replayed on the sample (no figures to compare).
     """
-    if not chosen.stages or not chosen.stages[0].tiers:
+    if not chosen.stages:
         return ()
     if replayer.outcome(chosen, capacity_tiers(chosen, forced)).run is None:
         return ()
-    return tuple(
+    gpu = (reuse_value(chosen, replayer, bound, forced),) if replayer.arrays.has_hashes else ()
+    return gpu + tuple(
         tier_value(chosen, k, replayer, spec, bound, forced)
         for k in range(len(chosen.stages[0].tiers))
     )

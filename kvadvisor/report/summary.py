@@ -178,6 +178,13 @@ def nothing_recommended(vs: VerdictSet) -> bool:
     return not any(v.chosen and v.provider == vs.primary for v in vs.verdicts)
 
 
+def _kv_tiers(storage: str | None) -> str:
+    """A stage's KV tiers in the headline, the GPU pool first: it is the first tier."""
+    if storage:
+        return f" with KV in GPU memory and {storage}"
+    return " with KV in GPU memory only (no host or disk tier)"
+
+
 def headline(report: AdviceReport) -> str:
     """One sentence a reader gets the recommendation from."""
     rec = report.recommendation
@@ -221,7 +228,7 @@ def headline(report: AdviceReport) -> str:
         # One fleet serves both stages: "prefill: 4 × X; decode: 4 × X" read as eight instances.
         r = stages[0]
         count = f"{r.instance_count} × " if r.instance_count and r.instance_count > 1 else ""
-        storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
+        storage = _kv_tiers(r.storage)
         return (
             "Recommended (aggregated, prefill and decode on the same instances): "
             f"{count}{r.instance}{storage}."
@@ -233,7 +240,7 @@ def headline(report: AdviceReport) -> str:
         count = r.instance_count
         if r.instance and count and count > 1:
             instance = f"{count} × {instance}"
-        storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
+        storage = _kv_tiers(r.storage)
         parts.append(f"{stage}: {instance}{storage}")
     return "Recommended " + "; ".join(parts) + "."
 
