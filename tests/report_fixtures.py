@@ -77,6 +77,7 @@ from kvadvisor.results.verdict import (
     Stress,
     TargetMargin,
     TierChoice,
+    TierValue,
     Verdict,
     VerdictSet,
     VerdictStatus,
@@ -440,6 +441,63 @@ def fixed_replay(text: str = "") -> ReplayResult:
     )
 
 
+def tier_values(text: str = "") -> tuple[TierValue, ...]:
+    """Fixed tier values: host memory saves an instance; no fleet does without the capacity tier."""
+    host = TierValue(
+        tier="host",
+        storage="host-dram-ddr5",
+        without="capacity kept",
+        instances=3,
+        with_instances=3,
+        with_usd_per_hour=193.48,
+        without_instances=4,
+        max_instances=64,
+        without_why="",
+        usd_per_hour=193.48,
+        without_usd_per_hour=258.0,
+        usd_per_hour_saved=64.52,
+        gpus=24,
+        gpus_saved=8,
+        ttft_p50_s=0.41,
+        ttft_p99_s=3.2,
+        without_ttft_p50_s=0.62,
+        without_ttft_p99_s=5.8,
+        without_meets_at_same_count=False,
+        hit_tokens=1_260_000.0,
+        prompt_tokens=6_000_000.0,
+        break_even_prompt_tokens=1.0,
+        break_even_basis="one load alone at the tier's 512 GB/s per instance",
+        basis="replayed on the search's sample, with the same targets",
+    )
+    capacity = TierValue(
+        tier="capacity",
+        storage=f"aws-ebs-gp3{text}",
+        without="host kept",
+        instances=3,
+        with_instances=3,
+        with_usd_per_hour=193.48,
+        without_instances=None,
+        max_instances=64,
+        without_why=f"misses TTFT p99 6.1 s > 4 s at 64 instances{text}",
+        usd_per_hour=193.48,
+        without_usd_per_hour=None,
+        usd_per_hour_saved=None,
+        gpus=24,
+        gpus_saved=None,
+        ttft_p50_s=0.41,
+        ttft_p99_s=3.2,
+        without_ttft_p50_s=0.45,
+        without_ttft_p99_s=4.4,
+        without_meets_at_same_count=False,
+        hit_tokens=360_000.0,
+        prompt_tokens=6_000_000.0,
+        break_even_prompt_tokens=1871.0,
+        break_even_basis=f"one load alone at the tier's 8.39 GB/s per instance{text}",
+        basis="replayed on the search's sample, with the same targets",
+    )
+    return host, capacity
+
+
 def verdict_set(text: str = "") -> VerdictSet:
     """Fixed deployment verdicts: one chosen (aggregated, two tiers), one abstaining."""
     rate = VRate(1.0e9, 4.0e9, 5.0e9)
@@ -507,6 +565,7 @@ def verdict_set(text: str = "") -> VerdictSet:
         price_basis="3 x $63.30/h on demand",
         busy_fraction=0.62,
         step_busy_fraction=0.62,
+        tier_values=tier_values(text),
     )
     chosen = CandidateSummary(
         f"aggregated 3 x p5en.48xlarge TP 2 x 4{text}",

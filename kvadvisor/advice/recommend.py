@@ -36,7 +36,12 @@ from kvadvisor.advice.search import (
 )
 from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
 from kvadvisor.advice.space import Work
-from kvadvisor.advice.tiers import CAPACITY_TIER
+from kvadvisor.advice.tiervalue import (
+    capacity_tiers,
+    sizing_bound,
+    tier_values,
+    with_tier_values,
+)
 from kvadvisor.advice.verdicts import (
     closest_miss,
     kind_text,
@@ -222,9 +227,7 @@ def _error(sample: Outcome, check: Outcome) -> dict[str, float]:
 
 def _caps(c: Candidate, forced: bool = False) -> frozenset[str]:
     """The tiers bought for capacity (RV04's floor applies); none when --storage forced one."""
-    if forced:
-        return frozenset()
-    return frozenset(t.name for s in c.stages for t in s.tiers if t.name == CAPACITY_TIER)
+    return capacity_tiers(c, forced)
 
 
 def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
@@ -309,21 +312,14 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         final.ctx = replayer.ctx
     verdicts: list[Verdict] = []
     errors: dict[str, dict[str, float]] = {}
-    picked: dict[str, Picked] = {}
+    picked: dict[str, Candidate] = {}
+    stressable: dict[str, Picked] = {}
+    forced = inputs.forced_storage is not None
+    margin = (inputs.headroom, inputs.spare)
     for p in providers:
         f = found[p]
         verdicts.append(
-            _verdict(
-                p,
-                f,
-                final,
-                whole,
-                errors,
-                size < n,
-                inputs.forced_storage is not None,
-                (inputs.headroom, inputs.spare),
-                picked,
-            )
+            _verdict(p, f, final, whole, errors, size < n, forced, picked, margin, stressable)
         )
     sample = Sample(
         requests=size,
@@ -339,9 +335,15 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     )
     primary, why = _primary(verdicts, inputs.providers, inputs.price_kind)
     if primary in picked:
+        # What each tier of the chosen fleet is worth: the primary verdict's only (each tier
+        # takes a re-sizing's replays on the sample).
+        cand = picked[primary]
+        bound = sizing_bound(found[primary].chosen_config, cand)
+        values = tier_values(cand, replayer, spec, bound, forced)
+        verdicts = [with_tier_values(v, values) if v.provider == primary else v for v in verdicts]
         # Only the primary verdict is stressed: each stress replays the check set again.
         verdicts = [
-            _robust(v, final, picked[primary], spec) if v.provider == primary else v
+            _robust(v, final, stressable[primary], spec) if v.provider == primary else v
             for v in verdicts
         ]
     chosen_primary = any(v.chosen and v.provider == primary for v in verdicts)
@@ -424,17 +426,20 @@ def _verdict(
     errors: dict[str, dict[str, float]],
     sampled: bool,
     forced: bool = False,
+    picked: dict[str, Candidate] | None = None,
     margin: tuple[float, bool] = (0.0, False),
-    picked: dict[str, Picked] | None = None,
+    stressable: dict[str, Picked] | None = None,
 ) -> Verdict:
     """The provider's verdict; under ``--gpu``/``--tp`` its reason opens by saying so.
 
     ``margin`` is (headroom, spare): with spare, each stage gets one instance more than
-    the fewest that meet the SLO (N+1), replayed as such. ``picked`` receives what the
-    robustness replays need of a chosen verdict (:func:`_robust`).
+    the fewest that meet the SLO (N+1), replayed as such. ``picked`` receives the chosen
+    candidate, ``stressable`` what the robustness replays need of it (:func:`_robust`).
     """
-    picked = {} if picked is None else picked
-    v = _verdict_found(provider, f, final, whole, errors, sampled, forced, margin, picked)
+    stressable = {} if stressable is None else stressable
+    v = _verdict_found(
+        provider, f, final, whole, errors, sampled, forced, picked, margin, stressable
+    )
     if not f.constraint:
         return v
     if v.chosen:
@@ -450,10 +455,14 @@ def _verdict_found(
     errors: dict[str, dict[str, float]],
     sampled: bool,
     forced: bool,
+    picked: dict[str, Candidate] | None,
     margin: tuple[float, bool],
-    picked: dict[str, Picked],
+    stressable: dict[str, Picked],
 ) -> Verdict:
-    """The search's pick verified on the check set (and grown, or N+1, when it must be)."""
+    """The search's pick verified on the check set (and grown, or N+1, when it must be).
+
+    Its chosen candidate goes into ``picked`` (by provider).
+    """
     if f.chosen is None and f.unconstrained:
         return no_verdict(
             f,
@@ -541,8 +550,10 @@ def _verdict_found(
             f"({final_outcome.candidate.label()}), replayed as {cand.label()}"
         )
         final_outcome = final.outcome(cand, caps_of(cand))
-    picked[provider] = (final_outcome, f, caps_of, headroom, spare)
+    stressable[provider] = (final_outcome, f, caps_of, headroom, spare)
     assert final_outcome.run is not None
+    if picked is not None:
+        picked[provider] = final_outcome.candidate
     result = summarize(final_outcome.run, final.targets)
     a = final_outcome.run.arrays
     span = float(a.arrival_s[-1] - a.arrival_s[0]) if a.requests > 1 else 0.0

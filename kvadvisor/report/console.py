@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvadvisor.report import deployments, summary
+from kvadvisor.report import deployments, summary, tiervalue
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.termtext import printable
 from kvadvisor.units.format import plural
@@ -144,6 +144,11 @@ class ConsoleRenderer:
             console.print(
                 table([s.role, "configuration"], [list(r) for r in deployments.stage_rows(s)], w)
             )
+            if worth := tiervalue.stage_rows(s):
+                console.print()
+                console.print(
+                    table([s.role, "what the tier is worth"], [list(r) for r in worth], w)
+                )
         if link := deployments.link_text(v):
             console.print(_text(link))
         if v.runners_up:

@@ -6,7 +6,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from kvadvisor.report import deployments, fmt, summary
+from kvadvisor.report import deployments, fmt, summary, tiervalue
 from kvadvisor.results.report import AdviceReport
 
 
@@ -64,6 +64,9 @@ class MarkdownRenderer:
         out += [f"#### {cell(v.provider)} ({cell(vs.primary_why)})", ""]
         for s in v.stages:
             out += md_table([s.role, ""], [list(r) for r in deployments.stage_rows(s)]) + [""]
+            if worth := tiervalue.stage_rows(s):
+                out += md_table([s.role, "what the tier is worth"], [list(r) for r in worth])
+                out += [""]
         if link := deployments.link_text(v):
             out += [cell(link), ""]
         if v.runners_up:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvadvisor.report import deployments, fmt, margin
+from kvadvisor.report import deployments, fmt, margin, tiervalue
 from kvadvisor.results.report import AdviceReport, Finding, Requirement, StageRecommendation
 from kvadvisor.results.verdict import VerdictSet
 from kvadvisor.units import Unit, plural
@@ -178,6 +178,13 @@ def nothing_recommended(vs: VerdictSet) -> bool:
     return not any(v.chosen and v.provider == vs.primary for v in vs.verdicts)
 
 
+def _kv_tiers(storage: str | None) -> str:
+    """A stage's KV tiers in the headline, the GPU pool first: it is the first tier."""
+    if storage:
+        return f" with KV in GPU memory and {storage}"
+    return " with KV in GPU memory only (no host or disk tier)"
+
+
 def headline(report: AdviceReport) -> str:
     """One sentence a reader gets the recommendation from."""
     rec = report.recommendation
@@ -221,7 +228,7 @@ def headline(report: AdviceReport) -> str:
         # One fleet serves both stages: "prefill: 4 × X; decode: 4 × X" read as eight instances.
         r = stages[0]
         count = f"{r.instance_count} × " if r.instance_count and r.instance_count > 1 else ""
-        storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
+        storage = _kv_tiers(r.storage)
         return (
             "Recommended (aggregated, prefill and decode on the same instances): "
             f"{count}{r.instance}{storage}."
@@ -233,7 +240,7 @@ def headline(report: AdviceReport) -> str:
         count = r.instance_count
         if r.instance and count and count > 1:
             instance = f"{count} × {instance}"
-        storage = f" with {r.storage}" if r.storage else " with no KV storage tier"
+        storage = _kv_tiers(r.storage)
         parts.append(f"{stage}: {instance}{storage}")
     return "Recommended " + "; ".join(parts) + "."
 
@@ -256,7 +263,12 @@ def targets_line(report: AdviceReport) -> str:
 
 def verdict_lines(report: AdviceReport) -> tuple[str, ...]:
     """The verdict block under the headline: targets, then what each KV tier is worth, margin."""
-    lines = (targets_line(report), margin.margin_line(report), margin.idle_line(report))
+    lines = (
+        targets_line(report),
+        *tiervalue.lines(report),
+        margin.margin_line(report),
+        margin.idle_line(report),
+    )
     return tuple(line for line in lines if line)
 
 

@@ -125,6 +125,51 @@ class TierChoice:
 
 
 @dataclass(frozen=True)
+class TierValue:
+    """What one KV tier of a stage is worth: the fleet replayed without it (docs/advisor.md).
+
+    ``without`` is the same configuration with this tier removed and the other tiers kept (for
+    the host tier, the capacity tier below it when there is one). What it saves compares that
+    fleet and the chosen one, each re-sized on the search's sample (``without_instances``,
+    None when no count up to ``max_instances`` meets the SLO, ``without_why`` then says why;
+    ``with_instances`` the chosen configuration's count there, below the verdict's when the
+    whole trace needed more). Latency is compared at the verdict's own count, so the tier's
+    effect alone shows. Latencies, hits and the break-even are the sample's replays (seconds,
+    tokens); $/h on-demand.
+    """
+
+    tier: str  # the tier's name in the plan (host, capacity)
+    storage: str  # what holds it: the storage catalog entry (host memory's: the instance's)
+    without: str  # the tiers the alternative keeps, in words
+    instances: int  # instances of the stage in the chosen fleet (the verdict's count)
+    usd_per_hour: float | None  # the chosen fleet
+    gpus: int  # GPUs of the chosen fleet
+    with_instances: int | None  # fewest instances meeting the SLO on the sample with it
+    with_usd_per_hour: float | None  # that fleet
+    without_instances: int | None  # fewest instances meeting the SLO on the sample without it
+    max_instances: int  # the most instances the re-sizing tried
+    without_why: str  # why no count meets the SLO without it ("" when one does)
+    without_usd_per_hour: float | None  # the re-sized fleet without the tier
+    usd_per_hour_saved: float | None  # without - with, both sized on the sample (negative: costs)
+    gpus_saved: int | None  # GPUs without it - GPUs with it, both sized on the sample
+    ttft_p50_s: float | None  # with the tier, at the chosen count
+    ttft_p99_s: float | None
+    without_ttft_p50_s: float | None  # without it, at the same count
+    without_ttft_p99_s: float | None
+    without_meets_at_same_count: bool  # whether the same count meets the SLO without it
+    hit_tokens: float  # prompt tokens the tier served on the sample
+    prompt_tokens: float  # prompt tokens of the sample
+    break_even_prompt_tokens: float | None  # above it loading from the tier beats recompute
+    break_even_basis: str  # the bandwidth and latency the break-even is for
+    basis: str  # what was replayed
+
+    @property
+    def hit_ratio(self) -> float | None:
+        """Prompt tokens the tier served over prompt tokens (None for an empty sample)."""
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens > 0 else None
+
+
+@dataclass(frozen=True)
 class StageVerdict:
     """One stage of the recommended fleet (serving when aggregated)."""
 
@@ -151,6 +196,8 @@ class StageVerdict:
     # Replica time executing steps: the stage's replica-seconds of steps (prefill and decode)
     # over replicas x the span from the first arrival to the last completion.
     step_busy_fraction: float | None = None
+    # What each tier is worth (the primary verdict's stage that holds tiers), fastest first.
+    tier_values: tuple[TierValue, ...] = ()
 
     @property
     def replicas(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from kvadvisor.report import deployments
+from kvadvisor.report import deployments, tiervalue
 from kvadvisor.report.charts import ChartSpec, Line, render_svg
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.report import AdviceReport
@@ -69,6 +69,12 @@ def deployments_section(report: AdviceReport) -> Section | None:
                     tuple(deployments.stage_rows(s)),
                 )
             )
+            if worth := tiervalue.stage_rows(s):
+                tables.append(
+                    Table(
+                        f"{v.provider}: {s.role}, what each tier is worth", ("", ""), tuple(worth)
+                    )
+                )
         if v.runners_up:
             tables.append(
                 Table(
