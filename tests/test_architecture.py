@@ -15,7 +15,8 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 # Shared leaves every other row may import; they (and progress, jitcache) import nothing.
 # termtext: text safe for a terminal (control characters escaped), for every printing layer.
 # vocab: what a value means (a stage, a severity, a status), for inputs and results alike.
-LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "termtext"}
+# quoting: names checked and quoted for every generated format (scripts, fio jobs, READMEs).
+LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "termtext", "quoting"}
 ISOLATED = LEAVES | {"progress", "jitcache"}
 
 ALLOWED: dict[str, set[str]] = {
@@ -27,6 +28,8 @@ ALLOWED: dict[str, set[str]] = {
     # One-time slow steps (numba compiling, matplotlib's font cache) announce themselves here.
     "firstuse": set(),
     "termtext": set(),
+    # One checker for names and one quoter per generated format; it escapes as termtext does.
+    "quoting": {"termtext"},
     # Terminal progress for the CLI's long steps: a leaf like errors/units (labels made safe,
     # the elapsed time through the one formatter).
     "progress": {"termtext", "units"},

@@ -57,6 +57,7 @@ from kvadvisor.plan.model import (
     StorageCapability,
     TierPlan,
 )
+from kvadvisor.quoting import name_problem
 from kvadvisor.units import (
     BITS_PER_BYTE,
     BYTES_PER_GB,
@@ -236,6 +237,14 @@ class _Checker:
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise self.fail(where, f"must be one of {', '.join(choices)}, got {value!r}{hint}")
         return value
+
+    def name(self, where: str, value: Any) -> str:
+        """A name: text that is printable and on one line (it is written into generated files)."""
+        text = self.text(where, value)
+        problem = name_problem(text)
+        if problem is not None:
+            raise self.fail(where, problem)
+        return text
 
     def whole(self, where: str, value: Any, minimum: int, maximum: int = MAX_COUNT) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -422,7 +431,7 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
                 f"'{scope}' contradicts shared: {str(shared).lower()}; keep one of the two",
             )
     return TierPlan(
-        name=c.text(f"{where}.name", raw.get("name", cap.catalog_name or cap.kind)),
+        name=c.name(f"{where}.name", raw.get("name", cap.catalog_name or cap.kind)),
         storage=cap,
         capacity_bytes=capacity_bytes,
         devices=devices,
@@ -730,7 +739,7 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         if s in stages_raw
     )
     return Plan(
-        name=c.text("name", doc.get("name", Path(path).stem)),
+        name=c.name("name", doc.get("name", Path(path).stem)),
         path=path,
         model=model,
         stages=stages,
