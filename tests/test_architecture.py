@@ -46,7 +46,8 @@ ALLOWED: dict[str, set[str]] = {
     # The rule engine speaks the shared vocabulary (severities, stages: vocab.py, a leaf).
     "rules": {"yamlio"},
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
-    "plan": {"yamlio", "catalog"},
+    # Its engine files pass the same boundary as the plan (fileio, yamlio, jsonio strict).
+    "plan": {"yamlio", "catalog", "fileio", "jsonio"},
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
     "synth": {"trace", "fileio"},
     # Measurements of a trace.

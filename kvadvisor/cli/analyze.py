@@ -26,6 +26,7 @@ from kvadvisor.cli.common import (
     PANEL_INPUT,
     PANEL_MODEL,
     PANEL_OUTPUT,
+    AllowOutsidePlanDirOpt,
     BlockTokensOpt,
     CatalogOpt,
     IgnoreOpt,
@@ -411,6 +412,7 @@ def analyze_cmd(
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
+    allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
     replay: Annotated[
         bool,
         typer.Option(
@@ -494,6 +496,7 @@ def analyze_cmd(
             ignore=as_strs(ignore),
             catalogs=as_strs(catalog),
             plans=as_strs(plan),
+            allow_outside_plan_dir=allow_outside_plan_dir,
             memory_limit=memory_limit,
             trace_format=trace_format,
             column_map=maps,

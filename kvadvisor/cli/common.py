@@ -413,6 +413,15 @@ IgnoreOpt = Annotated[
         rich_help_panel=PANEL_RULES,
     ),
 ]
+AllowOutsidePlanDirOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-outside-plan-dir",
+        help="Read a plan's engine_files from outside the plan's folder too (absolute paths, "
+        "'..', symlinks out). Off by default: a plan from someone else cannot make kvadvisor "
+        "read other files.",
+    ),
+]
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
