@@ -24,7 +24,7 @@ from kvadvisor.cli.common import (
     write_output,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import atomic_target
+from kvadvisor.fileio import output_stream
 
 # Longest drain past the last arrival: 31.7 years, the longest span a trace may have.
 MAX_DRAIN_CAP_S = 1e9
@@ -110,7 +110,9 @@ def replay_cmd(
         if requests_out is not None:
             import pyarrow.parquet as pq
 
-            with atomic_target(requests_out) as tmp:
-                pq.write_table(result.requests_table(), tmp)
+            # A file object, never the path: pyarrow deletes a path whose write failed, which
+            # for a device named as the output (/dev/full) would delete the device node.
+            with output_stream(requests_out) as fh:
+                pq.write_table(result.requests_table(), fh)
         if not any(o == "-" for o in (output or [])):
             echo(result.to_text(), nl=False)
