@@ -262,3 +262,43 @@ def test_the_plan_loader_refuses_a_name_with_a_line_break(
     assert result.exit_code == EXIT_USER_ERROR, result.output
     line = one_error_line(result)
     assert f"{field}: holds the control character U+000A" in line, line
+
+
+def test_analyze_emit_through_the_cli_keeps_names_out_of_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`analyze HOSTILE-TRACE --emit` every target: the command line and names stay comments.
+
+    The report stands in for the analysis; the trace's path is the hostile one on disk.
+    """
+    import kvadvisor
+
+    trace = hostile_path(tmp_path / "in", "trace", ".jsonl")
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n')
+    report = _hostile_report(NVME)
+    report = dataclasses.replace(report, trace=dataclasses.replace(report.trace, path=str(trace)))
+    monkeypatch.setattr(kvadvisor, "analyze", lambda *a, **k: report)
+    out = tmp_path / "configs"
+    args = ["analyze", str(trace), "--quiet", "-o", str(out)]
+    for target in TARGETS:
+        args += ["--emit", target]
+    result = runner.invoke(app, args)
+    assert result.exit_code == EXIT_OK, result.output
+    files = {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()}
+    assert len(files) > 10
+    check_generated(files, tmp_path)
+
+
+def test_a_catalog_entry_name_with_a_line_break_is_refused(tmp_path: Path) -> None:
+    """Catalog names become tier and instance names: the catalog loader checks them too."""
+    catalog = tmp_path / "cat.yaml"
+    catalog.write_text(
+        'kind: storage\nsources: {a: "x"}\nentries:\n'
+        '  "evil\\n[global]\\nexec_prerun=touch PWNED":\n    category: local_nvme\n'
+    )
+    trace = write_bursty_trace(tmp_path / "t.jsonl", 40)
+    result = runner.invoke(
+        app,
+        ["analyze", str(trace), "-q", "--catalog", str(catalog), "-o", str(tmp_path / "r.json")],
+    )
+    one_error_line(result, "holds the control character U+000A")
