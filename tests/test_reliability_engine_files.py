@@ -201,3 +201,23 @@ def test_value_checks_of_the_plan_apply(
     """Duplicate keys, non-finite numbers and integers past 64 bits are refused, as in plans."""
     (tmp_path / name).write_text(content)
     _refused(_plan(tmp_path, [name]), needle)
+
+
+def test_analyze_plan_takes_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`analyze --plan` refuses an outside engine file, and loads the plan with the flag."""
+    import kvadvisor.api
+
+    (tmp_path / "kvbm-prefill.env").write_text("DYN_KVBM_CPU_CACHE_GB=1\n")
+    plan = _plan(tmp_path / "plans", ["../kvbm-prefill.env"])
+    trace = write_bursty_trace(tmp_path / "t.jsonl", 40)
+    args = ["analyze", str(trace), "-q", "--plan", str(plan), "-o", str(tmp_path / "r.json")]
+    one_error_line(runner.invoke(app, args), "outside the plan's folder")
+    loaded = []
+
+    def stop(source: object, options: object, **kwargs: object) -> None:
+        loaded.extend(options.plans)  # type: ignore[attr-defined]
+        raise SystemExit(0)
+
+    monkeypatch.setattr(kvadvisor.api, "analyze_source", stop)
+    runner.invoke(app, [*args, "--allow-outside-plan-dir"])
+    assert [p.stages[0].engines["dynamo-kvbm"] for p in loaded] == [{"DYN_KVBM_CPU_CACHE_GB": 1}]

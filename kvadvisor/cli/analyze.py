@@ -16,6 +16,7 @@ import typer
 
 import kvadvisor
 from kvadvisor.cli.common import (
+    ALLOW_OUTSIDE_HELP,
     MAX_BLOCK_TOKENS,
     MAX_CACHE_INSTANCES,
     MAX_INSTANCES,
@@ -26,7 +27,7 @@ from kvadvisor.cli.common import (
     PANEL_INPUT,
     PANEL_MODEL,
     PANEL_OUTPUT,
-    AllowOutsidePlanDirOpt,
+    PANEL_RULES,
     BlockTokensOpt,
     CatalogOpt,
     IgnoreOpt,
@@ -412,7 +413,14 @@ def analyze_cmd(
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
-    allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
+    allow_outside_plan_dir: Annotated[
+        bool,
+        typer.Option(
+            "--allow-outside-plan-dir",
+            help=ALLOW_OUTSIDE_HELP,
+            rich_help_panel=PANEL_RULES,
+        ),
+    ] = False,
     replay: Annotated[
         bool,
         typer.Option(
