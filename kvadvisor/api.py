@@ -344,6 +344,7 @@ def replay(
     column_map: ColumnMap = None,
     block_tokens: int | None = None,
     generated_at: str | None = None,
+    allow_outside_plan_dir: bool = False,
 ) -> Replay:
     """Replay a trace through a plan's deployment: `kvadvisor replay` as a call.
 
@@ -351,7 +352,8 @@ def replay(
     ``ttft_p90_s`` to seconds; ``window_s`` is the demand window; ``drain_cap_s`` how long the
     replay runs past the last arrival (default: the trace's span, at least ten minutes).
     """
-    loaded = _plans([plan], PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))[0]
+    cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
+    loaded = _plans([plan], cats, allow_outside_plan_dir)[0]
     targets = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
     options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s)
     if not isinstance(trace, Trace):
@@ -379,6 +381,7 @@ def verify(
     trace_format: str | TraceFormat | None = None,
     column_map: ColumnMap = None,
     block_tokens: int | None = None,
+    allow_outside_plan_dir: bool = False,
 ) -> VerifySet:
     """The fio and serving-benchmark jobs that test ``plan`` on real hardware (docs/verify.md).
 
@@ -386,7 +389,7 @@ def verify(
     verify TRACE --plan PLAN -o DIR`` writes them under DIR).
     """
     cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
-    (loaded,) = _plans([plan], cats)
+    (loaded,) = _plans([plan], cats, allow_outside_plan_dir)
     return verify_source(
         trace if isinstance(trace, Trace) else os.fspath(trace),
         loaded,

@@ -221,3 +221,26 @@ def test_analyze_plan_takes_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(kvadvisor.api, "analyze_source", stop)
     runner.invoke(app, [*args, "--allow-outside-plan-dir"])
     assert [p.stages[0].engines["dynamo-kvbm"] for p in loaded] == [{"DYN_KVBM_CPU_CACHE_GB": 1}]
+
+
+@pytest.mark.parametrize("command", ["replay", "verify"])
+def test_replay_and_verify_take_the_flag(command: str, tmp_path: Path) -> None:
+    """The other commands that load a plan refuse an outside file and take the flag too."""
+    from verify_fixtures import SERVING_PLAN
+
+    (tmp_path / "lmcache-serving.yaml").write_text("chunk_size: 256\n")
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    plan = folder / "plan.yaml"
+    plan.write_text(
+        SERVING_PLAN.replace(
+            "    count: 1\n", "    count: 1\n    engine_files: [../lmcache-serving.yaml]\n"
+        )
+    )
+    trace = write_bursty_trace(tmp_path / "t.jsonl", 40)
+    args = [command, str(trace), "--plan", str(plan)]
+    if command == "verify":
+        args += ["-o", str(tmp_path / "jobs")]
+    one_error_line(runner.invoke(app, args), "outside the plan's folder")
+    result = runner.invoke(app, [*args, "--allow-outside-plan-dir"])
+    assert result.exit_code in (EXIT_OK, 1), result.output

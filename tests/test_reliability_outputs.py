@@ -111,10 +111,11 @@ def _commands(trace: Path, plan: Path, target: str) -> dict[str, list[str]]:
         "replay": ["replay", *tp, "--requests-out", f"{target}.parquet"],
         "verify": ["verify", *tp, "-o", target],
         "convert": ["convert", str(trace), "-o", f"{target}.parquet"],
+        "emit": ["analyze", str(trace), "-q", "--emit", "vllm", "-o", target],
     }
 
 
-@pytest.mark.parametrize("command", ["analyze", "review", "replay", "verify", "convert"])
+@pytest.mark.parametrize("command", ["analyze", "review", "replay", "verify", "convert", "emit"])
 def test_a_too_long_output_name_is_one_error_before_the_work(
     command: str, trace: Path, plan: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,7 +125,7 @@ def test_a_too_long_output_name_is_one_error_before_the_work(
     one_error_line(runner.invoke(app, args), "name is too long")
 
 
-@pytest.mark.parametrize("command", ["analyze", "review", "replay", "verify", "convert"])
+@pytest.mark.parametrize("command", ["analyze", "review", "replay", "verify", "convert", "emit"])
 def test_an_unwritable_output_is_one_error_before_the_work(
     command: str, trace: Path, plan: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

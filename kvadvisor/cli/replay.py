@@ -10,6 +10,7 @@ import typer
 import kvadvisor
 from kvadvisor.cli.common import (
     MAX_WINDOW_S,
+    AllowOutsidePlanDirOpt,
     BlockTokensOpt,
     CatalogOpt,
     MapOpt,
@@ -86,6 +87,7 @@ def replay_cmd(
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
     catalog: CatalogOpt = None,
+    allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
 ) -> None:
     """Replay a trace through a deployment: latencies, GPU time per stage, tier and link demand."""
     with handle_user_errors():
@@ -103,6 +105,7 @@ def replay_cmd(
             trace_format=trace_format,
             column_map=maps,
             block_tokens=block_tokens,
+            allow_outside_plan_dir=allow_outside_plan_dir,
         )
         render = {"json": result.to_json, "html": result.to_html, "text": result.to_text}
         for target, kind in targets:

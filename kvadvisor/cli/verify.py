@@ -14,6 +14,7 @@ import kvadvisor
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     MAX_WINDOW_S,
+    AllowOutsidePlanDirOpt,
     BlockTokensOpt,
     CatalogOpt,
     MapOpt,
@@ -165,6 +166,7 @@ def verify_cmd(
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
+    allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
 ) -> None:
     """Write fio and serving-benchmark jobs that test a plan, or judge their results."""
     failed = False
@@ -213,6 +215,7 @@ def verify_cmd(
                 trace_format=trace_format,
                 column_map=maps,
                 block_tokens=block_tokens,
+                allow_outside_plan_dir=allow_outside_plan_dir,
             )
             for rel in written.files:
                 files.check_output(folder / rel)
