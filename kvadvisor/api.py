@@ -192,8 +192,15 @@ def load_plan(path: PathLike, *, catalogs: Sequence[PathLike] = ()) -> Plan:
     return load_plan_file(path, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))
 
 
-def _plans(plans: Sequence[PathLike | Plan], catalogs: PlanCatalogs) -> tuple[Plan, ...]:
-    return tuple(p if isinstance(p, Plan) else load_plan_file(p, catalogs) for p in plans)
+def _plans(
+    plans: Sequence[PathLike | Plan], catalogs: PlanCatalogs, allow_outside_plan_dir: bool = False
+) -> tuple[Plan, ...]:
+    return tuple(
+        p
+        if isinstance(p, Plan)
+        else load_plan_file(p, catalogs, allow_outside_plan_dir=allow_outside_plan_dir)
+        for p in plans
+    )
 
 
 def _options(
@@ -231,6 +238,7 @@ def analyze(
     ignore: Sequence[str] = (),
     catalogs: Sequence[PathLike] = (),
     plans: Sequence[PathLike | Plan] = (),
+    allow_outside_plan_dir: bool = False,
     memory_limit: int | str | None = None,
     trace_format: str | TraceFormat | None = None,
     column_map: ColumnMap = None,
@@ -247,14 +255,17 @@ def analyze(
     ``warmup_fraction``, ``cache_tiers=["hbm=1M"]``, ``storage``, ``instance``), applied over
     ``options``. ``rules`` (directories), ``select``/``ignore`` and ``catalogs`` (files) add to
     the built-in rules and catalogs; ``plans`` (files or loaded plans) are reviewed against the
-    trace. ``generated_at`` is the report's clock (default: now, UTC).
+    trace, their engine files read from each plan's folder only unless
+    ``allow_outside_plan_dir``. ``generated_at`` is the report's clock (default: now, UTC).
     """
     # Parsed first: a bad value is an error even where the trace is read whole.
     limit = parse_memory_limit(memory_limit) if isinstance(memory_limit, str) else memory_limit
     inputs = load_advisor_inputs(
         tuple(str(r) for r in rules), tuple(select), tuple(ignore), tuple(str(c) for c in catalogs)
     )
-    loaded = _plans(plans, PlanCatalogs(inputs.storage, inputs.instances, inputs.perf))
+    loaded = _plans(
+        plans, PlanCatalogs(inputs.storage, inputs.instances, inputs.perf), allow_outside_plan_dir
+    )
     report = analyze_source(
         trace if isinstance(trace, Trace) else os.fspath(trace),
         _options(options, settings, inputs, loaded),
@@ -284,6 +295,7 @@ def review(
     rules: Sequence[PathLike] = (),
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
+    allow_outside_plan_dir: bool = False,
 ) -> Review:
     """Check deployment plans against a trace: `kvadvisor review` as a call.
 
@@ -292,10 +304,13 @@ def review(
     `verify` folder whose measured checks join the review of the plan it was written for.
     ``rules`` (directories) add to the built-in rules; ``select``/``ignore`` choose among them by
     code, name or group, as for `analyze` (the review runs the plan, stage, tier and engine
-    rules).
+    rules). A plan's engine files are read from its folder only, unless
+    ``allow_outside_plan_dir`` (docs/security.md).
     """
     rule_set = load_rule_set(tuple(str(r) for r in rules), tuple(select), tuple(ignore))
-    loaded = _plans(plans, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))
+    loaded = _plans(
+        plans, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)), allow_outside_plan_dir
+    )
     # Read first: a folder that does not match is an error before the replay runs.
     measured = (
         None
@@ -332,6 +347,7 @@ def replay(
     column_map: ColumnMap = None,
     block_tokens: int | None = None,
     generated_at: str | None = None,
+    allow_outside_plan_dir: bool = False,
 ) -> Replay:
     """Replay a trace through a plan's deployment: `kvadvisor replay` as a call.
 
@@ -339,7 +355,8 @@ def replay(
     ``ttft_p90_s`` to seconds; ``window_s`` is the demand window; ``drain_cap_s`` how long the
     replay runs past the last arrival (default: the trace's span, at least ten minutes).
     """
-    loaded = _plans([plan], PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))[0]
+    cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
+    loaded = _plans([plan], cats, allow_outside_plan_dir)[0]
     targets = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
     options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s)
     if not isinstance(trace, Trace):
@@ -367,6 +384,7 @@ def verify(
     trace_format: str | TraceFormat | None = None,
     column_map: ColumnMap = None,
     block_tokens: int | None = None,
+    allow_outside_plan_dir: bool = False,
 ) -> VerifySet:
     """The fio and serving-benchmark jobs that test ``plan`` on real hardware (docs/verify.md).
 
@@ -374,7 +392,7 @@ def verify(
     verify TRACE --plan PLAN -o DIR`` writes them under DIR).
     """
     cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
-    (loaded,) = _plans([plan], cats)
+    (loaded,) = _plans([plan], cats, allow_outside_plan_dir)
     return verify_source(
         trace if isinstance(trace, Trace) else os.fspath(trace),
         loaded,

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from kvadvisor.errors import ConfigError, KvAdvisorError
 
@@ -145,9 +146,14 @@ class InputSet:
                     self._by_identity.setdefault(ident, InputFile(item.role, file))
 
     def check_output(self, target: str | Path, option: str = "-o") -> None:
-        """Raise ConfigError when ``target`` is (any spelling or link of) one of the inputs."""
+        """Raise ConfigError when ``target`` is one of the inputs or cannot be written.
+
+        An input under any spelling or link; unwritable by :func:`check_writable`. Called
+        before the work, so a bad output is found before minutes of analysis, not after.
+        """
         if str(target) == "-":
             return
+        check_writable(target, option)
         ident = _identity(Path(target))
         found = self._by_identity.get(ident) if ident is not None else None
         if found is not None:
@@ -156,6 +162,57 @@ class InputSet:
                 f"{option} {target}: is the input {found.role}{same}; kvadvisor never writes "
                 "over its input: choose another output path"
             )
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name the file system of ``folder`` takes (255 where it cannot say)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def check_writable(target: str | Path, option: str = "-o", *, directory: bool = False) -> None:
+    """Raise ConfigError when ``target`` cannot be written, before any work is done.
+
+    Checked without writing anything: a name too long for the file system (each part, and the
+    whole path), a part of the path that is a file, a folder that cannot be written to, and an
+    existing device or FIFO the user may not write. ``directory``: ``target`` is a folder
+    to create or fill (verify's -o), else a file. What only writing can tell (a full disk)
+    is still an error then, and leaves nothing behind.
+    """
+    path = Path(os.path.abspath(target))
+    fix = f"choose another {option}"
+    encoded = os.fsencode(path)
+    if len(encoded) >= getattr(os, "PATH_MAX", 4096):
+        raise ConfigError(f"{option} {target}: the path is too long ({len(encoded)} bytes); {fix}")
+    # The nearest existing folder: the parts below it are created, so each must fit its name.
+    existing = path
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    limit = _name_max(existing if existing.is_dir() else existing.parent)
+    for part in path.relative_to(existing).parts or (path.name,):
+        if len(os.fsencode(part)) > limit:
+            raise ConfigError(
+                f"{option} {target}: the name is too long ({len(os.fsencode(part))} bytes; the "
+                f"file system takes {limit}); {fix}"
+            )
+    if existing == path:
+        kind = _existing_special(path)
+        if kind is not None:
+            if not os.access(path, os.W_OK):
+                raise ConfigError(f"{option} {target}: is {kind} you may not write; {fix}")
+            return
+        if path.is_dir() and not directory:
+            raise ConfigError(f"{option} {target}: is a directory; give an output file name")
+        if not directory or not path.is_dir():
+            existing = path.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {target}: {existing} is not a directory; {fix}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"{option} {target}: cannot write in {existing} (permission denied); {fix}"
+        )
 
 
 # Temporary output files not yet renamed into place or removed: what a hard stop (a second
@@ -264,6 +321,19 @@ def atomic_target(path: str | Path, fix: str = "choose another output path") -> 
         raise
     finally:
         _unregister(tmp)
+
+
+@contextmanager
+def output_stream(path: str | Path, fix: str = "choose another output path") -> Iterator[BinaryIO]:
+    """An open binary file whose content becomes ``path``: :func:`atomic_target`'s rules.
+
+    Give this to a writer that takes a file object, never the path: pyarrow deletes the path
+    it was given when a write fails, which for a device named as the output (``/dev/full``,
+    a ``mknod`` node) deletes the device node. Only the temporary file kvadvisor created is
+    ever removed.
+    """
+    with atomic_target(path, fix) as target, open(target, "wb") as fh:
+        yield fh
 
 
 def write_text(path: str | Path, text: str, fix: str = "choose another output path") -> None:

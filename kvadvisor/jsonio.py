@@ -23,6 +23,7 @@ from kvadvisor.units.format import count
 
 # Deepest nesting accepted in any JSON input (traces, model configs): as for YAML.
 MAX_JSON_DEPTH = 32
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # A model config.json is a few KiB; anything past this is not one.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 SCAN_CHUNK_BYTES = 16 * 1024 * 1024
@@ -140,6 +141,40 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+class _Strict(ValueError):
+    """A value a strict document may not hold (raised from the parser's hooks)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            shown = key if len(key) <= 40 else key[:37] + "..."
+            raise _Strict(
+                f"key {shown!r} appears twice in one object; a second value would silently "
+                "replace the first: keep one"
+            )
+        out[key] = value
+    return out
+
+
+def _int64(text: str) -> int:
+    # More than 19 digits is past 64 bits whatever they are: refused before int() reads them.
+    value = int(text) if len(text.lstrip("-")) <= 19 else None
+    if value is None or not INT64_MIN <= value <= INT64_MAX:
+        raise _Strict(
+            f"the integer {text[:30]} does not fit in 64 bits; no value here is that large"
+        )
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Strict(f"{text[:30]} is not a finite number; write a finite value")
+    return value
+
+
 def loads(
     data: bytes | str,
     where: str,
@@ -147,12 +182,15 @@ def loads(
     *,
     allow_nan: bool = True,
     limit: int = MAX_JSON_DEPTH,
+    strict: bool = False,
 ) -> Any:
     """Parse one JSON document, or raise ``error`` (one line naming ``where``).
 
     Nesting past ``limit`` is refused before parsing; a syntax error names its line and
     column; ``allow_nan`` False refuses NaN and Infinity (Python's json accepts them, JSON
-    does not); an integer too long to convert is refused as such.
+    does not); an integer too long to convert is refused as such. ``strict`` applies the YAML
+    loader's checks too (for configuration files): a key given twice in one object, an
+    integer outside 64 bits, and NaN or Infinity are refused.
     """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     deep = too_deep([raw], limit)
@@ -161,7 +199,9 @@ def loads(
             f"{where}: line {line_of(raw, deep)}: JSON nested deeper than {limit} levels; "
             "not a file kvadvisor reads"
         )
-    hook = {} if allow_nan else {"parse_constant": _refuse_constant}
+    hook: dict[str, Any] = {} if allow_nan and not strict else {"parse_constant": _refuse_constant}
+    if strict:
+        hook.update(object_pairs_hook=_unique_keys, parse_int=_int64, parse_float=_finite)
     try:
         return json.loads(data, **hook)
     except json.JSONDecodeError as exc:
@@ -170,6 +210,8 @@ def loads(
         ) from None
     except UnicodeDecodeError as exc:
         raise error(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except _Strict as exc:
+        raise error(f"{where}: {exc}") from None
     except (ValueError, RecursionError) as exc:
         # NaN or Infinity refused, or an integer past the digit limit of int().
         raise error(f"{where}: not valid JSON ({' '.join(str(exc).split())})") from None

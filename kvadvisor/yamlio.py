@@ -105,7 +105,7 @@ def _shown(key: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _reject_aliases(path: Path, text: str, error: type[KvAdvisorError]) -> None:
+def _reject_aliases(path: str | Path, text: str, error: type[KvAdvisorError]) -> None:
     """Refuse anchors and aliases before the document is built.
 
     No rule, catalog or plan needs them, and aliases are how a small file expands into a huge
@@ -159,6 +159,14 @@ def load_yaml(path: str | Path, error: type[KvAdvisorError]) -> Any:
         raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise error(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return parse_yaml(text, path, error)
+
+
+def parse_yaml(text: str, path: str | Path, error: type[KvAdvisorError]) -> Any:
+    """One YAML document from ``text`` already read, checked as :func:`load_yaml` checks one.
+
+    The caller bounds the text's size; ``path`` names the document in every message.
+    """
     _reject_aliases(path, text, error)
     try:
         data = yaml.load(text, Loader=_CheckedLoader)  # a safe loader, see above

@@ -15,7 +15,8 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 # Shared leaves every other row may import; they (and progress, jitcache) import nothing.
 # termtext: text safe for a terminal (control characters escaped), for every printing layer.
 # vocab: what a value means (a stage, a severity, a status), for inputs and results alike.
-LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "termtext"}
+# quoting: names checked and quoted for every generated format (scripts, fio jobs, READMEs).
+LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "termtext", "quoting"}
 ISOLATED = LEAVES | {"progress", "jitcache"}
 
 ALLOWED: dict[str, set[str]] = {
@@ -27,6 +28,8 @@ ALLOWED: dict[str, set[str]] = {
     # One-time slow steps (numba compiling, matplotlib's font cache) announce themselves here.
     "firstuse": set(),
     "termtext": set(),
+    # One checker for names and one quoter per generated format; it escapes as termtext does.
+    "quoting": {"termtext"},
     # Terminal progress for the CLI's long steps: a leaf like errors/units (labels made safe,
     # the elapsed time through the one formatter).
     "progress": {"termtext", "units"},
@@ -43,7 +46,8 @@ ALLOWED: dict[str, set[str]] = {
     # The rule engine speaks the shared vocabulary (severities, stages: vocab.py, a leaf).
     "rules": {"yamlio"},
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
-    "plan": {"yamlio", "catalog"},
+    # Its engine files pass the same boundary as the plan (fileio, yamlio, jsonio strict).
+    "plan": {"yamlio", "catalog", "fileio", "jsonio"},
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
     "synth": {"trace", "fileio"},
     # Measurements of a trace.

@@ -120,7 +120,7 @@ def test_plan_reads_its_engine_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("files", "content", "message"),
     [
-        (["missing.sh"], None, "engine_files\\[0\\]: cannot read"),
+        (["missing.sh"], None, "engine_files\\[0\\]: .*missing.sh: no such file"),
         (["bad.sh"], "VLLM_ARGS=(\n  --no-such-flag 1\n)\n", "unknown field"),
         (["bad.txt"], "x", "unknown engine file type"),
     ],

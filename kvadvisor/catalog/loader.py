@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from kvadvisor.errors import CatalogError, CatalogProblems
+from kvadvisor.quoting import name_problem, one_line
 from kvadvisor.units.format import MAX_DIGITS, number
 from kvadvisor.yamlio import load_yaml
 
@@ -259,7 +260,12 @@ def check_entries(
         raise CatalogError(f"{path}: 'entries' must be a non-empty mapping of name to fields")
     out: dict[str, dict[str, Any]] = {}
     for name, entry in entries.items():
-        where = f"entries.{name}"
+        where = f"entries.{one_line(str(name))}"
+        # An entry's name reaches plans, engine files and scripts as a tier or instance name.
+        problem = name_problem(str(name))
+        if problem is not None:
+            problems.add(where, f"the entry's name {problem}")
+            continue
         if not isinstance(entry, dict):
             problems.add(where, "expected a mapping of fields")
             continue

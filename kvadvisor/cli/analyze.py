@@ -6,6 +6,7 @@ registering it (for `kvadvisor --help`) loads none of them (tests/test_cli_start
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 from enum import Enum
@@ -16,6 +17,7 @@ import typer
 
 import kvadvisor
 from kvadvisor.cli.common import (
+    ALLOW_OUTSIDE_HELP,
     MAX_BLOCK_TOKENS,
     MAX_CACHE_INSTANCES,
     MAX_INSTANCES,
@@ -26,6 +28,7 @@ from kvadvisor.cli.common import (
     PANEL_INPUT,
     PANEL_MODEL,
     PANEL_OUTPUT,
+    PANEL_RULES,
     BlockTokensOpt,
     CatalogOpt,
     IgnoreOpt,
@@ -47,6 +50,7 @@ from kvadvisor.cli.common import (
     write_output,
 )
 from kvadvisor.errors import ConfigError
+from kvadvisor.fileio import check_writable
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.units.format import number
@@ -99,7 +103,8 @@ def _split_emit_dir(
     """With --emit, the -o target without a file extension (or a directory) is the config dir."""
     if not emit:
         return None, output
-    dirs = [o for o in output or [] if o != "-" and (Path(o).is_dir() or not Path(o).suffix)]
+    # os.path.isdir: False for a name the system refuses (too long), which is refused later.
+    dirs = [o for o in output or [] if o != "-" and (os.path.isdir(o) or not Path(o).suffix)]
     if len(dirs) != 1:
         raise ConfigError(
             "--emit writes configuration files into a directory: give exactly "
@@ -447,6 +452,14 @@ def analyze_cmd(
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = None,
+    allow_outside_plan_dir: Annotated[
+        bool,
+        typer.Option(
+            "--allow-outside-plan-dir",
+            help=ALLOW_OUTSIDE_HELP,
+            rich_help_panel=PANEL_RULES,
+        ),
+    ] = False,
     replay: Annotated[
         bool,
         typer.Option(
@@ -522,6 +535,10 @@ def analyze_cmd(
         ]
         for target in targets:
             files.check_output(target)
+        if emit_dir is not None:
+            # Before the analysis, as every -o file is: a folder that cannot be made is found
+            # now, not after minutes of work.
+            check_writable(emit_dir, "-o", directory=True)
         progress = Progress()
         report = kvadvisor.analyze(
             trace,
@@ -530,6 +547,7 @@ def analyze_cmd(
             ignore=as_strs(ignore),
             catalogs=as_strs(catalog),
             plans=as_strs(plan),
+            allow_outside_plan_dir=allow_outside_plan_dir,
             memory_limit=memory_limit,
             trace_format=trace_format,
             column_map=maps,

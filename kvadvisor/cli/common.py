@@ -50,6 +50,7 @@ PANEL_MODEL = "Model and GPU"
 PANEL_DEPLOYMENT = "Deployment"
 PANEL_RULES = "Rules and catalogs"
 PANEL_OUTPUT = "Output"
+PANEL_TRUST = "Trust"
 
 # Parameter type -> the metavar `--help` shows (typer's own are `<list[str]>`, `<bool>`).
 _METAVARS = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH"}
@@ -411,6 +412,21 @@ IgnoreOpt = Annotated[
         metavar="RULE",
         help="Skip rules with this code, name or group (repeatable).",
         rich_help_panel=PANEL_RULES,
+    ),
+]
+ALLOW_OUTSIDE_HELP = (
+    "Read a plan's engine_files from outside the plan's folder too (absolute paths, '..', "
+    "symlinks out). Off by default: a plan from someone else cannot make kvadvisor read other "
+    "files."
+)
+AllowOutsidePlanDirOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-outside-plan-dir",
+        help=ALLOW_OUTSIDE_HELP,
+        # A panel of its own: the name is too long for the option column of review's table
+        # at 80 columns.
+        rich_help_panel=PANEL_TRUST,
     ),
 ]
 CatalogOpt = Annotated[

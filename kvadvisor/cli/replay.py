@@ -10,6 +10,7 @@ import typer
 import kvadvisor
 from kvadvisor.cli.common import (
     MAX_WINDOW_S,
+    AllowOutsidePlanDirOpt,
     BlockTokensOpt,
     CatalogOpt,
     MapOpt,
@@ -24,7 +25,7 @@ from kvadvisor.cli.common import (
     write_output,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import atomic_target
+from kvadvisor.fileio import output_stream
 
 # Longest drain past the last arrival: 31.7 years, the longest span a trace may have.
 MAX_DRAIN_CAP_S = 1e9
@@ -86,6 +87,7 @@ def replay_cmd(
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
     catalog: CatalogOpt = None,
+    allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
 ) -> None:
     """Replay a trace through a deployment: latencies, GPU time per stage, tier and link demand."""
     with handle_user_errors():
@@ -103,6 +105,7 @@ def replay_cmd(
             trace_format=trace_format,
             column_map=maps,
             block_tokens=block_tokens,
+            allow_outside_plan_dir=allow_outside_plan_dir,
         )
         render = {"json": result.to_json, "html": result.to_html, "text": result.to_text}
         for target, kind in targets:
@@ -110,7 +113,9 @@ def replay_cmd(
         if requests_out is not None:
             import pyarrow.parquet as pq
 
-            with atomic_target(requests_out) as tmp:
-                pq.write_table(result.requests_table(), tmp)
+            # A file object, never the path: pyarrow deletes a path whose write failed, which
+            # for a device named as the output (/dev/full) would delete the device node.
+            with output_stream(requests_out) as fh:
+                pq.write_table(result.requests_table(), fh)
         if not any(o == "-" for o in (output or [])):
             echo(result.to_text(), nl=False)

@@ -12,6 +12,7 @@ import kvadvisor
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     MAX_WINDOW_S,
+    AllowOutsidePlanDirOpt,
     BlockTokensOpt,
     CatalogOpt,
     IgnoreOpt,
@@ -98,6 +99,7 @@ def review_cmd(
             file_okay=False,
         ),
     ] = None,
+    allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
 ) -> None:
     """Check deployment plans against a trace; exit 1 on findings at --fail-on or above."""
     with handle_user_errors():
@@ -124,6 +126,7 @@ def review_cmd(
             rules=as_strs(rules_dir),
             select=as_strs(select),
             ignore=as_strs(ignore),
+            allow_outside_plan_dir=allow_outside_plan_dir,
         )
         if junit is not None:
             write_output(str(junit), report.to_junit(), files)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-import stat
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ import kvadvisor
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     MAX_WINDOW_S,
+    AllowOutsidePlanDirOpt,
     BlockTokensOpt,
     CatalogOpt,
     MapOpt,
@@ -28,20 +30,20 @@ from kvadvisor.cli.common import (
 )
 from kvadvisor.cli.review import FailOn
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import atomic_target
+from kvadvisor.fileio import check_writable
 from kvadvisor.units import plural
 
 CATALOG_NAME = "measured-catalog.yaml"
 MANIFEST = "verify.json"
 
 
-def write_folder(folder: Path, files: dict[str, str], inputs: tuple[Path, ...]) -> None:
-    """Write every file under ``folder`` atomically; scripts get the execute bit.
+def check_folder(folder: Path, inputs: tuple[Path, ...] = ()) -> None:
+    """Refuse a -o folder that could not be written, before the replay runs.
 
     The folder must be new, empty or an earlier verify folder (its files are replaced, its
-    ``results/`` kept): a README.md or run script of another project is never overwritten,
-    nor an input.
+    ``results/`` kept): a README.md or run script of another project is never overwritten.
     """
+    check_writable(folder, "-o", directory=True)
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{folder}: exists and is not a directory; give a folder for -o")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / MANIFEST).is_file():
@@ -49,16 +51,62 @@ def write_folder(folder: Path, files: dict[str, str], inputs: tuple[Path, ...]) 
             f"{folder}: not empty and not a verify folder (no {MANIFEST}); give a new or "
             "empty folder for -o"
         )
+    for given in inputs:
+        if folder.resolve() == given.resolve():
+            raise ConfigError(f"{folder}: is the input {given}; write elsewhere")
+
+
+def write_folder(folder: Path, files: dict[str, str], inputs: tuple[Path, ...]) -> None:
+    """Write every file under ``folder``, all or none; scripts get the execute bit.
+
+    The files are written into a new staging folder beside ``folder`` first; only when all
+    are written are they moved in (the staging folder renamed to ``folder`` when it is new,
+    else each file renamed over its old version). A failure (a full disk) removes the
+    staging folder, which kvadvisor created, and leaves ``folder`` as it was: never a folder
+    with half the jobs of a set.
+    """
+    check_folder(folder, inputs)
     targets = {(folder / rel).resolve() for rel in files}
     for given in inputs:
         if given.resolve() in targets:
             raise ConfigError(f"{folder}: would overwrite the input {given}; write elsewhere")
-    for rel, text in sorted(files.items()):
-        with atomic_target(folder / rel) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-        if rel.endswith(".sh"):
-            path = folder / rel
-            os.chmod(path, path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    parent = folder.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=parent))
+    except OSError as exc:
+        raise ConfigError(
+            f"{folder}: cannot be written ({exc.strerror or exc}); choose another -o"
+        ) from None
+    try:
+        for rel, text in sorted(files.items()):
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            mode = _umask_mode(0o777 if rel.endswith(".sh") else 0o666)
+            os.chmod(path, mode)
+        for sub in [staging, *(p for p in staging.rglob("*") if p.is_dir())]:
+            os.chmod(sub, _umask_mode(0o777))
+        if not folder.exists():
+            os.rename(staging, folder)
+            return
+        for rel in sorted(files):
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / rel, folder / rel)
+    except OSError as exc:
+        raise ConfigError(
+            f"{folder}: cannot be written ({exc.strerror or exc}); nothing was written: free "
+            "space or choose another -o"
+        ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _umask_mode(mode: int) -> int:
+    """``mode`` under the process umask (what a plain open or mkdir would give)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return mode & ~umask
 
 
 def _not_an_input(target: Path, folder: Path, inputs: tuple[str, ...]) -> None:
@@ -118,6 +166,7 @@ def verify_cmd(
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
+    allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
 ) -> None:
     """Write fio and serving-benchmark jobs that test a plan, or judge their results."""
     failed = False
@@ -153,6 +202,8 @@ def verify_cmd(
                     "them back"
                 )
             files = command_inputs(trace, plans=[plan], catalogs=catalog or ())
+            folder = Path(output[0])
+            check_folder(folder, (trace, plan))
             written = kvadvisor.verify(
                 trace,
                 plan,
@@ -164,8 +215,8 @@ def verify_cmd(
                 trace_format=trace_format,
                 column_map=maps,
                 block_tokens=block_tokens,
+                allow_outside_plan_dir=allow_outside_plan_dir,
             )
-            folder = Path(output[0])
             for rel in written.files:
                 files.check_output(folder / rel)
             write_folder(folder, written.files, (trace, plan))

@@ -16,6 +16,7 @@ from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
 from kvadvisor.emit.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
 from kvadvisor.errors import ConfigError
+from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -119,7 +120,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             name = f"kvbm-{stage.stage}.env"
             files[name] = env_file(
                 ctx.head(f"Dynamo KVBM environment for the {stage.stage} workers")
-                + [f"# {n}" for n in notes],
+                + [comment(n) for n in notes],
                 settings,
             )
             env_lines = [
@@ -188,7 +189,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             "# one frontend serves the fleet; start it once, elsewhere: python -m dynamo.frontend",
         )
         files[f"dynamo-{stage.stage}.sh"] = shell_script(
-            ctx.head(f"Dynamo vLLM {stage.stage} workers") + [f"# {n}" for n in notes],
+            ctx.head(f"Dynamo vLLM {stage.stage} workers") + [comment(n) for n in notes],
             [],
             "DYNAMO_ARGS",
             flags,

@@ -22,6 +22,7 @@ from kvadvisor.emit.vllm import (
     launch_lines,
     nixl_reason,
 )
+from kvadvisor.quoting import comment
 from kvadvisor.units import Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -123,7 +124,7 @@ def emit_lmcache(ctx: EmitContext) -> dict[str, str]:
         head = ctx.head(
             f"LMCache configuration for the {stage.stage} replicas (LMCACHE_CONFIG_FILE)"
         )
-        files[yaml_name] = yaml_file(head + [f"# {n}" for n in notes], settings)
+        files[yaml_name] = yaml_file(head + [comment(n) for n in notes], settings)
         connectors = [NIXL, LMCACHE] if ctx.disaggregated else [LMCACHE]
         why = "LMCacheConnectorV1 loads and stores KV through LMCache"
         if ctx.disaggregated:

@@ -17,6 +17,7 @@ from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
 from kvadvisor.emit.vllm import engine_flags, kv_transfer, launch_lines
 from kvadvisor.errors import ConfigError
+from kvadvisor.quoting import comment
 from kvadvisor.units import Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -160,8 +161,10 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
         t = stage.storage_tier
         if t is not None and t.kind != TierKind.LOCAL_DISK:
             notes.append(
-                f"# note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) is not a disk of "
-                "the node; Mooncake's SSD offload is per node, so it is not written here"
+                comment(
+                    f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) is not a disk "
+                    "of the node; Mooncake's SSD offload is per node, so it is not written here"
+                )
             )
         files[f"mooncake-store-{stage.stage}.sh"] = shell_script(
             ctx.head(f"Mooncake store service, one per {stage.stage} node ({stage.instance})")

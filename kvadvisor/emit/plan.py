@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from pathlib import PurePath
 from typing import Any
 
@@ -24,6 +25,7 @@ from kvadvisor.emit.lmcache import lmcache_settings
 from kvadvisor.emit.mooncake import store_settings
 from kvadvisor.emit.sglang import sglang_stage
 from kvadvisor.emit.vllm import batched_tokens, offload_bytes
+from kvadvisor.quoting import one_line
 from kvadvisor.vocab import Stage
 
 # The setting that sizes each engine's host tier, and the ones that give it the tier below.
@@ -143,11 +145,13 @@ def deployment_document(ctx: EmitContext) -> dict[str, object]:
         model = {"name": dep.model, **model}
     tp = dep.stages[0].tp
     model.update(tp=tp, kv_dtype=dep.kv_dtype, weight_dtype=dep.weight_dtype)
-    stem = PurePath(ctx.report.trace.path).name.split(".")[0] or "trace"
+    # The trace's file name may hold anything a file name can; the plan's name may not (the
+    # plan loader refuses control characters), so it keeps the name's printable part.
+    stem = re.sub(r"[^\w.-]+", "-", PurePath(ctx.report.trace.path).name.split(".")[0])
     return {
-        "name": f"kvadvisor-{stem}",
+        "name": f"kvadvisor-{stem.strip('-') or 'trace'}",
         "description": f"The {dep.topology.value} deployment kvadvisor recommended for "
-        f"{ctx.report.trace.path}",
+        f"{one_line(ctx.report.trace.path)}",
         "topology": dep.topology.value,
         "model": model,
         "stages": {s.stage.value: _stage(ctx, s) for s in dep.stages},

@@ -18,6 +18,7 @@ from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
 from kvadvisor.errors import ConfigError
+from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -297,7 +298,7 @@ def emit_sglang(ctx: EmitContext) -> dict[str, str]:
         env, flags, notes, extra = sglang_stage(ctx, stage)
         head = ctx.head(f"SGLang {stage.stage} server, one per {stage.instance}")
         files[f"sglang-{stage.stage}.sh"] = shell_script(
-            head + [f"# {n}" for n in notes],
+            head + [comment(n) for n in notes],
             env,
             "SGLANG_ARGS",
             flags,

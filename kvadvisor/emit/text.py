@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvadvisor.emit.deployment import Deployment
+from kvadvisor.quoting import comment, one_line
 from kvadvisor.results import AdviceReport
 from kvadvisor.units import Unit, format_value
 
@@ -56,13 +57,14 @@ def header(
         f"values written {placeholder('...')} are yours to fill (addresses, mounts, devices) "
         "before starting",
     ]
-    return [f"{prefix} {line}" for line in lines]
+    # The trace path, the command and catalog names are other people's text: one line each.
+    return [comment(line, prefix) for line in lines]
 
 
 def wrap_comment(text: str, prefix: str = "#", indent: str = "", width: int = 98) -> list[str]:
-    """``text`` as comment lines of at most ``width`` characters."""
+    """``text`` as comment lines of at most ``width`` characters (control characters escaped)."""
     out, line = [], ""
-    for word in text.split():
+    for word in one_line(text).split():
         if line and len(indent) + len(prefix) + 1 + len(line) + 1 + len(word) > width:
             out.append(line)
             line = word

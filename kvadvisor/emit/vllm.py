@@ -16,6 +16,7 @@ from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
+from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -143,8 +144,8 @@ def launch_lines(
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
         f"MODEL={placeholder('model-path-or-hf-id')!r}",
         f"TP={stage.tp}",
-        f"REPLICAS={stage.replicas_per_instance}  # per {stage.instance} "
-        f"({stage.gpus_per_instance} GPUs / TP {stage.tp})",
+        f"REPLICAS={stage.replicas_per_instance}  "
+        + comment(f"per {stage.instance} ({stage.gpus_per_instance} GPUs / TP {stage.tp})"),
         *env_lines,
         "for r in $(seq 0 $((REPLICAS - 1))); do",
         "  first=$((r * TP))",
@@ -200,7 +201,7 @@ def emit_vllm(ctx: EmitContext) -> dict[str, str]:
                 )
             flags.append(Setting("kv-transfer-config", json_compact(kv_transfer(connectors)), why))
         head = ctx.head(f"vLLM {stage.stage} replicas (native KV offloading)")
-        head += [f"# {n}" for n in notes]
+        head += [comment(n) for n in notes]
         run = 'vllm serve "$MODEL" --port $((' + f"{SERVE_BASE_PORT}" + ' + r)) "${VLLM_ARGS[@]}"'
         files[f"vllm-{stage.stage}.sh"] = shell_script(
             head,

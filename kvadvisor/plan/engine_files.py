@@ -19,12 +19,15 @@ engine, so the plan's key check reports it with a suggestion.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
+from kvadvisor.errors import PlanError
+from kvadvisor.jsonio import loads as json_loads
+from kvadvisor.yamlio import parse_yaml
 
 ARRAY_ENGINES = {
     "SGLANG_ARGS": "sglang-hicache",
@@ -37,8 +40,16 @@ _ARRAY = re.compile(r"^([A-Z][A-Z0-9_]*)=\($", re.MULTILINE)
 _EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.MULTILINE)
 
 
-class EngineFileError(ValueError):
-    """A file that is not in any engine configuration format this module reads."""
+class EngineFileError(PlanError):
+    """A file that is not in any engine configuration format this module reads.
+
+    Its message names the file and the line or key, never the file's other content: a plan
+    under review may name files its author cannot read, and the message goes to CI logs.
+    """
+
+
+# A JSON number: only text of this shape is parsed (never a nested or huge document).
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,18})(?:\.\d+)?(?:[eE][+-]?\d{1,3})?")
 
 
 def scalar(text: str) -> Any:
@@ -46,11 +57,10 @@ def scalar(text: str) -> Any:
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
-    try:
-        number = json.loads(text)
-    except ValueError:
+    if _NUMBER.fullmatch(text.strip()) is None:
         return text
-    return number if isinstance(number, (int, float)) and not isinstance(number, bool) else text
+    number = json.loads(text)
+    return number if math.isfinite(number) else text
 
 
 # Mooncake's size text (mooncake-store/include/utils.h try_string_to_byte_size@3b5a594): a number
@@ -82,7 +92,9 @@ def _flags(args: list[str], where: str) -> dict[str, Any]:
     while i < len(args):
         arg = args[i]
         if not arg.startswith("--"):
-            raise EngineFileError(f"{where}: expected a --flag, got {arg!r}")
+            raise EngineFileError(
+                f"{where}: word {i + 1} of the flag array: expected a --flag (--name value)"
+            )
         name, eq, value = arg[2:].partition("=")
         i += 1
         if eq:
@@ -96,7 +108,11 @@ def _flags(args: list[str], where: str) -> dict[str, Any]:
             out[name] = True
         elif len(values) == 1:
             v = values[0]
-            out[name] = json.loads(v) if v.startswith("{") else scalar(v)
+            out[name] = (
+                json_loads(v, f"{where}: --{name}", EngineFileError, strict=True)
+                if v.startswith("{")
+                else scalar(v)
+            )
         else:
             out[name] = values
     return out
@@ -121,8 +137,10 @@ def _shell(text: str, where: str, table: Mapping[str, Any]) -> dict[str, dict[st
             + ", ".join(ARRAY_ENGINES)
         )
     engine = ARRAY_ENGINES[name]
-    body = text[match.end() : text.index("\n)", match.end())]
-    flags = _flags(shlex.split(body, comments=True), where)
+    end = text.find("\n)", match.end())
+    if end < 0:
+        raise EngineFileError(f"{where}: flag array {name} has no closing ')' line")
+    flags = _flags(_words(text[match.end() : end], where), where)
     out: dict[str, dict[str, Any]] = {}
     if name == "MOONCAKE_MASTER_ARGS":
         # The master is a process of its own: its flags stay apart from a store service's.
@@ -131,31 +149,44 @@ def _shell(text: str, where: str, table: Mapping[str, Any]) -> dict[str, dict[st
     for key, value in flags.items():
         out.setdefault(_owner(key, engine, table), {})[key] = value
     for key, value in _EXPORT.findall(text[: match.start()]):
-        words = " ".join(shlex.split(value))
+        words = " ".join(_words(value, f"{where}: export {key}"))
         out.setdefault(_owner(key, engine, table), {})[key] = scalar(words)
     return out
 
 
+def _words(text: str, where: str) -> list[str]:
+    """Shell words of ``text`` (comments dropped); unbalanced quotes are the file's mistake."""
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise EngineFileError(f"{where}: not valid shell words ({exc})") from None
+
+
 def read_engine_file(name: str, text: str, table: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """{engine: settings} from one file's text; ``table`` is the documented engine settings."""
+    """{engine: settings} from one file's text; ``table`` is the documented engine settings.
+
+    YAML goes through the plan's own checks (safe loader, no aliases, duplicate keys, 64-bit
+    integers, finite numbers, nesting); JSON through the same checks (``jsonio`` strict).
+    """
     if name.endswith((".yaml", ".yml")):
-        data = yaml.safe_load(text)
+        data = parse_yaml(text, name, EngineFileError)
         if not isinstance(data, dict):
             raise EngineFileError(f"{name}: expected a mapping of LMCache keys")
         return {"lmcache": dict(data)}
     if name.endswith(".env"):
         out: dict[str, dict[str, Any]] = {}
-        for line in text.splitlines():
+        for number, line in enumerate(text.splitlines(), 1):
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
             key, eq, value = line.partition("=")
             if not eq:
-                raise EngineFileError(f"{name}: expected KEY=VALUE, got {line!r}")
+                # The line itself is not shown: it may be anything (a password file's line).
+                raise EngineFileError(f"{name}: line {number}: expected KEY=VALUE")
             out.setdefault(_owner(key, "dynamo-kvbm", table), {})[key] = scalar(value)
         return out
     if name.endswith(".json"):
-        data = json.loads(text)
+        data = json_loads(text, name, EngineFileError, strict=True)
         if not isinstance(data, dict):
             raise EngineFileError(f"{name}: expected a JSON object of Mooncake client keys")
         return {"mooncake": {"client": data}}

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -29,6 +31,7 @@ from kvadvisor.catalog.storage import (
     load_storage,
 )
 from kvadvisor.errors import CatalogError, PlanError
+from kvadvisor.fileio import check_input
 from kvadvisor.plan.engine_files import (
     EngineFileError,
     merge_engine_settings,
@@ -57,6 +60,7 @@ from kvadvisor.plan.model import (
     StorageCapability,
     TierPlan,
 )
+from kvadvisor.quoting import name_problem, one_line
 from kvadvisor.units import (
     BITS_PER_BYTE,
     BYTES_PER_GB,
@@ -69,7 +73,7 @@ from kvadvisor.units import (
 from kvadvisor.units.format import MAX_DIGITS, count
 from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.vocab import Stage, Topology
-from kvadvisor.yamlio import load_yaml
+from kvadvisor.yamlio import MAX_YAML_BYTES, load_yaml
 
 
 @dataclass(frozen=True)
@@ -208,8 +212,10 @@ def engine_settings_table() -> dict[str, Any]:
 class _Checker:
     """Walks the parsed document, keeping the file name for every message."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, allow_outside_dir: bool = False) -> None:
         self.path = path
+        # Engine files may be read from outside the plan's folder (--allow-outside-plan-dir).
+        self.allow_outside_dir = allow_outside_dir
 
     def fail(self, where: str, what: str) -> PlanError:
         return PlanError(f"{self.path}: {where}: {what}")
@@ -236,6 +242,14 @@ class _Checker:
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise self.fail(where, f"must be one of {', '.join(choices)}, got {value!r}{hint}")
         return value
+
+    def name(self, where: str, value: Any) -> str:
+        """A name: text that is printable and on one line (it is written into generated files)."""
+        text = self.text(where, value)
+        problem = name_problem(text)
+        if problem is not None:
+            raise self.fail(where, problem)
+        return text
 
     def whole(self, where: str, value: Any, minimum: int, maximum: int = MAX_COUNT) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -422,7 +436,7 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
                 f"'{scope}' contradicts shared: {str(shared).lower()}; keep one of the two",
             )
     return TierPlan(
-        name=c.text(f"{where}.name", raw.get("name", cap.catalog_name or cap.kind)),
+        name=c.name(f"{where}.name", raw.get("name", cap.catalog_name or cap.kind)),
         storage=cap,
         capacity_bytes=capacity_bytes,
         devices=devices,
@@ -620,18 +634,61 @@ def _engine_files(
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise c.fail(where, "expected a list of engine configuration file names")
     out: dict[str, dict[str, Any]] = {}
-    base = Path(c.path).parent
     for i, name in enumerate(names):
         at = f"{where}[{i}]"
-        try:
-            text = (base / name).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise c.fail(at, f"cannot read {base / name}: {exc.strerror or exc}") from None
+        text = _engine_file_text(c, at, name)
         try:
             merge_engine_settings(out, read_engine_file(name, text, table))
         except (EngineFileError, ValueError) as exc:
             raise c.fail(at, str(exc)) from None
     return out
+
+
+def _engine_file_text(c: _Checker, at: str, name: str) -> str:
+    """One engine file's text, through the same boundary as the plan itself.
+
+    A plan under review may come from someone else (CI gating submitted plans), so what it
+    names is read only when it is a regular file, no larger than a plan may be, UTF-8, and
+    (unless the reviewer allows otherwise) inside the plan's folder once symlinks are
+    resolved: a plan cannot make kvadvisor read /etc/shadow, hang on a FIFO or read
+    /dev/zero forever.
+    """
+    base = Path(c.path).parent
+    path = base / name
+    if not c.allow_outside_dir:
+        root = os.path.realpath(base)
+        if os.path.commonpath([root, os.path.realpath(path)]) != root:
+            raise c.fail(
+                at,
+                f"{one_line(name)} is outside the plan's folder ({one_line(str(base))}); an "
+                "engine file is read from the plan's folder or below it: move it there, or "
+                "pass --allow-outside-plan-dir when you trust the plan",
+            )
+    try:
+        check_input(path, PlanError, what="engine configuration file")
+        # O_NONBLOCK: a file swapped for a FIFO after the check does not block the open; it
+        # is refused by the fstat below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except PlanError as exc:
+        raise c.fail(at, str(exc)) from None
+    except OSError as exc:
+        raise c.fail(at, f"cannot read {one_line(str(path))}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise c.fail(at, f"{one_line(str(path))}: not a regular file")
+        data = fh.read(MAX_YAML_BYTES + 1)
+    if len(data) > MAX_YAML_BYTES:
+        raise c.fail(
+            at,
+            f"{one_line(str(path))}: over the {count(MAX_YAML_BYTES)}-byte limit for an engine "
+            "file (the plan's own limit)",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise c.fail(
+            at, f"{one_line(str(path))}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def _gpu_or_none(perf: PerfCatalogs, name: str) -> GpuSpec | None:
@@ -658,14 +715,21 @@ def _yaml_type(value: Any) -> str:
     return "text" if isinstance(value, str) else type(value).__name__
 
 
-def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Plan:
+def check_plan(
+    path: str,
+    data: Any,
+    catalogs: PlanCatalogs | None = None,
+    *,
+    allow_outside_plan_dir: bool = False,
+) -> Plan:
     """Check a parsed plan document and build the Plan (raises PlanError).
 
-    ``catalogs`` None means the packaged storage and instance catalogs.
+    ``catalogs`` None means the packaged storage and instance catalogs. Engine files are
+    read from the plan's folder only, unless ``allow_outside_plan_dir``.
     """
     catalogs = catalogs or PlanCatalogs.packaged()
     table = engine_settings_table()
-    c = _Checker(path)
+    c = _Checker(path, allow_outside_plan_dir)
     doc = c.mapping("", data, TOP_KEYS) if isinstance(data, dict) else None
     if doc is None:
         got = "an empty file" if data is None else f"a {_yaml_type(data)}"
@@ -730,7 +794,7 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
         if s in stages_raw
     )
     return Plan(
-        name=c.text("name", doc.get("name", Path(path).stem)),
+        name=c.name("name", doc.get("name", Path(path).stem)),
         path=path,
         model=model,
         stages=stages,
@@ -745,6 +809,19 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
     )
 
 
-def load_plan(path: str | Path, catalogs: PlanCatalogs | None = None) -> Plan:
-    """Load and check one plan file (the only function here that reads a file)."""
-    return check_plan(str(path), load_yaml(path, PlanError), catalogs)
+def load_plan(
+    path: str | Path,
+    catalogs: PlanCatalogs | None = None,
+    *,
+    allow_outside_plan_dir: bool = False,
+) -> Plan:
+    """Load and check one plan file, and the engine files it names (the only file readers).
+
+    Engine files must be inside the plan's folder unless ``allow_outside_plan_dir``.
+    """
+    return check_plan(
+        str(path),
+        load_yaml(path, PlanError),
+        catalogs,
+        allow_outside_plan_dir=allow_outside_plan_dir,
+    )

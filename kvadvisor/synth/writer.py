@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import atomic_target
+from kvadvisor.fileio import output_stream
 from kvadvisor.synth.generate import DEFAULT_CHUNK_ROWS, SynthGenerator, synth_schema
 from kvadvisor.synth.model import SynthShape
 from kvadvisor.trace.writers import canonical_metadata
@@ -51,8 +51,8 @@ def write_synth_parquet(
     schema = synth_schema().with_metadata(meta)
     batches = hashes = 0
     with (
-        atomic_target(path, fix="choose another -o") as tmp,
-        pq.ParquetWriter(tmp, schema, compression="zstd") as writer,
+        output_stream(path, fix="choose another -o") as fh,
+        pq.ParquetWriter(fh, schema, compression="zstd") as writer,
     ):
         for batch in SynthGenerator(shape, chunk_rows):
             writer.write_batch(batch, row_group_size=batch.num_rows)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import atomic_target
+from kvadvisor.fileio import output_stream
 from kvadvisor.trace.model import (
     META_ARRIVALS_MEASURED,
     META_BLOCK_TOKENS,
@@ -62,5 +62,6 @@ def write_parquet(trace: Trace, path: str | Path) -> None:
         arrivals_measured=trace.arrivals_measured,
     )
     table = trace.table.replace_schema_metadata(meta)
-    with atomic_target(path, fix="choose another -o") as tmp:
-        pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, compression="zstd")
+    # A file object, never the path: pyarrow deletes a path whose write failed (a device too).
+    with output_stream(path, fix="choose another -o") as fh:
+        pq.write_table(table, fh, row_group_size=ROW_GROUP_ROWS, compression="zstd")

@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from kvadvisor.quoting import comment
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import S_PER_MIN, plural
 from kvadvisor.units.format import duration
@@ -137,7 +138,8 @@ def bench_datasets(
 
 def _script(title: list[str], command: list[str]) -> str:
     body = " \\\n  ".join(command)
-    head = "\n".join(f"# {line}" for line in title)
+    # The trace's file name is in the title: each line stays one comment line.
+    head = "\n".join(comment(line) for line in title)
     return (
         "#!/usr/bin/env bash\n"
         f"{head}\n"

@@ -20,11 +20,13 @@ divided over ``numjobs`` (the ranks that write, times the queue depth for the sy
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from kvadvisor.quoting import comment
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import count, duration
 from kvadvisor.verifyjobs.model import (
@@ -40,14 +42,23 @@ from kvadvisor.vocab import Severity
 PEAK_ABOVE_P99 = 1.01  # a peak within 1% of the p99 adds no phase
 SATURATED = 0.95  # a closed-loop p99 this close to the capability means the tier is the limit
 PERCENTILES = "50:99:99.9"
+SLUG_CHARS = 64  # longest tier name in a job file's name
 NS_PER_S = 1e9
 MS_PER_S = 1000.0
 ENV_DIR, ENV_SIZE, ENV_RUNTIME = "KVADVISOR_FIO_DIR", "KVADVISOR_FIO_SIZE", "KVADVISOR_FIO_RUNTIME"
 
 
 def slug(name: str) -> str:
-    """A tier name as fio job and file names may carry it."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "tier"
+    """A tier name as fio job and file names may carry it: letters, digits, '_' and '-'.
+
+    At most SLUG_CHARS of them: a longer name keeps its start and a digest of the whole, so the
+    job file's name stays far under the file system's 255 bytes and two names stay apart.
+    """
+    text = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "tier"
+    if len(text) <= SLUG_CHARS:
+        return text
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{text[: SLUG_CHARS - 9].rstrip('-')}-{digest}"
 
 
 def job_stem(demand: TierDemand, gds: bool = False) -> str:
@@ -146,7 +157,7 @@ def _phases(d: TierDemand) -> list[FioPhase]:
 
 
 def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[str]:
-    lines = [f"; {p.phase}: {p.what}"]
+    lines = [comment(f"{p.phase}: {p.what}", ";")]
     for direction in DIRECTIONS:
         if direction in p.rates_bytes_per_s:
             rate = p.rates_bytes_per_s[direction]
@@ -160,7 +171,7 @@ def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[
                 held = on
             target = p.latency_target_s.get(direction)
             lat = "" if target is None else f"; p99 completion latency <= {duration(target)}"
-            lines.append(f";   must hold {direction} {held}{lat}")
+            lines.append(comment(f"  must hold {direction} {held}{lat}", ";"))
     name_lines = [f"[{p.name}]"] + ([] if first else ["stonewall"])
     if not p.rates_bytes_per_s:  # max-read / max-write
         return lines + name_lines + _rw({p.phase.split("-")[1]: 1.0}, io_bytes)
@@ -195,17 +206,18 @@ def saturated(d: TierDemand) -> list[str]:
 
 
 def _open_loop_lines(d: TierDemand) -> list[str]:
+    """The open-loop demand, as comment text (no prefix)."""
     if not d.open_loop:
         return []
     parts = [
         f"{k} p99 {_rate(p99)}, peak {_rate(peak)}"
         for k, (p99, peak) in sorted(d.open_loop.items())
     ]
-    lines = [f"; without queueing (open loop) the traffic would ask: {'; '.join(parts)}"]
+    lines = [f"without queueing (open loop) the traffic would ask: {'; '.join(parts)}"]
     full = saturated(d)
     if full:
         lines.append(
-            f"; the replay saturates the tier ({', '.join(full)} at its planned capability): "
+            f"the replay saturates the tier ({', '.join(full)} at its planned capability): "
             "these jobs test that capability; the traffic asks for more"
         )
     return lines
@@ -236,21 +248,25 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
         if gds
         else ["ioengine=libaio"]
     )
-    lines = [f"; {line}" for line in header] + [
+    notes = [
+        *header,
         # Bytes in full: the comment derives bs=, so every byte of the rounding shows.
-        f"; I/O size {count(s.io_bytes)} B: {s.chunk_tokens}-token chunks ({s.chunk_from}) of "
+        f"I/O size {count(s.io_bytes)} B: {s.chunk_tokens}-token chunks ({s.chunk_from}) of "
         f"{count(s.kv_bytes_per_io)} B per I/O: {s.writers} writer(s) ({s.writers_from}); "
         f"{s.layout_from}; rounded up to {count(s.io_unit_bytes)} B ({s.io_unit_from})",
-        f"; demand: {d.demand_from}",
+        f"demand: {d.demand_from}",
         *_open_loop_lines(d),
-        f"; queue depth {d.iodepth} per rank: {d.iodepth_from}",
-        f"; numjobs {numjobs}: fio's rate is per job, so every rate below is divided by it",
+        f"queue depth {d.iodepth} per rank: {d.iodepth_from}",
+        f"numjobs {numjobs}: fio's rate is per job, so every rate below is divided by it",
     ]
     if gds:
-        lines.append(
-            "; GPUDirect Storage: libcufile moves data between the file and GPU memory "
+        notes.append(
+            "GPUDirect Storage: libcufile moves data between the file and GPU memory "
             f"({d.gds_from}); it is synchronous, so the queue depth runs as {numjobs} jobs"
         )
+    # The plan's, the trace's and the tiers' names are in these lines: each stays one comment
+    # line, so no name can start a section or an option (exec_prerun= runs a command).
+    lines = [comment(text, ";") for text in notes]
     lines += [
         "",
         "[global]",
