@@ -6,7 +6,7 @@ Three small traces written in code:
   TTFT is one prefill step, read by hand off the step table; 15% slower steps make it 15%
   longer, and the pick that holds then is the one whose hand-computed step fits the target;
 * bursts (a request every 10 s for 3 h, and 60 requests within 2 s): the fleet the TTFT p99
-  target asks for idles between the bursts, UT02 warns, and the same configuration at p90 is
+  target asks for idles between the bursts, UT03 warns, and the same configuration at p90 is
   the cheaper fleet.
 """
 
@@ -230,7 +230,7 @@ def test_traffic_stress_is_the_replay_of_arrivals_compressed_by_hand(bursty) -> 
 
 
 def test_bursty_fleet_warns_with_the_cheaper_p90_fleet(bursty) -> None:  # type: ignore[no-untyped-def]
-    """UT02 fires with the busiest minute's ratio and the p90 fleet the verdict names too.
+    """UT03 fires with the busiest minute's ratio and the p90 fleet the verdict names too.
 
     The busiest minute (960-1,020 s) holds 6 background requests and the 60 of the burst;
     1,140 requests over 180 minutes: 66 / (1,140 / 180) = 10.4x. The p90 fleet, replayed
@@ -244,9 +244,9 @@ def test_bursty_fleet_warns_with_the_cheaper_p90_fleet(bursty) -> None:  # type:
     b = r.burst_fleet
     assert b.targets == {"ttft_p90_s": 2.0, "tpot_p90_s": 0.1}
     assert b.usd_per_hour < v.usd_per_hour and b.gpus < sum(s.gpus for s in v.stages)
-    (ut02,) = [f for f in report.findings if f.code == "UT02"]
-    assert ut02.severity == "warning"
-    assert "10.4×" in ut02.message and b.label in ut02.message
+    (ut03,) = [f for f in report.findings if f.code == "UT03"]
+    assert ut03.severity == "warning"
+    assert "10.4×" in ut03.message and b.label in ut03.message
     assert any(n.startswith("sized for bursts") and b.label in n for n in v.notes)
     count = int(b.label.split(" x ")[0].split()[-1])
     plan = dict(v.plan)
@@ -257,9 +257,9 @@ def test_bursty_fleet_warns_with_the_cheaper_p90_fleet(bursty) -> None:  # type:
     assert b.ttft_p99_s == pytest.approx(_nearest_rank(cols["ttft_s"], 99.0), rel=1e-9)
 
 
-def test_ut02_thresholds_are_the_verdicts() -> None:
+def test_ut03_thresholds_are_the_verdicts() -> None:
     """The rule and the verdict's note say the same thing: the same two thresholds."""
-    (rule,) = [r for r in load_rules([], FACTS) if r.code == "UT02"]
+    (rule,) = [r for r in load_rules([], FACTS) if r.code == "UT03"]
     values = {c.fact: c.value for c in rule.when.parts}
     assert values["fleet_step_busy_fraction"] == STEP_BUSY_FLOOR
     assert values["arrival_peak_to_mean"] == BURST_PEAK_TO_MEAN

@@ -353,7 +353,7 @@ def _config_facts(
 
 
 def _idle_facts(verdict: Verdict) -> list[tuple[str, Any]]:
-    """Whether the chosen fleet idles between bursts, and the cheaper fleet at p90 (UT02)."""
+    """Whether the chosen fleet idles between bursts, and the cheaper fleet at p90 (UT03)."""
     r = verdict.robustness
     if r is None:
         return []
