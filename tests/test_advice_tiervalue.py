@@ -249,7 +249,7 @@ def test_the_sample_traces_host_tier_is_valued_at_its_catalog_prices(mooncake) -
     assert value.break_even_prompt_tokens == 1.0
     text = ConsoleRenderer().render(mooncake)
     head = text.split("Deployments")[0]
-    assert f"serving: {inst.host_memory_tier} saves {money(value.usd_per_hour_saved)}" in head
+    assert f"{inst.host_memory_tier}: saves {money(value.usd_per_hour_saved)}" in head
 
 
 def test_removing_host_memory_keeps_the_capacity_tier_below_it(case) -> None:  # type: ignore[no-untyped-def]

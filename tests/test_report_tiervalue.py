@@ -36,11 +36,14 @@ SAVES = TierValue(
 
 
 def test_a_tier_that_saves_an_instance_says_dollars_gpus_and_ttft() -> None:
-    """The issue's sentence: saves $X/h (N fewer GPUs) and cuts TTFT p99 from A to B."""
+    """The issue's sentence, short: saves $X/h (N fewer GPUs); TTFT p99 A → B."""
     assert line("serving", SAVES) == (
-        "serving: host-dram-ddr5 saves $8.00/h (8 fewer GPUs) and cuts TTFT p99 from 8.76 s "
-        "to 3.25 s at 1 instance (sample)"
+        "host-dram-ddr5: saves $8.00/h (8 fewer GPUs); TTFT p99 8.76 s → 3.25 s (sample)"
     )
+    assert len(line("serving", SAVES)) <= 80
+    assert line("prefill", SAVES).startswith("prefill host-dram-ddr5: saves")
+    reuse = replace(SAVES, tier="prefix_cache", storage="prefix caching in GPU memory")
+    assert line("serving", reuse).startswith("prefix caching: saves $8.00/h")
 
 
 def test_a_tier_no_fleet_does_without_says_so() -> None:
@@ -54,8 +57,8 @@ def test_a_tier_no_fleet_does_without_says_so() -> None:
         without_why="misses TTFT p99 9 s > 5 s at 64 instances",
     )
     assert line("prefill", needed) == (
-        "prefill: host-dram-ddr5 is needed (without it no fleet of up to 64 instances meets "
-        "the SLO); it cuts TTFT p99 from 8.76 s to 3.25 s at 1 instance (sample)"
+        "prefill host-dram-ddr5: is needed (without it no fleet of up to 64 instances meets "
+        "the SLO); TTFT p99 8.76 s → 3.25 s (sample)"
     )
     assert (
         "host: sized without it",
@@ -64,15 +67,14 @@ def test_a_tier_no_fleet_does_without_says_so() -> None:
 
 
 def test_no_saving_a_dearer_tier_and_a_slower_one_read_as_such() -> None:
-    """Zero saved: "no fewer GPUs"; negative: "costs ... more"; slower: "raises"."""
+    """Zero saved: "no fewer GPUs"; negative: "costs ... more"; slower: the arrow rises."""
     same = replace(SAVES, without_instances=1, usd_per_hour_saved=0.0, gpus_saved=0)
-    assert line("serving", same).startswith("serving: host-dram-ddr5 saves $0.00/h (no fewer GPUs)")
+    assert line("serving", same).startswith("host-dram-ddr5: saves $0.00/h (no fewer GPUs)")
     dearer = replace(
         SAVES, usd_per_hour_saved=-2.5, gpus_saved=0, ttft_p99_s=9.0, without_ttft_p99_s=8.76
     )
     assert line("serving", dearer) == (
-        "serving: host-dram-ddr5 costs $2.50/h more (no fewer GPUs) and raises TTFT p99 from "
-        "8.76 s to 9 s at 1 instance (sample)"
+        "host-dram-ddr5: costs $2.50/h more (no fewer GPUs); TTFT p99 8.76 s → 9 s (sample)"
     )
 
 
@@ -97,16 +99,12 @@ def test_a_verdict_grown_on_the_whole_trace_is_compared_as_the_sample_sized_it()
         "2 instances, $16.00/h, against 1 instance, $8.00/h (the verdict has 2: the whole "
         "trace needed them) with it"
     )
-    assert line("serving", grown).startswith("serving: host-dram-ddr5 saves $8.00/h (8 fewer GPUs)")
+    assert line("serving", grown).startswith("host-dram-ddr5: saves $8.00/h (8 fewer GPUs)")
 
 
 def test_unpriced_fleets_are_compared_by_gpus() -> None:
     """No $/h to compare: what the tier saves or costs in GPUs, said to be unpriced."""
     unpriced = replace(SAVES, usd_per_hour_saved=None, with_usd_per_hour=None)
-    assert line("serving", unpriced).startswith(
-        "serving: host-dram-ddr5 saves 8 GPUs (unpriced) and"
-    )
+    assert line("serving", unpriced).startswith("host-dram-ddr5: saves 8 GPUs (unpriced); ")
     dearer = replace(unpriced, gpus_saved=-64)
-    assert line("serving", dearer).startswith(
-        "serving: host-dram-ddr5 costs 64 GPUs more (unpriced) and"
-    )
+    assert line("serving", dearer).startswith("host-dram-ddr5: costs 64 GPUs more (unpriced); ")

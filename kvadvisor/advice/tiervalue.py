@@ -33,7 +33,7 @@ from kvadvisor.fleet.build import StepModelInputs, roofline_for
 from kvadvisor.fleet.engine import ReplayRun
 from kvadvisor.perfmodel import break_even_tokens
 from kvadvisor.perfmodel.transfer import Tier
-from kvadvisor.results.verdict import TierValue, Verdict
+from kvadvisor.results.verdict import REUSE_TIER, TierValue, Verdict
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import plural
 from kvadvisor.vocab import Stage
@@ -197,8 +197,7 @@ def tier_value(
 
 
 # The first KV tier is the GPU pool itself: prefix reuse as a whole (served from GPU memory
-# and from any tier below it) is valued against recomputing every prompt.
-REUSE_TIER = "prefix_cache"
+# and from any tier below it) is valued against recomputing every prompt (REUSE_TIER).
 
 
 def _reuse_storage(c: Candidate) -> str:

@@ -262,12 +262,16 @@ def targets_line(report: AdviceReport) -> str:
 
 
 def verdict_lines(report: AdviceReport) -> tuple[str, ...]:
-    """The verdict block under the headline: targets, then what each KV tier is worth, margin."""
+    """The verdict block under the headline: what each KV tier is worth, margin, targets.
+
+    The answer first: the tiers' worth in dollars and the margin on each target come before
+    which default set the targets (the README's run shows all three in its first ten lines).
+    """
     lines = (
-        targets_line(report),
         *tiervalue.lines(report),
         margin.margin_line(report),
         margin.idle_line(report),
+        targets_line(report),
     )
     return tuple(line for line in lines if line)
 

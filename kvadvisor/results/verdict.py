@@ -124,6 +124,10 @@ class TierChoice:
     read_demand: Rate | None = None
 
 
+# A TierValue's ``tier`` for prefix reuse as a whole (GPU memory first, and every tier below).
+REUSE_TIER = "prefix_cache"
+
+
 @dataclass(frozen=True)
 class TierValue:
     """What one KV tier of a stage is worth: the fleet replayed without it (docs/advisor.md).
