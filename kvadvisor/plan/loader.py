@@ -741,11 +741,17 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
                 else "give stages.prefill and stages.decode"
             )
             raise c.fail("topology", f"'{given}' does not match the stage blocks; {fix}")
+    if model_spec is not None and (problem := model_spec.parallel_problem(model.tp)):
+        raise c.fail("model.tp", problem)
     stages = tuple(
         _stage(c, s, stages_raw[s], catalogs, table, model.tp)
         for s in STAGE_BLOCKS
         if s in stages_raw
     )
+    for stage in stages:
+        per_replica = stage.gpus_per_replica
+        if model_spec is not None and (problem := model_spec.parallel_problem(per_replica)):
+            raise c.fail(f"stages.{stage.stage}.gpus_per_replica", problem)
     return Plan(
         name=c.text("name", doc.get("name", Path(path).stem)),
         path=path,
