@@ -33,8 +33,14 @@ __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USER_ERROR", "app", "main"]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 # Exit codes for a run stopped by a signal: 128 + the signal number, as a shell reports it.
+# SIGHUP (the terminal closed, a session ended) is handled as SIGTERM, exit code included.
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
+_HUP = getattr(signal, "SIGHUP", None)  # POSIX only
+STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, _HUP) if s is not None)
+_DEFAULT_HANDLERS = {
+    s: signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL for s in STOP_SIGNALS
+}
 # Cyclic garbage collection during a run: it allocates millions of objects it keeps (modules,
 # catalogs, the report's dataclasses) and makes little cyclic garbage, so Python's defaults
 # (700, 10, 10) scan the kept objects hundreds of times: about 0.35 s of CPU (6%) of an
@@ -75,7 +81,20 @@ def _stop_now(signum: int) -> None:
     remove_temporary_files()
     jitcache.remove_directory()
     error_line(_stop_message(signum))
-    os._exit(EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM)
+    os._exit(_exit_code(signum))
+
+
+def _exit_code(signum: int) -> int:
+    return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+
+
+def _on_late_signal(signum: int, frame: object) -> None:
+    """A signal once the command has returned: its output is whole; exit with its code now.
+
+    Raising in the interpreter's shutdown (joining threads, flushing) would print "Exception
+    ignored in threading._shutdown"; the default action would end the process unannounced.
+    """
+    _stop_now(signum)
 
 
 def _on_signal(signum: int, frame: object) -> None:
@@ -84,7 +103,10 @@ def _on_signal(signum: int, frame: object) -> None:
     _stopping.append(signum)
     watchdog = threading.Timer(GRACE_S, _stop_now, args=(signum,))
     watchdog.daemon = True
-    watchdog.start()
+    try:
+        watchdog.start()
+    except RuntimeError:  # no thread to be had (a low memory limit): unwind without it
+        pass
     raise Interrupted(signum)
 
 
@@ -94,14 +116,15 @@ def main() -> None:
     The parser's own errors (an option out of range, an unknown option or command, a missing
     argument) would print a usage block and a boxed message; they become one ``error:`` line
     naming the command's --help, exit 2, like every other user error. SIGINT and SIGTERM stop
-    the run with one line and exit 130 or 143, temporary files removed. The garbage collector
+    the run with one line and exit 130 or 143 (SIGHUP as SIGTERM), temporary files removed,
+    up to the process's last instruction. The garbage collector
     runs at :data:`GC_THRESHOLDS` meanwhile.
     """
     if sys.argv[1:] == ["--version"]:
         # The most common probe of an install: answered before typer and the commands load.
         sys.stdout.write(f"kvadvisor {__version__}\n")
         sys.exit(0)
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, _on_signal) for sig in STOP_SIGNALS}
     previous_gc = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
     try:
@@ -112,12 +135,14 @@ def main() -> None:
 
         remove_temporary_files()  # any the unwinding did not reach
         error_line(_stop_message(stop.signum))
-        sys.exit(EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM)
+        sys.exit(_exit_code(stop.signum))
     finally:
-        # A caller in the same process (a test, an embedding tool) gets its handlers back, and
-        # its collector's thresholds.
+        # A caller in the same process (a test, an embedding tool) gets its own handlers back,
+        # and its collector's thresholds. Where they were Python's defaults (the console
+        # script), a signal from here to the process's end exits with its code at once.
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            late = handler is _DEFAULT_HANDLERS[sig] or handler is None
+            signal.signal(sig, _on_late_signal if late else handler)
         gc.set_threshold(*previous_gc)
     sys.exit(code)
 
