@@ -124,6 +124,7 @@ def main() -> None:
         # The most common probe of an install: answered before typer and the commands load.
         sys.stdout.write(f"kvadvisor {__version__}\n")
         sys.exit(0)
+    limit_threads_under_memory_cap()
     previous = {sig: signal.signal(sig, _on_signal) for sig in STOP_SIGNALS}
     previous_gc = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
@@ -147,6 +148,86 @@ def main() -> None:
     sys.exit(code)
 
 
+def _memory_capped() -> bool:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+
+
+def _from_the_compiler(exc: BaseException) -> bool:
+    """Whether an import or load failure came from numba, llvmlite or a kernel module."""
+    if "llvmlite" in str(exc) or "numba" in str(exc):
+        return True
+    if isinstance(exc, ImportError) and (exc.name or "").startswith("kvadvisor"):
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if "llvmlite" in name or "numba" in name:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _peak_bytes() -> int | None:
+    """The process's peak address space in bytes (Linux), to say how far the run got."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) * 1024  # the kernel counts kB
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def out_of_memory(what: str) -> str:
+    """The one line for a run that ran out of memory: what it needed, how far it got, the limit.
+
+    numpy's MemoryError names the allocation ("Unable to allocate 8.00 MiB ..."), pyarrow's
+    its size; a bare one names nothing, so the peak address space reached is given too.
+    """
+    import resource
+
+    from kvadvisor.units import Unit, format_value
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    limit = (
+        f" under the address-space limit of {format_value(soft, Unit.BYTES)} (ulimit -v)"
+        if soft != resource.RLIM_INFINITY
+        else ""
+    )
+    need = " ".join(what.split()) or "an allocation failed"
+    peak = _peak_bytes()
+    reached = f", with {format_value(peak, Unit.BYTES)} of address space in use" if peak else ""
+    return (
+        f"error: out of memory{limit}: {need}{reached}; raise the limit, or give a smaller "
+        "trace (analyze: a lower --memory-limit streams it) (see `kvadvisor docs errors#memory`)"
+    )
+
+
+def limit_threads_under_memory_cap() -> None:
+    """Under an address-space limit, start fewer and smaller threads.
+
+    Each thread reserves its stack and (glibc) a 64 MiB malloc arena of address space, and
+    OpenBLAS starts one per core when numpy loads: under `ulimit -v 2000000` that alone
+    aborted runs in glibc or in OpenBLAS before any work. Only where a limit is set, so an
+    unlimited run keeps its parallelism.
+    """
+    if not _memory_capped():
+        return
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+    threading.stack_size(4 << 20)
+    try:
+        import ctypes
+
+        m_arena_max = -8  # glibc malloc.h
+        ctypes.CDLL("libc.so.6").mallopt(m_arena_max, 2)
+    except (OSError, AttributeError):
+        pass  # not glibc: its allocator has its own policy
+
+
 def _run() -> int:
     """Run the command line; its exit code (parser errors and a failing stdout included)."""
     from kvadvisor import firstuse, jitcache
@@ -162,6 +243,21 @@ def _run() -> int:
 
     try:
         code = app(standalone_mode=False, prog_name="kvadvisor")
+    except MemoryError as exc:  # numpy's and pyarrow's allocation failures are MemoryErrors
+        error_line(out_of_memory(str(exc)))
+        return EXIT_USER_ERROR
+    except RuntimeError as exc:
+        if "can't start new thread" not in str(exc):
+            raise
+        error_line(out_of_memory("a worker thread's stack could not be allocated"))
+        return EXIT_USER_ERROR
+    except (OSError, ImportError) as exc:
+        # Under an address-space limit, mapping LLVM's library (numba's compiler) fails as an
+        # OSError from llvmlite, and a kernel module half-imported by it as an ImportError.
+        if not (_memory_capped() and _from_the_compiler(exc)):
+            raise
+        error_line(out_of_memory("the kernel compiler (numba's LLVM) could not be loaded"))
+        return EXIT_USER_ERROR
     except Exception as exc:
         # Duck-typed: Click's exceptions live in typer._click or click, by typer version.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):

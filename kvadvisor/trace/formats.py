@@ -101,12 +101,13 @@ def parse_column_map(items: Sequence[str] | None) -> dict[str, ColumnSource]:
 
 def _missing(path: str, raw: pa.Table, needed: Sequence[str], what: str) -> None:
     """Raise MISSING_COLUMN when a source column is absent (or null in every row)."""
-    present = {
+    present = [
         name
         for name, column in zip(raw.column_names, raw.columns, strict=True)
         if column.null_count < raw.num_rows
-    }
-    absent = [c for c in needed if c not in present]
+    ]
+    have = set(present)
+    absent = [c for c in needed if c not in have]
     if absent:
         found = ", ".join(present) or "none"
         raise missing_columns(

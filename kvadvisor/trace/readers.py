@@ -432,7 +432,7 @@ def stored_metadata(path: str | Path, meta: Mapping[bytes, bytes] | None) -> Sto
         if tokens is not None and not 0 < tokens <= MAX_STORED_BLOCK_TOKENS:
             # 20 digits overflowed int64 further on; the bound is --block-tokens'.
             raise ValueError(
-                f"{str(tokens)[:24]} is not a number of tokens from 1 to "
+                f"{str(tokens)[:24]} is not a positive number of tokens up to "
                 f"{count(MAX_STORED_BLOCK_TOKENS)}"
             )
         key = META_NOTES
