@@ -711,7 +711,11 @@ def check_plan(path: str, data: Any, catalogs: PlanCatalogs | None = None) -> Pl
     )
     slo_raw = c.mapping("slo", _or_empty(doc.get("slo"), {}), SLO_KEYS)
     slo = Slo(
-        **{f"{k}_s": c.quantity(f"slo.{k}", v, "time") for k, v in slo_raw.items() if v is not None}
+        **{
+            f"{k}_s": c.positive(f"slo.{k}", v, "time", "give the latency target, e.g. 2 s")
+            for k, v in slo_raw.items()
+            if v is not None
+        }
     )
     traffic = c.mapping("traffic", _or_empty(doc.get("traffic"), {}), TRAFFIC_KEYS)
     scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True, maximum=1e6)
