@@ -94,7 +94,8 @@ def test_many_cache_instances_do_not_hang() -> None:
         (["--seed", "-1"], "--seed must be in [0, 2^64)"),
         (["--rate", "inf"], "--rate must be a finite number"),
         (["--input-sigma", "1e6"], "--input-sigma must be in [0, 10]"),
-        (["--requests", str(2**41)], "--requests must be in [0,"),
+        (["--requests", str(2**41)], "--requests must be in [1,"),
+        (["--requests", "0"], "--requests must be in [1,"),
     ],
 )
 def test_synth_option_bounds(tmp_path: Path, args: list[str], needle: str) -> None:

@@ -141,6 +141,10 @@ def shapes(
     for tp in tps:
         if tp > instance.gpu_count or instance.gpu_count % tp:
             continue
+        problem = model.parallel_problem(tp)
+        if problem is not None:  # Qwen2.5-7B's 28 heads at TP 8: no engine would serve it
+            refused.append(f"{instance.name} {problem.split('; give')[0]}")
+            continue
         try:
             pm, step, kv = _perf(model, gpu, tp, kv_dtype, weight_dtype, key)
             pool = pool_tokens(pm, where=f"{instance.name} TP {tp}")

@@ -134,6 +134,40 @@ class ModelSpec:
         """Parameter counts by role (:func:`param_breakdown`)."""
         return param_breakdown(self)
 
+    def splits_over(self, tp: int) -> bool:
+        """Whether vLLM and SGLang shard the attention over ``tp`` GPUs.
+
+        Both need the query heads to divide evenly over the ranks, and the KV heads either to
+        divide too or to be replicated whole (TP a multiple of them); MLA has one latent.
+        """
+        if tp < 1 or self.q_heads % tp:
+            return False
+        return self.is_mla or self.kv_heads % tp == 0 or tp % self.kv_heads == 0
+
+    def parallel_problem(self, tp: int, ep: int = 1) -> str | None:
+        """Why the model cannot run at TP ``tp`` with experts over ``ep`` GPUs, or None.
+
+        Neither engine pads attention heads, and neither splits the routed experts unevenly
+        in a way the step-time model follows, so both are refused rather than modeled.
+        """
+        if not self.splits_over(tp):
+            fits = [t for t in range(1, min(self.q_heads, 1024) + 1) if self.splits_over(t)]
+            heads = f"{self.q_heads} attention heads"
+            if not self.is_mla and self.q_heads % tp == 0:
+                heads = f"{self.kv_heads} KV heads"
+            return (
+                f"TP {tp}: {self.name}'s {heads} do not split over {tp} GPUs (vLLM and SGLang "
+                f"refuse it); give a TP of {', '.join(map(str, fits[:-1]))} or {fits[-1]}"
+                if len(fits) > 1
+                else f"TP {tp}: {self.name}'s {heads} do not split over {tp} GPUs; give TP 1"
+            )
+        if ep > 1 and self.experts and self.experts % ep:
+            return (
+                f"EP {ep}: {self.name}'s {self.experts} routed experts do not split evenly over "
+                f"{ep} GPUs; give an EP that divides {self.experts}"
+            )
+        return None
+
 
 @dataclass(frozen=True)
 class ParamBreakdown:

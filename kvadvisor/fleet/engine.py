@@ -50,6 +50,10 @@ MIN_DRAIN_S = 600.0
 # stays bounded on long traces (the report states the window used).
 MAX_SERIES_CELLS = 4_000_000
 MAX_WINDOWS = 400_000
+# Replicas that share one pooled tier replay as one group, whose cost grows with the square of
+# its replicas (a 30-request trace: 20,000 replicas 14 s, 100,000 replicas 360 s, one core).
+# Independent replicas replay one group each, and only those a request reaches.
+MAX_POOLED_REPLICAS = 10_000
 
 ROLE_CODE = {Stage.SERVING: 0, Stage.PREFILL: 1, Stage.DECODE: 2}
 ROUTE_CODE = {
@@ -226,8 +230,22 @@ def _resources(
     return res, res_tier, res_link, res_swap, res_offload
 
 
-def _groups(reps: int, *maps: np.ndarray) -> list[np.ndarray]:
-    """Replicas joined by any shared resource (union-find), each group's replicas ascending."""
+def _groups(reps: int, reached: np.ndarray, *maps: np.ndarray) -> list[np.ndarray]:
+    """Replicas joined by any shared resource (union-find), each group's replicas ascending.
+
+    Only the groups holding a replica in ``reached`` (bool per replica) are returned (or the
+    first group, when none is): a group no request reaches replays to zeros. Groups come in the
+    order of their root, as the replay has always merged them.
+    """
+    flats = [m.reshape(reps, -1) for m in maps]
+    rep_idx = np.concatenate([np.nonzero(f >= 0)[0] for f in flats]) if flats else np.zeros(0)
+    res_idx = np.concatenate([f[f >= 0] for f in flats]) if flats else np.zeros(0)
+    pairs = np.unique(np.stack([rep_idx, res_idx]).astype(np.int64), axis=1)
+    if np.unique(pairs[1]).size == pairs.shape[1]:
+        # No resource shared: every replica is its own group and its own root (the common
+        # case, and the one a million-instance stage takes without a loop per replica).
+        chosen = np.flatnonzero(reached)
+        return [chosen[i : i + 1] for i in range(chosen.size)] or [np.zeros(1, np.int64)]
     parent = np.arange(reps)
 
     def find(x: int) -> int:
@@ -237,8 +255,7 @@ def _groups(reps: int, *maps: np.ndarray) -> list[np.ndarray]:
         return x
 
     owner: dict[int, int] = {}
-    for m in maps:
-        flat = m.reshape(reps, -1)
+    for flat in flats:
         for r in range(reps):
             for s in flat[r]:
                 if s < 0:
@@ -249,8 +266,13 @@ def _groups(reps: int, *maps: np.ndarray) -> list[np.ndarray]:
                         parent[a] = b
                 else:
                     owner[int(s)] = r
-    roots = np.array([find(r) for r in range(reps)])
-    return [np.flatnonzero(roots == g) for g in np.unique(roots)]
+    roots = np.array([find(r) for r in range(reps)], dtype=np.int64)
+    keep = np.unique(roots[reached]) if reached.any() else roots[:1]
+    # One stable sort of the kept replicas, not a scan of every root per group.
+    members = np.flatnonzero(np.isin(roots, keep))
+    order = members[np.argsort(roots[members], kind="stable")]
+    cuts = np.flatnonzero(np.diff(roots[order])) + 1
+    return np.split(order, cuts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -568,7 +590,12 @@ def run_stage(
         if unrouted.any():  # arrivals past the drain cap: spread them as round robin would
             assign[unrouted] = np.arange(int(unrouted.sum())) % reps
     inp = _stage_inputs(ctx, stage, dep, rows, arrival, assign)
-    groups = _groups(reps, res_tier, res_link, res_swap)
+    # A group no request reaches replays to zeros, which the arrays below start as: only the
+    # groups with requests run (at least one, for the counters' shape), so a stage's cost
+    # follows its requests, not its replica count.
+    reached = np.zeros(reps, bool)
+    reached[assign] = True
+    groups = _groups(reps, reached, res_tier, res_link, res_swap)
 
     def one(reps_g: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         local = np.flatnonzero(np.isin(assign, reps_g))
@@ -727,6 +754,16 @@ def run_replay(
             f"{arrays.clamped} requests with 0 prompt or output tokens were replayed as 1 "
             "(every request prefills and produces at least one token)"
         )
+    for stage in dep.stages:
+        pooled = [t.name for t in stage.tiers if t.scope is Scope.POOLED]
+        if pooled and stage.replicas > MAX_POOLED_REPLICAS:
+            raise ConfigError(
+                f"{stage.role.value}: {format_value(stage.replicas, Unit.COUNT)} replicas share "
+                f"the pooled tier '{pooled[0]}'; the replay runs at most "
+                f"{format_value(MAX_POOLED_REPLICAS, Unit.COUNT)} replicas on one pooled tier "
+                "(its cost grows with their square): replay a slice of the fleet (fewer "
+                "instances, traffic.scale below 1) with the same load per replica"
+            )
     rows = np.arange(n, dtype=np.int64)
     runs: list[StageRun] = []
     first = dep.stages[0]

@@ -154,6 +154,9 @@ def parse_slo(text: str) -> dict[str, float]:
             out[key] = parse_quantity(value.strip(), "time")
         except QuantityError as exc:
             raise ConfigError(f"--slo '{part}': {exc}") from None
+        if out[key] <= 0:
+            # No request is served in 0 s: every run would fail the target, by definition.
+            raise ConfigError(f"--slo '{part}': a latency target must be above 0 s, e.g. 2s")
     return out
 
 

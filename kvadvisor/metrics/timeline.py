@@ -131,22 +131,31 @@ def inflight_window_means(
     return grid.cell_means(grid.open_time(starts, ends))
 
 
-def window_count(span_s: float, window_s: float) -> int:
+def window_count(
+    span_s: float,
+    window_s: float,
+    cover: str = "the series cover (first arrival to last request end)",
+) -> int:
     """Windows of ``window_s`` needed to cover ``[0, span_s]`` (at least one).
 
     At most MAX_WINDOWS: every per-window series is an array of this length, so a span the
     window divides into more is a ConfigError saying which window would do, before anything
-    is allocated.
+    is allocated. ``cover`` says what the span is, for that message.
     """
     count = np.floor(span_s / window_s) + 1 if window_s > 0 else np.inf
     if not count <= MAX_WINDOWS:
+        if not math.isfinite(span_s):
+            raise ConfigError(
+                f"the time {cover} is too long to hold in a time series (it overflows); "
+                "check the arrival times' unit and the traffic scale"
+            )
         shortest = span_s / (MAX_WINDOWS - 1)
         step = 10.0 ** (math.floor(math.log10(shortest)) - 1)  # two significant digits, up
         least = f"{math.ceil(shortest / step) * step:.3g}"  # exact: typed back as --window
         raise ConfigError(
             f"--window: windows of {format_value(window_s, Unit.SECONDS)} over the "
-            f"{format_value(span_s, Unit.SECONDS)} the series cover (first arrival to last "
-            f"request end) make {format_value(count, Unit.COUNT)} windows, more than the "
+            f"{format_value(span_s, Unit.SECONDS)} {cover} make "
+            f"{format_value(count, Unit.COUNT)} windows, more than the "
             f"{format_value(MAX_WINDOWS, Unit.COUNT)} a time series may hold; give --window "
             f"{least} or more"
         )

@@ -19,16 +19,20 @@ TP_CHOICES = (1, 2, 4, 8)
 
 
 def auto_tp(model: ModelSpec, gpu: GpuSpec, weight_dtype: str | None = None) -> int:
-    """Smallest TP in 1, 2, 4, 8 with ``TP x memory > 1.5 x weight bytes`` (else 8).
+    """Smallest TP in 1, 2, 4, 8 with ``TP x memory > 1.5 x weight bytes`` (else the largest).
+
+    Only the degrees the model's attention heads split over (:meth:`ModelSpec.splits_over`).
 
     Weight bytes as :attr:`PerfModel.weight_bytes` counts them: the published dtypes (FP8
     DeepSeek-V3, MXFP4 gpt-oss experts) unless ``weight_dtype`` overrides them.
     """
     weights = PerfModel.build(model, gpu, weight_dtype=weight_dtype).weight_bytes
-    for tp in TP_CHOICES:
+    # Only degrees the model's heads split over (Qwen2.5-7B's 28 heads refuse TP 8).
+    choices = [tp for tp in TP_CHOICES if model.splits_over(tp)]
+    for tp in choices:
         if tp * gpu.memory_bytes > AIC_WEIGHT_HEADROOM * weights:
             return tp
-    return TP_CHOICES[-1]
+    return choices[-1]
 
 
 @dataclass(frozen=True)

@@ -147,8 +147,16 @@ def analyze(
             )
     else:
         with steps.step(f"reading {source}"):
+            # A CSV is parsed whole: its text is held to the memory limit as it is read.
+            limit = (
+                default_memory_limit_bytes() if memory_limit_bytes is None else memory_limit_bytes
+            )
             trace = read_trace(
-                source, trace_format, column_map=column_map, block_tokens=block_tokens
+                source,
+                trace_format,
+                column_map=column_map,
+                block_tokens=block_tokens,
+                max_text_bytes=limit,
             )
             sha256 = file_sha256(source)
         with steps.step("analyzing"):

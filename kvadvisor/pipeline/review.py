@@ -13,6 +13,7 @@ from kvadvisor.cache.prefix import warmup_requests_for
 from kvadvisor.cache.simulate import simulate_blocks
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet import ReplayContext
+from kvadvisor.metrics.timeline import window_count
 from kvadvisor.pipeline.replay import ReplayOptions, ReplaySource, replay_in_context
 from kvadvisor.plan.model import Plan
 from kvadvisor.planreview.closedloop import Replayed
@@ -106,6 +107,21 @@ def closed_loop(
     return Replayed(result, load_p99), None, (headline,)
 
 
+def check_windows(arrival_s: np.ndarray, plans: Sequence[Plan], window_s: float) -> None:
+    """Each plan's demand series fits in a time series, before any is allocated (ConfigError).
+
+    A plan's arrivals span the trace's divided by its traffic scale: a tiny scale or a trace
+    spanning decades would make a per-window array of billions of cells.
+    """
+    span_s = float(arrival_s[-1] - arrival_s[0]) if arrival_s.size else 0.0
+    for plan in plans:
+        cover = "the trace's arrivals cover"
+        if plan.traffic_scale != 1.0:
+            scale = f"{plan.traffic_scale:g}"  # exact: as the plan spells it
+            cover += f" at {plan.path}'s traffic.scale {scale}"
+        window_count(span_s / plan.traffic_scale, window_s, cover)
+
+
 def _review_all(
     trace: Trace,
     plans: Sequence[Plan],
@@ -119,6 +135,7 @@ def _review_all(
     """Replay once, review every plan; the replay's notes apart from each plan's own."""
     perfs = [plan_perf(p) for p in plans]
     arrays = arrays or RequestArrays.of(trace)
+    check_windows(arrays.arrival_s, plans, window_s)
     replay, notes, exact = open_loop(arrays, warmup_fraction, simulated)
     # The closed loop reads the same arrays, with the block ids the exact pass already made.
     ctx = (source or ReplaySource(arrays, exact)).context

@@ -22,7 +22,7 @@ from kvadvisor.fleet.engine import StageRun
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.metrics.timeline import inflight_window_means
 from kvadvisor.pipeline.replay import scaled_arrays
-from kvadvisor.pipeline.review import open_loop
+from kvadvisor.pipeline.review import check_windows, open_loop
 from kvadvisor.plan.model import Plan
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
@@ -134,6 +134,7 @@ def verify(
     # Taken from the trace once: the open-loop demand and the closed-loop replay share them
     # (and the block ids of the exact pass).
     arrays = RequestArrays.of(trace)
+    check_windows(arrays.arrival_s, (plan,), options.window_s)
     replay, notes, exact = open_loop(arrays, options.warmup_fraction)
     replayed, closed_notes = replayed_tiers(arrays, exact, plan, options.window_s)
     return verify_plan(

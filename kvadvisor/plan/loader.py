@@ -120,6 +120,7 @@ MAX_COUNT = 1_000_000
 MAX_NUMBER = 1e12
 MAX_TP = 1024
 MAX_SETTING = 1 << 53
+MIN_TRAFFIC_SCALE = 1e-6
 
 # Allowed keys per mapping of the plan; the value says what the key holds (for docs and errors).
 TOP_KEYS = {
@@ -578,6 +579,7 @@ def _stage(
             f"a replica of {per_replica} GPUs does not fit an instance of {gpus}; give at "
             f"most {gpus} (or a larger instance)",
         )
+    n_instances = c.whole(f"{where}.count", raw.get("count", 1), 1)
     replicas = max((gpus or per_replica) // per_replica, 1)
     if raw.get("replicas_per_instance") is not None:
         replicas = c.whole(f"{where}.replicas_per_instance", raw["replicas_per_instance"], 1)
@@ -587,6 +589,14 @@ def _stage(
                 f"{replicas} replicas of {per_replica} GPUs need {replicas * per_replica} GPUs; "
                 f"the instance has {gpus}",
             )
+    if n_instances * replicas > MAX_COUNT:
+        # The replay holds arrays per replica: the bound is on replicas, not instances alone.
+        raise c.fail(
+            f"{where}.count",
+            f"{count(n_instances)} instances of {count(replicas)} replicas make "
+            f"{count(n_instances * replicas)} replicas, more than the {count(MAX_COUNT)} a "
+            "stage may have; give fewer instances",
+        )
     offload = raw.get("decode_offload")
     if offload is not None:
         offload = c.text(f"{where}.decode_offload", offload, tuple(names))
@@ -594,7 +604,7 @@ def _stage(
         stage=name,
         instance=instance,
         gpu=gpu,
-        count=c.whole(f"{where}.count", raw.get("count", 1), 1),
+        count=n_instances,
         gpus_per_instance=gpus,
         host_memory_bytes=host_mem,
         gpu_kv_pool_bytes=None
@@ -765,10 +775,21 @@ def check_plan(
     )
     slo_raw = c.mapping("slo", _or_empty(doc.get("slo"), {}), SLO_KEYS)
     slo = Slo(
-        **{f"{k}_s": c.quantity(f"slo.{k}", v, "time") for k, v in slo_raw.items() if v is not None}
+        **{
+            f"{k}_s": c.positive(f"slo.{k}", v, "time", "give the latency target, e.g. 2 s")
+            for k, v in slo_raw.items()
+            if v is not None
+        }
     )
     traffic = c.mapping("traffic", _or_empty(doc.get("traffic"), {}), TRAFFIC_KEYS)
     scale = c.number("traffic.scale", traffic.get("scale", 1.0), positive=True, maximum=1e6)
+    if scale < MIN_TRAFFIC_SCALE:
+        # Arrivals are divided by it: 1e-300 overflowed them, 1e-12 made demand series of
+        # 10^14 windows.
+        least, got = f"{MIN_TRAFFIC_SCALE:g}", f"{scale:g}"  # exact: as a plan spells it
+        raise c.fail(
+            "traffic.scale", f"must be at least {least} (a million times slower), got {got}"
+        )
     stages_raw = c.mapping("stages", doc.get("stages"), {s.value: "stage" for s in STAGE_BLOCKS})
     if not stages_raw:
         raise c.fail("stages", "give prefill and/or decode, or one serving block (aggregated)")
@@ -788,11 +809,17 @@ def check_plan(
                 else "give stages.prefill and stages.decode"
             )
             raise c.fail("topology", f"'{given}' does not match the stage blocks; {fix}")
+    if model_spec is not None and (problem := model_spec.parallel_problem(model.tp)):
+        raise c.fail("model.tp", problem)
     stages = tuple(
         _stage(c, s, stages_raw[s], catalogs, table, model.tp)
         for s in STAGE_BLOCKS
         if s in stages_raw
     )
+    for stage in stages:
+        per_replica = stage.gpus_per_replica
+        if model_spec is not None and (problem := model_spec.parallel_problem(per_replica)):
+            raise c.fail(f"stages.{stage.stage}.gpus_per_replica", problem)
     return Plan(
         name=c.name("name", doc.get("name", Path(path).stem)),
         path=path,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
+import os
 import re
 import string
 from collections.abc import Iterable, Mapping
@@ -92,7 +93,14 @@ def rule_files(directory: Path) -> list[Path]:
     """Every ``*.yaml``/``*.yml`` file under ``directory``, in a stable order."""
     if not directory.is_dir():
         raise RuleSyntaxError(f"{directory}: not a directory of rule files")
-    files = [p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
+    # os.walk, not rglob: a directory whose entries vanish while it is walked (/proc, a
+    # folder being cleaned) skips them instead of raising FileNotFoundError mid-walk.
+    files = [
+        Path(root) / name
+        for root, _, names in os.walk(directory, onerror=lambda _: None)
+        for name in names
+        if name.endswith((".yaml", ".yml")) and (Path(root) / name).is_file()
+    ]
     return sorted(files, key=lambda p: str(p.relative_to(directory)))
 
 

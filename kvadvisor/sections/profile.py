@@ -187,11 +187,16 @@ def build_perf_model(
             f"tensor parallelism not given (--tp): {tp}, the smallest with "
             "TP x GPU memory > 1.5 x weights (AIConfigurator's rule)"
         )
+    ep = options.ep if spec.is_moe else 1
+    # An --ep that does not divide --tp is PerfModel.build's to say; past it, the heads.
+    problem = spec.parallel_problem(tp, ep) if ep >= 1 and tp % ep == 0 else None
+    if problem is not None:
+        raise ConfigError(f"{'--ep' if problem.startswith('EP') else '--tp'}: {problem}")
     pm = PerfModel.build(
         spec,
         gpu,
         tp=tp,
-        ep=options.ep if spec.is_moe else 1,
+        ep=ep,
         kv_dtype=options.kv_dtype,
         weight_dtype=options.weight_dtype,
         catalogs=catalogs,

@@ -95,8 +95,9 @@ class SynthShape:
                 raise ConfigError(f"synth: {_OPTIONS.get(name, name)} must be a finite number")
         checks = [
             (
-                lambda: 0 <= self.requests <= MAX_REQUESTS,
-                f"--requests must be in [0, {MAX_REQUESTS}]",
+                # 0 wrote a trace every other command refuses ("no requests in the file").
+                lambda: 1 <= self.requests <= MAX_REQUESTS,
+                f"--requests must be in [1, {MAX_REQUESTS}]",
             ),
             (lambda: 0 <= self.seed < 2**64, "--seed must be in [0, 2^64)"),
             (

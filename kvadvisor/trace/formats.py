@@ -15,7 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kvadvisor.errors import ConfigError, Problem, TraceProblem, TraceSchemaError
+from kvadvisor.errors import (
+    ConfigError,
+    Problem,
+    TraceFormatError,
+    TraceProblem,
+    TraceSchemaError,
+)
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, has_values
 from kvadvisor.trace.schema import missing_columns, missing_required
 from kvadvisor.units import MS_PER_S, US_PER_S
@@ -95,8 +101,13 @@ def parse_column_map(items: Sequence[str] | None) -> dict[str, ColumnSource]:
 
 def _missing(path: str, raw: pa.Table, needed: Sequence[str], what: str) -> None:
     """Raise MISSING_COLUMN when a source column is absent (or null in every row)."""
-    present = [c for c in raw.column_names if has_values(raw, c)]
-    absent = [c for c in needed if c not in present]
+    present = [
+        name
+        for name, column in zip(raw.column_names, raw.columns, strict=True)
+        if column.null_count < raw.num_rows
+    ]
+    have = set(present)
+    absent = [c for c in needed if c not in have]
     if absent:
         found = ", ".join(present) or "none"
         raise missing_columns(
@@ -195,10 +206,13 @@ def timestamps_to_seconds(col: pa.ChunkedArray) -> tuple[pa.Array, object]:
     start_ts = pc.cast(pa.scalar(start, pa.int64()), pa.timestamp("ns")).as_py()
     # Empty cells stay null (build_trace reports them by row); whole nanoseconds are
     # subtracted exactly, in floats only where the difference would overflow int64.
+    # The casts to float are unchecked: a difference over 2^53 ns (104 days, a 1970 stamp
+    # beside 2023) is not exact in a float and pyarrow's checked cast refuses it; build_trace
+    # judges the span.
     try:
-        since = pc.cast(pc.subtract_checked(ns, start), pa.float64())
+        since = pc.cast(pc.subtract_checked(ns, start), pa.float64(), safe=False)
     except pa.ArrowInvalid:
-        since = pc.subtract(pc.cast(ns, pa.float64()), float(start))
+        since = pc.subtract(pc.cast(ns, pa.float64(), safe=False), float(start))
     return pc.divide(since, NS_PER_S), start_ts
 
 
@@ -308,6 +322,12 @@ def from_bench(raw: pa.Table, path: str, tool: str) -> Converted:
     if problems:
         raise TraceSchemaError(path, problems)
     n = int(lengths.sum())
+    if n == 0:
+        # Empty per-request lists have no element type (pyarrow's null), which no kernel takes.
+        raise TraceFormatError(
+            f"{path}: no requests in the file (every run's input_lens is empty); give the "
+            "results of a run that completed requests"
+        )
     run_of = np.repeat(np.arange(raw.num_rows), lengths)
     run_start = np.concatenate([[0], np.cumsum(lengths)])[:-1]
 

@@ -55,6 +55,7 @@ from kvadvisor.trace.schema import build_trace
 from kvadvisor.units.format import count
 
 HEAD_BYTES = 64 * 1024
+MAX_STORED_BLOCK_TOKENS = 1 << 20  # as --block-tokens allows
 JSONL_BLOCK_BYTES = 64 * 1024 * 1024  # pyarrow.json block: large blocks parse faster
 # pyarrow.csv block (its default is 1 MiB): a row longer than a block cannot be parsed
 # ("straddling object"), so one long text cell (a prompt kept in the trace) needs room.
@@ -78,7 +79,7 @@ COMPRESSION_RATIO = 8
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # What each column must hold, for the error-path scans: "int", "number", "ints" (list of
 # int), "timestamp". Used to name the first bad cell when pyarrow refuses a file.
-INT, NUMBER, INTS, TIMESTAMP = "int", "number", "ints", "timestamp"
+INT, NUMBER, INTS, NUMBERS, TIMESTAMP = "int", "number", "ints", "numbers", "timestamp"
 EXPECTED_KINDS: dict[TraceFormat, dict[str, str]] = {
     TraceFormat.MOONCAKE: {
         "timestamp": NUMBER,
@@ -109,6 +110,7 @@ BENCH_KINDS = (
     ("output_lens", INT),
     ("ttfts", NUMBER),
     ("start_times", NUMBER),
+    ("itls", NUMBERS),  # one list of inter-token seconds per request
 )
 # pyarrow types for the JSONL sources: an explicit schema skips type inference (faster) and
 # makes a wrong type an immediate error.
@@ -173,6 +175,20 @@ def _open(path: Path, compression: str | None) -> pa.NativeFile:
         return pa.input_stream(str(path), compression=compression)
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot be read ({one_line(exc)})") from None
+
+
+def _plain(path: Path) -> str | pa.NativeFile:
+    """An uncompressed file for pyarrow's readers, whatever its name says.
+
+    Given a path, pyarrow decompresses by the name's suffix: plain JSONL named ``.jsonl.gz``
+    failed with "incorrect header check", though compression is judged by the magic bytes.
+    A plain name keeps the path, which lets pyarrow read ahead in parallel.
+    """
+    try:
+        pa.Codec.detect(str(path))
+    except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return str(path)  # no compression suffix
+    return pa.memory_map(str(path))
 
 
 def _corrupt(path: Path, compression: str | None, exc: Exception) -> TraceFormatError:
@@ -290,12 +306,15 @@ def read_trace(
     *,
     column_map: Mapping[str, ColumnSource] | Sequence[str] | None = None,
     block_tokens: int | None = None,
+    max_text_bytes: int | None = None,
 ) -> Trace:
     """Read ``path`` in ``trace_format`` (auto-detected when None) into a canonical Trace.
 
     ``column_map`` renames columns of a canonical CSV/parquet (``{"input_tokens":
     ColumnSource("prompt_len")}`` or the ``--map`` strings); ``block_tokens`` sets or
-    overrides the tokens per hash block.
+    overrides the tokens per hash block. ``max_text_bytes``: the most CSV text (decompressed)
+    read before the read stops with a TraceFormatError (None: no bound); a CSV is parsed whole,
+    so a small ``.csv.gz`` expanding a thousandfold stops there, not at the machine's memory.
     """
     path = Path(path)
     _check_file(path)
@@ -322,7 +341,7 @@ def read_trace(
         convert = formats.from_mooncake if fmt is TraceFormat.MOONCAKE else formats.from_bailian
         converted = convert(raw, str(path))
     elif fmt in (TraceFormat.AZURE, TraceFormat.BURSTGPT, TraceFormat.CSV):
-        raw = _read_csv(path, compression, fmt, mapping)
+        raw = _read_csv(path, compression, fmt, mapping, max_text_bytes)
         converters: dict[TraceFormat, Callable[[pa.Table, str], Converted]] = {
             TraceFormat.AZURE: formats.from_azure,
             TraceFormat.BURSTGPT: formats.from_burstgpt,
@@ -410,8 +429,12 @@ def stored_metadata(path: str | Path, meta: Mapping[bytes, bytes] | None) -> Sto
         fmt = meta.get(META_SOURCE_FORMAT, b"parquet").decode() or "parquet"
         key = META_BLOCK_TOKENS
         tokens = int(meta[META_BLOCK_TOKENS]) if META_BLOCK_TOKENS in meta else None
-        if tokens is not None and tokens <= 0:
-            raise ValueError(f"{tokens} is not a positive number of tokens")
+        if tokens is not None and not 0 < tokens <= MAX_STORED_BLOCK_TOKENS:
+            # 20 digits overflowed int64 further on; the bound is --block-tokens'.
+            raise ValueError(
+                f"{str(tokens)[:24]} is not a positive number of tokens up to "
+                f"{count(MAX_STORED_BLOCK_TOKENS)}"
+            )
         key = META_NOTES
         notes = _loads(meta.get(META_NOTES, b"[]"))
         if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
@@ -483,7 +506,7 @@ def _read_jsonl(path: Path, compression: str | None, fmt: TraceFormat) -> pa.Tab
     try:
         if compression is None:
             # A plain path lets pyarrow read ahead in parallel (faster than a stream).
-            return pajson.read_json(str(path), read_options=options, parse_options=parse)
+            return pajson.read_json(_plain(path), read_options=options, parse_options=parse)
         with _open(path, compression) as stream:
             return pajson.read_json(stream, read_options=options, parse_options=parse)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
@@ -623,10 +646,50 @@ _DELIMITING = np.zeros(256, dtype=bool)
 _DELIMITING[[44, 13, 10, 34]] = True
 
 
+class _BoundedText(io.RawIOBase):
+    """A decompressing stream that stops, with a TraceFormatError, past ``limit`` bytes."""
+
+    def __init__(self, stream: pa.NativeFile, path: Path, limit: int) -> None:
+        super().__init__()
+        self.stream, self.path, self.limit, self.seen = stream, path, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size if size >= 0 else None)
+        self.seen += len(data)
+        if self.seen > self.limit:
+            raise _too_much_text(self.path, self.limit)
+        return data
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _too_much_text(path: Path, limit: int) -> TraceFormatError:
+    return TraceFormatError(
+        f"{path}: the CSV holds more than {count(limit)} bytes of text (decompressed), the "
+        "memory limit for reading it whole; raise --memory-limit, or split the file"
+    )
+
+
 def _read_csv(
-    path: Path, compression: str | None, fmt: TraceFormat, mapping: Mapping[str, ColumnSource]
+    path: Path,
+    compression: str | None,
+    fmt: TraceFormat,
+    mapping: Mapping[str, ColumnSource],
+    max_text_bytes: int | None = None,
 ) -> pa.Table:
-    """A CSV with a header line, parsed by pyarrow.csv (types inferred, then checked)."""
+    """A CSV with a header line, parsed by pyarrow.csv (types inferred, then checked).
+
+    ``max_text_bytes`` bounds the text read (see :func:`read_trace`).
+    """
+    if max_text_bytes is not None and compression is None:
+        if _stored_size(path) > max_text_bytes:
+            raise _too_much_text(path, max_text_bytes)
     if fmt is TraceFormat.CSV:
         kinds = {}
         for name, (arrow_type, _) in CANONICAL_COLUMNS.items():
@@ -643,10 +706,13 @@ def _read_csv(
     read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
     try:
         if compression is None:
-            table = pacsv.read_csv(str(path), read_options=read, convert_options=convert)
+            table = pacsv.read_csv(_plain(path), read_options=read, convert_options=convert)
         else:
             with _open(path, compression) as stream:
-                table = pacsv.read_csv(stream, read_options=read, convert_options=convert)
+                source = (
+                    stream if max_text_bytes is None else _BoundedText(stream, path, max_text_bytes)
+                )
+                table = pacsv.read_csv(source, read_options=read, convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise _locate_csv_problem(path, compression, kinds, exc) from None
     except OSError as exc:  # pyarrow's IOError: damage in compressed data past the head
@@ -658,7 +724,24 @@ def _read_csv(
     for name, kind in kinds.items():
         if name in table.column_names and not _arrow_kind_ok(table[name].type, kind):
             raise _locate_csv_problem(path, compression, kinds, None)
+    if _may_hold_hex(_chunks(path, compression)):
+        # pyarrow reads "0x10" as the integer 16; the JSONL readers refuse it, and a token
+        # count in hexadecimal is a mistake, not a notation: the cell is named, as any other.
+        located = _locate_csv_problem(path, compression, kinds, None)
+        if isinstance(located, TraceSchemaError):
+            raise located
     return table
+
+
+def _may_hold_hex(chunks: Iterable[bytes]) -> bool:
+    """Whether the text holds "0x" or "0X" anywhere (a chunk boundary between them too)."""
+    prev = b""
+    for chunk in chunks:
+        joined = prev + chunk[:1]
+        if b"0x" in joined or b"0X" in joined or b"0x" in chunk or b"0X" in chunk:
+            return True
+        prev = chunk[-1:]
+    return False
 
 
 def refuse_duplicate_columns(path: str | Path, names: Sequence[str]) -> None:
@@ -715,6 +798,8 @@ def _arrow_kind_ok(arrow_type: pa.DataType, kind: str) -> bool:
         return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
     if kind == TIMESTAMP:
         return pa.types.is_timestamp(arrow_type)
+    if kind == NUMBERS:
+        return pa.types.is_list(arrow_type) and _arrow_kind_ok(arrow_type.value_type, NUMBER)
     return True
 
 
@@ -791,7 +876,34 @@ def _read_llmperf(path: Path, compression: str | None) -> pa.Table:
     problem = _first_kind_problem(enumerate(records, 1), EXPECTED_KINDS[TraceFormat.LLMPERF])
     if problem:
         raise TraceSchemaError(str(path), [problem])
-    return pa.Table.from_pylist(records)
+    try:
+        return pa.Table.from_pylist(records)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        # A column the reader only tests for null or reads as text (error_code holds an HTTP
+        # status in one request and a message in another) may mix JSON types: kept as text.
+        mixed = _mixed_columns(records) - EXPECTED_KINDS[TraceFormat.LLMPERF].keys()
+        for record in records:
+            for key in mixed & record.keys():
+                value = record[key]
+                if value is not None and not isinstance(value, str):
+                    record[key] = json.dumps(value)
+    try:
+        return pa.Table.from_pylist(records)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise TraceFormatError(
+            f"{path}: not readable LLMPerf results ({one_line(exc)}); each key must hold the "
+            "same JSON type in every request: regenerate the results file"
+        ) from None
+
+
+def _mixed_columns(records: Sequence[dict]) -> set[str]:
+    """Keys whose non-null values are of more than one JSON type (ints and floats one)."""
+    seen: dict[str, set[str]] = {}
+    for record in records:
+        for key, value in record.items():
+            if value is not None:
+                seen.setdefault(key, set()).add(_json_type(value))
+    return {key for key, kinds in seen.items() if len(kinds) > 1}
 
 
 # --- error paths: find the first bad row and column (Python loops are fine here) -----------
@@ -811,6 +923,8 @@ def _value_ok(value: object, kind: str) -> bool:
             isinstance(v, int) and not isinstance(v, bool) and INT64_MIN <= v <= INT64_MAX
             for v in value
         )
+    if kind == NUMBERS:
+        return isinstance(value, list) and all(_value_ok(v, NUMBER) for v in value)
     return True
 
 
@@ -834,7 +948,12 @@ def _kind_problem(row: int, column: str, value: object, kind: str) -> Problem:
             TraceProblem.OUT_OF_RANGE,
             f"{str(huge)[:40]} is outside the 64-bit integer range",
         )
-    what = {INT: "an integer", NUMBER: "a number", INTS: "a list of integers"}[kind]
+    what = {
+        INT: "an integer",
+        NUMBER: "a number",
+        INTS: "a list of integers",
+        NUMBERS: "a list of numbers",
+    }[kind]
     return Problem(row, column, TraceProblem.WRONG_TYPE, f"{value!r:.60} is not {what}")
 
 

@@ -105,7 +105,76 @@ def check_manifest(manifest: Any, path: str) -> dict[str, Any]:
     for key in ("job_set_id", "plan", "fio", "benchmarks", "tiers"):
         if key not in manifest:
             raise VerifyError(f"{path}: manifest has no '{key}'; regenerate the folder")
+    _check_shape(manifest, MANIFEST_SHAPE, path, "")
     return manifest
+
+
+# What the judging reads from the manifest, by type: a hand-edited value of another type was a
+# TypeError or KeyError deep in the judging. A dict maps keys to shapes (keys read with .get()
+# may be absent), a one-item list is a list of that shape, a tuple is the types allowed.
+_NUM = (int, float)
+_PHASE = {
+    "name": (str,),
+    "phase": (str,),
+    "severity": (str,),
+    "rates_bytes_per_s": {"*": _NUM},
+    "bursts?": {"*": {"on_s": _NUM, "off_s": _NUM, "extra_bytes_per_s": _NUM}},
+}
+MANIFEST_SHAPE: dict[str, Any] = {
+    "job_set_id": (str,),
+    "plan": {"slo?": {"*": (int, float, type(None))}, "model?": (str, type(None))},
+    "fio": [
+        {
+            "file": (str,),
+            "result": (str,),
+            "stage": (str,),
+            "tier": (str,),
+            "gds": (bool,),
+            "io_bytes": (int,),
+            "phases": [_PHASE],
+        }
+    ],
+    "benchmarks": [
+        {
+            "engine": (str,),
+            "result": (str,),
+            "script": (str,),
+            "requests": (int,),
+            "input_tokens_total": (int,),
+        }
+    ],
+    "tiers": [{}],
+}
+
+
+def _check_shape(value: Any, shape: Any, path: str, where: str) -> None:
+    def wrong(expected: str) -> VerifyError:
+        return VerifyError(
+            f"{path}: {where or 'the manifest'}: expected {expected}, got {value!r:.40}; "
+            "the manifest was edited: regenerate the folder with `kvadvisor verify`"
+        )
+
+    if isinstance(shape, tuple):
+        if not isinstance(value, shape) or (bool not in shape and isinstance(value, bool)):
+            raise wrong(" or ".join("null" if t is type(None) else t.__name__ for t in shape))
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            raise wrong("a list")
+        for i, item in enumerate(value):
+            _check_shape(item, shape[0], path, f"{where}[{i}]")
+    else:
+        if not isinstance(value, dict):
+            raise wrong("a mapping")
+        for key, sub in shape.items():
+            if key == "*":
+                for k, v in value.items():
+                    _check_shape(v, sub, path, f"{where}.{k}")
+                continue
+            name = key.rstrip("?")
+            if name in value and (value[name] is not None or not key.endswith("?")):
+                _check_shape(value[name], sub, path, f"{where}.{name}".lstrip("."))
+            elif not key.endswith("?"):
+                raise VerifyError(f"{path}: {where}.{name} is missing; regenerate the folder")
 
 
 def _on_time(runtime_s: float, on_s: float, off_s: float) -> float:
