@@ -164,3 +164,23 @@ def test_plain_text_named_compressed_is_read(tmp_path: Path, name: str) -> None:
     else:
         path.write_text("arrival_s,input_tokens,output_tokens\n0,10,2\n")
     assert read_trace(path).requests == 1
+
+
+def test_every_command_keeps_the_csv_bound_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --memory-limit (convert and info have none) the bound is half the machine.
+
+    The machine is made to read 20 MB of memory, so the bound is 10 MB; the 120 MB of text the
+    bomb expands to stops there in convert and info, as it does in analyze.
+    """
+    monkeypatch.setattr("kvadvisor.trace.memory.physical_memory_bytes", lambda: 20_000_000)
+    path = tmp_path / "bomb.csv.gz"
+    path.write_bytes(
+        gzip.compress(b"arrival_s,input_tokens,output_tokens\n" + b"0,1,1\n" * 20_000_000, 1)
+    )
+    out = tmp_path / "t.parquet"
+    for args in (["convert", str(path), "-o", str(out)], ["info", str(path)]):
+        one_error_line(runner.invoke(app, args), "more than 10,000,000 bytes of text")
+    assert not out.exists()
+    _raises(TraceFormatError, path, "more than 10,000,000 bytes")

@@ -20,7 +20,6 @@ fit the budget too (``ScalePlan.stage_profile``). Sections that need the whole t
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -62,6 +61,11 @@ from kvadvisor.sections.workload import (
     log2_bin,
 )
 from kvadvisor.trace.describe import capabilities_of
+from kvadvisor.trace.memory import (  # noqa: F401 (re-exported: the budget helpers)
+    DEFAULT_MEMORY_FRACTION,
+    default_memory_limit_bytes,
+    physical_memory_bytes,
+)
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
@@ -77,9 +81,6 @@ from kvadvisor.units import (
 from kvadvisor.units.format import number
 from kvadvisor.units.parse import SIZE_UNITS
 
-# Share of physical memory used when no --memory-limit is given: half leaves the rest of the
-# machine (page cache for the parquet files, other processes) room to work.
-DEFAULT_MEMORY_FRACTION = 0.5
 # Measured on the Mooncake trace x50 (docs/benchmarks.md): the exact pass adds about 22 B per
 # block access over the 8-byte hash it reads (dense ids 13-19 B, arbitrary 64-bit hashes 22 B);
 # 40 B keeps headroom and matches the cache engine's stated bound (< 40 B per access).
@@ -171,16 +172,6 @@ def parse_memory_limit(text: str) -> int:
     if value <= 0:
         raise ConfigError(f"{flag}: the limit must be more than 0 bytes; {example}")
     return value
-
-
-def physical_memory_bytes() -> int:
-    """The machine's physical memory in bytes."""
-    return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-
-
-def default_memory_limit_bytes() -> int:
-    """:data:`DEFAULT_MEMORY_FRACTION` of the machine's physical memory."""
-    return int(DEFAULT_MEMORY_FRACTION * physical_memory_bytes())
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from kvadvisor.trace.detect import (
     text_problem,
 )
 from kvadvisor.trace.formats import ColumnSource, Converted
+from kvadvisor.trace.memory import default_memory_limit_bytes
 from kvadvisor.trace.model import (
     CANONICAL_COLUMNS,
     META_ARRIVALS_MEASURED,
@@ -313,8 +314,10 @@ def read_trace(
     ``column_map`` renames columns of a canonical CSV/parquet (``{"input_tokens":
     ColumnSource("prompt_len")}`` or the ``--map`` strings); ``block_tokens`` sets or
     overrides the tokens per hash block. ``max_text_bytes``: the most CSV text (decompressed)
-    read before the read stops with a TraceFormatError (None: no bound); a CSV is parsed whole,
-    so a small ``.csv.gz`` expanding a thousandfold stops there, not at the machine's memory.
+    read before the read stops with a TraceFormatError (None: half the machine's physical
+    memory, analyze's default --memory-limit, so every command that reads a trace keeps the
+    bound); a CSV is parsed whole, so a small ``.csv.gz`` expanding a thousandfold stops there,
+    not at the machine's memory.
     """
     path = Path(path)
     _check_file(path)
@@ -341,7 +344,8 @@ def read_trace(
         convert = formats.from_mooncake if fmt is TraceFormat.MOONCAKE else formats.from_bailian
         converted = convert(raw, str(path))
     elif fmt in (TraceFormat.AZURE, TraceFormat.BURSTGPT, TraceFormat.CSV):
-        raw = _read_csv(path, compression, fmt, mapping, max_text_bytes)
+        bound = default_memory_limit_bytes() if max_text_bytes is None else max_text_bytes
+        raw = _read_csv(path, compression, fmt, mapping, bound)
         converters: dict[TraceFormat, Callable[[pa.Table, str], Converted]] = {
             TraceFormat.AZURE: formats.from_azure,
             TraceFormat.BURSTGPT: formats.from_burstgpt,
