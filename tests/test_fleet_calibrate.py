@@ -31,8 +31,12 @@ def _bursty(n: int, seed: int = 1) -> TraceArrays:
 def test_closed_loop_fit_recovers_known_factors() -> None:
     """Measurements replayed from compute x0.6, memory x0.75, 3 ms per step (2 % noise).
 
-    The closed-loop fit recovers them and its held-out TTFT error is small; the open-loop
-    fit of the same rows, which reads queueing as prefill time, does not.
+    The closed-loop fit recovers the compute factor and the latencies (its held-out errors are
+    small); the open-loop fit of the same rows, which reads queueing as prefill time, does not.
+    The memory factor and the per-step overhead both lengthen every decode step, and over this
+    trace's decode batches they trade off within the noise (a fit of memory x0.56 and no
+    overhead predicts the truth's TPOT to about 1 %): the prediction is asserted against the
+    noise-free truth replayed, not each of the two factors.
     """
     pm = PerfModel.build(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
     truth = pm.with_efficiency(pm.efficiency.scaled("truth", 0.6, 0.75, 3000.0))
@@ -44,7 +48,10 @@ def test_closed_loop_fit_recovers_known_factors() -> None:
     cal = calibrate_through_replay(arrays, ttft, tpot, pm)
     assert cal is not None and cal.converged
     assert cal.compute_scale == pytest.approx(0.6, rel=0.1)
-    assert cal.memory_scale == pytest.approx(0.75, rel=0.1)
+    fitted_ttft, fitted_tpot = replayed_latencies(arrays, pm.with_efficiency(cal.efficiency))
+    true_ttft, true_tpot = replayed_latencies(arrays, truth)
+    assert np.median(np.abs(fitted_tpot / true_tpot - 1.0)) < 0.03
+    assert np.median(np.abs(fitted_ttft / true_ttft - 1.0)) < 0.03
     assert (cal.fit_rows, cal.heldout_rows, cal.replayed_requests) == (96, 24, 120)
     assert cal.ttft_heldout.median_ape < 0.05 < cal.ttft_heldout_prior.median_ape
     assert cal.tpot_heldout.median_ape < 0.05 < cal.tpot_heldout_prior.median_ape
