@@ -7,10 +7,12 @@ others are named as ranked apart. ``--price-kind any`` compares every priced ver
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvadvisor.advice.inputs import load_advisor_inputs
-from kvadvisor.advice.recommend import _primary
+from kvadvisor.advice.recommend import _closest_provider, _primary
 from kvadvisor.deploy import instance_cost
-from kvadvisor.results.verdict import Verdict, VerdictStatus
+from kvadvisor.results.verdict import ClosestMiss, Verdict, VerdictStatus
 
 INSTANCES = load_advisor_inputs().instances
 
@@ -66,3 +68,36 @@ def test_price_kind_any_compares_every_priced_verdict() -> None:
     """--price-kind any: GCP's $270.66/h calendar rate is the lowest."""
     provider, why = _primary(SAMPLE, (), "any")
     assert provider == "gcp" and "--price-kind any" in why
+
+
+def test_the_nearest_miss_is_ranked_like_with_like() -> None:
+    """Two closest misses needing the same loosening: on-demand before a cheaper calendar rate.
+
+    The headline names the nearest when nothing meets the SLO; as the primary verdict, it
+    compares confirmed on-demand rates first, so a calendar-mode rate is not called nearest
+    for being cheaper.
+    """
+
+    def miss(provider: str, usd: float, kind: str) -> Verdict:
+        c = ClosestMiss(
+            label=f"{provider} fleet",
+            gpus=24,
+            usd_per_hour=usd,
+            price_basis="",
+            reached={"ttft_p99_s": 3.25},
+            loosest={"ttft_p99_s": 3.3},
+            slo_text="ttft_p99=3.3s",
+            basis="the search's sample",
+            why_not="misses TTFT p99",
+            price_kind=kind,
+        )
+        return Verdict(provider, VerdictStatus.NO_DEPLOYMENT_MEETS_SLO, "none", closest=c)
+
+    targets = {"ttft_p99_s": 2.0}
+    gcp, aws = miss("gcp", 270.66, "calendar"), miss("aws", 341.80, "on_demand")
+    assert _closest_provider([gcp, aws], targets) == "aws"
+    cheaper = miss("azure", 300.0, "on_demand")
+    assert _closest_provider([gcp, aws, cheaper], targets) == "azure"
+    # A smaller loosening wins whatever the rate's kind.
+    closer = replace(gcp, closest=replace(gcp.closest, loosest={"ttft_p99_s": 2.4}))
+    assert _closest_provider([closer, aws], targets) == "gcp"

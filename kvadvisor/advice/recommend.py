@@ -385,7 +385,11 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
 
 
 def _closest_provider(verdicts: Sequence[Verdict], targets: Mapping[str, float]) -> str | None:
-    """The provider whose closest miss needs the least loosening, then the lowest $/h."""
+    """The provider whose closest miss needs the least loosening, then the lowest $/h.
+
+    Like with like, as the primary verdict: confirmed on-demand rates before unconfirmed ones,
+    before other kinds of rate (calendar, capacity block), before unpriced.
+    """
     misses = [v for v in verdicts if v.closest is not None and v.closest.loosest is not None]
     if not misses:
         return None
@@ -394,7 +398,14 @@ def _closest_provider(verdicts: Sequence[Verdict], targets: Mapping[str, float])
         c = v.closest
         assert c is not None
         usd = c.usd_per_hour
-        return (loosening(c, targets), usd is None, usd if usd is not None else float(c.gpus))
+        rank = (
+            3
+            if usd is None
+            else (0 if c.price_kind == "on_demand" and not c.price_unconfirmed else 1)
+            if c.price_kind == "on_demand"
+            else 2
+        )
+        return (loosening(c, targets), rank, usd if usd is not None else float(c.gpus))
 
     return min(misses, key=key).provider
 

@@ -697,11 +697,10 @@ def closest_miss(outcome: Outcome, basis: str) -> ClosestMiss:
     asked = {k: v / keep for k, v in outcome.targets.items()}
     need = {k: v / keep for k, v in got.items()}
     loosest = loosened(asked, need) if fixable else None
-    bases = [
-        instance_cost(s.shape.instance).basis
-        for s in c.stages
-        if instance_cost(s.shape.instance).usd_per_hour is not None
-    ]
+    costs = [instance_cost(s.shape.instance) for s in c.stages]
+    bases = [x.basis for x in costs if x.usd_per_hour is not None]
+    kinds = {x.kind for x in costs if x.usd_per_hour is not None}
+    kind = "" if c.usd_per_hour is None else (kinds.pop() if len(kinds) == 1 else "mixed")
     return ClosestMiss(
         label=c.label(),
         gpus=c.gpus,
@@ -712,6 +711,9 @@ def closest_miss(outcome: Outcome, basis: str) -> ClosestMiss:
         slo_text="" if loosest is None else slo_text(loosest),
         basis=basis,
         why_not=outcome.why_not(),
+        headroom=outcome.headroom,
+        price_kind=kind,
+        price_unconfirmed=c.usd_per_hour is not None and any(x.unconfirmed for x in costs),
     )
 
 

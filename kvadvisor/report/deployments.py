@@ -90,13 +90,16 @@ def target_name(key: str) -> str:
 def closest_text(c: ClosestMiss) -> str:
     """A closest miss in one sentence: what, its price, what it reaches, the --slo it meets."""
     cost = money(c.usd_per_hour) if c.usd_per_hour is not None else f"{c.gpus} GPUs, unpriced"
+    if c.usd_per_hour is not None and c.price_kind not in ("", "on_demand"):
+        cost += f" ({c.price_kind.replace('_', ' ')} rate)"
     figures = ", ".join(
         f"{target_name(k)} {_seconds(v) if v is not None else 'unbounded'}"
         for k, v in c.reached.items()
     )
     text = f"closest: {c.label}, {cost}, reaches {figures} on {c.basis}"
     if c.slo_text:
-        return f"{text}; --slo {c.slo_text} would accept it"
+        kept = f" (keeping the {fmt.percent(c.headroom)} headroom)" if c.headroom > 0 else ""
+        return f"{text}; --slo {c.slo_text} would accept it{kept}"
     return f"{text}; no looser target accepts it ({c.why_not})"
 
 

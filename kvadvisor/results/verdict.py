@@ -360,6 +360,9 @@ class ClosestMiss:
     slo_text: str  # "" when ``loosest`` is None
     basis: str  # what it was replayed on: "the whole trace", "the search's sample"
     why_not: str  # how it misses the SLO, in words
+    headroom: float = 0.0  # the --headroom the offered targets keep (0: none)
+    price_kind: str = ""  # the kind of rate its $/h rests on, as a verdict's (on_demand, ...)
+    price_unconfirmed: bool = False
 
 
 @dataclass(frozen=True)
