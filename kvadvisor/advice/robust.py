@@ -101,15 +101,7 @@ def stressed(final: Replayer, kind: str, factor: float) -> Replayer:
         start = float(a[0]) if a.size else 0.0
         arrays = arrays.with_arrivals(start + (a - start) / factor)
     step = factor if kind == STEP_TIME else 1.0
-    out = Replayer(
-        arrays,
-        final.targets,
-        final.doc_args,
-        final.catalogs,
-        drain_s=final.options.drain_cap_s,
-        share=final.share,
-        step_factor=step,
-    )
+    out = final.like(arrays, headroom=0.0, step_factor=step)
     out.ctx = final.ctx if kind == STEP_TIME else final.ctx.with_arrivals(arrays.arrival_s)
     return out
 

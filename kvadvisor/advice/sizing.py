@@ -241,6 +241,24 @@ class Replayer:
         self.share = share
         self._cache: dict[str, Outcome] = {}
 
+    def like(
+        self, arrays: TraceArrays, headroom: float | None = None, step_factor: float = 1.0
+    ) -> Replayer:
+        """A replayer of ``arrays`` with this one's targets, documents, drain and sharing.
+
+        ``headroom`` None keeps this one's; a stress passes 0 (the stress takes its place).
+        """
+        return Replayer(
+            arrays,
+            self.targets,
+            self.doc_args,
+            self.catalogs,
+            drain_s=self.options.drain_cap_s,
+            share=self.share,
+            headroom=self.headroom if headroom is None else headroom,
+            step_factor=step_factor,
+        )
+
     def document(self, candidate: Candidate) -> dict[str, Any]:
         """The candidate's plan document."""
         return plan_document(candidate, slo=self.targets, **self.doc_args)
@@ -374,7 +392,7 @@ def headroom(out: Outcome) -> float:
     return min(margins) if margins else 0.0
 
 
-def _shortfall(out: Outcome) -> float:
+def shortfall(out: Outcome) -> float:
     """How far an outcome is from its targets: the summed share of requests short of each."""
     total = 0.0
     for key, share in out.attainment.items():
@@ -413,7 +431,7 @@ def min_count(
             ok = n
             break
         fail = n
-        short = _shortfall(out)
+        short = shortfall(out)
         if previous is not None and not out.tier_problem and not out.overloaded:
             stalled = stalled + 1 if short > STALL_SHARE * previous else 0
         previous = short
@@ -453,8 +471,3 @@ def reached(out: Outcome) -> dict[str, float]:
         if got is not None:
             out_figures[key] = float(got)
     return out_figures
-
-
-def shortfall(out: Outcome) -> float:
-    """How far an outcome is from its targets (the summed share of requests short of each)."""
-    return _shortfall(out)

@@ -19,7 +19,9 @@ from it beats recomputing (:func:`kvadvisor.perfmodel.break_even_tokens`). docs/
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +30,7 @@ from kvadvisor.advice.search import Config, SearchSpec
 from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
 from kvadvisor.advice.tiers import CAPACITY_TIER
 from kvadvisor.deploy import host_tier_name
-from kvadvisor.fleet import request_columns, slo_percentiles, summarize
+from kvadvisor.fleet import TraceArrays, request_columns, slo_percentiles, summarize
 from kvadvisor.fleet.build import StepModelInputs, roofline_for
 from kvadvisor.fleet.engine import ReplayRun
 from kvadvisor.perfmodel import break_even_tokens
@@ -83,11 +85,67 @@ def resized(
         c = without_tier(chosen, stage.role, name, n)
         return replayer.outcome(c, capacity_tiers(c, forced))
 
-    best, tried = min_count(evaluate, max(1, bound), stage.count)
+    return _sized(evaluate, bound, stage.count)
+
+
+def _sized(
+    evaluate: Callable[[int], Outcome], bound: int, start: int
+) -> tuple[Outcome | None, str]:
+    """The fewest instances ``evaluate`` finds meeting the SLO, or None and the last miss."""
+    best, tried = min_count(evaluate, max(1, bound), start)
     if best is not None or not tried:
         return best, ""
     last = tried[-1]
     return None, f"{last.why_not()} at {plural(last.candidate.stages[0].count, 'instance')}"
+
+
+def _value(
+    chosen: Candidate,
+    with_out: Outcome,
+    same: Outcome,
+    sized: Outcome | None,
+    resized_without: tuple[Outcome | None, str],
+    **named: Any,
+) -> TierValue:
+    """A TierValue from the replays every valuation makes, and what names this one.
+
+    ``with_out``: the chosen fleet on the sample; ``same``: the alternative at its count;
+    ``sized``: the chosen configuration re-sized on the sample; ``resized_without``: the
+    alternative re-sized, and why none met the SLO. ``named`` holds the tier, storage,
+    without (words), hit tokens and the break-even.
+    """
+    best, why = resized_without
+    stage = chosen.stages[0]
+    assert with_out.run is not None, with_out.error  # tier_values checks it first
+    base = None if sized is None else sized.candidate
+    rest = None if best is None else best.candidate
+    usd_with = None if base is None else base.usd_per_hour
+    usd_without = None if rest is None else rest.usd_per_hour
+    p50, p99 = _ttft(with_out.run)
+    q50, q99 = _ttft(same.run)
+    return TierValue(
+        instances=stage.count,
+        usd_per_hour=chosen.usd_per_hour,
+        gpus=chosen.gpus,
+        with_instances=None if base is None else base.stages[0].count,
+        with_usd_per_hour=usd_with,
+        without_instances=None if rest is None else rest.stages[0].count,
+        max_instances=MAX_INSTANCES,
+        without_why=why,
+        without_usd_per_hour=usd_without,
+        usd_per_hour_saved=(
+            None if usd_with is None or usd_without is None else usd_without - usd_with
+        ),
+        gpus_saved=None if rest is None or base is None else rest.gpus - base.gpus,
+        ttft_p50_s=p50,
+        ttft_p99_s=p99,
+        without_ttft_p50_s=q50,
+        without_ttft_p99_s=q99,
+        without_meets_at_same_count=same.meets,
+        prompt_tokens=float(with_out.run.arrays.input_tokens.sum()),
+        basis=BASIS,
+        **named,
+    )
 
 
 def _ttft(run: ReplayRun | None) -> tuple[float | None, float | None]:
@@ -159,40 +217,19 @@ def tier_value(
         without_tier(chosen, role, pick.name), capacity_tiers(chosen, forced) - {pick.name}
     )
     sized, _ = resized(chosen, "", replayer, bound, forced)
-    best, why = resized(chosen, pick.name, replayer, bound, forced)
-    base = None if sized is None else sized.candidate
-    rest = None if best is None else best.candidate
-    usd_with = None if base is None else base.usd_per_hour
-    usd_without = None if rest is None else rest.usd_per_hour
-    saved = None if usd_with is None or usd_without is None else usd_without - usd_with
-    p50, p99 = _ttft(with_out.run)
-    q50, q99 = _ttft(same.run)
     be, be_basis = _break_even(with_out.run, role, pick.name, stage, spec)
-    return TierValue(
+    return _value(
+        chosen,
+        with_out,
+        same,
+        sized,
+        resized(chosen, pick.name, replayer, bound, forced),
         tier=pick.name,
         storage=pick.storage.name if pick.storage is not None else host_tier_name(inst),
         without=_kept(stage, pick.name),
-        instances=stage.count,
-        usd_per_hour=chosen.usd_per_hour,
-        gpus=chosen.gpus,
-        with_instances=None if base is None else base.stages[0].count,
-        with_usd_per_hour=usd_with,
-        without_instances=None if rest is None else rest.stages[0].count,
-        max_instances=MAX_INSTANCES,
-        without_why=why,
-        without_usd_per_hour=usd_without,
-        usd_per_hour_saved=saved,
-        gpus_saved=None if rest is None or base is None else rest.gpus - base.gpus,
-        ttft_p50_s=p50,
-        ttft_p99_s=p99,
-        without_ttft_p50_s=q50,
-        without_ttft_p99_s=q99,
-        without_meets_at_same_count=same.meets,
         hit_tokens=_served(with_out.run, role, pick.name),
-        prompt_tokens=float(replayer.arrays.input_tokens.sum()),
         break_even_prompt_tokens=be,
         break_even_basis=be_basis,
-        basis=BASIS,
     )
 
 
@@ -218,11 +255,9 @@ def _bare(c: Candidate, n: int | None = None) -> Candidate:
     return Candidate(c.provider, c.topology, tuple(stages), c.notes)
 
 
-def _no_reuse(replayer: Replayer) -> Replayer:
-    """A replayer of the same sample with its block hashes dropped: every prompt recomputed."""
-    a = replayer.arrays
-    arrays = replace(a, arrays=replace(a.arrays, blocks=None), id_bound=0)
-    return Replayer(arrays, replayer.targets, replayer.doc_args, replayer.catalogs)
+def _no_hashes(a: TraceArrays) -> TraceArrays:
+    """The same requests with their block hashes dropped: no prefix hit, every prompt recomputed."""
+    return replace(a, arrays=replace(a.arrays, blocks=None), id_bound=0)
 
 
 def reuse_value(
@@ -238,48 +273,21 @@ def reuse_value(
     stage = chosen.stages[0]
     with_out = replayer.outcome(chosen, capacity_tiers(chosen, forced))
     assert with_out.run is not None, with_out.error
-    plain = _no_reuse(replayer)
-    same = plain.outcome(_bare(chosen))
-    sized, _ = resized(chosen, "", replayer, bound, forced)
-    best, tried = min_count(lambda n: plain.outcome(_bare(chosen, n)), max(1, bound), stage.count)
-    why = ""
-    if best is None and tried:
-        last = tried[-1]
-        why = f"{last.why_not()} at {plural(last.candidate.stages[0].count, 'instance')}"
-    base = None if sized is None else sized.candidate
-    rest = None if best is None else best.candidate
-    usd_with = None if base is None else base.usd_per_hour
-    usd_without = None if rest is None else rest.usd_per_hour
-    saved = None if usd_with is None or usd_without is None else usd_without - usd_with
-    p50, p99 = _ttft(with_out.run)
-    q50, q99 = _ttft(same.run)
+    plain = replayer.like(_no_hashes(replayer.arrays))
     st = next(s for s in with_out.run.stages if s.role == stage.role)
-    return TierValue(
+    return _value(
+        chosen,
+        with_out,
+        plain.outcome(_bare(chosen)),
+        resized(chosen, "", replayer, bound, forced)[0],
+        _sized(lambda n: plain.outcome(_bare(chosen, n)), bound, stage.count),
         tier=REUSE_TIER,
         storage=_reuse_storage(chosen),
         without="no prefix reuse: every prompt recomputed",
-        instances=stage.count,
-        usd_per_hour=chosen.usd_per_hour,
-        gpus=chosen.gpus,
-        with_instances=None if base is None else base.stages[0].count,
-        with_usd_per_hour=usd_with,
-        without_instances=None if rest is None else rest.stages[0].count,
-        max_instances=MAX_INSTANCES,
-        without_why=why,
-        without_usd_per_hour=usd_without,
-        usd_per_hour_saved=saved,
-        gpus_saved=None if rest is None or base is None else rest.gpus - base.gpus,
-        ttft_p50_s=p50,
-        ttft_p99_s=p99,
-        without_ttft_p50_s=q50,
-        without_ttft_p99_s=q99,
-        without_meets_at_same_count=same.meets,
         hit_tokens=float(st.hit_tokens.sum()),
-        prompt_tokens=float(replayer.arrays.input_tokens.sum()),
         # A hit in GPU memory is used where it lies (each tier below has its own break-even).
         break_even_prompt_tokens=1.0,
         break_even_basis="a hit in GPU memory is used where it lies, with no load",
-        basis=BASIS,
     )
 
 
