@@ -8,9 +8,13 @@ others are named as ranked apart. ``--price-kind any`` compares every priced ver
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+
+from typer.testing import CliRunner
 
 from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.advice.recommend import _closest_provider, _primary
+from kvadvisor.cli import app
 from kvadvisor.deploy import instance_cost
 from kvadvisor.results.verdict import ClosestMiss, Verdict, VerdictStatus
 
@@ -101,3 +105,11 @@ def test_the_nearest_miss_is_ranked_like_with_like() -> None:
     # A smaller loosening wins whatever the rate's kind.
     closer = replace(gcp, closest=replace(gcp.closest, loosest={"ttft_p99_s": 2.4}))
     assert _closest_provider([closer, aws], targets) == "gcp"
+
+
+def test_an_unknown_price_kind_is_refused_on_the_command_line() -> None:
+    """A kind of rate `--price-kind` does not know is exit 2 with the option named."""
+    trace = str(Path(__file__).resolve().parents[1] / "sample_traces" / "azure_code_head.csv.zst")
+    bad = CliRunner().invoke(app, ["analyze", trace, "--price-kind", "spot"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "--price-kind" in bad.output and "'spot' is not one of" in bad.output
