@@ -16,14 +16,11 @@ from typing import Protocol
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline.inmemory import analyze_trace
 from kvadvisor.pipeline.options import AnalyzeOptions
-from kvadvisor.pipeline.streaming import (
-    analyze_stream,
-    default_memory_limit_bytes,
-    plan_for_stream,
-)
+from kvadvisor.pipeline.streaming import analyze_stream, plan_for_stream
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.trace.detect import TraceFormat, parse_format
 from kvadvisor.trace.formats import ColumnSource
+from kvadvisor.trace.memory import default_memory_limit_bytes
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.readers import read_trace
 from kvadvisor.trace.source import file_sha256

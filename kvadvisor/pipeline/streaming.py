@@ -1,7 +1,8 @@
 """Analysis of traces larger than memory: one streaming pass, exact curve within a memory budget.
 
 The plan (:func:`plan_analysis`) compares the memory each way of analysing would need with the
-budget (``--memory-limit``, by default :data:`DEFAULT_MEMORY_FRACTION` of the machine's memory):
+budget (``--memory-limit``, by default half the machine's memory,
+:data:`kvadvisor.trace.memory.DEFAULT_MEMORY_FRACTION`):
 
 1. ``in_memory``: the whole trace fits with room for every analysis: read it and run
    :func:`kvadvisor.pipeline.inmemory.analyze_trace` (every metric, exact).
@@ -61,11 +62,7 @@ from kvadvisor.sections.workload import (
     log2_bin,
 )
 from kvadvisor.trace.describe import capabilities_of
-from kvadvisor.trace.memory import (  # noqa: F401 (re-exported: the budget helpers)
-    DEFAULT_MEMORY_FRACTION,
-    default_memory_limit_bytes,
-    physical_memory_bytes,
-)
+from kvadvisor.trace.memory import physical_memory_bytes
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.schema import shifted_note
 from kvadvisor.trace.stream import TraceStream
