@@ -225,11 +225,6 @@ def _error(sample: Outcome, check: Outcome) -> dict[str, float]:
     return out
 
 
-def _caps(c: Candidate, forced: bool = False) -> frozenset[str]:
-    """The tiers bought for capacity (RV04's floor applies); none when --storage forced one."""
-    return capacity_tiers(c, forced)
-
-
 def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     """One verdict per provider for the trace (pure: arrays and catalogs in, verdicts out)."""
     providers = _providers(inputs)
@@ -515,7 +510,7 @@ def _verdict_found(
             min(verified, key=lambda v: outcome_key(v[0]))[0]
         ):
             break
-        caps = _caps(o.candidate, forced)
+        caps = capacity_tiers(o.candidate, forced)
         checked = final.outcome(o.candidate, caps)
         if whole and not checked.meets:
             checked_misses.append(checked)
@@ -550,10 +545,12 @@ def _verdict_found(
     if sampled:
         errors[provider] = _error(
             sample_outcome,
-            final.outcome(sample_outcome.candidate, _caps(sample_outcome.candidate, forced)),
+            final.outcome(
+                sample_outcome.candidate, capacity_tiers(sample_outcome.candidate, forced)
+            ),
         )
     headroom, spare = margin
-    caps_of = partial(_caps, forced=forced)
+    caps_of = partial(capacity_tiers, forced=forced)
     if spare:
         cand = with_spare(final_outcome.candidate)
         notes.append(
