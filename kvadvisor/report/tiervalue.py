@@ -55,8 +55,8 @@ def line(role: str, v: TierValue) -> str:
 
     "host-dram-ddr5: saves $8.00/h (8 fewer GPUs); TTFT p99 8.76 s → 3.25 s (sample)": what
     the fleet without it costs more, and TTFT p99 without it → with it at the chosen count,
-    both replayed on the search's sample. Short enough for one line at 80 columns, so the
-    verdict block keeps the tiers' worth and the margin in the terminal's first ten lines. A
+    both replayed on the search's sample. About one line at 80 columns, so the verdict block
+    keeps the tiers' worth and the margin in the terminal's first ten lines. A
     serving stage (aggregated) needs no role before it; prefix reuse as a whole reads
     "prefix caching", the tiers under it by their storage.
     """
