@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,8 @@ from verify_fixtures import DISK_PLAN, SERVING_PLAN, write_bursty_trace
 
 import kvadvisor
 from kvadvisor.cli import EXIT_OK, app
+
+REPO = Path(__file__).resolve().parents[1]
 
 runner = CliRunner()
 FULL = "/dev/full"
@@ -138,20 +144,40 @@ def test_an_unwritable_output_is_one_error_before_the_work(
     assert blocker.read_text() == "x"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere: permissions do not stop it")
-def test_an_output_in_a_read_only_folder_is_one_error_before_the_work(
-    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A folder the user may not write to (as a user other than root)."""
-    _no_work(monkeypatch)
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o500)
+NOBODY = 65534
+
+
+def test_an_output_in_a_read_only_folder_is_one_error_before_the_work(tmp_path: Path) -> None:
+    """A folder the user may not write to: refused before the trace is even read.
+
+    Root writes anywhere, so under root (CI) the command runs as the unprivileged user nobody
+    (.ci/run lets nobody reach the interpreter). The trace is not a trace at all: had the
+    command read it before checking -o, the error would name the trace, not the folder.
+    """
+    work = Path(tempfile.mkdtemp(prefix="kvadvisor-ro-"))
     try:
-        result = runner.invoke(app, ["analyze", str(trace), "-o", str(folder / "r.json")])
-        one_error_line(result, "permission denied")
+        work.chmod(0o777)  # HOME for nobody: its compiled-kernel cache
+        folder = work / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+        (work / "t.jsonl").write_text("not a trace\n")
+        (work / "t.jsonl").chmod(0o644)
+        as_nobody = os.geteuid() == 0
+        done = subprocess.run(
+            [sys.executable, "-m", "kvadvisor", "analyze", "t.jsonl", "-o", "ro/r.json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=work,
+            env={**os.environ, "HOME": str(work), "PYTHONPATH": str(REPO)},
+            preexec_fn=(lambda: (os.setgid(NOBODY), os.setuid(NOBODY))) if as_nobody else None,
+        )
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "permission denied" in lines[0].lower(), done.stderr
+        assert "ro/r.json" in lines[0] and "Traceback" not in done.stderr
     finally:
-        folder.chmod(0o700)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # --- verify -o is written whole or not at all -----------------------------------------------
