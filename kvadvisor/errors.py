@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from enum import Enum
 
@@ -17,6 +18,10 @@ def _more_problems(n: int) -> str:
 class KvAdvisorError(Exception):
     """Root of every error caused by user input; the CLI turns it into one line and exit 2.
 
+    Where Python has a standard exception for the mistake, the subclass is one too: a bad value
+    (option, trace value, catalog, rule or plan content) is a ValueError, a missing trace a
+    FileNotFoundError, so a notebook's ``except ValueError`` works as it does elsewhere.
+
     ``slug`` names the section of docs/errors.md that explains the error; the CLI's hint is
     ``kvadvisor docs errors#<slug>``, which prints it (the docs ship in the package).
     """
@@ -31,8 +36,8 @@ class KvAdvisorError(Exception):
         return self.message
 
 
-class ConfigError(KvAdvisorError):
-    """Bad option or configuration value."""
+class ConfigError(KvAdvisorError, ValueError):
+    """Bad option or configuration value (a ValueError too, for Python callers)."""
 
     slug = "config"
 
@@ -47,6 +52,19 @@ class TraceFormatError(TraceError):
     """Unknown or unsniffable format, unreadable or corrupt file."""
 
     slug = "trace-format"
+
+
+class TraceNotFoundError(TraceFormatError, FileNotFoundError):
+    """The trace path names nothing (or a dangling link): a FileNotFoundError for Python callers.
+
+    Python code catches it as FileNotFoundError; the CLI, as every KvAdvisorError, prints its
+    one line and exits 2.
+    """
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.errno = errno.ENOENT
+        self.filename = path
 
 
 class TraceProblem(str, Enum):
@@ -76,8 +94,11 @@ class Problem:
     value: str
 
 
-class TraceSchemaError(TraceError):
-    """Validation found problems; all of them are kept in ``problems`` (collected lazily)."""
+class TraceSchemaError(TraceError, ValueError):
+    """Validation found problems; all of them are kept in ``problems`` (collected lazily).
+
+    A ValueError too: the trace's values are wrong.
+    """
 
     slug = "trace-schema"
 
@@ -97,7 +118,7 @@ class TraceSchemaError(TraceError):
         )
 
 
-class CatalogError(KvAdvisorError):
+class CatalogError(KvAdvisorError, ValueError):
     """A catalog file or entry is invalid or unknown (message names file and key path)."""
 
     slug = "catalog"
@@ -122,7 +143,7 @@ class CatalogProblems(CatalogError):
         super().__init__(problems[0] + more)
 
 
-class RuleError(KvAdvisorError):
+class RuleError(KvAdvisorError, ValueError):
     """A rule file is invalid.
 
     ``problems`` holds every problem found (the message shows the first and counts the rest,
@@ -148,7 +169,7 @@ class RuleReferenceError(RuleError):
     slug = "rule-reference"
 
 
-class PlanError(KvAdvisorError):
+class PlanError(KvAdvisorError, ValueError):
     """A plan file is invalid (the message names file and key path and how to fix it)."""
 
     slug = "plan"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from kvadvisor.errors import ConfigError, KvAdvisorError
+from kvadvisor.errors import ConfigError, KvAdvisorError, TraceNotFoundError
 
 # Names for the kinds of file that are neither a regular file nor a directory.
 _SPECIAL_KINDS = (
@@ -75,7 +75,8 @@ def check_input(
 ) -> Path:
     """``path`` as a Path once it is known to be a readable regular file (or a directory).
 
-    Raises ``error`` with one line naming the path: missing, a symlink loop, a directory
+    Raises ``error`` with one line naming the path (for a missing trace, TraceNotFoundError:
+    a FileNotFoundError too): missing, a symlink loop, a directory
     (unless ``directory_ok``), a FIFO, device or socket, or unreadable. Nothing is read: a
     regular file is opened and closed to prove it can be read (opening one never blocks).
     """
@@ -85,7 +86,11 @@ def check_input(
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
-        raise error(f"{path}: {_stat_problem(path, exc)}") from None
+        message = f"{path}: {_stat_problem(path, exc)}"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR) and issubclass(TraceNotFoundError, error):
+            # A missing trace is a FileNotFoundError for Python callers (still one CLI line).
+            raise TraceNotFoundError(message, os.fspath(path)) from None
+        raise error(message) from None
     if stat.S_ISDIR(mode):
         if directory_ok:
             return path

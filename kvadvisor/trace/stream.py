@@ -22,6 +22,7 @@ from kvadvisor.errors import (
     ConfigError,
     Problem,
     TraceFormatError,
+    TraceNotFoundError,
     TraceProblem,
     TraceSchemaError,
 )
@@ -222,7 +223,7 @@ def open_trace_stream(
     """
     path = Path(path)
     if not path.exists():
-        raise TraceFormatError(f"{path}: no such file or directory")
+        raise TraceNotFoundError(f"{path}: no such file or directory", str(path))
     try:
         # pyarrow.dataset (and the pandas it pulls in) costs ~0.4 s to import: only the
         # streaming path needs it, so other commands do not pay for it.
