@@ -11,7 +11,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor import __version__
 from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs, load_rule_set
@@ -27,6 +27,7 @@ from kvadvisor.pipeline.streaming import parse_memory_limit
 from kvadvisor.pipeline.verify import verify as verify_source
 from kvadvisor.plan import Plan, PlanCatalogs
 from kvadvisor.plan import load_plan as load_plan_file
+from kvadvisor.report import notebook, plots
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html import HtmlRenderer
 from kvadvisor.report.html.replay import ReplayHtmlRenderer
@@ -40,6 +41,7 @@ from kvadvisor.report.serieslabels import with_series_labels
 from kvadvisor.results.replay import ReplayReport
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.review import ReviewReport
+from kvadvisor.results.verdict import VerdictSet
 from kvadvisor.trace import Trace, TraceFormat, read_trace
 from kvadvisor.trace.formats import ColumnSource
 from kvadvisor.trace.source import file_sha256
@@ -48,6 +50,10 @@ from kvadvisor.verifyjobs.loader import load_folder, storage_entries
 from kvadvisor.verifyjobs.render import render_catalog, render_json, render_text
 from kvadvisor.verifyjobs.results import DEFAULT_TOLERANCE, attach, fails, review_checks
 from kvadvisor.verifyjobs.results import verify_results as judge_folder
+
+if TYPE_CHECKING:  # pandas and matplotlib load when a table or a chart is asked for
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 PathLike = str | os.PathLike[str]
 ColumnMap = Mapping[str, ColumnSource] | Sequence[str] | None
@@ -91,6 +97,70 @@ class Report(AdviceReport):
         """The terminal summary at ``width`` columns."""
         return ConsoleRenderer(width).render(self)
 
+    def __repr__(self) -> str:
+        """A few lines: the trace, the headline, the margin and targets, the findings."""
+        return notebook.text(notebook.report_view(self))
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: those lines and the key numbers as a compact table."""
+        return notebook.html(notebook.report_view(self))
+
+    @property
+    def verdict(self) -> Verdicts | None:
+        """Every provider's deployment verdict, with a short display (None: no search ran)."""
+        rec = self.recommendation
+        return None if rec is None or rec.verdict is None else Verdicts.of(rec.verdict)
+
+    def requests(self) -> pd.DataFrame:
+        """One row per trace request, in trace order (docs/api.md lists the columns).
+
+        The trace's ``request``, ``arrival_s``, ``input_tokens`` and ``output_tokens``; when
+        the recommended deployment was replayed, the replay's columns too (``ttft_s``,
+        ``tpot_s``, ``queue_s``, ``hit_tokens``, ... as ``replay --requests-out`` writes them).
+        """
+        if not self.request_rows:
+            raise ConfigError(
+                "this report holds no per-request rows: the trace was streamed (larger than "
+                "memory_limit) or the report was read back from JSON; "
+                "kvadvisor.read_trace(path).to_pandas() gives the trace's own columns"
+            )
+        import pandas as pd
+
+        return pd.DataFrame(dict(self.request_rows))
+
+    def plot(self, name: str) -> Figure:
+        """The chart ``name`` as a matplotlib Figure; ``PLOT_NAMES`` lists them (docs/api.md).
+
+        A name that is not a chart is a ValueError (a ConfigError) with the closest name; a
+        chart whose data the report lacks says why.
+        """
+        return plots.plot(self, name)
+
+
+# The charts Report.plot draws, by name.
+PLOT_NAMES = tuple(plots.PLOTS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdicts(VerdictSet):
+    """Every provider's deployment verdict (``report.verdict``), with a short display.
+
+    It has every field of :class:`~kvadvisor.results.verdict.VerdictSet`.
+    """
+
+    @classmethod
+    def of(cls, verdicts: VerdictSet) -> Verdicts:
+        """The same verdicts, with their display."""
+        return cls(**{f.name: getattr(verdicts, f.name) for f in dataclasses.fields(VerdictSet)})
+
+    def __repr__(self) -> str:
+        """The targets, the primary pick (or why none), in a few lines."""
+        return notebook.text(notebook.verdict_view(self))
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: those lines and one row per provider."""
+        return notebook.html(notebook.verdict_view(self))
+
 
 @dataclasses.dataclass(frozen=True)
 class Review(ReviewReport):
@@ -122,17 +192,34 @@ class Review(ReviewReport):
 class Replay(ReplayReport):
     """A trace replayed through a plan's deployment, with its renderings and per-request rows.
 
-    It has every field of :class:`~kvadvisor.results.replay.ReplayReport`; ``requests`` holds
-    one array per column of ``--requests-out`` (docs/replay.md), one value per trace request.
+    It has every field of :class:`~kvadvisor.results.replay.ReplayReport`; ``request_rows``
+    holds one array per column of ``--requests-out`` (docs/replay.md), one value per trace
+    request; ``requests()`` gives them as a DataFrame.
     """
 
-    requests: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    request_rows: Mapping[str, Any] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @classmethod
-    def of(cls, report: ReplayReport, requests: Mapping[str, Any]) -> Replay:
+    def of(cls, report: ReplayReport, rows: Mapping[str, Any]) -> Replay:
         """The same replay, with its renderings and rows."""
         fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(ReplayReport)}
-        return cls(**fields, requests=dict(requests))
+        return cls(**fields, request_rows=dict(rows))
+
+    def __repr__(self) -> str:
+        """A few lines: what ran, how many finished, TTFT and TPOT, the SLO."""
+        return notebook.text(notebook.replay_view(self))
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: those lines and the stages as a compact table."""
+        return notebook.html(notebook.replay_view(self))
+
+    def requests(self) -> pd.DataFrame:
+        """One row per trace request, in trace order: the columns of ``--requests-out``."""
+        import pandas as pd
+
+        return pd.DataFrame(dict(self.request_rows))
 
     def to_json(self) -> str:
         """The replay document as JSON."""
@@ -150,7 +237,7 @@ class Replay(ReplayReport):
         """The per-request rows as a pyarrow Table (what ``--requests-out`` writes)."""
         import pyarrow as pa
 
-        return pa.table(dict(self.requests))
+        return pa.table(dict(self.request_rows))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,14 +12,16 @@ review the very deployment the report describes.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from kvadvisor.errors import KvAdvisorError
 from kvadvisor.fleet.engine import ReplayOptions, run_replay
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.hits import ReplayContext
-from kvadvisor.fleet.summary import summarize
+from kvadvisor.fleet.summary import request_columns, summarize
 from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.plan.loader import PlanCatalogs, check_plan
 from kvadvisor.results.replay import ReplayResult
@@ -38,6 +40,8 @@ class RecommendedReplay:
     result: ReplayResult
     plan_document: dict[str, Any]
     notes: tuple[str, ...]
+    # One array per column of `replay --requests-out`, one value per trace request.
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _stage_doc(rec: StageRecommendation) -> dict[str, Any] | None:
@@ -128,7 +132,8 @@ def replay_recommended(
             dep, dep_notes = deployment_from_plan(plan, calibration)
         except KvAdvisorError as exc:
             return None, str(exc).removeprefix(f"{PLAN_PATH}: ")
-        result = summarize(run_replay(ctx, dep, options))
+        run = run_replay(ctx, dep, options)
+        result = summarize(run)
         result = replace(result, notes=(*dep_notes, *result.notes))
         if not result.overload.overloaded:
             break
@@ -151,4 +156,4 @@ def replay_recommended(
         "loop (docs/replay.md)"
     )
     result = replace(result, notes=(*notes, *result.notes))
-    return RecommendedReplay(result, doc, tuple(notes)), ""
+    return RecommendedReplay(result, doc, tuple(notes), request_columns(run)), ""

@@ -158,7 +158,11 @@ def replay_recommendation(
             ctx, report, catalogs, ReplayOptions(window_s=options.window_s), calibration
         )
     if found is None:
-        return replace(report, unavailable={**report.unavailable, "replay": why or ""})
+        return replace(
+            report,
+            unavailable={**report.unavailable, "replay": why or ""},
+            request_rows=trace_rows(trace),
+        )
     split = report.stage_split
     res = found.result
     if (
@@ -181,4 +185,18 @@ def replay_recommendation(
                 "(the replay section); the open-loop figures (open_loop_*) are a bound",
             ),
         )
-    return replace(report, replay=res, stage_split=split)
+    return replace(report, replay=res, stage_split=split, request_rows=found.columns)
+
+
+def trace_rows(trace: Trace) -> dict[str, np.ndarray]:
+    """The trace's own columns of ``report.requests()``: what any in-memory analysis has.
+
+    Named as the replay's first columns (``fleet.summary.request_columns``), so the rows of a
+    replayed analysis only add columns to these.
+    """
+    return {
+        "request": np.arange(trace.requests, dtype=np.int64),
+        "arrival_s": trace.column_np("arrival_s"),
+        "input_tokens": trace.column_np("input_tokens"),
+        "output_tokens": trace.column_np("output_tokens"),
+    }

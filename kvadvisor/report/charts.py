@@ -12,9 +12,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvadvisor.firstuse import FONT_CACHE, announce
 from kvadvisor.units.format import number
+
+if TYPE_CHECKING:  # matplotlib loads only when a chart is drawn
+    from matplotlib.figure import Figure
 
 # Colour-blind-safe palette (Okabe & Ito, "Color Universal Design", 2008), dark enough to print.
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
@@ -115,6 +119,20 @@ def render_svg(spec: ChartSpec) -> str:
     """
     import matplotlib
 
+    with matplotlib.rc_context({**_RC, "svg.hashsalt": f"kvadvisor-{spec.key}"}):
+        fig = draw(spec)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    return _page_svg(buf.getvalue(), spec.key)
+
+
+def draw(spec: ChartSpec) -> Figure:
+    """Draw ``spec`` on a new bare Figure (no pyplot state), in the report's style.
+
+    The report's charts are this Figure saved as SVG; ``Report.plot`` returns it as it is.
+    """
+    import matplotlib
+
     if not any(Path(matplotlib.get_cachedir()).glob("fontlist-v*.json")):
         # Importing the figure code below builds the font list on a fresh machine.
         announce(FONT_CACHE)
@@ -122,7 +140,7 @@ def render_svg(spec: ChartSpec) -> str:
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator, PercentFormatter
 
-    with matplotlib.rc_context({**_RC, "svg.hashsalt": f"kvadvisor-{spec.key}"}):
+    with matplotlib.rc_context(_RC):
         fig = Figure(figsize=spec.size_in, layout="constrained")
         FigureCanvasSVG(fig)
         ax = fig.add_subplot()
@@ -225,15 +243,17 @@ def render_svg(spec: ChartSpec) -> str:
             # Below the plot, never over the data (constrained layout makes room for it).
             entries = len(spec.lines) + len(spec.marks)
             fig.legend(loc="outside lower center", ncols=min(entries, 4))
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    text = buf.getvalue()
+    return fig
+
+
+def _page_svg(text: str, key: str) -> str:
+    """Matplotlib's SVG as an element for a page holding several charts (ids prefixed)."""
     text = text[text.index("<svg") :]
     # The RDF metadata block only names the format; it adds bytes and nothing a reader sees.
     text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
     # Several charts share one page: prefix every id (matplotlib numbers its groups figure_1,
     # axes_1, ... in each SVG) and every reference to one with the chart key.
-    prefix = re.sub(r"[^A-Za-z0-9_-]", "-", spec.key)
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "-", key)
     text = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', text)
     text = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", text)
     text = re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', text)

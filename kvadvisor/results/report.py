@@ -561,10 +561,16 @@ class AdviceReport:
     # The recommended deployment replayed closed loop (docs/replay.md); None when not replayed
     # (``unavailable["replay"]`` says why).
     replay: ReplayResult | None = None
+    # Not in the JSON contract: one array per column, one value per trace request (the trace's
+    # arrival and lengths, and the replayed latencies when the recommended deployment was
+    # replayed; docs/api.md). Empty when streamed or read back from JSON.
+    request_rows: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with the contract's top-level keys (meta fields lifted to the top)."""
-        body = asdict(self)
+        # The rows are left out before asdict, which would deep-copy every array.
+        body = asdict(dataclasses.replace(self, request_rows={}))
+        body.pop("request_rows")
         if not body["plan_reviews"]:  # absent unless plans were given: output stays as before
             body.pop("plan_reviews")
         meta = body.pop("meta")

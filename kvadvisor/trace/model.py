@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # makes pa.compute available
+
+from kvadvisor.errors import ConfigError
+
+if TYPE_CHECKING:  # pandas loads when a DataFrame is asked for
+    import pandas as pd
 
 # name -> (arrow type, required). Units are in the names or in DESIGN.md's schema table.
 CANONICAL_COLUMNS: dict[str, tuple[pa.DataType, bool]] = {
@@ -46,7 +52,7 @@ def has_values(table: pa.Table, column: str) -> bool:
     return index >= 0 and table.column(index).null_count < table.num_rows
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Trace:
     """A validated request trace in canonical form.
 
@@ -106,6 +112,33 @@ class Trace:
         if not self.arrivals_measured or duration <= 0:
             return None
         return self.requests / duration
+
+    def to_pandas(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The trace as a DataFrame, one row per request in arrival order.
+
+        The canonical columns it has (``arrival_s``, ``input_tokens``, ``output_tokens``, ...;
+        docs/traces.md), or ``columns`` of them; ``block_hashes`` holds one array per request.
+        An unknown column is a ValueError naming the ones there are.
+        """
+        table = self.table
+        if columns is not None:
+            unknown = [c for c in columns if c not in table.column_names]
+            if unknown:
+                raise ConfigError(
+                    f"the trace has no column {', '.join(map(repr, unknown))}; it has: "
+                    f"{', '.join(table.column_names)}"
+                )
+            table = table.select(list(columns))
+        return table.to_pandas()
+
+    def __repr__(self) -> str:
+        """One line: where it came from, its size and span, its columns (not the table)."""
+        where = self.source_path or "memory"
+        blocks = f", {self.block_tokens} tokens per block" if self.block_tokens else ""
+        return (
+            f"<kvadvisor.Trace {where} ({self.source_format}): {self.requests:,} requests over "
+            f"{self.duration_s:,.1f} s{blocks}; columns {', '.join(self.columns)}>"
+        )
 
     def column_np(self, name: str) -> np.ndarray:
         """A column as a numpy array (nulls become NaN for floats)."""
