@@ -52,7 +52,7 @@ def _findings_line(report: AdviceReport) -> str:
     if not report.findings:
         return "findings: none"
     counts = [
-        plural(n, s.value)
+        f"{n} {s.value}" if s is Severity.INFO else plural(n, s.value)
         for s in sorted(Severity, key=lambda s: summary.SEVERITY_RANK[s])
         if (n := sum(f.severity is s for f in report.findings))
     ]
