@@ -180,7 +180,7 @@ def _lengths(report: AdviceReport, which: str) -> ChartSpec:
     return _series_spec(
         hist,
         f"{which}_lengths",
-        f"How long are the {which}s? (requests per doubling bin)",
+        f"How long are the {which}s, in tokens?",
         "the trace is empty",
         log_x=True,
     )
