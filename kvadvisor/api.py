@@ -11,7 +11,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvadvisor import __version__
 from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs, load_rule_set
@@ -72,6 +72,9 @@ class Report(AdviceReport):
     call, and ``to_dict`` gives the JSON contract as plain values.
     """
 
+    # The charts ``plot`` draws, by name (docs/api.md says what each answers).
+    PLOT_NAMES: ClassVar[tuple[str, ...]] = tuple(plots.PLOTS)
+
     @classmethod
     def of(cls, report: AdviceReport) -> Report:
         """The same report, with its renderings."""
@@ -129,16 +132,12 @@ class Report(AdviceReport):
         return pd.DataFrame(dict(self.request_rows))
 
     def plot(self, name: str) -> Figure:
-        """The chart ``name`` as a matplotlib Figure; ``PLOT_NAMES`` lists them (docs/api.md).
+        """The chart ``name`` as a matplotlib Figure; ``Report.PLOT_NAMES`` lists them.
 
         A name that is not a chart is a ValueError (a ConfigError) with the closest name; a
         chart whose data the report lacks says why.
         """
         return plots.plot(self, name)
-
-
-# The charts Report.plot draws, by name.
-PLOT_NAMES = tuple(plots.PLOTS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import kvadvisor
-from kvadvisor.api import PLOT_NAMES, Report
+from kvadvisor.api import Report
 from kvadvisor.errors import ConfigError, KvAdvisorError, TraceFormatError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,7 +184,7 @@ def test_replay_repr_html_and_requests(replay, trace) -> None:
     assert "<table>" in replay._repr_html_()
 
 
-@pytest.mark.parametrize("name", PLOT_NAMES)
+@pytest.mark.parametrize("name", Report.PLOT_NAMES)
 def test_every_plot_is_a_figure_titled_by_its_question(report, name) -> None:
     """A Figure with one drawn axes whose title asks what the chart answers."""
     fig = report.plot(name)
