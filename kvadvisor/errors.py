@@ -61,7 +61,7 @@ class TraceNotFoundError(TraceFormatError, FileNotFoundError):
     one line and exits 2.
     """
 
-    def __init__(self, message: str, path: str) -> None:
+    def __init__(self, message: str, path: str | None = None) -> None:
         super().__init__(message)
         self.errno = errno.ENOENT
         self.filename = path

@@ -192,7 +192,9 @@ def _io(report: AdviceReport, which: str) -> ChartSpec:
     io = report.io
     series = next((s for s in io.series if s.key is key), None) if io is not None else None
     if series is None or not series.x:
-        raise NoChartError(f"no 'kv_{which}s' chart: KV {which} demand was not measured")
+        # Reads are prefix hits: without block hashes nothing says which prompt tokens hit.
+        why = " (reads need prefix hits: the trace has no block hashes)" if which == "read" else ""
+        raise NoChartError(f"no 'kv_{which}s' chart: KV {which} demand was not measured{why}")
     rate = io.write if which == "write" else io.read
     marks = tuple(
         Mark("y", v / BYTES_PER_GB, label)
