@@ -50,6 +50,15 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class PointLabel:
+    """Text beside one data point (the chosen deployment, the closest miss), with a ring on it."""
+
+    x: float
+    y: float
+    text: str
+
+
+@dataclass(frozen=True)
 class ChartSpec:
     """Everything needed to draw one chart; titles carry units ("time (s)")."""
 
@@ -68,6 +77,7 @@ class ChartSpec:
     x_ticks: tuple[float, ...] = ()
     x_tick_labels: tuple[str, ...] = ()
     size_in: tuple[float, float] = FIG_SIZE_IN
+    point_labels: tuple[PointLabel, ...] = ()
 
 
 _RC = {
@@ -85,6 +95,44 @@ _RC = {
     "legend.fontsize": FONT_SIZE_PT - 1,
     "legend.frameon": False,
 }
+
+
+def _label_points(ax, labels: tuple[PointLabel, ...]) -> None:  # type: ignore[no-untyped-def]
+    """Ring each labelled point and write its text beside it, inside the plot.
+
+    The text goes to the side with more room (left of a point in the right half) and the
+    second label below the first, so two labels near one another do not overlap.
+    """
+    if not labels:
+        return
+    ax.plot(
+        [p.x for p in labels],
+        [p.y for p in labels],
+        linestyle="none",
+        marker="o",
+        markersize=12,
+        markerfacecolor="none",
+        markeredgecolor="#000000",
+        markeredgewidth=1.4,
+        zorder=4,
+    )
+    ax.get_xlim(), ax.get_ylim()  # settle the autoscaled limits before placing text by them
+    for i, p in enumerate(labels):
+        fx, fy = ax.transLimits.transform(ax.transScale.transform((p.x, p.y)))
+        right = fx > 0.5
+        above = (fy <= 0.6) != (i % 2 == 1)  # the second label on the other side of its point
+        ax.annotate(
+            p.text,
+            (p.x, p.y),
+            xytext=(-10 if right else 10, 14 if above else -14),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="center",
+            fontsize=FONT_SIZE_PT - 1,
+            bbox={"boxstyle": "round,pad=0.2", "facecolor": "#ffffff", "edgecolor": "#888888",
+                  "linewidth": 0.6, "alpha": 0.9},
+            zorder=5,
+        )
 
 
 def compact(value: float) -> str:
@@ -120,7 +168,13 @@ def render_svg(spec: ChartSpec) -> str:
         announce(FONT_CACHE)
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator, PercentFormatter
+    from matplotlib.ticker import (
+        FuncFormatter,
+        LogLocator,
+        MaxNLocator,
+        NullLocator,
+        PercentFormatter,
+    )
 
     with matplotlib.rc_context({**_RC, "svg.hashsalt": f"kvadvisor-{spec.key}"}):
         fig = Figure(figsize=spec.size_in, layout="constrained")
@@ -208,7 +262,12 @@ def render_svg(spec: ChartSpec) -> str:
             ax.xaxis.set_minor_locator(NullLocator())
         if spec.log_y:
             ax.set_yscale("log")
+            # 1-2-5 ticks: a range under two decades still gets several labelled ticks.
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+            ax.yaxis.set_minor_locator(NullLocator())
+        if spec.log_x and spec.log_y:
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         if spec.x_ticks:
             ax.set_xticks(spec.x_ticks, spec.x_tick_labels or None)
         if spec.y_integer:
@@ -221,6 +280,7 @@ def render_svg(spec: ChartSpec) -> str:
         elif not spec.log_y:
             ax.set_ylim(bottom=0)
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+        _label_points(ax, spec.point_labels)
         if len(spec.lines) + len(spec.marks) > 1:
             # Below the plot, never over the data (constrained layout makes room for it).
             entries = len(spec.lines) + len(spec.marks)
