@@ -80,30 +80,39 @@ def answer_chart(report: AdviceReport) -> Chart | None:
     return Chart(spec.key, caption, Markup(render_svg(spec)))
 
 
+def _provider_table(vs: deployments.VerdictSet) -> Table:
+    """One row per provider; a column no provider fills is left out, so a verdict with no
+    deployment shows its closest miss's figures beside its sentence, not empty price columns.
+    """
+    headers, rows = deployments.provider_rows(vs)
+    keep = [i for i in range(len(headers)) if i < 3 or any(r[i] for r in rows)]
+    return Table(
+        "Verdict per provider",
+        tuple(headers[i] for i in keep),
+        tuple(tuple(r[i] or "—" for i in keep) for r in rows),
+        note="—: no deployment of that provider, so nothing to price per token"
+        if any(not r[i] for r in rows for i in keep)
+        else "",
+    )
+
+
 def deployments_section(report: AdviceReport) -> Section | None:
-    """The verdicts, or None when no search ran."""
+    """The verdicts and the runners-up; the chosen deployment in full under a closed heading.
+
+    None when no search ran.
+    """
     vs = deployments.verdict_set(report)
     if vs is None:
         return None
-    lead = deployments.slo_line(vs)
+    targets = ", ".join(
+        f"{deployments.target_name(k)} {fmt.duration(v)}" for k, v in vs.slo.targets.items()
+    )
+    lead = f"Every provider's answer to the SLO ({targets}), and what else the search weighed."
     notes = tuple(n for n in (deployments.sample_line(vs), *vs.notes) if n)
-    tables = [Table("Verdict per provider", *_pair(deployments.provider_rows(vs)))]
+    tables = [_provider_table(vs)]
+    more: list[Table] = []
     v = vs.primary_verdict
     if v is not None and v.chosen:
-        for s in v.stages:
-            tables.append(
-                Table(
-                    f"{v.provider}: {s.role}",
-                    ("", ""),
-                    tuple(deployments.stage_rows(s)),
-                )
-            )
-            if worth := tiervalue.stage_rows(s):
-                tables.append(
-                    Table(
-                        f"{v.provider}: {s.role}, what each tier is worth", ("", ""), tuple(worth)
-                    )
-                )
         if v.runners_up:
             tables.append(
                 Table(
@@ -112,12 +121,29 @@ def deployments_section(report: AdviceReport) -> Section | None:
                     note=deployments.link_text(v),
                 )
             )
+        for s in v.stages:
+            more.append(
+                Table(
+                    f"{v.provider}: {s.role}",
+                    ("", ""),
+                    tuple(deployments.stage_rows(s)),
+                )
+            )
+            if worth := tiervalue.stage_rows(s):
+                more.append(
+                    Table(
+                        f"{v.provider}: {s.role}, what each tier is worth", ("", ""), tuple(worth)
+                    )
+                )
         notes += tuple(deployments.verdict_notes(v))
     return Section(
         *SECTION,
         lead,
         tables=tuple(tables),
-        notes=notes,
+        more_title="The chosen deployment in full: its stages, tiers and KV mechanisms, what "
+        "each tier is worth, how the search ran, where the targets come from",
+        more_tables=tuple(more),
+        more_notes=(deployments.slo_line(vs), *notes),
     )
 
 

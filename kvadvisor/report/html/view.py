@@ -53,6 +53,8 @@ class Section:
     more_title: str = ""
     more_rows: tuple[tuple[str, str], ...] = ()
     more_tables: tuple[Table, ...] = ()
+    more_notes: tuple[str, ...] = ()
+    more_charts: tuple[Chart, ...] = ()
 
 
 @dataclass(frozen=True)
