@@ -307,6 +307,11 @@ def chart_points(vs: VerdictSet) -> list[ChartPoint]:
                     c.label == near,
                 )
             )
+        c = v.closest
+        ttft = None if c is None else c.reached.get(f"ttft_{pct}_s")
+        if near is not None and near not in seen and c and c.usd_per_hour and ttft is not None:
+            # The closest miss replayed on the whole trace, not among the search's candidates.
+            out.append(ChartPoint(v.provider, c.label, c.usd_per_hour, ttft, False, True))
     return out
 
 

@@ -211,6 +211,10 @@ def headline(report: AdviceReport) -> str:
                 f"No deployment meets the SLO ({targets}): {vs.primary_why}. Nearest: "
                 f"{near.provider} {what}."
             )
+        if not any(v.closest for v in vs.verdicts):
+            # Nothing was replayed near the targets (no arrival times, no instance fits):
+            # looser targets cannot help, so the reason alone is the advice.
+            return f"No deployment recommended: {vs.primary_why} (targets {targets})."
         return (
             f"No deployment recommended: {vs.primary_why} ({targets}). The deployments below "
             "give each provider's closest and what it reaches: give more instance types, or "

@@ -7,7 +7,7 @@ from dataclasses import replace
 from kvadvisor.report import fmt, summary
 from kvadvisor.report.glossary import GLOSSARY
 from kvadvisor.report.html.advice import alternatives_section, rules_section
-from kvadvisor.report.html.deployments import answer_chart, deployments_section
+from kvadvisor.report.html.deployments import answer_chart, chart_missing, deployments_section
 from kvadvisor.report.html.inputs import inputs_rows
 from kvadvisor.report.html.iodemand import io_section
 from kvadvisor.report.html.plans import plan_section
@@ -70,6 +70,7 @@ def build_view(report: AdviceReport) -> HtmlView:
     """Compute every value the page shows (formatting, sentences, charts)."""
     verdicts = summary.verdicts(report)
     cards, shared = _cards(report)
+    chart = answer_chart(report)
     findings = summary.sorted_findings(report)
     counts: dict[str, int] = {}
     for f in findings:
@@ -88,8 +89,15 @@ def build_view(report: AdviceReport) -> HtmlView:
         generated_at=report.meta.generated_at,
         cards=cards,
         shared_notes=shared,
-        answer_chart=answer_chart(report),
-        verdict_missing=None if verdicts else no_rules,
+        answer_chart=chart,
+        answer_chart_missing=None if chart else chart_missing(report),
+        verdict_missing=None
+        if verdicts
+        else (
+            "none: no deployment was chosen (the verdict above says why)"
+            if report.recommendation is not None
+            else no_rules
+        ),
         key_numbers=summary.key_numbers(report),
         finding_counts=tuple(
             sorted(counts.items(), key=lambda kv: summary.SEVERITY_RANK.get(kv[0], 9))

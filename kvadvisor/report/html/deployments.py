@@ -85,6 +85,9 @@ def _provider_table(vs: deployments.VerdictSet) -> Table:
     deployment shows its closest miss's figures beside its sentence, not empty price columns.
     """
     headers, rows = deployments.provider_rows(vs)
+    if len(rows) > 1 and all(r[1:] == rows[0][1:] for r in rows):
+        # Every provider gave the same answer (no arrival times): say it once.
+        rows = [[f"all ({', '.join(r[0] for r in rows)})", *rows[0][1:]]]
     keep = [i for i in range(len(headers)) if i < 3 or any(r[i] for r in rows)]
     return Table(
         "Verdict per provider",
@@ -93,6 +96,18 @@ def _provider_table(vs: deployments.VerdictSet) -> Table:
         note="—: no deployment of that provider, so nothing to price per token"
         if any(not r[i] for r in rows for i in keep)
         else "",
+    )
+
+
+def chart_missing(report: AdviceReport) -> str:
+    """Why the page has no cost/latency chart, said where the chart would be."""
+    vs = deployments.verdict_set(report)
+    if vs is None:
+        why = report.unavailable.get("recommendation") or "the advisor searched no deployments"
+        return f"No cost against latency chart: no deployment was searched ({why})."
+    return (
+        "No cost against latency chart: no priced deployment was replayed, so there is no "
+        "cost to plot against a latency (the verdict says why)."
     )
 
 
@@ -141,7 +156,9 @@ def deployments_section(report: AdviceReport) -> Section | None:
         lead,
         tables=tuple(tables),
         more_title="The chosen deployment in full: its stages, tiers and KV mechanisms, what "
-        "each tier is worth, how the search ran, where the targets come from",
+        "each tier is worth, how the search ran, where the targets come from"
+        if more
+        else "How the search ran and where the targets come from",
         more_tables=tuple(more),
         more_notes=(deployments.slo_line(vs), *notes),
     )

@@ -106,6 +106,7 @@ class HtmlView:
     cards: tuple[VerdictCard, ...]
     shared_notes: tuple[str, ...]  # how the figures were derived, the same for every stage
     answer_chart: Chart | None  # the cost/latency chart beside the verdict
+    answer_chart_missing: str | None  # why there is none, said in its place
     verdict_missing: str | None
     key_numbers: tuple[summary.KeyNumber, ...]
     finding_counts: tuple[tuple[str, int], ...]
