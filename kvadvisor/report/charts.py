@@ -284,7 +284,11 @@ def render_svg(spec: ChartSpec) -> str:
         if len(spec.lines) + len(spec.marks) > 1:
             # Below the plot, never over the data (constrained layout makes room for it).
             entries = len(spec.lines) + len(spec.marks)
-            fig.legend(loc="outside lower center", ncols=min(entries, 4))
+            # As many columns as the longest entry lets fit across the figure: a legend wider
+            # than the figure is cut off at its edges (about 5.2 pt a character at 9 pt).
+            longest = max(len(x.label) for x in (*spec.lines, *spec.marks))
+            fits = int(spec.size_in[0] * 72 / 5.2 // (longest + 5))
+            fig.legend(loc="outside lower center", ncols=max(1, min(entries, 4, fits)))
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
