@@ -112,7 +112,9 @@ def test_the_closest_miss_is_plotted_when_nothing_is_chosen() -> None:
     chart = build_view(report).answer_chart
     assert chart is not None
     assert "closest miss" in chart.caption and "star" not in chart.caption.lower()
-    assert f"closest miss: {c.label}" in chart.svg
+    # The label wraps over several <text> lines; read back in order they give it whole.
+    lines = " ".join(re.findall(r"<text\b[^>]*>([^<]*)</text>", chart.svg))
+    assert f"closest miss: {c.label}, {deployments.money(c.usd_per_hour)}" in lines
 
 
 def test_the_no_deployment_table_has_no_empty_column() -> None:

@@ -10,6 +10,7 @@ import functools
 import io
 import math
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,8 @@ PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#0
 FIG_SIZE_IN = (7.0, 3.2)
 HALF_FIG_SIZE_IN = (4.2, 3.2)
 FONT_SIZE_PT = 10
+# A point label wraps at this many characters: under half a full-width chart.
+LABEL_WIDTH_CHARS = 44
 
 
 @dataclass(frozen=True)
@@ -121,8 +124,10 @@ def _label_points(ax, labels: tuple[PointLabel, ...]) -> None:  # type: ignore[n
         fx, fy = ax.transLimits.transform(ax.transScale.transform((p.x, p.y)))
         right = fx > 0.5
         above = (fy <= 0.6) != (i % 2 == 1)  # the second label on the other side of its point
-        ax.annotate(
-            p.text,
+        # Wrapped, and left out of the layout: a long deployment name must neither run off
+        # the figure nor make constrained layout shrink the axes to nothing.
+        ann = ax.annotate(
+            textwrap.fill(p.text, LABEL_WIDTH_CHARS),
             (p.x, p.y),
             xytext=(-10 if right else 10, 14 if above else -14),
             textcoords="offset points",
@@ -133,6 +138,7 @@ def _label_points(ax, labels: tuple[PointLabel, ...]) -> None:  # type: ignore[n
                   "linewidth": 0.6, "alpha": 0.9},
             zorder=5,
         )
+        ann.set_in_layout(False)
 
 
 def compact(value: float) -> str:
@@ -302,4 +308,23 @@ def render_svg(spec: ChartSpec) -> str:
     text = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", text)
     text = re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', text)
     # Let CSS size the chart: keep the viewBox, drop the fixed point size.
-    return re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r"<svg \1", text, count=1)
+    text = re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r"<svg \1", text, count=1)
+    return _compact_svg(text)
+
+
+# A number in an attribute with more than two decimals. Only attribute values are touched:
+# coordinates, never the text of a label (a "$0.085" price keeps its digits).
+_ATTRIBUTE = re.compile(r'="([^"]*)"')
+_LONG_DECIMAL = re.compile(r"(\d\.\d\d)\d+")
+
+
+def _compact_svg(text: str) -> str:
+    """The SVG in about half the bytes, drawn the same.
+
+    Coordinates to 0.01 of a point (a chart is 504 points wide: 0.02 px on a 1,400 px
+    screen), path commands on one line, no indentation between elements.
+    """
+    text = _ATTRIBUTE.sub(
+        lambda m: '="' + _LONG_DECIMAL.sub(r"\1", m.group(1)).replace(" \n", " ") + '"', text
+    )
+    return re.sub(r">\s+<", "><", text)
