@@ -134,8 +134,13 @@ def _label_points(ax, labels: tuple[PointLabel, ...]) -> None:  # type: ignore[n
             ha="right" if right else "left",
             va="center",
             fontsize=FONT_SIZE_PT - 1,
-            bbox={"boxstyle": "round,pad=0.2", "facecolor": "#ffffff", "edgecolor": "#888888",
-                  "linewidth": 0.6, "alpha": 0.9},
+            bbox={
+                "boxstyle": "round,pad=0.2",
+                "facecolor": "#ffffff",
+                "edgecolor": "#888888",
+                "linewidth": 0.6,
+                "alpha": 0.9,
+            },
             zorder=5,
         )
         ann.set_in_layout(False)

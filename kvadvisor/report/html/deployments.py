@@ -28,7 +28,12 @@ def answer_chart(report: AdviceReport) -> Chart | None:
     for provider in dict.fromkeys(p.provider for p in points):
         mine = sorted((p for p in points if p.provider == provider), key=lambda p: p.usd_per_hour)
         lines.append(
-            Line(provider, tuple(p.ttft_s for p in mine), tuple(p.usd_per_hour for p in mine), "points")
+            Line(
+                provider,
+                tuple(p.ttft_s for p in mine),
+                tuple(p.usd_per_hour for p in mine),
+                "points",
+            )
         )
     picked = [p for p in points if p.chosen and p.provider != vs.primary]
     if picked:
@@ -69,8 +74,8 @@ def answer_chart(report: AdviceReport) -> Chart | None:
         ),
     )
     caption = (
-        f"Every priced deployment the search replayed (the sample's figures), at the "
-        f"target's percentile: left of the dashed line meets the TTFT target."
+        "Every priced deployment the search replayed (the sample's figures), at the "
+        "target's percentile: left of the dashed line meets the TTFT target."
     )
     if labelled:
         caption += f" Ringed: the {word}."
@@ -81,8 +86,10 @@ def answer_chart(report: AdviceReport) -> Chart | None:
 
 
 def _provider_table(vs: deployments.VerdictSet) -> Table:
-    """One row per provider; a column no provider fills is left out, so a verdict with no
-    deployment shows its closest miss's figures beside its sentence, not empty price columns.
+    """One row per provider; a column no provider fills is left out.
+
+    So a verdict with no deployment shows its closest miss's figures beside its sentence, not
+    empty price columns.
     """
     headers, rows = deployments.provider_rows(vs)
     if len(rows) > 1 and all(r[1:] == rows[0][1:] for r in rows):

@@ -132,7 +132,9 @@ def stage_section(report: AdviceReport) -> Section:
         hardware = "the hardware that served the trace (stage times measured from it)"
     elif summary.verdicts(report):
         why = report.unavailable.get("replay") or "no replay ran"
-        hardware = f"the profiler's assumed configuration, {assumed}, not the chosen deployment ({why})"
+        hardware = (
+            f"the profiler's assumed configuration, {assumed}, not the chosen deployment ({why})"
+        )
     else:
         hardware = f"an assumed configuration, {assumed}, as no deployment was chosen"
     dominant = "prefill" if s.prefill_share >= 0.5 else "decode"
@@ -267,7 +269,9 @@ def stage_section(report: AdviceReport) -> Section:
     else:
         shown, profiler_notes = s.notes + model_notes, ()
     series = tuple(
-        series_chart(series, f"stage_split-series-{i}") for i, series in enumerate(s.series) if series.x
+        series_chart(series, f"stage_split-series-{i}")
+        for i, series in enumerate(s.series)
+        if series.x
     )
     return Section(
         "stages",
