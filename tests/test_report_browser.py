@@ -369,7 +369,8 @@ def test_answer_first_on_the_sample_traces(tmp_path: Path) -> None:
         for case, page in pages.items():
             session = _open(browser, page)
             answers[case] = _evaluate(browser, session, ANSWER_JS)
-            labels[case] = _evaluate(browser, session, LABELS_JS)
+            labels[case] = _evaluate(browser, session, LABELS_JS)  # opens every section
+            labels[case]["measured"] = _evaluate(browser, session, MEASURE_JS)
     finally:
         browser.close()
     assert _problems(browser.events) == []
@@ -384,6 +385,12 @@ def test_answer_first_on_the_sample_traces(tmp_path: Path) -> None:
         assert {"TTFT", "TPOT", "SLO", "KV", "GPU"} <= set(a["abbrs"]), (case, a["abbrs"])
         assert len(a["abbrs"]) == len(set(a["abbrs"])), ("one <abbr> per term", a["abbrs"])
         assert labels[case]["problems"] == [], (case, labels[case]["problems"])
+        # Opened, every chart lays out and draws: an empty state is a sentence, not a frame.
+        for chart in labels[case]["measured"]["charts"]:
+            assert chart["width"] > 100 and chart["height"] > 50 and chart["drawn"] > 10, (
+                case,
+                chart,
+            )
     chosen = labels["chosen"]["texts"]["chart-deployments-cost-ttft"]
     assert any(t.startswith("Which deployment meets TTFT p99 ≤ 6 s") for t in chosen), chosen
     assert "target: TTFT p99 6 s" in chosen and "TTFT p99 (s, log scale)" in chosen
