@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_fixtures import full_report
+from report_fixtures import SAMPLE_CASES, analysed_sample, full_report
 
 from kvadvisor.report.html import HtmlRenderer
 from kvadvisor.vocab import Stage
@@ -108,6 +108,68 @@ MEASURE_JS = """(() => {
     sections: Array.from(document.querySelectorAll('main > section')).map(s => s.id),
     height: document.documentElement.scrollHeight,
   });
+})()"""
+
+
+# A review meeting's screen: the verdict and the cost/latency chart must be on it unscrolled.
+SCREEN_HEIGHT_PX = 900
+# With the evidence closed, the page is under eight such screens.
+MAX_PAGE_HEIGHT_PX = 8 * SCREEN_HEIGHT_PX
+
+# Runs in the page, unscrolled: where the verdict and the answer chart (or its absence) lie.
+ANSWER_JS = """(() => {
+  const box = (sel) => {
+    const e = document.querySelector(sel);
+    if (!e) return null;
+    const b = e.getBoundingClientRect();
+    return {top: b.top, bottom: b.bottom, left: b.left, right: b.right,
+            text: (e.textContent || '').trim().slice(0, 400)};
+  };
+  return JSON.stringify({
+    headline: box('#verdict .headline'),
+    chart: box('#chart-deployments-cost-ttft svg'),
+    caption: box('#chart-deployments-cost-ttft figcaption'),
+    missing: box('#chart-missing'),
+    height: document.documentElement.scrollHeight,
+    width: document.documentElement.scrollWidth,
+    closed: document.querySelectorAll('details:not([open])').length,
+    abbrs: Array.from(document.querySelectorAll('abbr')).map(a => a.textContent),
+  });
+})()"""
+
+# Runs in the page with every section open: in each chart, text boxes that overlap one another
+# or leave the chart, and the texts of the answer chart. Parallel rotated tick labels are not
+# compared (their axis-aligned boxes overlap while the labels do not).
+LABELS_JS = """(() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const out = [];
+  const texts = {};
+  for (const fig of document.querySelectorAll('figure.chart')) {
+    const svg = fig.querySelector('svg');
+    const frame = svg.getBoundingClientRect();
+    const els = Array.from(svg.querySelectorAll('text')).filter(t => t.textContent.trim());
+    const rects = els.map(t => t.getBoundingClientRect());
+    const rotated = els.map(t => /rotate\\((?!-?90)/.test(t.getAttribute('transform') || ''));
+    texts[fig.id] = els.map(t => t.textContent.trim());
+    els.forEach((t, i) => {
+      const r = rects[i];
+      if (r.left < frame.left - 1 || r.right > frame.right + 1 ||
+          r.top < frame.top - 1 || r.bottom > frame.bottom + 1) {
+        out.push({chart: fig.id, why: 'outside the chart', text: t.textContent});
+      }
+      for (let j = i + 1; j < els.length; j++) {
+        if (rotated[i] && rotated[j]) continue;
+        const o = rects[j];
+        const w = Math.min(r.right, o.right) - Math.max(r.left, o.left);
+        const h = Math.min(r.bottom, o.bottom) - Math.max(r.top, o.top);
+        if (w > 1 && h > 1) {
+          out.push({chart: fig.id, why: 'overlaps', text: t.textContent,
+                    other: els[j].textContent});
+        }
+      }
+    });
+  }
+  return JSON.stringify({problems: out, texts: texts});
 })()"""
 
 
@@ -249,8 +311,7 @@ def _long_names(report):  # type: ignore[no-untyped-def]
     return replace(report, recommendation=replace(rec, **stages), io=io)
 
 
-def test_html_report_in_chromium(tmp_path: Path) -> None:
-    """The full report opens offline with no console error, every chart drawn, screenshot saved."""
+def _browser_or_skip() -> str:
     binary = _chromium()
     if binary is None:
         if os.environ.get("CI") == "true":
@@ -259,6 +320,95 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
             "needs a browser: no chromium or chromium-browser on PATH, so the HTML report was not "
             "opened in one (install Debian's chromium to run it; with CI=true this fails instead)"
         )
+    return binary
+
+
+def _evaluate(browser: Cdp, session: str, expression: str) -> Any:
+    reply = browser.call("Runtime.evaluate", session, expression=expression, returnByValue=True)
+    return json.loads(reply["result"]["value"])
+
+
+def _open(browser: Cdp, page: Path) -> str:
+    """A fresh tab at 1400 x 900 showing ``page``; returns its session."""
+    target = browser.call("Target.createTarget", url="about:blank")["targetId"]
+    session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+    for domain in ("Runtime", "Log", "Page", "Network"):
+        browser.call(f"{domain}.enable", session)
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        session,
+        width=VIEWPORT_WIDTH_PX,
+        height=SCREEN_HEIGHT_PX,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    browser.call("Page.navigate", session, url=page.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    browser.events = [e for e in browser.events if e.get("method") != "Page.loadEventFired"]
+    return session
+
+
+def test_answer_first_on_the_sample_traces(tmp_path: Path) -> None:
+    """On real sample traces the answer is on the first screen and the page is short.
+
+    At 1400 x 900, unscrolled: the verdict and the whole cost/latency chart (or, where no
+    deployment could be priced, the sentence saying why, in its place). With the evidence
+    closed the page is under 8 screens. Every chart, opened, has no text box overlapping
+    another or leaving the chart; the answer chart plots the target's percentile, draws the
+    target and labels the chosen deployment or the closest miss, and its caption speaks of
+    stars only when it draws some.
+    """
+    binary = _browser_or_skip()
+    pages = {}
+    for case in SAMPLE_CASES:
+        pages[case] = tmp_path / f"{case}.html"
+        pages[case].write_text(HtmlRenderer().render(analysed_sample(case)), encoding="utf-8")
+    browser = Cdp(binary, tmp_path / "profile")
+    answers, labels = {}, {}
+    try:
+        for case, page in pages.items():
+            session = _open(browser, page)
+            answers[case] = _evaluate(browser, session, ANSWER_JS)
+            labels[case] = _evaluate(browser, session, LABELS_JS)  # opens every section
+            labels[case]["measured"] = _evaluate(browser, session, MEASURE_JS)
+    finally:
+        browser.close()
+    assert _problems(browser.events) == []
+    for case, a in answers.items():
+        assert a["height"] < MAX_PAGE_HEIGHT_PX, (case, a["height"])
+        assert a["width"] <= VIEWPORT_WIDTH_PX, (case, a["width"])
+        assert a["closed"] >= 8, (case, a["closed"])  # the evidence, each part closed
+        assert 0 <= a["headline"]["top"] and a["headline"]["bottom"] <= SCREEN_HEIGHT_PX, case
+        shown = a["chart"] or a["missing"]
+        assert shown is not None, case
+        assert 0 <= shown["top"] and shown["bottom"] <= SCREEN_HEIGHT_PX, (case, shown)
+        assert {"TTFT", "TPOT", "SLO", "KV", "GPU"} <= set(a["abbrs"]), (case, a["abbrs"])
+        assert len(a["abbrs"]) == len(set(a["abbrs"])), ("one <abbr> per term", a["abbrs"])
+        assert labels[case]["problems"] == [], (case, labels[case]["problems"])
+        # Opened, every chart lays out and draws: an empty state is a sentence, not a frame.
+        for chart in labels[case]["measured"]["charts"]:
+            assert chart["width"] > 100 and chart["height"] > 50 and chart["drawn"] > 10, (
+                case,
+                chart,
+            )
+    chosen = labels["chosen"]["texts"]["chart-deployments-cost-ttft"]
+    assert any(t.startswith("Which deployment meets TTFT p99 ≤ 6 s") for t in chosen), chosen
+    assert "target: TTFT p99 6 s" in chosen and "TTFT p99 (s, log scale)" in chosen
+    assert any(t.startswith("chosen: ") for t in chosen), chosen
+    star = "another provider's pick" in chosen
+    assert ("Stars" in answers["chosen"]["caption"]["text"]) == star
+    miss = labels["no-deployment"]["texts"]["chart-deployments-cost-ttft"]
+    assert "target: TTFT p99 2 s" in miss and any(t.startswith("closest miss: ") for t in miss)
+    assert not any(t.startswith("chosen: ") for t in miss)
+    # No arrival times: nothing could be priced, and the chart's place says so.
+    flat = answers["no-arrivals"]
+    assert flat["chart"] is None
+    assert flat["missing"]["text"].startswith("No cost against latency chart")
+
+
+def test_html_report_in_chromium(tmp_path: Path) -> None:
+    """The full report opens offline with no console error, every chart drawn, screenshot saved."""
+    binary = _browser_or_skip()
     page = tmp_path / "report.html"
     page.write_text(HtmlRenderer().render(_long_names(full_report())), encoding="utf-8")
     browser = Cdp(binary, tmp_path / "profile")
@@ -277,6 +427,12 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
         )
         browser.call("Page.navigate", session, url=page.as_uri())
         browser.wait_event("Page.loadEventFired")
+        # The evidence is closed on load; opened, every chart in it must lay out too.
+        browser.call(
+            "Runtime.evaluate",
+            session,
+            expression="document.querySelectorAll('details').forEach(d => { d.open = true; })",
+        )
         measured = json.loads(
             browser.call("Runtime.evaluate", session, expression=MEASURE_JS, returnByValue=True)[
                 "result"
@@ -296,6 +452,7 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
                 "result"
             ]["value"]
         )
+        chart_text = _evaluate(browser, session, LABELS_JS)
         tier_cells = json.loads(
             browser.call("Runtime.evaluate", session, expression=TIER_LINES_JS, returnByValue=True)[
                 "result"
@@ -322,6 +479,8 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
     assert document.startswith(b"%PDF")
 
     assert _problems(browser.events) == []
+    # No chart's text runs into another's or out of the chart (long legends, tier names).
+    assert chart_text["problems"] == [], chart_text["problems"]
     # At 1400 px both verdict cards show every fact inside their box.
     assert overflow["cards"] == 2
     assert overflow["overflow"] == [], overflow["overflow"]

@@ -11,6 +11,7 @@ from kvadvisor.report import summary
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html.build import build_view
 from kvadvisor.report.html.inputs import inputs_rows
+from kvadvisor.report.html.view import HtmlView, Section
 from kvadvisor.report.markdown import MarkdownRenderer
 from kvadvisor.results.common import LengthSummary
 from kvadvisor.results.report import Alternative
@@ -19,6 +20,11 @@ from kvadvisor.vocab import Stage
 # The Mooncake trace's published prompt lengths: mean 12,035.1, p50 6,909, p99 85,400.4,
 # max 126,195 (p90 27,367 by statistics.quantiles).
 MOONCAKE_INPUT = LengthSummary(12_035.1, 6_909.0, 27_367.0, 85_400.4, 126_195)
+
+
+def _section(view: HtmlView, key: str) -> Section:
+    """A section of the page by its id, in the answer or in the closed evidence."""
+    return next(s for s in (*view.sections, *view.evidence, view.rules) if s.id == key)
 
 
 def test_headline_number_is_the_reusable_share_first() -> None:
@@ -60,7 +66,7 @@ def test_lengths_beside_the_mean() -> None:
     keys = {k.name: k for k in summary.key_numbers(report)}
     assert keys["prompt length"].value == "mean 12,035"
     assert keys["prompt length"].note == "p50 6,909, p90 27,367, p99 85,400, max 126,195 tokens"
-    workload = next(s for s in build_view(report).sections if s.id == "workload")
+    workload = _section(build_view(report), "workload")
     lengths = next(t for t in workload.tables if t.caption.startswith("Lengths"))
     assert lengths.rows[0] == ("prompt", "12,035", "6,909", "27,367", "85,400", "126,195")
     # The median far under the mean is said in words.
@@ -75,7 +81,7 @@ def test_shared_prefixes_and_conversations_are_shown() -> None:
     assert keys["most reused prefix"].note.startswith("9.1% of prompt tokens; 14 shared")
     assert keys["reuse within conversations"].value == "31.0%"
     assert "across conversations 11.0%" in keys["reuse within conversations"].note
-    prefix = next(s for s in build_view(report).sections if s.id == "prefix")
+    prefix = _section(build_view(report), "prefix")
     tables = {t.caption.split(" (")[0]: t for t in prefix.tables}
     by_count = tables["Top shared prefixes by requests"]
     assert by_count.rows[1] == ("512 tokens", "3", "1,024 tokens", "0.7%", "12.8 s")
@@ -102,7 +108,7 @@ def test_alternatives_are_ranked_per_kind() -> None:
             rec, prefill=replace(pre, alternatives=pre.alternatives + instances)
         ),
     )
-    section = build_view(report).alternatives
+    section = _section(build_view(report), "alternatives")
     tables = {t.caption: t for t in section.tables}
     assert list(tables) == ["Prefill: GPU instances", "Prefill: storage"]
     assert tables["Prefill: GPU instances"].headers == ("rank", "option", "feasible", "reason")
@@ -120,7 +126,7 @@ def test_a_trace_without_arrival_spread_is_not_over_0_s() -> None:
     assert "40 requests, arrival times unknown" in summary.headline_number(flat).text
     keys = {k.name: k for k in summary.key_numbers(flat)}
     assert keys["requests"].note == "arrival times unknown"
-    workload = next(s for s in build_view(flat).sections if s.id == "workload")
+    workload = _section(build_view(flat), "workload")
     assert workload.lead.startswith("40 requests, arrival times unknown;")
     one = replace(flat, trace=replace(flat.trace, requests=1), prefix_cache=None, stage_split=None)
     assert (summary.headline_number(one).value, summary.headline_number(one).text) == (

@@ -131,8 +131,9 @@ def test_the_summary_repeats_a_section_number_as_the_section_shows_it() -> None:
         if report.prefix_cache is not None and report.prefix_cache.hit_ratio.all is not None:
             ratio = format_value(report.prefix_cache.hit_ratio.all, Unit.RATIO)
             assert key["prefix hit ratio"].value == ratio
-            decode_needs = dict(next(c for c in view.cards if c.stage == "decode").needs)
-            assert decode_needs["prefix hit ratio"] == ratio
+            # Prefix hits are read before prefill: the stage that prefills shows them.
+            prefill_needs = dict(next(c for c in view.cards if c.stage == "prefill").needs)
+            assert prefill_needs["prefix hit ratio"] == ratio
 
 
 def test_every_fact_renders_in_its_declared_unit() -> None:

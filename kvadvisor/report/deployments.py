@@ -32,12 +32,22 @@ STATUS_WORDS = {
 
 @dataclass(frozen=True)
 class ChartPoint:
-    """One replayed candidate on the cost-against-TTFT chart."""
+    """One replayed candidate on the cost-against-TTFT chart (TTFT at the target's percentile)."""
 
     provider: str
+    label: str
     usd_per_hour: float
-    ttft_p90_s: float
+    ttft_s: float
     chosen: bool
+    closest: bool = False  # the provider's closest miss, when nothing met the targets
+
+
+def ttft_target(vs: VerdictSet) -> tuple[str, float | None]:
+    """The TTFT percentile the chart plots ("p99") and its target (None: no TTFT target)."""
+    for key, value in vs.slo.targets.items():
+        if key.startswith("ttft_p"):
+            return key.split("_")[1], value
+    return "p90", None
 
 
 def verdict_set(report: AdviceReport) -> VerdictSet | None:
@@ -272,15 +282,36 @@ def runner_rows(v: Verdict) -> tuple[list[str], list[list[str]]]:
 
 
 def chart_points(vs: VerdictSet) -> list[ChartPoint]:
-    """Every priced candidate replayed, by provider (unpriced ones have no cost to plot)."""
+    """Every priced candidate replayed, by provider, at the TTFT target's percentile.
+
+    Unpriced ones have no cost to plot; a candidate that never finished some requests has no
+    percentile to plot either.
+    """
+    pct, _ = ttft_target(vs)
     out = []
     for v in vs.verdicts:
         seen: set[str] = set()
+        near = v.closest.label if v.closest is not None and not v.chosen else None
         for c in v.candidates:
-            if c.usd_per_hour is None or c.ttft_p90_s is None or c.label in seen:
+            ttft = c.ttft_p99_s if pct == "p99" else c.ttft_p90_s
+            if c.usd_per_hour is None or ttft is None or c.label in seen:
                 continue
             seen.add(c.label)
-            out.append(ChartPoint(v.provider, c.usd_per_hour, c.ttft_p90_s, _chosen(c)))
+            out.append(
+                ChartPoint(
+                    v.provider,
+                    c.label,
+                    c.usd_per_hour,
+                    ttft,
+                    v.chosen and _chosen(c),
+                    c.label == near,
+                )
+            )
+        c = v.closest
+        ttft = None if c is None else c.reached.get(f"ttft_{pct}_s")
+        if near is not None and near not in seen and c and c.usd_per_hour and ttft is not None:
+            # The closest miss replayed on the whole trace, not among the search's candidates.
+            out.append(ChartPoint(v.provider, c.label, c.usd_per_hour, ttft, False, True))
     return out
 
 

@@ -149,27 +149,34 @@ def verdict_table(verdicts: Sequence[StageVerdict]) -> tuple[list[str], list[lis
 def stage_needs(report: AdviceReport, stage: Stage) -> tuple[tuple[str, str], ...]:
     """What the traffic demands of one stage, measured: its GPU-time share and its KV I/O.
 
-    Prefill writes the KV of prompt tokens that missed the cache; the KV of prefix hits is
-    read back (DESIGN.md's write and read demand). Missing measurements say so.
+    Prefill writes the KV of prompt tokens that missed the cache and reads the KV of prefix
+    hits back before it starts (DESIGN.md's write and read demand): both are prefill's. Decode
+    reads the KV of its running requests from GPU memory, so it asks nothing of storage.
     """
     s, io, pc = report.stage_split, report.io, report.prefix_cache
     share = None
     if s is not None:
         share = s.prefill_share if stage == Stage.PREFILL else 1.0 - s.prefill_share
     rows = [("share of GPU time", fmt.percent(share) + (f" ({s.source})" if s else ""))]
-    if stage == Stage.PREFILL:
-        rate, what = (io.write if io else None), "KV writes"
-    else:
-        rate, what = (io.read if io else None), "KV reads"
-        rows.append(("prefix hit ratio", fmt.percent(pc.hit_ratio.all) if pc else fmt.NOT_MEASURED))
-    if rate is None:
-        rows.append((what, fmt.NOT_MEASURED))
-    else:
-        rows += [
-            (f"{what}, mean", fmt.bandwidth(rate.mean_bytes_per_s)),
-            (f"{what}, p99", fmt.bandwidth(rate.p99_bytes_per_s)),
-            (f"{what}, peak", fmt.bandwidth(rate.peak_bytes_per_s)),
-        ]
+    if stage == Stage.DECODE:
+        rows.append(("KV storage I/O", "none: each step reads its KV from GPU memory"))
+        return tuple(rows)
+    rows.append(("prefix hit ratio", fmt.percent(pc.hit_ratio.all) if pc else fmt.NOT_MEASURED))
+    for rate, what in (
+        (io.write if io else None, "KV writes (misses)"),
+        (io.read if io else None, "KV reads (prefix hits)"),
+    ):
+        if rate is None:
+            rows.append((what, fmt.NOT_MEASURED))
+        else:
+            rows.append(
+                (
+                    what,
+                    f"mean {fmt.bandwidth(rate.mean_bytes_per_s)}, "
+                    f"p99 {fmt.bandwidth(rate.p99_bytes_per_s)}, "
+                    f"peak {fmt.bandwidth(rate.peak_bytes_per_s)}",
+                )
+            )
     return tuple(rows)
 
 
@@ -204,6 +211,10 @@ def headline(report: AdviceReport) -> str:
                 f"No deployment meets the SLO ({targets}): {vs.primary_why}. Nearest: "
                 f"{near.provider} {what}."
             )
+        if not any(v.closest for v in vs.verdicts):
+            # Nothing was replayed near the targets (no arrival times, no instance fits):
+            # looser targets cannot help, so the reason alone is the advice.
+            return f"No deployment recommended: {vs.primary_why} (targets {targets})."
         return (
             f"No deployment recommended: {vs.primary_why} ({targets}). The deployments below "
             "give each provider's closest and what it reaches: give more instance types, or "

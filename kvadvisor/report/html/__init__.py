@@ -6,7 +6,8 @@ places them, with autoescape on. Charts are inline SVG from :mod:`kvadvisor.repo
 
 One module per job: ``view`` (the dataclasses), ``chartviews`` (charts), one module per section
 group (``workload``, ``stages``, ``prefix``, ``iodemand``,
-``advice``, ``plans``, ``inputs``), ``build`` (the whole page) and ``renderer`` (the template).
+``advice``, ``plans``, ``inputs``), ``build`` (the whole page), ``renderer`` (the template) and
+``abbr`` (each glossary term marked where the page first uses it).
 """
 
 from kvadvisor.report.html.build import build_view

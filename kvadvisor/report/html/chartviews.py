@@ -12,7 +12,7 @@ from kvadvisor.report.html.view import Chart
 from kvadvisor.report.serieslabels import series_labels
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.report import CacheReuse, PrefixCache
-from kvadvisor.results.series import Series
+from kvadvisor.results.series import Series, SeriesKey
 from kvadvisor.units import BYTES_PER_GB
 
 
@@ -20,7 +20,22 @@ def _axis(label: str, unit: str) -> str:
     return f"{label} ({unit})" if unit else label
 
 
+# Each chart is titled by the question it answers; the series' name says what is drawn.
+QUESTIONS: dict[SeriesKey, str] = {
+    SeriesKey.ARRIVALS: "How bursty is the traffic?",
+    SeriesKey.INPUT_LENGTHS: "How long are the prompts?",
+    SeriesKey.OUTPUT_LENGTHS: "How long are the outputs?",
+    SeriesKey.PREFILL_SHARE: "Which requests are prefill-heavy?",
+    SeriesKey.WRITE_DEMAND: "What write bandwidth must the KV tiers absorb?",
+    SeriesKey.READ_DEMAND: "What read bandwidth do prefix hits ask of the KV tiers?",
+    SeriesKey.REQUESTS_IN_FLIGHT: "How many requests run at once?",
+    SeriesKey.PEAK_DECODE_BATCH: "How large does the decode batch get?",
+}
+
+
 def _title(series: Series) -> str:
+    if series.key in QUESTIONS:
+        return QUESTIONS[series.key]
     name = series_labels(series).name
     return name[:1].upper() + name[1:]
 
@@ -105,7 +120,7 @@ def mrc_chart(pc: PrefixCache) -> Chart | None:
     shown = tuple(t for t in ticks if lo / 2 <= t <= hi * 2)
     spec = ChartSpec(
         key="prefix-mrc",
-        title="Token hit ratio against cache capacity (LRU)",
+        title="How much cache capacity does the prefix reuse need?",
         x_title="cache capacity (tokens, log scale)",
         y_title="token hit ratio (%)",
         lines=lines,
@@ -131,7 +146,7 @@ def reuse_chart(reuse: CacheReuse) -> Chart | None:
     lowers = (uppers[0] / ratio, *uppers[:-1])
     spec = ChartSpec(
         key="prefix-reuse",
-        title="Time since a hit block was last used",
+        title="How long must a cache keep a block for it to be hit?",
         x_title="reuse time (s, log scale)",
         y_title=_y_title(h),
         lines=(

@@ -4,77 +4,137 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from kvadvisor.report import deployments, tiervalue
-from kvadvisor.report.charts import ChartSpec, Line, render_svg
+from kvadvisor.report import deployments, fmt, tiervalue
+from kvadvisor.report.charts import ChartSpec, Line, Mark, PointLabel, render_svg
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.report import AdviceReport
 
 SECTION = ("deployments", "Deployments searched on the replay")
 
 
-def _chart(points: list[deployments.ChartPoint]) -> Chart | None:
-    """$/h against TTFT p90 of every priced candidate replayed, one colour per provider."""
-    if not points:
+def answer_chart(report: AdviceReport) -> Chart | None:
+    """$/h against TTFT at the target's percentile of every priced candidate replayed.
+
+    Log axes: candidates cluster near the target while a few slow ones run far past it. The
+    target is a vertical line; the primary's chosen deployment (or, when nothing met the
+    targets, the closest miss) is ringed and labelled; other providers' picks are stars.
+    """
+    vs = deployments.verdict_set(report)
+    points = [] if vs is None else deployments.chart_points(vs)
+    if vs is None or not points:
         return None
+    pct, target = deployments.ttft_target(vs)
     lines = []
     for provider in dict.fromkeys(p.provider for p in points):
         mine = sorted((p for p in points if p.provider == provider), key=lambda p: p.usd_per_hour)
         lines.append(
             Line(
                 provider,
-                tuple(p.ttft_p90_s for p in mine),
+                tuple(p.ttft_s for p in mine),
                 tuple(p.usd_per_hour for p in mine),
                 "points",
             )
         )
-    chosen = [p for p in points if p.chosen]
-    if chosen:
+    picked = [p for p in points if p.chosen and p.provider != vs.primary]
+    if picked:
         lines.append(
             Line(
-                "chosen",
-                tuple(p.ttft_p90_s for p in chosen),
-                tuple(p.usd_per_hour for p in chosen),
+                "another provider's pick",
+                tuple(p.ttft_s for p in picked),
+                tuple(p.usd_per_hour for p in picked),
                 "star",
             )
         )
+    labelled = [p for p in points if p.chosen and p.provider == vs.primary]
+    word = "chosen"
+    if not labelled:
+        labelled = [p for p in points if p.closest and p.provider == (vs.closest or vs.primary)]
+        word = "closest miss"
+    marks = ()
+    if target is not None:
+        marks = (Mark("x", target, f"target: TTFT {pct} {fmt.duration(target)}"),)
     spec = ChartSpec(
         key="deployments-cost-ttft",
-        title="Candidates replayed: cost against TTFT p90",
-        x_title="TTFT p90 (s)",
-        y_title="on-demand cost ($/h)",
+        title=f"Which deployment meets TTFT {pct}"
+        + (f" ≤ {fmt.duration(target)}" if target is not None else "")
+        + " for the least $/h?",
+        x_title=f"TTFT {pct} (s, log scale)",
+        y_title="on-demand cost ($/h, log scale)",
         lines=tuple(lines),
+        marks=marks,
+        log_x=True,
+        log_y=True,
+        point_labels=tuple(
+            PointLabel(
+                p.ttft_s,
+                p.usd_per_hour,
+                f"{word}: {p.label}, {deployments.money(p.usd_per_hour)}",
+            )
+            for p in labelled[:1]
+        ),
     )
     caption = (
-        "Every priced deployment the search replayed (the sample's figures); the stars are "
-        "the chosen ones. Unpriced candidates have no cost to plot and are listed in the tables."
+        "Every priced deployment the search replayed (the sample's figures), at the "
+        "target's percentile: left of the dashed line meets the TTFT target."
     )
+    if labelled:
+        caption += f" Ringed: the {word}."
+    if picked:
+        caption += " Stars: what each other provider would pick."
+    caption += " Unpriced candidates have no cost to plot; the tables list them."
     return Chart(spec.key, caption, Markup(render_svg(spec)))
 
 
+def _provider_table(vs: deployments.VerdictSet) -> Table:
+    """One row per provider; a column no provider fills is left out.
+
+    So a verdict with no deployment shows its closest miss's figures beside its sentence, not
+    empty price columns.
+    """
+    headers, rows = deployments.provider_rows(vs)
+    if len(rows) > 1 and all(r[1:] == rows[0][1:] for r in rows):
+        # Every provider gave the same answer (no arrival times): say it once.
+        rows = [[f"all ({', '.join(r[0] for r in rows)})", *rows[0][1:]]]
+    keep = [i for i in range(len(headers)) if i < 3 or any(r[i] for r in rows)]
+    return Table(
+        "Verdict per provider",
+        tuple(headers[i] for i in keep),
+        tuple(tuple(r[i] or "—" for i in keep) for r in rows),
+        note="—: no deployment of that provider, so nothing to price per token"
+        if any(not r[i] for r in rows for i in keep)
+        else "",
+    )
+
+
+def chart_missing(report: AdviceReport) -> str:
+    """Why the page has no cost/latency chart, said where the chart would be."""
+    vs = deployments.verdict_set(report)
+    if vs is None:
+        why = report.unavailable.get("recommendation") or "the advisor searched no deployments"
+        return f"No cost against latency chart: no deployment was searched ({why})."
+    return (
+        "No cost against latency chart: no priced deployment was replayed, so there is no "
+        "cost to plot against a latency (the verdict says why)."
+    )
+
+
 def deployments_section(report: AdviceReport) -> Section | None:
-    """The verdicts, or None when no search ran."""
+    """The verdicts and the runners-up; the chosen deployment in full under a closed heading.
+
+    None when no search ran.
+    """
     vs = deployments.verdict_set(report)
     if vs is None:
         return None
-    lead = deployments.slo_line(vs)
+    targets = ", ".join(
+        f"{deployments.target_name(k)} {fmt.duration(v)}" for k, v in vs.slo.targets.items()
+    )
+    lead = f"Every provider's answer to the SLO ({targets}), and what else the search weighed."
     notes = tuple(n for n in (deployments.sample_line(vs), *vs.notes) if n)
-    tables = [Table("Verdict per provider", *_pair(deployments.provider_rows(vs)))]
+    tables = [_provider_table(vs)]
+    more: list[Table] = []
     v = vs.primary_verdict
     if v is not None and v.chosen:
-        for s in v.stages:
-            tables.append(
-                Table(
-                    f"{v.provider}: {s.role}",
-                    ("", ""),
-                    tuple(deployments.stage_rows(s)),
-                )
-            )
-            if worth := tiervalue.stage_rows(s):
-                tables.append(
-                    Table(
-                        f"{v.provider}: {s.role}, what each tier is worth", ("", ""), tuple(worth)
-                    )
-                )
         if v.runners_up:
             tables.append(
                 Table(
@@ -83,14 +143,31 @@ def deployments_section(report: AdviceReport) -> Section | None:
                     note=deployments.link_text(v),
                 )
             )
+        for s in v.stages:
+            more.append(
+                Table(
+                    f"{v.provider}: {s.role}",
+                    ("", ""),
+                    tuple(deployments.stage_rows(s)),
+                )
+            )
+            if worth := tiervalue.stage_rows(s):
+                more.append(
+                    Table(
+                        f"{v.provider}: {s.role}, what each tier is worth", ("", ""), tuple(worth)
+                    )
+                )
         notes += tuple(deployments.verdict_notes(v))
-    chart = _chart(deployments.chart_points(vs))
     return Section(
         *SECTION,
         lead,
-        charts=() if chart is None else (chart,),
         tables=tuple(tables),
-        notes=notes,
+        more_title="The chosen deployment in full: its stages, tiers and KV mechanisms, what "
+        "each tier is worth, how the search ran, where the targets come from"
+        if more
+        else "How the search ran and where the targets come from",
+        more_tables=tuple(more),
+        more_notes=(deployments.slo_line(vs), *notes),
     )
 
 

@@ -63,7 +63,7 @@ def io_section(report: AdviceReport) -> Section:
     """KV write and read bandwidth over time (mean, p99, peak marked), I/O sizes and counts."""
     io = report.io
     if io is None:
-        return Section("io", "I/O demand", missing=summary.why_missing(report, "io"))
+        return Section("io", "KV I/O demand", missing=summary.why_missing(report, "io"))
     read_known = io.read_known
     rows = [("window", fmt.duration(io.window_s))]
     for what, rate, known in (
@@ -101,7 +101,13 @@ def io_section(report: AdviceReport) -> Section:
         )
         + ". Storage sized for the peak runs at the mean."
     )
+    if report.replay is not None:
+        lead += (
+            " These are the whole trace's demand, open loop (no fleet bounds it); the chosen "
+            "deployment's replayed rates per node are with its details above."
+        )
     charts: list[Chart] = []
+    other: list[Chart] = []  # series beside the demand (requests in flight, decode batch)
     series = io.series
     for i, ser in enumerate(series):
         if not ser.x:
@@ -110,7 +116,7 @@ def io_section(report: AdviceReport) -> Section:
             rate = io.read if ser.key is SeriesKey.READ_DEMAND else io.write
             charts.append(bandwidth_chart(ser, rate, f"io-series-{i}", io.window_s))
         else:
-            charts.append(series_chart(ser, f"io-series-{i}"))
+            other.append(series_chart(ser, f"io-series-{i}"))
     if not any(ser.key in DEMAND for ser in series):
 
         def gbps(rate: IoRate) -> tuple[float, float, float]:
@@ -128,7 +134,7 @@ def io_section(report: AdviceReport) -> Section:
         ]
         spec = ChartSpec(
             key="io-summary",
-            title=f"KV bandwidth demand per {fmt.duration(io.window_s)} window",
+            title=f"What KV bandwidth must storage sustain per {fmt.duration(io.window_s)} window?",
             x_title="statistic over windows",
             y_title="bandwidth (GB/s)",
             lines=tuple(lines),
@@ -168,10 +174,12 @@ def io_section(report: AdviceReport) -> Section:
         )
     return Section(
         "io",
-        "I/O demand",
+        "KV I/O demand",
         lead,
-        tuple(rows),
-        tuple(charts),
-        tuple(tables),
+        charts=tuple(charts),
         notes=io.notes,
+        more_title="Every I/O figure: rates, sizes, drive writes, load against recompute",
+        more_rows=tuple(rows),
+        more_tables=tuple(tables),
+        more_charts=tuple(other),
     )

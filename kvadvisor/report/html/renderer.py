@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from kvadvisor.report.html.abbr import abbreviate
 from kvadvisor.report.html.build import build_view
 from kvadvisor.results.report import AdviceReport
 
@@ -25,4 +26,5 @@ class HtmlRenderer:
 
     def render(self, report: AdviceReport) -> str:
         """Return the page as one string."""
-        return _ENV.get_template("report.html.j2").render(view=build_view(report))
+        page = _ENV.get_template("report.html.j2").render(view=build_view(report))
+        return abbreviate(page)

@@ -91,16 +91,27 @@ def _latency_section(res: ReplayResult, prefix: str) -> Section:
             )
         )
     charts = []
-    for kind, title, key in (
-        (ReplaySeriesKey.TTFT_CDF, "Time to first token", "ttft"),
-        (ReplaySeriesKey.TPOT_CDF, "Time per output token", "tpot"),
+    # Each chart titled by the question it answers; the metric names its line.
+    for kind, title, key, question in (
+        (
+            ReplaySeriesKey.TTFT_CDF,
+            "Time to first token",
+            "ttft",
+            "How long until the first token?",
+        ),
+        (
+            ReplaySeriesKey.TPOT_CDF,
+            "Time per output token",
+            "tpot",
+            "How fast do later tokens come?",
+        ),
     ):
         s = next((s for s in res.series if s.kind is kind), None)
         if s is None:
             continue
         spec = ChartSpec(
             key=f"{prefix}{key}",
-            title=title,
+            title=question,
             x_title="seconds",
             y_title="share of requests at or below",
             lines=(Line(title, s.x, s.y, "step"),),
@@ -200,7 +211,7 @@ def _queue_section(res: ReplayResult, prefix: str) -> Section:
     ]
     spec = ChartSpec(
         key=f"{prefix}queue",
-        title="Requests waiting and running",
+        title="Do requests queue for admission?",
         x_title="time (s)",
         y_title="requests",
         lines=tuple(lines),
@@ -268,7 +279,7 @@ def _tier_section(res: ReplayResult, prefix: str) -> Section:
         if lines:
             spec = ChartSpec(
                 key=f"{prefix}tier-{title}",
-                title=f"Tier {title}s over time (whole fleet)",
+                title=f"How much do the KV tiers {title}, fleet-wide?",
                 x_title="time (s)",
                 y_title="bytes per second",
                 lines=lines,
@@ -278,7 +289,7 @@ def _tier_section(res: ReplayResult, prefix: str) -> Section:
     if link:
         spec = ChartSpec(
             key=f"{prefix}link",
-            title="P-to-D link over time (whole fleet)",
+            title="How much KV crosses the P-to-D link, fleet-wide?",
             x_title="time (s)",
             y_title="bytes per second",
             lines=link,

@@ -11,7 +11,8 @@ from kvadvisor.report.charts import ChartSpec, Line, render_svg
 from kvadvisor.report.html.chartviews import series_chart
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.report import PER_REQUEST_UNITS, AdviceReport
-from kvadvisor.units import Unit
+from kvadvisor.units import Unit, plural
+from kvadvisor.vocab import SplitSource
 
 # Per-request distribution names as a reader says them.
 _DIST_LABELS = {
@@ -44,7 +45,7 @@ def _dist_table(caption: str, dists: dict[str, dict[str, float]]) -> Table | Non
 
 
 def _model_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
-    """The model and GPU the stage times rest on (when the profiler names them)."""
+    """The model the stage times rest on (when the profiler names it)."""
     m = report.model
     if m is None:
         return ()
@@ -55,6 +56,15 @@ def _model_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
     ]
     if m.attention:
         rows.append(("attention", str(m.attention)))
+    return tuple(rows)
+
+
+def _profiled_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
+    """The GPU, parallelism and memory the open-loop profiler modelled."""
+    m = report.model
+    if m is None:
+        return ()
+    rows = []
     dep = m.deployment
     if dep is not None:
         gpu = dep.gpu_display_name or dep.gpu
@@ -79,18 +89,61 @@ def _model_rows(report: AdviceReport) -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
+def profiled_hardware(report: AdviceReport) -> str:
+    """The configuration the open-loop profiler modelled, in words ("1 instance of H200 × TP 2")."""
+    s = report.stage_split
+    dep = report.model.deployment if report.model else None
+    n = s.instances if s is not None else 1
+    if dep is None:
+        return f"{plural(n, 'model instance')}"
+    gpu = dep.gpu_display_name or dep.gpu
+    assumed = " (assumed)" if dep.gpu_assumed or dep.tp_assumed else ""
+    return f"{plural(n, 'instance')} of {gpu} × TP {dep.tp}{assumed}"
+
+
+def replayed_hardware(report: AdviceReport) -> str:
+    """The chosen deployment as the replay ran it, one clause per stage ("" when not replayed)."""
+    r = report.replay
+    if r is None:
+        return ""
+    return " + ".join(
+        f"{st.role.value} {st.instances} × {st.instance or st.gpu} ({st.gpu}), "
+        f"TP {st.gpus_per_replica}, {plural(st.replicas, 'replica')}"
+        for st in r.stages
+    )
+
+
 def stage_section(report: AdviceReport) -> Section:
-    """Prefill against decode, in GPU time and in latency, and where the numbers come from."""
+    """Prefill against decode, in GPU time and in latency, on the hardware the verdict chose.
+
+    With a replay the split is the chosen deployment's, and the open-loop profiler's figures
+    (its own assumed GPU, TP and instance count: a bound, not the verdict's hardware) go under
+    a closed heading that names that configuration; without one the section says up front
+    that it models an assumed configuration.
+    """
     s = report.stage_split
     if s is None:
         return Section("stages", "Stage split", missing=summary.why_missing(report, "stage_split"))
+    replayed = s.source == SplitSource.REPLAY and report.replay is not None
+    assumed = profiled_hardware(report)
+    if replayed:
+        hardware = f"the chosen deployment as replayed: {replayed_hardware(report)}"
+    elif s.source == SplitSource.MEASURED:
+        hardware = "the hardware that served the trace (stage times measured from it)"
+    elif summary.verdicts(report):
+        why = report.unavailable.get("replay") or "no replay ran"
+        hardware = (
+            f"the profiler's assumed configuration, {assumed}, not the chosen deployment ({why})"
+        )
+    else:
+        hardware = f"an assumed configuration, {assumed}, as no deployment was chosen"
     dominant = "prefill" if s.prefill_share >= 0.5 else "decode"
     share = s.prefill_share if dominant == "prefill" else 1 - s.prefill_share
     classification = s.classification
     lead = (
-        f"{dominant.capitalize()} takes {fmt.percent(share)} of GPU time on this traffic "
-        f"({s.source}{'; ' + classification.replace('_', ' ') if classification else ''}); "
-        f"size the {dominant} stage's hardware for that share, not a copied configuration."
+        f"{dominant.capitalize()} takes {fmt.percent(share)} of GPU time ({s.source}) on "
+        f"{hardware}; size the {dominant} stage's hardware for that share, not a copied "
+        "configuration."
     )
     latency_share = s.latency_prefill_share
     if latency_share is not None:
@@ -107,6 +160,9 @@ def stage_section(report: AdviceReport) -> Section:
         ("decode GPU time", fmt.duration(s.decode_s)),
         ("prefill share of GPU time", fmt.percent(s.prefill_share)),
     ]
+    # Figures of the profiler's own configuration: beside the replay they are a bound on
+    # other hardware ("GPU busy share 510%" on 1 instance while the verdict buys 7).
+    profiled = []
     for name, text in (
         ("classification", classification.replace("_", " ")),
         ("latency: prefill (Σ TTFT)", fmt.duration(s.latency_prefill_s)),
@@ -116,16 +172,19 @@ def stage_section(report: AdviceReport) -> Section:
         ("prefill share without prefix reuse", fmt.percent(no_reuse)),
         ("prefill GPU time saved by reuse", fmt.duration(s.prefill_s_saved_by_reuse)),
         ("prefix hits taken from", s.hits_source or ""),
+        ("open-loop prefill GPU time", fmt.duration(s.open_loop_prefill_s)),
+        ("open-loop decode GPU time", fmt.duration(s.open_loop_decode_s)),
+        ("open-loop prefill share", fmt.percent(s.open_loop_prefill_share)),
         ("mean decode batch per instance", fmt.quantity(s.mean_decode_batch, Unit.COUNT)),
         ("model instances", fmt.quantity(s.instances, Unit.COUNT)),
         ("GPU busy share", fmt.percent(s.gpu_busy_fraction)),
         ("requests with measured times", fmt.quantity(s.measured_requests, Unit.COUNT)),
     ):
         if text and text != fmt.NOT_MEASURED:
-            rows.append((name, text))
+            profiled.append((name, text))
     thresholds = s.thresholds or {}
     if thresholds:
-        rows.append(
+        profiled.append(
             (
                 "classification thresholds",
                 "; ".join(f"{k.replace('_', ' ')} {fmt.percent(v)}" for k, v in thresholds.items()),
@@ -133,21 +192,24 @@ def stage_section(report: AdviceReport) -> Section:
         )
     classes = s.request_classes or {}
     if classes:
-        rows.append(
+        profiled.append(
             (
                 "requests by class",
                 ", ".join(f"{k.replace('_', ' ')} {fmt.count(v)}" for k, v in classes.items()),
             )
         )
     rows += _model_rows(report)
-    shares = [("GPU time", s.prefill_share)]
+    profiled += _profiled_rows(report)
+    basis = " (replay)" if replayed else ""
+    bound = " (open loop)" if replayed else ""
+    shares = [(f"GPU time{basis}", s.prefill_share)]
     if latency_share is not None:
-        shares.append(("latency", latency_share))
+        shares.append((f"latency{bound}", latency_share))
     if no_reuse is not None:
-        shares.append(("GPU time, no reuse", no_reuse))
+        shares.append((f"GPU time, no reuse{bound}", no_reuse))
     spec = ChartSpec(
         key="stages-split",
-        title="Share of time in each stage",
+        title="Which stage takes the time: prefill or decode?",
         x_title="basis of the split",
         y_title="share (%)",
         lines=(
@@ -198,17 +260,35 @@ def stage_section(report: AdviceReport) -> Section:
                 note="" if cal.converged else "the fit did not converge; priors kept",
             )
         )
+    model_notes = report.model.notes if report.model else ()
+    # The replay appends its own note last (pipeline/replay.py); the profiler's notes before it
+    # and the model's (its assumed GPU and TP) speak of the profiler's configuration, so with a
+    # replay they go with its figures.
+    if replayed:
+        shown, profiler_notes = s.notes[-1:], s.notes[:-1] + model_notes
+    else:
+        shown, profiler_notes = s.notes + model_notes, ()
+    series = tuple(
+        series_chart(series, f"stage_split-series-{i}")
+        for i, series in enumerate(s.series)
+        if series.x
+    )
     return Section(
         "stages",
         "Stage split",
         lead,
         tuple(rows),
-        charts
-        + tuple(
-            series_chart(series, f"stage_split-series-{i}")
-            for i, series in enumerate(s.series)
-            if series.x
+        charts,
+        () if replayed else tuple(tables),
+        notes=shown,
+        more_title=(
+            f"Open-loop bound on the profiler's configuration, {assumed}: not the chosen "
+            "deployment; per-request figures and the model's fit on it"
+            if replayed
+            else f"Every figure of the split, on {assumed}"
         ),
-        tuple(tables),
-        notes=s.notes + (report.model.notes if report.model else ()),
+        more_rows=tuple(profiled),
+        more_tables=tuple(tables) if replayed else (),
+        more_notes=profiler_notes,
+        more_charts=series,
     )

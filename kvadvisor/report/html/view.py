@@ -46,6 +46,15 @@ class Section:
     tables: tuple[Table, ...] = ()
     missing: str | None = None
     notes: tuple[str, ...] = ()  # caveats the producing part attached
+    # Evidence behind the answer: drawn closed (<details>), its summary line beside the title.
+    collapsed: bool = False
+    summary: str = ""
+    # Figures a reader needs only to check the section: a closed <details> under its body.
+    more_title: str = ""
+    more_rows: tuple[tuple[str, str], ...] = ()
+    more_tables: tuple[Table, ...] = ()
+    more_notes: tuple[str, ...] = ()
+    more_charts: tuple[Chart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,15 @@ class VerdictCard:
     role: str  # what the stage does, in words
     needs: tuple[tuple[str, str], ...]  # measured demand of the stage
     items: tuple[tuple[str, str], ...]  # the recommended configuration (empty: none)
-    notes: tuple[str, ...] = ()  # how the figures were derived, what was assumed
+    notes: tuple[str, ...] = ()  # how the figures were derived, what was assumed (this stage only)
+
+
+@dataclass(frozen=True)
+class GlossaryEntry:
+    """One term or abbreviation and what it means."""
+
+    term: str
+    meaning: str
 
 
 @dataclass(frozen=True)
@@ -87,15 +104,19 @@ class HtmlView:
     version: str
     generated_at: str
     cards: tuple[VerdictCard, ...]
+    shared_notes: tuple[str, ...]  # how the figures were derived, the same for every stage
+    answer_chart: Chart | None  # the cost/latency chart beside the verdict
+    answer_chart_missing: str | None  # why there is none, said in its place
     verdict_missing: str | None
     key_numbers: tuple[summary.KeyNumber, ...]
     finding_counts: tuple[tuple[str, int], ...]
-    sections: tuple[Section, ...]
+    sections: tuple[Section, ...]  # the answer's sections, open
+    evidence: tuple[Section, ...]  # the evidence behind it, closed
     findings: tuple[FindingView, ...]
     top_findings: tuple[FindingView, ...]  # the most severe, shown with the verdict
     findings_missing: str | None
     rules: Section
-    alternatives: Section
     inputs: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
+    glossary: tuple[GlossaryEntry, ...]
     report_data: dict[str, Any]
