@@ -204,6 +204,10 @@ def headline(report: AdviceReport) -> str:
                 f"No deployment meets the SLO ({targets}): {vs.primary_why}. Nearest: "
                 f"{near.provider} {what}."
             )
+        if not any(v.closest for v in vs.verdicts):
+            # Nothing was replayed (no arrival times, no catalog model): looser targets or
+            # more instance types cannot help; the reason says what would.
+            return f"No deployment recommended: {vs.primary_why}."
         return (
             f"No deployment recommended: {vs.primary_why} ({targets}). The deployments below "
             "give each provider's closest and what it reaches: give more instance types, or "
