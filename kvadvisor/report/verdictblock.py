@@ -10,13 +10,13 @@ whole (the Deployments section below says each of them in full), never cut mid-s
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvadvisor.report import fmt, margin, summary
+from kvadvisor.report import fmt, margin, summary, tiervalue
 from kvadvisor.report.deployments import money, target_name
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.results.verdict import StageVerdict, Stress, TierValue, Verdict, VerdictSet
+from kvadvisor.termtext import printable
 from kvadvisor.units import Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -65,10 +65,8 @@ def _buy(vs: VerdictSet, v: Verdict) -> str:
 
 
 def _worth(role: Stage, t: TierValue) -> str:
-    """What a tier is worth, as tiervalue.line says it, less the "(sample)" the next line says."""
-    from kvadvisor.report.tiervalue import line
-
-    return line(role, t).removesuffix(" (sample)")
+    """What a tier is worth, as tiervalue.line says it, less the "(sample)" a line says once."""
+    return tiervalue.line(role, t).removesuffix(" (sample)")
 
 
 def _stress(s: Stress) -> str:
@@ -152,27 +150,28 @@ def items(report: AdviceReport) -> tuple[Item, ...]:
     return tuple(i for i in out if i.text)
 
 
+MORE = "… (the rest under Deployments below)"
+
+
 def wrap(text: str, width: int) -> list[str]:
-    """A paragraph wrapped between words (a word longer than the width is cut)."""
-    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+    """A paragraph made safe for a terminal, then wrapped between words (a longer word is cut)."""
+    return textwrap.wrap(printable(text), width, break_on_hyphens=False) or [""]
 
 
 def block(report: AdviceReport, width: int, max_lines: int = MAX_LINES) -> tuple[str, ...]:
     """The heading and the paragraphs that fit in ``max_lines`` lines of ``width`` columns.
 
     Paragraphs are left out whole, the least needed first (the highest rank, the last of
-    equals), until the rest fit.
+    equals), until the rest fit. What still does not fit (a verdict's own sentence on a very
+    narrow terminal) ends with a line saying where the rest is.
     """
     kept = list(items(report))
     while True:
         lines = [HEADING] + [line for i in kept for line in wrap(i.text, width)]
         droppable = [k for k, i in enumerate(kept) if i.rank > 0]
-        if len(lines) <= max_lines or not droppable:
-            return tuple(lines[:max_lines])
+        if len(lines) <= max_lines:
+            return tuple(lines)
+        if not droppable:
+            return (*lines[: max_lines - 1], *wrap(MORE, width)[:1])
         worst = max(droppable, key=lambda k: (kept[k].rank, k))
         del kept[worst]
-
-
-def fits(lines: Sequence[str], width: int, max_lines: int = MAX_LINES) -> bool:
-    """Whether a block is within the budget: at most ``max_lines`` lines of ``width``."""
-    return len(lines) <= max_lines and all(len(line) <= width for line in lines)
