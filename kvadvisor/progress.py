@@ -12,25 +12,19 @@ to :meth:`Progress.phase`.
 
 from __future__ import annotations
 
-import itertools
-import shutil
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TextIO
 
 from kvadvisor.termtext import printable
 from kvadvisor.units.format import duration
 
-SPINNER = "|/-\\"
 REDRAW_S = 0.1
 # Steps faster than this leave no "done" line: only long steps are worth a line in the scroll.
 QUIET_BELOW_S = 0.5
-# The live line's room for the elapsed time and the spinner; the label is cut to the rest,
-# since a line that wraps can no longer be redrawn in place.
-LIVE_RESERVE = 14
 
 
 class Progress:
@@ -80,33 +74,13 @@ class Progress:
         start = time.monotonic()
         with self._lock:
             self._label, self._open, self._since = what, None, start
-        stop = threading.Event()
-        room = max(10, shutil.get_terminal_size().columns - LIVE_RESERVE)
-
-        def spin() -> None:
-            for ch in itertools.cycle(SPINNER):
-                if stop.wait(REDRAW_S):
-                    return
-                with self._lock:
-                    label = self._label
-                if len(label) > room:
-                    label = label[: room - 1] + "…"
-                # \x1b[K clears what a longer label left; the time is padded for the same reason.
-                self._write(f"\r{ch} {label} {duration(time.monotonic() - start):<8}\x1b[K")
-
-        thread = None
-        if self.live:
-            thread = threading.Thread(target=spin, name="kvadvisor-progress", daemon=True)
-            thread.start()
+        live = self._live_line(start) if self.live else nullcontext()
         outcome = "failed"
         try:
-            yield
+            with live:
+                yield
             outcome = "done"
         finally:
-            stop.set()
-            if thread is not None:
-                thread.join()
-                self._write("\r\x1b[K")
             elapsed = time.monotonic() - start
             with self._lock:
                 last, since = self._open, self._since
@@ -119,10 +93,54 @@ class Progress:
             elif elapsed >= QUIET_BELOW_S or outcome == "failed":
                 self._write(f"{what}: {outcome} in {duration(elapsed)}\n")
 
+    def _live_line(self, start: float) -> AbstractContextManager[object]:
+        """Rich's Live display of one line: a spinner, the phase running, its elapsed time.
+
+        Transient (it leaves nothing when the step ends) and cut to the width with an
+        ellipsis, never wrapped, so it redraws in place. rich is imported here: a run that
+        is piped or quiet does not load it for this.
+        """
+        from rich.console import Console
+        from rich.live import Live
+        from rich.spinner import Spinner
+        from rich.text import Text
+
+        spinner = Spinner("line")
+        progress = self
+
+        class Line:
+            def __rich__(self) -> Text:
+                with progress._lock:
+                    label = progress._label
+                now = time.monotonic()
+                frame = spinner.render(now)  # the spinner's frame for this moment
+                # One Text, not the spinner's grid: a grid cell wraps, a Text can be cut.
+                return Text.assemble(
+                    frame,  # type: ignore[arg-type]
+                    f" {label} {duration(now - start)}",
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+
+        console = Console(
+            file=self.stream, force_terminal=True, highlight=False, markup=False, emoji=False
+        )
+        return Live(
+            Line(),
+            console=console,
+            transient=True,
+            refresh_per_second=1 / REDRAW_S,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+
     def note(self, text: str) -> None:
         """One line of its own (over a live line, which redraws below it); none when quiet."""
-        if self.enabled:
-            self._write(f"\r\x1b[K{text}\n" if self.live else f"{text}\n")
+        if not self.enabled:
+            return
+        # Over another live line (the first-run notes have a Progress of their own): clear it
+        # first; it redraws below on its next refresh.
+        self._write(f"\r\x1b[K{text}\n" if self.live else f"{text}\n")
 
     def _write(self, text: str) -> None:
         self.stream.write(text)

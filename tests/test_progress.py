@@ -15,6 +15,7 @@ from kvadvisor import phases, progress
 from kvadvisor.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class FakeTty(io.StringIO):
@@ -78,9 +79,21 @@ def test_live_line_names_the_phase(monkeypatch) -> None:
         p.phase("search", phases.of(2, 5, "gcp"))
         time.sleep(0.35)
     out = stream.getvalue()
-    assert "\r| search: gcp, 2 of 5 " in out or "\r/ search: gcp, 2 of 5 " in out
+    frames = [ANSI.sub("", f) for f in re.split(r"\r|\n", out)]
+    assert any(re.fullmatch(r"[-\\|/] search: gcp, 2 of 5 [0-9.]+ ms", f) for f in frames), frames
     assert out.endswith("s\n")
     assert "analyzing: done in" in out.splitlines()[-1]
+
+
+def test_live_line_is_cut_to_the_width_not_wrapped(monkeypatch) -> None:
+    """A label longer than the terminal ends in an ellipsis: a wrapped line cannot redraw."""
+    monkeypatch.setenv("COLUMNS", "40")
+    stream = FakeTty()
+    with Progress(stream).step("reading " + "a-very-long-trace-name/" * 5 + "t.jsonl"):
+        time.sleep(0.3)
+    frames = [ANSI.sub("", f) for f in re.split(r"\r|\n", stream.getvalue())]
+    drawn = [f for f in frames if f.startswith(("-", "\\", "|", "/"))]
+    assert drawn and all(len(f) <= 40 and f.endswith("…") for f in drawn), drawn
 
 
 def test_failed_step_says_so() -> None:
