@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from kvadvisor.cli import EXIT_USER_ERROR
 
 
@@ -16,3 +18,12 @@ def one_error_line(result, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+# A piped run's progress: "kvadvisor: PHASE (DURATION)" once each phase ends (docs/reports.md).
+PROGRESS_LINE = re.compile(r"^kvadvisor: .+ \([0-9.,]+ (ns|µs|ms|s|min|h)\)$")
+
+
+def without_progress(stderr: str) -> list[str]:
+    """Stderr's lines less the progress lines of the phases that finished before an error."""
+    return [line for line in stderr.strip().splitlines() if not PROGRESS_LINE.match(line)]

@@ -16,7 +16,7 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 # termtext: text safe for a terminal (control characters escaped), for every printing layer.
 # vocab: what a value means (a stage, a severity, a status), for inputs and results alike.
 # quoting: names checked and quoted for every generated format (scripts, fio jobs, READMEs).
-LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "termtext", "quoting"}
+LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "phases", "termtext", "quoting"}
 ISOLATED = LEAVES | {"progress", "jitcache"}
 
 ALLOWED: dict[str, set[str]] = {
@@ -27,6 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "lazy": set(),
     # One-time slow steps (numba compiling, matplotlib's font cache) announce themselves here.
     "firstuse": set(),
+    # Long phases (reading, cache curves, search N of M, replay) announce themselves here.
+    "phases": set(),
     "termtext": set(),
     # One checker for names and one quoter per generated format; it escapes as termtext does.
     "quoting": {"termtext"},
@@ -176,6 +178,7 @@ CLI_MAY_IMPORT = (
     "kvadvisor.fileio",
     "kvadvisor.lazy",
     "kvadvisor.firstuse",
+    "kvadvisor.phases",
     "kvadvisor.jitcache",
     "kvadvisor.termtext",
     "kvadvisor.rules.docs",

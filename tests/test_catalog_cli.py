@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+import kvadvisor
 from kvadvisor.cli import EXIT_OK, EXIT_USER_ERROR, app
 
 runner = CliRunner()
@@ -206,3 +208,34 @@ def test_catalog_check_needs_each_instance_gpu_in_a_gpu_catalog(tmp_path: Path) 
     # ... and a packaged GPU's alias resolves as the loaders resolve it.
     lab.write_text(GOOD.replace("gpu: h100", "gpu: h100-sxm5"), encoding="utf-8")
     assert runner.invoke(app, ["catalog", "check", str(lab)]).exit_code == EXIT_OK
+
+
+@pytest.mark.parametrize("kind", ["storage", "instances", "gpus", "models"])
+def test_catalog_list_wraps_to_the_terminal(kind: str) -> None:
+    """At COLUMNS=80 every line fits, and every figure and name is printed whole (not cut)."""
+    from kvadvisor.catalog import listing
+
+    catalogs = kvadvisor.load_catalogs()
+    header, *rows = getattr(listing, f"{kind}_rows")(getattr(catalogs, kind))
+    res = runner.invoke(app, ["catalog", "list", kind], env={"COLUMNS": "80"})
+    assert res.exit_code == EXIT_OK, res.output
+    lines = res.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    words = {w for line in lines for w in line.split()}
+    for row in rows:
+        for cell in row:
+            # A cell wraps between its words at most: each word stands whole.
+            assert set(cell.split()) <= words, (row[0], cell)
+    assert {row[0] for row in rows} <= words  # each entry's name on a line of its own table
+
+
+def test_catalog_list_piped_is_one_line_per_entry() -> None:
+    """Without a terminal or COLUMNS: one line per entry, for grep and sort."""
+    from kvadvisor.catalog.listing import instances_rows
+
+    rows = instances_rows(kvadvisor.load_catalogs().instances)
+    res = runner.invoke(app, ["catalog", "list", "instances"], env={"COLUMNS": None})
+    assert res.exit_code == EXIT_OK
+    lines = res.stdout.splitlines()
+    assert len(lines) == len(rows)
+    assert all(line.split()[0] == row[0] for line, row in zip(lines, rows, strict=True))

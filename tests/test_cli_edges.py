@@ -149,8 +149,26 @@ def test_every_error_hint_resolves_for_a_pip_user(cls: type) -> None:
     text = (docs_dir() / "errors.md").read_text(encoding="utf-8")
     found = section(text, cls.slug)
     assert found and len(found.strip().splitlines()) >= 2, cls.slug
-    res = runner.invoke(app, ["docs", f"errors#{cls.slug}"])
+    res = runner.invoke(app, ["docs", f"errors#{cls.slug}", "--raw"])
     assert res.exit_code == 0 and res.stdout == found
+    drawn = runner.invoke(app, ["docs", f"errors#{cls.slug}"])
+    heading = found.splitlines()[0].lstrip("#").strip().replace("`", "")  # code: drawn plain
+    assert drawn.exit_code == 0 and heading in drawn.stdout and "<a id=" not in drawn.stdout
+
+
+@pytest.mark.parametrize("topic", ["errors", "advisor", "stage-profiler", "cache"])
+def test_docs_are_drawn_for_the_terminal(topic: str) -> None:
+    """`docs TOPIC` draws the Markdown at the terminal's width, anchors and markup gone."""
+    raw = (docs_dir() / f"{topic}.md").read_text(encoding="utf-8")
+    assert '<a id="' in raw  # the topics chosen have anchors to hide
+    res = runner.invoke(app, ["docs", topic], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert "<a id=" not in res.stdout and not any(line.startswith("#") for line in lines)
+    assert max(map(len, lines)) <= 80
+    title = raw.split("\n", 1)[0].lstrip("# ").strip()
+    # The title heading drawn (centred, wrapped when long), not "# Title".
+    assert " ".join(lines[:2]).split()[: len(title.split())] == title.split()
 
 
 def test_every_docs_reference_in_the_package_resolves() -> None:

@@ -1091,15 +1091,15 @@ def test_plan_stage_and_tier_shapes(tmp_path, doc, needles) -> None:
 
 
 def test_cli_output_targets(tmp_path) -> None:
-    """-o naming a directory or a path under a file, convert to a non-parquet name: one line."""
+    """-o naming a directory or a path under a file, convert to a name of no format: one line."""
     trace = str(FIX / "tiny_mooncake.jsonl")
     one_error_line(
         runner.invoke(app, ["rules", "facts", "-o", str(tmp_path)]),
         "is a directory; give an output file name",
     )
     one_error_line(
-        runner.invoke(app, ["convert", trace, "-o", str(tmp_path / "t.csv")]),
-        "convert writes canonical parquet; name it *.parquet",
+        runner.invoke(app, ["convert", trace, "-o", str(tmp_path / "t.txt")]),
+        "name it *.parquet, *.csv or *.jsonl, or give --to parquet|csv|mooncake",
     )
     # A parent that is a file: the temporary file cannot be made (was a raw FileExistsError).
     blocker = tmp_path / "file.txt"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -17,6 +18,7 @@ from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.plan import load_plan
 from kvadvisor.plan.loader import PlanError
 from kvadvisor.report.replayjson import replay_schema
+from kvadvisor.units.format import number
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -104,7 +106,27 @@ def test_replay_writes_json_html_and_request_rows(tmp_path: Path) -> None:
     table = pq.read_table(rows)
     assert table.num_rows == 400
     assert {"ttft_s", "tpot_s", "queue_s", "replica", "hit_tokens"} <= set(table.column_names)
-    assert "TTFT" in result.stdout
+    _one_unit_per_quantity(result.stdout, rp)
+
+
+def _one_unit_per_quantity(text: str, rp: dict) -> None:  # type: ignore[type-arg]
+    """Each quantity in the one unit its line names, figures equal to the JSON's."""
+    lines = {line.strip().split(":")[0]: line for line in text.splitlines()}
+    r, split = rp["requests"], rp["stage_split"]
+    assert lines["TTFT (s)"].endswith(f"p99 {number(r['ttft_s']['p99'])}")
+    assert lines["TPOT (ms)"].endswith(f"p99 {number(r['tpot_s']['p99'] * 1e3)}")
+    gpu_h = lines["GPU time (GPU-hours)"]
+    assert f"prefill {number(split['prefill_gpu_s'] / 3600)}," in gpu_h
+    assert "SLO TTFT p99 ≤ 5 s: " in text and "SLO TPOT p90 ≤ 50 ms: " in text
+    for line in (v for k, v in lines.items() if not k.startswith(("SLO", "OVERLOADED"))):
+        # No figure carries a unit of its own: "812 ms ... 3.4 s" read as one scale.
+        assert not re.search(r"\d (ms|s|min|h|GB/s|MB/s)\b", line), line
+    said = [v for k, v in lines.items() if k.startswith(("SLO", "OVERLOADED"))]
+    for line in said:  # a sentence quotes its figures in one unit too
+        assert not (re.search(r"\d ms\b", line) and re.search(r"\d s\b", line)), line
+    tier = next(v for k, v in lines.items() if k.startswith("tier serving/host"))
+    host = rp["tiers"][0]
+    assert f"read mean {number(host['read_bytes_per_s']['mean'] / 1e9)}," in tier
 
 
 def test_disaggregated_plan_replays_with_its_link(tmp_path: Path) -> None:
@@ -120,7 +142,7 @@ def test_disaggregated_plan_replays_with_its_link(tmp_path: Path) -> None:
         app, ["replay", str(AZURE), "--plan", str(write(tmp_path, DISAGGREGATED))]
     )
     assert result.exit_code == EXIT_OK, result.output
-    assert "P-to-D link" in result.stdout
+    assert "P-to-D link (GB/s per decode instance): mean " in result.stdout
 
 
 def test_old_plans_still_load_and_convert_or_say_what_is_missing() -> None:

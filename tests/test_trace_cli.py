@@ -83,11 +83,11 @@ def test_convert_round_trip(tmp_path) -> None:
     assert a.table.equals(b.table) and a.notes == b.notes and b.block_tokens == 16
 
 
-def test_convert_refuses_non_parquet_name_and_own_input(tmp_path) -> None:
-    """-o must be *.parquet and must not be the input."""
+def test_convert_refuses_a_name_of_no_format_and_own_input(tmp_path) -> None:
+    """-o must name a format (or --to must) and must not be the input."""
     one_error_line(
-        runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o", str(tmp_path / "x.csv")]),
-        "*.parquet",
+        runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o", str(tmp_path / "x.txt")]),
+        "*.parquet, *.csv or *.jsonl",
     )
     src = tmp_path / "t.parquet"
     runner.invoke(app, ["convert", str(FIX / "tiny_azure.csv"), "-o", str(src)])

@@ -23,6 +23,7 @@ from functools import partial
 
 import numpy as np
 
+from kvadvisor import phases
 from kvadvisor.advice.candidate import Candidate
 from kvadvisor.advice.robust import robustness, with_spare
 from kvadvisor.advice.search import (
@@ -288,7 +289,11 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         rows = np.arange(sample_arrays.requests, dtype=np.int64)
         hits = replayer.ctx.hit_index(rows, np.zeros(sample_arrays.requests, np.int64))
         spec = replace(spec, pooled_hits=hits, sample_inputs=sample_arrays.input_tokens)
-    found = {p: search_provider(p, spec, replayer, work, hits) for p in providers}
+    found = {}
+    for i, p in enumerate(providers, 1):
+        phases.enter(phases.SEARCH, phases.of(i, len(providers), p))
+        found[p] = search_provider(p, spec, replayer, work, hits)
+    phases.enter(phases.CHECK)
 
     whole = n <= inputs.verify_requests
     check_rows = (0, n) if whole else check_window(n, size, (start, stop))
@@ -334,9 +339,11 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         # takes a re-sizing's replays on the sample).
         cand = picked[primary]
         bound = sizing_bound(found[primary].chosen_config, cand)
+        phases.enter(phases.CHECK, "what each KV tier is worth")
         values = tier_values(cand, replayer, spec, bound, forced)
         verdicts = [with_tier_values(v, values) if v.provider == primary else v for v in verdicts]
         # Only the primary verdict is stressed: each stress replays the check set again.
+        phases.enter(phases.CHECK, "margin under stress")
         verdicts = [
             _robust(v, final, stressable[primary], spec) if v.provider == primary else v
             for v in verdicts

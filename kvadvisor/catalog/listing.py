@@ -55,8 +55,8 @@ def _price_text(price: Price | None) -> str:
     return "-"
 
 
-def storage_table(specs: Mapping[str, StorageSpec]) -> str:
-    """One line per storage option (formula figures at their ceilings, per their scope)."""
+def storage_rows(specs: Mapping[str, StorageSpec]) -> list[tuple[str, ...]]:
+    """The header and a row per storage option (formula figures at their ceilings, per scope)."""
     rows = [
         (
             "name",
@@ -91,11 +91,11 @@ def storage_table(specs: Mapping[str, StorageSpec]) -> str:
                 _price_text(spec.price),
             )
         )
-    return _table(rows)
+    return rows
 
 
-def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
-    """One line per instance size."""
+def instances_rows(specs: Mapping[str, InstanceSpec]) -> list[tuple[str, ...]]:
+    """The header and one row per instance size."""
     rows = [
         (
             "name",
@@ -135,12 +135,14 @@ def instances_table(specs: Mapping[str, InstanceSpec]) -> str:
                 _price_text(s.price),
             )
         )
-    return _table(rows)
+    return rows
 
 
-def gpus_table(specs: Mapping[str, GpuSpec]) -> str:
-    """One line per GPU; '~' marks a figure the catalog lists as unconfirmed."""
-    rows = [("name", "BF16 TFLOPS", "FP8 TFLOPS", "memory GB", "HBM GB/s", "host link", "NVLink")]
+def gpus_rows(specs: Mapping[str, GpuSpec]) -> list[tuple[str, ...]]:
+    """The header and one row per GPU; '~' marks a figure the catalog lists as unconfirmed."""
+    rows: list[tuple[str, ...]] = [
+        ("name", "BF16 TFLOPS", "FP8 TFLOPS", "memory GB", "HBM GB/s", "host link", "NVLink")
+    ]
     for g in specs.values():
 
         def cell(field: str, g: GpuSpec = g) -> str:
@@ -160,12 +162,14 @@ def gpus_table(specs: Mapping[str, GpuSpec]) -> str:
                 cell("nvlink_gbps"),
             )
         )
-    return _table(rows)
+    return rows
 
 
-def models_table(specs: Mapping[str, ModelSpec]) -> str:
-    """One line per model: shape and KV bytes per token in BF16."""
-    rows = [("name", "attention", "layers", "KV heads", "head dim", "params B", "active B")]
+def models_rows(specs: Mapping[str, ModelSpec]) -> list[tuple[str, ...]]:
+    """The header and one row per model: shape and KV bytes per token in BF16."""
+    rows: list[tuple[str, ...]] = [
+        ("name", "attention", "layers", "KV heads", "head dim", "params B", "active B")
+    ]
     for m in specs.values():
         rows.append(
             (
@@ -178,10 +182,11 @@ def models_table(specs: Mapping[str, ModelSpec]) -> str:
                 _num(m.active_params / PARAMS_PER_BILLION),
             )
         )
-    return _table(rows)
+    return rows
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
+def table_text(rows: list[tuple[str, ...]]) -> str:
+    """Rows as aligned columns, one line each whatever their width (for a file or a pager)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return (
         "\n".join(

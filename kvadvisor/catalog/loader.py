@@ -298,6 +298,27 @@ def list_command(kind: str | None) -> str:
     return f"`kvadvisor catalog list {kind}`"
 
 
+MAX_SUGGESTIONS = 3
+
+
+def suggestions(name: str, candidates: Iterable[str], n: int = MAX_SUGGESTIONS) -> list[str]:
+    """The names a mistyped ``name`` most likely meant, best first (case-insensitive).
+
+    A name the typed one begins (``p5e`` -> ``p5e.48xlarge``) or is part of comes first,
+    shortest first: difflib's ratio alone rejects a short prefix of a long name, which is
+    the commonest slip (a family given for its size). Then difflib's close matches.
+    """
+    key = name.strip().lower()
+    names = list(dict.fromkeys(candidates))
+    lower = {c: c.lower() for c in names}
+    starts = sorted((c for c in names if key and lower[c].startswith(key)), key=len)
+    inside = sorted((c for c in names if key and key in lower[c] and c not in starts), key=len)
+    near = difflib.get_close_matches(key, list(lower.values()), n=n, cutoff=0.5)
+    by_lower = {v: k for k, v in lower.items()}
+    found = [*starts, *inside, *(by_lower[m] for m in near)]
+    return list(dict.fromkeys(found))[:n]
+
+
 def lookup(
     entries: Mapping[str, dict[str, Any]], name: str, what: str, kind: str | None = None
 ) -> tuple[str, dict]:
@@ -312,7 +333,7 @@ def lookup(
         if key in names:
             return entry_name, entry
     candidates = list(entries) + [a for e in entries.values() for a in e.get("aliases") or []]
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
+    close = suggestions(name, candidates)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise CatalogError(f"unknown {what} '{name}'{hint} ({list_command(kind)} shows them all)")
 

@@ -238,7 +238,8 @@ def _run() -> int:
     if jitcache.NOTE:
         error_line(jitcache.NOTE)
     # A first run's one-time costs (kernel compilation, the font cache) are said, on a terminal.
-    notes = Progress()
+    # Only on a terminal: a pipe's reader compares what a run prints, not what it cost once.
+    notes = Progress(quiet=not sys.stderr.isatty())
     firstuse.listen(lambda what: notes.note(f"kvadvisor: first run: {what}"))
 
     try:

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 import kvadvisor
+from kvadvisor import phases
 from kvadvisor.cli.common import (
     ALLOW_OUTSIDE_HELP,
     MAX_BLOCK_TOKENS,
@@ -539,52 +540,56 @@ def analyze_cmd(
             # Before the analysis, as every -o file is: a folder that cannot be made is found
             # now, not after minutes of work.
             check_writable(emit_dir, "-o", directory=True)
-        progress = Progress()
-        report = kvadvisor.analyze(
-            trace,
-            rules=as_strs(rules_dir),
-            select=as_strs(select),
-            ignore=as_strs(ignore),
-            catalogs=as_strs(catalog),
-            plans=as_strs(plan),
-            allow_outside_plan_dir=allow_outside_plan_dir,
-            memory_limit=memory_limit,
-            trace_format=trace_format,
-            column_map=maps,
-            block_tokens=block_tokens,
-            progress=progress,
-            warmup_fraction=warmup_fraction,
-            cache_tiers=as_strs(cache_tier),
-            cache_instances=cache_instances,
-            cache_chunk_tokens=chunk_tokens,
-            cache_save_unfull_chunk=save_unfull_chunk,
-            cache_sample_rate=cache_sample_rate,
-            replay=replay,
-            model=model,
-            gpu=gpu,
-            kv_dtype=kv_dtype.value,
-            weight_dtype=weight_dtype.value if weight_dtype else None,
-            tp=tp,
-            ep=ep,
-            window_s=window,
-            instances=instances,
-            io_unit_bytes=io_unit_bytes(io_unit),
-            drive_capacity_bytes=(
-                size_option("--drive-capacity", drive_capacity)
-                if drive_capacity is not None
-                else None
-            ),
-            # Without --chunk-tokens, I/Os are counted at the profiler's default chunk (256).
-            **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
-            storage=storage,
-            instance=as_strs(instance),
-            providers=tuple(p.value for p in provider or ()),
-            slo=slo,
-            # Without --headroom the library's documented default applies.
-            **({"headroom": headroom} if headroom is not None else {}),
-            spare=spare,
-            price_kind=price_kind.value,
-        )
+        progress = Progress(quiet=quiet)
+        phases.listen(progress.phase)  # the library names its phases (search 2 of 5, ...)
+        try:
+            report = kvadvisor.analyze(
+                trace,
+                rules=as_strs(rules_dir),
+                select=as_strs(select),
+                ignore=as_strs(ignore),
+                catalogs=as_strs(catalog),
+                plans=as_strs(plan),
+                allow_outside_plan_dir=allow_outside_plan_dir,
+                memory_limit=memory_limit,
+                trace_format=trace_format,
+                column_map=maps,
+                block_tokens=block_tokens,
+                progress=progress,
+                warmup_fraction=warmup_fraction,
+                cache_tiers=as_strs(cache_tier),
+                cache_instances=cache_instances,
+                cache_chunk_tokens=chunk_tokens,
+                cache_save_unfull_chunk=save_unfull_chunk,
+                cache_sample_rate=cache_sample_rate,
+                replay=replay,
+                model=model,
+                gpu=gpu,
+                kv_dtype=kv_dtype.value,
+                weight_dtype=weight_dtype.value if weight_dtype else None,
+                tp=tp,
+                ep=ep,
+                window_s=window,
+                instances=instances,
+                io_unit_bytes=io_unit_bytes(io_unit),
+                drive_capacity_bytes=(
+                    size_option("--drive-capacity", drive_capacity)
+                    if drive_capacity is not None
+                    else None
+                ),
+                # Without --chunk-tokens, I/Os are counted at the profiler's default chunk (256).
+                **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
+                storage=storage,
+                instance=as_strs(instance),
+                providers=tuple(p.value for p in provider or ()),
+                slo=slo,
+                # Without --headroom the library's documented default applies.
+                **({"headroom": headroom} if headroom is not None else {}),
+                spare=spare,
+                price_kind=price_kind.value,
+            )
+        finally:
+            phases.listen(None)
         if not quiet:
             # The summary shares stdout only when no report is written there. It comes first,
             # so the run ends with the "wrote PATH" lines of what it wrote.
@@ -596,10 +601,16 @@ def analyze_cmd(
                 echo_styled(text, err=to_stderr)
             else:
                 echo(text, nl=False, err=to_stderr)
-        for target, renderer in renderers:
-            with progress.step(f"writing {renderer.name} report to {target}"):
+        if renderers:
+            # Rendered first, written after: the run ends with the "wrote PATH" lines.
+            with progress.step(phases.REPORT):
+                texts = []
+                for i, (_, renderer) in enumerate(renderers, 1):
+                    progress.phase(phases.REPORT, phases.of(i, len(renderers), renderer.name))
+                    texts.append(renderer.render(report))
+            for (target, renderer), text in zip(renderers, texts, strict=True):
                 terminal = renderer.name in ("text", "markdown")
-                write_output(target, renderer.render(report), files, terminal=terminal)
+                write_output(target, text, files, terminal=terminal)
         if emit:
             written = emit_all(report, [e.value for e in emit], command_line(ctx))
             for name in written:  # every name first: no half set written before a refusal

@@ -194,6 +194,17 @@ def _write_stream(stream, text: str, name: str) -> None:
         ) from None
 
 
+def terminal_width() -> int | None:
+    """The width to wrap stdout's tables to: COLUMNS, else the terminal's; None for a pipe."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return None  # not a terminal (a pipe, a file, a test's buffer)
+
+
 def wants_color(*, err: bool = False) -> bool:
     """Whether text bound for stdout (or stderr) gets colour.
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib.resources
 import re
+import shutil
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kvadvisor.cli.common import app, echo, handle_user_errors
+from kvadvisor.cli.common import app, echo, echo_styled, handle_user_errors, wants_color
 from kvadvisor.errors import ConfigError
 
 _ANCHOR = re.compile(r'^<a id="([^"]+)"></a>\s*$')
@@ -87,6 +88,10 @@ def docs_cmd(
             show_default=False,
         ),
     ] = None,
+    raw: Annotated[
+        bool,
+        typer.Option("--raw", help="The Markdown source as it is (anchors included)."),
+    ] = False,
 ) -> None:
     """Print the reference docs: the topics, one topic, or one section of it."""
     with handle_user_errors():
@@ -104,4 +109,12 @@ def docs_cmd(
             if found is None:
                 raise ConfigError(f"{name}: no section {part!r}; see `kvadvisor docs {name}`")
             text = found
-        echo(text, nl=False)
+        if raw:
+            echo(text, nl=False)
+            return
+        from kvadvisor.report.docsterm import render_docs
+
+        color = wants_color()
+        drawn = render_docs(text, shutil.get_terminal_size().columns, color=color)
+        # Drawn text is already safe (render_docs escapes controls): its styles stay.
+        echo_styled(drawn) if color else echo(drawn, nl=False)

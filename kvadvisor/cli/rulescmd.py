@@ -25,6 +25,7 @@ from kvadvisor.cli.common import (
     echo,
     error_line,
     handle_user_errors,
+    terminal_width,
     write_output,
 )
 from kvadvisor.errors import RuleError
@@ -129,18 +130,32 @@ def catalog_list_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """List a catalog's entries with their key figures (with --catalog files layered on)."""
-    from kvadvisor.catalog.listing import gpus_table, instances_table, models_table, storage_table
+    from kvadvisor.catalog.listing import (
+        gpus_rows,
+        instances_rows,
+        models_rows,
+        storage_rows,
+        table_text,
+    )
+    from kvadvisor.report.console import table_text as wrapped_table
 
     with handle_user_errors():
         command_inputs(catalogs=catalog or ())
         catalogs = kvadvisor.load_catalogs(as_strs(catalog))
         tables = {
-            CatalogKind.storage: lambda: storage_table(catalogs.storage),
-            CatalogKind.instances: lambda: instances_table(catalogs.instances),
-            CatalogKind.gpus: lambda: gpus_table(catalogs.gpus),
-            CatalogKind.models: lambda: models_table(catalogs.models),
+            CatalogKind.storage: lambda: storage_rows(catalogs.storage),
+            CatalogKind.instances: lambda: instances_rows(catalogs.instances),
+            CatalogKind.gpus: lambda: gpus_rows(catalogs.gpus),
+            CatalogKind.models: lambda: models_rows(catalogs.models),
         }
-        echo(tables[kind](), nl=False)
+        header, *rows = tables[kind]()
+        width = terminal_width()
+        # A terminal (or COLUMNS) gets the table wrapped to its width; a pipe one line per
+        # entry, for grep and sort.
+        echo(
+            table_text([header, *rows]) if width is None else wrapped_table(header, rows, width),
+            nl=False,
+        )
 
 
 @catalog_app.command("show")

@@ -38,23 +38,60 @@ class Arrival(str, Enum):
     bursty = "bursty"
 
 
+class OutFormat(str, Enum):
+    """What `convert --to` writes (kvadvisor.trace.writers.FORMATS; tests keep them equal)."""
+
+    parquet = "parquet"
+    csv = "csv"
+    mooncake = "mooncake"
+
+
+# The extension each format is named by, and what the "wrote" line calls it.
+EXTENSIONS = {"parquet": ".parquet", "csv": ".csv", "mooncake": ".jsonl"}
+WORDS = {"parquet": "canonical parquet", "csv": "canonical CSV", "mooncake": "Mooncake JSONL"}
+
+
 @app.command("convert")
 def convert_cmd(
     trace: TraceArg,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Canonical parquet to write.")],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o", "--output", help="File to write; its extension names the format (--to)."
+        ),
+    ],
+    to: Annotated[
+        OutFormat | None,
+        typer.Option(
+            "--to",
+            help="parquet (canonical, lossless), csv (canonical CSV: every column, no "
+            "metadata) or mooncake (Mooncake JSONL: arrival, tokens, hashes). Default: "
+            "from -o's extension (.parquet, .csv, .jsonl).",
+        ),
+    ] = None,
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
 ) -> None:
-    """Convert a trace in any supported format to canonical parquet."""
+    """Convert a trace in any supported format to canonical parquet, CSV or Mooncake JSONL."""
     with handle_user_errors():
         command_inputs(trace).check_output(output)
-        if output.suffix.lower() != ".parquet":
-            raise ConfigError(f"-o {output}: convert writes canonical parquet; name it *.parquet")
+        by_name = next((f for f, ext in EXTENSIONS.items() if output.suffix.lower() == ext), None)
+        fmt = to.value if to else by_name
+        if fmt is None:
+            raise ConfigError(
+                f"-o {output}: name it *.parquet, *.csv or *.jsonl, or give --to "
+                "parquet|csv|mooncake"
+            )
         written = kvadvisor.convert(
-            trace, output, trace_format=trace_format, column_map=maps, block_tokens=block_tokens
+            trace,
+            output,
+            trace_format=trace_format,
+            column_map=maps,
+            block_tokens=block_tokens,
+            to=fmt,
         )
-        said_written(written, "canonical parquet")
+        said_written(written, WORDS[fmt])
 
 
 @app.command("info")

@@ -36,6 +36,7 @@ from kvadvisor.results.replay import (
     TierDemand,
 )
 from kvadvisor.units import QuantityError, Unit, format_value, parse_quantity, plural
+from kvadvisor.units.format import number
 from kvadvisor.vocab import Stage, Topology
 
 # Chart lines keep at most this many points (windows are merged to get there).
@@ -304,10 +305,10 @@ def _overload(run: ReplayRun, unfinished: int, cols: Mapping[str, np.ndarray]) -
     wait50 = float(np.median(queue)) if queue.size else 0.0
     serve50 = float(np.median(served)) if served.size else 0.0
     if wait50 > serve50 and mean_between(0.0, span) >= replicas:
+        # Both in seconds: "1.31 s ... longer than the 748 ms" read as the smaller wait.
         reason = (
-            f"the fleet is saturated: the median request waits "
-            f"{format_value(wait50, Unit.SECONDS)} for admission, longer than the "
-            f"{format_value(serve50, Unit.SECONDS)} it then takes to its first token"
+            f"the fleet is saturated: the median request waits {number(wait50)} s for "
+            f"admission, longer than the {number(serve50)} s it then takes to its first token"
         )
         return Overload(True, reason, q2, q4, 0)
     return Overload(False, "the queue does not grow over the arrivals", q2, q4, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kvadvisor import phases
 from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.cache.measure import measure_prefix_cache
 from kvadvisor.pipeline.assemble import (
@@ -42,6 +43,7 @@ def analyze_trace(
     meta = Meta(FORMAT_VERSION, version, generated_at)
     # Taken from the trace once (hashes and sessions too); every step below shares them.
     arrays = RequestArrays.of(trace)
+    phases.enter(phases.CACHE)
     measured = measure_prefix_cache(
         arrays,
         warmup_fraction=options.warmup_fraction,
@@ -55,6 +57,7 @@ def analyze_trace(
     inputs = options.advisor_inputs or load_advisor_inputs()
     summary = summarize_trace(trace, sha256=trace_sha256, arrays=arrays)
     # The profiler reads the arrays and the summary's model names, not the table again.
+    phases.enter(phases.PROFILE)
     stages = profile_workload(
         ProfileInputs.of(trace, arrays, summary.models),
         options.profile_options(),
@@ -87,11 +90,13 @@ def analyze_trace(
     # Every replay of this analysis (the recommendation's, each plan's) shares one context.
     replays = ReplaySource(arrays, same)
     report = advise_sections(report, options, inputs, stages, trace_view(trace, arrays, replays))
+    phases.enter(phases.REPLAY)
     report = replay_recommendation(
         trace, report, replace(options, advisor_inputs=inputs), replays, stages.calibration
     )
     report = refresh_advice(report, options, inputs, stages)
     if options.plans:
+        phases.enter(phases.REVIEW)
         report = replace(
             report,
             plan_reviews=review_plans(

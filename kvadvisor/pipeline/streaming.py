@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kvadvisor import phases
 from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
@@ -528,6 +529,7 @@ def analyze_stream(
     stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
     totals = _Totals(duration_s=stream.duration_s)
     result: PrefixCacheResult | None = None
+    phases.enter(phases.READING, "and the cache curves, in batches")
     if not stream.has_hashes:
         for _ in _tap(stream, totals):
             pass
@@ -541,6 +543,7 @@ def analyze_stream(
             warmup_fraction=options.warmup_fraction,
             rate=plan.sample_rate,
         )
+    phases.enter(phases.PROFILE)
     stages = _stage_profile(whole, options, result, plan, listed_models(totals.models))
     kv = stages.model.kv_bytes_per_token if stages is not None else None
     prefix = (

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvadvisor.report import deployments, summary, tiervalue
+from kvadvisor.report import deployments, summary, tiervalue, verdictblock
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.termtext import printable
 from kvadvisor.units.format import plural
@@ -90,6 +90,54 @@ def table(
     for row in rows:
         out.add_row(*(cell if isinstance(cell, Text) else _text(cell) for cell in row))
     return out
+
+
+def column_groups(columns: Sequence[Sequence[str]], width: int) -> list[list[int]]:
+    """The columns split into tables that fit ``width``, each led by the first (the name).
+
+    A wide catalog squeezed into 80 columns cut its numbers mid-figure ("1,02" over "4"):
+    instead the columns after the first go, in order, into as many tables as they need, each
+    at the columns' natural widths; a column wider than a table alone could be still wraps.
+    """
+    natural = [max((len(c) for c in col), default=0) for col in columns]
+    groups: list[list[int]] = []
+    used = width + 1
+    for i in range(1, len(columns)):
+        if used + 3 + natural[i] > width and groups and len(groups[-1]) > 1:
+            groups.append([0, i])
+            used = natural[0] + 3 + natural[i]
+        elif not groups:
+            groups.append([0, i])
+            used = natural[0] + 3 + natural[i]
+        else:
+            groups[-1].append(i)
+            used += 3 + natural[i]
+    return groups or [[0]]
+
+
+def table_text(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> str:
+    """Rows as plain tables within ``width`` columns, no colour (see :func:`column_groups`)."""
+    width = max(MIN_WIDTH, width)
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        color_system=None,
+        no_color=True,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+        _environ={},
+    )
+    columns = list(zip(*([list(headers)] + [list(r) for r in rows]), strict=True))
+    for n, group in enumerate(column_groups(columns, width)):
+        if n:
+            console.print()
+        console.print(
+            table([headers[i] for i in group], [[r[i] for i in group] for r in rows], width)
+        )
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
 class ConsoleRenderer:
@@ -163,14 +211,15 @@ class ConsoleRenderer:
         console = self._console()
         t = report.trace
         meta = report.meta
+        # The answer first, in the terminal's first ten lines (what to buy, the tiers' worth,
+        # the margin, the targets, what was assumed); what it was run on and the evidence next.
+        heading, *block = verdictblock.block(report, self.width)
+        console.print(_text(heading, HEADING_STYLE))
+        for line in block:
+            console.print(_text(line), overflow="ignore", crop=False)
+        console.print()
         console.print(_text(f"kvadvisor {meta.kvadvisor_version} · {meta.generated_at}"))
         console.print(_text(f"trace: {t.path} ({t.format})"))
-        console.print()
-        # The answer first (what to buy, the targets, what the tiers are worth), then evidence.
-        console.print(_text("Verdict", HEADING_STYLE))
-        console.print(_text(summary.headline(report)))
-        for line in summary.verdict_lines(report):
-            console.print(_text(line))
         console.print()
         lead = summary.headline_number(report)
         console.print(Text.assemble(_text(lead.value, HEADLINE_STYLE), " ", _text(lead.text)))

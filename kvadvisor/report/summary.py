@@ -212,9 +212,9 @@ def headline(report: AdviceReport) -> str:
                 f"{near.provider} {what}."
             )
         if not any(v.closest for v in vs.verdicts):
-            # Nothing was replayed near the targets (no arrival times, no instance fits):
-            # looser targets cannot help, so the reason alone is the advice.
-            return f"No deployment recommended: {vs.primary_why} (targets {targets})."
+            # Nothing was replayed (no arrival times, no catalog model): looser targets or
+            # more instance types cannot help; the reason says what would.
+            return f"No deployment recommended: {vs.primary_why}."
         return (
             f"No deployment recommended: {vs.primary_why} ({targets}). The deployments below "
             "give each provider's closest and what it reaches: give more instance types, or "

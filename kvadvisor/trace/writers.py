@@ -1,11 +1,23 @@
-"""Write a Trace as canonical parquet (block_tokens, source format and notes in the metadata)."""
+"""Write a Trace: canonical parquet (lossless), canonical CSV, or Mooncake JSONL.
+
+Parquet keeps everything (block_tokens, the source format and the notes in its metadata).
+CSV keeps every column (block hashes as space-separated ids) but no metadata: it is read back
+with ``--block-tokens``. Mooncake JSONL keeps what the format has (timestamp in ms,
+input_length, output_length, hash_ids of 512-token blocks); :func:`not_carried` names the
+rest. Each file reads back into the same rows (tests/test_convert_formats.py).
+"""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kvadvisor.errors import ConfigError
@@ -42,6 +54,99 @@ def canonical_metadata(
     return meta
 
 
+MOONCAKE_COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "block_hashes")
+# What each format is, for `convert --to` and the extension that names it.
+FORMATS = {"parquet": ".parquet", "csv": ".csv", "mooncake": ".jsonl"}
+JSONL_ROWS = 64 * 1024  # rows turned into Python objects at a time
+
+
+def format_for(path: str | Path) -> str | None:
+    """The format an output's extension names (None when it names none)."""
+    suffix = Path(path).suffix.lower()
+    return next((name for name, ext in FORMATS.items() if ext == suffix), None)
+
+
+def not_carried(trace: Trace, fmt: str) -> tuple[str, ...]:
+    """The trace's columns with values that ``fmt`` has no place for (none for parquet, CSV)."""
+    if fmt != "mooncake":
+        return ()
+    table = trace.table
+    return tuple(
+        c
+        for c in table.column_names
+        if c not in MOONCAKE_COLUMNS and table.column(c).null_count < table.num_rows
+    )
+
+
+def _refuse_own_input(trace: Trace, path: Path) -> None:
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory; give an output file name")
+    if path.exists() and path.resolve() == Path(trace.source_path).resolve():
+        raise ConfigError(f"{path}: refusing to overwrite the input trace; choose another -o")
+
+
+def write_csv(trace: Trace, path: str | Path) -> None:
+    """Canonical CSV, written atomically: every column, block hashes as "1 2 3" (null: empty).
+
+    The canonical CSV reader reads it back to the same rows, given ``--block-tokens``.
+    """
+    path = Path(path)
+    _refuse_own_input(trace, path)
+    table = trace.table
+    if "block_hashes" in table.column_names:
+        ids = table.column("block_hashes").cast(pa.list_(pa.string()))
+        text = pc.binary_join(ids, " ")
+        table = table.set_column(table.schema.get_field_index("block_hashes"), "block_hashes", text)
+    with output_stream(path, fix="choose another -o") as fh:
+        pacsv.write_csv(table, fh)
+
+
+def _timestamps_ms(arrival_s: np.ndarray) -> list[int] | list[float]:
+    """Mooncake's ms timestamps: whole numbers when the arrivals are whole ms (as Mooncake's)."""
+    ms = arrival_s * 1000.0
+    whole = np.round(ms)
+    if np.all(np.abs(ms - whole) <= 1e-6):
+        return [int(x) for x in whole]
+    return [float(x) for x in ms]
+
+
+def write_mooncake(trace: Trace, path: str | Path) -> None:
+    """Mooncake JSONL, written atomically: timestamp (ms), input/output length, hash_ids.
+
+    Only what the format has is written (see :func:`not_carried`); block hashes of other than
+    512 tokens are read back with ``--block-tokens``.
+    """
+    path = Path(path)
+    _refuse_own_input(trace, path)
+    table = trace.table
+    hashes = "block_hashes" in table.column_names
+    with output_stream(path, fix="choose another -o") as fh:
+        out = io.TextIOWrapper(fh, encoding="utf-8", newline="\n")
+        for start in range(0, table.num_rows, JSONL_ROWS):
+            part = table.slice(start, JSONL_ROWS)
+            ts = _timestamps_ms(part.column("arrival_s").to_numpy())
+            ins = part.column("input_tokens").to_pylist()
+            outs = part.column("output_tokens").to_pylist()
+            ids = part.column("block_hashes").to_pylist() if hashes else [None] * len(ts)
+            for t, i, o, h in zip(ts, ins, outs, ids, strict=True):
+                row = {"timestamp": t, "input_length": i, "output_length": o}
+                if h is not None:
+                    row["hash_ids"] = h
+                out.write(json.dumps(row) + "\n")
+        out.flush()
+        out.detach()
+
+
+def write_trace(trace: Trace, path: str | Path, fmt: str) -> None:
+    """Write ``trace`` to ``path`` in ``fmt`` (parquet, csv or mooncake)."""
+    writers = {"parquet": write_parquet, "csv": write_csv, "mooncake": write_mooncake}
+    if fmt not in writers:
+        raise ConfigError(
+            f"--to {fmt!r}: not a format convert writes; use one of {', '.join(writers)}"
+        )
+    writers[fmt](trace, path)
+
+
 def write_parquet(trace: Trace, path: str | Path) -> None:
     """Write atomically (temp file + rename); refuses to overwrite the trace's own source.
 
@@ -50,10 +155,7 @@ def write_parquet(trace: Trace, path: str | Path) -> None:
     reading the file back gives the same Trace.
     """
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a directory; give an output file name")
-    if path.exists() and path.resolve() == Path(trace.source_path).resolve():
-        raise ConfigError(f"{path}: refusing to overwrite the input trace; choose another -o")
+    _refuse_own_input(trace, path)
     meta = canonical_metadata(
         trace.source_format,
         trace.block_tokens,
