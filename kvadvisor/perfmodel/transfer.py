@@ -19,6 +19,36 @@ from kvadvisor.units import BYTES_PER_GB, US_PER_S, Unit, format_value
 
 MAX_PREFIX_TOKENS = 1 << 24
 
+# Share of a tier's rated bandwidth the engines' own transfers reach (docs/replay.md, R5), by
+# tier kind. Host DMA: vLLM's offloading connector moves KV with cudaMemcpyAsync and measured
+# about 50 GB/s in one direction on an H100 at 2 MB blocks (vLLM blog, 2025-12-29, "Inside
+# vLLM's New Offloading Connector", figures 3-4) over PCIe 5.0 x16's 64 GB/s (the GPU
+# catalog's figure for the H100): 50 / 64.
+HOST_DMA_EFFICIENCY = 50.0 / 64.0
+# Network (a pooled KV store over RDMA): Mooncake's Transfer Engine delivers 190 GB/s of an
+# 8 x 400 Gbps RoCE network's 400 GB/s (87 GB/s of 4 x 200 Gbps: 0.87) moving 40 GB
+# (kvcache-ai/Mooncake README, "Superior performance at scale"); the 8-NIC figure, as on the
+# 8-GPU nodes the catalogs hold.
+NETWORK_EFFICIENCY = 190.0 / 400.0
+# NVMe, block, file-system and object tiers: no engine publishes its transfer share, so they
+# run at their rated figures (an upper bound); a file system an engine reaches through its
+# local-disk backend is capped by the clients' links instead (fleet.fromplan).
+TIER_EFFICIENCY = {
+    "dram": HOST_DMA_EFFICIENCY,
+    "cxl": HOST_DMA_EFFICIENCY,
+    "pool": NETWORK_EFFICIENCY,
+}
+TIER_EFFICIENCY_SOURCE = {
+    "dram": "host DMA, 50 of 64 GB/s (vLLM offloading connector, H100)",
+    "cxl": "host DMA, 50 of 64 GB/s (vLLM offloading connector, H100)",
+    "pool": "network, 190 of 400 GB/s (Mooncake Transfer Engine, 8 x 400 Gbps)",
+}
+
+
+def tier_efficiency(kind: str) -> float:
+    """The share of a ``kind`` tier's rated bandwidth engines reach (1 where none is published)."""
+    return TIER_EFFICIENCY.get(kind, 1.0)
+
 
 @dataclass(frozen=True)
 class Tier:
@@ -41,11 +71,11 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
     return (
         Tier(
             "host-dram-pcie",
-            gpu.pcie_bytes_per_s,
+            gpu.pcie_bytes_per_s * HOST_DMA_EFFICIENCY,
             10.0 / US_PER_S,
             True,
             f"{gpu.name} host link {format_value(gpu.pcie_gbps, Unit.GBPS)} per direction (GPU "
-            "catalog); "
+            f"catalog) x {HOST_DMA_EFFICIENCY:.2f}, the share vLLM's DMA copies reach; "
             "latency ~10 us: NVIDIA KVBM docs class G2 pinned DRAM as ~us",
         ),
         Tier(
