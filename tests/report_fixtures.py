@@ -371,6 +371,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
                 16,
                 0.62,
                 1_200,
+                0.71,  # occupied: its requests also wait on their loads
             ),
             StageSummary(
                 Stage.DECODE,
@@ -387,6 +388,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
                 16,
                 0.31,
                 9_000,
+                0.33,
             ),
         ),
         requests=RequestStats(
