@@ -671,7 +671,9 @@ def _robustness(text: str) -> Robustness:
         32,
         statement="at +20% traffic it misses TTFT p99 4.4 s > 4 s",
     )
-    return Robustness(0.1, False, (ttft, tpot), (slow, busy), 0.62, 0.25, 1.4)
+    return Robustness(
+        0.1, False, (ttft, tpot), (slow, busy), 0.62, 0.25, 1.4, occupancy_fraction=0.7
+    )
 
 
 @functools.cache

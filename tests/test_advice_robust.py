@@ -212,6 +212,12 @@ def test_step_busy_is_the_replica_time_in_steps(bursty) -> None:  # type: ignore
     assert v.robustness.step_busy_fraction == pytest.approx(timers, rel=1e-9)
     assert v.stages[0].step_busy_fraction == pytest.approx(timers, rel=1e-9)
     assert v.robustness.step_busy_fraction < STEP_BUSY_FLOOR
+    # occupancy, beside it: the replicas' own intervals holding requests, at least the busy time
+    occupied = result.stages[0].occupancy_fraction
+    assert v.robustness.occupancy_fraction == pytest.approx(occupied, rel=1e-9)
+    assert occupied >= timers * (1 - 1e-9)  # equal here: no request waits on a load
+    (ut03,) = [f for f in report.findings if f.code == "UT03"]
+    assert f"hold requests {occupied:.1%}" in ut03.message
 
 
 def test_traffic_stress_is_the_replay_of_arrivals_compressed_by_hand(bursty) -> None:  # type: ignore[no-untyped-def]
