@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from cli_checks import one_error_line
 from typer.testing import CliRunner
 
 import kvadvisor
@@ -193,3 +194,14 @@ def test_steps_out_writes_the_step_log_and_html_charts_the_busiest_minute(
     html = page.read_text(encoding="utf-8")
     assert 'id="steps"' in html and "The busiest minute, step by step" in html
     assert not list(tmp_path.glob("*.tmp*"))  # written whole, no temporary left
+
+
+def test_steps_out_under_a_file_is_a_one_line_error_before_the_replay(tmp_path: Path) -> None:
+    """A --steps-out whose parent is a file is refused before the trace is read: exit 2."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN, encoding="utf-8")
+    bad = plan / "steps.parquet"
+    result = CliRunner().invoke(
+        app, ["replay", str(MOONCAKE), "--plan", str(plan), "--steps-out", str(bad)]
+    )
+    one_error_line(result, "--steps-out", "is not a directory")
