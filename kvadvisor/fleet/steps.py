@@ -83,6 +83,31 @@ def step_batches(run: ReplayRun, rows: int = BATCH_ROWS) -> Iterator[dict[str, n
             i = stop
 
 
+def _minute_time(log: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per (replica, minute) key pair, the time of the steps that start in it, exactly.
+
+    A run of fast-forwarded decode steps may cross a minute's end, so the events are expanded
+    (a bounded chunk at a time) and each step counted in the minute it starts in.
+    """
+    from kvadvisor.fleet import kernel
+
+    keys, times = [], []
+    chunk = max(1, BATCH_ROWS // 8)
+    for lo in range(0, log.shape[0], chunk):
+        events = log[lo : lo + chunk]
+        k = events[:, kernel.L_STEPS].astype(np.int64)
+        ev = np.repeat(np.arange(events.shape[0]), k)
+        j = (np.arange(ev.size) - np.repeat(np.cumsum(k) - k, k)).astype(np.float64)
+        first, slope = events[ev, kernel.L_FIRST_S], events[ev, kernel.L_SLOPE_S]
+        start = events[ev, kernel.L_START] + j * first + slope * j * (j - 1.0) / 2.0
+        pair = np.stack([events[ev, kernel.L_REPLICA], np.floor(start / BUSIEST_WINDOW_S)])
+        uniq, inverse = np.unique(pair, axis=1, return_inverse=True)
+        keys.append(uniq)
+        times.append(np.bincount(inverse.ravel(), weights=first + slope * j))
+    uniq, inverse = np.unique(np.concatenate(keys, axis=1), axis=1, return_inverse=True)
+    return uniq, np.bincount(inverse.ravel(), weights=np.concatenate(times))
+
+
 def busiest_minute(run: ReplayRun) -> tuple[str, int, float, dict[str, np.ndarray]] | None:
     """The replica-minute with the most time in steps: (stage, replica, minute start, its steps).
 
@@ -96,21 +121,20 @@ def busiest_minute(run: ReplayRun) -> tuple[str, int, float, dict[str, np.ndarra
         log = st.step_log
         if log is None or log.shape[0] == 0:
             continue
-        minute = np.floor(log[:, kernel.L_START] / BUSIEST_WINDOW_S)
-        rep = log[:, kernel.L_REPLICA]
-        keys, inverse = np.unique(np.stack([rep, minute]), axis=1, return_inverse=True)
-        inverse = inverse.ravel()
-        time = np.bincount(inverse, weights=log[:, kernel.L_TOTAL_S])
+        keys, time = _minute_time(log)
         top = int(np.argmax(time))
         if best is None or time[top] > best[0]:
-            best = (
-                float(time[top]),
-                st.role.value,
-                int(keys[0, top]),
-                float(keys[1, top]) * BUSIEST_WINDOW_S,
-                log[inverse == top],
+            replica, begin = int(keys[0, top]), float(keys[1, top]) * BUSIEST_WINDOW_S
+            # the events with a step in the minute: those of the replica that overlap it
+            overlap = (
+                (log[:, kernel.L_REPLICA] == replica)
+                & (log[:, kernel.L_START] < begin + BUSIEST_WINDOW_S)
+                & (log[:, kernel.L_START] + log[:, kernel.L_TOTAL_S] >= begin)
             )
+            best = (float(time[top]), st.role.value, replica, begin, log[overlap])
     if best is None:
         return None
     _, role, replica, start, events = best
-    return role, replica, start, _expand(role, events)
+    rows = _expand(role, events)
+    inside = (rows["start_s"] >= start) & (rows["start_s"] < start + BUSIEST_WINDOW_S)
+    return role, replica, start, {k: v[inside] for k, v in rows.items()}
