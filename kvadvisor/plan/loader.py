@@ -337,6 +337,7 @@ def _storage_from_spec(spec: StorageSpec, device_bytes: float | None) -> Storage
         latency_s=None if latency_us is None else float(latency_us) / US_PER_S,
         catalog_name=spec.name,
         source=tuple(spec.source_text),
+        measured=spec.scope == "per_client",
     )
 
 

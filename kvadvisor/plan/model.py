@@ -44,6 +44,9 @@ class StorageCapability:
     latency_s: float | None = None
     catalog_name: str | None = None
     source: tuple[str, ...] = ()
+    # the figures are a client's measured throughput (a catalog entry of scope per_client, e.g.
+    # 3FS's 40 GiB/s, Mooncake's 87 GB/s), not a rating: no transfer share goes on top
+    measured: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ class StagePlan:
     kv_load: KvLoadPlan | None = None  # None: from the engines (docs/replay.md)
     decode_offload: str | None = None  # a tier name: decode reads KV beyond HBM from it
     save_decode_kv: bool | None = None  # None: true on a disaggregated decode stage with tiers
-    # the engine's front-end work per request in its loop (docs/replay.md, R13); None: 0
+    # the engine's front-end work per request in its loop (docs/replay.md, R13); None: the
+    # serving engine's (perfmodel.frontend)
     frontend_fixed_s: float | None = None
     frontend_per_ki_token_s: float | None = None
     network_bytes_per_s: float | None = None  # back-end (else front-end) network, per instance
