@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -98,11 +99,105 @@ def test_file_system_through_a_local_disk_backend_gets_one_client_link_per_insta
         engines,
     )
     (fs,) = stage.tiers
+    # then 3FS's file-system share: 6.6 TiB/s of 180 nodes x 2 x 200 Gbit/s = 9,000 GB/s
+    share = 6.6 * 2**40 / 9000e9
     expected = 200.0 if derated else 400.0
-    assert fs.read_bytes_per_s == pytest.approx(expected * BYTES_PER_GB, rel=1e-12)
+    assert fs.read_bytes_per_s == pytest.approx(expected * share * BYTES_PER_GB, rel=1e-12)
     assert fs.write_bytes_per_s == pytest.approx(
-        (200.0 if derated else 300.0) * BYTES_PER_GB, rel=1e-12
+        (200.0 if derated else 300.0) * share * BYTES_PER_GB, rel=1e-12
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "share"),
+    [
+        ("ssd", 6.6 * 2**40 / 9000e9),  # estimate: 3FS's file-system share
+        ("block", 6.6 * 2**40 / 9000e9),
+        ("filesystem", 6.6 * 2**40 / 9000e9),
+        ("object", 36.25 / 100),  # TCP: Mooncake's 87 GB/s over 4 x 200 Gbps / 2.4
+    ],
+)
+def test_storage_kinds_at_their_published_or_estimated_share(
+    tmp_path: Path, kind: str, share: float
+) -> None:
+    """10 GB/s rated of each kind replays at 10 GB/s x its share (docs/replay.md, R5)."""
+    stage, notes = stage_of(
+        tmp_path,
+        "      - {name: t, capacity: 10 TB,\n"
+        f"         storage: {{kind: {kind}, read_bandwidth: 10 GB/s, write_bandwidth: 4 GB/s}}}}\n",
+    )
+    (tier,) = stage.tiers
+    assert tier.read_bytes_per_s == pytest.approx(10 * share * BYTES_PER_GB, rel=1e-12)
+    assert tier.write_bytes_per_s == pytest.approx(4 * share * BYTES_PER_GB, rel=1e-12)
+    assert any(f"efficiency {share:.3g}" in n for n in notes)
+
+
+def test_a_measured_catalog_figure_takes_no_share_on_top(tmp_path: Path) -> None:
+    """Mooncake's 87 GB/s per node is its Transfer Engine's measurement: replayed as is.
+
+    The catalog has no write figure for it, so the test gives one (40 GB/s) to the loaded plan.
+    """
+    path = tmp_path / "plan.yaml"
+    tiers = "      - {name: mc, storage: mooncake-store, shared: true, capacity: 10 TB}\n"
+    path.write_text(PLAN.format(tiers=tiers, extra=""), encoding="utf-8")
+    plan = load_plan(path)
+    (stage_plan,) = plan.stages
+    (tier_plan,) = stage_plan.tiers
+    assert tier_plan.storage.measured and tier_plan.storage.kind == "pool"
+    storage = replace(tier_plan.storage, write_bytes_per_s=40 * BYTES_PER_GB)
+    stage_plan = replace(stage_plan, tiers=(replace(tier_plan, storage=storage),))
+    dep, notes = deployment_from_plan(replace(plan, stages=(stage_plan,)))
+    (tier,) = dep.stages[0].tiers
+    assert tier.read_bytes_per_s == pytest.approx(87 * BYTES_PER_GB, rel=1e-12)
+    assert tier.write_bytes_per_s == pytest.approx(40 * BYTES_PER_GB, rel=1e-12)
+    assert any("measured per client" in n for n in notes)
+
+
+# Front-end figures by hand: tokenization 43.7 ms per ~38k-token prompt (TensorRT-LLM #18389),
+# SHA-256 block hashing 6 ms per 50k tokens (vLLM prefix-caching design doc), HTTP 1 / 420.87 s
+# per request less its 69 tokens of tokenization (a vLLM-derived server's /tokenize endpoint).
+TOKENIZE = 43.7e-3 / 38_000
+SHA256 = 6e-3 / 50_000
+HTTP = 1 / 420.87 - 69 * TOKENIZE
+
+
+@pytest.mark.parametrize(
+    ("engines", "per_token"),
+    [
+        ("", TOKENIZE + SHA256),  # vLLM: tokenizes and hashes every block
+        ("    engines: {lmcache: {chunk_size: 256}}\n", TOKENIZE + SHA256),  # inside vLLM
+        ("    engines: {dynamo-kvbm: {}}\n", TOKENIZE + SHA256),
+        ("    engines: {sglang-hicache: {page-size: 64}}\n", TOKENIZE),  # radix tree, no hash
+        (
+            "    engines: {sglang-hicache: {hicache-storage-backend: mooncake}}\n",
+            TOKENIZE + SHA256,  # HiCache hashes pages for its storage backend
+        ),
+    ],
+)
+def test_frontend_defaults_by_engine(tmp_path: Path, engines: str, per_token: float) -> None:
+    """Without a plan figure, a stage pays its engine's HTTP, tokenization and hashing cost."""
+    assert HTTP == pytest.approx(2.297e-3, abs=1e-6)  # the figure docs/replay.md gives
+    stage, notes = stage_of(
+        tmp_path,
+        "      - {name: mine, scope: replica, capacity: 100 GB,\n"
+        "         storage: {kind: dram, read_bandwidth: 500 GB/s, write_bandwidth: 500 GB/s}}\n",
+        engines,
+    )
+    assert stage.frontend_fixed_s == pytest.approx(HTTP, rel=1e-12)
+    assert stage.frontend_per_token_s == pytest.approx(per_token, rel=1e-12)
+    assert any("front end" in n for n in notes)
+
+
+def test_a_plan_frontend_key_replaces_only_its_figure(tmp_path: Path) -> None:
+    """`frontend: {fixed: 5 ms}` keeps vLLM's per-token figure."""
+    stage, _ = stage_of(
+        tmp_path,
+        "      - {name: mine, scope: replica, capacity: 100 GB,\n"
+        "         storage: {kind: dram, read_bandwidth: 500 GB/s, write_bandwidth: 500 GB/s}}\n",
+        "    frontend: {fixed: 5 ms}\n",
+    )
+    assert stage.frontend_fixed_s == pytest.approx(0.005, rel=1e-12)
+    assert stage.frontend_per_token_s == pytest.approx(TOKENIZE + SHA256, rel=1e-12)
 
 
 def test_frontend_cost_reaches_the_stage(tmp_path: Path) -> None:

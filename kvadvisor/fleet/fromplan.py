@@ -23,7 +23,7 @@ Defaults where the plan is silent, each from the engine it names:
   ``local_disk``, HiCache's ``file`` backend, KVBM's disk tier) gets at most one client link
   (the instance's network) per instance sharing it;
 * the front end: the plan's ``frontend`` per request (fixed and per 1,024 prompt tokens), else
-  none.
+  the serving engine's (``perfmodel.frontend``: HTTP, tokenization, block hashing).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from kvadvisor.fleet.deployment import (
     WritePolicy,
 )
 from kvadvisor.perfmodel.calibrate import StepCalibration
+from kvadvisor.perfmodel.frontend import frontend_defaults
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.perfmodel.transfer import TIER_EFFICIENCY_SOURCE, tier_efficiency
 from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
@@ -136,12 +137,13 @@ def _load_path(
 ) -> tuple[list[float], str]:
     """The tier's read and write rates as the engines move KV, and how they were derived."""
     kind = tier.storage.kind
-    eff = tier.efficiency if tier.efficiency is not None else tier_efficiency(kind)
-    why = [
-        f"efficiency {eff:.3g} ("
-        + ("the plan" if tier.efficiency is not None else TIER_EFFICIENCY_SOURCE.get(kind, "rated"))
-        + ")"
-    ]
+    if tier.efficiency is not None:
+        eff, source = tier.efficiency, "the plan"
+    elif tier.storage.measured:
+        eff, source = 1.0, f"{tier.storage.catalog_name}'s catalog figure is measured per client"
+    else:
+        eff, source = tier_efficiency(kind), TIER_EFFICIENCY_SOURCE.get(kind, "rated")
+    why = [f"efficiency {eff:.3g} ({source})"]
     sharing = {"replica": 1, "instance": rpi, "pooled": rpi * stage.count}[tier.scope]
     if kind in ("dram", "cxl") and stage.gpu is not None:
         # each rank's own PCIe link, summed over the replicas' ranks that share the unit
@@ -158,6 +160,18 @@ def _load_path(
             f"{backend}, one client link per instance"
         )
     return [r * eff for r in rates], "; ".join(why)
+
+
+def _frontend(stage: StagePlan) -> tuple[float, float, str]:
+    """The front-end cost per request and per prompt token, s: the plan's, else the engine's."""
+    fixed, per_token, why = frontend_defaults(stage.engines)
+    if stage.frontend_fixed_s is None and stage.frontend_per_ki_token_s is None:
+        return fixed, per_token, why
+    if stage.frontend_fixed_s is not None:
+        fixed = stage.frontend_fixed_s
+    if stage.frontend_per_ki_token_s is not None:
+        per_token = stage.frontend_per_ki_token_s / 1024.0
+    return fixed, per_token, f"the plan's frontend ({why} where it is silent)"
 
 
 def _tier(
@@ -241,6 +255,8 @@ def _stage(
         f"loads: {load_from}"
     )
     notes += [f"{stage.stage}: {why}" for _, why in built]
+    fe_fixed, fe_per_token, fe_why = _frontend(stage)
+    notes.append(f"{stage.stage}: front end {fe_why}")
     return (
         StageSpec(
             role=role,
@@ -266,8 +282,8 @@ def _stage(
             offload_tier=stage.decode_offload,
             save_decode_kv=save,
             swap_bytes_per_s=stage.gpu.pcie_bytes_per_s * tp,
-            frontend_fixed_s=stage.frontend_fixed_s or 0.0,
-            frontend_per_token_s=(stage.frontend_per_ki_token_s or 0.0) / 1024.0,
+            frontend_fixed_s=fe_fixed,
+            frontend_per_token_s=fe_per_token,
             instance=stage.instance,
             gpu=stage.gpu.name,
             kv=kv,
