@@ -17,7 +17,8 @@ Defaults where the plan is silent, each from the engine it names:
 * the P-to-D link: the decode instance's network from the instance catalog;
 * swap (``preemption: swap``): each GPU's host link (PCIe) from the GPU catalog;
 * the load path (docs/replay.md, R5): each tier reaches the share of its rated bandwidth the
-  engines' own transfers reach (``perfmodel.transfer.TIER_EFFICIENCY``); a host tier (DRAM,
+  engines' own transfers reach (``perfmodel.transfer.TIER_EFFICIENCY``; none on a catalog
+  figure measured per client, which already is such a figure); a host tier (DRAM,
   CXL) is reached over each rank's PCIe link, so a replica gets at most the sum of its ranks'
   links; a file system an engine reaches through its local-disk backend (LMCache
   ``local_disk``, HiCache's ``file`` backend, KVBM's disk tier) gets at most one client link
