@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -22,7 +22,13 @@ from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline import analyze as analyze_source
 from kvadvisor.pipeline import review as review_source
 from kvadvisor.pipeline.analyze import Steps
-from kvadvisor.pipeline.replay import ReplayOptions, parse_slo, replay_plan
+from kvadvisor.pipeline.replay import (
+    STEP_COLUMNS,
+    ReplayOptions,
+    StepSource,
+    parse_slo,
+    replay_plan,
+)
 from kvadvisor.pipeline.streaming import parse_memory_limit
 from kvadvisor.pipeline.verify import verify as verify_source
 from kvadvisor.plan import Plan, PlanCatalogs
@@ -199,12 +205,15 @@ class Replay(ReplayReport):
     request_rows: Mapping[str, Any] = dataclasses.field(
         default_factory=dict, repr=False, compare=False
     )
+    steps: StepSource | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @classmethod
-    def of(cls, report: ReplayReport, rows: Mapping[str, Any]) -> Replay:
-        """The same replay, with its renderings and rows."""
+    def of(
+        cls, report: ReplayReport, rows: Mapping[str, Any], steps: StepSource | None = None
+    ) -> Replay:
+        """The same replay, with its renderings, rows and (when kept) its step log."""
         fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(ReplayReport)}
-        return cls(**fields, request_rows=dict(rows))
+        return cls(**fields, request_rows=dict(rows), steps=steps)
 
     def __repr__(self) -> str:
         """A few lines: what ran, how many finished, TTFT and TPOT, the SLO."""
@@ -237,6 +246,30 @@ class Replay(ReplayReport):
         import pyarrow as pa
 
         return pa.table(dict(self.request_rows))
+
+    def step_schema(self) -> Any:
+        """The step log's pyarrow schema (docs/replay.md, "Outputs")."""
+        import pyarrow as pa
+
+        ints = {"replica", "prefill_tokens", "decode_sequences", "kv_tokens"}
+        ints |= {"loads_in_flight", "preemptions"}
+        return pa.schema(
+            [
+                (c, pa.string() if c == "stage" else pa.int64() if c in ints else pa.float64())
+                for c in STEP_COLUMNS
+            ]
+        )
+
+    def step_batches(self) -> Iterator[Any]:
+        """The step log as pyarrow RecordBatches (what ``--steps-out`` writes), a batch at a time.
+
+        Empty unless the replay was asked for it (``replay(..., step_log=True)``).
+        """
+        import pyarrow as pa
+
+        schema = self.step_schema()
+        for batch in self.steps() if self.steps is not None else ():
+            yield pa.RecordBatch.from_pydict(batch, schema=schema)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -434,20 +467,22 @@ def replay(
     block_tokens: int | None = None,
     generated_at: str | None = None,
     allow_outside_plan_dir: bool = False,
+    step_log: bool = False,
 ) -> Replay:
     """Replay a trace through a plan's deployment: `kvadvisor replay` as a call.
 
     ``slo`` adds targets to the plan's, as ``"ttft_p90=2s,tpot_p90=50ms"`` or a mapping of
     ``ttft_p90_s`` to seconds; ``window_s`` is the demand window; ``drain_cap_s`` how long the
-    replay runs past the last arrival (default: the trace's span, at least ten minutes).
+    replay runs past the last arrival (default: the trace's span, at least ten minutes);
+    ``step_log`` keeps every step (``Replay.step_batches``, the busiest minute's chart).
     """
     cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
     loaded = _plans([plan], cats, allow_outside_plan_dir)[0]
     targets = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
-    options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s)
+    options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s, step_log=step_log)
     if not isinstance(trace, Trace):
         trace = read_trace(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
-    report, rows = replay_plan(
+    report, rows, steps = replay_plan(
         trace,
         loaded,
         version=__version__,
@@ -455,7 +490,7 @@ def replay(
         slo=targets,
         options=options,
     )
-    return Replay.of(report, rows)
+    return Replay.of(report, rows, steps)
 
 
 def verify(

@@ -352,3 +352,28 @@ def write_text(path: str | Path, text: str, fix: str = "choose another output pa
 
 def _unwritable(path: Path, exc: OSError, fix: str) -> ConfigError:
     return ConfigError(f"{path}: cannot be written ({exc.strerror or exc}); {fix}")
+
+
+def write_parquet_batches(path: str | Path, batches: Iterable[object], empty: object) -> int:
+    """Write pyarrow RecordBatches to ``path`` as one parquet file, a batch at a time; rows.
+
+    The file is whole or absent (:func:`output_stream`); ``empty`` (a pyarrow schema) is the
+    file's schema when there is no batch.
+    """
+    import pyarrow.parquet as pq
+
+    rows = 0
+    with output_stream(path) as fh:
+        writer = None
+        try:
+            for batch in batches:
+                if writer is None:
+                    writer = pq.ParquetWriter(fh, batch.schema)  # type: ignore[attr-defined]
+                writer.write_batch(batch)
+                rows += batch.num_rows  # type: ignore[attr-defined]
+            if writer is None:
+                writer = pq.ParquetWriter(fh, empty)
+        finally:
+            if writer is not None:
+                writer.close()
+    return rows

@@ -373,6 +373,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
                 16,
                 0.62,
                 1_200,
+                0.71,  # occupied: its requests also wait on their loads
             ),
             StageSummary(
                 Stage.DECODE,
@@ -389,6 +390,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
                 16,
                 0.31,
                 9_000,
+                0.33,
             ),
         ),
         requests=RequestStats(
@@ -671,7 +673,9 @@ def _robustness(text: str) -> Robustness:
         32,
         statement="at +20% traffic it misses TTFT p99 4.4 s > 4 s",
     )
-    return Robustness(0.1, False, (ttft, tpot), (slow, busy), 0.62, 0.25, 1.4)
+    return Robustness(
+        0.1, False, (ttft, tpot), (slow, busy), 0.62, 0.25, 1.4, occupancy_fraction=0.7
+    )
 
 
 @functools.cache

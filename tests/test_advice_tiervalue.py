@@ -146,7 +146,9 @@ def test_the_host_tier_saves_an_instance_as_the_hand_edited_plans_replay(case) -
     same = _ttft(_replay(arrays, _tierless(doc, 1)))
     assert (value.without_ttft_p50_s, value.without_ttft_p99_s) == pytest.approx(same)
     assert not value.without_meets_at_same_count
-    assert value.without_ttft_p99_s > TARGETS["ttft_p99_s"] >= value.ttft_p99_s
+    # without the tier every prefix is recomputed in the decode steps' batches: TPOT p99 misses
+    assert met[1] == {"ttft_p99_s": True, "tpot_p99_s": False}
+    assert value.ttft_p99_s <= TARGETS["ttft_p99_s"]
 
     # Hits below the GPU pool are the host tier's: the replay's hit tokens less the GPU's.
     assert value.prompt_tokens == float(arrays.input_tokens.sum())
@@ -160,8 +162,9 @@ def test_the_host_tier_saves_an_instance_as_the_hand_edited_plans_replay(case) -
 def test_the_break_even_is_the_brute_force_shortest_prompt_that_loads_faster(case) -> None:  # type: ignore[no-untyped-def]
     """A 1 GB/s tier with 5 ms latency: the first length at which recompute takes as long.
 
-    Loading p tokens takes 5 ms + p x 131,072 bytes / 1 GB/s (the replay's load); recomputing
-    them the replica's compute-bound prefill. Scanned token by token.
+    Loading p tokens takes 5 ms + p x 131,072 bytes / (1 GB/s x 50/64, the host DMA share: the
+    replay's load); recomputing them the replica's compute-bound prefill. Scanned token by
+    token.
     """
     arrays, shape, replayer, spec = case
     slow = TierPick(
@@ -174,11 +177,11 @@ def test_the_break_even_is_the_brute_force_shortest_prompt_that_loads_faster(cas
     _, value = tier_values(_fleet(shape, 2, (slow,)), replayer, spec, 1)
     pm, _ = roofline_for(MODEL, shape.gpu, 1, "bf16", "bf16")
     p = np.arange(1, 100_000, dtype=np.float64)
-    load = 0.005 + p * shape.kv.bytes_per_token / 1e9
+    load = 0.005 + p * shape.kv.bytes_per_token / (1e9 * 50 / 64)  # at the host DMA share
     first = p[np.argmax(pm.prefill_compute_s(p, np.zeros_like(p)) >= load)]
     assert 1 < first < 99_999
     assert value.break_even_prompt_tokens == first
-    assert "1 GB/s per instance and 5 ms latency" in value.break_even_basis
+    assert "781 MB/s per instance and 5 ms latency" in value.break_even_basis
 
 
 def test_a_tier_bought_per_node_is_priced_per_node_when_the_count_changes(case) -> None:  # type: ignore[no-untyped-def]

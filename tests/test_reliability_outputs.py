@@ -87,6 +87,20 @@ def test_replay_requests_out_to_a_full_device_keeps_the_device(
         assert stat.S_ISCHR(os.stat(target).st_mode)
 
 
+@needs_full
+def test_replay_steps_out_to_a_full_device_keeps_the_device(
+    trace: Path, plan: Path, tmp_path: Path
+) -> None:
+    """`replay --steps-out` (written a batch at a time) a /dev/full node or link: the same."""
+    for target in _full_device_outputs(tmp_path):
+        result = runner.invoke(
+            app, ["replay", str(trace), "--plan", str(plan), "--steps-out", str(target)]
+        )
+        one_error_line(result, "No space left on device")
+        assert os.path.lexists(target), f"{target.name} was deleted"
+        assert stat.S_ISCHR(os.stat(target).st_mode)
+
+
 def test_synth_and_convert_still_write_regular_files(trace: Path, tmp_path: Path) -> None:
     """The file-object writers produce the same readable parquet as before."""
     out = tmp_path / "out.parquet"

@@ -366,6 +366,7 @@ def _idle_facts(verdict: Verdict) -> list[tuple[str, Any]]:
         burst = None  # one instance per stage: it cannot shrink, whatever its traffic
     return [
         ("fleet_step_busy_fraction", r.step_busy_fraction),
+        ("fleet_occupancy_fraction", r.occupancy_fraction),
         ("arrival_peak_to_mean", r.arrival_peak_to_mean),
         ("fleet_gpus", sum(s.gpus for s in verdict.stages)),
         ("burst_fleet", burst),

@@ -215,6 +215,23 @@ def step_busy(run: ReplayRun, role: str | None = None) -> float | None:
     return stepping / (held * span)
 
 
+def occupancy(run: ReplayRun) -> float | None:
+    """Replica time holding at least one admitted request over the replay, GPU-weighted.
+
+    The same span and weights as :func:`step_busy`; a replica whose requests wait for their
+    KV is occupied but not busy (docs/replay.md, "Busy and occupancy").
+    """
+    a = run.arrays
+    if a.requests == 0 or not run.stages:
+        return None
+    span = run.end_s - float(a.arrival_s[0])
+    held = sum(st.spec.replicas * st.spec.gpus_per_replica for st in run.stages)
+    if span <= 0 or held == 0:
+        return None
+    occupied = sum(float(st.occupied_s.sum()) * st.spec.gpus_per_replica for st in run.stages)
+    return occupied / (held * span)
+
+
 def arrival_peak_to_mean(arrival_s: np.ndarray) -> float | None:
     """The busiest minute's arrivals over the mean minute's (None under two minutes)."""
     if arrival_s.size < 2:
@@ -315,6 +332,7 @@ def robustness(
         stresses=stresses,
         step_busy_fraction=busy,
         step_busy_floor=STEP_BUSY_FLOOR,
+        occupancy_fraction=None if chosen.run is None else occupancy(chosen.run),
         arrival_peak_to_mean=peak,
         sized_for_bursts=bursts,
         burst_fleet=burst_fleet(final, chosen, caps) if bursts else None,

@@ -22,10 +22,11 @@ from kvadvisor.cli.common import (
     echo,
     finite_option,
     handle_user_errors,
+    said_written,
     write_output,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import output_stream
+from kvadvisor.fileio import output_stream, write_parquet_batches
 
 # Longest drain past the last arrival: 31.7 years, the longest span a trace may have.
 MAX_DRAIN_CAP_S = 1e9
@@ -54,6 +55,10 @@ def replay_cmd(
     requests_out: Annotated[
         Path | None,
         typer.Option("--requests-out", help="Write one row per request (parquet)."),
+    ] = None,
+    steps_out: Annotated[
+        Path | None,
+        typer.Option("--steps-out", help="Write one row per step per replica (parquet)."),
     ] = None,
     slo: Annotated[
         str | None,
@@ -93,8 +98,9 @@ def replay_cmd(
     with handle_user_errors():
         files = command_inputs(trace, plans=[plan], catalogs=catalog or ())
         targets = [(o, _format(o)) for o in (output or [])]
-        for target in [*(output or []), *([requests_out] if requests_out is not None else [])]:
-            files.check_output(target, "--requests-out" if target is requests_out else "-o")
+        named = {requests_out: "--requests-out", steps_out: "--steps-out"}
+        for target in [*(output or []), *(p for p in (requests_out, steps_out) if p is not None)]:
+            files.check_output(target, named.get(target, "-o"))  # type: ignore[call-overload]
         result = kvadvisor.replay(
             trace,
             plan,
@@ -106,6 +112,8 @@ def replay_cmd(
             column_map=maps,
             block_tokens=block_tokens,
             allow_outside_plan_dir=allow_outside_plan_dir,
+            # the HTML page charts the busiest minute's steps
+            step_log=steps_out is not None or any(kind == "html" for _, kind in targets),
         )
         render = {"json": result.to_json, "html": result.to_html, "text": result.to_text}
         for target, kind in targets:
@@ -117,5 +125,8 @@ def replay_cmd(
             # for a device named as the output (/dev/full) would delete the device node.
             with output_stream(requests_out) as fh:
                 pq.write_table(result.requests_table(), fh)
+        if steps_out is not None:
+            rows = write_parquet_batches(steps_out, result.step_batches(), result.step_schema())
+            said_written(steps_out, f"{rows:,} steps")
         if not any(o == "-" for o in (output or [])):
             echo(result.to_text(), nl=False)

@@ -274,6 +274,14 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
         _CFG,
     ),
     FactSpec(
+        "fleet_occupancy_fraction",
+        Unit.RATIO,
+        "Replica time holding at least one admitted request (running, or waiting for its KV) "
+        "over the chosen fleet's replay, GPU-weighted over the same span as "
+        "fleet_step_busy_fraction: at least it; the gap is time replicas wait on loads.",
+        _CFG,
+    ),
+    FactSpec(
         "arrival_peak_to_mean",
         Unit.MULTIPLE,
         "Arrivals in the busiest minute / arrivals in the mean minute of the replayed requests.",

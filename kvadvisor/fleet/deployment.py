@@ -128,6 +128,9 @@ class StageSpec:
     offload_tier: str | None = None
     save_decode_kv: bool = False
     swap_bytes_per_s: float | None = None
+    # the engine's per-request front-end work inside its loop (docs/replay.md, R13), s
+    frontend_fixed_s: float = 0.0
+    frontend_per_token_s: float = 0.0
     instance: str | None = None
     gpu: str | None = None
     kv: KvModel | None = None  # this stage's KV layout per rank (its TP); None: the deployment's
@@ -148,6 +151,8 @@ class StageSpec:
             (self.scheduler.max_seqs >= 1, "running sequences must be at least 1"),
             (self.scheduler.page_tokens >= 1, "the KV page must hold at least one token"),
             (self.min_load_tokens >= 0, "min_load_tokens must be >= 0"),
+            (self.frontend_fixed_s >= 0, "the front-end cost per request must be >= 0 s"),
+            (self.frontend_per_token_s >= 0, "the front-end cost per token must be >= 0 s"),
         ]
         for ok, what in checks:
             if not ok:

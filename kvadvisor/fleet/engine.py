@@ -70,11 +70,12 @@ PREFETCH_CODE = {
 
 @dataclass(frozen=True)
 class ReplayOptions:
-    """How long to run past the last arrival, the demand window, threads."""
+    """How long to run past the last arrival, the demand window, threads, the step log."""
 
     window_s: float = 1.0
     drain_cap_s: float | None = None
     workers: int | None = None
+    step_log: bool = False  # keep every step event (``fleet.steps`` writes them)
 
     def __post_init__(self) -> None:
         """Positive window and drain cap."""
@@ -128,8 +129,12 @@ class StageRun:
     write_demand_bytes: np.ndarray  # bytes handed to the write buffer per window (offered)
     waiting: np.ndarray  # time-integral of requests waiting, per window (request-seconds)
     running: np.ndarray
-    busy_s: np.ndarray  # per replica
+    busy_s: np.ndarray  # per replica: time executing steps
+    occupied_s: np.ndarray  # per replica: time holding at least one admitted request
     counters: dict[str, float] = field(default_factory=dict)
+    # step events (kernel.L_* columns, replicas in the stage's numbering, by start time);
+    # None unless ReplayOptions.step_log
+    step_log: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,8 +312,13 @@ def _kernel_call(
     stop_s: float,
     route_policy: int = 0,
     blocks: tuple[np.ndarray, np.ndarray, int, np.ndarray] | None = None,
+    log_rows: int = 0,
 ) -> dict[str, np.ndarray]:
-    """Run the compiled loop on one group; every array is allocated here."""
+    """Run the compiled loop on one group; every array is allocated here.
+
+    ``log_rows`` > 0 keeps the group's step events; when they outnumber it the group is run
+    again with room for all of them (the first run counted them).
+    """
     from kvadvisor.fleet import kernel  # numba only when a replay runs
 
     m = int(local.size)
@@ -341,6 +351,8 @@ def _kernel_call(
         "waiting": np.zeros((1, n_win)),
         "running": np.zeros((1, n_win)),
         "busy": np.zeros(pool_pages.shape[0]),
+        "occupied": np.zeros(pool_pages.shape[0]),
+        "steps": np.zeros((log_rows, kernel.N_LOG)),
         "cnt": np.zeros(kernel.N_COUNTERS, np.int64),
         "fcnt": np.zeros(kernel.N_FLOAT_COUNTERS),
     }
@@ -351,6 +363,9 @@ def _kernel_call(
 
     route = np.ascontiguousarray(route, dtype=np.int64)
     next_same, first_same = _chains(route, pool_pages.shape[0])
+    frontend = np.zeros(m)
+    if stage.role is not Stage.DECODE:
+        frontend = stage.frontend_fixed_s + stage.frontend_per_token_s * inp.input_tok[local]
     kernel.simulate_group(
         np.ascontiguousarray(inp.arrival[local]),
         route,
@@ -389,6 +404,7 @@ def _kernel_call(
         float(kv.bytes_per_token),
         float(kv.gpu_bytes_per_token),
         float(kv.layers),
+        np.ascontiguousarray(frontend, dtype=np.float64),
         np.ascontiguousarray(step.tokens_grid, dtype=np.float64),
         np.ascontiguousarray(step.tokens_s, dtype=np.float64),
         float(step.s_per_pair),
@@ -428,9 +444,33 @@ def _kernel_call(
         out["waiting"],
         out["running"],
         out["busy"],
+        out["occupied"],
+        out["steps"],
         out["cnt"],
         out["fcnt"],
     )
+    needed = int(out["cnt"][kernel.C_LOG_ROWS])
+    if log_rows and needed > log_rows:
+        return _kernel_call(
+            stage,
+            dep,
+            inp,
+            local,
+            route,
+            pool_pages,
+            offload_pages,
+            res_tier,
+            res_link,
+            res_swap,
+            res_offload,
+            resources,
+            window_s,
+            stop_s,
+            route_policy,
+            blocks,
+            needed,
+        )
+    out["steps"] = out["steps"][: min(needed, log_rows)]
     return out
 
 
@@ -535,6 +575,7 @@ def run_stage(
     window_s: float,
     stop_s: float,
     workers: int,
+    step_log: bool = False,
 ) -> StageRun:
     """Route, read hits, and replay every group of one stage (see the module docstring)."""
     reps = stage.replicas
@@ -625,7 +666,12 @@ def run_stage(
             [resources[s] for s in used],
             window_s,
             stop_s,
+            log_rows=(8 * local.size + 1024) if step_log else 0,
         )
+        if step_log:
+            out["steps"][:, kernel.L_REPLICA] = reps_g[
+                out["steps"][:, kernel.L_REPLICA].astype(int)
+            ]
         out["replica"] = np.where(out["replica"] >= 0, reps_g[np.maximum(out["replica"], 0)], -1)
         return local, np.asarray(used, np.int64), out
 
@@ -656,6 +702,8 @@ def run_stage(
     waiting = np.zeros(n_win)
     running = np.zeros(n_win)
     busy = np.zeros(reps)
+    occupied = np.zeros(reps)
+    logs: list[np.ndarray] = []
     counters = np.zeros(len(results[0][2]["cnt"]) if results else 0, np.int64)
     fcounters = np.zeros(len(results[0][2]["fcnt"]) if results else 0)
     for (local, used, out), reps_g in zip(results, groups, strict=True):
@@ -670,6 +718,8 @@ def run_stage(
         waiting += out["waiting"][0]
         running += out["running"][0]
         busy[reps_g] = out["busy"]
+        occupied[reps_g] = out["occupied"]
+        logs.append(out["steps"])
         counters += out["cnt"]
         end = max(fcounters[kernel.F_END_S], out["fcnt"][kernel.F_END_S])
         fcounters += out["fcnt"]
@@ -721,8 +771,19 @@ def run_stage(
         waiting=waiting,
         running=running,
         busy_s=busy,
+        occupied_s=occupied,
         counters=counts,
+        step_log=_merge_logs(logs) if step_log else None,
     )
+
+
+def _merge_logs(logs: list[np.ndarray]) -> np.ndarray:
+    """The groups' step events as one array, by start time (then replica)."""
+    from kvadvisor.fleet import kernel
+
+    both = np.concatenate(logs) if logs else np.zeros((0, kernel.N_LOG))
+    order = np.lexsort((both[:, kernel.L_REPLICA], both[:, kernel.L_START]))
+    return both[order]
 
 
 def run_replay(
@@ -769,7 +830,9 @@ def run_replay(
     first = dep.stages[0]
     if progress:
         progress(f"replaying {first.role.value}")
-    runs.append(run_stage(ctx, dep, first, rows, arrays.arrival_s, window, stop, workers))
+    runs.append(
+        run_stage(ctx, dep, first, rows, arrays.arrival_s, window, stop, workers, options.step_log)
+    )
     if dep.topology is Topology.DISAGGREGATED:
         pre = runs[0]
         ok = np.isfinite(pre.first_s)
@@ -778,7 +841,11 @@ def run_replay(
         d_arrival = pre.first_s[ok][order]
         if progress:
             progress("replaying decode")
-        runs.append(run_stage(ctx, dep, dep.stages[1], d_rows, d_arrival, window, stop, workers))
+        runs.append(
+            run_stage(
+                ctx, dep, dep.stages[1], d_rows, d_arrival, window, stop, workers, options.step_log
+            )
+        )
     end = max((r.counters.get("end_s", 0.0) for r in runs), default=0.0)
     return ReplayRun(
         deployment=dep,

@@ -15,7 +15,16 @@ Defaults where the plan is silent, each from the engine it names:
   ``hicache-storage-prefetch-policy`` (default best_effort) and a 256-token threshold; LMCache
   loads at admission and recomputes hits below ``min_retrieve_tokens``; else loads at admission;
 * the P-to-D link: the decode instance's network from the instance catalog;
-* swap (``preemption: swap``): each GPU's host link (PCIe) from the GPU catalog.
+* swap (``preemption: swap``): each GPU's host link (PCIe) from the GPU catalog;
+* the load path (docs/replay.md, R5): each tier reaches the share of its rated bandwidth the
+  engines' own transfers reach (``perfmodel.transfer.TIER_EFFICIENCY``; none on a catalog
+  figure measured per client, which already is such a figure); a host tier (DRAM,
+  CXL) is reached over each rank's PCIe link, so a replica gets at most the sum of its ranks'
+  links; a file system an engine reaches through its local-disk backend (LMCache
+  ``local_disk``, HiCache's ``file`` backend, KVBM's disk tier) gets at most one client link
+  (the instance's network) per instance sharing it;
+* the front end: the plan's ``frontend`` per request (fixed and per 1,024 prompt tokens), else
+  the serving engine's (``perfmodel.frontend``: HTTP, tokenization, block hashing).
 """
 
 from __future__ import annotations
@@ -37,9 +46,11 @@ from kvadvisor.fleet.deployment import (
     WritePolicy,
 )
 from kvadvisor.perfmodel.calibrate import StepCalibration
+from kvadvisor.perfmodel.frontend import frontend_defaults
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
+from kvadvisor.perfmodel.transfer import TIER_EFFICIENCY_SOURCE, tier_efficiency
 from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
-from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
+from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import Stage, Topology
 
 # vLLM EngineArgs.get_batch_defaults (OpenAI API server): GPUs of at least 70 GiB other than
@@ -100,7 +111,73 @@ def _write_policy(stage: StagePlan) -> WritePolicy:
     )
 
 
-def _tier(plan: Plan, stage: StagePlan, i: int, tier: TierPlan, kvb: float) -> TierSpec:
+# Engines whose local-disk backend reaches a file-system tier as plain POSIX files, one client
+# per instance: LMCache LocalDiskBackend (``local_disk``), SGLang HiCache's ``file`` storage
+# backend, Dynamo KVBM's disk tier (G3, a local directory).
+def _local_disk_backend(stage: StagePlan) -> str | None:
+    """The engine that reaches a file system through its local-disk backend, or None."""
+    if stage.engines.get("lmcache", {}).get("local_disk"):
+        return "LMCache local_disk"
+    if stage.engines.get("sglang-hicache", {}).get("hicache-storage-backend") == "file":
+        return "SGLang HiCache file backend"
+    if "dynamo-kvbm" in stage.engines:
+        return "KVBM disk tier"
+    return None
+
+
+def _client_link(stage: StagePlan) -> float | None:
+    """A POSIX client's link: the instance's front-end (VPC/Ethernet) NIC, else its network."""
+    spec = stage.instance_spec
+    if spec is not None and spec.frontend_network_gbit:
+        return spec.frontend_network_gbit * BYTES_PER_GB / 8.0  # Gbit/s to bytes/s
+    return stage.network_bytes_per_s
+
+
+def _load_path(
+    stage: StagePlan, tier: TierPlan, tp: int, rpi: int, rates: list[float]
+) -> tuple[list[float], str]:
+    """The tier's read and write rates as the engines move KV, and how they were derived."""
+    kind = tier.storage.kind
+    if tier.efficiency is not None:
+        eff, source = tier.efficiency, "the plan"
+    elif tier.storage.measured:
+        eff, source = 1.0, f"{tier.storage.catalog_name}'s catalog figure is measured per client"
+    else:
+        eff, source = tier_efficiency(kind), TIER_EFFICIENCY_SOURCE.get(kind, "rated")
+    why = [f"efficiency {eff:.3g} ({source})"]
+    sharing = {"replica": 1, "instance": rpi, "pooled": rpi * stage.count}[tier.scope]
+    if kind in ("dram", "cxl") and stage.gpu is not None:
+        # each rank's own PCIe link, summed over the replicas' ranks that share the unit
+        links = stage.gpu.pcie_bytes_per_s * tp * sharing
+        rates = [min(r, links) for r in rates]
+        why.append(f"at most {format_value(links, Unit.BYTES_PER_S)}: {tp * sharing} PCIe links")
+    backend = _local_disk_backend(stage) if kind == "filesystem" else None
+    link = _client_link(stage)
+    if backend is not None and link:
+        clients = link * max(sharing // rpi, 1)
+        rates = [min(r, clients) for r in rates]
+        why.append(
+            f"at most {format_value(clients, Unit.BYTES_PER_S)}: reached through the "
+            f"{backend}, one client link per instance"
+        )
+    return [r * eff for r in rates], "; ".join(why)
+
+
+def _frontend(stage: StagePlan) -> tuple[float, float, str]:
+    """The front-end cost per request and per prompt token, s: the plan's, else the engine's."""
+    fixed, per_token, why = frontend_defaults(stage.engines)
+    if stage.frontend_fixed_s is None and stage.frontend_per_ki_token_s is None:
+        return fixed, per_token, why
+    if stage.frontend_fixed_s is not None:
+        fixed = stage.frontend_fixed_s
+    if stage.frontend_per_ki_token_s is not None:
+        per_token = stage.frontend_per_ki_token_s / 1024.0
+    return fixed, per_token, f"the plan's frontend ({why} where it is silent)"
+
+
+def _tier(
+    plan: Plan, stage: StagePlan, i: int, tier: TierPlan, kvb: float, tp: int, rpi: int
+) -> tuple[TierSpec, str]:
     where = f"stages.{stage.stage}.tiers[{i}]"
     st = tier.storage
     rates = []
@@ -116,7 +193,8 @@ def _tier(plan: Plan, stage: StagePlan, i: int, tier: TierPlan, kvb: float) -> T
         if st.kind == "block" and stage.disk_bandwidth_cap_bytes_per_s:
             total = min(total, stage.disk_bandwidth_cap_bytes_per_s)  # the instance's disk cap
         rates.append(total)
-    return TierSpec(
+    rates, why = _load_path(stage, tier, tp, rpi, rates)
+    spec = TierSpec(
         name=tier.name,
         kind=st.kind,
         scope=Scope(tier.scope),
@@ -129,6 +207,7 @@ def _tier(plan: Plan, stage: StagePlan, i: int, tier: TierPlan, kvb: float) -> T
         write_buffer_bytes=tier.write_buffer_bytes,
         drop_when_full=tier.on_full == "drop",
     )
+    return spec, f"tier {tier.name}: {why}"
 
 
 def _stage(
@@ -161,7 +240,10 @@ def _stage(
     seqs = int(vllm.get("max-num-seqs", seqs))
     sched = stage.scheduler
     load, load_from = _load_plan(stage)
-    tiers = tuple(_tier(plan, stage, i, t, kv.bytes_per_token) for i, t in enumerate(stage.tiers))
+    built = [
+        _tier(plan, stage, i, t, kv.bytes_per_token, tp, rpi) for i, t in enumerate(stage.tiers)
+    ]
+    tiers = tuple(spec for spec, _ in built)
     save = stage.save_decode_kv
     if save is None:
         lmcache = stage.engines.get("lmcache", {})
@@ -173,6 +255,9 @@ def _stage(
         f"{tp} GPU(s) each; GPU KV pool {format_value(pool, Unit.TOKENS)} per replica; prefix "
         f"loads: {load_from}"
     )
+    notes += [f"{stage.stage}: {why}" for _, why in built]
+    fe_fixed, fe_per_token, fe_why = _frontend(stage)
+    notes.append(f"{stage.stage}: front end {fe_why}")
     return (
         StageSpec(
             role=role,
@@ -198,6 +283,8 @@ def _stage(
             offload_tier=stage.decode_offload,
             save_decode_kv=save,
             swap_bytes_per_s=stage.gpu.pcie_bytes_per_s * tp,
+            frontend_fixed_s=fe_fixed,
+            frontend_per_token_s=fe_per_token,
             instance=stage.instance,
             gpu=stage.gpu.name,
             kv=kv,

@@ -67,7 +67,8 @@ C_DROPPED_WRITES = 3
 C_STEPS = 4
 C_SWAPS = 5
 C_UNFINISHED = 6
-N_COUNTERS = 7
+C_LOG_ROWS = 7  # step events the step log needed (rows past its capacity are not written)
+N_COUNTERS = 8
 # Float counters.
 F_RECOMPUTED_TOKENS = 0  # hit tokens recomputed instead of loaded
 F_DROPPED_BYTES = 1
@@ -75,6 +76,22 @@ F_SWAP_BYTES = 2
 F_PREEMPT_TOKENS = 3  # tokens recomputed after a preemption
 F_END_S = 4  # time of the last event processed
 N_FLOAT_COUNTERS = 5
+# Step-log columns: one row per step event of a replica (a decode fast-forward of k steps is
+# one event; ``fleet.steps`` expands it into its k steps, each with its own time).
+L_REPLICA = 0  # the replica, in the group's numbering (the engine maps it to the stage's)
+L_START = 1  # when the event's first step starts, s
+L_FIRST_S = 2  # the first step's time: compute, offload reads, swaps, front-end work, s
+L_SLOPE_S = 3  # each later step of a fast-forward takes this much longer than the one before
+L_STEPS = 4  # steps in the event (k)
+L_TOTAL_S = 5  # the event's time, all k steps, s
+L_PREFILL_TOKENS = 6
+L_DECODE_SEQS = 7
+L_KV_TOKENS = 8  # context tokens the running requests hold after the first step
+L_LOADS = 9  # requests of the replica whose KV is still arriving (loads, prefetches, swaps)
+L_WRITE_BYTES = 10  # bytes waiting in the write buffers of the replica's tiers at its start
+L_PREEMPTIONS = 11
+L_FRONTEND_S = 12  # front-end work of the requests it admitted, inside L_FIRST_S
+N_LOG = 13
 
 INF = np.inf
 
@@ -349,6 +366,16 @@ def _wb_write(
 
 
 @nb.njit(cache=True, nogil=True)
+def _occupy(r, t, run_cnt, occ_since, occ_s):  # pragma: no cover - compiled
+    """Open or close replica ``r``'s interval holding requests (occupancy), at time ``t``."""
+    if run_cnt[r] > 0 and occ_since[r] < 0.0:
+        occ_since[r] = t
+    elif run_cnt[r] == 0 and occ_since[r] >= 0.0:
+        occ_s[r] += t - occ_since[r]
+        occ_since[r] = -1.0
+
+
+@nb.njit(cache=True, nogil=True)
 def _pages(tokens, page):  # pragma: no cover - compiled
     return (tokens + page - 1) // page
 
@@ -483,6 +510,7 @@ def simulate_group(
     kv_bytes_per_token,
     gpu_bytes_per_token,
     offload_ios_per_page,
+    frontend_s,  # per request: the engine's front-end work, in the step that admits it
     # step table and the KV layout of one rank
     grid,
     tokens_s,
@@ -526,6 +554,8 @@ def simulate_group(
     wait_series,
     run_series,
     busy_s,
+    occ_s,
+    slog,
     cnt,
     fcnt,
 ):  # pragma: no cover - compiled
@@ -568,8 +598,10 @@ def simulate_group(
     whead = np.full(n_rep, -1, np.int64)
     wtail = np.full(n_rep, -1, np.int64)
     busy = np.zeros(n_rep, np.bool_)
+    occ_since = np.full(n_rep, -1.0)
+    prefetch_n = np.zeros(n_rep, np.int64)  # requests prefetching while they wait
+    log_cap = slog.shape[0]
     phase2 = np.zeros(n_rep, np.bool_)  # a step whose writes stalled: progress still to apply
-    step_t0 = np.zeros(n_rep, np.float64)
     dirty = np.zeros(n_rep, np.bool_)
     outstanding = np.zeros(n_rep, np.float64)
     act_pf = np.zeros(n_rep, np.float64)
@@ -638,6 +670,7 @@ def simulate_group(
                 r = o_replica[q]
                 if state[q] == S_WAIT and prefetching[q]:
                     prefetching[q] = False  # its prefetch is in: the scheduler may admit it
+                    prefetch_n[r] -= 1
                     o_ready[q] = t
                     dirty[r] = True
                 elif state[q] == S_LOAD:
@@ -680,6 +713,7 @@ def simulate_group(
                             outstanding[r] -= 1.0
                             act_dec[r] -= float(input_tok[q])
                             _drop_running(run, run_cnt, r, q)
+                            _occupy(r, t, run_cnt, occ_since, occ_s)
                     else:
                         state[q] = S_PREFILL
             else:
@@ -726,7 +760,6 @@ def simulate_group(
                         continue
                 phase2[r] = False
                 busy[r] = False
-                busy_s[r] += t - step_t0[r]
                 dirty[r] = True
                 j = 0
                 for i in range(run_cnt[r]):
@@ -783,6 +816,7 @@ def simulate_group(
                         run[r, j] = q
                         j += 1
                 run_cnt[r] = j
+                _occupy(r, t, run_cnt, occ_since, occ_s)
         else:
             # ---- an arrival: route, queue, and start its prefetch where the engine does
             q = next_arr
@@ -842,6 +876,7 @@ def simulate_group(
                     total += load_tok[q, k]
                 if total > 0 and total >= min_load_tokens:
                     prefetching[q] = True
+                    prefetch_n[r] += 1
                     ready_at[q] = t
                     for k in range(n_tier):
                         if load_tok[q, k] > 0:
@@ -881,6 +916,8 @@ def simulate_group(
             pairs = 0.0
             kv = 0.0
             swap_s = 0.0
+            fe = 0.0
+            n_preempt = 0
             preempted = False
             i = 0
             while i < run_cnt[r] and budget > 0:
@@ -910,6 +947,7 @@ def simulate_group(
                         run[r, y] = run[r, y + 1]
                     run_cnt[r] -= 1
                     preempted = True
+                    n_preempt += 1
                     cnt[C_PREEMPTIONS] += 1
                     o_preempt[v] += 1
                     # vLLM frees the victim's blocks into the evictable prefix cache: the pages
@@ -1019,6 +1057,7 @@ def simulate_group(
                             if got < load_tok[q, k]:
                                 whole = False
                         prefetching[q] = False
+                        prefetch_n[r] -= 1
                         if loaded < total:
                             cnt[C_RECOMPUTED_LOADS] += 1
                             fcnt[F_RECOMPUTED_TOKENS] += float(total - loaded)
@@ -1040,6 +1079,10 @@ def simulate_group(
                             break
                         ctx[q] = pf_pos[q]
                     o_loaded[q] = loaded
+                    # the engine's front end (request handling, tokens, block hashes) runs in
+                    # its loop: the step admitting the request takes that much longer
+                    fe += frontend_s[q]
+                    o_pf_gpu[q] += frontend_s[q]
                     # tier k is written what it did not hold of the prefix now in GPU memory
                     # (promoted from a slower tier, or a GPU hit it had evicted)
                     for k in range(n_tier):
@@ -1089,6 +1132,7 @@ def simulate_group(
                 n_running += 1
                 run[r, run_cnt[r]] = q
                 run_cnt[r] += 1
+                _occupy(r, t, run_cnt, occ_since, occ_s)
                 held[q] = need
                 free[r] -= need
                 if np.isnan(o_admit[q]):
@@ -1174,7 +1218,8 @@ def simulate_group(
                     )
                 fresh[q] = False
                 q = nxt
-            if n_tok == 0:
+            _occupy(r, t, run_cnt, occ_since, occ_s)  # preemptions may have emptied it
+            if n_tok == 0 and fe == 0.0:
                 continue
             # the step's time, and each request's share of it (docs/replay.md, stage split)
             tok_part = shared_time(
@@ -1189,6 +1234,8 @@ def simulate_group(
                 pairs,
                 kv,
             )
+            if n_tok == 0:
+                tok_part = 0.0  # only front-end work: every admitted request is loading
             compute = tok_part + s_per_pair * pairs + s_per_kv * kv
             extra = swap_s
             if res_offload[r] >= 0 and offload_pages[r] > free[r]:
@@ -1203,12 +1250,14 @@ def simulate_group(
                 _add_at(rd_io_series, s + n_res, t, nbytes, window_s)
                 extra += read_s
             n_dec = n_tok - n_pf_tok
+            first_s = compute + extra + fe
             # Decode fast-forward: a replica running only decode tokens, with nothing waiting,
             # loading or offloaded, takes identical steps but for the KV growing by one token
             # per request per step, until a request finishes, the next request routed to it
             # arrives, or its pages run out. Those k steps are taken as one event, each with
             # the time R1 gives it: the same results, k - 1 fewer events.
             steps = 1
+            slope_s = 0.0
             if (
                 n_pf_tok == 0
                 and n_dec == run_cnt[r]
@@ -1216,6 +1265,7 @@ def simulate_group(
                 and not admitted
                 and whead[r] < 0
                 and extra == 0.0
+                and fe == 0.0
                 and res_offload[r] < 0
             ):
                 kmax = INF
@@ -1237,6 +1287,7 @@ def simulate_group(
                 t_lim = min(t_lim, t_stop) - t
                 total = compute
                 k = 1
+                slope_s = slope
                 while k < kmax:
                     d = compute + slope * k
                     if total + d > t_lim:
@@ -1261,9 +1312,16 @@ def simulate_group(
                     compute = total
                     for i in range(run_cnt[r]):
                         chunk[run[r, i]] = k
+            kv_tok = 0.0
             for i in range(run_cnt[r]):
                 q = run[r, i]
                 c = chunk[q]
+                if state[q] == S_PREFILL:
+                    kv_tok += float(pf_pos[q] + max(c, 0))
+                elif state[q] == S_DECODE:
+                    kv_tok += float(ctx[q] + min(max(c, 0), 1))
+                else:
+                    kv_tok += float(ctx[q])
                 if c <= 0:
                     continue
                 if state[q] == S_PREFILL:
@@ -1282,12 +1340,43 @@ def simulate_group(
                         )
                     )
             busy[r] = True
-            step_t0[r] = t
             cnt[C_STEPS] += steps
-            ev_n = _ev_push(ev_t, ev_k, ev_i, ev_n, t + compute + extra, EV_STEP, r)
+            # busy time: the replica executing steps (a write stall after it is not)
+            busy_s[r] += compute + extra + fe
+            if log_cap > 0:
+                row = cnt[C_LOG_ROWS]
+                cnt[C_LOG_ROWS] += 1
+                if row < log_cap:
+                    loading = prefetch_n[r]
+                    for i in range(run_cnt[r]):
+                        if state[run[r, i]] == S_LOAD:
+                            loading += 1
+                    wbytes = 0.0
+                    for k2 in range(n_tier):
+                        s = res_tier[r, k2]
+                        if s >= 0:
+                            _wb_drain(s, t, wb_level, wb_last, wr_bw, wr_series, window_s)
+                            wbytes += wb_level[s]
+                    slog[row, L_REPLICA] = r
+                    slog[row, L_START] = t
+                    slog[row, L_FIRST_S] = first_s
+                    slog[row, L_SLOPE_S] = slope_s if steps > 1 else 0.0
+                    slog[row, L_STEPS] = steps
+                    slog[row, L_TOTAL_S] = compute + extra + fe
+                    slog[row, L_PREFILL_TOKENS] = n_pf_tok
+                    slog[row, L_DECODE_SEQS] = n_dec
+                    slog[row, L_KV_TOKENS] = kv_tok
+                    slog[row, L_LOADS] = loading
+                    slog[row, L_WRITE_BYTES] = wbytes
+                    slog[row, L_PREEMPTIONS] = n_preempt
+                    slog[row, L_FRONTEND_S] = fe
+            ev_n = _ev_push(ev_t, ev_k, ev_i, ev_n, t + compute + extra + fe, EV_STEP, r)
     # ---- the end: flows and buffers brought to the last event; what never finished counted
     for s in range(n_res):
         _ps_advance(s, t, ps_v, ps_last, ps_size, rd_bw, rd_series, window_s)
         _wb_drain(s, INF, wb_level, wb_last, wr_bw, wr_series, window_s)
+    for r in range(n_rep):
+        if occ_since[r] >= 0.0:
+            occ_s[r] += t - occ_since[r]
     cnt[C_UNFINISHED] += n - n_done
     fcnt[F_END_S] = max(fcnt[F_END_S], t)

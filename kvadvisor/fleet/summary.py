@@ -19,6 +19,7 @@ import numpy as np
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.engine import ReplayRun, StageRun
+from kvadvisor.fleet.steps import busiest_minute
 from kvadvisor.results.replay import (
     Counts,
     DeploymentSummary,
@@ -201,6 +202,28 @@ def _downsample(x: np.ndarray, y: np.ndarray, points: int = CHART_POINTS) -> tup
     return tuple(float(v) for v in xs), tuple(float(v) for v in ys)
 
 
+def _busiest_minute(run: ReplayRun) -> list[Series]:
+    """The busiest replica-minute's steps (docs/replay.md, "Outputs"); none without a step log."""
+    found = busiest_minute(run)
+    if found is None:
+        return []
+    role, replica, _, rows = found
+    name = f"{role} replica {replica}"
+    x = tuple(float(v) for v in rows["start_s"])
+    return [
+        Series(ReplaySeriesKey.STEP_TIME, name, x, tuple(float(v) for v in rows["duration_s"])),
+        Series(
+            ReplaySeriesKey.STEP_PREFILL, name, x, tuple(float(v) for v in rows["prefill_tokens"])
+        ),
+        Series(
+            ReplaySeriesKey.STEP_DECODE,
+            name,
+            x,
+            tuple(float(v) for v in rows["decode_sequences"]),
+        ),
+    ]
+
+
 def _cdf(kind: ReplaySeriesKey, values: np.ndarray) -> Series | None:
     v = values[np.isfinite(values)]
     if v.size == 0:
@@ -355,6 +378,7 @@ def summarize(run: ReplayRun, slo_targets: Mapping[str, float] | None = None) ->
             page_tokens=st.spec.scheduler.page_tokens,
             busy_fraction=float(st.busy_s.mean() / run.end_s) if run.end_s > 0 else None,
             steps=int(st.counters.get("steps", 0)),
+            occupancy_fraction=(float(st.occupied_s.mean() / run.end_s) if run.end_s > 0 else None),
         )
         for st in run.stages
     )
@@ -396,6 +420,7 @@ def summarize(run: ReplayRun, slo_targets: Mapping[str, float] | None = None) ->
         if links:
             lk = st.read_bytes[links, :end_w].sum(axis=0) / w
             series.append(Series(ReplaySeriesKey.LINK, "p-to-d", *_downsample(times, lk)))
+    series += _busiest_minute(run)
     dep = run.deployment
     return ReplayResult(
         step_model={st.role.value: st.spec.step.source for st in run.stages},

@@ -19,6 +19,58 @@ from kvadvisor.units import BYTES_PER_GB, US_PER_S, Unit, format_value
 
 MAX_PREFIX_TOKENS = 1 << 24
 
+# Share of a tier's rated bandwidth the engines' own transfers reach (docs/replay.md, R5), by
+# tier kind. Host DMA: vLLM's offloading connector moves KV with cudaMemcpyAsync and measured
+# about 50 GB/s in one direction on an H100 at 2 MB blocks (vLLM blog, 2025-12-29, "Inside
+# vLLM's New Offloading Connector", figures 3-4) over PCIe 5.0 x16's 64 GB/s (the GPU
+# catalog's figure for the H100): 50 / 64.
+HOST_DMA_EFFICIENCY = 50.0 / 64.0
+# Network (a pooled KV store over RDMA): Mooncake's Transfer Engine delivers 190 GB/s of an
+# 8 x 400 Gbps RoCE network's 400 GB/s (87 GB/s of 4 x 200 Gbps: 0.87) moving 40 GB
+# (kvcache-ai/Mooncake README, "Superior performance at scale"); the 8-NIC figure, as on the
+# 8-GPU nodes the catalogs hold.
+NETWORK_EFFICIENCY = 190.0 / 400.0
+# File system (a parallel file system through its native client): 3FS's read stress test reached
+# about 6.6 TiB/s aggregate over 180 storage nodes of 2 x 200 Gbps InfiniBand each, i.e.
+# 7,257 GB/s of 180 x 50 = 9,000 GB/s of storage-node links, with training traffic in the
+# background (deepseek-ai/3FS README, "Peak throughput"): 6.6 x 1024**4 / 1e9 / 9000 = 0.806.
+FILESYSTEM_EFFICIENCY = 6.6 * 1024.0**4 / 1e9 / (180 * 2 * 200 / 8.0)
+# NVMe and block: no engine publishes the share of a drive's rated sequential read its
+# local-disk backend reaches (LMCache local_disk, HiCache file, KVBM G3, Mooncake SSD offload
+# publish end-to-end TTFT only). Estimate: the file-system share above, the share 3FS's
+# software path keeps of its bottleneck device; Python backends that read page by page
+# through a staging buffer (HiCache file, SGLang PR #39880) reach less, so give a measured
+# `efficiency` for them.
+STORAGE_EFFICIENCY = FILESYSTEM_EFFICIENCY
+# Object store (S3-style, HTTP over TCP): no engine publishes its share. Estimate from
+# Mooncake's own TCP comparison: its RDMA Transfer Engine is 2.4x faster than TCP at 87 GB/s
+# over 4 x 200 Gbps (README), so TCP moves 87 / 2.4 = 36.25 GB/s of 100 GB/s: 0.3625 (the
+# 8 x 400 Gbps figure, 190 / 4.6 of 400 = 0.10, is multi-NIC striping TCP does not do).
+OBJECT_EFFICIENCY = 87.0 / 2.4 / 100.0
+TIER_EFFICIENCY = {
+    "dram": HOST_DMA_EFFICIENCY,
+    "cxl": HOST_DMA_EFFICIENCY,
+    "pool": NETWORK_EFFICIENCY,
+    "filesystem": FILESYSTEM_EFFICIENCY,
+    "ssd": STORAGE_EFFICIENCY,
+    "block": STORAGE_EFFICIENCY,
+    "object": OBJECT_EFFICIENCY,
+}
+TIER_EFFICIENCY_SOURCE = {
+    "dram": "host DMA, 50 of 64 GB/s (vLLM offloading connector, H100)",
+    "cxl": "host DMA, 50 of 64 GB/s (vLLM offloading connector, H100)",
+    "pool": "network, 190 of 400 GB/s (Mooncake Transfer Engine, 8 x 400 Gbps)",
+    "filesystem": "file system, 6.6 TiB/s of 180 x 2 x 200 Gbps (3FS read stress test)",
+    "ssd": "estimate: 3FS's file-system share (no engine publishes its NVMe share)",
+    "block": "estimate: 3FS's file-system share (no engine publishes its NVMe share)",
+    "object": "estimate: TCP, 87 / 2.4 of 100 GB/s (Mooncake's RDMA-vs-TCP figure)",
+}
+
+
+def tier_efficiency(kind: str) -> float:
+    """The share of a ``kind`` tier's rated bandwidth engines reach (1 for an unknown kind)."""
+    return TIER_EFFICIENCY.get(kind, 1.0)
+
 
 @dataclass(frozen=True)
 class Tier:
@@ -41,26 +93,30 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
     return (
         Tier(
             "host-dram-pcie",
-            gpu.pcie_bytes_per_s,
+            gpu.pcie_bytes_per_s * HOST_DMA_EFFICIENCY,
             10.0 / US_PER_S,
             True,
             f"{gpu.name} host link {format_value(gpu.pcie_gbps, Unit.GBPS)} per direction (GPU "
-            "catalog); "
+            f"catalog) x {HOST_DMA_EFFICIENCY:.2f}, the share vLLM's DMA copies reach; "
             "latency ~10 us: NVIDIA KVBM docs class G2 pinned DRAM as ~us",
         ),
         Tier(
             "nvme-gen4-x4",
-            7.0 * BYTES_PER_GB,
+            7.0 * BYTES_PER_GB * STORAGE_EFFICIENCY,
             80.0 / US_PER_S,
             False,
-            "research catalog 3.5: Gen4 x4 ~7 GB/s sequential read; TLC random read ~70-90 us QD1",
+            "research catalog 3.5: Gen4 x4 ~7 GB/s sequential read x "
+            f"{STORAGE_EFFICIENCY:.2f} (estimate: 3FS's file-system share); TLC random read "
+            "~70-90 us QD1",
         ),
         Tier(
             "nvme-gen5-x4",
-            14.0 * BYTES_PER_GB,
+            14.0 * BYTES_PER_GB * STORAGE_EFFICIENCY,
             80.0 / US_PER_S,
             False,
-            "research catalog 3.5: Gen5 x4 ~14 GB/s sequential read; TLC random read ~70-90 us QD1",
+            "research catalog 3.5: Gen5 x4 ~14 GB/s sequential read x "
+            f"{STORAGE_EFFICIENCY:.2f} (estimate: 3FS's file-system share); TLC random read "
+            "~70-90 us QD1",
         ),
     )
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -13,6 +13,7 @@ from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, run_replay, summarize
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.fromreport import replay_recommended
+from kvadvisor.fleet.steps import STEP_COLUMNS, step_batches
 from kvadvisor.fleet.summary import parse_slo, request_columns
 from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.plan import PlanCatalogs
@@ -25,9 +26,14 @@ from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.units.format import count
 from kvadvisor.vocab import SplitSource
 
+# The step log of one replay, in batches of columns (kvadvisor.fleet.steps).
+StepSource = Callable[[], Iterator[dict[str, np.ndarray]]]
+
 __all__ = [
+    "STEP_COLUMNS",
     "ReplayOptions",
     "ReplaySource",
+    "StepSource",
     "parse_slo",
     "plan_targets",
     "replay_in_context",
@@ -83,8 +89,12 @@ def replay_plan(
     slo: Mapping[str, float] | None = None,
     options: ReplayOptions | None = None,
     trace_info: TraceInfo | None = None,
-) -> tuple[ReplayReport, dict[str, np.ndarray]]:
-    """Replay ``trace`` through ``plan``'s deployment: the report and one row per request."""
+) -> tuple[ReplayReport, dict[str, np.ndarray], StepSource | None]:
+    """Replay ``trace`` through ``plan``'s deployment: the report, one row per request, steps.
+
+    The third item, with ``options.step_log``, yields the step log in batches
+    (:func:`kvadvisor.fleet.steps.step_batches`); None otherwise.
+    """
     arrays = trace if isinstance(trace, TraceArrays) else TraceArrays.from_trace(trace)
     if trace_info is None:
         if isinstance(trace, Trace):
@@ -98,9 +108,9 @@ def replay_plan(
         else:
             span = float(arrays.arrival_s[-1]) if arrays.requests else 0.0
             trace_info = TraceInfo("", "arrays", arrays.requests, span, arrays.block_tokens)
-    result, columns = replay_in_context(ReplayContext(arrays), plan, slo, options)
+    result, columns, steps = replay_in_context(ReplayContext(arrays), plan, slo, options)
     report = ReplayReport(REPLAY_FORMAT_VERSION, version, generated_at, trace_info, result)
-    return report, columns
+    return report, columns, steps
 
 
 def replay_in_context(
@@ -108,7 +118,7 @@ def replay_in_context(
     plan: Plan,
     slo: Mapping[str, float] | None = None,
     options: ReplayOptions | None = None,
-) -> tuple[ReplayResult, dict[str, np.ndarray]]:
+) -> tuple[ReplayResult, dict[str, np.ndarray], StepSource | None]:
     """One plan replayed on a prepared trace (its LRU passes shared with other plans)."""
     deployment, notes = deployment_from_plan(plan)
     if plan.traffic_scale != 1.0:
@@ -117,7 +127,8 @@ def replay_in_context(
         notes = (*notes, f"arrivals come {faster} faster (traffic.scale)")
     run = run_replay(ctx, deployment, options)
     result = summarize(run, plan_targets(plan, slo))
-    return replace(result, notes=(*notes, *result.notes)), request_columns(run)
+    steps = partial(step_batches, run) if run.stages[0].step_log is not None else None
+    return replace(result, notes=(*notes, *result.notes)), request_columns(run), steps
 
 
 def replay_recommendation(

@@ -87,7 +87,7 @@ def closed_loop(
 ) -> tuple[Replayed | None, str | None, tuple[str, ...]]:
     """The plan's replay for its review, or why it cannot run (and the notes to show)."""
     try:
-        result, cols = replay_in_context(ctx, plan, options=ReplayOptions(window_s=window_s))
+        result, cols, _ = replay_in_context(ctx, plan, options=ReplayOptions(window_s=window_s))
     except ConfigError as exc:
         why = str(exc).removeprefix(f"{plan.path}: ")
         return None, why, (f"not replayed (open-loop figures kept): {why}",)

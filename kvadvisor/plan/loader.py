@@ -176,7 +176,9 @@ STAGE_KEYS = {
     "kv_load": "mapping",
     "decode_offload": "tier name",
     "save_decode_kv": "true | false",
+    "frontend": "mapping",
 }
+FRONTEND_KEYS = {"fixed": "time", "per_ki_token": "time"}
 TIER_KEYS = {
     "name": "text",
     "storage": "catalog name or mapping",
@@ -187,6 +189,7 @@ TIER_KEYS = {
     "write_buffer": "size",
     "on_full": " | ".join(FULL_BUFFER_ACTIONS),
     "io_tokens": "whole number",
+    "efficiency": "number in (0, 1]",
 }
 INLINE_STORAGE_KEYS = {
     "kind": " | ".join(TIER_KINDS),
@@ -334,6 +337,7 @@ def _storage_from_spec(spec: StorageSpec, device_bytes: float | None) -> Storage
         latency_s=None if latency_us is None else float(latency_us) / US_PER_S,
         catalog_name=spec.name,
         source=tuple(spec.source_text),
+        measured=spec.scope == "per_client",
     )
 
 
@@ -452,8 +456,29 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
         io_tokens=None
         if raw.get("io_tokens") is None
         else c.whole(f"{where}.io_tokens", raw["io_tokens"], 1),
+        efficiency=None
+        if raw.get("efficiency") is None
+        else _share(c, f"{where}.efficiency", raw["efficiency"]),
         spec=spec,
     )
+
+
+def _share(c: _Checker, where: str, value: Any) -> float:
+    """A share of a rated bandwidth, in (0, 1]."""
+    share = c.number(where, value, positive=True)
+    if share > 1:
+        raise c.fail(where, f"is a share of the rated bandwidth, in (0, 1]; got {share}")
+    return share
+
+
+def _frontend(c: _Checker, where: str, raw: Any) -> dict[str, float]:
+    """The stage's front-end cost per request: fixed and per 1,024 prompt tokens, seconds."""
+    raw = c.mapping(where, _or_empty(raw, {}), FRONTEND_KEYS)
+    out = {k: c.quantity(f"{where}.{k}", v, "time") for k, v in raw.items() if v is not None}
+    for k, v in out.items():
+        if v < 0:
+            raise c.fail(f"{where}.{k}", f"is a time per request, at least 0 s; got {raw[k]!r}")
+    return out
 
 
 def _scheduler(c: _Checker, where: str, raw: Any) -> SchedulerPlan:
@@ -597,6 +622,7 @@ def _stage(
             f"{count(n_instances * replicas)} replicas, more than the {count(MAX_COUNT)} a "
             "stage may have; give fewer instances",
         )
+    fe = _frontend(c, f"{where}.frontend", raw.get("frontend"))
     offload = raw.get("decode_offload")
     if offload is not None:
         offload = c.text(f"{where}.decode_offload", offload, tuple(names))
@@ -631,6 +657,8 @@ def _stage(
         save_decode_kv=None
         if raw.get("save_decode_kv") is None
         else c.flag(f"{where}.save_decode_kv", raw["save_decode_kv"]),
+        frontend_fixed_s=fe.get("fixed"),
+        frontend_per_ki_token_s=fe.get("per_ki_token"),
         network_bytes_per_s=network,
     )
 

@@ -44,6 +44,9 @@ class StorageCapability:
     latency_s: float | None = None
     catalog_name: str | None = None
     source: tuple[str, ...] = ()
+    # the figures are a client's measured throughput (a catalog entry of scope per_client, e.g.
+    # 3FS's 40 GiB/s, Mooncake's 87 GB/s), not a rating: no transfer share goes on top
+    measured: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class TierPlan:
     write_buffer_bytes: float | None = None  # None: unbounded
     on_full: str = "block"
     io_tokens: int | None = None  # tokens per I/O; None: the stage's engine chunk
+    # share of the rated bandwidth the engine's transfers reach; None: by kind (docs/replay.md)
+    efficiency: float | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,10 @@ class StagePlan:
     kv_load: KvLoadPlan | None = None  # None: from the engines (docs/replay.md)
     decode_offload: str | None = None  # a tier name: decode reads KV beyond HBM from it
     save_decode_kv: bool | None = None  # None: true on a disaggregated decode stage with tiers
+    # the engine's front-end work per request in its loop (docs/replay.md, R13); None: the
+    # serving engine's (perfmodel.frontend)
+    frontend_fixed_s: float | None = None
+    frontend_per_ki_token_s: float | None = None
     network_bytes_per_s: float | None = None  # back-end (else front-end) network, per instance
 
     def tier_units(self, tier: TierPlan) -> int:

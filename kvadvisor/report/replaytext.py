@@ -50,7 +50,8 @@ class ReplayTextRenderer:
             lines.append(
                 f"  {st.role.value}: {st.instances} x {st.instance or st.gpu}, {st.replicas} "
                 f"replicas of {st.gpus_per_replica} GPU(s), router {st.router}, busy "
-                f"{fmt.percent(st.busy_fraction)}"
+                f"{fmt.percent(st.busy_fraction)} (executing steps), occupied "
+                f"{fmt.percent(st.occupancy_fraction)} (holding requests)"
             )
         lines += [
             f"  requests: {fmt.count(r.completed)} of {fmt.count(r.count)} finished",

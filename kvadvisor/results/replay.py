@@ -26,6 +26,9 @@ class ReplaySeriesKey(Vocab):
     TIER_READ = "tier_read"
     TIER_WRITE = "tier_write"
     LINK = "link"
+    STEP_TIME = "step_time"  # the busiest replica-minute's steps: x start, y duration (s)
+    STEP_PREFILL = "step_prefill"  # ... its prefill tokens per step
+    STEP_DECODE = "step_decode"  # ... its decode sequences per step
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,10 @@ class StageSummary:
     max_batched_tokens: int
     max_seqs: int
     page_tokens: int
-    busy_fraction: float | None  # mean over replicas of busy time / replay span
+    busy_fraction: float | None  # mean over replicas of time executing steps / replay span
     steps: int
+    # mean over replicas of time holding at least one admitted request / replay span
+    occupancy_fraction: float | None = None
 
 
 @dataclass(frozen=True)

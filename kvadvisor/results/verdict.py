@@ -338,6 +338,7 @@ class Robustness:
     # Steps under the floor, arrivals in bursts, and a stage of more than one instance.
     sized_for_bursts: bool = False
     burst_fleet: BurstFleet | None = None  # when sized for bursts: the cheaper one at p90
+    occupancy_fraction: float | None = None  # the fleet's replica time holding requests
 
 
 @dataclass(frozen=True)

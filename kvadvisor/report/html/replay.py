@@ -167,7 +167,8 @@ def _split_section(res: ReplayResult, prefix: str) -> Section:
             "max sequences",
             "page",
             "GPU KV pool per replica",
-            "busy",
+            "busy (executing steps)",
+            "occupied (holding requests)",
             "steps",
         ),
         tuple(
@@ -184,6 +185,7 @@ def _split_section(res: ReplayResult, prefix: str) -> Section:
                 fmt.tokens(st.page_tokens),
                 fmt.tokens(st.pool_tokens_per_replica),
                 fmt.percent(st.busy_fraction),
+                fmt.percent(st.occupancy_fraction),
                 fmt.count(st.steps),
             )
             for st in res.stages
@@ -223,6 +225,53 @@ def _queue_section(res: ReplayResult, prefix: str) -> Section:
         lead=("Overloaded: " if o.overloaded else "The fleet keeps up: ") + o.reason + ".",
         charts=(
             _chart(spec.key, "Mean requests waiting for admission and running, per window.", spec),
+        ),
+    )
+
+
+def _steps_section(res: ReplayResult, prefix: str) -> Section | None:
+    """The busiest replica-minute step by step (present when the replay kept its step log)."""
+    time = [s for s in res.series if s.kind is ReplaySeriesKey.STEP_TIME]
+    if not time:
+        return None
+    name = time[0].name
+    work = [
+        Line(label, s.x, s.y, "points")
+        for label, kind in (
+            ("prefill tokens", ReplaySeriesKey.STEP_PREFILL),
+            ("decode sequences", ReplaySeriesKey.STEP_DECODE),
+        )
+        for s in res.series
+        if s.kind is kind
+    ]
+    durations = ChartSpec(
+        key=f"{prefix}steps-time",
+        title=f"Step times, {name}",
+        x_title="time (s)",
+        y_title="step time (ms)",
+        lines=(Line("step time", time[0].x, tuple(1e3 * v for v in time[0].y), "points"),),
+        size_in=HALF_FIG_SIZE_IN,
+    )
+    batch = ChartSpec(
+        key=f"{prefix}steps-batch",
+        title=f"What each step ran, {name}",
+        x_title="time (s)",
+        y_title="tokens or sequences per step",
+        lines=tuple(work),
+        log_y=True,
+        size_in=HALF_FIG_SIZE_IN,
+    )
+    return Section(
+        id=f"{prefix}steps",
+        title="The busiest minute, step by step",
+        lead=(
+            f"The minute in which one replica spent the most time executing steps ({name}): "
+            "each step's time, its prefill tokens and its decode sequences. Every step of "
+            "every replica is in the step log (kvadvisor replay --steps-out)."
+        ),
+        charts=(
+            _chart(durations.key, "Each step's time, at its start.", durations),
+            _chart(batch.key, "Prefill tokens and decode sequences in each step.", batch),
         ),
     )
 
@@ -355,6 +404,7 @@ def replay_sections(res: ReplayResult, prefix: str = "replay-") -> tuple[Section
         _split_section(res, prefix),
         _latency_section(res, prefix),
         _queue_section(res, prefix),
+        *(s for s in (_steps_section(res, prefix),) if s is not None),
         _tier_section(res, prefix),
         _counts_section(res, prefix),
     )
