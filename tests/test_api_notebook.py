@@ -138,7 +138,10 @@ def test_report_requests_are_the_trace_s_rows_and_the_replay_s(report) -> None:
     """One row per request, in trace order; the replayed TTFTs give the report's p99."""
     rows = jsonl_rows()
     frame = report.requests()
-    assert list(frame.columns) == TRACE_COLUMNS + REPLAY_COLUMNS
+    # A disaggregated pick adds the decode stage's replica beside the prefill one.
+    disaggregated = report.verdict.primary_verdict.topology == "disaggregated"
+    replay_columns = REPLAY_COLUMNS[:5] + ["decode_replica"] * disaggregated + REPLAY_COLUMNS[5:]
+    assert list(frame.columns) == TRACE_COLUMNS + replay_columns
     assert len(frame) == len(rows)
     assert frame["request"].tolist() == list(range(len(rows)))
     assert frame["input_tokens"].tolist() == [r["input_length"] for r in rows]
