@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from kvadvisor.report import fmt
+from kvadvisor.report import chartspecs, fmt
 from kvadvisor.report.charts import HALF_FIG_SIZE_IN, ChartSpec, Line, render_svg
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.replay import (
@@ -91,35 +91,10 @@ def _latency_section(res: ReplayResult, prefix: str) -> Section:
             )
         )
     charts = []
-    # Each chart titled by the question it answers; the metric names its line.
-    for kind, title, key, question in (
-        (
-            ReplaySeriesKey.TTFT_CDF,
-            "Time to first token",
-            "ttft",
-            "How long until the first token?",
-        ),
-        (
-            ReplaySeriesKey.TPOT_CDF,
-            "Time per output token",
-            "tpot",
-            "How fast do later tokens come?",
-        ),
-    ):
-        s = next((s for s in res.series if s.kind is kind), None)
-        if s is None:
-            continue
-        spec = ChartSpec(
-            key=f"{prefix}{key}",
-            title=question,
-            x_title="seconds",
-            y_title="share of requests at or below",
-            lines=(Line(title, s.x, s.y, "step"),),
-            log_x=min(s.x) > 0,
-            y_percent=True,
-            size_in=HALF_FIG_SIZE_IN,
-        )
-        charts.append(_chart(spec.key, f"{title}: distribution over requests.", spec))
+    for kind, name, _, _ in chartspecs.LATENCY_CDFS:
+        spec = chartspecs.latency_spec(res, kind, prefix)
+        if spec is not None:
+            charts.append(_chart(spec.key, f"{name}: distribution over requests.", spec))
     r = res.requests
     lead = (
         f"{fmt.count(r.completed)} of {fmt.count(r.count)} requests finished"
