@@ -225,6 +225,20 @@ def test_the_candidates_plot_marks_the_target_and_labels_the_pick(report) -> Non
     assert label == f"chosen: {chosen}, ${v.usd_per_hour:.2f}/h"
 
 
+def test_the_ttft_plot_marks_every_ttft_target(report) -> None:
+    """Where the replayed distribution crosses a target line is the share that meets it.
+
+    The recommended deployment's replay carries no SLO of its own: the verdict's is marked.
+    """
+    assert not report.replay.slo.targets
+    targets = [v for k, v in report.verdict.slo.targets.items() if k.startswith("ttft_")]
+    assert targets
+    ax = report.plot("ttft").axes[0]
+    assert ax.get_xlabel() == "TTFT (s, log scale)"
+    drawn = [list(line.get_xdata()) for line in ax.get_lines()]
+    assert all([v, v] in drawn for v in targets)
+
+
 def test_an_unknown_plot_name_is_a_value_error_with_the_closest(report) -> None:
     """A typo gets the name it was meant to be."""
     with pytest.raises(

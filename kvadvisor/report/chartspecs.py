@@ -7,6 +7,7 @@ the two never drift apart.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kvadvisor.report import deployments, fmt
@@ -229,19 +230,39 @@ def stage_split_spec(s: StageSplit, replayed: bool) -> ChartSpec:
     )
 
 
-def latency_spec(res: ReplayResult, kind: ReplaySeriesKey, prefix: str) -> ChartSpec | None:
-    """A replayed latency distribution (TTFT or TPOT) over requests (None: not replayed)."""
+def slo_targets(report: AdviceReport) -> Mapping[str, float]:
+    """The targets the recommended deployment's replay is judged by (the verdict's by default)."""
+    if report.replay is not None and report.replay.slo.targets:
+        return report.replay.slo.targets
+    vs = deployments.verdict_set(report)
+    return {} if vs is None else vs.slo.targets
+
+
+def latency_spec(
+    res: ReplayResult, kind: ReplaySeriesKey, prefix: str, targets: Mapping[str, float]
+) -> ChartSpec | None:
+    """A replayed latency distribution (TTFT or TPOT) over requests, its targets marked.
+
+    None when the metric was not replayed.
+    """
     name, key, question = next((n, k, q) for c, n, k, q in LATENCY_CDFS if c is kind)
     s = next((s for s in res.series if s.kind is kind), None)
     if s is None or not s.x:
         return None
+    log_x = min(s.x) > 0
     return ChartSpec(
         key=f"{prefix}{key}",
         title=question,
-        x_title="seconds",
+        x_title=f"{key.upper()} (s{', log scale' if log_x else ''})",
         y_title="share of requests at or below",
         lines=(Line(name, s.x, s.y, "step"),),
-        log_x=min(s.x) > 0,
+        # The targets on this metric: where the curve crosses one is the share that meets it.
+        marks=tuple(
+            Mark("x", v, f"target: {deployments.target_name(k)} {fmt.duration(v)}")
+            for k, v in targets.items()
+            if k.startswith(f"{key}_")
+        ),
+        log_x=log_x,
         y_percent=True,
         size_in=HALF_FIG_SIZE_IN,
     )

@@ -86,7 +86,10 @@ def _io(report: AdviceReport, which: str) -> ChartSpec:
 
 def _ttft(report: AdviceReport) -> ChartSpec:
     res = report.replay
-    spec = chartspecs.latency_spec(res, ReplaySeriesKey.TTFT_CDF, "replay-") if res else None
+    spec = None
+    if res is not None:
+        targets = chartspecs.slo_targets(report)
+        spec = chartspecs.latency_spec(res, ReplaySeriesKey.TTFT_CDF, "replay-", targets)
     if spec is None:
         why = report.unavailable.get("replay", "no TTFT was replayed")
         raise NoChartError(f"no 'ttft' chart: the recommended deployment was not replayed ({why})")

@@ -5,6 +5,7 @@ Also the replay section of the analyze report's page (:func:`replay_sections`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -76,7 +77,7 @@ def _chart(key: str, caption: str, spec: ChartSpec) -> Chart:
     return Chart(key, caption, Markup(render_svg(spec)), half=spec.size_in == HALF_FIG_SIZE_IN)
 
 
-def _latency_section(res: ReplayResult, prefix: str) -> Section:
+def _latency_section(res: ReplayResult, prefix: str, targets: Mapping[str, float]) -> Section:
     rows = []
     for key, name in _METRICS:
         p: Percentiles | None = getattr(res.requests, key)
@@ -92,7 +93,7 @@ def _latency_section(res: ReplayResult, prefix: str) -> Section:
         )
     charts = []
     for kind, name, _, _ in chartspecs.LATENCY_CDFS:
-        spec = chartspecs.latency_spec(res, kind, prefix)
+        spec = chartspecs.latency_spec(res, kind, prefix, targets)
         if spec is not None:
             charts.append(_chart(spec.key, f"{name}: distribution over requests.", spec))
     r = res.requests
@@ -324,26 +325,36 @@ def _counts_section(res: ReplayResult, prefix: str) -> Section:
     )
 
 
-def replay_sections(res: ReplayResult, prefix: str = "replay-") -> tuple[Section, ...]:
-    """The replay's sections (ids prefixed, so they can sit in another page)."""
+def replay_sections(
+    res: ReplayResult, prefix: str = "replay-", targets: Mapping[str, float] | None = None
+) -> tuple[Section, ...]:
+    """The replay's sections (ids prefixed, so they can sit in another page).
+
+    ``targets``: the SLO its latency charts mark (None: the replay's own).
+    """
     return (
         _split_section(res, prefix),
-        _latency_section(res, prefix),
+        _latency_section(res, prefix, res.slo.targets if targets is None else targets),
         _queue_section(res, prefix),
         _tier_section(res, prefix),
         _counts_section(res, prefix),
     )
 
 
-def replay_section(res: ReplayResult | None, missing: str | None) -> Section:
-    """The analyze page's one section for the replay of the recommended deployment."""
+def replay_section(
+    res: ReplayResult | None, missing: str | None, targets: Mapping[str, float]
+) -> Section:
+    """The analyze page's one section for the replay of the recommended deployment.
+
+    ``targets``: the SLO the verdict judged it by (chartspecs.slo_targets), marked on its charts.
+    """
     if res is None:
         return Section(
             id="replay",
             title="Fleet replay (closed loop)",
             missing=f"Not replayed: {missing or 'no recommendation to replay'}.",
         )
-    parts = replay_sections(res, "replay-")
+    parts = replay_sections(res, "replay-", targets)
     r = res.requests
     rows = (
         (
