@@ -15,6 +15,8 @@ from matplotlib.figure import Figure
 import kvadvisor
 from kvadvisor.api import Report
 from kvadvisor.errors import ConfigError, KvAdvisorError, TraceFormatError
+from kvadvisor.report import plots
+from kvadvisor.report.charts import render_svg
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = REPO / "sample_traces" / "mooncake_conversation_head.jsonl.gz"
@@ -197,16 +199,47 @@ def test_every_plot_is_a_figure_titled_by_its_question(report, name) -> None:
     assert ax.has_data()
 
 
+@pytest.fixture(scope="module")
+def page(report) -> str:
+    """The report's HTML page, built once."""
+    return report.to_html()
+
+
+@pytest.mark.parametrize("name", Report.PLOT_NAMES)
+def test_every_plot_is_the_chart_the_html_page_shows(report, page, name) -> None:
+    """One builder per chart: the plot's spec, drawn as SVG, stands in the page to the byte."""
+    spec = plots.PLOTS[name](report)
+    assert render_svg(spec) in page
+    # and the SVG tells one chart from another: a changed title is not on the page
+    assert render_svg(dataclasses.replace(spec, title=spec.title + " (x)")) not in page
+
+
 def test_the_candidates_plot_marks_the_target_and_labels_the_pick(report) -> None:
-    """The x axis is the target's percentile; a vertical line at the target; the pick named."""
+    """The HTML's answer chart: the target's percentile, its line, the pick named and priced."""
     vs = report.verdict
     fig = report.plot("candidates")
     ax = fig.axes[0]
     assert ax.get_xlabel().startswith("TTFT p99 (s")
     target = vs.slo.targets["ttft_p99_s"]
     assert any(list(line.get_xdata()) == [target, target] for line in ax.get_lines())
-    (label,) = [t.get_text() for t in ax.texts]
-    assert label.startswith("chosen: aws ")
+    (label,) = [" ".join(t.get_text().split()) for t in ax.texts]  # unwrapped
+    v = vs.primary_verdict
+    (chosen,) = {c.label for c in v.candidates if c.lost is None}
+    assert label == f"chosen: {chosen}, ${v.usd_per_hour:.2f}/h"
+
+
+def test_the_ttft_plot_marks_every_ttft_target(report) -> None:
+    """Where the replayed distribution crosses a target line is the share that meets it.
+
+    The recommended deployment's replay carries no SLO of its own: the verdict's is marked.
+    """
+    assert not report.replay.slo.targets
+    targets = [v for k, v in report.verdict.slo.targets.items() if k.startswith("ttft_")]
+    assert targets
+    ax = report.plot("ttft").axes[0]
+    assert ax.get_xlabel() == "TTFT (s, log scale)"
+    drawn = [list(line.get_xdata()) for line in ax.get_lines()]
+    assert all([v, v] in drawn for v in targets)
 
 
 def test_an_unknown_plot_name_is_a_value_error_with_the_closest(report) -> None:

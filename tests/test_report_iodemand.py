@@ -7,7 +7,7 @@ import pytest
 
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.options import AnalyzeOptions
-from kvadvisor.report.html.chartviews import bandwidth_spec
+from kvadvisor.report.chartspecs import bandwidth_spec
 from kvadvisor.results.series import SeriesKey
 from kvadvisor.sections.profile import MAX_SERIES_POINTS, _downsample
 from kvadvisor.trace import read_trace

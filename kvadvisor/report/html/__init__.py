@@ -4,7 +4,8 @@ First :func:`build_view` turns the advice model into plain ``HtmlView`` dataclas
 formatted value and chart (coverage.py's HtmlDataGeneration idiom); then the jinja2 template only
 places them, with autoescape on. Charts are inline SVG from :mod:`kvadvisor.report.charts`.
 
-One module per job: ``view`` (the dataclasses), ``chartviews`` (charts), one module per section
+One module per job: ``view`` (the dataclasses), ``chartviews`` (charts: the specs of
+``report.chartspecs``, shared with ``Report.plot``, captioned as SVG), one module per section
 group (``workload``, ``stages``, ``prefix``, ``iodemand``,
 ``advice``, ``plans``, ``inputs``), ``build`` (the whole page), ``renderer`` (the template) and
 ``abbr`` (each glossary term marked where the page first uses it).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvadvisor.report import fmt, summary
+from kvadvisor.report import chartspecs, fmt, summary
 from kvadvisor.report.glossary import GLOSSARY
 from kvadvisor.report.html.advice import alternatives_section, rules_section
 from kvadvisor.report.html.deployments import answer_chart, chart_missing, deployments_section
@@ -111,7 +111,13 @@ def build_view(report: AdviceReport) -> HtmlView:
         evidence=(
             _closed(workload_section(report)),
             _closed(prefix_section(report)),
-            _closed(replay_section(report.replay, report.unavailable.get("replay"))),
+            _closed(
+                replay_section(
+                    report.replay,
+                    report.unavailable.get("replay"),
+                    chartspecs.slo_targets(report),
+                )
+            ),
         ),
         findings=tuple(
             FindingView(

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from markupsafe import Markup
-
-from kvadvisor.report import deployments, fmt, tiervalue
-from kvadvisor.report.charts import ChartSpec, Line, Mark, PointLabel, render_svg
+from kvadvisor.report import chartspecs, deployments, fmt, tiervalue
+from kvadvisor.report.html.chartviews import chart
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.report import AdviceReport
 
@@ -13,76 +11,20 @@ SECTION = ("deployments", "Deployments searched on the replay")
 
 
 def answer_chart(report: AdviceReport) -> Chart | None:
-    """$/h against TTFT at the target's percentile of every priced candidate replayed.
-
-    Log axes: candidates cluster near the target while a few slow ones run far past it. The
-    target is a vertical line; the primary's chosen deployment (or, when nothing met the
-    targets, the closest miss) is ringed and labelled; other providers' picks are stars.
-    """
-    vs = deployments.verdict_set(report)
-    points = [] if vs is None else deployments.chart_points(vs)
-    if vs is None or not points:
+    """The cost/latency chart (chartspecs.answer_spec) under a caption that reads it."""
+    spec = chartspecs.answer_spec(report)
+    if spec is None:
         return None
-    pct, target = deployments.ttft_target(vs)
-    lines = []
-    for provider in dict.fromkeys(p.provider for p in points):
-        mine = sorted((p for p in points if p.provider == provider), key=lambda p: p.usd_per_hour)
-        lines.append(
-            Line(
-                provider,
-                tuple(p.ttft_s for p in mine),
-                tuple(p.usd_per_hour for p in mine),
-                "points",
-            )
-        )
-    picked = [p for p in points if p.chosen and p.provider != vs.primary]
-    if picked:
-        lines.append(
-            Line(
-                "another provider's pick",
-                tuple(p.ttft_s for p in picked),
-                tuple(p.usd_per_hour for p in picked),
-                "star",
-            )
-        )
-    labelled = [p for p in points if p.chosen and p.provider == vs.primary]
-    word = "chosen"
-    if not labelled:
-        labelled = [p for p in points if p.closest and p.provider == (vs.closest or vs.primary)]
-        word = "closest miss"
-    marks = ()
-    if target is not None:
-        marks = (Mark("x", target, f"target: TTFT {pct} {fmt.duration(target)}"),)
-    spec = ChartSpec(
-        key="deployments-cost-ttft",
-        title=f"Which deployment meets TTFT {pct}"
-        + (f" ≤ {fmt.duration(target)}" if target is not None else "")
-        + " for the least $/h?",
-        x_title=f"TTFT {pct} (s, log scale)",
-        y_title="on-demand cost ($/h, log scale)",
-        lines=tuple(lines),
-        marks=marks,
-        log_x=True,
-        log_y=True,
-        point_labels=tuple(
-            PointLabel(
-                p.ttft_s,
-                p.usd_per_hour,
-                f"{word}: {p.label}, {deployments.money(p.usd_per_hour)}",
-            )
-            for p in labelled[:1]
-        ),
-    )
     caption = (
         "Every priced deployment the search replayed (the sample's figures), at the "
         "target's percentile: left of the dashed line meets the TTFT target."
     )
-    if labelled:
-        caption += f" Ringed: the {word}."
-    if picked:
+    for label in spec.point_labels:
+        caption += f" Ringed: the {label.text.partition(':')[0]}."
+    if any(line.label == chartspecs.ANOTHER_PICK for line in spec.lines):
         caption += " Stars: what each other provider would pick."
     caption += " Unpriced candidates have no cost to plot; the tables list them."
-    return Chart(spec.key, caption, Markup(render_svg(spec)))
+    return chart(spec, caption)
 
 
 def _provider_table(vs: deployments.VerdictSet) -> Table:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kvadvisor.report import fmt, summary
-from kvadvisor.report.html.chartviews import binary_compact, mrc_chart, reuse_chart
+from kvadvisor.report.chartspecs import binary_compact
+from kvadvisor.report.html.chartviews import mrc_chart, reuse_chart
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.vocab import CacheStatus

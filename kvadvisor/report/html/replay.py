@@ -5,12 +5,13 @@ Also the replay section of the analyze report's page (:func:`replay_sections`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from kvadvisor.report import fmt
+from kvadvisor.report import chartspecs, fmt
 from kvadvisor.report.charts import HALF_FIG_SIZE_IN, ChartSpec, Line, render_svg
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.replay import (
@@ -76,7 +77,7 @@ def _chart(key: str, caption: str, spec: ChartSpec) -> Chart:
     return Chart(key, caption, Markup(render_svg(spec)), half=spec.size_in == HALF_FIG_SIZE_IN)
 
 
-def _latency_section(res: ReplayResult, prefix: str) -> Section:
+def _latency_section(res: ReplayResult, prefix: str, targets: Mapping[str, float]) -> Section:
     rows = []
     for key, name in _METRICS:
         p: Percentiles | None = getattr(res.requests, key)
@@ -91,35 +92,10 @@ def _latency_section(res: ReplayResult, prefix: str) -> Section:
             )
         )
     charts = []
-    # Each chart titled by the question it answers; the metric names its line.
-    for kind, title, key, question in (
-        (
-            ReplaySeriesKey.TTFT_CDF,
-            "Time to first token",
-            "ttft",
-            "How long until the first token?",
-        ),
-        (
-            ReplaySeriesKey.TPOT_CDF,
-            "Time per output token",
-            "tpot",
-            "How fast do later tokens come?",
-        ),
-    ):
-        s = next((s for s in res.series if s.kind is kind), None)
-        if s is None:
-            continue
-        spec = ChartSpec(
-            key=f"{prefix}{key}",
-            title=question,
-            x_title="seconds",
-            y_title="share of requests at or below",
-            lines=(Line(title, s.x, s.y, "step"),),
-            log_x=min(s.x) > 0,
-            y_percent=True,
-            size_in=HALF_FIG_SIZE_IN,
-        )
-        charts.append(_chart(spec.key, f"{title}: distribution over requests.", spec))
+    for kind, name, _, _ in chartspecs.LATENCY_CDFS:
+        spec = chartspecs.latency_spec(res, kind, prefix, targets)
+        if spec is not None:
+            charts.append(_chart(spec.key, f"{name}: distribution over requests.", spec))
     r = res.requests
     lead = (
         f"{fmt.count(r.completed)} of {fmt.count(r.count)} requests finished"
@@ -398,11 +374,16 @@ def _counts_section(res: ReplayResult, prefix: str) -> Section:
     )
 
 
-def replay_sections(res: ReplayResult, prefix: str = "replay-") -> tuple[Section, ...]:
-    """The replay's sections (ids prefixed, so they can sit in another page)."""
+def replay_sections(
+    res: ReplayResult, prefix: str = "replay-", targets: Mapping[str, float] | None = None
+) -> tuple[Section, ...]:
+    """The replay's sections (ids prefixed, so they can sit in another page).
+
+    ``targets``: the SLO its latency charts mark (None: the replay's own).
+    """
     return (
         _split_section(res, prefix),
-        _latency_section(res, prefix),
+        _latency_section(res, prefix, res.slo.targets if targets is None else targets),
         _queue_section(res, prefix),
         *(s for s in (_steps_section(res, prefix),) if s is not None),
         _tier_section(res, prefix),
@@ -410,15 +391,20 @@ def replay_sections(res: ReplayResult, prefix: str = "replay-") -> tuple[Section
     )
 
 
-def replay_section(res: ReplayResult | None, missing: str | None) -> Section:
-    """The analyze page's one section for the replay of the recommended deployment."""
+def replay_section(
+    res: ReplayResult | None, missing: str | None, targets: Mapping[str, float]
+) -> Section:
+    """The analyze page's one section for the replay of the recommended deployment.
+
+    ``targets``: the SLO the verdict judged it by (chartspecs.slo_targets), marked on its charts.
+    """
     if res is None:
         return Section(
             id="replay",
             title="Fleet replay (closed loop)",
             missing=f"Not replayed: {missing or 'no recommendation to replay'}.",
         )
-    parts = replay_sections(res, "replay-")
+    parts = replay_sections(res, "replay-", targets)
     r = res.requests
     rows = (
         (

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from markupsafe import Markup
-
-from kvadvisor.report import fmt, summary
-from kvadvisor.report.charts import ChartSpec, Line, render_svg
-from kvadvisor.report.html.chartviews import series_chart
-from kvadvisor.report.html.view import Chart, Section, Table
+from kvadvisor.report import chartspecs, fmt, summary
+from kvadvisor.report.html.chartviews import chart, series_chart
+from kvadvisor.report.html.view import Section, Table
 from kvadvisor.results.report import PER_REQUEST_UNITS, AdviceReport
 from kvadvisor.units import Unit, plural
 from kvadvisor.vocab import SplitSource
@@ -200,31 +197,11 @@ def stage_section(report: AdviceReport) -> Section:
         )
     rows += _model_rows(report)
     profiled += _profiled_rows(report)
-    basis = " (replay)" if replayed else ""
-    bound = " (open loop)" if replayed else ""
-    shares = [(f"GPU time{basis}", s.prefill_share)]
-    if latency_share is not None:
-        shares.append((f"latency{bound}", latency_share))
-    if no_reuse is not None:
-        shares.append((f"GPU time, no reuse{bound}", no_reuse))
-    spec = ChartSpec(
-        key="stages-split",
-        title="Which stage takes the time: prefill or decode?",
-        x_title="basis of the split",
-        y_title="share (%)",
-        lines=(
-            Line("prefill", tuple(range(len(shares))), tuple(v for _, v in shares), "bar"),
-            Line("decode", tuple(range(len(shares))), tuple(1 - v for _, v in shares), "bar"),
-        ),
-        categories=tuple(name for name, _ in shares),
-        y_percent=True,
-    )
     charts = (
-        Chart(
-            spec.key,
+        chart(
+            chartspecs.stage_split_spec(s, replayed),
             "GPU time charges each request its share of every batched decode step; latency "
             "is what one request waits. Sizing follows GPU time.",
-            Markup(render_svg(spec)),
         ),
     )
     tables = []

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from kvadvisor.report import fmt
-from kvadvisor.report.charts import Mark
-from kvadvisor.report.html.chartviews import histogram_chart, series_chart
+from kvadvisor.report import chartspecs, fmt
+from kvadvisor.report.html.chartviews import chart, histogram_chart
 from kvadvisor.report.html.view import Section, Table
 from kvadvisor.report.summary import requests_text, span_text
 from kvadvisor.results.report import AdviceReport
@@ -29,17 +28,13 @@ def workload_section(report: AdviceReport) -> Section:
         ("models in the trace", ", ".join(t.models) or "not recorded"),
     ]
     charts = []
-    if t.arrivals is not None:
-        marks = ()
-        if t.arrival_rate_per_s:
-            marks = (Mark("y", t.arrival_rate_per_s, f"mean {fmt.number(t.arrival_rate_per_s)}/s"),)
+    arrivals = chartspecs.arrivals_spec(t)
+    if arrivals is not None:
         charts.append(
-            series_chart(
-                t.arrivals,
-                "workload-arrivals",
+            chart(
+                arrivals,
                 "Arrivals over time: bursts above the mean are what peak-sized storage is bought "
                 "for.",
-                marks=marks,
             )
         )
     for key, hist, what in (
