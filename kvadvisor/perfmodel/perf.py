@@ -13,10 +13,12 @@ its source):
 * ``fixed``: ``step_overhead + layers x layer_overhead`` plus ``moe_layer_overhead`` per MoE
   layer (router, top-k, token permutation kernels) and ``mla_layer_overhead`` per MLA layer
   (its extra projections and norms) and ``fp8_layer_overhead`` per layer of FP8 weights
-  (activation quantisation and block-scaled GEMM set-up): launch floors and scheduling.
+  (activation quantisation and scale set-up; block-scaled and per-tensor FP8 each have their
+  own): launch floors and scheduling.
 * ``gemm``: the dense matmuls (attention projections, dense MLPs, shared experts, router) as a
   soft roofline ``(t_c^p + t_m^p)^(1/p)`` of compute ``2 T W / (tp F eta_gemm)`` and weight read
-  ``W w / (tp BW eta_mem)``; FP8 weights use the FP8 peak and ``eta_gemm_fp8``.
+  ``W w / (tp BW eta_mem)``; FP8 weights (on GPUs with FP8 units) use the FP8 peak and the
+  compute and weight-read fractions fitted for their scaling (block or per-tensor).
 * ``experts``: per MoE layer the busiest expert-parallel rank, which gets ``T k / ep`` expert
   tokens times ``1 + x log2(ep) / sqrt(E/ep)`` and reads the experts they touch,
   ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``; soft roofline of compute at ``eta_moe``
@@ -85,6 +87,13 @@ EMBEDDING_ALLREDUCES = 1
 ACTIVATION_BYTES = BYTES_PER_BF16
 # Weight-only quantised formats are dequantised into bf16 matmuls (Marlin, MXFP4 w4a16).
 WEIGHT_ONLY_DTYPES = ("int8", "int4", "fp4", "mxfp4")
+# FP8 weights run on FP8 tensor cores where the GPU has them, each scaling scheme with its own
+# kernels and so its own fitted coefficients: "fp8" block-scaled (128 x 128 tiles, how
+# DeepSeek, Qwen and Kimi publish FP8 checkpoints; vLLM's w8a8 block-FP8 GEMM) and
+# "fp8-tensor" one scale per tensor (vLLM's --quantization fp8, FP8-Dynamic checkpoints).
+# Without FP8 units (A100, L4-class before Ada have none) they are read as 8-bit and
+# dequantised into bf16 matmuls (vLLM's FP8 Marlin kernel).
+FP8_DTYPES = ("fp8", "fp8-tensor")
 
 
 def soft_roofline(compute_s: np.ndarray, memory_s: np.ndarray, p: float) -> np.ndarray:
@@ -210,17 +219,35 @@ class PerfModel:
             + tables * self._table_bytes_per_param
         )
 
+    def _fp8_units(self, dtype: str) -> bool:
+        """Whether weights of ``dtype`` run on the GPU's FP8 tensor cores."""
+        return dtype in FP8_DTYPES and self.gpu.fp8_dense_tflops is not None
+
     def _peak(self, dtype: str) -> tuple[float, float]:
         """(peak FLOP/s, efficiency) of matmuls on weights of ``dtype``."""
         eff = self.efficiency
-        if dtype == "fp8" and self.gpu.fp8_dense_tflops is not None:
+        if self._fp8_units(dtype):
+            if dtype == "fp8-tensor":
+                return self.gpu.peak_flops("fp8"), eff.gemm_fp8_tensor_efficiency
             return self.gpu.peak_flops("fp8"), eff.gemm_fp8_efficiency
         return self.gpu.peak_flops("bf16"), eff.gemm_efficiency
 
     @property
     def _bandwidth(self) -> float:
-        """Weight-read bandwidth of one GPU, bytes/s."""
+        """Weight-read bandwidth of one GPU for 16-bit and weight-only matmuls, bytes/s."""
         return self.gpu.memory_bandwidth_bytes_per_s * self.efficiency.memory_efficiency
+
+    def _weight_bandwidth(self, dtype: str) -> float:
+        """Weight-read bandwidth of one GPU for matmuls on weights of ``dtype``, bytes/s.
+
+        FP8 GEMM kernels read their weights at their own fraction of peak (AIC's vLLM data:
+        block-scaled FP8 at small batch reads slower than bf16 on H200 and B200).
+        """
+        if not self._fp8_units(dtype):
+            return self._bandwidth
+        eff = self.efficiency
+        frac = eff.fp8_tensor_memory_efficiency if dtype == "fp8-tensor" else eff.fp8_memory_efficiency
+        return self.gpu.memory_bandwidth_bytes_per_s * frac
 
     @property
     def link_bytes_per_s(self) -> float:
@@ -257,15 +284,20 @@ class PerfModel:
         us += eff.moe_layer_overhead_us * self.params.moe_layers
         if m.is_mla:
             us += eff.mla_layer_overhead_us * m.layers
-        if self.weight_dtype == "fp8" and self.gpu.fp8_dense_tflops is not None:
-            us += eff.fp8_layer_overhead_us * m.layers
+        if self._fp8_units(self.weight_dtype):
+            per_layer = (
+                eff.fp8_tensor_layer_overhead_us
+                if self.weight_dtype == "fp8-tensor"
+                else eff.fp8_layer_overhead_us
+            )
+            us += per_layer * m.layers
         return us / US_PER_S
 
     def _dense_gemm_s(self, tokens: np.ndarray) -> np.ndarray:
         w = self.params.dense_body / self.tp
         peak, eta = self._peak(self.weight_dtype)
         compute = 2.0 * tokens * w / (peak * eta)
-        memory = w * self.weight_bytes_per_param / self._bandwidth
+        memory = w * self.weight_bytes_per_param / self._weight_bandwidth(self.weight_dtype)
         return soft_roofline(
             compute, np.full_like(tokens, memory), self.efficiency.roofline_sharpness
         )
