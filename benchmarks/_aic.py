@@ -81,10 +81,20 @@ def allreduce_table(mapping: dict) -> AllReduceTable:
     )
 
 
-def load_sweep(path: str | Path) -> pd.DataFrame:
-    """The points AIC estimated that fit in GPU memory by its own check (others are dropped)."""
+def load_sweep(path: str | Path, keep_oom: Callable[[str], bool] | None = None) -> pd.DataFrame:
+    """The points AIC estimated that fit in GPU memory by its own check (others are dropped).
+
+    ``keep_oom``: also, for a model it accepts none of whose points fit on a GPU, its points
+    there (AIC still times their kernels; a fit may use them, a benchmark of deployable points
+    does not).
+    """
     df = pd.read_parquet(path) if str(path).endswith(".parquet") else pd.read_csv(path)
-    ok = df["error"].isna() & ~df["oom"].astype("boolean").fillna(True).astype(bool)
+    fits = ~df["oom"].astype("boolean").fillna(True).astype(bool)
+    ok = df["error"].isna() & fits
+    if keep_oom:
+        any_fit = (fits & df["error"].isna()).groupby([df["model"], df["system"]]).transform("any")
+        wanted = df["model"].map({m: bool(keep_oom(m)) for m in df["model"].unique()})
+        ok |= df["error"].isna() & ~any_fit & wanted
     df = df[ok].copy()
     df["gpu"] = df["system"].map(SYSTEM_GPU)
     df["ep"] = np.where(df["moe_ep"].fillna(1) > 1, df["moe_ep"].fillna(1), 1).astype(int)

@@ -29,7 +29,15 @@ import yaml
 from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _aic import SYSTEM_GPU, aic_allreduce, allreduce_table, load_sweep, predict, resolver
+from _aic import (
+    SYSTEM_GPU,
+    aic_allreduce,
+    aic_config_model,
+    allreduce_table,
+    load_sweep,
+    predict,
+    resolver,
+)
 
 from kvadvisor.catalog.efficiency import (
     COEFFICIENT_NAMES,
@@ -60,6 +68,7 @@ START = {
     "prefill_attention_layer_us": 30.0,
     "decode_attention_layer_us": 10.0,
     "moe_layer_overhead_us": 20.0,
+    "moe_dispatch_ps_per_element": 5.0,
     "mla_layer_overhead_us": 20.0,
     "fp8_layer_overhead_us": 20.0,
     "fp8_tensor_layer_overhead_us": 20.0,
@@ -84,6 +93,7 @@ BOUNDS = {
     "prefill_attention_layer_us": (0.0, 300.0),
     "decode_attention_layer_us": (0.0, 300.0),
     "moe_layer_overhead_us": (0.0, 500.0),
+    "moe_dispatch_ps_per_element": (0.0, 100.0),
     "mla_layer_overhead_us": (0.0, 500.0),
     "fp8_layer_overhead_us": (0.0, 3000.0),
     "fp8_tensor_layer_overhead_us": (0.0, 3000.0),
@@ -104,6 +114,8 @@ MOE = (
     "moe_half_efficiency_width",
     "expert_imbalance",
     "moe_layer_overhead_us",
+    "moe_dispatch_ps_per_element",
+    "mla_layer_overhead_us",
 )
 GROUPS = {"fp8": BLOCK_FP8 + TENSOR_FP8, "moe": MOE}
 # Coefficients a GPU's sweep cannot pin down take a sibling's (same compute silicon).
@@ -131,6 +143,7 @@ def identifiable(df: pd.DataFrame) -> set[str]:
             "moe_efficiency",
             "moe_memory_efficiency",
             "moe_layer_overhead_us",
+            "moe_dispatch_ps_per_element",
             "moe_half_efficiency_width",
         }
     if not df["model"].str.contains("Kimi|DeepSeek").any():
@@ -305,8 +318,15 @@ def main() -> None:
         help="refit only these coefficient groups in --base, keeping its other values",
     )
     ap.add_argument("--base", default=str(EFFICIENCY_YAML), help="catalog --only starts from")
+    ap.add_argument(
+        "--keep-oom",
+        action="store_true",
+        help="also fit on the points of MLA models that fit nowhere on a GPU (AIC still times "
+        "their kernels: Kimi-K2, the fit's only MLA model, fits on no H100 or H200)",
+    )
     args = ap.parse_args()
-    df = load_sweep(args.sweep)
+    mla = (lambda m: aic_config_model(m).is_mla) if args.keep_oom else None
+    df = load_sweep(args.sweep, keep_oom=mla)
     if args.only:
         refit_groups(df[df["gpu"].isin(args.gpus)], tuple(args.only), args.base, args.output)
         return

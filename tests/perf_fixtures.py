@@ -79,6 +79,7 @@ HALF = Efficiency(
     prefill_attention_layer_us=3.0,
     decode_attention_layer_us=2.0,
     moe_layer_overhead_us=20.0,
+    moe_dispatch_ps_per_element=0.0,
     mla_layer_overhead_us=30.0,
     fp8_layer_overhead_us=40.0,
     fp8_tensor_layer_overhead_us=40.0,

@@ -88,6 +88,12 @@ EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
         "number", required=True, minimum=0.0, help="per layer, in a step with decode tokens"
     ),
     "moe_layer_overhead_us": FieldSpec("number", required=True, minimum=0.0),
+    "moe_dispatch_ps_per_element": FieldSpec(
+        "number",
+        required=True,
+        minimum=0.0,
+        help="MoE token dispatch + combine per token, hidden element and MoE layer",
+    ),
     "mla_layer_overhead_us": FieldSpec("number", required=True, minimum=0.0),
     "fp8_layer_overhead_us": FieldSpec(
         "number", required=True, minimum=0.0, help="per layer of block-scaled fp8 weights"
@@ -195,6 +201,7 @@ class Efficiency:
     prefill_attention_layer_us: float
     decode_attention_layer_us: float
     moe_layer_overhead_us: float
+    moe_dispatch_ps_per_element: float
     mla_layer_overhead_us: float
     fp8_layer_overhead_us: float
     fp8_tensor_layer_overhead_us: float

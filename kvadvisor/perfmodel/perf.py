@@ -6,13 +6,13 @@ sequences whose logits it computes, ``P`` layer-weighted prefill attention pairs
 bytes per rank read by its decoding sequences takes (docs/stage-profiler.md has each term with
 its source):
 
-    step(T, L, P, K) = fixed + gemm(T) + experts(T) + elementwise(T) + allreduce(T)
+    step(T, L, P, K) = fixed + gemm(T) + experts(T) + dispatch(T) + elementwise(T) + allreduce(T)
                      + attention_tokens(T) + head(L) + s_pair P + s_kv K
                      + [P > 0] prefill_attention_fixed + [K > 0] decode_attention_fixed
 
 * ``fixed``: ``step_overhead + layers x layer_overhead`` plus ``moe_layer_overhead`` per MoE
   layer (router, top-k, token permutation kernels) and ``mla_layer_overhead`` per MLA layer
-  (its extra projections and norms) and ``fp8_layer_overhead`` per layer of FP8 weights
+  (its extra projections and norms) and ``fp8_layer_overhead`` per dense-MLP layer of FP8 weights
   (activation quantisation and scale set-up; block-scaled and per-tensor FP8 each have their
   own): launch floors and scheduling.
 * ``gemm``: the dense matmuls (attention projections, dense MLPs, shared experts, router) as a
@@ -24,6 +24,8 @@ its source):
   ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``; soft roofline of compute at ``eta_moe``
   and weight read at ``eta_moe_mem``; ``eta_moe`` falls for narrow experts, times ``w / (w +
   w_half)`` with ``w`` the expert width per rank.
+* ``dispatch``: per MoE layer the token permutation around the experts (dispatch and
+  combine), ``moe_dispatch x T h``.
 * ``elementwise``: two residual-add + RMSNorm passes (4 hidden vectors each) and the gated
   activation (reads 2, writes 1 vector of the MLP width per rank) per layer and token, at
   ``BW eta_mem``.
@@ -290,7 +292,9 @@ class PerfModel:
                 if self.weight_dtype == "fp8-tensor"
                 else eff.fp8_layer_overhead_us
             )
-            us += per_layer * m.layers
+            # Fitted on dense models, where it is the small-batch penalty of FP8 GEMMs that are
+            # mostly the MLP's; an MoE layer's MLP is the fused expert kernel (its own terms).
+            us += per_layer * self.params.dense_layers
         return us / US_PER_S
 
     def _dense_gemm_s(self, tokens: np.ndarray) -> np.ndarray:
@@ -350,6 +354,17 @@ class PerfModel:
         compute, memory = self._expert_parts(tokens)
         return p.moe_layers * soft_roofline(compute, memory, self.efficiency.roofline_sharpness)
 
+    def _moe_dispatch_s(self, tokens: np.ndarray) -> np.ndarray:
+        """Token dispatch and combine around the experts (permute, gather, scatter), s.
+
+        Per MoE layer, proportional to the hidden activations it moves: AIC's vLLM
+        ``moe_pre_dispatch`` + ``moe_post_dispatch`` scale with tokens x hidden and not with
+        top-k (H200: ~31 ns per token and layer each at hidden 4096, ~56 ns at 7168).
+        """
+        p = self.params
+        per = self.efficiency.moe_dispatch_ps_per_element * 1e-12
+        return p.moe_layers * tokens * self.hidden * per
+
     def _activation_width(self) -> float:
         """Gated-activation width per rank and token, summed over layers."""
         m, p = self.model, self.params
@@ -399,6 +414,7 @@ class PerfModel:
             self._fixed_s()
             + self._dense_gemm_s(t)
             + self._experts_s(t)
+            + self._moe_dispatch_s(t)
             + self._elementwise_s(t)
             + self._allreduce_s(t)
             + self._attention_tokens_s(t)
@@ -512,7 +528,7 @@ class PerfModel:
         p = self.params
         peak, eta = self._peak(self.weight_dtype)
         out = 2.0 * t * p.dense_body / self.tp / (peak * eta)
-        out = out + self._expert_compute_s(t) + self._elementwise_s(t)
+        out = out + self._expert_compute_s(t) + self._moe_dispatch_s(t) + self._elementwise_s(t)
         out = out + self._attention_tokens_s(t)
         if self.tp > 1:
             out = out + self._allreduce_s(t) - self.allreduces * self.allreduce_latency_s()
