@@ -161,10 +161,10 @@ def kv_tokens(path: str, system: str, version: str, kwargs: dict, batch: int) ->
 
     try:
         est = estimate_kv_cache(
-        path,
-        system,
-        BACKEND,
-        version,
+            path,
+            system,
+            BACKEND,
+            version,
             max_num_tokens=VLLM_BATCHED_TOKENS,
             max_batch_size=batch,
             memory_fraction_kind="of_total",

@@ -248,7 +248,9 @@ class PerfModel:
         if not self._fp8_units(dtype):
             return self._bandwidth
         eff = self.efficiency
-        frac = eff.fp8_tensor_memory_efficiency if dtype == "fp8-tensor" else eff.fp8_memory_efficiency
+        frac = (
+            eff.fp8_tensor_memory_efficiency if dtype == "fp8-tensor" else eff.fp8_memory_efficiency
+        )
         return self.gpu.memory_bandwidth_bytes_per_s * frac
 
     @property
