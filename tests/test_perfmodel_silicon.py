@@ -146,8 +146,11 @@ def test_a_mode_the_database_lacks_is_named() -> None:
 
 @pytest.mark.silicon
 def test_silicon_extra_times_fp8_as_fp8_and_refuses_what_it_lacks() -> None:
-    """FP8 Qwen3-32B on H200 is sampled with FP8 kernels (faster prefill than BF16's table);
-    FP8 KV on A100 (no such kernels in AIC's A100 data) falls back and says why."""
+    """FP8 weights are timed with FP8 kernels; a mode AIC lacks falls back and says why.
+
+    Qwen3-32B FP8 on H200: faster prefill than BF16's table. FP8 KV on A100: AIC's A100 data
+    has no such kernels.
+    """
     if not HAVE_AIC:
         pytest.fail('the silicon extra is not installed: python3 -m pip install ".[silicon]"')
     h200 = get_gpu("h200")
