@@ -1,12 +1,12 @@
 """Shared by the AIConfigurator benchmark and fit: read a sweep, build models, predict its points.
 
-A sweep (``benchmarks/aic_sweep.py``) has one row per variant (model and quant modes) x GPU x
-TP x (MoE layout) x ISL x batch with AIConfigurator's static-mode prefill latency of ``batch``
+A sweep (``benchmarks/aic_sweep.py``) has one row per variant (model and quant modes) x GPU x TP
+x (MoE layout) x ISL x batch with AIConfigurator's static-mode prefill latency of ``batch``
 prompts of ``isl`` tokens in one forward pass and the latency of one decode step of ``batch``
-sequences at ``isl`` tokens of context, in ms. Here each row gets kvadvisor's prediction of
-the same two numbers: prefill as one step of ``T = batch x isl`` tokens, ``batch`` logits and the prompts' causal
-attention pairs; decode as one step of ``batch`` tokens and logits reading the KV of ``batch``
-contexts of ``isl + 1`` tokens.
+sequences at ``isl`` tokens of context, in ms. Here each row gets kvadvisor's prediction of the
+same two numbers: prefill as one step of ``T = batch x isl`` tokens, ``batch`` logits and the
+prompts' causal attention pairs; decode as one step of ``batch`` tokens and logits reading the
+KV of ``batch`` contexts of ``isl + 1`` tokens.
 """
 
 from __future__ import annotations
