@@ -268,6 +268,11 @@ def refit_groups(df: pd.DataFrame, only: tuple[str, ...], base_path: str, output
     (``SIBLING``), said so in its notes.
     """
     doc = yaml.safe_load(Path(base_path).read_text())
+    for entry in doc["entries"].values():  # a refit replaces the notes of the one before
+        parts = str(entry["notes"]).split("; ")
+        stale = tuple(f"{g} coefficients refitted alone" for g in only)
+        stale += tuple(f"{g} refit:" for g in only)
+        entry["notes"] = "; ".join(p for p in parts if not p.startswith(stale))
     current = load_efficiencies(base_path)
     fitted: dict[str, dict[str, float]] = {}
     free: dict[str, list[str]] = {}
@@ -290,7 +295,9 @@ def refit_groups(df: pd.DataFrame, only: tuple[str, ...], base_path: str, output
         for n in borrowed:
             values[n] = fitted[sib][n]
         if borrowed:
-            doc["entries"][gpu]["notes"] += f"; {', '.join(borrowed)} from {sib} (no such points)"
+            doc["entries"][gpu]["notes"] += (
+                f"; {'/'.join(only)} refit: {', '.join(borrowed)} from {sib} (no such points)"
+            )
     for gpu, values in fitted.items():
         old = doc["entries"][gpu]
         head = {"aliases": old["aliases"]} if "aliases" in old else {}

@@ -12,7 +12,8 @@ its source):
 
 * ``fixed``: ``step_overhead + layers x layer_overhead`` plus ``moe_layer_overhead`` per MoE
   layer (router, top-k, token permutation kernels) and ``mla_layer_overhead`` per MLA layer
-  (its extra projections and norms) and ``fp8_layer_overhead`` per dense-MLP layer of FP8 weights
+  (its extra projections and norms) and ``fp8_layer_overhead`` per layer of FP8 weights (MLA
+  models: per dense-MLP layer)
   (activation quantisation and scale set-up; block-scaled and per-tensor FP8 each have their
   own): launch floors and scheduling.
 * ``gemm``: the dense matmuls (attention projections, dense MLPs, shared experts, router) as a
@@ -294,9 +295,11 @@ class PerfModel:
                 if self.weight_dtype == "fp8-tensor"
                 else eff.fp8_layer_overhead_us
             )
-            # Fitted on dense models, where it is the small-batch penalty of FP8 GEMMs that are
-            # mostly the MLP's; an MoE layer's MLP is the fused expert kernel (its own terms).
-            us += per_layer * self.params.dense_layers
+            # The small-batch penalty of plain FP8 GEMMs (projections, dense MLPs). An MLA
+            # layer's projections are timed with its attention (AIC's MLA modules, whose fixed
+            # cost mla_layer_overhead carries), so there only the dense-MLP layers pay it.
+            layers = self.params.dense_layers if m.is_mla else m.layers
+            us += per_layer * layers
         return us / US_PER_S
 
     def _dense_gemm_s(self, tokens: np.ndarray) -> np.ndarray:
