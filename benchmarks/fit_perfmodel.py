@@ -63,6 +63,7 @@ START = {
     "roofline_sharpness": 3.0,
     "moe_half_efficiency_width": 200.0,
     "expert_imbalance": 0.3,
+    "expert_imbalance_exponent": 0.5,
     "attention_ns_per_token_head": 0.3,
     "layer_overhead_us": 20.0,
     "prefill_attention_layer_us": 30.0,
@@ -88,6 +89,7 @@ BOUNDS = {
     "roofline_sharpness": (1.0, 20.0),
     "moe_half_efficiency_width": (0.0, 5000.0),
     "expert_imbalance": (0.0, 3.0),
+    "expert_imbalance_exponent": (0.0, 1.0),
     "attention_ns_per_token_head": (0.0, 50.0),
     "layer_overhead_us": (0.0, 300.0),
     "prefill_attention_layer_us": (0.0, 300.0),
@@ -113,6 +115,7 @@ MOE = (
     "moe_memory_efficiency",
     "moe_half_efficiency_width",
     "expert_imbalance",
+    "expert_imbalance_exponent",
     "moe_layer_overhead_us",
     "moe_dispatch_ps_per_element",
     "mla_layer_overhead_us",
@@ -137,7 +140,7 @@ def identifiable(df: pd.DataFrame) -> set[str]:
     if not (gemm == "fp8").any():
         names -= set(TENSOR_FP8)
     if not (df["ep"] > 1).any():
-        names.discard("expert_imbalance")
+        names -= {"expert_imbalance", "expert_imbalance_exponent"}
     if not df["moe_tp"].notna().any():
         names -= {
             "moe_efficiency",

@@ -74,6 +74,7 @@ HALF = Efficiency(
     roofline_sharpness=1.0,
     moe_half_efficiency_width=0.0,
     expert_imbalance=0.0,
+    expert_imbalance_exponent=0.5,
     attention_ns_per_token_head=1.0,
     layer_overhead_us=10.0,
     prefill_attention_layer_us=3.0,

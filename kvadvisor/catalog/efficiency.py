@@ -77,6 +77,12 @@ EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
     "expert_imbalance": FieldSpec(
         "number", required=True, minimum=0.0, help="busiest EP rank's extra load per EP doubling"
     ),
+    "expert_imbalance_exponent": FieldSpec(
+        "number",
+        required=True,
+        minimum=0.0,
+        help="how the busiest EP rank's excess shrinks with experts per rank, (E/ep)^-a",
+    ),
     "attention_ns_per_token_head": FieldSpec(
         "number", required=True, minimum=0.0, help="attention cost per query token, head, layer"
     ),
@@ -196,6 +202,7 @@ class Efficiency:
     roofline_sharpness: float
     moe_half_efficiency_width: float
     expert_imbalance: float
+    expert_imbalance_exponent: float
     attention_ns_per_token_head: float
     layer_overhead_us: float
     prefill_attention_layer_us: float
