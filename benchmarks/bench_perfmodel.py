@@ -17,6 +17,7 @@ It needs only pandas and pyarrow to read the sweep (no AIConfigurator).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -123,6 +124,7 @@ def main() -> None:
         help="step times through the [silicon] extra (perfmodel/silicon.py) where it applies",
     )
     args = ap.parse_args()
+    logging.disable(logging.WARNING)  # AIC logs every fallback table it loads
     df = errors(predict(load_sweep(args.sweep), resolver(use_catalog=True), silicon=args.silicon))
     df["gpu"] = pd.Categorical(df["gpu"], GPU_ORDER, ordered=True)
     if args.silicon:

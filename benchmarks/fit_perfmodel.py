@@ -271,10 +271,11 @@ def refit_groups(df: pd.DataFrame, only: tuple[str, ...], base_path: str, output
     (``SIBLING``), said so in its notes.
     """
     doc = yaml.safe_load(Path(base_path).read_text())
-    for entry in doc["entries"].values():  # a refit replaces the notes of the one before
+    # A refit replaces the notes and source line of the one before.
+    stale = tuple(f"{g} coefficients refitted alone" for g in only)
+    stale += tuple(f"{g} refit:" for g in only)
+    for entry in doc["entries"].values():
         parts = str(entry["notes"]).split("; ")
-        stale = tuple(f"{g} coefficients refitted alone" for g in only)
-        stale += tuple(f"{g} refit:" for g in only)
         entry["notes"] = "; ".join(p for p in parts if not p.startswith(stale))
     current = load_efficiencies(base_path)
     fitted: dict[str, dict[str, float]] = {}
@@ -306,7 +307,8 @@ def refit_groups(df: pd.DataFrame, only: tuple[str, ...], base_path: str, output
         head = {"aliases": old["aliases"]} if "aliases" in old else {}
         rest = {k: old[k] for k in ("allreduce", "fit_points", "source", "notes") if k in old}
         doc["entries"][gpu] = {**head, **rounded(values), **rest}
-    doc["sources"]["AIC"] += (
+    said = [p for p in doc["sources"]["AIC"].split("; ") if not p.startswith(stale)]
+    doc["sources"]["AIC"] = "; ".join(said) + (
         f"; {', '.join(only)} coefficients refitted alone {dt.date.today().isoformat()} on "
         "benchmarks/aic_sweep.py --grid fit (aiconfigurator-core's compiled static engine)"
     )
