@@ -1,17 +1,21 @@
 """Benchmark: kvadvisor's step times against AIConfigurator's silicon-calibrated static mode.
 
-Reads a sweep made by ``aic_sweep.py --grid benchmark`` (Qwen3-32B, Llama-3.1-8B/70B,
-Qwen3-235B-A22B, DeepSeek-V3, gpt-oss-120b on H100, H200, B200, A100 and L40S where AIC has
-data; TP 1/2/4/8, MoE experts split by TP and by expert parallelism; ISL 1k-32k; batch 1-64;
-points AIC finds out of GPU memory dropped), predicts every point with the packaged model
-catalog and efficiency coefficients (fitted on other models: ``fit_perfmodel.py``), and prints
-the error ``model / AIC - 1`` of the prefill latency and of one decode step by group, then the
-issue-15 targets: dense models within 15 % median and 30 % worst, MoE within 25 % median.
+Reads a sweep made by ``aic_sweep.py --grid benchmark`` (stored: ``benchmarks/data/
+aic_benchmark.parquet``: BF16 dense, FP8-weight, FP8-KV and MoE variants on H100, H200, B200,
+A100 and L40S where AIC has data; TP 1/2/4/8, MoE experts split by TP and by expert
+parallelism; points AIC finds out of GPU memory dropped), predicts every point with the
+packaged model catalog and efficiency coefficients (fitted on other models:
+``fit_perfmodel.py``), and prints the error ``model / AIC - 1`` of the prefill latency and of
+one decode step by group (dense, FP8 weights, FP8 KV, MoE), then the issue-28 targets (dense
+10 % median / 25 % worst, FP8 KV held to the same, FP8 15 % median, MoE 15 % median / 35 %
+worst). ``--silicon`` predicts through the ``[silicon]`` extra as the product would with it
+installed (run it where aiconfigurator-core is; ``step_model`` counts which rows it served).
 
-    AIC/bin/python benchmarks/aic_sweep.py --grid benchmark -o aic_benchmark.parquet
-    python benchmarks/bench_perfmodel.py aic_benchmark.parquet [--markdown]
+    PYTHONPATH=. python benchmarks/bench_perfmodel.py benchmarks/data/aic_benchmark.parquet
+    PYTHONPATH=. AIC/bin/python benchmarks/bench_perfmodel.py \
+        benchmarks/data/aic_benchmark.parquet --silicon [--markdown]
 
-It needs only pandas and pyarrow to read the sweep (no AIConfigurator).
+Without ``--silicon`` it needs only pandas and pyarrow to read the sweep (no AIConfigurator).
 """
 
 from __future__ import annotations

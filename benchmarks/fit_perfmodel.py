@@ -4,7 +4,8 @@ For each GPU, robust least squares (scipy ``least_squares``, ``soft_l1`` loss on
 picks the coefficients of ``kvadvisor/catalog/data/efficiency.yaml`` that make kvadvisor's
 prefill and decode-step latencies match AIConfigurator's static-mode estimates over a sweep
 of other models than the benchmark's (``aic_sweep.py --grid fit``: Qwen3-1.7B/8B/30B-A3B,
-Qwen3-Coder-480B, Llama-3.1-405B, Mixtral-8x7B/8x22B, Kimi-K2, gpt-oss-20b), so the benchmark
+Qwen3-8B and Llama-3.1-405B in FP8 too, Qwen3-Coder-480B, Llama-3.1-405B, Mixtral-8x22B,
+Kimi-K2, gpt-oss-20b), so the benchmark
 table (``bench_perfmodel.py``) reports held-out models. Writes the YAML with its sources.
 
     AIC/bin/python benchmarks/aic_sweep.py --grid fit -o benchmarks/data/aic_fit.parquet
