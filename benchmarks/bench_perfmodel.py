@@ -127,10 +127,13 @@ def main() -> None:
         action="store_true",
         help="step times through the [silicon] extra (perfmodel/silicon.py) where it applies",
     )
+    ap.add_argument("--points-out", help="write every point with its predictions (CSV)")
     args = ap.parse_args()
     logging.disable(logging.WARNING)  # AIC logs every fallback table it loads
     df = errors(predict(load_sweep(args.sweep), resolver(use_catalog=True), silicon=args.silicon))
     df["gpu"] = pd.Categorical(df["gpu"], GPU_ORDER, ordered=True)
+    if args.points_out:
+        df.to_csv(args.points_out, index=False)
     if args.silicon:
         print("\nstep model used\n")
         print(df.groupby(["kind", "step_model"]).size().to_string())
