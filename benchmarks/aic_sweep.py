@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -107,6 +108,12 @@ GRIDS = {
         batches=(1, 3, 6, 12, 24, 48),
     ),
 }
+
+
+def error_text(exc: Exception) -> str:
+    """The exception as one short line, without this machine's install paths."""
+    text = re.sub(r"\S*/site-packages/", "", f"{type(exc).__name__}: {exc}")
+    return re.sub(r"\S*aic-models-\w+/", "", text)[:300]
 
 
 def model_path(model: str, workdir: str) -> str:
@@ -215,7 +222,7 @@ def sweep(grid: Grid, systems: tuple[str, ...], tps: tuple[int, ...]) -> pd.Data
                         handle = EngineHandle.compile(path, system, BACKEND, **kwargs)
                         capacity = kv_tokens(path, system, version, kwargs, max(grid.batches))
                     except Exception as exc:
-                        err = f"{type(exc).__name__}: {exc}"[:300]
+                        err = error_text(exc)
                         rows += [
                             {**head, "isl": i, "batch": b, "error": err}
                             for i in grid.isls
@@ -232,7 +239,7 @@ def sweep(grid: Grid, systems: tuple[str, ...], tps: tuple[int, ...]) -> pd.Data
                                 row["oom"] = bs * (isl + 2) > capacity
                                 row["error"] = None
                             except Exception as exc:
-                                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                                row["error"] = error_text(exc)
                             rows.append(row)
             print(system, v, len(rows), flush=True)
     return pd.DataFrame(rows)
