@@ -1,12 +1,12 @@
 """Shared by the AIConfigurator benchmark and fit: read a sweep, build models, predict its points.
 
-A sweep (``benchmarks/aic_sweep.py``) has one row per model x GPU x TP x (MoE layout) x ISL x
-batch with AIConfigurator's static-mode prefill latency of ``batch`` prompts of ``isl`` tokens
-in one forward pass and the latency of one decode step of ``batch`` sequences at ``isl``
-tokens of context, in ms. Here each row gets kvadvisor's prediction of the same two numbers:
-prefill as one step of ``T = batch x isl`` tokens, ``batch`` logits and the prompts' causal
-attention pairs; decode as one step of ``batch`` tokens and logits reading the KV of ``batch``
-contexts of ``isl + 1`` tokens.
+A sweep (``benchmarks/aic_sweep.py``) has one row per variant (model and quant modes) x GPU x TP
+x (MoE layout) x ISL x batch with AIConfigurator's static-mode prefill latency of ``batch``
+prompts of ``isl`` tokens in one forward pass and the latency of one decode step of ``batch``
+sequences at ``isl`` tokens of context, in ms. Here each row gets kvadvisor's prediction of the
+same two numbers: prefill as one step of ``T = batch x isl`` tokens, ``batch`` logits and the
+prompts' causal attention pairs; decode as one step of ``batch`` tokens and logits reading the
+KV of ``batch`` contexts of ``isl + 1`` tokens.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ BYTES_PER_GB = 1e9
 ALLREDUCE_ELEMENTS = tuple(2**k for k in range(7, 30))
 ALLREDUCE_TPS = (2, 4, 8)
 BF16_BYTES = 2
+# AIC's GEMM quant mode -> kvadvisor weight dtype where a sweep variant overrides the
+# checkpoint's ("fp8" per-tensor, "fp8_block" 128 x 128 block scales); others keep the model's.
+GEMM_WEIGHT_DTYPE = {"fp8": "fp8-tensor", "fp8_block": "fp8"}
 
 
 def aic_allreduce(system: str, version: str) -> dict:
@@ -78,10 +81,20 @@ def allreduce_table(mapping: dict) -> AllReduceTable:
     )
 
 
-def load_sweep(path: str | Path) -> pd.DataFrame:
-    """The points AIC estimated that fit in GPU memory by its own check (others are dropped)."""
+def load_sweep(path: str | Path, keep_oom: Callable[[str], bool] | None = None) -> pd.DataFrame:
+    """The points AIC estimated that fit in GPU memory by its own check (others are dropped).
+
+    ``keep_oom``: also, for a model it accepts none of whose points fit on a GPU, its points
+    there (AIC still times their kernels; a fit may use them, a benchmark of deployable points
+    does not).
+    """
     df = pd.read_parquet(path) if str(path).endswith(".parquet") else pd.read_csv(path)
-    ok = df["error"].isna() & ~df["oom"].fillna(True).astype(bool)
+    fits = ~df["oom"].astype("boolean").fillna(True).astype(bool)
+    ok = df["error"].isna() & fits
+    if keep_oom:
+        any_fit = (fits & df["error"].isna()).groupby([df["model"], df["system"]]).transform("any")
+        wanted = df["model"].map({m: bool(keep_oom(m)) for m in df["model"].unique()})
+        ok |= df["error"].isna() & ~any_fit & wanted
     df = df[ok].copy()
     df["gpu"] = df["system"].map(SYSTEM_GPU)
     df["ep"] = np.where(df["moe_ep"].fillna(1) > 1, df["moe_ep"].fillna(1), 1).astype(int)
@@ -100,8 +113,12 @@ def aic_config_model(model_id: str) -> ModelSpec:
 
 
 def catalog_model(model_id: str) -> ModelSpec:
-    """The packaged catalog's entry for an AIC model id (what the product uses)."""
-    return get_model(model_id.replace("Meta-Llama", "Llama"))
+    """The packaged catalog's entry for an AIC model id (what the product uses).
+
+    An FP8 checkpoint of a catalog model is the model (its dtype comes from the sweep row's
+    GEMM quant mode, as a user's ``--weight-dtype`` would give it).
+    """
+    return get_model(model_id.replace("Meta-Llama", "Llama").removesuffix("-FP8"))
 
 
 def resolver(use_catalog: bool) -> Callable[[str], ModelSpec]:
@@ -126,13 +143,20 @@ def predict(
     df: pd.DataFrame,
     resolve: Callable[[str], ModelSpec],
     efficiency: Callable[[str], Efficiency | None] = lambda gpu: None,
+    silicon: bool = False,
 ) -> pd.DataFrame:
-    """Predicted prefill and decode-step latency (ms) for every row of a sweep."""
+    """Predicted prefill and decode-step latency (ms) for every row of a sweep.
+
+    ``silicon``: through ``silicon_step_table`` (the [silicon] extra) as the product runs with
+    it installed; ``step_model`` says per row whether it gave the silicon table or fell back.
+    """
     out = df.copy()
     out["pred_prefill_ms"] = np.nan
     out["pred_decode_ms"] = np.nan
-    keys = ["model", "gpu", "tp", "ep", "kvcache"]
-    for (model_id, gpu, tp, ep, kvcache), idx in out.groupby(keys, dropna=False).groups.items():
+    out["step_model"] = "roofline"
+    keys = ["model", "gpu", "tp", "ep", "kvcache", "gemm"]
+    groups = out.groupby(keys, dropna=False).groups.items()
+    for (model_id, gpu, tp, ep, kvcache, gemm), idx in groups:
         rows = out.loc[idx]
         kv_dtype = "fp8" if str(kvcache).startswith("fp8") else "bf16"
         pm = PerfModel.build(
@@ -141,8 +165,15 @@ def predict(
             tp=int(tp),
             ep=int(ep),
             kv_dtype=kv_dtype,
+            weight_dtype=GEMM_WEIGHT_DTYPE.get(str(gemm)),
             efficiency=efficiency(gpu),
         )
+        if silicon:
+            from kvadvisor.perfmodel.silicon import silicon_step_table
+
+            choice = silicon_step_table(pm)
+            pm = choice.perf
+            out.loc[idx, "step_model"] = choice.step_model
         out.loc[idx, "pred_prefill_ms"] = prefill_ms(pm, rows["isl"], rows["batch"])
         out.loc[idx, "pred_decode_ms"] = decode_ms(pm, rows["isl"], rows["batch"])
     return out

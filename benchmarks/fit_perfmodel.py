@@ -4,12 +4,17 @@ For each GPU, robust least squares (scipy ``least_squares``, ``soft_l1`` loss on
 picks the coefficients of ``kvadvisor/catalog/data/efficiency.yaml`` that make kvadvisor's
 prefill and decode-step latencies match AIConfigurator's static-mode estimates over a sweep
 of other models than the benchmark's (``aic_sweep.py --grid fit``: Qwen3-1.7B/8B/30B-A3B,
-Qwen3-Coder-480B, Llama-3.1-405B, Mixtral-8x7B/8x22B, Kimi-K2, gpt-oss-20b), so the benchmark
+Qwen3-8B and Llama-3.1-405B in FP8 too, Qwen3-Coder-480B, Llama-3.1-405B, Mixtral-8x22B,
+Kimi-K2, gpt-oss-20b), so the benchmark
 table (``bench_perfmodel.py``) reports held-out models. Writes the YAML with its sources.
 
-    AIC/bin/python benchmarks/aic_sweep.py --grid fit -o aic_fit.parquet
-    AIC/bin/python benchmarks/fit_perfmodel.py aic_fit.parquet \
+    AIC/bin/python benchmarks/aic_sweep.py --grid fit -o benchmarks/data/aic_fit.parquet
+    AIC/bin/python benchmarks/fit_perfmodel.py benchmarks/data/aic_fit.parquet \
         -o kvadvisor/catalog/data/efficiency.yaml
+
+``--only fp8 moe`` refits just those coefficient groups (each on its own points: FP8-weight
+variants, MoE models) into the existing catalog and keeps every other value, so dense BF16 step
+times do not move; that is how the FP8 and MoE coefficients of the packaged catalog were made.
 """
 
 from __future__ import annotations
@@ -25,15 +30,32 @@ import yaml
 from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _aic import SYSTEM_GPU, aic_allreduce, allreduce_table, load_sweep, predict, resolver
+from _aic import (
+    SYSTEM_GPU,
+    aic_allreduce,
+    aic_config_model,
+    allreduce_table,
+    load_sweep,
+    predict,
+    resolver,
+)
 
-from kvadvisor.catalog.efficiency import COEFFICIENT_NAMES, AllReduceTable, Efficiency
+from kvadvisor.catalog.efficiency import (
+    COEFFICIENT_NAMES,
+    EFFICIENCY_YAML,
+    AllReduceTable,
+    Efficiency,
+    load_efficiencies,
+)
 from kvadvisor.catalog.gpus import get_gpu
 
 # Starting point and bounds of each coefficient (the fit moves within them).
 START = {
     "gemm_efficiency": 0.75,
     "gemm_fp8_efficiency": 0.6,
+    "fp8_memory_efficiency": 0.7,
+    "gemm_fp8_tensor_efficiency": 0.6,
+    "fp8_tensor_memory_efficiency": 0.7,
     "moe_efficiency": 0.5,
     "prefill_attention_efficiency": 0.6,
     "memory_efficiency": 0.8,
@@ -42,18 +64,24 @@ START = {
     "roofline_sharpness": 3.0,
     "moe_half_efficiency_width": 200.0,
     "expert_imbalance": 0.3,
+    "expert_imbalance_exponent": 0.5,
     "attention_ns_per_token_head": 0.3,
     "layer_overhead_us": 20.0,
     "prefill_attention_layer_us": 30.0,
     "decode_attention_layer_us": 10.0,
     "moe_layer_overhead_us": 20.0,
+    "moe_dispatch_ps_per_element": 5.0,
     "mla_layer_overhead_us": 20.0,
     "fp8_layer_overhead_us": 20.0,
+    "fp8_tensor_layer_overhead_us": 20.0,
     "step_overhead_us": 50.0,
 }
 BOUNDS = {
     "gemm_efficiency": (0.05, 1.0),
     "gemm_fp8_efficiency": (0.05, 1.0),
+    "fp8_memory_efficiency": (0.05, 1.0),
+    "gemm_fp8_tensor_efficiency": (0.05, 1.0),
+    "fp8_tensor_memory_efficiency": (0.05, 1.0),
     "moe_efficiency": (0.02, 1.0),
     "prefill_attention_efficiency": (0.05, 1.0),
     "memory_efficiency": (0.05, 1.0),
@@ -62,16 +90,38 @@ BOUNDS = {
     "roofline_sharpness": (1.0, 20.0),
     "moe_half_efficiency_width": (0.0, 5000.0),
     "expert_imbalance": (0.0, 3.0),
+    "expert_imbalance_exponent": (0.0, 1.0),
     "attention_ns_per_token_head": (0.0, 50.0),
     "layer_overhead_us": (0.0, 300.0),
     "prefill_attention_layer_us": (0.0, 300.0),
     "decode_attention_layer_us": (0.0, 300.0),
     "moe_layer_overhead_us": (0.0, 500.0),
+    "moe_dispatch_ps_per_element": (0.0, 100.0),
     "mla_layer_overhead_us": (0.0, 500.0),
     "fp8_layer_overhead_us": (0.0, 3000.0),
+    "fp8_tensor_layer_overhead_us": (0.0, 3000.0),
     "step_overhead_us": (0.0, 20000.0),
 }
 SOFT_L1_SCALE = 0.1
+# Coefficient groups ``--only`` refits alone, the others kept from the catalog (so a refit of
+# the FP8 or MoE terms leaves dense BF16 step times where they were).
+BLOCK_FP8 = ("gemm_fp8_efficiency", "fp8_memory_efficiency", "fp8_layer_overhead_us")
+TENSOR_FP8 = (
+    "gemm_fp8_tensor_efficiency",
+    "fp8_tensor_memory_efficiency",
+    "fp8_tensor_layer_overhead_us",
+)
+MOE = (
+    "moe_efficiency",
+    "moe_memory_efficiency",
+    "moe_half_efficiency_width",
+    "expert_imbalance",
+    "expert_imbalance_exponent",
+    "moe_layer_overhead_us",
+    "moe_dispatch_ps_per_element",
+    "mla_layer_overhead_us",
+)
+GROUPS = {"fp8": BLOCK_FP8 + TENSOR_FP8, "moe": MOE}
 # Coefficients a GPU's sweep cannot pin down take a sibling's (same compute silicon).
 SIBLING = {
     "h100-sxm": "h200",
@@ -85,18 +135,19 @@ SIBLING = {
 def identifiable(df: pd.DataFrame) -> set[str]:
     """Coefficients the GPU's points constrain (FP8 GEMMs need FP8 models, experts MoE ones)."""
     names = set(COEFFICIENT_NAMES)
-    if not df["gemm"].astype(str).str.startswith("fp8").any():
-        names -= {"gemm_fp8_efficiency", "fp8_layer_overhead_us"}
+    gemm = df["gemm"].astype(str)
+    if not (gemm == "fp8_block").any():
+        names -= set(BLOCK_FP8)
+    if not (gemm == "fp8").any():
+        names -= set(TENSOR_FP8)
     if not (df["ep"] > 1).any():
-        names.discard("expert_imbalance")
-    if (
-        not df["moe"].astype(str).ne(df["gemm"].astype(str)).any()
-        and not df["model"].str.contains("A3B|A35B|Mixtral|Kimi|oss").any()
-    ):
+        names -= {"expert_imbalance", "expert_imbalance_exponent"}
+    if not df["moe_tp"].notna().any():
         names -= {
             "moe_efficiency",
             "moe_memory_efficiency",
             "moe_layer_overhead_us",
+            "moe_dispatch_ps_per_element",
             "moe_half_efficiency_width",
         }
     if not df["model"].str.contains("Kimi|DeepSeek").any():
@@ -132,11 +183,31 @@ def residuals_for(
     return res, eff
 
 
+def group_rows(df: pd.DataFrame, group: str) -> pd.DataFrame:
+    """The points that pin a coefficient group: FP8-weight points, or MoE models'."""
+    if group == "fp8":
+        return df[df["gemm"].astype(str).str.startswith("fp8")]
+    return df[df["moe_tp"].notna()]
+
+
 def fit_gpu(
-    df: pd.DataFrame, base: dict[str, float], allreduce: AllReduceTable
+    df: pd.DataFrame,
+    base: dict[str, float],
+    allreduce: AllReduceTable,
+    only: tuple[str, ...] = (),
 ) -> tuple[dict[str, float], dict]:
-    """Fitted coefficients for one GPU and the fit's error summary."""
-    names = sorted(identifiable(df))
+    """Fitted coefficients for one GPU and the fit's error summary.
+
+    ``only``: coefficient groups (``GROUPS``) to refit on their own points, ``base`` the rest.
+    """
+    if only:
+        df = pd.concat([group_rows(df, g) for g in only]).drop_duplicates()
+        wanted = {n for g in only for n in GROUPS[g]}
+        names = sorted(identifiable(df) & wanted) if len(df) else []
+        if not names:
+            return dict(base), {"points": 0, "free": [], "converged": True}
+    else:
+        names = sorted(identifiable(df))
     res, _ = residuals_for(df, names, base, allreduce)
     x0 = np.array([base[n] for n in names])
     lo = np.array([BOUNDS[n][0] for n in names])
@@ -163,6 +234,8 @@ def fit_gpu(
         "free": names,
         "converged": bool(result.success),
     }
+    if only:
+        summary["only"] = list(only)
     return values, summary
 
 
@@ -192,14 +265,84 @@ def catalog_text(doc: dict) -> str:
     return header + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100)
 
 
+def refit_groups(df: pd.DataFrame, only: tuple[str, ...], base_path: str, output: str) -> None:
+    """Refit coefficient groups in an existing catalog file, every other value kept.
+
+    A GPU without points for a group (no FP8 kernels in AIC's data) takes its sibling's values
+    (``SIBLING``), said so in its notes.
+    """
+    doc = yaml.safe_load(Path(base_path).read_text())
+    # A refit replaces the notes and source line of the one before.
+    stale = tuple(f"{g} coefficients refitted alone" for g in only)
+    stale += tuple(f"{g} refit:" for g in only)
+    for entry in doc["entries"].values():
+        parts = str(entry["notes"]).split("; ")
+        entry["notes"] = "; ".join(p for p in parts if not p.startswith(stale))
+    current = load_efficiencies(base_path)
+    fitted: dict[str, dict[str, float]] = {}
+    free: dict[str, list[str]] = {}
+    for gpu, eff in current.items():
+        part = df[df["gpu"] == gpu]
+        base = {n: getattr(eff, n) for n in COEFFICIENT_NAMES}
+        values, summary = fit_gpu(part, base, eff.allreduce, only) if len(part) else (base, {})
+        fitted[gpu], free[gpu] = values, summary.get("free", [])
+        print(gpu, {n: round(values[n], 4) for n in summary.get("free", [])}, summary, flush=True)
+        if summary.get("points"):
+            doc["entries"][gpu]["notes"] += (
+                f"; {', '.join(only)} coefficients refitted alone on {summary['points']} "
+                f"{'/'.join(only)} points of the fit sweep (others held): median error "
+                f"{summary['prefill_median']:.1%} prefill / {summary['decode_median']:.1%} decode"
+            )
+    wanted = {n for g in only for n in GROUPS[g]}
+    for gpu, values in fitted.items():
+        sib = SIBLING.get(gpu)
+        borrowed = sorted(n for n in wanted - set(free[gpu]) if sib in fitted and n in free[sib])
+        for n in borrowed:
+            values[n] = fitted[sib][n]
+        if borrowed:
+            doc["entries"][gpu]["notes"] += (
+                f"; {'/'.join(only)} refit: {', '.join(borrowed)} from {sib} (no such points)"
+            )
+    for gpu, values in fitted.items():
+        old = doc["entries"][gpu]
+        head = {"aliases": old["aliases"]} if "aliases" in old else {}
+        rest = {k: old[k] for k in ("allreduce", "fit_points", "source", "notes") if k in old}
+        doc["entries"][gpu] = {**head, **rounded(values), **rest}
+    said = [p for p in doc["sources"]["AIC"].split("; ") if not p.startswith(stale)]
+    doc["sources"]["AIC"] = "; ".join(said) + (
+        f"; {', '.join(only)} coefficients refitted alone {dt.date.today().isoformat()} on "
+        "benchmarks/aic_sweep.py --grid fit (aiconfigurator-core's compiled static engine)"
+    )
+    Path(output).write_text(catalog_text(doc))
+    print(f"wrote {output}")
+
+
 def main() -> None:
     """Fit every GPU of the sweep and write the efficiency catalog."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweep", help="output of aic_sweep.py --grid fit")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--gpus", nargs="*", default=list(SYSTEM_GPU.values()))
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        choices=sorted(GROUPS),
+        default=[],
+        help="refit only these coefficient groups in --base, keeping its other values",
+    )
+    ap.add_argument("--base", default=str(EFFICIENCY_YAML), help="catalog --only starts from")
+    ap.add_argument(
+        "--keep-oom",
+        action="store_true",
+        help="also fit on the points of MLA models that fit nowhere on a GPU (AIC still times "
+        "their kernels: Kimi-K2, the fit's only MLA model, fits on no H100 or H200)",
+    )
     args = ap.parse_args()
-    df = load_sweep(args.sweep)
+    mla = (lambda m: aic_config_model(m).is_mla) if args.keep_oom else None
+    df = load_sweep(args.sweep, keep_oom=mla)
+    if args.only:
+        refit_groups(df[df["gpu"].isin(args.gpus)], tuple(args.only), args.base, args.output)
+        return
     fitted: dict[str, dict[str, float]] = {}
     summaries: dict[str, dict] = {}
     tables: dict[str, dict] = {}
@@ -216,7 +359,7 @@ def main() -> None:
         sib = SIBLING.get(gpu)
         if get_gpu(gpu).fp8_dense_tflops is None:
             summaries[gpu]["no_fp8"] = True
-            summaries[gpu]["free"] += ["gemm_fp8_efficiency", "fp8_layer_overhead_us"]
+            summaries[gpu]["free"] += [*BLOCK_FP8, *TENSOR_FP8]
         for name in set(COEFFICIENT_NAMES) - set(summaries[gpu]["free"]):
             if sib in fitted and name in summaries[sib]["free"]:
                 values[name] = fitted[sib][name]

@@ -404,6 +404,10 @@ def test_published_weight_dtype() -> None:
     oss = get_model("gpt-oss-120b")
     assert (oss.weight_dtype, oss.experts_dtype) == ("bf16", "mxfp4")
     assert get_model("qwen3-32b").weight_dtype == "bf16"
-    fp8_cfg = {**DEEPSEEK_V3, "quantization_config": {"quant_method": "fp8"}}
+    # DeepSeek-V3's own config.json: block-scaled FP8; without a block size, per-tensor.
+    block = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    fp8_cfg = {**DEEPSEEK_V3, "quantization_config": block}
     assert model_from_hf_config(fp8_cfg, name="d").weight_dtype == "fp8"
+    tensor_cfg = {**DEEPSEEK_V3, "quantization_config": {"quant_method": "fp8"}}
+    assert model_from_hf_config(tensor_cfg, name="d").weight_dtype == "fp8-tensor"
     assert model_from_hf_config(DEEPSEEK_V3, name="d").weight_dtype == "bf16"

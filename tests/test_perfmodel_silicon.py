@@ -103,3 +103,64 @@ def test_silicon_extra_samples_aiconfigurator() -> None:
     assert 0.7 < ratio < 1.4
     other = silicon_step_table(PerfModel.build(get_model("qwen3-32b"), get_gpu("mi300x")))
     assert other.step_model == "roofline" and "mi300x" in other.reason
+
+
+def test_quant_modes_follow_the_deployment_dtypes() -> None:
+    """Block FP8 asks AIC for fp8_block, per-tensor for fp8; MXFP4 experts and FP8 KV too."""
+    from kvadvisor.perfmodel.silicon import quant_modes
+
+    h200 = get_gpu("h200")
+    block = PerfModel.build(get_model("qwen3-32b"), h200, weight_dtype="fp8", kv_dtype="fp8")
+    assert quant_modes(block) == (
+        {"gemm_quant_mode": "fp8_block", "kvcache_quant_mode": "fp8"},
+        None,
+    )
+    tensor = PerfModel.build(get_model("qwen3-32b"), h200, weight_dtype="fp8-tensor")
+    assert quant_modes(tensor)[0]["gemm_quant_mode"] == "fp8"
+    oss = PerfModel.build(get_model("gpt-oss-120b"), h200, tp=2)
+    assert quant_modes(oss)[0] == {
+        "gemm_quant_mode": "bfloat16",
+        "moe_quant_mode": "w4a16_mxfp4",
+        "kvcache_quant_mode": "bfloat16",
+    }
+    fp16_kv = PerfModel.build(get_model("qwen3-32b"), h200, kv_dtype="fp16")
+    assert quant_modes(fp16_kv) == ({}, "AIConfigurator has no KV quantization for fp16")
+
+
+def test_a_mode_the_database_lacks_is_named() -> None:
+    """AIC's A100 vLLM data measures bf16 only: FP8 weights or KV are refused, by name."""
+    from kvadvisor.perfmodel.silicon import uncovered
+
+    a100 = {"gemm": ["bfloat16"], "moe": ["bfloat16"], "generation_attention": ["bfloat16"]}
+    modes = {"gemm_quant_mode": "bfloat16", "kvcache_quant_mode": "fp8"}
+    assert uncovered(modes, a100, is_moe=False, is_mla=False) == (
+        "no fp8 KV-cache attention kernels (measured: bfloat16)"
+    )
+    # MLA attention has its own modules: the KV dtype is not checked against GQA kernels.
+    assert uncovered(modes, a100, is_moe=False, is_mla=True) is None
+    moe = {**modes, "kvcache_quant_mode": "bfloat16", "moe_quant_mode": "w4a16_mxfp4"}
+    assert uncovered(moe, a100, is_moe=True, is_mla=False) == (
+        "no w4a16_mxfp4 MoE kernels (measured: bfloat16)"
+    )
+
+
+@pytest.mark.silicon
+def test_silicon_extra_times_fp8_as_fp8_and_refuses_what_it_lacks() -> None:
+    """FP8 weights are timed with FP8 kernels; a mode AIC lacks falls back and says why.
+
+    Qwen3-32B FP8 on H200: faster prefill than BF16's table. FP8 KV on A100: AIC's A100 data
+    has no such kernels.
+    """
+    if not HAVE_AIC:
+        pytest.fail('the silicon extra is not installed: python3 -m pip install ".[silicon]"')
+    h200 = get_gpu("h200")
+    bf16 = silicon_step_table(PerfModel.build(get_model("qwen3-32b"), h200))
+    fp8 = silicon_step_table(PerfModel.build(get_model("qwen3-32b"), h200, weight_dtype="fp8"))
+    assert fp8.step_model == "silicon", fp8.reason
+    assert "fp8_block weights" in fp8.reason
+    t_bf16 = float(bf16.perf.prefill_s(8192.0, 0.0))
+    assert float(fp8.perf.prefill_s(8192.0, 0.0)) < 0.85 * t_bf16
+    a100 = PerfModel.build(get_model("qwen3-32b"), get_gpu("a100-80gb"), tp=2, kv_dtype="fp8")
+    refused = silicon_step_table(a100)
+    assert refused.step_model == "roofline" and refused.perf is a100
+    assert "silicon table refused" in refused.reason and "fp8 KV-cache" in refused.reason

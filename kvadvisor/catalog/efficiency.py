@@ -53,7 +53,16 @@ ALLREDUCE_FIELDS: dict[str, FieldSpec] = {
 
 EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
     "gemm_efficiency": _fraction("large bf16 GEMMs: fraction of dense bf16 peak"),
-    "gemm_fp8_efficiency": _fraction("large fp8 GEMMs: fraction of dense fp8 peak"),
+    "gemm_fp8_efficiency": _fraction("large block-scaled fp8 GEMMs: fraction of dense fp8 peak"),
+    "fp8_memory_efficiency": _fraction(
+        "block-scaled fp8 weight reads (small-batch GEMMs): fraction of peak bandwidth"
+    ),
+    "gemm_fp8_tensor_efficiency": _fraction(
+        "large per-tensor-scaled fp8 GEMMs: fraction of dense fp8 peak"
+    ),
+    "fp8_tensor_memory_efficiency": _fraction(
+        "per-tensor-scaled fp8 weight reads: fraction of peak bandwidth"
+    ),
     "moe_efficiency": _fraction("routed-expert GEMMs: fraction of peak"),
     "prefill_attention_efficiency": _fraction("prefill attention FLOPs: fraction of bf16 peak"),
     "memory_efficiency": _fraction("weight reads and elementwise: fraction of peak bandwidth"),
@@ -68,6 +77,12 @@ EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
     "expert_imbalance": FieldSpec(
         "number", required=True, minimum=0.0, help="busiest EP rank's extra load per EP doubling"
     ),
+    "expert_imbalance_exponent": FieldSpec(
+        "number",
+        required=True,
+        minimum=0.0,
+        help="how the busiest EP rank's excess shrinks with experts per rank, (E/ep)^-a",
+    ),
     "attention_ns_per_token_head": FieldSpec(
         "number", required=True, minimum=0.0, help="attention cost per query token, head, layer"
     ),
@@ -79,8 +94,19 @@ EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
         "number", required=True, minimum=0.0, help="per layer, in a step with decode tokens"
     ),
     "moe_layer_overhead_us": FieldSpec("number", required=True, minimum=0.0),
+    "moe_dispatch_ps_per_element": FieldSpec(
+        "number",
+        required=True,
+        minimum=0.0,
+        help="MoE token dispatch + combine per token, hidden element and MoE layer",
+    ),
     "mla_layer_overhead_us": FieldSpec("number", required=True, minimum=0.0),
-    "fp8_layer_overhead_us": FieldSpec("number", required=True, minimum=0.0),
+    "fp8_layer_overhead_us": FieldSpec(
+        "number", required=True, minimum=0.0, help="per layer of block-scaled fp8 weights"
+    ),
+    "fp8_tensor_layer_overhead_us": FieldSpec(
+        "number", required=True, minimum=0.0, help="per layer of per-tensor-scaled fp8 weights"
+    ),
     "step_overhead_us": FieldSpec("number", required=True, minimum=0.0),
     "allreduce": FieldSpec(
         "mapping",
@@ -165,6 +191,9 @@ class Efficiency:
 
     gemm_efficiency: float
     gemm_fp8_efficiency: float
+    fp8_memory_efficiency: float
+    gemm_fp8_tensor_efficiency: float
+    fp8_tensor_memory_efficiency: float
     moe_efficiency: float
     prefill_attention_efficiency: float
     memory_efficiency: float
@@ -173,13 +202,16 @@ class Efficiency:
     roofline_sharpness: float
     moe_half_efficiency_width: float
     expert_imbalance: float
+    expert_imbalance_exponent: float
     attention_ns_per_token_head: float
     layer_overhead_us: float
     prefill_attention_layer_us: float
     decode_attention_layer_us: float
     moe_layer_overhead_us: float
+    moe_dispatch_ps_per_element: float
     mla_layer_overhead_us: float
     fp8_layer_overhead_us: float
+    fp8_tensor_layer_overhead_us: float
     step_overhead_us: float
     allreduce: AllReduceTable
     source: str
@@ -203,9 +235,12 @@ class Efficiency:
             source=source,
             gemm_efficiency=cap(self.gemm_efficiency * compute),
             gemm_fp8_efficiency=cap(self.gemm_fp8_efficiency * compute),
+            gemm_fp8_tensor_efficiency=cap(self.gemm_fp8_tensor_efficiency * compute),
             moe_efficiency=cap(self.moe_efficiency * compute),
             prefill_attention_efficiency=cap(self.prefill_attention_efficiency * compute),
             memory_efficiency=cap(self.memory_efficiency * memory),
+            fp8_memory_efficiency=cap(self.fp8_memory_efficiency * memory),
+            fp8_tensor_memory_efficiency=cap(self.fp8_tensor_memory_efficiency * memory),
             moe_memory_efficiency=cap(self.moe_memory_efficiency * memory),
             decode_attention_efficiency=cap(self.decode_attention_efficiency * memory),
             step_overhead_us=overhead_us,
@@ -237,6 +272,9 @@ def _efficiency(name: str, e: Mapping[str, Any]) -> Efficiency:
     for field in (
         "gemm_efficiency",
         "gemm_fp8_efficiency",
+        "fp8_memory_efficiency",
+        "gemm_fp8_tensor_efficiency",
+        "fp8_tensor_memory_efficiency",
         "moe_efficiency",
         "prefill_attention_efficiency",
         "memory_efficiency",

@@ -18,7 +18,7 @@ from kvadvisor.units.format import count
 MODELS_YAML = Path(__file__).with_name("data") / "models.yaml"
 PARAMS_PER_BILLION = 1e9
 # Weight dtypes a checkpoint is published in (bytes per weight: perfmodel.kv.WEIGHT_DTYPE_BYTES).
-WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "mxfp4")
+WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8-tensor", "int8", "int4", "fp4", "mxfp4")
 # A gated MLP (SwiGLU / GeGLU) has three matrices of hidden x width: gate, up and down.
 GATED_MLP_MATRICES = 3
 
@@ -582,7 +582,10 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         else {}
     )
     method = str(quant.get("quant_method", "")).lower()
-    weight_dtype = "fp8" if method == "fp8" else "bf16"
+    # FP8 checkpoints with a weight_block_size are block-scaled ("fp8"), others per-tensor.
+    weight_dtype = "bf16"
+    if method == "fp8":
+        weight_dtype = "fp8" if quant.get("weight_block_size") else "fp8-tensor"
     expert_dtype = "mxfp4" if method == "mxfp4" else None
 
     window = _opt_int(cfg, "sliding_window", where) or None

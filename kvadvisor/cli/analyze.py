@@ -155,6 +155,7 @@ class WeightDtype(str, Enum):
     bf16 = "bf16"
     fp16 = "fp16"
     fp8 = "fp8"
+    fp8_tensor = "fp8-tensor"
     int8 = "int8"
     int4 = "int4"
     fp4 = "fp4"

@@ -27,6 +27,7 @@ WEIGHT_DTYPE_BYTES: dict[str, float] = {
     "fp16": BYTES_PER_FP16,
     "fp32": BYTES_PER_FP32,
     "fp8": BYTES_PER_FP8,
+    "fp8-tensor": BYTES_PER_FP8,
     "int8": BYTES_PER_INT8,
     "int4": BYTES_PER_INT4,
     "fp4": BYTES_PER_INT4,

@@ -6,22 +6,27 @@ sequences whose logits it computes, ``P`` layer-weighted prefill attention pairs
 bytes per rank read by its decoding sequences takes (docs/stage-profiler.md has each term with
 its source):
 
-    step(T, L, P, K) = fixed + gemm(T) + experts(T) + elementwise(T) + allreduce(T)
+    step(T, L, P, K) = fixed + gemm(T) + experts(T) + dispatch(T) + elementwise(T) + allreduce(T)
                      + attention_tokens(T) + head(L) + s_pair P + s_kv K
                      + [P > 0] prefill_attention_fixed + [K > 0] decode_attention_fixed
 
 * ``fixed``: ``step_overhead + layers x layer_overhead`` plus ``moe_layer_overhead`` per MoE
   layer (router, top-k, token permutation kernels) and ``mla_layer_overhead`` per MLA layer
-  (its extra projections and norms) and ``fp8_layer_overhead`` per layer of FP8 weights
-  (activation quantisation and block-scaled GEMM set-up): launch floors and scheduling.
+  (its extra projections and norms) and ``fp8_layer_overhead`` per layer of FP8 weights (MLA
+  models: per dense-MLP layer)
+  (activation quantisation and scale set-up; block-scaled and per-tensor FP8 each have their
+  own): launch floors and scheduling.
 * ``gemm``: the dense matmuls (attention projections, dense MLPs, shared experts, router) as a
   soft roofline ``(t_c^p + t_m^p)^(1/p)`` of compute ``2 T W / (tp F eta_gemm)`` and weight read
-  ``W w / (tp BW eta_mem)``; FP8 weights use the FP8 peak and ``eta_gemm_fp8``.
+  ``W w / (tp BW eta_mem)``; FP8 weights (on GPUs with FP8 units) use the FP8 peak and the
+  compute and weight-read fractions fitted for their scaling (block or per-tensor).
 * ``experts``: per MoE layer the busiest expert-parallel rank, which gets ``T k / ep`` expert
-  tokens times ``1 + x log2(ep) / sqrt(E/ep)`` and reads the experts they touch,
+  tokens times ``1 + x log2(ep) / (E/ep)^a`` and reads the experts they touch,
   ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``; soft roofline of compute at ``eta_moe``
   and weight read at ``eta_moe_mem``; ``eta_moe`` falls for narrow experts, times ``w / (w +
   w_half)`` with ``w`` the expert width per rank.
+* ``dispatch``: per MoE layer the token permutation around the experts (dispatch and
+  combine), ``moe_dispatch x T h``.
 * ``elementwise``: two residual-add + RMSNorm passes (4 hidden vectors each) and the gated
   activation (reads 2, writes 1 vector of the MLP width per rank) per layer and token, at
   ``BW eta_mem``.
@@ -85,6 +90,13 @@ EMBEDDING_ALLREDUCES = 1
 ACTIVATION_BYTES = BYTES_PER_BF16
 # Weight-only quantised formats are dequantised into bf16 matmuls (Marlin, MXFP4 w4a16).
 WEIGHT_ONLY_DTYPES = ("int8", "int4", "fp4", "mxfp4")
+# FP8 weights run on FP8 tensor cores where the GPU has them, each scaling scheme with its own
+# kernels and so its own fitted coefficients: "fp8" block-scaled (128 x 128 tiles, how
+# DeepSeek, Qwen and Kimi publish FP8 checkpoints; vLLM's w8a8 block-FP8 GEMM) and
+# "fp8-tensor" one scale per tensor (vLLM's --quantization fp8, FP8-Dynamic checkpoints).
+# Without FP8 units (A100, L4-class before Ada have none) they are read as 8-bit and
+# dequantised into bf16 matmuls (vLLM's FP8 Marlin kernel).
+FP8_DTYPES = ("fp8", "fp8-tensor")
 
 
 def soft_roofline(compute_s: np.ndarray, memory_s: np.ndarray, p: float) -> np.ndarray:
@@ -210,17 +222,37 @@ class PerfModel:
             + tables * self._table_bytes_per_param
         )
 
+    def _fp8_units(self, dtype: str) -> bool:
+        """Whether weights of ``dtype`` run on the GPU's FP8 tensor cores."""
+        return dtype in FP8_DTYPES and self.gpu.fp8_dense_tflops is not None
+
     def _peak(self, dtype: str) -> tuple[float, float]:
         """(peak FLOP/s, efficiency) of matmuls on weights of ``dtype``."""
         eff = self.efficiency
-        if dtype == "fp8" and self.gpu.fp8_dense_tflops is not None:
+        if self._fp8_units(dtype):
+            if dtype == "fp8-tensor":
+                return self.gpu.peak_flops("fp8"), eff.gemm_fp8_tensor_efficiency
             return self.gpu.peak_flops("fp8"), eff.gemm_fp8_efficiency
         return self.gpu.peak_flops("bf16"), eff.gemm_efficiency
 
     @property
     def _bandwidth(self) -> float:
-        """Weight-read bandwidth of one GPU, bytes/s."""
+        """Weight-read bandwidth of one GPU for 16-bit and weight-only matmuls, bytes/s."""
         return self.gpu.memory_bandwidth_bytes_per_s * self.efficiency.memory_efficiency
+
+    def _weight_bandwidth(self, dtype: str) -> float:
+        """Weight-read bandwidth of one GPU for matmuls on weights of ``dtype``, bytes/s.
+
+        FP8 GEMM kernels read their weights at their own fraction of peak (AIC's vLLM data:
+        block-scaled FP8 at small batch reads slower than bf16 on H200 and B200).
+        """
+        if not self._fp8_units(dtype):
+            return self._bandwidth
+        eff = self.efficiency
+        frac = (
+            eff.fp8_tensor_memory_efficiency if dtype == "fp8-tensor" else eff.fp8_memory_efficiency
+        )
+        return self.gpu.memory_bandwidth_bytes_per_s * frac
 
     @property
     def link_bytes_per_s(self) -> float:
@@ -257,31 +289,44 @@ class PerfModel:
         us += eff.moe_layer_overhead_us * self.params.moe_layers
         if m.is_mla:
             us += eff.mla_layer_overhead_us * m.layers
-        if self.weight_dtype == "fp8" and self.gpu.fp8_dense_tflops is not None:
-            us += eff.fp8_layer_overhead_us * m.layers
+        if self._fp8_units(self.weight_dtype):
+            per_layer = (
+                eff.fp8_tensor_layer_overhead_us
+                if self.weight_dtype == "fp8-tensor"
+                else eff.fp8_layer_overhead_us
+            )
+            # The small-batch penalty of plain FP8 GEMMs (projections, dense MLPs). An MLA
+            # layer's projections are timed with its attention (AIC's MLA modules, whose fixed
+            # cost mla_layer_overhead carries), so there only the dense-MLP layers pay it.
+            layers = self.params.dense_layers if m.is_mla else m.layers
+            us += per_layer * layers
         return us / US_PER_S
 
     def _dense_gemm_s(self, tokens: np.ndarray) -> np.ndarray:
         w = self.params.dense_body / self.tp
         peak, eta = self._peak(self.weight_dtype)
         compute = 2.0 * tokens * w / (peak * eta)
-        memory = w * self.weight_bytes_per_param / self._bandwidth
+        memory = w * self.weight_bytes_per_param / self._weight_bandwidth(self.weight_dtype)
         return soft_roofline(
             compute, np.full_like(tokens, memory), self.efficiency.roofline_sharpness
         )
 
     def _expert_imbalance(self) -> float:
-        """Busiest EP rank's load over the mean: ``1 + x log2(ep) / sqrt(E / ep)``.
+        """Busiest EP rank's load over the mean: ``1 + x log2(ep) / (E / ep)^a``.
 
         Skewed routing overloads the ranks that hold hot experts; a rank holding ``n = E/ep``
-        experts averages their loads, so its excess shrinks as ``1/sqrt(n)`` (law of large
-        numbers), and grows with the number of ranks to be the busiest of.
+        experts averages their loads, so its excess shrinks with ``n`` (as ``1/sqrt(n)`` for
+        independent loads, ``a = 1/2``; ``a`` is fitted per GPU: AIC's A100 data slows EP 8 by
+        about 3.5x whether a rank holds 1 expert or 16), and grows with the number of ranks
+        to be the busiest of.
         """
         p = self.params
         if self.ep == 1 or not p.experts:
             return 1.0
         per_rank = max(p.experts / self.ep, 1.0)
-        return 1.0 + self.efficiency.expert_imbalance * math.log2(self.ep) / math.sqrt(per_rank)
+        eff = self.efficiency
+        excess = eff.expert_imbalance * math.log2(self.ep)
+        return 1.0 + excess / per_rank**eff.expert_imbalance_exponent
 
     def _expert_compute_s(self, tokens: np.ndarray) -> np.ndarray:
         """The busiest EP rank's expert FLOPs over all MoE layers, s (no weight read)."""
@@ -317,6 +362,17 @@ class PerfModel:
             return np.zeros_like(tokens)
         compute, memory = self._expert_parts(tokens)
         return p.moe_layers * soft_roofline(compute, memory, self.efficiency.roofline_sharpness)
+
+    def _moe_dispatch_s(self, tokens: np.ndarray) -> np.ndarray:
+        """Token dispatch and combine around the experts (permute, gather, scatter), s.
+
+        Per MoE layer, proportional to the hidden activations it moves: AIC's vLLM
+        ``moe_pre_dispatch`` + ``moe_post_dispatch`` scale with tokens x hidden and not with
+        top-k (H200: ~31 ns per token and layer each at hidden 4096, ~56 ns at 7168).
+        """
+        p = self.params
+        per = self.efficiency.moe_dispatch_ps_per_element * 1e-12
+        return p.moe_layers * tokens * self.hidden * per
 
     def _activation_width(self) -> float:
         """Gated-activation width per rank and token, summed over layers."""
@@ -367,6 +423,7 @@ class PerfModel:
             self._fixed_s()
             + self._dense_gemm_s(t)
             + self._experts_s(t)
+            + self._moe_dispatch_s(t)
             + self._elementwise_s(t)
             + self._allreduce_s(t)
             + self._attention_tokens_s(t)
@@ -480,7 +537,7 @@ class PerfModel:
         p = self.params
         peak, eta = self._peak(self.weight_dtype)
         out = 2.0 * t * p.dense_body / self.tp / (peak * eta)
-        out = out + self._expert_compute_s(t) + self._elementwise_s(t)
+        out = out + self._expert_compute_s(t) + self._moe_dispatch_s(t) + self._elementwise_s(t)
         out = out + self._attention_tokens_s(t)
         if self.tp > 1:
             out = out + self._allreduce_s(t) - self.allreduces * self.allreduce_latency_s()

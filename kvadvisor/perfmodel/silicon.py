@@ -47,6 +47,27 @@ AIC_SYSTEMS = {
     "l40s": "l40s",
 }
 BACKENDS = ("vllm", "sglang", "trtllm")
+# kvadvisor weight / KV dtype -> AIConfigurator's quant mode (aiconfigurator_core.sdk.common
+# GEMMQuantMode, MoEQuantMode, KVCacheQuantMode). "fp8" is block-scaled (fp8_block),
+# "fp8-tensor" per-tensor (fp8); 4-bit weight-only formats map to AIC's w4a16 modes and "fp4"
+# to NVFP4 (its own FP4 kernels on Blackwell). A dtype missing here has no AIC mode.
+GEMM_QUANT = {
+    "bf16": "bfloat16",
+    "fp8": "fp8_block",
+    "fp8-tensor": "fp8",
+    "int8": "int8_wo",
+    "int4": "int4_wo",
+    "fp4": "nvfp4",
+}
+MOE_QUANT = {
+    "bf16": "bfloat16",
+    "fp8": "fp8_block",
+    "fp8-tensor": "fp8",
+    "int4": "int4_wo",
+    "mxfp4": "w4a16_mxfp4",
+    "fp4": "nvfp4",
+}
+KV_QUANT = {"bf16": "bfloat16", "fp8": "fp8"}
 
 
 class Estimator(Protocol):
@@ -60,6 +81,42 @@ class Estimator(Protocol):
 
     def head_ms(self, batch: int) -> float:
         """The LM head (logits) for ``batch`` sequences, ms."""
+
+
+def quant_modes(perf: PerfModel) -> tuple[dict[str, str], str | None]:
+    """AIC's quant modes for the deployment's weights, experts and KV, or why there are none.
+
+    Returns the estimator's keyword arguments and None, or ``({}, why)`` naming the dtype AIC
+    has no mode for.
+    """
+    modes: dict[str, str] = {}
+    wanted = [("gemm_quant_mode", GEMM_QUANT, perf.weight_dtype, "weight")]
+    if perf.model.is_moe:
+        wanted.append(("moe_quant_mode", MOE_QUANT, perf.expert_dtype, "expert weight"))
+    wanted.append(("kvcache_quant_mode", KV_QUANT, perf.kv_dtype, "KV"))
+    for key, table, dtype, what in wanted:
+        if dtype not in table:
+            return {}, f"AIConfigurator has no {what} quantization for {dtype}"
+        modes[key] = table[dtype]
+    return modes, None
+
+
+def uncovered(modes: dict[str, str], supported: dict, is_moe: bool, is_mla: bool) -> str | None:
+    """Which asked-for quant mode the database has no kernels for, or None when all are there.
+
+    ``supported``: the database's ``supported_quant_mode`` (op family -> modes measured);
+    KV dtypes are checked against generation attention (GQA; MLA has its own modules).
+    """
+    checks = [("gemm", "gemm_quant_mode", "GEMM")]
+    if is_moe:
+        checks.append(("moe", "moe_quant_mode", "MoE"))
+    if not is_mla:
+        checks.append(("generation_attention", "kvcache_quant_mode", "KV-cache attention"))
+    for family, key, what in checks:
+        have = [str(m) for m in (supported.get(family) or [])]
+        if modes[key] not in have:
+            return f"no {modes[key]} {what} kernels (measured: {', '.join(have) or 'none'})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -140,14 +197,16 @@ class AicEstimator:
         self._head = head
 
     @classmethod
-    def build(cls, model_path: str, system: str, backend: str, perf: PerfModel) -> AicEstimator:
-        """Compile the engine for the deployment (TP, and EP for the experts)."""
+    def build(
+        cls, model_path: str, system: str, backend: str, perf: PerfModel, modes: dict[str, str]
+    ) -> AicEstimator:
+        """Compile the engine for the deployment (TP, EP for the experts, quant ``modes``)."""
         from aiconfigurator_core.sdk.engine import EngineHandle
 
         moe = {}
         if perf.model.is_moe:
             moe = {"moe_tp_size": perf.tp // perf.ep, "moe_ep_size": perf.ep}
-        handle = EngineHandle.compile(model_path, system, backend, tp_size=perf.tp, **moe)
+        handle = EngineHandle.compile(model_path, system, backend, tp_size=perf.tp, **moe, **modes)
         return cls(handle, {})
 
     def prefill_ms(self, batch: int, isl: int, prefix: int) -> float:
@@ -170,12 +229,16 @@ def silicon_step_table(perf: PerfModel, backend: str = "vllm") -> SiliconChoice:
     """``perf`` with AIConfigurator's step times when it can give them, else the roofline's.
 
     The reason names what was missing: the extra not installed, the GPU, the engine or the
-    model not in its database.
+    model not in its database, or kernels for the deployment's weight, expert or KV dtype
+    (the estimator is asked for exactly those; it never times an FP8 model as BF16).
     """
     try:
         import aiconfigurator_core  # noqa: F401
         from aiconfigurator_core.sdk.common import DefaultHFModels
-        from aiconfigurator_core.sdk.perf_database import get_latest_database_version
+        from aiconfigurator_core.sdk.perf_database import (
+            get_database,
+            get_latest_database_version,
+        )
     except ImportError:
         return SiliconChoice(perf, "roofline", "roofline: aiconfigurator-core not installed")
     system = AIC_SYSTEMS.get(perf.gpu.name)
@@ -190,9 +253,25 @@ def silicon_step_table(perf: PerfModel, backend: str = "vllm") -> SiliconChoice:
     if model_path is None:
         why = f"roofline: {perf.model.display_name} is not among AIConfigurator's models"
         return SiliconChoice(perf, "roofline", why)
+    modes, why = quant_modes(perf)
+    if why is None:
+        db = get_database(system, backend, version)
+        supported = dict(getattr(db, "supported_quant_mode", None) or {})
+        gap = uncovered(modes, supported, perf.model.is_moe, perf.model.is_mla)
+        if gap is not None:
+            why = f"AIConfigurator's {system} {backend} {version} data has {gap}"
+    if why is not None:
+        dtypes = f"weights {perf.weight_dtype}, KV {perf.kv_dtype}"
+        if perf.model.is_moe:
+            dtypes = f"weights {perf.weight_dtype}, experts {perf.expert_dtype}, KV {perf.kv_dtype}"
+        return SiliconChoice(perf, "roofline", f"roofline (silicon table refused: {why}; {dtypes})")
     try:
-        est = AicEstimator.build(model_path, system, backend, perf)
-        source = f"silicon: aiconfigurator-core {system} {backend} {version}, {model_path}"
+        est = AicEstimator.build(model_path, system, backend, perf, modes)
+        quant = "/".join(modes[k] for k in ("gemm_quant_mode", "moe_quant_mode") if k in modes)
+        source = (
+            f"silicon: aiconfigurator-core {system} {backend} {version}, {model_path} "
+            f"({quant} weights, {modes['kvcache_quant_mode']} KV)"
+        )
         table = sample_step_table(perf, est, source)
     except Exception as exc:
         why = f"roofline: AIConfigurator could not estimate it ({type(exc).__name__}: {exc})"
