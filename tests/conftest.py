@@ -9,6 +9,7 @@ beside the repository.
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +24,20 @@ MOONCAKE_TRACE = SAMPLES / "mooncake_conversation.parquet"
 MOONCAKE_HEAD_JSONL_GZ = SAMPLES / "mooncake_conversation_head.jsonl.gz"
 # The whole Azure LLM inference 2023 code trace (8,819 requests), byte for byte (zstd).
 AZURE_CODE_TRACE = SAMPLES / "azure_code.csv.zst"
+
+# Under pytest-xdist (`-n auto`) each worker keeps its own numba cache. numba writes each cache
+# file atomically, but two processes saving different signatures of one kernel at once can
+# both read the index without the other's entry, take the same data-file number, and leave an
+# index that points one signature at the other's machine code. One directory per worker has
+# one writer at a time (a worker runs its tests, and the commands they start, one after
+# another); the commands the tests start inherit it. Set before any test module imports numba,
+# which reads NUMBA_CACHE_DIR at import. It sits in this checkout's tests/__pycache__ (ignored by
+# git, not a shared /tmp name), so a second run loads what the first compiled. A serial run
+# keeps numba's default (``__pycache__`` beside the kernels).
+if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("NUMBA_CACHE_DIR"):
+    os.environ["NUMBA_CACHE_DIR"] = str(
+        REPO / "tests" / "__pycache__" / f"numba-{os.environ['PYTEST_XDIST_WORKER']}"
+    )
 
 
 def _sample(path: Path) -> Path:

@@ -76,14 +76,18 @@ def test_no_hashes_prefix_reuse_unknown() -> None:
     assert all(p["hit_ratio_all"] is None and p["hit_ratio_steady"] is None for p in pc["mrc"])
 
 
-def test_cli_options(mooncake_path) -> None:
-    """The analyze options reach the engine: tiers, instances, chunk size, warm-up."""
+def test_cli_options(mooncake_jsonl_path) -> None:
+    """The analyze options reach the engine: tiers, instances, chunk size, warm-up.
+
+    On the Mooncake head (400 requests with hashes): what is checked is where each option
+    lands, not a figure of the whole trace.
+    """
     runner = CliRunner()
     res = runner.invoke(
         app,
         [
             "analyze",
-            str(mooncake_path),
+            str(mooncake_jsonl_path),
             "--format",
             "json",
             "-o",

@@ -29,6 +29,9 @@ from kvadvisor.termtext import printable
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_traces" / "mooncake_conversation.parquet"
 SMALL = REPO / "sample_traces" / "vllm_bench_old.json"
+# The Mooncake head: 400 requests with block hashes, so the cache and replay kernels run, for a
+# fraction of the whole trace's analysis time.
+HEAD = REPO / "sample_traces" / "mooncake_conversation_head.jsonl.gz"
 PLAN = REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml"
 runner = CliRunner()
 ESC = "\x1b"
@@ -140,14 +143,16 @@ def test_file_name_escapes_never_reach_the_terminal(tmp_path: Path) -> None:
 
 def test_cache_tier_name_escapes() -> None:
     """A --cache-tier name is the user's own text: escaped in a message, never raw in a report."""
-    bad = runner.invoke(app, ["analyze", str(SAMPLE), "-q", "--cache-tier", f"h{ESC}[31m=x"])
+    bad = runner.invoke(app, ["analyze", str(HEAD), "-q", "--cache-tier", f"h{ESC}[31m=x"])
     assert ESC not in one_error_line(bad, "h\\x1b[31m")
     for fmt in ("text", "markdown", "json"):
         result = runner.invoke(
-            app, ["analyze", str(SAMPLE), "-q", "--cache-tier", f"h{ESC}[31mbm=1M", "--format", fmt]
+            app, ["analyze", str(HEAD), "-q", "--cache-tier", f"h{ESC}[31mbm=1M", "--format", fmt]
         )
         assert result.exit_code == 0, result.output
         assert ESC not in result.stdout, fmt
+    # The name reached the report: the JSON carries it, escaped as \u001b.
+    assert "h\\u001b[31mbm" in result.stdout
 
 
 def test_warning_lines_are_escaped(tmp_path: Path) -> None:
@@ -231,7 +236,7 @@ def test_kernels_run_without_a_writable_cache_directory(tmp_path: Path) -> None:
     env.update(HOME=str(home), PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
     out = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "kvadvisor", "analyze", str(SAMPLE), "-q", "-o", str(out)],
+        [sys.executable, "-m", "kvadvisor", "analyze", str(HEAD), "-q", "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

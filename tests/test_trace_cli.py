@@ -169,7 +169,7 @@ def test_report_output_respects_umask(tmp_path) -> None:
     old = os.umask(0o022)
     try:
         result = runner.invoke(
-            app, ["analyze", str(SAMPLES / "mooncake_conversation.parquet"), "-o", str(out)]
+            app, ["analyze", str(SAMPLES / "mooncake_conversation_head.jsonl.gz"), "-o", str(out)]
         )
     finally:
         os.umask(old)
