@@ -9,7 +9,11 @@ asked for whole forward passes only, once per grid point, so a replay never call
   cached prefix (only their attention pairs grow), by least squares over chunks of 1k and 4k
   tokens after 4k and 16k cached ones;
 * token part ``tokens_s(T)``: a prefill of one ``T``-token prompt less its LM head and its
-  ``s_per_pair x pairs(T)`` (the kernels' per-query cost and the prefill floor stay in it);
+  ``s_per_pair x pairs(T)`` (the kernels' per-query cost and the prefill floor stay in it),
+  sampled up to 256k tokens; past that the table is not extrapolated along its last segment
+  (whose slope carries the residual of a 256k-token prompt's quadratic attention: a 1M-token
+  pass came out 2.2x AIC's own) but follows the roofline's token part, scaled to meet the
+  sampled table at 256k (``extend_with_roofline``; the source says so);
 * LM head ``logits_s(L)``: the estimator's logits op for a batch of ``L``;
 * decode attention: decode steps of ``B`` sequences at ``n`` tokens of context less the token
   part and head, fitted to ``s_kv KV_bytes + c``: ``s_kv`` per KV byte read, ``c`` the decode
@@ -31,8 +35,10 @@ from kvadvisor.perfmodel.perf import PerfModel
 from kvadvisor.perfmodel.step import StepTable
 
 MS_PER_S = 1e3
-# Tokens per step sampled for the token part: 2 points per doubling, 1 to 256k (linear beyond).
+# Tokens per step sampled for the token part: 2 points per doubling, 1 to 256k; beyond, the
+# roofline's shape to 1M (its grid's end), linear past that.
 SILICON_TOKENS_GRID = np.unique(np.round(np.logspace(0, 18, 37, base=2.0)))
+BEYOND_GRID = np.unique(np.round(np.logspace(18.5, 20, 4, base=2.0)))
 SILICON_LOGITS_GRID = np.unique(np.r_[0.0, np.round(np.logspace(0, 12, 13, base=2.0))])
 PREFIX_CHUNKS = np.array([1024.0, 4096.0])
 PREFIXES = np.array([4096.0, 16384.0])
@@ -128,6 +134,20 @@ class SiliconChoice:
     reason: str
 
 
+def extend_with_roofline(
+    perf: PerfModel, grid: np.ndarray, tokens_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sampled token part continued past its grid by the roofline's, scaled to meet it.
+
+    ``tokens_s(T) = tokens_s(T_last) x roofline(T) / roofline(T_last)`` on ``BEYOND_GRID``:
+    the roofline's large-step shape (compute-bound GEMMs, linear in ``T``) at the silicon
+    table's level, instead of the last sampled segment's slope.
+    """
+    beyond = BEYOND_GRID[BEYOND_GRID > grid[-1]]
+    roof = perf.tokens_s(np.r_[grid[-1], beyond])
+    return np.r_[grid, beyond], np.r_[tokens_s, tokens_s[-1] * roof[1:] / roof[0]]
+
+
 def sample_step_table(perf: PerfModel, est: Estimator, source: str) -> StepTable:
     """Sample ``est`` on grids into a step table shaped like ``perf``'s (module docstring)."""
     base = perf.step_table  # the roofline's pair counting (same attention shape)
@@ -158,11 +178,12 @@ def sample_step_table(perf: PerfModel, est: Estimator, source: str) -> StepTable
     heads = np.array([est.head_ms(int(i)) / MS_PER_S for i in b])
     rest = step - np.interp(b, grid, tokens_s) - heads
     s_kv, floor = np.linalg.lstsq(np.c_[kv, np.ones_like(kv)], rest, rcond=None)[0]
+    full_grid, full_tokens_s = extend_with_roofline(perf, grid, tokens_s)
     return replace(
         base,
-        source=source,
-        tokens_grid=grid,
-        tokens_s=tokens_s,
+        source=f"{source}; steps past {int(grid[-1]):,} tokens follow the roofline's shape",
+        tokens_grid=full_grid,
+        tokens_s=full_tokens_s,
         logits_grid=SILICON_LOGITS_GRID,
         logits_s=head,
         s_per_pair=s_pair,
