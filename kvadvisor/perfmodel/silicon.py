@@ -12,9 +12,10 @@ asked for whole forward passes only, once per grid point, so a replay never call
   tokens, less their LM heads and their ``s_per_pair x pairs`` (the kernels' per-query cost and
   the prefill floor stay in it), sampled only on AIConfigurator's own measured grid: to 32k
   tokens (its vLLM GEMM tables stop at ``m`` = 32,768, its context-attention tables at
-  16,384-token prompts). Past 32k its answers are its own extrapolation (a 256k-token prompt
-  came out 1.9x its batched 64 x 4k twin), so the table follows the roofline's token part
-  there, scaled to meet the sampled value at 32k (``extend_with_roofline``; the source says so);
+  16,384-token prompts). Past 32k its answers are its own extrapolation (a 64 x 4k pass
+  predicted from a 256k-token prompt came out 1.9x AIC's time for it), so the table follows
+  the roofline's token part there, scaled to meet the sampled value at 32k
+  (``extend_with_roofline``; the source says so);
 * LM head ``logits_s(L)``: the estimator's logits op for a batch of ``L``;
 * decode attention: decode steps of ``B`` sequences at ``n`` tokens of context less the token
   part and head, fitted to ``s_kv KV_bytes + c``: ``s_kv`` per KV byte read, ``c`` the decode
