@@ -255,6 +255,23 @@ def test_expert_parallel_rank_and_imbalance() -> None:
     assert pm._experts_s(np.array(tokens)) == pytest.approx(2 * (compute + memory))
 
 
+def test_expert_imbalance_is_capped_at_every_token_on_the_busiest_rank() -> None:
+    """EP 8 of 8 experts, top 2: the power law says 1 + 3 log2 8 / 1 = 10x, a rank can take 4x.
+
+    One expert per rank takes at most all T tokens, against a mean of T x 2 / 8.
+    """
+    eff = dataclasses.replace(HALF, expert_imbalance=3.0)
+    pm = PerfModel.build(MOE, TOY_GPU, tp=8, ep=8, efficiency=eff)
+    assert pm._expert_imbalance() == pytest.approx(4.0)
+    expert, tokens = 3 * 32 * 16, 1e6  # compute-bound
+    compute = 2 * expert * tokens * 2 / 8 * 4.0 / PEAK
+    assert pm._expert_compute_s(np.array(tokens)) == pytest.approx(2 * compute)
+    # Below the cap the power law stands (EP 2: 4 experts a rank, cap 2 x 2 / 2 = 2).
+    half = dataclasses.replace(HALF, expert_imbalance=0.5)
+    mild = PerfModel.build(MOE, TOY_GPU, tp=2, ep=2, efficiency=half)
+    assert mild._expert_imbalance() == pytest.approx(1.0 + 0.5 * 1 / 4**0.5)
+
+
 def test_narrow_experts_lose_efficiency() -> None:
     """eta_moe x w / (w + w_half): width 16 split over TP 2 = 8 columns, half width 8 -> eta/2."""
     eff = dataclasses.replace(HALF, moe_half_efficiency_width=8.0)

@@ -50,7 +50,7 @@ def test_sampling_recovers_the_estimator_it_sampled() -> None:
         TOY, TOY_GPU, tp=2, efficiency=HALF.with_values("x", gemm_efficiency=1.0)
     )
     table = sample_step_table(other, TableEstimator(truth), "silicon: fake")
-    assert table.source == "silicon: fake"
+    assert table.source.startswith("silicon: fake; steps past 32,768 tokens follow the roofline")
     assert table.s_per_pair == pytest.approx(truth.step_table.s_per_pair, rel=1e-6)
     assert table.decode_s_per_kv_byte == pytest.approx(
         truth.step_table.decode_s_per_kv_byte, rel=1e-6
@@ -64,6 +64,47 @@ def test_sampling_recovers_the_estimator_it_sampled() -> None:
         assert sampled.decode_step_s(b, kv) == pytest.approx(
             float(truth.decode_step_s(b, kv)), rel=0.02
         )
+
+
+def test_past_the_sampled_grid_the_token_part_follows_the_roofline() -> None:
+    """Past 32k tokens: the table's 32k value times the roofline's growth, not extrapolated.
+
+    The estimator's 'silicon' pass is 4 times dearer at 32k (the last sampled point), so the
+    last segment is steep; a 1M-token step must still scale as the roofline.
+    """
+    truth = PerfModel.build(TOY, TOY_GPU, tp=2, efficiency=HALF)
+    est = TableEstimator(truth)
+    plain = est.prefill_ms
+
+    def steep(batch: int, isl: int, prefix: int) -> float:
+        return plain(batch, isl, prefix) * (4.0 if batch * isl >= 2**15 else 1.0)
+
+    est.prefill_ms = steep  # type: ignore[method-assign]
+    table = sample_step_table(truth, est, "silicon: fake")
+    last = float(table.tokens_time_s(2.0**15))
+    roof = truth.tokens_s(np.array([2.0**15, 2.0**20]))
+    assert float(table.tokens_time_s(2.0**20)) == pytest.approx(last * roof[1] / roof[0], rel=1e-9)
+    # Extended along the steep last segment it would be over twice that.
+    prev = float(table.tokens_grid[table.tokens_grid < 2**15][-1])
+    slope = (last - float(table.tokens_time_s(prev))) / (2**15 - prev)
+    assert float(table.tokens_time_s(2.0**20)) * 2 < last + slope * (2**20 - 2**15)
+
+
+def test_token_part_is_sampled_in_prompts_of_at_most_16k() -> None:
+    """32k tokens are asked for as 2 prompts of 16k (AIC's attention grid ends at 16k)."""
+    pm = PerfModel.build(TOY, TOY_GPU, efficiency=HALF)
+    est = TableEstimator(pm)
+    asked: list[tuple[int, int, int]] = []
+    plain = est.prefill_ms
+
+    def record(batch: int, isl: int, prefix: int) -> float:
+        asked.append((batch, isl, prefix))
+        return plain(batch, isl, prefix)
+
+    est.prefill_ms = record  # type: ignore[method-assign]
+    sample_step_table(pm, est, "s")
+    assert (2, 16384, 0) in asked
+    assert max(isl - prefix for _, isl, prefix in asked) <= 16384
 
 
 def test_sampling_calls_the_estimator_a_bounded_number_of_times() -> None:

@@ -8,8 +8,14 @@ asked for whole forward passes only, once per grid point, so a replay never call
 * prefill attention per pair ``s_per_pair``: what the same new tokens cost more after a longer
   cached prefix (only their attention pairs grow), by least squares over chunks of 1k and 4k
   tokens after 4k and 16k cached ones;
-* token part ``tokens_s(T)``: a prefill of one ``T``-token prompt less its LM head and its
-  ``s_per_pair x pairs(T)`` (the kernels' per-query cost and the prefill floor stay in it);
+* token part ``tokens_s(T)``: a prefill of ``T`` tokens, as the fewest prompts of at most 16k
+  tokens, less their LM heads and their ``s_per_pair x pairs`` (the kernels' per-query cost and
+  the prefill floor stay in it), sampled only on AIConfigurator's own measured grid: to 32k
+  tokens (its vLLM GEMM tables stop at ``m`` = 32,768, its context-attention tables at
+  16,384-token prompts). Past 32k its answers are its own extrapolation (a 64 x 4k pass
+  predicted from a 256k-token prompt came out 1.9x AIC's time for it), so the table follows
+  the roofline's token part there, scaled to meet the sampled value at 32k
+  (``extend_with_roofline``; the source says so);
 * LM head ``logits_s(L)``: the estimator's logits op for a batch of ``L``;
 * decode attention: decode steps of ``B`` sequences at ``n`` tokens of context less the token
   part and head, fitted to ``s_kv KV_bytes + c``: ``s_kv`` per KV byte read, ``c`` the decode
@@ -31,8 +37,13 @@ from kvadvisor.perfmodel.perf import PerfModel
 from kvadvisor.perfmodel.step import StepTable
 
 MS_PER_S = 1e3
-# Tokens per step sampled for the token part: 2 points per doubling, 1 to 256k (linear beyond).
-SILICON_TOKENS_GRID = np.unique(np.round(np.logspace(0, 18, 37, base=2.0)))
+# Tokens per step sampled for the token part: 2 points per doubling, 1 to 32k, the end of
+# AIC's measured GEMM grid (m up to 32,768 in systems/data/<gpu>/gemm/vllm/*/gemm_perf.parquet);
+# prompts of at most 16k, the end of its context-attention grid (isl up to 16,384). Beyond,
+# the roofline's shape to 1M (its own grid's end, 2 points per doubling), linear past that.
+SILICON_TOKENS_GRID = np.unique(np.round(np.logspace(0, 15, 31, base=2.0)))
+MAX_PROMPT_TOKENS = 16384
+BEYOND_GRID = np.unique(np.round(np.logspace(15.5, 20, 10, base=2.0)))
 SILICON_LOGITS_GRID = np.unique(np.r_[0.0, np.round(np.logspace(0, 12, 13, base=2.0))])
 PREFIX_CHUNKS = np.array([1024.0, 4096.0])
 PREFIXES = np.array([4096.0, 16384.0])
@@ -128,11 +139,24 @@ class SiliconChoice:
     reason: str
 
 
+def extend_with_roofline(
+    perf: PerfModel, grid: np.ndarray, tokens_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sampled token part continued past its grid by the roofline's, scaled to meet it.
+
+    ``tokens_s(T) = tokens_s(T_last) x roofline(T) / roofline(T_last)`` on ``BEYOND_GRID``:
+    the roofline's large-step shape (compute-bound GEMMs, linear in ``T``) at the silicon
+    table's level, instead of the last sampled segment's slope.
+    """
+    beyond = BEYOND_GRID[BEYOND_GRID > grid[-1]]
+    roof = perf.tokens_s(np.r_[grid[-1], beyond])
+    return np.r_[grid, beyond], np.r_[tokens_s, tokens_s[-1] * roof[1:] / roof[0]]
+
+
 def sample_step_table(perf: PerfModel, est: Estimator, source: str) -> StepTable:
     """Sample ``est`` on grids into a step table shaped like ``perf``'s (module docstring)."""
     base = perf.step_table  # the roofline's pair counting (same attention shape)
     head = np.array([est.head_ms(int(n)) / MS_PER_S if n > 0 else 0.0 for n in SILICON_LOGITS_GRID])
-    head1 = est.head_ms(1) / MS_PER_S
 
     # Attention per pair: the same new tokens after a longer cached prefix add only pairs.
     rows, gains = [], []
@@ -145,11 +169,16 @@ def sample_step_table(perf: PerfModel, est: Estimator, source: str) -> StepTable
     x, y = np.asarray(rows), np.asarray(gains)
     s_pair = max(float(x @ y / (x @ x)), 0.0)  # least squares through the origin
 
-    # Token part: one prompt of T tokens less its head and its attention pairs (the kernels'
-    # per-query cost and the prefill floor stay in it).
+    # Token part: T tokens as the fewest prompts of at most 16k, less their heads and their
+    # attention pairs (the kernels' per-query cost and the prefill floor stay in it).
     grid = SILICON_TOKENS_GRID
-    prompt = np.array([est.prefill_ms(1, int(t), 0) / MS_PER_S for t in grid])
-    tokens_s = prompt - head1 - s_pair * base.attention_pairs(grid, np.zeros_like(grid))
+    n = np.ceil(grid / MAX_PROMPT_TOKENS)
+    isl = np.round(grid / n)
+    passes = [
+        est.prefill_ms(int(b), int(i), 0) - est.head_ms(int(b)) for b, i in zip(n, isl, strict=True)
+    ]
+    pairs = n * base.attention_pairs(isl, np.zeros_like(isl))
+    tokens_s = np.array(passes) / MS_PER_S - s_pair * pairs
 
     # Decode attention: a decode step less its token part and head, against the KV it reads.
     b, ctx = (v.ravel() for v in np.meshgrid(DECODE_BATCHES, DECODE_CONTEXTS))
@@ -158,11 +187,12 @@ def sample_step_table(perf: PerfModel, est: Estimator, source: str) -> StepTable
     heads = np.array([est.head_ms(int(i)) / MS_PER_S for i in b])
     rest = step - np.interp(b, grid, tokens_s) - heads
     s_kv, floor = np.linalg.lstsq(np.c_[kv, np.ones_like(kv)], rest, rcond=None)[0]
+    full_grid, full_tokens_s = extend_with_roofline(perf, grid, tokens_s)
     return replace(
         base,
-        source=source,
-        tokens_grid=grid,
-        tokens_s=tokens_s,
+        source=f"{source}; steps past {int(grid[-1]):,} tokens follow the roofline's shape",
+        tokens_grid=full_grid,
+        tokens_s=full_tokens_s,
         logits_grid=SILICON_LOGITS_GRID,
         logits_s=head,
         s_per_pair=s_pair,
