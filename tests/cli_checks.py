@@ -8,10 +8,14 @@ from kvadvisor.cli import EXIT_USER_ERROR
 
 
 def one_error_line(result, *needles: str) -> str:
-    """Exit 2, exactly one stderr line starting 'error:', no traceback, naming the needles."""
+    """Exit 2, exactly one stderr line starting 'error:', no traceback, naming the needles.
+
+    A piped run may first have said which phases finished (docs/errors.md): those progress
+    lines are not part of the error.
+    """
     assert result.exit_code == EXIT_USER_ERROR, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.strip().splitlines()
+    lines = without_progress(result.stderr)
     assert len(lines) == 1, lines
     assert lines[0].startswith("error: ")
     assert "Traceback" not in result.output

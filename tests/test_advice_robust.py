@@ -168,10 +168,9 @@ def test_a_pick_that_misses_at_slower_steps_names_the_one_that_would_win(lone_cs
     margin = next(m for m in slow.margins if m.target == "ttft_p99_s").margin
     assert margin == pytest.approx(1.0 - _first_token_s(tp4, STEP_TIME_FACTOR) / 0.2, rel=1e-9)
     assert any(slow.alternative in n and "would be the pick then" in n for n in v.notes)
-    # The verdict block says it in few words, the Deployments section in full.
+    # The verdict block says it in few words (the notes above say it in full).
     text = report.to_text()
     assert "misses at +15% step time (aggregated 1 x a2-highgpu-8g TP 8 x 1 wins then)" in text
-    assert "aggregated 1 x a2-highgpu-8g TP 8 x 1" in text.split("Deployments", 1)[1]
 
 
 def test_headroom_keeps_a_margin_and_moves_the_pick(lone_csv) -> None:  # type: ignore[no-untyped-def]

@@ -96,7 +96,7 @@ def test_trace_repr_is_one_line(trace) -> None:
     """Where it came from, its size and span: not the table."""
     text = repr(trace)
     assert "\n" not in text and len(text) < 300
-    assert "400 requests over 141.0 s, 512 tokens per block" in text
+    assert "400 requests over 2.35 min, 512 tokens per block" in text
 
 
 def test_report_repr_is_a_few_lines(report) -> None:

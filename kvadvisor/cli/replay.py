@@ -27,6 +27,7 @@ from kvadvisor.cli.common import (
 )
 from kvadvisor.errors import ConfigError
 from kvadvisor.fileio import output_stream, write_parquet_batches
+from kvadvisor.units.format import plural
 
 # Longest drain past the last arrival: 31.7 years, the longest span a trace may have.
 MAX_DRAIN_CAP_S = 1e9
@@ -127,6 +128,6 @@ def replay_cmd(
                 pq.write_table(result.requests_table(), fh)
         if steps_out is not None:
             rows = write_parquet_batches(steps_out, result.step_batches(), result.step_schema())
-            said_written(steps_out, f"{rows:,} steps")
+            said_written(steps_out, plural(rows, "step"))
         if not any(o == "-" for o in (output or [])):
             echo(result.to_text(), nl=False)

@@ -48,9 +48,10 @@ from kvadvisor.fleet.deployment import (
 from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.frontend import frontend_defaults
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
-from kvadvisor.perfmodel.transfer import TIER_EFFICIENCY_SOURCE, tier_efficiency
+from kvadvisor.perfmodel.transfer import engine_share
 from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
+from kvadvisor.units.format import number
 from kvadvisor.vocab import Stage, Topology
 
 # vLLM EngineArgs.get_batch_defaults (OpenAI API server): GPUs of at least 70 GiB other than
@@ -138,13 +139,10 @@ def _load_path(
 ) -> tuple[list[float], str]:
     """The tier's read and write rates as the engines move KV, and how they were derived."""
     kind = tier.storage.kind
-    if tier.efficiency is not None:
-        eff, source = tier.efficiency, "the plan"
-    elif tier.storage.measured:
-        eff, source = 1.0, f"{tier.storage.catalog_name}'s catalog figure is measured per client"
-    else:
-        eff, source = tier_efficiency(kind), TIER_EFFICIENCY_SOURCE.get(kind, "rated")
-    why = [f"efficiency {eff:.3g} ({source})"]
+    eff, source = engine_share(
+        kind, tier.efficiency, tier.storage.measured, tier.storage.catalog_name
+    )
+    why = [f"efficiency {number(eff)} ({source})"]
     sharing = {"replica": 1, "instance": rpi, "pooled": rpi * stage.count}[tier.scope]
     if kind in ("dram", "cxl") and stage.gpu is not None:
         # each rank's own PCIe link, summed over the replicas' ranks that share the unit

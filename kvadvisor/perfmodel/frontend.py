@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kvadvisor.units.format import duration, number
+
 TOKENIZE_S_PER_TOKEN = 43.7e-3 / 38_000
 SHA256_S_PER_TOKEN = 6e-3 / 50_000
 SONAR_S_PER_REQUEST = 1.0 / 420.87
@@ -50,8 +52,8 @@ def frontend_defaults(engines: Mapping[str, Mapping[str, Any]]) -> tuple[float, 
     )
     per_token = TOKENIZE_S_PER_TOKEN + (SHA256_S_PER_TOKEN if hashes else 0.0)
     why = (
-        f"{engine}: {HTTP_FIXED_S * 1e3:.2f} ms per request (HTTP, estimated) + "
-        f"{per_token * 1e6:.2f} us per prompt token (tokenization"
+        f"{engine}: {duration(HTTP_FIXED_S)} per request (HTTP, estimated) + "
+        f"{number(per_token * 1e6)} µs per prompt token (tokenization"
         + (" and SHA-256 block hashing" if hashes else "")
         + ")"
     )

@@ -35,6 +35,7 @@ import numpy as np
 
 from kvadvisor.perfmodel.perf import PerfModel
 from kvadvisor.perfmodel.step import StepTable
+from kvadvisor.units.format import count
 
 MS_PER_S = 1e3
 # Tokens per step sampled for the token part: 2 points per doubling, 1 to 32k, the end of
@@ -190,7 +191,7 @@ def sample_step_table(perf: PerfModel, est: Estimator, source: str) -> StepTable
     full_grid, full_tokens_s = extend_with_roofline(perf, grid, tokens_s)
     return replace(
         base,
-        source=f"{source}; steps past {int(grid[-1]):,} tokens follow the roofline's shape",
+        source=f"{source}; steps past {count(grid[-1])} tokens follow the roofline's shape",
         tokens_grid=full_grid,
         tokens_s=full_tokens_s,
         logits_grid=SILICON_LOGITS_GRID,

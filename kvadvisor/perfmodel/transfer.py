@@ -16,6 +16,7 @@ import numpy as np
 from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.perfmodel.perf import PerfModel
 from kvadvisor.units import BYTES_PER_GB, US_PER_S, Unit, format_value
+from kvadvisor.units.format import number
 
 MAX_PREFIX_TOKENS = 1 << 24
 
@@ -72,6 +73,21 @@ def tier_efficiency(kind: str) -> float:
     return TIER_EFFICIENCY.get(kind, 1.0)
 
 
+def engine_share(
+    kind: str, plan_efficiency: float | None, measured: bool, catalog_name: str | None
+) -> tuple[float, str]:
+    """The share of a tier's rated bandwidth the engine moves KV at, and where it comes from.
+
+    The plan's own figure first; a catalog figure measured per client is already the share;
+    otherwise the kind's default (``TIER_EFFICIENCY``).
+    """
+    if plan_efficiency is not None:
+        return plan_efficiency, "the plan"
+    if measured:
+        return 1.0, f"{catalog_name}'s catalog figure is measured per client"
+    return tier_efficiency(kind), TIER_EFFICIENCY_SOURCE.get(kind, "rated")
+
+
 @dataclass(frozen=True)
 class Tier:
     """A place KV can be loaded from.
@@ -97,7 +113,7 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
             10.0 / US_PER_S,
             True,
             f"{gpu.name} host link {format_value(gpu.pcie_gbps, Unit.GBPS)} per direction (GPU "
-            f"catalog) x {HOST_DMA_EFFICIENCY:.2f}, the share vLLM's DMA copies reach; "
+            f"catalog) x {number(HOST_DMA_EFFICIENCY)}, the share vLLM's DMA copies reach; "
             "latency ~10 us: NVIDIA KVBM docs class G2 pinned DRAM as ~us",
         ),
         Tier(
@@ -106,7 +122,7 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
             80.0 / US_PER_S,
             False,
             "research catalog 3.5: Gen4 x4 ~7 GB/s sequential read x "
-            f"{STORAGE_EFFICIENCY:.2f} (estimate: 3FS's file-system share); TLC random read "
+            f"{number(STORAGE_EFFICIENCY)} (estimate: 3FS's file-system share); TLC random read "
             "~70-90 us QD1",
         ),
         Tier(
@@ -115,7 +131,7 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
             80.0 / US_PER_S,
             False,
             "research catalog 3.5: Gen5 x4 ~14 GB/s sequential read x "
-            f"{STORAGE_EFFICIENCY:.2f} (estimate: 3FS's file-system share); TLC random read "
+            f"{number(STORAGE_EFFICIENCY)} (estimate: 3FS's file-system share); TLC random read "
             "~70-90 us QD1",
         ),
     )

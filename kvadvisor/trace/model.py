@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute  # makes pa.compute available
 
 from kvadvisor.errors import ConfigError
+from kvadvisor.units.format import duration, plural
 
 if TYPE_CHECKING:  # pandas loads when a DataFrame is asked for
     import pandas as pd
@@ -136,8 +137,9 @@ class Trace:
         where = self.source_path or "memory"
         blocks = f", {self.block_tokens} tokens per block" if self.block_tokens else ""
         return (
-            f"<kvadvisor.Trace {where} ({self.source_format}): {self.requests:,} requests over "
-            f"{self.duration_s:,.1f} s{blocks}; columns {', '.join(self.columns)}>"
+            f"<kvadvisor.Trace {where} ({self.source_format}): "
+            f"{plural(self.requests, 'request')} over {duration(self.duration_s)}{blocks}; "
+            f"columns {', '.join(self.columns)}>"
         )
 
     def column_np(self, name: str) -> np.ndarray:

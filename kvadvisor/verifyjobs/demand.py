@@ -34,6 +34,7 @@ from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.metrics.stages import stage_times
 from kvadvisor.metrics.timeline import inflight_window_means, window_count
 from kvadvisor.perfmodel import PerfModel, memory_fit
+from kvadvisor.perfmodel.transfer import engine_share
 from kvadvisor.plan.model import Plan, StagePlan
 from kvadvisor.planreview.demand import TierCalc, window_rates
 from kvadvisor.units import Unit, format_value, plural
@@ -243,8 +244,12 @@ def tier_demands(
                 for name, rate in (("read", f.review.read), ("write", f.review.write)):
                     if rate is not None and rate.peak_bytes_per_s > 0:
                         open_loop[name] = (rate.p99_bytes_per_s, rate.peak_bytes_per_s)
+            # What the replay holds the tier to: its rated figure at the engine's share.
+            share, _ = engine_share(
+                t.storage.kind, t.efficiency, t.storage.measured, t.storage.catalog_name
+            )
             capability = {
-                k: v
+                k: v * share
                 for k, v in (
                     ("read", f.review.read_capability_bytes_per_s),
                     ("write", f.review.write_capability_bytes_per_s),
