@@ -62,6 +62,8 @@ START = {
     "moe_memory_efficiency": 0.6,
     "decode_attention_efficiency": 0.7,
     "roofline_sharpness": 3.0,
+    "gemm_sharpness": 4.0,
+    "gemm_tile_tokens": 200.0,
     "moe_half_efficiency_width": 200.0,
     "expert_imbalance": 0.3,
     "expert_imbalance_exponent": 0.5,
@@ -88,6 +90,8 @@ BOUNDS = {
     "moe_memory_efficiency": (0.02, 1.0),
     "decode_attention_efficiency": (0.02, 1.0),
     "roofline_sharpness": (1.0, 20.0),
+    "gemm_sharpness": (1.0, 20.0),
+    "gemm_tile_tokens": (0.0, 2000.0),
     "moe_half_efficiency_width": (0.0, 5000.0),
     "expert_imbalance": (0.0, 3.0),
     "expert_imbalance_exponent": (0.0, 1.0),
@@ -121,7 +125,10 @@ MOE = (
     "moe_dispatch_ps_per_element",
     "mla_layer_overhead_us",
 )
-GROUPS = {"fp8": BLOCK_FP8 + TENSOR_FP8, "moe": MOE}
+# The dense GEMM's shape: large-GEMM efficiency, the small-GEMM tile floor and the roofline's
+# knee, fitted together on BF16 dense points (they trade against one another).
+DENSE = ("gemm_efficiency", "gemm_tile_tokens", "gemm_sharpness")
+GROUPS = {"fp8": BLOCK_FP8 + TENSOR_FP8, "moe": MOE, "dense": DENSE}
 # Coefficients a GPU's sweep cannot pin down take a sibling's (same compute silicon).
 SIBLING = {
     "h100-sxm": "h200",
@@ -187,6 +194,8 @@ def group_rows(df: pd.DataFrame, group: str) -> pd.DataFrame:
     """The points that pin a coefficient group: FP8-weight points, or MoE models'."""
     if group == "fp8":
         return df[df["gemm"].astype(str).str.startswith("fp8")]
+    if group == "dense":
+        return df[df["moe_tp"].isna() & ~df["gemm"].astype(str).str.startswith("fp8")]
     return df[df["moe_tp"].notna()]
 
 
@@ -284,6 +293,10 @@ def refit_groups(df: pd.DataFrame, only: tuple[str, ...], base_path: str, output
     for gpu, eff in current.items():
         part = df[df["gpu"] == gpu]
         base = {n: getattr(eff, n) for n in COEFFICIENT_NAMES}
+        if "dense" in only:
+            # The dense GEMM's shape has a second minimum with no tile floor and a soft knee
+            # (H200: p 1.4, worst held-out decode -25 %); from START the fit finds the floor.
+            base.update({n: START[n] for n in DENSE})
         values, summary = fit_gpu(part, base, eff.allreduce, only) if len(part) else (base, {})
         fitted[gpu], free[gpu] = values, summary.get("free", [])
         print(gpu, {n: round(values[n], 4) for n in summary.get("free", [])}, summary, flush=True)

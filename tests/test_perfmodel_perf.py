@@ -12,7 +12,7 @@ from kvadvisor.catalog.efficiency import efficiency_for
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import ModelSpec, get_model
 from kvadvisor.errors import ConfigError
-from kvadvisor.perfmodel.perf import PerfModel, soft_roofline
+from kvadvisor.perfmodel.perf import PerfModel, soft_roofline, tile_tokens
 
 
 def toy(tp: int = 1, model: ModelSpec = TOY, **kw) -> PerfModel:
@@ -49,6 +49,19 @@ def test_dense_gemm_term_by_hand() -> None:
     expect = 2 * t * BODY / PEAK + BODY * 2 / BW
     assert toy()._dense_gemm_s(t) == pytest.approx(expect)
     assert toy(tp=2)._dense_gemm_s(t) == pytest.approx(expect / 2)
+
+
+def test_gemm_tile_floor_by_hand() -> None:
+    """A tile floor of m0 rows: T / (1 - e^(-T/m0)) rows, max of compute and read at large p."""
+    assert tile_tokens(np.array([5.0]), 0.0) == pytest.approx([5.0])
+    # 1 row of 200: 1 / (1 - e^-0.005) = 200.5 rows; 4,000 rows: 4,000 / (1 - e^-20).
+    assert tile_tokens(np.array([1.0, 4000.0]), 200.0) == pytest.approx([200.5, 4000.0], rel=1e-4)
+    eff = dataclasses.replace(HALF, gemm_sharpness=200.0, gemm_tile_tokens=200.0)
+    pm = PerfModel.build(TOY, TOY_GPU, efficiency=eff)
+    read = BODY * 2 / BW
+    rows = np.array([1.0, 4000.0])
+    compute = 2 * np.array([200.5, 4000.0]) * BODY / PEAK
+    assert pm._dense_gemm_s(rows) == pytest.approx(np.maximum(compute, read), rel=1e-2)
 
 
 def test_fp8_weights_use_the_fp8_peak_and_one_byte() -> None:

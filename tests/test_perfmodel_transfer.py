@@ -24,6 +24,7 @@ PEAK = HALF.with_values(
     "peak, as the Mooncake paper's G",
     **{k: 1.0 for k in HALF.as_dict() if k.endswith("efficiency")},
     roofline_sharpness=50.0,
+    gemm_sharpness=50.0,
     moe_half_efficiency_width=0.0,
     attention_ns_per_token_head=0.0,
     layer_overhead_us=0.0,

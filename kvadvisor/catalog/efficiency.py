@@ -69,7 +69,22 @@ EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
     "moe_memory_efficiency": _fraction("routed-expert weight reads: fraction of peak bandwidth"),
     "decode_attention_efficiency": _fraction("decode KV reads: fraction of peak bandwidth"),
     "roofline_sharpness": FieldSpec(
-        "number", required=True, minimum=1.0, help="p of the soft roofline (t_c^p + t_m^p)^(1/p)"
+        "number",
+        required=True,
+        minimum=1.0,
+        help="p of the routed experts' soft roofline (t_c^p + t_m^p)^(1/p)",
+    ),
+    "gemm_sharpness": FieldSpec(
+        "number",
+        required=True,
+        minimum=1.0,
+        help="p of the dense GEMMs' soft roofline (its tile floor sets the small-GEMM cost)",
+    ),
+    "gemm_tile_tokens": FieldSpec(
+        "number",
+        required=True,
+        minimum=0.0,
+        help="rows below which a dense GEMM's tiles run part-empty (costs ~this many rows)",
     ),
     "moe_half_efficiency_width": FieldSpec(
         "number", required=True, minimum=0.0, help="per-rank expert width halving eta_moe"
@@ -200,6 +215,8 @@ class Efficiency:
     moe_memory_efficiency: float
     decode_attention_efficiency: float
     roofline_sharpness: float
+    gemm_sharpness: float
+    gemm_tile_tokens: float
     moe_half_efficiency_width: float
     expert_imbalance: float
     expert_imbalance_exponent: float

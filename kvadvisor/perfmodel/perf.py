@@ -17,14 +17,19 @@ its source):
   (activation quantisation and scale set-up; block-scaled and per-tensor FP8 each have their
   own): launch floors and scheduling.
 * ``gemm``: the dense matmuls (attention projections, dense MLPs, shared experts, router) as a
-  soft roofline ``(t_c^p + t_m^p)^(1/p)`` of compute ``2 T W / (tp F eta_gemm)`` and weight read
-  ``W w / (tp BW eta_mem)``; FP8 weights (on GPUs with FP8 units) use the FP8 peak and the
-  compute and weight-read fractions fitted for their scaling (block or per-tensor).
+  soft roofline ``(t_c^p + t_m^p)^(1/p)`` (``p`` = ``gemm_sharpness``) of compute
+  ``2 T' W / (tp F eta_gemm)`` and weight read ``W w / (tp BW eta_mem)``, where
+  ``T' = T / (1 - exp(-T/m0))`` is at least about ``m0`` = ``gemm_tile_tokens`` rows
+  (part-empty row tiles: a small GEMM costs ``m0`` rows of compute, so the weight read can
+  overlap a compute-bound prefill instead of adding to it); FP8 weights (on GPUs with FP8
+  units) use the FP8 peak and the compute and weight-read fractions fitted for their scaling
+  (block or per-tensor).
 * ``experts``: per MoE layer the busiest expert-parallel rank, which gets ``T k / ep`` expert
   tokens times ``1 + x log2(ep) / (E/ep)^a`` and reads the experts they touch,
-  ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``; soft roofline of compute at ``eta_moe``
-  and weight read at ``eta_moe_mem``; ``eta_moe`` falls for narrow experts, times ``w / (w +
-  w_half)`` with ``w`` the expert width per rank.
+  ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``; soft roofline (``p`` =
+  ``roofline_sharpness``) of compute at ``eta_moe`` and weight read at ``eta_moe_mem``;
+  ``eta_moe`` falls for narrow experts, times ``w / (w + w_half)`` with ``w`` the expert width
+  per rank.
 * ``dispatch``: per MoE layer the token permutation around the experts (dispatch and
   combine), ``moe_dispatch x T h``.
 * ``elementwise``: two residual-add + RMSNorm passes (4 hidden vectors each) and the gated
@@ -39,7 +44,8 @@ its source):
 * ``attention_tokens``: the attention kernels' per-query cost (tile set-up, softmax rescaling),
   ``a_tok T (h_q/tp) layers``.
 * ``head``: the LM head only for the ``L`` sequences that produce logits, never the embedding
-  lookup; soft roofline of ``2 L V h / tp`` FLOPs and ``V h`` 16-bit weights per rank.
+  lookup; soft roofline (the dense GEMMs' ``p``, no tile floor) of ``2 L V h / tp`` FLOPs and
+  ``V h`` 16-bit weights per rank.
 * ``s_pair``: prefill attention FLOPs ``2 (h_q/tp)(d_qk + d_v)`` per pair at
   ``F_bf16 eta_attn``.
 * ``s_kv``: decode attention per KV byte a rank reads, ``max(1 / (BW eta_kv), FLOPs per byte /
@@ -97,6 +103,20 @@ WEIGHT_ONLY_DTYPES = ("int8", "int4", "fp4", "mxfp4")
 # Without FP8 units (A100, L4-class before Ada have none) they are read as 8-bit and
 # dequantised into bf16 matmuls (vLLM's FP8 Marlin kernel).
 FP8_DTYPES = ("fp8", "fp8-tensor")
+
+
+def tile_tokens(tokens: np.ndarray, m0: float) -> np.ndarray:
+    """Rows a GEMM of ``tokens`` rows costs: ``T / (1 - exp(-T/m0))``, at least about ``m0``.
+
+    A GEMM's row tiles run part-empty below ``m0`` rows (the kernel's tile height times its
+    waves), so a short one costs about ``m0`` rows of compute and a long one its own; the knee
+    is sharper than a rate ``T/(T + m0)``, which would also tax a compute-bound 1k-token prefill.
+    """
+    t = np.asarray(tokens, dtype=np.float64)
+    if m0 <= 0.0:
+        return t
+    x = np.maximum(t / m0, 1e-12)
+    return t / -np.expm1(-x)
 
 
 def soft_roofline(compute_s: np.ndarray, memory_s: np.ndarray, p: float) -> np.ndarray:
@@ -305,11 +325,9 @@ class PerfModel:
     def _dense_gemm_s(self, tokens: np.ndarray) -> np.ndarray:
         w = self.params.dense_body / self.tp
         peak, eta = self._peak(self.weight_dtype)
-        compute = 2.0 * tokens * w / (peak * eta)
+        compute = 2.0 * tile_tokens(tokens, self.efficiency.gemm_tile_tokens) * w / (peak * eta)
         memory = w * self.weight_bytes_per_param / self._weight_bandwidth(self.weight_dtype)
-        return soft_roofline(
-            compute, np.full_like(tokens, memory), self.efficiency.roofline_sharpness
-        )
+        return soft_roofline(compute, np.full_like(tokens, memory), self.efficiency.gemm_sharpness)
 
     def _expert_imbalance(self) -> float:
         """Busiest EP rank's load over the mean: ``1 + x log2(ep) / (E / ep)^a``.
@@ -451,7 +469,7 @@ class PerfModel:
         peak, eta = self._peak("bf16")
         compute = 2.0 * n * vh / (peak * eta)
         memory = vh * self._table_bytes_per_param / self._bandwidth
-        out = soft_roofline(compute, np.full_like(n, memory), self.efficiency.roofline_sharpness)
+        out = soft_roofline(compute, np.full_like(n, memory), self.efficiency.gemm_sharpness)
         return np.where(n > 0, out, 0.0)
 
     @property
