@@ -24,10 +24,15 @@ CONTRACT_CAPACITIES = [16384, 65536, 262144, 1048576, 4194304, 16777216, None]
 
 @pytest.fixture(scope="module")
 def mooncake_json(mooncake_path):
-    """The Mooncake report with three tiers and four instances, and its JSON section."""
+    """The Mooncake report with three tiers and four instances, and its JSON section.
+
+    No replay of the recommendation: it reads the cache section, never writes it, and the
+    tests here read the cache section alone.
+    """
     opts = AnalyzeOptions(
         cache_tiers=(TierSpec("hbm", 2**20), TierSpec("dram", 2**24), TierSpec("pool", None)),
         cache_instances=4,
+        replay=False,
     )
     report = analyze(read_trace(mooncake_path), opts, version="t", generated_at="t")
     return report, json.loads(get_renderer("json", None).render(report))["prefix_cache"]
@@ -128,7 +133,7 @@ def test_cli_user_errors(mooncake_path, args, message) -> None:
 
 def test_sampled_section(mooncake_path) -> None:
     """A sampled curve says so: rate, sample size and error estimate; no per-request extras."""
-    opts = AnalyzeOptions(cache_sample_rate=0.25)
+    opts = AnalyzeOptions(cache_sample_rate=0.25, replay=False)  # the cache section alone
     report = analyze(read_trace(mooncake_path), opts, version="t", generated_at="t")
     pc = json.loads(get_renderer("json", None).render(report))["prefix_cache"]
     assert pc["status"] == "sampled" and "SHARDS" in pc["note"]

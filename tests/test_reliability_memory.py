@@ -56,13 +56,36 @@ def workdir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _run(workdir: Path, limit_bytes: int, user: str, *args: str) -> subprocess.CompletedProcess:
-    """The command under the limit, as ``user``; skipped where nobody cannot be taken."""
+@pytest.fixture(scope="module")
+def nobody_kernels():
+    """One numba cache for every run as nobody in this module, which nobody may write.
+
+    The first run as nobody (analyze, collected first) compiles its kernels cold under the
+    limit, the case that aborted with "LLVM ERROR: out of memory"; a later command compiles
+    cold only the kernels no earlier run needed (replay's) and loads the rest. Each kernel is
+    still compiled under the limit once, without the ~45 CPU-seconds of compiling the same
+    kernels again in every run (each run had a fresh HOME, so a fresh cache).
+    """
+    path = Path(tempfile.mkdtemp(prefix="kvadvisor-lowmem-numba-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _run(
+    workdir: Path, cache: Path, limit_bytes: int, user: str, *args: str
+) -> subprocess.CompletedProcess:
+    """The command under the limit, as ``user``; skipped where nobody cannot be taken.
+
+    Runs as this user keep the worker's own kernel cache; runs as nobody share ``cache``.
+    """
     if user == "nobody" and (not hasattr(os, "geteuid") or os.geteuid() != 0):
         pytest.skip("needs root to run as the unprivileged user nobody (CI runs as root)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "COV_"))}
     env["HOME"] = str(workdir)  # nobody's home does not exist
     env["PYTHONPATH"] = str(REPO)
+    if user == "nobody":
+        env["NUMBA_CACHE_DIR"] = str(cache)
     try:
         return subprocess.run(
             [sys.executable, "-m", "kvadvisor", *args],
@@ -90,18 +113,20 @@ def _run(workdir: Path, limit_bytes: int, user: str, *args: str) -> subprocess.C
     ],
 )
 def test_commands_complete_within_2_gb_of_address_space(
-    workdir: Path, command: list[str], user: str
+    workdir: Path, nobody_kernels: Path, command: list[str], user: str
 ) -> None:
     """`ulimit -v 2000000`: each of these aborted or printed a traceback before."""
-    done = _run(workdir, 2_000_000 * 1024, user, *command)
+    done = _run(workdir, nobody_kernels, 2_000_000 * 1024, user, *command)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     assert (workdir / command[-1]).stat().st_size > 0
 
 
 @pytest.mark.parametrize("user", USERS)
-def test_too_little_memory_is_one_line_naming_it(workdir: Path, user: str) -> None:
+def test_too_little_memory_is_one_line_naming_it(
+    workdir: Path, nobody_kernels: Path, user: str
+) -> None:
     """Far too little: exit 2, one line naming the limit and how far the run got."""
-    done = _run(workdir, 600 << 20, user, "analyze", TRACE.name, "-o", "a.json")
+    done = _run(workdir, nobody_kernels, 600 << 20, user, "analyze", TRACE.name, "-o", "a.json")
     assert done.returncode == 2, done.stderr[-3000:]
     # The phases that finished before the limit was hit said so (piped progress); then one line.
     lines = without_progress(done.stderr)

@@ -11,6 +11,7 @@ arrival times is told what would help, never to loosen the targets.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,12 +38,17 @@ def test_every_sample_has_a_case() -> None:
 def test_verdict_block(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> None:
     """At most ten lines of at most 80 columns, equal to the golden file, true to the report."""
     out = tmp_path / "report.json"
+    env = {"COLUMNS": str(WIDTH), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    # The worker's own kernel cache (tests/conftest.py), already compiled: not the in-tree one,
+    # which two workers would write at once.
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
     done = subprocess.run(
         [sys.executable, "-m", "kvadvisor", "analyze", f"sample_traces/{name}", "-o", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={"COLUMNS": str(WIDTH), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env=env,
         check=False,
     )
     assert done.returncode == 0, done.stderr
