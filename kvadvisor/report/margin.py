@@ -40,14 +40,15 @@ def margin_text(m: TargetMargin) -> str:
     )
 
 
-def _stress_words(s: Stress) -> str:
+def stress_words(s: Stress) -> str:
+    """A stress in a few words: "+15% step time", "+20% traffic"."""
     more = format_value(s.factor - 1.0, Unit.RATIO, digits=2)
     return f"+{more} {'step time' if s.kind == 'step_time' else 'traffic'}"
 
 
 def stresses_text(r: Robustness) -> str:
     """E.g. holds at +15% step time and +20% traffic; or which stress it does not survive."""
-    held = [_stress_words(s) for s in r.stresses if s.holds]
+    held = [stress_words(s) for s in r.stresses if s.holds]
     lost = [s for s in r.stresses if not s.holds]
     parts = []
     if held:
@@ -59,7 +60,7 @@ def stresses_text(r: Robustness) -> str:
             if s.alternative
             else "nothing the search enumerated meets the SLO then"
         )
-        parts.append(f"misses at {_stress_words(s)} ({then})")
+        parts.append(f"misses at {stress_words(s)} ({then})")
     return "; ".join(parts)
 
 
@@ -68,7 +69,11 @@ def margin_line(report: AdviceReport) -> str | None:
     v = primary(report)
     if v is None or v.robustness is None:
         return None
-    r = v.robustness
+    return robustness_line(v.robustness, stresses_text(v.robustness))
+
+
+def robustness_line(r: Robustness, stresses: str) -> str:
+    """The margin line: each target's margin, the headroom and N+1 kept, then ``stresses``."""
     head = ", ".join(margin_text(m) for m in r.margins)
     extra = []
     if r.headroom > 0:
@@ -76,8 +81,7 @@ def margin_line(report: AdviceReport) -> str | None:
     if r.spare:
         extra.append("N+1")
     kept = f" ({', '.join(extra)})" if extra else ""
-    tail = stresses_text(r)
-    return f"margin: {head}{kept}" + (f"; {tail}" if tail else "")
+    return f"margin: {head}{kept}" + (f"; {stresses}" if stresses else "")
 
 
 def idle_line(report: AdviceReport) -> str | None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from kvadvisor.report import fmt, margin, summary, tiervalue
 from kvadvisor.report.deployments import money, target_name
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.results.verdict import StageVerdict, Stress, TierValue, Verdict, VerdictSet
+from kvadvisor.results.verdict import StageVerdict, TierValue, Verdict, VerdictSet
 from kvadvisor.termtext import printable
-from kvadvisor.units import Unit, format_value
+from kvadvisor.units import Unit
 from kvadvisor.vocab import Stage
 
 MAX_LINES = 10
@@ -69,39 +69,24 @@ def _worth(role: Stage, t: TierValue) -> str:
     return tiervalue.line(role, t).removesuffix(" (sample)")
 
 
-def _stress(s: Stress) -> str:
-    words = {"step_time": "step time", "traffic": "traffic"}
-    return f"+{format_value(s.factor - 1.0, Unit.RATIO, digits=2)} {words.get(s.kind, s.kind)}"
-
-
 def _stresses(v: Verdict) -> str:
     """The stresses in a few words: held, or missed and what wins then (notes have the rest)."""
     r = v.robustness
     if r is None or not r.stresses:
         return ""
     if all(s.holds for s in r.stresses):
-        return "holds at " + " and ".join(_stress(s) for s in r.stresses)
+        return "holds at " + " and ".join(margin.stress_words(s) for s in r.stresses)
     lost = [s for s in r.stresses if not s.holds]
     alts = {s.alternative for s in lost if s.alternative}
     then = f" ({alts.pop()} wins then)" if len(alts) == 1 else " (the notes say what wins then)"
     held = [s for s in r.stresses if s.holds]
-    kept = "holds at " + " and ".join(_stress(s) for s in held) + "; " if held else ""
-    return kept + "misses at " + " and ".join(_stress(s) for s in lost) + then
+    kept = "holds at " + " and ".join(margin.stress_words(s) for s in held) + "; " if held else ""
+    return kept + "misses at " + " and ".join(margin.stress_words(s) for s in lost) + then
 
 
 def _margin(v: Verdict) -> str:
-    r = v.robustness
-    if r is None:
-        return ""
-    head = ", ".join(margin.margin_text(m) for m in r.margins)
-    kept = [f"headroom {fmt.percent(r.headroom)}"] if r.headroom > 0 else []
-    kept += ["N+1"] if r.spare else []
-    tail = _stresses(v)
-    return (
-        f"margin: {head}"
-        + (f" ({', '.join(kept)})" if kept else "")
-        + (f"; {tail}" if tail else "")
-    )
+    """The margin line with the stresses in the block's few words."""
+    return "" if v.robustness is None else margin.robustness_line(v.robustness, _stresses(v))
 
 
 def _targets(vs: VerdictSet) -> str:
