@@ -34,22 +34,33 @@ BATCH_ROWS = 65_536
 BUSIEST_WINDOW_S = 60.0
 
 
-def _expand(role: str, events: np.ndarray) -> dict[str, np.ndarray]:
-    """One row per step of ``events`` (rows of the loop's step log)."""
+def _steps(events: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per step of ``events``: its event, its place in the event's run, its start and duration.
+
+    An event is one step or a run of fast-forwarded decode steps whose duration grows by the
+    event's slope each step (start = start0 + j * first + slope * j * (j - 1) / 2).
+    """
     from kvadvisor.fleet import kernel  # numba only when a replay ran
 
     k = events[:, kernel.L_STEPS].astype(np.int64)
     ev = np.repeat(np.arange(events.shape[0]), k)
-    before = np.repeat(np.cumsum(k) - k, k)
-    j = (np.arange(ev.size) - before).astype(np.float64)
-    first = events[ev, kernel.L_FIRST_S]
-    slope = events[ev, kernel.L_SLOPE_S]
+    j = (np.arange(ev.size) - np.repeat(np.cumsum(k) - k, k)).astype(np.float64)
+    first, slope = events[ev, kernel.L_FIRST_S], events[ev, kernel.L_SLOPE_S]
+    start = events[ev, kernel.L_START] + j * first + slope * j * (j - 1.0) / 2.0
+    return ev, j, start, first + slope * j
+
+
+def _expand(role: str, events: np.ndarray) -> dict[str, np.ndarray]:
+    """One row per step of ``events`` (rows of the loop's step log)."""
+    from kvadvisor.fleet import kernel  # numba only when a replay ran
+
+    ev, j, start, duration = _steps(events)
     later = j > 0  # steps after an event's first: fast-forwarded decode steps only
     return {
         "stage": np.full(ev.size, role, dtype=object),
         "replica": events[ev, kernel.L_REPLICA].astype(np.int64),
-        "start_s": events[ev, kernel.L_START] + j * first + slope * j * (j - 1.0) / 2.0,
-        "duration_s": first + slope * j,
+        "start_s": start,
+        "duration_s": duration,
         "prefill_tokens": np.where(later, 0, events[ev, kernel.L_PREFILL_TOKENS]).astype(np.int64),
         "decode_sequences": events[ev, kernel.L_DECODE_SEQS].astype(np.int64),
         "kv_tokens": (events[ev, kernel.L_KV_TOKENS] + j * events[ev, kernel.L_DECODE_SEQS]).astype(
@@ -95,15 +106,11 @@ def _minute_time(log: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     chunk = max(1, BATCH_ROWS // 8)
     for lo in range(0, log.shape[0], chunk):
         events = log[lo : lo + chunk]
-        k = events[:, kernel.L_STEPS].astype(np.int64)
-        ev = np.repeat(np.arange(events.shape[0]), k)
-        j = (np.arange(ev.size) - np.repeat(np.cumsum(k) - k, k)).astype(np.float64)
-        first, slope = events[ev, kernel.L_FIRST_S], events[ev, kernel.L_SLOPE_S]
-        start = events[ev, kernel.L_START] + j * first + slope * j * (j - 1.0) / 2.0
+        ev, _, start, duration = _steps(events)
         pair = np.stack([events[ev, kernel.L_REPLICA], np.floor(start / BUSIEST_WINDOW_S)])
         uniq, inverse = np.unique(pair, axis=1, return_inverse=True)
         keys.append(uniq)
-        times.append(np.bincount(inverse.ravel(), weights=first + slope * j))
+        times.append(np.bincount(inverse.ravel(), weights=duration))
     uniq, inverse = np.unique(np.concatenate(keys, axis=1), axis=1, return_inverse=True)
     return uniq, np.bincount(inverse.ravel(), weights=np.concatenate(times))
 
