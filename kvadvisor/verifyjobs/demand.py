@@ -35,7 +35,7 @@ from kvadvisor.metrics.stages import stage_times
 from kvadvisor.metrics.timeline import inflight_window_means, window_count
 from kvadvisor.perfmodel import PerfModel, memory_fit
 from kvadvisor.perfmodel.transfer import engine_share
-from kvadvisor.plan.model import Plan, StagePlan
+from kvadvisor.plan.model import Plan, StagePlan, StorageCapability
 from kvadvisor.planreview.demand import TierCalc, window_rates
 from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.units.format import duration
@@ -172,6 +172,17 @@ def _direction(
     )
 
 
+def _device_limits(storage: StorageCapability) -> dict[str, float]:
+    """One device's rated figures (the plan's, per device or volume), those it states."""
+    figures = {
+        "read_bytes_per_s": storage.read_bytes_per_s,
+        "write_bytes_per_s": storage.write_bytes_per_s,
+        "read_iops": storage.read_iops,
+        "write_iops": storage.write_iops,
+    }
+    return {k: float(v) for k, v in figures.items() if v}
+
+
 def _depth(inflight: np.ndarray) -> int:
     """The p99 over windows of requests in flight, rounded up, at least 1."""
     if not inflight.size:
@@ -282,6 +293,12 @@ def tier_demands(
                     demand_from=demand_from,
                     open_loop=open_loop,
                     capability_bytes_per_s=capability,
+                    device_limits=_device_limits(t.storage),
+                    device_limits_from=(
+                        f"catalog entry {t.storage.catalog_name}"
+                        if t.storage.catalog_name
+                        else "the plan's inline storage figures"
+                    ),
                 )
             )
     return tuple(out)

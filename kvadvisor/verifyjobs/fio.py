@@ -16,6 +16,13 @@ divided over ``numjobs`` (the ranks that write, times the queue depth for the sy
 ``libcufile`` engine). The directory, file size and runtime come from the environment
 (``KVADVISOR_FIO_DIR``, ``KVADVISOR_FIO_SIZE``, ``KVADVISOR_FIO_RUNTIME``; fio expands
 ``${VAR}``), so the same file runs on the target host and in a quick local check.
+
+A **striped** tier (``devices`` > 1 of a drive or block volume: 4 io2 volumes, 8 NVMe drives)
+gets one job section per device in every phase, each on its own directory
+(``KVADVISOR_FIO_DIR_<i>``, a file system on device i) at 1/N of the tier's rates and queue
+depth, in its own reporting group (``new_group``) so fio reports each device; the devices of a
+phase run at once and their sum is judged against the tier's rates. Each device's share is
+stated beside one device's rated limit (the plan's storage figures per device or volume).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvadvisor.quoting import comment
@@ -46,6 +54,24 @@ SLUG_CHARS = 64  # longest tier name in a job file's name
 NS_PER_S = 1e9
 MS_PER_S = 1000.0
 ENV_DIR, ENV_SIZE, ENV_RUNTIME = "KVADVISOR_FIO_DIR", "KVADVISOR_FIO_SIZE", "KVADVISOR_FIO_RUNTIME"
+# Kinds whose ``devices`` are separate drives or volumes, each its own block device; a file
+# system's or a pool's devices sit behind one mount.
+STRIPED_KINDS = frozenset({"ssd", "block"})
+
+
+def stripes(d: TierDemand) -> int:
+    """How many device jobs a tier's phases run: its ``devices`` for drives and volumes, else 1."""
+    return d.devices if d.devices > 1 and d.kind in STRIPED_KINDS else 1
+
+
+def device_dir_env(i: int) -> str:
+    """The environment variable naming device ``i``'s directory."""
+    return f"{ENV_DIR}_{i}"
+
+
+def device_job(name: str, i: int) -> str:
+    """The job name fio reports for device ``i`` of a phase."""
+    return f"{name}.dev{i}"
 
 
 def slug(name: str) -> str:
@@ -156,8 +182,12 @@ def _phases(d: TierDemand) -> list[FioPhase]:
     return out
 
 
-def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[str]:
+def _phase_lines(
+    p: FioPhase, io_bytes: int, numjobs: int, first: bool, devices: int = 1, filename: str = ""
+) -> list[str]:
+    """A phase's comment lines and job sections: one set, or one per device of a stripe."""
     lines = [comment(f"{p.phase}: {p.what}", ";")]
+    each = "" if devices == 1 else f" in all, {_share(devices)} of it on each device"
     for direction in DIRECTIONS:
         if direction in p.rates_bytes_per_s:
             rate = p.rates_bytes_per_s[direction]
@@ -171,28 +201,56 @@ def _phase_lines(p: FioPhase, io_bytes: int, numjobs: int, first: bool) -> list[
                 held = on
             target = p.latency_target_s.get(direction)
             lat = "" if target is None else f"; p99 completion latency <= {duration(target)}"
-            lines.append(comment(f"  must hold {direction} {held}{lat}", ";"))
-    name_lines = [f"[{p.name}]"] + ([] if first else ["stonewall"])
+            lines.append(comment(f"  must hold {direction} {held}{each}{lat}", ";"))
+    if devices == 1:
+        return lines + _sections(p, p.name, io_bytes, numjobs, [] if first else ["stonewall"])
+    for i in range(devices):
+        # The devices of a phase run at once; each its own reporting group, so fio reports it.
+        # filename= after directory=: fio places a file in the directory set when it parses
+        # filename=, so a [global] filename would stay in the working directory.
+        opts = (["stonewall"] if i == 0 and not first else []) + [
+            "new_group",
+            f"directory=${{{device_dir_env(i)}}}",
+            f"filename={filename}",
+        ]
+        scaled = replace(
+            p,
+            rates_bytes_per_s={k: v / devices for k, v in p.rates_bytes_per_s.items()},
+            bursts={k: (a / devices, on, off) for k, (a, on, off) in p.bursts.items()},
+        )
+        lines += ([] if i == 0 else [""]) + _sections(
+            scaled, device_job(p.name, i), io_bytes, numjobs, opts
+        )
+    return lines
+
+
+def _share(devices: int) -> str:
+    return f"1/{devices}"
+
+
+def _sections(p: FioPhase, name: str, io_bytes: int, numjobs: int, opts: list[str]) -> list[str]:
+    """The job sections of one phase (on one device): its rates, and a burst's on jobs."""
+    name_lines = [f"[{name}]", *opts]
     if not p.rates_bytes_per_s:  # max-read / max-write
-        return lines + name_lines + _rw({p.phase.split("-")[1]: 1.0}, io_bytes)
+        return name_lines + _rw({p.phase.split("-")[1]: 1.0}, io_bytes)
     base = {k: v for k, v in p.rates_bytes_per_s.items() if v > 0}
-    body = name_lines
+    body: list[str] = []
     if base:
-        body += _rw(base, io_bytes) + [_rate_option(base, numjobs)]
-    else:  # a burst phase whose off windows carry nothing: the on jobs alone
-        body = []
+        body = name_lines + _rw(base, io_bytes) + [_rate_option(base, numjobs)]
+    # the on jobs join the phase's group: no new_group, the device's directory kept
+    dir_opts = [o for o in opts if o.startswith(("directory=", "filename="))]
     for direction, (add, on_s, off_s) in sorted(p.bursts.items()):
-        if not body:
-            body = name_lines
+        if not body:  # a burst phase whose off windows carry nothing: the on jobs alone
+            body = list(name_lines)
         else:
-            body += ["", f"[{p.name}.on-{direction}]"]
+            body += ["", f"[{name}.on-{direction}]", *dir_opts]
         body += _rw({direction: add}, io_bytes) + [
             _rate_option({direction: add}, numjobs),
             f"thinktime={max(int(round(off_s * MS_PER_S)), 1)}ms",
             f"thinktime_iotime={max(int(round(on_s * MS_PER_S)), 1)}ms",
             "rate_ignore_thinktime=1",
         ]
-    return lines + body
+    return body
 
 
 def saturated(d: TierDemand) -> list[str]:
@@ -223,10 +281,56 @@ def _open_loop_lines(d: TierDemand) -> list[str]:
     return lines
 
 
+def over_limit(d: TierDemand) -> list[str]:
+    """Where one device's share of the tier's peak demand is above one device's rated limit."""
+    n = stripes(d)
+    out = []
+    for x in d.directions():
+        limit = d.device_limits.get(f"{x.direction}_bytes_per_s")
+        if limit and x.peak_bytes_per_s / n > limit:
+            out.append(
+                f"{x.direction} {_rate(x.peak_bytes_per_s / n)} per device at the peak, above "
+                f"one device's {_rate(limit)}"
+            )
+    return out
+
+
+def _stripe_lines(d: TierDemand, iodepth: int) -> list[str]:
+    """What a striped tier's job file states: the device jobs, one device's share and limits."""
+    n = stripes(d)
+    if n == 1:
+        return []
+    limits = d.device_limits
+    rated = [
+        f"{k} {_rate(limits[f'{k}_bytes_per_s'])}"
+        for k in DIRECTIONS
+        if f"{k}_bytes_per_s" in limits
+    ] + [
+        f"{k} {format_value(limits[f'{k}_iops'], Unit.IOPS)}"
+        for k in DIRECTIONS
+        if f"{k}_iops" in limits
+    ]
+    shares = [
+        f"{x.direction} p99 {_rate(x.p99_bytes_per_s / n)}, peak {_rate(x.peak_bytes_per_s / n)}"
+        for x in d.directions()
+    ]
+    return [
+        f"striped over {n} devices: every phase runs one job per device at once, on "
+        f"${{{device_dir_env(0)}}} .. ${{{device_dir_env(n - 1)}}} (a file system on each device), "
+        f"each at 1/{n} of the tier's rates with queue depth {iodepth} per rank (the tier's "
+        f"{d.iodepth} over the devices); fio reports each device, and their sum is judged "
+        "against the tier's rates",
+        f"one device's share: {'; '.join(shares) or 'none'}; one device's rated limit: "
+        f"{', '.join(rated) or 'not stated'} ({d.device_limits_from})",
+        *(f"over the limit: {x}: the plan's tier cannot carry it" for x in over_limit(d)),
+    ]
+
+
 def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) -> FioJobFile:
     """The fio job file for one tier (plain libaio, or the libcufile GPUDirect variant)."""
     stem = job_stem(d, gds)
     s = d.shape
+    n = stripes(d)
     phases = [
         FioPhase(
             p.name + (".gds" if gds else ""),
@@ -236,12 +340,17 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
             p.severity,
             p.bursts,
             p.what,
+            device_jobs=tuple(device_job(p.name + (".gds" if gds else ""), i) for i in range(n))
+            if n > 1
+            else (),
         )
         for p in _phases(d)
     ]
+    # Each device of a stripe holds its share of the requests in flight.
+    depth = max(math.ceil(d.iodepth / n), 1)
     # libcufile is synchronous (one I/O in flight per job): the queue depth becomes jobs.
-    numjobs = s.writers * (d.iodepth if gds else 1)
-    iodepth = 1 if gds else d.iodepth
+    numjobs = s.writers * (depth if gds else 1)
+    iodepth = 1 if gds else depth
     gpus = ":".join(map(str, range(s.writers)))
     engine = (
         ["ioengine=libcufile", "cuda_io=cufile", f"gpu_dev_ids={gpus}"]
@@ -257,6 +366,7 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
         f"demand: {d.demand_from}",
         *_open_loop_lines(d),
         f"queue depth {d.iodepth} per rank: {d.iodepth_from}",
+        *_stripe_lines(d, depth),
         f"numjobs {numjobs}: fio's rate is per job, so every rate below is divided by it",
     ]
     if gds:
@@ -271,8 +381,7 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
         "",
         "[global]",
         f"description=kvadvisor job-set {job_set_id}",
-        f"directory=${{{ENV_DIR}}}",
-        f"filename=kvadvisor.{stem}",
+        *([f"directory=${{{ENV_DIR}}}", f"filename=kvadvisor.{stem}"] if n == 1 else []),
         f"size=${{{ENV_SIZE}}}",
         f"runtime=${{{ENV_RUNTIME}}}",
         "time_based=1",
@@ -286,7 +395,10 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
         "randrepeat=0",
     ]
     for i, p in enumerate(phases):
-        lines += ["", *_phase_lines(p, s.io_bytes, numjobs, first=i == 0)]
+        lines += [
+            "",
+            *_phase_lines(p, s.io_bytes, numjobs, i == 0, devices=n, filename=f"kvadvisor.{stem}"),
+        ]
     return FioJobFile(
         path=f"fio/{stem}.fio",
         result=f"results/{stem}.json",
@@ -298,6 +410,7 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
         iodepth=iodepth,
         phases=tuple(phases),
         text="\n".join(lines) + "\n",
+        devices=n,
     )
 
 

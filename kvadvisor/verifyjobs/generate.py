@@ -21,7 +21,7 @@ from kvadvisor.planreview.perf import plan_perf
 from kvadvisor.trace.model import Trace
 from kvadvisor.verifyjobs.bench import bench_datasets, bench_runs
 from kvadvisor.verifyjobs.demand import tier_demands
-from kvadvisor.verifyjobs.fio import job_file, saturated
+from kvadvisor.verifyjobs.fio import job_file, over_limit, saturated
 from kvadvisor.verifyjobs.model import (
     MANIFEST_NAME,
     MANIFEST_VERSION,
@@ -105,6 +105,7 @@ def _job_dict(j: FioJobFile) -> dict[str, Any]:
         "io_bytes": j.io_bytes,
         "numjobs": j.numjobs,
         "iodepth": j.iodepth,
+        "devices": j.devices,
         "phases": [
             {
                 "name": p.name,
@@ -112,6 +113,7 @@ def _job_dict(j: FioJobFile) -> dict[str, Any]:
                 "severity": p.severity.value,
                 "rates_bytes_per_s": p.rates_bytes_per_s,
                 "latency_target_s": p.latency_target_s,
+                "device_jobs": list(p.device_jobs),
                 "bursts": {
                     k: {"extra_bytes_per_s": a, "on_s": on, "off_s": off}
                     for k, (a, on, off) in p.bursts.items()
@@ -193,6 +195,11 @@ def verify_plan(
             notes.append(f"{d.stage} tier '{d.tier}': no fio job: {d.skipped}")
         elif not d.gds:
             notes.append(f"{d.stage} tier '{d.tier}': no GPUDirect variant: {d.gds_from}")
+        for problem in over_limit(d) if d.skipped is None else []:
+            notes.append(
+                f"{d.stage} tier '{d.tier}': {problem} ({d.device_limits_from}): the plan's "
+                "tier cannot carry its share; add devices or a faster volume"
+            )
         if d.skipped is None and saturated(d):
             notes.append(
                 f"{d.stage} tier '{d.tier}' saturates in the replay ({', '.join(saturated(d))} "

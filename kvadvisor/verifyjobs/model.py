@@ -112,6 +112,10 @@ class TierDemand:
     # peak per direction, bytes per second), and the plan's capability per direction.
     open_loop: dict[str, tuple[float, float]] = field(default_factory=dict)
     capability_bytes_per_s: dict[str, float] = field(default_factory=dict)
+    # One device's (one volume's) rated limits, ``read_bytes_per_s``, ``write_iops``...: the
+    # plan's storage figures before ``devices`` multiplies them; and where they come from.
+    device_limits: dict[str, float] = field(default_factory=dict)
+    device_limits_from: str = ""
 
     def directions(self) -> tuple[DirectionDemand, ...]:
         """The directions with demand, read first."""
@@ -167,6 +171,9 @@ class FioPhase:
     # always-on rate in rates_bytes_per_s.
     bursts: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     what: str = ""
+    # A striped tier: the job names fio reports for each device, in device order (each runs
+    # 1/N of the rates above; their sum is judged against them). Empty: one job, ``name``.
+    device_jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,7 @@ class FioJobFile:
     iodepth: int
     phases: tuple[FioPhase, ...]
     text: str
+    devices: int = 1  # job sections per phase: the devices of a striped tier
 
 
 @dataclass(frozen=True)
@@ -244,6 +252,9 @@ class PhaseResult:
     read_share_required: float | None
     read_share_measured: float | None
     reasons: tuple[str, ...] = ()
+    # A striped tier: each device's measured directions, in device order (``measured`` is
+    # their sum).
+    devices: tuple[dict[str, Measured], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from kvadvisor.quoting import one_line, shell_word
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import S_PER_MIN, Unit, format_value, plural
 from kvadvisor.units.format import count, duration
-from kvadvisor.verifyjobs.fio import ENV_DIR, ENV_RUNTIME, ENV_SIZE
+from kvadvisor.verifyjobs.fio import ENV_DIR, ENV_RUNTIME, ENV_SIZE, device_dir_env
 from kvadvisor.verifyjobs.model import BenchRun, FioJobFile, TierDemand
 
 DEFAULT_SIZE = "16g"  # per job file: well past drive DRAM caches, small beside a KV tier
@@ -24,6 +24,14 @@ def _bw(bytes_per_s: float) -> str:
 def run_fio_script(jobs: Sequence[FioJobFile]) -> str:
     """A bash script running the given job files (default: every non-GDS one) into results/."""
     default = " ".join(j.path for j in jobs if not j.gds)
+    devices = max((j.devices for j in jobs), default=1)
+    # A striped tier's device jobs each take a directory; unset, they share KVADVISOR_FIO_DIR
+    # (a quick local check), which on the target host would test one device for all of them.
+    stripes = "".join(
+        f': "${{{device_dir_env(i)}:=${ENV_DIR}/dev{i}}}"\n'
+        f'export {device_dir_env(i)}; mkdir -p "${device_dir_env(i)}"\n'
+        for i in range(devices if devices > 1 else 0)
+    )
     return f"""#!/usr/bin/env bash
 # Runs fio job files of this folder; fio's JSON output goes to results/<job>.json, which
 # `kvadvisor verify --results <this folder>` reads back. Run it on the host named in README.md,
@@ -32,13 +40,15 @@ def run_fio_script(jobs: Sequence[FioJobFile]) -> str:
 #   {ENV_DIR}      a directory on the tier under test (required)
 #   {ENV_SIZE}     file size per job file (default {DEFAULT_SIZE})
 #   {ENV_RUNTIME}  seconds per phase (default {DEFAULT_RUNTIME_S})
+#   {ENV_DIR}_<i>  a striped tier's device i (a file system on that device; default
+#                        $KVADVISOR_FIO_DIR/dev<i>, which tests one device for all of them)
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${{{ENV_DIR}:?set {ENV_DIR} to a directory on the tier under test}}"
 export {ENV_DIR}
 export {ENV_SIZE}="${{{ENV_SIZE}:-{DEFAULT_SIZE}}}"
 export {ENV_RUNTIME}="${{{ENV_RUNTIME}:-{DEFAULT_RUNTIME_S}}}"
-mkdir -p results
+{stripes}mkdir -p results
 if [ "$#" -eq 0 ]; then
   set -- {default}
 fi
@@ -89,6 +99,17 @@ def readme(
             continue
         d = next(t for t in tiers if t.stage == j.stage and t.tier == j.tier)
         lines.append(one_line(f"   - `{j.path}`: {_host(plan, d)}; demand {d.demand_from}:"))
+        if j.devices > 1:
+            dirs = " ".join(
+                f"{device_dir_env(i)}=/mnt/<{one_line(d.tier)}-{i}>/kvtest"
+                for i in range(j.devices)
+            )
+            lines.append(
+                f"     `{ENV_DIR}=/mnt/<{one_line(d.tier)}-0>/kvtest {dirs} ./run-fio.sh "
+                f"{j.path}` ({len(j.phases)} phases × `{ENV_RUNTIME}` s; {j.devices} devices "
+                "at once, one directory on each: a file system per volume, not a RAID0 of them)"
+            )
+            continue
         lines.append(
             f"     `{ENV_DIR}=/mnt/<{one_line(d.tier)}>/kvtest ./run-fio.sh {j.path}` "
             f"({len(j.phases)} phases × `{ENV_RUNTIME}` s)"

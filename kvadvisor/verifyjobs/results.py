@@ -37,6 +37,7 @@ from kvadvisor.verifyjobs.model import (
     DIRECTIONS,
     MANIFEST_VERSION,
     BenchResult,
+    Measured,
     PhaseResult,
     PhaseStatus,
     VerifyError,
@@ -119,6 +120,7 @@ _PHASE = {
     "severity": (str,),
     "rates_bytes_per_s": {"*": _NUM},
     "bursts?": {"*": {"on_s": _NUM, "off_s": _NUM, "extra_bytes_per_s": _NUM}},
+    "device_jobs?": [(str,)],
 }
 MANIFEST_SHAPE: dict[str, Any] = {
     "job_set_id": (str,),
@@ -206,10 +208,48 @@ def _job_io_bytes(job: Mapping[str, Any], doc: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
+def _summed(parts: Sequence[Measured], direction: str) -> Measured:
+    """The devices of a stripe as one: bandwidth, IOPS and I/Os summed; the worst latency."""
+    ios = sum(m.ios for m in parts)
+    moved = sum(m.io_bytes * m.ios for m in parts)
+
+    def worst(key: str) -> float | None:
+        values = [v for m in parts if (v := getattr(m, key)) is not None]
+        return max(values) if values else None
+
+    return Measured(
+        direction=direction,
+        bytes_per_s=sum(m.bytes_per_s for m in parts),
+        iops=sum(m.iops for m in parts),
+        io_bytes=moved / ios if ios else 0.0,
+        ios=ios,
+        runtime_s=max(m.runtime_s for m in parts),
+        clat_p50_s=worst("clat_p50_s"),
+        clat_p99_s=worst("clat_p99_s"),
+        clat_p999_s=worst("clat_p999_s"),
+    )
+
+
+def _measured(jobs: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Measured], tuple]:
+    """One job's directions, or a stripe's summed over its device jobs (and each device's)."""
+    per = [
+        {d: m for d in DIRECTIONS if (m := measured_direction(job, d)) is not None} for job in jobs
+    ]
+    if len(per) == 1:
+        return per[0], ()
+    total = {
+        d: _summed([x[d] for x in per if d in x], d) for d in DIRECTIONS if any(d in x for x in per)
+    }
+    return total, tuple(per)
+
+
 def _judge_phase(
-    phase: Mapping[str, Any], spec: Mapping[str, Any], job: Mapping[str, Any], tol: float
+    phase: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    jobs: Sequence[Mapping[str, Any]],
+    tol: float,
 ) -> PhaseResult:
-    measured = {d: m for d in DIRECTIONS if (m := measured_direction(job, d)) is not None}
+    measured, devices = _measured(jobs)
     required: dict[str, float] = {}
     reasons: list[str] = []
     targets = {k: float(v) for k, v in (phase.get("latency_target_s") or {}).items()}
@@ -253,7 +293,13 @@ def _judge_phase(
             reads[1].bytes_per_s if reads[1] else 0.0, writes[1].bytes_per_s if writes[1] else 0.0
         ),
         reasons=tuple(reasons),
+        devices=devices,
     )
+
+
+def _job_names(phase: Mapping[str, Any]) -> list[str]:
+    """The job names fio reports for a phase: its own, or one per device of a stripe."""
+    return list(phase.get("device_jobs") or []) or [phase["name"]]
 
 
 def judge_fio(
@@ -274,6 +320,7 @@ def judge_fio(
             continue
         path, doc = docs[spec["file"]]
         phases = {p["name"]: p for p in spec["phases"]}
+        names = {n: p for p in spec["phases"] for n in _job_names(p)}
         by_name: dict[str, Mapping[str, Any]] = {}
         for job in fio_jobs(doc, path):
             name = job["jobname"]
@@ -288,10 +335,10 @@ def judge_fio(
                     f"{path}: job '{name}' ran job set {found.group(1)}, this folder's is "
                     f"{set_id}: rerun ./run-fio.sh {spec['file']} from this folder"
                 )
-            if name not in phases:
+            if name not in names:
                 raise VerifyError(
                     f"{path}: job '{name}' is not a phase of {spec['file']} (its phases: "
-                    f"{', '.join(phases)})"
+                    f"{', '.join(names)})"
                 )
             bs = _job_io_bytes(job, doc)
             if bs is not None and bs != str(spec["io_bytes"]):
@@ -300,11 +347,18 @@ def judge_fio(
                     f"bs={spec['io_bytes']}: the job file was changed; rerun it as generated"
                 )
             by_name[name] = job
-        for name, phase in phases.items():
-            if name in by_name:
-                results.append(_judge_phase(phase, spec, by_name[name], tolerance))
+        for phase in phases.values():
+            wanted = _job_names(phase)
+            absent = [n for n in wanted if n not in by_name]
+            if not absent:
+                jobs = [by_name[n] for n in wanted]
+                results.append(_judge_phase(phase, spec, jobs, tolerance))
             else:
-                missing.append(f"{spec['file']} phase {phase['phase']} (not in {path})")
+                missing.append(
+                    f"{spec['file']} phase {phase['phase']} (not in {path}: {', '.join(absent)})"
+                    if len(wanted) > 1
+                    else f"{spec['file']} phase {phase['phase']} (not in {path})"
+                )
     return results, missing
 
 
@@ -566,6 +620,12 @@ def _phase_message(p: PhaseResult) -> str:
         )
         iops, size = format_value(m.iops, Unit.IOPS), format_value(m.io_bytes, Unit.BYTES)
         parts.append(head + f" ({iops} at {size}{lat})")
+    if p.devices:
+        each = "; ".join(
+            f"{d} " + ", ".join(_bw(dev[d].bytes_per_s) if d in dev else "–" for dev in p.devices)
+            for d in sorted(p.measured)
+        )
+        parts.append(f"summed over {len(p.devices)} devices ({each})")
     text = f"fio {p.phase} on '{p.tier}'{' (GDS)' if p.gds else ''}: " + (
         "; ".join(parts) or "no I/O"
     )

@@ -1,0 +1,191 @@
+"""A striped tier (4 volumes) gets one fio job per device, run for real on 4 directories.
+
+Each temporary directory stands for one volume. The tier's rates are split evenly over the
+devices; fio reports each device (``new_group``) and `verify --results` sums them against the
+tier's rates. Direct I/O needs a file system that takes O_DIRECT, as in test_verify_fio.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+from test_verify_fio import _direct_io_dir
+from typer.testing import CliRunner
+from verify_fixtures import DISK_PLAN, write_bursty_trace
+
+from kvadvisor.cli import EXIT_OK, app
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+RUNTIME_S = 3
+DEVICES = 4
+FIO = shutil.which("fio")
+# The disk plan's tier as 4 block volumes of 50 MB/s each (200 MB/s for the tier).
+STRIPED_PLAN = DISK_PLAN.replace(
+    "storage: {kind: ssd, read_bandwidth: 200 MB/s, write_bandwidth: 200 MB/s, latency: 100 us}",
+    "storage: {kind: block, read_bandwidth: 50 MB/s, write_bandwidth: 50 MB/s, latency: 100 us}"
+    f"\n        devices: {DEVICES}",
+)
+IO2_PLAN = DISK_PLAN.replace(
+    "storage: {kind: ssd, read_bandwidth: 200 MB/s, write_bandwidth: 200 MB/s, latency: 100 us}",
+    f"storage: aws-ebs-io2-block-express\n        devices: {DEVICES}",
+)
+
+
+def _generate(base: Path, plan_text: str) -> Path:
+    trace = write_bursty_trace(base / "bursty.jsonl")
+    plan = base / "plan.yaml"
+    plan.write_text(plan_text)
+    folder = base / "jobs"
+    result = runner.invoke(app, ["verify", str(trace), "--plan", str(plan), "-o", str(folder)])
+    assert result.exit_code == EXIT_OK, result.output
+    return folder
+
+
+@pytest.fixture(scope="module")
+def striped_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Generate the striped jobs and run them once with the real fio on 4 directories."""
+    if FIO is None:
+        if os.environ.get("CI"):
+            pytest.fail("fio is not installed (`.ci/run` installs Debian's fio)")
+        pytest.skip("fio is not installed: apt-get install fio")
+    base = tmp_path_factory.mktemp("verify-striped")
+    folder = _generate(base, STRIPED_PLAN)
+    scratch = _direct_io_dir([base / "scratch", REPO / ".fio-scratch-striped"])
+    job = folder / "fio" / "prefill.disk.fio"
+    if scratch is None:
+        scratch = base / "scratch"
+        warnings.warn(
+            "no directory here takes O_DIRECT: the striped fio jobs ran buffered",
+            stacklevel=1,
+        )
+        job.write_text(job.read_text().replace("direct=1", "direct=0"))
+    dirs = [scratch / f"volume{i}" for i in range(DEVICES)]
+    env = {
+        **os.environ,
+        "KVADVISOR_FIO_DIR": str(scratch),
+        "KVADVISOR_FIO_SIZE": "16m",
+        "KVADVISOR_FIO_RUNTIME": str(RUNTIME_S),
+        **{f"KVADVISOR_FIO_DIR_{i}": str(d) for i, d in enumerate(dirs)},
+    }
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
+    sizes = [(d / "kvadvisor.prefill.disk").stat().st_size for d in dirs]
+    shutil.rmtree(scratch, ignore_errors=True)
+    return {
+        "folder": folder,
+        "manifest": json.loads((folder / "verify.json").read_text()),
+        "doc": json.loads((folder / "results" / "prefill.disk.json").read_text()),
+        "dirs": dirs,
+        "sizes": sizes,
+    }
+
+
+def _phase(run: dict, phase: str) -> dict:
+    (spec,) = run["manifest"]["fio"]
+    return next(p for p in spec["phases"] if p["phase"] == phase)
+
+
+def test_one_job_per_device_on_its_own_directory(striped_run: dict) -> None:
+    """Every phase is 4 fio entries, one per device, each on its volume's file."""
+    jobs = {j["jobname"]: j for j in striped_run["doc"]["jobs"]}
+    (spec,) = striped_run["manifest"]["fio"]
+    assert spec["devices"] == DEVICES
+    for phase in spec["phases"]:
+        names = phase["device_jobs"]
+        assert names == [f"{phase['name']}.dev{i}" for i in range(DEVICES)]
+        dirs = [jobs[n]["job options"]["directory"] for n in names]
+        assert dirs == [str(d) for d in striped_run["dirs"]]
+    # Each volume's directory got its own 16 MiB file.
+    assert striped_run["sizes"] == [16 * 1024 * 1024] * DEVICES
+
+
+@pytest.mark.parametrize("phase", ["p99", "peak"])
+def test_each_device_holds_a_quarter_and_the_sum_the_tier(striped_run: dict, phase: str) -> None:
+    """Per device: the tier's rate / 4 (fio's limiter, within 3%); summed: the tier's rate."""
+    spec = _phase(striped_run, phase)
+    jobs = {j["jobname"]: j for j in striped_run["doc"]["jobs"]}
+    for direction, rate in spec["rates_bytes_per_s"].items():
+        got = [jobs[n][direction]["bw_bytes"] for n in spec["device_jobs"]]
+        for one in got:
+            assert one == pytest.approx(rate / DEVICES, rel=0.03), (direction, got)
+        assert sum(got) == pytest.approx(rate, rel=0.03)
+
+
+def test_results_sum_the_devices_against_the_tier(striped_run: dict, tmp_path: Path) -> None:
+    """`verify --results` passes, and its measured figure is the sum of the 4 fio entries."""
+    report = tmp_path / "report.json"
+    result = runner.invoke(
+        app, ["verify", "--results", str(striped_run["folder"]), "-o", str(report)]
+    )
+    assert result.exit_code == EXIT_OK, result.output
+    assert "summed over 4 devices" in result.output
+    doc = json.loads(report.read_text())
+    jobs = {j["jobname"]: j for j in striped_run["doc"]["jobs"]}
+    spec = _phase(striped_run, "p99")
+    (p99,) = [p for p in doc["phases"] if p["phase"] == "p99"]
+    assert p99["status"] == "pass"
+    for direction, rate in spec["rates_bytes_per_s"].items():
+        want = sum(jobs[n][direction]["bw_bytes"] for n in spec["device_jobs"])
+        assert p99["measured"][direction]["bytes_per_s"] == pytest.approx(want)
+        assert p99["required_bytes_per_s"][direction] == pytest.approx(rate)
+        assert len(p99["devices"]) == DEVICES
+    # The measured catalog is per device: the max-write sum over 4.
+    entry = next(iter(doc["catalog"]["entries"].values()))
+    summed = sum(
+        jobs[n]["write"]["bw_bytes"] for n in _phase(striped_run, "max-write")["device_jobs"]
+    )
+    assert entry["write_mbps"] == pytest.approx(summed / DEVICES / 1e6, abs=0.1)
+
+
+def test_a_missing_device_is_reported_not_summed(striped_run: dict, tmp_path: Path) -> None:
+    """Drop device 3 of the p99 phase from the JSON: that phase is without results, naming it."""
+    folder = tmp_path / "copy"
+    shutil.copytree(striped_run["folder"], folder)
+    path = folder / "results" / "prefill.disk.json"
+    doc = json.loads(path.read_text())
+    doc["jobs"] = [j for j in doc["jobs"] if j["jobname"] != "prefill.disk.p99.dev3"]
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["verify", "--results", str(folder)])
+    assert result.exit_code == EXIT_OK, result.output
+    assert "skip VF02" in result.output and "prefill.disk.p99.dev3" in result.output
+    assert "fio p99 on" not in result.output
+
+
+def test_per_device_targets_and_limits_from_the_catalog(tmp_path: Path) -> None:
+    """4 io2 volumes: each device's share and one volume's catalog limit (4,194.3 MB/s)."""
+    folder = _generate(tmp_path, IO2_PLAN)
+    text = (folder / "fio" / "prefill.disk.fio").read_text()
+    manifest = json.loads((folder / "verify.json").read_text())
+    p99 = _phase({"manifest": manifest}, "p99")
+    rate = p99["rates_bytes_per_s"]["read"]
+    per = int(-(-rate // DEVICES))  # fio's rate per job, rounded up as the job file writes it
+    assert text.count(f"rate={per},") == DEVICES
+    assert "one device's rated limit: read 4.19 GB/s, write 4.19 GB/s" in text
+    assert "(catalog entry aws-ebs-io2-block-express)" in text
+    assert "over the limit" not in text
+    run = (folder / "run-fio.sh").read_text()
+    assert all(f"KVADVISOR_FIO_DIR_{i}" in run for i in range(DEVICES))
+
+
+def test_a_share_above_one_volumes_limit_is_stated(tmp_path: Path) -> None:
+    """Volumes of 2 MB/s: a quarter of the ~20 MB/s peak read is over one: file and notes say."""
+    plan = STRIPED_PLAN.replace("read_bandwidth: 50 MB/s", "read_bandwidth: 2 MB/s")
+    folder = _generate(tmp_path, plan)
+    text = (folder / "fio" / "prefill.disk.fio").read_text()
+    manifest = json.loads((folder / "verify.json").read_text())
+    peak = max(
+        p["rates_bytes_per_s"]["read"]
+        for p in manifest["fio"][0]["phases"]
+        if p["rates_bytes_per_s"]
+    )
+    assert peak / DEVICES > 2e6
+    assert "; over the limit: read" in text and "above one device's 2 MB/s" in text
+    assert any("cannot carry its share" in n for n in manifest["notes"])
