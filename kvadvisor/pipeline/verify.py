@@ -20,6 +20,7 @@ from kvadvisor.errors import KvAdvisorError
 from kvadvisor.fleet import ReplayContext, ReplayOptions, ReplayRun, TraceArrays, run_replay
 from kvadvisor.fleet.engine import StageRun
 from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.summary import request_columns
 from kvadvisor.metrics.timeline import inflight_window_means
 from kvadvisor.pipeline.replay import scaled_arrays
 from kvadvisor.pipeline.review import check_windows, open_loop
@@ -30,7 +31,8 @@ from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import read_trace_path
 from kvadvisor.units.format import duration
 from kvadvisor.verifyjobs import VerifyOptions, VerifySet, verify_plan
-from kvadvisor.verifyjobs.model import ReplayedTier
+from kvadvisor.verifyjobs.model import ReplayedTier, RoutedShare
+from kvadvisor.verifyjobs.share import routed_share
 from kvadvisor.vocab import Stage
 
 CLOSED_LOOP = (
@@ -91,22 +93,41 @@ def _stage_tiers(run: ReplayRun, st: StageRun) -> list[ReplayedTier]:
     return out
 
 
+def _share(run: ReplayRun, plan: Plan, requests: int | None) -> RoutedShare:
+    """The requests the replay routed to one instance of the stage that takes them."""
+    st = next(s for s in run.stages if s.role is not Stage.DECODE)
+    stage = plan.stage(st.role)
+    return routed_share(
+        st.role.value,
+        stage.router if stage is not None else "round_robin",
+        st.replica,
+        st.spec.replicas_per_instance,
+        st.rows,
+        request_columns(run),
+        requests,
+    )
+
+
 def replayed_tiers(
-    arrays: RequestArrays, exact: PrefixCacheResult | None, plan: Plan, window_s: float
-) -> tuple[dict[tuple[str, str], ReplayedTier], tuple[str, ...]]:
-    """The closed-loop demand of every tier, or none and why (a plan the replay cannot run).
+    arrays: RequestArrays,
+    exact: PrefixCacheResult | None,
+    plan: Plan,
+    window_s: float,
+    bench_requests: int | None = None,
+) -> tuple[dict[tuple[str, str], ReplayedTier], tuple[str, ...], RoutedShare | None]:
+    """The closed-loop demand of every tier and one node's routed share, or none and why.
 
     ``exact`` is the exact prefix-cache pass over ``arrays``' hashes, whose block ids the
-    replay reuses (None: it finds them).
+    replay reuses (None: it finds them). None for the share when the plan cannot be replayed.
     """
     try:
         deployment, notes = deployment_from_plan(plan)
     except KvAdvisorError as exc:
-        return {}, (f"no closed-loop replay ({exc}): the jobs use the open-loop demand",)
+        return {}, (f"no closed-loop replay ({exc}): the jobs use the open-loop demand",), None
     ctx = ReplayContext(scaled_arrays(TraceArrays.from_arrays(arrays, exact), plan.traffic_scale))
     run = run_replay(ctx, deployment, ReplayOptions(window_s=window_s))
     tiers = {(t.stage, t.tier): t for st in run.stages for t in _stage_tiers(run, st)}
-    return tiers, (*notes, *run.notes)
+    return tiers, (*notes, *run.notes), _share(run, plan, bench_requests)
 
 
 def verify(
@@ -136,7 +157,9 @@ def verify(
     arrays = RequestArrays.of(trace)
     check_windows(arrays.arrival_s, (plan,), options.window_s)
     replay, notes, exact = open_loop(arrays, options.warmup_fraction)
-    replayed, closed_notes = replayed_tiers(arrays, exact, plan, options.window_s)
+    replayed, closed_notes, share = replayed_tiers(
+        arrays, exact, plan, options.window_s, options.bench_requests
+    )
     return verify_plan(
         trace,
         replay,
@@ -147,4 +170,5 @@ def verify(
         trace_sha256=trace_sha256,
         replay_notes=(*notes, *closed_notes),
         replayed=replayed,
+        share=share,
     )

@@ -39,12 +39,15 @@ ID_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant (golden ratio): a 
 ID_MASK = np.uint64((1 << 62) - 1)  # keep ids positive and exact in JSON readers
 
 
-def _hash_lists(trace: Trace, rows: int) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """(flat block hashes, per-row offsets, block tokens) of the first ``rows`` rows."""
+def _hash_lists(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """(flat block hashes, per-row offsets, block tokens) of the given trace rows."""
     if not trace.has_hashes or trace.block_tokens is None:
         return None
     offsets, values = trace.hash_arrays()
-    return values, offsets[: rows + 1], int(trace.block_tokens)
+    starts, counts = offsets[rows], offsets[rows + 1] - offsets[rows]
+    out = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    picked = np.repeat(starts - out[:-1], counts) + np.arange(int(out[-1]), dtype=np.int64)
+    return values[picked], out, int(trace.block_tokens)
 
 
 def recut_ids(
@@ -100,20 +103,24 @@ def _lines(
 
 
 def bench_datasets(
-    trace: Trace, time_factor: float, requests: int | None
+    trace: Trace, time_factor: float, requests: int | None, rows: np.ndarray | None = None
 ) -> tuple[dict[str, str], int, int, dict[str, int | float]]:
     """The vLLM and SGLang datasets (relative path → text), and what they hold.
 
-    ``time_factor`` multiplies seconds since the first arrival. Returns the files, the rows
-    written, the vLLM chunk hash size, and totals for the manifest.
+    ``rows`` are the trace rows to replay, in arrival order (None: every row; a node's routed
+    share otherwise), of which the first ``requests`` are kept. ``time_factor`` multiplies
+    seconds since the first kept arrival. Returns the files, the rows written, the vLLM chunk
+    hash size, and totals for the manifest.
     """
-    n = trace.requests if requests is None else min(requests, trace.requests)
-    arrival = trace.column_np("arrival_s").astype(np.float64)[:n]
+    rows = np.arange(trace.requests, dtype=np.int64) if rows is None else np.asarray(rows)
+    rows = rows[:requests] if requests is not None else rows
+    n = int(rows.size)
+    arrival = trace.column_np("arrival_s").astype(np.float64)[rows]
     t = (arrival - (arrival[0] if n else 0.0)) * time_factor
-    inputs = trace.column_np("input_tokens").astype(np.int64)[:n]
+    inputs = trace.column_np("input_tokens").astype(np.int64)[rows]
     # An engine generates at least one token; a failed request of the trace asked for one.
-    outputs = np.maximum(trace.column_np("output_tokens").astype(np.int64)[:n], 1)
-    lists = _hash_lists(trace, n)
+    outputs = np.maximum(trace.column_np("output_tokens").astype(np.int64)[rows], 1)
+    lists = _hash_lists(trace, rows)
     if lists is None:
         block = DEFAULT_BLOCK_TOKENS
         v_ids, v_starts = fresh_ids(inputs, block)
@@ -154,14 +161,18 @@ def _script(title: list[str], command: list[str]) -> str:
 
 
 def bench_runs(
-    totals: dict[str, int | float], block_tokens: int, trace_name: str
+    totals: dict[str, int | float], block_tokens: int, trace_name: str, which: str = ""
 ) -> tuple[tuple[BenchRun, ...], dict[str, str]]:
-    """The two benchmark scripts (relative path → text) and their runs."""
+    """The two benchmark scripts (relative path → text) and their runs.
+
+    ``which`` says which requests and timing the dataset holds (one title line; none if empty).
+    """
     n = int(totals["requests"])
     about = duration(S_PER_MIN * math.ceil(float(totals["replay_s"]) / S_PER_MIN))
     title = [
         f"Replays {plural(n, 'request')} of {trace_name} at their arrival times (about {about}),",
         "against the engine at $HOST:$PORT serving $MODEL; per-request results go to results/.",
+        *([which] if which else []),
     ]
     vllm_cmd = [
         "vllm bench serve",

@@ -27,6 +27,7 @@ from kvadvisor.verifyjobs.model import (
     MANIFEST_VERSION,
     FioJobFile,
     ReplayedTier,
+    RoutedShare,
     TierDemand,
     VerifySet,
 )
@@ -51,11 +52,42 @@ class VerifyOptions:
     bench_requests: int | None = None
 
 
-def _bench_instances(plan: Plan, options: VerifyOptions) -> int:
-    if options.bench_instances is not None:
-        return options.bench_instances
+def _bench_share(
+    plan: Plan, options: VerifyOptions, share: RoutedShare | None, requests: int
+) -> tuple[float, Any, dict[str, Any], str]:
+    """What the benchmarks replay: (time factor, trace rows or None, manifest entry, title).
+
+    One node's routed share at the plan's arrival times when the closed-loop replay ran and
+    ``--bench-instances`` is not given; else every request, its arrivals slowed by the
+    instances one endpoint stands for.
+    """
+    if share is not None and options.bench_instances is None:
+        doc = {
+            "from": "routed",
+            "stage": share.stage,
+            "router": share.router,
+            "instance": share.instance,
+            "instances": share.instances,
+            "share_requests": share.share_requests,
+            "trace_requests": requests,
+            "replayed": share.replayed,
+        }
+        which = (
+            f"The requests the replay's {share.router} router sent to {share.stage} instance "
+            f"{share.instance} of {share.instances} ({share.share_requests} of {requests}), "
+            "at the plan's arrival times."
+        )
+        return 1.0 / plan.traffic_scale, share.rows, doc, which
     stage = plan.stage(Stage.PREFILL) or plan.stages[0]
-    return stage.count
+    instances = options.bench_instances or stage.count
+    why = (
+        "--bench-instances was given"
+        if options.bench_instances is not None
+        else "no closed-loop replay: which requests a node serves is not known"
+    )
+    doc = {"from": "slowed", "instances": instances, "trace_requests": requests, "why": why}
+    which = f"Every request, arrivals slowed for one of {instances} instances ({why})."
+    return instances / plan.traffic_scale, None, doc, which
 
 
 # Catalog fields a measured override entry keeps from the entry it replaces.
@@ -144,11 +176,13 @@ def verify_plan(
     trace_sha256: str | None = None,
     replay_notes: tuple[str, ...] = (),
     replayed: Mapping[tuple[str, str], ReplayedTier] | None = None,
+    share: RoutedShare | None = None,
 ) -> VerifySet:
     """The verify folder's files for ``plan`` against ``trace`` and its replay (pure).
 
     ``replay`` is the review's (open loop: prefix hits at arrival); ``replayed`` the tiers of
-    the closed-loop replay of the plan, which take precedence where given.
+    the closed-loop replay of the plan, which take precedence where given; ``share`` the
+    requests the closed-loop replay routed to one node, which the benchmarks replay.
     """
     perf = plan_perf(plan)
     times, span = plan_times(plan, replay)
@@ -186,9 +220,9 @@ def verify_plan(
         jobs.append(job_file(d, PLACEHOLDER, header + where, gds=False))
         if d.gds:
             jobs.append(job_file(d, PLACEHOLDER, header + where, gds=True))
-    factor = _bench_instances(plan, options) / plan.traffic_scale
-    datasets, _, block, totals = bench_datasets(trace, factor, options.bench_requests)
-    benches, scripts = bench_runs(totals, block, trace.source_path)
+    factor, rows, share_doc, which = _bench_share(plan, options, share, trace.requests)
+    datasets, _, block, totals = bench_datasets(trace, factor, options.bench_requests, rows)
+    benches, scripts = bench_runs(totals, block, trace.source_path, which)
     notes = list(replay_notes)
     for d in tiers:
         if d.skipped is not None:
@@ -241,7 +275,8 @@ def verify_plan(
         "tiers": [_tier_dict(d, storage) for d in tiers],
         "fio": [_job_dict(j) for j in jobs],
         "benchmarks": [
-            {**asdict(b), "time_factor": factor, "chunk_hash_size": block} for b in benches
+            {**asdict(b), "time_factor": factor, "chunk_hash_size": block, "share": share_doc}
+            for b in benches
         ],
         "notes": notes,
     }
@@ -249,7 +284,7 @@ def verify_plan(
     files.update(datasets)
     files.update(scripts)
     files["run-fio.sh"] = run_fio_script(jobs)
-    files["README.md"] = readme(plan, trace, tiers, jobs, benches, factor, notes)
+    files["README.md"] = readme(plan, trace, tiers, jobs, benches, which, notes)
     files[MANIFEST_NAME] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
     job_set = _job_set_id(files)
     files = {path: text.replace(PLACEHOLDER, job_set) for path, text in files.items()}

@@ -193,6 +193,25 @@ class FioJobFile:
     devices: int = 1  # job sections per phase: the devices of a striped tier
 
 
+@dataclass(frozen=True, eq=False)
+class RoutedShare:
+    """The requests the replay routed to one serving node, which its benchmark replays.
+
+    ``instance`` of ``instances`` of ``stage`` (the one that served the most), whose
+    ``share_requests`` requests the plan's ``router`` sent there; ``rows`` the trace rows kept
+    (the first ``--bench-requests`` of them), in arrival order; ``replayed`` what the replay
+    measured for those requests (:func:`kvadvisor.verifyjobs.share.serving_figures`).
+    """
+
+    stage: str
+    router: str
+    instance: int
+    instances: int
+    share_requests: int
+    rows: np.ndarray
+    replayed: dict[str, float | None]
+
+
 @dataclass(frozen=True)
 class BenchRun:
     """One serving-benchmark command and the dataset it replays."""

@@ -74,7 +74,7 @@ def readme(
     tiers: Sequence[TierDemand],
     jobs: Sequence[FioJobFile],
     benches: Sequence[BenchRun],
-    time_factor: float,
+    which: str,
     notes: Sequence[str],
 ) -> str:
     """README.md of the folder: the order, the hosts, the commands, the targets."""
@@ -131,9 +131,10 @@ def readme(
         "",
         "2. **The serving benchmark** on one instance of the planned type, serving the plan's "
         "model with the plan's engine settings (for a disaggregated plan, the endpoint that "
-        "takes requests). It replays the trace's requests with their lengths and arrival "
-        f"times, slowed {format_value(time_factor, Unit.MULTIPLE)} (one endpoint's share of the "
-        f"plan's traffic); about {duration(S_PER_MIN * max(minutes, default=0))}:",
+        "takes requests). It replays requests of the trace with their lengths and arrival "
+        f"times: {one_line(which)} {plural(benches[0].requests if benches else 0, 'request')}"
+        f" (`--bench-requests` keeps the first N); about "
+        f"{duration(S_PER_MIN * max(minutes, default=0))}:",
         "",
         "   - vLLM: `MODEL=<served name> PORT=8000 ./bench/vllm.sh` (needs `vllm bench serve` "
         "with the `timed_trace` dataset)",
