@@ -8,6 +8,7 @@ that runs as a test.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -52,6 +53,14 @@ from kvadvisor.trace import Trace, TraceFormat, read_trace
 from kvadvisor.trace.formats import ColumnSource
 from kvadvisor.trace.source import file_sha256
 from kvadvisor.verifyjobs import VerifyOptions, VerifyReport, VerifySet
+from kvadvisor.verifyjobs.gate import (
+    GateReport,
+    GateVerdict,
+    gate_json,
+    judge_gate,
+    parse_gate,
+    render_gate,
+)
 from kvadvisor.verifyjobs.loader import load_folder, storage_entries
 from kvadvisor.verifyjobs.render import render_catalog, render_json, render_text
 from kvadvisor.verifyjobs.results import DEFAULT_TOLERANCE, attach, fails, review_checks
@@ -525,6 +534,71 @@ def verify(
         column_map=column_map,
         block_tokens=block_tokens,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """Two verify folders' results, a baseline and a candidate run, and the A/B gate.
+
+    ``gate`` holds every serving metric of each engine benchmarked in both, its change and,
+    for the metrics given in ``gate=``, the verdict (docs/verify.md, "The A/B gate").
+    """
+
+    baseline: Verification
+    candidate: Verification
+    gate: GateReport
+
+    @property
+    def failed(self) -> tuple[GateVerdict, ...]:
+        """The gated metrics that missed their stated change."""
+        return self.gate.failed
+
+    def fails(self, fail_on: str) -> bool:
+        """A gate missed, or a candidate check failed at ``fail_on`` or above."""
+        return bool(self.gate.failed) or self.candidate.fails(fail_on)
+
+    def to_text(self) -> str:
+        """Both runs' summaries, then measured against replayed and each change."""
+        return (
+            "baseline: "
+            + self.baseline.to_text()
+            + "candidate: "
+            + self.candidate.to_text()
+            + render_gate(self.gate, self.baseline, self.candidate)
+        )
+
+    def to_json(self, generated_at: str | None = None) -> str:
+        """The verdicts and both judged runs, as JSON."""
+        when = generated_at or utc_now()
+        return gate_json(
+            self.gate,
+            json.loads(self.baseline.to_json(when)),
+            json.loads(self.candidate.to_json(when)),
+            when,
+            __version__,
+        )
+
+
+def verify_compare(
+    baseline: PathLike,
+    candidate: PathLike,
+    *,
+    gate: str | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    catalogs: Sequence[PathLike] = (),
+    generated_at: str | None = None,
+) -> Comparison:
+    """Two verify folders judged and compared (`verify --results A --results B --gate ...`).
+
+    ``gate``: ``ttft_p99=-25%,throughput=+29%`` style changes the candidate must reach
+    (a ConfigError when malformed); None compares without gating.
+    """
+    rules = parse_gate(gate) if gate is not None else ()
+    runs = [
+        verify_results(f, tolerance=tolerance, catalogs=catalogs, generated_at=generated_at)
+        for f in (baseline, candidate)
+    ]
+    return Comparison(runs[0], runs[1], judge_gate(runs[0], runs[1], rules))
 
 
 def verify_results(

@@ -132,8 +132,20 @@ def verify_cmd(
         ),
     ] = None,
     results: Annotated[
-        Path | None,
-        typer.Option("--results", help="A verify folder to read back.", file_okay=False),
+        list[Path] | None,
+        typer.Option(
+            "--results",
+            help="A verify folder to read back; twice: a baseline and a candidate run (A/B).",
+            file_okay=False,
+        ),
+    ] = None,
+    gate: Annotated[
+        str | None,
+        typer.Option(
+            "--gate",
+            help="With two --results: the changes the candidate must reach, e.g. "
+            "ttft_p99=-25%,throughput=+29%.",
+        ),
     ] = None,
     fail_on: Annotated[
         FailOn, typer.Option("--fail-on", help="With --results: exit 1 at this severity.")
@@ -171,15 +183,43 @@ def verify_cmd(
     """Write fio and serving-benchmark jobs that test a plan, or judge their results."""
     failed = False
     with handle_user_errors():
-        if results is not None:
-            if trace is not None or plan is not None:
-                raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
-            files = command_inputs(catalogs=catalog or (), results=results)
+        if gate is not None and len(results or ()) != 2:
+            raise ConfigError(
+                "--gate compares two runs: give --results BASELINE --results CANDIDATE"
+            )
+        if results and len(results) > 2:
+            raise ConfigError("--results: give one folder, or two (a baseline and a candidate)")
+        if results and (trace is not None or plan is not None):
+            raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
+        if results and len(results) == 2:
+            files = command_inputs(catalogs=catalog or (), results=results[0])
             given = {} if tolerance is None else {"tolerance": tolerance}
-            report = kvadvisor.verify_results(results, catalogs=as_strs(catalog), **given)
+            compared = kvadvisor.verify_compare(
+                *results, gate=gate, catalogs=as_strs(catalog), **given
+            )
+            for target in output or []:
+                if Path(target).suffix.lower() != ".json":
+                    raise ConfigError(
+                        f"cannot write '{target}' for an A/B run: use .json (the comparison); "
+                        "a measured catalog comes from one folder's --results"
+                    )
+                for folder, report in zip(
+                    results, (compared.baseline, compared.candidate), strict=True
+                ):
+                    _not_an_input(Path(target), folder, report.inputs)
+                write_output(target, compared.to_json(), files)
+            echo(compared.to_text(), nl=False)
+            # The baseline is the run without the change: its own checks may fail (a deployment
+            # without the KV tier missing the SLO is the point); the candidate's count.
+            failed = compared.fails(fail_on.value)
+        elif results:
+            results_dir = results[0]
+            files = command_inputs(catalogs=catalog or (), results=results_dir)
+            given = {} if tolerance is None else {"tolerance": tolerance}
+            report = kvadvisor.verify_results(results_dir, catalogs=as_strs(catalog), **given)
             catalog_path = None
-            for target in output or [str(results / CATALOG_NAME)]:
-                _not_an_input(Path(target), results, report.inputs)
+            for target in output or [str(results_dir / CATALOG_NAME)]:
+                _not_an_input(Path(target), results_dir, report.inputs)
                 suffix = Path(target).suffix.lower()
                 catalog_text = report.catalog_yaml()
                 if suffix in (".yaml", ".yml"):

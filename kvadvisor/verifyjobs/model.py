@@ -292,6 +292,11 @@ class BenchResult:
     input_tokens_ratio: float | None
     calibration: dict[str, Any] | None = None
     reasons: tuple[str, ...] = ()
+    # The serving figures measured (:func:`kvadvisor.verifyjobs.share.serving_figures`) and
+    # what the replay gave for the same requests (the manifest's ``share.replayed``; None
+    # for a slowed whole trace, which no replay ran).
+    figures: dict[str, float | None] = field(default_factory=dict)
+    replayed: dict[str, float | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from kvadvisor.verifyjobs.model import (
     VerifyFolder,
     VerifyReport,
 )
+from kvadvisor.verifyjobs.share import serving_figures
 from kvadvisor.vocab import CheckStatus, Severity, Stage, Vocab
 
 V = TypeVar("V", bound=Vocab)
@@ -138,6 +139,7 @@ MANIFEST_SHAPE: dict[str, Any] = {
     ],
     "benchmarks": [
         {
+            "share?": {"replayed?": {"*": (int, float, type(None))}},
             "engine": (str,),
             "result": (str,),
             "script": (str,),
@@ -456,6 +458,7 @@ def judge_bench(
         reasons.append(f"{plural(trace.requests - completed, 'request')} failed")
     inputs = float(trace.column_np("input_tokens").sum())
     ratio = inputs / spec["input_tokens_total"] if spec["input_tokens_total"] else None
+    share = spec.get("share") or {}
     return BenchResult(
         engine=engine,
         path=path,
@@ -469,6 +472,24 @@ def judge_bench(
         input_tokens_ratio=ratio,
         calibration=calibration,
         reasons=tuple(reasons),
+        figures=bench_figures(trace),
+        replayed=share.get("replayed"),
+    )
+
+
+def bench_figures(trace: Trace) -> dict[str, float | None]:
+    """A benchmark output's serving figures; a failed request counts as not completed."""
+
+    def column(name: str) -> np.ndarray:
+        if not trace.has(name):
+            return np.full(trace.requests, np.nan)
+        return trace.column_np(name).astype(np.float64)
+
+    e2e = column("e2e_s")
+    if trace.has("ok"):
+        e2e = np.where(trace.column_np("ok").astype(bool), e2e, np.nan)
+    return serving_figures(
+        column("arrival_s"), column("ttft_s"), column("tpot_s"), e2e, column("output_tokens")
     )
 
 
