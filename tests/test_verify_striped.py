@@ -189,3 +189,16 @@ def test_a_share_above_one_volumes_limit_is_stated(tmp_path: Path) -> None:
     assert peak / DEVICES > 2e6
     assert "; over the limit: read" in text and "above one device's 2 MB/s" in text
     assert any("cannot carry its share" in n for n in manifest["notes"])
+
+
+def test_a_share_above_one_volumes_iops_is_stated(tmp_path: Path) -> None:
+    """Volumes of 50 IOPS: a quarter of the peak read at 64 KiB I/Os (over 70/s) is over one."""
+    plan = STRIPED_PLAN.replace("latency: 100 us}", "latency: 100 us, read_iops: 50}")
+    folder = _generate(tmp_path, plan)
+    text = (folder / "fio" / "prefill.disk.fio").read_text()
+    manifest = json.loads((folder / "verify.json").read_text())
+    (spec,) = manifest["fio"]
+    peak = max(p["rates_bytes_per_s"].get("read", 0) for p in spec["phases"])
+    assert peak / DEVICES / spec["io_bytes"] > 50
+    assert "above one device's 50 IOPS" in text
+    assert "one device's rated limit: read 50 MB/s, write 50 MB/s, read 50 IOPS" in text

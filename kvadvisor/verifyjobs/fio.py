@@ -286,11 +286,18 @@ def over_limit(d: TierDemand) -> list[str]:
     n = stripes(d)
     out = []
     for x in d.directions():
+        share = x.peak_bytes_per_s / n
         limit = d.device_limits.get(f"{x.direction}_bytes_per_s")
-        if limit and x.peak_bytes_per_s / n > limit:
+        if limit and share > limit:
             out.append(
-                f"{x.direction} {_rate(x.peak_bytes_per_s / n)} per device at the peak, above "
-                f"one device's {_rate(limit)}"
+                f"{x.direction} {_rate(share)} per device at the peak, above one device's "
+                f"{_rate(limit)}"
+            )
+        iops = d.device_limits.get(f"{x.direction}_iops")
+        if iops and share / d.shape.io_bytes > iops:
+            out.append(
+                f"{x.direction} {format_value(share / d.shape.io_bytes, Unit.IOPS)} per device "
+                f"at the peak, above one device's {format_value(iops, Unit.IOPS)}"
             )
     return out
 

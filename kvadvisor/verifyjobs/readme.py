@@ -132,8 +132,8 @@ def readme(
         "2. **The serving benchmark** on one instance of the planned type, serving the plan's "
         "model with the plan's engine settings (for a disaggregated plan, the endpoint that "
         "takes requests). It replays requests of the trace with their lengths and arrival "
-        f"times: {one_line(which)} {plural(benches[0].requests if benches else 0, 'request')}"
-        f" (`--bench-requests` keeps the first N); about "
+        f"times. {one_line(which)} {plural(benches[0].requests if benches else 0, 'request')}"
+        f" in all (`--bench-requests` keeps the first N); about "
         f"{duration(S_PER_MIN * max(minutes, default=0))}:",
         "",
         "   - vLLM: `MODEL=<served name> PORT=8000 ./bench/vllm.sh` (needs `vllm bench serve` "

@@ -36,6 +36,19 @@ def _calibration(cal: dict[str, Any]) -> str:
     )
 
 
+def _against_replay(measured: dict[str, Any], replayed: dict[str, Any]) -> str:
+    """TTFT, TPOT p99 and throughput measured against the replay of the same requests."""
+
+    def pair(key: str, unit: Unit) -> str:
+        return f"{format_value(measured.get(key), unit)} / {format_value(replayed.get(key), unit)}"
+
+    return (
+        f"measured / replayed: TTFT p99 {pair('ttft_p99_s', Unit.SECONDS)}, TPOT p99 "
+        f"{pair('tpot_p99_s', Unit.SECONDS)}, output tokens "
+        f"{pair('output_tokens_per_s', Unit.PER_S)}"
+    )
+
+
 def render_text(report: VerifyReport, catalog_path: str | None = None) -> str:
     """The terminal summary: one line per check, then the catalog written."""
     checks = review_checks(report)
@@ -54,6 +67,8 @@ def render_text(report: VerifyReport, catalog_path: str | None = None) -> str:
             mark = "meas"
         lines.append(f"  {mark} {c.code} {c.stage} {c.message}")
     for b in report.benches:
+        if b.replayed is not None:
+            lines.append(f"       {b.engine}: {_against_replay(b.figures, b.replayed)}")
         if b.calibration is not None:
             lines.append(f"       {b.engine}: {_calibration(b.calibration)}")
         if b.input_tokens_ratio is not None:
