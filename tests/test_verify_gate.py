@@ -165,6 +165,12 @@ def test_gate_needs_two_folders_of_one_trace(runs: dict, tmp_path: Path) -> None
         app, ["verify", "--results", str(runs["baseline"]), "--gate", "ttft_p99=-25%"]
     )
     one_error_line(result, "--gate compares two runs")
+    result = _invoke(runs, "-o", str(tmp_path / "measured.yaml"))
+    one_error_line(result, "measured.yaml", "use .json (the comparison)")
+    assert not (tmp_path / "measured.yaml").exists()
+    three = [str(runs["baseline"])] * 3
+    result = runner.invoke(app, ["verify", *(x for r in three for x in ("--results", r))])
+    one_error_line(result, "give one folder, or two")
     other = write_bursty_trace(tmp_path / "other.jsonl", seed=9)
     plan = tmp_path / "plan.yaml"
     plan.write_text(CANDIDATE)
