@@ -19,6 +19,7 @@ from verify_fixtures import DISK_PLAN, SERVING_PLAN, write_bursty_trace
 
 from kvadvisor.cli import EXIT_OK, app
 from kvadvisor.trace import read_trace
+from kvadvisor.verifyjobs.share import routed_share
 
 runner = CliRunner()
 # Two instances (one H200 replica each) behind the prefix-aware router.
@@ -125,3 +126,31 @@ def test_without_a_replay_every_request_is_slowed(tmp_path: Path) -> None:
         "why": "no closed-loop replay: which requests a node serves is not known",
     }
     assert len(_dataset(folder)) == 240
+
+
+def test_share_picks_the_busiest_instance_counting_idle_ones() -> None:
+    """2 replicas per instance: instance 1 serves 3 of 5 requests; 4 instances, 2 idle."""
+    cols = {
+        "arrival_s": np.array([0.0, 1.0, 2.0, 3.0, 4.0]),
+        "ttft_s": np.array([0.1, 0.2, 0.3, 0.4, 0.5]),
+        "tpot_s": np.array([0.01] * 5),
+        "e2e_s": np.array([1.0] * 5),
+        "output_tokens": np.array([10, 20, 30, 40, 50]),
+    }
+    # The stage's own order (replicas 3, 0, 2, 1, 2 for trace rows 4, 0, 1, 2, 3): instance
+    # 1 holds replicas 2 and 3, so trace rows 4, 1 and 3, replayed in arrival order.
+    replica, rows = np.array([3, 0, 2, 1, 2]), np.array([4, 0, 1, 2, 3])
+    share = routed_share("serving", "prefix_aware", replica, 2, 4, rows, cols, None)
+    assert (share.instance, share.instances, share.share_requests) == (1, 4, 3)
+    assert share.rows.tolist() == [1, 3, 4]
+    assert share.replayed["ttft_p99_s"] == pytest.approx(np.percentile([0.2, 0.4, 0.5], 99))
+    # 110 output tokens from the first arrival (1 s) to the last completion (5 s).
+    assert share.replayed["output_tokens_per_s"] == pytest.approx(110 / 4.0)
+    assert share.replayed["requests_per_s"] == pytest.approx(3 / 4.0)
+    # --bench-requests 2: the first two of the share, and the figures over them only.
+    short = routed_share("serving", "prefix_aware", replica, 2, 4, rows, cols, 2)
+    assert short.rows.tolist() == [1, 3] and short.share_requests == 3
+    assert short.replayed["output_tokens_per_s"] == pytest.approx(60 / 3.0)
+    # A tie goes to the lower instance.
+    tie = routed_share("serving", "round_robin", np.array([2, 0]), 2, 2, rows[:2], cols, None)
+    assert tie.instance == 0 and tie.rows.tolist() == [0]

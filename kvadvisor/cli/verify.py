@@ -193,16 +193,18 @@ def verify_cmd(
             raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
         if results and len(results) == 2:
             files = command_inputs(catalogs=catalog or (), results=results[0])
-            given = {} if tolerance is None else {"tolerance": tolerance}
-            compared = kvadvisor.verify_compare(
-                *results, gate=gate, catalogs=as_strs(catalog), **given
-            )
+            command_inputs(results=results[1])
             for target in output or []:
                 if Path(target).suffix.lower() != ".json":
                     raise ConfigError(
                         f"cannot write '{target}' for an A/B run: use .json (the comparison); "
                         "a measured catalog comes from one folder's --results"
                     )
+            given = {} if tolerance is None else {"tolerance": tolerance}
+            compared = kvadvisor.verify_compare(
+                *results, gate=gate, catalogs=as_strs(catalog), **given
+            )
+            for target in output or []:
                 for folder, report in zip(
                     results, (compared.baseline, compared.candidate), strict=True
                 ):

@@ -102,6 +102,7 @@ def _share(run: ReplayRun, plan: Plan, requests: int | None) -> RoutedShare:
         stage.router if stage is not None else "round_robin",
         st.replica,
         st.spec.replicas_per_instance,
+        st.spec.replicas // max(st.spec.replicas_per_instance, 1),
         st.rows,
         request_columns(run),
         requests,

@@ -67,20 +67,22 @@ def routed_share(
     router: str,
     replica: np.ndarray,
     replicas_per_instance: int,
+    instances: int,
     rows: np.ndarray,
     columns: Mapping[str, np.ndarray],
     requests: int | None,
 ) -> RoutedShare:
     """The instance that served the most requests (the lowest on a tie), and its figures.
 
-    ``replica`` and ``rows`` are the stage's, in its arrival order; ``columns`` the replay's
+    ``replica`` and ``rows`` are the stage's, in its arrival order (``instances`` in all, an
+    idle one counted too); ``columns`` the replay's
     per-request columns over every trace row (``arrival_s``, ``ttft_s``, ``tpot_s``, ``e2e_s``,
     ``output_tokens``). ``requests`` keeps the share's first N (``--bench-requests``); the
     replayed figures are over the requests kept.
     """
     instance_of = np.asarray(replica, dtype=np.int64) // max(replicas_per_instance, 1)
     valid = instance_of >= 0
-    counts = np.bincount(instance_of[valid], minlength=1)
+    counts = np.bincount(instance_of[valid], minlength=max(instances, 1))
     chosen = int(np.argmax(counts))
     mine = np.asarray(rows, dtype=np.int64)[valid & (instance_of == chosen)]
     mine = np.sort(mine)
