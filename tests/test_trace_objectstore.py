@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from kvadvisor.cli import app
 from kvadvisor.errors import ConfigError, TraceNotFoundError
+from kvadvisor.pipeline.streaming import plan_analysis, plan_for_stream
 from kvadvisor.trace.location import locate, redacted
 from kvadvisor.trace.stream import open_trace_stream
 
@@ -164,6 +165,21 @@ def test_s3_stream_is_the_local_stream(bucket, hive, sample) -> None:
     want = pa.Table.from_batches(list(local))
     assert got.equals(want)
     assert got.equals(sample.select(list(remote.columns)).replace_schema_metadata(None))
+    # One object, not a prefix: read as the local file is.
+    one = open_trace_stream(f"s3://{BUCKET}/traces/window=2/part-1.parquet")
+    assert one.requests == pq.read_metadata(hive / "window=2" / "part-1.parquet").num_rows
+    assert one.read_all().table.equals(
+        open_trace_stream(hive / "window=2" / "part-1.parquet").read_all().table
+    )
+
+
+def test_info_reads_a_uri_as_the_local_directory(bucket, hive) -> None:
+    """`kvadvisor info s3://...` describes the trace as `info DIR` does, but for its name."""
+    remote = CliRunner().invoke(app, ["info", bucket])
+    local = CliRunner().invoke(app, ["info", str(hive)])
+    assert remote.exit_code == 0 and local.exit_code == 0, remote.output + local.output
+    assert "12,031" in remote.stdout and bucket in remote.stdout
+    assert remote.stdout.replace(bucket, "TRACE") == local.stdout.replace(str(hive), "TRACE")
 
 
 def test_analyze_s3_equals_the_local_directory(bucket, hive, tmp_path) -> None:
@@ -175,6 +191,21 @@ def test_analyze_s3_equals_the_local_directory(bucket, hive, tmp_path) -> None:
     assert remote["trace"]["requests"] == local["trace"]["requests"] == 12031
     assert _figures(remote) == _figures(local)
     assert remote["trace"]["notes"] == local["trace"]["notes"]
+
+
+def test_streamed_past_the_memory_limit_s3_equals_local(bucket, hive, tmp_path) -> None:
+    """Larger than --memory-limit: S3 streams batch by batch too, to the local stream's report."""
+    stream = open_trace_stream(bucket)
+    sizes = plan_analysis(stream.requests, stream.block_accesses, stream.table_bytes, 1 << 50)
+    # Between the two estimates: too large to read whole, small enough for the exact curve.
+    limit = (sizes.estimated_exact_stream_bytes + sizes.estimated_in_memory_bytes) // 2
+    plan = plan_for_stream(stream, limit)
+    assert plan.mode == "streaming" and plan.sample_rate is None
+    remote = _analyze(tmp_path, "s3", bucket, "--memory-limit", str(limit))
+    local = _analyze(tmp_path, "local", str(hive), "--memory-limit", str(limit))
+    assert remote["prefix_cache"]["status"] == "exact"
+    assert remote["trace"]["requests"] == 12031
+    assert _figures(remote) == _figures(local)
 
 
 def test_since_until_equals_a_hand_filtered_trace(bucket, sample, tmp_path) -> None:

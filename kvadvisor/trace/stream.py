@@ -35,7 +35,13 @@ from kvadvisor.trace.detect import TraceFormat, parse_format
 from kvadvisor.trace.formats import ColumnSource
 from kvadvisor.trace.location import Location, check_exists, locate
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
-from kvadvisor.trace.readers import one_line, read_trace, stored_metadata, unreadable_parquet
+from kvadvisor.trace.readers import (
+    StoredMetadata,
+    one_line,
+    read_trace,
+    stored_metadata,
+    unreadable_parquet,
+)
 from kvadvisor.trace.schema import (
     MAX_SPAN_S,
     build_trace,
@@ -388,8 +394,10 @@ def _range_note(scan: _Scan, kept: int, stored: int) -> str:
 
 @dataclass(frozen=True)
 class _Footer:
+    """One file's rows and arrival range (in the time range) and its stored metadata."""
+
     info: _File
-    stored: Any  # readers.StoredMetadata
+    stored: StoredMetadata
 
 
 def _footers(
