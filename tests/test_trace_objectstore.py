@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from cli_checks import one_error_line
-from conftest import MOONCAKE_TRACE, SAMPLES
+from conftest import MOONCAKE_TRACE, REPO, SAMPLES
 from typer.testing import CliRunner
 
 from kvadvisor.cli import app
@@ -180,6 +180,19 @@ def test_info_reads_a_uri_as_the_local_directory(bucket, hive) -> None:
     assert remote.exit_code == 0 and local.exit_code == 0, remote.output + local.output
     assert "12,031" in remote.stdout and bucket in remote.stdout
     assert remote.stdout.replace(bucket, "TRACE") == local.stdout.replace(str(hive), "TRACE")
+
+
+def test_review_reads_a_uri_as_the_local_directory(bucket, hive, tmp_path) -> None:
+    """`kvadvisor review s3://... --plan P` gives the local directory's review, word for word."""
+    plan = str(REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml")
+    outs = []
+    for name, trace in (("s3", bucket), ("local", str(hive))):
+        out = tmp_path / f"{name}.md"
+        res = CliRunner().invoke(app, ["review", trace, "--plan", plan, "-o", str(out)])
+        assert res.exit_code in (0, 1), res.output  # 1: findings, as the plan may have
+        outs.append(out.read_text().replace(trace, "TRACE"))
+    assert outs[0] == outs[1]
+    assert "12,031" in outs[0]
 
 
 def test_analyze_s3_equals_the_local_directory(bucket, hive, tmp_path) -> None:
