@@ -447,6 +447,7 @@ def _footer(name: str, in_directory: bool, scan: _Scan) -> _Footer:
     if scan.ranged:
         groups = [rg for rg in groups if scan.overlaps(*ranges[rg])]
     rows, lo, hi = 0, np.inf, -np.inf
+    used = []  # the groups holding a row in the range: the only ones the stream reads
     for rg in groups:
         g_lo, g_hi = ranges[rg]
         n = md.row_group(rg).num_rows
@@ -459,6 +460,8 @@ def _footer(name: str, in_directory: bool, scan: _Scan) -> _Footer:
                 g_lo, g_hi = float(arrival.min()), float(arrival.max())
         if n:
             rows, lo, hi = rows + n, min(lo, g_lo), max(hi, g_hi)
+            used.append(rg)
+    groups = used
     leaf = [
         i for i in range(md.num_columns) if md.schema.column(i).path.split(".")[0] == "block_hashes"
     ]
