@@ -373,12 +373,17 @@ def analyze(
     block_tokens: int | None = None,
     generated_at: str | None = None,
     progress: Steps | None = None,
+    since_s: float | None = None,
+    until_s: float | None = None,
     **settings: Any,
 ) -> Report:
     """Measure a trace and advise a configuration per stage: `kvadvisor analyze` as a call.
 
     ``trace`` is a path (read whole, or streamed within ``memory_limit`` when it is canonical
-    parquet: bytes, or text such as "8GiB" or "50%") or a Trace. ``settings`` are the analysis
+    parquet: bytes, or text such as "8GiB" or "50%"), an ``s3://``, ``gs://`` or ``az://`` URI
+    of canonical parquet (streamed; credentials from the environment and profiles only) or a
+    Trace. ``since_s``/``until_s`` keep canonical parquet's requests arriving in that range
+    (seconds, on ``arrival_s`` as stored). ``settings`` are the analysis
     knobs by name (:class:`AnalyzeOptions` fields such as ``model``, ``gpu``, ``tp``,
     ``warmup_fraction``, ``cache_tiers=["hbm=1M"]``, ``storage``, ``instance``), applied over
     ``options``. ``rules`` (directories), ``select``/``ignore`` and ``catalogs`` (files) add to
@@ -404,6 +409,8 @@ def analyze(
         block_tokens=block_tokens,
         memory_limit_bytes=limit,
         progress=progress,
+        since_s=since_s,
+        until_s=until_s,
     )
     return Report.of(report)
 

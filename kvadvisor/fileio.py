@@ -33,6 +33,15 @@ _SPECIAL_KINDS = (
 # Files in an input directory compared against outputs: enough for any real rules folder or
 # partitioned trace; a larger tree is compared by its first files only.
 MAX_DIRECTORY_FILES = 100_000
+# Object-store URI schemes a trace may be read from, and the filesystem each names
+# (kvadvisor.trace.location opens them); anything else is a local path.
+URI_SCHEMES = {"s3": "s3", "gs": "gs", "gcs": "gs", "az": "az"}
+
+
+def is_uri(text: object) -> bool:
+    """Whether a trace argument is a URI (``scheme://...``) rather than a local path."""
+    head, sep, _ = str(text).partition("://")
+    return bool(sep) and head.isascii() and head.isalnum()
 
 
 def special_kind(mode: int) -> str | None:

@@ -16,6 +16,7 @@ from kvadvisor.synth import ArrivalProcess, SynthShape, SynthWriteResult, write_
 from kvadvisor.trace import TraceFormat, read_trace_path
 from kvadvisor.trace.describe import TraceDescription, describe_trace
 from kvadvisor.trace.formats import ColumnSource
+from kvadvisor.trace.location import is_uri
 from kvadvisor.trace.readers import detect_format
 from kvadvisor.trace.writers import FORMATS, format_for, not_carried, write_trace
 
@@ -75,12 +76,13 @@ def describe(
 ) -> TraceDescription:
     """A trace's format, size, span, columns and what each analysis can do with it.
 
-    ``trace`` may be a directory of canonical parquet files, as `analyze` takes.
+    ``trace`` may be a directory of canonical parquet files or an object-store URI of them, as
+    `analyze` takes.
     """
     read = read_trace_path(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
-    path = Path(trace)
+    canonical = is_uri(trace) or Path(trace).is_dir()
     return describe_trace(
-        read, trace_format or (TraceFormat.PARQUET if path.is_dir() else detect_format(path))
+        read, trace_format or (TraceFormat.PARQUET if canonical else detect_format(Path(trace)))
     )
 
 

@@ -91,6 +91,37 @@ def test_overlapping_files_are_merged_in_arrival_order(whole, tmp_path) -> None:
     assert _collect(stream).equals(table.select(list(stream.columns)))
 
 
+def test_a_time_range_reads_only_its_rows(whole, tmp_path) -> None:
+    """since/until keep [since, until) of overlapping files; row groups outside are skipped."""
+    path, table = whole
+    src = pq.read_table(path)
+    for k in range(3):
+        pq.write_table(
+            src.take(pa.array(np.arange(k, src.num_rows, 3))),
+            tmp_path / f"part-{k}.parquet",
+            row_group_size=100,
+        )
+    arrival = src["arrival_s"].to_numpy()
+    since, until = float(arrival[1000]), float(arrival[2000])
+    keep = (arrival >= since) & (arrival < until)
+    stream = open_trace_stream(tmp_path, batch_rows=64, since_s=since, until_s=until)
+    assert stream.requests == int(keep.sum())
+    files = [f for cluster in stream._clusters for f in cluster]
+    assert sum(len(f.row_groups) for f in files) < 30  # 3 files of 10 row groups
+    want = src.filter(pa.array(keep)).select(list(stream.columns))
+    got = _collect(stream)
+    np.testing.assert_array_equal(
+        got["arrival_s"].to_numpy(), want["arrival_s"].to_numpy() - arrival[keep][0]
+    )
+    assert got.drop_columns(["arrival_s"]).equals(want.drop_columns(["arrival_s"]))
+    assert stream.notes[-1].startswith(f"--since {since:.15g} --until {until:.15g}: ")
+    # The same range of the one file: the same rows, read through the same stream.
+    one = open_trace_stream(path, since_s=since, until_s=until).read_all()
+    assert one.table.equals(got)
+    with pytest.raises(TraceFormatError, match="no request arrives in --since"):
+        open_trace_stream(path, since_s=float(arrival[-1]) + 1)
+
+
 def test_ties_across_files_keep_file_order(tmp_path) -> None:
     """Equal arrivals in different files come out in file order."""
     meta = {META_BLOCK_TOKENS: b"16"}

@@ -260,7 +260,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         kv_dtype=inputs.kv_dtype,
         weight_dtype=inputs.weight_dtype,
         chunk_tokens=inputs.chunk_tokens,
-        name="kvadvisor-" + view.path.rsplit("/", 1)[-1].split(".")[0],
+        # The last part of the path (of a directory or URI given with its trailing slash too).
+        name="kvadvisor-" + view.path.rstrip("/").rsplit("/", 1)[-1].split(".")[0],
         description=f"The deployment kvadvisor recommends for {view.path}",
     )
     sample_arrays = view.rows(start, stop)

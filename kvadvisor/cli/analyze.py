@@ -36,8 +36,8 @@ from kvadvisor.cli.common import (
     MapOpt,
     RulesDirOpt,
     SelectOpt,
-    TraceArg,
     TraceFormatOpt,
+    TraceSourceArg,
     WarmupOpt,
     app,
     as_strs,
@@ -121,6 +121,31 @@ MemoryLimitOpt = Annotated[
         rich_help_panel=PANEL_INPUT,
         help="Memory budget (8GiB, 512MB, 25%). Default: half the machine. A parquet trace or "
         "directory larger than it is streamed, and the cache curve sampled beyond it.",
+    ),
+]
+
+
+# --since/--until: seconds on the trace's arrival_s as stored (docs/scale.md).
+SinceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--since",
+        metavar="SECONDS",
+        callback=finite_option,
+        help="Keep the requests arriving at or after this arrival_s (seconds, as the canonical "
+        "parquet stores it); row groups before it are not read.",
+        rich_help_panel=PANEL_INPUT,
+    ),
+]
+UntilOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--until",
+        metavar="SECONDS",
+        callback=finite_option,
+        help="Keep the requests arriving before this arrival_s (seconds, as stored); row "
+        "groups after it are not read.",
+        rich_help_panel=PANEL_INPUT,
     ),
 ]
 
@@ -310,12 +335,14 @@ def io_unit_bytes(text: str) -> int:
 @app.command("analyze")
 def analyze_cmd(
     ctx: typer.Context,
-    trace: TraceArg,
+    trace: TraceSourceArg,
     # Input
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
     memory_limit: MemoryLimitOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     # Cache
     warmup_fraction: WarmupOpt = 0.5,
     cache_tier: Annotated[
@@ -557,6 +584,8 @@ def analyze_cmd(
                 column_map=maps,
                 block_tokens=block_tokens,
                 progress=progress,
+                since_s=since,
+                until_s=until,
                 warmup_fraction=warmup_fraction,
                 cache_tiers=as_strs(cache_tier),
                 cache_instances=cache_instances,

@@ -25,7 +25,7 @@ from kvadvisor.errors import (
     RuleSyntaxError,
     TraceFormatError,
 )
-from kvadvisor.fileio import InputFile, InputSet, check_input, write_text
+from kvadvisor.fileio import InputFile, InputSet, check_input, is_uri, write_text
 from kvadvisor.termtext import printable
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ def said_written(path: Path | str, what: str = "") -> None:
 
 
 def command_inputs(
-    trace: Path | None = None,
+    trace: Path | str | None = None,
     *,
     plans: Iterable[Path] = (),
     rules_dirs: Iterable[Path] = (),
@@ -279,10 +279,11 @@ def command_inputs(
     """Check a command's input files before anything reads them; the set outputs must avoid.
 
     Each must exist and be a regular file (a trace or a rules folder may be a directory): a
-    FIFO or a device is refused here, before a reader could block on it.
+    FIFO or a device is refused here, before a reader could block on it. A trace URI
+    (``s3://``) is checked where it is opened: no output can overwrite it.
     """
     found: list[InputFile] = []
-    if trace is not None:
+    if trace is not None and not is_uri(trace):
         found.append(InputFile("trace", check_input(trace, TraceFormatError, directory_ok=True)))
     found += [InputFile("plan", check_input(p, PlanError, what="plan file")) for p in plans]
     for folder in rules_dirs:
@@ -336,6 +337,17 @@ TraceArg = Annotated[
     typer.Argument(
         metavar="TRACE",
         help="Request trace (any supported format), or a directory of canonical parquet.",
+        show_default=False,
+    ),
+]
+# analyze's TRACE: text, not a Path (a Path folds the "//" of s3://bucket/ into one slash).
+TraceSourceArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="TRACE",
+        help="Request trace (any supported format), a directory of canonical parquet (hive "
+        "partitions too), or an s3://, gs:// or az:// URI of them (credentials from the "
+        "environment or a profile).",
         show_default=False,
     ),
 ]

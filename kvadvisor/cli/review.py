@@ -19,8 +19,8 @@ from kvadvisor.cli.common import (
     MapOpt,
     RulesDirOpt,
     SelectOpt,
-    TraceArg,
     TraceFormatOpt,
+    TraceSourceArg,
     WarmupOpt,
     app,
     as_strs,
@@ -59,7 +59,7 @@ def _review_renderer(target: str) -> ReviewMarkdownRenderer | ReviewTextRenderer
 
 @app.command("review")
 def review_cmd(
-    trace: TraceArg,
+    trace: TraceSourceArg,
     plan: Annotated[
         list[Path], typer.Option("--plan", help="Deployment plan (YAML). Repeat to compare.")
     ],

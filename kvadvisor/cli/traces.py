@@ -18,6 +18,7 @@ from kvadvisor.cli.common import (
     MapOpt,
     TraceArg,
     TraceFormatOpt,
+    TraceSourceArg,
     app,
     command_inputs,
     echo,
@@ -96,7 +97,7 @@ def convert_cmd(
 
 @app.command("info")
 def info_cmd(
-    trace: TraceArg,
+    trace: TraceSourceArg,
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,

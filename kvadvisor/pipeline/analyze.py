@@ -1,9 +1,9 @@
 """The one `analyze` entry: read the trace whole or stream it, whichever fits, and analyse it.
 
-A canonical parquet file (or a directory of them) read as it is goes through the memory
-budget (:mod:`kvadvisor.pipeline.streaming`): in memory when it fits, else streamed. Every other
-source is read whole by the trace readers and analysed in memory
-(:mod:`kvadvisor.pipeline.inmemory`).
+A canonical parquet file (or a directory of them, local or an s3://, gs:// or az:// URI) read
+as it is goes through the memory budget (:mod:`kvadvisor.pipeline.streaming`): in memory when
+it fits, else streamed. Every other source is read whole by the trace readers and analysed in
+memory (:mod:`kvadvisor.pipeline.inmemory`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from kvadvisor.pipeline.streaming import analyze_stream, plan_for_stream
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.trace.detect import TraceFormat, parse_format
 from kvadvisor.trace.formats import ColumnSource
+from kvadvisor.trace.location import is_uri
 from kvadvisor.trace.memory import default_memory_limit_bytes
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.readers import read_trace
@@ -42,18 +43,28 @@ class _Silent:
 
 
 def streamable(
-    path: Path,
+    path: str | Path,
     trace_format: str | TraceFormat | None,
     column_map: ColumnMap,
     block_tokens: int | None,
 ) -> bool:
-    """Canonical parquet (a file or a directory) read as it is: the memory-budgeted path.
+    """Canonical parquet (a file, a directory or a URI) read as it is: the memory-budgeted path.
 
     A file whose arrivals are wall-clock times goes to the whole-file reader, which converts
-    them (as `info` and `convert` do).
+    them (as `info` and `convert` do). A URI is always streamed: it holds canonical parquet
+    only, which the stream says where it does not (a reshaping option is refused there).
     """
     plain = not column_map and block_tokens is None
     fmt = parse_format(trace_format)
+    if is_uri(path):
+        if not plain or fmt not in (None, TraceFormat.PARQUET):
+            raise ConfigError(
+                f"{path}: an object-store URI is read as canonical parquet files, which "
+                "--trace-format, --map and --block-tokens do not apply to; convert the trace "
+                "first (kvadvisor convert FILE -o OUT.parquet) and upload that"
+            )
+        return True
+    path = Path(path)
     return plain and (
         path.is_dir()
         or (
@@ -111,16 +122,31 @@ def analyze(
     memory_limit_bytes: int | None = None,
     trace_sha256: str | None = None,
     progress: Steps | None = None,
+    since_s: float | None = None,
+    until_s: float | None = None,
 ) -> AdviceReport:
     """Analyse a trace given as a path, a Trace or a TraceStream, and return the report.
 
     A path is read with ``trace_format``, ``column_map`` and ``block_tokens`` (the trace
-    options every command shares) or, when it is plain canonical parquet, streamed within
-    ``memory_limit_bytes``; its sha256 goes into the report. ``progress`` is told each long step.
+    options every command shares) or, when it is plain canonical parquet (a file, a directory
+    or an object-store URI), streamed within ``memory_limit_bytes``; a local file's sha256 goes
+    into the report. ``since_s``/``until_s`` keep the requests of canonical parquet that arrive
+    in that range (seconds, on arrival_s as stored), skipping the row groups outside it.
+    ``progress`` is told each long step.
     """
     options = options or AnalyzeOptions()
+    ranged = since_s is not None or until_s is not None
     steps = progress or _Silent()
     common = dict(version=version, generated_at=generated_at)
+    if ranged and (
+        isinstance(source, (Trace, TraceStream))
+        or not streamable(source, trace_format, column_map, block_tokens)
+    ):
+        raise ConfigError(
+            f"{getattr(source, 'path', source)}: --since/--until select rows of canonical "
+            "parquet read as it is (a file, a directory or an object-store URI); convert the "
+            "trace first (kvadvisor convert FILE -o OUT.parquet)"
+        )
     if isinstance(source, Trace):
         with steps.step("analyzing"):
             report = analyze_trace(source, options, trace_sha256=trace_sha256, **common)
@@ -133,13 +159,14 @@ def analyze(
                 trace_sha256=trace_sha256,
                 **common,
             )
-    elif streamable(Path(source), trace_format, column_map, block_tokens):
+    elif streamable(source, trace_format, column_map, block_tokens):
         with steps.step(f"analyzing {source} in batches"):
             report = analyze_large(
-                open_trace_stream(source),
+                open_trace_stream(source, since_s=since_s, until_s=until_s),
                 options,
                 memory_limit_bytes=memory_limit_bytes,
-                trace_sha256=file_sha256(source),
+                # A URI's objects are not fetched a second time to hash them.
+                trace_sha256=None if is_uri(source) else file_sha256(source),
                 **common,
             )
     else:

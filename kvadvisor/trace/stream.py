@@ -1,17 +1,22 @@
-"""Stream a large trace in record batches, in arrival order: one parquet file or a directory.
+"""Stream a large trace in record batches, in arrival order: a parquet file or a directory.
 
+Local, or in an object store (``s3://``, ``gs://``, ``az://``: :mod:`kvadvisor.trace.location`).
 A directory may be hive-partitioned (``day=2025-01-01/hour=03/part-0.parquet``): partition
 columns are not canonical and are dropped. Files are expected sorted by ``arrival_s`` inside (as
 ``convert`` and ``synth`` write them); files whose time ranges overlap are merged on the fly, so
-memory stays at about one batch per overlapping file.
+memory stays at about one batch per overlapping file. Only the columns asked for are fetched, and
+a time range (``since_s``, ``until_s``) is pushed down to the footers: files and row groups whose
+``arrival_s`` statistics fall outside it are never read.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,8 +33,15 @@ from kvadvisor.errors import (
 )
 from kvadvisor.trace.detect import TraceFormat, parse_format
 from kvadvisor.trace.formats import ColumnSource
+from kvadvisor.trace.location import Location, check_exists, locate
 from kvadvisor.trace.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, Trace
-from kvadvisor.trace.readers import one_line, read_trace, stored_metadata, unreadable_parquet
+from kvadvisor.trace.readers import (
+    StoredMetadata,
+    one_line,
+    read_trace,
+    stored_metadata,
+    unreadable_parquet,
+)
 from kvadvisor.trace.schema import (
     MAX_SPAN_S,
     build_trace,
@@ -39,22 +51,65 @@ from kvadvisor.trace.schema import (
     shown,
 )
 from kvadvisor.units import plural
-from kvadvisor.units.format import number
+from kvadvisor.units.format import count, number
 
 DEFAULT_BATCH_ROWS = 128 * 1024
 # A streamed file whose arrivals span too long is read whole, to name the outlier row, up to
 # this many rows (a few tens of MB); larger ones get the footer's range.
 MAX_ROWS_TO_NAME_OUTLIER = 1_000_000
+# Footers fetched at once from an object store: each is a round trip or two (tens of ms), so a
+# partitioned week of traffic (thousands of files) opens in seconds, not minutes.
+REMOTE_FOOTER_THREADS = 16
 
 
 @dataclass(frozen=True)
 class _File:
     path: str
-    rows: int
+    rows: int  # in the time range, when one is given
     min_arrival_s: float
     max_arrival_s: float
     block_values: int = 0
     uncompressed_bytes: int = 0
+    row_groups: tuple[int, ...] | None = None  # those in the time range; None: every one
+    stored_rows: int = 0
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """How files are read: the filesystem (None: local), how paths are shown, the time range."""
+
+    filesystem: Any = None
+    prefix: str = ""
+    since_s: float | None = None
+    until_s: float | None = None
+
+    @property
+    def ranged(self) -> bool:
+        return self.since_s is not None or self.until_s is not None
+
+    def keep(self, arrival: np.ndarray) -> np.ndarray:
+        """Which arrivals fall in [since_s, until_s)."""
+        mask = np.ones(len(arrival), dtype=bool)
+        if self.since_s is not None:
+            mask &= arrival >= self.since_s
+        if self.until_s is not None:
+            mask &= arrival < self.until_s
+        return mask
+
+    def overlaps(self, lo: float, hi: float) -> bool:
+        """Whether a row group whose arrivals run from lo to hi may hold one in the range."""
+        return (self.since_s is None or hi >= self.since_s) and (
+            self.until_s is None or lo < self.until_s
+        )
+
+    def range_text(self) -> str:
+        """The range as the options that set it."""
+        words = []
+        if self.since_s is not None:
+            words.append(f"--since {self.since_s:.15g}")
+        if self.until_s is not None:
+            words.append(f"--until {self.until_s:.15g}")
+        return " ".join(words)
 
 
 @dataclass(frozen=True)
@@ -85,6 +140,7 @@ class TraceStream:
     arrivals_measured: bool = True
     _table: pa.Table | None = None
     _clusters: tuple[tuple[_File, ...], ...] = ()
+    _scan: _Scan = _Scan()
 
     @property
     def has_hashes(self) -> bool:
@@ -98,9 +154,9 @@ class TraceStream:
             return
         for cluster in self._clusters:
             if len(cluster) == 1:
-                batches = _checked_batches(cluster[0].path, self.columns, self.batch_rows)
+                batches = _checked_batches(cluster[0], self.columns, self.batch_rows, self._scan)
             else:
-                batches = _merge(cluster, self.columns, self.batch_rows)
+                batches = _merge(cluster, self.columns, self.batch_rows, self._scan)
             for batch in batches:
                 yield self._shift(batch)
 
@@ -121,11 +177,14 @@ class TraceStream:
                 dropped=dict(self.dropped),
                 arrivals_measured=self.arrivals_measured,
             )
-        if len(self.files) == 1 and Path(self.path).is_file():
+        local = self._scan.filesystem is None and not self._scan.ranged
+        if local and len(self.files) == 1 and Path(self.path).is_file():
             return read_trace(Path(self.path), "parquet")
         batches = list(self)
         table = pa.Table.from_batches(batches) if batches else pa.schema([]).empty_table()
         shift = (shifted_note(self.arrival_offset_s),) if self.arrival_offset_s else ()
+        # In a time range, the files with no request in it were not read past their footers.
+        read = sum(len(c) for c in self._clusters) if self._scan.ranged else len(self.files)
         return build_trace(
             table,
             path=self.path,
@@ -133,7 +192,7 @@ class TraceStream:
             block_tokens=self.block_tokens,
             dropped=dict(self.dropped),
             arrivals_measured=self.arrivals_measured,
-            notes=self.notes + (f"read from {plural(len(self.files), 'parquet file')}",) + shift,
+            notes=self.notes + (f"read from {plural(read, 'parquet file')}",) + shift,
         )
 
     def _shift(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -172,24 +231,26 @@ def read_trace_path(
     column_map: Mapping[str, ColumnSource] | Sequence[str] | None = None,
     block_tokens: int | None = None,
 ) -> Trace:
-    """:func:`~kvadvisor.trace.readers.read_trace`, or a directory of canonical parquet whole.
+    """:func:`~kvadvisor.trace.readers.read_trace`, or canonical parquet in a directory or a URI.
 
-    A directory (hive partitions too) is what `analyze` streams; the commands that need the
-    trace in memory (`info`, `convert`, `review`) read it whole through the same stream. Its
-    files are canonical already, so the options that reshape a source do not apply.
+    A directory (hive partitions too) or an object-store URI is what `analyze` streams; the
+    commands that need the trace in memory (`info`, `convert`, `review`) read it whole through
+    the same stream. Its files are canonical already, so the options that reshape a source do
+    not apply.
     """
-    path = Path(path)
-    if not path.is_dir():
+    location = locate(path)
+    if not location.remote and not Path(path).is_dir():
         return read_trace(path, trace_format, column_map=column_map, block_tokens=block_tokens)
+    what = "an object-store URI" if location.remote else "a directory"
     fmt = parse_format(trace_format)
     if fmt not in (None, TraceFormat.PARQUET):
         raise ConfigError(
-            f"{path}: a directory is read as canonical parquet files, not {fmt.value}; drop "
-            "--trace-format or give one trace file"
+            f"{path}: {what} is read as canonical parquet files, not {fmt.value}; drop "
+            "--trace-format or give one local trace file"
         )
     if column_map or block_tokens is not None:
         raise ConfigError(
-            f"{path}: a directory holds canonical parquet files, which --map and --block-tokens "
+            f"{path}: {what} holds canonical parquet files, which --map and --block-tokens "
             "do not apply to; convert each file first (kvadvisor convert FILE --map ...)"
         )
     return open_trace_stream(path).read_all()
@@ -214,69 +275,94 @@ def open_trace_stream(
     path: str | Path,
     columns: tuple[str, ...] | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    *,
+    since_s: float | None = None,
+    until_s: float | None = None,
 ) -> TraceStream:
-    """Open a parquet file or a directory of parquet files (hive partitions too) as a stream.
+    """Open a parquet file or a directory of them (hive partitions too), local or remote.
 
     Reads only footers (row counts, arrival_s statistics, value counts, schema metadata) until
     iterated; ``block_accesses`` and ``table_bytes`` (uncompressed) come from them.
     ``columns`` limits the canonical columns read (required columns are always read).
+    ``since_s``/``until_s`` keep the requests with ``since_s <= arrival_s < until_s`` on the
+    files' own clock (as stored, before the first request is shifted to 0); the row groups
+    outside are skipped, and a note says how many requests of how many were kept.
     """
-    path = Path(path)
-    if not path.exists():
-        raise TraceNotFoundError(f"{path}: no such file or directory", str(path))
+    location = locate(path)
+    scan = _Scan(location.filesystem, location.prefix, since_s, until_s)
+    if since_s is not None and until_s is not None and not since_s < until_s:
+        raise ConfigError(
+            f"--since {since_s:.15g} --until {until_s:.15g}: the range is empty; "
+            "--since must come before --until"
+        )
+    in_directory = _check_present(location, path)
     try:
         # pyarrow.dataset (and the pandas it pulls in) costs ~0.4 s to import: only the
         # streaming path needs it, so other commands do not pay for it.
         import pyarrow.dataset as ds
 
-        dataset = ds.dataset(str(path), format="parquet", partitioning="hive")
+        dataset = ds.dataset(
+            location.path, filesystem=location.filesystem, format="parquet", partitioning="hive"
+        )
         files = sorted(dataset.files)
+    except FileNotFoundError:
+        raise TraceNotFoundError(
+            f"{location.uri}: no such file or directory", location.uri
+        ) from None
     except (pa.ArrowInvalid, OSError) as exc:
-        if path.is_file():
-            raise unreadable_parquet(path, exc) from None
+        if not in_directory:
+            raise unreadable_parquet(location.uri, exc) from None
         raise TraceFormatError(
-            f"{path}: not readable as parquet ({one_line(exc)}); every file in a trace "
+            f"{location.uri}: not readable as parquet ({one_line(exc)}); every file in a trace "
             "directory must be canonical parquet: move other files out, or write damaged ones "
             "again with `kvadvisor convert`"
         ) from None
     if not files:
         raise TraceFormatError(
-            f"{path}: no parquet files found; give a directory of canonical parquet files "
+            f"{location.uri}: no parquet files found; give a directory of canonical parquet files "
             "(`kvadvisor convert` writes them) or a trace file"
         )
     present = [c for c in CANONICAL_COLUMNS if c in dataset.schema.names]
     missing = [c for c in REQUIRED_COLUMNS if c not in present]
     if missing:
         raise missing_columns(
-            str(path),
+            location.uri,
             missing,
             "required column missing; convert the files with `kvadvisor convert`",
         )
     wanted = tuple(c for c in present if columns is None or c in columns or c in REQUIRED_COLUMNS)
-    infos, block_tokens, fmt, notes, dropped, measured = _footers(files, path.is_dir())
+    infos, block_tokens, fmt, notes, dropped, measured = _footers(files, in_directory, scan)
     clusters = _clusters(infos)
     first = min((f.min_arrival_s for f in infos if f.rows), default=0.0)
     last = max((f.max_arrival_s for f in infos if f.rows), default=0.0)
+    rows = sum(f.rows for f in infos)
+    if scan.ranged:
+        notes = notes + (_range_note(scan, rows, sum(f.stored_rows for f in infos)),)
+        if rows == 0:
+            raise TraceFormatError(
+                f"{location.uri}: no request arrives in {scan.range_text()} (of "
+                f"{count(sum(f.stored_rows for f in infos))} requests; the range is on arrival_s "
+                "as the files store it, before the first request is shifted to 0)"
+            )
     if not (math.isfinite(first) and math.isfinite(last) and last - first <= MAX_SPAN_S):
         # Footer statistics only: the rows themselves are checked as they stream, and a
         # trace this long would size every time series by its span. A file small enough to
         # read whole is read, so the message names the outlier row.
-        rows = sum(f.rows for f in infos)
-        if path.is_file() and rows <= MAX_ROWS_TO_NAME_OUTLIER:
-            read_trace(path, "parquet")
+        if not location.remote and not in_directory and rows <= MAX_ROWS_TO_NAME_OUTLIER:
+            read_trace(Path(path), "parquet")
         first, last = first + 0.0, last + 0.0  # no "-0" in the message
         raise TraceFormatError(
-            f"{path}: arrival_s runs from {shown(first)} to {shown(last)} s, more than the "
+            f"{location.uri}: arrival_s runs from {shown(first)} to {shown(last)} s, more than the "
             f"{number(MAX_SPAN_S)} s (31.7 years) a trace may span, or not finite: an outlier "
             "row or a unit mistake; `kvadvisor info` on the file names the row"
         )
     return TraceStream(
-        path=str(path),
+        path=location.uri,
         source_format=fmt,
         block_tokens=block_tokens,
         columns=wanted,
-        requests=sum(f.rows for f in infos),
-        files=tuple(files),
+        requests=rows,
+        files=tuple(location.shown(f) for f in files),
         batch_rows=batch_rows,
         arrival_offset_s=first,
         block_accesses=sum(f.block_values for f in infos) if "block_hashes" in wanted else 0,
@@ -286,64 +372,123 @@ def open_trace_stream(
         dropped=dropped,
         arrivals_measured=measured,
         _clusters=clusters,
+        _scan=scan,
     )
 
 
+def _check_present(location: Location, path: str | Path) -> bool:
+    """Refuse a trace that is not there; whether it is a directory (or an object-store prefix)."""
+    if location.remote:
+        return check_exists(location)
+    if not Path(path).exists():
+        raise TraceNotFoundError(f"{path}: no such file or directory", str(path))
+    return Path(path).is_dir()
+
+
+def _range_note(scan: _Scan, kept: int, stored: int) -> str:
+    return (
+        f"{scan.range_text()}: {count(kept)} of {count(stored)} requests kept (arrival_s as "
+        "stored; row groups outside the range were not read)"
+    )
+
+
+@dataclass(frozen=True)
+class _Footer:
+    """One file's rows and arrival range (in the time range) and its stored metadata."""
+
+    info: _File
+    stored: StoredMetadata
+
+
 def _footers(
-    files: list[str], in_directory: bool = False
+    files: list[str], in_directory: bool = False, scan: _Scan = _Scan()
 ) -> tuple[list[_File], int | None, str, tuple[str, ...], dict[str, int], bool]:
     """Row counts and arrival ranges from footers; block_tokens must agree across files.
 
     Also the notes (each once, in file order), dropped-row counts (summed) and whether every
     file's arrivals were measured, which ``convert`` and ``synth`` store in the metadata.
+    Footers in an object store are fetched on threads (each is a network round trip).
     """
-    infos: list[_File] = []
-    block_tokens: set[int | None] = set()
-    formats: set[str] = set()
+    if scan.filesystem is not None and len(files) > 1:
+        with ThreadPoolExecutor(min(REMOTE_FOOTER_THREADS, len(files))) as pool:
+            footers = list(pool.map(lambda name: _footer(name, in_directory, scan), files))
+    else:
+        footers = [_footer(name, in_directory, scan) for name in files]
+    block_tokens = {f.stored.block_tokens for f in footers}
+    formats = {f.stored.source_format for f in footers}
     notes: dict[str, None] = {}
     dropped: dict[str, int] = {}
-    measured = True
-    for name in files:
-        try:
-            pf = pq.ParquetFile(name)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise unreadable_parquet(name, exc, in_directory=in_directory) from None
-        stored = stored_metadata(name, pf.schema_arrow.metadata)
-        block_tokens.add(stored.block_tokens)
-        formats.add(stored.source_format)
-        notes.update(dict.fromkeys(stored.notes))
-        measured = measured and stored.arrivals_measured
-        for reason, rows in stored.dropped.items():
+    for footer in footers:
+        notes.update(dict.fromkeys(footer.stored.notes))
+        for reason, rows in footer.stored.dropped.items():
             dropped[reason] = dropped.get(reason, 0) + rows
-        lo, hi = _arrival_range(pf, name)
-        md = pf.metadata
-        leaf = [
-            i
-            for i in range(md.num_columns)
-            if md.schema.column(i).path.split(".")[0] == "block_hashes"
-        ]
-        # A list column's leaf count is its value count (plus one per empty or null list):
-        # an upper bound on block accesses, known before reading a byte of data.
-        values = sum(
-            md.row_group(rg).column(i).num_values for rg in range(md.num_row_groups) for i in leaf
-        )
-        size = sum(md.row_group(rg).total_byte_size for rg in range(md.num_row_groups))
-        infos.append(_File(name, md.num_rows, lo, hi, values, size))
+    measured = all(f.stored.arrivals_measured for f in footers)
     if len(block_tokens) > 1:
         found = ", ".join(sorted(str(b) for b in block_tokens))
         raise TraceFormatError(
-            f"{files[0]}: files disagree on block_tokens ({found}); hashes of different block "
-            "sizes cannot be mixed: analyze them separately"
+            f"{scan.prefix}{files[0]}: files disagree on block_tokens ({found}); hashes of "
+            "different block sizes cannot be mixed: analyze them separately"
         )
     fmt = formats.pop() if len(formats) == 1 else "parquet"
-    return infos, block_tokens.pop(), fmt, tuple(notes), dropped, measured
+    return [f.info for f in footers], block_tokens.pop(), fmt, tuple(notes), dropped, measured
 
 
-def _arrival_range(pf: pq.ParquetFile, name: str) -> tuple[float, float]:
-    """Min and max arrival_s from row-group statistics, or by reading the column if absent."""
+def _footer(name: str, in_directory: bool, scan: _Scan) -> _Footer:
+    """One file's footer: its rows and arrival range (in the time range) and stored metadata."""
+    shown_name = scan.prefix + name
+    try:
+        pf = pq.ParquetFile(name, filesystem=scan.filesystem)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise unreadable_parquet(shown_name, exc, in_directory=in_directory) from None
+    stored = stored_metadata(shown_name, pf.schema_arrow.metadata)
+    md = pf.metadata
+    ranges = _group_ranges(pf, shown_name)
+    groups = [rg for rg in range(md.num_row_groups) if md.row_group(rg).num_rows]
+    if scan.ranged:
+        groups = [rg for rg in groups if scan.overlaps(*ranges[rg])]
+    rows, lo, hi = 0, np.inf, -np.inf
+    used = []  # the groups holding a row in the range: the only ones the stream reads
+    for rg in groups:
+        g_lo, g_hi = ranges[rg]
+        n = md.row_group(rg).num_rows
+        if scan.ranged and not scan.keep(np.array([g_lo, g_hi])).all():
+            # Partly in the range: only this group's arrival_s is read, to count its rows.
+            arrival = _read_arrivals(pf, rg, shown_name)
+            arrival = arrival[scan.keep(arrival)]
+            n = len(arrival)
+            if n:
+                g_lo, g_hi = float(arrival.min()), float(arrival.max())
+        if n:
+            rows, lo, hi = rows + n, min(lo, g_lo), max(hi, g_hi)
+            used.append(rg)
+    groups = used
+    leaf = [
+        i for i in range(md.num_columns) if md.schema.column(i).path.split(".")[0] == "block_hashes"
+    ]
+    # A list column's leaf count is its value count (plus one per empty or null list):
+    # an upper bound on block accesses, known before reading a byte of data.
+    values = sum(md.row_group(rg).column(i).num_values for rg in groups for i in leaf)
+    size = sum(md.row_group(rg).total_byte_size for rg in groups)
+    kept = tuple(groups) if scan.ranged else None
+    info = _File(name, rows, lo, hi, values, size, kept, md.num_rows)
+    return _Footer(info, stored)
+
+
+def _read_arrivals(pf: pq.ParquetFile, rg: int, name: str) -> np.ndarray:
+    """One row group's arrival_s as float64 (nulls as NaN: the stream names them later)."""
+    try:
+        values = pf.read_row_group(rg, columns=["arrival_s"])["arrival_s"]
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise unreadable_parquet(name, exc) from None
+    return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _group_ranges(pf: pq.ParquetFile, name: str) -> list[tuple[float, float]]:
+    """Min and max arrival_s per row group, from statistics or by reading the column if absent.
+
+    An empty row group is (inf, -inf).
+    """
     meta = pf.metadata
-    if meta.num_rows == 0:
-        return np.inf, -np.inf
     col = pf.schema_arrow.get_field_index("arrival_s")
     arrival_type = pf.schema_arrow.field(col).type if col >= 0 else None
     if arrival_type is not None and not (
@@ -364,26 +509,25 @@ def _arrival_range(pf: pq.ParquetFile, name: str) -> tuple[float, float]:
                 )
             ],
         )
-    lows, highs = [], []
+    ranges: list[tuple[float, float]] = []
     for rg in range(meta.num_row_groups):
-        stats = meta.row_group(rg).column(col).statistics if col >= 0 else None
-        if stats is None or not stats.has_min_max:
-            try:
-                values = pf.read(columns=["arrival_s"])["arrival_s"]
-            except (pa.ArrowInvalid, OSError) as exc:
-                raise unreadable_parquet(name, exc) from None
-            lo, hi = pc.min(values).as_py(), pc.max(values).as_py()
-            if lo is None:  # every arrival_s is empty
+        group = meta.row_group(rg)
+        stats = group.column(col).statistics if col >= 0 else None
+        if not group.num_rows:
+            ranges.append((np.inf, -np.inf))
+        elif stats is not None and stats.has_min_max:
+            ranges.append((float(stats.min), float(stats.max)))
+        else:
+            arrival = _read_arrivals(pf, rg, name)
+            if np.isnan(arrival).all():  # every arrival_s of the group is empty
+                first = sum(meta.row_group(g).num_rows for g in range(rg)) + 1
                 raise TraceSchemaError(
                     name,
-                    [Problem(1, "arrival_s", TraceProblem.NULL_VALUE, "empty")],
+                    [Problem(first, "arrival_s", TraceProblem.NULL_VALUE, "empty")],
                     total=meta.num_rows,
                 )
-            return float(lo), float(hi)
-        if meta.row_group(rg).num_rows:
-            lows.append(float(stats.min))
-            highs.append(float(stats.max))
-    return min(lows), max(highs)
+            ranges.append((float(np.nanmin(arrival)), float(np.nanmax(arrival))))
+    return ranges
 
 
 def _clusters(infos: list[_File]) -> tuple[tuple[_File, ...], ...]:
@@ -436,41 +580,64 @@ def _unsorted(name: str, row: int) -> TraceFormatError:
 
 
 def _checked_batches(
-    name: str, columns: tuple[str, ...], batch_rows: int
+    file: _File, columns: tuple[str, ...], batch_rows: int, scan: _Scan = _Scan()
 ) -> Iterator[pa.RecordBatch]:
-    """One file's batches, canonical and checked to be in arrival order."""
+    """One file's batches, canonical and checked to be in arrival order, in the time range."""
+    name = scan.prefix + file.path
     last = -np.inf
-    row = 0
     # pre_buffer would read ahead whole row groups: 4x the peak memory on 1M-row groups.
-    reader = pq.ParquetFile(name, pre_buffer=False)
-    batches = reader.iter_batches(batch_size=batch_rows, columns=list(columns))
-    while True:
-        try:
-            raw = next(batches, None)
-        except (pa.ArrowInvalid, OSError) as exc:
-            # The footer read fine when the stream opened: the damage is in a data page.
-            raise unreadable_parquet(name, exc) from None
-        if raw is None:
-            return
-        batch = _canonical(raw, name, row)
-        arrival = batch.column("arrival_s").to_numpy()
-        if len(arrival):
-            back = np.flatnonzero(np.diff(arrival, prepend=last) < 0)
-            if len(back):
-                raise _unsorted(name, row + int(back[0]) + 1)
-            last = arrival[-1]
-        row += batch.num_rows
-        yield batch
+    try:
+        reader = pq.ParquetFile(file.path, pre_buffer=False, filesystem=scan.filesystem)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise unreadable_parquet(name, exc) from None
+    if file.row_groups is None:
+        parts = [(0, reader.iter_batches(batch_size=batch_rows, columns=list(columns)))]
+    else:
+        # Group by group, so a row number in a message counts the groups skipped before it.
+        starts = np.cumsum(
+            [0]
+            + [reader.metadata.row_group(g).num_rows for g in range(reader.metadata.num_row_groups)]
+        )
+        parts = [
+            (
+                int(starts[g]),
+                reader.iter_batches(batch_size=batch_rows, row_groups=[g], columns=list(columns)),
+            )
+            for g in file.row_groups
+        ]
+    for row, batches in parts:
+        while True:
+            try:
+                raw = next(batches, None)
+            except (pa.ArrowInvalid, OSError) as exc:
+                # The footer read fine when the stream opened: the damage is in a data page.
+                raise unreadable_parquet(name, exc) from None
+            if raw is None:
+                break
+            batch = _canonical(raw, name, row)
+            arrival = batch.column("arrival_s").to_numpy()
+            if len(arrival):
+                back = np.flatnonzero(np.diff(arrival, prepend=last) < 0)
+                if len(back):
+                    raise _unsorted(name, row + int(back[0]) + 1)
+                last = arrival[-1]
+            row += batch.num_rows
+            if scan.ranged:
+                keep = scan.keep(arrival)
+                if not keep.all():
+                    batch = batch.filter(pa.array(keep))
+            if batch.num_rows:
+                yield batch
 
 
 def _merge(
-    files: tuple[_File, ...], columns: tuple[str, ...], batch_rows: int
+    files: tuple[_File, ...], columns: tuple[str, ...], batch_rows: int, scan: _Scan = _Scan()
 ) -> Iterator[pa.RecordBatch]:
     """K-way merge of sorted files by a watermark: emit rows earlier than every file's buffer end.
 
     Rows at the watermark wait until every file has buffered past it, so ties keep file order.
     """
-    sources = [_checked_batches(f.path, columns, batch_rows) for f in files]
+    sources = [_checked_batches(f, columns, batch_rows, scan) for f in files]
     buffers: list[pa.Table | None] = [None] * len(files)
     done = [False] * len(files)
 
