@@ -25,7 +25,6 @@ TIER_SCOPES = ("replica", "instance", "pooled")
 LOAD_MODES = ("async", "prefetch")
 PREFETCH_POLICIES = ("wait_complete", "best_effort", "timeout")
 FULL_BUFFER_ACTIONS = ("block", "drop")
-ENGINES = ("lmcache", "sglang-hicache", "dynamo-kvbm", "mooncake", "vllm")
 # Storage kinds. "Disk-like" kinds are the ones that must carry a capacity bound
 # (LMCache #4725, Mooncake #924: an unbounded SSD tier fills the disk).
 TIER_KINDS = ("dram", "cxl", "ssd", "block", "filesystem", "pool", "object")

@@ -12,10 +12,15 @@ from __future__ import annotations
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView, TierKind
-from kvadvisor.emit.sglang import MOONCAKE_LOCAL_BUFFER_BYTES, mooncake_client_json, mooncake_notes
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
-from kvadvisor.emit.vllm import engine_flags, kv_transfer, launch_lines
+from kvadvisor.engines.registry import Engine, packaged_settings, register
+from kvadvisor.engines.sglang import (
+    MOONCAKE_LOCAL_BUFFER_BYTES,
+    mooncake_client_json,
+    mooncake_notes,
+)
+from kvadvisor.engines.vllm import batched_tokens, engine_flags, kv_transfer, launch_lines
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
 from kvadvisor.units import Unit, format_value
@@ -26,6 +31,7 @@ MOONCAKE_MAX_EVICTION_RATIO = 0.5
 MASTER_RPC_PORT = 50051  # mooncake_master's RPC port in Mooncake's deployment guides
 METADATA_HTTP_PORT = 8080  # --http_metadata_server_port default (master.cpp)
 CLIENT_JSON = "mooncake-client.json"
+MASTER_SH = "mooncake-master.sh"
 MOONCAKE_BOOTSTRAP_BASE_PORT = (
     50052  # VLLM_MOONCAKE_BOOTSTRAP_PORT in vllm-mooncakestoreconnector.md
 )
@@ -147,7 +153,7 @@ def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], l
 def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
     """Master, per-stage store services, the engine client JSON and vLLM launch files."""
     files: dict[str, str] = {}
-    files["mooncake-master.sh"] = shell_script(
+    files[MASTER_SH] = shell_script(
         ctx.head("Mooncake master, one for the fleet"),
         [],
         "MOONCAKE_MASTER_ARGS",
@@ -215,3 +221,27 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
         "\n".join(ctx.head(CLIENT_JSON) + mooncake_notes(CLIENT_JSON)) + "\n"
     )
     return files
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    env, flags = store_settings(ctx, stage)
+    return {s.name for s in env + flags}
+
+
+ENGINE = register(
+    Engine(
+        name="mooncake",
+        **packaged_settings("mooncake"),
+        label="Mooncake",
+        # a client JSON is read under `client`; the master's flags stay apart from a store's
+        files={".json": "client", "MOONCAKE_MASTER_ARGS": "master", "MOONCAKE_CLIENT_ARGS": ""},
+        emit=emit_mooncake,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"global_segment_size"}),
+        storage_keys=frozenset({"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"}),
+        # it launches `vllm serve` with the emitted --max-num-batched-tokens
+        step_tokens=lambda ctx, stage: batched_tokens(ctx, stage)[0],
+        # one master and one client configuration for every stage
+        shared_files=(MASTER_SH, CLIENT_JSON),
+    )
+)

@@ -17,6 +17,7 @@ from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
+from kvadvisor.engines.registry import Engine, packaged_settings, register
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
@@ -309,3 +310,25 @@ def emit_sglang(ctx: EmitContext) -> dict[str, str]:
         )
         files.update(extra)
     return files
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    env, flags, _, _ = sglang_stage(ctx, stage)
+    return {s.name for s in env + flags}
+
+
+ENGINE = register(
+    Engine(
+        name="sglang-hicache",
+        **packaged_settings("sglang"),
+        label="SGLang HiCache",
+        files={"SGLANG_ARGS": ""},
+        emit=emit_sglang,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"hicache-size"}),
+        storage_keys=frozenset({"hicache-storage-backend"}),
+        decode_saves=lambda ctx, stage: (
+            "disaggregation-decode-enable-offload-kvcache" in _tier_keys(ctx, stage)
+        ),
+    )
+)

@@ -16,6 +16,7 @@ from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
+from kvadvisor.engines.registry import Engine, packaged_settings, register
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import Stage
@@ -223,3 +224,23 @@ def _unsupported_tiers(stage: StageView) -> list[str]:
         "vLLM's native offloading keeps KV in CPU memory only; use --emit lmcache or --emit "
         "dynamo-kvbm for a disk or shared tier"
     ]
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    return {"kv-offloading-size"} if offload_bytes(ctx, stage) is not None else set()
+
+
+ENGINE = register(
+    Engine(
+        name="vllm",
+        **packaged_settings("vllm"),
+        label="vLLM",
+        files={"VLLM_ARGS": ""},
+        emit=emit_vllm,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"kv-offloading-size"}),
+        step_tokens=lambda ctx, stage: batched_tokens(ctx, stage)[0],
+        # vLLM's OffloadingConnector offloads every block, the generated ones too.
+        decode_saves=lambda ctx, stage: offload_bytes(ctx, stage) is not None,
+    )
+)

@@ -14,9 +14,11 @@ from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script, yaml_file
-from kvadvisor.emit.vllm import (
+from kvadvisor.engines.registry import Engine, packaged_settings, register
+from kvadvisor.engines.vllm import (
     NIXL,
     NIXL_PORT,
+    batched_tokens,
     engine_flags,
     kv_transfer,
     launch_lines,
@@ -146,3 +148,25 @@ def emit_lmcache(ctx: EmitContext) -> dict[str, str]:
             ),
         )
     return files
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    return {s.name for s in lmcache_settings(ctx, stage)[0]}
+
+
+ENGINE = register(
+    Engine(
+        name="lmcache",
+        **packaged_settings("lmcache"),
+        label="LMCache",
+        files={".yaml": "", ".yml": ""},
+        emit=emit_lmcache,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"max_local_cpu_size"}),
+        storage_keys=frozenset({"max_local_disk_size", "remote_url"}),
+        # it launches `vllm serve` with the emitted --max-num-batched-tokens
+        step_tokens=lambda ctx, stage: batched_tokens(ctx, stage)[0],
+        # LMCache's decode servers store what they generate with save_decode_cache.
+        decode_saves=lambda ctx, stage: "save_decode_cache" in _tier_keys(ctx, stage),
+    )
+)

@@ -14,7 +14,8 @@ from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
-from kvadvisor.emit.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
+from kvadvisor.engines.registry import Engine, packaged_settings, register
+from kvadvisor.engines.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
@@ -196,3 +197,22 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             lines,
         )
     return files
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    # KVBM runs on prefill (and aggregated) workers; decode takes the KV over NIXL.
+    return set() if stage.stage == Stage.DECODE else {s.name for s in kvbm_env(ctx, stage)[0]}
+
+
+ENGINE = register(
+    Engine(
+        name="dynamo-kvbm",
+        **packaged_settings("kvbm"),
+        label="Dynamo KVBM",
+        files={".env": "", "DYNAMO_ARGS": ""},
+        emit=emit_kvbm,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"DYN_KVBM_CPU_CACHE_GB"}),
+        storage_keys=frozenset({"DYN_KVBM_DISK_CACHE_GB"}),
+    )
+)

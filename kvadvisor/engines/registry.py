@@ -1,0 +1,131 @@
+"""The one table of serving engines: who registers, and what the rest of kvadvisor asks it.
+
+The layers below the engine modules (plan loading, the replay, emit's dispatch, the review) ask
+this table and never name an engine; the engine modules (kvadvisor/engines/<engine>.py) import
+the emit toolkit and the plan model, so the table loads them by name on first use, as a plugin
+registry does (tests/test_architecture.py gives this module a row of its own).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from kvadvisor.errors import ConfigError, PlanError
+from kvadvisor.yamlio import load_yaml
+
+# The built-in engine modules, in the order --emit and the plan schema list them.
+BUILTIN = ("lmcache", "sglang", "kvbm", "mooncake", "vllm")
+
+
+def _no_keys(ctx: Any, stage: Any) -> set[str]:
+    return set()
+
+
+@dataclass(frozen=True, eq=False)  # by identity: caches key on it
+class Engine:
+    """One serving engine: its name as plans and ``--emit`` spell it, and its hooks.
+
+    ``settings``: its block of the plan's settings schema (``format``, ``settings``) and
+    ``sources``, the references those settings cite. ``emit``: EmitContext -> {file: text}.
+    ``tier_keys``: (EmitContext, StageView) -> the setting names its files write for the stage's
+    tiers; ``host_keys``/``storage_keys`` say which of those give it the host tier and the tier
+    below. ``facts``: (FactSet, EngineSettings) -> None, the review's facts of its settings.
+    """
+
+    name: str
+    settings: Mapping[str, Any]
+    emit: Callable[[Any], dict[str, str]]
+    tier_keys: Callable[[Any, Any], set[str]] = _no_keys
+    host_keys: frozenset[str] = frozenset()
+    storage_keys: frozenset[str] = frozenset()
+    # the token budget per step its launch files give it, (EmitContext, StageView) -> tokens,
+    # which the emitted plan's scheduler states; None when its files set none
+    step_tokens: Callable[[Any, Any], int] | None = None
+    # whether its decode servers write the KV they generate: (EmitContext, StageView) -> bool
+    decode_saves: Callable[[Any, Any], bool] = lambda ctx, stage: False
+    facts: Callable[[Any, Any], None] | None = None
+    # The engine files that are its own, by file suffix (".env") or by the flag array of a bash
+    # launch file (``SGLANG_ARGS``), each with the key its settings go under ("" for the top:
+    # a Mooncake client JSON goes under ``client``); plan/engine_files.py reads them.
+    files: Mapping[str, str] = field(default_factory=dict)
+    label: str = ""  # how its documentation names it ("Dynamo KVBM"), for messages
+    # emitted files every stage reads (a Mooncake master)
+    shared_files: tuple[str, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+_TABLE: dict[str, Engine] = {}
+_loading: list[bool] = []
+
+
+def _load() -> None:
+    """Import the built-in engine modules once; each registers itself, listed in BUILTIN order."""
+    if _loading:
+        return
+    _loading.append(True)
+    for module in BUILTIN:
+        importlib.import_module(f"kvadvisor.engines.{module}")
+    # One engine module may import another (LMCache launches vLLM), so they register in import
+    # order; the table lists them in BUILTIN's.
+    rank = {f"kvadvisor.engines.{m}": i for i, m in enumerate(BUILTIN)}
+    ordered = sorted(_TABLE.values(), key=lambda e: rank.get(e.emit.__module__, len(rank)))
+    _TABLE.clear()
+    _TABLE.update((e.name, e) for e in ordered)
+
+
+def packaged_settings(module: str) -> dict[str, Any]:
+    """A built-in engine's settings schema and sources, from kvadvisor/engines/data/<module>.yaml.
+
+    Returned as the keyword arguments ``settings`` and ``sources`` of :class:`Engine`.
+    """
+    text = resources.files("kvadvisor.engines").joinpath(f"data/{module}.yaml")
+    with resources.as_file(text) as path:
+        doc = load_yaml(path, PlanError)
+    return {"settings": doc["engine"], "sources": doc["sources"]}
+
+
+def register(engine: Engine) -> Engine:
+    """Add ``engine`` to the table (after the built-in ones); a second one of a name is refused."""
+    _load()
+    if engine.name in _TABLE or engine.name == "plan":
+        raise ConfigError(f"engine '{engine.name}' is registered already")
+    _TABLE[engine.name] = engine
+    return engine
+
+
+def unregister(name: str) -> None:
+    """Remove engine ``name`` (a test's own engine, once the test is done)."""
+    _TABLE.pop(name, None)
+
+
+def engines() -> tuple[Engine, ...]:
+    """Every registered engine, built-in ones first."""
+    _load()
+    return tuple(_TABLE.values())
+
+
+def file_owner(kind: str) -> tuple[str, str] | None:
+    """(engine, key its settings go under) for an engine file suffix or flag array, or None."""
+    return next(((e.name, e.files[kind]) for e in engines() if kind in e.files), None)
+
+
+def file_kinds() -> tuple[str, ...]:
+    """Every engine file suffix and flag array a registered engine owns."""
+    return tuple(k for e in engines() for k in e.files)
+
+
+def names() -> tuple[str, ...]:
+    """The engine names a plan and ``--emit`` accept."""
+    return tuple(e.name for e in engines())
+
+
+def engine(name: str) -> Engine:
+    """The engine called ``name``; a ConfigError naming the others when there is none."""
+    _load()
+    if name not in _TABLE:
+        raise ConfigError(f"unknown engine '{name}': choose one of {', '.join(_TABLE)}")
+    return _TABLE[name]
