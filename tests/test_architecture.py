@@ -55,7 +55,7 @@ ALLOWED: dict[str, set[str]] = {
     # Its engine files pass the same boundary as the plan (fileio, yamlio, jsonio strict).
     "plan": {"yamlio", "catalog", "fileio", "jsonio", "engines.registry"},
     # The table of serving engines (issue 29): names, hooks, settings schemas; it imports none.
-    "engines.registry": {"yamlio"},
+    "engines.registry": {"yamlio", "rules"},
     # The engine modules (kvadvisor/engines/<engine>.py): each engine's settings, writer, facts
     # and replay defaults in one place; only the registry loads them.
     "engines": {"engines.registry", "emit", "results", "plan", "planreview", "catalog"},
@@ -69,7 +69,7 @@ ALLOWED: dict[str, set[str]] = {
     # sees no facts, rules or advice. Named `fleet`, not `replay`: `kvadvisor.replay` is the
     # public function, and importing a subpackage of that name would rebind it to the module.
     # It builds its result model (results.replay), as sections build theirs.
-    "fleet": {"trace", "cache", "perfmodel", "plan", "catalog", "results"},
+    "fleet": {"trace", "cache", "perfmodel", "plan", "catalog", "results", "engines.registry"},
     # What can be bought together (issue 14): instance + storage + caps + price.
     "deploy": {"catalog", "perfmodel", "plan"},
     # The result models (report, review): plain data every layer above reads.
@@ -77,9 +77,10 @@ ALLOWED: dict[str, set[str]] = {
     # Report sections built from the measurements (trace summary, stage profile, prefix cache).
     "sections": {"trace", "metrics", "cache", "perfmodel", "catalog", "fleet", "results"},
     # Facts: named numbers computed from the results; the rule engine's vocabulary.
-    "facts": {"results", "rules"},
+    "facts": {"results", "rules", "engines.registry"},
     # The advisor: candidates from catalogs (and deployments, replayed), facts, rules, verdict.
     "advice": {
+        "engines.registry",
         "facts",
         "rules",
         "catalog",
@@ -105,7 +106,17 @@ ALLOWED: dict[str, set[str]] = {
         "fileio",
     },
     # Plan review: a plan checked against the trace's replayed arrays.
-    "planreview": {"plan", "perfmodel", "catalog", "deploy", "fleet", "facts", "rules", "results"},
+    "planreview": {
+        "plan",
+        "perfmodel",
+        "catalog",
+        "deploy",
+        "fleet",
+        "facts",
+        "rules",
+        "results",
+        "engines.registry",
+    },
     # The pipelines: one entry per command; they read or stream the trace and call the rest.
     "pipeline": {
         "trace",

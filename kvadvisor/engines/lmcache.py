@@ -9,12 +9,14 @@ LMCacheConnectorV1 (LMCache's own PD mode forbids a remote backend: configuratio
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script, yaml_file
-from kvadvisor.engines.registry import Engine, packaged_settings, register
+from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.engines.vllm import (
     NIXL,
     NIXL_PORT,
@@ -25,8 +27,14 @@ from kvadvisor.engines.vllm import (
     nixl_reason,
 )
 from kvadvisor.quoting import comment
-from kvadvisor.units import Unit, format_value
+from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
+from kvadvisor.units.format import as_written
 from kvadvisor.vocab import Stage
+
+if TYPE_CHECKING:  # the review passes them in (importing it here would load the replay)
+    from kvadvisor.plan.model import TierPlan
+    from kvadvisor.planreview.scope import FactSet
+    from kvadvisor.planreview.settings import EngineSettings
 
 LMCACHE = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 RANK_UNIT = "GiB per worker process (one TP rank)"
@@ -150,6 +158,110 @@ def emit_lmcache(ctx: EmitContext) -> dict[str, str]:
     return files
 
 
+# -- the review: facts of a stage's settings, what they take of the instance ---------------
+LMCACHE_DEFAULT_CPU_GIB = 5.0  # lmcache/v1/config.py max_local_cpu_size default
+FACT_SPECS = (
+    setting_fact("lmcache_configured", Unit.BOOL, "Whether the stage configures LMCache."),
+    setting_fact("lmcache_chunk_tokens", Unit.TOKENS, "LMCache chunk_size (default 256)."),
+    setting_fact(
+        "engine_block_tokens",
+        Unit.TOKENS,
+        "The serving engine's KV block: vLLM --block-size (default 16), or SGLang --page-size "
+        "when SGLang serves.",
+    ),
+    setting_fact("engine_block_from", Unit.TEXT, "Which setting engine_block_tokens comes from."),
+    setting_fact(
+        "lmcache_chunk_aligned",
+        Unit.BOOL,
+        "Whether lmcache_chunk_tokens is a multiple of engine_block_tokens.",
+    ),
+    setting_fact("lmcache_fs_native", Unit.BOOL, "Whether LMCache's L2 adapter is fs_native."),
+    setting_fact("lmcache_l2_capped", Unit.BOOL, "Whether the L2 adapter sets max_capacity_gb."),
+    setting_fact(
+        "lmcache_l2_eviction_set", Unit.BOOL, "Whether the L2 adapter has an eviction block."
+    ),
+    setting_fact("lmcache_local_disk_set", Unit.BOOL, "Whether LMCache local_disk is set."),
+    setting_fact(
+        "lmcache_disk_size_set", Unit.BOOL, "Whether max_local_disk_size is set (non-zero)."
+    ),
+    setting_fact("lmcache_enable_pd", Unit.BOOL, "Whether LMCache enable_pd is on."),
+    setting_fact("lmcache_remote_url_set", Unit.BOOL, "Whether LMCache remote_url is set."),
+    setting_fact("lmcache_remote_url", Unit.TEXT, "LMCache remote_url."),
+    setting_fact(
+        "lmcache_remote_url_has_scheme",
+        Unit.BOOL,
+        "Whether remote_url reads protocol://host:port/path.",
+    ),
+    setting_fact(
+        "lmcache_save_decode_cache", Unit.BOOL, "Whether LMCache save_decode_cache is on."
+    ),
+)
+
+
+def _lmcache_facts(f: FactSet, s: EngineSettings) -> None:
+    e = "lmcache"
+    f.add("lmcache_configured", e in s.stage.engines)
+    if e not in s.stage.engines:
+        return
+    chunk = int(s.get(e, "chunk_size", 256))
+    if "sglang-hicache" in s.stage.engines:
+        block, by = int(s.get("sglang-hicache", "page-size", 1)), "SGLang --page-size"
+    else:
+        block, by = int(s.get("vllm", "block-size", 16)), "vLLM --block-size"
+    f.add("lmcache_chunk_tokens", chunk)
+    f.add("engine_block_tokens", block)
+    f.add("engine_block_from", by)
+    f.add("lmcache_chunk_aligned", chunk % block == 0)
+    l2 = s.get(e, "l2-adapter")
+    fs_native = isinstance(l2, dict) and l2.get("type") == "fs_native"
+    f.add("lmcache_fs_native", fs_native)
+    if fs_native:
+        f.add("lmcache_l2_capped", "max_capacity_gb" in l2)
+        f.add("lmcache_l2_eviction_set", bool(l2.get("eviction")))
+    f.add("lmcache_local_disk_set", bool(s.get(e, "local_disk")))
+    f.add("lmcache_disk_size_set", bool(s.get(e, "max_local_disk_size")))
+    f.add("lmcache_enable_pd", bool(s.get(e, "enable_pd")))
+    url = s.get(e, "remote_url")
+    f.add("lmcache_remote_url_set", url is not None)
+    if url is not None:
+        f.add("lmcache_remote_url", str(url))
+        f.add("lmcache_remote_url_has_scheme", isinstance(url, str) and "://" in url)
+    f.add("lmcache_save_decode_cache", bool(s.get(e, "save_decode_cache")))
+
+
+def _host_demand(s: EngineSettings) -> tuple[float, str] | None:
+    """Host bytes: max_local_cpu_size per worker process (one per rank)."""
+    g, engine = s.get, "lmcache"
+    if g(engine, "local_cpu", True) is not False and s.has(engine, "max_local_cpu_size"):
+        gib = float(g(engine, "max_local_cpu_size", LMCACHE_DEFAULT_CPU_GIB))
+        how = f"max_local_cpu_size {as_written(gib)} GiB x {plural(s.ranks, 'rank')}"
+        return gib * BYTES_PER_GIB * s.ranks, how
+    return None
+
+
+def _disk_demand(s: EngineSettings) -> tuple[float, TierPlan | None, str] | None:
+    """Disk bytes: max_local_disk_size per worker process, on the node's local disk."""
+    g, engine = s.get, "lmcache"
+    if not s.has(engine, "max_local_disk_size"):
+        return None
+    gib = float(g(engine, "max_local_disk_size"))
+    return (
+        gib * BYTES_PER_GIB * s.ranks,
+        s.local_disk(),
+        f"max_local_disk_size {as_written(gib)} GiB x {plural(s.ranks, 'rank')}",
+    )
+
+
+def _layout(s: EngineSettings) -> tuple[bool, str]:
+    """One object per chunk per rank, all layers; per layer with ``use_layerwise``.
+
+    LMCache configurations.rst.
+    """
+    if s.get("lmcache", "use_layerwise"):
+        return True, "LMCache use_layerwise: one object per layer per rank"
+    return False, "LMCache chunks: one object per chunk per rank, all layers"
+
+
 def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     return {s.name for s in lmcache_settings(ctx, stage)[0]}
 
@@ -160,6 +272,11 @@ ENGINE = register(
         **packaged_settings("lmcache"),
         label="LMCache",
         files={".yaml": "", ".yml": ""},
+        facts=_lmcache_facts,
+        fact_specs=FACT_SPECS,
+        host_demand=_host_demand,
+        disk_demand=_disk_demand,
+        layout=_layout,
         emit=emit_lmcache,
         tier_keys=_tier_keys,
         host_keys=frozenset({"max_local_cpu_size"}),

@@ -15,10 +15,17 @@ from importlib import resources
 from typing import Any
 
 from kvadvisor.errors import ConfigError, PlanError
+from kvadvisor.rules.model import FactSpec, Scope
+from kvadvisor.units import Unit
 from kvadvisor.yamlio import load_yaml
 
 # The built-in engine modules, in the order --emit and the plan schema list them.
 BUILTIN = ("lmcache", "sglang", "kvbm", "mooncake", "vllm")
+
+
+def setting_fact(name: str, unit: Unit, text: str) -> FactSpec:
+    """A stage fact one engine's settings give (the engine lint reads it)."""
+    return FactSpec(name, unit, text, "review (engine settings)", Scope.STAGE)
 
 
 def _no_keys(ctx: Any, stage: Any) -> set[str]:
@@ -47,7 +54,21 @@ class Engine:
     step_tokens: Callable[[Any, Any], int] | None = None
     # whether its decode servers write the KV they generate: (EmitContext, StageView) -> bool
     decode_saves: Callable[[Any, Any], bool] = lambda ctx, stage: False
+    # The review (planreview/settings.py): its facts of a stage's settings, (FactSet,
+    # EngineSettings) -> None, declared in ``fact_specs``; the host and disk its settings take
+    # on one instance, EngineSettings -> (bytes, how) / (bytes, tier, how) or None; whether it
+    # moves KV layer by layer, EngineSettings -> (bool, in words).
     facts: Callable[[Any, Any], None] | None = None
+    fact_specs: tuple[FactSpec, ...] = ()
+    host_demand: Callable[[Any], tuple[float, str] | None] | None = None
+    disk_demand: Callable[[Any], tuple[float, Any, str] | None] | None = None
+    layout: Callable[[Any], tuple[bool, str]] | None = None
+    # (engine, setting) that gives its tensor parallelism, and its data-parallel setting
+    tp_setting: tuple[str, str] | None = None
+    dp_setting: str | None = None
+    # (max_num_batched_tokens, max_num_seqs) its server takes by default on a GPU, from the
+    # GPU's name and memory in bytes
+    batch_defaults: Callable[[str, float], tuple[int, int]] | None = None
     # The engine files that are its own, by file suffix (".env") or by the flag array of a bash
     # launch file (``SGLANG_ARGS``), each with the key its settings go under ("" for the top:
     # a Mooncake client JSON goes under ``client``); plan/engine_files.py reads them.
@@ -116,6 +137,18 @@ def file_owner(kind: str) -> tuple[str, str] | None:
 def file_kinds() -> tuple[str, ...]:
     """Every engine file suffix and flag array a registered engine owns."""
     return tuple(k for e in engines() for k in e.files)
+
+
+def batch_defaults(gpu_name: str, memory_bytes: float) -> tuple[int, int]:
+    """Tokens per step and running sequences where a plan or search sets none, on this GPU.
+
+    The defaults of the first registered engine that declares them (vLLM's ``vllm serve``
+    defaults: the replay schedules every engine as vLLM's scheduler, docs/replay.md).
+    """
+    for e in engines():
+        if e.batch_defaults is not None:
+            return e.batch_defaults(gpu_name, memory_bytes)
+    raise ConfigError("no registered engine gives default batch sizes")
 
 
 def names() -> tuple[str, ...]:

@@ -4,7 +4,8 @@ Defaults where the plan is silent, each from the engine it names:
 
 * tokens per step and running sequences: the plan's vLLM ``max-num-batched-tokens`` and
   ``max-num-seqs``, else vLLM's ``EngineArgs.get_batch_defaults`` for the API server (8,192 and
-  1,024 on GPUs of at least 70 GiB other than the A100; else 2,048 and 256);
+  1,024 on GPUs of at least 70 GiB other than an A100; else 2,048 and 256: the vLLM engine
+  module's ``batch_defaults``, through the registry);
 * the KV page: vLLM ``--block-size`` or SGLang ``--page-size``, else vLLM's 16;
 * the GPU KV pool: the plan's ``gpu_kv_pool`` per instance split over its replicas, else vLLM's
   ``gpu_memory_utilization`` (the plan's ``vllm.gpu-memory-utilization``, default 0.9) of each
@@ -30,6 +31,7 @@ Defaults where the plan is silent, each from the engine it names:
 from __future__ import annotations
 
 from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.engines import registry
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.build import StepModelInputs, kv_model, pool_tokens, step_model_for
 from kvadvisor.fleet.deployment import (
@@ -50,15 +52,10 @@ from kvadvisor.perfmodel.frontend import frontend_defaults
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.perfmodel.transfer import engine_share
 from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
+from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 from kvadvisor.units.format import number
 from kvadvisor.vocab import Stage, Topology
 
-# vLLM EngineArgs.get_batch_defaults (OpenAI API server): GPUs of at least 70 GiB other than
-# the A100 get the larger budget (vllm/engine/arg_utils.py).
-LARGE_GPU_BYTES = 70 * BYTES_PER_GIB
-LARGE_GPU_BATCH = (8192, 1024)
-SMALL_GPU_BATCH = (2048, 256)
 VLLM_BLOCK_TOKENS = 16
 # SGLang HiCache prefetches from storage (L3) only when at least this many tokens hit there
 # (hicache_design.md).
@@ -70,8 +67,8 @@ def _fail(plan: Plan, where: str, what: str) -> ConfigError:
 
 
 def _batch_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    large = gpu.memory_bytes >= LARGE_GPU_BYTES and not gpu.name.startswith("a100")
-    return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
+    """Vllm serve's tokens per step and running sequences on ``gpu`` (the engine registry's)."""
+    return registry.batch_defaults(gpu.name, gpu.memory_bytes)
 
 
 def _page_tokens(stage: StagePlan) -> int:
