@@ -193,3 +193,23 @@ def test_the_search_and_the_emitted_files_agree_on_the_a100() -> None:
             "serving", "x", 1, gpu.display_name, 8, 1, None, None, (), 256, gpu.memory_bytes
         )
         assert serve_default_batched_tokens(view) == batch_defaults(gpu)[0], name
+
+
+# Modules outside kvadvisor/engines/ that still name an engine (issue 29: to move into the
+# engine modules): the front end's choice of serving engine, and verify's I/O shape.
+STILL_NAMING = {"perfmodel/frontend.py", "verifyjobs/shape.py"}
+
+
+def test_engine_names_stay_in_their_modules() -> None:
+    """The plan keys of the engines whose names no trace format shares appear in engines/ only.
+
+    ("vllm" and "mooncake" are also trace formats and benchmark names, so they are not counted.)
+    """
+    package = Path(__file__).resolve().parents[1] / "kvadvisor"
+    quoted = [f'"{n}"' for n in ("lmcache", "sglang-hicache", "dynamo-kvbm")]
+    naming = {
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if p.parent.name != "engines" and any(q in p.read_text(encoding="utf-8") for q in quoted)
+    }
+    assert naming == STILL_NAMING

@@ -54,10 +54,8 @@ def written_tiers(engine: str, ctx: EmitContext, stage: StageView) -> tuple[Tier
 def decode_saves(engine: str, ctx: EmitContext, stage: StageView) -> bool:
     """Whether ``engine``'s decode servers write the KV they generate to their tiers.
 
-    Each engine says (``Engine.decode_saves``): LMCache with save_decode_cache, vLLM's
-    OffloadingConnector (it offloads every block), SGLang with
-    --disaggregation-decode-enable-offload-kvcache; KVBM runs no tier on decode workers and
-    Mooncake's decode connector is a kv_consumer (it loads, never stores).
+    Each engine says (``Engine.decode_saves``, in its module); by default its decode servers
+    do not.
     """
     return registry.engine(engine).decode_saves(ctx, stage)
 

@@ -9,7 +9,8 @@ prefill workers; decode workers take the prompt's KV over NIXL (kvbm-guide.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
@@ -315,6 +316,12 @@ def _disk_demand(s: EngineSettings) -> tuple[float, TierPlan | None, str] | None
     return gb * BYTES_PER_GB * n, local, how
 
 
+# -- the plan and the replay: what its settings say of I/O, pages, loads and writes -----------
+def _io_chunk(engines: Mapping[str, Any]) -> tuple[int, str]:
+    # KVBM moves the serving engine's blocks: vLLM's (default 16 tokens).
+    return int(engines.get("vllm", {}).get("block-size", VLLM_BLOCK_TOKENS)), "vLLM --block-size"
+
+
 def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     # KVBM runs on prefill (and aggregated) workers; decode takes the KV over NIXL.
     return set() if stage.stage == Stage.DECODE else {s.name for s in kvbm_env(ctx, stage)[0]}
@@ -334,6 +341,10 @@ ENGINE = register(
         layout=lambda s: (False, "KVBM fully contiguous blocks: a block holds every layer"),
         # Dynamo's workers are vLLM's: the TP is vLLM's flag
         tp_setting=("vllm", "tensor-parallel-size"),
+        # decode_saves: no; KVBM runs no tier on decode workers (they take the KV over NIXL)
+        io_chunk=_io_chunk,
+        # its disk tier (G3) is a local directory: on a file system, plain POSIX files
+        local_disk_backend=lambda engines: "KVBM disk tier",
         emit=emit_kvbm,
         tier_keys=_tier_keys,
         host_keys=frozenset({"DYN_KVBM_CPU_CACHE_GB"}),

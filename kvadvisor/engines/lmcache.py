@@ -9,7 +9,8 @@ LMCacheConnectorV1 (LMCache's own PD mode forbids a remote backend: configuratio
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
@@ -26,6 +27,7 @@ from kvadvisor.engines.vllm import (
     launch_lines,
     nixl_reason,
 )
+from kvadvisor.plan.model import KvLoadPlan
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
 from kvadvisor.units.format import as_written
@@ -262,6 +264,16 @@ def _layout(s: EngineSettings) -> tuple[bool, str]:
     return False, "LMCache chunks: one object per chunk per rank, all layers"
 
 
+# -- the plan and the replay: what its settings say of I/O, pages, loads and writes -----------
+def _io_chunk(engines: Mapping[str, Any]) -> tuple[int, str]:
+    return int(engines["lmcache"].get("chunk_size", 256)), "LMCache chunk_size"
+
+
+def _kv_load(engines: Mapping[str, Any]) -> tuple[KvLoadPlan, str]:
+    """LMCache loads at admission, and recomputes hits below ``min_retrieve_tokens``."""
+    return KvLoadPlan(min_tokens=int(engines["lmcache"].get("min_retrieve_tokens", 0))), "LMCache"
+
+
 def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     return {s.name for s in lmcache_settings(ctx, stage)[0]}
 
@@ -277,6 +289,13 @@ ENGINE = register(
         host_demand=_host_demand,
         disk_demand=_disk_demand,
         layout=_layout,
+        io_chunk=_io_chunk,
+        kv_load=_kv_load,
+        # LocalDiskBackend reaches a file system as plain POSIX files, one client per instance
+        local_disk_backend=lambda engines: (
+            "LMCache local_disk" if engines["lmcache"].get("local_disk") else None
+        ),
+        saves_decode_kv=lambda engines: bool(engines["lmcache"].get("save_decode_cache", False)),
         emit=emit_lmcache,
         tier_keys=_tier_keys,
         host_keys=frozenset({"max_local_cpu_size"}),

@@ -346,5 +346,6 @@ ENGINE = register(
         step_tokens=lambda ctx, stage: batched_tokens(ctx, stage)[0],
         # one master and one client configuration for every stage
         shared_files=(MASTER_SH, CLIENT_JSON),
+        # decode_saves: no; its decode connector is a kv_consumer (it loads, never stores)
     )
 )

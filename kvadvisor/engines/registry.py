@@ -66,6 +66,20 @@ class Engine:
     # (engine, setting) that gives its tensor parallelism, and its data-parallel setting
     tp_setting: tuple[str, str] | None = None
     dp_setting: str | None = None
+    # The plan and the replay (plan/model.py, fleet/fromplan.py), each hook given the stage's
+    # engine settings {engine: settings}, answering None when its settings do not say: tokens
+    # per KV I/O and where that comes from; the KV page its scheduler allocates; how it loads
+    # prefix hits (a plan.model.KvLoadPlan, in words); its write policy; the name of the
+    # local-disk backend through which it reaches a file system; whether its decode servers save
+    # the KV they generate; its scheduler flags {gpu_memory_utilization, max_batched_tokens,
+    # max_seqs}, those given.
+    io_chunk: Callable[[Mapping[str, Any]], tuple[int, str] | None] | None = None
+    page_tokens: Callable[[Mapping[str, Any]], int | None] | None = None
+    kv_load: Callable[[Mapping[str, Any]], tuple[Any, str] | None] | None = None
+    write_policy: Callable[[Mapping[str, Any]], str | None] | None = None
+    local_disk_backend: Callable[[Mapping[str, Any]], str | None] | None = None
+    saves_decode_kv: Callable[[Mapping[str, Any]], bool | None] | None = None
+    scheduler: Callable[[Mapping[str, Any]], dict[str, float] | None] | None = None
     # (max_num_batched_tokens, max_num_seqs) its server takes by default on a GPU, from the
     # GPU's name and memory in bytes
     batch_defaults: Callable[[str, float], tuple[int, int]] | None = None
@@ -149,6 +163,24 @@ def batch_defaults(gpu_name: str, memory_bytes: float) -> tuple[int, int]:
         if e.batch_defaults is not None:
             return e.batch_defaults(gpu_name, memory_bytes)
     raise ConfigError("no registered engine gives default batch sizes")
+
+
+def answers(stage_engines: Mapping[str, Any], hook: str) -> list[Any]:
+    """What each engine configured on a stage answers to ``hook``, in registry order (no None)."""
+    out = []
+    for e in engines():
+        ask = getattr(e, hook)
+        if e.name in stage_engines and ask is not None:
+            value = ask(stage_engines)
+            if value is not None:
+                out.append(value)
+    return out
+
+
+def first(stage_engines: Mapping[str, Any], hook: str) -> Any:
+    """The first answer to ``hook`` of the engines configured on a stage, else None."""
+    found = answers(stage_engines, hook)
+    return found[0] if found else None
 
 
 def names() -> tuple[str, ...]:

@@ -11,7 +11,8 @@ kernel I/O backend, and a prefetch policy (hicache_best_practices.md).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
@@ -20,6 +21,7 @@ from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.errors import ConfigError
+from kvadvisor.plan.model import KvLoadPlan
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 from kvadvisor.vocab import Stage
@@ -438,6 +440,34 @@ def _layout(s: EngineSettings) -> tuple[bool, str]:
     return False, f"SGLang HiCache pages ({layout} host layout): a page holds every layer"
 
 
+# -- the plan and the replay: what its settings say of I/O, pages, loads and writes -----------
+# HiCache prefetches from storage (L3) only when at least this many tokens hit there
+# (hicache_design.md).
+HICACHE_PREFETCH_THRESHOLD_TOKENS = 256
+
+
+def _page_tokens(engines: Mapping[str, Any]) -> int | None:
+    hicache = engines["sglang-hicache"]
+    return int(hicache["page-size"]) if "page-size" in hicache else None
+
+
+def _io_chunk(engines: Mapping[str, Any]) -> tuple[int, str] | None:
+    page = _page_tokens(engines)
+    return None if page is None else (page, "SGLang --page-size")
+
+
+def _kv_load(engines: Mapping[str, Any]) -> tuple[KvLoadPlan, str] | None:
+    """With a storage backend, HiCache prefetches at arrival with its prefetch policy."""
+    hicache = engines["sglang-hicache"]
+    if not hicache.get("hicache-storage-backend"):
+        return None
+    policy = str(hicache.get("hicache-storage-prefetch-policy", "best_effort"))
+    return (
+        KvLoadPlan("prefetch", policy, min_tokens=HICACHE_PREFETCH_THRESHOLD_TOKENS),
+        "SGLang HiCache storage prefetch",
+    )
+
+
 def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     env, flags, _, _ = sglang_stage(ctx, stage)
     return {s.name for s in env + flags}
@@ -454,6 +484,16 @@ ENGINE = register(
         layout=_layout,
         tp_setting=("sglang-hicache", "tp-size"),
         dp_setting="dp-size",
+        io_chunk=_io_chunk,
+        page_tokens=_page_tokens,
+        kv_load=_kv_load,
+        write_policy=lambda engines: engines["sglang-hicache"].get("hicache-write-policy"),
+        # its `file` storage backend reaches a file system as plain POSIX files
+        local_disk_backend=lambda engines: (
+            "SGLang HiCache file backend"
+            if engines["sglang-hicache"].get("hicache-storage-backend") == "file"
+            else None
+        ),
         emit=emit_sglang,
         tier_keys=_tier_keys,
         host_keys=frozenset({"hicache-size"}),

@@ -8,7 +8,7 @@ The LMCache and Mooncake targets reuse these launch files with their own connect
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
@@ -335,6 +335,24 @@ def _host_demand(s: EngineSettings) -> tuple[float, str] | None:
     return None
 
 
+# -- the plan and the replay: what its settings say of I/O, pages, loads and writes -----------
+def _io_chunk(engines: Mapping[str, Any]) -> tuple[int, str]:
+    return int(engines["vllm"].get("block-size", VLLM_BLOCK_TOKENS)), "vLLM --block-size"
+
+
+# Its scheduler flags, as the replay names them.
+_SCHEDULER_FLAGS = {
+    "gpu-memory-utilization": "gpu_memory_utilization",
+    "max-num-batched-tokens": "max_batched_tokens",
+    "max-num-seqs": "max_seqs",
+}
+
+
+def _scheduler(engines: Mapping[str, Any]) -> dict[str, float]:
+    vllm = engines["vllm"]
+    return {name: float(vllm[flag]) for flag, name in _SCHEDULER_FLAGS.items() if flag in vllm}
+
+
 def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     return {"kv-offloading-size"} if offload_bytes(ctx, stage) is not None else set()
 
@@ -355,6 +373,9 @@ ENGINE = register(
             "vLLM paged KV: one tensor per layer, so one copy per layer per rank",
         ),
         tp_setting=("vllm", "tensor-parallel-size"),
+        io_chunk=_io_chunk,
+        page_tokens=lambda engines: engines["vllm"].get("block-size"),
+        scheduler=_scheduler,
         emit=emit_vllm,
         tier_keys=_tier_keys,
         host_keys=frozenset({"kv-offloading-size"}),

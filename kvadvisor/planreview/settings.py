@@ -53,6 +53,18 @@ class EngineSettings:
         value = self.get(*where) if where else None
         return int(value or self.stage_tp)
 
+    def serving_tp(self) -> int:
+        """The TP of the stage's serving engine, else the stage's.
+
+        The first engine, in registry order, whose own setting gives one (a connector such as
+        LMCache runs at its engine's TP).
+        """
+        for e in registry.engines():
+            where = e.tp_setting
+            if e.name in self.stage.engines and where is not None and where[0] == e.name:
+                return int(self.get(*where) or self.stage_tp)
+        return self.stage_tp
+
     @property
     def stage_tp(self) -> int:
         """The stage's TP: its gpus_per_replica, else the plan's model.tp."""
