@@ -64,7 +64,7 @@ ALLOWED: dict[str, set[str]] = {
     # Measurements of a trace.
     "metrics": {"trace"},
     "cache": {"trace"},
-    "perfmodel": {"catalog"},
+    "perfmodel": {"catalog", "engines.registry"},
     # The fleet replay (issue 12): trace x deployment -> latencies, stage time, tier demand; it
     # sees no facts, rules or advice. Named `fleet`, not `replay`: `kvadvisor.replay` is the
     # public function, and importing a subpackage of that name would rebind it to the module.
@@ -94,6 +94,7 @@ ALLOWED: dict[str, set[str]] = {
     # results read back (its loader reads the folder; the rest is pure). Not named `verify`:
     # `kvadvisor.verify` is the public function.
     "verifyjobs": {
+        "engines.registry",
         "planreview",
         "plan",
         "perfmodel",

@@ -195,9 +195,8 @@ def test_the_search_and_the_emitted_files_agree_on_the_a100() -> None:
         assert serve_default_batched_tokens(view) == batch_defaults(gpu)[0], name
 
 
-# Modules outside kvadvisor/engines/ that still name an engine (issue 29: to move into the
-# engine modules): the front end's choice of serving engine, and verify's I/O shape.
-STILL_NAMING = {"perfmodel/frontend.py", "verifyjobs/shape.py"}
+# Modules outside kvadvisor/engines/ that still name an engine: none.
+STILL_NAMING: set[str] = set()
 
 
 def test_engine_names_stay_in_their_modules() -> None:

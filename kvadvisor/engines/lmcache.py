@@ -274,6 +274,24 @@ def _kv_load(engines: Mapping[str, Any]) -> tuple[KvLoadPlan, str]:
     return KvLoadPlan(min_tokens=int(engines["lmcache"].get("min_retrieve_tokens", 0))), "LMCache"
 
 
+def _io_shape(
+    engines: Mapping[str, Any], chunk_from: str, layers: int | None
+) -> tuple[str, int, str] | None:
+    """One object per chunk per rank, all layers; per layer with use_layerwise."""
+    if not (chunk_from.startswith("LMCache") or chunk_from.startswith("the plan")):
+        return None
+    if engines["lmcache"].get("use_layerwise"):
+        if layers:
+            return "layer_wise", layers, "LMCache use_layerwise: one object per layer"
+        return (
+            "contiguous",
+            1,
+            "LMCache use_layerwise, but the layer count is unknown (no catalog model): "
+            "taken as one object per chunk",
+        )
+    return "contiguous", 1, "LMCache: one object per chunk per rank (all layers)"
+
+
 def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     return {s.name for s in lmcache_settings(ctx, stage)[0]}
 
@@ -296,6 +314,7 @@ ENGINE = register(
             "LMCache local_disk" if engines["lmcache"].get("local_disk") else None
         ),
         saves_decode_kv=lambda engines: bool(engines["lmcache"].get("save_decode_cache", False)),
+        io_shape=_io_shape,
         emit=emit_lmcache,
         tier_keys=_tier_keys,
         host_keys=frozenset({"max_local_cpu_size"}),

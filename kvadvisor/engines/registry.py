@@ -80,6 +80,15 @@ class Engine:
     local_disk_backend: Callable[[Mapping[str, Any]], str | None] | None = None
     saves_decode_kv: Callable[[Mapping[str, Any]], bool | None] | None = None
     scheduler: Callable[[Mapping[str, Any]], dict[str, float] | None] | None = None
+    # The front end that serves requests when it is configured, and whether that front end
+    # hashes every block (perfmodel/frontend.py): ("sglang", True); None: not its front end.
+    front_end: Callable[[Mapping[str, Any]], tuple[str, bool] | None] | None = None
+    # How a chunk is written to storage for `verify`'s fio jobs (verifyjobs/shape.py), given
+    # the stage's engine settings, where the chunk size came from, and the model's layers (None
+    # if unknown): (layout, pieces per chunk per rank, why), or None when its settings say not.
+    io_shape: Callable[[Mapping[str, Any], str, int | None], tuple[str, int, str] | None] | None = (
+        None
+    )
     # (max_num_batched_tokens, max_num_seqs) its server takes by default on a GPU, from the
     # GPU's name and memory in bytes
     batch_defaults: Callable[[str, float], tuple[int, int]] | None = None

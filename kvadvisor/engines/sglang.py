@@ -468,6 +468,29 @@ def _kv_load(engines: Mapping[str, Any]) -> tuple[KvLoadPlan, str] | None:
     )
 
 
+# Host layouts that write K and V apart (verify's fio jobs write them as two pieces).
+SPLIT_LAYOUTS = ("page_first", "page_first_direct")
+
+
+def _io_shape(
+    engines: Mapping[str, Any], chunk_from: str, layers: int | None
+) -> tuple[str, int, str]:
+    """A flat page per rank, or K and V apart in the split host layouts."""
+    mem = engines["sglang-hicache"].get("hicache-mem-layout", "layer_first")
+    if mem in SPLIT_LAYOUTS:
+        return "kv_split", 2, f"SGLang --hicache-mem-layout {mem}: K and V written apart"
+    return "contiguous", 1, f"SGLang --hicache-mem-layout {mem}: one flat page per rank"
+
+
+def _front_end(engines: Mapping[str, Any]) -> tuple[str, bool]:
+    """SGLang's own front end; it hashes pages only for a HiCache storage backend.
+
+    Its radix tree matches token ids; HiCache hashes each page with SHA-256 for a storage
+    backend (``get_hash_str``, mem_cache/hicache_storage.py).
+    """
+    return "sglang", bool(engines["sglang-hicache"].get("hicache-storage-backend"))
+
+
 def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     env, flags, _, _ = sglang_stage(ctx, stage)
     return {s.name for s in env + flags}
@@ -494,6 +517,8 @@ ENGINE = register(
             if engines["sglang-hicache"].get("hicache-storage-backend") == "file"
             else None
         ),
+        io_shape=_io_shape,
+        front_end=_front_end,
         emit=emit_sglang,
         tier_keys=_tier_keys,
         host_keys=frozenset({"hicache-size"}),
