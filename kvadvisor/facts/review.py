@@ -343,7 +343,7 @@ TIER_FACT_SPECS: tuple[FactSpec, ...] = (
 )
 
 ENGINE_FACT_SPECS: tuple[FactSpec, ...] = (
-    _e("engine_name", TEXT, "The engine (lmcache, vllm, sglang-hicache, dynamo-kvbm, mooncake)."),
+    _e("engine_name", TEXT, "The engine, as the plan names it (a registered engine)."),
     _e(
         "engine_host_bytes_needed",
         B,
