@@ -16,6 +16,10 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 # termtext: text safe for a terminal (control characters escaped), for every printing layer.
 # vocab: what a value means (a stage, a severity, a status), for inputs and results alike.
 # quoting: names checked and quoted for every generated format (scripts, fio jobs, READMEs).
+# Modules with a row of their own inside their package: the engine registry sits low (plan
+# loading, the replay, emit and the review ask it), the engine modules beside it sit high (they
+# import the emit toolkit); the registry loads them by name on first use, as a plugin table does.
+OWN_ROWS = {"engines.registry"}
 LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "phases", "termtext", "quoting"}
 ISOLATED = LEAVES | {"progress", "jitcache"}
 
@@ -49,18 +53,23 @@ ALLOWED: dict[str, set[str]] = {
     "rules": {"yamlio"},
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
     # Its engine files pass the same boundary as the plan (fileio, yamlio, jsonio strict).
-    "plan": {"yamlio", "catalog", "fileio", "jsonio"},
+    "plan": {"yamlio", "catalog", "fileio", "jsonio", "engines.registry"},
+    # The table of serving engines (issue 29): names, hooks, settings schemas; it imports none.
+    "engines.registry": {"yamlio", "rules"},
+    # The engine modules (kvadvisor/engines/<engine>.py): each engine's settings, writer, facts
+    # and replay defaults in one place; only the registry loads them.
+    "engines": {"engines.registry", "emit", "results", "plan", "planreview", "catalog"},
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
     "synth": {"trace", "fileio"},
     # Measurements of a trace.
     "metrics": {"trace"},
     "cache": {"trace"},
-    "perfmodel": {"catalog"},
+    "perfmodel": {"catalog", "engines.registry"},
     # The fleet replay (issue 12): trace x deployment -> latencies, stage time, tier demand; it
     # sees no facts, rules or advice. Named `fleet`, not `replay`: `kvadvisor.replay` is the
     # public function, and importing a subpackage of that name would rebind it to the module.
     # It builds its result model (results.replay), as sections build theirs.
-    "fleet": {"trace", "cache", "perfmodel", "plan", "catalog", "results"},
+    "fleet": {"trace", "cache", "perfmodel", "plan", "catalog", "results", "engines.registry"},
     # What can be bought together (issue 14): instance + storage + caps + price.
     "deploy": {"catalog", "perfmodel", "plan"},
     # The result models (report, review): plain data every layer above reads.
@@ -68,9 +77,10 @@ ALLOWED: dict[str, set[str]] = {
     # Report sections built from the measurements (trace summary, stage profile, prefix cache).
     "sections": {"trace", "metrics", "cache", "perfmodel", "catalog", "fleet", "results"},
     # Facts: named numbers computed from the results; the rule engine's vocabulary.
-    "facts": {"results", "rules"},
+    "facts": {"results", "rules", "engines.registry"},
     # The advisor: candidates from catalogs (and deployments, replayed), facts, rules, verdict.
     "advice": {
+        "engines.registry",
         "facts",
         "rules",
         "catalog",
@@ -84,6 +94,7 @@ ALLOWED: dict[str, set[str]] = {
     # results read back (its loader reads the folder; the rest is pure). Not named `verify`:
     # `kvadvisor.verify` is the public function.
     "verifyjobs": {
+        "engines.registry",
         "planreview",
         "plan",
         "perfmodel",
@@ -96,7 +107,17 @@ ALLOWED: dict[str, set[str]] = {
         "fileio",
     },
     # Plan review: a plan checked against the trace's replayed arrays.
-    "planreview": {"plan", "perfmodel", "catalog", "deploy", "fleet", "facts", "rules", "results"},
+    "planreview": {
+        "plan",
+        "perfmodel",
+        "catalog",
+        "deploy",
+        "fleet",
+        "facts",
+        "rules",
+        "results",
+        "engines.registry",
+    },
     # The pipelines: one entry per command; they read or stream the trace and call the rest.
     "pipeline": {
         "trace",
@@ -118,7 +139,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     # Renderers and engine-config writers read the result models only.
     "report": {"results"},
-    "emit": {"results"},
+    "emit": {"results", "engines.registry"},
     # The public API: kvadvisor/__init__.py names it and loads it on first use from api.py,
     # which turns what a user has (paths, option values) into one pipeline call and a result
     # with its renderings.
@@ -194,8 +215,18 @@ def _is_module(name: str) -> bool:
 
 
 def top_of(rel: Path) -> str:
-    """The top-level module or package a file under kvadvisor/ belongs to."""
-    return rel.parts[0].removesuffix(".py")
+    """The row a file under kvadvisor/ belongs to: its top-level module or package, or its own."""
+    own = ".".join(rel.with_suffix("").parts[:2])
+    return own if own in OWN_ROWS else rel.parts[0].removesuffix(".py")
+
+
+_OWN_ROW_PACKAGES = {r.split(".")[0] for r in OWN_ROWS}
+
+
+def _row_of(dotted: str) -> str:
+    """The row of ``kvadvisor.<dotted>`` (a module path below kvadvisor)."""
+    parts = dotted.split(".")
+    return ".".join(parts[:2]) if ".".join(parts[:2]) in OWN_ROWS else parts[0]
 
 
 def kvadvisor_imports(tree: ast.AST) -> set[str]:
@@ -206,15 +237,17 @@ def kvadvisor_imports(tree: ast.AST) -> set[str]:
             parts = node.module.split(".")
             if parts[0] != "kvadvisor":
                 continue
-            if len(parts) > 1:
-                found.add(parts[1])
+            if len(parts) > 2 or (len(parts) == 2 and parts[1] not in _OWN_ROW_PACKAGES):
+                found.add(_row_of(".".join(parts[1:])))
+            elif len(parts) == 2:  # from kvadvisor.engines import registry: a row of its own
+                found.update(_row_of(f"{parts[1]}.{a.name}") for a in node.names)
             else:  # from kvadvisor import x: a submodule or a name of the public API
                 found.update(a.name if _is_module(a.name) else "__init__" for a in node.names)
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
                 if parts[0] == "kvadvisor":
-                    found.add(parts[1] if len(parts) > 1 else "__init__")
+                    found.add(_row_of(".".join(parts[1:])) if len(parts) > 1 else "__init__")
     return found
 
 
@@ -294,6 +327,14 @@ def test_a_planted_disallowed_import_fails() -> None:
     found = violations(files)
     assert "report/console.py imports kvadvisor.pipeline" in found
     assert "newpkg/__init__.py: kvadvisor.newpkg has no row in ALLOWED" in found
+    # An engine module is loaded by its registry only: emit's dispatch may not import one.
+    files = package_files()
+    files[Path("emit/writers.py")] += "\nfrom kvadvisor.engines.vllm import emit_vllm\n"
+    files[Path("plan/loader.py")] += "\nfrom kvadvisor.engines import registry, kvbm\n"
+    assert violations(files) == [
+        "emit/writers.py imports kvadvisor.engines",
+        "plan/loader.py imports kvadvisor.engines",
+    ]
     # And a leaf importing anything but a leaf.
     files = package_files()
     files[Path("units/unit.py")] += "\nimport kvadvisor.trace\n"

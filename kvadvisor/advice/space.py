@@ -27,10 +27,10 @@ from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
+from kvadvisor.engines import registry
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.fleet import KvModel, slo_percentiles
 from kvadvisor.fleet.build import StepModelInputs, kv_model, pool_tokens, roofline_for
-from kvadvisor.fleet.fromplan import LARGE_GPU_BATCH, LARGE_GPU_BYTES, SMALL_GPU_BATCH
 from kvadvisor.perfmodel import PerfModel
 from kvadvisor.perfmodel.memory import TP_CHOICES
 from kvadvisor.perfmodel.step import StepTable
@@ -74,11 +74,10 @@ class Shape:
 def batch_defaults(gpu: GpuSpec) -> tuple[int, int]:
     """VLLM's tokens per step and running sequences for the API server on this GPU.
 
-    ``EngineArgs.get_batch_defaults`` (vllm/engine/arg_utils.py): 8,192 and 1,024 on GPUs of
-    at least 70 GiB other than the A100, else 2,048 and 256; the plan replay uses the same.
+    ``EngineArgs.get_batch_defaults``, defined once in the vLLM engine module and read through
+    the engine registry: the plan replay and the emitted files use the same.
     """
-    large = gpu.memory_bytes >= LARGE_GPU_BYTES and not gpu.name.startswith("a100")
-    return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
+    return registry.batch_defaults(gpu.name, gpu.memory_bytes)
 
 
 @dataclass(frozen=True, eq=False)

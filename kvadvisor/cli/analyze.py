@@ -66,15 +66,18 @@ class ReportFormat(str, Enum):
     html = "html"
 
 
-class Engine(str, Enum):
-    """What `analyze --emit` writes: an engine's configuration, or the deployment plan."""
+def emit_target(value: str) -> str:
+    """An ``--emit`` value: a registered engine, or ``plan``; else a usage error naming them.
 
-    lmcache = "lmcache"
-    sglang_hicache = "sglang-hicache"
-    dynamo_kvbm = "dynamo-kvbm"
-    mooncake = "mooncake"
-    vllm = "vllm"
-    plan = "plan"
+    Read from the engine registry when the option is parsed (not when the CLI loads), so an
+    engine registered after this module is loaded is a target too.
+    """
+    from kvadvisor.emit import targets  # the registry loads the engine modules on first use
+
+    known = targets()
+    if value not in known:
+        raise typer.BadParameter(f"'{value}' is not one of {', '.join(known)}")
+    return value
 
 
 def command_line(ctx: typer.Context) -> str:
@@ -99,7 +102,7 @@ def command_line(ctx: typer.Context) -> str:
 
 
 def _split_emit_dir(
-    emit: list[Engine] | None, output: list[str] | None
+    emit: list[str] | None, output: list[str] | None
 ) -> tuple[str | None, list[str] | None]:
     """With --emit, the -o target without a file extension (or a directory) is the config dir."""
     if not emit:
@@ -535,14 +538,14 @@ def analyze_cmd(
         ),
     ] = False,
     emit: Annotated[
-        list[Engine] | None,
+        list[str] | None,
         typer.Option(
             "--emit",
             metavar="ENGINE",
-            help="Write this engine's configuration (or the deployment plan) for the "
-            "recommended deployment into the -o directory: "
-            + ", ".join(e.value for e in Engine)
-            + ". Repeatable.",
+            parser=emit_target,
+            help="Write this engine's configuration (or, with `plan`, the deployment plan) for "
+            "the recommended deployment into the -o directory; a name it does not know lists "
+            "the engines it does (docs/emit.md). Repeatable.",
             rich_help_panel=PANEL_OUTPUT,
         ),
     ] = None,
@@ -642,7 +645,7 @@ def analyze_cmd(
                 terminal = renderer.name in ("text", "markdown")
                 write_output(target, text, files, terminal=terminal)
         if emit:
-            written = emit_all(report, [e.value for e in emit], command_line(ctx))
+            written = emit_all(report, list(emit), command_line(ctx))
             for name in written:  # every name first: no half set written before a refusal
                 files.check_output(Path(emit_dir) / name)
             for name, text in written.items():

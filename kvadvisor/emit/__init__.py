@@ -1,5 +1,13 @@
 """Engine configuration output: the recommended deployment in each engine's own format."""
 
-from kvadvisor.emit.writers import EMITTERS, TARGETS, emit_all, emit_config
+from typing import Any
 
-__all__ = ["EMITTERS", "TARGETS", "emit_all", "emit_config"]
+from kvadvisor.emit import writers
+from kvadvisor.emit.writers import emit_all, emit_config, emitters, targets
+
+__all__ = ["EMITTERS", "TARGETS", "emit_all", "emit_config", "emitters", "targets"]
+
+
+def __getattr__(name: str) -> Any:
+    """EMITTERS and TARGETS from the engine registry, as :mod:`kvadvisor.emit.writers` has them."""
+    return getattr(writers, name)

@@ -20,31 +20,9 @@ import yaml
 
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
-from kvadvisor.emit.kvbm import kvbm_env
-from kvadvisor.emit.lmcache import lmcache_settings
-from kvadvisor.emit.mooncake import store_settings
-from kvadvisor.emit.sglang import sglang_stage
-from kvadvisor.emit.vllm import batched_tokens, offload_bytes
+from kvadvisor.engines import registry
 from kvadvisor.quoting import one_line
 from kvadvisor.vocab import Stage
-
-# The setting that sizes each engine's host tier, and the ones that give it the tier below.
-HOST_KEYS = {
-    "lmcache": {"max_local_cpu_size"},
-    "vllm": {"kv-offloading-size"},
-    "sglang-hicache": {"hicache-size"},
-    "dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB"},
-    "mooncake": {"global_segment_size"},
-}
-STORAGE_KEYS = {
-    "lmcache": {"max_local_disk_size", "remote_url"},
-    "vllm": set(),
-    "sglang-hicache": {"hicache-storage-backend"},
-    "dynamo-kvbm": {"DYN_KVBM_DISK_CACHE_GB"},
-    "mooncake": {"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"},
-}
-# Engines that launch `vllm serve` with the emitted --max-num-batched-tokens.
-VLLM_SERVED = ("lmcache", "vllm", "mooncake")
 
 
 def _quantity_gib(nbytes: float) -> str:
@@ -55,27 +33,18 @@ def _quantity_gib(nbytes: float) -> str:
 
 def engine_keys(engine: str, ctx: EmitContext, stage: StageView) -> set[str]:
     """The names of the settings ``engine`` writes for ``stage``'s tiers."""
-    if engine == "lmcache":
-        return {s.name for s in lmcache_settings(ctx, stage)[0]}
-    if engine == "vllm":
-        return {"kv-offloading-size"} if offload_bytes(ctx, stage) is not None else set()
-    if engine == "sglang-hicache":
-        env, flags, _, _ = sglang_stage(ctx, stage)
-        return {s.name for s in env + flags}
-    if engine == "dynamo-kvbm":
-        # KVBM runs on prefill (and aggregated) workers; decode takes the KV over NIXL.
-        return set() if stage.stage == Stage.DECODE else {s.name for s in kvbm_env(ctx, stage)[0]}
-    if engine == "mooncake":
-        env, flags = store_settings(ctx, stage)
-        return {s.name for s in env + flags}
-    raise AssertionError(f"no tier keys for {engine}")  # writers.EMITTERS lists the engines
+    return registry.engine(engine).tier_keys(ctx, stage)
 
 
 def written_tiers(engine: str, ctx: EmitContext, stage: StageView) -> tuple[TierView, ...]:
-    """The recommended tiers of ``stage`` that ``engine``'s files give the engine."""
-    keys = engine_keys(engine, ctx, stage)
-    host = bool(keys & HOST_KEYS[engine])
-    below = bool(keys & STORAGE_KEYS[engine])
+    """The recommended tiers of ``stage`` that ``engine``'s files give the engine.
+
+    The engine's ``host_keys`` size its host tier; its ``storage_keys`` give it the tier below.
+    """
+    e = registry.engine(engine)
+    keys = e.tier_keys(ctx, stage)
+    host = bool(keys & e.host_keys)
+    below = bool(keys & e.storage_keys)
     storage = stage.storage_tier
     return tuple(
         t for t in stage.tiers if (t.kind == TierKind.HOST and host) or (t is storage and below)
@@ -85,17 +54,10 @@ def written_tiers(engine: str, ctx: EmitContext, stage: StageView) -> tuple[Tier
 def decode_saves(engine: str, ctx: EmitContext, stage: StageView) -> bool:
     """Whether ``engine``'s decode servers write the KV they generate to their tiers.
 
-    LMCache with save_decode_cache, vLLM's OffloadingConnector (it offloads every block), SGLang
-    with --disaggregation-decode-enable-offload-kvcache; KVBM runs no tier on decode workers and
-    Mooncake's decode connector is a kv_consumer (it loads, never stores).
+    Each engine says (``Engine.decode_saves``, in its module); by default its decode servers
+    do not.
     """
-    if engine == "lmcache":
-        return "save_decode_cache" in engine_keys(engine, ctx, stage)
-    if engine == "vllm":
-        return offload_bytes(ctx, stage) is not None
-    if engine == "sglang-hicache":
-        return "disaggregation-decode-enable-offload-kvcache" in engine_keys(engine, ctx, stage)
-    return False
+    return registry.engine(engine).decode_saves(ctx, stage)
 
 
 def _tier(t: TierView) -> dict[str, object]:
@@ -179,9 +141,10 @@ def on_engine(
             t for t, view in zip(tiers, stage.tiers, strict=True) if id(view) in written
         ]
         block.pop("chunk_tokens", None)
-        if engine in VLLM_SERVED:
+        step_tokens = registry.engine(engine).step_tokens
+        if step_tokens is not None:
             sched = block.setdefault("scheduler", {})
-            sched["max_num_batched_tokens"] = batched_tokens(ctx, stage)[0]
+            sched["max_num_batched_tokens"] = step_tokens(ctx, stage)
         if ctx.disaggregated and stage.stage == Stage.DECODE:
             block["save_decode_kv"] = decode_saves(engine, ctx, stage)
         files = engine_files.get(stage.stage)

@@ -1,38 +1,46 @@
-"""Which writer makes which engine's files, and the one entry point, :func:`emit_config`.
+"""The ``--emit`` targets (the registered engines, and ``plan``) and :func:`emit_config`.
 
-Each writer takes the advice report (through :class:`EmitContext`) and returns {file name:
-text}; every setting carries a comment with the measured number it comes from and the engine
-file that defines its unit and scope. Names are spelled as each engine's source spells them
-(tests/fixtures/engine_keys/ lists them with their sources).
+Each engine's writer (``Engine.emit``, kvadvisor/engines/) takes the advice report (through
+:class:`EmitContext`) and returns {file name: text}; every setting carries a comment with the
+measured number it comes from and the engine file that defines its unit and scope. Names are
+spelled as each engine's source spells them (tests/fixtures/engine_keys/ lists them with their
+sources).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import deployment_from_report
-from kvadvisor.emit.kvbm import emit_kvbm
-from kvadvisor.emit.lmcache import emit_lmcache
-from kvadvisor.emit.mooncake import emit_mooncake
 from kvadvisor.emit.plan import emit_plan, plan_name
-from kvadvisor.emit.sglang import emit_sglang
-from kvadvisor.emit.vllm import emit_vllm
+from kvadvisor.engines import registry
 from kvadvisor.errors import ConfigError
 from kvadvisor.results import AdviceReport
 
-EMITTERS: dict[str, Callable[[EmitContext], dict[str, str]]] = {
-    "lmcache": emit_lmcache,
-    "sglang-hicache": emit_sglang,
-    "dynamo-kvbm": emit_kvbm,
-    "mooncake": emit_mooncake,
-    "vllm": emit_vllm,
-}
-TARGETS = (*EMITTERS, "plan")
 
-# Files that feed the engine lint, by stage; files every stage reads (a Mooncake master, the
-# engine's Mooncake client) are listed with each stage.
-_SHARED_FILES = ("mooncake-master.sh", "mooncake-client.json")
+def emitters() -> dict[str, Callable[[EmitContext], dict[str, str]]]:
+    """{engine: its writer} for every registered engine."""
+    return {e.name: e.emit for e in registry.engines()}
+
+
+def targets() -> tuple[str, ...]:
+    """What ``--emit`` accepts: every registered engine, then ``plan``."""
+    return (*registry.names(), "plan")
+
+
+def __getattr__(name: str) -> Any:
+    """EMITTERS and TARGETS, read from the registry when asked (an engine may register late)."""
+    if name == "EMITTERS":
+        return emitters()
+    if name == "TARGETS":
+        return targets()
+    raise AttributeError(name)
+
+
+# Files that feed the engine lint, by stage; files every stage reads (``Engine.shared_files``:
+# a Mooncake master, the engine's Mooncake client) are listed with each stage.
 _LINTED = (".yaml", ".env", ".json", ".sh")
 _STAGES = ("prefill", "decode", "serving")
 
@@ -40,12 +48,13 @@ _STAGES = ("prefill", "decode", "serving")
 def _engine_files(names: Sequence[str]) -> dict[str, list[str]]:
     """{stage: [files]} for the engine files among ``names`` that configure each stage."""
     out: dict[str, list[str]] = {}
+    shared = {f for e in registry.engines() for f in e.shared_files}
     stages = {n.rsplit(".", 1)[0].rsplit("-", 1)[-1] for n in names}
     for name in sorted(names):
         if not name.endswith(_LINTED):
             continue
         stage = name.rsplit(".", 1)[0].rsplit("-", 1)[-1]
-        if name in _SHARED_FILES:
+        if name in shared:
             targets = [s for s in _STAGES if s in stages]
         elif stage in _STAGES:
             targets = [stage]
@@ -69,12 +78,13 @@ def emit_config(
     alone is the recommended deployment without engine files; :func:`emit_all` writes a plan
     per engine that lists the engine's files.
     """
-    if engine not in TARGETS:
-        raise ConfigError(f"unknown engine '{engine}': choose one of {', '.join(TARGETS)}")
+    known = targets()
+    if engine not in known:
+        raise ConfigError(f"unknown engine '{engine}': choose one of {', '.join(known)}")
     ctx = _context(report, command)
     if engine == "plan":
         return emit_plan(ctx)
-    return EMITTERS[engine](ctx)
+    return registry.engine(engine).emit(ctx)
 
 
 def emit_all(report: AdviceReport, engines: Sequence[str], command: str) -> dict[str, str]:

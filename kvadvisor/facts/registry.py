@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from kvadvisor.engines import registry as engines
 from kvadvisor.facts.review import REVIEW_FACT_SPECS
 from kvadvisor.rules.model import FactSpec, FactValue
 from kvadvisor.units import Unit
@@ -473,14 +474,26 @@ WORKLOAD_FACT_SPECS: tuple[FactSpec, ...] = (
     ),
 )
 
-# Every fact: the workload's (analyze) and the reviewed plan's (kvadvisor.facts.review).
-FACT_SPECS: tuple[FactSpec, ...] = WORKLOAD_FACT_SPECS + REVIEW_FACT_SPECS
+
+def engine_fact_specs() -> tuple[FactSpec, ...]:
+    """The facts each registered engine's settings give (``Engine.fact_specs``), in its order."""
+    return tuple(spec for e in engines.engines() for spec in e.fact_specs)
+
+
+# Every fact: the workload's (analyze), the reviewed plan's (kvadvisor.facts.review) and its
+# engines' settings (kvadvisor/engines/, as registered when this module is loaded).
+FACT_SPECS: tuple[FactSpec, ...] = WORKLOAD_FACT_SPECS + REVIEW_FACT_SPECS + engine_fact_specs()
 FACTS: dict[str, FactSpec] = {f.name: f for f in FACT_SPECS}
 
 
 def fact(name: str, value: float | int | bool | str | None) -> FactValue | None:
-    """A FactValue for a registered name, or None for a missing or non-finite value."""
-    spec = FACTS[name]  # a KeyError here is a bug: every produced fact must be registered
+    """A FactValue for a registered name, or None for a missing or non-finite value.
+
+    A name not in FACTS may be a fact of an engine registered later (a plug-in's).
+    """
+    spec = FACTS.get(name) or next((f for f in engine_fact_specs() if f.name == name), None)
+    if spec is None:  # a bug: every produced fact must be registered
+        raise KeyError(name)
     if value is None:
         return None
     if spec.unit is Unit.TEXT:

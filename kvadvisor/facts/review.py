@@ -17,7 +17,6 @@ _PLAN, _STAGE, _TIER, _ENGINE = (
     "review (the tier replayed against the trace)",
     "review (the engine's settings on the stage)",
 )
-_LINT = "review (engine settings)"
 
 
 def _p(name: str, unit: Unit, text: str) -> FactSpec:
@@ -196,169 +195,6 @@ STAGE_FACT_SPECS: tuple[FactSpec, ...] = (
         "(each rank stores its KV heads), 1 for MLA (the latent is not sharded).",
     ),
     _s("stage_model_layers", C, "Layers of the served model (catalog)."),
-    # -- engine settings (per stage) --------------------------------------------------------
-    _s("lmcache_configured", BOOL, "Whether the stage configures LMCache.", _LINT),
-    _s("lmcache_chunk_tokens", Unit.TOKENS, "LMCache chunk_size (default 256).", _LINT),
-    _s(
-        "engine_block_tokens",
-        Unit.TOKENS,
-        "The serving engine's KV block: vLLM --block-size (default 16), or SGLang --page-size "
-        "when SGLang serves.",
-        _LINT,
-    ),
-    _s("engine_block_from", TEXT, "Which setting engine_block_tokens comes from.", _LINT),
-    _s(
-        "lmcache_chunk_aligned",
-        BOOL,
-        "Whether lmcache_chunk_tokens is a multiple of engine_block_tokens.",
-        _LINT,
-    ),
-    _s("lmcache_fs_native", BOOL, "Whether LMCache's L2 adapter is fs_native.", _LINT),
-    _s("lmcache_l2_capped", BOOL, "Whether the L2 adapter sets max_capacity_gb.", _LINT),
-    _s("lmcache_l2_eviction_set", BOOL, "Whether the L2 adapter has an eviction block.", _LINT),
-    _s("lmcache_local_disk_set", BOOL, "Whether LMCache local_disk is set.", _LINT),
-    _s("lmcache_disk_size_set", BOOL, "Whether max_local_disk_size is set (non-zero).", _LINT),
-    _s("lmcache_enable_pd", BOOL, "Whether LMCache enable_pd is on.", _LINT),
-    _s("lmcache_remote_url_set", BOOL, "Whether LMCache remote_url is set.", _LINT),
-    _s("lmcache_remote_url", TEXT, "LMCache remote_url.", _LINT),
-    _s(
-        "lmcache_remote_url_has_scheme",
-        BOOL,
-        "Whether remote_url reads protocol://host:port/path.",
-        _LINT,
-    ),
-    _s("lmcache_save_decode_cache", BOOL, "Whether LMCache save_decode_cache is on.", _LINT),
-    _s("kvbm_configured", BOOL, "Whether the stage configures Dynamo KVBM.", _LINT),
-    _s("kvbm_cpu_cache_bytes", B, "DYN_KVBM_CPU_CACHE_GB x 10^9 (per engine instance).", _LINT),
-    _s("kvbm_disk_cache_bytes", B, "DYN_KVBM_DISK_CACHE_GB x 10^9 (per engine instance).", _LINT),
-    _s(
-        "kvbm_device_pool_bytes",
-        B,
-        "The GPU KV pool of one engine instance (KVBM's scope): stage_device_pool_bytes over the "
-        "instance's TP groups.",
-        _LINT,
-    ),
-    _s("stage_tp_groups", C, "Engine instances (TP groups) per instance.", _LINT),
-    _s("kvbm_disk_dir_set", BOOL, "Whether DYN_KVBM_DISK_CACHE_DIR is set.", _LINT),
-    _s(
-        "kvbm_disk_on_filesystem",
-        BOOL,
-        "Whether KVBM's disk cache sits on a filesystem tier (the stage has no local disk tier).",
-        _LINT,
-    ),
-    _s("kvbm_disk_tier_name", TEXT, "The filesystem tier holding KVBM's disk cache.", _LINT),
-    _s(
-        "kvbm_zerofill_fallback",
-        BOOL,
-        "Whether DYN_KVBM_DISK_ZEROFILL_FALLBACK is set.",
-        _LINT,
-    ),
-    _s("kvbm_disaggregation_mode", TEXT, "The KVBM worker's disaggregation-mode.", _LINT),
-    _s("kvbm_nixl_connector", BOOL, "Whether the worker's connector list has nixl.", _LINT),
-    _s("kvbm_connectors", TEXT, "The worker's connector list.", _LINT),
-    _s("sglang_configured", BOOL, "Whether the stage configures SGLang HiCache.", _LINT),
-    _s(
-        "sglang_host_to_device_ratio",
-        Unit.MULTIPLE,
-        "HiCache host pool / device pool per rank: hicache-size over the per-rank pool, else "
-        "hicache-ratio (default 2).",
-        _LINT,
-    ),
-    _s(
-        "sglang_host_pool_bytes_per_rank",
-        B,
-        "HiCache host pool per rank: hicache-size x 10^9, else ratio x the per-rank device pool.",
-        _LINT,
-    ),
-    _s("sglang_host_pool_bytes", B, "sglang_host_pool_bytes_per_rank x stage_ranks.", _LINT),
-    _s(
-        "sglang_hicache_size_bytes_per_rank",
-        B,
-        "hicache-size x 10^9 (absent when 0 or unset).",
-        _LINT,
-    ),
-    _s("sglang_hicache_size_set", BOOL, "Whether hicache-size is set (non-zero).", _LINT),
-    _s("sglang_mem_layout_set", BOOL, "Whether hicache-mem-layout is given.", _LINT),
-    _s(
-        "sglang_mem_layout",
-        TEXT,
-        "hicache-mem-layout as given (SGLang's default page_first).",
-        _LINT,
-    ),
-    _s("sglang_io_backend", TEXT, "hicache-io-backend (default kernel).", _LINT),
-    _s("sglang_storage_backend_set", BOOL, "Whether hicache-storage-backend is set.", _LINT),
-    _s("sglang_storage_backend", TEXT, 'hicache-storage-backend ("none" when unset).', _LINT),
-    _s(
-        "sglang_file_backend_dir_set",
-        BOOL,
-        "Whether SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR is set.",
-        _LINT,
-    ),
-    _s(
-        "sglang_file_backend_dir",
-        TEXT,
-        "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR.",
-        _LINT,
-    ),
-    _s(
-        "sglang_decode_offload",
-        BOOL,
-        "Whether disaggregation-decode-enable-offload-kvcache is on.",
-        _LINT,
-    ),
-    _s(
-        "sglang_disaggregation_mode",
-        TEXT,
-        'SGLang --disaggregation-mode (default "null").',
-        _LINT,
-    ),
-    _s(
-        "sglang_hierarchical_cache_enabled",
-        BOOL,
-        "Whether --enable-hierarchical-cache is on.",
-        _LINT,
-    ),
-    _s("mooncake_configured", BOOL, "Whether the stage configures Mooncake.", _LINT),
-    _s("mooncake_root_fs_dir_set", BOOL, "Whether root_fs_dir is set.", _LINT),
-    _s("mooncake_offload_enabled", BOOL, "Whether enable_offload is on.", _LINT),
-    _s("mooncake_store_service", BOOL, "Whether a store service is configured (host).", _LINT),
-    _s("mooncake_client_set", BOOL, "Whether a client configuration is given.", _LINT),
-    _s(
-        "mooncake_client_missing_count",
-        C,
-        "Required client keys (local_hostname, metadata_server, master_server_address) missing.",
-        _LINT,
-    ),
-    _s("mooncake_client_missing", TEXT, "Those keys.", _LINT),
-    _s(
-        "mooncake_offload_unset_count",
-        C,
-        "Of MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES, how "
-        "many are unset.",
-        _LINT,
-    ),
-    _s("mooncake_offload_unset", TEXT, "Those settings.", _LINT),
-    _s("mooncake_eviction_ratio", R, "Mooncake master eviction_ratio.", _LINT),
-    _s("vllm_offloading_size_set", BOOL, "Whether vLLM kv-offloading-size is set.", _LINT),
-    _s("vllm_kv_transfer_config_set", BOOL, "Whether kv-transfer-config is set.", _LINT),
-    _s("vllm_offloading_backend_set", BOOL, "Whether kv-offloading-backend is set.", _LINT),
-    _s("vllm_connectors", TEXT, "kv_connector values, nested ones included.", _LINT),
-    _s(
-        "vllm_unknown_connector_count",
-        C,
-        "kv_connector values vLLM, Dynamo and Mooncake do not register.",
-        _LINT,
-    ),
-    _s("vllm_unknown_connectors", TEXT, "Those connectors.", _LINT),
-    _s(
-        "vllm_batched_tokens_per_seq",
-        Unit.MULTIPLE,
-        "max-num-batched-tokens / max-num-seqs (both given).",
-        _LINT,
-    ),
-    _s("vllm_max_num_batched_tokens", Unit.TOKENS, "vLLM max-num-batched-tokens.", _LINT),
-    _s("vllm_max_num_seqs", C, "vLLM max-num-seqs.", _LINT),
-    _s("vllm_gpu_memory_utilization", R, "vLLM gpu-memory-utilization.", _LINT),
 )
 
 TIER_FACT_SPECS: tuple[FactSpec, ...] = (
@@ -507,7 +343,7 @@ TIER_FACT_SPECS: tuple[FactSpec, ...] = (
 )
 
 ENGINE_FACT_SPECS: tuple[FactSpec, ...] = (
-    _e("engine_name", TEXT, "The engine (lmcache, vllm, sglang-hicache, dynamo-kvbm, mooncake)."),
+    _e("engine_name", TEXT, "The engine, as the plan names it (a registered engine)."),
     _e(
         "engine_host_bytes_needed",
         B,

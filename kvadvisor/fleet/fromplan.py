@@ -4,7 +4,8 @@ Defaults where the plan is silent, each from the engine it names:
 
 * tokens per step and running sequences: the plan's vLLM ``max-num-batched-tokens`` and
   ``max-num-seqs``, else vLLM's ``EngineArgs.get_batch_defaults`` for the API server (8,192 and
-  1,024 on GPUs of at least 70 GiB other than the A100; else 2,048 and 256);
+  1,024 on GPUs of at least 70 GiB other than an A100; else 2,048 and 256: the vLLM engine
+  module's ``batch_defaults``, through the registry);
 * the KV page: vLLM ``--block-size`` or SGLang ``--page-size``, else vLLM's 16;
 * the GPU KV pool: the plan's ``gpu_kv_pool`` per instance split over its replicas, else vLLM's
   ``gpu_memory_utilization`` (the plan's ``vllm.gpu-memory-utilization``, default 0.9) of each
@@ -30,6 +31,7 @@ Defaults where the plan is silent, each from the engine it names:
 from __future__ import annotations
 
 from kvadvisor.catalog.gpus import GpuSpec
+from kvadvisor.engines import registry
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.build import StepModelInputs, kv_model, pool_tokens, step_model_for
 from kvadvisor.fleet.deployment import (
@@ -50,19 +52,11 @@ from kvadvisor.perfmodel.frontend import frontend_defaults
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.perfmodel.transfer import engine_share
 from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
+from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 from kvadvisor.units.format import number
 from kvadvisor.vocab import Stage, Topology
 
-# vLLM EngineArgs.get_batch_defaults (OpenAI API server): GPUs of at least 70 GiB other than
-# the A100 get the larger budget (vllm/engine/arg_utils.py).
-LARGE_GPU_BYTES = 70 * BYTES_PER_GIB
-LARGE_GPU_BATCH = (8192, 1024)
-SMALL_GPU_BATCH = (2048, 256)
-VLLM_BLOCK_TOKENS = 16
-# SGLang HiCache prefetches from storage (L3) only when at least this many tokens hit there
-# (hicache_design.md).
-HICACHE_PREFETCH_THRESHOLD_TOKENS = 256
+VLLM_BLOCK_TOKENS = 16  # the page where no engine names one: vLLM's default block
 
 
 def _fail(plan: Plan, where: str, what: str) -> ConfigError:
@@ -70,41 +64,31 @@ def _fail(plan: Plan, where: str, what: str) -> ConfigError:
 
 
 def _batch_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    large = gpu.memory_bytes >= LARGE_GPU_BYTES and not gpu.name.startswith("a100")
-    return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
+    """Vllm serve's tokens per step and running sequences on ``gpu`` (the engine registry's)."""
+    return registry.batch_defaults(gpu.name, gpu.memory_bytes)
 
 
 def _page_tokens(stage: StagePlan) -> int:
     if stage.scheduler.page_tokens:
         return stage.scheduler.page_tokens
-    hicache = stage.engines.get("sglang-hicache", {})
-    if "page-size" in hicache:
-        return int(hicache["page-size"])
-    return int(stage.engines.get("vllm", {}).get("block-size", VLLM_BLOCK_TOKENS))
+    page = registry.first(stage.engines, "page_tokens")
+    return VLLM_BLOCK_TOKENS if page is None else int(page)
 
 
 def _load_plan(stage: StagePlan) -> tuple[KvLoadPlan, str]:
     """The stage's prefix-load behaviour and where it comes from."""
     if stage.kv_load is not None:
         return stage.kv_load, "the plan's kv_load"
-    hicache = stage.engines.get("sglang-hicache")
-    if hicache is not None and hicache.get("hicache-storage-backend"):
-        policy = str(hicache.get("hicache-storage-prefetch-policy", "best_effort"))
-        return (
-            KvLoadPlan("prefetch", policy, min_tokens=HICACHE_PREFETCH_THRESHOLD_TOKENS),
-            "SGLang HiCache storage prefetch",
-        )
-    lmcache = stage.engines.get("lmcache")
-    if lmcache is not None:
-        return KvLoadPlan(min_tokens=int(lmcache.get("min_retrieve_tokens", 0))), "LMCache"
-    return KvLoadPlan(), "loads at admission (vLLM KV connector)"
+    found = registry.answers(stage.engines, "kv_load")
+    # An engine that prefetches at arrival loads before one that loads at admission would.
+    found.sort(key=lambda answer: answer[0].mode != "prefetch")
+    return found[0] if found else (KvLoadPlan(), "loads at admission (vLLM KV connector)")
 
 
 def _write_policy(stage: StagePlan) -> WritePolicy:
     policy = stage.write_policy
     if policy is None:
-        hicache = stage.engines.get("sglang-hicache", {})
-        policy = str(hicache.get("hicache-write-policy", "write_through"))
+        policy = str(registry.first(stage.engines, "write_policy") or "write_through")
     return (
         WritePolicy.WRITE_BACK
         if policy in ("write_back", "on_eviction")
@@ -113,17 +97,10 @@ def _write_policy(stage: StagePlan) -> WritePolicy:
 
 
 # Engines whose local-disk backend reaches a file-system tier as plain POSIX files, one client
-# per instance: LMCache LocalDiskBackend (``local_disk``), SGLang HiCache's ``file`` storage
-# backend, Dynamo KVBM's disk tier (G3, a local directory).
+# per instance, say so (Engine.local_disk_backend).
 def _local_disk_backend(stage: StagePlan) -> str | None:
     """The engine that reaches a file system through its local-disk backend, or None."""
-    if stage.engines.get("lmcache", {}).get("local_disk"):
-        return "LMCache local_disk"
-    if stage.engines.get("sglang-hicache", {}).get("hicache-storage-backend") == "file":
-        return "SGLang HiCache file backend"
-    if "dynamo-kvbm" in stage.engines:
-        return "KVBM disk tier"
-    return None
+    return registry.first(stage.engines, "local_disk_backend")
 
 
 def _client_link(stage: StagePlan) -> float | None:
@@ -223,19 +200,17 @@ def _stage(
     kv = kv_model(spec, plan.model.kv_dtype, tp)
     rpi = stage.replicas_per_instance or 1
     notes = []
+    flags = registry.first(stage.engines, "scheduler") or {}
     if stage.gpu_kv_pool_bytes is not None:
         pool = int(stage.gpu_kv_pool_bytes / rpi / kv.gpu_bytes_per_token)
         if pool < 1:
             raise _fail(plan, f"{where}.gpu_kv_pool", "holds less than one token per replica")
     else:
-        util = float(
-            stage.engines.get("vllm", {}).get("gpu-memory-utilization", DEFAULT_MEMORY_UTILIZATION)
-        )
+        util = float(flags.get("gpu_memory_utilization", DEFAULT_MEMORY_UTILIZATION))
         pool = pool_tokens(pm, util, where=f"{plan.path}: {where}.gpus_per_replica")
     batched, seqs = _batch_defaults(stage.gpu)
-    vllm = stage.engines.get("vllm", {})
-    batched = int(vllm.get("max-num-batched-tokens", batched))
-    seqs = int(vllm.get("max-num-seqs", seqs))
+    batched = int(flags.get("max_batched_tokens", batched))
+    seqs = int(flags.get("max_seqs", seqs))
     sched = stage.scheduler
     load, load_from = _load_plan(stage)
     built = [
@@ -244,8 +219,7 @@ def _stage(
     tiers = tuple(spec for spec, _ in built)
     save = stage.save_decode_kv
     if save is None:
-        lmcache = stage.engines.get("lmcache", {})
-        save = bool(lmcache.get("save_decode_cache", False)) or (
+        save = any(registry.answers(stage.engines, "saves_decode_kv")) or (
             role is Stage.DECODE and bool(tiers)
         )
     notes.append(

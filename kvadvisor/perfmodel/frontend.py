@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kvadvisor.engines import registry
 from kvadvisor.units.format import duration, number
 
 TOKENIZE_S_PER_TOKEN = 43.7e-3 / 38_000
@@ -35,21 +36,20 @@ SONAR_TOKENS_PER_REQUEST = 69
 HTTP_FIXED_S = SONAR_S_PER_REQUEST - SONAR_TOKENS_PER_REQUEST * TOKENIZE_S_PER_TOKEN
 
 
-def frontend_engine(engines: Mapping[str, Mapping[str, Any]]) -> str:
-    """The engine whose front end serves a stage: SGLang with HiCache, else vLLM.
+def frontend_engine(engines: Mapping[str, Mapping[str, Any]]) -> tuple[str, bool]:
+    """The front end that serves a stage, and whether it hashes every block.
 
-    LMCache, Dynamo KVBM and Mooncake are KV connectors inside vLLM's (or SGLang's) engine;
-    Dynamo's Rust front end publishes no figure either, so vLLM's applies to it.
+    The first configured engine that names its own (``Engine.front_end``: SGLang's, hashing
+    only with a HiCache storage backend), else vLLM's, which hashes every full block: LMCache,
+    Dynamo KVBM and Mooncake are KV connectors inside vLLM's engine, and Dynamo's Rust front end
+    publishes no figure either, so vLLM's applies to it.
     """
-    return "sglang" if "sglang-hicache" in engines else "vllm"
+    return registry.first(engines, "front_end") or ("vllm", True)
 
 
 def frontend_defaults(engines: Mapping[str, Mapping[str, Any]]) -> tuple[float, float, str]:
     """The front-end cost per request (s) and per prompt token (s), and where they come from."""
-    engine = frontend_engine(engines)
-    hashes = engine == "vllm" or bool(
-        engines.get("sglang-hicache", {}).get("hicache-storage-backend")
-    )
+    engine, hashes = frontend_engine(engines)
     per_token = TOKENIZE_S_PER_TOKEN + (SHA256_S_PER_TOKEN if hashes else 0.0)
     why = (
         f"{engine}: {duration(HTTP_FIXED_S)} per request (HTTP, estimated) + "

@@ -1,15 +1,14 @@
 """Engine configuration files read back into plan engine settings (what review's lint checks).
 
 A plan stage's ``engine_files`` name the files an operator starts the stage with; each is read
-by its format and its keys land under the engine that owns them:
+by its format and its keys land under the engine that owns them (``Engine.files`` in the
+registry: a suffix, or a launch file's flag array, and the key its settings go under):
 
-* ``*.yaml`` / ``*.yml``: an LMCache configuration (a mapping of LMCache keys);
-* ``*.env``: ``KEY=VALUE`` lines (Dynamo KVBM's ``DYN_KVBM_*``);
-* ``*.json``: a Mooncake client configuration (under ``mooncake.client``);
+* ``*.yaml`` / ``*.yml``: a mapping of the owning engine's keys;
+* ``*.env``: ``KEY=VALUE`` lines, each under the engine that documents the key;
+* ``*.json``: a JSON object of the owning engine's keys;
 * ``*.sh``: a bash launch file: ``export NAME=VALUE`` lines and one flag array, whose name says
-  the engine (``SGLANG_ARGS``, ``VLLM_ARGS``, ``DYNAMO_ARGS``, ``MOONCAKE_MASTER_ARGS``,
-  ``MOONCAKE_CLIENT_ARGS``); flags are ``--name value``, ``--name v1 v2`` or ``--name=value``.
-  A Mooncake master's flags go under ``mooncake.master``, apart from a store service's.
+  the engine; flags are ``--name value``, ``--name v1 v2`` or ``--name=value``.
 
 Keys are kept as the engine spells them (flags without ``--``); values are parsed as JSON
 scalars where they are numbers or booleans. A key no engine documents is kept under the file's
@@ -25,17 +24,11 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from kvadvisor.engines import registry
 from kvadvisor.errors import PlanError
 from kvadvisor.jsonio import loads as json_loads
 from kvadvisor.yamlio import parse_yaml
 
-ARRAY_ENGINES = {
-    "SGLANG_ARGS": "sglang-hicache",
-    "VLLM_ARGS": "vllm",
-    "DYNAMO_ARGS": "dynamo-kvbm",
-    "MOONCAKE_MASTER_ARGS": "mooncake",
-    "MOONCAKE_CLIENT_ARGS": "mooncake",
-}
 _ARRAY = re.compile(r"^([A-Z][A-Z0-9_]*)=\($", re.MULTILINE)
 _EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.MULTILINE)
 
@@ -131,20 +124,21 @@ def _shell(text: str, where: str, table: Mapping[str, Any]) -> dict[str, dict[st
     if match is None:
         raise EngineFileError(f"{where}: no flag array (NAME=( ... )) found")
     name = match.group(1)
-    if name not in ARRAY_ENGINES:
+    owner = registry.file_owner(name) if not name.startswith(".") else None
+    if owner is None:
         raise EngineFileError(
             f"{where}: flag array {name} names no engine; expected one of "
-            + ", ".join(ARRAY_ENGINES)
+            + ", ".join(k for k in registry.file_kinds() if not k.startswith("."))
         )
-    engine = ARRAY_ENGINES[name]
+    engine, under = owner
     end = text.find("\n)", match.end())
     if end < 0:
         raise EngineFileError(f"{where}: flag array {name} has no closing ')' line")
     flags = _flags(_words(text[match.end() : end], where), where)
     out: dict[str, dict[str, Any]] = {}
-    if name == "MOONCAKE_MASTER_ARGS":
-        # The master is a process of its own: its flags stay apart from a store service's.
-        out["mooncake"] = {"master": flags}
+    if under:
+        # A process of its own (a Mooncake master): its flags stay apart under their key.
+        out[engine] = {under: flags}
         flags = {}
     for key, value in flags.items():
         out.setdefault(_owner(key, engine, table), {})[key] = value
@@ -165,34 +159,61 @@ def _words(text: str, where: str) -> list[str]:
 def read_engine_file(name: str, text: str, table: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """{engine: settings} from one file's text; ``table`` is the documented engine settings.
 
-    YAML goes through the plan's own checks (safe loader, no aliases, duplicate keys, 64-bit
-    integers, finite numbers, nesting); JSON through the same checks (``jsonio`` strict).
+    The file's suffix says its format and, through the registry, its engine (a ``.sh`` file's
+    flag array says the engine). YAML goes through the plan's own checks (safe loader, no
+    aliases, duplicate keys, 64-bit integers, finite numbers, nesting); JSON through the same
+    checks (``jsonio`` strict).
     """
-    if name.endswith((".yaml", ".yml")):
-        data = parse_yaml(text, name, EngineFileError)
-        if not isinstance(data, dict):
-            raise EngineFileError(f"{name}: expected a mapping of LMCache keys")
-        return {"lmcache": dict(data)}
-    if name.endswith(".env"):
-        out: dict[str, dict[str, Any]] = {}
-        for number, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            key, eq, value = line.partition("=")
-            if not eq:
-                # The line itself is not shown: it may be anything (a password file's line).
-                raise EngineFileError(f"{name}: line {number}: expected KEY=VALUE")
-            out.setdefault(_owner(key, "dynamo-kvbm", table), {})[key] = scalar(value)
-        return out
-    if name.endswith(".json"):
-        data = json_loads(text, name, EngineFileError, strict=True)
-        if not isinstance(data, dict):
-            raise EngineFileError(f"{name}: expected a JSON object of Mooncake client keys")
-        return {"mooncake": {"client": data}}
     if name.endswith(".sh"):
         return _shell(text, name, table)
-    raise EngineFileError(f"{name}: unknown engine file type; expected .yaml, .env, .json or .sh")
+    suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+    owner = registry.file_owner(suffix) if suffix in _FORMATS else None
+    if owner is None:
+        kinds = [k for k in registry.file_kinds() if k.startswith(".")]
+        raise EngineFileError(
+            f"{name}: unknown engine file type; expected {', '.join(dict.fromkeys(kinds))} or .sh"
+        )
+    engine, under = owner
+    label = f"{registry.engine(engine).label or engine} {under}".strip()
+    settings = _FORMATS[suffix](name, text, label)
+    if under:
+        return {engine: {under: settings}}
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in settings.items():
+        out.setdefault(_owner(key, engine, table) if suffix == ".env" else engine, {})[key] = value
+    return out
+
+
+def _yaml(name: str, text: str, label: str) -> dict[str, Any]:
+    data = parse_yaml(text, name, EngineFileError)
+    if not isinstance(data, dict):
+        raise EngineFileError(f"{name}: expected a mapping of {label} keys")
+    return dict(data)
+
+
+def _env(name: str, text: str, label: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, eq, value = line.partition("=")
+        if not eq:
+            # The line itself is not shown: it may be anything (a password file's line).
+            raise EngineFileError(f"{name}: line {number}: expected KEY=VALUE")
+        out[key] = scalar(value)
+    return out
+
+
+def _json(name: str, text: str, label: str) -> dict[str, Any]:
+    data = json_loads(text, name, EngineFileError, strict=True)
+    if not isinstance(data, dict):
+        raise EngineFileError(f"{name}: expected a JSON object of {label} keys")
+    return data
+
+
+# The file formats an engine's files may take (a suffix an engine owns reads in its format).
+_FORMATS = {".yaml": _yaml, ".yml": _yaml, ".env": _env, ".json": _json}
 
 
 def merge_engine_settings(

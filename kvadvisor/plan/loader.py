@@ -14,7 +14,6 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -30,6 +29,7 @@ from kvadvisor.catalog.storage import (
     find_storage,
     load_storage,
 )
+from kvadvisor.engines import registry
 from kvadvisor.errors import CatalogError, PlanError
 from kvadvisor.fileio import check_input
 from kvadvisor.plan.engine_files import (
@@ -39,7 +39,6 @@ from kvadvisor.plan.engine_files import (
     read_engine_file,
 )
 from kvadvisor.plan.model import (
-    ENGINES,
     FULL_BUFFER_ACTIONS,
     LOAD_MODES,
     PREEMPTION_MODES,
@@ -202,15 +201,22 @@ INLINE_STORAGE_KEYS = {
 DTYPES = ("bf16", "fp16", "fp8")
 
 
-@lru_cache(maxsize=1)
 def engine_settings_table() -> dict[str, Any]:
-    """The documented engine setting names (packaged data, with sources; read once).
+    """The documented engine setting names: {"sources": {...}, "engines": {name: schema}}.
 
-    Callers only read it: the advisor's search checks one plan per replayed candidate.
+    Each registered engine brings its schema and sources (kvadvisor/engines/data/<engine>.yaml
+    for the built-in ones). Callers only read it: the advisor's search checks one plan per
+    replayed candidate, so it is built once per set of registered engines.
     """
-    text = resources.files("kvadvisor.plan").joinpath("data/engine_settings.yaml")
-    with resources.as_file(text) as path:
-        return load_yaml(path, PlanError)
+    return _settings_table(registry.engines())
+
+
+@lru_cache(maxsize=4)
+def _settings_table(engines: tuple[registry.Engine, ...]) -> dict[str, Any]:
+    sources: dict[str, str] = {}
+    for e in engines:
+        sources.update(e.sources)
+    return {"sources": sources, "engines": {e.name: dict(e.settings) for e in engines}}
 
 
 class _Checker:
@@ -574,7 +580,9 @@ def _stage(
     if raw.get("disk_bandwidth_cap") is not None:
         disk_cap = c.quantity(f"{where}.disk_bandwidth_cap", raw["disk_bandwidth_cap"], "rate")
     engines_raw = _or_empty(raw.get("engines"), {})
-    engines_raw = c.mapping(f"{where}.engines", engines_raw, {e: "settings" for e in ENGINES})
+    engines_raw = c.mapping(
+        f"{where}.engines", engines_raw, {e: "settings" for e in registry.names()}
+    )
     from_files = _engine_files(c, f"{where}.engine_files", raw.get("engine_files"), table)
     for engine, inline in engines_raw.items():
         if inline is not None and not isinstance(inline, dict):

@@ -10,6 +10,7 @@ from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.engines import registry
 from kvadvisor.vocab import Stage, Topology
 
 STAGES = (Stage.PREFILL, Stage.DECODE)
@@ -25,7 +26,6 @@ TIER_SCOPES = ("replica", "instance", "pooled")
 LOAD_MODES = ("async", "prefetch")
 PREFETCH_POLICIES = ("wait_complete", "best_effort", "timeout")
 FULL_BUFFER_ACTIONS = ("block", "drop")
-ENGINES = ("lmcache", "sglang-hicache", "dynamo-kvbm", "mooncake", "vllm")
 # Storage kinds. "Disk-like" kinds are the ones that must carry a capacity bound
 # (LMCache #4725, Mooncake #924: an unbounded SSD tier fills the disk).
 TIER_KINDS = ("dram", "cxl", "ssd", "block", "filesystem", "pool", "object")
@@ -148,16 +148,12 @@ class StagePlan:
 
     def io_chunk_tokens(self) -> tuple[int, str]:
         """Tokens per KV I/O on this stage's tiers, and where the number comes from."""
-        lmcache, hicache = self.engines.get("lmcache"), self.engines.get("sglang-hicache")
         if self.chunk_tokens:
             return self.chunk_tokens, "the plan's chunk_tokens"
-        if lmcache is not None:
-            return int(lmcache.get("chunk_size", 256)), "LMCache chunk_size"
-        if hicache is not None and "page-size" in hicache:
-            return int(hicache["page-size"]), "SGLang --page-size"
-        if "dynamo-kvbm" in self.engines or "vllm" in self.engines:
-            # KVBM moves the engine's blocks; vLLM's default block is 16 tokens.
-            return int(self.engines.get("vllm", {}).get("block-size", 16)), "vLLM --block-size"
+        # The first engine of the stage, in registry order, whose settings say (Engine.io_chunk).
+        chunk = registry.first(self.engines, "io_chunk")
+        if chunk is not None:
+            return int(chunk[0]), str(chunk[1])
         return 256, "no engine chunk given: LMCache's default chunk_size"
 
 

@@ -256,8 +256,7 @@ def stage_facts(
     f.add("stage_kv_layer_first", layer_first)
     f.add("stage_kv_layout", words)
     spec = plan.model.spec
-    engine = "sglang-hicache" if "sglang-hicache" in stage.engines else "vllm"
-    replica_tp = stage.gpus_per_replica or s.tp(engine)
+    replica_tp = stage.gpus_per_replica or s.serving_tp()
     f.add("stage_kv_shard_ranks", 1 if spec is not None and spec.is_mla else replica_tp)
     f.add(
         "stage_model_layers",

@@ -24,35 +24,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.engines import registry
 from kvadvisor.metrics.io import DEFAULT_IO_UNIT_BYTES
 from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.planreview.demand import stage_chunk_tokens
 from kvadvisor.verifyjobs.model import IoShape
 
-SPLIT_LAYOUTS = ("page_first", "page_first_direct")
-
 
 def _layout(stage: StagePlan, chunk_from: str, layers: int | None) -> tuple[str, int, str]:
     """(layout, pieces per chunk per rank, where it comes from)."""
-    if chunk_from.startswith("LMCache") or (
-        "lmcache" in stage.engines and chunk_from.startswith("the plan")
-    ):
-        if stage.engines.get("lmcache", {}).get("use_layerwise"):
-            if layers:
-                return "layer_wise", layers, "LMCache use_layerwise: one object per layer"
-            return (
-                "contiguous",
-                1,
-                "LMCache use_layerwise, but the layer count is unknown (no catalog model): "
-                "taken as one object per chunk",
-            )
-        return "contiguous", 1, "LMCache: one object per chunk per rank (all layers)"
-    hicache = stage.engines.get("sglang-hicache")
-    if hicache is not None:
-        mem = hicache.get("hicache-mem-layout", "layer_first")
-        if mem in SPLIT_LAYOUTS:
-            return "kv_split", 2, f"SGLang --hicache-mem-layout {mem}: K and V written apart"
-        return "contiguous", 1, f"SGLang --hicache-mem-layout {mem}: one flat page per rank"
+    # The first configured engine whose settings say (Engine.io_shape, in its module).
+    for e in registry.engines():
+        if e.name in stage.engines and e.io_shape is not None:
+            shape = e.io_shape(stage.engines, chunk_from, layers)
+            if shape is not None:
+                return shape
     return "contiguous", 1, "one I/O per chunk per rank (no layout setting known)"
 
 

@@ -11,16 +11,24 @@ kernel I/O backend, and a prefetch policy (hicache_best_practices.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
+from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.errors import ConfigError
+from kvadvisor.plan.model import KvLoadPlan
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 from kvadvisor.vocab import Stage
+
+if TYPE_CHECKING:  # the review passes them in (importing it here would load the replay)
+    from kvadvisor.planreview.scope import FactSet
+    from kvadvisor.planreview.settings import EngineSettings
 
 HICACHE_PAGE_TOKENS = 64  # hicache_best_practices.md examples use --page-size 64
 LOW_REUSE_HIT_RATIO = 0.20  # below this, writing every block through is mostly a write-only cost
@@ -309,3 +317,214 @@ def emit_sglang(ctx: EmitContext) -> dict[str, str]:
         )
         files.update(extra)
     return files
+
+
+# -- the review: facts of a stage's settings, what they take of the instance ---------------
+# SGLang's defaults (python/sglang/srt/arg_groups/fields/memory.py@00fe477): host layout and
+# I/O backend; releases before the arg_groups split defaulted to layer_first.
+SGLANG_DEFAULT_LAYOUT = "page_first"
+SGLANG_DEFAULT_IO_BACKEND = "kernel"
+FACT_SPECS = (
+    setting_fact("sglang_configured", Unit.BOOL, "Whether the stage configures SGLang HiCache."),
+    setting_fact(
+        "sglang_host_to_device_ratio",
+        Unit.MULTIPLE,
+        "HiCache host pool / device pool per rank: hicache-size over the per-rank pool, else "
+        "hicache-ratio (default 2).",
+    ),
+    setting_fact(
+        "sglang_host_pool_bytes_per_rank",
+        Unit.BYTES,
+        "HiCache host pool per rank: hicache-size x 10^9, else ratio x the per-rank device pool.",
+    ),
+    setting_fact(
+        "sglang_host_pool_bytes", Unit.BYTES, "sglang_host_pool_bytes_per_rank x stage_ranks."
+    ),
+    setting_fact(
+        "sglang_hicache_size_bytes_per_rank",
+        Unit.BYTES,
+        "hicache-size x 10^9 (absent when 0 or unset).",
+    ),
+    setting_fact("sglang_hicache_size_set", Unit.BOOL, "Whether hicache-size is set (non-zero)."),
+    setting_fact("sglang_mem_layout_set", Unit.BOOL, "Whether hicache-mem-layout is given."),
+    setting_fact(
+        "sglang_mem_layout",
+        Unit.TEXT,
+        "hicache-mem-layout as given (SGLang's default page_first).",
+    ),
+    setting_fact("sglang_io_backend", Unit.TEXT, "hicache-io-backend (default kernel)."),
+    setting_fact(
+        "sglang_storage_backend_set", Unit.BOOL, "Whether hicache-storage-backend is set."
+    ),
+    setting_fact(
+        "sglang_storage_backend", Unit.TEXT, 'hicache-storage-backend ("none" when unset).'
+    ),
+    setting_fact(
+        "sglang_file_backend_dir_set",
+        Unit.BOOL,
+        "Whether SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR is set.",
+    ),
+    setting_fact(
+        "sglang_file_backend_dir",
+        Unit.TEXT,
+        "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR.",
+    ),
+    setting_fact(
+        "sglang_decode_offload",
+        Unit.BOOL,
+        "Whether disaggregation-decode-enable-offload-kvcache is on.",
+    ),
+    setting_fact(
+        "sglang_disaggregation_mode",
+        Unit.TEXT,
+        'SGLang --disaggregation-mode (default "null").',
+    ),
+    setting_fact(
+        "sglang_hierarchical_cache_enabled",
+        Unit.BOOL,
+        "Whether --enable-hierarchical-cache is on.",
+    ),
+)
+
+
+def _sglang_facts(f: FactSet, s: EngineSettings) -> None:
+    e = "sglang-hicache"
+    f.add("sglang_configured", e in s.stage.engines)
+    if e not in s.stage.engines:
+        return
+    g = s.get
+    size_gb = g(e, "hicache-size", 0) or None
+    ratio = g(e, "hicache-ratio", 2.0)
+    per_rank_pool = s.pool / s.ranks if s.pool else None
+    if size_gb is not None:
+        ratio = (size_gb * BYTES_PER_GB / per_rank_pool) if per_rank_pool else None
+    f.add(
+        "sglang_host_to_device_ratio",
+        ratio,
+        "hicache-size is set but the device KV pool is unknown",
+    )
+    host_rank = (
+        size_gb * BYTES_PER_GB
+        if size_gb is not None
+        else (ratio * per_rank_pool if per_rank_pool and ratio else None)
+    )
+    why = "needs the host pool size (hicache-size, or the device pool x ratio)"
+    f.add("sglang_host_pool_bytes_per_rank", host_rank, why)
+    f.add("sglang_host_pool_bytes", None if host_rank is None else host_rank * s.ranks, why)
+    f.add("sglang_hicache_size_set", size_gb is not None)
+    f.add("sglang_hicache_size_bytes_per_rank", None if size_gb is None else size_gb * BYTES_PER_GB)
+    layout, backend = g(e, "hicache-mem-layout"), g(e, "hicache-storage-backend")
+    f.add("sglang_mem_layout_set", layout is not None)
+    f.add("sglang_mem_layout", layout or SGLANG_DEFAULT_LAYOUT)
+    f.add("sglang_io_backend", g(e, "hicache-io-backend") or SGLANG_DEFAULT_IO_BACKEND)
+    f.add("sglang_storage_backend_set", bool(backend))
+    f.add("sglang_storage_backend", backend or "none")
+    if backend == "file":
+        d = g(e, "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR")
+        f.add("sglang_file_backend_dir_set", bool(d))
+        if d:
+            f.add("sglang_file_backend_dir", d)
+    f.add("sglang_decode_offload", bool(g(e, "disaggregation-decode-enable-offload-kvcache")))
+    f.add("sglang_disaggregation_mode", g(e, "disaggregation-mode") or "null")
+    f.add("sglang_hierarchical_cache_enabled", bool(g(e, "enable-hierarchical-cache")))
+
+
+def _layout(s: EngineSettings) -> tuple[bool, str]:
+    """Whole pages, every layer in each: HiCache's storage backends take a page at a time.
+
+    The file backend flattens a page across layers (``get_data_page``), and the mooncake
+    backend needs page_first, to which SGLang switches a layer_first layout
+    (arg_groups/hicache_hook.py).
+    """
+    layout = s.get("sglang-hicache", "hicache-mem-layout") or SGLANG_DEFAULT_LAYOUT
+    return False, f"SGLang HiCache pages ({layout} host layout): a page holds every layer"
+
+
+# -- the plan and the replay: what its settings say of I/O, pages, loads and writes -----------
+# HiCache prefetches from storage (L3) only when at least this many tokens hit there
+# (hicache_design.md).
+HICACHE_PREFETCH_THRESHOLD_TOKENS = 256
+
+
+def _page_tokens(engines: Mapping[str, Any]) -> int | None:
+    hicache = engines["sglang-hicache"]
+    return int(hicache["page-size"]) if "page-size" in hicache else None
+
+
+def _io_chunk(engines: Mapping[str, Any]) -> tuple[int, str] | None:
+    page = _page_tokens(engines)
+    return None if page is None else (page, "SGLang --page-size")
+
+
+def _kv_load(engines: Mapping[str, Any]) -> tuple[KvLoadPlan, str] | None:
+    """With a storage backend, HiCache prefetches at arrival with its prefetch policy."""
+    hicache = engines["sglang-hicache"]
+    if not hicache.get("hicache-storage-backend"):
+        return None
+    policy = str(hicache.get("hicache-storage-prefetch-policy", "best_effort"))
+    return (
+        KvLoadPlan("prefetch", policy, min_tokens=HICACHE_PREFETCH_THRESHOLD_TOKENS),
+        "SGLang HiCache storage prefetch",
+    )
+
+
+# Host layouts that write K and V apart (verify's fio jobs write them as two pieces).
+SPLIT_LAYOUTS = ("page_first", "page_first_direct")
+
+
+def _io_shape(
+    engines: Mapping[str, Any], chunk_from: str, layers: int | None
+) -> tuple[str, int, str]:
+    """A flat page per rank, or K and V apart in the split host layouts."""
+    mem = engines["sglang-hicache"].get("hicache-mem-layout", "layer_first")
+    if mem in SPLIT_LAYOUTS:
+        return "kv_split", 2, f"SGLang --hicache-mem-layout {mem}: K and V written apart"
+    return "contiguous", 1, f"SGLang --hicache-mem-layout {mem}: one flat page per rank"
+
+
+def _front_end(engines: Mapping[str, Any]) -> tuple[str, bool]:
+    """SGLang's own front end; it hashes pages only for a HiCache storage backend.
+
+    Its radix tree matches token ids; HiCache hashes each page with SHA-256 for a storage
+    backend (``get_hash_str``, mem_cache/hicache_storage.py).
+    """
+    return "sglang", bool(engines["sglang-hicache"].get("hicache-storage-backend"))
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    env, flags, _, _ = sglang_stage(ctx, stage)
+    return {s.name for s in env + flags}
+
+
+ENGINE = register(
+    Engine(
+        name="sglang-hicache",
+        **packaged_settings("sglang"),
+        label="SGLang HiCache",
+        files={"SGLANG_ARGS": ""},
+        facts=_sglang_facts,
+        fact_specs=FACT_SPECS,
+        layout=_layout,
+        tp_setting=("sglang-hicache", "tp-size"),
+        dp_setting="dp-size",
+        io_chunk=_io_chunk,
+        page_tokens=_page_tokens,
+        kv_load=_kv_load,
+        write_policy=lambda engines: engines["sglang-hicache"].get("hicache-write-policy"),
+        # its `file` storage backend reaches a file system as plain POSIX files
+        local_disk_backend=lambda engines: (
+            "SGLang HiCache file backend"
+            if engines["sglang-hicache"].get("hicache-storage-backend") == "file"
+            else None
+        ),
+        io_shape=_io_shape,
+        front_end=_front_end,
+        emit=emit_sglang,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"hicache-size"}),
+        storage_keys=frozenset({"hicache-storage-backend"}),
+        decode_saves=lambda ctx, stage: (
+            "disaggregation-decode-enable-offload-kvcache" in _tier_keys(ctx, stage)
+        ),
+    )
+)

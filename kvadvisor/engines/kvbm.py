@@ -9,16 +9,26 @@ prefill workers; decode workers take the prompt's KV over NIXL (kvbm-guide.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
-from kvadvisor.emit.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
+from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
+from kvadvisor.engines.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
-from kvadvisor.units import BYTES_PER_GB, Unit, format_value
+from kvadvisor.units import BYTES_PER_GB, Unit, format_value, plural
+from kvadvisor.units.format import as_written
 from kvadvisor.vocab import Stage
+
+if TYPE_CHECKING:  # the review passes them in (importing it here would load the replay)
+    from kvadvisor.plan.model import TierPlan
+    from kvadvisor.planreview.scope import FactSet
+    from kvadvisor.planreview.settings import EngineSettings
 
 REPLICA_UNIT = "decimal GB per engine instance (one TP group)"
 
@@ -196,3 +206,148 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             lines,
         )
     return files
+
+
+# -- the review: facts of a stage's settings, what they take of the instance ---------------
+FACT_SPECS = (
+    setting_fact("kvbm_configured", Unit.BOOL, "Whether the stage configures Dynamo KVBM."),
+    setting_fact(
+        "kvbm_cpu_cache_bytes", Unit.BYTES, "DYN_KVBM_CPU_CACHE_GB x 10^9 (per engine instance)."
+    ),
+    setting_fact(
+        "kvbm_disk_cache_bytes", Unit.BYTES, "DYN_KVBM_DISK_CACHE_GB x 10^9 (per engine instance)."
+    ),
+    setting_fact(
+        "kvbm_device_pool_bytes",
+        Unit.BYTES,
+        "The GPU KV pool of one engine instance (KVBM's scope): stage_device_pool_bytes over the "
+        "instance's TP groups.",
+    ),
+    setting_fact("stage_tp_groups", Unit.COUNT, "Engine instances (TP groups) per instance."),
+    setting_fact("kvbm_disk_dir_set", Unit.BOOL, "Whether DYN_KVBM_DISK_CACHE_DIR is set."),
+    setting_fact(
+        "kvbm_disk_on_filesystem",
+        Unit.BOOL,
+        "Whether KVBM's disk cache sits on a filesystem tier (the stage has no local disk tier).",
+    ),
+    setting_fact(
+        "kvbm_disk_tier_name", Unit.TEXT, "The filesystem tier holding KVBM's disk cache."
+    ),
+    setting_fact(
+        "kvbm_zerofill_fallback",
+        Unit.BOOL,
+        "Whether DYN_KVBM_DISK_ZEROFILL_FALLBACK is set.",
+    ),
+    setting_fact("kvbm_disaggregation_mode", Unit.TEXT, "The KVBM worker's disaggregation-mode."),
+    setting_fact("kvbm_nixl_connector", Unit.BOOL, "Whether the worker's connector list has nixl."),
+    setting_fact("kvbm_connectors", Unit.TEXT, "The worker's connector list."),
+)
+
+
+def _kvbm_facts(f: FactSet, s: EngineSettings) -> None:
+    e = "dynamo-kvbm"
+    f.add("kvbm_configured", e in s.stage.engines)
+    if e not in s.stage.engines:
+        return
+    cpu_gb, disk_gb = s.get(e, "DYN_KVBM_CPU_CACHE_GB"), s.get(e, "DYN_KVBM_DISK_CACHE_GB")
+    f.add(
+        "kvbm_cpu_cache_bytes",
+        None if cpu_gb is None else float(cpu_gb) * BYTES_PER_GB,
+        "DYN_KVBM_CPU_CACHE_GB is not set",
+    )
+    f.add(
+        "kvbm_disk_cache_bytes",
+        None if disk_gb is None else float(disk_gb) * BYTES_PER_GB,
+        "no disk tier set (DYN_KVBM_DISK_CACHE_GB)",
+    )
+    # KVBM sizes per engine instance (its leader sums the TP workers' blocks): the device pool
+    # it must cover is the instance's over its TP groups.
+    tp = int(s.get("vllm", "tensor-parallel-size") or s.stage_tp)
+    groups = max(1, s.ranks // tp)
+    f.add("stage_tp_groups", groups)
+    f.add(
+        "kvbm_device_pool_bytes",
+        None if s.pool is None else s.pool / groups,
+        "the device KV pool is unknown (give gpu_kv_pool, or a catalog model and GPU)",
+    )
+    if disk_gb is not None:
+        f.add("kvbm_disk_dir_set", bool(s.get(e, "DYN_KVBM_DISK_CACHE_DIR")))
+        fs = s.shared_fs() if s.local_disk() is None else None
+        f.add("kvbm_disk_on_filesystem", fs is not None)
+        if fs is not None:
+            f.add("kvbm_disk_tier_name", fs.name)
+            f.add("kvbm_zerofill_fallback", bool(s.get(e, "DYN_KVBM_DISK_ZEROFILL_FALLBACK")))
+    mode = s.get(e, "disaggregation-mode")
+    if mode is not None:
+        conn = s.get(e, "connector") or []
+        f.add("kvbm_disaggregation_mode", str(mode))
+        f.add("kvbm_nixl_connector", "nixl" in conn)
+        f.add("kvbm_connectors", " ".join(conn) or "none")
+
+
+def _host_demand(s: EngineSettings) -> tuple[float, str] | None:
+    """Host bytes: DYN_KVBM_CPU_CACHE_GB per engine instance."""
+    engine = "dynamo-kvbm"
+    if not s.has(engine, "DYN_KVBM_CPU_CACHE_GB"):
+        return None
+    n = s.replicas(engine)
+    gb = float(s.get(engine, "DYN_KVBM_CPU_CACHE_GB"))
+    how = f"DYN_KVBM_CPU_CACHE_GB {as_written(gb)} x {plural(n, 'instance')}"
+    return gb * BYTES_PER_GB * n, how
+
+
+def _disk_demand(s: EngineSettings) -> tuple[float, TierPlan | None, str] | None:
+    """Disk bytes: DYN_KVBM_DISK_CACHE_GB per engine instance (on a shared file system, all)."""
+    engine = "dynamo-kvbm"
+    if not s.has(engine, "DYN_KVBM_DISK_CACHE_GB"):
+        return None
+    n = s.replicas(engine)
+    gb = float(s.get(engine, "DYN_KVBM_DISK_CACHE_GB"))
+    local = s.local_disk()
+    if local is None and s.shared_fs() is not None:
+        total = n * s.stage.count
+        return (
+            gb * BYTES_PER_GB * total,
+            s.shared_fs(),
+            f"DYN_KVBM_DISK_CACHE_GB {as_written(gb)} x {plural(total, 'instance')} sharing "
+            "the file system",
+        )
+    how = f"DYN_KVBM_DISK_CACHE_GB {as_written(gb)} x {plural(n, 'instance')}"
+    return gb * BYTES_PER_GB * n, local, how
+
+
+# -- the plan and the replay: what its settings say of I/O, pages, loads and writes -----------
+def _io_chunk(engines: Mapping[str, Any]) -> tuple[int, str]:
+    # KVBM moves the serving engine's blocks: vLLM's (default 16 tokens).
+    return int(engines.get("vllm", {}).get("block-size", VLLM_BLOCK_TOKENS)), "vLLM --block-size"
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    # KVBM runs on prefill (and aggregated) workers; decode takes the KV over NIXL.
+    return set() if stage.stage == Stage.DECODE else {s.name for s in kvbm_env(ctx, stage)[0]}
+
+
+ENGINE = register(
+    Engine(
+        name="dynamo-kvbm",
+        **packaged_settings("kvbm"),
+        label="Dynamo KVBM",
+        files={".env": "", "DYNAMO_ARGS": ""},
+        facts=_kvbm_facts,
+        fact_specs=FACT_SPECS,
+        host_demand=_host_demand,
+        disk_demand=_disk_demand,
+        # blocks in its fully contiguous host and disk layout
+        layout=lambda s: (False, "KVBM fully contiguous blocks: a block holds every layer"),
+        # Dynamo's workers are vLLM's: the TP is vLLM's flag
+        tp_setting=("vllm", "tensor-parallel-size"),
+        # decode_saves: no; KVBM runs no tier on decode workers (they take the KV over NIXL)
+        io_chunk=_io_chunk,
+        # its disk tier (G3) is a local directory: on a file system, plain POSIX files
+        local_disk_backend=lambda engines: "KVBM disk tier",
+        emit=emit_kvbm,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"DYN_KVBM_CPU_CACHE_GB"}),
+        storage_keys=frozenset({"DYN_KVBM_DISK_CACHE_GB"}),
+    )
+)

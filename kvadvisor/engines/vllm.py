@@ -8,24 +8,34 @@ The LMCache and Mooncake targets reuse these launch files with their own connect
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
+from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.quoting import comment
-from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
+from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
+from kvadvisor.units.format import as_written, count
 from kvadvisor.vocab import Stage
 
+if TYPE_CHECKING:  # the review passes them in (importing it here would load the replay)
+    from kvadvisor.planreview.scope import FactSet
+    from kvadvisor.planreview.settings import EngineSettings
+
 VLLM_BLOCK_TOKENS = 16  # vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
-# `vllm serve`'s token budget per step when none is given (EngineArgs._set_default_args, OpenAI
-# API server context): 8,192 on GPUs of at least 70 GiB other than the A100, else 2,048.
-VLLM_SERVE_BATCHED_TOKENS_LARGE_GPU = 8192
-VLLM_SERVE_BATCHED_TOKENS = 2048
-VLLM_LARGE_GPU_BYTES = 70 * BYTES_PER_GIB
+# `vllm serve`'s token budget and running sequences per step when none is given: vLLM's
+# EngineArgs.get_batch_defaults, OpenAI API server context (vllm/engine/arg_utils.py@99d7eb5):
+# 8,192 tokens and 1,024 sequences when `device_memory >= 70 * GiB_bytes and "a100" not in
+# device_name` (the device name lower-cased, so any A100, 40 or 80 GB, SXM or PCIe; PR #17885:
+# the larger budget lowered the A100's throughput), else 2,048 and 256. The one definition: the
+# emitted files, the advisor's search and the replay all read it (through the registry).
+LARGE_GPU_BYTES = 70 * BYTES_PER_GIB
+LARGE_GPU_BATCH = (8192, 1024)
+SMALL_GPU_BATCH = (2048, 256)
 NIXL_SIDE_CHANNEL_BASE_PORT = 5600  # vLLM NixlConnector usage guide's example port
 SERVE_BASE_PORT = 8000
 
@@ -38,11 +48,15 @@ def gpu_memory_utilization(ctx: EmitContext) -> float:
     return round(memory.usable_bytes_per_gpu / memory.memory_bytes_per_gpu, 2)
 
 
+def batch_defaults(gpu_name: str, memory_bytes: float) -> tuple[int, int]:
+    """`vllm serve`'s (max_num_batched_tokens, max_num_seqs) on a GPU of this name and memory."""
+    large = memory_bytes >= LARGE_GPU_BYTES and "a100" not in gpu_name.lower()
+    return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
+
+
 def serve_default_batched_tokens(stage: StageView) -> int:
     """`vllm serve`'s default max_num_batched_tokens on the stage's GPU."""
-    mem = stage.gpu_memory_bytes or 0.0
-    large = mem >= VLLM_LARGE_GPU_BYTES and "a100" not in (stage.gpu or "").lower()
-    return VLLM_SERVE_BATCHED_TOKENS_LARGE_GPU if large else VLLM_SERVE_BATCHED_TOKENS
+    return batch_defaults(stage.gpu or "", stage.gpu_memory_bytes or 0.0)[0]
 
 
 def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
@@ -223,3 +237,151 @@ def _unsupported_tiers(stage: StageView) -> list[str]:
         "vLLM's native offloading keeps KV in CPU memory only; use --emit lmcache or --emit "
         "dynamo-kvbm for a disk or shared tier"
     ]
+
+
+# -- the review: facts of a stage's settings, what they take of the instance ---------------
+# kv_connector values vLLM ships (disagg_prefill.md), KVBM's and Mooncake's connectors.
+VLLM_CONNECTORS = frozenset(
+    {
+        "NixlConnector",
+        "LMCacheConnectorV1",
+        "LMCacheMPConnector",
+        "MultiConnector",
+        "OffloadingConnector",
+        "SimpleCPUOffloadConnector",
+        "P2pNcclConnector",
+        "ExampleConnector",
+        "SharedStorageConnector",
+        "MooncakeConnector",
+        "MooncakeStoreConnector",
+        "DynamoConnector",
+    }
+)
+FACT_SPECS = (
+    setting_fact("vllm_offloading_size_set", Unit.BOOL, "Whether vLLM kv-offloading-size is set."),
+    setting_fact("vllm_kv_transfer_config_set", Unit.BOOL, "Whether kv-transfer-config is set."),
+    setting_fact("vllm_offloading_backend_set", Unit.BOOL, "Whether kv-offloading-backend is set."),
+    setting_fact("vllm_connectors", Unit.TEXT, "kv_connector values, nested ones included."),
+    setting_fact(
+        "vllm_unknown_connector_count",
+        Unit.COUNT,
+        "kv_connector values vLLM, Dynamo and Mooncake do not register.",
+    ),
+    setting_fact("vllm_unknown_connectors", Unit.TEXT, "Those connectors."),
+    setting_fact(
+        "vllm_batched_tokens_per_seq",
+        Unit.MULTIPLE,
+        "max-num-batched-tokens / max-num-seqs (both given).",
+    ),
+    setting_fact("vllm_max_num_batched_tokens", Unit.TOKENS, "vLLM max-num-batched-tokens."),
+    setting_fact("vllm_max_num_seqs", Unit.COUNT, "vLLM max-num-seqs."),
+    setting_fact("vllm_gpu_memory_utilization", Unit.RATIO, "vLLM gpu-memory-utilization."),
+)
+
+
+def _connectors(config: Any) -> Iterator[dict[str, Any]]:
+    """A --kv-transfer-config mapping and the connectors nested in a MultiConnector."""
+    if not isinstance(config, dict):
+        return
+    yield config
+    extra = config.get("kv_connector_extra_config")
+    for child in (extra or {}).get("connectors", []) if isinstance(extra, dict) else []:
+        yield from _connectors(child)
+
+
+def _vllm_facts(f: FactSet, s: EngineSettings) -> None:
+    e = "vllm"
+    if e not in s.stage.engines:
+        return
+    size, cfg = s.get(e, "kv-offloading-size"), s.get(e, "kv-transfer-config")
+    f.add("vllm_offloading_size_set", size is not None)
+    f.add("vllm_kv_transfer_config_set", cfg is not None)
+    f.add("vllm_offloading_backend_set", s.has(e, "kv-offloading-backend"))
+    if cfg is not None:
+        names = [str(c.get("kv_connector")) for c in _connectors(cfg)]
+        unknown = [n for n in names if n not in VLLM_CONNECTORS]
+        f.add("vllm_connectors", ", ".join(names))
+        f.add("vllm_unknown_connector_count", len(unknown))
+        f.add("vllm_unknown_connectors", ", ".join(unknown) or "none")
+    # Only both given can clash: `vllm serve` caps its default max_num_seqs at the token budget
+    # (EngineArgs._set_default_args: min(default, max_num_batched_tokens)).
+    if s.has(e, "max-num-batched-tokens") and s.has(e, "max-num-seqs"):
+        tokens, seqs = int(s.get(e, "max-num-batched-tokens")), int(s.get(e, "max-num-seqs"))
+        f.add("vllm_max_num_batched_tokens", tokens)
+        f.add("vllm_max_num_seqs", seqs)
+        f.add("vllm_batched_tokens_per_seq", tokens / seqs)
+    if s.has(e, "gpu-memory-utilization"):
+        f.add("vllm_gpu_memory_utilization", float(s.get(e, "gpu-memory-utilization")))
+
+
+def _host_demand(s: EngineSettings) -> tuple[float, str] | None:
+    """Host bytes: kv-offloading-size (else OffloadingConnector's) per engine instance."""
+    g, engine = s.get, "vllm"
+    n = s.replicas(engine)
+    if s.has(engine, "kv-offloading-size"):
+        gib = float(g(engine, "kv-offloading-size"))
+        how = f"kv-offloading-size {as_written(gib)} GiB x {plural(n, 'instance')}"
+        return gib * BYTES_PER_GIB * n, how
+    cpu = [
+        c["kv_connector_extra_config"]["cpu_bytes_to_use"]
+        for c in _connectors(g(engine, "kv-transfer-config"))
+        if c.get("kv_connector") == "OffloadingConnector"
+        and "cpu_bytes_to_use" in (c.get("kv_connector_extra_config") or {})
+    ]
+    if cpu:
+        return float(sum(cpu)) * n, (
+            f"OffloadingConnector cpu_bytes_to_use {count(sum(cpu))} B x {plural(n, 'instance')}"
+        )
+    return None
+
+
+# -- the plan and the replay: what its settings say of I/O, pages, loads and writes -----------
+def _io_chunk(engines: Mapping[str, Any]) -> tuple[int, str]:
+    return int(engines["vllm"].get("block-size", VLLM_BLOCK_TOKENS)), "vLLM --block-size"
+
+
+# Its scheduler flags, as the replay names them.
+_SCHEDULER_FLAGS = {
+    "gpu-memory-utilization": "gpu_memory_utilization",
+    "max-num-batched-tokens": "max_batched_tokens",
+    "max-num-seqs": "max_seqs",
+}
+
+
+def _scheduler(engines: Mapping[str, Any]) -> dict[str, float]:
+    vllm = engines["vllm"]
+    return {name: float(vllm[flag]) for flag, name in _SCHEDULER_FLAGS.items() if flag in vllm}
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    return {"kv-offloading-size"} if offload_bytes(ctx, stage) is not None else set()
+
+
+ENGINE = register(
+    Engine(
+        name="vllm",
+        **packaged_settings("vllm"),
+        label="vLLM",
+        files={"VLLM_ARGS": ""},
+        facts=_vllm_facts,
+        fact_specs=FACT_SPECS,
+        host_demand=_host_demand,
+        # vLLM alone (its native offloading): its KV cache is one tensor per layer, so a block
+        # moves as one copy per layer (vllm/v1 KV cache layout)
+        layout=lambda s: (
+            True,
+            "vLLM paged KV: one tensor per layer, so one copy per layer per rank",
+        ),
+        tp_setting=("vllm", "tensor-parallel-size"),
+        io_chunk=_io_chunk,
+        page_tokens=lambda engines: engines["vllm"].get("block-size"),
+        scheduler=_scheduler,
+        emit=emit_vllm,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"kv-offloading-size"}),
+        step_tokens=lambda ctx, stage: batched_tokens(ctx, stage)[0],
+        batch_defaults=batch_defaults,
+        # vLLM's OffloadingConnector offloads every block, the generated ones too.
+        decode_saves=lambda ctx, stage: offload_bytes(ctx, stage) is not None,
+    )
+)

@@ -9,23 +9,37 @@ prompt's KV moves with MooncakeConnector beside it (vllm-mooncakestoreconnector.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView, TierKind
-from kvadvisor.emit.sglang import MOONCAKE_LOCAL_BUFFER_BYTES, mooncake_client_json, mooncake_notes
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
-from kvadvisor.emit.vllm import engine_flags, kv_transfer, launch_lines
+from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
+from kvadvisor.engines.sglang import (
+    MOONCAKE_LOCAL_BUFFER_BYTES,
+    mooncake_client_json,
+    mooncake_notes,
+)
+from kvadvisor.engines.vllm import batched_tokens, engine_flags, kv_transfer, launch_lines
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
 from kvadvisor.units import Unit, format_value
+from kvadvisor.units.format import count
 from kvadvisor.vocab import Stage
+
+if TYPE_CHECKING:  # the review passes them in (importing it here would load the replay)
+    from kvadvisor.plan.model import TierPlan
+    from kvadvisor.planreview.scope import FactSet
+    from kvadvisor.planreview.settings import EngineSettings
 
 MOONCAKE_DEFAULT_EVICTION_RATIO = 0.05  # master.cpp DEFAULT_EVICTION_RATIO (types.h)
 MOONCAKE_MAX_EVICTION_RATIO = 0.5
 MASTER_RPC_PORT = 50051  # mooncake_master's RPC port in Mooncake's deployment guides
 METADATA_HTTP_PORT = 8080  # --http_metadata_server_port default (master.cpp)
 CLIENT_JSON = "mooncake-client.json"
+MASTER_SH = "mooncake-master.sh"
 MOONCAKE_BOOTSTRAP_BASE_PORT = (
     50052  # VLLM_MOONCAKE_BOOTSTRAP_PORT in vllm-mooncakestoreconnector.md
 )
@@ -147,7 +161,7 @@ def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], l
 def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
     """Master, per-stage store services, the engine client JSON and vLLM launch files."""
     files: dict[str, str] = {}
-    files["mooncake-master.sh"] = shell_script(
+    files[MASTER_SH] = shell_script(
         ctx.head("Mooncake master, one for the fleet"),
         [],
         "MOONCAKE_MASTER_ARGS",
@@ -215,3 +229,123 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
         "\n".join(ctx.head(CLIENT_JSON) + mooncake_notes(CLIENT_JSON)) + "\n"
     )
     return files
+
+
+# -- the review: facts of a stage's settings, what they take of the instance ---------------
+MOONCAKE_DEFAULT_SEGMENT_BYTES = 3355443200  # mooncake_config.py DEFAULT_GLOBAL_SEGMENT_SIZE
+MOONCAKE_DEFAULT_BUFFER_BYTES = 1 << 30  # mooncake_config.py DEFAULT_LOCAL_BUFFER_SIZE
+MOONCAKE_CLIENT_REQUIRED = ("local_hostname", "metadata_server", "master_server_address")
+FACT_SPECS = (
+    setting_fact("mooncake_configured", Unit.BOOL, "Whether the stage configures Mooncake."),
+    setting_fact("mooncake_root_fs_dir_set", Unit.BOOL, "Whether root_fs_dir is set."),
+    setting_fact("mooncake_offload_enabled", Unit.BOOL, "Whether enable_offload is on."),
+    setting_fact(
+        "mooncake_store_service", Unit.BOOL, "Whether a store service is configured (host)."
+    ),
+    setting_fact("mooncake_client_set", Unit.BOOL, "Whether a client configuration is given."),
+    setting_fact(
+        "mooncake_client_missing_count",
+        Unit.COUNT,
+        "Required client keys (local_hostname, metadata_server, master_server_address) missing.",
+    ),
+    setting_fact("mooncake_client_missing", Unit.TEXT, "Those keys."),
+    setting_fact(
+        "mooncake_offload_unset_count",
+        Unit.COUNT,
+        "Of MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES, how "
+        "many are unset.",
+    ),
+    setting_fact("mooncake_offload_unset", Unit.TEXT, "Those settings."),
+    setting_fact("mooncake_eviction_ratio", Unit.RATIO, "Mooncake master eviction_ratio."),
+)
+
+
+def _mooncake_facts(f: FactSet, s: EngineSettings) -> None:
+    e = "mooncake"
+    f.add("mooncake_configured", e in s.stage.engines)
+    if e not in s.stage.engines:
+        return
+    g = s.get
+    master = g(e, "master") or {}
+    f.add("mooncake_root_fs_dir_set", bool(g(e, "root_fs_dir") or master.get("root_fs_dir")))
+    f.add(
+        "mooncake_offload_enabled",
+        bool(g(e, "enable_offload", False) or master.get("enable_offload")),
+    )
+    f.add("mooncake_store_service", s.has(e, "host"))
+    client = g(e, "client")
+    f.add("mooncake_client_set", isinstance(client, dict))
+    if isinstance(client, dict):
+        missing = [k for k in MOONCAKE_CLIENT_REQUIRED if not str(client.get(k, "")).strip()]
+        f.add("mooncake_client_missing_count", len(missing))
+        f.add("mooncake_client_missing", ", ".join(missing) or "none")
+    unset = [
+        k
+        for k in ("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES")
+        if not s.has(e, k)
+    ]
+    f.add("mooncake_offload_unset_count", len(unset))
+    f.add("mooncake_offload_unset", ", ".join(unset) or "none")
+    ratio = g(e, "eviction_ratio", master.get("eviction_ratio"))
+    if ratio is not None:
+        f.add("mooncake_eviction_ratio", float(ratio))
+
+
+def _host_demand(s: EngineSettings) -> tuple[float, str] | None:
+    """Host bytes: a store service's segment per node, and each client's segment and buffer."""
+    g, engine = s.get, "mooncake"
+    if not (s.has(engine, "global_segment_size") or s.has(engine, "client")):
+        return None
+    store = float(g(engine, "global_segment_size", 0) if s.has(engine, "host") else 0)
+    client = g(engine, "client", {}) or {}
+    seg = client.get("global_segment_size", MOONCAKE_DEFAULT_SEGMENT_BYTES)
+    buf = client.get("local_buffer_size", MOONCAKE_DEFAULT_BUFFER_BYTES)
+    per = (seg if isinstance(seg, int) else 0) + (buf if isinstance(buf, int) else 0)
+    return store + per * s.ranks, (
+        f"store segment {format_value(store, Unit.BYTES)} + {s.ranks} client processes x "
+        f"{format_value(per, Unit.BYTES)} (segment + buffer)"
+    )
+
+
+def _disk_demand(s: EngineSettings) -> tuple[float, TierPlan | None, str] | None:
+    """Disk bytes: MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES per node."""
+    engine = "mooncake"
+    if not s.has(engine, "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"):
+        return None
+    limit = float(s.get(engine, "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"))
+    return (
+        limit,
+        s.local_disk(),
+        f"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES {count(limit)} per node",
+    )
+
+
+def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+    env, flags = store_settings(ctx, stage)
+    return {s.name for s in env + flags}
+
+
+ENGINE = register(
+    Engine(
+        name="mooncake",
+        **packaged_settings("mooncake"),
+        label="Mooncake",
+        # a client JSON is read under `client`; the master's flags stay apart from a store's
+        files={".json": "client", "MOONCAKE_MASTER_ARGS": "master", "MOONCAKE_CLIENT_ARGS": ""},
+        facts=_mooncake_facts,
+        fact_specs=FACT_SPECS,
+        host_demand=_host_demand,
+        disk_demand=_disk_demand,
+        # one store object per block hash (vllm-mooncakestoreconnector.md)
+        layout=lambda s: (False, "Mooncake store objects: one per block per rank, every layer"),
+        emit=emit_mooncake,
+        tier_keys=_tier_keys,
+        host_keys=frozenset({"global_segment_size"}),
+        storage_keys=frozenset({"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"}),
+        # it launches `vllm serve` with the emitted --max-num-batched-tokens
+        step_tokens=lambda ctx, stage: batched_tokens(ctx, stage)[0],
+        # one master and one client configuration for every stage
+        shared_files=(MASTER_SH, CLIENT_JSON),
+        # decode_saves: no; its decode connector is a kv_consumer (it loads, never stores)
+    )
+)
