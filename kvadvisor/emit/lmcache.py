@@ -14,8 +14,8 @@ from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script, yaml_file
+from kvadvisor.emit.transport import nixl_connector
 from kvadvisor.emit.vllm import (
-    NIXL,
     NIXL_PORT,
     engine_flags,
     kv_transfer,
@@ -125,7 +125,7 @@ def emit_lmcache(ctx: EmitContext) -> dict[str, str]:
             f"LMCache configuration for the {stage.stage} replicas (LMCACHE_CONFIG_FILE)"
         )
         files[yaml_name] = yaml_file(head + [comment(n) for n in notes], settings)
-        connectors = [NIXL, LMCACHE] if ctx.disaggregated else [LMCACHE]
+        connectors = [nixl_connector(stage), LMCACHE] if ctx.disaggregated else [LMCACHE]
         why = "LMCacheConnectorV1 loads and stores KV through LMCache"
         if ctx.disaggregated:
             why = nixl_reason(ctx, stage) + "; " + why
