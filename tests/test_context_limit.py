@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_checks import one_error_line
 from typer.testing import CliRunner
 
 import kvadvisor.cli as cli
@@ -118,11 +119,9 @@ def test_refuse_is_one_line_with_the_count(tmp_path: Path) -> None:
         cli.app,
         ["analyze", str(TRACE), "--model", "qwen2.5-32b", "--over-context", "refuse", "--quiet"],
     )
-    assert result.exit_code == 2
-    err = result.stderr.strip()
-    assert len(err.splitlines()) == 1 and "Traceback" not in result.output
-    assert f"{OVER:,} of {len(LENGTHS):,} requests" in err
-    assert "--over-context rope" in err and "exclude" in err
+    one_error_line(
+        result, f"{OVER:,} of {len(LENGTHS):,} requests", "--over-context rope", "exclude"
+    )
 
 
 @pytest.fixture(scope="module")
