@@ -22,10 +22,12 @@ from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.review import review_plans
+from kvadvisor.pipeline.streaming import analyze_stream, plan_for_stream
 from kvadvisor.plan import engine_settings_table, load_plan
 from kvadvisor.plan.engine_files import read_engine_file
 from kvadvisor.sections.context import check_context
 from kvadvisor.trace import read_trace
+from kvadvisor.trace.stream import stream_trace
 
 TRACE = (
     Path(__file__).resolve().parents[1] / "sample_traces" / "mooncake_conversation_head.jsonl.gz"
@@ -178,3 +180,27 @@ def test_emitted_launch_files_carry_the_context_and_scaling(scaled_report, tmp_p
         assert lint
         errors = [c for c in lint if c.status == "fail" and c.severity == "error"]
         assert not errors, (plan.name, [(c.code, c.message) for c in errors])
+
+
+def _streamed(model: str, policy: str = "auto"):
+    """The streaming pass over the sample, in batches of 64 rows."""
+    stream = stream_trace(read_trace(TRACE), batch_rows=64)
+    options = AnalyzeOptions(model=model, over_context=policy, cache_instances=1, replay=False)
+    plan = plan_for_stream(stream, 1 << 30)
+    return analyze_stream(
+        stream, options, plan=plan, version="test", generated_at="2026-01-01T00:00:00"
+    )
+
+
+def test_a_streamed_trace_is_checked_and_never_left_short_silently() -> None:
+    """Streamed: the same count and YaRN proposal; excluding would need the trace whole."""
+    check = _streamed("qwen2.5-32b").context
+    assert (check.over_context, check.decision, check.served_context_tokens) == (
+        OVER,
+        "rope",
+        SCALED,
+    )
+    with pytest.raises(ConfigError, match="a streamed trace cannot leave requests out"):
+        _streamed("mixtral-8x7b")
+    with pytest.raises(ConfigError, match=f"{OVER:,} of {len(LENGTHS):,} requests"):
+        _streamed("qwen2.5-32b", "refuse")
