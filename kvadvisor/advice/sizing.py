@@ -281,6 +281,7 @@ class Replayer:
                     inst.disk_cap_mbps,
                     inst.backend_network_gbit,
                     inst.frontend_network_gbit,
+                    inst.fabric.name,  # a TCP fabric's link is derated (fabric catalog)
                 ]
         plain.pop("name", None)
         plain.pop("description", None)

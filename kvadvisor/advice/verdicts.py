@@ -37,6 +37,7 @@ from kvadvisor.results.verdict import (
     SloAttained,
     StageVerdict,
     TierChoice,
+    Transport,
     Verdict,
     VerdictStatus,
 )
@@ -288,9 +289,15 @@ def stage_verdicts(
                 step_busy_fraction=None
                 if outcome.run is None
                 else step_busy(outcome.run, pick.role),
+                transport=transport_of(inst),
             )
         )
     return tuple(out)
+
+
+# A P-to-D link busier than this at p99 leaves a burst no room: the verdict warns (the same
+# 80% the review's tier facts size against, tier_utilization_p99 / 0.8).
+LINK_BUSY_WARNING = 0.8
 
 
 def link_choice(candidate: Candidate, result: ReplayResult) -> LinkChoice | None:
@@ -298,10 +305,18 @@ def link_choice(candidate: Candidate, result: ReplayResult) -> LinkChoice | None
     if candidate.topology == Topology.AGGREGATED or result.link is None:
         return None
     dec = candidate.stages[-1].shape.instance
+    fabric = dec.fabric
+    derated = (
+        ""
+        if fabric.rdma
+        else f"; no RDMA: KV over TCP at {format_value(fabric.link_efficiency, Unit.RATIO)} "
+        "of line rate (fabric catalog)"
+    )
     network = (
-        f"{dec.name} back-end network ({dec.backend_network or 'RDMA'}, {_nic(dec, Via.BACKEND)})"
+        f"{dec.name} back-end network ({dec.backend_network or 'RDMA'}, {_nic(dec, Via.BACKEND)}"
+        f"{derated})"
         if dec.backend_network_gbit
-        else f"{dec.name} front-end network ({_nic(dec, Via.FRONTEND)})"
+        else f"{dec.name} front-end network ({_nic(dec, Via.FRONTEND)}{derated})"
     )
     link = result.link
     return LinkChoice(
@@ -310,6 +325,34 @@ def link_choice(candidate: Candidate, result: ReplayResult) -> LinkChoice | None
         p99_bytes_per_s=link.bytes_per_s.p99,
         peak_bytes_per_s=link.bytes_per_s.peak,
         utilization_p99=link.utilization.p99,
+        efficiency=fabric.link_efficiency,
+    )
+
+
+def link_notes(link: LinkChoice | None) -> tuple[str, ...]:
+    """A warning when the P-to-D link runs above LINK_BUSY_WARNING of its rate at p99."""
+    if link is None or link.utilization_p99 is None or link.utilization_p99 <= LINK_BUSY_WARNING:
+        return ()
+    return (
+        f"warning: the P-to-D link runs at {format_value(link.utilization_p99, Unit.RATIO)} of "
+        f"its {format_value(link.bytes_per_s, Unit.BYTES_PER_S)} at p99 (above "
+        f"{format_value(LINK_BUSY_WARNING, Unit.RATIO)}): KV transfers queue in bursts; give "
+        "the decode stage a faster network or more instances",
+    )
+
+
+def transport_of(instance: InstanceSpec) -> Transport:
+    """The instance's network between instances and the transfer settings it takes."""
+    f = instance.fabric
+    return Transport(
+        fabric=f.name,
+        display_name=f.display_name,
+        rdma=f.rdma,
+        mooncake_protocol=f.mooncake_protocol,
+        nixl_backend=f.nixl_backend,
+        device_hint=f.device_hint,
+        link_efficiency=f.link_efficiency,
+        source="; ".join(f.source),
     )
 
 
@@ -589,13 +632,14 @@ def verdict_of(
         chosen_by = chosen_by.replace("(on-demand prices)", f"({kind_text(kind)} rates)")
     if unconfirmed and usd is not None:
         chosen_by += "; some figures it rests on are unconfirmed (listed)"
+    link = link_choice(cand, result)
     return Verdict(
         provider=found.provider,
         status=VerdictStatus.CHOSEN,
         reason=f"{cand.label()} meets the SLO on the replay",
         topology=cand.topology,
         stages=stages,
-        link=link_choice(cand, result),
+        link=link,
         usd_per_hour=usd,
         usd_per_m_input_tokens=usd_in,
         usd_per_m_output_tokens=usd_out,
@@ -605,7 +649,7 @@ def verdict_of(
         candidates=every,
         pruned=tuple(found.pruned),
         unconfirmed=tuple(dict.fromkeys(unconfirmed)),
-        notes=tuple(notes) + _tier_notes(found, cand),
+        notes=tuple(notes) + _tier_notes(found, cand) + link_notes(link),
         plan=plan,
         price_kind=kind,
         price_unconfirmed=usd is not None and any(c.unconfirmed for c in costs),

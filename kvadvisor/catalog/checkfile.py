@@ -15,6 +15,7 @@ from typing import Any
 
 from kvadvisor.catalog.crossref import gpu_problems, reference_problems
 from kvadvisor.catalog.efficiency import EFFICIENCY_FIELDS, check_efficiency_entries
+from kvadvisor.catalog.fabrics import parse_fabrics
 from kvadvisor.catalog.gpus import GPU_FIELDS, GPUS_YAML, unconfirmed_problems
 from kvadvisor.catalog.instances import load_instances, parse_instances
 from kvadvisor.catalog.loader import load_catalog_file
@@ -72,7 +73,8 @@ def check_catalog_file(path: str | Path, alongside: Sequence[str | Path] = ()) -
     try:
         own_storage, own_gpus = _companions(path, alongside)
         kind = catalog_kind(path)
-        if kind not in CATALOG_KINDS:
+        # The fabric catalog ships with the package; `catalog check` checks it too.
+        if kind not in (*CATALOG_KINDS, "fabrics"):
             raise CatalogError(
                 f"{where}: unknown catalog kind {kind!r}; expected one of "
                 f"{', '.join(CATALOG_KINDS)}"
@@ -88,6 +90,9 @@ def check_catalog_file(path: str | Path, alongside: Sequence[str | Path] = ()) -
         elif kind == "gpus":
             specs = load_catalog_file(path, "gpus", GPU_FIELDS)
             refs = [f"{where}: {p}" for p in unconfirmed_problems(specs)]
+        elif kind == "fabrics":
+            specs = parse_fabrics(load_yaml(path, CatalogError), where)
+            refs = []
         elif kind == "efficiency":
             specs = check_efficiency_entries(
                 load_catalog_file(path, "efficiency", EFFICIENCY_FIELDS)

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvadvisor.catalog.fabrics import (
+    FRONTEND_FABRIC,
+    UNSTATED_BACKEND,
+    FabricSpec,
+    load_fabrics,
+)
 from kvadvisor.catalog.loader import FieldSpec, Problems, check_entries, find_named, load_layered
 from kvadvisor.catalog.storage import DATA_DIR, DEPLOYMENTS, PRICE_FIELDS, Price, parse_price
 
@@ -50,6 +56,9 @@ INSTANCE_SCHEMA: dict[str, FieldSpec] = {
     "frontend_network_gbit": FieldSpec("number", help="VPC/Ethernet NIC bandwidth, Gbit/s"),
     "backend_network_gbit": FieldSpec("number", help="GPU back-end (RDMA) network, Gbit/s"),
     "backend_network": FieldSpec("str", help="what the back-end network is (EFA, InfiniBand)"),
+    "backend_fabric": FieldSpec(
+        "str", help="its kind, a fabric catalog entry (infiniband, roce, efa, tcpx, tcpxo)"
+    ),
     "gds_support": FieldSpec("bool", help="GPUDirect Storage documented on this instance"),
     "price": FieldSpec("mapping", fields=PRICE_FIELDS, help="on-demand price, with source"),
     "scenario": FieldSpec("str", help="the vendor's intended use (paraphrased)"),
@@ -91,6 +100,7 @@ class InstanceSpec:
     frontend_network_gbit: float | None = None
     backend_network_gbit: float | None = None
     backend_network: str | None = None
+    backend_fabric: str | None = None
     gds_support: bool | None = None
     price: Price | None = None
     scenario: str = ""
@@ -102,6 +112,14 @@ class InstanceSpec:
     def cloud(self) -> bool:
         """A cloud instance (its local storage is fixed) rather than an on-premises server."""
         return self.provider != "onprem"
+
+    @property
+    def fabric(self) -> FabricSpec:
+        """The network KV moves between instances over: the back end, else the front-end NIC."""
+        if not self.backend_network_gbit:
+            return load_fabrics()[FRONTEND_FABRIC]
+        # A back end whose kind is not given is taken as RDMA, as before fabrics were told apart.
+        return load_fabrics()[self.backend_fabric or UNSTATED_BACKEND]
 
     @property
     def gpu_memory_total_gib(self) -> float:
@@ -148,6 +166,12 @@ def _cross_checks(where: str, e: Mapping[str, Any], problems: Problems) -> None:
             problems.add(f"{where}.unconfirmed", f"'{field_name}' is not a field")
     if bool(e.get("local_nvme_count")) != (e.get("local_nvme_each_gb") is not None):
         problems.add(where, "give local_nvme_count and local_nvme_each_gb together")
+    fabric = e.get("backend_fabric")
+    if fabric is not None and fabric not in load_fabrics():
+        problems.add(
+            f"{where}.backend_fabric",
+            f"'{fabric}' is not a fabric ({', '.join(sorted(load_fabrics()))})",
+        )
     for key in ("drive_bays", "cxl_slots"):
         if e.get(key) and e.get("provider") != "onprem":
             problems.add(
@@ -195,6 +219,7 @@ def parse_instances(data: Any, path: str) -> dict[str, InstanceSpec]:
             frontend_network_gbit=e.get("frontend_network_gbit"),
             backend_network_gbit=e.get("backend_network_gbit"),
             backend_network=e.get("backend_network"),
+            backend_fabric=e.get("backend_fabric"),
             gds_support=e.get("gds_support"),
             price=parse_price(f"{where}.price", e.get("price"), problems),
             scenario=e.get("scenario") or "",

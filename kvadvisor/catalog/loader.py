@@ -273,11 +273,13 @@ def check_entries(
         checked["source_text"] = check_sources(
             f"{where}.source", checked.get("source", []), sources, problems
         )
-        price = checked.get("price")
-        if isinstance(price, dict) and "source" in price:
-            price["source_text"] = check_sources(
-                f"{where}.price.source", price["source"], sources, problems
-            )
+        # A nested record that cites its own sources (a price, a model's context) gets their texts.
+        for key, spec in fields.items():
+            nested = checked.get(key)
+            if spec.kind == "mapping" and isinstance(nested, dict) and "source" in nested:
+                nested["source_text"] = check_sources(
+                    f"{where}.{key}.source", nested["source"], sources, problems
+                )
         out[str(name)] = checked
     if own:
         problems.raise_if_any()

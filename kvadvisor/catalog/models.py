@@ -22,6 +22,24 @@ WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8-tensor", "int8", "int4", "f
 # A gated MLP (SwiGLU / GeGLU) has three matrices of hidden x width: gate, up and down.
 GATED_MLP_MATRICES = 3
 
+# RoPE scalings an engine can switch on past a model's trained context (YaRN: Qwen's model
+# cards; the others are already applied inside the published config.json).
+ROPE_SCALINGS = ("yarn",)
+CONTEXT_FIELDS: dict[str, FieldSpec] = {
+    "max_tokens": FieldSpec(
+        "int", required=True, minimum=1, help="config.json max_position_embeddings, tokens"
+    ),
+    "rope_scaling": FieldSpec(
+        "str", choices=ROPE_SCALINGS, help="a RoPE scaling the model card offers beyond it"
+    ),
+    "rope_factor": FieldSpec("number", minimum=1.0, help="its factor"),
+    "rope_original_tokens": FieldSpec(
+        "int", minimum=1, help="its original_max_position_embeddings, tokens"
+    ),
+    "source": FieldSpec("list[str]", required=True, help="keys of `sources`"),
+    "notes": FieldSpec("str"),
+}
+
 MODEL_FIELDS: dict[str, FieldSpec] = {
     "attention": FieldSpec("str", choices=("gqa", "mla"), help="gqa (also MHA) or mla"),
     "layers": FieldSpec("int", required=True, minimum=1),
@@ -54,7 +72,36 @@ MODEL_FIELDS: dict[str, FieldSpec] = {
     "expert_weight_dtype": FieldSpec(
         "str", choices=WEIGHT_DTYPES, help="dtype of its routed experts (default weight_dtype)"
     ),
+    "context": FieldSpec(
+        "mapping", fields=CONTEXT_FIELDS, help="maximum context and RoPE scaling, with source"
+    ),
 }
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A RoPE scaling an engine applies to serve past the trained context (YaRN).
+
+    ``context_tokens`` is what it reaches: ``factor x original_tokens``.
+    """
+
+    kind: str  # "yarn"
+    factor: float
+    original_tokens: int
+    source: tuple[str, ...] = ()
+
+    @property
+    def context_tokens(self) -> int:
+        """The context the scaling serves, tokens."""
+        return int(self.factor * self.original_tokens)
+
+    def hf_rope_scaling(self) -> dict[str, Any]:
+        """The ``rope_scaling`` block of config.json the model card gives (engines read it)."""
+        return {
+            "rope_type": self.kind,
+            "factor": self.factor,
+            "original_max_position_embeddings": self.original_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -98,6 +145,10 @@ class ModelSpec:
     weight_dtype: str = "bf16"
     expert_weight_dtype: str | None = None
     aliases: tuple[str, ...] = ()
+    # Longest request (prompt + output) the model serves as published, tokens; None: unknown.
+    max_context_tokens: int | None = None
+    rope_scaling: RopeScaling | None = None  # how to serve longer, when the model card says
+    context_source: tuple[str, ...] = ()
 
     @property
     def is_mla(self) -> bool:
@@ -300,6 +351,29 @@ def param_breakdown(m: ModelSpec) -> ParamBreakdown:
     )
 
 
+def _context(e: Mapping[str, Any], where: str) -> tuple[int | None, RopeScaling | None, tuple]:
+    """A catalog entry's context block: its maximum, its RoPE scaling, and their sources."""
+    ctx = e.get("context")
+    if not ctx:
+        return None, None, ()
+    source = tuple(ctx.get("source_text") or ctx.get("source") or ())
+    rope = None
+    if ctx.get("rope_scaling"):
+        if not (ctx.get("rope_factor") and ctx.get("rope_original_tokens")):
+            raise CatalogError(
+                f"{where}.context: rope_scaling needs rope_factor and rope_original_tokens"
+            )
+        rope = RopeScaling(
+            ctx["rope_scaling"], float(ctx["rope_factor"]), int(ctx["rope_original_tokens"]), source
+        )
+        if rope.context_tokens <= ctx["max_tokens"]:
+            raise CatalogError(
+                f"{where}.context: rope_factor x rope_original_tokens ({rope.context_tokens}) "
+                f"does not exceed max_tokens ({ctx['max_tokens']})"
+            )
+    return int(ctx["max_tokens"]), rope, source
+
+
 def _spec_from_entry(name: str, e: Mapping[str, Any], where: str) -> ModelSpec:
     attention = e.get("attention", "gqa")
     if attention == "gqa" and not e.get("head_dim"):
@@ -319,6 +393,7 @@ def _spec_from_entry(name: str, e: Mapping[str, Any], where: str) -> ModelSpec:
     if active > total:
         raise CatalogError(f"{where}.active_params_billion: above total_params_billion")
     head_dim = int(e.get("head_dim") or 0)
+    max_context, rope, context_source = _context(e, where)
     return ModelSpec(
         name=name,
         display_name=e.get("display_name", name),
@@ -351,6 +426,9 @@ def _spec_from_entry(name: str, e: Mapping[str, Any], where: str) -> ModelSpec:
         weight_dtype=e.get("weight_dtype", "bf16"),
         expert_weight_dtype=e.get("expert_weight_dtype"),
         aliases=tuple(e.get("aliases") or ()),
+        max_context_tokens=max_context,
+        rope_scaling=rope,
+        context_source=context_source,
     )
 
 
@@ -627,6 +705,10 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         weight_dtype=weight_dtype,
         expert_weight_dtype=expert_dtype,
+        # A rope_scaling the config already holds is applied: max_position_embeddings is then
+        # the scaled context (DeepSeek-V3's 163,840), so no further scaling is proposed.
+        max_context_tokens=_opt_int(cfg, "max_position_embeddings", where) or None,
+        context_source=(f"{where}: max_position_embeddings",),
     )
     p = shape.params
     # Active = parameters in a token's matmuls: the input embedding is a lookup, not a

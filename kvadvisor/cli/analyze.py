@@ -170,6 +170,15 @@ class PriceKind(str, Enum):
     any = "any"
 
 
+class OverContext(str, Enum):
+    """What to do with requests longer than the model's context (docs/advisor.md)."""
+
+    auto = "auto"
+    refuse = "refuse"
+    rope = "rope"
+    exclude = "exclude"
+
+
 class KvDtype(str, Enum):
     """KV cache element type."""
 
@@ -475,6 +484,17 @@ def analyze_cmd(
             rich_help_panel=PANEL_DEPLOYMENT,
         ),
     ] = PriceKind.on_demand,
+    over_context: Annotated[
+        OverContext,
+        typer.Option(
+            "--over-context",
+            help="Requests longer than the model's context (prompt + output): refuse (stop, "
+            "counting them), rope (serve them at the model's RoPE-scaled context, written into "
+            "the engine files), exclude (analyse the rest, counted) or auto (rope when the "
+            "scaled context holds them all, else exclude). Always stated in the report.",
+            rich_help_panel=PANEL_MODEL,
+        ),
+    ] = OverContext.auto,
     plan: Annotated[
         list[Path] | None,
         typer.Option(
@@ -620,6 +640,7 @@ def analyze_cmd(
                 **({"headroom": headroom} if headroom is not None else {}),
                 spare=spare,
                 price_kind=price_kind.value,
+                over_context=over_context.value,
             )
         finally:
             phases.listen(None)

@@ -19,7 +19,7 @@ from enum import Enum
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.results import AdviceReport, StageRecommendation, Tier
-from kvadvisor.results.verdict import Verdict
+from kvadvisor.results.verdict import Transport, Verdict
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import TIER_ROLE_WORDS, Stage, TierRole, Topology
 
@@ -80,6 +80,7 @@ class StageView:
     tiers: tuple[TierView, ...]
     chunk_tokens: int
     gpu_memory_bytes: float | None = None  # one GPU's memory (vLLM's batch defaults depend on it)
+    transport: Transport | None = None  # the instance's network between instances (the fabric)
 
     @property
     def replicas_per_instance(self) -> int:
@@ -218,6 +219,7 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                     (verdict.plan.get("stages", {}).get(sv.role, {}) or {}).get("chunk_tokens", 256)
                 ),
                 gpu_memory_bytes=sv.gpu_memory_gib * BYTES_PER_GIB,
+                transport=sv.transport,
             )
         )
     return Deployment(

@@ -53,6 +53,7 @@ def header(
         f"deployment: {dep.describe()}",
         f"model: {dep.model} ({format_value(dep.kv_bytes_per_token, Unit.BYTES_PER_TOKEN)} of KV, "
         f"{format_value(dep.kv_bytes_per_rank_per_token, Unit.BYTES_PER_TOKEN)} per rank)",
+        *([f"context: {report.context.statement}"] if report.context is not None else []),
         f"command: {command}",
         f"values written {placeholder('...')} are yours to fill (addresses, mounts, devices) "
         "before starting",

@@ -17,9 +17,9 @@ from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script, yaml_file
+from kvadvisor.emit.transport import nixl_connector
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.engines.vllm import (
-    NIXL,
     NIXL_PORT,
     batched_tokens,
     engine_flags,
@@ -137,7 +137,7 @@ def emit_lmcache(ctx: EmitContext) -> dict[str, str]:
             f"LMCache configuration for the {stage.stage} replicas (LMCACHE_CONFIG_FILE)"
         )
         files[yaml_name] = yaml_file(head + [comment(n) for n in notes], settings)
-        connectors = [NIXL, LMCACHE] if ctx.disaggregated else [LMCACHE]
+        connectors = [nixl_connector(stage), LMCACHE] if ctx.disaggregated else [LMCACHE]
         why = "LMCacheConnectorV1 loads and stores KV through LMCache"
         if ctx.disaggregated:
             why = nixl_reason(ctx, stage) + "; " + why

@@ -16,6 +16,7 @@ from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
+from kvadvisor.emit.transport import mooncake_store_settings
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.engines.sglang import (
     MOONCAKE_LOCAL_BUFFER_BYTES,
@@ -119,8 +120,7 @@ def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], l
             "the metadata service the master runs",
         ),
         Setting("host", placeholder("this-node-ip"), "this node's address as the others reach it"),
-        Setting("protocol", "rdma", "RDMA for the pool's bandwidth; tcp works without RDMA NICs"),
-        Setting("device_names", placeholder("rdma-devices, e.g. mlx5_0,mlx5_1"), "the RDMA NICs"),
+        *mooncake_store_settings(stage),
         Setting(
             "global_segment_size",
             str(segment),
@@ -224,9 +224,11 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
                 else None,
             ),
         )
-    files[CLIENT_JSON] = json_text(mooncake_client_json(CLIENT_JSON))
+    # One client file for every node: the decode stage's fabric (P/D pairs share a network).
+    last = ctx.dep.stages[-1] if ctx.dep.stages else None
+    files[CLIENT_JSON] = json_text(mooncake_client_json(CLIENT_JSON, last))
     files["mooncake-client.notes.txt"] = (
-        "\n".join(ctx.head(CLIENT_JSON) + mooncake_notes(CLIENT_JSON)) + "\n"
+        "\n".join(ctx.head(CLIENT_JSON) + mooncake_notes(CLIENT_JSON, last)) + "\n"
     )
     return files
 

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
+from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
+from kvadvisor.emit.transport import mooncake_client_transport, sglang_transfer, transfer_plan
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.errors import ConfigError
 from kvadvisor.plan.model import KvLoadPlan
@@ -44,30 +46,44 @@ def _backend(t: TierView) -> str | None:
     return None
 
 
-def mooncake_client_json(what: str) -> dict[str, object]:
-    """A complete Mooncake client configuration whose process gives the pool no memory."""
+def mooncake_client_json(what: str, stage: StageView | None = None) -> dict[str, object]:
+    """A complete Mooncake client configuration whose process gives the pool no memory.
+
+    Its protocol and NICs follow the stage's fabric (:mod:`kvadvisor.emit.transport`).
+    """
     master = placeholder("mooncake-master-host")
     return {
         "local_hostname": placeholder("this-node-ip"),
         "metadata_server": f"http://{master}:8080/metadata",
         "master_server_address": f"{master}:50051",
-        "protocol": "rdma",
-        "device_name": placeholder("rdma-devices, e.g. mlx5_0,mlx5_1"),
+        **mooncake_client_transport(stage),
         "global_segment_size": 0,
         "local_buffer_size": MOONCAKE_LOCAL_BUFFER_BYTES,
     }
 
 
-def mooncake_notes(what: str) -> list[str]:
+def mooncake_notes(what: str, stage: StageView | None = None) -> list[str]:
     """Why each Mooncake client key has its value (JSON has no comments)."""
+    plan = transfer_plan(stage) if stage is not None else None
+    protocol = (
+        [
+            "# protocol: rdma for the pool's bandwidth; tcp works without RDMA NICs",
+            "# device_name: the RDMA NICs to use (`ibv_devices` lists them)",
+        ]
+        if plan is None
+        else [
+            f"# protocol: {plan.protocol}: {plan.why}",
+            "# device_name: "
+            + ("the RDMA NICs to use (`ibv_devices` lists them)" if plan.devices else "none named"),
+        ]
+    )
     return [
         f"# {what}: the Mooncake client configuration ({sources.MOONCAKE_CONFIG})",
         "# local_hostname: this node's address as the other nodes reach it",
         "# metadata_server: the HTTP metadata service mooncake_master runs with "
         "--enable_http_metadata_server (port 8080)",
         "# master_server_address: mooncake_master's RPC address (port 50051)",
-        "# protocol: rdma for the pool's bandwidth; tcp works without RDMA NICs",
-        "# device_name: the RDMA NICs to use (`ibv_devices` lists them)",
+        *protocol,
         "# global_segment_size: 0 bytes: this process gives the pool no memory; the pool's "
         "memory comes from the store nodes",
         f"# local_buffer_size: {format_value(MOONCAKE_LOCAL_BUFFER_BYTES, Unit.BYTES)}, "
@@ -136,6 +152,7 @@ def sglang_stage(
     page = math.gcd(HICACHE_PAGE_TOKENS, block) if block else HICACHE_PAGE_TOKENS
     flags = [
         Setting("model-path", placeholder("model-path-or-hf-id"), "the model to serve"),
+        *context_flags(ctx, "sglang"),
         Setting(
             "tp-size",
             str(stage.tp),
@@ -205,15 +222,14 @@ def sglang_stage(
             Setting(
                 "disaggregation-transfer-backend",
                 "mooncake",
-                "the prompt's KV moves from prefill to decode over RDMA with the Mooncake "
-                f"transfer engine (SGLang's default, {sources.SGLANG_DISAGG})",
-            ),
-            Setting(
-                "disaggregation-ib-device",
-                placeholder("rdma-devices, e.g. mlx5_0,mlx5_1"),
-                "the RDMA NICs the transfer uses",
+                "the prompt's KV moves from prefill to decode with the Mooncake transfer engine "
+                f"(SGLang's default, {sources.SGLANG_DISAGG}) over "
+                f"{transfer_plan(stage).fabric}",
             ),
         ]
+        fabric_env, fabric_flags = sglang_transfer(stage)
+        env += fabric_env
+        flags += fabric_flags
     if decode_offload:
         flags.append(
             Setting(
@@ -284,9 +300,9 @@ def _l3(
         )
     elif backend == "mooncake":
         name = f"sglang-mooncake-{stage.stage}.json"
-        extra[name] = json_text(mooncake_client_json(name))
+        extra[name] = json_text(mooncake_client_json(name, stage))
         extra[f"sglang-mooncake-{stage.stage}.notes.txt"] = (
-            "\n".join(ctx.head(name) + mooncake_notes(name)) + "\n"
+            "\n".join(ctx.head(name) + mooncake_notes(name, stage)) + "\n"
         )
         env.append(
             Setting(

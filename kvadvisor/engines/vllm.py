@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
+from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
+from kvadvisor.emit.transport import nixl_connector, transfer_plan
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
@@ -114,7 +116,7 @@ def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
     ]
     budget, why = batched_tokens(ctx, stage)
     out.append(Setting("max-num-batched-tokens", str(budget), why))
-    return out
+    return out + context_flags(ctx, "vllm")
 
 
 def kv_transfer(connectors: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -128,16 +130,14 @@ def kv_transfer(connectors: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
-
-
 def nixl_reason(ctx: EmitContext, stage: StageView) -> str:
-    """Why the P/D connector is there."""
+    """Why the P/D connector is there, and its NIXL backend for the stage's fabric."""
     other = Stage.DECODE if stage.stage == Stage.PREFILL else Stage.PREFILL
+    plan = transfer_plan(stage)
     return (
         f"P/D transfer: the prompt's KV moves from prefill to decode replicas over the network "
         f"(NixlConnector, kv_both on both sides; {sources.VLLM_DISAGG}); this {stage.stage} "
-        f"side pairs with the {other} launch file"
+        f"side pairs with the {other} launch file; NIXL backend {plan.nixl_backend}: {plan.why}"
     )
 
 
@@ -197,7 +197,7 @@ def emit_vllm(ctx: EmitContext) -> dict[str, str]:
                     Setting("kv-offloading-size", f"{gib:g}", off[1]),  # exact: a vLLM flag
                 ]
         else:
-            connectors: list[dict[str, Any]] = [NIXL]
+            connectors: list[dict[str, Any]] = [nixl_connector(stage)]
             why = nixl_reason(ctx, stage)
             if off is not None:
                 cpu = int(floor_gib(off[0]) * BYTES_PER_GIB)

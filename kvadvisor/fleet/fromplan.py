@@ -51,7 +51,7 @@ from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.frontend import frontend_defaults
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
 from kvadvisor.perfmodel.transfer import engine_share
-from kvadvisor.plan.model import KvLoadPlan, Plan, StagePlan, TierPlan
+from kvadvisor.plan.model import KvLoadPlan, LinkPlan, Plan, StagePlan, TierPlan
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 from kvadvisor.units.format import number
 from kvadvisor.vocab import Stage, Topology
@@ -101,6 +101,22 @@ def _write_policy(stage: StagePlan) -> WritePolicy:
 def _local_disk_backend(stage: StagePlan) -> str | None:
     """The engine that reaches a file system through its local-disk backend, or None."""
     return registry.first(stage.engines, "local_disk_backend")
+
+
+def _link_efficiency(link: LinkPlan, dec: StagePlan) -> tuple[float, str]:
+    """The share of the P-to-D link's rate KV moves at, and where it comes from.
+
+    The plan's ``pd_link.efficiency`` when given; else, on a catalog instance's network, its
+    fabric's (a TCP fabric moves KV at Mooncake's TCP share: the fabric catalog); else 1.
+    """
+    if link.efficiency is not None:
+        return link.efficiency, "the plan's"
+    spec = dec.instance_spec
+    if link.bandwidth_bytes_per_s is None and spec is not None:
+        fabric = spec.fabric
+        kind = "RDMA" if fabric.rdma else "no RDMA, KV over TCP"
+        return fabric.link_efficiency, f"{fabric.display_name}, {kind} (fabric catalog)"
+    return 1.0, "the plan's bandwidth as given"
 
 
 def _client_link(stage: StagePlan) -> float | None:
@@ -310,18 +326,19 @@ def deployment_from_plan(
             "the decode instance's network is not in the catalog; give the P-to-D link's "
             "bandwidth per decode instance (e.g. '50 GB/s')",
         )
+    efficiency, why = _link_efficiency(link, dec)
     notes = [
         *p_notes,
         *d_notes,
-        f"P-to-D link: {format_value(nic * link.efficiency, Unit.BYTES_PER_S)} per decode "
+        f"P-to-D link: {format_value(nic * efficiency, Unit.BYTES_PER_S)} per decode "
         f"instance ({'the plan' if link.bandwidth_bytes_per_s else 'the instance catalog'}, "
-        f"efficiency {format_value(link.efficiency, Unit.RATIO)})",
+        f"efficiency {format_value(efficiency, Unit.RATIO)}: {why})",
     ]
     dep = Deployment(
         plan.name,
         Topology.DISAGGREGATED,
         (p_stage, d_stage),
         kv_model(spec, plan.model.kv_dtype),
-        LinkSpec(nic * link.efficiency, link.latency_s),
+        LinkSpec(nic * efficiency, link.latency_s),
     )
     return dep, tuple(notes)

@@ -21,12 +21,15 @@ from kvadvisor.advice.advisor import (
 from kvadvisor.advice.inputs import AdvisorInputs
 from kvadvisor.advice.recommend import TraceView
 from kvadvisor.cache import PrefixCacheResult
+from kvadvisor.catalog.models import ModelSpec
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.fleet import TraceArrays
 from kvadvisor.metrics import trace_hit_tokens
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.pipeline.replay import ReplaySource
-from kvadvisor.results.report import AdviceReport
-from kvadvisor.sections.profile import StageProfile
+from kvadvisor.results.report import AdviceReport, ContextCheck
+from kvadvisor.sections.profile import DEFAULT_MODEL, StageProfile, trace_model_name
+from kvadvisor.sections.workload import trace_models
 from kvadvisor.trace.arrays import BlockArrays, RequestArrays
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import TraceStream
@@ -158,6 +161,30 @@ def data_versions(inputs: AdvisorInputs) -> dict[str, str]:
     }
 
 
+def context_model(trace: Trace, model: str | None, catalogs: PerfCatalogs) -> ModelSpec:
+    """The model the analysis sizes for: --model, the trace's model column, else the default."""
+    name = model or trace_model_name(trace_models(trace), catalogs) or DEFAULT_MODEL
+    return catalogs.resolve_model(name)
+
+
+# Decisions a verdict must carry: requests served differently or left out, or not checked.
+STATED_DECISIONS = ("rope", "exclude", "unknown")
+
+
+def with_context(report: AdviceReport, check: ContextCheck) -> AdviceReport:
+    """The report with its context check, the decision first among every verdict's notes."""
+    rec = report.recommendation
+    verdicts = rec.verdict if rec is not None else None
+    if verdicts is not None and check.decision in STATED_DECISIONS:
+        note = f"context: {check.statement}"
+        verdicts = replace(
+            verdicts,
+            verdicts=tuple(replace(v, notes=(note, *v.notes)) for v in verdicts.verdicts),
+        )
+        rec = replace(rec, verdict=verdicts)
+    return replace(report, context=check, recommendation=rec)
+
+
 def unavailable_reasons(trace: Trace | TraceStream, report: AdviceReport) -> dict[str, str]:
     """Why each section left empty is empty, in words a reader can act on.
 
@@ -178,6 +205,11 @@ def unavailable_reasons(trace: Trace | TraceStream, report: AdviceReport) -> dic
         why["io"] = "I/O demand needs the model's KV bytes per token and the cache simulation"
     if report.recommendation is None:
         why["recommendation"] = "the advisor did not run (no rules were evaluated)"
+    if report.context is None:
+        why["context"] = (
+            "request lengths are checked against the model's context on a trace held in "
+            "memory; this one was streamed"
+        )
     if report.replay is None:
         why["replay"] = report.unavailable.get("replay") or (
             "the trace was streamed: `analyze` replays only a trace held in memory; run "

@@ -9,17 +9,20 @@ from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.cache.measure import measure_prefix_cache
 from kvadvisor.pipeline.assemble import (
     advise_sections,
+    context_model,
     data_versions,
     prefix_hits,
     refresh_advice,
     trace_view,
     unavailable_reasons,
+    with_context,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
 from kvadvisor.pipeline.replay import ReplaySource, replay_recommendation
 from kvadvisor.pipeline.review import review_plans
 from kvadvisor.results.common import Meta
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport
+from kvadvisor.sections.context import check_context
 from kvadvisor.sections.prefix import prefix_cache_section
 from kvadvisor.sections.profile import ProfileInputs, profile_workload
 from kvadvisor.sections.workload import summarize_trace
@@ -41,6 +44,12 @@ def analyze_trace(
     """
     options = options or AnalyzeOptions()
     meta = Meta(FORMAT_VERSION, version, generated_at)
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    # Requests longer than the model's context are counted first: refused, or served
+    # rope-scaled, or left out of everything below (--over-context), never silently.
+    trace, context = check_context(
+        trace, context_model(trace, options.model, inputs.perf), options.over_context
+    )
     # Taken from the trace once (hashes and sessions too); every step below shares them.
     arrays = RequestArrays.of(trace)
     phases.enter(phases.CACHE)
@@ -54,7 +63,6 @@ def analyze_trace(
         routing_seed=options.cache_routing_seed,
     )
     hits, hits_source = prefix_hits(trace, measured.result if measured else None)
-    inputs = options.advisor_inputs or load_advisor_inputs()
     summary = summarize_trace(trace, sha256=trace_sha256, arrays=arrays)
     # The profiler reads the arrays and the summary's model names, not the table again.
     phases.enter(phases.PROFILE)
@@ -109,6 +117,7 @@ def analyze_trace(
                 rules=inputs.rules,
             ),
         )
+    report = with_context(report, context)
     return replace(
         report,
         versions=data_versions(inputs),

@@ -47,6 +47,9 @@ class AnalyzeOptions(ProfileOptions):
     spare: bool = False
     # The rates the primary verdict compares: "on_demand" (like with like) or "any".
     price_kind: str = "on_demand"
+    # Requests longer than the model's context (sections/context.py): auto, refuse, rope or
+    # exclude; every decision is stated.
+    over_context: str = "auto"
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
     # Replay the recommended deployment closed loop (docs/replay.md) when the trace has at most

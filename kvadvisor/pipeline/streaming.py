@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor import phases
-from kvadvisor.advice.inputs import load_advisor_inputs
+from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve, record_parts
@@ -41,17 +41,21 @@ from kvadvisor.pipeline.assemble import (
     data_versions,
     prefix_hits,
     unavailable_reasons,
+    with_context,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
 from kvadvisor.results.common import Meta, TraceSummary
-from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, PrefixCache
+from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, ContextCheck, PrefixCache
 from kvadvisor.results.series import Series
+from kvadvisor.sections.context import decide_context
 from kvadvisor.sections.prefix import result_section, unknown_prefix_cache
 from kvadvisor.sections.profile import (
+    DEFAULT_MODEL,
     ProfileInputs,
     StageProfile,
     kv_bytes_per_token_for,
     profile_workload,
+    trace_model_name,
 )
 from kvadvisor.sections.workload import (
     arrival_chart,
@@ -315,6 +319,8 @@ class _Totals:
     failed_requests: int = 0
     input_lengths: LengthCounts = field(default_factory=LengthCounts)
     output_lengths: LengthCounts = field(default_factory=LengthCounts)
+    # Prompt + output per request: the context check's distribution (sections/context.py).
+    request_lengths: LengthCounts = field(default_factory=LengthCounts)
 
     @property
     def window_s(self) -> int:
@@ -340,6 +346,7 @@ class _Totals:
         self.output_bins = _add_counts(self.output_bins, np.bincount(log2_bin(out)))
         self.input_lengths.add(inp)
         self.output_lengths.add(out)
+        self.request_lengths.add(inp.astype(np.int64) + out.astype(np.int64))
         if "block_hashes" in batch.schema.names:
             self.block_accesses += int(
                 pc.sum(pc.list_value_length(batch.column("block_hashes"))).as_py() or 0
@@ -513,6 +520,29 @@ def _stage_profile(
     )
 
 
+def _streamed_context(
+    options: AnalyzeOptions, inputs: AdvisorInputs, totals: _Totals
+) -> ContextCheck:
+    """The context check over the streamed lengths; leaving requests out needs the trace whole.
+
+    A streamed pass has already counted every request, so a decision that excludes some
+    (``exclude``, or ``auto``/``rope`` with requests longer than any served context) is refused
+    with one line rather than reported over requests the engine would refuse.
+    """
+    models = listed_models(totals.models)
+    name = options.model or trace_model_name(models, inputs.perf) or DEFAULT_MODEL
+    lengths = totals.request_lengths
+    check = decide_context(
+        inputs.perf.resolve_model(name), options.over_context, lengths.values, lengths.counts
+    )
+    if check.excluded:
+        raise ConfigError(
+            f"{check.statement}; a streamed trace cannot leave requests out: read it in memory "
+            "(a larger --memory-limit) or give --over-context refuse"
+        )
+    return check
+
+
 def analyze_stream(
     stream: TraceStream,
     options: AnalyzeOptions | None = None,
@@ -543,6 +573,8 @@ def analyze_stream(
             warmup_fraction=options.warmup_fraction,
             rate=plan.sample_rate,
         )
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    context = _streamed_context(options, inputs, totals)
     phases.enter(phases.PROFILE)
     stages = _stage_profile(whole, options, result, plan, listed_models(totals.models))
     kv = stages.model.kv_bytes_per_token if stages is not None else None
@@ -597,8 +629,8 @@ def analyze_stream(
     if stages is not None:
         report = replace(report, model=stages.model, stage_split=stages.stage_split, io=stages.io)
     # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
-    inputs = options.advisor_inputs or load_advisor_inputs()
     report = advise_sections(report, options, inputs, stages=stages)
+    report = with_context(report, context)
     why = unavailable_reasons(stream, report)
     if not plan.stage_profile:
         need = BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST) * (

@@ -528,8 +528,12 @@ def _kv_load(c: _Checker, where: str, raw: Any) -> KvLoadPlan | None:
 
 def _pd_link(c: _Checker, raw: Any) -> LinkPlan:
     raw = c.mapping("pd_link", _or_empty(raw, {}), LINK_KEYS)
-    efficiency = c.number("pd_link.efficiency", raw.get("efficiency", 1.0), positive=True)
-    if efficiency > 1:
+    efficiency = (
+        None
+        if raw.get("efficiency") is None
+        else c.number("pd_link.efficiency", raw["efficiency"], positive=True)
+    )
+    if efficiency is not None and efficiency > 1:
         raise c.fail(
             "pd_link.efficiency", f"is a share of the bandwidth, in (0, 1]; got {efficiency}"
         )

@@ -99,7 +99,9 @@ class LinkPlan:
     """The prefill-to-decode link of each decode instance (its NIC)."""
 
     bandwidth_bytes_per_s: float | None = None  # None: the decode instance's network
-    efficiency: float = 1.0
+    # Share of that bandwidth KV moves at. None: 1 for a bandwidth the plan gives, else the
+    # decode instance's fabric's (the fabric catalog: TCP fabrics are derated).
+    efficiency: float | None = None
     latency_s: float = 0.0
 
 

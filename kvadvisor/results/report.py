@@ -539,6 +539,31 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class ContextCheck:
+    """The trace's requests against the model's maximum context, and what was decided.
+
+    A request is over the context when its prompt plus output tokens exceed
+    ``max_context_tokens`` (the engines refuse it: vLLM's max_model_len bounds both). ``policy``
+    is the ``--over-context`` asked for; ``decision`` what was done: "fits" (none over),
+    "rope" (served with ``rope_scaling`` at ``served_context_tokens``), "exclude" (``excluded``
+    requests left out of the analysis) or "unknown" (the model's context is not known).
+    """
+
+    model: str
+    max_context_tokens: int | None
+    requests: int
+    over_context: int
+    longest_tokens: int
+    policy: str
+    decision: str
+    served_context_tokens: int | None
+    excluded: int
+    statement: str  # the decision in one line, as every report and emitted file says it
+    rope_scaling: dict[str, Any] | None = None  # config.json's rope_scaling block, when "rope"
+    source: str = ""  # where the maximum (and the scaling) comes from
+
+
+@dataclass(frozen=True)
 class AdviceReport:
     """The whole report."""
 
@@ -561,6 +586,8 @@ class AdviceReport:
     # The recommended deployment replayed closed loop (docs/replay.md); None when not replayed
     # (``unavailable["replay"]`` says why).
     replay: ReplayResult | None = None
+    # The requests against the model's context (None: not checked; ``unavailable`` says why).
+    context: ContextCheck | None = None
     # Not in the JSON contract: one array per column, one value per trace request (the trace's
     # arrival and lengths, and the replayed latencies when the recommended deployment was
     # replayed; docs/api.md). Empty when streamed or read back from JSON.
@@ -573,6 +600,8 @@ class AdviceReport:
         body.pop("request_rows")
         if not body["plan_reviews"]:  # absent unless plans were given: output stays as before
             body.pop("plan_reviews")
+        if body["context"] is None:  # absent when not checked: output stays as before
+            body.pop("context")
         meta = body.pop("meta")
         return {**meta, **body}
 

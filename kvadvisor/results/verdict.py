@@ -174,6 +174,25 @@ class TierValue:
 
 
 @dataclass(frozen=True)
+class Transport:
+    """How KV crosses between a stage's instances: the network kind and the engines' settings.
+
+    From the fabric catalog (kvadvisor/catalog/data/fabrics.yaml): Mooncake's transfer-engine
+    protocol (rdma, efa, tcp), NIXL's backend (UCX, LIBFABRIC), and the RDMA NICs to name
+    (None: the engine is given none, as on EFA or TCP).
+    """
+
+    fabric: str  # infiniband | roce | efa | tcpx | tcpxo | ethernet
+    display_name: str
+    rdma: bool
+    mooncake_protocol: str
+    nixl_backend: str
+    device_hint: str | None
+    link_efficiency: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class StageVerdict:
     """One stage of the recommended fleet (serving when aggregated)."""
 
@@ -202,6 +221,7 @@ class StageVerdict:
     step_busy_fraction: float | None = None
     # What each tier is worth (the primary verdict's stage that holds tiers), fastest first.
     tier_values: tuple[TierValue, ...] = ()
+    transport: Transport | None = None  # the instance's network between instances
 
     @property
     def replicas(self) -> int:
@@ -223,6 +243,7 @@ class LinkChoice:
     p99_bytes_per_s: float | None
     peak_bytes_per_s: float | None
     utilization_p99: float | None
+    efficiency: float = 1.0  # share of the line rate KV moves at (a TCP fabric's is lower)
 
 
 @dataclass(frozen=True)
