@@ -37,6 +37,9 @@ ALLOWED: dict[str, set[str]] = {
     "progress": {"termtext", "units"},
     # A writable cache directory for numba, set up by the package __init__: a leaf.
     "jitcache": set(),
+    # Where the deployment search runs: here, or on Dask (imported only when asked for); the
+    # package's __version__, which a cluster's workers must run too.
+    "execute": {"__init__"},
     # The input boundaries: files checked before opening, YAML and JSON bounded before parsing.
     "yamlio": {"errors", "fileio"},
     "fileio": {"errors"},
@@ -71,6 +74,7 @@ ALLOWED: dict[str, set[str]] = {
     "facts": {"results", "rules"},
     # The advisor: candidates from catalogs (and deployments, replayed), facts, rules, verdict.
     "advice": {
+        "execute",
         "facts",
         "rules",
         "catalog",
@@ -99,6 +103,7 @@ ALLOWED: dict[str, set[str]] = {
     "planreview": {"plan", "perfmodel", "catalog", "deploy", "fleet", "facts", "rules", "results"},
     # The pipelines: one entry per command; they read or stream the trace and call the rest.
     "pipeline": {
+        "execute",
         "trace",
         "metrics",
         "cache",
@@ -134,6 +139,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "api": {
         "__init__",
+        "execute",
         "pipeline",
         "advice",
         "cache",
