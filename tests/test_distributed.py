@@ -90,6 +90,21 @@ def test_each_worker_has_its_own_numba_cache() -> None:
     assert sorted(Path(d).name for d in dirs.values()) == ["numba-dask-0", "numba-dask-1"]
 
 
+def test_an_existing_scheduler_is_joined() -> None:
+    """--scheduler: the cluster's own workers, checked to run this kvadvisor, each its cache."""
+    _needs_dask()
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as existing:
+        with open_executor(scheduler=existing.scheduler_address) as ex:
+            assert ex.parallel and ex.workers == 1
+            assert ex.submit(sum, [1, 2, 3]).result() == 6
+            dirs = ex.client.run(lambda: os.environ.get("NUMBA_CACHE_DIR"))  # type: ignore[attr-defined]
+    assert [Path(d).name for d in dirs.values()] == ["numba-dask-0"]
+
+
 def test_one_process_is_the_default_and_imports_no_dask() -> None:
     """Without --workers the search runs here, exactly as before: Dask is not even imported."""
     assert open_executor() is SERIAL

@@ -7,7 +7,8 @@
 2. Sample: the search replays the busiest window of :data:`SEARCH_REQUESTS` consecutive
    requests (the shortest span holding that many arrivals: the fleet must carry its peak),
    starting from empty caches; the whole trace when it is no larger.
-3. Search each provider (:mod:`kvadvisor.advice.search`).
+3. Search each provider (:mod:`kvadvisor.advice.search`): one after another, or all at once
+   with their replays on a Dask cluster (:mod:`kvadvisor.execute`; the same verdicts).
 4. Verify: traces of up to :data:`VERIFY_REQUESTS` requests are replayed whole on each chosen
    deployment (grown when the whole trace misses the SLO); larger ones are replayed on a
    second window. The relative difference of the chosen deployment's figures between the
