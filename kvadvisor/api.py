@@ -19,6 +19,7 @@ from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs, load_rul
 from kvadvisor.advice.robust import parse_headroom
 from kvadvisor.cache.tiers import TierSpec, parse_tier
 from kvadvisor.errors import ConfigError
+from kvadvisor.execute import open_executor
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline import analyze as analyze_source
 from kvadvisor.pipeline import review as review_source
@@ -337,7 +338,11 @@ def _options(
     inputs: AdvisorInputs,
     plans: tuple[Plan, ...],
 ) -> AnalyzeOptions:
-    known = {f.name for f in dataclasses.fields(AnalyzeOptions)} - {"advisor_inputs", "plans"}
+    known = {f.name for f in dataclasses.fields(AnalyzeOptions)} - {
+        "advisor_inputs",
+        "plans",
+        "executor",
+    }
     unknown = sorted(set(settings) - known)
     if unknown:
         raise ConfigError(
@@ -375,6 +380,8 @@ def analyze(
     progress: Steps | None = None,
     since_s: float | None = None,
     until_s: float | None = None,
+    workers: int = 1,
+    scheduler: str | None = None,
     **settings: Any,
 ) -> Report:
     """Measure a trace and advise a configuration per stage: `kvadvisor analyze` as a call.
@@ -390,6 +397,9 @@ def analyze(
     the built-in rules and catalogs; ``plans`` (files or loaded plans) are reviewed against the
     trace, their engine files read from each plan's folder only unless
     ``allow_outside_plan_dir``. ``generated_at`` is the report's clock (default: now, UTC).
+    ``workers`` > 1 runs the deployment search on a local Dask cluster of that many processes,
+    ``scheduler`` (e.g. "tcp://host:8786") on an existing one (docs/scale.md); the report is
+    the same as in one process.
     """
     # Parsed first: a bad value is an error even where the trace is read whole.
     limit = parse_memory_limit(memory_limit) if isinstance(memory_limit, str) else memory_limit
@@ -399,19 +409,22 @@ def analyze(
     loaded = _plans(
         plans, PlanCatalogs(inputs.storage, inputs.instances, inputs.perf), allow_outside_plan_dir
     )
-    report = analyze_source(
-        trace if isinstance(trace, Trace) else os.fspath(trace),
-        _options(options, settings, inputs, loaded),
-        version=__version__,
-        generated_at=generated_at or utc_now(),
-        trace_format=trace_format,
-        column_map=column_map,
-        block_tokens=block_tokens,
-        memory_limit_bytes=limit,
-        progress=progress,
-        since_s=since_s,
-        until_s=until_s,
-    )
+    chosen = _options(options, settings, inputs, loaded)
+    # Before the trace is read: a missing extra or an unreachable scheduler fails at once.
+    with open_executor(workers, scheduler) as executor:
+        report = analyze_source(
+            trace if isinstance(trace, Trace) else os.fspath(trace),
+            dataclasses.replace(chosen, executor=executor),
+            version=__version__,
+            generated_at=generated_at or utc_now(),
+            trace_format=trace_format,
+            column_map=column_map,
+            block_tokens=block_tokens,
+            memory_limit_bytes=limit,
+            progress=progress,
+            since_s=since_s,
+            until_s=until_s,
+        )
     return Report.of(report)
 
 

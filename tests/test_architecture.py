@@ -41,6 +41,9 @@ ALLOWED: dict[str, set[str]] = {
     "progress": {"termtext", "units"},
     # A writable cache directory for numba, set up by the package __init__: a leaf.
     "jitcache": set(),
+    # Where the deployment search runs: here, or on Dask (imported only when asked for); the
+    # package's __version__, which a cluster's workers must run too.
+    "execute": {"__init__"},
     # The input boundaries: files checked before opening, YAML and JSON bounded before parsing.
     "yamlio": {"errors", "fileio"},
     "fileio": {"errors"},
@@ -81,6 +84,7 @@ ALLOWED: dict[str, set[str]] = {
     # The advisor: candidates from catalogs (and deployments, replayed), facts, rules, verdict.
     "advice": {
         "engines.registry",
+        "execute",
         "facts",
         "rules",
         "catalog",
@@ -120,6 +124,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     # The pipelines: one entry per command; they read or stream the trace and call the rest.
     "pipeline": {
+        "execute",
         "trace",
         "metrics",
         "cache",
@@ -155,6 +160,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "api": {
         "__init__",
+        "execute",
         "pipeline",
         "advice",
         "cache",

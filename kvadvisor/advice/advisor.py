@@ -33,6 +33,7 @@ from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec, find_storage
 from kvadvisor.deploy import access, host_tier_name, reach
 from kvadvisor.errors import CatalogError, ConfigError
+from kvadvisor.execute import SERIAL, Executor
 from kvadvisor.facts.registry import collect
 from kvadvisor.facts.storage import TARGET_TIER_UTILIZATION, devices_for, devices_for_capacity
 from kvadvisor.facts.workload import div, hit_ratio_at, report_facts
@@ -696,10 +697,12 @@ def advise_report(
     options: AdvisorOptions,
     extra_facts: Mapping[str, Any] | None = None,
     view: TraceView | None = None,
+    executor: Executor = SERIAL,
 ) -> AdviceReport:
     """The report with ``recommendation`` and ``findings`` filled from its own sections.
 
-    ``view`` is the trace the search replays (None: no search; the verdicts abstain).
+    ``view`` is the trace the search replays (None: no search; the verdicts abstain), on
+    ``executor`` (docs/scale.md).
     ``extra_facts`` are facts a producer computed from results the report does not carry
     (registered names; None values are dropped); they take precedence.
     """
@@ -746,6 +749,7 @@ def advise_report(
                 gpu=None if deployment is None or deployment.gpu_assumed else deployment.gpu,
                 tp=None if deployment is None or deployment.tp_assumed else deployment.tp,
                 price_kind=options.price_kind,
+                executor=executor,
             ),
         )
     advice = advise(

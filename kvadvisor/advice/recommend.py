@@ -7,7 +7,8 @@
 2. Sample: the search replays the busiest window of :data:`SEARCH_REQUESTS` consecutive
    requests (the shortest span holding that many arrivals: the fleet must carry its peak),
    starting from empty caches; the whole trace when it is no larger.
-3. Search each provider (:mod:`kvadvisor.advice.search`).
+3. Search each provider (:mod:`kvadvisor.advice.search`): one after another, or all at once
+   with their replays on a Dask cluster (:mod:`kvadvisor.execute`; the same verdicts).
 4. Verify: traces of up to :data:`VERIFY_REQUESTS` requests are replayed whole on each chosen
    deployment (grown when the whole trace misses the SLO); larger ones are replayed on a
    second window. The relative difference of the chosen deployment's figures between the
@@ -56,6 +57,7 @@ from kvadvisor.catalog.instances import InstanceSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.execute import SERIAL, Executor
 from kvadvisor.fleet import ReplayContext, TraceArrays, summarize
 from kvadvisor.plan.loader import PlanCatalogs
 from kvadvisor.results.verdict import (
@@ -132,6 +134,9 @@ class RecommendInputs:
     # than the fewest that meet the SLO (N+1). docs/advisor.md, "Margin and robustness".
     headroom: float = 0.0
     spare: bool = False
+    # Where the search's providers and replays run (docs/scale.md): here, one after another,
+    # or on a Dask cluster. The verdicts are the same either way.
+    executor: Executor = SERIAL
 
 
 def busiest_window(arrival_s: np.ndarray, size: int) -> tuple[int, int]:
@@ -290,10 +295,17 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         rows = np.arange(sample_arrays.requests, dtype=np.int64)
         hits = replayer.ctx.hit_index(rows, np.zeros(sample_arrays.requests, np.int64))
         spec = replace(spec, pooled_hits=hits, sample_inputs=sample_arrays.input_tokens)
-    found = {}
-    for i, p in enumerate(providers, 1):
+    ex = inputs.executor
+    replayer.executor = ex  # the search's replays run where the executor runs them
+
+    def announce(i: int, p: str) -> None:
         phases.enter(phases.SEARCH, phases.of(i, len(providers), p))
-        found[p] = search_provider(p, spec, replayer, work, hits)
+
+    def one(p: str) -> ProviderSearch:
+        return search_provider(p, spec, replayer, work, hits)
+
+    found = dict(zip(providers, ex.fan_out(one, providers, announce), strict=True))
+    replayer.executor = None  # what follows replays here, one after another
     phases.enter(phases.CHECK)
 
     whole = n <= inputs.verify_requests

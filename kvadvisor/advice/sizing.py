@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +27,7 @@ import numpy as np
 
 from kvadvisor.advice.candidate import Candidate, deployment_of, plan_document
 from kvadvisor.errors import ConfigError
+from kvadvisor.execute import Executor
 from kvadvisor.fleet import (
     Deployment,
     ReplayContext,
@@ -226,6 +229,7 @@ class Replayer:
         share: bool = True,
         headroom: float = 0.0,
         step_factor: float = 1.0,
+        executor: Executor | None = None,
     ) -> None:
         self.ctx = ReplayContext(arrays)
         self.arrays = arrays
@@ -240,6 +244,28 @@ class Replayer:
         self.replays = 0
         self.share = share
         self._cache: dict[str, Outcome] = {}
+        # A parallel executor replays on its workers (each replay once: _pending holds those
+        # under way); None or the serial one replays here, one after another.
+        self.executor = executor
+        self._pending: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self._shared: Any = None  # this replayer as the executor's workers hold it
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker needs to replay: no cache, executor or replay context (rebuilt)."""
+        state = dict(self.__dict__)
+        for name in ("ctx", "_cache", "executor", "_pending", "_lock", "_shared"):
+            state.pop(name)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.ctx = ReplayContext(self.arrays)
+        self._cache = {}
+        self.executor = None
+        self._pending = {}
+        self._lock = threading.Lock()
+        self._shared = None
 
     def like(
         self, arrays: TraceArrays, headroom: float | None = None, step_factor: float = 1.0
@@ -305,14 +331,58 @@ class Replayer:
             out = Outcome(candidate, doc, error=str(exc))
             self._cache[key] = out
             return out
-        self.replays += 1
+        return self._replayed(key, candidate, doc, Replayer.replay_whole, dep, capacity_tiers)
+
+    def _replayed(
+        self,
+        key: str,
+        candidate: Candidate,
+        doc: dict[str, Any],
+        replay: Callable[..., Outcome],
+        *args: Any,
+    ) -> Outcome:
+        """``replay(self, candidate, doc, *args)`` here, or once on the executor's workers.
+
+        Counted and cached by ``key`` either way: the replays run, and what each returns, do
+        not depend on where (or in which order) they ran.
+        """
+        ex = self.executor
+        if ex is None or not ex.parallel:
+            self.replays += 1
+            out = replay(self, candidate, doc, *args)
+            self._cache[key] = out
+            return out
+        with self._lock:
+            if (hit := self._hit(key, candidate, doc)) is not None:
+                return hit
+            pending = self._pending.get(key)
+            if pending is None:
+                self.replays += 1
+                if self._shared is None:
+                    self._shared = ex.share(self)
+                pending = ex.submit(replay, self._shared, candidate, doc, *args)
+                self._pending[key] = pending
+        got = pending.result()
+        with self._lock:
+            got = self._cache.setdefault(key, got)
+            self._pending.pop(key, None)
+        return replace(got, candidate=candidate, doc=doc)
+
+    def replay_whole(
+        self,
+        candidate: Candidate,
+        doc: dict[str, Any],
+        dep: Deployment,
+        capacity_tiers: frozenset[str],
+    ) -> Outcome:
+        """Replay the deployment of ``doc`` closed loop and check it (no cache)."""
         run = run_replay(self.ctx, slowed(dep, self.step_factor), self.options)
         cols = request_columns(run)
         met, attain = check_targets(self.limits, cols)
         summary = summarize(run)
         problem = tier_problem(summary, set(capacity_tiers)) if dep.stages[0].tiers else ""
         tpot = cols["tpot_s"][cols["output_tokens"] > 1]
-        out = Outcome(
+        return Outcome(
             candidate,
             doc,
             "",
@@ -327,8 +397,6 @@ class Replayer:
             summary.overload.reason if summary.overload.overloaded else "",
             self.headroom,
         )
-        self._cache[key] = out
-        return out
 
     def prefill_outcome(self, candidate: Candidate, link_bytes_per_s: float) -> Outcome:
         """A disaggregated candidate's prefill stage alone, against the TTFT targets.
@@ -346,7 +414,12 @@ class Replayer:
             dep, _ = deployment_of(doc, self.catalogs)
         except (ConfigError, PlanError) as exc:
             return Outcome(candidate, doc, error=str(exc))
-        self.replays += 1
+        return self._replayed(key, candidate, doc, Replayer.replay_prefill, dep, link_bytes_per_s)
+
+    def replay_prefill(
+        self, candidate: Candidate, doc: dict[str, Any], dep: Deployment, link_bytes_per_s: float
+    ) -> Outcome:
+        """Replay ``dep``'s prefill stage alone against the TTFT targets (no cache)."""
         a = self.arrays
         window, stop = self._window_stop()
         rows = np.arange(a.requests, dtype=np.int64)
@@ -362,7 +435,7 @@ class Replayer:
         ttft_targets = {k: v for k, v in self.limits.items() if k.startswith("ttft")}
         met, attain = check_targets(ttft_targets, cols)
         ttft = _pcts(cols["ttft_s"], ttft_targets, "ttft")
-        out = Outcome(
+        return Outcome(
             candidate,
             doc,
             "",
@@ -377,8 +450,6 @@ class Replayer:
             "",
             self.headroom,
         )
-        self._cache[key] = out
-        return out
 
     def _window_stop(self) -> tuple[float, float]:
         a = self.arrays

@@ -495,6 +495,27 @@ def analyze_cmd(
             rich_help_panel=PANEL_MODEL,
         ),
     ] = OverContext.auto,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            help="Run the deployment search's providers and replays on a local Dask cluster "
+            "of N processes (default 1: this process alone; needs kvadvisor[distributed]). "
+            "The report is the same.",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = 1,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Run the deployment search on an existing Dask cluster, e.g. "
+            "tcp://host:8786 (its workers need this kvadvisor; docs/scale.md).",
+            rich_help_panel=PANEL_DEPLOYMENT,
+        ),
+    ] = None,
     plan: Annotated[
         list[Path] | None,
         typer.Option(
@@ -641,6 +662,8 @@ def analyze_cmd(
                 spare=spare,
                 price_kind=price_kind.value,
                 over_context=over_context.value,
+                workers=workers,
+                scheduler=scheduler,
             )
         finally:
             phases.listen(None)

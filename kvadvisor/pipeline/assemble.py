@@ -116,7 +116,9 @@ def advise_sections(
         price_kind=options.price_kind,
     )
     extra = stages.facts if stages is not None else None
-    return advise_report(report, inputs, advisor_options, extra_facts=extra, view=view)
+    return advise_report(
+        report, inputs, advisor_options, extra_facts=extra, view=view, executor=options.executor
+    )
 
 
 def refresh_advice(

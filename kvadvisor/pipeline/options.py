@@ -10,6 +10,7 @@ from kvadvisor.advice.inputs import AdvisorInputs
 from kvadvisor.advice.robust import DEFAULT_HEADROOM
 from kvadvisor.cache.tiers import TierSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
+from kvadvisor.execute import SERIAL, Executor
 from kvadvisor.plan.model import Plan
 from kvadvisor.sections.profile import ProfileOptions
 
@@ -56,6 +57,9 @@ class AnalyzeOptions(ProfileOptions):
     # this many requests; its stage split then becomes the report's.
     replay: bool = True
     replay_max_requests: int = 200_000
+    # Where the deployment search runs (--workers, --scheduler; docs/scale.md). Not an
+    # analysis choice: the report is the same wherever it ran, so it is not recorded.
+    executor: Executor = SERIAL
 
     @property
     def perf_catalogs(self) -> PerfCatalogs:
@@ -77,7 +81,7 @@ def options_record(options: AnalyzeOptions) -> dict[str, Any]:
     """
     record: dict[str, Any] = {}
     for f in dataclasses.fields(options):
-        if f.name == "advisor_inputs":
+        if f.name in ("advisor_inputs", "executor"):
             continue
         value = getattr(options, f.name)
         if f.name == "plans":

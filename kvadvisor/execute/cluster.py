@@ -1,0 +1,237 @@
+"""The search on Dask: a local cluster of processes, or an existing scheduler ([distributed]).
+
+Providers run at once in threads of this process; each replay they ask for runs as a task on a
+worker (one thread per local worker: the replay holds the GIL). Each worker keeps its own numba
+cache directory: numba writes a kernel's cache index without a lock, so two processes saving
+different signatures of one kernel at once can leave an index that points one signature at the
+other's machine code (tests/conftest.py says the same of pytest-xdist). A local worker's
+directory is seeded with the kernels this process already compiled, so it loads instead of
+compiling them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, TypeVar
+
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from kvadvisor.errors import ConfigError
+from kvadvisor.execute import EXTRA, Executor
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Seconds to reach a scheduler, and for an existing cluster to show its first worker.
+CONNECT_TIMEOUT_S = 10
+# The package's own in-tree cache (numba's default place for the kernels beside it).
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+class DaskExecutor(Executor):
+    """Providers in threads here, replays as tasks on the cluster's workers."""
+
+    parallel = True
+
+    def __init__(self, client: Client, cluster: LocalCluster | None = None) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.workers = len(client.scheduler_info()["workers"])
+
+    def fan_out(
+        self,
+        fn: Callable[[T], R],
+        items: Iterable[T],
+        announce: Callable[[int, T], None] | None = None,
+    ) -> list[R]:
+        """``fn`` of every item at once (one thread each), in the items' order.
+
+        ``announce(i, item)`` as the i-th call finishes (from this thread: listeners need not
+        be thread-safe).
+        """
+        todo = list(items)
+        out: list[Any] = [None] * len(todo)
+        with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+            running = {pool.submit(fn, item): i for i, item in enumerate(todo)}
+            for n, future in enumerate(as_completed(running), 1):
+                i = running[future]
+                out[i] = future.result()
+                if announce is not None:
+                    announce(n, todo[i])
+        return out
+
+    def share(self, value: Any) -> Any:
+        """``value`` sent once to every worker; tasks receive the worker's copy."""
+        return self.client.scatter(value, broadcast=True, hash=False)
+
+    def submit(self, fn: Callable[..., R], *args: Any) -> Any:
+        """``fn(*args)`` as a task on a worker (never deduplicated by Dask: callers do)."""
+        return self.client.submit(fn, *args, pure=False)
+
+    def close(self) -> None:
+        """Disconnect; a local cluster's processes end with it."""
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+class NumbaCacheDir(WorkerPlugin):
+    """Points each worker process at its own numba cache directory, before any kernel exists.
+
+    ``base``: the folder holding one directory per worker (None: the worker's own
+    NUMBA_CACHE_DIR, else the installed package's ``__pycache__``, else a temporary one).
+    ``seed``: (folder, numba's subpath for it) pairs of compiled kernels to copy in first.
+    """
+
+    def __init__(self, base: str | None, seed: tuple[tuple[str, str], ...] = ()) -> None:
+        self.base = base
+        self.seed = seed
+
+    def setup(self, worker: Any) -> None:
+        """Choose, seed and set the directory (numba reads it when a kernel is defined)."""
+        directory = worker_cache_dir(self.base, str(worker.name))
+        for source, subpath in self.seed:
+            seed_kernels(Path(source), Path(directory) / subpath)
+        os.environ["NUMBA_CACHE_DIR"] = directory
+        numba = sys.modules.get("numba")
+        if numba is not None:  # its config was read at import
+            numba.config.CACHE_DIR = directory
+
+
+def _writable(directory: Path) -> bool:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=directory).close()
+    except OSError:
+        return False
+    return True
+
+
+def worker_cache_dir(base: str | None, name: str) -> str:
+    """The cache directory of the worker called ``name`` (made; stable across runs)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]
+    roots = [base] if base else [os.environ.get("NUMBA_CACHE_DIR"), str(PACKAGE / "__pycache__")]
+    for root in roots:
+        if root and _writable(Path(root) / f"numba-dask-{safe}"):
+            return str(Path(root) / f"numba-dask-{safe}")
+    return tempfile.mkdtemp(prefix=f"kvadvisor-numba-dask-{safe}-")
+
+
+def seed_kernels(source: Path, target: Path) -> None:
+    """Copy compiled kernels (data files first, then their indexes) into ``target``."""
+    if not source.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for pattern in ("*.nbc", "*.nbi"):  # an index never names data that is not there yet
+        for f in sorted(source.glob(pattern)):
+            shutil.copyfile(f, target / f.name)
+
+
+def local_seed() -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """This process's numba cache: the base for local workers' directories, and the seed.
+
+    With NUMBA_CACHE_DIR its subfolders copy as they are; numba's in-tree cache (a
+    ``__pycache__`` beside each module) copies under the subpath numba gives that module's
+    folder inside a NUMBA_CACHE_DIR (the folder's name and the SHA-1 of its absolute path).
+    """
+    own = os.environ.get("NUMBA_CACHE_DIR")
+    if own:
+        root = Path(own)
+        subs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        return own, tuple((str(p), p.name) for p in subs if any(p.glob("*.nbi")))
+    pairs = []
+    for cache in sorted(PACKAGE.rglob("__pycache__")):
+        if any(cache.glob("*.nbi")):
+            folder = os.path.abspath(cache.parent)
+            digest = hashlib.sha1(folder.encode()).hexdigest()
+            pairs.append((str(cache), f"{os.path.basename(folder)}_{digest}"))
+    base = PACKAGE / "__pycache__"
+    return (str(base) if _writable(base) else None), tuple(pairs)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def local(workers: int) -> DaskExecutor:
+    """A cluster of ``workers`` processes on this machine (one thread each), ready to run."""
+    base, seed = local_seed()
+    try:
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+    except (OSError, RuntimeError) as exc:
+        raise ConfigError(
+            f"--workers {workers}: cannot start a local Dask cluster: {_first_line(exc)}"
+        ) from None
+    client = Client(cluster, set_as_default=False)
+    try:
+        client.register_plugin(NumbaCacheDir(base, seed), name="kvadvisor-numba-cache")
+    except Exception:
+        client.close()
+        cluster.close()
+        raise
+    return DaskExecutor(client, cluster)
+
+
+def _worker_version() -> str:
+    """The kvadvisor version a worker runs (run on each worker)."""
+    from kvadvisor import __version__
+
+    return __version__
+
+
+def connect(address: str) -> DaskExecutor:
+    """The existing cluster whose scheduler listens at ``address`` (e.g. tcp://host:8786).
+
+    Its workers must run this kvadvisor (the replays' figures are the code's): checked here.
+    """
+    from kvadvisor import __version__
+
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"--scheduler {address}: cannot reach the Dask scheduler: {_first_line(exc)}"
+        ) from None
+    try:
+        try:
+            client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+        except TimeoutError:
+            raise ConfigError(
+                f"--scheduler {address}: the scheduler has no workers (none joined within "
+                f"{CONNECT_TIMEOUT_S} s)"
+            ) from None
+        try:
+            client.register_plugin(NumbaCacheDir(None), name="kvadvisor-numba-cache")
+            versions = set(client.run(_worker_version).values())
+        except Exception as exc:  # whatever a worker raised, remotely: said in one line
+            raise ConfigError(
+                f"--scheduler {address}: the workers cannot run kvadvisor "
+                f"({_first_line(exc)}); install kvadvisor {__version__} with '{EXTRA}' on them"
+            ) from None
+        if versions != {__version__}:
+            raise ConfigError(
+                f"--scheduler {address}: the workers run kvadvisor "
+                f"{', '.join(sorted(versions))}, this is {__version__}: the figures would differ"
+            )
+    except BaseException:
+        client.close()
+        raise
+    return DaskExecutor(client)
