@@ -165,7 +165,12 @@ def http_router(ctx: EmitContext, engine: str, name: str) -> dict[str, str]:
     stages = {s.stage: s for s in ctx.dep.stages}
     flags = [
         Setting("host", "0.0.0.0", "clients reach the fleet here"),
-        Setting("port", str(ROUTER_PORT), f"the router's default port ({source})"),
+        Setting(
+            "port",
+            str(ROUTER_PORT),
+            f"the router's default port ({source}); SGLang servers default to it too, so start "
+            "the router on a host of its own or give it another",
+        ),
     ]
     words: list[str] = []
     notes = []
