@@ -85,7 +85,7 @@ def test_kvbm_sizes_per_engine_instance() -> None:
 def test_vllm_aggregated_uses_native_offloading() -> None:
     """One stage only: --kv-offloading-size is GiB per vLLM instance (all its TP ranks)."""
     files = emit_config(_report(tp=4, decode=None), "vllm")
-    assert list(files) == ["vllm-serving.sh"]
+    assert list(files) == ["vllm-serving.sh", "vllm-router.sh"]
     flags = _settings(files, "serving")["vllm"]
     # TP 4: 2 instances per node, 1,600 GiB / 2 = 800 GiB each.
     assert flags["kv-offloading-backend"] == "native" and flags["kv-offloading-size"] == 800

@@ -24,6 +24,7 @@ from kvadvisor.catalog.instances import load_instances
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import deployment_from_report
 from kvadvisor.emit.writers import EMITTERS
+from kvadvisor.engines.router import is_router_file
 from kvadvisor.plan import engine_settings_table
 from kvadvisor.plan.engine_files import read_engine_file
 from kvadvisor.results.verdict import LinkChoice
@@ -87,7 +88,7 @@ def _settings(files: dict[str, str], engine: str) -> dict[str, dict]:
     """Every emitted file of ``engine`` read back as a plan reads engine files, by file."""
     out = {}
     for name, text in files.items():
-        if name.endswith(".txt"):
+        if name.endswith(".txt") or is_router_file(name):
             continue
         for eng, settings in read_engine_file(name, text, TABLE).items():
             if eng == engine:

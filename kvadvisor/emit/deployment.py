@@ -81,6 +81,9 @@ class StageView:
     chunk_tokens: int
     gpu_memory_bytes: float | None = None  # one GPU's memory (vLLM's batch defaults depend on it)
     transport: Transport | None = None  # the instance's network between instances (the fabric)
+    # how the replay routed requests to the stage's replicas (the plan's router; a report
+    # without a verdict replayed none, and a plan without one routes round robin)
+    router: str = "round_robin"
 
     @property
     def replicas_per_instance(self) -> int:
@@ -220,6 +223,7 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                 ),
                 gpu_memory_bytes=sv.gpu_memory_gib * BYTES_PER_GIB,
                 transport=sv.transport,
+                router=sv.router,
             )
         )
     return Deployment(

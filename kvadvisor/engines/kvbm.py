@@ -17,6 +17,7 @@ from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
+from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.engines.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
 from kvadvisor.errors import ConfigError
@@ -31,6 +32,12 @@ if TYPE_CHECKING:  # the review passes them in (importing it here would load the
     from kvadvisor.planreview.settings import EngineSettings
 
 REPLICA_UNIT = "decimal GB per engine instance (one TP group)"
+# vLLM's KVEventsConfig (vllm/config/kv_events.py: publisher zmq, default endpoint tcp://*:5557),
+# one port per replica of a node, as JSON in double quotes so the shell fills in the port.
+KV_EVENTS = (
+    '"{\\"enable_kv_cache_events\\":true,\\"publisher\\":\\"zmq\\",'
+    '\\"endpoint\\":\\"tcp://*:$((5557 + r))\\"}"'
+)
 
 
 def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[str]]:
@@ -193,10 +200,15 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             '"${DYN_KVBM_DISK_CACHE_DIR:+$DYN_KVBM_DISK_CACHE_DIR/replica-$r}" '
             'python3 -m dynamo.vllm --model "$MODEL" "${DYNAMO_ARGS[@]}"'
         )
+        if any(s.router != "round_robin" for s in ctx.dep.stages):
+            # The KV router learns what each worker holds from its KV events; every replica on
+            # a node publishes on a port of its own.
+            run += " --kv-events-config " + KV_EVENTS
+
         lines = launch_lines(stage, run, env_lines, NIXL_PORT if ctx.disaggregated else None)
         lines.insert(
             0,
-            "# one frontend serves the fleet; start it once, elsewhere: python -m dynamo.frontend",
+            "# one frontend serves the fleet and routes to these workers: dynamo-frontend.sh",
         )
         files[f"dynamo-{stage.stage}.sh"] = shell_script(
             ctx.head(f"Dynamo vLLM {stage.stage} workers") + [comment(n) for n in notes],
@@ -205,6 +217,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             flags,
             lines,
         )
+    files.update(router.dynamo_frontend(ctx, "dynamo-frontend.sh"))
     return files
 
 

@@ -18,6 +18,7 @@ from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script, yaml_file
 from kvadvisor.emit.transport import nixl_connector
+from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.engines.vllm import (
     NIXL_PORT,
@@ -157,6 +158,7 @@ def emit_lmcache(ctx: EmitContext) -> dict[str, str]:
                 port_env=NIXL_PORT if ctx.disaggregated else None,
             ),
         )
+    files.update(router.http_router(ctx, "vllm", "vllm-lmcache-router.sh"))
     return files
 
 

@@ -17,6 +17,7 @@ from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
 from kvadvisor.emit.transport import mooncake_store_settings
+from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.engines.sglang import (
     MOONCAKE_LOCAL_BUFFER_BYTES,
@@ -230,6 +231,7 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
     files["mooncake-client.notes.txt"] = (
         "\n".join(ctx.head(CLIENT_JSON) + mooncake_notes(CLIENT_JSON, last)) + "\n"
     )
+    files.update(router.http_router(ctx, "vllm", "vllm-mooncake-router.sh"))
     return files
 
 

@@ -21,6 +21,7 @@ from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
 from kvadvisor.emit.transport import mooncake_client_transport, sglang_transfer, transfer_plan
+from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.errors import ConfigError
 from kvadvisor.plan.model import KvLoadPlan
@@ -332,6 +333,7 @@ def emit_sglang(ctx: EmitContext) -> dict[str, str]:
             ],
         )
         files.update(extra)
+    files.update(router.http_router(ctx, "sglang", "sglang-router.sh"))
     return files
 
 

@@ -18,6 +18,7 @@ from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
 from kvadvisor.emit.transport import nixl_connector, transfer_plan
+from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
@@ -224,6 +225,7 @@ def emit_vllm(ctx: EmitContext) -> dict[str, str]:
             flags,
             launch_lines(stage, run, port_env=NIXL_PORT if ctx.disaggregated else None),
         )
+    files.update(router.http_router(ctx, "vllm", "vllm-router.sh"))
     return files
 
 
