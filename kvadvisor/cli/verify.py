@@ -143,8 +143,9 @@ def verify_cmd(
         str | None,
         typer.Option(
             "--gate",
-            help="With two --results: the changes the candidate must reach, e.g. "
-            "ttft_p99=-25%,throughput=+29%.",
+            help="With two --results: the changes the candidate must reach, "
+            "METRIC=CHANGE pairs joined by commas (ttft_p99=-25% for TTFT p99 down "
+            "at least 25%, throughput=+29% for up at least 29%).",
         ),
     ] = None,
     fail_on: Annotated[
