@@ -25,18 +25,30 @@ MOONCAKE_HEAD_JSONL_GZ = SAMPLES / "mooncake_conversation_head.jsonl.gz"
 # The whole Azure LLM inference 2023 code trace (8,819 requests), byte for byte (zstd).
 AZURE_CODE_TRACE = SAMPLES / "azure_code.csv.zst"
 
-# Under pytest-xdist (`-n auto`) each worker keeps its own numba cache. numba writes each cache
-# file atomically, but two processes saving different signatures of one kernel at once can
-# both read the index without the other's entry, take the same data-file number, and leave an
-# index that points one signature at the other's machine code. One directory per worker has
-# one writer at a time (a worker runs its tests, and the commands they start, one after
-# another); the commands the tests start inherit it. Set before any test module imports numba,
-# which reads NUMBA_CACHE_DIR at import. It sits in this checkout's tests/__pycache__ (ignored by
-# git, not a shared /tmp name), so a second run loads what the first compiled. A serial run
-# keeps numba's default (``__pycache__`` beside the kernels).
-if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("NUMBA_CACHE_DIR"):
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this process its own numba cache directory, before any test module imports numba.
+
+    Under pytest-xdist (`-n auto`) each worker keeps its own cache. numba writes each cache file
+    atomically, but two processes saving different signatures of one kernel at once can both
+    read the index without the other's entry, take the same data-file number, and leave an
+    index that points one signature at the other's machine code. One directory per worker has
+    one writer at a time (a worker runs its tests, and the commands they start, one after
+    another); the commands the tests start inherit it. numba reads NUMBA_CACHE_DIR at import,
+    and this hook runs before collection imports the test modules; the xdist controller sets
+    none (its workers inherit its environment). The directories sit in this checkout's
+    tests/__pycache__ (ignored by git, not a shared /tmp name), so a second run loads what the
+    first compiled. A serial run has one too (``numba-main``): numba lays a NUMBA_CACHE_DIR out
+    by the kernels' source paths, so tests/test_reliability_memory.py can copy it whole for its
+    runs as nobody.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if os.environ.get("NUMBA_CACHE_DIR") or (
+        worker is None and config.getoption("numprocesses", None)
+    ):
+        return
     os.environ["NUMBA_CACHE_DIR"] = str(
-        REPO / "tests" / "__pycache__" / f"numba-{os.environ['PYTEST_XDIST_WORKER']}"
+        REPO / "tests" / "__pycache__" / f"numba-{worker or 'main'}"
     )
 
 

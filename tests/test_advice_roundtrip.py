@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from advice_traces import CAPACITY_BANDWIDTH_SLO, slo_for, traces
+from analysis_cache import analysed
 
 from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
-from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.review import review_plans
 from kvadvisor.plan import load_plan
 from kvadvisor.trace import read_trace
@@ -28,11 +28,17 @@ TRACES = traces()
 
 
 @pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
-def test_the_emitted_plan_passes_its_review(path: Path, tmp_path: Path) -> None:
-    """Analyze, emit the plan, review it: no error, no capacity, bandwidth or SLO warning."""
+def test_the_emitted_plan_passes_its_review(
+    path: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Analyze, emit the plan, review it: no error, no capacity, bandwidth or SLO warning.
+
+    The analysis is tests/test_emit_roundtrip.py's (same trace, same options): computed once.
+    """
     trace = read_trace(path)
-    report = analyze(
-        trace, AnalyzeOptions(slo=slo_for(path)), version="test", generated_at="2026-01-01T00:00:00"
+    options = AnalyzeOptions(slo=slo_for(path))
+    report = analysed(
+        tmp_path_factory, path, trace, options, version="test", generated_at="2026-01-01T00:00:00"
     )
     vs = report.recommendation.verdict
     if not trace.arrivals_measured:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from advice_traces import CAPACITY_BANDWIDTH_SLO, slo_for
+from analysis_cache import analysed
 
 import kvadvisor
 from kvadvisor.emit import TARGETS, emit_all
@@ -53,11 +54,15 @@ def _emit(path: Path, trace, report, out: Path) -> list[str]:  # type: ignore[no
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
 def emitted(request, tmp_path_factory):
-    """(trace path, trace, the directory holding every emitted file, the targets written)."""
+    """(trace path, trace, the directory holding every emitted file, the targets written).
+
+    The analysis is tests/test_advice_roundtrip.py's (same trace, same options): computed once.
+    """
     path = request.param
     trace = read_trace(path)
-    report = analyze(
-        trace, AnalyzeOptions(slo=slo_for(path)), version="test", generated_at="2026-01-01T00:00:00"
+    options = AnalyzeOptions(slo=slo_for(path))
+    report = analysed(
+        tmp_path_factory, path, trace, options, version="test", generated_at="2026-01-01T00:00:00"
     )
     out = tmp_path_factory.mktemp(path.name.split(".")[0])
     return path, trace, out, _emit(path, trace, report, out)

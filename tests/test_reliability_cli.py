@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -222,13 +223,24 @@ def test_junit_is_well_formed_with_control_characters(tmp_path: Path) -> None:
 # --- compiled kernels without a writable cache directory --------------------------------------
 
 
+def _address_space(limit_bytes: int):
+    """``ulimit -v`` for a child process (set between fork and exec)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return limit
+
+
 def test_kernels_run_without_a_writable_cache_directory(tmp_path: Path) -> None:
     """HOME unwritable, the install read-only, NUMBA_CACHE_DIR unset (a container's `nobody`).
 
     numba refused to define the kernels ("cannot cache function '_splitmix64': no locator
     available"); now a temporary cache directory is used, said in one note, removed at exit.
     Read-only is made with files where the __pycache__ directories and ~/.cache would go, so
-    it holds for root as well.
+    it holds for root as well. Under ``ulimit -v 2000000``: this is the suite's one cold compile
+    of every kernel the analysis runs under the 2 GB limit, where LLVM ran out of memory before
+    (tests/test_reliability_memory.py's runs as nobody start from compiled kernels).
     """
     copy = tmp_path / "install"
     shutil.copytree(
@@ -249,6 +261,7 @@ def test_kernels_run_without_a_writable_cache_directory(tmp_path: Path) -> None:
         timeout=600,
         env=env,
         cwd=tmp_path,
+        preexec_fn=_address_space(2_000_000 * 1024),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()

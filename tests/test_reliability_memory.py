@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from cli_checks import without_progress
 
+import kvadvisor
+
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "sample_traces" / "mooncake_conversation_head.jsonl.gz"
 NOBODY = 65534
@@ -58,16 +60,22 @@ def workdir():
 
 @pytest.fixture(scope="module")
 def nobody_kernels():
-    """One numba cache for every run as nobody in this module, which nobody may write.
+    """The compiled kernels, copied where nobody may read and write them: one cache per module.
 
-    The first run as nobody (analyze, collected first) compiles its kernels cold under the
-    limit, the case that aborted with "LLVM ERROR: out of memory"; a later command compiles
-    cold only the kernels no earlier run needed (replay's) and loads the rest. Each kernel is
-    still compiled under the limit once, without the ~45 CPU-seconds of compiling the same
-    kernels again in every run (each run had a fresh HOME, so a fresh cache).
+    The cold compile under the 2 GB limit, where "LLVM ERROR: out of memory" aborted analyze,
+    is tests/test_reliability_cli.py's no-writable-cache run (under the same limit); compiling
+    every kernel again here, in each fresh HOME, cost about 45 CPU-seconds a run. The kernels
+    are compiled (or loaded) in this process first, into the cache tests/conftest.py gives it,
+    so the copy holds every kernel the analysis runs; one a command needs beyond those is
+    compiled under the limit by the first run as nobody that needs it.
     """
+    kvadvisor.analyze(TRACE, generated_at="2026-01-01T00:00:00+00:00")
     path = Path(tempfile.mkdtemp(prefix="kvadvisor-lowmem-numba-"))
-    path.chmod(0o777)
+    shutil.copytree(os.environ["NUMBA_CACHE_DIR"], path, dirs_exist_ok=True)
+    for folder, _, files in os.walk(path):
+        os.chmod(folder, 0o777)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o666)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

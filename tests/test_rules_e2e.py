@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from analysis_cache import analysed
 
-from kvadvisor import __version__
-from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.trace import read_trace
 
@@ -21,26 +20,24 @@ from kvadvisor.trace import read_trace
 CONVERSATION_SLO = "ttft_p99=10s,tpot_p99=100ms"
 
 
+# The round trips (tests/test_advice_roundtrip.py, tests/test_emit_roundtrip.py) analyse both
+# traces with these same options: tests/analysis_cache.py computes each once in a run.
+CLOCK = {"version": "test", "generated_at": "2026-01-01T00:00:00"}
+
+
 @pytest.fixture(scope="module")
-def azure(azure_code_path: Path):  # type: ignore[no-untyped-def]
+def azure(azure_code_path: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """The advice for the Azure code trace."""
-    return analyze(
-        read_trace(azure_code_path),
-        AnalyzeOptions(),
-        version=__version__,
-        generated_at="2026-01-01T00:00:00+00:00",
-    )
+    trace = read_trace(azure_code_path)
+    return analysed(tmp_path_factory, azure_code_path, trace, AnalyzeOptions(slo=None), **CLOCK)
 
 
 @pytest.fixture(scope="module")
-def mooncake(mooncake_path: Path):  # type: ignore[no-untyped-def]
+def mooncake(mooncake_path: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """The advice for the Mooncake conversation trace, held to an SLO it can meet."""
-    return analyze(
-        read_trace(mooncake_path),
-        AnalyzeOptions(slo=CONVERSATION_SLO),
-        version=__version__,
-        generated_at="2026-01-01T00:00:00+00:00",
-    )
+    trace = read_trace(mooncake_path)
+    options = AnalyzeOptions(slo=CONVERSATION_SLO)
+    return analysed(tmp_path_factory, mooncake_path, trace, options, **CLOCK)
 
 
 def _outcomes(report) -> dict:  # type: ignore[no-untyped-def]
