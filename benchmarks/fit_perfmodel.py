@@ -15,6 +15,8 @@ table (``bench_perfmodel.py``) reports held-out models. Writes the YAML with its
 ``--only fp8 moe`` refits just those coefficient groups (each on its own points: FP8-weight
 variants, MoE models) into the existing catalog and keeps every other value, so dense BF16 step
 times do not move; that is how the FP8 and MoE coefficients of the packaged catalog were made.
+``--only dense`` refits the dense GEMM's shape (``gemm_efficiency``, ``gemm_tile_tokens``,
+``gemm_sharpness``) on the BF16 dense points the same way; the packaged catalog's were made so.
 """
 
 from __future__ import annotations

@@ -29,13 +29,17 @@ WHOLE = SAMPLES / "mooncake_conversation.parquet"
 SLO = "ttft_p99=10s,tpot_p99=200ms"
 AT_LEAST_WARNING = (Severity.WARNING, Severity.ERROR)
 
-# case: (trace, options, the forced tier is bought)
+# case: (trace, options, the forced tier is bought). The targets keep each case what it tests
+# since the dense GEMM refit's faster steps: at 12 s GCP's fleet is small enough that its host
+# memory does not hold the reuse, so the forced tier serves hits (at 6 s it served 0.6% and
+# review's RV01 called it shadowed); at 4 s Azure's fleet keeps a host tier whose p99 writes the
+# forced disk is then asked to take (at 6 s its GPU pools held the reuse: no tier at all).
 CASES = {
     "no storage": (HEAD, dict(providers=("aws", "gcp")), None),
     "gcp block volume": (
         WHOLE,
         dict(
-            providers=("gcp",), storage="gcp-hyperdisk-balanced", slo="ttft_p99=6s,tpot_p99=200ms"
+            providers=("gcp",), storage="gcp-hyperdisk-balanced", slo="ttft_p99=12s,tpot_p99=200ms"
         ),
         True,
     ),
@@ -43,7 +47,7 @@ CASES = {
     "azure block volume behind a disk cap": (
         WHOLE,
         dict(
-            providers=("azure",), storage="azure-premium-ssd-v2", slo="ttft_p99=6s,tpot_p99=200ms"
+            providers=("azure",), storage="azure-premium-ssd-v2", slo="ttft_p99=4s,tpot_p99=200ms"
         ),
         False,
     ),

@@ -1,7 +1,7 @@
 """What a KV tier is worth, against replays of hand-edited plans and a brute-force break-even.
 
 The trace: 80 conversations of 5 turns, each turn the conversation's 10,240-token prefix (40
-blocks of 256 tokens) plus 1,024 new tokens, 1.5 requests per second. On one g2-standard-96
+blocks of 256 tokens) plus 1,024 new tokens, 1.6 requests per second. On one g2-standard-96
 (8 x L4, Llama 3.1 8B at TP 1) the 80 prefixes (819,200 tokens) outgrow the GPU KV pools
 (8 x 42,254 tokens) but fit host memory, so the host tier serves the later turns' prefixes.
 Each figure the tier value reports is checked against the plan document edited by hand (the
@@ -64,7 +64,7 @@ def _conversations(sessions: int = 80, turns: int = 5, prefix_blocks: int = 40) 
     n = len(hashes)
     lens = np.array([len(h) for h in hashes])
     return TraceArrays.of(
-        np.arange(n) / 1.5,
+        np.arange(n) / 1.6,
         lens * BLOCK_TOKENS,
         np.full(n, 64),
         offsets=np.concatenate(([0], np.cumsum(lens))),
@@ -146,8 +146,9 @@ def test_the_host_tier_saves_an_instance_as_the_hand_edited_plans_replay(case) -
     same = _ttft(_replay(arrays, _tierless(doc, 1)))
     assert (value.without_ttft_p50_s, value.without_ttft_p99_s) == pytest.approx(same)
     assert not value.without_meets_at_same_count
-    # without the tier every prefix is recomputed in the decode steps' batches: TPOT p99 misses
-    assert met[1] == {"ttft_p99_s": True, "tpot_p99_s": False}
+    # without the tier every prefix is recomputed in the decode steps' batches: TPOT p99 misses,
+    # and the recomputes queue the prompts behind them past the TTFT target too
+    assert met[1] == {"ttft_p99_s": False, "tpot_p99_s": False}
     assert value.ttft_p99_s <= TARGETS["ttft_p99_s"]
 
     # Hits below the GPU pool are the host tier's: the replay's hit tokens less the GPU's.

@@ -53,11 +53,14 @@ def test_the_first_ten_lines_hold_the_answer(run) -> None:  # type: ignore[no-un
     v = next(x for x in vs["verdicts"] if x["provider"] == vs["primary"])
     assert v["status"] == "chosen"
     (stage,) = v["stages"]  # aggregated on the sample
-    assert stage["tiers"], "the recommended deployment names no tier below the GPU pool"
     assert max(len(line) for line in lines[:10]) <= 80
     head = " ".join(lines[:10])  # words wrapped at 80 columns read as one text
     assert "Recommended" in head and f"{stage['instances']} × {stage['instance']}" in head
     values = stage["tier_values"]
+    # The KV tiers it names: the GPU pool, then each tier below it by what holds it.
+    held_by = {t["tier"]: t["storage"] for t in values}
+    below = [held_by[t["name"]] for t in stage["tiers"]]
+    assert f"KV tiers: {' + '.join(['GPU memory', *below]) if below else 'GPU memory only'}" in head
     assert [t["tier"] for t in values] == ["prefix_cache"] + [t["name"] for t in stage["tiers"]]
     for value in values:
         # Each tier by what holds it (host memory: the instance's DRAM), with its dollar value.
