@@ -15,6 +15,7 @@ from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.kvcache import MLA_PAGE_SOURCE, MLA_PAGE_TOKENS, kv_dtype_flag, mla_page
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
 from kvadvisor.emit.transport import nixl_connector, transfer_plan
@@ -84,8 +85,26 @@ def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
     )
 
 
+def block_flag(ctx: EmitContext, stage: StageView) -> Setting:
+    """The vLLM block: its default, or the 64 tokens FlashMLA takes for an MLA model."""
+    if mla_page(ctx):
+        return Setting(
+            "block-size",
+            str(MLA_PAGE_TOKENS),
+            f"an MLA model runs on FlashMLA, which takes {MLA_PAGE_TOKENS}-token blocks only "
+            f"({MLA_PAGE_SOURCE['vllm']}); vLLM's default {VLLM_BLOCK_TOKENS} would not start",
+        )
+    return Setting(
+        "block-size",
+        str(VLLM_BLOCK_TOKENS),
+        f"vLLM's default {VLLM_BLOCK_TOKENS}-token block ({sources.VLLM_CACHE}); prefix "
+        f"hits land on block boundaries, and the {stage.chunk_tokens}-token KV chunk is a "
+        "multiple of it",
+    )
+
+
 def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
-    """Parallelism, block, prefix caching, memory share and token budget of one replica."""
+    """Parallelism, block, KV dtype, prefix caching, memory share and token budget of a replica."""
     out = [
         Setting(
             "tensor-parallel-size",
@@ -94,13 +113,8 @@ def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
             f"{stage.replicas_per_instance} replica(s) of it per {stage.instance} "
             f"({sources.VLLM_PARALLEL})",
         ),
-        Setting(
-            "block-size",
-            str(VLLM_BLOCK_TOKENS),
-            f"vLLM's default {VLLM_BLOCK_TOKENS}-token block ({sources.VLLM_CACHE}); prefix "
-            f"hits land on block boundaries, and the {stage.chunk_tokens}-token KV chunk is a "
-            "multiple of it",
-        ),
+        block_flag(ctx, stage),
+        kv_dtype_flag(ctx, "vllm"),
         Setting(
             "enable-prefix-caching",
             None,
