@@ -18,6 +18,7 @@ from kvadvisor.emit import emit_all
 from kvadvisor.emit.kvcache import kv_dtype_read
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.review import review_plans
 from kvadvisor.plan import engine_settings_table, load_plan
 from kvadvisor.plan.engine_files import read_engine_file
 from kvadvisor.trace import read_trace
@@ -113,3 +114,26 @@ def test_an_mla_model_gets_flashmla_pages_and_its_kv_dtype(tmp_path) -> None:
     # A dense model keeps vLLM's default 16-token block.
     dense = _launch_settings(emit_all(_report("qwen2.5-32b", "bf16"), ["vllm"], "k"))
     assert {s["block-size"] for s in dense.values()} == {16}
+
+
+def test_an_unfilled_model_is_caught_in_every_vllm_launch_file(fp8, tmp_path) -> None:
+    """EL11 names the model while it is still <FILL:...>, in vLLM, LMCache and KVBM files alike.
+
+    Filled in (the files rewritten with a model id), the model is no longer named.
+    """
+    _, files, out = fp8
+    marker = "<FILL:model-path-or-hf-id>"
+    for engine in ("vllm", "lmcache", "dynamo-kvbm"):
+        plan = out / f"plan-{engine}.yaml"
+        el11 = [
+            c
+            for c in review_plans(read_trace(TRACE), [load_plan(plan)])[0].checks
+            if c.code == "EL11"
+        ]
+        assert any(c.status == "fail" and "model" in c.message for c in el11), (engine, el11)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text.replace(marker, "Qwen/Qwen2.5-32B-Instruct"))
+    for engine in ("vllm", "lmcache", "dynamo-kvbm"):
+        review = review_plans(read_trace(TRACE), [load_plan(tmp_path / f"plan-{engine}.yaml")])[0]
+        named = [c.message for c in review.checks if c.code == "EL11" and c.status == "fail"]
+        assert not any("model" in m.split(":", 1)[-1] for m in named), (engine, named)

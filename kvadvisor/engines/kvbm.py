@@ -19,7 +19,13 @@ from kvadvisor.emit.kvcache import kv_dtype_flag
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
-from kvadvisor.engines.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, block_flag, launch_lines
+from kvadvisor.engines.vllm import (
+    NIXL_PORT,
+    VLLM_BLOCK_TOKENS,
+    block_flag,
+    launch_lines,
+    model_flag,
+)
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value, plural
@@ -155,6 +161,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             else []
         )
         flags = [
+            model_flag(),
             Setting(
                 "tensor-parallel-size",
                 str(stage.tp),
@@ -189,7 +196,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
         run = (
             "DYN_KVBM_DISK_CACHE_DIR="
             '"${DYN_KVBM_DISK_CACHE_DIR:+$DYN_KVBM_DISK_CACHE_DIR/replica-$r}" '
-            'python3 -m dynamo.vllm --model "$MODEL" "${DYNAMO_ARGS[@]}"'
+            'python3 -m dynamo.vllm "${DYNAMO_ARGS[@]}"'
         )
         lines = launch_lines(stage, run, env_lines, NIXL_PORT if ctx.disaggregated else None)
         lines.insert(
