@@ -13,9 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from kvadvisor.emit import emit_all
+import kvadvisor.cli as cli
+from kvadvisor.emit import emit_all, emit_targets
 from kvadvisor.emit.kvcache import kv_dtype_read
+from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.review import review_plans
@@ -137,3 +140,41 @@ def test_an_unfilled_model_is_caught_in_every_vllm_launch_file(fp8, tmp_path) ->
         review = review_plans(read_trace(TRACE), [load_plan(tmp_path / f"plan-{engine}.yaml")])[0]
         named = [c.message for c in review.checks if c.code == "EL11" and c.status == "fail"]
         assert not any("model" in m.split(":", 1)[-1] for m in named), (engine, named)
+
+
+def test_a_refused_target_leaves_the_others_written(fp8) -> None:
+    """A target the deployment cannot take is refused alone; the others are still written.
+
+    Mooncake's store needs a host tier; this deployment has none (its GPU pools hold the reuse).
+    """
+    report, _, _ = fp8
+    v = report.recommendation.verdict.primary_verdict
+    assert all(not s.tiers for s in v.stages)  # the case: no stage has a tier
+    targets = ["vllm", "mooncake", "sglang-hicache", "plan"]
+    files, refused = emit_targets(report, targets, "kvadvisor analyze")
+    assert list(refused) == ["mooncake"]
+    assert "no host tier" in refused["mooncake"]
+    assert {"vllm-serving.sh", "sglang-serving.sh"} <= set(files)
+    assert not any(n.startswith("mooncake") for n in files)
+    # plans keep one name per engine asked for, whichever were refused
+    assert {n for n in files if n.startswith("plan")} == {
+        "plan-vllm.yaml",
+        "plan-sglang-hicache.yaml",
+    }
+    with pytest.raises(ConfigError, match="no host tier"):  # alone, it is the error
+        emit_targets(report, ["mooncake", "plan"], "kvadvisor analyze")
+    with pytest.raises(ConfigError, match="mooncake: .*no host tier"):  # strict form
+        emit_all(report, targets, "kvadvisor analyze")
+
+
+def test_the_cli_writes_the_others_and_says_which_was_refused(tmp_path) -> None:
+    """`analyze --emit vllm --emit mooncake`: exit 0, the vLLM files, one note line for Mooncake."""
+    out = tmp_path / "cfg"
+    args = ["analyze", str(TRACE), "--model", "qwen2.5-32b", "--kv-dtype", "fp8"]
+    args += ["--instance", "p5en.48xlarge", "--quiet", "--emit", "vllm", "--emit", "mooncake"]
+    result = CliRunner().invoke(cli.app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "vllm-serving.sh").is_file()
+    assert not list(out.glob("mooncake*"))
+    notes = [ln for ln in result.stderr.splitlines() if ln.startswith("note: --emit")]
+    assert len(notes) == 1 and "mooncake not written" in notes[0] and "no host tier" in notes[0]
