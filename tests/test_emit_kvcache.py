@@ -92,14 +92,32 @@ def test_fp8_kv_reaches_every_launch_file(fp8) -> None:
                     assert kv_dtype_read(block["kv-cache-dtype"]) == plan.model.kv_dtype
 
 
-def test_a_launch_file_at_another_dtype_is_told_apart(fp8) -> None:
-    """The comparison can fail: the same file at BF16 reads back as bf16, not fp8."""
-    _, files, _ = fp8
+def test_a_launch_file_at_another_dtype_is_told_apart(fp8, tmp_path) -> None:
+    """The comparison can fail: `review` passes EL32 on the files as emitted, fails it at BF16.
+
+    The same vLLM file at bfloat16 reads back as bf16, not fp8; without the flag, vLLM's auto
+    stores the model's BF16, which an FP8 plan also fails.
+    """
+    _, files, out = fp8
+
+    def el32(folder: Path) -> list[str]:
+        review = review_plans(read_trace(TRACE), [load_plan(folder / "plan-vllm.yaml")])[0]
+        return [c.status for c in review.checks if c.code == "EL32"]
+
+    assert el32(out) == ["pass"]
     name = next(n for n in files if n.startswith("vllm-") and n.endswith(".sh"))
-    edited = files[name].replace("--kv-cache-dtype fp8", "--kv-cache-dtype bfloat16")
-    assert edited != files[name]
-    s = _launch_settings({name: edited})[name]
-    assert kv_dtype_read(s["kv-cache-dtype"]) == "bf16"
+    flag = "  --kv-cache-dtype fp8\n"
+    assert flag in files[name]
+    for variant, value in (("bf16", "  --kv-cache-dtype bfloat16\n"), ("unset", "")):
+        edited = files[name].replace(flag, value)
+        if value:
+            s = _launch_settings({name: edited})[name]
+            assert kv_dtype_read(s["kv-cache-dtype"]) == "bf16"
+        folder = tmp_path / variant
+        folder.mkdir()
+        for n, text in files.items():
+            (folder / n).write_text(edited if n == name else text)
+        assert el32(folder) == ["fail"], variant
 
 
 def test_an_mla_model_gets_flashmla_pages_and_its_kv_dtype(tmp_path) -> None:
