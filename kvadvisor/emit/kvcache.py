@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.text import Setting
+from kvadvisor.engines import registry
 
 VLLM_DTYPE_SOURCE = "vLLM vllm/config/cache.py CacheDType"
 SGLANG_DTYPE_SOURCE = "SGLang python/sglang/srt/server_args.py kv_cache_dtype"
@@ -26,15 +27,6 @@ SGLANG_DTYPE_SOURCE = "SGLang python/sglang/srt/server_args.py kv_cache_dtype"
 _VALUES = {
     "vllm": {"fp8": "fp8", "bf16": "bfloat16", "fp16": "auto"},
     "sglang": {"fp8": "fp8_e4m3", "bf16": "bf16", "fp16": "auto"},
-}
-# An engine's value -> the deployment's KV dtype (None: the model's dtype, not stated).
-_READ = {
-    "fp8": "fp8",
-    "fp8_e4m3": "fp8",
-    "fp8_e5m2": "fp8",
-    "bfloat16": "bf16",
-    "bf16": "bf16",
-    "float16": "fp16",
 }
 MLA_PAGE_TOKENS = 64  # FlashMLA, vLLM and SGLang alike (module docstring)
 MLA_PAGE_SOURCE = {
@@ -60,8 +52,16 @@ def kv_dtype_flag(ctx: EmitContext, engine: str) -> Setting:
 
 
 def kv_dtype_read(value: object) -> str | None:
-    """The deployment KV dtype an engine's ``kv-cache-dtype`` value stores (None: ``auto``)."""
-    return _READ.get(str(value).lower())
+    """The deployment KV dtype an engine's ``kv-cache-dtype`` value stores (None: ``auto``).
+
+    Read from the engines' settings (``stores`` in engines/data/<engine>.yaml), the table the
+    review's EL32 reads too.
+    """
+    for e in registry.engines():
+        stores = (e.settings.get("settings", {}).get("kv-cache-dtype") or {}).get("stores", {})
+        if str(value) in stores:
+            return str(stores[str(value)])
+    return None
 
 
 def mla_page(ctx: EmitContext) -> bool:
