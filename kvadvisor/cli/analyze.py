@@ -592,7 +592,7 @@ def analyze_cmd(
     ] = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
-    from kvadvisor.emit import emit_all
+    from kvadvisor.emit import emit_targets
     from kvadvisor.report.console import ConsoleRenderer
 
     with handle_user_errors():
@@ -689,7 +689,9 @@ def analyze_cmd(
                 terminal = renderer.name in ("text", "markdown")
                 write_output(target, text, files, terminal=terminal)
         if emit:
-            written = emit_all(report, list(emit), command_line(ctx))
+            written, refused = emit_targets(report, list(emit), command_line(ctx))
+            for engine, why in refused.items():  # the other targets are still written
+                echo(f"note: --emit {engine} not written: {why}", err=True)
             for name in written:  # every name first: no half set written before a refusal
                 files.check_output(Path(emit_dir) / name)
             for name, text in written.items():

@@ -3,9 +3,9 @@
 from typing import Any
 
 from kvadvisor.emit import writers
-from kvadvisor.emit.writers import emit_all, emit_config, emitters, targets
+from kvadvisor.emit.writers import emit_all, emit_config, emit_targets, emitters, targets
 
-__all__ = ["EMITTERS", "TARGETS", "emit_all", "emit_config", "emitters", "targets"]
+__all__ = ["EMITTERS", "TARGETS", "emit_all", "emit_config", "emit_targets", "emitters", "targets"]
 
 
 def __getattr__(name: str) -> Any:

@@ -60,6 +60,9 @@ MOONCAKE_VLLM = (
     "Mooncake docs/source/deployment/integrations/vllm/vllm-mooncakestoreconnector.md@3b5a594"
 )
 VLLM_CACHE = "vLLM vllm/config/cache.py@002f10e"
+# `vllm serve --model M` serves M when no positional model is given (vllm/entrypoints/cli/
+# serve.py: the positional model_tag, when given, replaces args.model).
+VLLM_MODEL_FLAG = "vLLM vllm/config/model.py@0052a5b ModelConfig.model, vllm serve --model"
 VLLM_OFFLOAD = (
     "vLLM vllm/config/cache.py@002f10e: kv_offloading_size in GiB, the total over the TP ranks "
     "of one instance; vllm/config/vllm.py _post_init_kv_transfer_config turns it into "

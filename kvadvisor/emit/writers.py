@@ -87,26 +87,56 @@ def emit_config(
     return registry.engine(engine).emit(ctx)
 
 
-def emit_all(report: AdviceReport, engines: Sequence[str], command: str) -> dict[str, str]:
-    """Every file of ``engines``, checked for clashes, and with ``plan`` the plan file(s).
+def emit_targets(
+    report: AdviceReport, engines: Sequence[str], command: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(every file of ``engines`` that can be written, {refused engine: why}).
 
-    The plan is one engine's deployment (its tiers, its files): plan.yaml with no engine or one,
-    plan-<engine>.yaml for each engine when there are several.
+    An engine whose writer refuses the deployment (Mooncake's store on a stage with no host
+    tier) is left out with its reason, and the others are still written: one target the
+    deployment cannot take does not cost the rest. When every engine asked for refuses, the
+    first refusal is raised. With ``plan``, the plan file(s): plan.yaml with no engine or one,
+    plan-<engine>.yaml for each written engine when there are several.
     """
     files: dict[str, str] = {}
     by_engine: dict[str, list[str]] = {}
-    for engine in dict.fromkeys(e for e in engines if e != "plan"):
-        written = emit_config(report, engine, command=command)
+    refused: dict[str, str] = {}
+    asked = list(dict.fromkeys(e for e in engines if e != "plan"))
+    known = targets()
+    for engine in asked:
+        if engine not in known:  # a typo is the user's mistake, not the deployment's refusal
+            raise ConfigError(f"unknown engine '{engine}': choose one of {', '.join(known)}")
+    for engine in asked:
+        try:
+            written = emit_config(report, engine, command=command)
+        except ConfigError as exc:
+            refused[engine] = str(exc)
+            continue
         for name, text in written.items():
             if name in files and files[name] != text:
                 raise ConfigError(f"--emit: two targets write {name} differently")
             files[name] = text
         by_engine[engine] = list(written)
+    if asked and not by_engine:
+        raise ConfigError(f"--emit {asked[0]}: {refused[asked[0]]}")
     if "plan" in engines:
         ctx = _context(report, command)
         if not by_engine:
             files.update(emit_plan(ctx))
         for engine, names in by_engine.items():
-            name = plan_name(engine if len(by_engine) > 1 else None)
+            name = plan_name(engine if len(asked) > 1 else None)
             files.update(emit_plan(ctx, engine, _engine_files(names), name))
+    return files, refused
+
+
+def emit_all(report: AdviceReport, engines: Sequence[str], command: str) -> dict[str, str]:
+    """Every file of ``engines``, checked for clashes, and with ``plan`` the plan file(s).
+
+    Strict: any engine that refuses the deployment raises (:func:`emit_targets` writes the
+    others and says which refused).
+    """
+    files, refused = emit_targets(report, engines, command)
+    if refused:
+        engine, why = next(iter(refused.items()))
+        raise ConfigError(f"--emit {engine}: {why}")
     return files

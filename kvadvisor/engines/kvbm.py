@@ -15,11 +15,18 @@ from typing import TYPE_CHECKING, Any
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.kvcache import kv_dtype_flag
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
 from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
-from kvadvisor.engines.vllm import NIXL_PORT, VLLM_BLOCK_TOKENS, launch_lines
+from kvadvisor.engines.vllm import (
+    NIXL_PORT,
+    VLLM_BLOCK_TOKENS,
+    block_flag,
+    launch_lines,
+    model_flag,
+)
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value, plural
@@ -161,17 +168,15 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             else []
         )
         flags = [
+            model_flag(),
             Setting(
                 "tensor-parallel-size",
                 str(stage.tp),
                 f"TP {stage.tp} from the deployment; {stage.replicas_per_instance} worker(s) per "
                 f"{stage.instance}",
             ),
-            Setting(
-                "block-size",
-                str(VLLM_BLOCK_TOKENS),
-                "vLLM's default block; KVBM moves the engine's blocks",
-            ),
+            block_flag(ctx, stage),
+            kv_dtype_flag(ctx, "vllm"),
         ]
         if ctx.disaggregated and stage.stage == Stage.PREFILL:
             flags.append(
@@ -198,7 +203,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
         run = (
             "DYN_KVBM_DISK_CACHE_DIR="
             '"${DYN_KVBM_DISK_CACHE_DIR:+$DYN_KVBM_DISK_CACHE_DIR/replica-$r}" '
-            'python3 -m dynamo.vllm --model "$MODEL" "${DYNAMO_ARGS[@]}"'
+            'python3 -m dynamo.vllm "${DYNAMO_ARGS[@]}"'
         )
         if any(s.router != "round_robin" for s in ctx.dep.stages):
             # The KV router learns what each worker holds from its KV events; every replica on

@@ -145,7 +145,7 @@ def emit_lmcache(ctx: EmitContext) -> dict[str, str]:
         flags = engine_flags(ctx, stage) + [
             Setting("kv-transfer-config", json_compact(kv_transfer(connectors)), why)
         ]
-        run = 'vllm serve "$MODEL" --port $((8000 + r)) "${VLLM_ARGS[@]}"'
+        run = 'vllm serve --port $((8000 + r)) "${VLLM_ARGS[@]}"'
         files[f"vllm-lmcache-{stage.stage}.sh"] = shell_script(
             ctx.head(f"vLLM {stage.stage} replicas with LMCache"),
             [],

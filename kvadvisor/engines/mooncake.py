@@ -218,7 +218,7 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
             flags,
             launch_lines(
                 stage,
-                'vllm serve "$MODEL" --port $((8000 + r)) "${VLLM_ARGS[@]}"',
+                'vllm serve --port $((8000 + r)) "${VLLM_ARGS[@]}"',
                 [f'export MOONCAKE_CONFIG_PATH="$HERE/{CLIENT_JSON}"'],
                 ("VLLM_MOONCAKE_BOOTSTRAP_PORT", MOONCAKE_BOOTSTRAP_BASE_PORT)
                 if ctx.disaggregated

@@ -18,6 +18,7 @@ from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
+from kvadvisor.emit.kvcache import MLA_PAGE_SOURCE, MLA_PAGE_TOKENS, kv_dtype_flag, mla_page
 from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
 from kvadvisor.emit.transport import mooncake_client_transport, sglang_transfer, transfer_plan
@@ -151,6 +152,12 @@ def sglang_stage(
     extra: dict[str, str] = {}
     block = ctx.report.trace.block_tokens
     page = math.gcd(HICACHE_PAGE_TOKENS, block) if block else HICACHE_PAGE_TOKENS
+    page_why = f"{page} tokens: the best-practice page ({sources.SGLANG_BEST})" + (
+        f", dividing the trace's {block}-token hash block" if block else ""
+    )
+    if mla_page(ctx):  # the MLA back-end fixes the page, whatever the trace's block
+        page = MLA_PAGE_TOKENS
+        page_why = f"{page} tokens: an MLA model runs on FlashMLA ({MLA_PAGE_SOURCE['sglang']})"
     flags = [
         Setting("model-path", placeholder("model-path-or-hf-id"), "the model to serve"),
         *context_flags(ctx, "sglang"),
@@ -167,12 +174,8 @@ def sglang_stage(
             "runs them behind one server, so HiCache runs in each of the "
             f"{stage.ranks_per_instance} rank processes ({sources.SGLANG_PARALLEL})",
         ),
-        Setting(
-            "page-size",
-            str(page),
-            f"{page} tokens: the best-practice page ({sources.SGLANG_BEST})"
-            + (f", dividing the trace's {block}-token hash block" if block else ""),
-        ),
+        Setting("page-size", str(page), page_why),
+        kv_dtype_flag(ctx, "sglang"),
     ]
     size = _host_size(ctx, stage)
     t = stage.storage_tier

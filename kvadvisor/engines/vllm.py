@@ -15,6 +15,7 @@ from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.kvcache import MLA_PAGE_SOURCE, MLA_PAGE_TOKENS, kv_dtype_flag, mla_page
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
 from kvadvisor.emit.transport import nixl_connector, transfer_plan
@@ -85,9 +86,37 @@ def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
     )
 
 
+def model_flag() -> Setting:
+    """The model, in the flag array: the review's placeholder check (EL11) reads the array only."""
+    return Setting(
+        "model",
+        placeholder("model-path-or-hf-id"),
+        f"the model to serve ({sources.VLLM_MODEL_FLAG})",
+    )
+
+
+def block_flag(ctx: EmitContext, stage: StageView) -> Setting:
+    """The vLLM block: its default, or the 64 tokens FlashMLA takes for an MLA model."""
+    if mla_page(ctx):
+        return Setting(
+            "block-size",
+            str(MLA_PAGE_TOKENS),
+            f"an MLA model runs on FlashMLA, which takes {MLA_PAGE_TOKENS}-token blocks only "
+            f"({MLA_PAGE_SOURCE['vllm']}); vLLM's default {VLLM_BLOCK_TOKENS} would not start",
+        )
+    return Setting(
+        "block-size",
+        str(VLLM_BLOCK_TOKENS),
+        f"vLLM's default {VLLM_BLOCK_TOKENS}-token block ({sources.VLLM_CACHE}); prefix "
+        f"hits land on block boundaries, and the {stage.chunk_tokens}-token KV chunk is a "
+        "multiple of it",
+    )
+
+
 def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
-    """Parallelism, block, prefix caching, memory share and token budget of one replica."""
+    """Parallelism, block, KV dtype, prefix caching, memory share and token budget of a replica."""
     out = [
+        model_flag(),
         Setting(
             "tensor-parallel-size",
             str(stage.tp),
@@ -95,13 +124,8 @@ def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
             f"{stage.replicas_per_instance} replica(s) of it per {stage.instance} "
             f"({sources.VLLM_PARALLEL})",
         ),
-        Setting(
-            "block-size",
-            str(VLLM_BLOCK_TOKENS),
-            f"vLLM's default {VLLM_BLOCK_TOKENS}-token block ({sources.VLLM_CACHE}); prefix "
-            f"hits land on block boundaries, and the {stage.chunk_tokens}-token KV chunk is a "
-            "multiple of it",
-        ),
+        block_flag(ctx, stage),
+        kv_dtype_flag(ctx, "vllm"),
         Setting(
             "enable-prefix-caching",
             None,
@@ -157,7 +181,6 @@ def launch_lines(
     """
     lines = [
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
-        f"MODEL={placeholder('model-path-or-hf-id')!r}",
         f"TP={stage.tp}",
         f"REPLICAS={stage.replicas_per_instance}  "
         + comment(f"per {stage.instance} ({stage.gpus_per_instance} GPUs / TP {stage.tp})"),
@@ -217,7 +240,7 @@ def emit_vllm(ctx: EmitContext) -> dict[str, str]:
             flags.append(Setting("kv-transfer-config", json_compact(kv_transfer(connectors)), why))
         head = ctx.head(f"vLLM {stage.stage} replicas (native KV offloading)")
         head += [comment(n) for n in notes]
-        run = 'vllm serve "$MODEL" --port $((' + f"{SERVE_BASE_PORT}" + ' + r)) "${VLLM_ARGS[@]}"'
+        run = "vllm serve --port $((" + f"{SERVE_BASE_PORT}" + ' + r)) "${VLLM_ARGS[@]}"'
         files[f"vllm-{stage.stage}.sh"] = shell_script(
             head,
             [],

@@ -361,6 +361,13 @@ ENGINE_FACT_SPECS: tuple[FactSpec, ...] = (
     _e("engine_disk_tier_capacity_bytes", B, "That tier's capacity."),
     _e("engine_placeholder_count", C, "Values still holding a <FILL:...> marker."),
     _e("engine_placeholders", TEXT, "Their key paths."),
+    _e("engine_kv_cache_dtype", TEXT, "The engine's --kv-cache-dtype (its default when unset)."),
+    _e("plan_kv_dtype", TEXT, "The plan's model.kv_dtype, the dtype its pools were sized at."),
+    _e(
+        "engine_kv_dtype_differs",
+        BOOL,
+        "Whether the engine stores KV at another dtype than the plan (auto: the model's own).",
+    ),
     _e(
         "engine_tp",
         C,

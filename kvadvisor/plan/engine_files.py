@@ -116,6 +116,11 @@ def _owner(key: str, default: str, table: Mapping[str, Any]) -> str:
     engines = table["engines"]
     if key in engines.get(default, {}).get("settings", {}):
         return default
+    # A worker that takes another engine's arguments (dynamo.vllm: vLLM's) asks that one next,
+    # so a key two engines spell alike (--kv-cache-dtype) goes to the one that reads it.
+    base = engines.get(default, {}).get("flags_of")
+    if base and key in engines.get(base, {}).get("settings", {}):
+        return str(base)
     return next((e for e, spec in engines.items() if key in spec["settings"]), default)
 
 

@@ -101,6 +101,23 @@ def settings_facts(f: FactSet, s: EngineSettings) -> None:
             e.facts(f, s)
 
 
+def _kv_dtype(f: FactSet, plan: Plan, e: registry.Engine, settings: dict[str, Any]) -> None:
+    """The KV dtype the engine stores (its kv-cache-dtype, or its default) against the plan's.
+
+    The pool was sized at the plan's dtype: an engine left at ``auto`` stores the model's own
+    dtype (BF16 or FP16, never FP8), so an FP8 plan needs the flag written.
+    """
+    spec = e.settings.get("settings", {}).get("kv-cache-dtype")
+    if not spec or "stores" not in spec:
+        return
+    value = str(settings.get("kv-cache-dtype", spec.get("default", "auto")))
+    stored = spec["stores"].get(value)  # None: the model's own dtype
+    planned = plan.model.kv_dtype
+    f.add("engine_kv_cache_dtype", value)
+    f.add("plan_kv_dtype", planned)
+    f.add("engine_kv_dtype_differs", planned == "fp8" if stored is None else stored != planned)
+
+
 def engine_facts(plan: Plan, stage: StagePlan, pool: float | None) -> list[tuple[str, FactSet]]:
     """Facts of each engine configured on the stage: host and disk it takes, placeholders, TP."""
     s = EngineSettings(stage, plan, pool)
@@ -125,6 +142,7 @@ def engine_facts(plan: Plan, stage: StagePlan, pool: float | None) -> list[tuple
                 None if tier is None else tier.capacity_bytes,
                 nowhere,
             )
+        _kv_dtype(f, plan, e, settings)
         left = [p for p, v in _strings(settings, engine) if PLACEHOLDER_MARK in v]
         f.add("engine_placeholder_count", len(left))
         f.add("engine_placeholders", ", ".join(p.split(".", 1)[-1] for p in left) or "none")
