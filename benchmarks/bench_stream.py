@@ -101,6 +101,10 @@ def main() -> int:
             f"{accesses} block accesses, error estimate {sampling['error_estimate']}"
         )
     print(f"  token hit ratio (unbounded): {pcache.get('hit_ratio')}")
+    verdicts = ((body.get("recommendation") or {}).get("verdict") or {}).get("verdicts") or []
+    for v in verdicts:
+        print(f"  verdict {v.get('provider')}: {v.get('status')}")
+    print(f"  unavailable: {sorted(body.get('unavailable') or {}) or 'nothing'}")
     print(
         f"  peak RSS / memory limit: {run.peak_rss_bytes / limit:.2f} "
         f"({'within' if run.peak_rss_bytes <= limit else 'OVER'} the budget)"
