@@ -87,6 +87,7 @@ def main() -> int:
     if run.returncode:
         sys.exit(run.stderr_tail)
     print(run.line())
+    print(f"  CPU (user + system) {run.cpu_s:.1f} s")
     body = json.loads(report.read_text(encoding="utf-8"))
     pcache = body.get("prefix_cache") or {}
     sampling = pcache.get("sampling") or {}

@@ -8,10 +8,17 @@ import numpy as np
 import pytest
 
 from kvadvisor.advice.inputs import load_advisor_inputs
+from kvadvisor.advice.recommend import busiest_window
 from kvadvisor.pipeline.analyze import analyze, analyze_large
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.pipeline.replay import replay_recommendation
-from kvadvisor.pipeline.streaming import plan_for_stream, replay_bytes
+from kvadvisor.pipeline.streaming import (
+    BASELINE_BYTES,
+    SAMPLED_BYTES_PER_ACCESS,
+    SAMPLED_BYTES_PER_REQUEST,
+    plan_for_stream,
+    replay_bytes,
+)
 from kvadvisor.pipeline.windows import stream_rows
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.stream import stream_trace
@@ -120,3 +127,31 @@ def test_profile_skip_message_says_what_it_counts(mooncake) -> None:
     assert format_value(want, Unit.BYTES) in why
     assert "baseline" in why and "B per block access for the exact curve" in why
     assert got.unavailable["replay"] == why and got.recommendation is not None
+
+
+def test_sampled_stream_still_searches_on_the_busiest_window(mooncake) -> None:
+    """A SHARDS-sampled stream: the search runs on the busiest window of the arrivals.
+
+    Inherent differences: the profile has no simulated per-request hits, and the whole-trace
+    replay does not fit the small limit and says so.
+    """
+    stream = stream_trace(mooncake, batch_rows=2000)
+    limit = (
+        BASELINE_BYTES
+        + SAMPLED_BYTES_PER_REQUEST * stream.requests
+        + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * stream.block_accesses)
+    )
+    plan = plan_for_stream(stream, limit)
+    assert plan.mode == "streaming" and not plan.exact_curve and plan.stage_profile
+    got = analyze_large(stream, OPTIONS, memory_limit_bytes=limit, **_kw())
+    assert got.prefix_cache.status == "sampled"
+    # Sampled passes keep no per-request hits; the Mooncake trace has no cached_tokens either.
+    assert got.stage_split is not None and got.stage_split.hits_source is None
+    arrival = mooncake.column_np("arrival_s")
+    start, stop = busiest_window(arrival, 3000)
+    sample = got.recommendation.verdict.sample
+    assert sample.requests == 3000
+    assert sample.start_s == float(arrival[start] - arrival[0])
+    assert sample.span_s == float(arrival[stop - 1] - arrival[start])
+    assert any(v.chosen for v in got.recommendation.verdict.verdicts)
+    assert got.replay is None and "over the memory limit" in got.unavailable["replay"]
