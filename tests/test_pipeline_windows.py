@@ -16,6 +16,7 @@ from kvadvisor.pipeline.streaming import (
     BASELINE_BYTES,
     SAMPLED_BYTES_PER_ACCESS,
     SAMPLED_BYTES_PER_REQUEST,
+    plan_analysis,
     plan_for_stream,
     replay_bytes,
 )
@@ -117,16 +118,32 @@ def test_streamed_replay_over_the_limit_says_why(mooncake) -> None:
 def test_profile_skip_message_says_what_it_counts(mooncake) -> None:
     """The figure in the skip message is the plan's, with the parts it adds up named."""
     stream = stream_trace(mooncake, batch_rows=4000)
-    exact = plan_for_stream(stream, 64 * GIB).estimated_exact_stream_bytes
-    plan = plan_for_stream(stream, exact)  # the exact curve fits, the profile beside it not
-    assert plan.mode == "streaming" and plan.exact_curve and not plan.stage_profile
-    want = exact + 256 * stream.requests  # the exact pass plus 256 B per request
+    r = stream.requests
+    limit = BASELINE_BYTES + (32 + 300) * r  # a sampled curve fits, the 328 B profile beside not
+    plan = plan_for_stream(stream, limit)
+    assert plan.mode == "streaming" and not plan.exact_curve and not plan.stage_profile
+    want = BASELINE_BYTES + (32 + 256 + 72) * r
     assert plan.profile_bytes == want
-    got = analyze_large(stream, OPTIONS, memory_limit_bytes=exact, **_kw())
+    got = analyze_large(stream, OPTIONS, memory_limit_bytes=limit, **_kw())
     why = got.unavailable["stage_split"]
     assert format_value(want, Unit.BYTES) in why
-    assert "baseline" in why and "B per block access for the exact curve" in why
+    assert "baseline" in why and "32 B per request kept by the sampled curve" in why
+    assert "256 B per request for the stage profile and 72 B" in why
     assert got.unavailable["replay"] == why and got.recommendation is not None
+
+
+def test_exact_curve_gives_way_to_advice() -> None:
+    """A sampled curve with room for the profile is chosen over an exact one without it."""
+    req, acc = 20_000_000, 141_802_768  # the 20M-request synth trace of docs/benchmarks.md
+    exact = BASELINE_BYTES + 16 * req + 40 * acc
+    sampled_need = BASELINE_BYTES + (32 + 256 + 72) * req
+    # 7.2 GiB: more than the exact curve alone (6.1 GiB), less than it with the profile.
+    assert exact < sampled_need < exact + (256 + 72) * req
+    plan = plan_analysis(req, acc, 10**9, 7 * GIB + GIB // 2)
+    assert plan.sample_rate is not None and plan.stage_profile
+    assert "leaves no room" in plan.reason and plan.profile_bytes == sampled_need
+    plan = plan_analysis(req, acc, 10**9, exact)  # the exact curve fits, the profile nowhere
+    assert plan.exact_curve and not plan.stage_profile
 
 
 def test_sampled_stream_still_searches_on_the_busiest_window(mooncake) -> None:

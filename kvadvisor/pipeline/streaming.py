@@ -228,7 +228,7 @@ def plan_analysis(
     )
     # The profile pass runs after the curve, beside what the curve's result keeps: the exact
     # result keeps per-access distances, a sampled one the input tokens of every request.
-    profile_bytes = PROFILE_BYTES_PER_REQUEST * requests
+    profile_bytes = (PROFILE_BYTES_PER_REQUEST + SEARCH_BYTES_PER_REQUEST) * requests
     common = dict(
         memory_limit_bytes=memory_limit_bytes,
         requests=requests,
@@ -248,8 +248,17 @@ def plan_analysis(
             ),
             **common,
         )
-    profile_part = f"{PROFILE_BYTES_PER_REQUEST} B per request for the stage profile"
-    if exact_stream <= memory_limit_bytes or block_accesses == 0:
+    profile_part = (
+        f"{PROFILE_BYTES_PER_REQUEST} B per request for the stage profile and "
+        f"{SEARCH_BYTES_PER_REQUEST} B for the search's columns and the request rows"
+    )
+    sampled_need = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes
+    # Advice before an exact curve: when the exact curve leaves no room for the profile (and the
+    # search and replay on its columns) but a sampled one would, sample.
+    exact_first = exact_stream + profile_bytes <= memory_limit_bytes or (
+        sampled_need > memory_limit_bytes
+    )
+    if (exact_stream <= memory_limit_bytes and exact_first) or block_accesses == 0:
         need = exact_stream + profile_bytes
         return ScalePlan(
             mode="streaming",
@@ -287,20 +296,24 @@ def plan_analysis(
     digits = 1 - int(np.floor(np.log10(rate)))
     rate = min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
     # The sampled state is freed before the profile runs; the curve keeps per-request tokens.
-    need = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes
+    why = (
+        f"the exact curve needs {_size(exact_stream)} > the memory limit "
+        f"{_size(memory_limit_bytes)}"
+        if exact_stream > memory_limit_bytes
+        else f"the exact curve ({_size(exact_stream)}) leaves no room in the memory limit "
+        f"{_size(memory_limit_bytes)} for the stage profile and the search beside it "
+        f"({_size(exact_stream + profile_bytes)} in all)"
+    )
     return ScalePlan(
         mode="streaming",
         sample_rate=rate,
-        stage_profile=need <= memory_limit_bytes,
-        profile_bytes=need,
+        stage_profile=sampled_need <= memory_limit_bytes,
+        profile_bytes=sampled_need,
         profile_counts=(
             f"{_size(BASELINE_BYTES)} baseline, {SAMPLED_BYTES_PER_REQUEST} B per request kept "
             f"by the sampled curve, {profile_part}"
         ),
-        reason=(
-            f"the exact curve needs {_size(exact_stream)} > the memory limit "
-            f"{_size(memory_limit_bytes)}: SHARDS spatial sampling at rate {number(rate)}"
-        ),
+        reason=f"{why}: SHARDS spatial sampling at rate {number(rate)}",
         **common,
     )
 
@@ -501,6 +514,10 @@ PROFILE_COLUMNS = (
     "model",
 )
 PROFILE_BYTES_PER_REQUEST = 256
+# Beside what the profile leaves held, the search keeps arrival and lengths (24 B per request)
+# and the report the request rows (32 B). Measured: the 20M-request synth trace at 6 GiB, planned
+# at 32 + 256 B per request, peaked at 7,286 MiB, 67 B per request over the plan; 72 B covers it.
+SEARCH_BYTES_PER_REQUEST = 72
 
 
 def _stage_profile(
