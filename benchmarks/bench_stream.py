@@ -87,6 +87,7 @@ def main() -> int:
     if run.returncode:
         sys.exit(run.stderr_tail)
     print(run.line())
+    print(f"  CPU (user + system) {run.cpu_s:.1f} s")
     body = json.loads(report.read_text(encoding="utf-8"))
     pcache = body.get("prefix_cache") or {}
     sampling = pcache.get("sampling") or {}
@@ -101,6 +102,10 @@ def main() -> int:
             f"{accesses} block accesses, error estimate {sampling['error_estimate']}"
         )
     print(f"  token hit ratio (unbounded): {pcache.get('hit_ratio')}")
+    verdicts = ((body.get("recommendation") or {}).get("verdict") or {}).get("verdicts") or []
+    for v in verdicts:
+        print(f"  verdict {v.get('provider')}: {v.get('status')}")
+    print(f"  unavailable: {sorted(body.get('unavailable') or {}) or 'nothing'}")
     print(
         f"  peak RSS / memory limit: {run.peak_rss_bytes / limit:.2f} "
         f"({'within' if run.peak_rss_bytes <= limit else 'OVER'} the budget)"

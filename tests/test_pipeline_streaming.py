@@ -83,8 +83,10 @@ def test_plan_by_hand() -> None:
     assert "SHARDS" in p.reason
     with pytest.raises(ConfigError, match="too small"):
         plan_analysis(req, acc, table, BASELINE_BYTES)
-    # The profile pass (32 + 256 B per request) fits at 300 MB over the baseline, not at 100 MB.
-    assert plan_analysis(req, acc, table, BASELINE_BYTES + 300 * 10**6).stage_profile
+    # The profile pass and the search (32 + 256 + 72 B per request) fit at 400 MB over the
+    # baseline, not at 350 MB nor at 100 MB.
+    assert plan_analysis(req, acc, table, BASELINE_BYTES + 400 * 10**6).stage_profile
+    assert not plan_analysis(req, acc, table, BASELINE_BYTES + 350 * 10**6).stage_profile
     small = plan_analysis(req, acc, table, BASELINE_BYTES + 100 * 10**6)
     assert small.sample_rate == pytest.approx(0.028) and not small.stage_profile
 
@@ -131,12 +133,12 @@ def _hive(trace, tmp_path):
 
 
 def _exact_plan(stream):
-    # Exactly the exact pass plus the stage profile (256 B per request) beside it.
+    # Exactly the exact pass plus the stage profile and the search (256 + 72 B per request).
     plan = plan_for_stream(
         stream,
         BASELINE_BYTES
         + EXACT_BYTES_PER_ACCESS * stream.block_accesses
-        + (16 + 256) * stream.requests,
+        + (16 + 256 + 72) * stream.requests,
     )
     assert plan.mode == "streaming" and plan.exact_curve and plan.stage_profile
     return plan

@@ -719,9 +719,10 @@ def advise_report(
         verdicts = abstain_all(
             _providers_of(options, instances),
             slo,
-            "the trace was analysed in batches (larger than the memory budget): the deployment "
-            "search replays a trace held in memory; analyse a time window of it (kvadvisor "
-            "convert, then analyze) or raise --memory-limit",
+            "the trace was analysed in batches and the per-request columns the deployment "
+            "search reads do not fit the memory budget beside the cache curve; raise "
+            "--memory-limit (the report says how much) or analyse a time window of it "
+            "(kvadvisor convert, then analyze)",
             ("the trace in memory",),
         )
     else:

@@ -214,9 +214,6 @@ def unavailable_reasons(trace: Trace | TraceStream, report: AdviceReport) -> dic
         )
     if report.replay is None:
         why["replay"] = report.unavailable.get("replay") or (
-            "the trace was streamed: `analyze` replays only a trace held in memory; run "
-            "`kvadvisor replay` on the deployment"
-            if not isinstance(trace, Trace)
-            else "the recommended deployment was not replayed"
+            "the recommended deployment was not replayed"
         )
     return why

@@ -14,15 +14,18 @@ budget (``--memory-limit``, by default half the machine's memory,
 In both streaming modes one pass over the record batches computes every metric that allows it
 (request and token counts, time span, arrival and length charts, model names, the prefix-cache
 curve); a second, narrow pass feeds the stage profiler its per-request columns when its arrays
-fit the budget too (``ScalePlan.stage_profile``). Sections that need the whole trace at once
-(routing, reuse times, block-size comparison) are left out, and the report says why.
+fit the budget too (``ScalePlan.stage_profile``). On those columns the deployment search picks
+its windows as in memory and reads only their rows again; the verdict is replayed on the whole
+trace's rows when `analyze` would replay it in memory and they fit the budget
+(:mod:`kvadvisor.pipeline.windows`). Sections that need the whole trace at once (routing, reuse
+times, block-size comparison) are left out, and the report says why.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -40,10 +43,13 @@ from kvadvisor.pipeline.assemble import (
     advise_sections,
     data_versions,
     prefix_hits,
+    refresh_advice,
     unavailable_reasons,
     with_context,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
+from kvadvisor.pipeline.replay import ReplaySource, replay_recommendation, trace_rows
+from kvadvisor.pipeline.windows import stream_view, whole_source
 from kvadvisor.results.common import Meta, TraceSummary
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, ContextCheck, PrefixCache
 from kvadvisor.results.series import Series
@@ -191,8 +197,12 @@ class ScalePlan:
     estimated_exact_stream_bytes: int
     sample_rate: float | None
     reason: str
-    # Whether the streamed stage profile (per-request arrays) fits the limit beside the curve.
+    # Whether the streamed stage profile (per-request arrays) fits the limit beside the curve;
+    # the search and the replay of its verdict run on the columns the profile read.
     stage_profile: bool = True
+    # What the curve's pass and the profile together are planned to need, and what that counts.
+    profile_bytes: int = 0
+    profile_counts: str = ""
 
     @property
     def exact_curve(self) -> bool:
@@ -222,7 +232,7 @@ def plan_analysis(
     )
     # The profile pass runs after the curve, beside what the curve's result keeps: the exact
     # result keeps per-access distances, a sampled one the input tokens of every request.
-    profile_bytes = PROFILE_BYTES_PER_REQUEST * requests
+    profile_bytes = (PROFILE_BYTES_PER_REQUEST + SEARCH_BYTES_PER_REQUEST) * requests
     common = dict(
         memory_limit_bytes=memory_limit_bytes,
         requests=requests,
@@ -242,12 +252,27 @@ def plan_analysis(
             ),
             **common,
         )
-    if exact_stream <= memory_limit_bytes or block_accesses == 0:
-        fits = exact_stream + profile_bytes <= memory_limit_bytes
+    profile_part = (
+        f"{PROFILE_BYTES_PER_REQUEST} B per request for the stage profile and "
+        f"{SEARCH_BYTES_PER_REQUEST} B for the search's columns and the request rows"
+    )
+    sampled_need = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes
+    # Advice before an exact curve: when the exact curve leaves no room for the profile (and the
+    # search and replay on its columns) but a sampled one would, sample.
+    exact_first = exact_stream + profile_bytes <= memory_limit_bytes or (
+        sampled_need > memory_limit_bytes
+    )
+    if (exact_stream <= memory_limit_bytes and exact_first) or block_accesses == 0:
+        need = exact_stream + profile_bytes
         return ScalePlan(
             mode="streaming",
             sample_rate=None,
-            stage_profile=fits,
+            stage_profile=need <= memory_limit_bytes,
+            profile_bytes=need,
+            profile_counts=(
+                f"{_size(BASELINE_BYTES)} baseline, {EXACT_BYTES_PER_REQUEST} B per request and "
+                f"{EXACT_BYTES_PER_ACCESS} B per block access for the exact curve, {profile_part}"
+            ),
             reason=(
                 f"the whole trace needs {_size(in_memory)} > the memory limit "
                 f"{_size(memory_limit_bytes)}: streamed; the exact curve fits "
@@ -274,17 +299,25 @@ def plan_analysis(
     # Two significant digits, rounded down, so the stated rate is a readable number.
     digits = 1 - int(np.floor(np.log10(rate)))
     rate = min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
-    fits = (
-        BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes <= memory_limit_bytes
+    # The sampled state is freed before the profile runs; the curve keeps per-request tokens.
+    why = (
+        f"the exact curve needs {_size(exact_stream)} > the memory limit "
+        f"{_size(memory_limit_bytes)}"
+        if exact_stream > memory_limit_bytes
+        else f"the exact curve ({_size(exact_stream)}) leaves no room in the memory limit "
+        f"{_size(memory_limit_bytes)} for the stage profile and the search beside it "
+        f"({_size(exact_stream + profile_bytes)} in all)"
     )
     return ScalePlan(
         mode="streaming",
         sample_rate=rate,
-        stage_profile=fits,
-        reason=(
-            f"the exact curve needs {_size(exact_stream)} > the memory limit "
-            f"{_size(memory_limit_bytes)}: SHARDS spatial sampling at rate {number(rate)}"
+        stage_profile=sampled_need <= memory_limit_bytes,
+        profile_bytes=sampled_need,
+        profile_counts=(
+            f"{_size(BASELINE_BYTES)} baseline, {SAMPLED_BYTES_PER_REQUEST} B per request kept "
+            f"by the sampled curve, {profile_part}"
         ),
+        reason=f"{why}: SHARDS spatial sampling at rate {number(rate)}",
         **common,
     )
 
@@ -472,7 +505,9 @@ def _prefix_section(
 # The stage profiler needs only per-request columns: a second pass reads them (about 40 B per
 # request held) and the profiler builds its arrays (measured: 2.2 GB more for a 10M-request
 # streamed trace, about 230 B per request), so it runs only when that fits the memory limit;
-# otherwise model, stage_split and io are unavailable and the report says why.
+# otherwise model, stage_split and io are unavailable and the report says why. The search and
+# the replay's request rows then keep three of those columns (24 B per request, within the
+# profiler's freed arrays) and read only their windows' rows again (pipeline/windows.py).
 PROFILE_COLUMNS = (
     "arrival_s",
     "input_tokens",
@@ -486,6 +521,10 @@ PROFILE_COLUMNS = (
     "model",
 )
 PROFILE_BYTES_PER_REQUEST = 256
+# Beside what the profile leaves held, the search keeps arrival and lengths (24 B per request)
+# and the report the request rows (32 B). Measured: the 20M-request synth trace at 6 GiB, planned
+# at 32 + 256 B per request, peaked at 7,286 MiB, 67 B per request over the plan; 72 B covers it.
+SEARCH_BYTES_PER_REQUEST = 72
 
 
 def _stage_profile(
@@ -494,9 +533,11 @@ def _stage_profile(
     result: PrefixCacheResult | None,
     plan: ScalePlan,
     models: tuple[str, ...],
-) -> StageProfile | None:
-    """The stage profile of a streamed trace from its per-request columns, or None if too big.
+) -> tuple[StageProfile, Trace] | None:
+    """The stage profile of a streamed trace and the per-request columns it read.
 
+    None when they do not fit the plan. The columns (as a Trace of them) serve the search's
+    choice of window and the request rows after the profiler's own arrays are freed.
     ``models``: the served-model names the pass over the stream collected.
     """
     if not plan.stage_profile:
@@ -511,13 +552,14 @@ def _stage_profile(
         arrivals_measured=stream.arrivals_measured,
     )
     hits, source = prefix_hits(trace, result)
-    return profile_workload(
+    stages = profile_workload(
         ProfileInputs.of(trace, models=models),
         options.profile_options(),
         hit_tokens=hits,
         hits_source=source,
         catalogs=options.perf_catalogs,
     )
+    return stages, trace
 
 
 def _streamed_context(
@@ -552,7 +594,11 @@ def analyze_stream(
     generated_at: str,
     trace_sha256: str | None = None,
 ) -> AdviceReport:
-    """One streaming pass over ``stream``: the summary and the prefix-cache curve per ``plan``."""
+    """Summary and prefix-cache curve in one pass per ``plan``; profile, search, replay if they fit.
+
+    The stage profile, the deployment search and the replay of its verdict run when the plan
+    has room for the stage profile (``plan.stage_profile``).
+    """
     options = options or AnalyzeOptions()
     columns = stream.columns  # all of them, for the summary, before narrowing the stream
     whole = stream  # the stage profile reads its own columns (measured latencies) from it
@@ -576,7 +622,8 @@ def analyze_stream(
     inputs = options.advisor_inputs or load_advisor_inputs()
     context = _streamed_context(options, inputs, totals)
     phases.enter(phases.PROFILE)
-    stages = _stage_profile(whole, options, result, plan, listed_models(totals.models))
+    profiled = _stage_profile(whole, options, result, plan, listed_models(totals.models))
+    stages, columns_read = profiled if profiled is not None else (None, None)
     kv = stages.model.kv_bytes_per_token if stages is not None else None
     prefix = (
         unknown_prefix_cache(options.warmup_fraction)
@@ -628,19 +675,71 @@ def analyze_stream(
     )
     if stages is not None:
         report = replace(report, model=stages.model, stage_split=stages.stage_split, io=stages.io)
-    # The advisor sees only the report's sections, so it runs on a streamed report unchanged.
-    report = advise_sections(report, options, inputs, stages=stages)
+    inputs = options.advisor_inputs or load_advisor_inputs()
+    options = replace(options, advisor_inputs=inputs)
+    # The whole trace's rows are read (once) only when the search or the replay asks for them;
+    # the replay reuses the exact pass's block ids, as in memory.
+    rows = whole_source(whole, result if plan.exact_curve else None)
+    view = None if columns_read is None else stream_view(whole, columns_read, rows)
+    report = advise_sections(report, options, inputs, stages=stages, view=view)
+    if columns_read is not None:
+        phases.enter(phases.REPLAY)
+        report = _replay(report, options, plan, columns_read, rows, stages)
+        report = refresh_advice(report, options, inputs, stages)
     report = with_context(report, context)
     why = unavailable_reasons(stream, report)
     if not plan.stage_profile:
-        need = BASELINE_BYTES + (SAMPLED_BYTES_PER_REQUEST + PROFILE_BYTES_PER_REQUEST) * (
-            stream.requests
-        )
         reason = (
-            f"the stage profile of {stream.requests} requests needs about "
-            f"{_size(need)} ({PROFILE_BYTES_PER_REQUEST} B per request), over "
-            f"the memory limit {_size(plan.memory_limit_bytes)}; raise "
-            "--memory-limit to include it"
+            f"the stage profile, the deployment search and the replay of "
+            f"{plural(stream.requests, 'request')} need about {_size(plan.profile_bytes)} "
+            f"({plan.profile_counts}), over the memory limit {_size(plan.memory_limit_bytes)}; "
+            "raise --memory-limit to include them"
         )
-        why.update({k: reason for k in ("model", "stage_split", "io") if k in why})
+        why.update({k: reason for k in ("model", "stage_split", "io", "replay") if k in why})
     return replace(report, versions=data_versions(inputs), unavailable=why)
+
+
+# The replay of the verdict holds the whole trace's rows as `analyze` in memory does, less the
+# arrow table: the in-memory figures per request and per block access count every analysis's
+# passes (routing, reuse times, block sizes), so they bound the replay's arrays and LRU passes.
+def replay_bytes(requests: int, block_accesses: int) -> int:
+    """The memory the streamed replay of ``requests`` whole-trace rows is planned with."""
+    return (
+        BASELINE_BYTES
+        + IN_MEMORY_BYTES_PER_REQUEST * requests
+        + IN_MEMORY_BYTES_PER_ACCESS * block_accesses
+    )
+
+
+def _replay(
+    report: AdviceReport,
+    options: AnalyzeOptions,
+    plan: ScalePlan,
+    columns: Trace,
+    rows: Callable[[], tuple[Trace, ReplaySource]],
+    stages: StageProfile | None,
+) -> AdviceReport:
+    """The verdict replayed on the whole trace, as in memory, when `analyze` replays it at all.
+
+    The whole trace's rows are read only when the replay runs (``--replay-max-requests``, as
+    in memory) and fit the memory limit; otherwise the per-request columns say why not.
+    """
+    calibration = stages.calibration if stages is not None else None
+    if not options.replay or plan.requests > options.replay_max_requests:
+        return replay_recommendation(columns, report, options, None, calibration)
+    need = replay_bytes(plan.requests, plan.block_accesses)
+    if need > plan.memory_limit_bytes:
+        why = (
+            f"the replay of {plural(plan.requests, 'request')} needs about {_size(need)} "
+            f"(baseline, {IN_MEMORY_BYTES_PER_REQUEST} B per request and "
+            f"{IN_MEMORY_BYTES_PER_ACCESS} B per block access), over the memory limit "
+            f"{_size(plan.memory_limit_bytes)}; raise --memory-limit or run `kvadvisor replay` "
+            "on the deployment (--emit plan)"
+        )
+        return replace(
+            report,
+            unavailable={**report.unavailable, "replay": why},
+            request_rows=trace_rows(columns),
+        )
+    trace, source = rows()
+    return replay_recommendation(trace, report, options, source, calibration)
