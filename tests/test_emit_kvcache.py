@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 import kvadvisor.cli as cli
 from kvadvisor.emit import emit_all, emit_targets
 from kvadvisor.emit.kvcache import kv_dtype_read
+from kvadvisor.engines.router import is_router_file
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
@@ -54,7 +55,7 @@ def _launch_settings(files: dict[str, str]) -> dict[str, dict]:
     out = {}
     for name, text in files.items():
         engine = next((e for p, e in LAUNCH.items() if name.startswith(p)), None)
-        if engine is not None and name.endswith(".sh"):
+        if engine is not None and name.endswith(".sh") and not is_router_file(name):
             out[name] = read_engine_file(name, text, table)[engine]
     return out
 
@@ -105,7 +106,9 @@ def test_a_launch_file_at_another_dtype_is_told_apart(fp8, tmp_path) -> None:
         return [c.status for c in review.checks if c.code == "EL32"]
 
     assert el32(out) == ["pass"]
-    name = next(n for n in files if n.startswith("vllm-") and n.endswith(".sh"))
+    name = next(
+        n for n in files if n.startswith("vllm-") and n.endswith(".sh") and not is_router_file(n)
+    )
     flag = "  --kv-cache-dtype fp8\n"
     assert flag in files[name]
     for variant, value in (("bf16", "  --kv-cache-dtype bfloat16\n"), ("unset", "")):
