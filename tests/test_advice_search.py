@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from analysis_cache import analysed
 
 from kvadvisor.advice.candidate import deployment_of
 from kvadvisor.emit import emit_all
@@ -49,9 +50,17 @@ def conversation():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def code():  # type: ignore[no-untyped-def]
-    """The whole Azure code trace (8,819 requests, arrivals, no hashes), every provider."""
-    return _analyze(SAMPLES / "azure_code.csv.zst")
+def code(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The whole Azure code trace (8,819 requests, arrivals, no hashes), every provider.
+
+    Every default, as the round trips and tests/test_rules_e2e.py analyse it: read from the
+    run's shared analysis cache.
+    """
+    path = SAMPLES / "azure_code.csv.zst"
+    trace = read_trace(path)
+    options = AnalyzeOptions()
+    clock = {"version": "test", "generated_at": "2026-01-01T00:00:00"}
+    return trace, analysed(tmp_path_factory, path, trace, options, **clock)
 
 
 def _replayed_meets(trace, verdict, targets) -> None:  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from analysis_cache import analyze_run
 from typer.testing import CliRunner
 
 from kvadvisor import __version__
@@ -30,12 +31,16 @@ def test_missing_file_is_user_error(tmp_path) -> None:
     assert "no such file" in result.output
 
 
-def test_analyze_json_on_mooncake(mooncake_path, tmp_path) -> None:
-    """Analyze writes the JSON contract's trace block with the trace's true size."""
-    out = tmp_path / "r.json"
-    result = runner.invoke(app, ["analyze", str(mooncake_path), "-o", str(out)])
-    assert result.exit_code == 0, result.output
-    doc = json.loads(out.read_text())
+def test_analyze_json_on_mooncake(mooncake_path, tmp_path_factory) -> None:
+    """Analyze writes the JSON contract's trace block with the trace's true size.
+
+    The README's command (every default), run once per test run and shared with
+    tests/test_readme_answer.py and tests/test_verdict_block.py.
+    """
+    trace = str(mooncake_path.relative_to(REPO))
+    result = analyze_run(tmp_path_factory, trace, 80)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.report.read_text())
     assert doc["format_version"] == 2
     assert doc["trace"]["requests"] == 12031
     assert doc["trace"]["block_tokens"] == 512

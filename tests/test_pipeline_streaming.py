@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
+from analysis_cache import analysed
 from conftest import SAMPLES
 from typer.testing import CliRunner
 
@@ -50,9 +51,12 @@ def mooncake(mooncake_path):
 
 
 @pytest.fixture(scope="module")
-def reference(mooncake):
-    """The in-memory report every streamed one is compared with."""
-    return analyze(mooncake, OPTIONS, **_kw())
+def reference(mooncake, mooncake_path, tmp_path_factory):
+    """The in-memory report every streamed one is compared with.
+
+    Once per test run: tests/test_report_iodemand.py reads the same analysis's I/O section.
+    """
+    return analysed(tmp_path_factory, mooncake_path, mooncake, OPTIONS, **_kw())
 
 
 def test_parse_memory_limit() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -129,6 +130,10 @@ def test_piped_analyze_names_every_phase(tmp_path: Path) -> None:
     trace = ROOT / "sample_traces" / "vllm_bench_appended.json"
     out = tmp_path / "r.json"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "80"}
+    # The worker's kernel cache (tests/conftest.py), already compiled: not the in-tree one,
+    # which this run would otherwise compile cold (and two workers write at once).
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
     cmd = [sys.executable, "-m", "kvadvisor", "analyze", str(trace), "-o", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr

@@ -9,41 +9,23 @@ checked against the verdict they come from, not against fixed numbers.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+import json
 
 import pytest
+from analysis_cache import analyze_run
 
 from kvadvisor.report.deployments import money
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict]:  # type: ignore[type-arg]
-    """The README's command, as a user runs it (JSON beside the terminal text)."""
-    import json
+    """The README's command, as a user runs it (JSON beside the terminal text).
 
-    out = tmp_path_factory.mktemp("readme") / "report.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvadvisor",
-            "analyze",
-            "sample_traces/mooncake_conversation.parquet",
-            "-o",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"COLUMNS": "80", "PATH": "/usr/bin:/bin", "HOME": str(out.parent)},
-        check=False,
-    )
+    Once per test run: tests/test_verdict_block.py runs the same command on the same trace.
+    """
+    done = analyze_run(tmp_path_factory, "sample_traces/mooncake_conversation.parquet", 80)
     assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines(), json.loads(out.read_text())
+    return done.stdout.splitlines(), json.loads(done.report.read_text())
 
 
 def test_the_first_ten_lines_hold_the_answer(run) -> None:  # type: ignore[no-untyped-def]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from analysis_cache import analysed
 
-from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.report.chartspecs import bandwidth_spec
 from kvadvisor.results.series import SeriesKey
@@ -31,14 +31,17 @@ def test_downsample_keeps_each_points_highest_window() -> None:
 
 
 @pytest.fixture(scope="module")
-def mooncake_io(mooncake_path):
-    """The Mooncake report's I/O section (3,537 one-second windows, merged four to a point)."""
-    report = analyze(
-        read_trace(mooncake_path),
-        AnalyzeOptions(cache_instances=1),
-        version="t",
-        generated_at="t",
-    )
+def mooncake_io(mooncake_path, tmp_path_factory):
+    """The Mooncake report's I/O section (3,537 one-second windows, merged four to a point).
+
+    No replay of the recommendation: the I/O section is the profile's, written before the
+    advice and its replay, which read it and never write it. The options and clock strings
+    are tests/test_pipeline_streaming.py's in-memory reference: one analysis for both files.
+    """
+    options = AnalyzeOptions(cache_instances=1, replay=False)
+    clock = {"version": "0.0.test", "generated_at": "2026-01-01T00:00:00+00:00"}
+    trace = read_trace(mooncake_path)
+    report = analysed(tmp_path_factory, mooncake_path, trace, options, **clock)
     return report.io
 
 

@@ -11,12 +11,10 @@ arrival times is told what would help, never to loosen the targets.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from analysis_cache import analyze_run
 from goldtest import compare_golden
 
 from kvadvisor.report.deployments import money
@@ -35,22 +33,12 @@ def test_every_sample_has_a_case() -> None:
 
 
 @pytest.mark.parametrize("name", TRACES)
-def test_verdict_block(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> None:
+def test_verdict_block(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str
+) -> None:
     """At most ten lines of at most 80 columns, equal to the golden file, true to the report."""
-    out = tmp_path / "report.json"
-    env = {"COLUMNS": str(WIDTH), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    # The worker's own kernel cache (tests/conftest.py), already compiled: not the in-tree one,
-    # which two workers would write at once.
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
-    done = subprocess.run(
-        [sys.executable, "-m", "kvadvisor", "analyze", f"sample_traces/{name}", "-o", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    # Once per test run: tests/test_readme_answer.py runs the same command on the Mooncake trace.
+    done = analyze_run(tmp_path_factory, f"sample_traces/{name}", WIDTH)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     block = lines[: lines.index("")]
@@ -60,7 +48,7 @@ def test_verdict_block(request: pytest.FixtureRequest, tmp_path: Path, name: str
     assert max(map(len, block)) <= WIDTH, block
     text = " ".join(block)  # a wrapped sentence read whole
 
-    report = json.loads(out.read_text())
+    report = json.loads(done.report.read_text())
     vs = report["recommendation"]["verdict"]
     v = next((x for x in vs["verdicts"] if x["provider"] == vs["primary"]), None)
     if v is not None and v["status"] == "chosen":
