@@ -27,7 +27,7 @@ from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.plan import engine_settings_table, load_plan
-from kvadvisor.plan.engine_files import file_routers, read_engine_file
+from kvadvisor.plan.engine_files import EngineFileError, file_routers, read_engine_file
 from kvadvisor.planreview.settings import engine_facts
 from kvadvisor.results.verdict import Verdict
 from kvadvisor.trace import read_trace
@@ -284,3 +284,12 @@ def test_router_files_are_in_the_plan_and_their_placeholders_are_linted(tmp_path
             if target != "dynamo-kvbm":  # Dynamo's workers register themselves: no addresses
                 assert f"router.{workers}[0]" in str(left), (target, left)
             assert file_routers(stage.engines[owner]["router"])
+
+
+def test_a_router_file_launched_by_an_unknown_module_is_refused() -> None:
+    """The launch line says whose router it is: another module is named as the file's mistake."""
+    text = emit_all(emit_report(), ["vllm"], "kvadvisor analyze")["vllm-router.sh"]
+    edited = text.replace("python -m vllm_router.launch_router", "python -m my_router")
+    with pytest.raises(EngineFileError, match="launched by no router this reader knows") as exc:
+        read_engine_file("vllm-router.sh", edited, engine_settings_table())
+    assert "vllm_router.launch_router" in str(exc.value) and "\n" not in str(exc.value)
