@@ -318,7 +318,11 @@ def test_analyze_emit_writes_every_target(tmp_path: Path, monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == sorted(ALL_FILES)
     plan = yaml.safe_load((out / "plan-dynamo-kvbm.yaml").read_text())
-    assert plan["stages"]["prefill"]["engine_files"] == ["dynamo-prefill.sh", "kvbm-prefill.env"]
+    assert plan["stages"]["prefill"]["engine_files"] == [
+        "dynamo-frontend.sh",  # the router every stage sits behind
+        "dynamo-prefill.sh",
+        "kvbm-prefill.env",
+    ]
     head = (out / "vllm-prefill.sh").read_text()
     assert f"# command: kvadvisor analyze {trace} -o {out} --quiet --emit lmcache" in head
 

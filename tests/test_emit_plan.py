@@ -75,7 +75,8 @@ def test_vllm_plan_keeps_the_tiers_vllm_was_given(tmp_path: Path) -> None:
     doc = _doc(_plans(_report(), ["vllm"], tmp_path)["plan.yaml"])
     pre, dec = doc["stages"]["prefill"], doc["stages"]["decode"]
     assert [t["name"] for t in pre["tiers"]] == [HOST.name]
-    assert pre["engine_files"] == ["vllm-prefill.sh"]
+    # the router file every stage sits behind is listed too (review lints its placeholders)
+    assert pre["engine_files"] == ["vllm-prefill.sh", "vllm-router.sh"]
     assert pre["scheduler"] == {"max_num_batched_tokens": 10_000}
     assert dec["scheduler"] == {"max_num_batched_tokens": 8192}
     assert dec["save_decode_kv"] is True and "save_decode_kv" not in pre
@@ -121,7 +122,10 @@ def test_aggregated_plan_is_one_serving_stage(tmp_path: Path) -> None:
     assert doc["topology"] == "aggregated" and list(doc["stages"]) == ["serving"]
     serving = doc["stages"]["serving"]
     assert serving["gpus_per_replica"] == 4 and serving["replicas_per_instance"] == 2
-    assert serving["engine_files"] == ["vllm-serving.sh"] and "save_decode_kv" not in serving
+    assert (
+        serving["engine_files"] == ["vllm-router.sh", "vllm-serving.sh"]
+        and "save_decode_kv" not in serving
+    )
     plan = load_plan(tmp_path / "plan.yaml")
     assert plan.topology == "aggregated"
     assert plan.stage("serving").engines["vllm"]["kv-offloading-size"] == 800

@@ -26,6 +26,9 @@ from kvadvisor.emit.deployment import deployment_from_report
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.plan import engine_settings_table, load_plan
+from kvadvisor.plan.engine_files import EngineFileError, file_routers, read_engine_file
+from kvadvisor.planreview.settings import engine_facts
 from kvadvisor.results.verdict import Verdict
 from kvadvisor.trace import read_trace
 
@@ -229,3 +232,64 @@ def test_router_files_are_valid_bash(emitted) -> None:
     for target, text in files.items():
         run = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
         assert run.returncode == 0, (target, run.stderr)
+
+
+def test_router_file_reads_back_as_each_stages_replayed_router(emitted) -> None:
+    """Each router file, read back as `review` reads it, gives every stage its replayed router.
+
+    The files go through plan/engine_files.py; an edited policy reads back as another router.
+
+    Found: on the disaggregated verdict (prefill prefix_aware, decode least_outstanding) Dynamo's
+    one frontend routes both stages with the prefill's KV router.
+    """
+    verdict, files = emitted
+    table = engine_settings_table()
+    for target, text in files.items():
+        name = ROUTERS[target][0]
+        (settings,) = read_engine_file(name, text, table).values()
+        routers = file_routers(settings["router"])
+        for s in verdict.stages:
+            read = routers.get(str(s.role), routers.get("*"))
+            if target == "dynamo-kvbm" and s is not verdict.stages[0]:
+                # Dynamo's frontend has one router mode (and one overlap weight) for the fleet:
+                # the first stage's. A later stage replayed with another router is a known
+                # difference, and the file must say which router the replay gave it.
+                assert read == verdict.stages[0].router
+                assert f"the replay's router: {s.router}" in text, s.role
+                continue
+            assert read == s.router, (target, s.role)
+        for word in ("--policy cache_aware", "--prefill-policy cache_aware", "--router-mode kv"):
+            if word in text:
+                edited = text.replace(word, word.split()[0] + " round_robin")
+                edited = edited.replace("--router-mode round_robin", "--router-mode round-robin")
+                (moved,) = read_engine_file(name, edited, table).values()
+                assert file_routers(moved["router"]) != routers, (target, word)
+
+
+def test_router_files_are_in_the_plan_and_their_placeholders_are_linted(tmp_path) -> None:
+    """Each plan lists its router file with every stage, so EL11's facts name its workers."""
+    report = emit_report(decode=(HOST,))
+    files = emit_all(report, [*ROUTERS, "plan"], "kvadvisor analyze")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    for target in ROUTERS:
+        plan = load_plan(tmp_path / f"plan-{target}.yaml")
+        assert [s.stage for s in plan.stages] == ["prefill", "decode"]
+        for stage in plan.stages:
+            # the router's settings sit under the engine whose router it is
+            owner = next(e for e, v in stage.engines.items() if "router" in v)
+            facts = dict(engine_facts(plan, stage, None))[owner]
+            left = facts.values["engine_placeholders"]
+            workers = "worker-urls" if target == "dynamo-kvbm" else "prefill"
+            if target != "dynamo-kvbm":  # Dynamo's workers register themselves: no addresses
+                assert f"router.{workers}[0]" in str(left), (target, left)
+            assert file_routers(stage.engines[owner]["router"])
+
+
+def test_a_router_file_launched_by_an_unknown_module_is_refused() -> None:
+    """The launch line says whose router it is: another module is named as the file's mistake."""
+    text = emit_all(emit_report(), ["vllm"], "kvadvisor analyze")["vllm-router.sh"]
+    edited = text.replace("python -m vllm_router.launch_router", "python -m my_router")
+    with pytest.raises(EngineFileError, match="launched by no router this reader knows") as exc:
+        read_engine_file("vllm-router.sh", edited, engine_settings_table())
+    assert "vllm_router.launch_router" in str(exc.value) and "\n" not in str(exc.value)

@@ -350,7 +350,9 @@ ENGINE = register(
         name="dynamo-kvbm",
         **packaged_settings("kvbm"),
         label="Dynamo KVBM",
-        files={".env": "", "DYNAMO_ARGS": ""},
+        files={".env": "", "DYNAMO_ARGS": "", "dynamo.frontend": "router"},
+        # the router file every stage sits behind (its placeholders are linted too)
+        shared_files=("dynamo-frontend.sh",),
         facts=_kvbm_facts,
         fact_specs=FACT_SPECS,
         host_demand=_host_demand,

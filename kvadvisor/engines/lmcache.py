@@ -304,6 +304,8 @@ ENGINE = register(
         **packaged_settings("lmcache"),
         label="LMCache",
         files={".yaml": "", ".yml": ""},
+        # the router file every stage sits behind (its placeholders are linted too)
+        shared_files=("vllm-lmcache-router.sh",),
         facts=_lmcache_facts,
         fact_specs=FACT_SPECS,
         host_demand=_host_demand,

@@ -348,8 +348,8 @@ ENGINE = register(
         storage_keys=frozenset({"MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"}),
         # it launches `vllm serve` with the emitted --max-num-batched-tokens
         step_tokens=lambda ctx, stage: batched_tokens(ctx, stage)[0],
-        # one master and one client configuration for every stage
-        shared_files=(MASTER_SH, CLIENT_JSON),
+        # one master, one client configuration and one router for every stage
+        shared_files=(MASTER_SH, CLIENT_JSON, "vllm-mooncake-router.sh"),
         # decode_saves: no; its decode connector is a kv_consumer (it loads, never stores)
     )
 )

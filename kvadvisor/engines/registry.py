@@ -93,8 +93,9 @@ class Engine:
     # GPU's name and memory in bytes
     batch_defaults: Callable[[str, float], tuple[int, int]] | None = None
     # The engine files that are its own, by file suffix (".env") or by the flag array of a bash
-    # launch file (``SGLANG_ARGS``), each with the key its settings go under ("" for the top:
-    # a Mooncake client JSON goes under ``client``); plan/engine_files.py reads them.
+    # launch file (``SGLANG_ARGS``) or the module a router file launches
+    # (``sglang_router.launch_router``), each with the key its settings go under ("" for the
+    # top: a Mooncake client JSON goes under ``client``); plan/engine_files.py reads them.
     files: Mapping[str, str] = field(default_factory=dict)
     label: str = ""  # how its documentation names it ("Dynamo KVBM"), for messages
     # emitted files every stage reads (a Mooncake master)

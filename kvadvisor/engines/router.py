@@ -60,13 +60,13 @@ DYNAMO_MODES = {
         "replica with the least active prefill and decode load, the closest it has",
     ),
 }
-# The router files every target writes: they hold router options, not engine settings, so
-# the engine-file reader (plan/engine_files.py) has no use for them.
+# The router files every target writes: each engine lists its own with every stage
+# (``shared_files``), and plan/engine_files.py reads its flags under the engine's ``router``.
 ROUTER_FILES = ("-router.sh", "dynamo-frontend.sh")
 
 
 def is_router_file(name: str) -> bool:
-    """Whether ``name`` is a router file of an engine target (no engine settings in it)."""
+    """Whether ``name`` is a router file of an engine target (router options, no engine's own)."""
     return name.endswith(ROUTER_FILES)
 
 

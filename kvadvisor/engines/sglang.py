@@ -522,7 +522,9 @@ ENGINE = register(
         name="sglang-hicache",
         **packaged_settings("sglang"),
         label="SGLang HiCache",
-        files={"SGLANG_ARGS": ""},
+        files={"SGLANG_ARGS": "", "sglang_router.launch_router": "router"},
+        # the router file every stage sits behind (its placeholders are linted too)
+        shared_files=("sglang-router.sh",),
         facts=_sglang_facts,
         fact_specs=FACT_SPECS,
         layout=_layout,

@@ -387,7 +387,9 @@ ENGINE = register(
         name="vllm",
         **packaged_settings("vllm"),
         label="vLLM",
-        files={"VLLM_ARGS": ""},
+        files={"VLLM_ARGS": "", "vllm_router.launch_router": "router"},
+        # the router file every stage sits behind (its placeholders are linted too)
+        shared_files=("vllm-router.sh",),
         facts=_vllm_facts,
         fact_specs=FACT_SPECS,
         host_demand=_host_demand,

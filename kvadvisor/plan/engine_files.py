@@ -8,7 +8,10 @@ registry: a suffix, or a launch file's flag array, and the key its settings go u
 * ``*.env``: ``KEY=VALUE`` lines, each under the engine that documents the key;
 * ``*.json``: a JSON object of the owning engine's keys;
 * ``*.sh``: a bash launch file: ``export NAME=VALUE`` lines and one flag array, whose name says
-  the engine; flags are ``--name value``, ``--name v1 v2`` or ``--name=value``.
+  the engine; flags are ``--name value``, ``--name v1 v2`` or ``--name=value``;
+* a router file (``ROUTER_ARGS`` or ``FRONTEND_ARGS``): the module it launches says the engine,
+  and its flags (the launch line's ``--prefill``/``--decode`` workers too) go under ``router``;
+  :func:`file_routers` reads the plan's router policy back from them.
 
 Keys are kept as the engine spells them (flags without ``--``); values are parsed as JSON
 scalars where they are numbers or booleans. A key no engine documents is kept under the file's
@@ -17,6 +20,7 @@ engine, so the plan's key check reports it with a suggestion.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -124,16 +128,71 @@ def _owner(key: str, default: str, table: Mapping[str, Any]) -> str:
     return next((e for e, spec in engines.items() if key in spec["settings"]), default)
 
 
+# Router files (engines/router.py): the flag arrays they use; the module a file launches says
+# the engine (its ``Engine.files`` names the module, and ``router`` as the key).
+ROUTER_ARRAYS = ("ROUTER_ARGS", "FRONTEND_ARGS")
+# A router's policy -> the plan's router it realises (the inverse of engines/router.py POLICIES
+# and DYNAMO_MODES; power_of_two is how the files write least_outstanding).
+ROUTER_POLICIES = {
+    "cache_aware": "prefix_aware",
+    "round_robin": "round_robin",
+    "power_of_two": "least_outstanding",
+    "round-robin": "round_robin",
+}
+_LAUNCH = re.compile(r"^python -m (\S+) \"\$\{(\w+)\[@\]\}\"(.*)$", re.MULTILINE | re.DOTALL)
+
+
+def _router(text: str, name: str, start: int, where: str) -> dict[str, dict[str, Any]]:
+    """A router file's flags (and its launch line's worker words) under its engine's ``router``."""
+    end = text.find("\n)", start)
+    if end < 0:
+        raise EngineFileError(f"{where}: flag array {name} has no closing ')' line")
+    launch = _LAUNCH.search(text, end)
+    owner = registry.file_owner(launch.group(1)) if launch and launch.group(2) == name else None
+    if launch is None or owner is None:
+        modules = [k for k in registry.file_kinds() if "." in k[1:]]
+        raise EngineFileError(
+            f"{where}: flag array {name} is launched by no router this reader knows; expected "
+            "python -m " + " or ".join(modules) + f' "${{{name}[@]}}"'
+        )
+    engine, under = owner
+    flags = _flags(_words(text[start:end], where), where)
+    # --prefill URL [bootstrap port] and --decode URL repeat once per worker: kept in order.
+    words = _words(launch.group(3).replace("\\\n", " "), where)
+    for i, word in enumerate(words):
+        if word in ("--prefill", "--decode"):
+            values = list(itertools.takewhile(lambda w: not w.startswith("--"), words[i + 1 :]))
+            flags.setdefault(word[2:], []).append(" ".join(values))
+    return {engine: {under: flags}}
+
+
+def file_routers(settings: Mapping[str, Any]) -> dict[str, str]:
+    """{stage or "*" (every stage): the plan's router} a router file's settings realise."""
+    if "router-mode" in settings:  # Dynamo's frontend: one mode for the fleet
+        mode = settings["router-mode"]
+        weight = settings.get("router-kv-overlap-score-weight")
+        plan = "least_outstanding" if mode == "kv" and weight == 0 else None
+        plan = plan or ("prefix_aware" if mode == "kv" else ROUTER_POLICIES.get(mode, str(mode)))
+        return {"*": plan}
+    out = {}
+    for key, stage in (("policy", "*"), ("prefill-policy", "prefill"), ("decode-policy", "decode")):
+        if key in settings:
+            out[stage] = ROUTER_POLICIES.get(settings[key], str(settings[key]))
+    return out
+
+
 def _shell(text: str, where: str, table: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     match = _ARRAY.search(text)
     if match is None:
         raise EngineFileError(f"{where}: no flag array (NAME=( ... )) found")
     name = match.group(1)
+    if name in ROUTER_ARRAYS:
+        return _router(text, name, match.end(), where)
     owner = registry.file_owner(name) if not name.startswith(".") else None
     if owner is None:
         raise EngineFileError(
             f"{where}: flag array {name} names no engine; expected one of "
-            + ", ".join(k for k in registry.file_kinds() if not k.startswith("."))
+            + ", ".join(k for k in registry.file_kinds() if "." not in k)
         )
     engine, under = owner
     end = text.find("\n)", match.end())
