@@ -216,22 +216,6 @@ LAUNCHES = {
 # "*", field, "" for every stage or the stage's role).
 VLLM_TARGETS = ("vllm", "lmcache", "mooncake", "dynamo-kvbm")
 KNOWN: dict[tuple[str, str, str], str] = {
-    **{
-        (t, "max_seqs", ""): "max-num-seqs is not written: vLLM's default applies, not the "
-        "replay's batch"
-        for t in VLLM_TARGETS
-    },
-    ("sglang-hicache", "max_seqs", ""): "max-running-requests is not written",
-    ("sglang-hicache", "max_batched_tokens", ""): "chunked-prefill-size is not written",
-    ("dynamo-kvbm", "max_batched_tokens", ""): "dynamo.vllm workers get no "
-    "--max-num-batched-tokens",
-    ("dynamo-kvbm", "max_model_len", ""): "dynamo.vllm workers get no --max-model-len",
-    **{
-        (t, "max_batched_tokens", r): "vLLM's prefill budget is one mean prompt rounded up to "
-        "the 16-token block (engines/vllm.py batched_tokens), not the replayed step budget"
-        for t in ("vllm", "lmcache", "mooncake")
-        for r in ("prefill", "serving")
-    },
     ("sglang-hicache", "page_tokens", ""): "SGLang's HiCache page is 64 tokens (one storage "
     "object per page), the replay's is the vLLM block",
     ("dynamo-kvbm", "router", "decode"): "Dynamo's one frontend routes every stage with the "

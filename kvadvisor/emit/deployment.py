@@ -84,6 +84,10 @@ class StageView:
     # how the replay routed requests to the stage's replicas (the plan's router; a report
     # without a verdict replayed none, and a plan without one routes round robin)
     router: str = "round_robin"
+    # the scheduler the replay ran each replica with (token budget per step, running
+    # sequences); None for a report without a verdict, where the engine's defaults apply
+    max_batched_tokens: int | None = None
+    max_seqs: int | None = None
 
     @property
     def replicas_per_instance(self) -> int:
@@ -224,6 +228,8 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                 gpu_memory_bytes=sv.gpu_memory_gib * BYTES_PER_GIB,
                 transport=sv.transport,
                 router=sv.router,
+                max_batched_tokens=sv.max_batched_tokens,
+                max_seqs=sv.max_seqs,
             )
         )
     return Deployment(

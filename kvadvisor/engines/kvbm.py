@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
+from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.kvcache import kv_dtype_flag
 from kvadvisor.emit.sizing import Scope
@@ -26,6 +27,7 @@ from kvadvisor.engines.vllm import (
     block_flag,
     launch_lines,
     model_flag,
+    scheduler_flags,
 )
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
@@ -177,6 +179,9 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             ),
             block_flag(ctx, stage),
             kv_dtype_flag(ctx, "vllm"),
+            # dynamo.vllm takes vLLM's engine arguments: the replayed scheduler and context
+            *scheduler_flags(ctx, stage),
+            *context_flags(ctx, "vllm"),
         ]
         if ctx.disaggregated and stage.stage == Stage.PREFILL:
             flags.append(

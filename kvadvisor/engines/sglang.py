@@ -143,6 +143,30 @@ def _write_policy(ctx: EmitContext) -> Setting:
     )
 
 
+def _scheduler_flags(stage: StageView) -> list[Setting]:
+    """The prefill chunk and running requests the verdict was replayed with (if it was)."""
+    out = []
+    if stage.max_batched_tokens:
+        out.append(
+            Setting(
+                "chunked-prefill-size",
+                str(stage.max_batched_tokens),
+                "the step token budget the verdict was replayed with: SGLang prefills a long "
+                f"prompt in chunks of this many tokens ({sources.SGLANG_SCHEDULE})",
+            )
+        )
+    if stage.max_seqs:
+        out.append(
+            Setting(
+                "max-running-requests",
+                str(stage.max_seqs),
+                "the running sequences per replica the verdict was replayed with "
+                f"({sources.SGLANG_SCHEDULE})",
+            )
+        )
+    return out
+
+
 def sglang_stage(
     ctx: EmitContext, stage: StageView
 ) -> tuple[list[Setting], list[Setting], list[str], dict[str, str]]:
@@ -176,6 +200,7 @@ def sglang_stage(
         ),
         Setting("page-size", str(page), page_why),
         kv_dtype_flag(ctx, "sglang"),
+        *_scheduler_flags(stage),
     ]
     size = _host_size(ctx, stage)
     t = stage.storage_tier

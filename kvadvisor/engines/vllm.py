@@ -71,6 +71,13 @@ def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
         if stage.gpu_memory_bytes is None
         else f", {format_value(stage.gpu_memory_bytes, Unit.BYTES)}"
     )
+    if stage.max_batched_tokens:  # the budget the verdict was replayed with, as is
+        return stage.max_batched_tokens, (
+            f"the step budget the verdict was replayed with: vllm serve's default {default} "
+            f"on this GPU ({gpu}; {sources.VLLM_BATCH_DEFAULTS})"
+            if stage.max_batched_tokens == default
+            else "the step budget the verdict was replayed with"
+        )
     mean_in = ctx.mean_input_tokens
     if stage.stage != Stage.DECODE and mean_in:
         budget = max(default, math.ceil(mean_in / VLLM_BLOCK_TOKENS) * VLLM_BLOCK_TOKENS)
@@ -84,6 +91,27 @@ def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
         f"vllm serve's default {default} on this GPU ({gpu}; {sources.VLLM_BATCH_DEFAULTS}): "
         "a decode step batches one token per running request, so a larger budget buys nothing"
     )
+
+
+def scheduler_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
+    """The token budget per step and, when the verdict replayed one, the running sequences."""
+    budget, why = batched_tokens(ctx, stage)
+    out = [Setting("max-num-batched-tokens", str(budget), why)]
+    if stage.max_seqs:
+        default = batch_defaults(stage.gpu or "", stage.gpu_memory_bytes or 0.0)[1]
+        out.append(
+            Setting(
+                "max-num-seqs",
+                str(stage.max_seqs),
+                "the running sequences per replica the verdict was replayed with"
+                + (
+                    f": vllm serve's default on this GPU ({sources.VLLM_BATCH_DEFAULTS})"
+                    if stage.max_seqs == default
+                    else ""
+                ),
+            )
+        )
+    return out
 
 
 def model_flag() -> Setting:
@@ -139,9 +167,7 @@ def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
             "device pool the host tier is sized against is the one vLLM allocates",
         ),
     ]
-    budget, why = batched_tokens(ctx, stage)
-    out.append(Setting("max-num-batched-tokens", str(budget), why))
-    return out + context_flags(ctx, "vllm")
+    return out + scheduler_flags(ctx, stage) + context_flags(ctx, "vllm")
 
 
 def kv_transfer(connectors: Sequence[dict[str, Any]]) -> dict[str, Any]:
