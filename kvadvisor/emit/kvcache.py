@@ -20,6 +20,7 @@ from __future__ import annotations
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.text import Setting
 from kvadvisor.engines import registry
+from kvadvisor.units import Unit, format_value
 
 VLLM_DTYPE_SOURCE = "vLLM vllm/config/cache.py CacheDType"
 SGLANG_DTYPE_SOURCE = "SGLang python/sglang/srt/server_args.py kv_cache_dtype"
@@ -45,7 +46,7 @@ def kv_dtype_flag(ctx: EmitContext, engine: str) -> Setting:
         "kv-cache-dtype",
         value,
         f"KV stored as {dtype}, the dtype the GPU pool was sized and replayed at "
-        f"({per_token:,} B/token over the whole model)"
+        f"({format_value(per_token, Unit.BYTES_PER_TOKEN)} over the whole model)"
         + ("; auto is the model's own dtype" if value == "auto" else "")
         + f" ({source})",
     )

@@ -15,6 +15,7 @@ from typing import Any
 from kvadvisor.emit.deployment import StageView
 from kvadvisor.emit.text import Setting, placeholder
 from kvadvisor.results.verdict import Transport
+from kvadvisor.units import Unit, format_value
 
 # Mooncake's default protocol, and SGLang's when MOONCAKE_PROTOCOL is unset (fabrics.yaml F4).
 DEFAULT_PROTOCOL = "rdma"
@@ -59,7 +60,8 @@ def transfer_plan(stage: StageView) -> TransferPlan:
     else:
         why = (
             f"{t.display_name} has no RDMA verbs: KV moves over TCP, so no RDMA NIC is named "
-            f"(the replay derates this link to {t.link_efficiency:.0%} of line rate)"
+            f"(the replay derates this link to {format_value(t.link_efficiency, Unit.RATIO)} "
+            "of line rate)"
         )
     return TransferPlan(
         t.display_name, t.mooncake_protocol, devices, t.nixl_backend, f"{why} ({SOURCES})"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from kvadvisor import phases
 from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.cache.measure import measure_prefix_cache
@@ -47,11 +49,15 @@ def analyze_trace(
     inputs = options.advisor_inputs or load_advisor_inputs()
     # Requests longer than the model's context are counted first: refused, or served
     # rope-scaled, or left out of everything below (--over-context), never silently.
-    trace, context = check_context(
-        trace, context_model(trace, options.model, inputs.perf), options.over_context
-    )
     # Taken from the trace once (hashes and sessions too); every step below shares them.
     arrays = RequestArrays.of(trace)
+    lengths = arrays.input_tokens.astype(np.int64) + arrays.output_tokens.astype(np.int64)
+    kept, context = check_context(
+        trace, context_model(trace, options.model, inputs.perf), options.over_context, lengths
+    )
+    if kept.table.num_rows != trace.table.num_rows:  # requests left out: the kept rows' arrays
+        arrays = RequestArrays.of(kept)
+    trace = kept
     phases.enter(phases.CACHE)
     measured = measure_prefix_cache(
         arrays,

@@ -98,7 +98,7 @@ def _share(run: ReplayRun, plan: Plan, requests: int | None) -> RoutedShare:
     st = next(s for s in run.stages if s.role is not Stage.DECODE)
     stage = plan.stage(st.role)
     return routed_share(
-        st.role.value,
+        st.role,
         stage.router if stage is not None else "round_robin",
         st.replica,
         st.spec.replicas_per_instance,

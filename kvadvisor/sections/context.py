@@ -42,11 +42,15 @@ def _tokens(n: float) -> str:
     return format_value(n, Unit.TOKENS)
 
 
+def _count(n: int) -> str:
+    return format_value(n, Unit.COUNT)
+
+
 def _over_text(over: int, total: int, model: str, limit: int, longest: int) -> str:
     share = format_value(over / total, Unit.RATIO) if total else "0%"
     return (
-        f"{over:,} of {total:,} requests ({share}) are longer than {model}'s context of "
-        f"{_tokens(limit)} (prompt + output; the longest {_tokens(longest)})"
+        f"{_count(over)} of {_count(total)} requests ({share}) are longer than {model}'s "
+        f"context of {_tokens(limit)} (prompt + output; the longest {_tokens(longest)})"
     )
 
 
@@ -123,12 +127,14 @@ def decide_context(
         assert rope is not None and scaled is not None
         excluded = longer(scaled)
         statement = (
-            f"{told}: served with {rope.kind} RoPE scaling (factor {rope.factor:g} over "
-            f"{_tokens(rope.original_tokens)}) at {_tokens(scaled)}, as the model card gives it"
+            f"{told}: served with {rope.kind} RoPE scaling (factor "
+            f"{format_value(rope.factor, Unit.MULTIPLE)} over {_tokens(rope.original_tokens)}) "
+            f"at {_tokens(scaled)}, as the model card gives it"
         )
         if excluded:
             statement += (
-                f"; {excluded:,} longer still than {_tokens(scaled)} are excluded from the analysis"
+                f"; {_count(excluded)} longer still than {_tokens(scaled)} are excluded from "
+                "the analysis"
             )
         return result("rope", scaled, excluded, statement, over)
     why = (
@@ -138,15 +144,22 @@ def decide_context(
         if policy == "auto"
         else ""
     )
-    statement = f"{told}: {over:,} excluded from the analysis{why}; the verdict holds for the rest"
+    statement = (
+        f"{told}: {_count(over)} excluded from the analysis{why}; the verdict holds for the rest"
+    )
     return result("exclude", limit, over, statement, over)
 
 
 def check_context(
-    trace: Trace, spec: ModelSpec, policy: str = "auto"
+    trace: Trace, spec: ModelSpec, policy: str = "auto", lengths: np.ndarray | None = None
 ) -> tuple[Trace, ContextCheck]:
-    """The trace as it is analysed (longer requests left out, counted), and the check."""
-    lengths = request_tokens(trace)
+    """The trace as it is analysed (longer requests left out, counted), and the check.
+
+    ``lengths``: each request's prompt + output tokens when the caller has read them already
+    (the table's columns are then not read again).
+    """
+    if lengths is None:
+        lengths = request_tokens(trace)
     values, counts = np.unique(lengths, return_counts=True)
     check = decide_context(spec, policy, values, counts)
     if check.decision not in ("rope", "exclude"):

@@ -106,9 +106,9 @@ class _Scan:
         """The range as the options that set it."""
         words = []
         if self.since_s is not None:
-            words.append(f"--since {self.since_s:.15g}")
+            words.append(f"--since {self.since_s:.15g}")  # exact: the option as it is typed
         if self.until_s is not None:
-            words.append(f"--until {self.until_s:.15g}")
+            words.append(f"--until {self.until_s:.15g}")  # exact: the option as it is typed
         return " ".join(words)
 
 
@@ -292,7 +292,7 @@ def open_trace_stream(
     scan = _Scan(location.filesystem, location.prefix, since_s, until_s)
     if since_s is not None and until_s is not None and not since_s < until_s:
         raise ConfigError(
-            f"--since {since_s:.15g} --until {until_s:.15g}: the range is empty; "
+            f"--since {since_s:.15g} --until {until_s:.15g}: an empty range; "  # exact: as typed
             "--since must come before --until"
         )
     in_directory = _check_present(location, path)

@@ -167,7 +167,8 @@ def render_gate(report: GateReport, baseline: VerifyReport, candidate: VerifyRep
         lines.append(f"  {engine} change (candidate against baseline):")
         for v in (v for v in report.verdicts if v.engine == engine):
             key = METRICS[v.metric][0]
-            change = "–" if v.change is None else f"{100 * v.change:+.1f}%"
+            signed = f"{100 * v.change:+.1f}%" if v.change is not None else ""  # exact: as --gate
+            change = signed or "–"
             mark = {True: "ok  ", False: "FAIL", None: "    "}[v.passed]
             rule = f" (gate {v.rule})" if v.rule else ""
             lines.append(

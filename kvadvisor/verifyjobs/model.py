@@ -203,7 +203,7 @@ class RoutedShare:
     measured for those requests (:func:`kvadvisor.verifyjobs.share.serving_figures`).
     """
 
-    stage: str
+    stage: Stage
     router: str
     instance: int
     instances: int

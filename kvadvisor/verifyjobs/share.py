@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from kvadvisor.verifyjobs.model import RoutedShare
+from kvadvisor.vocab import Stage
 
 # The replay's per-request columns serving_figures takes, in its argument order.
 COLUMNS = ("arrival_s", "ttft_s", "tpot_s", "e2e_s", "output_tokens")
@@ -63,7 +64,7 @@ def serving_figures(
 
 
 def routed_share(
-    stage: str,
+    stage: Stage,
     router: str,
     replica: np.ndarray,
     replicas_per_instance: int,
