@@ -14,44 +14,37 @@ from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.text import Setting, json_compact
 from kvadvisor.units import Unit, format_value
 
-VLLM_SOURCE = "vLLM vllm/config/model.py@0052a5b: max_model_len, hf_overrides"
-SGLANG_SOURCE = "SGLang server_args.py: context_length, json_model_override_args"
+# The launcher's flag for the served length, its flag for a config override, and their source.
+FLAGS = {
+    "vllm": (
+        "max-model-len",
+        "hf-overrides",
+        "vLLM vllm/config/model.py@0052a5b: max_model_len, hf_overrides",
+    ),
+    "sglang": (
+        "context-length",
+        "json-model-override-args",
+        "SGLang server_args.py: context_length, json_model_override_args",
+    ),
+}
 
 
-def _why(ctx: EmitContext, source: str) -> str | None:
+def context_flags(ctx: EmitContext, launcher: str) -> list[Setting]:
+    """The context-length flag (and the RoPE override when proposed) of ``launcher``."""
     check = ctx.report.context
     if check is None or check.served_context_tokens is None:
-        return None
-    limit = format_value(check.served_context_tokens, Unit.TOKENS)
-    return (
-        f"the longest request the verdict was replayed with: {limit}; {check.statement} ({source})"
-    )
-
-
-def context_flags(ctx: EmitContext, engine: str) -> list[Setting]:
-    """The context-length flag (and the RoPE override when proposed) of ``engine``."""
-    check = ctx.report.context
-    source = VLLM_SOURCE if engine == "vllm" else SGLANG_SOURCE
-    why = _why(ctx, source)
-    if check is None or why is None:
         return []
+    length_flag, override_flag, source = FLAGS[launcher]
     limit = str(check.served_context_tokens)
-    if engine == "vllm":
-        out = [Setting("max-model-len", limit, why)]
-        if check.rope_scaling:
-            out.append(
-                Setting(
-                    "hf-overrides",
-                    json_compact({"rope_scaling": check.rope_scaling}),
-                    f"the model card's RoPE scaling that serves {limit} tokens ({source})",
-                )
-            )
-        return out
-    out = [Setting("context-length", limit, why)]
+    why = (
+        "the longest request the verdict was replayed with: "
+        f"{format_value(check.served_context_tokens, Unit.TOKENS)}; {check.statement} ({source})"
+    )
+    out = [Setting(length_flag, limit, why)]
     if check.rope_scaling:
         out.append(
             Setting(
-                "json-model-override-args",
+                override_flag,
                 json_compact({"rope_scaling": check.rope_scaling}),
                 f"the model card's RoPE scaling that serves {limit} tokens ({source})",
             )
