@@ -77,8 +77,22 @@ def test_kvbm_sizes_per_engine_instance() -> None:
     files = emit_config(_report(), "dynamo-kvbm")
     env = _settings(files, "prefill")["dynamo-kvbm"]
     assert env["DYN_KVBM_CPU_CACHE_GB"] == 429 and env["DYN_KVBM_DISK_CACHE_GB"] == 2147
-    assert env["disaggregation-mode"] == "prefill" and env["connector"] == ["kvbm", "nixl"]
-    assert _settings(files, "decode")["dynamo-kvbm"] == {"connector": "nixl"}
+    assert env["disaggregation-mode"] == "prefill"
+    # Dynamo rejects --connector for vLLM now (args.py@000a36a): KVBM's DynamoConnector and
+    # NIXL go in vLLM's --kv-transfer-config, nested under Dynamo's PdConnector.
+    transfer = _settings(files, "prefill")["vllm"]["kv-transfer-config"]
+    assert transfer["kv_connector"] == "PdConnector"
+    assert transfer["kv_connector_module_path"] == "kvbm.vllm_integration.connector"
+    assert [c["kv_connector"] for c in transfer["kv_connector_extra_config"]["connectors"]] == [
+        "DynamoConnector",
+        "NixlConnector",
+    ]
+    decode = _settings(files, "decode")
+    assert "dynamo-kvbm" not in decode
+    assert decode["vllm"]["kv-transfer-config"] == {
+        "kv_connector": "NixlConnector",
+        "kv_role": "kv_both",
+    }
     assert "kvbm-decode.env" not in files  # KVBM runs on prefill workers (kvbm-guide.md)
 
 

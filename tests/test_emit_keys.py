@@ -27,8 +27,9 @@ UNVERIFIED = {
     "at 00fe477 (kept so existing plans load)",
     "DYN_KVBM_DISK_ALLOCATOR_TYPE": "research/field.md; not in the KVBM files read",
 }
-# kvadvisor's own keys in a plan: a Mooncake client JSON and master flags kept apart.
-NESTED = {"client", "master"}
+# kvadvisor's own keys in a plan: a Mooncake client JSON and master flags kept apart; and
+# LMCache's extra_config, whose keys its Mooncake Store backend reads.
+NESTED = {"client", "master", "extra_config"}
 # ... and a router file's flags, on the router's own list (tests/test_emit_router.py checks them).
 ROUTER = {"router"}
 # Set in launch lines for every engine: which GPUs a replica uses (CUDA's own variable).

@@ -150,6 +150,66 @@ def test_vllm_nixl_backend_follows_the_fabric(fabric, protocol, nics, nixl, sgla
         assert nixl_conn.get("kv_connector_extra_config", {}).get("backends") == nixl, engine
 
 
+@pytest.mark.parametrize(("fabric", "protocol", "nics", "nixl", "sglang_env"), EXPECTED)
+def test_dynamo_kvbm_nixl_backend_follows_the_fabric(fabric, protocol, nics, nixl, sglang_env):
+    """Dynamo workers: NIXL in --kv-transfer-config (not --connector), its backend per fabric.
+
+    Prefill runs KVBM's DynamoConnector beside NixlConnector under PdConnector (Dynamo
+    args.py@000a36a, _connector_to_kv_transfer_json); decode NixlConnector alone.
+    """
+    files = EMITTERS["dynamo-kvbm"](_context(fabric))
+    settings = _settings(files, "vllm")
+    prefill = settings["dynamo-prefill.sh"]["kv-transfer-config"]
+    assert prefill["kv_connector"] == "PdConnector"
+    dynamo, nixl_conn = prefill["kv_connector_extra_config"]["connectors"]
+    assert dynamo["kv_connector"] == "DynamoConnector"
+    decode = settings["dynamo-decode.sh"]["kv-transfer-config"]
+    for conn in (nixl_conn, decode):
+        assert conn["kv_connector"] == "NixlConnector"
+        assert conn.get("kv_connector_extra_config", {}).get("backends") == nixl
+    for name in ("dynamo-prefill.sh", "dynamo-decode.sh"):
+        assert "connector" not in _settings(files, "dynamo-kvbm").get(name, {})
+
+
+@pytest.mark.parametrize(("fabric", "protocol", "nics", "nixl", "sglang_env"), EXPECTED)
+def test_vllm_mooncake_connector_protocol_follows_the_fabric(
+    fabric, protocol, nics, nixl, sglang_env
+):
+    """The MooncakeConnector of vLLM takes mooncake_protocol (default rdma) off RDMA verbs."""
+    settings = _settings(EMITTERS["mooncake"](_context(fabric)), "vllm")
+    for name in ("vllm-mooncake-prefill.sh", "vllm-mooncake-decode.sh"):
+        transfer = settings[name]["kv-transfer-config"]
+        (conn,) = [
+            c
+            for c in transfer["kv_connector_extra_config"]["connectors"]
+            if c["kv_connector"] == "MooncakeConnector"
+        ]
+        extra = conn.get("kv_connector_extra_config", {})
+        assert extra.get("mooncake_protocol", "rdma") == protocol, name
+        assert ("mooncake_protocol" in extra) == (protocol != "rdma"), name
+
+
+@pytest.mark.parametrize(("fabric", "protocol", "nics", "nixl", "sglang_env"), EXPECTED)
+def test_lmcache_mooncake_store_protocol_follows_the_fabric(
+    fabric, protocol, nics, nixl, sglang_env
+):
+    """LMCache's mooncakestore:// backend: extra_config names the protocol (its default is tcp).
+
+    Without it LMCache's Mooncake Store client would move KV over TCP on an RDMA fabric, and fail
+    at start for want of local_hostname, metadata_server and master_server_address (F9).
+    """
+    ctx = _context(fabric, prefill_tiers=(HOST, POOL), decode_tiers=(HOST, POOL))
+    settings = _settings(EMITTERS["lmcache"](ctx), "lmcache")
+    for name in ("lmcache-prefill.yaml", "lmcache-decode.yaml"):
+        s = settings[name]
+        assert s["remote_url"].startswith("mooncakestore://")
+        extra = s["extra_config"]
+        assert extra["protocol"] == protocol, name
+        assert ("mlx5" in extra["device_name"]) == nics, name
+        assert {"local_hostname", "metadata_server", "master_server_address"} <= set(extra)
+        assert extra["global_segment_size"] == 0  # the pool's memory is the store nodes'
+
+
 def _pd_doc(instance: str, **link) -> dict:
     return {
         "name": "pd",

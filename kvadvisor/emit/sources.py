@@ -22,6 +22,10 @@ LMCACHE_MOONCAKE = (
     "LMCache lmcache/v1/storage_backend/connector/mooncakestore_adapter.py@0e65d2f: remote_url "
     "mooncakestore://host:port, one host"
 )
+LMCACHE_MOONCAKE_CONFIG = (
+    "LMCache lmcache/v1/storage_backend/connector/mooncakestore_connector.py@01aed92: "
+    "MooncakeStoreConfig.load_from_lmcache_config (extra_config; protocol defaults to tcp)"
+)
 LMCACHE_CHUNK = "LMCache docs/source/api_reference/configurations.rst@0223da8 (chunk_size 256)"
 SGLANG_HOST_POOL = (
     "SGLang python/sglang/srt/mem_cache/memory_pool_host.py: host pool = hicache_size * 1e9 // "
@@ -49,6 +53,11 @@ KVBM_SCOPE = (
 KVBM_GUIDE = "Dynamo docs/components/kvbm/kvbm-guide.md@839750d"
 KVBM_DIR = "Dynamo lib/kvbm-config/src/v1_compat.rs@5954806 (DYN_KVBM_DISK_CACHE_DIR)"
 KVBM_LAUNCH = "Dynamo examples/backends/vllm/launch/disagg_kvbm.sh@e225d48"
+KVBM_CONNECTORS = (
+    "Dynamo components/src/dynamo/vllm/args.py@000a36a: --connector is rejected for vLLM; "
+    "--kv-transfer-config names DynamoConnector (kvbm.vllm_integration.connector) and "
+    "NixlConnector, both under PdConnector (_connector_to_kv_transfer_json)"
+)
 MOONCAKE_MASTER = "Mooncake mooncake-store/src/master.cpp@3b5a594"
 MOONCAKE_STORE = (
     "Mooncake mooncake-store/src/real_client_main.cpp@3b5a594 (--global_segment_size: the memory "

@@ -3,8 +3,11 @@
 The stage's ``transport`` comes from the fabric catalog through the verdict: InfiniBand and
 RoCE take Mooncake's ``rdma`` protocol with the RDMA NICs named; AWS EFA takes ``efa`` (libfabric,
 devices found by Mooncake itself) and NIXL's ``LIBFABRIC`` backend; TCPX, TCPXO and plain
-Ethernet take ``tcp`` and name no NICs. A report without a transport (one that predates it)
-keeps the RDMA settings, with the NICs as a placeholder to fill.
+Ethernet take ``tcp`` and name no NICs (NIXL's ``UCX`` runs over TCP there). Every engine that
+moves KV over the network takes its words from here: vLLM's NixlConnector (also Dynamo's and
+LMCache's P/D transfer) and MooncakeConnector, SGLang's Mooncake transfer engine, the Mooncake
+store and client, LMCache's Mooncake Store backend. A report without a transport (one that
+predates it) keeps the RDMA settings, with the NICs as a placeholder to fill.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ SOURCES = (
     "Mooncake transfer_engine_py.cpp and efa_transport.md @3b5a594; NIXL plugins UCX, LIBFABRIC "
     "@8770b65; SGLang mooncake_transfer_engine.py @00157bd"
 )
+# vLLM MooncakeConnector's kv_connector_extra_config (fabrics.yaml F8): its protocol key and
+# default; it discovers every RDMA device when device_name is empty.
+MOONCAKE_CONNECTOR_PROTOCOL_KEY = "mooncake_protocol"
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,15 @@ def nixl_connector(stage: StageView) -> dict[str, Any]:
     backend = transfer_plan(stage).nixl_backend
     if backend != DEFAULT_NIXL_BACKEND:
         conn["kv_connector_extra_config"] = {"backends": [backend]}
+    return conn
+
+
+def mooncake_connector(role: str, stage: StageView) -> dict[str, Any]:
+    """VLLM's MooncakeConnector, its protocol named when not rdma (its default)."""
+    conn: dict[str, Any] = {"kv_connector": "MooncakeConnector", "kv_role": role}
+    protocol = transfer_plan(stage).protocol
+    if protocol != DEFAULT_PROTOCOL:
+        conn["kv_connector_extra_config"] = {MOONCAKE_CONNECTOR_PROTOCOL_KEY: protocol}
     return conn
 
 

@@ -18,15 +18,18 @@ from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.kvcache import kv_dtype_flag
 from kvadvisor.emit.sizing import Scope
-from kvadvisor.emit.text import Setting, env_file, placeholder, shell_script
+from kvadvisor.emit.text import Setting, env_file, json_compact, placeholder, shell_script
+from kvadvisor.emit.transport import nixl_connector
 from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.engines.vllm import (
     NIXL_PORT,
     VLLM_BLOCK_TOKENS,
     block_flag,
+    kv_connectors,
     launch_lines,
     model_flag,
+    nixl_reason,
     scheduler_flags,
 )
 from kvadvisor.errors import ConfigError
@@ -126,6 +129,43 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
     return out, notes
 
 
+# KVBM's vLLM connector (Dynamo args.py _connector_to_kv_transfer_json: what `--connector kvbm`
+# stood for before --connector was rejected for the vLLM backend).
+DYNAMO_CONNECTOR = {
+    "kv_connector": "DynamoConnector",
+    "kv_connector_module_path": "kvbm.vllm_integration.connector",
+    "kv_role": "kv_both",
+}
+
+
+def kvbm_transfer(ctx: EmitContext, stage: StageView, kvbm_here: bool) -> Setting | None:
+    """--kv-transfer-config: KVBM's connector and, disaggregated, NIXL on the stage's fabric."""
+    connectors: list[dict[str, Any]] = [dict(DYNAMO_CONNECTOR)] if kvbm_here else []
+    if ctx.disaggregated:
+        connectors.append(nixl_connector(stage))
+    if not connectors:
+        return None
+    if len(connectors) == 1:
+        config = connectors[0]
+    else:
+        config = {
+            "kv_connector": "PdConnector",
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": {"connectors": connectors},
+            "kv_connector_module_path": DYNAMO_CONNECTOR["kv_connector_module_path"],
+        }
+    what = {
+        (True, True): "KVBM offloads and onboards KV (DynamoConnector); NIXL sends it to decode",
+        (False, True): "NIXL receives the prompt's KV from prefill workers",
+        (True, False): "KVBM offloads and onboards KV (DynamoConnector)",
+    }[(kvbm_here, ctx.disaggregated)]
+    if ctx.disaggregated:
+        what += f"; {nixl_reason(ctx, stage)}"
+    return Setting(
+        "kv-transfer-config", json_compact(config), f"{what} ({sources.KVBM_CONNECTORS})"
+    )
+
+
 def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
     """kvbm-<stage>.env for stages that run KVBM, dynamo-<stage>.sh for every stage."""
     files: dict[str, str] = {}
@@ -160,15 +200,6 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
                 "prefill workers, decode workers take the prompt's KV over NIXL "
                 f"({sources.KVBM_GUIDE})"
             ]
-        connector = (
-            ["kvbm", "nixl"]
-            if ctx.disaggregated and kvbm_here
-            else ["nixl"]
-            if ctx.disaggregated
-            else ["kvbm"]
-            if kvbm_here
-            else []
-        )
         flags = [
             model_flag(),
             Setting(
@@ -192,19 +223,9 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
                     f"({sources.KVBM_LAUNCH})",
                 )
             )
-        if connector:
-            flags.append(
-                Setting(
-                    "connector",
-                    tuple(connector),
-                    {
-                        ("kvbm", "nixl"): "KVBM offloads and onboards KV; NIXL sends it to decode",
-                        ("nixl",): "NIXL receives the prompt's KV from prefill workers",
-                        ("kvbm",): "KVBM offloads and onboards KV",
-                    }[tuple(connector)]
-                    + f" ({sources.KVBM_LAUNCH})",
-                )
-            )
+        transfer = kvbm_transfer(ctx, stage, kvbm_here)
+        if transfer is not None:
+            flags.append(transfer)
         run = (
             "DYN_KVBM_DISK_CACHE_DIR="
             '"${DYN_KVBM_DISK_CACHE_DIR:+$DYN_KVBM_DISK_CACHE_DIR/replica-$r}" '
@@ -262,7 +283,11 @@ FACT_SPECS = (
         "Whether DYN_KVBM_DISK_ZEROFILL_FALLBACK is set.",
     ),
     setting_fact("kvbm_disaggregation_mode", Unit.TEXT, "The KVBM worker's disaggregation-mode."),
-    setting_fact("kvbm_nixl_connector", Unit.BOOL, "Whether the worker's connector list has nixl."),
+    setting_fact(
+        "kvbm_nixl_connector",
+        Unit.BOOL,
+        "Whether the worker's connectors (--kv-transfer-config, or --connector) include NIXL.",
+    ),
     setting_fact("kvbm_connectors", Unit.TEXT, "The worker's connector list."),
 )
 
@@ -302,10 +327,30 @@ def _kvbm_facts(f: FactSet, s: EngineSettings) -> None:
             f.add("kvbm_zerofill_fallback", bool(s.get(e, "DYN_KVBM_DISK_ZEROFILL_FALLBACK")))
     mode = s.get(e, "disaggregation-mode")
     if mode is not None:
-        conn = s.get(e, "connector") or []
+        conn = _connector_names(s.get(e, "connector"), s.get("vllm", "kv-transfer-config"))
         f.add("kvbm_disaggregation_mode", str(mode))
         f.add("kvbm_nixl_connector", "nixl" in conn)
         f.add("kvbm_connectors", " ".join(conn) or "none")
+
+
+# The short names Dynamo's legacy --connector list used for vLLM's kv_connector classes.
+_CONNECTOR_NAMES = {
+    "DynamoConnector": "kvbm",
+    "NixlConnector": "nixl",
+    "LMCacheConnectorV1": "lmcache",
+    "FlexKVConnectorV1": "flexkv",
+}
+
+
+def _connector_names(legacy: Any, transfer: Any) -> list[str]:
+    """The worker's connectors: --connector (older Dynamo) or those --kv-transfer-config nests."""
+    if legacy:
+        return [str(c) for c in legacy]
+    return [
+        _CONNECTOR_NAMES.get(str(c.get("kv_connector")), str(c.get("kv_connector")))
+        for c in kv_connectors(transfer)
+        if c.get("kv_connector") not in ("PdConnector", "MultiConnector")
+    ]
 
 
 def _host_demand(s: EngineSettings) -> tuple[float, str] | None:

@@ -17,9 +17,10 @@ from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script, yaml_file
-from kvadvisor.emit.transport import nixl_connector
+from kvadvisor.emit.transport import nixl_connector, transfer_plan
 from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
+from kvadvisor.engines.sglang import mooncake_client_json
 from kvadvisor.engines.vllm import (
     NIXL_PORT,
     batched_tokens,
@@ -109,6 +110,17 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
                 f'"mooncakestore://{placeholder("mooncake-master-host")}:50051/"',
                 f"the {stage.stage} {t.role_words} is a Mooncake Store pool ({t.name}) shared by "
                 f"the stage; 50051 is mooncake_master's RPC port ({sources.LMCACHE_MOONCAKE})",
+            )
+        )
+        plan = transfer_plan(stage)
+        out.append(
+            Setting(
+                "extra_config",
+                json_compact(mooncake_client_json("LMCache", stage)),
+                "the Mooncake Store client LMCache starts: its master, metadata server and this "
+                f"node's address, and the transfer protocol {plan.protocol} (LMCache's default "
+                f"would be tcp: {plan.why}); global_segment_size 0: the pool's memory comes "
+                f"from the store nodes ({sources.LMCACHE_MOONCAKE_CONFIG})",
             )
         )
     elif t is not None:

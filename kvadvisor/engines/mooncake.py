@@ -16,7 +16,7 @@ from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
-from kvadvisor.emit.transport import mooncake_store_settings
+from kvadvisor.emit.transport import mooncake_connector, mooncake_store_settings, transfer_plan
 from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.engines.sglang import (
@@ -194,16 +194,13 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
             stage.stage, "kv_both"
         )
         store = {"kv_connector": "MooncakeStoreConnector", "kv_role": role}
-        connectors = (
-            [{"kv_connector": "MooncakeConnector", "kv_role": role}, store]
-            if ctx.disaggregated
-            else [store]
-        )
+        connectors = [mooncake_connector(role, stage), store] if ctx.disaggregated else [store]
         transfer = kv_transfer(connectors)
         if ctx.disaggregated:
             transfer["kv_role"] = role
         why = (
-            "MooncakeConnector moves the prompt's KV from prefill to decode; "
+            "MooncakeConnector moves the prompt's KV from prefill to decode (protocol "
+            f"{transfer_plan(stage).protocol}: {transfer_plan(stage).why}); "
             "MooncakeStoreConnector shares the pool"
             if ctx.disaggregated
             else "MooncakeStoreConnector keeps KV in the pool"

@@ -291,7 +291,8 @@ def _unsupported_tiers(stage: StageView) -> list[str]:
 
 
 # -- the review: facts of a stage's settings, what they take of the instance ---------------
-# kv_connector values vLLM ships (disagg_prefill.md), KVBM's and Mooncake's connectors.
+# kv_connector values vLLM ships (disagg_prefill.md), KVBM's (DynamoConnector, PdConnector) and
+# Mooncake's connectors.
 VLLM_CONNECTORS = frozenset(
     {
         "NixlConnector",
@@ -306,6 +307,7 @@ VLLM_CONNECTORS = frozenset(
         "MooncakeConnector",
         "MooncakeStoreConnector",
         "DynamoConnector",
+        "PdConnector",
     }
 )
 FACT_SPECS = (
@@ -330,14 +332,14 @@ FACT_SPECS = (
 )
 
 
-def _connectors(config: Any) -> Iterator[dict[str, Any]]:
-    """A --kv-transfer-config mapping and the connectors nested in a MultiConnector."""
+def kv_connectors(config: Any) -> Iterator[dict[str, Any]]:
+    """A --kv-transfer-config mapping and the connectors nested in it (Multi- or PdConnector)."""
     if not isinstance(config, dict):
         return
     yield config
     extra = config.get("kv_connector_extra_config")
     for child in (extra or {}).get("connectors", []) if isinstance(extra, dict) else []:
-        yield from _connectors(child)
+        yield from kv_connectors(child)
 
 
 def _vllm_facts(f: FactSet, s: EngineSettings) -> None:
@@ -349,7 +351,7 @@ def _vllm_facts(f: FactSet, s: EngineSettings) -> None:
     f.add("vllm_kv_transfer_config_set", cfg is not None)
     f.add("vllm_offloading_backend_set", s.has(e, "kv-offloading-backend"))
     if cfg is not None:
-        names = [str(c.get("kv_connector")) for c in _connectors(cfg)]
+        names = [str(c.get("kv_connector")) for c in kv_connectors(cfg)]
         unknown = [n for n in names if n not in VLLM_CONNECTORS]
         f.add("vllm_connectors", ", ".join(names))
         f.add("vllm_unknown_connector_count", len(unknown))
@@ -375,7 +377,7 @@ def _host_demand(s: EngineSettings) -> tuple[float, str] | None:
         return gib * BYTES_PER_GIB * n, how
     cpu = [
         c["kv_connector_extra_config"]["cpu_bytes_to_use"]
-        for c in _connectors(g(engine, "kv-transfer-config"))
+        for c in kv_connectors(g(engine, "kv-transfer-config"))
         if c.get("kv_connector") == "OffloadingConnector"
         and "cpu_bytes_to_use" in (c.get("kv_connector_extra_config") or {})
     ]
