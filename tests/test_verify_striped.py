@@ -1,8 +1,13 @@
-"""A striped tier (4 volumes) gets one fio job per device, run for real on 4 directories.
+"""A striped tier (4 volumes) gets one fio job per device, run for real on 4 devices.
 
-Each temporary directory stands for one volume. The tier's rates are split evenly over the
+Each device job names its device path (``filename=${KVADVISOR_FIO_DEV_<i>}``), as on the target
+host where it is the volume's block device. Here the 4 volumes are **loop devices** backed by
+files when this process can make them (root, /dev/loop-control and losetup), else **4 plain
+files** standing in for them; the run says which (a warning, and ``mode`` in the fixture that
+test_the_devices_are_what_the_run_says checks). The tier's rates are split evenly over the
 devices; fio reports each device (``new_group``) and `verify --results` sums them against the
-tier's rates. Direct I/O needs a file system that takes O_DIRECT, as in test_verify_fio.py.
+tier's rates. A loop device takes O_DIRECT itself; plain files need a file system that does
+(test_verify_fio._direct_io_dir), else the jobs run buffered and say so.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 RUNTIME_S = 3
 DEVICES = 4
+SIZE_BYTES = 16 * 2**20  # each volume (a loop device's backing file) and fio's size on it
 FIO = shutil.which("fio")
 # The disk plan's tier as 4 block volumes of 50 MB/s each (200 MB/s for the tier).
 STRIPED_PLAN = DISK_PLAN.replace(
@@ -48,44 +54,89 @@ def _generate(base: Path, plan_text: str) -> Path:
     return folder
 
 
+def _loop_devices(backing: list[Path]) -> tuple[list[str], str]:
+    """Attach one loop device per backing file: (devices, '') or ([], why they cannot be made)."""
+    losetup = shutil.which("losetup")
+    if os.geteuid() != 0 or not Path("/dev/loop-control").exists() or losetup is None:
+        return [], "not root, or no /dev/loop-control or losetup here"
+    devices: list[str] = []
+    for f in backing:
+        f.write_bytes(b"")
+        os.truncate(f, SIZE_BYTES)
+        made = subprocess.run(
+            [losetup, "--find", "--show", str(f)], capture_output=True, text=True, check=False
+        )
+        if made.returncode != 0:
+            _detach(devices)
+            return [], f"losetup failed: {made.stderr.strip()}"
+        devices.append(made.stdout.strip())
+    return devices, ""
+
+
+def _detach(devices: list[str]) -> None:
+    for dev in devices:
+        subprocess.run(["losetup", "-d", dev], capture_output=True, check=False)
+
+
 @pytest.fixture(scope="module")
 def striped_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Generate the striped jobs and run them once with the real fio on 4 directories."""
+    """Generate the striped jobs and run them once with the real fio on 4 devices."""
     if FIO is None:
         if os.environ.get("CI"):
             pytest.fail("fio is not installed (`.ci/run` installs Debian's fio)")
         pytest.skip("fio is not installed: apt-get install fio")
     base = tmp_path_factory.mktemp("verify-striped")
     folder = _generate(base, STRIPED_PLAN)
-    scratch = _direct_io_dir([base / "scratch", REPO / ".fio-scratch-striped"])
     job = folder / "fio" / "prefill.disk.fio"
-    if scratch is None:
-        scratch = base / "scratch"
+    scratch = base / "scratch"
+    scratch.mkdir()
+    devices, why_not = _loop_devices([scratch / f"volume{i}.img" for i in range(DEVICES)])
+    if devices:
+        mode = "loop devices"
+    else:
+        # 4 plain files stand in for the volumes, on a file system that takes O_DIRECT if any.
+        mode = "plain files"
+        direct = _direct_io_dir([scratch / "files", REPO / ".fio-scratch-striped"])
+        files_dir = direct or scratch / "files"
+        devices = [str(files_dir / f"volume{i}") for i in range(DEVICES)]
+        buffered = "" if direct else "; no directory here takes O_DIRECT, so they ran buffered"
         warnings.warn(
-            "no directory here takes O_DIRECT: the striped fio jobs ran buffered",
+            f"the striped fio jobs ran on {DEVICES} plain files, not loop devices ({why_not})"
+            + buffered,
             stacklevel=1,
         )
-        job.write_text(job.read_text().replace("direct=1", "direct=0"))
-    dirs = [scratch / f"volume{i}" for i in range(DEVICES)]
+        if direct is None:
+            job.write_text(job.read_text().replace("direct=1", "direct=0"))
     env = {
         **os.environ,
         "KVADVISOR_FIO_DIR": str(scratch),
-        "KVADVISOR_FIO_SIZE": "16m",
+        "KVADVISOR_FIO_SIZE": f"{SIZE_BYTES // 2**20}m",
         "KVADVISOR_FIO_RUNTIME": str(RUNTIME_S),
-        **{f"KVADVISOR_FIO_DIR_{i}": str(d) for i, d in enumerate(dirs)},
+        **{f"KVADVISOR_FIO_DEV_{i}": d for i, d in enumerate(devices)},
     }
-    for d in dirs:
-        d.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
-    sizes = [(d / "kvadvisor.prefill.disk").stat().st_size for d in dirs]
-    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
+        sizes = [_size(d) for d in devices]
+    finally:
+        if mode == "loop devices":
+            _detach(devices)
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(REPO / ".fio-scratch-striped", ignore_errors=True)
     return {
         "folder": folder,
         "manifest": json.loads((folder / "verify.json").read_text()),
         "doc": json.loads((folder / "results" / "prefill.disk.json").read_text()),
-        "dirs": dirs,
+        "devices": devices,
         "sizes": sizes,
+        "mode": mode,
+        "why_not": why_not,
     }
+
+
+def _size(path: str) -> int:
+    """A file's size, or a block device's (seek to its end)."""
+    with open(path, "rb") as f:
+        return f.seek(0, os.SEEK_END)
 
 
 def _phase(run: dict, phase: str) -> dict:
@@ -93,18 +144,32 @@ def _phase(run: dict, phase: str) -> dict:
     return next(p for p in spec["phases"] if p["phase"] == phase)
 
 
-def test_one_job_per_device_on_its_own_directory(striped_run: dict) -> None:
-    """Every phase is 4 fio entries, one per device, each on its volume's file."""
+def test_one_job_per_device_on_its_device_path(striped_run: dict) -> None:
+    """Every phase is 4 fio entries, one per device, each on its device's path (filename=)."""
     jobs = {j["jobname"]: j for j in striped_run["doc"]["jobs"]}
     (spec,) = striped_run["manifest"]["fio"]
     assert spec["devices"] == DEVICES
     for phase in spec["phases"]:
         names = phase["device_jobs"]
         assert names == [f"{phase['name']}.dev{i}" for i in range(DEVICES)]
-        dirs = [jobs[n]["job options"]["directory"] for n in names]
-        assert dirs == [str(d) for d in striped_run["dirs"]]
-    # Each volume's directory got its own 16 MiB file.
-    assert striped_run["sizes"] == [16 * 1024 * 1024] * DEVICES
+        paths = [jobs[n]["job options"]["filename"] for n in names]
+        assert paths == striped_run["devices"]
+        assert all("directory" not in jobs[n]["job options"] for n in names)
+    # Each volume is 16 MiB: the loop device's size, or the file fio laid out.
+    assert striped_run["sizes"] == [SIZE_BYTES] * DEVICES
+
+
+def test_the_devices_are_what_the_run_says(striped_run: dict) -> None:
+    """Loop devices are block devices under /dev; the stand-in files are regular files."""
+    import stat
+
+    kinds = {stat.S_ISBLK(os.stat(d).st_mode) for d in striped_run["devices"] if os.path.exists(d)}
+    if striped_run["mode"] == "loop devices":
+        assert all(d.startswith("/dev/loop") for d in striped_run["devices"])
+        assert kinds <= {True}  # detached after the run; any still there is a block device
+    else:
+        assert striped_run["why_not"], "a fall-back to plain files states why"
+        assert not any(d.startswith("/dev/") for d in striped_run["devices"])
 
 
 @pytest.mark.parametrize("phase", ["p99", "peak"])
@@ -172,7 +237,8 @@ def test_per_device_targets_and_limits_from_the_catalog(tmp_path: Path) -> None:
     assert "(catalog entry aws-ebs-io2-block-express)" in text
     assert "over the limit" not in text
     run = (folder / "run-fio.sh").read_text()
-    assert all(f"KVADVISOR_FIO_DIR_{i}" in run for i in range(DEVICES))
+    assert all(f"KVADVISOR_FIO_DEV_{i}" in run for i in range(DEVICES))
+    assert all(f"filename=${{KVADVISOR_FIO_DEV_{i}}}" in text for i in range(DEVICES))
 
 
 def test_a_share_above_one_volumes_limit_is_stated(tmp_path: Path) -> None:

@@ -18,10 +18,11 @@ divided over ``numjobs`` (the ranks that write, times the queue depth for the sy
 ``${VAR}``), so the same file runs on the target host and in a quick local check.
 
 A **striped** tier (``devices`` > 1 of a drive or block volume: 4 io2 volumes, 8 NVMe drives)
-gets one job section per device in every phase, each on its own directory
-(``KVADVISOR_FIO_DIR_<i>``, a file system on device i) at 1/N of the tier's rates and queue
-depth, in its own reporting group (``new_group``) so fio reports each device; the devices of a
-phase run at once and their sum is judged against the tier's rates. Each device's share is
+gets one job section per device in every phase, each on its own device path
+(``filename=${KVADVISOR_FIO_DEV_<i>}``: the volume's block device, or a file on a file system of
+that volume alone) at 1/N of the tier's rates and queue depth, in its own reporting group
+(``new_group``) so fio reports each device; the devices of a phase run at once and their sum is
+judged against the tier's rates. Each device's share is
 stated beside one device's rated limit (the plan's storage figures per device or volume).
 """
 
@@ -64,9 +65,12 @@ def stripes(d: TierDemand) -> int:
     return d.devices if d.devices > 1 and d.kind in STRIPED_KINDS else 1
 
 
-def device_dir_env(i: int) -> str:
-    """The environment variable naming device ``i``'s directory."""
-    return f"{ENV_DIR}_{i}"
+ENV_DEV = "KVADVISOR_FIO_DEV"
+
+
+def device_env(i: int) -> str:
+    """The environment variable naming device ``i``'s path (its block device, or a file on it)."""
+    return f"{ENV_DEV}_{i}"
 
 
 def device_job(name: str, i: int) -> str:
@@ -183,7 +187,7 @@ def _phases(d: TierDemand) -> list[FioPhase]:
 
 
 def _phase_lines(
-    p: FioPhase, io_bytes: int, numjobs: int, first: bool, devices: int = 1, filename: str = ""
+    p: FioPhase, io_bytes: int, numjobs: int, first: bool, devices: int = 1
 ) -> list[str]:
     """A phase's comment lines and job sections: one set, or one per device of a stripe."""
     lines = [comment(f"{p.phase}: {p.what}", ";")]
@@ -206,12 +210,11 @@ def _phase_lines(
         return lines + _sections(p, p.name, io_bytes, numjobs, [] if first else ["stonewall"])
     for i in range(devices):
         # The devices of a phase run at once; each its own reporting group, so fio reports it.
-        # filename= after directory=: fio places a file in the directory set when it parses
-        # filename=, so a [global] filename would stay in the working directory.
+        # Each job opens its device's path itself (no [global] directory): the volume's block
+        # device, as the stripe's volumes are on the target host, or a file on that volume.
         opts = (["stonewall"] if i == 0 and not first else []) + [
             "new_group",
-            f"directory=${{{device_dir_env(i)}}}",
-            f"filename={filename}",
+            f"filename=${{{device_env(i)}}}",
         ]
         scaled = replace(
             p,
@@ -237,8 +240,8 @@ def _sections(p: FioPhase, name: str, io_bytes: int, numjobs: int, opts: list[st
     body: list[str] = []
     if base:
         body = name_lines + _rw(base, io_bytes) + [_rate_option(base, numjobs)]
-    # the on jobs join the phase's group: no new_group, the device's directory kept
-    dir_opts = [o for o in opts if o.startswith(("directory=", "filename="))]
+    # the on jobs join the phase's group: no new_group, the device's path kept
+    dir_opts = [o for o in opts if o.startswith("filename=")]
     for direction, (add, on_s, off_s) in sorted(p.bursts.items()):
         if not body:  # a burst phase whose off windows carry nothing: the on jobs alone
             body = list(name_lines)
@@ -323,7 +326,8 @@ def _stripe_lines(d: TierDemand, iodepth: int) -> list[str]:
     ]
     return [
         f"striped over {n} devices: every phase runs one job per device at once, on "
-        f"${{{device_dir_env(0)}}} .. ${{{device_dir_env(n - 1)}}} (a file system on each device), "
+        f"${{{device_env(0)}}} .. ${{{device_env(n - 1)}}} (each volume's block device, whose "
+        "data it overwrites, or a file on a file system of that volume alone), "
         f"each at 1/{n} of the tier's rates with queue depth {iodepth} per rank (the tier's "
         f"{d.iodepth} over the devices); fio reports each device, and their sum is judged "
         "against the tier's rates",
@@ -404,7 +408,7 @@ def job_file(d: TierDemand, job_set_id: str, header: list[str], *, gds: bool) ->
     for i, p in enumerate(phases):
         lines += [
             "",
-            *_phase_lines(p, s.io_bytes, numjobs, i == 0, devices=n, filename=f"kvadvisor.{stem}"),
+            *_phase_lines(p, s.io_bytes, numjobs, i == 0, devices=n),
         ]
     return FioJobFile(
         path=f"fio/{stem}.fio",

@@ -10,7 +10,7 @@ from kvadvisor.quoting import one_line, shell_word
 from kvadvisor.trace.model import Trace
 from kvadvisor.units import S_PER_MIN, Unit, format_value, plural
 from kvadvisor.units.format import count, duration
-from kvadvisor.verifyjobs.fio import ENV_DIR, ENV_RUNTIME, ENV_SIZE, device_dir_env
+from kvadvisor.verifyjobs.fio import ENV_DIR, ENV_RUNTIME, ENV_SIZE, device_env
 from kvadvisor.verifyjobs.model import BenchRun, FioJobFile, TierDemand
 
 DEFAULT_SIZE = "16g"  # per job file: well past drive DRAM caches, small beside a KV tier
@@ -25,11 +25,10 @@ def run_fio_script(jobs: Sequence[FioJobFile]) -> str:
     """A bash script running the given job files (default: every non-GDS one) into results/."""
     default = " ".join(j.path for j in jobs if not j.gds)
     devices = max((j.devices for j in jobs), default=1)
-    # A striped tier's device jobs each take a directory; unset, they share KVADVISOR_FIO_DIR
-    # (a quick local check), which on the target host would test one device for all of them.
+    # A striped tier's device jobs each take a device path; unset, each is a file in
+    # KVADVISOR_FIO_DIR (a quick local check), which on the target host tests one device for all.
     stripes = "".join(
-        f': "${{{device_dir_env(i)}:=${ENV_DIR}/dev{i}}}"\n'
-        f'export {device_dir_env(i)}; mkdir -p "${device_dir_env(i)}"\n'
+        f': "${{{device_env(i)}:=${ENV_DIR}/kvadvisor.dev{i}}}"\nexport {device_env(i)}\n'
         for i in range(devices if devices > 1 else 0)
     )
     return f"""#!/usr/bin/env bash
@@ -40,8 +39,9 @@ def run_fio_script(jobs: Sequence[FioJobFile]) -> str:
 #   {ENV_DIR}      a directory on the tier under test (required)
 #   {ENV_SIZE}     file size per job file (default {DEFAULT_SIZE})
 #   {ENV_RUNTIME}  seconds per phase (default {DEFAULT_RUNTIME_S})
-#   {ENV_DIR}_<i>  a striped tier's device i (a file system on that device; default
-#                        $KVADVISOR_FIO_DIR/dev<i>, which tests one device for all of them)
+#   KVADVISOR_FIO_DEV_<i>  a striped tier's device i: its block device (/dev/nvme1n1: fio
+#                        OVERWRITES its data) or a file on a file system of that device alone;
+#                        default $KVADVISOR_FIO_DIR/kvadvisor.dev<i>, one device for all of them
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${{{ENV_DIR}:?set {ENV_DIR} to a directory on the tier under test}}"
@@ -100,14 +100,15 @@ def readme(
         d = next(t for t in tiers if t.stage == j.stage and t.tier == j.tier)
         lines.append(one_line(f"   - `{j.path}`: {_host(plan, d)}; demand {d.demand_from}:"))
         if j.devices > 1:
-            dirs = " ".join(
-                f"{device_dir_env(i)}=/mnt/<{one_line(d.tier)}-{i}>/kvtest"
-                for i in range(j.devices)
+            devs = " ".join(
+                f"{device_env(i)}=/dev/<{one_line(d.tier)}-{i}>" for i in range(j.devices)
             )
             lines.append(
-                f"     `{ENV_DIR}=/mnt/<{one_line(d.tier)}-0>/kvtest {dirs} ./run-fio.sh "
-                f"{j.path}` ({len(j.phases)} phases × `{ENV_RUNTIME}` s; {j.devices} devices "
-                "at once, one directory on each: a file system per volume, not a RAID0 of them)"
+                f"     `{ENV_DIR}=/tmp/kvtest {devs} ./run-fio.sh {j.path}` "
+                f"({len(j.phases)} phases × `{ENV_RUNTIME}` s; {j.devices} devices at once, "
+                "one job on each volume's block device, whose data fio overwrites: give a file "
+                "on a file system of that volume alone to keep it; the volumes as the engine "
+                "sees them, not a RAID0 of them)"
             )
             continue
         lines.append(
