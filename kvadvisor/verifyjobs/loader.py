@@ -85,11 +85,17 @@ def load_folder(folder: str | Path) -> VerifyFolder:
             fix = f"rerun ./run-fio.sh {spec['file']}"
             fio[spec["file"]] = (str(path), _json(path, "fio run", fix))
     benches: dict[str, tuple[str, Trace]] = {}
+    spans: dict[str, float] = {}
     for spec in manifest["benchmarks"]:
         path = folder / spec["result"]
         known.add(path)
         if path.is_file():
-            benches[spec["engine"]] = (str(path), read_trace(path, BENCH_FORMATS[spec["engine"]]))
+            trace = read_trace(path, BENCH_FORMATS[spec["engine"]])
+            benches[spec["engine"]] = (str(path), trace)
+            if not trace.arrivals_measured:
+                span = _runs_duration(path)
+                if span is not None:
+                    spans[spec["engine"]] = span
     notes: list[str] = []
     results = folder / RESULTS_DIR
     for path in sorted(results.glob("*.json")) if results.is_dir() else []:
@@ -110,7 +116,30 @@ def load_folder(folder: str | Path) -> VerifyFolder:
                     + f", not this folder's job set {manifest['job_set_id']}; remove it"
                 )
         notes.append(f"{path}: fio output of this job set under another name; not read")
-    return VerifyFolder(str(folder), manifest, fio, benches, tuple(notes))
+    return VerifyFolder(str(folder), manifest, fio, benches, tuple(notes), spans)
+
+
+def _runs_duration(path: Path) -> float | None:
+    """The seconds a benchmark output's runs took by the tool's own clock (``duration``, summed).
+
+    Wanted where the output has no per-request start times (SGLang's bench_serving): its
+    requests' arrivals are then unknown, and the run's span is the tool's ``duration`` (from
+    the first request sent to the last completed), not the longest request. The file was read
+    whole by the trace reader already; a run without a numeric duration gives None.
+    """
+    total = 0.0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            run = json.loads(line)
+        except json.JSONDecodeError:
+            return None  # one JSON document over several lines: not SGLang's JSONL
+        value = run.get("duration") if isinstance(run, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            return None
+        total += float(value)
+    return total or None
 
 
 def storage_entries(extra: Sequence[str | Path] = ()) -> tuple[dict[str, Any], dict[str, str]]:

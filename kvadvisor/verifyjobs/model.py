@@ -321,7 +321,9 @@ class VerifyFolder:
     """A verify folder as read back: manifest, fio documents per job file, benchmark traces.
 
     ``fio`` maps a job file (the manifest's ``file``) to (result path, parsed fio JSON);
-    ``benches`` an engine to (result path, the benchmark output read as a trace).
+    ``benches`` an engine to (result path, the benchmark output read as a trace);
+    ``bench_spans`` an engine whose output has no per-request start times (SGLang's) to the
+    seconds the tool measured its runs for (their ``duration``, summed).
     """
 
     path: str
@@ -329,3 +331,4 @@ class VerifyFolder:
     fio: dict[str, tuple[str, Any]] = field(default_factory=dict)
     benches: dict[str, tuple[str, Any]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    bench_spans: dict[str, float] = field(default_factory=dict)

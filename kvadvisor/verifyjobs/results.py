@@ -427,6 +427,7 @@ def judge_bench(
     path: str,
     trace: Trace,
     calibration: dict[str, Any] | None = None,
+    span_s: float | None = None,
 ) -> BenchResult:
     """A benchmark's latencies against the plan's SLO; refuses another run's or model's output."""
     spec = next(b for b in manifest["benchmarks"] if b["engine"] == engine)
@@ -472,13 +473,17 @@ def judge_bench(
         input_tokens_ratio=ratio,
         calibration=calibration,
         reasons=tuple(reasons),
-        figures=bench_figures(trace),
+        figures=bench_figures(trace, span_s),
         replayed=share.get("replayed"),
     )
 
 
-def bench_figures(trace: Trace) -> dict[str, float | None]:
-    """A benchmark output's serving figures; a failed request counts as not completed."""
+def bench_figures(trace: Trace, span_s: float | None = None) -> dict[str, float | None]:
+    """A benchmark output's serving figures; a failed request counts as not completed.
+
+    ``span_s``: the run's seconds by the tool's clock, for an output without start times
+    (its arrivals are placeholders, so the span from the first arrival cannot be measured).
+    """
 
     def column(name: str) -> np.ndarray:
         if not trace.has(name):
@@ -489,7 +494,12 @@ def bench_figures(trace: Trace) -> dict[str, float | None]:
     if trace.has("ok"):
         e2e = np.where(trace.column_np("ok").astype(bool), e2e, np.nan)
     return serving_figures(
-        column("arrival_s"), column("ttft_s"), column("tpot_s"), e2e, column("output_tokens")
+        column("arrival_s"),
+        column("ttft_s"),
+        column("tpot_s"),
+        e2e,
+        column("output_tokens"),
+        span_s=None if trace.arrivals_measured else span_s,
     )
 
 
@@ -802,5 +812,6 @@ def verify_results(
                 f"{path}: no calibration (needs the plan's catalog model and GPU and at least "
                 "10 requests with measured TTFT and decode time)"
             )
-        benches.append(judge_bench(manifest, spec["engine"], path, trace, cal))
+        span = folder.bench_spans.get(spec["engine"])
+        benches.append(judge_bench(manifest, spec["engine"], path, trace, cal, span))
     return make_report(manifest, phases, missing, benches, generated_at, notes, base)

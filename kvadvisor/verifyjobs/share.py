@@ -41,16 +41,21 @@ def serving_figures(
     tpot_s: np.ndarray,
     e2e_s: np.ndarray,
     output_tokens: np.ndarray,
+    span_s: float | None = None,
 ) -> dict[str, float | None]:
     """Latency percentiles of completed requests, and throughput over the run's span.
 
     Throughput: output tokens of completed requests over the seconds from the first arrival to
-    the last completion (``arrival + e2e``); requests per second likewise.
+    the last completion (``arrival + e2e``), or over ``span_s`` when given (a benchmark that
+    records no arrivals, timed by its own clock over the same interval); requests per second
+    likewise.
     """
     arrival = np.asarray(arrival_s, dtype=np.float64)
     e2e = np.asarray(e2e_s, dtype=np.float64)
     done = np.isfinite(e2e)
     span = float((arrival[done] + e2e[done]).max() - arrival.min()) if done.any() else 0.0
+    if span_s is not None:
+        span = span_s
     tokens = float(np.asarray(output_tokens, dtype=np.float64)[done].sum())
     return {
         "ttft_p50_s": _pct(np.asarray(ttft_s, dtype=np.float64), 50),
