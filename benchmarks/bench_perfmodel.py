@@ -13,7 +13,7 @@ installed (run it where aiconfigurator-core is; ``step_model`` counts which rows
 
     PYTHONPATH=. python benchmarks/bench_perfmodel.py benchmarks/data/aic_benchmark.parquet
     PYTHONPATH=. AIC/bin/python benchmarks/bench_perfmodel.py \
-        benchmarks/data/aic_benchmark.parquet --silicon [--markdown]
+        benchmarks/data/aic_benchmark.parquet --silicon [--markdown] [--kinds MoE]
 
 Without ``--silicon`` it needs only pandas and pyarrow to read the sweep (no AIConfigurator).
 """
@@ -128,9 +128,18 @@ def main() -> None:
         help="step times through the [silicon] extra (perfmodel/silicon.py) where it applies",
     )
     ap.add_argument("--points-out", help="write every point with its predictions (CSV)")
+    ap.add_argument(
+        "--kinds",
+        nargs="*",
+        choices=sorted(TARGETS),
+        help="only these groups (a --silicon run of all 2,286 points took 17 min on 2 cores)",
+    )
     args = ap.parse_args()
     logging.disable(logging.WARNING)  # AIC logs every fallback table it loads
-    df = errors(predict(load_sweep(args.sweep), resolver(use_catalog=True), silicon=args.silicon))
+    sweep = load_sweep(args.sweep)
+    if args.kinds:
+        sweep = sweep[np.isin(kind_of(sweep), args.kinds)]
+    df = errors(predict(sweep, resolver(use_catalog=True), silicon=args.silicon))
     df["gpu"] = pd.Categorical(df["gpu"], GPU_ORDER, ordered=True)
     if args.points_out:
         df.to_csv(args.points_out, index=False)

@@ -59,6 +59,7 @@ START = {
     "gemm_fp8_tensor_efficiency": 0.6,
     "fp8_tensor_memory_efficiency": 0.7,
     "moe_efficiency": 0.5,
+    "moe_quant_efficiency": 0.5,
     "prefill_attention_efficiency": 0.6,
     "memory_efficiency": 0.8,
     "moe_memory_efficiency": 0.6,
@@ -87,6 +88,7 @@ BOUNDS = {
     "gemm_fp8_tensor_efficiency": (0.05, 1.0),
     "fp8_tensor_memory_efficiency": (0.05, 1.0),
     "moe_efficiency": (0.02, 1.0),
+    "moe_quant_efficiency": (0.02, 1.0),
     "prefill_attention_efficiency": (0.05, 1.0),
     "memory_efficiency": (0.05, 1.0),
     "moe_memory_efficiency": (0.02, 1.0),
@@ -119,6 +121,7 @@ TENSOR_FP8 = (
 )
 MOE = (
     "moe_efficiency",
+    "moe_quant_efficiency",
     "moe_memory_efficiency",
     "moe_half_efficiency_width",
     "expert_imbalance",
@@ -159,6 +162,9 @@ def identifiable(df: pd.DataFrame) -> set[str]:
             "moe_dispatch_ps_per_element",
             "moe_half_efficiency_width",
         }
+    moe = df["moe"].astype(str)
+    if not (df["moe_tp"].notna() & moe.ne("bfloat16") & df["moe"].notna()).any():
+        names.discard("moe_quant_efficiency")  # no quantised experts (FP8, MXFP4) here
     if not df["model"].str.contains("Kimi|DeepSeek").any():
         names.discard("mla_layer_overhead_us")
     return names
@@ -286,9 +292,11 @@ def refit_groups(df: pd.DataFrame, only: tuple[str, ...], base_path: str, output
     # A refit replaces the notes and source line of the one before.
     stale = tuple(f"{g} coefficients refitted alone" for g in only)
     stale += tuple(f"{g} refit:" for g in only)
-    for entry in doc["entries"].values():
-        parts = str(entry["notes"]).split("; ")
-        entry["notes"] = "; ".join(p for p in parts if not p.startswith(stale))
+    refitted = set(df["gpu"])
+    for gpu, entry in doc["entries"].items():
+        if gpu in refitted:
+            parts = str(entry["notes"]).split("; ")
+            entry["notes"] = "; ".join(p for p in parts if not p.startswith(stale))
     current = load_efficiencies(base_path)
     fitted: dict[str, dict[str, float]] = {}
     free: dict[str, list[str]] = {}
@@ -310,6 +318,8 @@ def refit_groups(df: pd.DataFrame, only: tuple[str, ...], base_path: str, output
             )
     wanted = {n for g in only for n in GROUPS[g]}
     for gpu, values in fitted.items():
+        if gpu not in refitted:  # left out by --gpus: keeps every value it had
+            continue
         sib = SIBLING.get(gpu)
         borrowed = sorted(n for n in wanted - set(free[gpu]) if sib in fitted and n in free[sib])
         for n in borrowed:

@@ -67,6 +67,7 @@ HALF = Efficiency(
     gemm_fp8_tensor_efficiency=0.5,
     fp8_tensor_memory_efficiency=0.5,
     moe_efficiency=0.5,
+    moe_quant_efficiency=0.25,
     prefill_attention_efficiency=0.5,
     memory_efficiency=0.5,
     moe_memory_efficiency=0.5,

@@ -297,11 +297,77 @@ def test_narrow_experts_lose_efficiency() -> None:
 def test_moe_fixed_overhead_counts_moe_layers() -> None:
     """DeepSeek-V3: 58 MoE layers, 61 MLA layers and 3 dense-MLP FP8 layers add their overheads.
 
-    The FP8 per-layer overhead counts only the 3 layers with a dense MLP: MLA layers'
-    projections are timed with their attention, whose fixed cost is the MLA overhead.
+    The FP8 overhead is per GEMM, a quarter of the 40 us fitted per four-GEMM layer: the 3
+    dense MLPs' 2 GEMMs each; MLA layers' projections are timed with their attention, whose
+    fixed cost is the MLA overhead, and the shared experts' GEMMs overlap the routed ones.
     """
     pm = PerfModel.build(get_model("deepseek-v3"), TOY_GPU, tp=8, efficiency=HALF)
-    assert pm._fixed_s() == pytest.approx((100 + 61 * 10 + 58 * 20 + 61 * 30 + 3 * 40) * 1e-6)
+    assert pm._fixed_s() == pytest.approx((100 + 61 * 10 + 58 * 20 + 61 * 30 + 3 * 2 * 10) * 1e-6)
+
+
+def test_fp8_overhead_per_gemm_of_dense_and_gqa_moe_layers() -> None:
+    """A dense FP8 layer pays all four GEMMs' floors (40 us), a GQA MoE layer its two projections.
+
+    TOY (2 layers, FP8 weights): 2 x 4 x 10 us; Qwen3-235B-A22B (94 MoE layers, no dense MLP,
+    no shared expert): 94 x 2 x 10 us.
+    """
+    dense = PerfModel.build(TOY, TOY_GPU, weight_dtype="fp8", efficiency=HALF)
+    assert dense._fixed_s() == pytest.approx((100 + 2 * 10 + 2 * 4 * 10) * 1e-6)
+    qwen = PerfModel.build(
+        get_model("qwen3-235b-a22b"), TOY_GPU, weight_dtype="fp8", efficiency=HALF
+    )
+    assert qwen._fixed_s() == pytest.approx((100 + 94 * 10 + 94 * 20 + 94 * 2 * 10) * 1e-6)
+
+
+def test_shared_expert_fp8_floor_overlaps_the_routed_experts() -> None:
+    """DeepSeek-V3 FP8 at TP 8: a MoE layer takes max(routed experts, shared expert's 2 GEMMs).
+
+    At 800 us per four-GEMM layer the shared expert's floor is 2 x 200 us. One token: the
+    routed experts read 8 experts of 3 x 7,168 x 2,048 FP8 weights split over 8 ranks (44 MB
+    at 500 GB/s: 88 us) plus 2 x 44M FLOPs at 25 TFLOP/s (3.5 us), under the floor; a
+    million tokens are compute-bound far above it. bf16 weights: no FP8 floor at all.
+    """
+    eff = dataclasses.replace(HALF, fp8_layer_overhead_us=800.0)
+    pm = PerfModel.build(get_model("deepseek-v3"), TOY_GPU, tp=8, efficiency=eff)
+    e = 3 * 7168 * 2048
+    routed = 8 * e / 8 / BW + 2 * 8 * e / 8 / (100e12 * 0.25)
+    compute, memory = pm._expert_parts(np.array(1.0))
+    assert compute + memory == pytest.approx(routed)
+    assert pm._experts_s(np.array(1.0)) == pytest.approx(58 * 400e-6)
+    big = np.array(1e6)
+    compute, memory = pm._expert_parts(big)
+    assert compute + memory > 400e-6
+    assert pm._experts_s(big) == pytest.approx(58 * (compute + memory))
+    bf16 = PerfModel.build(
+        get_model("deepseek-v3"), TOY_GPU, tp=8, weight_dtype="bf16", efficiency=eff
+    )
+    c16, m16 = bf16._expert_parts(np.array(1.0))
+    assert bf16._experts_s(np.array(1.0)) == pytest.approx(58 * (c16 + m16))
+
+
+def test_dispatch_only_for_mla_moe_at_tp_above_one() -> None:
+    """Dispatch is a collective: none at TP 1, none for GQA MoE models.
+
+    AIC's vLLM graph's two dispatch ops there are the layer's two all-reduces; DeepSeek-V3 at
+    TP 8: 58 x T x 7,168 x 5 ps.
+    """
+    eff = dataclasses.replace(HALF, moe_dispatch_ps_per_element=5.0)
+    t = np.array(1000.0)
+    ds = get_model("deepseek-v3")
+    assert PerfModel.build(ds, TOY_GPU, tp=8, efficiency=eff)._moe_dispatch_s(t) == pytest.approx(
+        58 * 1000 * 7168 * 5e-12
+    )
+    assert PerfModel.build(ds, TOY_GPU, tp=1, efficiency=eff)._moe_dispatch_s(t) == 0.0
+    gqa = PerfModel.build(MOE, TOY_GPU, tp=2, efficiency=eff)
+    assert gqa._moe_dispatch_s(t) == 0.0
+
+
+def test_quantised_experts_use_their_own_efficiency() -> None:
+    """Compute-bound, 4-bit experts run at moe_quant_efficiency (0.25) against bf16's 0.5: 2x."""
+    bf16 = PerfModel.build(MOE, TOY_GPU, efficiency=HALF)
+    int4 = PerfModel.build(MOE, TOY_GPU, weight_dtype="int4", efficiency=HALF)
+    t = np.array(1e6)
+    assert int4._expert_compute_s(t) / bf16._expert_compute_s(t) == pytest.approx(2.0)
 
 
 def test_published_dtypes_set_weight_bytes() -> None:

@@ -63,7 +63,10 @@ EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
     "fp8_tensor_memory_efficiency": _fraction(
         "per-tensor-scaled fp8 weight reads: fraction of peak bandwidth"
     ),
-    "moe_efficiency": _fraction("routed-expert GEMMs: fraction of peak"),
+    "moe_efficiency": _fraction("16-bit routed-expert GEMMs: fraction of bf16 peak"),
+    "moe_quant_efficiency": _fraction(
+        "quantised (FP8, MXFP4) routed-expert GEMMs: fraction of bf16 peak"
+    ),
     "prefill_attention_efficiency": _fraction("prefill attention FLOPs: fraction of bf16 peak"),
     "memory_efficiency": _fraction("weight reads and elementwise: fraction of peak bandwidth"),
     "moe_memory_efficiency": _fraction("routed-expert weight reads: fraction of peak bandwidth"),
@@ -210,6 +213,7 @@ class Efficiency:
     gemm_fp8_tensor_efficiency: float
     fp8_tensor_memory_efficiency: float
     moe_efficiency: float
+    moe_quant_efficiency: float
     prefill_attention_efficiency: float
     memory_efficiency: float
     moe_memory_efficiency: float
@@ -254,6 +258,7 @@ class Efficiency:
             gemm_fp8_efficiency=cap(self.gemm_fp8_efficiency * compute),
             gemm_fp8_tensor_efficiency=cap(self.gemm_fp8_tensor_efficiency * compute),
             moe_efficiency=cap(self.moe_efficiency * compute),
+            moe_quant_efficiency=cap(self.moe_quant_efficiency * compute),
             prefill_attention_efficiency=cap(self.prefill_attention_efficiency * compute),
             memory_efficiency=cap(self.memory_efficiency * memory),
             fp8_memory_efficiency=cap(self.fp8_memory_efficiency * memory),
@@ -293,6 +298,7 @@ def _efficiency(name: str, e: Mapping[str, Any]) -> Efficiency:
         "gemm_fp8_tensor_efficiency",
         "fp8_tensor_memory_efficiency",
         "moe_efficiency",
+        "moe_quant_efficiency",
         "prefill_attention_efficiency",
         "memory_efficiency",
         "moe_memory_efficiency",

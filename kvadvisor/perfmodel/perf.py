@@ -12,8 +12,8 @@ its source):
 
 * ``fixed``: ``step_overhead + layers x layer_overhead`` plus ``moe_layer_overhead`` per MoE
   layer (router, top-k, token permutation kernels) and ``mla_layer_overhead`` per MLA layer
-  (its extra projections and norms) and ``fp8_layer_overhead`` per layer of FP8 weights (MLA
-  models: per dense-MLP layer)
+  (its extra projections and norms) and a quarter of ``fp8_layer_overhead`` per FP8 GEMM
+  (attention's qkv and o in every layer but MLA ones, a dense MLP's gate-up and down)
   (activation quantisation and scale set-up; block-scaled and per-tensor FP8 each have their
   own): launch floors and scheduling.
 * ``gemm``: the dense matmuls (attention projections, dense MLPs, shared experts, router) as a
@@ -28,10 +28,11 @@ its source):
   tokens times ``1 + x log2(ep) / (E/ep)^a`` and reads the experts they touch,
   ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``; soft roofline (``p`` =
   ``roofline_sharpness``) of compute at ``eta_moe`` and weight read at ``eta_moe_mem``;
-  ``eta_moe`` falls for narrow experts, times ``w / (w + w_half)`` with ``w`` the expert width
-  per rank.
-* ``dispatch``: per MoE layer the token permutation around the experts (dispatch and
-  combine), ``moe_dispatch x T h``.
+  ``eta_moe`` (16-bit experts; quantised ones have their own) falls for narrow experts, times
+  ``w / (w + w_half)`` with ``w`` the expert width per rank. A shared expert runs beside the
+  routed ones: with FP8 weights a layer takes at least its two GEMMs' FP8 floors.
+* ``dispatch``: per MoE layer of an MLA model at ``tp > 1`` the collectives around the experts
+  (dispatch and combine), ``moe_dispatch x T h`` (GQA MoE models' are the layer's all-reduces).
 * ``elementwise``: two residual-add + RMSNorm passes (4 hidden vectors each) and the gated
   activation (reads 2, writes 1 vector of the MLP width per rank) per layer and token, at
   ``BW eta_mem``.
@@ -103,6 +104,10 @@ WEIGHT_ONLY_DTYPES = ("int8", "int4", "fp4", "mxfp4")
 # Without FP8 units (A100, L4-class before Ada have none) they are read as 8-bit and
 # dequantised into bf16 matmuls (vLLM's FP8 Marlin kernel).
 FP8_DTYPES = ("fp8", "fp8-tensor")
+# GEMMs of a layer with FP8 weights: attention's projections (fused qkv, o) and a gated MLP's
+# (fused gate-up, down), a dense layer's or a shared expert's.
+GEMMS_PER_PROJECTION_SET = 2
+GEMMS_PER_MLP = 2
 
 
 def tile_tokens(tokens: np.ndarray, m0: float) -> np.ndarray:
@@ -310,17 +315,31 @@ class PerfModel:
         if m.is_mla:
             us += eff.mla_layer_overhead_us * m.layers
         if self._fp8_units(self.weight_dtype):
-            per_layer = (
-                eff.fp8_tensor_layer_overhead_us
-                if self.weight_dtype == "fp8-tensor"
-                else eff.fp8_layer_overhead_us
-            )
-            # The small-batch penalty of plain FP8 GEMMs (projections, dense MLPs). An MLA
-            # layer's projections are timed with its attention (AIC's MLA modules, whose fixed
-            # cost mla_layer_overhead carries), so there only the dense-MLP layers pay it.
-            layers = self.params.dense_layers if m.is_mla else m.layers
-            us += per_layer * layers
+            # The small-batch floor of plain FP8 GEMMs, per GEMM: the attention projections
+            # (qkv, o) of every layer but MLA ones (timed with their attention in AIC's MLA
+            # modules, whose fixed cost mla_layer_overhead carries) and the dense MLPs (gate-up,
+            # down). A MoE layer's shared expert pays it beside its routed experts (_experts_s).
+            attention = 0 if m.is_mla else GEMMS_PER_PROJECTION_SET * m.layers
+            mlp = GEMMS_PER_MLP * self.params.dense_layers
+            us += self._fp8_gemm_floor_us() * (attention + mlp)
         return us / US_PER_S
+
+    def _fp8_gemm_floor_us(self) -> float:
+        """One plain FP8 GEMM's small-batch floor, us (0 off FP8 units).
+
+        ``fp8_layer_overhead`` is fitted per dense layer of four GEMMs (qkv, o, gate-up,
+        down): AIC's B200 block-FP8 GEMM takes 175-190 us at any of 8-4,096 rows for the
+        shapes of DeepSeek-V3's shared expert at TP 8 (H200: 60-85 us).
+        """
+        if not self._fp8_units(self.weight_dtype):
+            return 0.0
+        eff = self.efficiency
+        per_layer = (
+            eff.fp8_tensor_layer_overhead_us
+            if self.weight_dtype == "fp8-tensor"
+            else eff.fp8_layer_overhead_us
+        )
+        return per_layer / (GEMMS_PER_PROJECTION_SET + GEMMS_PER_MLP)
 
     def _dense_gemm_s(self, tokens: np.ndarray) -> np.ndarray:
         w = self.params.dense_body / self.tp
@@ -381,27 +400,49 @@ class PerfModel:
         # Narrow experts (a small width split over moe_tp ranks) make short, inefficient GEMMs.
         width = (self.model.moe_intermediate_size or self.model.intermediate_size) / moe_tp
         half = self.efficiency.moe_half_efficiency_width
-        eta = self.efficiency.moe_efficiency * (width / (width + half) if width else 1.0)
+        eta = self._expert_efficiency() * (width / (width + half) if width else 1.0)
         compute = 2.0 * p.expert * expert_tokens / moe_tp / (peak * eta)
         bandwidth = self.gpu.memory_bandwidth_bytes_per_s * self.efficiency.moe_memory_efficiency
         memory = touched * p.expert * self.expert_bytes_per_param / moe_tp / bandwidth
         return compute, memory
+
+    def _expert_efficiency(self) -> float:
+        """Wide routed experts' fraction of the bf16 peak: 16-bit experts' or quantised ones'.
+
+        Quantised experts (block-FP8, MXFP4) run other kernels than 16-bit ones (AIC's B200
+        vLLM data: Qwen3-30B-A3B's MoE op 149 ms in bf16, 231 ms in block FP8 at 12 x 3,072
+        tokens), so each has its own fitted fraction, of the bf16 peak for both.
+        """
+        eff = self.efficiency
+        if self.expert_bytes_per_param >= BYTES_PER_BF16:
+            return eff.moe_efficiency
+        return eff.moe_quant_efficiency
 
     def _experts_s(self, tokens: np.ndarray) -> np.ndarray:
         p = self.params
         if p.moe_layers == 0 or p.experts == 0:
             return np.zeros_like(tokens)
         compute, memory = self._expert_parts(tokens)
-        return p.moe_layers * soft_roofline(compute, memory, self.efficiency.roofline_sharpness)
+        routed = soft_roofline(compute, memory, self.efficiency.roofline_sharpness)
+        # vLLM runs the shared expert on its own stream beside the routed ones (AIC's
+        # "moe_overlap" op): a layer takes the longer, here the shared expert's FP8 GEMM floors
+        # (its FLOPs and weights are in the dense GEMM term).
+        if self.model.shared_expert_intermediate_size:
+            routed = np.maximum(routed, GEMMS_PER_MLP * self._fp8_gemm_floor_us() / US_PER_S)
+        return p.moe_layers * routed
 
     def _moe_dispatch_s(self, tokens: np.ndarray) -> np.ndarray:
-        """Token dispatch and combine around the experts (permute, gather, scatter), s.
+        """Collectives around the experts (dispatch and combine) beyond the layer's all-reduces, s.
 
-        Per MoE layer, proportional to the hidden activations it moves: AIC's vLLM
-        ``moe_pre_dispatch`` + ``moe_post_dispatch`` scale with tokens x hidden and not with
-        top-k (H200: ~31 ns per token and layer each at hidden 4096, ~56 ns at 7168).
+        Per MoE layer, proportional to the hidden activations they move. AIC's ``MoEDispatch``
+        is a communication op, 0 at TP 1; in its vLLM graph of GQA MoE models (Mixtral, Qwen3,
+        gpt-oss) its two dispatch ops are the layer's two all-reduces (the ``allreduce`` term),
+        while its DeepSeek (MLA) graph charges them beside the attention-side all-reduces
+        (H200: ~31 ns per token and layer each at hidden 4096, ~56 ns at 7168).
         """
         p = self.params
+        if self.tp == 1 or not self.model.is_mla:
+            return np.zeros_like(tokens)
         per = self.efficiency.moe_dispatch_ps_per_element * 1e-12
         return p.moe_layers * tokens * self.hidden * per
 
