@@ -218,8 +218,6 @@ VLLM_TARGETS = ("vllm", "lmcache", "mooncake", "dynamo-kvbm")
 KNOWN: dict[tuple[str, str, str], str] = {
     ("sglang-hicache", "page_tokens", ""): "SGLang's HiCache page is 64 tokens (one storage "
     "object per page), the replay's is the vLLM block",
-    ("dynamo-kvbm", "router", "decode"): "Dynamo's one frontend routes every stage with the "
-    "first stage's router (tests/test_emit_router.py)",
 }
 
 

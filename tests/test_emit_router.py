@@ -194,6 +194,8 @@ def test_dynamo_frontend_is_the_kv_router_with_kv_events(emitted) -> None:
     assert first.router == "prefix_aware" and opts["router-mode"] == [["kv"]]
     assert opts["router-kv-overlap-score-weight"] == [["1.0"]]
     assert "router-kv-events" in opts
+    # disaggregated: every request goes through a prefill worker, as replayed
+    assert ("enforce-disagg" in opts) == (verdict.topology == "disaggregated")
     report, _ = _verdict_report(str(verdict.topology))
     workers = emit_all(report, ["dynamo-kvbm"], "kvadvisor analyze")
     events = _keys("vllm-kv-events")
@@ -238,9 +240,8 @@ def test_router_file_reads_back_as_each_stages_replayed_router(emitted) -> None:
     """Each router file, read back as `review` reads it, gives every stage its replayed router.
 
     The files go through plan/engine_files.py; an edited policy reads back as another router.
-
-    Found: on the disaggregated verdict (prefill prefix_aware, decode least_outstanding) Dynamo's
-    one frontend routes both stages with the prefill's KV router.
+    Dynamo's one frontend realises the disaggregated verdict too: its prefill router runs the
+    mode, and with --enforce-disagg the decode workers are routed by load (least_outstanding).
     """
     verdict, files = emitted
     table = engine_settings_table()
@@ -250,13 +251,6 @@ def test_router_file_reads_back_as_each_stages_replayed_router(emitted) -> None:
         routers = file_routers(settings["router"])
         for s in verdict.stages:
             read = routers.get(str(s.role), routers.get("*"))
-            if target == "dynamo-kvbm" and s is not verdict.stages[0]:
-                # Dynamo's frontend has one router mode (and one overlap weight) for the fleet:
-                # the first stage's. A later stage replayed with another router is a known
-                # difference, and the file must say which router the replay gave it.
-                assert read == verdict.stages[0].router
-                assert f"the replay's router: {s.router}" in text, s.role
-                continue
             assert read == s.router, (target, s.role)
         for word in ("--policy cache_aware", "--prefill-policy cache_aware", "--router-mode kv"):
             if word in text:
@@ -293,3 +287,31 @@ def test_a_router_file_launched_by_an_unknown_module_is_refused() -> None:
     with pytest.raises(EngineFileError, match="launched by no router this reader knows") as exc:
         read_engine_file("vllm-router.sh", edited, engine_settings_table())
     assert "vllm_router.launch_router" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_dynamo_refuses_a_decode_router_it_does_not_run() -> None:
+    """A disaggregated plan whose decode router is not Dynamo's (load, under the KV mode).
+
+    Dynamo's frontend has one --router-mode; its decode workers are routed at overlap weight 0
+    (Dynamo's replay of its frontend, lib/mocker/src/replay/offline/disagg.rs). A prefix-aware
+    decode stage cannot be expressed: the target is refused with one line saying what to give.
+    """
+    report, verdict = _verdict_report("disaggregated")
+    assert [s.router for s in verdict.stages] == ["prefix_aware", "least_outstanding"]
+    stages = tuple(
+        replace(s, router="prefix_aware") if str(s.role) == "decode" else s for s in verdict.stages
+    )
+    vs = report.recommendation.verdict
+    edited = replace(
+        vs,
+        verdicts=tuple(
+            replace(v, stages=stages) if v is verdict else v for v in vs.verdicts
+        ),
+    )
+    bad = replace(report, recommendation=replace(report.recommendation, verdict=edited))
+    with pytest.raises(ConfigError, match="decode router prefix_aware cannot be expressed") as exc:
+        emit_all(bad, ["dynamo-kvbm"], "kvadvisor analyze")
+    assert "\n" not in str(exc.value) and "router: least_outstanding" in str(exc.value)
+    # the HTTP routers have a policy per stage: they take it
+    text = emit_all(bad, ["vllm"], "kvadvisor analyze")["vllm-router.sh"]
+    assert _options(_words(text))["decode-policy"] == [["cache_aware"]]
