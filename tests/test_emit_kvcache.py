@@ -37,7 +37,13 @@ DSV3_ELEMENTS = 61 * (512 + 64)
 LAUNCH = {"vllm-": "vllm", "dynamo-": "vllm", "sglang-": "sglang-hicache"}
 
 
-def _report(model: str, kv_dtype: str, weight_dtype: str | None = None, slo: str | None = None, engine: str | None = None):  # type: ignore[no-untyped-def]
+def _report(  # type: ignore[no-untyped-def]
+    model: str,
+    kv_dtype: str,
+    weight_dtype: str | None = None,
+    slo: str | None = None,
+    engine: str | None = None,
+):
     options = AnalyzeOptions(
         model=model,
         kv_dtype=kv_dtype,

@@ -304,9 +304,7 @@ def test_dynamo_refuses_a_decode_router_it_does_not_run() -> None:
     vs = report.recommendation.verdict
     edited = replace(
         vs,
-        verdicts=tuple(
-            replace(v, stages=stages) if v is verdict else v for v in vs.verdicts
-        ),
+        verdicts=tuple(replace(v, stages=stages) if v is verdict else v for v in vs.verdicts),
     )
     bad = replace(report, recommendation=replace(report.recommendation, verdict=edited))
     with pytest.raises(ConfigError, match="decode router prefix_aware cannot be expressed") as exc:

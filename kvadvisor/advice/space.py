@@ -37,6 +37,7 @@ from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.vocab import Stage
 
+
 @dataclass(frozen=True)
 class Shape:
     """The model on one instance type at one TP degree (per replica unless said otherwise)."""
