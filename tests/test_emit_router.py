@@ -26,6 +26,7 @@ from kvadvisor.emit.deployment import deployment_from_report
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.review import review_plans
 from kvadvisor.plan import engine_settings_table, load_plan
 from kvadvisor.plan.engine_files import EngineFileError, file_routers, read_engine_file
 from kvadvisor.planreview.settings import engine_facts
@@ -313,3 +314,32 @@ def test_dynamo_refuses_a_decode_router_it_does_not_run() -> None:
     # the HTTP routers have a policy per stage: they take it
     text = emit_all(bad, ["vllm"], "kvadvisor analyze")["vllm-router.sh"]
     assert _options(_words(text))["decode-policy"] == [["cache_aware"]]
+
+
+def test_review_fails_a_router_file_whose_policy_is_not_the_plans(tmp_path) -> None:
+    """EL33: the router file, read back, must route each stage with the plan's router.
+
+    The plan routes both stages round robin (a report without a verdict); the emitted file
+    passes, and the same file edited to route prefill cache-aware fails on that stage alone.
+    """
+    report = emit_report(decode=(HOST,))
+    files = emit_all(report, ["vllm", "plan"], "kvadvisor analyze")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+
+    def el33() -> dict[str, tuple[str, str]]:
+        review = review_plans(read_trace(TRACE), [load_plan(tmp_path / "plan.yaml")])[0]
+        return {str(c.stage): (c.status, c.message) for c in review.checks if c.code == "EL33"}
+
+    assert {s: v[0] for s, v in el33().items()} == {"prefill": "pass", "decode": "pass"}
+    text = files["vllm-router.sh"]
+    assert "--prefill-policy round_robin" in text
+    (tmp_path / "vllm-router.sh").write_text(
+        text.replace("--prefill-policy round_robin", "--prefill-policy cache_aware")
+    )
+    found = el33()
+    assert found["decode"][0] == "pass" and found["prefill"][0] == "fail"
+    assert (
+        "routes this stage prefix_aware, the plan (and its replay) round_robin"
+        in (found["prefill"][1])
+    )
