@@ -73,7 +73,10 @@ def _emit(path: Path, report, out: Path, again) -> list[str]:  # type: ignore[no
     """
     written = _emit_one(path, report, out, ENGINES)
     if "sglang-hicache" not in written and path.name not in WHOLE:
-        written += _emit_one(path, again("sglang-hicache"), out, ["sglang-hicache"])
+        # asked with vLLM, which is refused (its page differs): the plan is named per engine
+        sglang = _emit_one(path, again("sglang-hicache"), out, ["sglang-hicache", "vllm"])
+        assert sglang == ["sglang-hicache"]
+        written += sglang
     return written
 
 
