@@ -77,9 +77,12 @@ def _options(words: list[str]) -> dict[str, list[list[str]]]:
     return out
 
 
-def _verdict_report(topology: str):  # type: ignore[no-untyped-def]
-    """The sample trace's analysis, with its best verdict of ``topology`` as the primary."""
-    report = _analysis()
+def _verdict_report(topology: str, engine: str | None = None):  # type: ignore[no-untyped-def]
+    """The sample trace's analysis, with its best verdict of ``topology`` as the primary.
+
+    ``engine``: the analysis replayed for that engine's KV page (None: vLLM's).
+    """
+    report = _analysis(engine)
     vs = report.recommendation.verdict
     pick = next((v for v in vs.verdicts if v.chosen and v.topology == topology), None)
     assert pick is not None, [(v.provider, v.topology, v.chosen) for v in vs.verdicts]
@@ -90,25 +93,35 @@ def _verdict_report(topology: str):  # type: ignore[no-untyped-def]
 _CACHE: dict[str, Any] = {}
 
 
-def _analysis():  # type: ignore[no-untyped-def]
-    if "report" not in _CACHE:
-        _CACHE["report"] = analyze(
+def _analysis(engine: str | None = None):  # type: ignore[no-untyped-def]
+    key = f"report-{engine}"
+    if key not in _CACHE:
+        _CACHE[key] = analyze(
             read_trace(TRACE),
-            AnalyzeOptions(slo=slo_for(TRACE)),
+            AnalyzeOptions(slo=slo_for(TRACE), engine=engine),
             version="test",
             generated_at="2026-01-01T00:00:00",
         )
-    return _CACHE["report"]
+    return _CACHE[key]
 
 
 @pytest.fixture(scope="module", params=["aggregated", "disaggregated"])
 def emitted(request):  # type: ignore[no-untyped-def]
-    """(verdict, {target: router file text}) for the trace's verdict of each topology."""
+    """(verdict, {target: router file text}, {target: its verdict}) for each topology.
+
+    SGLang runs 64-token pages: its files come from the analysis replayed for it (the others'
+    verdict was replayed at vLLM's 16-token blocks, which SGLang's emit refuses).
+    """
     report, verdict = _verdict_report(request.param)
-    out = {}
+    sglang, sglang_verdict = _verdict_report(request.param, "sglang-hicache")
+    with pytest.raises(ConfigError, match="64-token KV pages"):
+        emit_all(report, ["sglang-hicache"], "kvadvisor analyze")
+    out, verdicts = {}, {}
     for target, (name, _) in ROUTERS.items():
+        verdicts[target] = sglang_verdict if target == "sglang-hicache" else verdict
         try:
-            files = emit_all(report, [target], "kvadvisor analyze")
+            mine = sglang if target == "sglang-hicache" else report
+            files = emit_all(mine, [target], "kvadvisor analyze")
         except ConfigError as exc:
             # Mooncake's store is host memory: a stage without a host tier is refused, saying so
             assert target == "mooncake" and "no host tier" in str(exc), (target, exc)
@@ -116,7 +129,7 @@ def emitted(request):  # type: ignore[no-untyped-def]
         out[target] = files[name]
     # the sample trace's verdicts keep no host tier: its router is checked on the emit fixtures
     assert set(ROUTERS) - set(out) == {"mooncake"}
-    return verdict, out
+    return verdict, out, verdicts
 
 
 def _check_options(target: str, text: str) -> dict[str, list[list[str]]]:
@@ -160,7 +173,8 @@ def test_http_router_policy_and_workers(emitted, target) -> None:
 
     SGLang: one per server, with --dp-aware reaching each data-parallel replica.
     """
-    verdict, files = emitted
+    _, files, verdicts = emitted
+    verdict = verdicts[target]
     opts = _options(_words(files[target]))
     stages = _stages(verdict)
     sglang = target == "sglang-hicache"
@@ -188,7 +202,7 @@ def test_http_router_policy_and_workers(emitted, target) -> None:
 
 def test_dynamo_frontend_is_the_kv_router_with_kv_events(emitted) -> None:
     """Dynamo: the frontend's KV router for a prefix-aware plan, fed by every worker's events."""
-    verdict, files = emitted
+    verdict, files, _ = emitted
     opts = _options(_words(files["dynamo-kvbm"]))
     first = verdict.stages[0]
     assert opts["router-mode"] == [[DYNAMO_MODE[first.router]]]
@@ -231,7 +245,7 @@ def test_round_robin_plans_start_round_robin_routers() -> None:
 
 def test_router_files_are_valid_bash(emitted) -> None:
     """`bash -n` parses every router file (placeholders quoted, continuation lines joined)."""
-    _, files = emitted
+    _, files, _ = emitted
     for target, text in files.items():
         run = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
         assert run.returncode == 0, (target, run.stderr)
@@ -244,13 +258,13 @@ def test_router_file_reads_back_as_each_stages_replayed_router(emitted) -> None:
     Dynamo's one frontend realises the disaggregated verdict too: its prefill router runs the
     mode, and with --enforce-disagg the decode workers are routed by load (least_outstanding).
     """
-    verdict, files = emitted
+    _, files, verdicts = emitted
     table = engine_settings_table()
     for target, text in files.items():
         name = ROUTERS[target][0]
         (settings,) = read_engine_file(name, text, table).values()
         routers = file_routers(settings["router"])
-        for s in verdict.stages:
+        for s in verdicts[target].stages:
             read = routers.get(str(s.role), routers.get("*"))
             assert read == s.router, (target, s.role)
         for word in ("--policy cache_aware", "--prefill-policy cache_aware", "--router-mode kv"):
