@@ -10,6 +10,7 @@ are computed here from the models' config.json numbers: Qwen2.5-32B 64 layers x 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,27 @@ def test_the_cli_writes_the_others_and_says_which_was_refused(tmp_path) -> None:
     assert not list(out.glob("mooncake*"))
     notes = [ln for ln in result.stderr.splitlines() if ln.startswith("note: --emit")]
     assert len(notes) == 1 and "mooncake not written" in notes[0] and "no host tier" in notes[0]
+
+
+def test_the_cli_replays_the_page_of_the_first_engine_asked_for(tmp_path) -> None:
+    """`analyze --emit sglang-hicache --emit vllm`: replayed at SGLang's 64-token pages.
+
+    SGLang's files carry the page the verdict was replayed at; vLLM, whose 16-token blocks the
+    verdict never ran, is refused with one note line saying how to get its deployment.
+    """
+    out = tmp_path / "cfg"
+    args = ["analyze", str(TRACE), "--model", "qwen2.5-32b", "--kv-dtype", "fp8"]
+    args += ["--instance", "p5en.48xlarge", "--quiet", "--emit", "sglang-hicache"]
+    args += ["--emit", "vllm", "-o", str(out), "-o", str(tmp_path / "report.json")]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    vs = report["recommendation"]["verdict"]
+    v = next(x for x in vs["verdicts"] if x["provider"] == vs["primary"])
+    assert {s["page_tokens"] for s in v["stages"]} == {64}
+    settings = _launch_settings({"sglang-serving.sh": (out / "sglang-serving.sh").read_text()})
+    assert settings["sglang-serving.sh"]["page-size"] == 64
+    assert not list(out.glob("vllm-*"))
+    notes = [ln for ln in result.stderr.splitlines() if ln.startswith("note: --emit")]
+    assert len(notes) == 1 and notes[0].startswith("note: --emit vllm not written: vLLM runs 16")
+    assert "--emit vllm first (or alone)" in notes[0]
