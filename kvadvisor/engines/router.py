@@ -284,8 +284,10 @@ def dynamo_frontend(ctx: EmitContext, name: str) -> dict[str, str]:
                 "enforce-disagg",
                 None,
                 "every request is prefilled on a prefill worker, as replayed (no decode-side "
-                "prefill while prefill workers register); the prefill router routes the prefill "
-                f"workers with the mode above, the decode workers by load ({DYNAMO_FRONTEND})",
+                "prefill while prefill workers register); the mode above routes the prefill "
+                "workers, and the decode workers "
+                + ("on load alone (overlap weight 0)" if mode == "kv" else "round robin")
+                + f", the plan's decode router {ctx.dep.stages[-1].router} ({DYNAMO_FRONTEND})",
             )
         )
     notes = [

@@ -174,7 +174,9 @@ def sglang_stage(
     notes: list[str] = []
     extra: dict[str, str] = {}
     page = engine_page(ctx, "sglang-hicache", stage)
-    page_why = f"{page.tokens} tokens: {page.why}; the page the verdict was replayed at"
+    page_why = f"{page.tokens} tokens: {page.why}" + (
+        "; the page the verdict was replayed at" if stage.page_tokens else ""
+    )
     flags = [
         Setting("model-path", placeholder("model-path-or-hf-id"), "the model to serve"),
         *context_flags(ctx, "sglang"),

@@ -129,8 +129,9 @@ def block_flag(ctx: EmitContext, stage: StageView) -> Setting:
     return Setting(
         "block-size",
         str(page.tokens),
-        f"{page.tokens}-token blocks: {page.why}; the page the verdict was replayed at (prefix "
-        f"hits land on block boundaries)"
+        f"{page.tokens}-token blocks: {page.why}"
+        + ("; the page the verdict was replayed at" if stage.page_tokens else "")
+        + " (prefix hits land on block boundaries)"
         + (
             f", and the {stage.chunk_tokens}-token KV chunk is a multiple of it"
             if stage.chunk_tokens % page.tokens == 0
