@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import kvadvisor.cli as cli
 from kvadvisor.catalog.models import load_models, model_from_hf_config
-from kvadvisor.emit import emit_all
+from kvadvisor.emit import emit_all, emit_targets
 from kvadvisor.engines.router import is_router_file
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
@@ -153,7 +153,23 @@ def test_emitted_launch_files_carry_the_context_and_scaling(scaled_report, tmp_p
     vLLM: --max-model-len and --hf-overrides; SGLang: --context-length and
     --json-model-override-args.
     """
-    files = emit_all(scaled_report, ["vllm", "sglang-hicache", "plan"], "kvadvisor analyze t")
+    files = emit_all(scaled_report, ["vllm", "plan"], "kvadvisor analyze t")
+    files = {("plan-vllm.yaml" if n == "plan.yaml" else n): t for n, t in files.items()}
+    # SGLang runs 64-token pages: the deployment it runs is the one replayed for it
+    options = AnalyzeOptions(
+        model="qwen2.5-32b",
+        providers=("aws",),
+        slo="ttft_p99=10s,tpot_p99=200ms",
+        engine="sglang-hicache",
+    )
+    sglang_report = analyze(
+        read_trace(TRACE), options, version="test", generated_at="2026-01-01T00:00:00"
+    )
+    sglang, refused = emit_targets(
+        sglang_report, ["sglang-hicache", "vllm", "plan"], "kvadvisor analyze t"
+    )
+    assert list(refused) == ["vllm"]
+    files.update(sglang)
     table = engine_settings_table()
     seen = set()
     for name, text in files.items():

@@ -10,6 +10,7 @@ are computed here from the models' config.json numbers: Qwen2.5-32B 64 layers x 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,13 @@ DSV3_ELEMENTS = 61 * (512 + 64)
 LAUNCH = {"vllm-": "vllm", "dynamo-": "vllm", "sglang-": "sglang-hicache"}
 
 
-def _report(model: str, kv_dtype: str, weight_dtype: str | None = None, slo: str | None = None):  # type: ignore[no-untyped-def]
+def _report(  # type: ignore[no-untyped-def]
+    model: str,
+    kv_dtype: str,
+    weight_dtype: str | None = None,
+    slo: str | None = None,
+    engine: str | None = None,
+):
     options = AnalyzeOptions(
         model=model,
         kv_dtype=kv_dtype,
@@ -45,6 +52,7 @@ def _report(model: str, kv_dtype: str, weight_dtype: str | None = None, slo: str
         instance=("p5en.48xlarge",),
         slo=slo,
         replay=False,
+        engine=engine,
     )
     return analyze(read_trace(TRACE), options, version="test", generated_at="2026-01-01T00:00:00")
 
@@ -64,7 +72,16 @@ def _launch_settings(files: dict[str, str]) -> dict[str, dict]:
 def fp8(tmp_path_factory):
     """(report, emitted files, the directory they were written to) for Qwen2.5-32B, FP8 KV."""
     report = _report("qwen2.5-32b", "fp8")
-    files = emit_all(report, [*ENGINES, "plan"], "kvadvisor analyze --kv-dtype fp8")
+    vllm_family = [e for e in ENGINES if e != "sglang-hicache"]
+    files = emit_all(report, [*vllm_family, "plan"], "kvadvisor analyze --kv-dtype fp8")
+    # SGLang runs 64-token pages: its deployment is replayed for it (the vLLM ones refused)
+    sglang, refused = emit_targets(
+        _report("qwen2.5-32b", "fp8", engine="sglang-hicache"),
+        ["sglang-hicache", "vllm", "plan"],
+        "kvadvisor analyze --kv-dtype fp8",
+    )
+    assert list(refused) == ["vllm"] and "16-token KV pages" in refused["vllm"]
+    files.update(sglang)
     out = tmp_path_factory.mktemp("fp8")
     for name, text in files.items():
         (out / name).write_text(text)
@@ -124,7 +141,11 @@ def test_a_launch_file_at_another_dtype_is_told_apart(fp8, tmp_path) -> None:
 
 
 def test_an_mla_model_gets_flashmla_pages_and_its_kv_dtype(tmp_path) -> None:
-    """DeepSeek-V3: vLLM blocks and SGLang pages of 64 tokens (FlashMLA), BF16 KV written."""
+    """DeepSeek-V3: vLLM blocks and SGLang pages of 64 tokens (FlashMLA), BF16 KV written.
+
+    The verdict was replayed at 64-token pages too (vLLM's page for an MLA model), so every
+    engine target is written from one analysis.
+    """
     # DeepSeek-V3 at FP8 weights on H200s meets only a loose SLO on this trace (3 instances).
     report = _report("deepseek-v3", "bf16", "fp8", "ttft_p99=60s,tpot_p99=1s")
     assert report.model.kv_bytes_per_token == DSV3_ELEMENTS * 2
@@ -135,6 +156,10 @@ def test_an_mla_model_gets_flashmla_pages_and_its_kv_dtype(tmp_path) -> None:
         page = s.get("block-size", s.get("page-size"))
         assert page == 64, (name, s)
         assert kv_dtype_read(s["kv-cache-dtype"]) == "bf16"
+    # SGLang runs DeepSeek-V3 on FlashMLA on the H200 (Hopper): the back-end is written
+    sglang = {n: s for n, s in settings.items() if n.startswith("sglang-")}
+    assert sglang and {s["attention-backend"] for s in sglang.values()} == {"flashmla"}
+    assert {s.page_tokens for s in report.recommendation.verdict.primary_verdict.stages} == {64}
     # A dense model keeps vLLM's default 16-token block.
     dense = _launch_settings(emit_all(_report("qwen2.5-32b", "bf16"), ["vllm"], "k"))
     assert {s["block-size"] for s in dense.values()} == {16}
@@ -173,15 +198,16 @@ def test_a_refused_target_leaves_the_others_written(fp8) -> None:
     assert all(not s.tiers for s in v.stages)  # the case: no stage has a tier
     targets = ["vllm", "mooncake", "sglang-hicache", "plan"]
     files, refused = emit_targets(report, targets, "kvadvisor analyze")
-    assert list(refused) == ["mooncake"]
+    assert list(refused) == ["mooncake", "sglang-hicache"]
     assert "no host tier" in refused["mooncake"]
-    assert {"vllm-serving.sh", "sglang-serving.sh"} <= set(files)
-    assert not any(n.startswith("mooncake") for n in files)
+    # the verdict was replayed at vLLM's 16-token blocks; SGLang HiCache runs 64-token pages
+    why = refused["sglang-hicache"]
+    assert "64-token KV pages" in why and "replayed at 16-token pages" in why
+    assert "--emit sglang-hicache first" in why and "\n" not in why
+    assert "vllm-serving.sh" in files
+    assert not any(n.startswith(("mooncake", "sglang")) for n in files)
     # plans keep one name per engine asked for, whichever were refused
-    assert {n for n in files if n.startswith("plan")} == {
-        "plan-vllm.yaml",
-        "plan-sglang-hicache.yaml",
-    }
+    assert {n for n in files if n.startswith("plan")} == {"plan-vllm.yaml"}
     with pytest.raises(ConfigError, match="no host tier"):  # alone, it is the error
         emit_targets(report, ["mooncake", "plan"], "kvadvisor analyze")
     with pytest.raises(ConfigError, match="mooncake: .*no host tier"):  # strict form
@@ -199,3 +225,27 @@ def test_the_cli_writes_the_others_and_says_which_was_refused(tmp_path) -> None:
     assert not list(out.glob("mooncake*"))
     notes = [ln for ln in result.stderr.splitlines() if ln.startswith("note: --emit")]
     assert len(notes) == 1 and "mooncake not written" in notes[0] and "no host tier" in notes[0]
+
+
+def test_the_cli_replays_the_page_of_the_first_engine_asked_for(tmp_path) -> None:
+    """`analyze --emit sglang-hicache --emit vllm`: replayed at SGLang's 64-token pages.
+
+    SGLang's files carry the page the verdict was replayed at; vLLM, whose 16-token blocks the
+    verdict never ran, is refused with one note line saying how to get its deployment.
+    """
+    out = tmp_path / "cfg"
+    args = ["analyze", str(TRACE), "--model", "qwen2.5-32b", "--kv-dtype", "fp8"]
+    args += ["--instance", "p5en.48xlarge", "--quiet", "--emit", "sglang-hicache"]
+    args += ["--emit", "vllm", "-o", str(out), "-o", str(tmp_path / "report.json")]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    vs = report["recommendation"]["verdict"]
+    v = next(x for x in vs["verdicts"] if x["provider"] == vs["primary"])
+    assert {s["page_tokens"] for s in v["stages"]} == {64}
+    settings = _launch_settings({"sglang-serving.sh": (out / "sglang-serving.sh").read_text()})
+    assert settings["sglang-serving.sh"]["page-size"] == 64
+    assert not list(out.glob("vllm-*"))
+    notes = [ln for ln in result.stderr.splitlines() if ln.startswith("note: --emit")]
+    assert len(notes) == 1 and notes[0].startswith("note: --emit vllm not written: vLLM runs 16")
+    assert "--emit vllm first (or alone)" in notes[0]

@@ -18,9 +18,10 @@ from advice_traces import CAPACITY_BANDWIDTH_SLO, slo_for
 from analysis_cache import analysed
 
 import kvadvisor
-from kvadvisor.emit import TARGETS, emit_all
+from kvadvisor.emit import TARGETS, emit_all, emit_targets
 from kvadvisor.emit.deployment import deployment_from_report
 from kvadvisor.emit.kvcache import kv_dtype_read
+from kvadvisor.engines import registry
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
@@ -43,17 +44,40 @@ ENGINES = [t for t in TARGETS if t != "plan"]
 NEEDS_HOST_TIER = ("mooncake",)
 
 
-def _emit(path: Path, trace, report, out: Path) -> list[str]:  # type: ignore[no-untyped-def]
-    """Write every target the deployment can take; the others must refuse, saying why."""
+# SGLang HiCache runs 64-token pages, vLLM 16-token blocks: a dense model's verdict replayed for
+# vLLM refuses SGLang (emit/kvcache.py check_page), so SGLang's deployment is analysed for it. The
+# two whole traces are analysed once only (their heads are in the samples as well).
+WHOLE = ("azure_code.csv.zst", "mooncake_conversation.parquet")
+
+
+def _emit_one(path: Path, report, out: Path, engines: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    """Write the targets of ``engines`` the deployment can take; the others must say why."""
     v = report.recommendation.verdict.primary_verdict
     host = all(any(t.name == "host" for t in s.tiers) for s in v.stages)
-    targets = [t for t in TARGETS if host or t not in NEEDS_HOST_TIER]
-    for name, text in emit_all(report, targets, f"kvadvisor analyze {path.name}").items():
+    asked = [t for t in engines if host or t not in NEEDS_HOST_TIER]
+    files, refused = emit_targets(report, [*asked, "plan"], f"kvadvisor analyze {path.name}")
+    for name, text in files.items():
         (out / name).write_text(text)
-    for engine in set(TARGETS) - set(targets):
+    for engine in set(engines) - set(asked):
         with pytest.raises(ConfigError, match="no host tier"):
             emit_all(report, [engine], "kvadvisor analyze")
-    return targets
+    for engine, why in refused.items():
+        assert "-token KV pages" in why, (engine, why)
+    return [t for t in asked if t not in refused]
+
+
+def _emit(path: Path, report, out: Path, again) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every target: those the report was replayed for, then SGLang's from its own analysis.
+
+    ``again(engine)`` analyses the trace for ``engine`` (its KV page).
+    """
+    written = _emit_one(path, report, out, ENGINES)
+    if "sglang-hicache" not in written and path.name not in WHOLE:
+        # asked with vLLM, which is refused (its page differs): the plan is named per engine
+        sglang = _emit_one(path, again("sglang-hicache"), out, ["sglang-hicache", "vllm"])
+        assert sglang == ["sglang-hicache"]
+        written += sglang
+    return written
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
@@ -65,11 +89,22 @@ def emitted(request, tmp_path_factory):
     path = request.param
     trace = read_trace(path)
     options = AnalyzeOptions(slo=slo_for(path))
+
+    def again(engine: str):  # type: ignore[no-untyped-def]
+        return analysed(
+            tmp_path_factory,
+            path,
+            trace,
+            replace(options, engine=engine),
+            version="test",
+            generated_at="2026-01-01T00:00:00",
+        )
+
     report = analysed(
         tmp_path_factory, path, trace, options, version="test", generated_at="2026-01-01T00:00:00"
     )
     out = tmp_path_factory.mktemp(path.name.split(".")[0])
-    return path, trace, out, _emit(path, trace, report, out)
+    return path, trace, out, _emit(path, report, out, again)
 
 
 @pytest.fixture(scope="module")
@@ -143,9 +178,18 @@ def pinned(request, tmp_path_factory):
     path = request.param
     trace = read_trace(path)
     options = AnalyzeOptions(instance=("p5en.48xlarge",), slo=slo_for(path))
+
+    def again(engine: str):  # type: ignore[no-untyped-def]
+        return analyze(
+            trace,
+            replace(options, engine=engine),
+            version="test",
+            generated_at="2026-01-01T00:00:00",
+        )
+
     report = analyze(trace, options, version="test", generated_at="2026-01-01T00:00:00")
     out = tmp_path_factory.mktemp(path.name.split(".")[0] + "-p5en")
-    return trace, out, _emit(path, trace, report, out)
+    return trace, out, _emit(path, report, out, again)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -211,16 +255,6 @@ LAUNCHES = {
     "dynamo-kvbm": ("dynamo-", "dynamo-frontend.sh"),
     "sglang-hicache": ("sglang-", "sglang-router.sh"),
 }
-# Differences the round trip finds today, each with why; the test fails on any other, and on
-# one of these that is gone (so the table shrinks as the writers catch up). Keys: (target or
-# "*", field, "" for every stage or the stage's role).
-VLLM_TARGETS = ("vllm", "lmcache", "mooncake", "dynamo-kvbm")
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("sglang-hicache", "page_tokens", ""): "SGLang's HiCache page is 64 tokens (one storage "
-    "object per page), the replay's is the vLLM block",
-    ("dynamo-kvbm", "router", "decode"): "Dynamo's one frontend routes every stage with the "
-    "first stage's router (tests/test_emit_router.py)",
-}
 
 
 def _replayed(report, stage) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -252,14 +286,19 @@ def _read_back(target: str, files: dict[str, str], role: str) -> dict[str, objec
     return out
 
 
-def _differences(report, targets) -> set[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
-    """(target, field, stage) of every field whose read-back value is not the replayed one."""
-    files = emit_all(report, list(targets), "kvadvisor analyze")
+def _differences(reports, targets) -> set[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
+    """(target, field, stage) of every field whose read-back value is not the replayed one.
+
+    ``reports(target)`` is the analysis replayed for the target's engine (its KV page).
+    """
     found = set()
     for target in targets:
+        report = reports(target)
+        files = emit_all(report, [target], "kvadvisor analyze")
         for stage in report.recommendation.verdict.primary_verdict.stages:
             role = str(stage.role)
             back, want = _read_back(target, files, role), _replayed(report, stage)
+            assert set(back) == set(want)
             for field, value in want.items():
                 if back[field] != value:
                     found.add((target, field, role))
@@ -275,90 +314,129 @@ def _verdict(report, topology: str):  # type: ignore[no-untyped-def]
     return replace(report, recommendation=rec)
 
 
-# ... and on an MLA model, where the writers give vLLM FlashMLA's 64-token blocks
-MLA_KNOWN = {
-    (t, "page_tokens", ""): "vLLM's FlashMLA block is 64 tokens (engines/vllm.py); the verdict "
-    "was replayed at its own page"
-    for t in VLLM_TARGETS
-}
-
-
-def _expected(targets, roles, known=KNOWN) -> set[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
-    """The known differences of ``targets`` on stages ``roles``."""
-    return {
-        (t, f, role) for (t, f, r) in known for role in roles if t in targets and r in ("", role)
-    }
-
-
 ROUNDTRIP_TARGETS = ("vllm", "lmcache", "dynamo-kvbm", "sglang-hicache")
 
 
+def _per_engine(analyse, topology: str | None = None):  # type: ignore[no-untyped-def]
+    """Each target's analysis: the one replayed for its engine's KV page (``analyse(engine)``).
+
+    The default analysis replays vLLM's page; a target that runs another (SGLang HiCache's
+    64-token page for a dense model) gets the analysis replayed for it.
+    """
+    done: dict[str | None, object] = {}
+
+    def once(engine: str | None):  # type: ignore[no-untyped-def]
+        if engine not in done:
+            done[engine] = analyse(engine)
+        return done[engine]
+
+    def report_for(target: str):  # type: ignore[no-untyped-def]
+        report = once(None)
+        v = report.recommendation.verdict.primary_verdict
+        if topology is not None:
+            report = _verdict(report, topology)
+            v = report.recommendation.verdict.primary_verdict
+        attention = deployment_from_report(report).attention
+        if all(
+            registry.page_for(target, attention, s.gpu_architecture).tokens == s.page_tokens
+            for s in v.stages
+        ):
+            return report
+        own = once(target)
+        return _verdict(own, topology) if topology is not None else own
+
+    return report_for
+
+
 @pytest.fixture(scope="module")
-def azure_report(tmp_path_factory):  # type: ignore[no-untyped-def]
-    """The Azure code sample's analysis (tests/test_advice_roundtrip.py's: computed once)."""
-    return analysed(
-        tmp_path_factory,
-        AZURE,
-        read_trace(AZURE),
-        AnalyzeOptions(slo=slo_for(AZURE)),
-        version="test",
-        generated_at="2026-01-01T00:00:00",
-    )
+def azure_reports(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The Azure code sample's analysis for an engine (None: the default, vLLM's page).
+
+    The default one is tests/test_advice_roundtrip.py's too: computed once.
+    """
+
+    def analyse(engine: str | None):  # type: ignore[no-untyped-def]
+        return analysed(
+            tmp_path_factory,
+            AZURE,
+            read_trace(AZURE),
+            AnalyzeOptions(slo=slo_for(AZURE), engine=engine),
+            version="test",
+            generated_at="2026-01-01T00:00:00",
+        )
+
+    return analyse
 
 
 @pytest.mark.parametrize("topology", ["aggregated", "disaggregated"])
-def test_every_field_reads_back_as_replayed(azure_report, topology) -> None:
+def test_every_field_reads_back_as_replayed(azure_reports, topology) -> None:
     """KV dtype, page, context, TP, batch budget, sequences and router, file by file.
 
-    Every engine target is emitted for the verdict of each topology, each stage's launch file
-    and the router file are read back as `review` reads them, and each field is compared with
-    the value the verdict was replayed with. Mooncake refuses these verdicts (no host tier:
+    Every engine target is emitted for the verdict of each topology, from the analysis replayed
+    for its engine's page, each stage's launch file and the router file are read back as
+    `review` reads them, and each field is compared with the value the verdict was replayed
+    with: none differs. Mooncake refuses these verdicts (no host tier:
     tests/test_emit_router.py), so it is checked on the FP8 run below.
     """
-    report = _verdict(azure_report, topology)
-    roles = [str(s.role) for s in report.recommendation.verdict.primary_verdict.stages]
+    reports = _per_engine(azure_reports, topology)
+    roles = [str(s.role) for s in reports("vllm").recommendation.verdict.primary_verdict.stages]
     assert len(roles) == (1 if topology == "aggregated" else 2)
-    found = _differences(report, ROUNDTRIP_TARGETS)
-    assert found == _expected(ROUNDTRIP_TARGETS, roles)
+    assert _differences(reports, ROUNDTRIP_TARGETS) == set()
+    # SGLang's deployment was replayed at its own 64-token pages, vLLM's at 16-token blocks
+    pages = {
+        t: {s.page_tokens for s in reports(t).recommendation.verdict.primary_verdict.stages}
+        for t in ROUNDTRIP_TARGETS
+    }
+    assert pages == {"vllm": {16}, "lmcache": {16}, "dynamo-kvbm": {16}, "sglang-hicache": {64}}
 
 
 @pytest.mark.parametrize(
-    ("model", "kv_dtype", "weight_dtype", "slo"),
+    ("model", "kv_dtype", "weight_dtype", "slo", "pages"),
     [
-        ("qwen2.5-32b", "fp8", None, None),
+        ("qwen2.5-32b", "fp8", None, None, {"vllm": 16, "sglang-hicache": 64}),
         # DeepSeek-V3 at FP8 weights on H200s meets only a loose SLO on this trace
-        # (tests/test_emit_kvcache.py)
-        ("deepseek-v3", "bf16", "fp8", "ttft_p99=60s,tpot_p99=1s"),
+        # (tests/test_emit_kvcache.py); FlashMLA's 64-token pages in vLLM and SGLang alike
+        (
+            "deepseek-v3",
+            "bf16",
+            "fp8",
+            "ttft_p99=60s,tpot_p99=1s",
+            {"vllm": 64, "sglang-hicache": 64},
+        ),
     ],
     ids=["fp8-kv", "mla"],
 )
 def test_fp8_kv_and_mla_read_back_as_replayed(
-    tmp_path_factory, model, kv_dtype, weight_dtype, slo
+    tmp_path_factory, model, kv_dtype, weight_dtype, slo, pages
 ) -> None:
     """The same comparison on a p5en.48xlarge fleet: Qwen2.5-32B at FP8 KV, DeepSeek-V3 (MLA)."""
-    options = AnalyzeOptions(
-        model=model,
-        kv_dtype=kv_dtype,
-        weight_dtype=weight_dtype,
-        instance=("p5en.48xlarge",),
-        slo=slo,
-        replay=False,
-    )
-    report = analysed(
-        tmp_path_factory,
-        CONVERSATION,
-        read_trace(CONVERSATION),
-        options,
-        version="test",
-        generated_at="2026-01-01T00:00:00",
-    )
+
+    def analyse(engine: str | None):  # type: ignore[no-untyped-def]
+        options = AnalyzeOptions(
+            model=model,
+            kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype,
+            instance=("p5en.48xlarge",),
+            slo=slo,
+            replay=False,
+            engine=engine,
+        )
+        return analysed(
+            tmp_path_factory,
+            CONVERSATION,
+            read_trace(CONVERSATION),
+            options,
+            version="test",
+            generated_at="2026-01-01T00:00:00",
+        )
+
+    reports = _per_engine(analyse)
+    report = reports("vllm")
     assert deployment_from_report(report).kv_dtype == kv_dtype
     v = report.recommendation.verdict.primary_verdict
-    roles = [str(s.role) for s in v.stages]
     host = all(any(t.name == "host" for t in s.tiers) for s in v.stages)
     targets = ROUNDTRIP_TARGETS + (("mooncake",) if host else ())
-    found = _differences(report, targets)
-    known = {**KNOWN, **MLA_KNOWN} if model == "deepseek-v3" else KNOWN
-    assert found == _expected(targets, roles, known)
-    if model == "deepseek-v3":
-        assert {s.page_tokens for s in v.stages} != {64}  # what MLA_KNOWN says
+    assert _differences(reports, targets) == set()
+    for target, page in pages.items():
+        stages = reports(target).recommendation.verdict.primary_verdict.stages
+        assert {s.page_tokens for s in stages} == {page}, target

@@ -26,6 +26,7 @@ from kvadvisor.emit.deployment import deployment_from_report
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
+from kvadvisor.pipeline.review import review_plans
 from kvadvisor.plan import engine_settings_table, load_plan
 from kvadvisor.plan.engine_files import EngineFileError, file_routers, read_engine_file
 from kvadvisor.planreview.settings import engine_facts
@@ -76,9 +77,12 @@ def _options(words: list[str]) -> dict[str, list[list[str]]]:
     return out
 
 
-def _verdict_report(topology: str):  # type: ignore[no-untyped-def]
-    """The sample trace's analysis, with its best verdict of ``topology`` as the primary."""
-    report = _analysis()
+def _verdict_report(topology: str, engine: str | None = None):  # type: ignore[no-untyped-def]
+    """The sample trace's analysis, with its best verdict of ``topology`` as the primary.
+
+    ``engine``: the analysis replayed for that engine's KV page (None: vLLM's).
+    """
+    report = _analysis(engine)
     vs = report.recommendation.verdict
     pick = next((v for v in vs.verdicts if v.chosen and v.topology == topology), None)
     assert pick is not None, [(v.provider, v.topology, v.chosen) for v in vs.verdicts]
@@ -89,25 +93,35 @@ def _verdict_report(topology: str):  # type: ignore[no-untyped-def]
 _CACHE: dict[str, Any] = {}
 
 
-def _analysis():  # type: ignore[no-untyped-def]
-    if "report" not in _CACHE:
-        _CACHE["report"] = analyze(
+def _analysis(engine: str | None = None):  # type: ignore[no-untyped-def]
+    key = f"report-{engine}"
+    if key not in _CACHE:
+        _CACHE[key] = analyze(
             read_trace(TRACE),
-            AnalyzeOptions(slo=slo_for(TRACE)),
+            AnalyzeOptions(slo=slo_for(TRACE), engine=engine),
             version="test",
             generated_at="2026-01-01T00:00:00",
         )
-    return _CACHE["report"]
+    return _CACHE[key]
 
 
 @pytest.fixture(scope="module", params=["aggregated", "disaggregated"])
 def emitted(request):  # type: ignore[no-untyped-def]
-    """(verdict, {target: router file text}) for the trace's verdict of each topology."""
+    """(verdict, {target: router file text}, {target: its verdict}) for each topology.
+
+    SGLang runs 64-token pages: its files come from the analysis replayed for it (the others'
+    verdict was replayed at vLLM's 16-token blocks, which SGLang's emit refuses).
+    """
     report, verdict = _verdict_report(request.param)
-    out = {}
+    sglang, sglang_verdict = _verdict_report(request.param, "sglang-hicache")
+    with pytest.raises(ConfigError, match="64-token KV pages"):
+        emit_all(report, ["sglang-hicache"], "kvadvisor analyze")
+    out, verdicts = {}, {}
     for target, (name, _) in ROUTERS.items():
+        verdicts[target] = sglang_verdict if target == "sglang-hicache" else verdict
         try:
-            files = emit_all(report, [target], "kvadvisor analyze")
+            mine = sglang if target == "sglang-hicache" else report
+            files = emit_all(mine, [target], "kvadvisor analyze")
         except ConfigError as exc:
             # Mooncake's store is host memory: a stage without a host tier is refused, saying so
             assert target == "mooncake" and "no host tier" in str(exc), (target, exc)
@@ -115,7 +129,7 @@ def emitted(request):  # type: ignore[no-untyped-def]
         out[target] = files[name]
     # the sample trace's verdicts keep no host tier: its router is checked on the emit fixtures
     assert set(ROUTERS) - set(out) == {"mooncake"}
-    return verdict, out
+    return verdict, out, verdicts
 
 
 def _check_options(target: str, text: str) -> dict[str, list[list[str]]]:
@@ -159,7 +173,8 @@ def test_http_router_policy_and_workers(emitted, target) -> None:
 
     SGLang: one per server, with --dp-aware reaching each data-parallel replica.
     """
-    verdict, files = emitted
+    _, files, verdicts = emitted
+    verdict = verdicts[target]
     opts = _options(_words(files[target]))
     stages = _stages(verdict)
     sglang = target == "sglang-hicache"
@@ -187,13 +202,15 @@ def test_http_router_policy_and_workers(emitted, target) -> None:
 
 def test_dynamo_frontend_is_the_kv_router_with_kv_events(emitted) -> None:
     """Dynamo: the frontend's KV router for a prefix-aware plan, fed by every worker's events."""
-    verdict, files = emitted
+    verdict, files, _ = emitted
     opts = _options(_words(files["dynamo-kvbm"]))
     first = verdict.stages[0]
     assert opts["router-mode"] == [[DYNAMO_MODE[first.router]]]
     assert first.router == "prefix_aware" and opts["router-mode"] == [["kv"]]
     assert opts["router-kv-overlap-score-weight"] == [["1.0"]]
     assert "router-kv-events" in opts
+    # disaggregated: every request goes through a prefill worker, as replayed
+    assert ("enforce-disagg" in opts) == (verdict.topology == "disaggregated")
     report, _ = _verdict_report(str(verdict.topology))
     workers = emit_all(report, ["dynamo-kvbm"], "kvadvisor analyze")
     events = _keys("vllm-kv-events")
@@ -228,7 +245,7 @@ def test_round_robin_plans_start_round_robin_routers() -> None:
 
 def test_router_files_are_valid_bash(emitted) -> None:
     """`bash -n` parses every router file (placeholders quoted, continuation lines joined)."""
-    _, files = emitted
+    _, files, _ = emitted
     for target, text in files.items():
         run = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
         assert run.returncode == 0, (target, run.stderr)
@@ -238,25 +255,17 @@ def test_router_file_reads_back_as_each_stages_replayed_router(emitted) -> None:
     """Each router file, read back as `review` reads it, gives every stage its replayed router.
 
     The files go through plan/engine_files.py; an edited policy reads back as another router.
-
-    Found: on the disaggregated verdict (prefill prefix_aware, decode least_outstanding) Dynamo's
-    one frontend routes both stages with the prefill's KV router.
+    Dynamo's one frontend realises the disaggregated verdict too: its prefill router runs the
+    mode, and with --enforce-disagg the decode workers are routed by load (least_outstanding).
     """
-    verdict, files = emitted
+    _, files, verdicts = emitted
     table = engine_settings_table()
     for target, text in files.items():
         name = ROUTERS[target][0]
         (settings,) = read_engine_file(name, text, table).values()
         routers = file_routers(settings["router"])
-        for s in verdict.stages:
+        for s in verdicts[target].stages:
             read = routers.get(str(s.role), routers.get("*"))
-            if target == "dynamo-kvbm" and s is not verdict.stages[0]:
-                # Dynamo's frontend has one router mode (and one overlap weight) for the fleet:
-                # the first stage's. A later stage replayed with another router is a known
-                # difference, and the file must say which router the replay gave it.
-                assert read == verdict.stages[0].router
-                assert f"the replay's router: {s.router}" in text, s.role
-                continue
             assert read == s.router, (target, s.role)
         for word in ("--policy cache_aware", "--prefill-policy cache_aware", "--router-mode kv"):
             if word in text:
@@ -293,3 +302,58 @@ def test_a_router_file_launched_by_an_unknown_module_is_refused() -> None:
     with pytest.raises(EngineFileError, match="launched by no router this reader knows") as exc:
         read_engine_file("vllm-router.sh", edited, engine_settings_table())
     assert "vllm_router.launch_router" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_dynamo_refuses_a_decode_router_it_does_not_run() -> None:
+    """A disaggregated plan whose decode router is not Dynamo's (load, under the KV mode).
+
+    Dynamo's frontend has one --router-mode; its decode workers are routed at overlap weight 0
+    (Dynamo's replay of its frontend, lib/mocker/src/replay/offline/disagg.rs). A prefix-aware
+    decode stage cannot be expressed: the target is refused with one line saying what to give.
+    """
+    report, verdict = _verdict_report("disaggregated")
+    assert [s.router for s in verdict.stages] == ["prefix_aware", "least_outstanding"]
+    stages = tuple(
+        replace(s, router="prefix_aware") if str(s.role) == "decode" else s for s in verdict.stages
+    )
+    vs = report.recommendation.verdict
+    edited = replace(
+        vs,
+        verdicts=tuple(replace(v, stages=stages) if v is verdict else v for v in vs.verdicts),
+    )
+    bad = replace(report, recommendation=replace(report.recommendation, verdict=edited))
+    with pytest.raises(ConfigError, match="decode router prefix_aware cannot be expressed") as exc:
+        emit_all(bad, ["dynamo-kvbm"], "kvadvisor analyze")
+    assert "\n" not in str(exc.value) and "router: least_outstanding" in str(exc.value)
+    # the HTTP routers have a policy per stage: they take it
+    text = emit_all(bad, ["vllm"], "kvadvisor analyze")["vllm-router.sh"]
+    assert _options(_words(text))["decode-policy"] == [["cache_aware"]]
+
+
+def test_review_fails_a_router_file_whose_policy_is_not_the_plans(tmp_path) -> None:
+    """EL33: the router file, read back, must route each stage with the plan's router.
+
+    The plan routes both stages round robin (a report without a verdict); the emitted file
+    passes, and the same file edited to route prefill cache-aware fails on that stage alone.
+    """
+    report = emit_report(decode=(HOST,))
+    files = emit_all(report, ["vllm", "plan"], "kvadvisor analyze")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+
+    def el33() -> dict[str, tuple[str, str]]:
+        review = review_plans(read_trace(TRACE), [load_plan(tmp_path / "plan.yaml")])[0]
+        return {str(c.stage): (c.status, c.message) for c in review.checks if c.code == "EL33"}
+
+    assert {s: v[0] for s, v in el33().items()} == {"prefill": "pass", "decode": "pass"}
+    text = files["vllm-router.sh"]
+    assert "--prefill-policy round_robin" in text
+    (tmp_path / "vllm-router.sh").write_text(
+        text.replace("--prefill-policy round_robin", "--prefill-policy cache_aware")
+    )
+    found = el33()
+    assert found["decode"][0] == "pass" and found["prefill"][0] == "fail"
+    assert (
+        "routes this stage prefix_aware, the plan (and its replay) round_robin"
+        in (found["prefill"][1])
+    )

@@ -183,12 +183,17 @@ def mooncake_head() -> TraceArrays:
 
 
 def test_hit_ratio_equals_the_exact_cache_engine_one_replica(mooncake_head: TraceArrays) -> None:
-    """Unbounded tiers, one replica: the replay's hit ratio is the engine's, tier by tier."""
+    """Unbounded tiers, one replica: the replay's hit ratio is the engine's, tier by tier.
+
+    The replay counts whole KV pages (16 tokens here): each of the engine's hits, which end
+    at the prompt's end inside a 512-token block, is rounded down to the page.
+    """
     step, pool, model = qwen3_h200()
     dram = TierSpec("dram", "dram", Scope.REPLICA, None, 50e9, 50e9)
-    dep = Deployment(
-        "hits", Topology.AGGREGATED, (serving(step, pool, tiers=(dram,)),), kv_model(model)
-    )
+    stage = serving(step, pool, tiers=(dram,))
+    page = stage.scheduler.page_tokens
+    assert page == 16
+    dep = Deployment("hits", Topology.AGGREGATED, (stage,), kv_model(model))
     run = run_replay(mooncake_head, dep, ReplayOptions(drain_cap_s=1e6))
     res = replay(mooncake_head, dep, options=ReplayOptions(drain_cap_s=1e6))
     # the engine, from the trace's own hashes (not the replay's dense ids)
@@ -199,16 +204,21 @@ def test_hit_ratio_equals_the_exact_cache_engine_one_replica(mooncake_head: Trac
     engine = simulate_arrays(
         offsets[: n + 1], values[: offsets[n]], inp, 512, warmup_requests=0, warmup_fraction=0.0
     )
-    assert res.hit_ratio == pytest.approx(engine.token_hit_ratio[0], rel=1e-12)
     split = tier_hit_tokens_per_request(engine, [CacheTier("gpu", pool), CacheTier("dram", None)])
+    gpu_hit = split[0] // page * page
+    all_hit = (split[0] + split[1]) // page * page
+    # the case: some hits end inside a page
+    assert ((split[0] + split[1]) % page != 0).any()
+    assert all_hit.sum() < (split[0] + split[1]).sum()
+    assert res.hit_ratio == pytest.approx(all_hit.sum() / inp.sum(), rel=1e-12)
     st = run.stages[0]
     gpu_served = st.hit_tokens - st.tier_hit_tokens.sum(axis=0)
     assert split[1].sum() > 0
-    assert gpu_served.sum() == split[0].sum()
-    assert st.tier_hit_tokens[0].sum() == split[1].sum()
+    assert gpu_served.sum() == gpu_hit.sum()
+    assert st.tier_hit_tokens[0].sum() == (all_hit - gpu_hit).sum()
     # every hit below the GPU was loaded (no recompute rule here)
-    assert st.loaded_tokens.sum() == split[1].sum()
-    assert res.tiers[0].hit_ratio == pytest.approx(split[1].sum() / inp.sum(), rel=1e-12)
+    assert st.loaded_tokens.sum() == (all_hit - gpu_hit).sum()
+    assert res.tiers[0].hit_ratio == pytest.approx((all_hit - gpu_hit).sum() / inp.sum(), rel=1e-12)
 
 
 # ---- loads sharing a tier, and the seed's cold read ---------------------------------------------

@@ -79,6 +79,7 @@ class AdvisorOptions:
     headroom: float = 0.0  # a target is met only within (1 - headroom) x it
     spare: bool = False  # N+1: one instance per stage beyond the fewest that meet the SLO
     price_kind: str = "on_demand"  # --price-kind: the rates the primary verdict compares
+    engine: str = "vllm"  # the serving engine the verdicts replay (its KV page)
 
 
 @dataclass(frozen=True)
@@ -751,6 +752,7 @@ def advise_report(
                 tp=None if deployment is None or deployment.tp_assumed else deployment.tp,
                 price_kind=options.price_kind,
                 executor=executor,
+                engine=options.engine,
             ),
         )
     advice = advise(

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from kvadvisor.advice.space import PAGE_TOKENS, Shape
+from kvadvisor.advice.space import Shape
 from kvadvisor.catalog.storage import StorageSpec
+from kvadvisor.engines import registry
 from kvadvisor.fleet import Deployment
 from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.plan.loader import PlanCatalogs, check_plan
@@ -140,8 +141,10 @@ def _tier_doc(t: TierPick, chunk_tokens: int) -> dict[str, Any]:
     return doc
 
 
-def _stage_doc(s: StagePick, chunk_tokens: int) -> dict[str, Any]:
+def _stage_doc(s: StagePick, chunk_tokens: int, engine: str, attention: str) -> dict[str, Any]:
     shape = s.shape
+    # the page the engine runs this model with on this GPU (engines/data/<engine>.yaml)
+    page = registry.page_for(engine, attention, shape.gpu.architecture).tokens
     doc: dict[str, Any] = {
         "instance": shape.instance.name,
         "count": s.count,
@@ -152,7 +155,7 @@ def _stage_doc(s: StagePick, chunk_tokens: int) -> dict[str, Any]:
         "scheduler": {
             "max_num_batched_tokens": shape.max_batched_tokens,
             "max_num_seqs": shape.max_seqs,
-            "page_tokens": PAGE_TOKENS,
+            "page_tokens": page,
             "preemption": "recompute",
         },
     }
@@ -174,8 +177,14 @@ def plan_document(
     slo: Mapping[str, float],
     name: str,
     description: str,
+    engine: str = "vllm",
+    attention: str = "gqa",
 ) -> dict[str, Any]:
-    """The candidate as a plan mapping (docs/review.md); ``slo`` in seconds (p99 keys kept)."""
+    """The candidate as a plan mapping (docs/review.md); ``slo`` in seconds (p99 keys kept).
+
+    Each stage's KV page is the one ``engine`` runs a model of ``attention`` with on the
+    stage's GPU (the engine registry's ``page``).
+    """
     tp = candidate.stages[0].shape.tp
     doc: dict[str, Any] = {
         "name": name,
@@ -191,7 +200,9 @@ def plan_document(
     if kept:
         doc["slo"] = kept
     doc["topology"] = candidate.topology.value
-    doc["stages"] = {s.role.value: _stage_doc(s, chunk_tokens) for s in candidate.stages}
+    doc["stages"] = {
+        s.role.value: _stage_doc(s, chunk_tokens, engine, attention) for s in candidate.stages
+    }
     return doc
 
 

@@ -137,6 +137,9 @@ class RecommendInputs:
     # Where the search's providers and replays run (docs/scale.md): here, one after another,
     # or on a Dask cluster. The verdicts are the same either way.
     executor: Executor = SERIAL
+    # The serving engine the deployment is replayed for: its KV page per model and GPU
+    # (engines/data/<engine>.yaml ``page``); vLLM's, whose scheduler the replay models.
+    engine: str = "vllm"
 
 
 def busiest_window(arrival_s: np.ndarray, size: int) -> tuple[int, int]:
@@ -265,6 +268,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         kv_dtype=inputs.kv_dtype,
         weight_dtype=inputs.weight_dtype,
         chunk_tokens=inputs.chunk_tokens,
+        engine=inputs.engine,
+        attention=model.attention,
         # The last part of the path (of a directory or URI given with its trailing slash too).
         name="kvadvisor-" + view.path.rstrip("/").rsplit("/", 1)[-1].split(".")[0],
         description=f"The deployment kvadvisor recommends for {view.path}",

@@ -37,9 +37,6 @@ from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.vocab import Stage
 
-# vLLM's KV block (page) size, the default the plan's replay uses too (docs/replay.md).
-PAGE_TOKENS = 16
-
 
 @dataclass(frozen=True)
 class Shape:

@@ -290,6 +290,7 @@ def stage_verdicts(
                 if outcome.run is None
                 else step_busy(outcome.run, pick.role),
                 transport=transport_of(inst),
+                gpu_architecture=shape.gpu.architecture,
             )
         )
     return tuple(out)

@@ -662,6 +662,8 @@ def analyze_cmd(
                 spare=spare,
                 price_kind=price_kind.value,
                 over_context=over_context.value,
+                # the verdicts replay the KV page of the first engine asked for (docs/emit.md)
+                engine=next((e for e in emit or () if e != "plan"), None),
                 workers=workers,
                 scheduler=scheduler,
             )

@@ -88,6 +88,10 @@ class StageView:
     # sequences); None for a report without a verdict, where the engine's defaults apply
     max_batched_tokens: int | None = None
     max_seqs: int | None = None
+    # the KV page the verdict was replayed at, and the GPU's architecture (which attention
+    # back-end an engine runs there); None for a report without a verdict
+    page_tokens: int | None = None
+    architecture: str | None = None
 
     @property
     def replicas_per_instance(self) -> int:
@@ -230,6 +234,8 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                 router=sv.router,
                 max_batched_tokens=sv.max_batched_tokens,
                 max_seqs=sv.max_seqs,
+                page_tokens=sv.page_tokens,
+                architecture=sv.gpu_architecture,
             )
         )
     return Deployment(

@@ -1,4 +1,4 @@
-"""The KV cache's dtype and, for MLA models, its page size, as each engine spells them.
+"""The KV cache's dtype and page size, as each engine spells them.
 
 The pool the verdict was replayed with was sized at the deployment's KV dtype (``--kv-dtype``),
 so the engine must store KV at that dtype: FP8 halves the bytes per token, and an engine left at
@@ -8,18 +8,20 @@ config/cache.py ``CacheDType``: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc
 fp8_e5m2, fp8_e4m3, bf16, bfloat16, fp4_e2m1). FP16 KV is written ``auto`` (the model's dtype):
 not every vLLM release lists float16.
 
-MLA models run on the MLA attention back-ends, whose kernels fix the page: vLLM's FlashMLA
-takes 64-token blocks only (vllm/v1/attention/backends/mla/flashmla.py
-``get_supported_kernel_block_sizes``: [64]); SGLang's FlashMLA back-end sets ``page_size`` 64
-(server_args.py ``_handle_attention_backend_compatibility``: "FlashMLA only supports a page_size
-of 64").
+The KV page is the engine's (engines/data/<engine>.yaml ``page``): vLLM's 16-token block for a
+dense model, SGLang HiCache's 64-token page (one storage object per page), and for an MLA model
+the page its MLA attention back-end fixes (FlashMLA 64; SGLang's TRT-LLM MLA 64, Cutlass MLA
+128). The verdict was replayed at one page, so an engine that runs another is refused
+(:func:`check_page`) rather than written with a page the replay never saw.
 """
 
 from __future__ import annotations
 
 from kvadvisor.emit.context import EmitContext
+from kvadvisor.emit.deployment import StageView
 from kvadvisor.emit.text import Setting
 from kvadvisor.engines import registry
+from kvadvisor.errors import ConfigError
 from kvadvisor.units import Unit, format_value
 
 VLLM_DTYPE_SOURCE = "vLLM vllm/config/cache.py CacheDType"
@@ -28,11 +30,6 @@ SGLANG_DTYPE_SOURCE = "SGLang python/sglang/srt/server_args.py kv_cache_dtype"
 _VALUES = {
     "vllm": {"fp8": "fp8", "bf16": "bfloat16", "fp16": "auto"},
     "sglang": {"fp8": "fp8_e4m3", "bf16": "bf16", "fp16": "auto"},
-}
-MLA_PAGE_TOKENS = 64  # FlashMLA, vLLM and SGLang alike (module docstring)
-MLA_PAGE_SOURCE = {
-    "vllm": "vLLM vllm/v1/attention/backends/mla/flashmla.py: FlashMLA takes 64-token blocks",
-    "sglang": "SGLang server_args.py: FlashMLA only supports a page_size of 64",
 }
 
 
@@ -65,6 +62,26 @@ def kv_dtype_read(value: object) -> str | None:
     return None
 
 
-def mla_page(ctx: EmitContext) -> bool:
-    """Whether the model is MLA, whose attention back-ends fix the page size."""
-    return ctx.dep.attention == "mla"
+def engine_page(ctx: EmitContext, engine: str, stage: StageView) -> registry.Page:
+    """The KV page ``engine`` runs the deployment's model with on ``stage``'s GPU."""
+    return registry.page_for(engine, ctx.dep.attention, stage.architecture)
+
+
+def check_page(ctx: EmitContext, engine: str) -> None:
+    """Refuse ``engine`` when it runs another KV page than the verdict was replayed at.
+
+    The page decides the pool in pages and which prefix hits count (a partial page is none),
+    so the files would start a deployment the replay did not run. An engine that declares no
+    page (one registered from outside) is not checked.
+    """
+    if not registry.engine(engine).page:
+        return
+    for stage in ctx.dep.stages:
+        page = engine_page(ctx, engine, stage)
+        if stage.page_tokens is not None and page.tokens != stage.page_tokens:
+            raise ConfigError(
+                f"{registry.engine(engine).label or engine} runs {page.tokens}-token KV pages "
+                f"on the {stage.stage} stage ({page.why}), and the verdict was replayed at "
+                f"{stage.page_tokens}-token pages, the page of the first --emit engine; give "
+                f"--emit {engine} first (or alone) to replay the deployment it runs"
+            )

@@ -45,6 +45,7 @@ SGLANG_MOONCAKE = (
 SGLANG_DISAGG = "SGLang python/sglang/srt/arg_groups/fields/disagg.py@07a7b67"
 SGLANG_PARALLEL = "SGLang python/sglang/srt/arg_groups/fields/parallel.py@00ac710"
 SGLANG_SCHEDULE = "SGLang python/sglang/srt/arg_groups/fields/schedule.py@144437f"
+SGLANG_MLA = "SGLang python/sglang/srt/server_args.py@469c63e"
 KVBM_SCOPE = (
     "Dynamo lib/llm/src/block_manager/distributed/leader.rs@ae2223b: blocks = "
     "DYN_KVBM_*_CACHE_GB * 1e9 / bytes per block, summed over the TP workers of one engine "

@@ -14,6 +14,7 @@ from typing import Any
 
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import deployment_from_report
+from kvadvisor.emit.kvcache import check_page
 from kvadvisor.emit.plan import emit_plan, plan_name
 from kvadvisor.engines import registry
 from kvadvisor.errors import ConfigError
@@ -84,6 +85,7 @@ def emit_config(
     ctx = _context(report, command)
     if engine == "plan":
         return emit_plan(ctx)
+    check_page(ctx, engine)
     return registry.engine(engine).emit(ctx)
 
 

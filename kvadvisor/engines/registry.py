@@ -101,6 +101,18 @@ class Engine:
     # emitted files every stage reads (a Mooncake master)
     shared_files: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
+    # The KV page it runs a model with, by attention (engines/data/<engine>.yaml ``page``;
+    # ``{engine: other}``: the other engine's, whose processes it runs); read by page_for.
+    page: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Page:
+    """The KV page an engine runs a model with: tokens, why (with its source), the back-end."""
+
+    tokens: int
+    why: str
+    backend: str | None = None  # the attention back-end that fixes it, when one does
 
 
 _TABLE: dict[str, Engine] = {}
@@ -130,7 +142,29 @@ def packaged_settings(module: str) -> dict[str, Any]:
     text = resources.files("kvadvisor.engines").joinpath(f"data/{module}.yaml")
     with resources.as_file(text) as path:
         doc = load_yaml(path, PlanError)
-    return {"settings": doc["engine"], "sources": doc["sources"]}
+    return {"settings": doc["engine"], "sources": doc["sources"], "page": doc.get("page", {})}
+
+
+def page_for(name: str, attention: str, architecture: str | None = None) -> Page:
+    """The KV page engine ``name`` runs a model of ``attention`` with on a GPU ``architecture``.
+
+    A dense model (``gqa``) gets the engine's page; an MLA model the page its MLA attention
+    back-end fixes, the back-end picked per GPU architecture where the engine picks one.
+    """
+    e = engine(name)
+    table = e.page
+    if "engine" in table:
+        return page_for(str(table["engine"]), attention, architecture)
+    if not table:
+        raise ConfigError(f"engine '{name}' declares no KV page")
+    entry = table["mla" if attention == "mla" and "mla" in table else "gqa"]
+    backend = entry.get("backend")
+    if "backends" in entry:
+        picks = entry["backend"]
+        backend = str(picks.get(architecture or "*", picks["*"]))
+        entry = entry["backends"][backend]
+    why = f"{entry['why']} ({e.sources[entry['source']]})"
+    return Page(int(entry["tokens"]), why, None if backend is None else str(backend))
 
 
 def register(engine: Engine) -> Engine:

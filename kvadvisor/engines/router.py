@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView
 from kvadvisor.emit.text import Setting, placeholder, shell_script
+from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
 from kvadvisor.vocab import Stage
 
@@ -217,14 +218,39 @@ def http_router(ctx: EmitContext, engine: str, name: str) -> dict[str, str]:
     }
 
 
+def dynamo_decode_router(prefill_router: str) -> str:
+    """The router Dynamo's frontend gives a disaggregated decode stage under ``prefill_router``.
+
+    One ``--router-mode`` serves the fleet; in disaggregated serving its prefill router routes
+    the prefill workers, and the decode workers are routed by the same mode with the KV
+    router's overlap weight set to 0, on load alone (Dynamo's own replay of its frontend,
+    lib/mocker/src/replay/offline/disagg.rs@84809e0 ``derive_decode_router_config``).
+    """
+    return "round_robin" if prefill_router == "round_robin" else "least_outstanding"
+
+
 def dynamo_frontend(ctx: EmitContext, name: str) -> dict[str, str]:
-    """``name``: Dynamo's frontend with the router mode of the plan's first stage."""
+    """``name``: Dynamo's frontend with the router mode of the plan's first stage.
+
+    Disaggregated, that is the prefill stage's, and the decode stage gets the router Dynamo
+    gives it (:func:`dynamo_decode_router`); a plan whose decode router differs is refused.
+    """
     stage = ctx.dep.stages[0]
+    if ctx.disaggregated:
+        decode = ctx.dep.stages[-1]
+        real = dynamo_decode_router(stage.router)
+        if decode.router != real:
+            raise ConfigError(
+                f"Dynamo routes a disaggregated decode stage {real} when its prefill stage is "
+                f"routed {stage.router} (one --router-mode for the fleet; the decode router is "
+                f"its KV router at overlap weight 0); the plan's decode router {decode.router} "
+                "cannot be expressed: give the decode stage router: " + real
+            )
     modes = {DYNAMO_MODES[s.router][0] for s in ctx.dep.stages}
     mode, why = DYNAMO_MODES[stage.router]
     flags = [
         Setting("http-port", str(DYNAMO_HTTP_PORT), f"the frontend's default ({DYNAMO_FRONTEND})"),
-        Setting("router-mode", mode, f"the plan's router {stage.router}: {why}"),
+        Setting("router-mode", mode, f"the plan's {stage.stage} router {stage.router}: {why}"),
     ]
     if "kv" in modes:
         weight = "0.0" if stage.router == "least_outstanding" else DYNAMO_OVERLAP_WEIGHT
@@ -233,7 +259,12 @@ def dynamo_frontend(ctx: EmitContext, name: str) -> dict[str, str]:
                 "router-kv-overlap-score-weight",
                 weight,
                 "weight of the prompt tokens a worker already holds in its cost; the replay's "
-                "router_weight (docs/replay.md R3)",
+                "router_weight (docs/replay.md R3)"
+                + (
+                    "; the decode workers' router runs at weight 0 whatever this is"
+                    if ctx.disaggregated
+                    else ""
+                ),
             ),
             Setting(
                 "router-temperature",
@@ -247,6 +278,18 @@ def dynamo_frontend(ctx: EmitContext, name: str) -> dict[str, str]:
                 "router knows what each holds",
             ),
         ]
+    if ctx.disaggregated:
+        flags.append(
+            Setting(
+                "enforce-disagg",
+                None,
+                "every request is prefilled on a prefill worker, as replayed (no decode-side "
+                "prefill while prefill workers register); the mode above routes the prefill "
+                "workers, and the decode workers "
+                + ("on load alone (overlap weight 0)" if mode == "kv" else "round robin")
+                + f", the plan's decode router {ctx.dep.stages[-1].router} ({DYNAMO_FRONTEND})",
+            )
+        )
     notes = [
         f"{s.stage}: {s.replicas} dynamo.vllm worker(s) on {s.count} x {s.instance} register "
         f"themselves; the replay's router: {s.router}"

@@ -18,7 +18,7 @@ from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
-from kvadvisor.emit.kvcache import MLA_PAGE_SOURCE, MLA_PAGE_TOKENS, kv_dtype_flag, mla_page
+from kvadvisor.emit.kvcache import engine_page, kv_dtype_flag
 from kvadvisor.emit.sizing import Scope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
 from kvadvisor.emit.transport import mooncake_client_transport, sglang_transfer, transfer_plan
@@ -34,7 +34,6 @@ if TYPE_CHECKING:  # the review passes them in (importing it here would load the
     from kvadvisor.planreview.scope import FactSet
     from kvadvisor.planreview.settings import EngineSettings
 
-HICACHE_PAGE_TOKENS = 64  # hicache_best_practices.md examples use --page-size 64
 LOW_REUSE_HIT_RATIO = 0.20  # below this, writing every block through is mostly a write-only cost
 MOONCAKE_LOCAL_BUFFER_BYTES = 1 << 30  # Mooncake DEFAULT_LOCAL_BUFFER_SIZE (mooncake_config.py)
 
@@ -174,14 +173,10 @@ def sglang_stage(
     env: list[Setting] = []
     notes: list[str] = []
     extra: dict[str, str] = {}
-    block = ctx.report.trace.block_tokens
-    page = math.gcd(HICACHE_PAGE_TOKENS, block) if block else HICACHE_PAGE_TOKENS
-    page_why = f"{page} tokens: the best-practice page ({sources.SGLANG_BEST})" + (
-        f", dividing the trace's {block}-token hash block" if block else ""
+    page = engine_page(ctx, "sglang-hicache", stage)
+    page_why = f"{page.tokens} tokens: {page.why}" + (
+        "; the page the verdict was replayed at" if stage.page_tokens else ""
     )
-    if mla_page(ctx):  # the MLA back-end fixes the page, whatever the trace's block
-        page = MLA_PAGE_TOKENS
-        page_why = f"{page} tokens: an MLA model runs on FlashMLA ({MLA_PAGE_SOURCE['sglang']})"
     flags = [
         Setting("model-path", placeholder("model-path-or-hf-id"), "the model to serve"),
         *context_flags(ctx, "sglang"),
@@ -198,7 +193,19 @@ def sglang_stage(
             "runs them behind one server, so HiCache runs in each of the "
             f"{stage.ranks_per_instance} rank processes ({sources.SGLANG_PARALLEL})",
         ),
-        Setting("page-size", str(page), page_why),
+        Setting("page-size", str(page.tokens), page_why),
+        *(
+            [
+                Setting(
+                    "attention-backend",
+                    page.backend,
+                    f"the MLA back-end SGLang runs on {stage.gpu or 'this GPU'} "
+                    f"({stage.architecture}), whose page is above ({sources.SGLANG_MLA})",
+                )
+            ]
+            if page.backend
+            else []
+        ),
         kv_dtype_flag(ctx, "sglang"),
         *_scheduler_flags(stage),
     ]

@@ -15,7 +15,7 @@ from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind
-from kvadvisor.emit.kvcache import MLA_PAGE_SOURCE, MLA_PAGE_TOKENS, kv_dtype_flag, mla_page
+from kvadvisor.emit.kvcache import engine_page, kv_dtype_flag
 from kvadvisor.emit.sizing import Scope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
 from kvadvisor.emit.transport import nixl_connector, transfer_plan
@@ -124,20 +124,19 @@ def model_flag() -> Setting:
 
 
 def block_flag(ctx: EmitContext, stage: StageView) -> Setting:
-    """The vLLM block: its default, or the 64 tokens FlashMLA takes for an MLA model."""
-    if mla_page(ctx):
-        return Setting(
-            "block-size",
-            str(MLA_PAGE_TOKENS),
-            f"an MLA model runs on FlashMLA, which takes {MLA_PAGE_TOKENS}-token blocks only "
-            f"({MLA_PAGE_SOURCE['vllm']}); vLLM's default {VLLM_BLOCK_TOKENS} would not start",
-        )
+    """The vLLM block the model runs with: the default 16, FlashMLA's 64 for an MLA model."""
+    page = engine_page(ctx, "vllm", stage)
     return Setting(
         "block-size",
-        str(VLLM_BLOCK_TOKENS),
-        f"vLLM's default {VLLM_BLOCK_TOKENS}-token block ({sources.VLLM_CACHE}); prefix "
-        f"hits land on block boundaries, and the {stage.chunk_tokens}-token KV chunk is a "
-        "multiple of it",
+        str(page.tokens),
+        f"{page.tokens}-token blocks: {page.why}"
+        + ("; the page the verdict was replayed at" if stage.page_tokens else "")
+        + " (prefix hits land on block boundaries)"
+        + (
+            f", and the {stage.chunk_tokens}-token KV chunk is a multiple of it"
+            if stage.chunk_tokens % page.tokens == 0
+            else ""
+        ),
     )
 
 

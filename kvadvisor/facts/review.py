@@ -369,6 +369,18 @@ ENGINE_FACT_SPECS: tuple[FactSpec, ...] = (
         "Whether the engine stores KV at another dtype than the plan (auto: the model's own).",
     ),
     _e(
+        "engine_file_router",
+        TEXT,
+        "The plan router the engine's router file realises for the stage (its policy read "
+        "back: cache_aware -> prefix_aware, power_of_two -> least_outstanding; Dynamo's mode).",
+    ),
+    _e("plan_router", TEXT, "The stage's router in the plan, the one its replay routed with."),
+    _e(
+        "engine_router_differs",
+        BOOL,
+        "Whether the router file routes the stage with another policy than the plan's router.",
+    ),
+    _e(
         "engine_tp",
         C,
         "The engine's tensor parallelism (vLLM --tensor-parallel-size, SGLang --tp-size).",

@@ -512,11 +512,15 @@ def _stage_inputs(
     gpu = np.zeros(m, np.int64)
     own = np.zeros((m, n_tier), np.int64)
     load = np.zeros((m, n_tier), np.int64)
+    # Engines cache whole pages: a hit ends at the last full page it covers (a page coarser
+    # than the trace's hash block loses the partial page, docs/replay.md).
+    page = stage.scheduler.page_tokens
     if stage.role is not Stage.DECODE and arrays.has_hashes and m:
         if assign is None:
             # the first pass of a load-aware router: the fleet's GPU pools as one cache
             idx = ctx.hit_index(rows, np.zeros(m, np.int64))
             gpu = idx.hit_tokens(float(stage.pool_tokens) * stage.replicas)[rows]
+            gpu = gpu // page * page
         else:
             units = {
                 Scope.REPLICA: assign,
@@ -524,11 +528,11 @@ def _stage_inputs(
                 Scope.POOLED: np.zeros(m, np.int64),
             }
             gpu = ctx.hit_index(rows, units[Scope.REPLICA]).hit_tokens(float(stage.pool_tokens))
-            gpu = gpu[rows]
+            gpu = gpu[rows] // page * page
             have = gpu.copy()
             for k, tier in enumerate(stage.tiers):
                 hits = ctx.hit_index(rows, units[tier.scope]).hit_tokens(tier.capacity_tokens)
-                own[:, k] = hits[rows]
+                own[:, k] = hits[rows] // page * page
                 cum = np.maximum(have, own[:, k])
                 load[:, k] = cum - have
                 have = cum

@@ -6,7 +6,8 @@ Defaults where the plan is silent, each from the engine it names:
   ``max-num-seqs``, else vLLM's ``EngineArgs.get_batch_defaults`` for the API server (8,192 and
   1,024 on GPUs of at least 70 GiB other than an A100; else 2,048 and 256: the vLLM engine
   module's ``batch_defaults``, through the registry);
-* the KV page: vLLM ``--block-size`` or SGLang ``--page-size``, else vLLM's 16;
+* the KV page: vLLM ``--block-size`` or SGLang ``--page-size``, else the one vLLM runs the
+  model with (16, 64 for MLA: the engine registry's ``page``);
 * the GPU KV pool: the plan's ``gpu_kv_pool`` per instance split over its replicas, else vLLM's
   ``gpu_memory_utilization`` (the plan's ``vllm.gpu-memory-utilization``, default 0.9) of each
   GPU minus its share of the weights;
@@ -68,11 +69,14 @@ def _batch_defaults(gpu: GpuSpec) -> tuple[int, int]:
     return registry.batch_defaults(gpu.name, gpu.memory_bytes)
 
 
-def _page_tokens(stage: StagePlan) -> int:
+def _page_tokens(stage: StagePlan, attention: str) -> int:
+    """The plan's page, else its engine settings', else the one vLLM runs this model with."""
     if stage.scheduler.page_tokens:
         return stage.scheduler.page_tokens
     page = registry.first(stage.engines, "page_tokens")
-    return VLLM_BLOCK_TOKENS if page is None else int(page)
+    if page is not None:
+        return int(page)
+    return registry.page_for("vllm", attention, stage.gpu.architecture).tokens
 
 
 def _load_plan(stage: StagePlan) -> tuple[KvLoadPlan, str]:
@@ -257,7 +261,7 @@ def _stage(
             scheduler=SchedulerSpec(
                 max_batched_tokens=sched.max_num_batched_tokens or batched,
                 max_seqs=sched.max_num_seqs or seqs,
-                page_tokens=_page_tokens(stage),
+                page_tokens=_page_tokens(stage, spec.attention),
                 preemption=Preemption(sched.preemption),
             ),
             router=RouterPolicy(stage.router),

@@ -833,7 +833,9 @@ def simulate_group(
                             if blk_masks[blk_ids[blk_offsets[q] + k], word] & bit == 0:
                                 break
                             k += 1
-                        overlap[x] = min(k * blk_tokens, input_tok[q])
+                        # whole pages only: a partial page is no hit
+                        matched = min(k * blk_tokens, input_tok[q])
+                        overlap[x] = matched // page_tokens * page_tokens
                 best = 0
                 best_cost = INF
                 for y in range(n_rep):

@@ -114,6 +114,7 @@ def advise_sections(
         headroom=options.headroom,
         spare=options.spare,
         price_kind=options.price_kind,
+        engine=options.engine or "vllm",
     )
     extra = stages.facts if stages is not None else None
     return advise_report(

@@ -51,6 +51,9 @@ class AnalyzeOptions(ProfileOptions):
     # Requests longer than the model's context (sections/context.py): auto, refuse, rope or
     # exclude; every decision is stated.
     over_context: str = "auto"
+    # The serving engine the deployment search replays for (None: vLLM's), whose KV page per
+    # model and GPU the verdicts run with; `analyze --emit ENGINE` replays for its first engine.
+    engine: str | None = None
     # Deployment plans to review against the trace (docs/review.md).
     plans: tuple[Plan, ...] = ()
     # Replay the recommended deployment closed loop (docs/replay.md) when the trace has at most

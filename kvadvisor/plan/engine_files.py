@@ -173,7 +173,12 @@ def file_routers(settings: Mapping[str, Any]) -> dict[str, str]:
         weight = settings.get("router-kv-overlap-score-weight")
         plan = "least_outstanding" if mode == "kv" and weight == 0 else None
         plan = plan or ("prefix_aware" if mode == "kv" else ROUTER_POLICIES.get(mode, str(mode)))
-        return {"*": plan}
+        if not settings.get("enforce-disagg"):
+            return {"*": plan}
+        # Disaggregated: the mode routes the prefill workers; the decode workers are routed by
+        # the same mode at overlap weight 0, on load (engines/router.py dynamo_decode_router).
+        decode = "least_outstanding" if mode == "kv" else plan
+        return {"prefill": plan, "decode": decode}
     out = {}
     for key, stage in (("policy", "*"), ("prefill-policy", "prefill"), ("decode-policy", "decode")):
         if key in settings:

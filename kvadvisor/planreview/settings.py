@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvadvisor.engines import registry
+from kvadvisor.plan.engine_files import file_routers
 from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.planreview.scope import FactSet
 
@@ -118,6 +119,24 @@ def _kv_dtype(f: FactSet, plan: Plan, e: registry.Engine, settings: dict[str, An
     f.add("engine_kv_dtype_differs", planned == "fp8" if stored is None else stored != planned)
 
 
+def _router(f: FactSet, stage: StagePlan, settings: dict[str, Any]) -> None:
+    """The router a router file (read under the engine's ``router``) runs for this stage.
+
+    The plan was replayed with the stage's ``router``; a file whose policy routes otherwise
+    starts another deployment than the one the verdict held for.
+    """
+    found = settings.get("router")
+    if not isinstance(found, dict):
+        return
+    routers = file_routers(found)
+    policy = routers.get(stage.stage, routers.get("*"))
+    if policy is None:
+        return
+    f.add("engine_file_router", policy)
+    f.add("plan_router", stage.router)
+    f.add("engine_router_differs", policy != stage.router)
+
+
 def engine_facts(plan: Plan, stage: StagePlan, pool: float | None) -> list[tuple[str, FactSet]]:
     """Facts of each engine configured on the stage: host and disk it takes, placeholders, TP."""
     s = EngineSettings(stage, plan, pool)
@@ -143,6 +162,7 @@ def engine_facts(plan: Plan, stage: StagePlan, pool: float | None) -> list[tuple
                 nowhere,
             )
         _kv_dtype(f, plan, e, settings)
+        _router(f, stage, settings)
         left = [p for p, v in _strings(settings, engine) if PLACEHOLDER_MARK in v]
         f.add("engine_placeholder_count", len(left))
         f.add("engine_placeholders", ", ".join(p.split(".", 1)[-1] for p in left) or "none")

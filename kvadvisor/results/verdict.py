@@ -222,6 +222,9 @@ class StageVerdict:
     # What each tier is worth (the primary verdict's stage that holds tiers), fastest first.
     tier_values: tuple[TierValue, ...] = ()
     transport: Transport | None = None  # the instance's network between instances
+    # The GPU's architecture (hopper, blackwell, ...): which attention back-end, and so which
+    # KV page, an engine runs (engines/data/<engine>.yaml ``page``); None when unknown.
+    gpu_architecture: str | None = None
 
     @property
     def replicas(self) -> int:
