@@ -8,18 +8,33 @@ therefore what ``--emit plan`` writes and what `kvadvisor review` replays.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from kvadvisor.advice.space import PAGE_TOKENS, Shape
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.fleet import Deployment
 from kvadvisor.fleet.fromplan import deployment_from_plan
-from kvadvisor.plan.loader import PlanCatalogs, check_plan
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
+from kvadvisor.plan.loader import (
+    PlanCatalogs,
+    check_plan,
+    instance_resources,
+    storage_capability,
+)
+from kvadvisor.plan.model import (
+    KvLoadPlan,
+    ModelPlan,
+    Plan,
+    SchedulerPlan,
+    Slo,
+    StagePlan,
+    StorageCapability,
+    TierPlan,
+)
+from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.vocab import Stage, Topology
 
 
@@ -38,7 +53,7 @@ class TierPick:
     capacity_bytes: float | None
     devices: int = 1
     storage: StorageSpec | None = None
-    inline: Mapping[str, Any] | None = None
+    inline: StorageCapability | None = None  # the capability, when no catalog entry names it
     usd_per_hour: float | None = 0.0  # every unit together
     price_basis: str = ""
     why: str = ""
@@ -111,58 +126,92 @@ class Candidate:
         return Candidate(self.provider, self.topology, stages, self.notes)
 
 
-def _gib(nbytes: float) -> str:
-    """Bytes as GiB to a millionth, rounded up (so a size read back is never short)."""
-    gib = math.ceil(nbytes / BYTES_PER_GIB * 1e6) / 1e6
-    return f"{gib:.6f}".rstrip("0").rstrip(".") + " GiB"  # exact: a plan value review reads
-
-
-def _rate(bytes_per_s: float) -> str:
-    """Bytes per second as GB/s, nine significant digits (rounded down by at most 5e-9)."""
-    return f"{bytes_per_s / BYTES_PER_GB:.9g} GB/s"  # exact: a plan value review reads
-
-
-def _tier_doc(t: TierPick, chunk_tokens: int) -> dict[str, Any]:
-    doc: dict[str, Any] = {"name": t.name}
+def _tier_plan(t: TierPick, chunk_tokens: int) -> TierPlan:
+    """The tier as the plan states it: a catalog entry by name, host memory inline."""
     if t.storage is not None:
-        doc["storage"] = t.storage.name
+        per_device = None if t.capacity_bytes is None else t.capacity_bytes / t.devices
+        storage = storage_capability(t.storage, per_device)
     else:
-        inline = dict(t.inline or {})
-        for key in ("read_bandwidth", "write_bandwidth"):
-            if isinstance(inline.get(key), (int, float)):
-                inline[key] = _rate(float(inline[key]))
-        doc["storage"] = inline
-    doc["capacity"] = None if t.capacity_bytes is None else _gib(t.capacity_bytes)
-    if t.devices != 1:
-        doc["devices"] = t.devices
-    doc["scope"] = t.scope
-    doc["io_tokens"] = chunk_tokens
-    return doc
+        assert t.inline is not None, t.name
+        storage = t.inline
+    return TierPlan(
+        name=t.name,
+        storage=storage,
+        capacity_bytes=t.capacity_bytes,
+        devices=t.devices,
+        shared=t.scope == "pooled",
+        spec=t.storage,
+        scope=t.scope,
+        io_tokens=chunk_tokens,
+    )
 
 
-def _stage_doc(s: StagePick, chunk_tokens: int) -> dict[str, Any]:
+def _stage_plan(s: StagePick, chunk_tokens: int) -> StagePlan:
     shape = s.shape
-    doc: dict[str, Any] = {
-        "instance": shape.instance.name,
-        "count": s.count,
-        "gpus_per_replica": shape.tp,
-        "replicas_per_instance": shape.replicas_per_instance,
-        "router": s.router,
-        "chunk_tokens": chunk_tokens,
-        "scheduler": {
-            "max_num_batched_tokens": shape.max_batched_tokens,
-            "max_num_seqs": shape.max_seqs,
-            "page_tokens": PAGE_TOKENS,
-            "preemption": "recompute",
-        },
-    }
-    if s.tiers:
-        doc["write_policy"] = "write_through"
-        doc["kv_load"] = {"mode": "async"}
-    # Decode KV is not kept in storage: the next turn's prefill looks up its prompt's blocks.
-    doc["save_decode_kv"] = False
-    doc["tiers"] = [_tier_doc(t, chunk_tokens) for t in s.tiers]
-    return doc
+    tiers = tuple(_tier_plan(t, chunk_tokens) for t in s.tiers)
+    host_memory, disk_cap, network = instance_resources(shape.instance)
+    return StagePlan(
+        stage=s.role,
+        instance=shape.instance.name,
+        count=s.count,
+        gpu=shape.gpu,
+        instance_spec=shape.instance,
+        gpus_per_instance=shape.instance.gpu_count,
+        host_memory_bytes=host_memory,
+        disk_bandwidth_cap_bytes_per_s=disk_cap,
+        tiers=tiers,
+        chunk_tokens=chunk_tokens,
+        gpus_per_replica=shape.tp,
+        replicas_per_instance=shape.replicas_per_instance,
+        scheduler=SchedulerPlan(
+            max_num_batched_tokens=shape.max_batched_tokens,
+            max_num_seqs=shape.max_seqs,
+            page_tokens=PAGE_TOKENS,
+            preemption="recompute",
+        ),
+        router=s.router,
+        write_policy="write_through" if tiers else None,
+        kv_load=KvLoadPlan(mode="async") if tiers else None,
+        # Decode KV is not kept in storage: the next turn's prefill looks up its prompt's blocks.
+        save_decode_kv=False,
+        network_bytes_per_s=network,
+    )
+
+
+def candidate_plan(
+    candidate: Candidate,
+    model: str,
+    kv_dtype: str,
+    weight_dtype: str,
+    chunk_tokens: int,
+    slo: Mapping[str, float],
+    name: str,
+    description: str,
+    catalogs: PerfCatalogs | None = None,
+) -> Plan:
+    """The candidate as a plan the replay runs as it stands; ``slo`` in seconds (p99 kept).
+
+    ``catalogs``: the GPU, model and efficiency catalogs the search sized it with (its step
+    times come from them); None leaves the model named only (a plan to write, not replay).
+    """
+    spec = None if catalogs is None else catalogs.model(model)
+    return Plan(
+        name=name,
+        path=name,
+        model=ModelPlan(
+            name=model,
+            kv_bytes_per_token=None,
+            spec=spec,
+            tp=candidate.stages[0].shape.tp,
+            kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype,
+        ),
+        stages=tuple(_stage_plan(s, chunk_tokens) for s in candidate.stages),
+        slo=Slo(ttft_p99_s=slo.get("ttft_p99_s"), tpot_p99_s=slo.get("tpot_p99_s")),
+        description=description,
+        topology=candidate.topology,
+        catalogs=catalogs or PerfCatalogs.packaged(),
+    )
 
 
 def plan_document(
@@ -175,24 +224,11 @@ def plan_document(
     name: str,
     description: str,
 ) -> dict[str, Any]:
-    """The candidate as a plan mapping (docs/review.md); ``slo`` in seconds (p99 keys kept)."""
-    tp = candidate.stages[0].shape.tp
-    doc: dict[str, Any] = {
-        "name": name,
-        "description": description,
-        "model": {"name": model, "tp": tp, "kv_dtype": kv_dtype, "weight_dtype": weight_dtype},
-    }
-    kept = {
-        k[: -len("_s")]: f"{v:.9g} s"  # exact: a plan value review reads
-        for k, v in slo.items()
-        if k.endswith("_p99_s")
-    }
-    kept = {k: v for k, v in kept.items() if k in ("ttft_p99", "tpot_p99")}
-    if kept:
-        doc["slo"] = kept
-    doc["topology"] = candidate.topology.value
-    doc["stages"] = {s.role.value: _stage_doc(s, chunk_tokens) for s in candidate.stages}
-    return doc
+    """The candidate's plan as the mapping plan.yaml holds (the one plan writer's)."""
+    plan = candidate_plan(
+        candidate, model, kv_dtype, weight_dtype, chunk_tokens, slo, name, description
+    )
+    return plan_mapping(plan)
 
 
 @lru_cache(maxsize=1)
