@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from test_plan_loader import GOOD
@@ -12,7 +13,14 @@ from test_plan_loader import GOOD
 from kvadvisor.plan import check_plan, load_plan
 from kvadvisor.plan.writer import plan_mapping, plan_yaml
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, parse_quantity
-from kvadvisor.units.written import written_rate, written_size, written_time
+from kvadvisor.units.written import (
+    rate_as_written,
+    size_as_written,
+    time_as_written,
+    written_rate,
+    written_size,
+    written_time,
+)
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples" / "plans").glob("*.yaml"))
 
@@ -80,3 +88,14 @@ def test_a_written_rate_and_time_keep_nine_significant_digits(rate: float) -> No
     assert written_rate(2 * BYTES_PER_GB) == "2 GB/s"
     seconds = rate / 1e12
     assert parse_quantity(written_time(seconds), "time") == pytest.approx(seconds, rel=5e-9)
+
+
+def test_the_values_as_written_are_what_the_text_reads_back_as() -> None:
+    """A plan built in memory holds them: bit for bit what its written plan loads to."""
+    rng = np.random.default_rng(29)
+    for value in np.exp(rng.uniform(np.log(1e-7), np.log(1e15), 3000)):
+        v = float(value)
+        size = parse_quantity(written_size(v), "size")
+        assert size_as_written(v) == size and written_size(size) == written_size(v)
+        assert rate_as_written(v) == parse_quantity(written_rate(v), "rate")
+        assert time_as_written(v / 1e6) == parse_quantity(written_time(v / 1e6), "time")

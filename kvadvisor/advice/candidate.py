@@ -1,15 +1,17 @@
-"""A candidate deployment, written as the plan document `review` and `replay` read.
+"""A candidate deployment, and the Plan the search replays and the verdict writes.
 
-The search never builds a replay deployment by hand: a candidate becomes a plan document
-(docs/review.md keys), the plan loader checks it, and the replay builds its deployment from
-it (:func:`kvadvisor.fleet.fromplan.deployment_from_plan`). What the search replayed is
+The search never builds a replay deployment by hand: a candidate becomes a
+:class:`~kvadvisor.plan.model.Plan` (:func:`candidate_plan`, its catalog entries resolved as
+the plan loader resolves them), the replay builds its deployment from that Plan
+(:func:`kvadvisor.fleet.fromplan.deployment_from_plan`), and the one plan writer
+(:mod:`kvadvisor.plan.writer`) writes it for the verdict. What the search replayed is
 therefore what ``--emit plan`` writes and what `kvadvisor review` replays.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -34,7 +36,7 @@ from kvadvisor.plan.model import (
     StorageCapability,
     TierPlan,
 )
-from kvadvisor.plan.writer import plan_mapping
+from kvadvisor.units import rate_as_written, size_as_written, time_as_written
 from kvadvisor.vocab import Stage, Topology
 
 
@@ -127,23 +129,38 @@ class Candidate:
 
 
 def _tier_plan(t: TierPick, chunk_tokens: int) -> TierPlan:
-    """The tier as the plan states it: a catalog entry by name, host memory inline."""
+    """The tier as the plan states it: a catalog entry by name, host memory inline.
+
+    Its quantities are the ones its written plan reads back as (``units.size_as_written``), so
+    the search replays the very deployment `review` and `replay` load from the plan file.
+    """
+    capacity = None if t.capacity_bytes is None else size_as_written(t.capacity_bytes)
     if t.storage is not None:
-        per_device = None if t.capacity_bytes is None else t.capacity_bytes / t.devices
+        per_device = None if capacity is None else capacity / t.devices
         storage = storage_capability(t.storage, per_device)
     else:
         assert t.inline is not None, t.name
-        storage = t.inline
+        inline = t.inline
+        storage = replace(
+            inline,
+            read_bytes_per_s=_maybe(rate_as_written, inline.read_bytes_per_s),
+            write_bytes_per_s=_maybe(rate_as_written, inline.write_bytes_per_s),
+            latency_s=_maybe(time_as_written, inline.latency_s),
+        )
     return TierPlan(
         name=t.name,
         storage=storage,
-        capacity_bytes=t.capacity_bytes,
+        capacity_bytes=capacity,
         devices=t.devices,
         shared=t.scope == "pooled",
         spec=t.storage,
         scope=t.scope,
         io_tokens=chunk_tokens,
     )
+
+
+def _maybe(as_written: Callable[[float], float], value: float | None) -> float | None:
+    return None if value is None else as_written(value)
 
 
 def _stage_plan(s: StagePick, chunk_tokens: int) -> StagePlan:
@@ -214,23 +231,6 @@ def candidate_plan(
     )
 
 
-def plan_document(
-    candidate: Candidate,
-    model: str,
-    kv_dtype: str,
-    weight_dtype: str,
-    chunk_tokens: int,
-    slo: Mapping[str, float],
-    name: str,
-    description: str,
-) -> dict[str, Any]:
-    """The candidate's plan as the mapping plan.yaml holds (the one plan writer's)."""
-    plan = candidate_plan(
-        candidate, model, kv_dtype, weight_dtype, chunk_tokens, slo, name, description
-    )
-    return plan_mapping(plan)
-
-
 @lru_cache(maxsize=1)
 def _catalogs() -> PlanCatalogs:
     return PlanCatalogs.packaged()
@@ -239,6 +239,9 @@ def _catalogs() -> PlanCatalogs:
 def deployment_of(
     doc: Mapping[str, Any], catalogs: PlanCatalogs | None = None
 ) -> tuple[Deployment, tuple[str, ...]]:
-    """The replay deployment of a plan document, through the plan loader (ConfigError/PlanError)."""
+    """The replay deployment of a plan mapping (a verdict's), through the plan loader.
+
+    Raises ConfigError or PlanError.
+    """
     plan = check_plan(str(doc.get("name", "candidate")), dict(doc), catalogs or _catalogs())
     return deployment_from_plan(plan)

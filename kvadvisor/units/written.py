@@ -16,16 +16,25 @@ MILLIONTHS = 1e6
 NOISE = 1e-12  # relative: a few float roundings of a product
 
 
-def written_size(nbytes: float) -> str:
-    """Bytes as GiB to a millionth, rounded up, trailing zeros dropped ("1600 GiB")."""
+def _gib(nbytes: float) -> float:
+    """GiB rounded up to a millionth (the nearest float to that decimal)."""
     millionths = nbytes / BYTES_PER_GIB * MILLIONTHS
     whole = round(millionths)
-    # A size read back from this text is a whole number of millionths up to float noise:
+    # A size read back from its text is a whole number of millionths up to float noise:
     # written again, it stays the same (ceil alone would add a millionth each time).
     if abs(millionths - whole) > NOISE * max(1.0, millionths):
         whole = math.ceil(millionths)
-    gib = whole / MILLIONTHS
-    return f"{gib:.6f}".rstrip("0").rstrip(".") + " GiB"
+    return whole / MILLIONTHS
+
+
+def _nine(value: float) -> float:
+    """``value`` to nine significant digits (the float the nine-digit decimal reads as)."""
+    return float(f"{value:.8e}")  # exact: rounding to significant digits, not display
+
+
+def written_size(nbytes: float) -> str:
+    """Bytes as GiB to a millionth, rounded up, trailing zeros dropped ("1600 GiB")."""
+    return f"{_gib(nbytes):.6f}".rstrip("0").rstrip(".") + " GiB"
 
 
 def written_rate(bytes_per_s: float) -> str:
@@ -36,3 +45,22 @@ def written_rate(bytes_per_s: float) -> str:
 def written_time(seconds: float) -> str:
     """Seconds to nine significant digits ("2 s")."""
     return f"{seconds:.9g} s"
+
+
+# The value each text reads back as (``parse_quantity`` of it), without writing it: a plan
+# built in memory holds these, so it replays as its written plan does, to the last bit.
+
+
+def size_as_written(nbytes: float) -> float:
+    """The bytes :func:`written_size` reads back as."""
+    return _gib(nbytes) * BYTES_PER_GIB
+
+
+def rate_as_written(bytes_per_s: float) -> float:
+    """The bytes per second :func:`written_rate` reads back as."""
+    return _nine(bytes_per_s / BYTES_PER_GB) * BYTES_PER_GB
+
+
+def time_as_written(seconds: float) -> float:
+    """The seconds :func:`written_time` reads back as."""
+    return _nine(seconds)
