@@ -33,6 +33,7 @@ from kvadvisor.fleet.engine import run_replay
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.plan.loader import PlanCatalogs
+from kvadvisor.plan.model import StorageCapability
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.deployments import money
 from kvadvisor.trace import read_trace
@@ -173,7 +174,9 @@ def test_the_break_even_is_the_brute_force_shortest_prompt_that_loads_faster(cas
         category="memory",
         scope="instance",
         capacity_bytes=200e9,
-        inline={"kind": "dram", "read_bandwidth": 1e9, "write_bandwidth": 1e9, "latency": "5 ms"},
+        inline=StorageCapability(
+            kind="dram", read_bytes_per_s=1e9, write_bytes_per_s=1e9, latency_s=0.005
+        ),
     )
     _, value = tier_values(_fleet(shape, 2, (slow,)), replayer, spec, 1)
     pm, _ = roofline_for(MODEL, shape.gpu, 1, "bf16", "bf16")

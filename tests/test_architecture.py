@@ -142,9 +142,10 @@ ALLOWED: dict[str, set[str]] = {
         "config",
         "verifyjobs",
     },
-    # Renderers and engine-config writers read the result models only.
+    # Renderers and engine-config writers read the result models only; emit writes its plan
+    # files through the one plan writer (kvadvisor/plan/writer.py, issue 29).
     "report": {"results"},
-    "emit": {"results", "engines.registry"},
+    "emit": {"results", "engines.registry", "plan"},
     # The public API: kvadvisor/__init__.py names it and loads it on first use from api.py,
     # which turns what a user has (paths, option values) into one pipeline call and a result
     # with its renderings.

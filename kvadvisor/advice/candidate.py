@@ -1,26 +1,43 @@
-"""A candidate deployment, written as the plan document `review` and `replay` read.
+"""A candidate deployment, and the Plan the search replays and the verdict writes.
 
-The search never builds a replay deployment by hand: a candidate becomes a plan document
-(docs/review.md keys), the plan loader checks it, and the replay builds its deployment from
-it (:func:`kvadvisor.fleet.fromplan.deployment_from_plan`). What the search replayed is
+The search never builds a replay deployment by hand: a candidate becomes a
+:class:`~kvadvisor.plan.model.Plan` (:func:`candidate_plan`, its catalog entries resolved as
+the plan loader resolves them), the replay builds its deployment from that Plan
+(:func:`kvadvisor.fleet.fromplan.deployment_from_plan`), and the one plan writer
+(:mod:`kvadvisor.plan.writer`) writes it for the verdict. What the search replayed is
 therefore what ``--emit plan`` writes and what `kvadvisor review` replays.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from kvadvisor.advice.space import Shape
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.engines import registry
 from kvadvisor.fleet import Deployment
 from kvadvisor.fleet.fromplan import deployment_from_plan
-from kvadvisor.plan.loader import PlanCatalogs, check_plan
-from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
+from kvadvisor.plan.loader import (
+    PlanCatalogs,
+    check_plan,
+    instance_resources,
+    storage_capability,
+)
+from kvadvisor.plan.model import (
+    KvLoadPlan,
+    ModelPlan,
+    Plan,
+    SchedulerPlan,
+    Slo,
+    StagePlan,
+    StorageCapability,
+    TierPlan,
+)
+from kvadvisor.units import rate_as_written, size_as_written, time_as_written
 from kvadvisor.vocab import Stage, Topology
 
 
@@ -39,7 +56,7 @@ class TierPick:
     capacity_bytes: float | None
     devices: int = 1
     storage: StorageSpec | None = None
-    inline: Mapping[str, Any] | None = None
+    inline: StorageCapability | None = None  # the capability, when no catalog entry names it
     usd_per_hour: float | None = 0.0  # every unit together
     price_basis: str = ""
     why: str = ""
@@ -112,63 +129,76 @@ class Candidate:
         return Candidate(self.provider, self.topology, stages, self.notes)
 
 
-def _gib(nbytes: float) -> str:
-    """Bytes as GiB to a millionth, rounded up (so a size read back is never short)."""
-    gib = math.ceil(nbytes / BYTES_PER_GIB * 1e6) / 1e6
-    return f"{gib:.6f}".rstrip("0").rstrip(".") + " GiB"  # exact: a plan value review reads
+def _tier_plan(t: TierPick, chunk_tokens: int) -> TierPlan:
+    """The tier as the plan states it: a catalog entry by name, host memory inline.
 
-
-def _rate(bytes_per_s: float) -> str:
-    """Bytes per second as GB/s, nine significant digits (rounded down by at most 5e-9)."""
-    return f"{bytes_per_s / BYTES_PER_GB:.9g} GB/s"  # exact: a plan value review reads
-
-
-def _tier_doc(t: TierPick, chunk_tokens: int) -> dict[str, Any]:
-    doc: dict[str, Any] = {"name": t.name}
+    Its quantities are the ones its written plan reads back as (``units.size_as_written``), so
+    the search replays the very deployment `review` and `replay` load from the plan file.
+    """
+    capacity = None if t.capacity_bytes is None else size_as_written(t.capacity_bytes)
     if t.storage is not None:
-        doc["storage"] = t.storage.name
+        per_device = None if capacity is None else capacity / t.devices
+        storage = storage_capability(t.storage, per_device)
     else:
-        inline = dict(t.inline or {})
-        for key in ("read_bandwidth", "write_bandwidth"):
-            if isinstance(inline.get(key), (int, float)):
-                inline[key] = _rate(float(inline[key]))
-        doc["storage"] = inline
-    doc["capacity"] = None if t.capacity_bytes is None else _gib(t.capacity_bytes)
-    if t.devices != 1:
-        doc["devices"] = t.devices
-    doc["scope"] = t.scope
-    doc["io_tokens"] = chunk_tokens
-    return doc
+        assert t.inline is not None, t.name
+        inline = t.inline
+        storage = replace(
+            inline,
+            read_bytes_per_s=_maybe(rate_as_written, inline.read_bytes_per_s),
+            write_bytes_per_s=_maybe(rate_as_written, inline.write_bytes_per_s),
+            latency_s=_maybe(time_as_written, inline.latency_s),
+        )
+    return TierPlan(
+        name=t.name,
+        storage=storage,
+        capacity_bytes=capacity,
+        devices=t.devices,
+        shared=t.scope == "pooled",
+        spec=t.storage,
+        scope=t.scope,
+        io_tokens=chunk_tokens,
+    )
 
 
-def _stage_doc(s: StagePick, chunk_tokens: int, engine: str, attention: str) -> dict[str, Any]:
+def _maybe(as_written: Callable[[float], float], value: float | None) -> float | None:
+    return None if value is None else as_written(value)
+
+
+def _stage_plan(s: StagePick, chunk_tokens: int, engine: str, attention: str) -> StagePlan:
     shape = s.shape
     # the page the engine runs this model with on this GPU (engines/data/<engine>.yaml)
     page = registry.page_for(engine, attention, shape.gpu.architecture).tokens
-    doc: dict[str, Any] = {
-        "instance": shape.instance.name,
-        "count": s.count,
-        "gpus_per_replica": shape.tp,
-        "replicas_per_instance": shape.replicas_per_instance,
-        "router": s.router,
-        "chunk_tokens": chunk_tokens,
-        "scheduler": {
-            "max_num_batched_tokens": shape.max_batched_tokens,
-            "max_num_seqs": shape.max_seqs,
-            "page_tokens": page,
-            "preemption": "recompute",
-        },
-    }
-    if s.tiers:
-        doc["write_policy"] = "write_through"
-        doc["kv_load"] = {"mode": "async"}
-    # Decode KV is not kept in storage: the next turn's prefill looks up its prompt's blocks.
-    doc["save_decode_kv"] = False
-    doc["tiers"] = [_tier_doc(t, chunk_tokens) for t in s.tiers]
-    return doc
+    tiers = tuple(_tier_plan(t, chunk_tokens) for t in s.tiers)
+    host_memory, disk_cap, network = instance_resources(shape.instance)
+    return StagePlan(
+        stage=s.role,
+        instance=shape.instance.name,
+        count=s.count,
+        gpu=shape.gpu,
+        instance_spec=shape.instance,
+        gpus_per_instance=shape.instance.gpu_count,
+        host_memory_bytes=host_memory,
+        disk_bandwidth_cap_bytes_per_s=disk_cap,
+        tiers=tiers,
+        chunk_tokens=chunk_tokens,
+        gpus_per_replica=shape.tp,
+        replicas_per_instance=shape.replicas_per_instance,
+        scheduler=SchedulerPlan(
+            max_num_batched_tokens=shape.max_batched_tokens,
+            max_num_seqs=shape.max_seqs,
+            page_tokens=page,
+            preemption="recompute",
+        ),
+        router=s.router,
+        write_policy="write_through" if tiers else None,
+        kv_load=KvLoadPlan(mode="async") if tiers else None,
+        # Decode KV is not kept in storage: the next turn's prefill looks up its prompt's blocks.
+        save_decode_kv=False,
+        network_bytes_per_s=network,
+    )
 
 
-def plan_document(
+def candidate_plan(
     candidate: Candidate,
     model: str,
     kv_dtype: str,
@@ -177,33 +207,36 @@ def plan_document(
     slo: Mapping[str, float],
     name: str,
     description: str,
+    catalogs: PerfCatalogs | None = None,
     engine: str = "vllm",
     attention: str = "gqa",
-) -> dict[str, Any]:
-    """The candidate as a plan mapping (docs/review.md); ``slo`` in seconds (p99 keys kept).
+) -> Plan:
+    """The candidate as a plan the replay runs as it stands; ``slo`` in seconds (p99 kept).
 
     Each stage's KV page is the one ``engine`` runs a model of ``attention`` with on the
     stage's GPU (the engine registry's ``page``).
+
+    ``catalogs``: the GPU, model and efficiency catalogs the search sized it with (its step
+    times come from them); None leaves the model named only (a plan to write, not replay).
     """
-    tp = candidate.stages[0].shape.tp
-    doc: dict[str, Any] = {
-        "name": name,
-        "description": description,
-        "model": {"name": model, "tp": tp, "kv_dtype": kv_dtype, "weight_dtype": weight_dtype},
-    }
-    kept = {
-        k[: -len("_s")]: f"{v:.9g} s"  # exact: a plan value review reads
-        for k, v in slo.items()
-        if k.endswith("_p99_s")
-    }
-    kept = {k: v for k, v in kept.items() if k in ("ttft_p99", "tpot_p99")}
-    if kept:
-        doc["slo"] = kept
-    doc["topology"] = candidate.topology.value
-    doc["stages"] = {
-        s.role.value: _stage_doc(s, chunk_tokens, engine, attention) for s in candidate.stages
-    }
-    return doc
+    spec = None if catalogs is None else catalogs.model(model)
+    return Plan(
+        name=name,
+        path=name,
+        model=ModelPlan(
+            name=model,
+            kv_bytes_per_token=None,
+            spec=spec,
+            tp=candidate.stages[0].shape.tp,
+            kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype,
+        ),
+        stages=tuple(_stage_plan(s, chunk_tokens, engine, attention) for s in candidate.stages),
+        slo=Slo(ttft_p99_s=slo.get("ttft_p99_s"), tpot_p99_s=slo.get("tpot_p99_s")),
+        description=description,
+        topology=candidate.topology,
+        catalogs=catalogs or PerfCatalogs.packaged(),
+    )
 
 
 @lru_cache(maxsize=1)
@@ -214,6 +247,9 @@ def _catalogs() -> PlanCatalogs:
 def deployment_of(
     doc: Mapping[str, Any], catalogs: PlanCatalogs | None = None
 ) -> tuple[Deployment, tuple[str, ...]]:
-    """The replay deployment of a plan document, through the plan loader (ConfigError/PlanError)."""
+    """The replay deployment of a plan mapping (a verdict's), through the plan loader.
+
+    Raises ConfigError or PlanError.
+    """
     plan = check_plan(str(doc.get("name", "candidate")), dict(doc), catalogs or _catalogs())
     return deployment_from_plan(plan)

@@ -1,6 +1,7 @@
 """Replaying candidates and finding the fewest instances per stage that meet the SLO.
 
-Every replay goes through the candidate's plan document (:mod:`kvadvisor.advice.candidate`).
+Every replay runs the candidate's Plan (:mod:`kvadvisor.advice.candidate`); its written form is
+the cache key and the verdict's plan.
 A candidate meets the SLO when the share of requests within each target reaches the target's
 percentile (a request that never finished misses every target, as in the replay's own SLO
 check), and its tiers keep up: p99 utilization at most :data:`TIER_P99_TARGET` and no window
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kvadvisor.advice.candidate import Candidate, deployment_of, plan_document
+from kvadvisor.advice.candidate import Candidate, candidate_plan
 from kvadvisor.errors import ConfigError
 from kvadvisor.execute import Executor
 from kvadvisor.fleet import (
@@ -39,8 +40,11 @@ from kvadvisor.fleet import (
     summarize,
 )
 from kvadvisor.fleet.engine import ReplayRun, run_replay, run_stage
+from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.summary import SLO_TOLERANCE
 from kvadvisor.plan.loader import PlanCatalogs, PlanError
+from kvadvisor.plan.model import Plan
+from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import MAX_DIGITS, apart, number
 
@@ -285,9 +289,15 @@ class Replayer:
             step_factor=step_factor,
         )
 
+    def plan(self, candidate: Candidate) -> Plan:
+        """The candidate's plan, on the search's catalogs."""
+        return candidate_plan(
+            candidate, slo=self.targets, catalogs=self.catalogs.perf, **self.doc_args
+        )
+
     def document(self, candidate: Candidate) -> dict[str, Any]:
-        """The candidate's plan document."""
-        return plan_document(candidate, slo=self.targets, **self.doc_args)
+        """The candidate's plan as plan.yaml holds it (what the verdict keeps, the cache key)."""
+        return plan_mapping(self.plan(candidate))
 
     def _key(self, doc: Mapping[str, Any]) -> str:
         """What the replay depends on: the document, each instance by what the replay reads.
@@ -321,12 +331,13 @@ class Replayer:
         self, candidate: Candidate, capacity_tiers: frozenset[str] = frozenset()
     ) -> Outcome:
         """Replay the whole deployment (cached by its plan document)."""
-        doc = self.document(candidate)
+        plan = self.plan(candidate)
+        doc = plan_mapping(plan)
         key = self._key(doc)
         if (hit := self._hit(key, candidate, doc)) is not None:
             return hit
         try:
-            dep, _ = deployment_of(doc, self.catalogs)
+            dep, _ = deployment_from_plan(plan)
         except (ConfigError, PlanError) as exc:
             out = Outcome(candidate, doc, error=str(exc))
             self._cache[key] = out
@@ -405,13 +416,14 @@ class Replayer:
         alone (``link_bytes_per_s`` per decode instance): a bound the whole fleet can only
         exceed. TPOT targets are left to the decode stage.
         """
-        doc = self.document(candidate)
+        plan = self.plan(candidate)
+        doc = plan_mapping(plan)
         pre = dict(doc, stages={"prefill": doc["stages"]["prefill"]})
         key = f"prefill:{link_bytes_per_s:.9g}:" + self._key(pre)  # exact: a cache key
         if (hit := self._hit(key, candidate, doc)) is not None:
             return hit
         try:
-            dep, _ = deployment_of(doc, self.catalogs)
+            dep, _ = deployment_from_plan(plan)
         except (ConfigError, PlanError) as exc:
             return Outcome(candidate, doc, error=str(exc))
         return self._replayed(key, candidate, doc, Replayer.replay_prefill, dep, link_bytes_per_s)

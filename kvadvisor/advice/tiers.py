@@ -26,6 +26,7 @@ from kvadvisor.advice.space import Shape
 from kvadvisor.advice.tierfit import TierFit, fit_tier
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import host_tier_name, storage_options
+from kvadvisor.plan.model import StorageCapability
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -51,7 +52,7 @@ def host_tier(shape: Shape, storage: Mapping[str, StorageSpec]) -> TierPick | No
         category="memory",
         scope="instance",
         capacity_bytes=capacity,
-        inline={"kind": "dram", "read_bandwidth": link, "write_bandwidth": link},
+        inline=StorageCapability(kind="dram", read_bytes_per_s=link, write_bytes_per_s=link),
         usd_per_hour=0.0,
         price_basis=f"the instance's own memory ({entry}), in its price",
         why=(

@@ -11,7 +11,6 @@ whether decode saves the KV it generates, and the engine's token budget per step
 from __future__ import annotations
 
 import copy
-import math
 import re
 from pathlib import PurePath
 from typing import Any
@@ -21,14 +20,11 @@ import yaml
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.engines import registry
+from kvadvisor.plan.loader import CATEGORY_KINDS
+from kvadvisor.plan.model import ModelPlan, Plan, StagePlan, StorageCapability, TierPlan
+from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.quoting import one_line
 from kvadvisor.vocab import Stage
-
-
-def _quantity_gib(nbytes: float) -> str:
-    """GiB to a millionth, rounded up: engine sizes, rounded down from it, stay within it."""
-    gib = math.ceil(nbytes / 2**30 * 1e6) / 1e6
-    return f"{gib:.6f}".rstrip("0").rstrip(".") + " GiB"  # exact: a plan size review parses
 
 
 def engine_keys(engine: str, ctx: EmitContext, stage: StageView) -> set[str]:
@@ -60,23 +56,23 @@ def decode_saves(engine: str, ctx: EmitContext, stage: StageView) -> bool:
     return registry.engine(engine).decode_saves(ctx, stage)
 
 
-def _tier(t: TierView) -> dict[str, object]:
-    tier: dict[str, object] = {"name": t.name, "storage": t.name}
-    tier["capacity"] = None if t.capacity_bytes is None else _quantity_gib(t.capacity_bytes)
-    if t.devices != 1:
-        tier["devices"] = t.devices
-    # The advisor sizes a node's tier per instance and a shared one for the whole stage.
-    tier["scope"] = "pooled" if t.shared else "instance"
-    return tier
+def _tier_plan(t: TierView) -> TierPlan:
+    """A recommended tier by its catalog name, its capacity per instance or pool.
+
+    The advisor sizes a node's tier per instance and a shared one for the whole stage.
+    """
+    return TierPlan(
+        name=t.name,
+        storage=StorageCapability(kind=CATEGORY_KINDS.get(t.category, "ssd"), catalog_name=t.name),
+        capacity_bytes=t.capacity_bytes,
+        devices=t.devices,
+        shared=t.shared,
+        scope="pooled" if t.shared else "instance",
+    )
 
 
-def _stage(ctx: EmitContext, stage: StageView) -> dict[str, object]:
-    out: dict[str, object] = {
-        "instance": stage.instance,
-        "count": stage.count,
-        "gpus_per_replica": stage.tp,
-        "replicas_per_instance": stage.replicas_per_instance,
-    }
+def _stage_plan(ctx: EmitContext, stage: StageView) -> StagePlan:
+    pool = None
     if stage.device_pool_tokens_per_replica is not None:
         pool = (
             stage.device_pool_tokens_per_replica
@@ -84,14 +80,48 @@ def _stage(ctx: EmitContext, stage: StageView) -> dict[str, object]:
             * stage.tp
             * stage.replicas_per_instance
         )
-        out["gpu_kv_pool"] = _quantity_gib(pool)
-    out["chunk_tokens"] = stage.chunk_tokens
-    out["tiers"] = [_tier(t) for t in stage.tiers]
-    return out
+    return StagePlan(
+        stage=stage.stage,
+        instance=stage.instance,
+        count=stage.count,
+        gpu_kv_pool_bytes=pool,
+        tiers=tuple(_tier_plan(t) for t in stage.tiers),
+        chunk_tokens=stage.chunk_tokens,
+        gpus_per_replica=stage.tp,
+        replicas_per_instance=stage.replicas_per_instance,
+    )
 
 
-def deployment_document(ctx: EmitContext) -> dict[str, object]:
-    """The recommended deployment as a plan mapping, every recommended tier, no engine.
+def deployment_plan(ctx: EmitContext) -> Plan:
+    """The deployment of a report without a verdict as a plan: every recommended tier, no engine.
+
+    Its instances and storage are named, not resolved: the loader looks them up when the plan
+    is read back.
+    """
+    dep = ctx.dep
+    # The trace's file name may hold anything a file name can; the plan's name may not (the
+    # plan loader refuses control characters), so it keeps the name's printable part.
+    stem = re.sub(r"[^\w.-]+", "-", PurePath(ctx.report.trace.path).name.split(".")[0])
+    name = f"kvadvisor-{stem.strip('-') or 'trace'}"
+    return Plan(
+        name=name,
+        path=name,
+        model=ModelPlan(
+            name=dep.model if dep.model_in_catalog else None,
+            kv_bytes_per_token=dep.kv_bytes_per_token,
+            tp=dep.stages[0].tp,
+            kv_dtype=dep.kv_dtype,
+            weight_dtype=dep.weight_dtype,
+        ),
+        stages=tuple(_stage_plan(ctx, s) for s in dep.stages),
+        description=f"The {dep.topology.value} deployment kvadvisor recommended for "
+        f"{one_line(ctx.report.trace.path)}",
+        topology=dep.topology,
+    )
+
+
+def deployment_document(ctx: EmitContext) -> dict[str, Any]:
+    """The recommended deployment as a plan mapping (the one plan writer's), no engine.
 
     A chosen deployment verdict's own plan (the one the advisor's search replayed, issue 13)
     stands in for it unchanged: :func:`on_engine` needs only a ``stages`` block per stage of
@@ -101,23 +131,7 @@ def deployment_document(ctx: EmitContext) -> dict[str, object]:
     verdict = rec.verdict.primary_verdict if rec is not None and rec.verdict is not None else None
     if verdict is not None and verdict.chosen and verdict.plan:
         return copy.deepcopy(verdict.plan)
-    dep = ctx.dep
-    model: dict[str, object] = {"kv_bytes_per_token": dep.kv_bytes_per_token}
-    if dep.model_in_catalog:
-        model = {"name": dep.model, **model}
-    tp = dep.stages[0].tp
-    model.update(tp=tp, kv_dtype=dep.kv_dtype, weight_dtype=dep.weight_dtype)
-    # The trace's file name may hold anything a file name can; the plan's name may not (the
-    # plan loader refuses control characters), so it keeps the name's printable part.
-    stem = re.sub(r"[^\w.-]+", "-", PurePath(ctx.report.trace.path).name.split(".")[0])
-    return {
-        "name": f"kvadvisor-{stem.strip('-') or 'trace'}",
-        "description": f"The {dep.topology.value} deployment kvadvisor recommended for "
-        f"{one_line(ctx.report.trace.path)}",
-        "topology": dep.topology.value,
-        "model": model,
-        "stages": {s.stage.value: _stage(ctx, s) for s in dep.stages},
-    }
+    return plan_mapping(deployment_plan(ctx))
 
 
 def on_engine(

@@ -262,7 +262,7 @@ def _stage(
                 max_batched_tokens=sched.max_num_batched_tokens or batched,
                 max_seqs=sched.max_num_seqs or seqs,
                 page_tokens=_page_tokens(stage, spec.attention),
-                preemption=Preemption(sched.preemption),
+                preemption=Preemption(sched.preemption or Preemption.RECOMPUTE),
             ),
             router=RouterPolicy(stage.router),
             tiers=tiers,

@@ -1,19 +1,17 @@
 """The deployment the advisor recommends, replayed and sized until it carries the load.
 
-The advisor picks an instance, a count and KV tiers per stage from open-loop figures. Here
-that choice is written as a plan (prefill and decode blocks: the advisor sizes the stages
-apart, so the fleet is disaggregated), checked by the plan loader like any plan file, and
-replayed. While the replay says the fleet is overloaded (docs/replay.md R11), the busiest
-stage's instance count is doubled and the replay run again, at most ``MAX_SIZING_ROUNDS``
-times; every step is a note in the report. The plan document is kept, so a user can replay or
-review the very deployment the report describes.
+The recommended deployment is a verdict's plan (the one its search replayed), or, in a
+report without verdicts, the instance, count and KV tiers per stage the advisor picked from
+open-loop figures (prefill and decode: sized apart, so the fleet is disaggregated). Either is
+checked by the plan loader like any plan file, and replayed. While the replay says the fleet
+is overloaded (docs/replay.md R11), the busiest stage's instance count is doubled and the
+replay run again, at most ``MAX_SIZING_ROUNDS`` times; every step is a note in the report. The
+plan is kept, so a user can replay or review the very deployment the report describes.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
@@ -23,10 +21,12 @@ from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.hits import ReplayContext
 from kvadvisor.fleet.summary import request_columns, summarize
 from kvadvisor.perfmodel.calibrate import StepCalibration
-from kvadvisor.plan.loader import PlanCatalogs, check_plan
+from kvadvisor.plan.loader import CATEGORY_KINDS, PlanCatalogs, check_plan
+from kvadvisor.plan.model import ModelPlan, Plan, StagePlan, StorageCapability, TierPlan
+from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.results.replay import ReplayResult
-from kvadvisor.results.report import AdviceReport, StageRecommendation
-from kvadvisor.units import plural
+from kvadvisor.results.report import AdviceReport, StageRecommendation, Tier
+from kvadvisor.units import BYTES_PER_GIB, plural
 from kvadvisor.vocab import Stage
 
 MAX_SIZING_ROUNDS = 4
@@ -38,38 +38,44 @@ class RecommendedReplay:
     """The replay of the recommended deployment, the plan it ran, and how it was sized."""
 
     result: ReplayResult
-    plan_document: dict[str, Any]
+    plan: Plan
     notes: tuple[str, ...]
     # One array per column of `replay --requests-out`, one value per trace request.
     columns: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def _stage_doc(rec: StageRecommendation) -> dict[str, Any] | None:
+def _tier_plan(t: Tier) -> TierPlan:
+    """A recommended tier: its catalog entry by name, its capacity per instance or pool."""
+    return TierPlan(
+        name=t.name,
+        storage=StorageCapability(kind=CATEGORY_KINDS.get(t.category, "ssd"), catalog_name=t.name),
+        capacity_bytes=None if t.capacity_gib is None else t.capacity_gib * BYTES_PER_GIB,
+        devices=t.devices,
+        shared=t.shared,
+        scope="pooled" if t.shared else "instance",
+    )
+
+
+def _stage_plan(stage: Stage, rec: StageRecommendation) -> StagePlan | None:
     if rec.instance is None:
         return None
-    doc: dict[str, Any] = {"instance": rec.instance, "count": rec.instance_count or 1}
-    if rec.chunk_tokens:
-        doc["chunk_tokens"] = rec.chunk_tokens
-    tiers = []
-    for t in rec.tiers:
-        tier: dict[str, Any] = {"name": t.name, "storage": t.name, "shared": t.shared}
-        capacity = t.capacity_gib
-        tier["capacity"] = None if capacity is None else f"{capacity:.6g} GiB"  # exact: plan value
-        if t.devices != 1:
-            tier["devices"] = t.devices
-        tiers.append(tier)
-    doc["tiers"] = tiers
-    return doc
+    return StagePlan(
+        stage=stage,
+        instance=rec.instance,
+        count=rec.instance_count or 1,
+        tiers=tuple(_tier_plan(t) for t in rec.tiers),
+        chunk_tokens=rec.chunk_tokens or None,
+    )
 
 
-def recommended_plan_document(
+def recommended_plan(
     report: AdviceReport, catalogs: PlanCatalogs | None = None
-) -> tuple[dict[str, Any] | None, str]:
-    """The recommendation as a plan mapping, or None and why it cannot be written as one.
+) -> tuple[Plan | None, str]:
+    """The recommendation as a checked plan, or None and why it cannot be one (PlanError).
 
     A deployment verdict's own plan when the advisor searched one (issue 13): the very
-    deployment its search replayed; else the plan written from the per-stage recommendation.
-    ``catalogs``: where the model is looked up (the packaged catalogs when None).
+    deployment its search replayed; else the plan of the per-stage recommendation, its
+    instances and storage looked up in ``catalogs`` (the packaged catalogs when None).
     """
     model, rec = report.model, report.recommendation
     verdicts = rec.verdict if rec is not None else None
@@ -78,7 +84,7 @@ def recommended_plan_document(
         if primary is None or not primary.chosen or not primary.plan:
             why = primary.reason if primary is not None else verdicts.primary_why
             return None, f"no deployment was recommended: {why}"
-        return copy.deepcopy(primary.plan), ""
+        return check_plan(PLAN_PATH, primary.plan, catalogs), ""
     if model is None or model.deployment is None:
         return None, "no model and GPU: the stage profile did not run"
     if rec is None:
@@ -87,24 +93,36 @@ def recommended_plan_document(
         (catalogs or PlanCatalogs.packaged()).perf.model(model.name)
     except KvAdvisorError:
         return None, f"model {model.name} is not in the model catalog (the replay needs its shape)"
-    stages = {}
+    stages = []
     for stage in (Stage.PREFILL, Stage.DECODE):
-        doc = _stage_doc(rec.stage(stage))
-        if doc is None:
+        plan = _stage_plan(stage, rec.stage(stage))
+        if plan is None:
             return None, f"no {stage} instance was recommended"
-        stages[stage.value] = doc
+        stages.append(plan)
     dep = model.deployment
-    return {
-        "name": "recommended",
-        "description": f"the deployment kvadvisor recommended for {report.trace.path}",
-        "model": {
-            "name": model.name,
-            "tp": dep.tp,
-            "kv_dtype": dep.kv_dtype,
-            "weight_dtype": dep.weight_dtype,
-        },
-        "stages": stages,
-    }, ""
+    named = Plan(
+        name="recommended",
+        path=PLAN_PATH,
+        model=ModelPlan(
+            name=model.name,
+            kv_bytes_per_token=None,
+            tp=dep.tp,
+            kv_dtype=dep.kv_dtype,
+            weight_dtype=dep.weight_dtype,
+        ),
+        stages=tuple(stages),
+        description=f"the deployment kvadvisor recommended for {report.trace.path}",
+    )
+    # The stages name their instances and storage: the loader looks them up in the catalogs.
+    return check_plan(PLAN_PATH, plan_mapping(named), catalogs), ""
+
+
+def _doubled(plan: Plan, role: Stage) -> Plan:
+    """``plan`` with twice the instances in stage ``role``."""
+    return replace(
+        plan,
+        stages=tuple(replace(s, count=2 * s.count) if s.stage == role else s for s in plan.stages),
+    )
 
 
 def replay_recommended(
@@ -121,14 +139,16 @@ def replay_recommended(
     GPU and model they were measured on replays on them (the stage's ``step_model`` says so,
     and says when they do not apply).
     """
-    doc, why = recommended_plan_document(report, catalogs)
-    if doc is None:
+    try:
+        plan, why = recommended_plan(report, catalogs)
+    except KvAdvisorError as exc:
+        return None, str(exc).removeprefix(f"{PLAN_PATH}: ")
+    if plan is None:
         return None, why
     notes: list[str] = []
     result: ReplayResult | None = None
     for _ in range(MAX_SIZING_ROUNDS):
         try:
-            plan = check_plan(PLAN_PATH, doc, catalogs)
             dep, dep_notes = deployment_from_plan(plan, calibration)
         except KvAdvisorError as exc:
             return None, str(exc).removeprefix(f"{PLAN_PATH}: ")
@@ -138,13 +158,13 @@ def replay_recommended(
         if not result.overload.overloaded:
             break
         busiest = max(result.stages, key=lambda s: s.busy_fraction or 0.0)
-        block = doc["stages"][busiest.role.value]
+        stage = plan.stage(busiest.role)
+        assert stage is not None
         notes.append(
-            f"sized to carry the load: {plural(block['count'], f'{busiest.role.value} instance')} "
-            f"overloaded ({result.overload.reason}); replayed again with {2 * block['count']}"
+            f"sized to carry the load: {plural(stage.count, f'{busiest.role.value} instance')} "
+            f"overloaded ({result.overload.reason}); replayed again with {2 * stage.count}"
         )
-        doc = copy.deepcopy(doc)
-        doc["stages"][busiest.role.value]["count"] = 2 * block["count"]
+        plan = _doubled(plan, busiest.role)
     assert result is not None
     if result.overload.overloaded:
         notes.append(
@@ -156,4 +176,4 @@ def replay_recommended(
         "loop (docs/replay.md)"
     )
     result = replace(result, notes=(*notes, *result.notes))
-    return RecommendedReplay(result, doc, tuple(notes), request_columns(run)), ""
+    return RecommendedReplay(result, plan, tuple(notes), request_columns(run)), ""

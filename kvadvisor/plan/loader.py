@@ -326,7 +326,7 @@ CATEGORY_KINDS = {
 }
 
 
-def _storage_from_spec(spec: StorageSpec, device_bytes: float | None) -> StorageCapability:
+def storage_capability(spec: StorageSpec, device_bytes: float | None) -> StorageCapability:
     """A storage option's figures in base units at one device's capacity (cloud disks scale)."""
     perf = spec.perf_at(None if device_bytes is None else device_bytes / BYTES_PER_GIB)
 
@@ -345,6 +345,17 @@ def _storage_from_spec(spec: StorageSpec, device_bytes: float | None) -> Storage
         source=tuple(spec.source_text),
         measured=spec.scope == "per_client",
     )
+
+
+def instance_resources(spec: InstanceSpec) -> tuple[float | None, float | None, float | None]:
+    """A catalog instance's host memory (bytes), disk cap and P-to-D network (bytes/s)."""
+    # KV crosses between prefill and decode over the GPU back-end (RDMA) network when the
+    # instance has one (NIXL, Mooncake's transfer engine), else its front-end NIC.
+    gbit = spec.backend_network_gbit or spec.frontend_network_gbit
+    network = None if gbit is None else gbit * BYTES_PER_GB / BITS_PER_BYTE
+    host_mem = None if spec.host_memory_gib is None else spec.host_memory_gib * BYTES_PER_GIB
+    disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
+    return host_mem, disk_cap, network
 
 
 def _check_engine_settings(
@@ -434,7 +445,7 @@ def _tier(c: _Checker, where: str, raw: Any, catalogs: PlanCatalogs) -> TierPlan
     else:
         spec = c.catalog(f"{where}.storage", storage, lambda n: find_storage(catalogs.storage, n))
         per_device = None if capacity_bytes is None else capacity_bytes / devices
-        cap = _storage_from_spec(spec, per_device)
+        cap = storage_capability(spec, per_device)
     shared = c.flag(
         f"{where}.shared", raw.get("shared", cap.kind in ("pool", "filesystem", "object"))
     )
@@ -497,9 +508,9 @@ def _scheduler(c: _Checker, where: str, raw: Any) -> SchedulerPlan:
         max_num_batched_tokens=whole("max_num_batched_tokens"),
         max_num_seqs=whole("max_num_seqs"),
         page_tokens=whole("page_tokens"),
-        preemption=c.text(
-            f"{where}.preemption", raw.get("preemption", "recompute"), PREEMPTION_MODES
-        ),
+        preemption=None
+        if raw.get("preemption") is None
+        else c.text(f"{where}.preemption", raw["preemption"], PREEMPTION_MODES),
     )
 
 
@@ -565,13 +576,7 @@ def _stage(
             f"{where}.instance", raw["instance"], lambda n: find_instance(catalogs.instances, n)
         )
         instance, gpus = spec.name, spec.gpu_count
-        # KV crosses between prefill and decode over the GPU back-end (RDMA) network when
-        # the instance has one (NIXL, Mooncake's transfer engine), else its front-end NIC.
-        gbit = spec.backend_network_gbit or spec.frontend_network_gbit
-        if gbit is not None:
-            network = gbit * BYTES_PER_GB / BITS_PER_BYTE
-        host_mem = None if spec.host_memory_gib is None else spec.host_memory_gib * BYTES_PER_GIB
-        disk_cap = None if spec.disk_cap_mbps is None else spec.disk_cap_mbps * BYTES_PER_MB
+        host_mem, disk_cap, network = instance_resources(spec)
         # An instance whose GPU the GPU catalog lacks (B300, GB200) still loads: the stage
         # then has no performance model unless the plan names a catalog GPU.
         gpu = _gpu_or_none(catalogs.perf, spec.gpu)
@@ -654,6 +659,7 @@ def _stage(
         instance_spec=spec,
         tiers=tiers,
         engines=engines,
+        engine_files=tuple(raw.get("engine_files") or ()),
         chunk_tokens=None
         if raw.get("chunk_tokens") is None
         else c.whole(f"{where}.chunk_tokens", raw["chunk_tokens"], 1),

@@ -80,7 +80,7 @@ class SchedulerPlan:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     page_tokens: int | None = None
-    preemption: str = "recompute"
+    preemption: str | None = None  # None: recompute
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,8 @@ class StagePlan:
     disk_bandwidth_cap_bytes_per_s: float | None = None
     tiers: tuple[TierPlan, ...] = ()
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the engine files the plan names, relative to it (their settings are in ``engines``)
+    engine_files: tuple[str, ...] = ()
     chunk_tokens: int | None = None
     gpus_per_replica: int | None = None  # TP (x EP); None: model.tp
     replicas_per_instance: int | None = None  # None: the instance's GPUs / gpus_per_replica

@@ -30,6 +30,14 @@ from kvadvisor.units.format import NOT_MEASURED, format_value, plural
 from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.units.quantity import Quantity
 from kvadvisor.units.unit import Unit
+from kvadvisor.units.written import (
+    rate_as_written,
+    size_as_written,
+    time_as_written,
+    written_rate,
+    written_size,
+    written_time,
+)
 
 __all__ = [
     "BITS_PER_BYTE",
@@ -58,4 +66,10 @@ __all__ = [
     "format_value",
     "plural",
     "parse_quantity",
+    "rate_as_written",
+    "size_as_written",
+    "time_as_written",
+    "written_rate",
+    "written_size",
+    "written_time",
 ]
