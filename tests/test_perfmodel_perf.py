@@ -285,6 +285,29 @@ def test_expert_imbalance_is_capped_at_every_token_on_the_busiest_rank() -> None
     assert mild._expert_imbalance() == pytest.approx(1.0 + 0.5 * 1 / 4**0.5)
 
 
+def test_busiest_rank_reads_at_least_one_touched_expert() -> None:
+    """EP 8 of 8 experts, one token: the step touches 2, so some rank reads one whole expert.
+
+    Without the floor the imbalanced rank's expectation is 1 - (6/8)^(1 x 4) = 0.68 of its
+    expert (imbalance at the cap 4); a layer waits for the rank that does read one.
+    """
+    eff = dataclasses.replace(HALF, expert_imbalance=3.0)
+    pm = PerfModel.build(MOE, TOY_GPU, tp=8, ep=8, efficiency=eff)
+    expert = 3 * 32 * 16
+    compute = 2 * expert * 1.0 * 2 / 8 * 4.0 / PEAK
+    memory = 1.0 * expert * 2 / BW
+    assert pm._experts_s(np.array(1.0)) == pytest.approx(2 * (compute + memory))
+    # EP 2 at 40 tokens: the step touches 8 (1 - 0.75^40) ~ 8, a rank at least half of them,
+    # 4 (1 - 0.75^(40 x 1.5)) with the imbalance already above it: the floor does not bind.
+    half = dataclasses.replace(HALF, expert_imbalance=1.0)
+    ep2 = PerfModel.build(MOE, TOY_GPU, tp=2, ep=2, efficiency=half)
+    imb = 1.0 + 1.0 * 1 / 4**0.5
+    touched = 4 * (1 - 0.75 ** (40 * imb))
+    compute = 2 * expert * 40 * 2 / 2 * imb / PEAK
+    memory = touched * expert * 2 / BW
+    assert ep2._experts_s(np.array(40.0)) == pytest.approx(2 * (compute + memory))
+
+
 def test_narrow_experts_lose_efficiency() -> None:
     """eta_moe x w / (w + w_half): width 16 split over TP 2 = 8 columns, half width 8 -> eta/2."""
     eff = dataclasses.replace(HALF, moe_half_efficiency_width=8.0)

@@ -26,7 +26,9 @@ its source):
   (block or per-tensor).
 * ``experts``: per MoE layer the busiest expert-parallel rank, which gets ``T k / ep`` expert
   tokens times ``1 + x log2(ep) / (E/ep)^a`` and reads the experts they touch,
-  ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``; soft roofline (``p`` =
+  ``E/ep (1 - (1 - k/E)^(T imb))`` of its ``E/ep``, at least ``max(n/ep, min(n, 1))`` of the
+  ``n = E (1 - (1 - k/E)^T)`` the step touches (its slowest rank's share, and one expert
+  once a token is routed); soft roofline (``p`` =
   ``roofline_sharpness``) of compute at ``eta_moe`` and weight read at ``eta_moe_mem``;
   ``eta_moe`` (16-bit experts; quantised ones have their own) falls for narrow experts, times
   ``w / (w + w_half)`` with ``w`` the expert width per rank. A shared expert runs beside the
@@ -393,6 +395,12 @@ class PerfModel:
         expert_tokens = tokens * p.experts_per_token / self.ep * imb
         frac = p.experts_per_token / p.experts
         touched = p.experts / self.ep * -np.expm1(tokens * imb * np.log1p(-frac))
+        # A layer waits for its slowest rank, which holds at least its share of the experts the
+        # step touches and at least one of them once any token is routed (pigeonhole): one
+        # token of Mixtral at EP 8 makes some rank read a whole expert in every layer.
+        step_touched = p.experts * -np.expm1(tokens * np.log1p(-frac))
+        floor = np.maximum(step_touched / self.ep, np.minimum(step_touched, 1.0))
+        touched = np.maximum(touched, floor)
         # Expert GEMMs at the bf16 peak whatever the experts' dtype: AIC's vLLM FP8 MoE kernels
         # measure no faster than bf16 in prefill (Qwen3-30B-A3B on H200: 160 ms FP8 vs 142 ms
         # bf16 at 6 x 3,072 tokens); FP8 halves the bytes, which is what decode gains.
