@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from kvadvisor.cache.coarsen import coarsen_trace
 from kvadvisor.catalog.gpus import load_gpus
 from kvadvisor.catalog.instances import load_instances
-from kvadvisor.catalog.loader import FieldSpec, check_entries
+from kvadvisor.catalog.loader import Field, check_entries
 from kvadvisor.catalog.models import load_models, model_from_hf_config, read_hf_config
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.cli import app
@@ -755,7 +755,7 @@ def test_catalog_without_kind_in_the_models_loader(tmp_path) -> None:
 
 def test_list_of_numbers_field() -> None:
     """The checker's list[number] kind refuses text and booleans in the list."""
-    schema = {"points": FieldSpec("list[number]")}
+    schema = {"points": Field("list[number]")}
     doc = {
         "kind": "k",
         "sources": {"S": "s"},

@@ -9,7 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, load_catalog_file, lookup
+from kvadvisor.catalog.loader import check_entries, load_catalog_file, lookup
+from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogError
 from kvadvisor.fileio import check_input
 from kvadvisor.jsonio import MAX_CONFIG_BYTES, load_file
@@ -25,54 +26,54 @@ GATED_MLP_MATRICES = 3
 # RoPE scalings an engine can switch on past a model's trained context (YaRN: Qwen's model
 # cards; the others are already applied inside the published config.json).
 ROPE_SCALINGS = ("yarn",)
-CONTEXT_FIELDS: dict[str, FieldSpec] = {
-    "max_tokens": FieldSpec(
+CONTEXT_FIELDS: dict[str, Field] = {
+    "max_tokens": Field(
         "int", required=True, minimum=1, help="config.json max_position_embeddings, tokens"
     ),
-    "rope_scaling": FieldSpec(
+    "rope_scaling": Field(
         "str", choices=ROPE_SCALINGS, help="a RoPE scaling the model card offers beyond it"
     ),
-    "rope_factor": FieldSpec("number", minimum=1.0, help="its factor"),
-    "rope_original_tokens": FieldSpec(
+    "rope_factor": Field("number", minimum=1.0, help="its factor"),
+    "rope_original_tokens": Field(
         "int", minimum=1, help="its original_max_position_embeddings, tokens"
     ),
-    "source": FieldSpec("list[str]", required=True, help="keys of `sources`"),
-    "notes": FieldSpec("str"),
+    "source": Field("list[str]", required=True, help="keys of `sources`"),
+    "notes": Field("str"),
 }
 
-MODEL_FIELDS: dict[str, FieldSpec] = {
-    "attention": FieldSpec("str", choices=("gqa", "mla"), help="gqa (also MHA) or mla"),
-    "layers": FieldSpec("int", required=True, minimum=1),
-    "q_heads": FieldSpec("int", required=True, minimum=1),
-    "kv_heads": FieldSpec("int", required=True, minimum=1),
-    "head_dim": FieldSpec("int", minimum=1, help="required for gqa"),
-    "kv_lora_rank": FieldSpec("int", minimum=1, help="MLA latent width"),
-    "qk_rope_head_dim": FieldSpec("int", minimum=1, help="MLA decoupled RoPE key width"),
-    "qk_nope_head_dim": FieldSpec("int", minimum=1),
-    "v_head_dim": FieldSpec("int", minimum=1),
-    "total_params_billion": FieldSpec("number", required=True, minimum=0.001),
-    "active_params_billion": FieldSpec("number", minimum=0.001, help="MoE; dense = total"),
-    "experts": FieldSpec("int", minimum=1, help="routed experts per MoE layer"),
-    "experts_per_token": FieldSpec("int", minimum=1),
-    "sliding_window_tokens": FieldSpec("int", minimum=1),
-    "sliding_window_layers": FieldSpec("int", minimum=0, help="layers that use the window"),
-    "hidden_size": FieldSpec("int", minimum=1, help="model width (config.json hidden_size)"),
-    "intermediate_size": FieldSpec("int", minimum=1, help="dense MLP width"),
-    "moe_intermediate_size": FieldSpec("int", minimum=1, help="width of one routed expert"),
-    "shared_expert_intermediate_size": FieldSpec(
+MODEL_FIELDS: dict[str, Field] = {
+    "attention": Field("str", choices=("gqa", "mla"), help="gqa (also MHA) or mla"),
+    "layers": Field("int", required=True, minimum=1),
+    "q_heads": Field("int", required=True, minimum=1),
+    "kv_heads": Field("int", required=True, minimum=1),
+    "head_dim": Field("int", minimum=1, help="required for gqa"),
+    "kv_lora_rank": Field("int", minimum=1, help="MLA latent width"),
+    "qk_rope_head_dim": Field("int", minimum=1, help="MLA decoupled RoPE key width"),
+    "qk_nope_head_dim": Field("int", minimum=1),
+    "v_head_dim": Field("int", minimum=1),
+    "total_params_billion": Field("number", required=True, minimum=0.001),
+    "active_params_billion": Field("number", minimum=0.001, help="MoE; dense = total"),
+    "experts": Field("int", minimum=1, help="routed experts per MoE layer"),
+    "experts_per_token": Field("int", minimum=1),
+    "sliding_window_tokens": Field("int", minimum=1),
+    "sliding_window_layers": Field("int", minimum=0, help="layers that use the window"),
+    "hidden_size": Field("int", minimum=1, help="model width (config.json hidden_size)"),
+    "intermediate_size": Field("int", minimum=1, help="dense MLP width"),
+    "moe_intermediate_size": Field("int", minimum=1, help="width of one routed expert"),
+    "shared_expert_intermediate_size": Field(
         "int", minimum=0, help="summed width of the shared experts of one MoE layer"
     ),
-    "dense_layers": FieldSpec("int", minimum=0, help="MoE models: layers with a dense MLP"),
-    "q_lora_rank": FieldSpec("int", minimum=0, help="MLA query compression rank"),
-    "vocab_size": FieldSpec("int", minimum=1),
-    "tie_word_embeddings": FieldSpec("bool", help="the LM head shares the embedding matrix"),
-    "weight_dtype": FieldSpec(
+    "dense_layers": Field("int", minimum=0, help="MoE models: layers with a dense MLP"),
+    "q_lora_rank": Field("int", minimum=0, help="MLA query compression rank"),
+    "vocab_size": Field("int", minimum=1),
+    "tie_word_embeddings": Field("bool", help="the LM head shares the embedding matrix"),
+    "weight_dtype": Field(
         "str", choices=WEIGHT_DTYPES, help="dtype of the published checkpoint's linear layers"
     ),
-    "expert_weight_dtype": FieldSpec(
+    "expert_weight_dtype": Field(
         "str", choices=WEIGHT_DTYPES, help="dtype of its routed experts (default weight_dtype)"
     ),
-    "context": FieldSpec(
+    "context": Field(
         "mapping", fields=CONTEXT_FIELDS, help="maximum context and RoPE scaling, with source"
     ),
 }
