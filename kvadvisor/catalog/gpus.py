@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -123,9 +124,9 @@ def unconfirmed_problems(entries: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
-def parse_gpus(data: Any, path: str) -> dict[str, GpuSpec]:
+def parse_gpus(data: Any, path: str, lines: Mapping[str, int] | None = None) -> dict[str, GpuSpec]:
     """Check a parsed GPU catalog document (every problem at once) and build its specs."""
-    entries = check_entries(path, "gpus", data, GPU_FIELDS)
+    entries = check_entries(path, "gpus", data, GPU_FIELDS, lines=lines)
     problems = unconfirmed_problems(entries)
     if problems:
         raise CatalogProblems(path, problems)

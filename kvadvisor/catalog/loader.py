@@ -33,7 +33,7 @@ from kvadvisor.checker import (
 )
 from kvadvisor.errors import CatalogError, CatalogProblems
 from kvadvisor.quoting import name_problem, one_line
-from kvadvisor.yamlio import load_yaml, load_yaml_lines
+from kvadvisor.yamlio import load_yaml_lines
 
 COMMON_FIELDS: dict[str, Field] = {
     "source": Field("list[str]", required=True, help="keys of `sources`"),
@@ -170,14 +170,15 @@ NamedT = TypeVar("NamedT", bound=_Named)
 
 
 def load_layered(
-    parse: Callable[[Any, str], dict[str, SpecT]],
+    parse: Callable[[Any, str, Mapping[str, int]], dict[str, SpecT]],
     packaged: Path,
     extra_files: Iterable[str | Path] = (),
 ) -> dict[str, SpecT]:
     """The packaged catalog file parsed, then each extra file's entries added or overriding."""
     specs: dict[str, SpecT] = {}
     for path in (packaged, *extra_files):
-        specs.update(parse(load_yaml(path, CatalogError), str(path)))
+        data, lines = load_yaml_lines(path, CatalogError)
+        specs.update(parse(data, str(path), lines))
     return specs
 
 

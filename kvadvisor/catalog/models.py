@@ -442,9 +442,11 @@ def check_model_entries(
     }
 
 
-def parse_models(data: Any, path: str) -> dict[str, ModelSpec]:
+def parse_models(
+    data: Any, path: str, lines: Mapping[str, int] | None = None
+) -> dict[str, ModelSpec]:
     """Check a parsed model catalog document and build its specs."""
-    return check_model_entries(check_entries(path, "models", data, MODEL_FIELDS), path)
+    return check_model_entries(check_entries(path, "models", data, MODEL_FIELDS, lines=lines), path)
 
 
 @lru_cache(maxsize=4)
