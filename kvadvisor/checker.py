@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvadvisor.errors import KvAdvisorError
 from kvadvisor.quoting import name_problem, one_line
 from kvadvisor.units.format import MAX_DIGITS, number
 from kvadvisor.units.parse import QuantityError, parse_quantity
@@ -54,7 +55,7 @@ UNIT_SUFFIXES = {
 }
 
 
-def close_names(name: str, known: Iterable[str], n: int = 1, cutoff: float = 0.5) -> list[str]:
+def close_names(name: str, known: Iterable[str], n: int = 1, cutoff: float = 0.6) -> list[str]:
     """The names a mistyped ``name`` most likely meant, best first (case-insensitive).
 
     A name the typed one begins (``p5e`` -> ``p5e.48xlarge``) or is part of comes first,
@@ -72,7 +73,7 @@ def close_names(name: str, known: Iterable[str], n: int = 1, cutoff: float = 0.5
     return list(dict.fromkeys(found))[:n]
 
 
-def did_you_mean(name: str, known: Iterable[str], n: int = 1, cutoff: float = 0.5) -> str:
+def did_you_mean(name: str, known: Iterable[str], n: int = 1, cutoff: float = 0.6) -> str:
     """``"did you mean 'a'?"`` (or ``'a', 'b'``) for a mistyped name; empty when none is close."""
     close = close_names(name, known, n, cutoff)
     return f"did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -168,6 +169,14 @@ class Checker:
             cut = max(at.rfind("."), at.rfind("["))
             at = at[:cut] if cut > 0 else ""
         return self.lines.get("", 0)
+
+    def attempt(self, where: str, find: Callable[..., Any], *args: Any) -> Any:
+        """``find(*args)`` (a catalog lookup); its user error is recorded at ``where``: None."""
+        try:
+            return find(*args)
+        except KvAdvisorError as exc:
+            self.add(where, str(exc), reference=True)
+            return None
 
     def failed(self, where: str = "") -> bool:
         """Whether a problem was recorded at ``where`` or below it (anywhere, for "")."""
@@ -366,16 +375,16 @@ def _items(c: Checker, where: str, name: str, spec: Field, value: Any) -> list[A
         raise c._bad(where, spec, f"expected a list, got {yaml_type(value)}")
     if spec.items is None:
         return value
-    out = [c.value(f"{where}[{i}]", spec.items, item) for i, item in enumerate(value)]
-    if c.failed(where):
-        raise Invalid(where)  # a list with a bad item is not handed on in part
-    return out
+    # A bad item is None in place, so the loader still checks the others (and their names).
+    return [c.value(f"{where}[{i}]", spec.items, item) for i, item in enumerate(value)]
 
 
 def _mapping(c: Checker, where: str, name: str, spec: Field, value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise c._bad(where, spec, f"expected a mapping, got {yaml_type(value)}")
-    return value if spec.fields is None else c.record(where, value, spec.fields)
+    if spec.fields is None:
+        if not isinstance(value, dict):
+            raise c._bad(where, spec, f"expected a mapping, got {yaml_type(value)}")
+        return value
+    return c.record(where, value, spec.fields)
 
 
 _KINDS: dict[str, Callable[[Checker, str, str, Field, Any], Any]] = {

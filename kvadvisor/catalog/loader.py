@@ -154,7 +154,7 @@ def lookup(
         if key in names:
             return entry_name, entry
     candidates = list(entries) + [a for e in entries.values() for a in e.get("aliases") or []]
-    hint = did_you_mean(name, candidates, MAX_SUGGESTIONS)
+    hint = did_you_mean(name, candidates, MAX_SUGGESTIONS, cutoff=0.5)
     raise CatalogError(
         with_hint(f"unknown {what} '{name}'", hint) + f" ({list_command(kind)} shows them all)"
     )
