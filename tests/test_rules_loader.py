@@ -85,7 +85,10 @@ def test_good_rule_parses() -> None:
         ({"message": "{write_bytes_per_s_p99!r}"}, "conversions"),
         ({"message": "{write_bytes_per_s_p99:>{width}}"}, "format must be like"),
         ({"message": "{"}, "bad placeholder"),
-        ({"recommend": {"action": "x", "catalog": "gpus"}}, "recommend.catalog: must be one of storage, instances, got 'gpus'"),
+        (
+            {"recommend": {"action": "x", "catalog": "gpus"}},
+            "recommend.catalog: must be one of storage, instances, got 'gpus'",
+        ),
         # Error paths of the loader that had no test.
         ({"when": 5}, "when: expected a mapping"),
         ({"when": {"all": "x"}}, "when.all: expected a non-empty list of conditions"),
@@ -118,7 +121,10 @@ def test_good_rule_parses() -> None:
         ({"docs": "text"}, "docs: expected a mapping with keys what, why, example, references"),
         ({"docs": {**GOOD["docs"], "extra": 1}}, "docs.extra: unknown field"),  # type: ignore[dict-item]
         ({"recommend": "x"}, "recommend: expected a mapping with action"),
-        ({"recommend": {"action": "x", "colour": 1}}, "recommend.colour: unknown field; known fields: action, catalog"),
+        (
+            {"recommend": {"action": "x", "colour": 1}},
+            "recommend.colour: unknown field; known fields: action, catalog",
+        ),
         (
             {"recommend": {"action": "x", "where": [1]}},
             "recommend.where: expected a mapping of field to",
