@@ -315,7 +315,7 @@ def limit(value: float) -> str:
 
 
 def yaml_type(value: Any) -> str:
-    """What a parsed YAML value is, in the words of a YAML writer."""
+    """A parsed YAML value as a message shows it: a scalar as written, a container by kind."""
     if value is None:
         return "nothing (an empty value)"
     if isinstance(value, dict):
@@ -323,12 +323,10 @@ def yaml_type(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
+        return str(value).lower()
     if isinstance(value, str):
-        return f"the text {one_line(value)[:60]!r}"
-    return type(value).__name__
+        return repr(one_line(value)[:60])
+    return repr(value)
 
 
 def _boolean(c: Checker, where: str, name: str, spec: Field, value: Any) -> bool:

@@ -29,7 +29,7 @@ from kvadvisor.catalog.storage import (
     find_storage,
     load_storage,
 )
-from kvadvisor.checker import Checker, Field, Invalid, choice_problem, yaml_type
+from kvadvisor.checker import Checker, Field, Invalid, choice_problem
 from kvadvisor.engines import registry
 from kvadvisor.errors import CatalogError, PlanError
 from kvadvisor.fileio import check_input
@@ -532,6 +532,17 @@ def _traffic_scale(c: Checker, doc: Mapping[str, Any]) -> float:
     return scale
 
 
+def _document_kind(value: Any) -> str:
+    """What a whole document that is not a mapping holds, in the words of a YAML writer."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
 def check_plan(
     path: str,
     data: Any,
@@ -550,7 +561,7 @@ def check_plan(
     table = engine_settings_table()
     fields = plan_fields(tuple(registry.names()))
     if not isinstance(data, dict):
-        got = "an empty file" if data is None else yaml_type(data)
+        got = "an empty file" if data is None else _document_kind(data)
         raise PlanError(
             f"{path}: expected a mapping with keys {', '.join(fields)}, got {got}; "
             "see `kvadvisor docs review#the-plan-file` for the plan format"
