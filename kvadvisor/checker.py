@@ -186,8 +186,8 @@ class Checker:
         )
 
     def lines_of_problems(self) -> tuple[str, ...]:
-        """Every problem as its one line, in the order found."""
-        return tuple(str(p) for p in self.problems)
+        """Every problem as its one line, in file order (the order found where no line is known)."""
+        return tuple(str(p) for p in sorted(self.problems, key=lambda p: p.line))
 
     def raise_if_any(self, error: Callable[[str, tuple[str, ...]], Exception]) -> None:
         """Raise ``error(message, problems)`` once, with every problem, if there are any.

@@ -485,8 +485,7 @@ def parse_rule(
     reader = _RuleReader(Checker(path, lines), facts)
     rule = reader.rule(data)
     problems = reader.c.problems
-    # Structural problems first: an unknown fact is often a consequence of one.
-    every = tuple(str(p) for p in sorted(problems, key=lambda p: p.reference))
+    every = reader.c.lines_of_problems()
     if problems and all(p.reference for p in problems):
         more = f" (and {len(every) - 1} more)" if len(every) > 1 else ""
         raise RuleReferenceError(f"{every[0]}{more}", every)
