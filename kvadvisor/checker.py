@@ -205,7 +205,7 @@ class Checker:
     # -- walking a mapping against its fields -------------------------------------------
     def unknown_keys(self, where: str, record: Mapping[Any, Any], known: Iterable[str]) -> None:
         """One problem per key of ``record`` not in ``known``, with the closest known key."""
-        known = list(known)
+        known = known if isinstance(known, Mapping) else dict.fromkeys(known)
         for key in record:
             if key not in known:
                 hint = did_you_mean(str(key), known) or f"known fields: {', '.join(known)}"
@@ -228,8 +228,11 @@ class Checker:
         self.unknown_keys(where, record, fields)
         checked: dict[str, Any] = {}
         for key, spec in fields.items():
-            if record.get(key) is not None or spec.required:
-                value = self.value(join(where, key), spec, record.get(key))
+            # Most keys of a schema are absent from a given document: skip them cheaply (the
+            # advisor checks one plan per candidate it replays).
+            raw = record.get(key)
+            if raw is not None or spec.required:
+                value = self.value(join(where, key), spec, raw)
                 if value is not None:
                     checked[key] = value
         return checked
@@ -255,9 +258,8 @@ class Checker:
 
     def number(self, where: str, name: str, spec: Field, value: Any) -> float | int:
         """A finite number within the field's bounds (a whole one for kind "int")."""
-        hint = unit_hint(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            unit = hint or (f" ({spec.help})" if spec.help else "")
+            unit = unit_hint(name) or (f" ({spec.help})" if spec.help else "")
             raise self.fail(where, f"expected a number, got {value!r}{unit}")
         if spec.kind == "int" and not isinstance(value, int):
             raise self._bad(where, spec, f"expected a whole number, got {value!r}")
@@ -266,7 +268,7 @@ class Checker:
         if spec.minimum is not None and value < spec.minimum:
             raise self._bad(where, spec, f"must be >= {limit(spec.minimum)}, got {value!r}")
         if value <= 0 and spec.must_be_positive(name):
-            raise self.fail(where, f"must be more than 0{hint}, got {value!r}")
+            raise self.fail(where, f"must be more than 0{unit_hint(name)}, got {value!r}")
         if value > spec.maximum == MAX_NUMBER:
             raise self.fail(
                 where, f"{value!r} is beyond any real figure (at most {limit(MAX_NUMBER)})"

@@ -161,12 +161,19 @@ def _storage_from_spec(spec: StorageSpec, device_bytes: float | None) -> Storage
     )
 
 
+@lru_cache(maxsize=4)
+def _engine_fields(engines: tuple[registry.Engine, ...]) -> dict[str, dict[str, Field]]:
+    """Each registered engine's settings as checker fields, built once per set of engines."""
+    table = _settings_table(engines)["engines"]
+    return {e.name: engine_fields(e.name, table[e.name]["settings"]) for e in engines}
+
+
 def _check_engine_settings(
     c: Checker, where: str, engine: str, settings: Mapping[str, Any], table: Mapping[str, Any]
 ) -> dict[str, Any]:
     """One engine's settings (from its files and the plan) against its documented table."""
     documented = table["engines"][engine]["settings"]
-    out = c.record(where, dict(settings), engine_fields(engine, documented))
+    out = c.record(where, dict(settings), _engine_fields(registry.engines())[engine])
     for key, value in out.items():
         if documented[key].get("kind") == "mooncake-size":
             size = mooncake_bytes(value)
