@@ -237,3 +237,20 @@ def test_load_yaml_lines_matches_the_text(tmp_path: Path) -> None:
     assert lines["stages.prefill.cuont"] == line_of(PLAN, "cuont")
     assert lines["stages.prefill.tiers[1]"] == line_of(PLAN, "name: nvme")
     assert lines["stages.prefill.tiers[1].capacity"] == line_of(PLAN, "TB/s")
+
+
+def test_a_null_engine_is_one_enabled_with_its_defaults(tmp_path: Path) -> None:
+    """`engines: {lmcache: }` enables LMCache with no settings; a misspelt engine is named."""
+    text = PLAN.replace("    cuont: 2\n", "    engines:\n      lmcache:\n").replace(
+        "router: round_robbin", "router: round_robin"
+    )
+    path = tmp_path / "plan.yaml"
+    path.write_text(text.replace("capacity: 2 TB/s", "capacity: 2 TB"), encoding="utf-8")
+    assert load_plan(path).stages[0].engines == {"lmcache": {}}
+    path.write_text(text.replace("lmcache:", "lmcahce:"), encoding="utf-8")
+    with pytest.raises(PlanError) as err:
+        load_plan(path)
+    assert err.value.problems[0] == (
+        f"{path}:{line_of(text, 'lmcache:')}: stages.prefill.engines.lmcahce: unknown field; "
+        "did you mean 'lmcache'?"
+    )

@@ -856,7 +856,7 @@ PLAN = {"model": {"kv_bytes_per_token": 1024}, "stages": {"prefill": {"count": 1
         ),
         (
             yaml.safe_dump({**PLAN, "stages": {"prefill": {"engines": ["lmcache"]}}}),
-            ["stages.prefill.engines: expected a mapping with keys"],
+            ["stages.prefill.engines: expected a mapping, got a list (engine name: its settings)"],
         ),
         (
             yaml.safe_dump({**PLAN, "stages": {"decode": "big"}}),

@@ -29,7 +29,7 @@ from kvadvisor.catalog.storage import (
     find_storage,
     load_storage,
 )
-from kvadvisor.checker import Checker, Field, Invalid, choice_problem
+from kvadvisor.checker import Checker, Field, Invalid, choice_problem, yaml_type
 from kvadvisor.engines import registry
 from kvadvisor.errors import CatalogError, PlanError
 from kvadvisor.fileio import check_input
@@ -295,7 +295,18 @@ def _stage_engines(
 ) -> dict[str, dict[str, Any]]:
     """Engine settings read from the stage's engine files, the plan's own over them."""
     merged = _engine_files(c, f"{where}.engine_files", s.get("engine_files"), allow_outside_dir)
-    for engine, inline in s.get("engines", {}).items():
+    inline_settings = s.get("engines", {})
+    known = registry.names()
+    c.unknown_keys(f"{where}.engines", inline_settings, known)
+    for engine, inline in inline_settings.items():
+        if engine not in known:
+            continue
+        if inline is not None and not isinstance(inline, dict):
+            c.add(
+                f"{where}.engines.{engine}",
+                f"expected a mapping of settings, got {yaml_type(inline)}",
+            )
+            continue
         merged.setdefault(engine, {}).update(inline or {})
     return {
         e: _check_engine_settings(c, f"{where}.engines.{e}", e, settings, table)
@@ -566,7 +577,7 @@ def check_plan(
     """
     catalogs = catalogs or PlanCatalogs.packaged()
     table = engine_settings_table()
-    fields = plan_fields(tuple(registry.names()))
+    fields = plan_fields()
     if not isinstance(data, dict):
         got = "an empty file" if data is None else _document_kind(data)
         raise PlanError(

@@ -98,9 +98,9 @@ TIER_FIELDS = {
 }
 
 
-@lru_cache(maxsize=4)
-def plan_fields(engines: tuple[str, ...]) -> Mapping[str, Field]:
-    """The whole plan's fields, its stages naming ``engines`` (the registered ones)."""
+@lru_cache(maxsize=1)
+def plan_fields() -> Mapping[str, Field]:
+    """The whole plan's fields."""
     stage = {
         "instance": Field("text", help="a catalog instance name"),
         "gpu": Field("text", help="a GPU catalog name"),
@@ -110,8 +110,9 @@ def plan_fields(engines: tuple[str, ...]) -> Mapping[str, Field]:
         "gpu_kv_pool": Field("size", positive=True, help="or leave it out (modeled)"),
         "disk_bandwidth_cap": Field("rate"),
         "chunk_tokens": _count(),
-        # Each engine's settings are checked against its own table by the loader.
-        "engines": Field("mapping", fields={e: Field("mapping") for e in engines}),
+        # Engine names and each engine's settings are checked by the loader: a null engine
+        # (`lmcache:`) is one enabled with its defaults, not one left out.
+        "engines": Field("mapping", help="engine name: its settings"),
         "engine_files": Field("list[str]", help="engine configuration file names"),
         "tiers": Field(
             "list", items=Field("mapping", fields=TIER_FIELDS), help="tiers, fastest first"
