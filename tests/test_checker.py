@@ -254,3 +254,16 @@ def test_a_null_engine_is_one_enabled_with_its_defaults(tmp_path: Path) -> None:
         f"{path}:{line_of(text, 'lmcache:')}: stages.prefill.engines.lmcahce: unknown field; "
         "did you mean 'lmcache'?"
     )
+
+
+def test_option_values_and_catalog_kinds_get_the_same_suggestion(tmp_path: Path) -> None:
+    """--provider and a catalog file's kind name the closest choice too."""
+    from kvadvisor.advice.advisor import parse_providers
+    from kvadvisor.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'gpc': expected one of .*; did you mean 'gcp'"):
+        parse_providers(["aws,gpc"])
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: storge\nentries: {}\n", encoding="utf-8")
+    (problem,) = check_catalog_file(path).problems
+    assert problem.endswith("did you mean 'storage'?"), problem

@@ -23,7 +23,7 @@ from kvadvisor.catalog.loader import (
     find_named,
     load_layered,
 )
-from kvadvisor.checker import MAX_NUMBER, Field
+from kvadvisor.checker import MAX_NUMBER, Field, did_you_mean, with_hint
 from kvadvisor.errors import CatalogError
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
 from kvadvisor.yamlio import load_yaml
@@ -444,7 +444,11 @@ def catalog_files_by_kind(paths: Iterable[str | Path]) -> dict[str, list[str]]:
         kind = catalog_kind(path)
         if kind not in out:
             raise CatalogError(
-                f"{path}: unknown catalog kind {kind!r}; expected one of {', '.join(CATALOG_KINDS)}"
+                with_hint(
+                    f"{path}: unknown catalog kind {kind!r}; expected one of "
+                    f"{', '.join(CATALOG_KINDS)}",
+                    did_you_mean(str(kind), CATALOG_KINDS),
+                )
             )
         out[kind].append(str(path))
     return out
