@@ -654,8 +654,8 @@ def test_bad_instance_entries(tmp_path, fields, needles) -> None:
         ("- kind: storage\n", ["expected a mapping with 'kind', 'sources' and 'entries'"]),
         ("sources: {S: s}\nentries: {x: {}}\n", ["no 'kind'; start the file with 'kind: storage'"]),
         (
-            "kind: storage\nsources: {S: s}\nentries: {x: {}}\nextra: 1\nmore: 2\n",
-            ["extra: unknown field; known fields: kind,", "more problems"],
+            "kind: storage\nextra: 1\nmore: 2\nsources: {S: s}\nentries: {x: {}}\n",
+            ["c.yaml:2: extra: unknown field; known fields: kind,", "more problems"],
         ),
         (
             "kind: gpus\nsources: {S: s}\nentries: {x: {}}\n",
