@@ -211,9 +211,7 @@ class Checker:
                 hint = did_you_mean(str(key), known) or f"known fields: {', '.join(known)}"
                 self.add(join(where, str(key)), f"unknown field; {hint}")
 
-    def record(
-        self, where: str, record: Any, fields: Mapping[str, Field], *, what: str = ""
-    ) -> dict[str, Any]:
+    def record(self, where: str, record: Any, fields: Mapping[str, Field]) -> dict[str, Any]:
         """Check one mapping against ``fields``: unknown keys, required keys, every value.
 
         Returns the checked values of the keys given and valid (a null counts as absent).
@@ -221,8 +219,7 @@ class Checker:
         if not isinstance(record, dict):
             self.add(
                 where,
-                f"expected {what or 'a mapping with keys ' + ', '.join(fields)}, "
-                f"got {yaml_type(record)}",
+                f"expected a mapping with keys {', '.join(fields)}, got {yaml_type(record)}",
             )
             return {}
         self.unknown_keys(where, record, fields)
@@ -376,7 +373,12 @@ def _items(c: Checker, where: str, name: str, spec: Field, value: Any) -> list[A
     if spec.items is None:
         return value
     # A bad item is None in place, so the loader still checks the others (and their names).
-    return [c.value(f"{where}[{i}]", spec.items, item) for i, item in enumerate(value)]
+    out = []
+    for i, item in enumerate(value):
+        if item is None:  # `- ` with nothing after it: a mistake, not an absent key
+            c.add(f"{where}[{i}]", f"expected a {spec.items.kind}, got an empty item")
+        out.append(c.value(f"{where}[{i}]", spec.items, item))
+    return out
 
 
 def _mapping(c: Checker, where: str, name: str, spec: Field, value: Any) -> dict[str, Any]:
