@@ -118,7 +118,19 @@ class TraceSchemaError(TraceError, ValueError):
         )
 
 
-class CatalogError(KvAdvisorError, ValueError):
+class DocumentError(KvAdvisorError, ValueError):
+    """A YAML document (plan, rule, catalog) has problems: ``problems`` holds every one.
+
+    kvadvisor.checker collects them, one line each (file, line, key path, what, how to fix);
+    the message is the first and a count of the rest, and the CLI prints them all.
+    """
+
+    def __init__(self, message: str, problems: tuple[str, ...] | list[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
+
+
+class CatalogError(DocumentError):
     """A catalog file or entry is invalid or unknown (message names file and key path)."""
 
     slug = "catalog"
@@ -131,19 +143,18 @@ class CatalogProblems(CatalogError):
     line; ``kvadvisor catalog check FILE`` prints every one.
     """
 
-    def __init__(self, path: str, problems: list[str]) -> None:
+    def __init__(self, path: str, problems: list[str] | tuple[str, ...]) -> None:
         self.path = path
-        self.problems = problems
         more = ""
         if len(problems) > 1:
             more = (
                 f" (and {_more_problems(len(problems) - 1)}; `kvadvisor catalog check {path}` "
                 "lists them all)"
             )
-        super().__init__(problems[0] + more)
+        super().__init__(problems[0] + more, tuple(problems))
 
 
-class RuleError(KvAdvisorError, ValueError):
+class RuleError(DocumentError):
     """A rule file is invalid.
 
     ``problems`` holds every problem found (the message shows the first and counts the rest,
@@ -151,10 +162,6 @@ class RuleError(KvAdvisorError, ValueError):
     """
 
     slug = "rule"
-
-    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.problems = problems or (message,)
 
 
 class RuleSyntaxError(RuleError):
@@ -169,8 +176,8 @@ class RuleReferenceError(RuleError):
     slug = "rule-reference"
 
 
-class PlanError(KvAdvisorError, ValueError):
-    """A plan file is invalid (the message names file and key path and how to fix it)."""
+class PlanError(DocumentError):
+    """A plan file is invalid (every problem names file, line, key path and how to fix it)."""
 
     slug = "plan"
 

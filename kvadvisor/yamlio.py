@@ -147,6 +147,14 @@ def load_yaml(path: str | Path, error: type[KvAdvisorError]) -> Any:
     refuses files over MAX_YAML_BYTES, anchors and aliases, and documents nested deeper than
     MAX_NESTING.
     """
+    return load_yaml_lines(path, error)[0]
+
+
+def load_yaml_lines(path: str | Path, error: type[KvAdvisorError]) -> tuple[Any, dict[str, int]]:
+    """:func:`load_yaml`, and the line of every key path (``stages.prefill.tiers[0]``: 12).
+
+    The lines let kvadvisor.checker say where in the file each problem is.
+    """
     path = check_input(path, error)
     size = path.stat().st_size
     if size > MAX_YAML_BYTES:
@@ -159,7 +167,7 @@ def load_yaml(path: str | Path, error: type[KvAdvisorError]) -> Any:
         raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise error(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return parse_yaml(text, path, error)
+    return parse_yaml_lines(text, path, error)
 
 
 def parse_yaml(text: str, path: str | Path, error: type[KvAdvisorError]) -> Any:
@@ -167,9 +175,24 @@ def parse_yaml(text: str, path: str | Path, error: type[KvAdvisorError]) -> Any:
 
     The caller bounds the text's size; ``path`` names the document in every message.
     """
+    return parse_yaml_lines(text, path, error)[0]
+
+
+def parse_yaml_lines(
+    text: str, path: str | Path, error: type[KvAdvisorError]
+) -> tuple[Any, dict[str, int]]:
+    """:func:`parse_yaml`, and the line of every key path (see :func:`load_yaml_lines`)."""
     _reject_aliases(path, text, error)
+    lines: dict[str, int] = {}
     try:
-        data = yaml.load(text, Loader=_CheckedLoader)  # a safe loader, see above
+        loader = _CheckedLoader(text)  # a safe loader, see above
+        try:
+            node = loader.get_single_node()
+            data = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
+        if node is not None:
+            _key_lines(node, "", lines)
     except _Refused as exc:
         raise error(
             f"{path}: line {exc.mark.line + 1}, column {exc.mark.column + 1}: {exc.message}"
@@ -187,4 +210,26 @@ def parse_yaml(text: str, path: str | Path, error: type[KvAdvisorError]) -> Any:
         raise error(f"{path}: invalid YAML value: {exc} (write dates as YYYY-MM-DD)") from None
     if _depth(data, MAX_NESTING) > MAX_NESTING:
         raise error(f"{path}: YAML nested deeper than {MAX_NESTING} levels")
-    return data
+    return data, lines
+
+
+def _key_lines(root: yaml.Node, where: str, lines: dict[str, int]) -> None:
+    """Record the 1-based line of every key and list item under ``root`` by its key path.
+
+    Iterative, as the document's depth is checked only after it is built.
+    """
+    lines[where] = root.start_mark.line + 1
+    stack = [(root, where)]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    inner = f"{at}.{key.value}" if at else str(key.value)
+                    lines[inner] = key.start_mark.line + 1
+                    stack.append((value, inner))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                inner = f"{at}[{i}]"
+                lines[inner] = item.start_mark.line + 1
+                stack.append((item, inner))

@@ -20,7 +20,19 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 # loading, the replay, emit and the review ask it), the engine modules beside it sit high (they
 # import the emit toolkit); the registry loads them by name on first use, as a plugin table does.
 OWN_ROWS = {"engines.registry"}
-LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "phases", "termtext", "quoting"}
+# checker: the one walk of YAML documents (plans, rules, catalogs) against a declared schema,
+# and the one did-you-mean; it reads no file, so every layer that checks input may use it.
+LEAVES = {
+    "errors",
+    "units",
+    "vocab",
+    "lazy",
+    "firstuse",
+    "phases",
+    "termtext",
+    "quoting",
+    "checker",
+}
 ISOLATED = LEAVES | {"progress", "jitcache"}
 
 ALLOWED: dict[str, set[str]] = {
@@ -36,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     "termtext": set(),
     # One checker for names and one quoter per generated format; it escapes as termtext does.
     "quoting": {"termtext"},
+    "checker": {"errors", "quoting", "units"},
     # Terminal progress for the CLI's long steps: a leaf like errors/units (labels made safe,
     # the elapsed time through the one formatter).
     "progress": {"termtext", "units"},
@@ -209,6 +222,7 @@ CLI_MAY_IMPORT = (
     "kvadvisor.phases",
     "kvadvisor.jitcache",
     "kvadvisor.termtext",
+    "kvadvisor.checker",
     "kvadvisor.rules.docs",
     "kvadvisor.facts.doc",
     "kvadvisor.catalog.listing",

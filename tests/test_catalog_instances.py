@@ -81,7 +81,7 @@ def test_wrong_unit_and_missing_source() -> None:
 def test_lookup_by_alias_and_suggestion() -> None:
     """Aliases resolve; typos get suggestions."""
     assert find_instance(SPECS, "nd-h200-v5").name == "Standard_ND96isr_H200_v5"
-    with pytest.raises(CatalogError, match="did you mean p5e.48xlarge"):
+    with pytest.raises(CatalogError, match="did you mean 'p5e.48xlarge'"):
         find_instance(SPECS, "p5e.48xlarg")
 
 

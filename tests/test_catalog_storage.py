@@ -189,7 +189,7 @@ def test_hostile_catalog_files_fail_cleanly(tmp_path: Path, text: str) -> None:
 def test_find_storage_suggests() -> None:
     """Unknown names get the closest ones."""
     assert find_storage(SPECS, "ALIBABA-ESSD-PL1").name == "alibaba-essd-pl1"
-    with pytest.raises(CatalogError, match="did you mean alibaba-essd-pl1"):
+    with pytest.raises(CatalogError, match="did you mean 'alibaba-essd-pl1'"):
         find_storage(SPECS, "alibaba-essd-p1")
 
 

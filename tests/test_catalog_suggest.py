@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 import kvadvisor
 from kvadvisor.catalog.instances import find_instance
-from kvadvisor.catalog.loader import suggestions
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import find_storage
+from kvadvisor.checker import close_names
 from kvadvisor.cli import app
 from kvadvisor.errors import CatalogError
 
@@ -53,6 +53,7 @@ def test_every_lookup_suggests_from_a_prefix(find, names) -> None:  # type: igno
         with pytest.raises(CatalogError, match="did you mean") as err:
             find(typo)
         said = str(err.value).split("did you mean ", 1)[1].split("?", 1)[0].split(", ")
+        said = [s.strip("'") for s in said]
         longer = sorted((n for n in names if n.lower().startswith(typo.lower())), key=len)
         # The shortest names the typo begins are offered (any of equal length may come first).
         assert len(said) == min(3, len(longer)) or name in said, (typo, said)
@@ -62,8 +63,8 @@ def test_every_lookup_suggests_from_a_prefix(find, names) -> None:  # type: igno
 def test_suggestions_order_and_case() -> None:
     """Prefix matches, shortest first, ahead of difflib's; case does not matter; three at most."""
     names = ["p5e.48xlarge", "p5en.48xlarge", "p5.48xlarge", "p4d.24xlarge"]
-    assert suggestions("P5E", names) == ["p5e.48xlarge", "p5en.48xlarge"]
-    assert suggestions("p4d.24xlarg", names)[0] == "p4d.24xlarge"
-    assert suggestions("48xl", names)[:2] == ["p5.48xlarge", "p5e.48xlarge"]
-    assert suggestions("zzz", names) == []
-    assert suggestions("", names) == []
+    assert close_names("P5E", names, 3) == ["p5e.48xlarge", "p5en.48xlarge"]
+    assert close_names("p4d.24xlarg", names, 3)[0] == "p4d.24xlarge"
+    assert close_names("48xl", names, 3)[:2] == ["p5.48xlarge", "p5e.48xlarge"]
+    assert close_names("zzz", names, 3) == []
+    assert close_names("", names, 3) == []

@@ -147,7 +147,11 @@ def test_an_unregistered_engine_is_refused_everywhere(tmp_path: Path) -> None:
             str(tmp_path / "o"),
         ],
     )
-    assert res.exit_code == 2 and "'toycache' is not one of lmcache," in res.output
+    assert (
+        res.exit_code == 2
+        and "must be one of lmcache," in res.output
+        and "got 'toycache'" in res.output
+    )
 
 
 def test_a_name_registers_once(toycache: Engine) -> None:

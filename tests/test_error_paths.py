@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from kvadvisor.cache.coarsen import coarsen_trace
 from kvadvisor.catalog.gpus import load_gpus
 from kvadvisor.catalog.instances import load_instances
-from kvadvisor.catalog.loader import FieldSpec, check_entries
+from kvadvisor.catalog.loader import Field, check_entries
 from kvadvisor.catalog.models import load_models, model_from_hf_config, read_hf_config
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.cli import app
@@ -572,7 +572,7 @@ def _catalog(tmp_path: Path, kind: str, entry: dict | None = None, **top: Any) -
 def test_bad_model_entries(tmp_path, fields, needles) -> None:
     """Model shapes: MLA fields, sliding windows and counts are checked with file and key."""
     path = _catalog(tmp_path, "models", {**MODEL, **fields})
-    _raises(CatalogError, lambda: load_models(path), f"{path}: ", *needles)
+    _raises(CatalogError, lambda: load_models(path), f"{path}:", *needles)
 
 
 STORAGE = {
@@ -609,7 +609,7 @@ STORAGE = {
 def test_bad_storage_entries(tmp_path, fields, needles) -> None:
     """Storage entries: per-GiB formulas, capacities, flags and names, with file and key path."""
     path = _catalog(tmp_path, "storage", {**STORAGE, **fields})
-    _raises(CatalogError, lambda: load_storage([path]), f"{path}: ", *needles)
+    _raises(CatalogError, lambda: load_storage([path]), f"{path}:", *needles)
 
 
 def test_bad_storage_entry_through_the_cli(tmp_path) -> None:
@@ -619,7 +619,7 @@ def test_bad_storage_entry_through_the_cli(tmp_path) -> None:
     )
     one_error_line(
         runner.invoke(app, ["catalog", "list", "storage", "--catalog", str(path)]),
-        "storage.yaml: entries.x: capacity_min_gib is above capacity_max_gib",
+        "storage.yaml:2: entries.x: capacity_min_gib is above capacity_max_gib",
     )
 
 
@@ -645,7 +645,7 @@ INSTANCE = {
 def test_bad_instance_entries(tmp_path, fields, needles) -> None:
     """Instance entries: unconfirmed names, NVMe pairs, counts."""
     path = _catalog(tmp_path, "instances", {**INSTANCE, **fields})
-    _raises(CatalogError, lambda: load_instances([path]), f"{path}: ", *needles)
+    _raises(CatalogError, lambda: load_instances([path]), f"{path}:", *needles)
 
 
 @pytest.mark.parametrize(
@@ -654,8 +654,8 @@ def test_bad_instance_entries(tmp_path, fields, needles) -> None:
         ("- kind: storage\n", ["expected a mapping with 'kind', 'sources' and 'entries'"]),
         ("sources: {S: s}\nentries: {x: {}}\n", ["no 'kind'; start the file with 'kind: storage'"]),
         (
-            "kind: storage\nsources: {S: s}\nentries: {x: {}}\nextra: 1\nmore: 2\n",
-            ["unknown top-level key(s) extra, more"],
+            "kind: storage\nextra: 1\nmore: 2\nsources: {S: s}\nentries: {x: {}}\n",
+            ["c.yaml:2: extra: unknown field; known fields: kind,", "more problems"],
         ),
         (
             "kind: gpus\nsources: {S: s}\nentries: {x: {}}\n",
@@ -679,7 +679,7 @@ def test_catalog_file_shapes(tmp_path, text, needles) -> None:
     """A catalog file's top level, through the storage loader (--catalog FILE)."""
     path = tmp_path / "c.yaml"
     path.write_text(text, encoding="utf-8")
-    _raises(CatalogError, lambda: load_storage([path]), f"{path}: ", *needles)
+    _raises(CatalogError, lambda: load_storage([path]), f"{path}:", *needles)
 
 
 @pytest.mark.parametrize("text", ["- kind: storage\n", "sources: {S: s}\n", "kind: [storage]\n"])
@@ -755,7 +755,7 @@ def test_catalog_without_kind_in_the_models_loader(tmp_path) -> None:
 
 def test_list_of_numbers_field() -> None:
     """The checker's list[number] kind refuses text and booleans in the list."""
-    schema = {"points": FieldSpec("list[number]")}
+    schema = {"points": Field("list[number]")}
     doc = {
         "kind": "k",
         "sources": {"S": "s"},
@@ -844,7 +844,7 @@ PLAN = {"model": {"kv_bytes_per_token": 1024}, "stages": {"prefill": {"count": 1
         ),
         (
             yaml.safe_dump({"model": PLAN["model"]}),
-            ["stages: expected a mapping with keys prefill, decode"],
+            ["stages: is required (prefill and/or decode, or one serving block"],
         ),
         (
             yaml.safe_dump({**PLAN, "stages": {}}),
@@ -852,11 +852,11 @@ PLAN = {"model": {"kv_bytes_per_token": 1024}, "stages": {"prefill": {"count": 1
         ),
         (
             yaml.safe_dump({**PLAN, "stages": {"prefill": {"tiers": {"name": "a"}}}}),
-            ["stages.prefill.tiers: expected a list of tiers, fastest first"],
+            ["stages.prefill.tiers: expected a list, got a mapping (tiers, fastest first)"],
         ),
         (
             yaml.safe_dump({**PLAN, "stages": {"prefill": {"engines": ["lmcache"]}}}),
-            ["stages.prefill.engines: expected a mapping with keys"],
+            ["stages.prefill.engines: expected a mapping, got a list (engine name: its settings)"],
         ),
         (
             yaml.safe_dump({**PLAN, "stages": {"decode": "big"}}),
@@ -868,7 +868,7 @@ def test_plan_top_level_shape(tmp_path, text, needles) -> None:
     """Plan files: a list, a scalar, unknown keys, wrong section types: file, key, fix."""
     path = tmp_path / "plan.yaml"
     path.write_text(text, encoding="utf-8")
-    _raises(PlanError, lambda: load_plan(path), f"{path}: ", *needles)
+    _raises(PlanError, lambda: load_plan(path), f"{path}:", *needles)
 
 
 def test_plan_shape_through_the_cli(tmp_path) -> None:
@@ -877,7 +877,7 @@ def test_plan_shape_through_the_cli(tmp_path) -> None:
     path.write_text(yaml.safe_dump({**PLAN, "traffic": [3]}), encoding="utf-8")
     one_error_line(
         runner.invoke(app, ["review", str(FIX / "tiny_mooncake.jsonl"), "--plan", str(path)]),
-        "plan.yaml: traffic: expected a mapping",
+        "plan.yaml:6: traffic: expected a mapping",
         "kvadvisor docs errors#plan",
     )
 
@@ -1027,7 +1027,7 @@ def _tiered(**tier: Any) -> dict:
         ),
         (
             _tiered(storage={"read_bandwidth": "5 GB/s"}),
-            ["stages.prefill.tiers[0].storage.kind: is required: one of"],
+            ["stages.prefill.tiers[0].storage.kind: is required (dram | cxl | ssd"],
         ),
         (
             _tiered(storage="nvme-gen5-x4", shared="no"),
@@ -1087,7 +1087,7 @@ def test_plan_stage_and_tier_shapes(tmp_path, doc, needles) -> None:
     """Below the top level: tiers, inline storage, engine settings, catalog names."""
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    _raises(PlanError, lambda: load_plan(path), f"{path}: ", *needles)
+    _raises(PlanError, lambda: load_plan(path), f"{path}:", *needles)
 
 
 def test_cli_output_targets(tmp_path) -> None:

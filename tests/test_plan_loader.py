@@ -101,7 +101,7 @@ def test_good_plan_in_base_units() -> None:
         (["stages", "prefill", "tiers", 1, "capacity"], "-2 TB", "must not be negative"),
         (["stages", "prefill", "gpu_kv_pool"], "-1 GiB", "must not be negative"),
         (["stages", "prefill", "count"], -1, "count: must be >= 1"),
-        (["traffic", "scale"], 0, "traffic.scale: must be > 0"),
+        (["traffic", "scale"], 0, "traffic.scale: must be more than 0, got 0"),
         (
             ["stages", "prefill", "engines", "lmcache", "chunk_sise"],
             256,
@@ -115,7 +115,7 @@ def test_good_plan_in_base_units() -> None:
         (
             ["stages", "prefill", "engines", "dynamo-kvbm"],
             {"DYN_KVBM_CPU_CACHE_GB": "100 GB"},
-            "expected a plain number (in GB per engine instance, as dynamo-kvbm takes it)",
+            "expected a number, got '100 GB' (in GB per engine instance, as dynamo-kvbm takes it)",
         ),
         (["stages", "prefill", "engines", "lmcahce"], {}, "did you mean 'lmcache'?"),
         (["stages", "prefill", "tiers", 0, "storage", "kind"], "nvme", "must be one of"),
@@ -144,7 +144,7 @@ def test_catalog_names_resolve_and_suggest() -> None:
         check_plan("p.yaml", _with(["stages", "prefill", "tiers", 1, "storage"], "nvme-gen5-x5"))
     message = str(err.value)
     assert "stages.prefill.tiers[1].storage: unknown storage option 'nvme-gen5-x5'" in message
-    assert "did you mean nvme-gen5-x4" in message
+    assert "did you mean 'nvme-gen5-x4'" in message
 
 
 def test_cloud_disk_scales_with_its_size() -> None:

@@ -95,7 +95,7 @@ def test_error_finding_exits_1(tiny_trace: Path, tmp_path: Path) -> None:
                 "100 MB/s}",
                 "name: nvme\n        storage: nvme-gen5-x5",
             ),
-            "tiers[0].storage: unknown storage option 'nvme-gen5-x5'; did you mean nvme-gen5-x4",
+            "tiers[0].storage: unknown storage option 'nvme-gen5-x5'; did you mean 'nvme-gen5-x4'",
         ),
     ],
 )

@@ -39,7 +39,7 @@ def test_rules_show() -> None:
     ):
         assert text in result.output
     bad = runner.invoke(app, ["rules", "show", "ST3"])
-    assert bad.exit_code == EXIT_USER_ERROR and "did you mean ST03" in bad.output
+    assert bad.exit_code == EXIT_USER_ERROR and "did you mean 'ST03'" in bad.output
 
 
 def test_rules_check_user_dir(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_catalog_show_finds_instances_as_lookup_does() -> None:
     typo = runner.invoke(app, ["catalog", "show", "p5e.48xlarg"])
     assert typo.exit_code == EXIT_USER_ERROR
     assert "unknown catalog entry 'p5e.48xlarg'" in typo.output
-    assert "did you mean p5e.48xlarge" in typo.output
+    assert "did you mean 'p5e.48xlarge'" in typo.output
 
 
 def test_bad_catalog_file_is_one_line(tmp_path: Path) -> None:
@@ -171,7 +171,7 @@ def test_analyze_with_advisor_options(mooncake_path: Path, tmp_path: Path) -> No
     for finding in doc["findings"]:
         assert set(finding) >= {"code", "severity", "stage", "message", "evidence"}
     bad = runner.invoke(app, ["analyze", str(mooncake_path), "--instance", "p5e.48xlarg"])
-    assert bad.exit_code == EXIT_USER_ERROR and "did you mean p5e.48xlarge" in bad.output
+    assert bad.exit_code == EXIT_USER_ERROR and "did you mean 'p5e.48xlarge'" in bad.output
 
 
 def test_a_condition_quotes_its_threshold_as_the_rule_file_writes_it() -> None:

@@ -52,17 +52,17 @@ def test_good_rule_parses() -> None:
     [
         ({"code": "X1"}, "code: expected two capital letters"),
         ({"name": "NoDots"}, "name: expected a dotted lower-case name"),
-        ({"severity": "critical"}, "severity: expected info, warning or error"),
-        ({"stage": "train"}, "stage: expected prefill, decode or both"),
+        ({"severity": "critical"}, "severity: must be one of info, warning, error, got 'critical'"),
+        ({"stage": "train"}, "stage: must be one of prefill, decode, both, got 'train'"),
         ({"docs": None}, "docs: is required"),
         (
             {"docs": {"what": "w", "why": "y", "example": "e", "references": []}},
             "docs.references: expected a non-empty list",
         ),
-        ({"colour": "red"}, "colour: unknown key"),
+        ({"colour": "red"}, "colour: unknown field; known fields: code, name,"),
         (
             {"when": {"all": [{"fact": "write_bytes_per_s_p99", "op": "=~", "value": 1}]}},
-            "op: expected one of",
+            "op: must be one of <, <=, >, >=, ==, !=, got '=~'",
         ),
         (
             {"when": {"all": [{"fact": "write_bytes_per_s_p99", "op": ">", "value": "1 GB/s"}]}},
@@ -85,14 +85,17 @@ def test_good_rule_parses() -> None:
         ({"message": "{write_bytes_per_s_p99!r}"}, "conversions"),
         ({"message": "{write_bytes_per_s_p99:>{width}}"}, "format must be like"),
         ({"message": "{"}, "bad placeholder"),
-        ({"recommend": {"action": "x", "catalog": "gpus"}}, "expected storage or instances"),
+        (
+            {"recommend": {"action": "x", "catalog": "gpus"}},
+            "recommend.catalog: must be one of storage, instances, got 'gpus'",
+        ),
         # Error paths of the loader that had no test.
         ({"when": 5}, "when: expected a mapping"),
         ({"when": {"all": "x"}}, "when.all: expected a non-empty list of conditions"),
         ({"when": {"fact": 3, "op": ">", "value": 1}}, "when.fact: expected a fact name"),
         (
             {"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "colour": 1}},
-            "when: unknown key",
+            "when.colour: unknown field",
         ),
         (
             {"when": {"fact": "write_bytes_per_s_p99", "op": ">", "value": 1, "factor": 2}},
@@ -114,11 +117,14 @@ def test_good_rule_parses() -> None:
             "when.factor: expected a positive number, got 0",
         ),
         ({"groups": "custom"}, "groups: expected a list of lower-case group names"),
-        ({"summary": " "}, "summary: expected non-empty text"),
-        ({"docs": "text"}, "docs: expected a mapping with what, why, example, references"),
-        ({"docs": {**GOOD["docs"], "extra": 1}}, "docs.extra: unknown key"),  # type: ignore[dict-item]
+        ({"summary": " "}, "summary: expected text, got ' '"),
+        ({"docs": "text"}, "docs: expected a mapping with keys what, why, example, references"),
+        ({"docs": {**GOOD["docs"], "extra": 1}}, "docs.extra: unknown field"),  # type: ignore[dict-item]
         ({"recommend": "x"}, "recommend: expected a mapping with action"),
-        ({"recommend": {"action": "x", "colour": 1}}, "recommend: unknown key"),
+        (
+            {"recommend": {"action": "x", "colour": 1}},
+            "recommend.colour: unknown field; known fields: action, catalog",
+        ),
         (
             {"recommend": {"action": "x", "where": [1]}},
             "recommend.where: expected a mapping of field to",
@@ -188,7 +194,7 @@ def test_rules_check_says_a_missing_key_in_one_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["rules", "check", str(tmp_path)])
     assert result.exit_code == EXIT_USER_ERROR, result.output
     said = [line for line in result.output.splitlines() if "code:" in line]
-    assert len(said) == 1 and "XX01.yaml: code: is required" in said[0], result.output
+    assert len(said) == 1 and "XX01.yaml:1: code: is required" in said[0], result.output
 
 
 def test_a_rule_must_be_a_mapping() -> None:

@@ -141,7 +141,10 @@ def test_text_facts_compare_by_equality() -> None:
             {"when": {"all": [{"fact": "engine_placeholder_count", "op": ">", "value": 0}]}},
             "belongs to the engine scope",
         ),
-        ({"scope": "fleet"}, "scope: expected one of workload, plan, stage, tier, engine"),
+        (
+            {"scope": "fleet"},
+            "scope: must be one of workload, plan, stage, tier, engine, got 'fleet'",
+        ),
         (
             {"when": {"all": [{"fact": "tier_name", "op": ">", "value": "a"}]}},
             "a text fact compares with a text value, by == or !=",

@@ -39,7 +39,7 @@ def test_ignore_wins() -> None:
 
 def test_unknown_selector_suggests() -> None:
     """A selector matching nothing is a user error with the closest names."""
-    with pytest.raises(RuleError, match="did you mean storage"):
+    with pytest.raises(RuleError, match="did you mean 'storage'"):
         codes(["stroage"])
     with pytest.raises(RuleError, match="--ignore"):
         codes(None, ["XX99"])

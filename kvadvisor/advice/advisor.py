@@ -31,6 +31,7 @@ from kvadvisor.catalog.instances import InstanceSpec, find_instance
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec, find_storage
+from kvadvisor.checker import did_you_mean, with_hint
 from kvadvisor.deploy import access, host_tier_name, reach
 from kvadvisor.errors import CatalogError, ConfigError
 from kvadvisor.execute import SERIAL, Executor
@@ -557,7 +558,10 @@ def parse_providers(values: Sequence[str]) -> tuple[str, ...]:
         for name in (v.strip().lower() for v in value.split(",")):
             if name not in PROVIDER_CHOICES:
                 raise ConfigError(
-                    f"--provider {name!r}: expected one of {', '.join(PROVIDER_CHOICES)}"
+                    with_hint(
+                        f"--provider {name!r}: expected one of {', '.join(PROVIDER_CHOICES)}",
+                        did_you_mean(name, PROVIDER_CHOICES),
+                    )
                 )
             if name not in out:
                 out.append(name)

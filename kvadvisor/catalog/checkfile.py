@@ -21,8 +21,9 @@ from kvadvisor.catalog.instances import load_instances, parse_instances
 from kvadvisor.catalog.loader import load_catalog_file
 from kvadvisor.catalog.models import MODEL_FIELDS, check_model_entries
 from kvadvisor.catalog.storage import CATALOG_KINDS, catalog_kind, load_storage, parse_storage
+from kvadvisor.checker import did_you_mean, with_hint
 from kvadvisor.errors import CatalogError, CatalogProblems
-from kvadvisor.yamlio import load_yaml
+from kvadvisor.yamlio import load_yaml, load_yaml_lines
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,19 @@ def check_catalog_file(path: str | Path, alongside: Sequence[str | Path] = ()) -
         # The fabric catalog ships with the package; `catalog check` checks it too.
         if kind not in (*CATALOG_KINDS, "fabrics"):
             raise CatalogError(
-                f"{where}: unknown catalog kind {kind!r}; expected one of "
-                f"{', '.join(CATALOG_KINDS)}"
+                with_hint(
+                    f"{where}: unknown catalog kind {kind!r}; expected one of "
+                    f"{', '.join(CATALOG_KINDS)}",
+                    did_you_mean(str(kind), CATALOG_KINDS),
+                )
             )
         if kind == "storage":
-            specs: dict = parse_storage(load_yaml(path, CatalogError), where)
+            data, lines = load_yaml_lines(path, CatalogError)
+            specs: dict = parse_storage(data, where, lines)
             refs = reference_problems({**load_storage(), **own_storage, **specs}, load_instances())
         elif kind == "instances":
-            specs = parse_instances(load_yaml(path, CatalogError), where)
+            data, lines = load_yaml_lines(path, CatalogError)
+            specs = parse_instances(data, where, lines)
             refs = reference_problems({**load_storage(), **own_storage}, specs)
             gpus = {**load_catalog_file(GPUS_YAML, "gpus", GPU_FIELDS), **own_gpus}
             refs += gpu_problems(gpus, specs)

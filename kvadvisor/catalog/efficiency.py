@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from kvadvisor.catalog.gpus import GpuSpec, get_gpu, load_gpus
-from kvadvisor.catalog.loader import FieldSpec, check_entries
+from kvadvisor.catalog.loader import check_entries
+from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogError
 from kvadvisor.units import BYTES_PER_GB
 from kvadvisor.yamlio import load_yaml
@@ -31,27 +32,27 @@ EFFICIENCY_YAML = Path(__file__).with_name("data") / "efficiency.yaml"
 US_PER_S = 1e6
 
 
-def _fraction(help_text: str) -> FieldSpec:
-    return FieldSpec("number", required=True, minimum=0.001, help=help_text)
+def _fraction(help_text: str) -> Field:
+    return Field("number", required=True, minimum=0.001, help=help_text)
 
 
 ALLREDUCE_TPS = (2, 4, 8)
-ALLREDUCE_FIELDS: dict[str, FieldSpec] = {
-    "link_gbps": FieldSpec(
+ALLREDUCE_FIELDS: dict[str, Field] = {
+    "link_gbps": Field(
         "number", required=True, minimum=0.001, help="link the times were measured over, one way"
     ),
-    "message_bytes": FieldSpec(
+    "message_bytes": Field(
         "list[number]", required=True, help="message sizes per GPU, ascending, bytes"
     ),
     **{
-        f"tp{tp}_us": FieldSpec(
+        f"tp{tp}_us": Field(
             "list[number]", required=True, help=f"one all-reduce over {tp} GPUs, per message size"
         )
         for tp in ALLREDUCE_TPS
     },
 }
 
-EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
+EFFICIENCY_FIELDS: dict[str, Field] = {
     "gemm_efficiency": _fraction("large bf16 GEMMs: fraction of dense bf16 peak"),
     "gemm_fp8_efficiency": _fraction("large block-scaled fp8 GEMMs: fraction of dense fp8 peak"),
     "fp8_memory_efficiency": _fraction(
@@ -71,68 +72,68 @@ EFFICIENCY_FIELDS: dict[str, FieldSpec] = {
     "memory_efficiency": _fraction("weight reads and elementwise: fraction of peak bandwidth"),
     "moe_memory_efficiency": _fraction("routed-expert weight reads: fraction of peak bandwidth"),
     "decode_attention_efficiency": _fraction("decode KV reads: fraction of peak bandwidth"),
-    "roofline_sharpness": FieldSpec(
+    "roofline_sharpness": Field(
         "number",
         required=True,
         minimum=1.0,
         help="p of the routed experts' soft roofline (t_c^p + t_m^p)^(1/p)",
     ),
-    "gemm_sharpness": FieldSpec(
+    "gemm_sharpness": Field(
         "number",
         required=True,
         minimum=1.0,
         help="p of the dense GEMMs' soft roofline (its tile floor sets the small-GEMM cost)",
     ),
-    "gemm_tile_tokens": FieldSpec(
+    "gemm_tile_tokens": Field(
         "number",
         required=True,
         minimum=0.0,
         help="rows below which a dense GEMM's tiles run part-empty (costs ~this many rows)",
     ),
-    "moe_half_efficiency_width": FieldSpec(
+    "moe_half_efficiency_width": Field(
         "number", required=True, minimum=0.0, help="per-rank expert width halving eta_moe"
     ),
-    "expert_imbalance": FieldSpec(
+    "expert_imbalance": Field(
         "number", required=True, minimum=0.0, help="busiest EP rank's extra load per EP doubling"
     ),
-    "expert_imbalance_exponent": FieldSpec(
+    "expert_imbalance_exponent": Field(
         "number",
         required=True,
         minimum=0.0,
         help="how the busiest EP rank's excess shrinks with experts per rank, (E/ep)^-a",
     ),
-    "attention_ns_per_token_head": FieldSpec(
+    "attention_ns_per_token_head": Field(
         "number", required=True, minimum=0.0, help="attention cost per query token, head, layer"
     ),
-    "layer_overhead_us": FieldSpec("number", required=True, minimum=0.0),
-    "prefill_attention_layer_us": FieldSpec(
+    "layer_overhead_us": Field("number", required=True, minimum=0.0),
+    "prefill_attention_layer_us": Field(
         "number", required=True, minimum=0.0, help="per layer, in a step with prefill chunks"
     ),
-    "decode_attention_layer_us": FieldSpec(
+    "decode_attention_layer_us": Field(
         "number", required=True, minimum=0.0, help="per layer, in a step with decode tokens"
     ),
-    "moe_layer_overhead_us": FieldSpec("number", required=True, minimum=0.0),
-    "moe_dispatch_ps_per_element": FieldSpec(
+    "moe_layer_overhead_us": Field("number", required=True, minimum=0.0),
+    "moe_dispatch_ps_per_element": Field(
         "number",
         required=True,
         minimum=0.0,
         help="MoE token dispatch + combine per token, hidden element and MoE layer",
     ),
-    "mla_layer_overhead_us": FieldSpec("number", required=True, minimum=0.0),
-    "fp8_layer_overhead_us": FieldSpec(
+    "mla_layer_overhead_us": Field("number", required=True, minimum=0.0),
+    "fp8_layer_overhead_us": Field(
         "number", required=True, minimum=0.0, help="per layer of block-scaled fp8 weights"
     ),
-    "fp8_tensor_layer_overhead_us": FieldSpec(
+    "fp8_tensor_layer_overhead_us": Field(
         "number", required=True, minimum=0.0, help="per layer of per-tensor-scaled fp8 weights"
     ),
-    "step_overhead_us": FieldSpec("number", required=True, minimum=0.0),
-    "allreduce": FieldSpec(
+    "step_overhead_us": Field("number", required=True, minimum=0.0),
+    "allreduce": Field(
         "mapping",
         required=True,
         fields=ALLREDUCE_FIELDS,
         help="measured all-reduce times by message size and TP degree",
     ),
-    "fit_points": FieldSpec("int", minimum=0, help="silicon points the entry was fitted on"),
+    "fit_points": Field("int", minimum=0, help="silicon points the entry was fitted on"),
 }
 
 

@@ -7,8 +7,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, find_named
+from kvadvisor.catalog.loader import check_entries, find_named
 from kvadvisor.catalog.storage import DATA_DIR
+from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogError
 from kvadvisor.yamlio import load_yaml
 
@@ -20,12 +21,12 @@ UNSTATED_BACKEND = "rdma"
 MOONCAKE_PROTOCOLS = ("rdma", "efa", "tcp")  # Mooncake transfer engine (fabrics.yaml F1)
 NIXL_BACKENDS = ("UCX", "LIBFABRIC")  # NIXL plugin names (fabrics.yaml F2)
 
-FABRIC_SCHEMA: dict[str, FieldSpec] = {
-    "rdma": FieldSpec("bool", required=True, help="the transfer engines move KV by RDMA"),
-    "mooncake_protocol": FieldSpec("str", required=True, choices=MOONCAKE_PROTOCOLS),
-    "nixl_backend": FieldSpec("str", required=True, choices=NIXL_BACKENDS),
-    "device_hint": FieldSpec("str", help="example RDMA NIC names (`ibv_devices` lists them)"),
-    "link_efficiency": FieldSpec(
+FABRIC_SCHEMA: dict[str, Field] = {
+    "rdma": Field("bool", required=True, help="the transfer engines move KV by RDMA"),
+    "mooncake_protocol": Field("str", required=True, choices=MOONCAKE_PROTOCOLS),
+    "nixl_backend": Field("str", required=True, choices=NIXL_BACKENDS),
+    "device_hint": Field("str", help="example RDMA NIC names (`ibv_devices` lists them)"),
+    "link_efficiency": Field(
         "number", required=True, positive=True, help="share of the line rate a KV transfer reaches"
     ),
 }

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, load_catalog_file, lookup
+from kvadvisor.catalog.loader import check_entries, load_catalog_file, lookup
+from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogProblems
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, FLOPS_PER_TFLOPS
 
@@ -16,22 +18,22 @@ GPUS_YAML = Path(__file__).with_name("data") / "gpus.yaml"
 # coefficients borrows those of a fitted GPU of the same architecture (catalog/efficiency.py).
 ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3")
 
-GPU_FIELDS: dict[str, FieldSpec] = {
-    "architecture": FieldSpec(
+GPU_FIELDS: dict[str, Field] = {
+    "architecture": Field(
         "str", choices=ARCHITECTURES, help="chip generation, for borrowing fitted coefficients"
     ),
-    "bf16_dense_tflops": FieldSpec("number", required=True, minimum=1),
-    "fp8_dense_tflops": FieldSpec("number", minimum=1, help="absent when there are no FP8 units"),
-    "memory_gb": FieldSpec("number", required=True, minimum=1, help="vendor's decimal GB"),
-    "memory_gib": FieldSpec("number", minimum=1, help="as a cloud reports it"),
-    "memory_bandwidth_gbps": FieldSpec("number", required=True, minimum=1),
-    "pcie_gen": FieldSpec("int", minimum=1),
-    "pcie_gbps": FieldSpec("number", required=True, minimum=0, help="host link, per direction"),
-    "nvlink_gbps": FieldSpec(
+    "bf16_dense_tflops": Field("number", required=True, minimum=1),
+    "fp8_dense_tflops": Field("number", minimum=1, help="absent when there are no FP8 units"),
+    "memory_gb": Field("number", required=True, minimum=1, help="vendor's decimal GB"),
+    "memory_gib": Field("number", minimum=1, help="as a cloud reports it"),
+    "memory_bandwidth_gbps": Field("number", required=True, minimum=1),
+    "pcie_gen": Field("int", minimum=1),
+    "pcie_gbps": Field("number", required=True, minimum=0, help="host link, per direction"),
+    "nvlink_gbps": Field(
         "number", minimum=0, positive=False, help="bidirectional total per GPU; 0 = none"
     ),
-    "host_link": FieldSpec("str", help="what the host link is when it is not PCIe (NVLink-C2C)"),
-    "unconfirmed": FieldSpec("list[str]", help="fields whose figure no primary source confirms"),
+    "host_link": Field("str", help="what the host link is when it is not PCIe (NVLink-C2C)"),
+    "unconfirmed": Field("list[str]", help="fields whose figure no primary source confirms"),
 }
 
 
@@ -122,9 +124,9 @@ def unconfirmed_problems(entries: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
-def parse_gpus(data: Any, path: str) -> dict[str, GpuSpec]:
+def parse_gpus(data: Any, path: str, lines: Mapping[str, int] | None = None) -> dict[str, GpuSpec]:
     """Check a parsed GPU catalog document (every problem at once) and build its specs."""
-    entries = check_entries(path, "gpus", data, GPU_FIELDS)
+    entries = check_entries(path, "gpus", data, GPU_FIELDS, lines=lines)
     problems = unconfirmed_problems(entries)
     if problems:
         raise CatalogProblems(path, problems)

@@ -20,49 +20,50 @@ from kvadvisor.catalog.fabrics import (
     FabricSpec,
     load_fabrics,
 )
-from kvadvisor.catalog.loader import FieldSpec, Problems, check_entries, find_named, load_layered
+from kvadvisor.catalog.loader import CatalogChecker, check_entries, find_named, load_layered
 from kvadvisor.catalog.storage import DATA_DIR, DEPLOYMENTS, PRICE_FIELDS, Price, parse_price
+from kvadvisor.checker import Field
 
 INSTANCES_FILE = DATA_DIR / "instances.yaml"
 MEMORY_TYPES = ("DDR4", "DDR5", "LPDDR5X")
 
-INSTANCE_SCHEMA: dict[str, FieldSpec] = {
-    "as_of": FieldSpec("date", required=True, help="when the figures were checked"),
-    "provider": FieldSpec("str", required=True, choices=DEPLOYMENTS),
-    "family": FieldSpec("str", required=True),
-    "gpu": FieldSpec("str", required=True, help="GPU name, e.g. h200, h20, l20"),
-    "gpu_count": FieldSpec("int", required=True, minimum=1),
-    "gpu_memory_gib": FieldSpec("number", required=True, help="per GPU"),
-    "gpu_bf16_tflops": FieldSpec("number", help="dense BF16 per GPU"),
-    "gpu_memory_bandwidth_gbps": FieldSpec("number", help="HBM/GDDR bandwidth per GPU, GB/s"),
-    "vcpus": FieldSpec("int", minimum=1),
-    "host_cpu": FieldSpec("str", help="the host CPU as the provider names it"),
-    "host_memory_gib": FieldSpec("number"),
-    "host_memory_type": FieldSpec("str", choices=MEMORY_TYPES, help="DDR4, DDR5 or LPDDR5X"),
-    "host_memory_tier": FieldSpec("str", help="storage entry describing the host memory tier"),
-    "pcie_gen": FieldSpec("int", minimum=1, help="generation of the GPUs' host link"),
-    "local_nvme_count": FieldSpec("int", help="own NVMe drives (or partitions)"),
-    "local_nvme_each_gb": FieldSpec("number", help="size of one, GB as published"),
-    "local_nvme_drive": FieldSpec("str", help="storage entry describing one of them"),
-    "local_nvme_partitions": FieldSpec(
+INSTANCE_SCHEMA: dict[str, Field] = {
+    "as_of": Field("date", required=True, help="when the figures were checked"),
+    "provider": Field("str", required=True, choices=DEPLOYMENTS),
+    "family": Field("str", required=True),
+    "gpu": Field("str", required=True, help="GPU name, e.g. h200, h20, l20"),
+    "gpu_count": Field("int", required=True, minimum=1),
+    "gpu_memory_gib": Field("number", required=True, help="per GPU"),
+    "gpu_bf16_tflops": Field("number", help="dense BF16 per GPU"),
+    "gpu_memory_bandwidth_gbps": Field("number", help="HBM/GDDR bandwidth per GPU, GB/s"),
+    "vcpus": Field("int", minimum=1),
+    "host_cpu": Field("str", help="the host CPU as the provider names it"),
+    "host_memory_gib": Field("number"),
+    "host_memory_type": Field("str", choices=MEMORY_TYPES, help="DDR4, DDR5 or LPDDR5X"),
+    "host_memory_tier": Field("str", help="storage entry describing the host memory tier"),
+    "pcie_gen": Field("int", minimum=1, help="generation of the GPUs' host link"),
+    "local_nvme_count": Field("int", help="own NVMe drives (or partitions)"),
+    "local_nvme_each_gb": Field("number", help="size of one, GB as published"),
+    "local_nvme_drive": Field("str", help="storage entry describing one of them"),
+    "local_nvme_partitions": Field(
         "bool", help="the units are partitions of shared drives (GCP Local SSD), not drives"
     ),
-    "drive_bays": FieldSpec("int", help="on-premises: data drive bays for drives you buy"),
-    "cxl_slots": FieldSpec("int", help="on-premises: CXL memory modules the server takes"),
-    "max_data_disks": FieldSpec("int", help="block volumes that can be attached"),
-    "disk_cap_mbps": FieldSpec("number", help="cap on attached block-volume bandwidth, MB/s"),
-    "disk_cap_iops": FieldSpec("number", help="cap on attached block-volume IOPS"),
-    "ephemeral_disks": FieldSpec("bool", help="elastic ephemeral disks supported"),
-    "frontend_network_gbit": FieldSpec("number", help="VPC/Ethernet NIC bandwidth, Gbit/s"),
-    "backend_network_gbit": FieldSpec("number", help="GPU back-end (RDMA) network, Gbit/s"),
-    "backend_network": FieldSpec("str", help="what the back-end network is (EFA, InfiniBand)"),
-    "backend_fabric": FieldSpec(
+    "drive_bays": Field("int", help="on-premises: data drive bays for drives you buy"),
+    "cxl_slots": Field("int", help="on-premises: CXL memory modules the server takes"),
+    "max_data_disks": Field("int", help="block volumes that can be attached"),
+    "disk_cap_mbps": Field("number", help="cap on attached block-volume bandwidth, MB/s"),
+    "disk_cap_iops": Field("number", help="cap on attached block-volume IOPS"),
+    "ephemeral_disks": Field("bool", help="elastic ephemeral disks supported"),
+    "frontend_network_gbit": Field("number", help="VPC/Ethernet NIC bandwidth, Gbit/s"),
+    "backend_network_gbit": Field("number", help="GPU back-end (RDMA) network, Gbit/s"),
+    "backend_network": Field("str", help="what the back-end network is (EFA, InfiniBand)"),
+    "backend_fabric": Field(
         "str", help="its kind, a fabric catalog entry (infiniband, roce, efa, tcpx, tcpxo)"
     ),
-    "gds_support": FieldSpec("bool", help="GPUDirect Storage documented on this instance"),
-    "price": FieldSpec("mapping", fields=PRICE_FIELDS, help="on-demand price, with source"),
-    "scenario": FieldSpec("str", help="the vendor's intended use (paraphrased)"),
-    "unconfirmed": FieldSpec("list[str]"),
+    "gds_support": Field("bool", help="GPUDirect Storage documented on this instance"),
+    "price": Field("mapping", fields=PRICE_FIELDS, help="on-demand price, with source"),
+    "scenario": Field("str", help="the vendor's intended use (paraphrased)"),
+    "unconfirmed": Field("list[str]"),
 }
 
 
@@ -160,7 +161,7 @@ class InstanceSpec:
         }
 
 
-def _cross_checks(where: str, e: Mapping[str, Any], problems: Problems) -> None:
+def _cross_checks(where: str, e: Mapping[str, Any], problems: CatalogChecker) -> None:
     for field_name in e.get("unconfirmed") or []:
         if field_name not in INSTANCE_SCHEMA:
             problems.add(f"{where}.unconfirmed", f"'{field_name}' is not a field")
@@ -180,9 +181,11 @@ def _cross_checks(where: str, e: Mapping[str, Any], problems: Problems) -> None:
             )
 
 
-def parse_instances(data: Any, path: str) -> dict[str, InstanceSpec]:
+def parse_instances(
+    data: Any, path: str, lines: Mapping[str, int] | None = None
+) -> dict[str, InstanceSpec]:
     """Check a parsed instance catalog document (every problem at once) and build its specs."""
-    problems = Problems(path)
+    problems = CatalogChecker(path, lines)
     entries = check_entries(path, "instances", data, INSTANCE_SCHEMA, problems)
     out: dict[str, InstanceSpec] = {}
     for name, e in entries.items():

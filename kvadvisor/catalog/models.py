@@ -9,7 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, load_catalog_file, lookup
+from kvadvisor.catalog.loader import check_entries, load_catalog_file, lookup
+from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogError
 from kvadvisor.fileio import check_input
 from kvadvisor.jsonio import MAX_CONFIG_BYTES, load_file
@@ -25,54 +26,54 @@ GATED_MLP_MATRICES = 3
 # RoPE scalings an engine can switch on past a model's trained context (YaRN: Qwen's model
 # cards; the others are already applied inside the published config.json).
 ROPE_SCALINGS = ("yarn",)
-CONTEXT_FIELDS: dict[str, FieldSpec] = {
-    "max_tokens": FieldSpec(
+CONTEXT_FIELDS: dict[str, Field] = {
+    "max_tokens": Field(
         "int", required=True, minimum=1, help="config.json max_position_embeddings, tokens"
     ),
-    "rope_scaling": FieldSpec(
+    "rope_scaling": Field(
         "str", choices=ROPE_SCALINGS, help="a RoPE scaling the model card offers beyond it"
     ),
-    "rope_factor": FieldSpec("number", minimum=1.0, help="its factor"),
-    "rope_original_tokens": FieldSpec(
+    "rope_factor": Field("number", minimum=1.0, help="its factor"),
+    "rope_original_tokens": Field(
         "int", minimum=1, help="its original_max_position_embeddings, tokens"
     ),
-    "source": FieldSpec("list[str]", required=True, help="keys of `sources`"),
-    "notes": FieldSpec("str"),
+    "source": Field("list[str]", required=True, help="keys of `sources`"),
+    "notes": Field("str"),
 }
 
-MODEL_FIELDS: dict[str, FieldSpec] = {
-    "attention": FieldSpec("str", choices=("gqa", "mla"), help="gqa (also MHA) or mla"),
-    "layers": FieldSpec("int", required=True, minimum=1),
-    "q_heads": FieldSpec("int", required=True, minimum=1),
-    "kv_heads": FieldSpec("int", required=True, minimum=1),
-    "head_dim": FieldSpec("int", minimum=1, help="required for gqa"),
-    "kv_lora_rank": FieldSpec("int", minimum=1, help="MLA latent width"),
-    "qk_rope_head_dim": FieldSpec("int", minimum=1, help="MLA decoupled RoPE key width"),
-    "qk_nope_head_dim": FieldSpec("int", minimum=1),
-    "v_head_dim": FieldSpec("int", minimum=1),
-    "total_params_billion": FieldSpec("number", required=True, minimum=0.001),
-    "active_params_billion": FieldSpec("number", minimum=0.001, help="MoE; dense = total"),
-    "experts": FieldSpec("int", minimum=1, help="routed experts per MoE layer"),
-    "experts_per_token": FieldSpec("int", minimum=1),
-    "sliding_window_tokens": FieldSpec("int", minimum=1),
-    "sliding_window_layers": FieldSpec("int", minimum=0, help="layers that use the window"),
-    "hidden_size": FieldSpec("int", minimum=1, help="model width (config.json hidden_size)"),
-    "intermediate_size": FieldSpec("int", minimum=1, help="dense MLP width"),
-    "moe_intermediate_size": FieldSpec("int", minimum=1, help="width of one routed expert"),
-    "shared_expert_intermediate_size": FieldSpec(
+MODEL_FIELDS: dict[str, Field] = {
+    "attention": Field("str", choices=("gqa", "mla"), help="gqa (also MHA) or mla"),
+    "layers": Field("int", required=True, minimum=1),
+    "q_heads": Field("int", required=True, minimum=1),
+    "kv_heads": Field("int", required=True, minimum=1),
+    "head_dim": Field("int", minimum=1, help="required for gqa"),
+    "kv_lora_rank": Field("int", minimum=1, help="MLA latent width"),
+    "qk_rope_head_dim": Field("int", minimum=1, help="MLA decoupled RoPE key width"),
+    "qk_nope_head_dim": Field("int", minimum=1),
+    "v_head_dim": Field("int", minimum=1),
+    "total_params_billion": Field("number", required=True, minimum=0.001),
+    "active_params_billion": Field("number", minimum=0.001, help="MoE; dense = total"),
+    "experts": Field("int", minimum=1, help="routed experts per MoE layer"),
+    "experts_per_token": Field("int", minimum=1),
+    "sliding_window_tokens": Field("int", minimum=1),
+    "sliding_window_layers": Field("int", minimum=0, help="layers that use the window"),
+    "hidden_size": Field("int", minimum=1, help="model width (config.json hidden_size)"),
+    "intermediate_size": Field("int", minimum=1, help="dense MLP width"),
+    "moe_intermediate_size": Field("int", minimum=1, help="width of one routed expert"),
+    "shared_expert_intermediate_size": Field(
         "int", minimum=0, help="summed width of the shared experts of one MoE layer"
     ),
-    "dense_layers": FieldSpec("int", minimum=0, help="MoE models: layers with a dense MLP"),
-    "q_lora_rank": FieldSpec("int", minimum=0, help="MLA query compression rank"),
-    "vocab_size": FieldSpec("int", minimum=1),
-    "tie_word_embeddings": FieldSpec("bool", help="the LM head shares the embedding matrix"),
-    "weight_dtype": FieldSpec(
+    "dense_layers": Field("int", minimum=0, help="MoE models: layers with a dense MLP"),
+    "q_lora_rank": Field("int", minimum=0, help="MLA query compression rank"),
+    "vocab_size": Field("int", minimum=1),
+    "tie_word_embeddings": Field("bool", help="the LM head shares the embedding matrix"),
+    "weight_dtype": Field(
         "str", choices=WEIGHT_DTYPES, help="dtype of the published checkpoint's linear layers"
     ),
-    "expert_weight_dtype": FieldSpec(
+    "expert_weight_dtype": Field(
         "str", choices=WEIGHT_DTYPES, help="dtype of its routed experts (default weight_dtype)"
     ),
-    "context": FieldSpec(
+    "context": Field(
         "mapping", fields=CONTEXT_FIELDS, help="maximum context and RoPE scaling, with source"
     ),
 }
@@ -441,9 +442,11 @@ def check_model_entries(
     }
 
 
-def parse_models(data: Any, path: str) -> dict[str, ModelSpec]:
+def parse_models(
+    data: Any, path: str, lines: Mapping[str, int] | None = None
+) -> dict[str, ModelSpec]:
     """Check a parsed model catalog document and build its specs."""
-    return check_model_entries(check_entries(path, "models", data, MODEL_FIELDS), path)
+    return check_model_entries(check_entries(path, "models", data, MODEL_FIELDS, lines=lines), path)
 
 
 @lru_cache(maxsize=4)
@@ -589,6 +592,101 @@ def _at_most(cfg: Mapping[str, Any], key: str, layers: int, where: str) -> int:
     return value
 
 
+@dataclass(frozen=True)
+class _Attention:
+    """A config's attention shape: layers, heads, widths; MLA's ranks (0 for GQA)."""
+
+    layers: int
+    heads: int
+    hidden: int
+    kv_heads: int
+    head_dim: int
+    is_mla: bool
+    rank: int = 0
+    rope: int = 0
+    nope: int = 0
+    v_dim: int = 0
+
+
+def _attention(cfg: Mapping[str, Any], where: str) -> _Attention:
+    """GQA (``num_key_value_heads``, an explicit ``head_dim``) or MLA (``kv_lora_rank``)."""
+    layers = _int(cfg, "num_hidden_layers", where)
+    heads = _int(cfg, "num_attention_heads", where)
+    hidden = _int(cfg, "hidden_size", where)
+    kv_heads = _int(cfg, "num_key_value_heads", where, default=heads)
+    if layers == 0 or heads == 0 or hidden == 0:
+        raise CatalogError(f"{where}: layers, heads and hidden_size must be positive")
+    if kv_heads == 0:
+        raise CatalogError(
+            f"{where}: 'num_key_value_heads' must be at least 1 (no KV heads means no KV "
+            "cache); drop the key for multi-head attention"
+        )
+    head_dim = _opt_int(cfg, "head_dim", where) or hidden // heads
+    if head_dim == 0:
+        raise CatalogError(
+            f"{where}: hidden_size / num_attention_heads is below 1; give 'head_dim' or fix them"
+        )
+    if layers * kv_heads * head_dim > MAX_KV_WIDTH:
+        raise CatalogError(
+            f"{where}: num_hidden_layers x num_key_value_heads x head_dim = "
+            f"{count(layers * kv_heads * head_dim)} is beyond any real model (at most "
+            f"{count(MAX_KV_WIDTH)}); check those fields"
+        )
+    shape = _Attention(layers, heads, hidden, kv_heads, head_dim, bool(cfg.get("kv_lora_rank")))
+    if not shape.is_mla:
+        return shape
+    return replace(
+        shape,
+        rank=_int(cfg, "kv_lora_rank", where),
+        rope=_int(cfg, "qk_rope_head_dim", where),
+        nope=_int(cfg, "qk_nope_head_dim", where, default=head_dim),
+        v_dim=_int(cfg, "v_head_dim", where, default=head_dim),
+    )
+
+
+def _experts(cfg: Mapping[str, Any], where: str, inter: int) -> tuple[int, int, int, int]:
+    """MoE: (experts, experts per token, expert FFN width, shared-expert width); 0s if dense."""
+    experts = (
+        _opt_int(cfg, "num_local_experts", where)
+        or _opt_int(cfg, "num_experts", where)
+        or _opt_int(cfg, "n_routed_experts", where)
+    )
+    top_k = _opt_int(cfg, "num_experts_per_tok", where) or _opt_int(cfg, "experts_per_token", where)
+    if experts and top_k > experts:
+        raise CatalogError(
+            f"{where}: 'num_experts_per_tok' ({top_k}) is more than the experts ({experts})"
+        )
+    if not (experts and top_k):
+        return 0, 0, 0, 0
+    moe_inter = _opt_int(cfg, "moe_intermediate_size", where)
+    shared = _opt_int(cfg, "n_shared_experts", where) * (moe_inter or inter)
+    shared += _opt_int(cfg, "shared_expert_intermediate_size", where)
+    return experts, top_k, moe_inter, shared
+
+
+def _checkpoint_dtypes(cfg: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(weight dtype, expert weight dtype) of the checkpoint, from ``quantization_config``."""
+    quant = cfg.get("quantization_config")
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, Mapping) else ""
+    # FP8 checkpoints with a weight_block_size are block-scaled ("fp8"), others per-tensor.
+    weight_dtype = "bf16"
+    if method == "fp8":
+        assert isinstance(quant, Mapping)
+        weight_dtype = "fp8" if quant.get("weight_block_size") else "fp8-tensor"
+    return weight_dtype, "mxfp4" if method == "mxfp4" else None
+
+
+def _sliding_window(cfg: Mapping[str, Any], layers: int, where: str) -> tuple[int | None, int]:
+    """(window tokens, layers that slide), or (None, 0) when no layer slides."""
+    window = _opt_int(cfg, "sliding_window", where) or None
+    window_layers = _window_layers(cfg, layers, where) if window else 0
+    if not window or window_layers == 0:
+        return None, 0
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise CatalogError(f"{where}: 'sliding_window' must be a positive whole number")
+    return window, min(window_layers, layers)
+
+
 def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "config") -> ModelSpec:
     """Build a ModelSpec from a parsed HF config.json (pure).
 
@@ -603,105 +701,40 @@ def model_from_hf_config(cfg: Mapping[str, Any], *, name: str, where: str = "con
     gpt-oss, else bf16.
     """
     cfg = _text_config(cfg)
-    layers = _int(cfg, "num_hidden_layers", where)
-    heads = _int(cfg, "num_attention_heads", where)
-    hidden = _int(cfg, "hidden_size", where)
-    kv_heads = _int(cfg, "num_key_value_heads", where, default=heads)
-    vocab = _int(cfg, "vocab_size", where, default=0)
-    if layers == 0 or heads == 0 or hidden == 0:
-        raise CatalogError(f"{where}: layers, heads and hidden_size must be positive")
-    if kv_heads == 0:
-        raise CatalogError(
-            f"{where}: 'num_key_value_heads' must be at least 1 (no KV heads means no KV "
-            "cache); drop the key for multi-head attention"
-        )
-    is_mla = bool(cfg.get("kv_lora_rank"))
-    head_dim = _opt_int(cfg, "head_dim", where) or hidden // heads
-    if head_dim == 0:
-        raise CatalogError(
-            f"{where}: hidden_size / num_attention_heads is below 1; give 'head_dim' or fix them"
-        )
-    if layers * kv_heads * head_dim > MAX_KV_WIDTH:
-        raise CatalogError(
-            f"{where}: num_hidden_layers x num_key_value_heads x head_dim = "
-            f"{count(layers * kv_heads * head_dim)} is beyond any real model (at most "
-            f"{count(MAX_KV_WIDTH)}); check those fields"
-        )
-
-    # Attention weights per layer.
-    if is_mla:
-        rank = _int(cfg, "kv_lora_rank", where)
-        rope = _int(cfg, "qk_rope_head_dim", where)
-        nope = _int(cfg, "qk_nope_head_dim", where, default=head_dim)
-        v_dim = _int(cfg, "v_head_dim", where, default=head_dim)
-    else:
-        rank = rope = nope = v_dim = 0
-    inter = _int(cfg, "intermediate_size", where, default=4 * hidden)
-    experts = (
-        _opt_int(cfg, "num_local_experts", where)
-        or _opt_int(cfg, "num_experts", where)
-        or _opt_int(cfg, "n_routed_experts", where)
-    )
-    top_k = _opt_int(cfg, "num_experts_per_tok", where) or _opt_int(cfg, "experts_per_token", where)
-    if experts and top_k > experts:
-        raise CatalogError(
-            f"{where}: 'num_experts_per_tok' ({top_k}) is more than the experts ({experts})"
-        )
-    if not (experts and top_k):
-        experts = top_k = 0
-    moe_inter = _opt_int(cfg, "moe_intermediate_size", where) if experts else 0
-    shared = 0
-    if experts:
-        shared = _opt_int(cfg, "n_shared_experts", where) * (moe_inter or inter)
-        shared += _opt_int(cfg, "shared_expert_intermediate_size", where)
-    quant = (
-        cfg.get("quantization_config")
-        if isinstance(cfg.get("quantization_config"), Mapping)
-        else {}
-    )
-    method = str(quant.get("quant_method", "")).lower()
-    # FP8 checkpoints with a weight_block_size are block-scaled ("fp8"), others per-tensor.
-    weight_dtype = "bf16"
-    if method == "fp8":
-        weight_dtype = "fp8" if quant.get("weight_block_size") else "fp8-tensor"
-    expert_dtype = "mxfp4" if method == "mxfp4" else None
-
-    window = _opt_int(cfg, "sliding_window", where) or None
-    window_layers = _window_layers(cfg, layers, where) if window else 0
-    if not window or window_layers == 0:
-        window, window_layers = None, 0
-    if window is not None and (
-        isinstance(window, bool) or not isinstance(window, int) or window <= 0
-    ):
-        raise CatalogError(f"{where}: 'sliding_window' must be a positive whole number")
+    att = _attention(cfg, where)
+    layers, heads, is_mla = att.layers, att.heads, att.is_mla
+    inter = _int(cfg, "intermediate_size", where, default=4 * att.hidden)
+    experts, top_k, moe_inter, shared = _experts(cfg, where, inter)
+    weight_dtype, expert_dtype = _checkpoint_dtypes(cfg)
+    window, window_layers = _sliding_window(cfg, layers, where)
     shape = ModelSpec(
         name=name,
         display_name=name,
         attention="mla" if is_mla else "gqa",
         layers=layers,
         q_heads=heads,
-        kv_heads=heads if is_mla else kv_heads,
-        head_dim=v_dim if is_mla else head_dim,
+        kv_heads=heads if is_mla else att.kv_heads,
+        head_dim=att.v_dim if is_mla else att.head_dim,
         total_params=1.0,
         active_params=1.0,
-        kv_lora_rank=rank,
-        qk_rope_head_dim=rope,
-        qk_nope_head_dim=nope,
-        v_head_dim=v_dim,
+        kv_lora_rank=att.rank,
+        qk_rope_head_dim=att.rope,
+        qk_nope_head_dim=att.nope,
+        v_head_dim=att.v_dim,
         experts=experts,
         experts_per_token=top_k,
         sliding_window_tokens=window,
-        sliding_window_layers=min(window_layers, layers),
+        sliding_window_layers=window_layers,
         source=(where,),
         notes="parameter counts estimated from config.json matrix shapes",
         origin="hf-config",
-        hidden_size=hidden,
+        hidden_size=att.hidden,
         intermediate_size=inter,
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=shared,
         dense_layers=_at_most(cfg, "first_k_dense_replace", layers, where) if experts else 0,
         q_lora_rank=_opt_int(cfg, "q_lora_rank", where) if is_mla else 0,
-        vocab_size=vocab,
+        vocab_size=_int(cfg, "vocab_size", where, default=0),
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         weight_dtype=weight_dtype,
         expert_weight_dtype=expert_dtype,

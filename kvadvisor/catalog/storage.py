@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from kvadvisor.catalog.loader import (
-    MAX_NUMBER,
-    FieldSpec,
-    Problems,
+    CatalogChecker,
     check_entries,
     find_named,
     load_layered,
 )
+from kvadvisor.checker import MAX_NUMBER, Field, did_you_mean, with_hint
 from kvadvisor.errors import CatalogError
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
 from kvadvisor.yamlio import load_yaml
@@ -88,69 +87,67 @@ GIB_PER_TIB = 1024
 # What kind of rate a price figure is: only on-demand rates are compared with one another by
 # default (issue 25); a calendar (DWS), reservation or capacity-block rate is ranked apart.
 PRICE_KINDS = ("on_demand", "calendar", "reservation", "capacity_block", "spot", "purchase")
-PRICE_FIELDS: dict[str, FieldSpec] = {
-    "kind": FieldSpec(
+PRICE_FIELDS: dict[str, Field] = {
+    "kind": Field(
         "str",
         choices=PRICE_KINDS,
         help="the kind of rate (default on_demand): say it from the source",
     ),
-    "usd_per_hour": FieldSpec("number", help="flat price per hour"),
-    "usd_per_gb_month": FieldSpec("number", help="per GB (decimal) provisioned per month"),
-    "usd_per_gib_month": FieldSpec("number", help="per GiB provisioned per month"),
-    "usd_per_gib_hour": FieldSpec("number", help="per GiB provisioned per hour"),
-    "usd_each": FieldSpec("number", help="one drive or module, street price"),
-    "usd_per_provisioned_iops_month": FieldSpec("number", help="IOPS above included_iops"),
-    "usd_per_provisioned_mibps_month": FieldSpec("number", help="MiB/s above included_mibps"),
-    "included_iops": FieldSpec("number", help="IOPS included in the capacity price"),
-    "included_mibps": FieldSpec("number", help="MiB/s included in the capacity price"),
-    "region": FieldSpec("str", help="the region the price holds for"),
-    "capacity_gb": FieldSpec("number", help="the drive size usd_each is for"),
-    "as_of": FieldSpec("date"),
-    "source": FieldSpec("list[str]", help="keys of `sources`"),
-    "unconfirmed": FieldSpec("bool", help="the figure is secondary or approximate"),
-    "offered": FieldSpec("bool", help="false: not sold this way (say how in note)"),
-    "note": FieldSpec("str"),
+    "usd_per_hour": Field("number", help="flat price per hour"),
+    "usd_per_gb_month": Field("number", help="per GB (decimal) provisioned per month"),
+    "usd_per_gib_month": Field("number", help="per GiB provisioned per month"),
+    "usd_per_gib_hour": Field("number", help="per GiB provisioned per hour"),
+    "usd_each": Field("number", help="one drive or module, street price"),
+    "usd_per_provisioned_iops_month": Field("number", help="IOPS above included_iops"),
+    "usd_per_provisioned_mibps_month": Field("number", help="MiB/s above included_mibps"),
+    "included_iops": Field("number", help="IOPS included in the capacity price"),
+    "included_mibps": Field("number", help="MiB/s included in the capacity price"),
+    "region": Field("str", help="the region the price holds for"),
+    "capacity_gb": Field("number", help="the drive size usd_each is for"),
+    "as_of": Field("date"),
+    "source": Field("list[str]", help="keys of `sources`"),
+    "unconfirmed": Field("bool", help="the figure is secondary or approximate"),
+    "offered": Field("bool", help="false: not sold this way (say how in note)"),
+    "note": Field("str"),
 }
 PRICE_FIGURES = tuple(k for k in PRICE_FIELDS if k.startswith("usd_"))
 
-STORAGE_SCHEMA: dict[str, FieldSpec] = {
-    "as_of": FieldSpec("date", required=True, help="when the figures were checked"),
-    "category": FieldSpec("str", required=True, choices=CATEGORIES),
-    "provider": FieldSpec("str", required=True, choices=PROVIDERS),
-    "scope": FieldSpec("str", choices=SCOPES, help="what the bandwidth/IOPS figures hold for"),
-    "available_on": FieldSpec(
+STORAGE_SCHEMA: dict[str, Field] = {
+    "as_of": Field("date", required=True, help="when the figures were checked"),
+    "category": Field("str", required=True, choices=CATEGORIES),
+    "provider": Field("str", required=True, choices=PROVIDERS),
+    "scope": Field("str", choices=SCOPES, help="what the bandwidth/IOPS figures hold for"),
+    "available_on": Field(
         "list[str]", choices=DEPLOYMENTS, help="where it can be used; default: its provider"
     ),
-    "families": FieldSpec("list[str]", help="only these instance families (default: all)"),
-    "built_in": FieldSpec("bool", help="comes with an instance; not bought on its own"),
-    "interface": FieldSpec("str", help="e.g. PCIe 5.0 x4, DDR5-4800, RDMA"),
-    "read_mbps": FieldSpec("number", help="sequential read, MB/s (decimal), for its scope"),
-    "write_mbps": FieldSpec("number", help="sequential write, MB/s (decimal), for its scope"),
-    "read_iops": FieldSpec("number", help="random read I/O per second at io_unit_bytes"),
-    "write_iops": FieldSpec("number", help="random write I/O per second at io_unit_bytes"),
-    "client_read_mbps": FieldSpec("number", help="what one client node reaches, MB/s"),
-    "client_write_mbps": FieldSpec("number", help="what one client node reaches, MB/s"),
-    "client_network": FieldSpec(
+    "families": Field("list[str]", help="only these instance families (default: all)"),
+    "built_in": Field("bool", help="comes with an instance; not bought on its own"),
+    "interface": Field("str", help="e.g. PCIe 5.0 x4, DDR5-4800, RDMA"),
+    "read_mbps": Field("number", help="sequential read, MB/s (decimal), for its scope"),
+    "write_mbps": Field("number", help="sequential write, MB/s (decimal), for its scope"),
+    "read_iops": Field("number", help="random read I/O per second at io_unit_bytes"),
+    "write_iops": Field("number", help="random write I/O per second at io_unit_bytes"),
+    "client_read_mbps": Field("number", help="what one client node reaches, MB/s"),
+    "client_write_mbps": Field("number", help="what one client node reaches, MB/s"),
+    "client_network": Field(
         "str", choices=("frontend", "backend"), help="the client NIC a shared system uses"
     ),
-    "read_latency_us": FieldSpec("number", help="random read latency, microseconds"),
-    "write_latency_us": FieldSpec("number", help="write latency, microseconds"),
-    "latency_us": FieldSpec("number", help="published latency when the direction is not given"),
-    "capacity_min_gib": FieldSpec("number"),
-    "capacity_max_gib": FieldSpec("number"),
-    "capacity_step_gib": FieldSpec("number", help="sizes come in steps of this"),
-    "capacities_gb": FieldSpec("list[number]", help="the sizes a drive is sold in, GB"),
-    "endurance_dwpd": FieldSpec("number", help="drive writes per day over the warranty"),
-    "warranty_years": FieldSpec("number"),
-    "io_unit_bytes": FieldSpec("int", minimum=1, help="page, block or stripe size"),
-    "gds_support": FieldSpec("bool", help="GPUDirect Storage path documented"),
-    "shared": FieldSpec("bool", help="one pool reachable from many instances"),
-    "per_gib": FieldSpec(
-        "mapping", help="size-dependent figures: {target: {base, per_gib, max, min}}"
-    ),
-    "price": FieldSpec("mapping", fields=PRICE_FIELDS, help="what it costs, with source"),
-    "unconfirmed": FieldSpec("list[str]", help="fields whose figure could not be confirmed"),
-    "announced_only": FieldSpec(
+    "read_latency_us": Field("number", help="random read latency, microseconds"),
+    "write_latency_us": Field("number", help="write latency, microseconds"),
+    "latency_us": Field("number", help="published latency when the direction is not given"),
+    "capacity_min_gib": Field("number"),
+    "capacity_max_gib": Field("number"),
+    "capacity_step_gib": Field("number", help="sizes come in steps of this"),
+    "capacities_gb": Field("list[number]", help="the sizes a drive is sold in, GB"),
+    "endurance_dwpd": Field("number", help="drive writes per day over the warranty"),
+    "warranty_years": Field("number"),
+    "io_unit_bytes": Field("int", minimum=1, help="page, block or stripe size"),
+    "gds_support": Field("bool", help="GPUDirect Storage path documented"),
+    "shared": Field("bool", help="one pool reachable from many instances"),
+    "per_gib": Field("mapping", help="size-dependent figures: {target: {base, per_gib, max, min}}"),
+    "price": Field("mapping", fields=PRICE_FIELDS, help="what it costs, with source"),
+    "unconfirmed": Field("list[str]", help="fields whose figure could not be confirmed"),
+    "announced_only": Field(
         "bool",
         help="a prototype or announced part, not a shipping product: compared, never recommended",
     ),
@@ -186,7 +183,9 @@ class Price:
         return any(getattr(self, k) is not None for k in PRICE_FIGURES)
 
 
-def parse_price(where: str, raw: Mapping[str, Any] | None, problems: Problems) -> Price | None:
+def parse_price(
+    where: str, raw: Mapping[str, Any] | None, problems: CatalogChecker
+) -> Price | None:
     """A checked price record; a figure needs its source and date, no figure needs a reason."""
     if not raw:
         return None
@@ -357,7 +356,7 @@ class StorageSpec:
 
 
 def _check_formulas(
-    where: str, per_gib: Mapping[str, Any], problems: Problems
+    where: str, per_gib: Mapping[str, Any], problems: CatalogChecker
 ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for target, formula in per_gib.items():
@@ -406,7 +405,7 @@ def _per_tib_formulas(e: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _cross_checks(where: str, e: Mapping[str, Any], problems: Problems) -> None:
+def _cross_checks(where: str, e: Mapping[str, Any], problems: CatalogChecker) -> None:
     for name in e.get("unconfirmed") or []:
         if name not in STORAGE_SCHEMA and name not in FORMULA_TARGETS:
             problems.add(f"{where}.unconfirmed", f"'{name}' is not a field")
@@ -445,15 +444,21 @@ def catalog_files_by_kind(paths: Iterable[str | Path]) -> dict[str, list[str]]:
         kind = catalog_kind(path)
         if kind not in out:
             raise CatalogError(
-                f"{path}: unknown catalog kind {kind!r}; expected one of {', '.join(CATALOG_KINDS)}"
+                with_hint(
+                    f"{path}: unknown catalog kind {kind!r}; expected one of "
+                    f"{', '.join(CATALOG_KINDS)}",
+                    did_you_mean(str(kind), CATALOG_KINDS),
+                )
             )
         out[kind].append(str(path))
     return out
 
 
-def parse_storage(data: Any, path: str) -> dict[str, StorageSpec]:
+def parse_storage(
+    data: Any, path: str, lines: Mapping[str, int] | None = None
+) -> dict[str, StorageSpec]:
     """Check a parsed storage catalog document (every problem at once) and build its specs."""
-    problems = Problems(path)
+    problems = CatalogChecker(path, lines)
     entries = check_entries(path, "storage", data, STORAGE_SCHEMA, problems)
     out: dict[str, StorageSpec] = {}
     for name, e in entries.items():

@@ -72,11 +72,12 @@ def emit_target(value: str) -> str:
     Read from the engine registry when the option is parsed (not when the CLI loads), so an
     engine registered after this module is loaded is a target too.
     """
+    from kvadvisor.checker import choice_problem
     from kvadvisor.emit import targets  # the registry loads the engine modules on first use
 
     known = targets()
     if value not in known:
-        raise typer.BadParameter(f"'{value}' is not one of {', '.join(known)}")
+        raise typer.BadParameter(choice_problem(value, known))
     return value
 
 

@@ -19,6 +19,7 @@ from kvadvisor import TraceFormat, __version__
 from kvadvisor.errors import (
     CatalogError,
     ConfigError,
+    DocumentError,
     KvAdvisorError,
     KvAdvisorWarning,
     PlanError,
@@ -27,6 +28,7 @@ from kvadvisor.errors import (
 )
 from kvadvisor.fileio import InputFile, InputSet, check_input, is_uri, write_text
 from kvadvisor.termtext import printable
+from kvadvisor.units.format import count
 
 if TYPE_CHECKING:
     from kvadvisor import Trace
@@ -160,7 +162,15 @@ def handle_user_errors() -> Iterator[None]:
             yield
     except KvAdvisorError as exc:
         # The reference resolves for a pip install too: the docs ship in the package.
-        error_line(f"error: {exc} (see `kvadvisor docs errors#{exc.slug}`)")
+        hint = f"(see `kvadvisor docs errors#{exc.slug}`)"
+        problems = exc.problems if isinstance(exc, DocumentError) else ()
+        if len(problems) > 1:
+            # A plan, rule or catalog file: every problem on its own line, fixed in one pass.
+            for problem in problems:
+                error_line(f"error: {problem}")
+            error_line(f"error: {count(len(problems))} problems {hint}")
+        else:
+            error_line(f"error: {exc} {hint}")
         raise typer.Exit(EXIT_USER_ERROR) from None
 
 

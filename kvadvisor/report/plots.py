@@ -7,10 +7,10 @@ lacks the data for raises a ValueError that says why.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kvadvisor.checker import did_you_mean
 from kvadvisor.errors import ConfigError
 from kvadvisor.report import chartspecs, deployments
 from kvadvisor.report.charts import ChartSpec, draw
@@ -113,7 +113,9 @@ PLOTS: dict[str, Callable[[AdviceReport], ChartSpec]] = {
 def plot(report: AdviceReport, name: str) -> Figure:
     """The chart ``name`` of ``report`` as a matplotlib Figure (ConfigError: unknown name)."""
     if name not in PLOTS:
-        close = difflib.get_close_matches(name, PLOTS, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise ConfigError(f"no chart named '{name}'; {hint}the charts are: {', '.join(PLOTS)}")
+        hint = did_you_mean(name, PLOTS)
+        raise ConfigError(
+            f"no chart named '{name}'; {hint + ' ' if hint else ''}the charts are: "
+            f"{', '.join(PLOTS)}"
+        )
     return draw(PLOTS[name](report))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
+from kvadvisor.checker import did_you_mean, with_hint
 from kvadvisor.errors import RuleError
 from kvadvisor.rules.model import AllOf, AnyOf, Compare, Condition, Not, Rule
 from kvadvisor.units.format import as_written
@@ -16,9 +16,8 @@ def find_rule(rules: Sequence[Rule], key: str) -> Rule:
         if key.upper() == rule.code or key == rule.name:
             return rule
     known = [r.code for r in rules] + [r.name for r in rules]
-    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise RuleError(f"no rule {key!r}{hint} (`kvadvisor rules list` shows them)")
+    hint = did_you_mean(key, known, n=3, cutoff=0.5)
+    raise RuleError(with_hint(f"no rule {key!r}", hint) + " (`kvadvisor rules list` shows them)")
 
 
 def condition_text(cond: Condition, indent: str = "") -> list[str]:

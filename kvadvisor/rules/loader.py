@@ -2,13 +2,13 @@
 
 Nothing in a rule file is executed: YAML goes through the safe loader, conditions become
 ``Compare``/``AllOf``/``AnyOf``/``Not`` values over a closed set of operators, and message
-placeholders are checked to be plain fact names. Unknown facts are rejected with the closest
-known names (difflib).
+placeholders are checked to be plain fact names. kvadvisor.checker walks the rule's fields and
+collects every problem with its key path and line; unknown facts, keys and values get the
+closest known names.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib.resources
 import os
 import re
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvadvisor.checker import Checker, Field, choice_problem, did_you_mean, with_hint
 from kvadvisor.errors import RuleError, RuleReferenceError, RuleSyntaxError
 from kvadvisor.rules.model import (
     VISIBLE,
@@ -37,7 +38,7 @@ from kvadvisor.rules.model import (
     Stage,
 )
 from kvadvisor.units import plural
-from kvadvisor.yamlio import load_yaml
+from kvadvisor.yamlio import load_yaml_lines
 
 CODE_RE = re.compile(r"^[A-Z]{2}[0-9]{2}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
@@ -48,27 +49,33 @@ SPEC_RE = re.compile(r"^,?(\.[0-9]{1,2})?[fe%g]?$")
 # Nesting of all/any/not a rule may use; deeper conditions are a sign of a generated attack.
 MAX_CONDITION_DEPTH = 8
 
-TOP_KEYS = {
-    "code",
-    "name",
-    "groups",
-    "severity",
-    "stage",
-    "summary",
-    "when",
-    "message",
-    "recommend",
-    "docs",
-    "scope",
-    "applies",
-    "escalate",
-    "passed",
-    "evidence",
-}
-REQUIRED_KEYS = TOP_KEYS - {"recommend", "scope", "applies", "escalate", "passed", "evidence"}
-DOCS_KEYS = ("what", "why", "example", "references")
-
 RULE_STAGES = (Stage.PREFILL, Stage.DECODE, Stage.BOTH)
+DOCS_FIELDS = {
+    "what": Field("text", required=True),
+    "why": Field("text", required=True),
+    "example": Field("text", required=True),
+    "references": Field("list[str]", required=True),
+}
+RULE_FIELDS = {
+    "code": Field("text", required=True),
+    "name": Field("text", required=True),
+    "groups": Field("any", required=True),
+    "severity": Field("text", required=True, choices=tuple(s.value for s in Severity)),
+    # A rule speaks about prefill, decode or both; "serving" names a plan's aggregated stage.
+    "stage": Field("text", required=True, choices=tuple(s.value for s in RULE_STAGES)),
+    "summary": Field("text", required=True),
+    "when": Field("any", required=True),
+    "message": Field("text", required=True),
+    "recommend": Field("any"),
+    "docs": Field("mapping", required=True, fields=DOCS_FIELDS),
+    "scope": Field("text", choices=tuple(s.value for s in Scope)),
+    "applies": Field("any"),
+    "escalate": Field("any"),
+    "passed": Field("text"),
+    "evidence": Field("any"),
+}
+COMPARE_KEYS = ("fact", "op", "value", "ref", "factor")
+RECOMMEND_KEYS = ("action", "catalog", "where", "rank_by")
 
 
 def builtin_rules_dir() -> Path:
@@ -105,16 +112,16 @@ def rule_files(directory: Path) -> list[Path]:
 
 
 @dataclass
-class _Checker:
-    """Collects every problem in one file, so the user fixes them in one pass."""
+class _RuleReader:
+    """Reads one rule's conditions, messages and recommendation into the rule model.
 
-    path: str
+    Every problem goes to the one checker (kvadvisor.checker), so the user fixes them in one
+    pass; an unknown fact is a reference problem (RuleReferenceError when it is the only kind).
+    """
+
+    c: Checker
     facts: Mapping[str, FactSpec]
-
-    def __post_init__(self) -> None:
-        self.problems: list[str] = []
-        self.unknown: list[str] = []
-        self.scope = Scope.WORKLOAD
+    scope: Scope = Scope.WORKLOAD
 
     def known(self, where: str, name: str) -> bool:
         """Whether ``name`` is a registered fact this rule's scope may read (else say why)."""
@@ -133,21 +140,19 @@ class _Checker:
         return True
 
     def bad(self, where: str, what: str) -> None:
-        self.problems.append(f"{where}: {what}" if where else what)
+        self.c.add(where, what)
 
     def unknown_fact(self, where: str, name: str) -> None:
-        close = difflib.get_close_matches(name, list(self.facts), n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        self.unknown.append(
-            f"{where}: unknown fact {name!r}{hint} (`kvadvisor rules facts` lists them)"
+        hint = did_you_mean(name, self.facts, n=3, cutoff=0.6)
+        self.c.add(
+            where,
+            with_hint(f"unknown fact {name!r}", hint) + " (`kvadvisor rules facts` lists them)",
+            reference=True,
         )
 
     def text(self, data: Mapping[str, Any], key: str, where: str) -> str:
-        value = data.get(key)
-        if not isinstance(value, str) or not value.strip():
-            self.bad(f"{where}{key}", "expected non-empty text")
-            return ""
-        return value.strip()
+        value = self.c.value(f"{where}{key}", Field("text", required=True), data.get(key))
+        return "" if value is None else value.strip()
 
     # -- conditions ------------------------------------------------------------------------
     def condition(self, node: Any, where: str, depth: int = 1) -> Condition | None:
@@ -183,13 +188,9 @@ class _Checker:
         return self.compare(node, where)
 
     def compare(self, node: dict[str, Any], where: str) -> Compare | None:
-        extra = set(node) - {"fact", "op", "value", "ref", "factor"}
-        if extra:
-            self.bad(
-                where,
-                f"unknown key(s) {', '.join(sorted(map(str, extra)))} (a comparison "
-                "has fact, op and value, or fact, op, ref and optionally factor)",
-            )
+        # A comparison has fact, op and value, or fact, op, ref and optionally factor.
+        if set(node) - set(COMPARE_KEYS):
+            self.c.unknown_keys(where, node, COMPARE_KEYS)
             return None
         fact = node.get("fact")
         if not isinstance(fact, str):
@@ -199,10 +200,7 @@ class _Checker:
         try:
             op = Op(node.get("op"))
         except ValueError:
-            self.bad(
-                f"{where}.op",
-                f"expected one of {', '.join(o.value for o in Op)}, got {node.get('op')!r}",
-            )
+            self.bad(f"{where}.op", choice_problem(node.get("op"), (o.value for o in Op)))
             return None
         has_value, has_ref = "value" in node, "ref" in node
         if has_value == has_ref:
@@ -306,13 +304,11 @@ class _Checker:
                 where, "expected a mapping with action, and optionally catalog, where, rank_by"
             )
             return None
-        extra = set(node) - {"action", "catalog", "where", "rank_by"}
-        if extra:
-            self.bad(where, f"unknown key(s) {', '.join(sorted(map(str, extra)))}")
+        self.c.unknown_keys(where, node, RECOMMEND_KEYS)
         action = self.text(node, "action", f"{where}.")
         catalog = node.get("catalog")
         if catalog is not None and catalog not in ("storage", "instances"):
-            self.bad(f"{where}.catalog", f"expected storage or instances, got {catalog!r}")
+            self.bad(f"{where}.catalog", choice_problem(catalog, ("storage", "instances")))
         where_clause: dict[str, dict[str, Any]] = {}
         raw = node.get("where") or {}
         if not isinstance(raw, dict):
@@ -329,7 +325,8 @@ class _Checker:
             checked: dict[str, Any] = {}
             for op, value in test.items():
                 if op not in {o.value for o in Op}:
-                    self.bad(at, f"unknown operator {op!r}")
+                    hint = did_you_mean(str(op), (o.value for o in Op))
+                    self.bad(at, with_hint(f"unknown operator {op!r}", hint))
                     continue
                 if isinstance(value, dict):
                     if set(value) - {"fact", "factor"} or not isinstance(value.get("fact"), str):
@@ -356,6 +353,7 @@ class _Checker:
 
     # -- the whole rule ------------------------------------------------------------------
     def rule(self, data: Any) -> Rule | None:
+        """The whole rule: its declared fields, then the grammar of each part."""
         if not isinstance(data, dict):
             self.bad(
                 "",
@@ -363,74 +361,30 @@ class _Checker:
                 "summary, when, message and docs",
             )
             return None
-        for key in sorted(map(str, set(data) - TOP_KEYS)):
-            close = difflib.get_close_matches(key, sorted(TOP_KEYS), n=1)
-            self.bad(key, "unknown key" + (f"; did you mean '{close[0]}'?" if close else ""))
-        missing = REQUIRED_KEYS - set(data)
-        for key in sorted(missing):
-            self.bad(key, "is required")
-        raw_scope = data.get("scope", Scope.WORKLOAD.value)
-        try:
-            self.scope = Scope(raw_scope)
-        except ValueError:
-            self.bad(
-                "scope", f"expected one of {', '.join(s.value for s in Scope)}, got {raw_scope!r}"
-            )
-        # A missing key is said once ("is required"), not again as "got None" below.
-        code = data.get("code")
-        if "code" not in missing and (not isinstance(code, str) or not CODE_RE.match(code)):
-            self.bad(
-                "code", f"expected two capital letters and two digits (e.g. ST01), got {code!r}"
-            )
-        name = data.get("name")
-        if "name" not in missing and (not isinstance(name, str) or not NAME_RE.match(name)):
-            self.bad(
-                "name",
-                f"expected a dotted lower-case name (e.g. storage.write_bandwidth), got {name!r}",
-            )
-        groups = data.get("groups")
-        if "groups" in missing:
-            groups = []
-        elif (
-            not isinstance(groups, list)
-            or not groups
-            or not all(isinstance(g, str) and GROUP_RE.match(g) for g in groups)
-        ):
-            self.bad("groups", f"expected a list of lower-case group names, got {groups!r}")
-            groups = []
-        try:
-            severity = Severity(data.get("severity"))
-        except ValueError:
-            if "severity" not in missing:
-                self.bad(
-                    "severity", f"expected info, warning or error, got {data.get('severity')!r}"
-                )
-            severity = Severity.INFO
-        # A rule speaks about prefill, decode or both; "serving" names a plan's aggregated stage.
-        stage = next((s for s in RULE_STAGES if s.value == data.get("stage")), None)
-        if stage is None:
-            if "stage" not in missing:
-                self.bad("stage", f"expected prefill, decode or both, got {data.get('stage')!r}")
-            stage = Stage.BOTH
-        summary = self.text(data, "summary", "") if "summary" in data else ""
-        message = self.text(data, "message", "") if "message" in data else ""
+        d = self.c.record("", data, RULE_FIELDS)
+        self.scope = Scope(d.get("scope", Scope.WORKLOAD.value))
+        code, name, groups = self.identity(d)
+        severity = Severity(d.get("severity", Severity.INFO.value))
+        stage = next((s for s in RULE_STAGES if s.value == d.get("stage")), Stage.BOTH)
+        summary = d.get("summary", "").strip()
+        message = d.get("message", "").strip()
         if message:
             self.message(message, "message")
-        when = self.condition(data["when"], "when") if "when" in data else None
-        applies = self.condition(data["applies"], "applies") if "applies" in data else None
-        passed = self.text(data, "passed", "") if "passed" in data else ""
+        when = self.condition(data["when"], "when") if "when" in d else None
+        applies = self.condition(data["applies"], "applies") if "applies" in d else None
+        passed = d.get("passed", "").strip()
         if passed:
             self.message(passed, "passed")
         escalate = self.escalation(data.get("escalate"), severity)
         shows = self.shows(data.get("evidence"))
         recommend = self.recommend(data.get("recommend"), "recommend")
-        docs = self.docs(data.get("docs"))
-        if self.problems or self.unknown or when is None or docs is None:
+        docs = self.docs(d.get("docs"))
+        if self.c.problems or when is None or docs is None:
             return None
         return Rule(
             code=code,
             name=name,
-            groups=tuple(groups),
+            groups=groups,
             severity=severity,
             stage=stage,
             summary=summary,
@@ -438,13 +392,34 @@ class _Checker:
             message=message,
             docs=docs,
             recommend=recommend,
-            path=self.path,
+            path=self.c.path,
             scope=self.scope,
             applies=applies,
             escalate=escalate,
             passed=passed,
             shows=shows,
         )
+
+    def identity(self, d: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
+        """The rule's code, dotted name and groups, each in its pattern."""
+        code, name, groups = d.get("code", ""), d.get("name", ""), d.get("groups")
+        if code and not CODE_RE.match(code):
+            self.bad(
+                "code", f"expected two capital letters and two digits (e.g. ST01), got {code!r}"
+            )
+        if name and not NAME_RE.match(name):
+            self.bad(
+                "name",
+                f"expected a dotted lower-case name (e.g. storage.write_bandwidth), got {name!r}",
+            )
+        if groups is not None and (
+            not isinstance(groups, list)
+            or not groups
+            or not all(isinstance(g, str) and GROUP_RE.match(g) for g in groups)
+        ):
+            self.bad("groups", f"expected a list of lower-case group names, got {groups!r}")
+            groups = None
+        return code, name, tuple(groups or ())
 
     def shows(self, node: Any) -> tuple[str, ...]:
         """``evidence: [fact, ...]``: facts a finding shows besides those it reads or quotes."""
@@ -485,34 +460,35 @@ class _Checker:
                 out.append(Escalation(severity, when, message))
         return tuple(out)
 
-    def docs(self, node: Any) -> RuleDocs | None:
-        if node is None:
-            return None
-        if not isinstance(node, dict):
-            self.bad("docs", "expected a mapping with what, why, example, references")
-            return None
-        for key in sorted(map(str, set(node) - set(DOCS_KEYS))):
-            self.bad(f"docs.{key}", "unknown key")
-        texts = [self.text(node, k, "docs.") for k in DOCS_KEYS[:3]]
-        refs = node.get("references")
-        if (
-            not isinstance(refs, list)
-            or not refs
-            or not all(isinstance(r, str) and r.strip() for r in refs)
-        ):
+    def docs(self, d: Mapping[str, Any] | None) -> RuleDocs | None:
+        """The rule's documentation (checked as DOCS_FIELDS): what, why, example, references."""
+        if d is None or len(d) < len(DOCS_FIELDS):
+            return None  # the schema said what is missing
+        refs = d["references"]
+        if not refs or not all(r.strip() for r in refs):
             self.bad("docs.references", "expected a non-empty list of citations")
-            refs = []
-        return RuleDocs(texts[0], texts[1], texts[2], tuple(r.strip() for r in refs))
+        return RuleDocs(
+            d["what"].strip(),
+            d["why"].strip(),
+            d["example"].strip(),
+            tuple(r.strip() for r in refs),
+        )
 
 
-def parse_rule(data: Any, path: str, facts: Mapping[str, FactSpec]) -> Rule:
-    """Check one parsed rule document; raise one error naming the file and every problem."""
-    checker = _Checker(path, facts)
-    rule = checker.rule(data)
-    every = tuple(f"{path}: {p}" for p in checker.problems + checker.unknown)
-    if checker.unknown and not checker.problems:
-        more = f" (and {len(checker.unknown) - 1} more)" if len(checker.unknown) > 1 else ""
-        raise RuleReferenceError(f"{path}: {checker.unknown[0]}{more}", every)
+def parse_rule(
+    data: Any, path: str, facts: Mapping[str, FactSpec], lines: Mapping[str, int] | None = None
+) -> Rule:
+    """Check one parsed rule document; raise one error naming the file and every problem.
+
+    ``lines``: the line of each key path (kvadvisor.yamlio.load_yaml_lines), for the messages.
+    """
+    reader = _RuleReader(Checker(path, lines), facts)
+    rule = reader.rule(data)
+    problems = reader.c.problems
+    every = reader.c.lines_of_problems()
+    if problems and all(p.reference for p in problems):
+        more = f" (and {len(every) - 1} more)" if len(every) > 1 else ""
+        raise RuleReferenceError(f"{every[0]}{more}", every)
     if every:
         more = (
             f" (and {plural(len(every) - 1, 'more problem')}; "
@@ -526,9 +502,10 @@ def parse_rule(data: Any, path: str, facts: Mapping[str, FactSpec]) -> Rule:
 
 
 def load_rule_file(path: str | Path, facts: Mapping[str, FactSpec]) -> Rule:
-    """Load and check one rule file."""
+    """Load and check one rule file (each problem names its line)."""
     path = Path(path)
-    return parse_rule(load_yaml(path, RuleSyntaxError), str(path), facts)
+    data, lines = load_yaml_lines(path, RuleSyntaxError)
+    return parse_rule(data, str(path), facts, lines)
 
 
 def check_rules(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 
+from kvadvisor.checker import did_you_mean, with_hint
 from kvadvisor.errors import RuleError
 from kvadvisor.rules.model import Rule, Scope
 
@@ -32,11 +32,10 @@ def _check_known(rules: Sequence[Rule], selectors: list[str], option: str) -> No
                 | {r.name for r in rules}
                 | {g for r in rules for g in r.groups}
             )
-            close = difflib.get_close_matches(selector, known, n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            hint = did_you_mean(selector, known, n=3, cutoff=0.5)
             raise RuleError(
-                f"{option} {selector!r} matches no rule code, name or group{hint} "
-                "(`kvadvisor rules list` shows them)"
+                with_hint(f"{option} {selector!r} matches no rule code, name or group", hint)
+                + " (`kvadvisor rules list` shows them)"
             )
 
 

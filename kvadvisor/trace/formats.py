@@ -7,7 +7,6 @@ values (types, signs, duplicates) is left to :func:`kvadvisor.trace.schema.build
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kvadvisor.checker import did_you_mean, with_hint
 from kvadvisor.errors import (
     ConfigError,
     Problem,
@@ -65,9 +65,10 @@ def parse_column_map(items: Sequence[str] | None) -> dict[str, ColumnSource]:
                 f"--map {item!r}: expected CANONICAL=SOURCE, e.g. --map input_tokens=prompt_len"
             )
         if canonical not in CANONICAL_COLUMNS:
-            close = difflib.get_close_matches(canonical, list(CANONICAL_COLUMNS), n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"--map {item!r}: '{canonical}' is not a canonical column{hint}")
+            hint = did_you_mean(canonical, CANONICAL_COLUMNS)
+            raise ConfigError(
+                with_hint(f"--map {item!r}: '{canonical}' is not a canonical column", hint)
+            )
         unit = "s"
         column = source
         if canonical in TIME_COLUMNS and ":" in source:
