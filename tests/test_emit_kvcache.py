@@ -10,6 +10,7 @@ are computed here from the models' config.json numbers: Qwen2.5-32B 64 layers x 
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 import kvadvisor.cli as cli
 from kvadvisor.emit import emit_all, emit_targets
 from kvadvisor.emit.kvcache import kv_dtype_read
+from kvadvisor.engines import registry
 from kvadvisor.engines.router import is_router_file
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline import AnalyzeOptions
@@ -212,6 +214,30 @@ def test_a_refused_target_leaves_the_others_written(fp8) -> None:
         emit_targets(report, ["mooncake", "plan"], "kvadvisor analyze")
     with pytest.raises(ConfigError, match="mooncake: .*no host tier"):  # strict form
         emit_all(report, targets, "kvadvisor analyze")
+
+
+def test_a_plan_replayed_with_swap_preemption_is_refused_by_every_engine(fp8) -> None:
+    """Every engine preempts by recompute, so a verdict replayed with swap is not emitted.
+
+    vLLM V1 has no swap (its scheduler drops a preempted request's blocks), nor SGLang (it
+    retracts and recomputes); LMCache, Mooncake and Dynamo run vLLM's processes.
+    """
+    report, _, _ = fp8
+    swapped = copy.deepcopy(report)
+    v = swapped.recommendation.verdict.primary_verdict
+    for stage in v.plan["stages"].values():
+        stage["scheduler"]["preemption"] = "swap"
+    engines = [e.name for e in registry.engines()]
+    assert {registry.engine(e).preemption[0] for e in engines} == {"recompute"}
+    for engine in ("vllm", "dynamo-kvbm", "lmcache"):
+        with pytest.raises(ConfigError, match="preempts by recompute") as err:
+            emit_targets(swapped, [engine], "kvadvisor analyze")
+        assert "replayed with swap preemption" in str(err.value)
+        assert "scheduler.preemption: recompute" in str(err.value)
+    # the verdict as the advisor replayed it (recompute) is written as before
+    files, refused = emit_targets(report, ["vllm"], "kvadvisor analyze")
+    assert "vllm-serving.sh" in files and not refused
+    assert "preemption-mode" not in files["vllm-serving.sh"]
 
 
 def test_the_cli_writes_the_others_and_says_which_was_refused(tmp_path) -> None:

@@ -268,6 +268,10 @@ def _replayed(report, stage) -> dict[str, object]:  # type: ignore[no-untyped-de
         "max_batched_tokens": stage.max_batched_tokens,
         "max_seqs": stage.max_seqs,
         "router": stage.router,
+        # the replay's preemption (the plan's scheduler; the advisor replays recompute)
+        "preemption": report.recommendation.verdict.primary_verdict.plan["stages"][str(stage.role)][
+            "scheduler"
+        ]["preemption"],
     }
 
 
@@ -283,6 +287,10 @@ def _read_back(target: str, files: dict[str, str], role: str) -> dict[str, objec
     (settings,) = read_engine_file(router, files[router], table).values()
     routers = file_routers(settings["router"])
     out["router"] = routers.get(role, routers.get("*"))
+    # No engine file sets preemption (vLLM V1 and SGLang recompute, with no flag to change it):
+    # the engine's own mode is what the files start.
+    assert not any("preemption" in k for k in flags), flags
+    out["preemption"] = registry.engine(target).preemption[0]
     return out
 
 

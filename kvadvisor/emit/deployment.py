@@ -14,8 +14,10 @@ advisor's verdict carries topology, TP and replicas per stage, only this functio
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.results import AdviceReport, StageRecommendation, Tier
@@ -92,6 +94,9 @@ class StageView:
     # back-end an engine runs there); None for a report without a verdict
     page_tokens: int | None = None
     architecture: str | None = None
+    # how the replay preempted a running request when the pool was full (the plan's
+    # scheduler.preemption); None for a report without a verdict
+    preemption: str | None = None
 
     @property
     def replicas_per_instance(self) -> int:
@@ -226,9 +231,7 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                     )
                     for t in sv.tiers
                 ),
-                chunk_tokens=int(
-                    (verdict.plan.get("stages", {}).get(sv.role, {}) or {}).get("chunk_tokens", 256)
-                ),
+                chunk_tokens=int(_stage_doc(verdict.plan, sv.role).get("chunk_tokens", 256)),
                 gpu_memory_bytes=sv.gpu_memory_gib * BYTES_PER_GIB,
                 transport=sv.transport,
                 router=sv.router,
@@ -236,6 +239,12 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
                 max_seqs=sv.max_seqs,
                 page_tokens=sv.page_tokens,
                 architecture=sv.gpu_architecture,
+                # the replay's default when the plan gives none (fleet/fromplan.py)
+                preemption=str(
+                    (_stage_doc(verdict.plan, sv.role).get("scheduler") or {}).get(
+                        "preemption", "recompute"
+                    )
+                ),
             )
         )
     return Deployment(
@@ -250,6 +259,11 @@ def _from_verdict(report: AdviceReport, verdict: Verdict) -> Deployment:
         weight_dtype=deployment.weight_dtype if deployment is not None else "bf16",
         tp_assumed=False,
     )
+
+
+def _stage_doc(plan: Mapping[str, Any], role: str) -> Mapping[str, Any]:
+    """The verdict plan's block of stage ``role`` (empty when it has none)."""
+    return (plan.get("stages", {}) or {}).get(role, {}) or {}
 
 
 def deployment_from_report(report: AdviceReport) -> Deployment:

@@ -12,7 +12,9 @@ The KV page is the engine's (engines/data/<engine>.yaml ``page``): vLLM's 16-tok
 dense model, SGLang HiCache's 64-token page (one storage object per page), and for an MLA model
 the page its MLA attention back-end fixes (FlashMLA 64; SGLang's TRT-LLM MLA 64, Cutlass MLA
 128). The verdict was replayed at one page, so an engine that runs another is refused
-(:func:`check_page`) rather than written with a page the replay never saw.
+(:func:`check_page`) rather than written with a page the replay never saw. The same holds for
+preemption: every engine here preempts by recompute (engines/<engine>.py ``PREEMPTION``), so a
+plan replayed with swap is refused (:func:`check_preemption`).
 """
 
 from __future__ import annotations
@@ -84,4 +86,24 @@ def check_page(ctx: EmitContext, engine: str) -> None:
                 f"on the {stage.stage} stage ({page.why}), and the verdict was replayed at "
                 f"{stage.page_tokens}-token pages, the page of the first --emit engine; give "
                 f"--emit {engine} first (or alone) to replay the deployment it runs"
+            )
+
+
+def check_preemption(ctx: EmitContext, engine: str) -> None:
+    """Refuse ``engine`` when it preempts otherwise than the verdict was replayed.
+
+    Swap keeps a preempted request's KV in host memory and recompute drops it, so the two
+    replays differ in prefill work and host memory. An engine that declares no preemption (one
+    registered from outside) is not checked.
+    """
+    declared = registry.engine(engine).preemption
+    if declared is None:
+        return
+    mode, why = declared
+    for stage in ctx.dep.stages:
+        if stage.preemption is not None and stage.preemption != mode:
+            raise ConfigError(
+                f"{registry.engine(engine).label or engine} preempts by {mode} ({why}), and "
+                f"the {stage.stage} stage was replayed with {stage.preemption} preemption; "
+                f"replay the plan with scheduler.preemption: {mode} to emit it"
             )

@@ -14,7 +14,7 @@ from typing import Any
 
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import deployment_from_report
-from kvadvisor.emit.kvcache import check_page
+from kvadvisor.emit.kvcache import check_page, check_preemption
 from kvadvisor.emit.plan import emit_plan, plan_name
 from kvadvisor.engines import registry
 from kvadvisor.errors import ConfigError
@@ -86,6 +86,7 @@ def emit_config(
     if engine == "plan":
         return emit_plan(ctx)
     check_page(ctx, engine)
+    check_preemption(ctx, engine)
     return registry.engine(engine).emit(ctx)
 
 

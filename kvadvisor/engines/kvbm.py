@@ -32,6 +32,7 @@ from kvadvisor.engines.vllm import (
     nixl_reason,
     scheduler_flags,
 )
+from kvadvisor.engines.vllm import PREEMPTION as VLLM_PREEMPTION
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value, plural
@@ -397,6 +398,7 @@ def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
 
 ENGINE = register(
     Engine(
+        preemption=VLLM_PREEMPTION,  # its serving processes are vLLM's
         name="dynamo-kvbm",
         **packaged_settings("kvbm"),
         label="Dynamo KVBM",

@@ -29,6 +29,7 @@ from kvadvisor.engines.vllm import (
     launch_lines,
     nixl_reason,
 )
+from kvadvisor.engines.vllm import PREEMPTION as VLLM_PREEMPTION
 from kvadvisor.plan.model import KvLoadPlan
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
@@ -312,6 +313,7 @@ def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
 
 ENGINE = register(
     Engine(
+        preemption=VLLM_PREEMPTION,  # its serving processes are vLLM's
         name="lmcache",
         **packaged_settings("lmcache"),
         label="LMCache",

@@ -24,6 +24,7 @@ from kvadvisor.engines.sglang import (
     mooncake_client_json,
     mooncake_notes,
 )
+from kvadvisor.engines.vllm import PREEMPTION as VLLM_PREEMPTION
 from kvadvisor.engines.vllm import batched_tokens, engine_flags, kv_transfer, launch_lines
 from kvadvisor.errors import ConfigError
 from kvadvisor.quoting import comment
@@ -328,6 +329,7 @@ def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
 
 ENGINE = register(
     Engine(
+        preemption=VLLM_PREEMPTION,  # its serving processes are vLLM's
         name="mooncake",
         **packaged_settings("mooncake"),
         label="Mooncake",

@@ -104,6 +104,9 @@ class Engine:
     # The KV page it runs a model with, by attention (engines/data/<engine>.yaml ``page``;
     # ``{engine: other}``: the other engine's, whose processes it runs); read by page_for.
     page: Mapping[str, Any] = field(default_factory=dict)
+    # How its scheduler preempts a running request when the KV pool is full, and why (with its
+    # source): ("recompute", "..."); None: it does not say (an engine registered from outside).
+    preemption: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

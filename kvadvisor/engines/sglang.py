@@ -549,8 +549,19 @@ def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     return {s.name for s in env + flags}
 
 
+# SGLang retracts running requests when decode runs out of KV pages and queues them again,
+# their KV freed (python/sglang/srt/managers/scheduler.py: retract_decode, ScheduleBatch):
+# preemption by recompute, with no swap to host.
+PREEMPTION = (
+    "recompute",
+    "SGLang retracts decode requests and recomputes them (python/sglang/srt/managers/"
+    "scheduler.py retract_decode); it has no swap",
+)
+
+
 ENGINE = register(
     Engine(
+        preemption=PREEMPTION,
         name="sglang-hicache",
         **packaged_settings("sglang"),
         label="SGLang HiCache",

@@ -409,8 +409,20 @@ def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
     return {"kv-offloading-size"} if offload_bytes(ctx, stage) is not None else set()
 
 
+# vLLM's V1 engine preempts by recompute only: Scheduler._preempt_request frees the request's
+# blocks and resets its computed tokens (vllm/v1/core/sched/scheduler.py); swap and
+# --preemption-mode were V0's (vllm-project/vllm#18115). Engines that run vLLM's processes
+# (LMCache, Mooncake's connector, Dynamo's workers) preempt the same way.
+PREEMPTION = (
+    "recompute",
+    "vLLM V1 preempts by recompute only (vllm/v1/core/sched/scheduler.py _preempt_request; "
+    "--preemption-mode was V0's, vllm-project/vllm#18115)",
+)
+
+
 ENGINE = register(
     Engine(
+        preemption=PREEMPTION,
         name="vllm",
         **packaged_settings("vllm"),
         label="vLLM",
