@@ -19,7 +19,7 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 # Modules with a row of their own inside their package: the engine registry sits low (plan
 # loading, the replay, emit and the review ask it), the engine modules beside it sit high (they
 # import the emit toolkit); the registry loads them by name on first use, as a plugin table does.
-OWN_ROWS = {"engines.registry"}
+OWN_ROWS = {"engines.registry", "engines.datafile"}
 # checker: the one walk of YAML documents (plans, rules, catalogs) against a declared schema,
 # and the one did-you-mean; it reads no file, so every layer that checks input may use it.
 LEAVES = {
@@ -71,7 +71,10 @@ ALLOWED: dict[str, set[str]] = {
     # Its engine files pass the same boundary as the plan (fileio, yamlio, jsonio strict).
     "plan": {"yamlio", "catalog", "fileio", "jsonio", "engines.registry"},
     # The table of serving engines (issue 29): names, hooks, settings schemas; it imports none.
-    "engines.registry": {"yamlio", "rules"},
+    "engines.registry": {"yamlio", "rules", "engines.datafile"},
+    # The schema of the engines' data files (engines/data/<engine>.yaml), which the registry
+    # checks on load with the one checker.
+    "engines.datafile": set(),
     # The engine modules (kvadvisor/engines/<engine>.py): each engine's settings, writer, facts
     # and replay defaults in one place; only the registry loads them.
     "engines": {"engines.registry", "emit", "results", "plan", "planreview", "catalog"},

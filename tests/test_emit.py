@@ -88,12 +88,24 @@ def test_kvbm_sizes_per_engine_instance() -> None:
         "NixlConnector",
     ]
     decode = _settings(files, "decode")
-    assert "dynamo-kvbm" not in decode
+    # The decode workers name their role (args.py@000a36a: without it they run as aggregated
+    # workers and publish KV events) and run no KVBM: no DYN_KVBM_* beside the role.
+    assert decode["dynamo-kvbm"] == {"disaggregation-mode": "decode"}
     assert decode["vllm"]["kv-transfer-config"] == {
         "kv_connector": "NixlConnector",
         "kv_role": "kv_both",
     }
     assert "kvbm-decode.env" not in files  # KVBM runs on prefill workers (kvbm-guide.md)
+
+
+def test_kvbm_aggregated_workers_take_dynamos_default_role() -> None:
+    """Aggregated: no --disaggregation-mode (Dynamo's default, agg), KVBM's connector alone."""
+    files = emit_config(_report(tp=4, decode=None), "dynamo-kvbm")
+    flags = _settings(files, "serving")
+    assert "disaggregation-mode" not in flags["dynamo-kvbm"]
+    assert flags["dynamo-kvbm"]["DYN_KVBM_CPU_CACHE_GB"] > 0
+    assert flags["vllm"]["kv-transfer-config"]["kv_connector"] == "DynamoConnector"
+    assert "--disaggregation-mode" not in files["dynamo-serving.sh"]
 
 
 def test_vllm_aggregated_uses_native_offloading() -> None:

@@ -134,6 +134,10 @@ def test_every_engine_file_is_linted_without_error(emitted, reviewed, engine) ->
     for stage in plan.stages:
         if engine != "dynamo-kvbm" or kvbm_runs:
             assert engine in stage.engines, stage.stage
+        if engine == "dynamo-kvbm" and len(plan.stages) > 1:
+            # Each disaggregated worker's role is read back from its launch file.
+            role = stage.engines.get("dynamo-kvbm", {}).get("disaggregation-mode")
+            assert role == str(stage.stage), (stage.stage, role)
     review = reviewed(trace, out / f"plan-{engine}.yaml")
     lint = [c for c in review.checks if c.code.startswith("EL")]
     assert lint

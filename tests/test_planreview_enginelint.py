@@ -338,3 +338,15 @@ def test_a_setting_is_quoted_as_the_plan_writes_it() -> None:
     assert "max_local_cpu_size 1234567.5 GiB x 8 ranks" in el09.message
     (el09,) = _lint({"dynamo-kvbm": {"DYN_KVBM_CPU_CACHE_GB": 300}}, {}, {"EL09"})
     assert "DYN_KVBM_CPU_CACHE_GB 300 x 4 instances" in el09.message
+
+
+def test_a_kvbm_decode_worker_role_alone_is_not_kvbm() -> None:
+    """A decode worker's --disaggregation-mode beside NIXL alone runs no KVBM: no EL01/EL02."""
+    nixl = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    role = {"dynamo-kvbm": {"disaggregation-mode": "decode"}, "vllm": {"kv-transfer-config": nixl}}
+    assert _lint(role, {}, {"EL01", "EL02"}) == []
+    # The same worker with KVBM's connector, or a plan's plain KVBM block, is KVBM's.
+    kvbm = {**nixl, "kv_connector": "DynamoConnector"}
+    with_kvbm = {**role, "vllm": {"kv-transfer-config": kvbm}}
+    assert [c.code for c in _lint(with_kvbm, {}, {"EL01"})] == ["EL01"]
+    assert [c.code for c in _lint({"dynamo-kvbm": {}}, {}, {"EL01"})] == ["EL01"]

@@ -53,7 +53,14 @@ KVBM_SCOPE = (
 )
 KVBM_GUIDE = "Dynamo docs/components/kvbm/kvbm-guide.md@839750d"
 KVBM_DIR = "Dynamo lib/kvbm-config/src/v1_compat.rs@5954806 (DYN_KVBM_DISK_CACHE_DIR)"
-KVBM_LAUNCH = "Dynamo examples/backends/vllm/launch/disagg_kvbm.sh@e225d48"
+# The worker's role: args.py reads the enum (decode: no KV events; prefill: requires
+# --kv-transfer-config); backend_args.py's DynamoVllmArgGroup defines the flag, whose
+# --is-prefill-worker / --is-decode-worker predecessors are deprecated.
+DYNAMO_WORKER_ROLE = (
+    "Dynamo components/src/dynamo/vllm/args.py@000a36a: --disaggregation-mode agg (default) | "
+    "prefill | decode | encode; a decode worker publishes no KV events, a prefill worker needs "
+    "--kv-transfer-config"
+)
 KVBM_CONNECTORS = (
     "Dynamo components/src/dynamo/vllm/args.py@000a36a: --connector is rejected for vLLM; "
     "--kv-transfer-config names DynamoConnector (kvbm.vllm_integration.connector) and "

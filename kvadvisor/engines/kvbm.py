@@ -167,6 +167,17 @@ def kvbm_transfer(ctx: EmitContext, stage: StageView, kvbm_here: bool) -> Settin
     )
 
 
+def worker_role(stage: StageView) -> Setting:
+    """--disaggregation-mode for a disaggregated stage's dynamo.vllm workers."""
+    if stage.stage == Stage.PREFILL:
+        what = "this worker prefills and hands the KV to decode workers"
+    else:
+        what = "this worker decodes on KV the prefill workers send; it publishes no KV events"
+    return Setting(
+        "disaggregation-mode", stage.stage.value, f"{what} ({sources.DYNAMO_WORKER_ROLE})"
+    )
+
+
 def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
     """kvbm-<stage>.env for stages that run KVBM, dynamo-<stage>.sh for every stage."""
     files: dict[str, str] = {}
@@ -215,15 +226,11 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             *scheduler_flags(ctx, stage),
             *context_flags(ctx, "vllm"),
         ]
-        if ctx.disaggregated and stage.stage == Stage.PREFILL:
-            flags.append(
-                Setting(
-                    "disaggregation-mode",
-                    "prefill",
-                    "this worker prefills and hands the KV to decode workers "
-                    f"({sources.KVBM_LAUNCH})",
-                )
-            )
+        if ctx.disaggregated:
+            # Each disaggregated worker names its role: without it a decode worker runs as an
+            # aggregated one (Dynamo's default, agg) and publishes KV events the router would
+            # take for cached prefixes.
+            flags.append(worker_role(stage))
         transfer = kvbm_transfer(ctx, stage, kvbm_here)
         if transfer is not None:
             flags.append(transfer)
@@ -255,7 +262,11 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
 
 # -- the review: facts of a stage's settings, what they take of the instance ---------------
 FACT_SPECS = (
-    setting_fact("kvbm_configured", Unit.BOOL, "Whether the stage configures Dynamo KVBM."),
+    setting_fact(
+        "kvbm_configured",
+        Unit.BOOL,
+        "Whether the stage's workers run Dynamo KVBM (not a decode worker's role and NIXL alone).",
+    ),
     setting_fact(
         "kvbm_cpu_cache_bytes", Unit.BYTES, "DYN_KVBM_CPU_CACHE_GB x 10^9 (per engine instance)."
     ),
@@ -295,7 +306,7 @@ FACT_SPECS = (
 
 def _kvbm_facts(f: FactSet, s: EngineSettings) -> None:
     e = "dynamo-kvbm"
-    f.add("kvbm_configured", e in s.stage.engines)
+    f.add("kvbm_configured", _runs_kvbm(s))
     if e not in s.stage.engines:
         return
     cpu_gb, disk_gb = s.get(e, "DYN_KVBM_CPU_CACHE_GB"), s.get(e, "DYN_KVBM_DISK_CACHE_GB")
@@ -341,6 +352,24 @@ _CONNECTOR_NAMES = {
     "LMCacheConnectorV1": "lmcache",
     "FlexKVConnectorV1": "flexkv",
 }
+
+
+def _runs_kvbm(s: EngineSettings) -> bool:
+    """Whether the stage's workers run KVBM.
+
+    A disaggregated worker's block may hold only its role (a decode worker's
+    ``--disaggregation-mode decode`` beside a NIXL-only --kv-transfer-config): that worker runs
+    no KVBM, so the KVBM sizing checks do not apply to it.
+    """
+    block = s.stage.engines.get("dynamo-kvbm")
+    if block is None:
+        return False
+    if s.get("dynamo-kvbm", "disaggregation-mode") is None or any(
+        str(k).startswith("DYN_KVBM_") for k in block
+    ):
+        return True
+    conn = _connector_names(s.get("dynamo-kvbm", "connector"), s.get("vllm", "kv-transfer-config"))
+    return "kvbm" in conn
 
 
 def _connector_names(legacy: Any, transfer: Any) -> list[str]:

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from kvadvisor.checker import Checker
+from kvadvisor.engines.datafile import check_engine_data, engine_problem
 from kvadvisor.errors import ConfigError, PlanError
 from kvadvisor.rules.model import FactSpec, Scope
 from kvadvisor.units import Unit
-from kvadvisor.yamlio import load_yaml
+from kvadvisor.yamlio import load_yaml_lines
 
 # The built-in engine modules, in the order --emit and the plan schema list them.
 BUILTIN = ("lmcache", "sglang", "kvbm", "mooncake", "vllm")
@@ -135,17 +137,46 @@ def _load() -> None:
     ordered = sorted(_TABLE.values(), key=lambda e: rank.get(e.emit.__module__, len(rank)))
     _TABLE.clear()
     _TABLE.update((e.name, e) for e in ordered)
+    for e in ordered:
+        if e.emit.__module__ in rank:
+            _check_engine_names(e, e.emit.__module__.rsplit(".", 1)[-1])
+
+
+def _data_file(module: str) -> tuple[Checker, Any]:
+    """A built-in engine's data file, parsed, and a checker that names its file and lines."""
+    text = resources.files("kvadvisor.engines").joinpath(f"data/{module}.yaml")
+    with resources.as_file(text) as path:
+        doc, lines = load_yaml_lines(path, PlanError)
+        return Checker(str(path), lines), doc
+
+
+def _check_engine_names(e: Engine, module: str) -> None:
+    """The engines a data file names (page: {engine: ...}, flags_of) are registered ones.
+
+    Checked once every built-in engine has registered (a file may name one registered after
+    it); the file is read again only to say where a wrong name is.
+    """
+    named = {"page.engine": e.page.get("engine"), "engine.flags_of": e.settings.get("flags_of")}
+    if all(name is None or name in _TABLE for name in named.values()):
+        return
+    c, _ = _data_file(module)
+    for where, name in named.items():
+        if name is not None:
+            engine_problem(c, where, name, _TABLE)
+    c.raise_if_any(PlanError)
 
 
 def packaged_settings(module: str) -> dict[str, Any]:
     """A built-in engine's settings schema and sources, from kvadvisor/engines/data/<module>.yaml.
 
-    Returned as the keyword arguments ``settings`` and ``sources`` of :class:`Engine`.
+    Returned as the keyword arguments ``settings``, ``sources`` and ``page`` of :class:`Engine`.
+    The file is checked first (kvadvisor.engines.datafile): a broken packaged file is a
+    developer's mistake, reported as every problem with its file, line, key path and fix.
     """
-    text = resources.files("kvadvisor.engines").joinpath(f"data/{module}.yaml")
-    with resources.as_file(text) as path:
-        doc = load_yaml(path, PlanError)
-    return {"settings": doc["engine"], "sources": doc["sources"], "page": doc.get("page", {})}
+    c, doc = _data_file(module)
+    check_engine_data(c, doc)
+    c.raise_if_any(PlanError)
+    return {"settings": doc["engine"], "sources": doc["sources"], "page": doc["page"]}
 
 
 def page_for(name: str, attention: str, architecture: str | None = None) -> Page:
