@@ -295,19 +295,165 @@ class _StageInputs:
     done_write_tok: np.ndarray  # (requests, tiers)
 
 
+def _settings(
+    stage: StageSpec,
+    dep: Deployment,
+    route_policy: int,
+    block_tokens: int,
+    window_s: float,
+    stop_s: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The loop's integer and float settings (``kernel.CI_*`` and ``kernel.CF_*``)."""
+    from kvadvisor.fleet import kernel as k
+
+    step, kv, sch = stage.step, stage.kv or dep.kv, stage.scheduler
+    ci = np.zeros(k.N_CI, np.int64)
+    ci[[k.CI_ROUTE, k.CI_ROLE, k.CI_PAGE, k.CI_MAX_TOKENS, k.CI_MAX_SEQS]] = (
+        route_policy,
+        ROLE_CODE[stage.role],
+        sch.page_tokens,
+        sch.max_batched_tokens,
+        sch.max_seqs,
+    )
+    ci[[k.CI_SWAP, k.CI_MIN_LOAD, k.CI_LOAD_MODE, k.CI_PREFETCH, k.CI_WRITE_BACK]] = (
+        sch.preemption is Preemption.SWAP,
+        stage.min_load_tokens,
+        0 if stage.load_mode is LoadMode.ASYNC else 1,
+        PREFETCH_CODE[stage.prefetch_policy],
+        stage.write_policy is WritePolicy.WRITE_BACK,
+    )
+    ci[[k.CI_WIN_TOKENS, k.CI_BLK_TOKENS, k.CI_SCHEDULER]] = (
+        step.window_tokens,
+        block_tokens,
+        k.SCHED_VLLM,
+    )
+    cf = np.zeros(k.N_CF)
+    cf[k.CF_ROUTE_WEIGHT] = stage.router_weight
+    cf[k.CF_PREFETCH_BASE_S] = stage.prefetch_timeout_base_s
+    cf[k.CF_PREFETCH_PER_TOKEN_S] = float(stage.prefetch_timeout_per_ki_token_s) / 1024.0
+    cf[[k.CF_KV_BPT, k.CF_GPU_BPT, k.CF_OFFLOAD_IOS]] = (
+        kv.bytes_per_token,
+        kv.gpu_bytes_per_token,
+        kv.layers,
+    )
+    cf[[k.CF_S_PER_PAIR, k.CF_S_PER_KV, k.CF_PF_FIXED, k.CF_DEC_FIXED]] = (
+        step.s_per_pair,
+        step.decode_s_per_kv_byte,
+        step.prefill_attention_fixed_s,
+        step.decode_attention_fixed_s,
+    )
+    cf[[k.CF_FULL_LAYERS, k.CF_WIN_LAYERS, k.CF_RANK_FULL, k.CF_RANK_WIN]] = (
+        step.full_attention_layers,
+        step.sliding_window_layers,
+        kv.rank_full_bytes_per_token,
+        kv.rank_window_bytes_per_token,
+    )
+    cf[[k.CF_WINDOW_S, k.CF_T_STOP]] = (window_s, stop_s)
+    return ci, cf
+
+
+@dataclass(frozen=True, eq=False)
+class _GroupMaps:
+    """A group's replicas: their pages and the resources each uses.
+
+    ``res_*`` index ``resources`` (-1: none): per replica and tier the unit it reads that tier
+    from, the link it receives over, the host link it swaps over, the tier it offloads to.
+    """
+
+    pool_pages: np.ndarray
+    offload_pages: np.ndarray
+    res_tier: np.ndarray
+    res_link: np.ndarray
+    res_swap: np.ndarray
+    res_offload: np.ndarray
+    resources: list[Resource]
+
+    @property
+    def replicas(self) -> int:
+        return int(self.pool_pages.shape[0])
+
+    def heap_bases(self, route: np.ndarray, routed: bool) -> np.ndarray:
+        """Each resource's first flow-heap slot, and the end.
+
+        Room for every request that can use it (all of them when the router decides at
+        arrival: ``routed`` False).
+        """
+        counts = np.zeros(len(self.resources), np.int64)
+        for s in range(counts.size):
+            users = np.zeros(self.replicas, bool)
+            for mp in (self.res_tier, self.res_link.reshape(-1, 1), self.res_swap.reshape(-1, 1)):
+                users |= (mp.reshape(self.replicas, -1) == s).any(axis=1)
+            counts[s] = (
+                route.size if not routed else int(np.isin(route, np.flatnonzero(users)).sum())
+            )
+        return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+
+    def resource_rows(self, route: np.ndarray, routed: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The resources' input rows of ``rs`` and ``rsi`` (``kernel.RS_*``, ``RSI_*``)."""
+        from kvadvisor.fleet import kernel as k
+
+        rs = np.zeros((k.N_RS, len(self.resources)))
+        for s, r in enumerate(self.resources):
+            rs[: k.RS_INPUTS, s] = (
+                r.read_bytes_per_s,
+                r.latency_s,
+                r.io_bytes,
+                r.iops,
+                r.write_bytes_per_s,
+                r.buffer_bytes,
+                1.0 if r.drop else 0.0,
+            )
+        rsi = np.zeros((k.N_RSI, len(self.resources) + 1), np.int64)
+        rsi[k.RSI_BASE] = self.heap_bases(route, routed)
+        return rs, rsi
+
+
+def _request_rows(
+    stage: StageSpec, inp: _StageInputs, local: np.ndarray, route: np.ndarray, maps: _GroupMaps
+) -> tuple[np.ndarray, ...]:
+    """The requests' and replicas' input rows: ``qi``, ``qf``, ``tl``, ``tw``, ``ri``, ``rf``."""
+    from kvadvisor.fleet import kernel as k
+
+    m = int(local.size)
+    next_same, first_same = _chains(route, maps.replicas)
+    qi = np.zeros((k.N_QI, m), np.int64)
+    qi[: k.QI_INPUTS] = (
+        route,
+        next_same,
+        inp.input_tok[local],
+        inp.output_tok[local],
+        inp.gpu_hit[local],
+        inp.xfer_tok[local],
+    )
+    qf = np.zeros((k.N_QF, m))
+    qf[k.QF_ARRIVAL] = inp.arrival[local]
+    if stage.role is not Stage.DECODE:
+        qf[k.QF_FRONTEND] = (
+            stage.frontend_fixed_s + stage.frontend_per_token_s * inp.input_tok[local]
+        )
+    tl = np.ascontiguousarray(np.stack((inp.load_tok[local], inp.own_hit[local])), np.int64)
+    tw = np.zeros((2, m, inp.done_write_tok.shape[1]))
+    tw[k.TW_DONE] = inp.done_write_tok[local]
+    ri = np.zeros((k.N_RI, maps.replicas), np.int64)
+    ri[: k.RI_INPUTS] = (
+        maps.pool_pages,
+        maps.offload_pages,
+        first_same,
+        maps.res_link,
+        maps.res_swap,
+        maps.res_offload,
+    )
+    rf = np.zeros((k.N_RF, maps.replicas))
+    return qi, qf, tl, tw, ri, rf
+
+
 def _kernel_call(
     stage: StageSpec,
     dep: Deployment,
     inp: _StageInputs,
     local: np.ndarray,  # indices into the stage's requests
     route: np.ndarray,  # replica per local request (group numbering), or -1 (router decides)
-    pool_pages: np.ndarray,
-    offload_pages: np.ndarray,
-    res_tier: np.ndarray,
-    res_link: np.ndarray,
-    res_swap: np.ndarray,
-    res_offload: np.ndarray,
-    resources: list[Resource],
+    maps: _GroupMaps,
     window_s: float,
     stop_s: float,
     route_policy: int = 0,
@@ -321,138 +467,71 @@ def _kernel_call(
     """
     from kvadvisor.fleet import kernel  # numba only when a replay runs
 
-    m = int(local.size)
-    n_res = len(resources)
+    n_res = len(maps.resources)
     n_win = int(math.ceil(stop_s / window_s)) + 2
-    counts = np.zeros(n_res, np.int64)
-    reps_of = route if route_policy == 0 else None
-    for s in range(n_res):
-        users = np.zeros(pool_pages.shape[0], bool)
-        for mp in (res_tier, res_link.reshape(-1, 1), res_swap.reshape(-1, 1)):
-            users |= (mp.reshape(pool_pages.shape[0], -1) == s).any(axis=1)
-        counts[s] = m if reps_of is None else int(np.isin(reps_of, np.flatnonzero(users)).sum())
-    ps_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    if blocks is None:
-        blocks = (np.zeros(m + 1, np.int64), np.zeros(1, np.int32), 1, np.zeros((1, 1), np.uint64))
-    step, kv, sch = stage.step, stage.kv or dep.kv, stage.scheduler
-
-    def col(values: list[float]) -> np.ndarray:
-        return np.asarray(values, dtype=np.float64)
-
     route = np.ascontiguousarray(route, dtype=np.int64)
-    next_same, first_same = _chains(route, pool_pages.shape[0])
-    frontend = np.zeros(m)
-    if stage.role is not Stage.DECODE:
-        frontend = stage.frontend_fixed_s + stage.frontend_per_token_s * inp.input_tok[local]
+    if blocks is None:
+        blocks = (
+            np.zeros(local.size + 1, np.int64),
+            np.zeros(1, np.int32),
+            1,
+            np.zeros((1, 1), np.uint64),
+        )
+    ci, cf = _settings(stage, dep, route_policy, int(blocks[2]), window_s, stop_s)
+    step = stage.step
+    tables = tuple(
+        np.ascontiguousarray(a, dtype=np.float64)
+        for a in (step.tokens_grid, step.tokens_s, step.logits_grid, step.logits_s)
+    )
 
     def run(rows: int) -> dict[str, np.ndarray]:
         """One pass of the compiled loop, with room for ``rows`` step events."""
-        out = {
-            "replica": np.zeros(m, np.int64),
-            "admit": np.zeros(m),
-            "ready": np.zeros(m),
-            "first": np.zeros(m),
-            "done": np.zeros(m),
-            "preempt": np.zeros(m, np.int64),
-            "recomputed": np.zeros(m, np.int64),
-            "loaded": np.zeros(m, np.int64),
-            "pf_gpu": np.zeros(m),
-            "dec_gpu": np.zeros(m),
-            "read": np.zeros((n_res, n_win)),
-            "read_ios": np.zeros((2 * n_res, n_win)),  # I/Os, then the bytes asked for
-            "write": np.zeros((2 * n_res, n_win)),  # drained, then offered
-            "waiting": np.zeros((1, n_win)),
-            "running": np.zeros((1, n_win)),
-            "busy": np.zeros(pool_pages.shape[0]),
-            "occupied": np.zeros(pool_pages.shape[0]),
-            "steps": np.zeros((rows, kernel.N_LOG)),
-            "cnt": np.zeros(kernel.N_COUNTERS, np.int64),
-            "fcnt": np.zeros(kernel.N_FLOAT_COUNTERS),
+        qi, qf, tl, tw, ri, rf = _request_rows(stage, inp, local, route, maps)
+        rs, rsi = maps.resource_rows(route, route_policy == 0)
+        ser = np.zeros(((kernel.SER_QUEUE * n_res) + 2, n_win))
+        steps = np.zeros((rows, kernel.N_LOG))
+        cnt = np.zeros(kernel.N_CNT, np.int64)
+        fcnt = np.zeros(kernel.N_FLOAT_COUNTERS)
+        n_rep, m = maps.replicas, int(local.size)
+        run = np.full((n_rep, int(ci[kernel.CI_MAX_SEQS])), -1, np.int64)
+        n_flows = max(int(rsi[kernel.RSI_BASE, n_res]), m * (tl.shape[2] + 2), 1)
+        fl_i = np.zeros((2, n_flows), np.int64)
+        fl_i[kernel.FL_POS] = -1
+        # timed events: at most one step per replica, one ready and one timeout per request
+        evt = np.zeros(2 * m + n_rep + 8)
+        state = (qi, qf, tl, tw, ri, rf, maps.res_tier, run, ci, cf, steps, cnt, fcnt)
+        io = (rs, rsi, fl_i, np.zeros((2, n_flows)), ser)
+        events = (evt, np.zeros((2, evt.size), np.int64))
+        kernel.simulate_group(state, io, events, tables, (blocks[0], blocks[1], blocks[3]))
+        queue = kernel.SER_QUEUE * n_res
+        # copies, not views: the state's other rows (about 3.4x the outputs) can go now
+        per_request = {
+            "replica": qi[kernel.Q_REPLICA],
+            "admit": qf[kernel.QF_ADMIT],
+            "ready": qf[kernel.QF_READY],
+            "first": qf[kernel.QF_FIRST],
+            "done": qf[kernel.QF_DONE],
+            "preempt": qi[kernel.Q_PREEMPT],
+            "recomputed": qi[kernel.Q_RECOMPUTED],
+            "loaded": qi[kernel.Q_LOADED],
+            "pf_gpu": qf[kernel.QF_PF_GPU],
+            "dec_gpu": qf[kernel.QF_DEC_GPU],
         }
-        kernel.simulate_group(
-            np.ascontiguousarray(inp.arrival[local]),
-            route,
-            next_same,
-            first_same,
-            np.ascontiguousarray(inp.input_tok[local]),
-            np.ascontiguousarray(inp.output_tok[local]),
-            np.ascontiguousarray(inp.gpu_hit[local]),
-            np.ascontiguousarray(inp.load_tok[local]),
-            np.ascontiguousarray(inp.own_hit[local]),
-            np.ascontiguousarray(inp.xfer_tok[local]),
-            np.ascontiguousarray(inp.done_write_tok[local]),
-            route_policy,
-            float(stage.router_weight),
-            blocks[0],
-            blocks[1],
-            int(blocks[2]),
-            blocks[3],
-            ROLE_CODE[stage.role],
-            pool_pages,
-            offload_pages,
-            res_tier,
-            res_link,
-            res_swap,
-            res_offload,
-            int(sch.page_tokens),
-            int(sch.max_batched_tokens),
-            int(sch.max_seqs),
-            sch.preemption is Preemption.SWAP,
-            int(stage.min_load_tokens),
-            0 if stage.load_mode is LoadMode.ASYNC else 1,
-            PREFETCH_CODE[stage.prefetch_policy],
-            float(stage.prefetch_timeout_base_s),
-            float(stage.prefetch_timeout_per_ki_token_s) / 1024.0,
-            stage.write_policy is WritePolicy.WRITE_BACK,
-            float(kv.bytes_per_token),
-            float(kv.gpu_bytes_per_token),
-            float(kv.layers),
-            np.ascontiguousarray(frontend, dtype=np.float64),
-            np.ascontiguousarray(step.tokens_grid, dtype=np.float64),
-            np.ascontiguousarray(step.tokens_s, dtype=np.float64),
-            float(step.s_per_pair),
-            float(step.decode_s_per_kv_byte),
-            np.ascontiguousarray(step.logits_grid, dtype=np.float64),
-            np.ascontiguousarray(step.logits_s, dtype=np.float64),
-            float(step.prefill_attention_fixed_s),
-            float(step.decode_attention_fixed_s),
-            float(step.full_attention_layers),
-            float(step.sliding_window_layers),
-            int(step.window_tokens),
-            float(kv.rank_full_bytes_per_token),
-            float(kv.rank_window_bytes_per_token),
-            col([r.read_bytes_per_s for r in resources]),
-            col([r.latency_s for r in resources]),
-            col([r.io_bytes for r in resources]),
-            col([r.iops for r in resources]),
-            col([r.write_bytes_per_s for r in resources]),
-            col([r.buffer_bytes for r in resources]),
-            np.asarray([r.drop for r in resources], dtype=np.bool_),
-            ps_base,
-            float(window_s),
-            float(stop_s),
-            out["replica"],
-            out["admit"],
-            out["ready"],
-            out["first"],
-            out["done"],
-            out["preempt"],
-            out["recomputed"],
-            out["loaded"],
-            out["pf_gpu"],
-            out["dec_gpu"],
-            out["read"],
-            out["read_ios"],
-            out["write"],
-            out["waiting"],
-            out["running"],
-            out["busy"],
-            out["occupied"],
-            out["steps"],
-            out["cnt"],
-            out["fcnt"],
+        return (
+            {key: row.copy() for key, row in per_request.items()}
+            | {
+                "read": ser[:n_res],
+                "read_ios": ser[n_res : 3 * n_res],  # I/Os, then the bytes asked for
+                "write": ser[3 * n_res : queue],  # drained, then offered
+                "waiting": ser[queue : queue + 1],
+                "running": ser[queue + 1 : queue + 2],
+                "busy": rf[kernel.RF_BUSY_S],
+                "occupied": rf[kernel.RF_OCC_S],
+                "steps": steps,
+                "cnt": cnt[: kernel.N_COUNTERS],
+                "fcnt": fcnt,
+            }
         )
-        return out
 
     out = run(log_rows)
     needed = int(out["cnt"][kernel.C_LOG_ROWS])
@@ -560,164 +639,136 @@ def _offload_pages(stage: StageSpec) -> int:
     return int(per // stage.scheduler.page_tokens)
 
 
-def run_stage(
+def _stage_maps(stage: StageSpec, dep: Deployment) -> _GroupMaps:
+    """The whole stage as one group: its replicas' pages and resources."""
+    resources, res_tier, res_link, res_swap, res_offload = _resources(
+        stage, dep.kv.bytes_per_token, dep.link
+    )
+    reps = stage.replicas
+    pool = np.full(reps, _pool_pages(stage), np.int64)
+    offload = np.full(reps, _offload_pages(stage), np.int64)
+    return _GroupMaps(pool, offload, res_tier, res_link, res_swap, res_offload, resources)
+
+
+def _router_choices(
     ctx: ReplayContext,
     dep: Deployment,
     stage: StageSpec,
     rows: np.ndarray,
     arrival: np.ndarray,
+    maps: _GroupMaps,
     window_s: float,
     stop_s: float,
-    workers: int,
-    step_log: bool = False,
-) -> StageRun:
-    """Route, read hits, and replay every group of one stage (see the module docstring)."""
-    reps = stage.replicas
-    m = rows.size
-    resources, res_tier, res_link, res_swap, res_offload = _resources(
-        stage, dep.kv.bytes_per_token, dep.link
+) -> np.ndarray:
+    """Pass 1 of a load-aware router: each request's replica.
+
+    The whole stage replays as one group without its tiers, the router deciding at each
+    arrival (with its own view of cached blocks).
+    """
+    reps, m = stage.replicas, rows.size
+    first = _stage_inputs(ctx, stage, dep, rows, arrival, None)
+    first = _StageInputs(
+        first.rows,
+        first.arrival,
+        first.input_tok,
+        first.output_tok,
+        first.gpu_hit,
+        np.zeros((m, 0), np.int64),
+        np.zeros((m, 0), np.int64),
+        first.xfer_tok,
+        np.zeros((m, 0)),
     )
-    pool = np.full(reps, _pool_pages(stage), np.int64)
-    offload = np.full(reps, _offload_pages(stage), np.int64)
-    if stage.router is RouterPolicy.ROUND_ROBIN or reps == 1:
-        assign = np.arange(m, dtype=np.int64) % reps
-    else:
-        # Pass 1: the router decides with live load (and its own view of cached blocks).
-        first = _stage_inputs(ctx, stage, dep, rows, arrival, None)
-        no_tiers = np.full((reps, 0), -1, np.int64)
-        first = _StageInputs(
-            first.rows,
-            first.arrival,
-            first.input_tok,
-            first.output_tok,
-            first.gpu_hit,
-            np.zeros((m, 0), np.int64),
-            np.zeros((m, 0), np.int64),
-            first.xfer_tok,
-            np.zeros((m, 0)),
-        )
-        keep = [r for r in resources if r.kind != "tier"]
-        remap = {id(r): i for i, r in enumerate(keep)}
-        link = np.array([remap[id(resources[s])] if s >= 0 else -1 for s in res_link])
-        swap = np.array([remap[id(resources[s])] if s >= 0 else -1 for s in res_swap])
-        policy = ROUTE_CODE[stage.router]
-        blocks = _block_view(ctx.arrays, rows, reps) if policy == 2 else None
-        out = _kernel_call(
-            stage,
-            dep,
-            first,
-            np.arange(m),
-            np.full(m, -1, np.int64),
-            pool,
-            offload * 0,
-            no_tiers,
-            link.astype(np.int64),
-            swap.astype(np.int64),
-            np.full(reps, -1, np.int64),
-            keep,
-            window_s,
-            stop_s,
-            policy,
-            blocks,
-        )
-        assign = out["replica"]
-        unrouted = assign < 0
-        if unrouted.any():  # arrivals past the drain cap: spread them as round robin would
-            assign[unrouted] = np.arange(int(unrouted.sum())) % reps
-    inp = _stage_inputs(ctx, stage, dep, rows, arrival, assign)
-    # A group no request reaches replays to zeros, which the arrays below start as: only the
-    # groups with requests run (at least one, for the counters' shape), so a stage's cost
-    # follows its requests, not its replica count.
-    reached = np.zeros(reps, bool)
-    reached[assign] = True
-    groups = _groups(reps, reached, res_tier, res_link, res_swap)
+    keep = [r for r in maps.resources if r.kind != "tier"]
+    remap = {id(r): i for i, r in enumerate(keep)}
 
-    def one(reps_g: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        local = np.flatnonzero(np.isin(assign, reps_g))
-        new_index = np.full(reps, -1, np.int64)
-        new_index[reps_g] = np.arange(reps_g.size)
-        used = sorted(
-            {int(s) for mp in (res_tier, res_link, res_swap) for s in mp[reps_g].ravel() if s >= 0}
-        )
-        res_index = np.full(len(resources) + 1, -1, np.int64)
-        res_index[used] = np.arange(len(used))
+    def kept(mp: np.ndarray) -> np.ndarray:
+        return np.array([remap[id(maps.resources[s])] if s >= 0 else -1 for s in mp], np.int64)
 
-        def local_map(mp: np.ndarray) -> np.ndarray:
-            return np.where(mp[reps_g] >= 0, res_index[mp[reps_g]], -1).astype(np.int64)
+    untiered = _GroupMaps(
+        maps.pool_pages,
+        maps.offload_pages * 0,
+        np.full((reps, 0), -1, np.int64),
+        kept(maps.res_link),
+        kept(maps.res_swap),
+        np.full(reps, -1, np.int64),
+        keep,
+    )
+    policy = ROUTE_CODE[stage.router]
+    blocks = _block_view(ctx.arrays, rows, reps) if policy == 2 else None
+    route = np.full(m, -1, np.int64)
+    out = _kernel_call(
+        stage, dep, first, np.arange(m), route, untiered, window_s, stop_s, policy, blocks
+    )
+    assign = out["replica"]
+    unrouted = assign < 0
+    if unrouted.any():  # arrivals past the drain cap: spread them as round robin would
+        assign[unrouted] = np.arange(int(unrouted.sum())) % reps
+    return assign
 
-        out = _kernel_call(
-            stage,
-            dep,
-            inp,
-            local,
-            new_index[assign[local]],
-            pool[reps_g],
-            offload[reps_g],
-            local_map(res_tier),
-            local_map(res_link),
-            local_map(res_swap),
-            local_map(res_offload),
-            [resources[s] for s in used],
-            window_s,
-            stop_s,
-            log_rows=(8 * local.size + 1024) if step_log else 0,
-        )
-        if step_log:
-            out["steps"][:, kernel.L_REPLICA] = reps_g[
-                out["steps"][:, kernel.L_REPLICA].astype(int)
-            ]
-        out["replica"] = np.where(out["replica"] >= 0, reps_g[np.maximum(out["replica"], 0)], -1)
-        return local, np.asarray(used, np.int64), out
 
+def _run_group(
+    stage: StageSpec,
+    dep: Deployment,
+    inp: _StageInputs,
+    assign: np.ndarray,
+    reps_g: np.ndarray,
+    maps: _GroupMaps,
+    window_s: float,
+    stop_s: float,
+    step_log: bool,
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Replay the replicas ``reps_g``: their requests, resources used, and the loop's arrays.
+
+    Replicas in the arrays are in the stage's numbering.
+    """
     from kvadvisor.fleet import kernel  # numba only when a replay runs
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(groups)))) as ex:
-        results = list(ex.map(one, groups))
-    n_win = int(math.ceil(stop_s / window_s)) + 2
-    full: dict[str, np.ndarray] = {}
-    for key, dtype in (
-        ("replica", np.int64),
-        ("admit", float),
-        ("ready", float),
-        ("first", float),
-        ("done", float),
-        ("preempt", np.int64),
-        ("recomputed", np.int64),
-        ("loaded", np.int64),
-        ("pf_gpu", float),
-        ("dec_gpu", float),
-    ):
-        full[key] = np.zeros(m, dtype)
-    read = np.zeros((len(resources), n_win))
-    read_ios = np.zeros_like(read)
-    write = np.zeros_like(read)
-    read_demand = np.zeros_like(read)
-    write_demand = np.zeros_like(read)
-    waiting = np.zeros(n_win)
-    running = np.zeros(n_win)
-    busy = np.zeros(reps)
-    occupied = np.zeros(reps)
-    logs: list[np.ndarray] = []
-    counters = np.zeros(len(results[0][2]["cnt"]) if results else 0, np.int64)
-    fcounters = np.zeros(len(results[0][2]["fcnt"]) if results else 0)
-    for (local, used, out), reps_g in zip(results, groups, strict=True):
-        for key in full:
-            full[key][local] = out[key]
-        k = used.size
-        read[used] = out["read"]
-        read_ios[used] = out["read_ios"][:k]
-        read_demand[used] = out["read_ios"][k:]
-        write[used] = out["write"][:k]
-        write_demand[used] = out["write"][k:]
-        waiting += out["waiting"][0]
-        running += out["running"][0]
-        busy[reps_g] = out["busy"]
-        occupied[reps_g] = out["occupied"]
-        logs.append(out["steps"])
-        counters += out["cnt"]
-        end = max(fcounters[kernel.F_END_S], out["fcnt"][kernel.F_END_S])
-        fcounters += out["fcnt"]
-        fcounters[kernel.F_END_S] = end
+    local = np.flatnonzero(np.isin(assign, reps_g))
+    new_index = np.full(maps.replicas, -1, np.int64)
+    new_index[reps_g] = np.arange(reps_g.size)
+    mps = (maps.res_tier, maps.res_link, maps.res_swap)
+    used = sorted({int(s) for mp in mps for s in mp[reps_g].ravel() if s >= 0})
+    res_index = np.full(len(maps.resources) + 1, -1, np.int64)
+    res_index[used] = np.arange(len(used))
+
+    def local_map(mp: np.ndarray) -> np.ndarray:
+        return np.where(mp[reps_g] >= 0, res_index[mp[reps_g]], -1).astype(np.int64)
+
+    group = _GroupMaps(
+        maps.pool_pages[reps_g],
+        maps.offload_pages[reps_g],
+        local_map(maps.res_tier),
+        local_map(maps.res_link),
+        local_map(maps.res_swap),
+        local_map(maps.res_offload),
+        [maps.resources[s] for s in used],
+    )
+    log_rows = (8 * local.size + 1024) if step_log else 0
+    route = new_index[assign[local]]
+    out = _kernel_call(stage, dep, inp, local, route, group, window_s, stop_s, log_rows=log_rows)
+    if step_log:
+        out["steps"][:, kernel.L_REPLICA] = reps_g[out["steps"][:, kernel.L_REPLICA].astype(int)]
+    out["replica"] = np.where(out["replica"] >= 0, reps_g[np.maximum(out["replica"], 0)], -1)
+    return local, np.asarray(used, np.int64), out
+
+
+PER_REQUEST = (
+    ("replica", np.int64),
+    ("admit", float),
+    ("ready", float),
+    ("first", float),
+    ("done", float),
+    ("preempt", np.int64),
+    ("recomputed", np.int64),
+    ("loaded", np.int64),
+    ("pf_gpu", float),
+    ("dec_gpu", float),
+)
+
+
+def _counter_names() -> tuple[dict[int, str], dict[int, str]]:
+    """The loop's counters (``kernel.C_*``, ``kernel.F_*``) by their names in a StageRun."""
+    from kvadvisor.fleet import kernel
 
     cnames = {
         kernel.C_PREEMPTIONS: "preemptions",
@@ -735,9 +786,86 @@ def run_stage(
         kernel.F_PREEMPT_TOKENS: "preemption_recompute_tokens",
         kernel.F_END_S: "end_s",
     }
-    counts: dict[str, float] = {name: float(counters[i]) for i, name in cnames.items()}
-    counts.update({name: float(fcounters[i]) for i, name in fnames.items()})
-    tier_hits = np.ascontiguousarray(inp.load_tok.T)
+    return cnames, fnames
+
+
+def _merge_groups(
+    results: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]],
+    groups: list[np.ndarray],
+    m: int,
+    maps: _GroupMaps,
+    n_win: int,
+) -> dict[str, np.ndarray]:
+    """The groups' arrays as the stage's: per request, per resource, per replica, counters."""
+    from kvadvisor.fleet import kernel
+
+    full: dict[str, np.ndarray] = {key: np.zeros(m, dtype) for key, dtype in PER_REQUEST}
+    for key in ("read", "read_ios", "write", "read_demand", "write_demand"):
+        full[key] = np.zeros((len(maps.resources), n_win))
+    for key in ("waiting", "running"):
+        full[key] = np.zeros(n_win)
+    for key in ("busy", "occupied"):
+        full[key] = np.zeros(maps.replicas)
+    full["cnt"] = np.zeros(len(results[0][2]["cnt"]) if results else 0, np.int64)
+    full["fcnt"] = np.zeros(len(results[0][2]["fcnt"]) if results else 0)
+    for (local, used, out), reps_g in zip(results, groups, strict=True):
+        for key, _ in PER_REQUEST:
+            full[key][local] = out[key]
+        k = used.size
+        full["read"][used] = out["read"]
+        full["read_ios"][used] = out["read_ios"][:k]
+        full["read_demand"][used] = out["read_ios"][k:]
+        full["write"][used] = out["write"][:k]
+        full["write_demand"][used] = out["write"][k:]
+        full["waiting"] += out["waiting"][0]
+        full["running"] += out["running"][0]
+        full["busy"][reps_g] = out["busy"]
+        full["occupied"][reps_g] = out["occupied"]
+        full["cnt"] += out["cnt"]
+        fcnt = full["fcnt"]
+        end = max(fcnt[kernel.F_END_S], out["fcnt"][kernel.F_END_S])
+        fcnt += out["fcnt"]
+        fcnt[kernel.F_END_S] = end
+    return full
+
+
+def run_stage(
+    ctx: ReplayContext,
+    dep: Deployment,
+    stage: StageSpec,
+    rows: np.ndarray,
+    arrival: np.ndarray,
+    window_s: float,
+    stop_s: float,
+    workers: int,
+    step_log: bool = False,
+) -> StageRun:
+    """Route, read hits, and replay every group of one stage (see the module docstring)."""
+    reps = stage.replicas
+    m = rows.size
+    maps = _stage_maps(stage, dep)
+    if stage.router is RouterPolicy.ROUND_ROBIN or reps == 1:
+        assign = np.arange(m, dtype=np.int64) % reps
+    else:
+        assign = _router_choices(ctx, dep, stage, rows, arrival, maps, window_s, stop_s)
+    inp = _stage_inputs(ctx, stage, dep, rows, arrival, assign)
+    # A group no request reaches replays to zeros, which the arrays below start as: only the
+    # groups with requests run (at least one, for the counters' shape), so a stage's cost
+    # follows its requests, not its replica count.
+    reached = np.zeros(reps, bool)
+    reached[assign] = True
+    groups = _groups(reps, reached, maps.res_tier, maps.res_link, maps.res_swap)
+
+    def one(reps_g: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        return _run_group(stage, dep, inp, assign, reps_g, maps, window_s, stop_s, step_log)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(groups)))) as ex:
+        results = list(ex.map(one, groups))
+    n_win = int(math.ceil(stop_s / window_s)) + 2
+    full = _merge_groups(results, groups, m, maps, n_win)
+    cnames, fnames = _counter_names()
+    counts: dict[str, float] = {name: float(full["cnt"][i]) for i, name in cnames.items()}
+    counts.update({name: float(full["fcnt"][i]) for i, name in fnames.items()})
     hit = inp.gpu_hit + inp.load_tok.sum(axis=1)
     return StageRun(
         role=stage.role,
@@ -753,21 +881,21 @@ def run_stage(
         recomputed_tokens=full["recomputed"],
         loaded_tokens=full["loaded"],
         hit_tokens=np.minimum(hit, inp.input_tok),
-        tier_hit_tokens=tier_hits,
+        tier_hit_tokens=np.ascontiguousarray(inp.load_tok.T),
         prefill_gpu_s=full["pf_gpu"],
         decode_gpu_s=full["dec_gpu"],
-        resources=tuple(resources),
-        read_bytes=read,
-        read_ios=read_ios,
-        write_bytes=write,
-        read_demand_bytes=read_demand,
-        write_demand_bytes=write_demand,
-        waiting=waiting,
-        running=running,
-        busy_s=busy,
-        occupied_s=occupied,
+        resources=tuple(maps.resources),
+        read_bytes=full["read"],
+        read_ios=full["read_ios"],
+        write_bytes=full["write"],
+        read_demand_bytes=full["read_demand"],
+        write_demand_bytes=full["write_demand"],
+        waiting=full["waiting"],
+        running=full["running"],
+        busy_s=full["busy"],
+        occupied_s=full["occupied"],
         counters=counts,
-        step_log=_merge_logs(logs) if step_log else None,
+        step_log=_merge_logs([r[2]["steps"] for r in results]) if step_log else None,
     )
 
 
