@@ -17,7 +17,7 @@ does not load the analysis.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor.jitcache import ensure_cache_dir
 
@@ -40,6 +40,8 @@ _EXPORTS = {
     "load_catalogs": "kvadvisor.references",
     "check_catalog": "kvadvisor.references",
     "Catalogs": "kvadvisor.references",
+    "Advisor": "kvadvisor.api",
+    "default_advisor": "kvadvisor.api",
     "analyze": "kvadvisor.api",
     "review": "kvadvisor.api",
     "replay": "kvadvisor.api",
@@ -59,6 +61,38 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # what a type checker sees: each name with its type (never run)
+    from kvadvisor.api import Advisor as Advisor
+    from kvadvisor.api import Comparison as Comparison
+    from kvadvisor.api import Replay as Replay
+    from kvadvisor.api import Report as Report
+    from kvadvisor.api import Review as Review
+    from kvadvisor.api import Verification as Verification
+    from kvadvisor.api import analyze as analyze
+    from kvadvisor.api import default_advisor as default_advisor
+    from kvadvisor.api import load_plan as load_plan
+    from kvadvisor.api import replay as replay
+    from kvadvisor.api import review as review
+    from kvadvisor.api import verify as verify
+    from kvadvisor.api import verify_compare as verify_compare
+    from kvadvisor.api import verify_results as verify_results
+    from kvadvisor.errors import KvAdvisorError as KvAdvisorError
+    from kvadvisor.pipeline import AnalyzeOptions as AnalyzeOptions
+    from kvadvisor.plan import Plan as Plan
+    from kvadvisor.references import Catalogs as Catalogs
+    from kvadvisor.references import check_catalog as check_catalog
+    from kvadvisor.references import check_rules as check_rules
+    from kvadvisor.references import load_catalogs as load_catalogs
+    from kvadvisor.references import load_rules as load_rules
+    from kvadvisor.rules import builtin_rules_dir as builtin_rules_dir
+    from kvadvisor.synth import SynthShape as SynthShape
+    from kvadvisor.trace import Trace as Trace
+    from kvadvisor.trace import TraceFormat as TraceFormat
+    from kvadvisor.trace import read_trace as read_trace
+    from kvadvisor.tracefiles import convert as convert
+    from kvadvisor.tracefiles import describe as describe
+    from kvadvisor.tracefiles import synthesize as synthesize
 
 
 def __getattr__(name: str) -> Any:

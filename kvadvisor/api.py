@@ -8,6 +8,7 @@ that runs as a test.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -15,7 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvadvisor import __version__
-from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs, load_rule_set
+from kvadvisor.advice.inputs import AdvisorInputs, load_rule_set
 from kvadvisor.advice.robust import parse_headroom
 from kvadvisor.cache.tiers import TierSpec, parse_tier
 from kvadvisor.errors import ConfigError
@@ -48,10 +49,11 @@ from kvadvisor.report.review_markdown import ReviewMarkdownRenderer, ReviewTextR
 from kvadvisor.report.serieslabels import with_series_labels
 from kvadvisor.results.replay import ReplayReport
 from kvadvisor.results.report import AdviceReport
-from kvadvisor.results.review import ReviewReport
+from kvadvisor.results.review import ReviewCheck, ReviewReport
 from kvadvisor.results.verdict import VerdictSet
+from kvadvisor.rules import Rule
 from kvadvisor.trace import Trace, TraceFormat, read_trace
-from kvadvisor.trace.formats import ColumnSource
+from kvadvisor.trace.formats import ColumnMap
 from kvadvisor.trace.source import file_sha256
 from kvadvisor.verifyjobs import VerifyOptions, VerifyReport, VerifySet
 from kvadvisor.verifyjobs.gate import (
@@ -72,7 +74,6 @@ if TYPE_CHECKING:  # pandas and matplotlib load when a table or a chart is asked
     from matplotlib.figure import Figure
 
 PathLike = str | os.PathLike[str]
-ColumnMap = Mapping[str, ColumnSource] | Sequence[str] | None
 
 
 def utc_now() -> str:
@@ -312,60 +313,356 @@ class Verification(VerifyReport):
         """Whether a failed check reaches ``fail_on`` (warning or error), as `--fail-on`."""
         return fails(self, fail_on)
 
-    def checks(self) -> tuple:
+    def checks(self) -> tuple[ReviewCheck, ...]:
         """The verdicts as review checks (VF01-VF03)."""
         return review_checks(self)
 
 
+# The analysis settings' defaults are AnalyzeOptions' own, so a keyword cannot drift from its field.
+_SETTINGS = AnalyzeOptions()
+
+
+def _strs(paths: Sequence[PathLike]) -> tuple[str, ...]:
+    return tuple(os.fspath(p) for p in paths)
+
+
+def _names(value: str | Sequence[str]) -> tuple[str, ...]:
+    """One name or several: a lone string is one name, not its characters."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+class Advisor:
+    """Rules and catalogs loaded once, and the calls that read them: analyze, review, replay.
+
+    It holds its configuration as coverage.py's ``Coverage`` does: ``rules`` (directories, on
+    top of the built-in rules), ``select``/``ignore`` (codes, names or groups) and ``catalogs``
+    (files of any kind, layered on the packaged catalogs) are given once; each is loaded on its
+    first use and kept, so a notebook's tenth analysis parses no YAML again. The module-level
+    functions (``kvadvisor.analyze``, ...) call :func:`default_advisor`, or an Advisor of their
+    own when a call names rules or catalogs.
+    """
+
+    def __init__(
+        self,
+        *,
+        rules: Sequence[PathLike] = (),
+        select: Sequence[str] = (),
+        ignore: Sequence[str] = (),
+        catalogs: Sequence[PathLike] = (),
+    ) -> None:
+        self.rule_dirs = _strs(rules)
+        self.select = _names(select)
+        self.ignore = _names(ignore)
+        self.catalog_files = _strs(catalogs)
+
+    def __repr__(self) -> str:
+        """What it was given (what it loaded shows through ``rule_set`` and ``catalog_set``)."""
+        given = ", ".join(
+            f"{name}={value!r}"
+            for name, value in (
+                ("rules", self.rule_dirs),
+                ("select", self.select),
+                ("ignore", self.ignore),
+                ("catalogs", self.catalog_files),
+            )
+            if value
+        )
+        return f"Advisor({given})"
+
+    @functools.cached_property
+    def rule_set(self) -> tuple[Rule, ...]:
+        """The built-in rules plus the directories', checked against the facts, then selected."""
+        return load_rule_set(self.rule_dirs, self.select, self.ignore)
+
+    @functools.cached_property
+    def catalog_set(self) -> PlanCatalogs:
+        """The packaged catalogs with the files layered on (routed by their ``kind``)."""
+        return PlanCatalogs.packaged(self.catalog_files)
+
+    @functools.cached_property
+    def inputs(self) -> AdvisorInputs:
+        """What the advisor reads besides the trace: the rule set and the catalogs."""
+        cats = self.catalog_set
+        # Plain dicts: a Dask cluster's workers receive these pickled, and a mappingproxy is not.
+        return AdvisorInputs(self.rule_set, dict(cats.storage), dict(cats.instances), cats.perf)
+
+    def load_plan(self, path: PathLike, *, allow_outside_plan_dir: bool = False) -> Plan:
+        """Load and check a deployment plan against this advisor's catalogs."""
+        return load_plan_file(
+            os.fspath(path), self.catalog_set, allow_outside_plan_dir=allow_outside_plan_dir
+        )
+
+    def _plans(
+        self, plans: Sequence[PathLike | Plan], allow_outside_plan_dir: bool
+    ) -> tuple[Plan, ...]:
+        return tuple(
+            p
+            if isinstance(p, Plan)
+            else self.load_plan(p, allow_outside_plan_dir=allow_outside_plan_dir)
+            for p in plans
+        )
+
+    def analyze(
+        self,
+        trace: PathLike | Trace,
+        *,
+        plans: Sequence[PathLike | Plan] = (),
+        allow_outside_plan_dir: bool = False,
+        memory_limit: int | str | None = None,
+        trace_format: str | TraceFormat | None = None,
+        column_map: ColumnMap = None,
+        block_tokens: int | None = None,
+        generated_at: str | None = None,
+        progress: Steps | None = None,
+        since_s: float | None = None,
+        until_s: float | None = None,
+        workers: int = 1,
+        scheduler: str | None = None,
+        # The analysis settings: AnalyzeOptions' fields, by name, with its defaults.
+        model: str | None = _SETTINGS.model,
+        gpu: str | None = _SETTINGS.gpu,
+        kv_dtype: str = _SETTINGS.kv_dtype,
+        weight_dtype: str | None = _SETTINGS.weight_dtype,
+        tp: int | None = _SETTINGS.tp,
+        ep: int = _SETTINGS.ep,
+        window_s: float = _SETTINGS.window_s,
+        chunk_tokens: int = _SETTINGS.chunk_tokens,
+        io_unit_bytes: int = _SETTINGS.io_unit_bytes,
+        drive_capacity_bytes: float | None = _SETTINGS.drive_capacity_bytes,
+        iterations: int = _SETTINGS.iterations,
+        instances: int = _SETTINGS.instances,
+        warmup_fraction: float = _SETTINGS.warmup_fraction,
+        cache_tiers: Sequence[str | TierSpec] = _SETTINGS.cache_tiers,
+        cache_instances: int = _SETTINGS.cache_instances,
+        cache_routing_seed: int = _SETTINGS.cache_routing_seed,
+        cache_chunk_tokens: int | None = _SETTINGS.cache_chunk_tokens,
+        cache_save_unfull_chunk: bool = _SETTINGS.cache_save_unfull_chunk,
+        cache_sample_rate: float | None = _SETTINGS.cache_sample_rate,
+        storage: str | None = _SETTINGS.storage,
+        instance: str | Sequence[str] = _SETTINGS.instance,
+        providers: str | Sequence[str] = _SETTINGS.providers,
+        slo: str | None = _SETTINGS.slo,
+        headroom: float | str = _SETTINGS.headroom,
+        spare: bool = _SETTINGS.spare,
+        price_kind: str = _SETTINGS.price_kind,
+        over_context: str = _SETTINGS.over_context,
+        replay: bool = _SETTINGS.replay,
+        replay_max_requests: int = _SETTINGS.replay_max_requests,
+    ) -> Report:
+        """Measure a trace and advise a configuration per stage: `kvadvisor analyze` as a call.
+
+        ``trace`` is a path (read whole, or streamed within ``memory_limit`` when it is
+        canonical parquet: bytes, or text such as "8GiB" or "50%"), an ``s3://``, ``gs://`` or
+        ``az://`` URI of canonical parquet (streamed; credentials from the environment and
+        profiles only) or a Trace. ``since_s``/``until_s`` keep canonical parquet's requests
+        arriving in that range (seconds, on ``arrival_s`` as stored). ``plans`` (files or
+        loaded plans) are reviewed against the trace, their engine files read from each plan's
+        folder only unless ``allow_outside_plan_dir``. ``generated_at`` is the report's clock
+        (default: now, UTC). ``workers`` > 1 runs the deployment search on a local Dask
+        cluster of that many processes, ``scheduler`` (e.g. "tcp://host:8786") on an existing
+        one (docs/scale.md); the report is the same as in one process. The rest are the
+        analysis settings, :class:`AnalyzeOptions`' fields (docs/api.md lists them):
+        ``cache_tiers`` as ``"hbm=1M"`` text or TierSpecs, ``headroom`` as 0.1 or "10%",
+        ``instance`` and ``providers`` as one name or several.
+        """
+        # Parsed first: a bad value is an error even where the trace is read whole.
+        limit = parse_memory_limit(memory_limit) if isinstance(memory_limit, str) else memory_limit
+        inputs = self.inputs
+        chosen = AnalyzeOptions(
+            model=model,
+            gpu=gpu,
+            kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype,
+            tp=tp,
+            ep=ep,
+            window_s=window_s,
+            chunk_tokens=chunk_tokens,
+            io_unit_bytes=io_unit_bytes,
+            drive_capacity_bytes=drive_capacity_bytes,
+            iterations=iterations,
+            instances=instances,
+            warmup_fraction=warmup_fraction,
+            cache_tiers=tuple(t if isinstance(t, TierSpec) else parse_tier(t) for t in cache_tiers),
+            cache_instances=cache_instances,
+            cache_routing_seed=cache_routing_seed,
+            cache_chunk_tokens=cache_chunk_tokens,
+            cache_save_unfull_chunk=cache_save_unfull_chunk,
+            cache_sample_rate=cache_sample_rate,
+            storage=storage,
+            instance=_names(instance),
+            advisor_inputs=inputs,
+            providers=_names(providers),
+            slo=slo,
+            headroom=parse_headroom(headroom),
+            spare=spare,
+            price_kind=price_kind,
+            over_context=over_context,
+            plans=self._plans(plans, allow_outside_plan_dir),
+            replay=replay,
+            replay_max_requests=replay_max_requests,
+        )
+        # Before the trace is read: a missing extra or an unreachable scheduler fails at once.
+        with open_executor(workers, scheduler) as executor:
+            report = analyze_source(
+                trace if isinstance(trace, Trace) else os.fspath(trace),
+                dataclasses.replace(chosen, executor=executor),
+                version=__version__,
+                generated_at=generated_at or utc_now(),
+                trace_format=trace_format,
+                column_map=column_map,
+                block_tokens=block_tokens,
+                memory_limit_bytes=limit,
+                progress=progress,
+                since_s=since_s,
+                until_s=until_s,
+            )
+        return Report.of(report)
+
+    def review(
+        self,
+        trace: PathLike | Trace,
+        plans: Sequence[PathLike | Plan],
+        *,
+        warmup_fraction: float = 0.5,
+        window_s: float = 1.0,
+        trace_format: str | TraceFormat | None = None,
+        column_map: ColumnMap = None,
+        block_tokens: int | None = None,
+        generated_at: str | None = None,
+        results: PathLike | None = None,
+        allow_outside_plan_dir: bool = False,
+    ) -> Review:
+        """Check deployment plans against a trace: `kvadvisor review` as a call.
+
+        ``plans`` are plan files (checked against this advisor's catalogs) or loaded plans; the
+        trace (a path or a Trace) is replayed once for all of them. ``results``: a `verify`
+        folder whose measured checks join the review of the plan it was written for. The
+        review runs this advisor's plan, stage, tier and engine rules. A plan's engine files
+        are read from its folder only, unless ``allow_outside_plan_dir`` (docs/security.md).
+        """
+        rule_set = self.rule_set
+        loaded = self._plans(plans, allow_outside_plan_dir)
+        # Read first: a folder that does not match is an error before the replay runs.
+        measured = (
+            None
+            if results is None
+            else verify_results(results, catalogs=self.catalog_files, generated_at=generated_at)
+        )
+        report = review_source(
+            trace if isinstance(trace, Trace) else os.fspath(trace),
+            loaded,
+            version=__version__,
+            generated_at=generated_at or utc_now(),
+            trace_format=trace_format,
+            column_map=column_map,
+            block_tokens=block_tokens,
+            warmup_fraction=warmup_fraction,
+            window_s=window_s,
+            rules=rule_set,
+        )
+        if measured is not None:
+            sha = None if isinstance(trace, Trace) else file_sha256(os.fspath(trace))
+            report = attach(report, measured, sha)
+        return Review.of(report)
+
+    def replay(
+        self,
+        trace: PathLike | Trace,
+        plan: PathLike | Plan,
+        *,
+        slo: str | Mapping[str, float] | None = None,
+        window_s: float = 1.0,
+        drain_cap_s: float | None = None,
+        trace_format: str | TraceFormat | None = None,
+        column_map: ColumnMap = None,
+        block_tokens: int | None = None,
+        generated_at: str | None = None,
+        allow_outside_plan_dir: bool = False,
+        step_log: bool = False,
+    ) -> Replay:
+        """Replay a trace through a plan's deployment: `kvadvisor replay` as a call.
+
+        ``slo`` adds targets to the plan's, as ``"ttft_p90=2s,tpot_p90=50ms"`` or a mapping of
+        ``ttft_p90_s`` to seconds; ``window_s`` is the demand window; ``drain_cap_s`` how long
+        the replay runs past the last arrival (default: the trace's span, at least ten
+        minutes); ``step_log`` keeps every step (``Replay.step_batches``, the busiest minute's
+        chart).
+        """
+        (loaded,) = self._plans([plan], allow_outside_plan_dir)
+        targets = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
+        options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s, step_log=step_log)
+        if not isinstance(trace, Trace):
+            trace = read_trace(
+                os.fspath(trace), trace_format, column_map=column_map, block_tokens=block_tokens
+            )
+        report, rows, steps = replay_plan(
+            trace,
+            loaded,
+            version=__version__,
+            generated_at=generated_at or utc_now(),
+            slo=targets,
+            options=options,
+        )
+        return Replay.of(report, rows, steps)
+
+    def verify(
+        self,
+        trace: PathLike | Trace,
+        plan: PathLike | Plan,
+        *,
+        window_s: float = 1.0,
+        warmup_fraction: float = 0.5,
+        bench_instances: int | None = None,
+        bench_requests: int | None = None,
+        trace_format: str | TraceFormat | None = None,
+        column_map: ColumnMap = None,
+        block_tokens: int | None = None,
+        allow_outside_plan_dir: bool = False,
+    ) -> VerifySet:
+        """The fio and serving-benchmark jobs that test ``plan`` on real hardware (docs/verify.md).
+
+        Writes nothing: ``files`` maps each relative path of the folder to its text (``kvadvisor
+        verify TRACE --plan PLAN -o DIR`` writes them under DIR).
+        """
+        (loaded,) = self._plans([plan], allow_outside_plan_dir)
+        return verify_source(
+            trace if isinstance(trace, Trace) else os.fspath(trace),
+            loaded,
+            self.catalog_set.storage,
+            VerifyOptions(window_s, warmup_fraction, bench_instances, bench_requests),
+            version=__version__,
+            trace_sha256=None if isinstance(trace, Trace) else file_sha256(os.fspath(trace)),
+            trace_format=trace_format,
+            column_map=column_map,
+            block_tokens=block_tokens,
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def default_advisor() -> Advisor:
+    """The built-in rules and the packaged catalogs, loaded once per process."""
+    return Advisor()
+
+
+def _advisor(
+    rules: Sequence[PathLike] = (),
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    catalogs: Sequence[PathLike] = (),
+) -> Advisor:
+    """The default advisor, or one of its own for a call that names rules or catalogs."""
+    if rules or select or ignore or catalogs:
+        return Advisor(rules=rules, select=select, ignore=ignore, catalogs=catalogs)
+    return default_advisor()
+
+
 def load_plan(path: PathLike, *, catalogs: Sequence[PathLike] = ()) -> Plan:
     """Load and check a deployment plan; ``catalogs`` are extra catalog files it may name."""
-    return load_plan_file(path, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)))
-
-
-def _plans(
-    plans: Sequence[PathLike | Plan], catalogs: PlanCatalogs, allow_outside_plan_dir: bool = False
-) -> tuple[Plan, ...]:
-    return tuple(
-        p
-        if isinstance(p, Plan)
-        else load_plan_file(p, catalogs, allow_outside_plan_dir=allow_outside_plan_dir)
-        for p in plans
-    )
-
-
-def _options(
-    options: AnalyzeOptions | None,
-    settings: Mapping[str, Any],
-    inputs: AdvisorInputs,
-    plans: tuple[Plan, ...],
-) -> AnalyzeOptions:
-    known = {f.name for f in dataclasses.fields(AnalyzeOptions)} - {
-        "advisor_inputs",
-        "plans",
-        "executor",
-    }
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise ConfigError(
-            f"unknown analysis setting(s) {', '.join(unknown)}; the settings are: "
-            f"{', '.join(sorted(known))}"
-        )
-    values = dict(settings)
-    if "cache_tiers" in values:
-        values["cache_tiers"] = tuple(
-            t if isinstance(t, TierSpec) else parse_tier(t) for t in values["cache_tiers"]
-        )
-    if "headroom" in values:
-        values["headroom"] = parse_headroom(values["headroom"])
-    if "instance" in values and isinstance(values["instance"], str):
-        values["instance"] = (values["instance"],)
-    base = options or AnalyzeOptions()
-    return dataclasses.replace(base, **values, advisor_inputs=inputs, plans=base.plans + plans)
+    return _advisor(catalogs=catalogs).load_plan(path)
 
 
 def analyze(
     trace: PathLike | Trace,
-    options: AnalyzeOptions | None = None,
     *,
     rules: Sequence[PathLike] = (),
     select: Sequence[str] = (),
@@ -383,50 +680,85 @@ def analyze(
     until_s: float | None = None,
     workers: int = 1,
     scheduler: str | None = None,
-    **settings: Any,
+    model: str | None = _SETTINGS.model,
+    gpu: str | None = _SETTINGS.gpu,
+    kv_dtype: str = _SETTINGS.kv_dtype,
+    weight_dtype: str | None = _SETTINGS.weight_dtype,
+    tp: int | None = _SETTINGS.tp,
+    ep: int = _SETTINGS.ep,
+    window_s: float = _SETTINGS.window_s,
+    chunk_tokens: int = _SETTINGS.chunk_tokens,
+    io_unit_bytes: int = _SETTINGS.io_unit_bytes,
+    drive_capacity_bytes: float | None = _SETTINGS.drive_capacity_bytes,
+    iterations: int = _SETTINGS.iterations,
+    instances: int = _SETTINGS.instances,
+    warmup_fraction: float = _SETTINGS.warmup_fraction,
+    cache_tiers: Sequence[str | TierSpec] = _SETTINGS.cache_tiers,
+    cache_instances: int = _SETTINGS.cache_instances,
+    cache_routing_seed: int = _SETTINGS.cache_routing_seed,
+    cache_chunk_tokens: int | None = _SETTINGS.cache_chunk_tokens,
+    cache_save_unfull_chunk: bool = _SETTINGS.cache_save_unfull_chunk,
+    cache_sample_rate: float | None = _SETTINGS.cache_sample_rate,
+    storage: str | None = _SETTINGS.storage,
+    instance: str | Sequence[str] = _SETTINGS.instance,
+    providers: str | Sequence[str] = _SETTINGS.providers,
+    slo: str | None = _SETTINGS.slo,
+    headroom: float | str = _SETTINGS.headroom,
+    spare: bool = _SETTINGS.spare,
+    price_kind: str = _SETTINGS.price_kind,
+    over_context: str = _SETTINGS.over_context,
+    replay: bool = _SETTINGS.replay,
+    replay_max_requests: int = _SETTINGS.replay_max_requests,
 ) -> Report:
-    """Measure a trace and advise a configuration per stage: `kvadvisor analyze` as a call.
+    """:meth:`Advisor.analyze` with the built-in rules and packaged catalogs, plus any given.
 
-    ``trace`` is a path (read whole, or streamed within ``memory_limit`` when it is canonical
-    parquet: bytes, or text such as "8GiB" or "50%"), an ``s3://``, ``gs://`` or ``az://`` URI
-    of canonical parquet (streamed; credentials from the environment and profiles only) or a
-    Trace. ``since_s``/``until_s`` keep canonical parquet's requests arriving in that range
-    (seconds, on ``arrival_s`` as stored). ``settings`` are the analysis
-    knobs by name (:class:`AnalyzeOptions` fields such as ``model``, ``gpu``, ``tp``,
-    ``warmup_fraction``, ``cache_tiers=["hbm=1M"]``, ``storage``, ``instance``), applied over
-    ``options``. ``rules`` (directories), ``select``/``ignore`` and ``catalogs`` (files) add to
-    the built-in rules and catalogs; ``plans`` (files or loaded plans) are reviewed against the
-    trace, their engine files read from each plan's folder only unless
-    ``allow_outside_plan_dir``. ``generated_at`` is the report's clock (default: now, UTC).
-    ``workers`` > 1 runs the deployment search on a local Dask cluster of that many processes,
-    ``scheduler`` (e.g. "tcp://host:8786") on an existing one (docs/scale.md); the report is
-    the same as in one process.
+    ``rules`` (directories), ``select``/``ignore`` and ``catalogs`` (files) add to the built-in
+    rules and catalogs, as :class:`Advisor` takes them; the rest is :meth:`Advisor.analyze`'s.
     """
-    # Parsed first: a bad value is an error even where the trace is read whole.
-    limit = parse_memory_limit(memory_limit) if isinstance(memory_limit, str) else memory_limit
-    inputs = load_advisor_inputs(
-        tuple(str(r) for r in rules), tuple(select), tuple(ignore), tuple(str(c) for c in catalogs)
+    return _advisor(rules, select, ignore, catalogs).analyze(
+        trace,
+        plans=plans,
+        allow_outside_plan_dir=allow_outside_plan_dir,
+        memory_limit=memory_limit,
+        trace_format=trace_format,
+        column_map=column_map,
+        block_tokens=block_tokens,
+        generated_at=generated_at,
+        progress=progress,
+        since_s=since_s,
+        until_s=until_s,
+        workers=workers,
+        scheduler=scheduler,
+        model=model,
+        gpu=gpu,
+        kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype,
+        tp=tp,
+        ep=ep,
+        window_s=window_s,
+        chunk_tokens=chunk_tokens,
+        io_unit_bytes=io_unit_bytes,
+        drive_capacity_bytes=drive_capacity_bytes,
+        iterations=iterations,
+        instances=instances,
+        warmup_fraction=warmup_fraction,
+        cache_tiers=cache_tiers,
+        cache_instances=cache_instances,
+        cache_routing_seed=cache_routing_seed,
+        cache_chunk_tokens=cache_chunk_tokens,
+        cache_save_unfull_chunk=cache_save_unfull_chunk,
+        cache_sample_rate=cache_sample_rate,
+        storage=storage,
+        instance=instance,
+        providers=providers,
+        slo=slo,
+        headroom=headroom,
+        spare=spare,
+        price_kind=price_kind,
+        over_context=over_context,
+        replay=replay,
+        replay_max_requests=replay_max_requests,
     )
-    loaded = _plans(
-        plans, PlanCatalogs(inputs.storage, inputs.instances, inputs.perf), allow_outside_plan_dir
-    )
-    chosen = _options(options, settings, inputs, loaded)
-    # Before the trace is read: a missing extra or an unreachable scheduler fails at once.
-    with open_executor(workers, scheduler) as executor:
-        report = analyze_source(
-            trace if isinstance(trace, Trace) else os.fspath(trace),
-            dataclasses.replace(chosen, executor=executor),
-            version=__version__,
-            generated_at=generated_at or utc_now(),
-            trace_format=trace_format,
-            column_map=column_map,
-            block_tokens=block_tokens,
-            memory_limit_bytes=limit,
-            progress=progress,
-            since_s=since_s,
-            until_s=until_s,
-        )
-    return Report.of(report)
 
 
 def review(
@@ -446,42 +778,19 @@ def review(
     ignore: Sequence[str] = (),
     allow_outside_plan_dir: bool = False,
 ) -> Review:
-    """Check deployment plans against a trace: `kvadvisor review` as a call.
-
-    ``plans`` are plan files (checked against the packaged catalogs plus ``catalogs``) or loaded
-    plans; the trace (a path or a Trace) is replayed once for all of them. ``results``: a
-    `verify` folder whose measured checks join the review of the plan it was written for.
-    ``rules`` (directories) add to the built-in rules; ``select``/``ignore`` choose among them by
-    code, name or group, as for `analyze` (the review runs the plan, stage, tier and engine
-    rules). A plan's engine files are read from its folder only, unless
-    ``allow_outside_plan_dir`` (docs/security.md).
-    """
-    rule_set = load_rule_set(tuple(str(r) for r in rules), tuple(select), tuple(ignore))
-    loaded = _plans(
-        plans, PlanCatalogs.packaged(tuple(str(c) for c in catalogs)), allow_outside_plan_dir
-    )
-    # Read first: a folder that does not match is an error before the replay runs.
-    measured = (
-        None
-        if results is None
-        else verify_results(results, catalogs=catalogs, generated_at=generated_at)
-    )
-    report = review_source(
-        trace if isinstance(trace, Trace) else os.fspath(trace),
-        loaded,
-        version=__version__,
-        generated_at=generated_at or utc_now(),
+    """:meth:`Advisor.review` with the built-in rules and packaged catalogs, plus any given."""
+    return _advisor(rules, select, ignore, catalogs).review(
+        trace,
+        plans,
+        warmup_fraction=warmup_fraction,
+        window_s=window_s,
         trace_format=trace_format,
         column_map=column_map,
         block_tokens=block_tokens,
-        warmup_fraction=warmup_fraction,
-        window_s=window_s,
-        rules=rule_set,
+        generated_at=generated_at,
+        results=results,
+        allow_outside_plan_dir=allow_outside_plan_dir,
     )
-    if measured is not None:
-        sha = None if isinstance(trace, Trace) else file_sha256(trace)
-        report = attach(report, measured, sha)
-    return Review.of(report)
 
 
 def replay(
@@ -499,28 +808,20 @@ def replay(
     allow_outside_plan_dir: bool = False,
     step_log: bool = False,
 ) -> Replay:
-    """Replay a trace through a plan's deployment: `kvadvisor replay` as a call.
-
-    ``slo`` adds targets to the plan's, as ``"ttft_p90=2s,tpot_p90=50ms"`` or a mapping of
-    ``ttft_p90_s`` to seconds; ``window_s`` is the demand window; ``drain_cap_s`` how long the
-    replay runs past the last arrival (default: the trace's span, at least ten minutes);
-    ``step_log`` keeps every step (``Replay.step_batches``, the busiest minute's chart).
-    """
-    cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
-    loaded = _plans([plan], cats, allow_outside_plan_dir)[0]
-    targets = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
-    options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s, step_log=step_log)
-    if not isinstance(trace, Trace):
-        trace = read_trace(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
-    report, rows, steps = replay_plan(
+    """:meth:`Advisor.replay` with the packaged catalogs, plus any ``catalogs`` files."""
+    return _advisor(catalogs=catalogs).replay(
         trace,
-        loaded,
-        version=__version__,
-        generated_at=generated_at or utc_now(),
-        slo=targets,
-        options=options,
+        plan,
+        slo=slo,
+        window_s=window_s,
+        drain_cap_s=drain_cap_s,
+        trace_format=trace_format,
+        column_map=column_map,
+        block_tokens=block_tokens,
+        generated_at=generated_at,
+        allow_outside_plan_dir=allow_outside_plan_dir,
+        step_log=step_log,
     )
-    return Replay.of(report, rows, steps)
 
 
 def verify(
@@ -537,23 +838,18 @@ def verify(
     block_tokens: int | None = None,
     allow_outside_plan_dir: bool = False,
 ) -> VerifySet:
-    """The fio and serving-benchmark jobs that test ``plan`` on real hardware (docs/verify.md).
-
-    Writes nothing: ``files`` maps each relative path of the folder to its text (``kvadvisor
-    verify TRACE --plan PLAN -o DIR`` writes them under DIR).
-    """
-    cats = PlanCatalogs.packaged(tuple(str(c) for c in catalogs))
-    (loaded,) = _plans([plan], cats, allow_outside_plan_dir)
-    return verify_source(
-        trace if isinstance(trace, Trace) else os.fspath(trace),
-        loaded,
-        cats.storage,
-        VerifyOptions(window_s, warmup_fraction, bench_instances, bench_requests),
-        version=__version__,
-        trace_sha256=None if isinstance(trace, Trace) else file_sha256(trace),
+    """:meth:`Advisor.verify` with the packaged catalogs, plus any ``catalogs`` files."""
+    return _advisor(catalogs=catalogs).verify(
+        trace,
+        plan,
+        window_s=window_s,
+        warmup_fraction=warmup_fraction,
+        bench_instances=bench_instances,
+        bench_requests=bench_requests,
         trace_format=trace_format,
         column_map=column_map,
         block_tokens=block_tokens,
+        allow_outside_plan_dir=allow_outside_plan_dir,
     )
 
 
@@ -634,7 +930,7 @@ def verify_results(
     ``catalogs``: storage catalog files the plan's tiers were named from besides the packaged
     one (the measured catalog keeps their entries' other fields).
     """
-    loaded = load_folder(folder)
+    loaded = load_folder(os.fspath(folder))
     base = storage_entries(tuple(str(c) for c in catalogs))
     report = judge_folder(loaded, generated_at or utc_now(), tolerance, base)
     return Verification.of(report)

@@ -156,6 +156,7 @@ ALLOWED: dict[str, set[str]] = {
         "trace",
         "plan",
         "synth",
+        "rules",
         "jitcache",
     },
     "api": {
@@ -169,9 +170,10 @@ ALLOWED: dict[str, set[str]] = {
         "results",
         "report",
         "verifyjobs",
+        "rules",
     },
     # The public API for trace files (convert, describe, synth) and for rules and catalogs.
-    "tracefiles": {"trace", "synth"},
+    "tracefiles": {"trace", "synth", "fileio"},
     "references": {"advice", "catalog", "rules"},
     # `python -m kvadvisor`.
     "__main__": {"cli"},

@@ -211,7 +211,7 @@ class ReplayResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (enums as their values)."""
-        return plain(self)
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self)}
 
 
 @dataclass(frozen=True)
