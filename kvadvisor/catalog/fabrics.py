@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import FieldSpec, check_entries, find_named
+from kvadvisor.catalog.loader import FieldSpec, check_entries
 from kvadvisor.catalog.storage import DATA_DIR
 from kvadvisor.errors import CatalogError
 from kvadvisor.yamlio import load_yaml
@@ -77,8 +77,3 @@ def load_fabrics(path: str | Path | None = None) -> dict[str, FabricSpec]:
     """The packaged fabric catalog (or ``path``), by name."""
     p = Path(path or FABRICS_FILE)
     return parse_fabrics(load_yaml(p, CatalogError), str(p))
-
-
-def get_fabric(name: str) -> FabricSpec:
-    """A fabric by name; unknown names get the closest ones."""
-    return find_named(load_fabrics(), name, "fabric", "fabrics")

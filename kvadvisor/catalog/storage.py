@@ -54,7 +54,6 @@ KINDS = {
     "kv_store": "KV pool",
     "object": "object store",
 }
-SSD_CATEGORIES = ("local_nvme", "ephemeral", "block")
 SHARED_CATEGORIES = ("parallel_fs", "kv_store", "object")
 # Who sells an option: a cloud, or "generic" (bought or run by the user).
 PROVIDERS = ("generic", "alibaba", "aws", "gcp", "azure")
