@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from kvadvisor import __version__
 from kvadvisor.advice.inputs import AdvisorInputs, load_rule_set
 from kvadvisor.advice.robust import parse_headroom
-from kvadvisor.cache.tiers import TierSpec, parse_tier
+from kvadvisor.cache.tiers import CacheTierSpec, parse_tier
 from kvadvisor.errors import ConfigError
 from kvadvisor.execute import open_executor
 from kvadvisor.pipeline import AnalyzeOptions
@@ -432,7 +432,7 @@ class Advisor:
         iterations: int = _SETTINGS.iterations,
         instances: int = _SETTINGS.instances,
         warmup_fraction: float = _SETTINGS.warmup_fraction,
-        cache_tiers: Sequence[str | TierSpec] = _SETTINGS.cache_tiers,
+        cache_tiers: Sequence[str | CacheTierSpec] = _SETTINGS.cache_tiers,
         cache_instances: int = _SETTINGS.cache_instances,
         cache_routing_seed: int = _SETTINGS.cache_routing_seed,
         cache_chunk_tokens: int | None = _SETTINGS.cache_chunk_tokens,
@@ -482,7 +482,9 @@ class Advisor:
             iterations=iterations,
             instances=instances,
             warmup_fraction=warmup_fraction,
-            cache_tiers=tuple(t if isinstance(t, TierSpec) else parse_tier(t) for t in cache_tiers),
+            cache_tiers=tuple(
+                t if isinstance(t, CacheTierSpec) else parse_tier(t) for t in cache_tiers
+            ),
             cache_instances=cache_instances,
             cache_routing_seed=cache_routing_seed,
             cache_chunk_tokens=cache_chunk_tokens,
@@ -693,7 +695,7 @@ def analyze(
     iterations: int = _SETTINGS.iterations,
     instances: int = _SETTINGS.instances,
     warmup_fraction: float = _SETTINGS.warmup_fraction,
-    cache_tiers: Sequence[str | TierSpec] = _SETTINGS.cache_tiers,
+    cache_tiers: Sequence[str | CacheTierSpec] = _SETTINGS.cache_tiers,
     cache_instances: int = _SETTINGS.cache_instances,
     cache_routing_seed: int = _SETTINGS.cache_routing_seed,
     cache_chunk_tokens: int | None = _SETTINGS.cache_chunk_tokens,

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from kvadvisor.cache.prefix import simulate_arrays
-from kvadvisor.cache.tiers import TierSpec as CacheTier
-from kvadvisor.cache.tiers import tier_hit_tokens_per_request
+from kvadvisor.cache.tiers import CacheTierSpec, tier_hit_tokens_per_request
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import get_model
 from kvadvisor.fleet import (
@@ -200,7 +199,9 @@ def test_hit_ratio_equals_the_exact_cache_engine_one_replica(mooncake_head: Trac
         offsets[: n + 1], values[: offsets[n]], inp, 512, warmup_requests=0, warmup_fraction=0.0
     )
     assert res.hit_ratio == pytest.approx(engine.token_hit_ratio[0], rel=1e-12)
-    split = tier_hit_tokens_per_request(engine, [CacheTier("gpu", pool), CacheTier("dram", None)])
+    split = tier_hit_tokens_per_request(
+        engine, [CacheTierSpec("gpu", pool), CacheTierSpec("dram", None)]
+    )
     st = run.stages[0]
     gpu_served = st.hit_tokens - st.tier_hit_tokens.sum(axis=0)
     assert split[1].sum() > 0

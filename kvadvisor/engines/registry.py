@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from kvadvisor.errors import ConfigError, PlanError
-from kvadvisor.rules.model import FactSpec, Scope
+from kvadvisor.rules.model import FactSpec, RuleScope
 from kvadvisor.units import Unit
 from kvadvisor.yamlio import load_yaml
 
@@ -25,7 +25,7 @@ BUILTIN = ("lmcache", "sglang", "kvbm", "mooncake", "vllm")
 
 def setting_fact(name: str, unit: Unit, text: str) -> FactSpec:
     """A stage fact one engine's settings give (the engine lint reads it)."""
-    return FactSpec(name, unit, text, "review (engine settings)", Scope.STAGE)
+    return FactSpec(name, unit, text, "review (engine settings)", RuleScope.STAGE)
 
 
 def _no_keys(ctx: Any, stage: Any) -> set[str]:

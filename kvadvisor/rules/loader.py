@@ -32,7 +32,7 @@ from kvadvisor.rules.model import (
     Recommend,
     Rule,
     RuleDocs,
-    Scope,
+    RuleScope,
     Severity,
     Stage,
 )
@@ -114,7 +114,7 @@ class _Checker:
     def __post_init__(self) -> None:
         self.problems: list[str] = []
         self.unknown: list[str] = []
-        self.scope = Scope.WORKLOAD
+        self.scope = RuleScope.WORKLOAD
 
     def known(self, where: str, name: str) -> bool:
         """Whether ``name`` is a registered fact this rule's scope may read (else say why)."""
@@ -369,12 +369,13 @@ class _Checker:
         missing = REQUIRED_KEYS - set(data)
         for key in sorted(missing):
             self.bad(key, "is required")
-        raw_scope = data.get("scope", Scope.WORKLOAD.value)
+        raw_scope = data.get("scope", RuleScope.WORKLOAD.value)
         try:
-            self.scope = Scope(raw_scope)
+            self.scope = RuleScope(raw_scope)
         except ValueError:
             self.bad(
-                "scope", f"expected one of {', '.join(s.value for s in Scope)}, got {raw_scope!r}"
+                "scope",
+                f"expected one of {', '.join(s.value for s in RuleScope)}, got {raw_scope!r}",
             )
         # A missing key is said once ("is required"), not again as "got None" below.
         code = data.get("code")
