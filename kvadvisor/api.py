@@ -383,7 +383,8 @@ class Advisor:
     def inputs(self) -> AdvisorInputs:
         """What the advisor reads besides the trace: the rule set and the catalogs."""
         cats = self.catalog_set
-        # Plain dicts: a Dask cluster's workers receive these pickled, and a mappingproxy is not.
+        # Plain dicts, as load_advisor_inputs gave them: the packaged catalogs are read-only
+        # views shared by every Advisor, the advisor's inputs a copy of its own.
         return AdvisorInputs(self.rule_set, dict(cats.storage), dict(cats.instances), cats.perf)
 
     def load_plan(self, path: PathLike, *, allow_outside_plan_dir: bool = False) -> Plan:
