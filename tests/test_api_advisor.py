@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import kvadvisor
-from kvadvisor.api import Advisor
+from kvadvisor.api.advisor import Advisor
 from kvadvisor.pipeline import AnalyzeOptions
 
 # What an Advisor holds; every module-level function takes these besides the method's own.

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import kvadvisor
-from kvadvisor.api import Report
+from kvadvisor.api.advisor import Report
 from kvadvisor.errors import ConfigError, KvAdvisorError, TraceFormatError
 from kvadvisor.report import plots
 from kvadvisor.report.charts import render_svg

@@ -144,13 +144,12 @@ ALLOWED: dict[str, set[str]] = {
     # Renderers and engine-config writers read the result models only.
     "report": {"results"},
     "emit": {"results", "engines.registry"},
-    # The public API: kvadvisor/__init__.py names it and loads it on first use from api.py,
-    # which turns what a user has (paths, option values) into one pipeline call and a result
-    # with its renderings.
+    # The public API: kvadvisor/__init__.py names it and loads it on first use from the api
+    # package: `advisor` turns what a user has (paths, option values) into one pipeline call
+    # and a result with its renderings; `tracefiles` (convert, describe, synthesize) and
+    # `references` (rules and catalogs) are the API of the other commands.
     "__init__": {
         "api",
-        "tracefiles",
-        "references",
         "pipeline",
         "trace",
         "plan",
@@ -170,10 +169,10 @@ ALLOWED: dict[str, set[str]] = {
         "report",
         "verifyjobs",
         "rules",
+        "synth",
+        "fileio",
+        "catalog",
     },
-    # The public API for trace files (convert, describe, synth) and for rules and catalogs.
-    "tracefiles": {"trace", "synth", "fileio"},
-    "references": {"advice", "catalog", "rules"},
     # `python -m kvadvisor`.
     "__main__": {"cli"},
     # Refined module by module in CLI_MAY_IMPORT below.

@@ -205,7 +205,7 @@ def test_value_checks_of_the_plan_apply(
 
 def test_analyze_plan_takes_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`analyze --plan` refuses an outside engine file, and loads the plan with the flag."""
-    import kvadvisor.api
+    import kvadvisor.api.advisor
 
     (tmp_path / "kvbm-prefill.env").write_text("DYN_KVBM_CPU_CACHE_GB=1\n")
     plan = _plan(tmp_path / "plans", ["../kvbm-prefill.env"])
@@ -218,7 +218,7 @@ def test_analyze_plan_takes_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyP
         loaded.extend(options.plans)  # type: ignore[attr-defined]
         raise SystemExit(0)
 
-    monkeypatch.setattr(kvadvisor.api, "analyze_source", stop)
+    monkeypatch.setattr(kvadvisor.api.advisor, "analyze_source", stop)
     runner.invoke(app, [*args, "--allow-outside-plan-dir"])
     assert [p.stages[0].engines["dynamo-kvbm"] for p in loaded] == [{"DYN_KVBM_CPU_CACHE_GB": 1}]
 
