@@ -46,24 +46,22 @@ ALLOWED: dict[str, set[str]] = {
     # package's __version__, which a cluster's workers must run too.
     "execute": {"__init__"},
     # The input boundaries: files checked before opening, YAML and JSON bounded before parsing.
-    "yamlio": {"errors", "fileio"},
-    "fileio": {"errors"},
-    "jsonio": {"errors"},
+    "io": {"errors"},
     # Inputs: readers and loaders, the only packages besides the CLI that touch files.
-    "trace": {"fileio", "jsonio"},
-    "catalog": {"yamlio", "fileio", "jsonio"},
+    "trace": {"io"},
+    "catalog": {"io"},
     # The rule engine speaks the shared vocabulary (severities, stages: vocab.py, a leaf).
-    "rules": {"yamlio"},
+    "rules": {"io"},
     # A plan is loaded input, like a catalog: it may look names up in catalogs, nothing more.
-    # Its engine files pass the same boundary as the plan (fileio, yamlio, jsonio strict).
-    "plan": {"yamlio", "catalog", "fileio", "jsonio", "engines.registry"},
+    # Its engine files pass the same boundary as the plan (io: files, YAML, JSON strict).
+    "plan": {"io", "catalog", "engines.registry"},
     # The table of serving engines (issue 29): names, hooks, settings schemas; it imports none.
-    "engines.registry": {"yamlio", "rules"},
+    "engines.registry": {"io", "rules"},
     # The engine modules (kvadvisor/engines/<engine>.py): each engine's settings, writer, facts
     # and replay defaults in one place; only the registry loads them.
     "engines": {"engines.registry", "emit", "results", "plan", "planreview", "catalog"},
     # Synthetic traces: generated from a shape; builds canonical batches, so it sees trace.
-    "synth": {"trace", "fileio"},
+    "synth": {"trace", "io"},
     # Measurements of a trace.
     "metrics": {"trace"},
     "cache": {"trace"},
@@ -107,8 +105,7 @@ ALLOWED: dict[str, set[str]] = {
         "catalog",
         "results",
         "sections",
-        "yamlio",
-        "fileio",
+        "io",
     },
     # Plan review: a plan checked against the trace's replayed arrays.
     "planreview": {
@@ -170,7 +167,7 @@ ALLOWED: dict[str, set[str]] = {
         "verifyjobs",
         "rules",
         "synth",
-        "fileio",
+        "io",
         "catalog",
     },
     # `python -m kvadvisor`.
@@ -180,7 +177,7 @@ ALLOWED: dict[str, set[str]] = {
         "__init__",
         "report",
         "emit",
-        "fileio",
+        "io",
         "progress",
         "rules",
         "facts",
@@ -202,7 +199,7 @@ CLI_MAY_IMPORT = (
     "kvadvisor.errors",
     "kvadvisor.units",
     "kvadvisor.progress",
-    "kvadvisor.fileio",
+    "kvadvisor.io.fileio",
     "kvadvisor.lazy",
     "kvadvisor.firstuse",
     "kvadvisor.phases",
@@ -367,7 +364,7 @@ def test_rows_name_real_packages() -> None:
     files = package_files()
     assert not row_problems(ALLOWED, files)
     assert {top_of(rel) for rel in files} == set(ALLOWED)
-    stale = {**ALLOWED, "config": {"errors", "yamlio"}, "report": {"results", "reports"}}
+    stale = {**ALLOWED, "config": {"errors", "io"}, "report": {"results", "reports"}}
     assert row_problems(stale, files) == [
         "kvadvisor.config has a row but no module",
         "report's row allows kvadvisor.reports: no such module",

@@ -19,8 +19,8 @@ from verify_fixtures import write_bursty_trace
 
 from kvadvisor.cli import EXIT_OK, app
 from kvadvisor.errors import PlanError
+from kvadvisor.io.yamlio import MAX_YAML_BYTES
 from kvadvisor.plan import load_plan
-from kvadvisor.yamlio import MAX_YAML_BYTES
 
 runner = CliRunner()
 SECRET = "root:*:20228:0:99999:7:::s3cr3t"

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 from kvadvisor.errors import ConfigError, KvAdvisorWarning
-from kvadvisor.fileio import is_uri
+from kvadvisor.io.fileio import is_uri
 from kvadvisor.synth import SynthShape, SynthWriteResult, write_synth_parquet
 from kvadvisor.trace import TraceFormat, read_trace_path
 from kvadvisor.trace.describe import TraceDescription, describe_trace

@@ -22,7 +22,7 @@ from kvadvisor.catalog.loader import load_catalog_file
 from kvadvisor.catalog.models import MODEL_FIELDS, check_model_entries
 from kvadvisor.catalog.storage import CATALOG_KINDS, catalog_kind, load_storage, parse_storage
 from kvadvisor.errors import CatalogError, CatalogProblems
-from kvadvisor.yamlio import load_yaml
+from kvadvisor.io.yamlio import load_yaml
 
 
 @dataclass(frozen=True)

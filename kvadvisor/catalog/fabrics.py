@@ -10,7 +10,7 @@ from typing import Any
 from kvadvisor.catalog.loader import FieldSpec, check_entries
 from kvadvisor.catalog.storage import DATA_DIR
 from kvadvisor.errors import CatalogError
-from kvadvisor.yamlio import load_yaml
+from kvadvisor.io.yamlio import load_yaml
 
 FABRICS_FILE = DATA_DIR / "fabrics.yaml"
 # What an instance without a back-end network moves KV over: its front-end NIC.

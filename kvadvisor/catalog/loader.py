@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from kvadvisor.errors import CatalogError, CatalogProblems
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.quoting import name_problem, one_line
 from kvadvisor.units.format import MAX_DIGITS, number
-from kvadvisor.yamlio import load_yaml
 
 
 @dataclass(frozen=True)

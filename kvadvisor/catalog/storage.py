@@ -26,8 +26,8 @@ from kvadvisor.catalog.loader import (
     load_layered,
 )
 from kvadvisor.errors import CatalogError
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
-from kvadvisor.yamlio import load_yaml
 
 DATA_DIR = Path(__file__).parent / "data"
 STORAGE_FILE = DATA_DIR / "storage.yaml"

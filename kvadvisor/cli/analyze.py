@@ -51,7 +51,7 @@ from kvadvisor.cli.common import (
     write_output,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import check_writable
+from kvadvisor.io.fileio import check_writable
 from kvadvisor.progress import Progress
 from kvadvisor.report import get_renderer
 from kvadvisor.units.format import number

@@ -24,7 +24,7 @@ from kvadvisor.errors import (
     RuleSyntaxError,
     TraceFormatError,
 )
-from kvadvisor.fileio import InputFile, InputSet, check_input, is_uri, write_text
+from kvadvisor.io.fileio import InputFile, InputSet, check_input, is_uri, write_text
 from kvadvisor.termtext import printable
 
 EXIT_OK = 0

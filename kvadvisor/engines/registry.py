@@ -15,9 +15,9 @@ from importlib import resources
 from typing import Any
 
 from kvadvisor.errors import ConfigError, PlanError
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.rules.model import FactSpec, RuleScope
 from kvadvisor.units import Unit
-from kvadvisor.yamlio import load_yaml
 
 # The built-in engine modules, in the order --emit and the plan schema list them.
 BUILTIN = ("lmcache", "sglang", "kvbm", "mooncake", "vllm")

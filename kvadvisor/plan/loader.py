@@ -31,7 +31,8 @@ from kvadvisor.catalog.storage import (
 )
 from kvadvisor.engines import registry
 from kvadvisor.errors import CatalogError, PlanError
-from kvadvisor.fileio import check_input
+from kvadvisor.io.fileio import check_input
+from kvadvisor.io.yamlio import MAX_YAML_BYTES, load_yaml
 from kvadvisor.plan.engine_files import (
     EngineFileError,
     merge_engine_settings,
@@ -72,7 +73,6 @@ from kvadvisor.units import (
 from kvadvisor.units.format import MAX_DIGITS, count
 from kvadvisor.units.parse import QuantityError, parse_quantity
 from kvadvisor.vocab import Stage, Topology
-from kvadvisor.yamlio import MAX_YAML_BYTES, load_yaml
 
 
 @dataclass(frozen=True)

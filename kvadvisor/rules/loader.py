@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kvadvisor.errors import RuleError, RuleReferenceError, RuleSyntaxError
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.rules.model import (
     VISIBLE,
     AllOf,
@@ -37,7 +38,6 @@ from kvadvisor.rules.model import (
     Stage,
 )
 from kvadvisor.units import plural
-from kvadvisor.yamlio import load_yaml
 
 CODE_RE = re.compile(r"^[A-Z]{2}[0-9]{2}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
