@@ -13,7 +13,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 
-# Shared leaves every other row may import; they (and progress, jitcache) import nothing.
+# Shared leaves every other row may import; they (and jitcache) import nothing.
 # termtext: text safe for a terminal (control characters escaped), for every printing layer.
 # vocab: what a value means (a stage, a severity, a status), for inputs and results alike.
 # quoting: names checked and quoted for every generated format (scripts, fio jobs, READMEs).
@@ -22,7 +22,7 @@ PKG = Path(__file__).resolve().parents[1] / "kvadvisor"
 # import the emit toolkit); the registry loads them by name on first use, as a plugin table does.
 OWN_ROWS = {"engines.registry"}
 LEAVES = {"errors", "units", "vocab", "lazy", "firstuse", "phases", "termtext", "quoting"}
-ISOLATED = LEAVES | {"progress", "jitcache"}
+ISOLATED = LEAVES | {"jitcache"}
 
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -37,9 +37,6 @@ ALLOWED: dict[str, set[str]] = {
     "termtext": set(),
     # One checker for names and one quoter per generated format; it escapes as termtext does.
     "quoting": {"termtext"},
-    # Terminal progress for the CLI's long steps: a leaf like errors/units (labels made safe,
-    # the elapsed time through the one formatter).
-    "progress": {"termtext", "units"},
     # A writable cache directory for numba, set up by the package __init__: a leaf.
     "jitcache": set(),
     # Where the deployment search runs: here, or on Dask (imported only when asked for); the
@@ -178,7 +175,6 @@ ALLOWED: dict[str, set[str]] = {
         "report",
         "emit",
         "io",
-        "progress",
         "rules",
         "facts",
         "catalog",
@@ -198,7 +194,6 @@ CLI_MAY_IMPORT = (
     "kvadvisor.emit",
     "kvadvisor.errors",
     "kvadvisor.units",
-    "kvadvisor.progress",
     "kvadvisor.io.fileio",
     "kvadvisor.lazy",
     "kvadvisor.firstuse",

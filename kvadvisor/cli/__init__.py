@@ -233,7 +233,7 @@ def _run() -> int:
     from kvadvisor import firstuse, jitcache
     from kvadvisor.cli.commands import app
     from kvadvisor.cli.common import EXIT_OK, EXIT_USER_ERROR, error_line, silence_stdout
-    from kvadvisor.progress import Progress
+    from kvadvisor.cli.progress import Progress
 
     if jitcache.NOTE:
         error_line(jitcache.NOTE)
