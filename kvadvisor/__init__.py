@@ -17,7 +17,7 @@ does not load the analysis.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor.jitcache import ensure_cache_dir
 
@@ -29,29 +29,31 @@ ensure_cache_dir()
 # Public name -> the module defining it (docs/api.md).
 _EXPORTS = {
     "read_trace": "kvadvisor.trace",
-    "convert": "kvadvisor.tracefiles",
-    "describe": "kvadvisor.tracefiles",
-    "synthesize": "kvadvisor.tracefiles",
+    "convert": "kvadvisor.api.tracefiles",
+    "describe": "kvadvisor.api.tracefiles",
+    "synthesize": "kvadvisor.api.tracefiles",
     "SynthShape": "kvadvisor.synth",
     "TraceFormat": "kvadvisor.trace",
-    "load_rules": "kvadvisor.references",
-    "check_rules": "kvadvisor.references",
+    "load_rules": "kvadvisor.api.references",
+    "check_rules": "kvadvisor.api.references",
     "builtin_rules_dir": "kvadvisor.rules",
-    "load_catalogs": "kvadvisor.references",
-    "check_catalog": "kvadvisor.references",
-    "Catalogs": "kvadvisor.references",
-    "analyze": "kvadvisor.api",
-    "review": "kvadvisor.api",
-    "replay": "kvadvisor.api",
-    "Replay": "kvadvisor.api",
-    "verify": "kvadvisor.api",
-    "verify_results": "kvadvisor.api",
-    "verify_compare": "kvadvisor.api",
-    "load_plan": "kvadvisor.api",
-    "Report": "kvadvisor.api",
-    "Review": "kvadvisor.api",
-    "Verification": "kvadvisor.api",
-    "Comparison": "kvadvisor.api",
+    "load_catalogs": "kvadvisor.api.references",
+    "check_catalog": "kvadvisor.api.references",
+    "Catalogs": "kvadvisor.api.references",
+    "Advisor": "kvadvisor.api.advisor",
+    "default_advisor": "kvadvisor.api.advisor",
+    "analyze": "kvadvisor.api.advisor",
+    "review": "kvadvisor.api.advisor",
+    "replay": "kvadvisor.api.advisor",
+    "Replay": "kvadvisor.api.advisor",
+    "verify": "kvadvisor.api.advisor",
+    "verify_results": "kvadvisor.api.advisor",
+    "verify_compare": "kvadvisor.api.advisor",
+    "load_plan": "kvadvisor.api.advisor",
+    "Report": "kvadvisor.api.advisor",
+    "Review": "kvadvisor.api.advisor",
+    "Verification": "kvadvisor.api.advisor",
+    "Comparison": "kvadvisor.api.advisor",
     "AnalyzeOptions": "kvadvisor.pipeline",
     "Trace": "kvadvisor.trace",
     "Plan": "kvadvisor.plan",
@@ -59,6 +61,38 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # what a type checker sees: each name with its type (never run)
+    from kvadvisor.api.advisor import Advisor as Advisor
+    from kvadvisor.api.advisor import Comparison as Comparison
+    from kvadvisor.api.advisor import Replay as Replay
+    from kvadvisor.api.advisor import Report as Report
+    from kvadvisor.api.advisor import Review as Review
+    from kvadvisor.api.advisor import Verification as Verification
+    from kvadvisor.api.advisor import analyze as analyze
+    from kvadvisor.api.advisor import default_advisor as default_advisor
+    from kvadvisor.api.advisor import load_plan as load_plan
+    from kvadvisor.api.advisor import replay as replay
+    from kvadvisor.api.advisor import review as review
+    from kvadvisor.api.advisor import verify as verify
+    from kvadvisor.api.advisor import verify_compare as verify_compare
+    from kvadvisor.api.advisor import verify_results as verify_results
+    from kvadvisor.api.references import Catalogs as Catalogs
+    from kvadvisor.api.references import check_catalog as check_catalog
+    from kvadvisor.api.references import check_rules as check_rules
+    from kvadvisor.api.references import load_catalogs as load_catalogs
+    from kvadvisor.api.references import load_rules as load_rules
+    from kvadvisor.api.tracefiles import convert as convert
+    from kvadvisor.api.tracefiles import describe as describe
+    from kvadvisor.api.tracefiles import synthesize as synthesize
+    from kvadvisor.errors import KvAdvisorError as KvAdvisorError
+    from kvadvisor.pipeline import AnalyzeOptions as AnalyzeOptions
+    from kvadvisor.plan import Plan as Plan
+    from kvadvisor.rules import builtin_rules_dir as builtin_rules_dir
+    from kvadvisor.synth import SynthShape as SynthShape
+    from kvadvisor.trace import Trace as Trace
+    from kvadvisor.trace import TraceFormat as TraceFormat
+    from kvadvisor.trace import read_trace as read_trace
 
 
 def __getattr__(name: str) -> Any:

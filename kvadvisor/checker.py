@@ -8,7 +8,7 @@ wrong and how to write it. Unknown keys and values outside a closed set get the 
 names through :func:`did_you_mean`, the one suggester every part of kvadvisor uses. The
 loader raises its own error class once, with every problem (``raise_if_any``); the CLI prints
 one line per problem. Nothing here reads files or evaluates anything: the document is plain
-data from the safe loader (kvadvisor.yamlio).
+data from the safe loader (kvadvisor.io.yamlio).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class Invalid(Exception):
 class Checker:
     """Walks one document, recording every problem with its path and line (never stops early).
 
-    ``lines`` maps a key path to the line YAML gave for it (kvadvisor.yamlio.load_yaml_lines);
+    ``lines`` maps a key path to the line YAML gave for it (kvadvisor.io.yamlio.load_yaml_lines);
     a problem at a path it lacks takes its nearest enclosing path's line.
     """
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from kvadvisor.results import (
     AdviceReport,
-    Deployment,
     HitRatio,
     IoDemand,
     IoRate,
     MemorySummary,
     Meta,
+    ModelDeployment,
     ModelSummary,
     MrcPoint,
     PrefixCache,
@@ -77,7 +77,7 @@ def emit_report(
         "llama-3.1-70b",
         KVB,
         kv_bytes_per_token_per_gpu=KVB // tp,
-        deployment=Deployment("h200", "H200", False, tp, False, "bf16", "bf16"),
+        deployment=ModelDeployment("h200", "H200", False, tp, False, "bf16", "bf16"),
         memory=memory,
     )
     cache = (

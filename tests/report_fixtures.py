@@ -23,16 +23,16 @@ from kvadvisor.results.replay import (
     LinkDemand,
     Overload,
     Percentiles,
-    Rate,
     ReplayResult,
+    ReplaySeries,
     ReplaySeriesKey,
+    ReplayStageSplit,
+    ReplayTierDemand,
     RequestStats,
-    Slo,
+    SloAttainment,
     StageSummary,
-    TierDemand,
+    WindowRate,
 )
-from kvadvisor.results.replay import Series as ReplaySeries
-from kvadvisor.results.replay import StageSplit as ReplayStageSplit
 from kvadvisor.results.report import (
     FORMAT_VERSION,
     AdviceReport,
@@ -43,7 +43,6 @@ from kvadvisor.results.report import (
     CacheTiers,
     CalibrationSummary,
     ConversationReuse,
-    Deployment,
     Evidence,
     Finding,
     FitErrorSummary,
@@ -52,6 +51,7 @@ from kvadvisor.results.report import (
     IoPattern,
     LoadVsRecompute,
     MemorySummary,
+    ModelDeployment,
     ModelSummary,
     MrcPoint,
     PrefixCache,
@@ -139,7 +139,7 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
             name=f"qwen3-32b{text}",
             kv_bytes_per_token=262_144,
             display_name="Qwen3-32B",
-            deployment=Deployment("h200", "NVIDIA H200", False, 1, True, "bf16", "bf16"),
+            deployment=ModelDeployment("h200", "NVIDIA H200", False, 1, True, "bf16", "bf16"),
             memory=MemorySummary(
                 memory_bytes_per_gpu=141e9,
                 usable_bytes_per_gpu=126.9e9,
@@ -352,8 +352,8 @@ def fill_sections(report: AdviceReport, text: str = "") -> AdviceReport:
 def fixed_replay(text: str = "") -> ReplayResult:
     """A replay section with fixed values (no simulation), for the renderers' golden files."""
     pct = Percentiles(mean=1.2, p50=0.8, p90=2.5, p99=4.0, max=6.0, count=40)
-    rate = Rate(mean=2e9, p99=9e9, peak=1.2e10)
-    util = Rate(mean=0.1, p99=0.45, peak=0.6)
+    rate = WindowRate(mean=2e9, p99=9e9, peak=1.2e10)
+    util = WindowRate(mean=0.1, p99=0.45, peak=0.6)
     return ReplayResult(
         step_model={"prefill": f"roofline{text}", "decode": "roofline"},
         deployment=DeploymentSummary(f"recommended{text}", "disaggregated", 5e10),
@@ -406,7 +406,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
         stage_split=ReplayStageSplit(500.0, 250.0, 2 / 3),
         hit_ratio=0.42,
         tiers=(
-            TierDemand(
+            ReplayTierDemand(
                 f"host-dram{text}",
                 Stage.PREFILL,
                 "dram",
@@ -420,7 +420,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
                 rate,
                 rate,
                 rate,
-                Rate(100.0, 400.0, 500.0),
+                WindowRate(100.0, 400.0, 500.0),
                 util,
                 util,
                 util,
@@ -428,7 +428,7 @@ def fixed_replay(text: str = "") -> ReplayResult:
         ),
         link=LinkDemand(1, 5e10, rate, util),
         counts=Counts(1, 0, 0.0, 0, 0, 0.0, 0, 10_200, 0),
-        slo=Slo({"ttft_p90_s": 2.0}, {"ttft_p90_s": 0.85}, {"ttft_p90_s": False}),
+        slo=SloAttainment({"ttft_p90_s": 2.0}, {"ttft_p90_s": 0.85}, {"ttft_p90_s": False}),
         overload=Overload(False, f"the queue does not grow over the arrivals{text}", 0.2, 0.3, 0),
         window_s=1.0,
         drain_cap_s=600.0,

@@ -18,8 +18,7 @@ from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.advice.verdicts import _tier_choice
 from kvadvisor.errors import ConfigError
 from kvadvisor.facts.registry import collect
-from kvadvisor.results.replay import Rate as RRate
-from kvadvisor.results.replay import TierDemand
+from kvadvisor.results.replay import ReplayTierDemand, WindowRate
 from kvadvisor.results.verdict import Rate as VRate
 from kvadvisor.results.verdict import TierChoice, VerdictSet
 from kvadvisor.vocab import Stage, TierRole
@@ -131,7 +130,7 @@ def test_host_memory_is_the_load_tier_when_the_tier_below_is_not_read() -> None:
 
 def test_the_verdict_tier_carries_the_replayed_load_demand() -> None:
     """TierChoice.read_demand is the replay's loads asked of the tier, not what it delivered."""
-    demand = TierDemand(
+    demand = ReplayTierDemand(
         name="capacity",
         stage=Stage.SERVING,
         kind="block",
@@ -141,14 +140,14 @@ def test_the_verdict_tier_carries_the_replayed_load_demand() -> None:
         read_capability_bytes_per_s=2e9,
         write_capability_bytes_per_s=2e9,
         hit_ratio=0.1,
-        read_bytes_per_s=RRate(1e8, 2e9, 2e9),
-        write_bytes_per_s=RRate(1e8, 1e9, 1e9),
-        read_demand_bytes_per_s=RRate(1e8, 5e9, 7e9),
-        write_demand_bytes_per_s=RRate(1e8, 1e9, 1e9),
-        read_iops=RRate(1.0, 24.0, 24.0),
-        read_utilization=RRate(0.05, 1.0, 1.0),
-        write_utilization=RRate(0.05, 0.5, 0.5),
-        utilization=RRate(0.05, 1.0, 1.0),
+        read_bytes_per_s=WindowRate(1e8, 2e9, 2e9),
+        write_bytes_per_s=WindowRate(1e8, 1e9, 1e9),
+        read_demand_bytes_per_s=WindowRate(1e8, 5e9, 7e9),
+        write_demand_bytes_per_s=WindowRate(1e8, 1e9, 1e9),
+        read_iops=WindowRate(1.0, 24.0, 24.0),
+        read_utilization=WindowRate(0.05, 1.0, 1.0),
+        write_utilization=WindowRate(0.05, 0.5, 0.5),
+        utilization=WindowRate(0.05, 1.0, 1.0),
     )
     pick = TierPick("capacity", "block", "instance", 1e12, storage=INPUTS.storage["aws-ebs-gp3"])
     tier = _tier_choice(pick, demand, Stage.SERVING)

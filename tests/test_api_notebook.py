@@ -13,7 +13,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import kvadvisor
-from kvadvisor.api import Report
+from kvadvisor.api.advisor import Report
 from kvadvisor.errors import ConfigError, KvAdvisorError, TraceFormatError
 from kvadvisor.report import plots
 from kvadvisor.report.charts import render_svg
@@ -275,9 +275,11 @@ def test_a_missing_trace_is_a_file_not_found_error(tmp_path: Path) -> None:
 
 
 def test_bad_values_are_value_errors(trace) -> None:
-    """An unknown setting, an unknown model, a bad --slo: ValueErrors and KvAdvisorErrors."""
+    """An unknown model, a bad --slo: ValueErrors and KvAdvisorErrors.
+
+    An unknown setting is Python's TypeError, as for any function (test_api_advisor.py).
+    """
     for call, needle in (
-        (lambda: kvadvisor.analyze(trace, no_such_knob=1), "unknown analysis setting"),
         (lambda: kvadvisor.analyze(trace, model="no-such-model"), "unknown model"),
         (lambda: kvadvisor.analyze(trace, slo="ttft_p99=fast"), "ttft_p99"),
     ):

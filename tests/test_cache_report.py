@@ -11,7 +11,7 @@ from test_cache_sharing import ref_reuse_split
 from test_trace_readers import _jsonl, _reference_sessions
 from typer.testing import CliRunner
 
-from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.cache.tiers import CacheTierSpec
 from kvadvisor.cli import app
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.options import AnalyzeOptions
@@ -30,7 +30,11 @@ def mooncake_json(mooncake_path):
     tests here read the cache section alone.
     """
     opts = AnalyzeOptions(
-        cache_tiers=(TierSpec("hbm", 2**20), TierSpec("dram", 2**24), TierSpec("pool", None)),
+        cache_tiers=(
+            CacheTierSpec("hbm", 2**20),
+            CacheTierSpec("dram", 2**24),
+            CacheTierSpec("pool", None),
+        ),
         cache_instances=4,
         replay=False,
     )

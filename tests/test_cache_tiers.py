@@ -8,7 +8,7 @@ from test_cache_reference import make_trace, reference_hits
 
 from kvadvisor.cache import simulate_prefix_cache
 from kvadvisor.cache.tiers import (
-    TierSpec,
+    CacheTierSpec,
     parse_tier,
     split_tiers,
     tier_hit_tokens_per_request,
@@ -23,7 +23,11 @@ BT = 4
 def test_tiers_equal_differences_of_replays() -> None:
     """Tier k serves H(c_k) − H(c_{k−1}) per request, H from an ordered-dict replay."""
     result = simulate_prefix_cache(make_trace(HASHES, INPUT, BT), warmup_fraction=0.0)
-    tiers = [TierSpec("hbm", 2 * BT), TierSpec("dram", 4 * BT), TierSpec("pool", None)]
+    tiers = [
+        CacheTierSpec("hbm", 2 * BT),
+        CacheTierSpec("dram", 4 * BT),
+        CacheTierSpec("pool", None),
+    ]
     per = tier_hit_tokens_per_request(result, tiers)
     h2 = np.asarray(reference_hits(HASHES, INPUT, BT, 2))
     h4 = np.asarray(reference_hits(HASHES, INPUT, BT, 4))
@@ -39,26 +43,26 @@ def test_tiers_equal_differences_of_replays() -> None:
 def test_smaller_lower_tier_adds_nothing() -> None:
     """Inclusion: a DRAM tier smaller than HBM serves no tokens (KVBM's sizing warning)."""
     result = simulate_prefix_cache(make_trace(HASHES, INPUT, BT), warmup_fraction=0.0)
-    b = split_tiers(result, [TierSpec("hbm", 4 * BT), TierSpec("dram", 2 * BT)])
+    b = split_tiers(result, [CacheTierSpec("hbm", 4 * BT), CacheTierSpec("dram", 2 * BT)])
     assert b.tiers[1].hit_tokens_all == 0
     assert b.tiers[1].effective_capacity_tokens == 4 * BT
 
 
 def test_parse_tier() -> None:
     """NAME=TOKENS with binary suffixes and inf; anything else is one clear error."""
-    assert parse_tier("hbm=1M") == TierSpec("hbm", 1024**2)
-    assert parse_tier("ssd = 1.5k") == TierSpec("ssd", 1536)
-    assert parse_tier("pool=inf") == TierSpec("pool", None)
-    assert parse_tier("x=300") == TierSpec("x", 300)
+    assert parse_tier("hbm=1M") == CacheTierSpec("hbm", 1024**2)
+    assert parse_tier("ssd = 1.5k") == CacheTierSpec("ssd", 1536)
+    assert parse_tier("pool=inf") == CacheTierSpec("pool", None)
+    assert parse_tier("x=300") == CacheTierSpec("x", 300)
     for bad in ("hbm", "=5", "hbm=lots", "hbm=-3"):
         with pytest.raises(ConfigError, match="NAME=TOKENS"):
             parse_tier(bad)
 
 
 def test_split_tiers_refuses_no_tiers_and_negative_capacity() -> None:
-    """No tier at all, or a TierSpec built in code with a negative size, is a clear user error."""
+    """No tier at all, or a CacheTierSpec built in code with a negative size: a clear user error."""
     result = simulate_prefix_cache(make_trace(HASHES, INPUT, BT), warmup_fraction=0.0)
     with pytest.raises(ConfigError, match="give at least one tier"):
         split_tiers(result, [])
     with pytest.raises(ConfigError, match="tier 'dram': capacity must be >= 0 tokens"):
-        split_tiers(result, [TierSpec("hbm", BT), TierSpec("dram", -1)])
+        split_tiers(result, [CacheTierSpec("hbm", BT), CacheTierSpec("dram", -1)])

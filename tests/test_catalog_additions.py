@@ -13,7 +13,7 @@ from kvadvisor.catalog.gpus import GPUS_YAML, get_gpu, load_gpus
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.deploy import instance_cost, tier_cost
-from kvadvisor.yamlio import load_yaml
+from kvadvisor.io.yamlio import load_yaml
 
 GPUS = load_gpus()
 INSTANCES = load_instances()

@@ -11,8 +11,8 @@ import pytest
 from kvadvisor.catalog.gpus import GPUS_YAML, get_gpu
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.storage import PRICE_FIGURES, load_storage
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_TIB
-from kvadvisor.yamlio import load_yaml
 
 STORAGE = load_storage()
 INSTANCES = load_instances()

@@ -22,7 +22,7 @@ from kvadvisor.errors import CatalogError, PlanError, RuleReferenceError, RuleSy
 from kvadvisor.facts import FACTS
 from kvadvisor.plan import load_plan
 from kvadvisor.rules.loader import load_rule_file
-from kvadvisor.yamlio import load_yaml_lines, parse_yaml_lines
+from kvadvisor.io.yamlio import load_yaml_lines, parse_yaml_lines
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "fixtures" / "traces" / "tiny_mooncake.jsonl"

@@ -14,7 +14,7 @@ from kvadvisor.checker import Checker
 from kvadvisor.engines import registry
 from kvadvisor.engines.datafile import check_engine_data, engine_problem
 from kvadvisor.errors import PlanError
-from kvadvisor.yamlio import parse_yaml_lines
+from kvadvisor.io.yamlio import parse_yaml_lines
 
 DATA = Path(registry.__file__).parent / "data"
 FILES = sorted(DATA.glob("*.yaml"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvadvisor.fileio import atomic_target
+from kvadvisor.io.fileio import atomic_target
 
 
 def test_success_replaces_target_with_umask_mode(tmp_path: Path) -> None:

@@ -33,9 +33,9 @@ from hypothesis import strategies as st
 from kvadvisor.cli import main
 from kvadvisor.errors import KvAdvisorError
 from kvadvisor.facts import FACTS
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.plan import load_plan
 from kvadvisor.rules.loader import parse_rule
-from kvadvisor.yamlio import load_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "sample_traces" / "vllm_bench_old.json"

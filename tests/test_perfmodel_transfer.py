@@ -10,7 +10,7 @@ from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import get_model
 from kvadvisor.perfmodel.perf import PerfModel
 from kvadvisor.perfmodel.transfer import (
-    Tier,
+    KvSource,
     break_even_bandwidth_bytes_per_s,
     break_even_tokens,
     load_s,
@@ -63,7 +63,7 @@ def test_full_model_break_even_is_below_the_flops_only_figure() -> None:
 def test_break_even_tokens_is_the_crossing() -> None:
     """Below the break-even length recompute is faster, at and above it loading is."""
     pm = PerfModel.build(get_model("qwen2.5-7b"), get_gpu("h200"), tp=1)
-    slow = Tier("slow", 0.5e9, 2e-3, False, "test")
+    slow = KvSource("slow", 0.5e9, 2e-3, False, "test")
     p = break_even_tokens(pm, slow)
     assert p is not None and p > 1
     assert load_s(pm, slow, np.asarray(p)) <= recompute_s(pm, np.asarray(p))
@@ -74,7 +74,7 @@ def test_break_even_extremes() -> None:
     """A fast tier wins from one token; a hopeless one never wins."""
     pm = PerfModel.build(get_model("llama-3.1-70b"), get_gpu("h200"), tp=2)
     assert break_even_tokens(pm, reference_tiers(pm.gpu)[0]) == 1.0
-    hopeless = Tier("tape", 1.0, 100.0, False, "test")
+    hopeless = KvSource("tape", 1.0, 100.0, False, "test")
     assert break_even_tokens(pm, hopeless, max_tokens=1 << 16) is None
     assert break_even_bandwidth_bytes_per_s(pm, 16, latency_s=100.0) is None
 
@@ -82,8 +82,8 @@ def test_break_even_extremes() -> None:
 def test_per_gpu_tier_moves_rank_bytes() -> None:
     """A per-GPU link carries one rank's KV; a shared one carries every rank's."""
     pm = PerfModel.build(get_model("llama-3.1-70b"), get_gpu("h200"), tp=8)
-    per_gpu = Tier("a", 1e9, 0.0, True, "t")
-    shared = Tier("b", 1e9, 0.0, False, "t")
+    per_gpu = KvSource("a", 1e9, 0.0, True, "t")
+    shared = KvSource("b", 1e9, 0.0, False, "t")
     assert load_s(pm, per_gpu, np.asarray(1000.0)) == pytest.approx(1000 * 40_960 / 1e9)
     assert load_s(pm, shared, np.asarray(1000.0)) == pytest.approx(1000 * 327_680 / 1e9)
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kvadvisor import phases, progress
-from kvadvisor.progress import Progress
+from kvadvisor import phases
+from kvadvisor.cli import progress
+from kvadvisor.cli.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -19,8 +19,8 @@ from verify_fixtures import write_bursty_trace
 
 from kvadvisor.cli import EXIT_OK, app
 from kvadvisor.errors import PlanError
+from kvadvisor.io.yamlio import MAX_YAML_BYTES
 from kvadvisor.plan import load_plan
-from kvadvisor.yamlio import MAX_YAML_BYTES
 
 runner = CliRunner()
 SECRET = "root:*:20228:0:99999:7:::s3cr3t"
@@ -205,7 +205,7 @@ def test_value_checks_of_the_plan_apply(
 
 def test_analyze_plan_takes_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`analyze --plan` refuses an outside engine file, and loads the plan with the flag."""
-    import kvadvisor.api
+    import kvadvisor.api.advisor
 
     (tmp_path / "kvbm-prefill.env").write_text("DYN_KVBM_CPU_CACHE_GB=1\n")
     plan = _plan(tmp_path / "plans", ["../kvbm-prefill.env"])
@@ -218,7 +218,7 @@ def test_analyze_plan_takes_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyP
         loaded.extend(options.plans)  # type: ignore[attr-defined]
         raise SystemExit(0)
 
-    monkeypatch.setattr(kvadvisor.api, "analyze_source", stop)
+    monkeypatch.setattr(kvadvisor.api.advisor, "analyze_source", stop)
     runner.invoke(app, [*args, "--allow-outside-plan-dir"])
     assert [p.stages[0].engines["dynamo-kvbm"] for p in loaded] == [{"DYN_KVBM_CPU_CACHE_GB": 1}]
 

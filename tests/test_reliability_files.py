@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from kvadvisor.cli import app
 from kvadvisor.errors import ConfigError, TraceFormatError
-from kvadvisor.fileio import InputFile, InputSet, atomic_target, check_input
+from kvadvisor.io.fileio import InputFile, InputSet, atomic_target, check_input
 from kvadvisor.plan import PlanError
 
 REPO = Path(__file__).resolve().parents[1]

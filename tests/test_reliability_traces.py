@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from kvadvisor.cli import app
 from kvadvisor.errors import TraceFormatError, TraceSchemaError
-from kvadvisor.jsonio import MAX_JSON_DEPTH, too_deep
+from kvadvisor.io.jsonio import MAX_JSON_DEPTH, too_deep
 from kvadvisor.metrics.timeline import MAX_WINDOWS, window_count
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.readers import FAST_JSONL_MIN_BYTES

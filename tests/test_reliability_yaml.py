@@ -1,7 +1,7 @@
 """Rules, catalogs, plans and model configs as a hostile user writes them (issue 18).
 
-The protections live at the loading boundary (kvadvisor/yamlio.py for every YAML document,
-kvadvisor/jsonio.py for config.json), so every key a loader accepts, including keys added
+The protections live at the loading boundary (kvadvisor/io/yamlio.py for every YAML document,
+kvadvisor/io/jsonio.py for config.json), so every key a loader accepts, including keys added
 later, gets them: duplicate keys, integers past 64 bits, non-finite floats, control
 characters in text. Each schema then checks its own ranges (a bandwidth > 0, a count within
 physical sense).
@@ -22,10 +22,10 @@ from kvadvisor.catalog.models import read_hf_config
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.cli import app
 from kvadvisor.errors import CatalogError, ConfigError, RuleSyntaxError
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.plan import PlanError, load_plan
 from kvadvisor.rules import load_rules
 from kvadvisor.units.parse import QuantityError, parse_quantity
-from kvadvisor.yamlio import load_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = (REPO / "examples" / "plans" / "good-p5e-prefill-p5-decode.yaml").read_text()

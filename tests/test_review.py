@@ -489,7 +489,7 @@ def test_replay_refuses_a_warmup_outside_0_1_without_hashes() -> None:
 def _tier_facts(engines: dict[str, Any], model: str = "llama-3.1-70b", tp: int = 8):
     """The nvme tier's facts (a scope dict of name -> value) for a plan with these engines."""
     from kvadvisor.planreview.review import plan_scopes
-    from kvadvisor.rules import Scope
+    from kvadvisor.rules import RuleScope
 
     doc = {
         "name": "io",
@@ -509,7 +509,7 @@ def _tier_facts(engines: dict[str, Any], model: str = "llama-3.1-70b", tp: int =
 
     plan = check_plan("p.yaml", doc)
     _, scopes = plan_scopes(plan, REPLAY, plan_perf(plan))
-    (tier,) = [s for s in scopes if s.scope is Scope.TIER]
+    (tier,) = [s for s in scopes if s.scope is RuleScope.TIER]
     return {k: v.value for k, v in tier.facts.items()}
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from kvadvisor.errors import RuleSyntaxError
 from kvadvisor.facts.registry import FACTS
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.rules import FactValue, evaluate, load_rules
-from kvadvisor.yamlio import load_yaml
 
 CASES_DIR = Path(__file__).parent / "fixtures" / "rule_cases"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from kvadvisor.errors import RuleSyntaxError
 from kvadvisor.facts.registry import FACTS
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.rules import load_rules
-from kvadvisor.yamlio import load_yaml
 
 RULES = load_rules([], FACTS)
 CASES_DIR = Path(__file__).parent / "fixtures" / "rule_cases"

@@ -390,6 +390,8 @@ def test_real_wheel_carries_and_loads_the_rules(tmp_path: Path) -> None:
     wheel = next((tmp_path / "dist").glob("kvadvisor-*.whl"))
     # The docs ship too: error messages cite `kvadvisor docs errors#SLUG`.
     assert "kvadvisor/_docs/errors.md" in zipfile.ZipFile(wheel).namelist()
+    # PEP 561: the marker that a type checker may read the installed package's annotations.
+    assert "kvadvisor/py.typed" in zipfile.ZipFile(wheel).namelist()
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (

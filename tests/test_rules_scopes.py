@@ -10,7 +10,7 @@ import pytest
 
 from kvadvisor.errors import RuleSyntaxError
 from kvadvisor.facts.registry import FACTS
-from kvadvisor.rules import FactValue, Scope, Severity, parse_rule
+from kvadvisor.rules import FactValue, RuleScope, Severity, parse_rule
 from kvadvisor.rules.engine import evaluate_rule
 from kvadvisor.rules.model import Firing, Quiet
 
@@ -54,7 +54,7 @@ RULE = parse_rule(TIER, "x.yaml", FACTS)
 
 def test_scope_and_features_parse() -> None:
     """scope, applies, a list of escalations, passed and evidence all load."""
-    assert RULE.scope is Scope.TIER
+    assert RULE.scope is RuleScope.TIER
     assert [e.severity for e in RULE.escalate] == [Severity.ERROR, Severity.WARNING]
     assert RULE.gravest is Severity.ERROR
     assert RULE.shows == ("tier_write_capability_bytes_per_s",)

@@ -23,7 +23,7 @@ from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.html import build_view
 from kvadvisor.report.markdown import MarkdownRenderer
 from kvadvisor.results.report import AdviceReport, Finding, Recommendation
-from kvadvisor.rules import Scope
+from kvadvisor.rules import RuleScope
 from kvadvisor.units import Unit, format_value
 
 INPUTS = load_advisor_inputs()
@@ -59,7 +59,7 @@ WORKLOAD = st.fixed_dictionaries(
     {
         s.name: BY_UNIT[s.unit]
         for s in FACT_SPECS
-        if s.source != CONFIG_SOURCE and s.scope is Scope.WORKLOAD
+        if s.source != CONFIG_SOURCE and s.scope is RuleScope.WORKLOAD
     }
 )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.yamlio import MAX_NESTING, MAX_YAML_BYTES, load_yaml
+from kvadvisor.io.yamlio import MAX_NESTING, MAX_YAML_BYTES, load_yaml
 
 BILLION_LAUGHS = "\n".join(
     ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]

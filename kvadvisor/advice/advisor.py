@@ -42,9 +42,9 @@ from kvadvisor.results.common import Utilization
 from kvadvisor.results.report import (
     AdviceReport,
     Alternative,
-    Deployment,
     Evidence,
     Finding,
+    ModelDeployment,
     PrefixCache,
     Recommendation,
     Requirement,
@@ -621,7 +621,7 @@ def refresh_findings(
     )
 
 
-def _deployment(report: AdviceReport) -> Deployment | None:
+def _deployment(report: AdviceReport) -> ModelDeployment | None:
     return report.model.deployment if report.model is not None else None
 
 

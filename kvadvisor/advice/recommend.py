@@ -58,7 +58,7 @@ from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.execute import SERIAL, Executor
-from kvadvisor.fleet import ReplayContext, TraceArrays, summarize
+from kvadvisor.fleet import TraceArrays, summarize
 from kvadvisor.plan.loader import PlanCatalogs
 from kvadvisor.results.verdict import (
     ClosestMiss,
@@ -713,8 +713,3 @@ def _ranked_apart(verdicts: Sequence[Verdict]) -> str:
     return "; ranked apart (not like with like, --price-kind any compares them): " + "; ".join(
         parts
     )
-
-
-def context_of(arrays: TraceArrays) -> ReplayContext:
-    """A replay context for arrays (exposed for tests)."""
-    return ReplayContext(arrays)

@@ -43,11 +43,6 @@ class TierFit:
     unconfirmed: tuple[str, ...] = ()
 
 
-def _available_on(spec: StorageSpec, inst: InstanceSpec) -> bool:
-    """Whether ``inst`` can have ``spec`` as a capacity tier (its host memory is apart)."""
-    return spec.category != "memory" and access(inst, spec).ok
-
-
 def _size_for(spec: StorageSpec, need_mbps: float | None, capacity_gib: float | None) -> float:
     """Size of one device, volume or pool for a capacity and a bandwidth.
 

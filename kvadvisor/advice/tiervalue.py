@@ -34,7 +34,7 @@ from kvadvisor.fleet import TraceArrays, request_columns, slo_percentiles, summa
 from kvadvisor.fleet.build import StepModelInputs, roofline_for
 from kvadvisor.fleet.engine import ReplayRun
 from kvadvisor.perfmodel import break_even_tokens
-from kvadvisor.perfmodel.transfer import Tier
+from kvadvisor.perfmodel.transfer import KvSource
 from kvadvisor.results.verdict import REUSE_TIER, TierValue, Verdict
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import plural
@@ -186,7 +186,7 @@ def _break_even(
         spec.weight_dtype,
         StepModelInputs(spec.perf),
     )
-    tokens = break_even_tokens(pm, Tier(name, bw, latency_s, False, ""))
+    tokens = break_even_tokens(pm, KvSource(name, bw, latency_s, False, ""))
     basis = (
         f"one load alone at the tier's {format_value(bw, Unit.BYTES_PER_S)} per {demand.scope} "
         f"and {format_value(latency_s, Unit.SECONDS)} latency, against recomputing the prefix "

@@ -24,7 +24,7 @@ from kvadvisor.deploy import instance_cost, nic_bytes_per_s
 from kvadvisor.deploy.access import Via
 from kvadvisor.fleet import ReplayResult
 from kvadvisor.fleet.engine import ReplayRun, StageRun
-from kvadvisor.results.replay import TierDemand
+from kvadvisor.results.replay import ReplayTierDemand
 from kvadvisor.results.verdict import (
     BurstFleet,
     CandidateSummary,
@@ -70,7 +70,7 @@ def _per_node(rate: Rate, scope: str, count: int) -> Rate:
     return Rate(rate.mean / k, rate.p99 / k, rate.peak / k)
 
 
-def _tier_choice(pick: TierPick, demand: TierDemand | None, role: Stage) -> TierChoice:
+def _tier_choice(pick: TierPick, demand: ReplayTierDemand | None, role: Stage) -> TierChoice:
     return TierChoice(
         name=pick.name,
         storage=pick.storage.name if pick.storage is not None else "host memory",
@@ -103,7 +103,7 @@ def _stage_run(run: ReplayRun | None, role: Stage) -> StageRun | None:
 def _mechanisms(
     stage: StagePick,
     tiers: Sequence[TierChoice],
-    demands: Sequence[TierDemand],
+    demands: Sequence[ReplayTierDemand],
     run: StageRun | None,
     result: ReplayResult,
 ) -> tuple[tuple[Mechanism, ...], str]:

@@ -8,14 +8,14 @@ from kvadvisor.cache.model import (
 )
 from kvadvisor.cache.prefix import curve_grid, simulate_arrays
 from kvadvisor.cache.simulate import simulate_prefix_cache
-from kvadvisor.cache.tiers import TierSpec, parse_tier
+from kvadvisor.cache.tiers import CacheTierSpec, parse_tier
 
 __all__ = [
     "STANDARD_CAPACITIES_TOKENS",
     "MissRatioCurve",
     "PrefixCacheResult",
     "SamplingInfo",
-    "TierSpec",
+    "CacheTierSpec",
     "curve_grid",
     "parse_tier",
     "simulate_arrays",

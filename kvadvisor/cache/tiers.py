@@ -12,7 +12,7 @@ from kvadvisor.errors import ConfigError
 
 
 @dataclass(frozen=True)
-class TierSpec:
+class CacheTierSpec:
     """One tier: a name and its capacity in tokens (None = unbounded)."""
 
     name: str
@@ -53,7 +53,7 @@ def _cap_max(a: int | None, b: int | None) -> int | None:
     return max(a, b)
 
 
-def effective_capacities(tiers: Sequence[TierSpec]) -> list[int | None]:
+def effective_capacities(tiers: Sequence[CacheTierSpec]) -> list[int | None]:
     """Running maximum of the capacities, fastest tier first (inclusion: lower holds upper)."""
     out: list[int | None] = []
     current: int | None = 0
@@ -65,7 +65,7 @@ def effective_capacities(tiers: Sequence[TierSpec]) -> list[int | None]:
     return out
 
 
-def split_tiers(result: PrefixCacheResult, tiers: Sequence[TierSpec]) -> TierBreakdown:
+def split_tiers(result: PrefixCacheResult, tiers: Sequence[CacheTierSpec]) -> TierBreakdown:
     """Hit tokens served by each tier of an inclusive LRU hierarchy, fastest first.
 
     Tier k holds the ``c_k`` most recently used blocks of the one global LRU stack, where
@@ -104,7 +104,9 @@ def split_tiers(result: PrefixCacheResult, tiers: Sequence[TierSpec]) -> TierBre
     )
 
 
-def tier_hit_tokens_per_request(result: PrefixCacheResult, tiers: Sequence[TierSpec]) -> np.ndarray:
+def tier_hit_tokens_per_request(
+    result: PrefixCacheResult, tiers: Sequence[CacheTierSpec]
+) -> np.ndarray:
     """Per request (columns, trace row order), the hit tokens each tier (rows) serves (int64).
 
     Row k is ``hit_tokens_at(c_k) − hit_tokens_at(c_{k−1})``; input tokens minus the row sum
@@ -127,7 +129,7 @@ def _share(num: float, den: float) -> float | None:
 _TOKEN_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
-def parse_tier(text: str) -> TierSpec:
+def parse_tier(text: str) -> CacheTierSpec:
     """Parse ``NAME=TOKENS``: e.g. ``dram=16M`` (K/M/G/T = powers of 1024; ``inf`` = unbounded)."""
     name, sep, size = text.partition("=")
     name, size = name.strip(), size.strip().lower()
@@ -135,7 +137,7 @@ def parse_tier(text: str) -> TierSpec:
     if not sep or not name or not size:
         raise ConfigError(f"cache tier '{text}': {hint}")
     if size in ("inf", "unbounded"):
-        return TierSpec(name, None)
+        return CacheTierSpec(name, None)
     suffix = size[-1] if size[-1] in _TOKEN_SUFFIXES else ""
     number = size[: len(size) - len(suffix)]
     try:
@@ -144,4 +146,4 @@ def parse_tier(text: str) -> TierSpec:
         raise ConfigError(f"cache tier '{text}': '{size}' is not a token count; {hint}") from None
     if not np.isfinite(value) or value < 0:
         raise ConfigError(f"cache tier '{text}': capacity must be >= 0 tokens; {hint}")
-    return TierSpec(name, int(value))
+    return CacheTierSpec(name, int(value))

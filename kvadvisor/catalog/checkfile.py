@@ -23,7 +23,7 @@ from kvadvisor.catalog.models import MODEL_FIELDS, check_model_entries
 from kvadvisor.catalog.storage import CATALOG_KINDS, catalog_kind, load_storage, parse_storage
 from kvadvisor.checker import did_you_mean, with_hint
 from kvadvisor.errors import CatalogError, CatalogProblems
-from kvadvisor.yamlio import load_yaml, load_yaml_lines
+from kvadvisor.io.yamlio import load_yaml, load_yaml_lines
 
 
 @dataclass(frozen=True)

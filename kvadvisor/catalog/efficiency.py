@@ -25,8 +25,8 @@ from kvadvisor.catalog.gpus import GpuSpec, get_gpu, load_gpus
 from kvadvisor.catalog.loader import check_entries
 from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogError
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.units import BYTES_PER_GB
-from kvadvisor.yamlio import load_yaml
 
 EFFICIENCY_YAML = Path(__file__).with_name("data") / "efficiency.yaml"
 US_PER_S = 1e6

@@ -11,7 +11,7 @@ from kvadvisor.catalog.loader import check_entries, find_named
 from kvadvisor.catalog.storage import DATA_DIR
 from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogError
-from kvadvisor.yamlio import load_yaml
+from kvadvisor.io.yamlio import load_yaml
 
 FABRICS_FILE = DATA_DIR / "fabrics.yaml"
 # What an instance without a back-end network moves KV over: its front-end NIC.
@@ -78,8 +78,3 @@ def load_fabrics(path: str | Path | None = None) -> dict[str, FabricSpec]:
     """The packaged fabric catalog (or ``path``), by name."""
     p = Path(path or FABRICS_FILE)
     return parse_fabrics(load_yaml(p, CatalogError), str(p))
-
-
-def get_fabric(name: str) -> FabricSpec:
-    """A fabric by name; unknown names get the closest ones."""
-    return find_named(load_fabrics(), name, "fabric", "fabrics")

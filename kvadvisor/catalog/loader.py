@@ -32,8 +32,9 @@ from kvadvisor.checker import (
     with_hint,
 )
 from kvadvisor.errors import CatalogError, CatalogProblems
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.quoting import name_problem, one_line
-from kvadvisor.yamlio import load_yaml_lines
+from kvadvisor.io.yamlio import load_yaml_lines
 
 COMMON_FIELDS: dict[str, Field] = {
     "source": Field("list[str]", required=True, help="keys of `sources`"),

@@ -12,8 +12,8 @@ from typing import Any
 from kvadvisor.catalog.loader import check_entries, load_catalog_file, lookup
 from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogError
-from kvadvisor.fileio import check_input
-from kvadvisor.jsonio import MAX_CONFIG_BYTES, load_file
+from kvadvisor.io.fileio import check_input
+from kvadvisor.io.jsonio import MAX_CONFIG_BYTES, load_file
 from kvadvisor.units.format import count
 
 MODELS_YAML = Path(__file__).with_name("data") / "models.yaml"

@@ -25,8 +25,8 @@ from kvadvisor.catalog.loader import (
 )
 from kvadvisor.checker import MAX_NUMBER, Field, did_you_mean, with_hint
 from kvadvisor.errors import CatalogError
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB
-from kvadvisor.yamlio import load_yaml
 
 DATA_DIR = Path(__file__).parent / "data"
 STORAGE_FILE = DATA_DIR / "storage.yaml"
@@ -53,7 +53,6 @@ KINDS = {
     "kv_store": "KV pool",
     "object": "object store",
 }
-SSD_CATEGORIES = ("local_nvme", "ephemeral", "block")
 SHARED_CATEGORIES = ("parallel_fs", "kv_store", "object")
 # Who sells an option: a cloud, or "generic" (bought or run by the user).
 PROVIDERS = ("generic", "alibaba", "aws", "gcp", "azure")

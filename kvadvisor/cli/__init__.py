@@ -76,7 +76,7 @@ def _stop_now(signum: int) -> None:
     """Remove the temporary files and exit at once (from any thread)."""
     from kvadvisor import jitcache
     from kvadvisor.cli.common import error_line
-    from kvadvisor.fileio import remove_temporary_files
+    from kvadvisor.io.fileio import remove_temporary_files
 
     remove_temporary_files()
     jitcache.remove_directory()
@@ -132,7 +132,7 @@ def main() -> None:
         code = _run()
     except Interrupted as stop:
         from kvadvisor.cli.common import error_line
-        from kvadvisor.fileio import remove_temporary_files
+        from kvadvisor.io.fileio import remove_temporary_files
 
         remove_temporary_files()  # any the unwinding did not reach
         error_line(_stop_message(stop.signum))
@@ -233,7 +233,7 @@ def _run() -> int:
     from kvadvisor import firstuse, jitcache
     from kvadvisor.cli.commands import app
     from kvadvisor.cli.common import EXIT_OK, EXIT_USER_ERROR, error_line, silence_stdout
-    from kvadvisor.progress import Progress
+    from kvadvisor.cli.progress import Progress
 
     if jitcache.NOTE:
         error_line(jitcache.NOTE)

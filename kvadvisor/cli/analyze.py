@@ -50,9 +50,9 @@ from kvadvisor.cli.common import (
     wants_color,
     write_output,
 )
+from kvadvisor.cli.progress import Progress
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import check_writable
-from kvadvisor.progress import Progress
+from kvadvisor.io.fileio import check_writable
 from kvadvisor.report import get_renderer
 from kvadvisor.units.format import number
 

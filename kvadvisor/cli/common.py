@@ -9,12 +9,11 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-import kvadvisor
 from kvadvisor import TraceFormat, __version__
 from kvadvisor.errors import (
     CatalogError,
@@ -26,12 +25,9 @@ from kvadvisor.errors import (
     RuleSyntaxError,
     TraceFormatError,
 )
-from kvadvisor.fileio import InputFile, InputSet, check_input, is_uri, write_text
+from kvadvisor.io.fileio import InputFile, InputSet, check_input, is_uri, write_text
 from kvadvisor.termtext import printable
 from kvadvisor.units.format import count
-
-if TYPE_CHECKING:
-    from kvadvisor import Trace
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -396,16 +392,6 @@ BlockTokensOpt = Annotated[
         rich_help_panel=PANEL_INPUT,
     ),
 ]
-
-
-def read_with_options(
-    trace: Path,
-    trace_format: TraceFormat | None,
-    maps: list[str] | None,
-    block_tokens: int | None,
-) -> Trace:
-    """Read a trace with the trace options every command shares (``kvadvisor.read_trace``)."""
-    return kvadvisor.read_trace(trace, trace_format, column_map=maps, block_tokens=block_tokens)
 
 
 WarmupOpt = Annotated[

@@ -26,7 +26,7 @@ from kvadvisor.cli.common import (
     write_output,
 )
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import output_stream, write_parquet_batches
+from kvadvisor.io.fileio import output_stream, write_parquet_batches
 from kvadvisor.units.format import plural
 
 # Longest drain past the last arrival: 31.7 years, the longest span a trace may have.

@@ -138,9 +138,7 @@ def synth_cmd(
 ) -> None:
     """Write a deterministic synthetic trace with a chosen shape, streamed to parquet."""
     with handle_user_errors():
-        result = kvadvisor.synthesize(
-            output,
-            chunk_rows=chunk_rows,
+        shape = kvadvisor.SynthShape(
             requests=requests,
             seed=seed,
             block_tokens=block_tokens,
@@ -160,6 +158,7 @@ def synth_cmd(
             system_prompt_zipf=system_prompt_zipf,
             system_prompt_tokens_median=system_prompt_median,
         )
+        result = kvadvisor.synthesize(output, shape, chunk_rows=chunk_rows)
         echo(
             f"wrote {result.path}: {result.requests} requests, {result.block_hashes} block "
             f"hashes, {result.batches} row groups, {result.file_bytes} bytes",

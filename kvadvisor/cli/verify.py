@@ -30,7 +30,7 @@ from kvadvisor.cli.common import (
 )
 from kvadvisor.cli.review import FailOn
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import check_writable
+from kvadvisor.io.fileio import check_writable
 from kvadvisor.units import plural
 
 CATALOG_NAME = "measured-catalog.yaml"

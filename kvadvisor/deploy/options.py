@@ -31,10 +31,6 @@ class StorageOption:
         """The devices the ceiling counts (the most that fit, else one)."""
         return self.access.max_devices or 1
 
-    def reach_with(self, devices: int, device_gib: float | None, clients: int = 1) -> Reach:
-        """What one node reaches with ``devices`` of ``device_gib`` each (pools: the pool size)."""
-        return reach(self.instance, self.spec, devices, device_gib, clients)
-
     def cost(self, capacity_gib: float | None, devices: int = 1) -> Cost:
         """What ``devices`` holding ``capacity_gib`` in all cost per hour."""
         return tier_cost(self.spec, capacity_gib, devices)

@@ -15,7 +15,6 @@ from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.units import (
     BYTES_PER_GB,
     BYTES_PER_GIB,
-    BYTES_PER_MB,
     BYTES_PER_MIB,
     Unit,
     format_value,
@@ -114,8 +113,3 @@ def instance_cost(instance: InstanceSpec) -> Cost:
     basis = priced(price.usd_per_hour, "h") + ("" if price.note else " on demand")
     basis += (f" ({where})" if where else "") + (f": {price.note}" if price.note else "")
     return Cost(price.usd_per_hour, None, basis, price.unconfirmed, price.kind)
-
-
-def rate_mbps(bytes_per_s: float | None) -> float | None:
-    """Bytes per second as MB/s (decimal), for messages."""
-    return None if bytes_per_s is None else bytes_per_s / BYTES_PER_MB

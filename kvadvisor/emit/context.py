@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from kvadvisor.emit.deployment import Deployment, StageView, TierView
-from kvadvisor.emit.sizing import Scope, Share, reuse_at, share
+from kvadvisor.emit.sizing import Share, SizingScope, reuse_at, share
 from kvadvisor.emit.text import header
 from kvadvisor.results import AdviceReport
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
@@ -44,7 +44,7 @@ class EmitContext:
         """Prefill and decode on their own instances, KV moved between them."""
         return self.dep.topology == Topology.DISAGGREGATED
 
-    def share(self, stage: StageView, tier: TierView, scope: Scope) -> Share:
+    def share(self, stage: StageView, tier: TierView, scope: SizingScope) -> Share:
         """``tier``'s capacity for one ``scope`` unit of ``stage``."""
         return share(self.dep, stage, tier, scope)
 

@@ -21,7 +21,7 @@ from kvadvisor.results.series import SeriesKey
 from kvadvisor.units import Unit, format_value
 
 
-class Scope(str, Enum):
+class SizingScope(str, Enum):
     """The unit an engine sizes a tier for."""
 
     RANK = "rank"  # one GPU worker process: one TP rank
@@ -39,7 +39,7 @@ class Share:
     """A tier's capacity for one unit of an engine's scope."""
 
     tier: TierView
-    scope: Scope
+    scope: SizingScope
     bytes: float  # per unit
     units_per_instance: int  # units that split one instance's capacity (1 for a pool)
     tokens_per_replica: float  # KV tokens one replica keeps in this tier
@@ -58,7 +58,7 @@ def _gib(nbytes: float) -> str:
     return format_value(nbytes, Unit.BYTES)
 
 
-def share(dep: Deployment, stage: StageView, tier: TierView, scope: Scope) -> Share:
+def share(dep: Deployment, stage: StageView, tier: TierView, scope: SizingScope) -> Share:
     """Split ``tier``'s capacity to one ``scope`` unit of ``stage`` (0 bytes when unbounded).
 
     Node-local tiers: capacity per instance / ranks (RANK), / replicas (REPLICA), whole (NODE).
@@ -67,10 +67,10 @@ def share(dep: Deployment, stage: StageView, tier: TierView, scope: Scope) -> Sh
     """
     cap = tier.capacity_bytes or 0.0
     replica_bytes_per_token = dep.kv_bytes_per_rank_per_token * stage.tp
-    if tier.shared and scope != Scope.POOL:
-        units = stage.replicas * (stage.tp if scope == Scope.RANK else 1)
+    if tier.shared and scope != SizingScope.POOL:
+        units = stage.replicas * (stage.tp if scope == SizingScope.RANK else 1)
         per = cap / units
-        replica = per * (stage.tp if scope == Scope.RANK else 1)
+        replica = per * (stage.tp if scope == SizingScope.RANK else 1)
         return Share(
             tier,
             scope,
@@ -79,12 +79,12 @@ def share(dep: Deployment, stage: StageView, tier: TierView, scope: Scope) -> Sh
             replica / replica_bytes_per_token,
             cap / replica_bytes_per_token,
         )
-    if scope == Scope.POOL or tier.shared:
-        return Share(tier, Scope.POOL, cap, 1, 0.0, cap / replica_bytes_per_token)
+    if scope == SizingScope.POOL or tier.shared:
+        return Share(tier, SizingScope.POOL, cap, 1, 0.0, cap / replica_bytes_per_token)
     units = {
-        Scope.RANK: stage.ranks_per_instance,
-        Scope.REPLICA: stage.replicas_per_instance,
-        Scope.NODE: 1,
+        SizingScope.RANK: stage.ranks_per_instance,
+        SizingScope.REPLICA: stage.replicas_per_instance,
+        SizingScope.NODE: 1,
     }[scope]
     per = cap / units
     per_replica = cap / stage.replicas_per_instance

@@ -17,7 +17,7 @@ from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.kvcache import kv_dtype_flag
-from kvadvisor.emit.sizing import Scope
+from kvadvisor.emit.sizing import SizingScope
 from kvadvisor.emit.text import Setting, env_file, json_compact, placeholder, shell_script
 from kvadvisor.emit.transport import nixl_connector
 from kvadvisor.engines import router
@@ -60,7 +60,7 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
     host = stage.tier(TierKind.HOST)
     cpu_gb = 0
     if host is not None and host.capacity_bytes:
-        sh = ctx.share(stage, host, Scope.REPLICA)
+        sh = ctx.share(stage, host, SizingScope.REPLICA)
         cpu_gb = floor_gb(sh.bytes)
         why = ctx.tier_reason(stage, sh, REPLICA_UNIT) + f" ({sources.KVBM_SCOPE})"
         device = stage.device_pool_tokens_per_replica
@@ -82,7 +82,7 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
         out.append(Setting("DYN_KVBM_CPU_CACHE_GB", str(cpu_gb), why))
     t = stage.storage_tier
     if t is not None and t.kind in (TierKind.LOCAL_DISK, TierKind.SHARED_FS) and t.capacity_bytes:
-        sh = ctx.share(stage, t, Scope.REPLICA)
+        sh = ctx.share(stage, t, SizingScope.REPLICA)
         disk_gb = floor_gb(sh.bytes)
         if disk_gb < cpu_gb:
             notes.append(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.deployment import StageView, TierKind
-from kvadvisor.emit.sizing import Scope
+from kvadvisor.emit.sizing import SizingScope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script, yaml_file
 from kvadvisor.emit.transport import nixl_connector, transfer_plan
 from kvadvisor.engines import router
@@ -65,7 +65,7 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
     if host is None or not host.capacity_bytes:
         out.append(Setting("local_cpu", "false", f"no host tier recommended for {stage.stage}"))
     else:
-        sh = ctx.share(stage, host, Scope.RANK)
+        sh = ctx.share(stage, host, SizingScope.RANK)
         out += [
             Setting("local_cpu", "true", f"the {stage.stage} host DRAM tier ({host.name})"),
             Setting(
@@ -76,7 +76,7 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
         ]
     t = stage.storage_tier
     if t is not None and t.kind == TierKind.LOCAL_DISK and t.capacity_bytes:
-        sh = ctx.share(stage, t, Scope.RANK)
+        sh = ctx.share(stage, t, SizingScope.RANK)
         out += [
             Setting(
                 "local_disk",

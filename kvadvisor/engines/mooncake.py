@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView, TierKind
-from kvadvisor.emit.sizing import Scope
+from kvadvisor.emit.sizing import SizingScope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
 from kvadvisor.emit.transport import mooncake_connector, mooncake_store_settings, transfer_plan
 from kvadvisor.engines import router
@@ -53,7 +53,7 @@ def _master(ctx: EmitContext) -> list[Setting]:
     for stage in ctx.dep.stages:
         host = stage.tier(TierKind.HOST)
         if host is not None and host.capacity_bytes:
-            pool += ctx.share(stage, host, Scope.NODE).bytes * stage.count
+            pool += ctx.share(stage, host, SizingScope.NODE).bytes * stage.count
     offload = any(
         s.storage_tier is not None and s.storage_tier.kind == TierKind.LOCAL_DISK
         for s in ctx.dep.stages
@@ -108,7 +108,7 @@ def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], l
     host = stage.tier(TierKind.HOST)
     if host is None or not host.capacity_bytes:
         raise ConfigError(f"no Mooncake Store pool to write for {stage.stage}: no host tier")
-    sh = ctx.share(stage, host, Scope.NODE)
+    sh = ctx.share(stage, host, SizingScope.NODE)
     master = placeholder("mooncake-master-host")
     segment = int(sh.bytes)
     buffers = stage.ranks_per_instance * MOONCAKE_LOCAL_BUFFER_BYTES
@@ -134,7 +134,7 @@ def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], l
     env: list[Setting] = []
     t = stage.storage_tier
     if t is not None and t.kind == TierKind.LOCAL_DISK and t.capacity_bytes:
-        disk = ctx.share(stage, t, Scope.NODE)
+        disk = ctx.share(stage, t, SizingScope.NODE)
         flags.append(
             Setting("enable_offload", "true", f"this node's {t.name} holds what DRAM evicts")
         )

@@ -17,9 +17,10 @@ from typing import Any
 from kvadvisor.checker import Checker
 from kvadvisor.engines.datafile import check_engine_data, engine_problem
 from kvadvisor.errors import ConfigError, PlanError
-from kvadvisor.rules.model import FactSpec, Scope
+from kvadvisor.io.yamlio import load_yaml
+from kvadvisor.rules.model import FactSpec, RuleScope
 from kvadvisor.units import Unit
-from kvadvisor.yamlio import load_yaml_lines
+from kvadvisor.io.yamlio import load_yaml_lines
 
 # The built-in engine modules, in the order --emit and the plan schema list them.
 BUILTIN = ("lmcache", "sglang", "kvbm", "mooncake", "vllm")
@@ -27,7 +28,7 @@ BUILTIN = ("lmcache", "sglang", "kvbm", "mooncake", "vllm")
 
 def setting_fact(name: str, unit: Unit, text: str) -> FactSpec:
     """A stage fact one engine's settings give (the engine lint reads it)."""
-    return FactSpec(name, unit, text, "review (engine settings)", Scope.STAGE)
+    return FactSpec(name, unit, text, "review (engine settings)", RuleScope.STAGE)
 
 
 def _no_keys(ctx: Any, stage: Any) -> set[str]:

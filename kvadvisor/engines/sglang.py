@@ -19,7 +19,7 @@ from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.emit.kvcache import engine_page, kv_dtype_flag
-from kvadvisor.emit.sizing import Scope, reuse_at
+from kvadvisor.emit.sizing import SizingScope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
 from kvadvisor.emit.transport import mooncake_client_transport, sglang_transfer, transfer_plan
 from kvadvisor.engines import router
@@ -97,7 +97,7 @@ def _host_size(ctx: EmitContext, stage: StageView) -> Setting | None:
     host = stage.tier(TierKind.HOST)
     if host is None or not host.capacity_bytes:
         return None
-    sh = ctx.share(stage, host, Scope.RANK)
+    sh = ctx.share(stage, host, SizingScope.RANK)
     gb = floor_gb(sh.bytes)
     device = stage.device_pool_tokens_per_replica
     why = (

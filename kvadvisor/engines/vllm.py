@@ -16,7 +16,7 @@ from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.contextlen import context_flags
 from kvadvisor.emit.deployment import StageView, TierKind
 from kvadvisor.emit.kvcache import engine_page, kv_dtype_flag
-from kvadvisor.emit.sizing import Scope
+from kvadvisor.emit.sizing import SizingScope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
 from kvadvisor.emit.transport import nixl_connector, transfer_plan
 from kvadvisor.engines import router
@@ -225,7 +225,7 @@ def offload_bytes(ctx: EmitContext, stage: StageView) -> tuple[float, str] | Non
     host = stage.tier(TierKind.HOST)
     if host is None or not host.capacity_bytes:
         return None
-    sh = ctx.share(stage, host, Scope.REPLICA)
+    sh = ctx.share(stage, host, SizingScope.REPLICA)
     return sh.bytes, ctx.tier_reason(
         stage, sh, f"GiB per vLLM instance, the total over its TP ranks ({sources.VLLM_OFFLOAD})"
     )

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from kvadvisor.facts.registry import FACT_SPECS
-from kvadvisor.rules.model import UNIT_MEANINGS, VISIBLE, Scope
+from kvadvisor.rules.model import UNIT_MEANINGS, VISIBLE, RuleScope
 
 SCOPE_WORDS = {
-    Scope.WORKLOAD: "Workload facts: the trace's measurements and the recommended deployment "
+    RuleScope.WORKLOAD: "Workload facts: the trace's measurements and the recommended deployment "
     "(`analyze`); workload rules read them.",
-    Scope.PLAN: "Plan facts: one reviewed plan and its closed-loop replay (`review`).",
-    Scope.STAGE: "Stage facts: one stage of a reviewed plan, its engine settings among them.",
-    Scope.TIER: "Tier facts: one KV tier of a stage, replayed against the trace.",
-    Scope.ENGINE: "Engine facts: one engine configured on a stage.",
+    RuleScope.PLAN: "Plan facts: one reviewed plan and its closed-loop replay (`review`).",
+    RuleScope.STAGE: "Stage facts: one stage of a reviewed plan, its engine settings among them.",
+    RuleScope.TIER: "Tier facts: one KV tier of a stage, replayed against the trace.",
+    RuleScope.ENGINE: "Engine facts: one engine configured on a stage.",
 }
 
 
@@ -33,11 +33,11 @@ def render_facts_doc() -> str:
     ]
     lines += [
         f"- a **{scope}** rule reads "
-        + ", ".join(str(s) for s in Scope if s in VISIBLE[scope])
+        + ", ".join(str(s) for s in RuleScope if s in VISIBLE[scope])
         + " facts"
-        for scope in Scope
+        for scope in RuleScope
     ]
-    for scope in Scope:
+    for scope in RuleScope:
         lines += [
             "",
             f"## {scope.value.capitalize()} facts",

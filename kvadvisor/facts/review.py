@@ -8,7 +8,7 @@ the setting (``lmcache_chunk_tokens``), sizes in bytes whatever the engine's own
 
 from __future__ import annotations
 
-from kvadvisor.rules.model import FactSpec, Scope
+from kvadvisor.rules.model import FactSpec, RuleScope
 from kvadvisor.units import Unit
 
 _PLAN, _STAGE, _TIER, _ENGINE = (
@@ -20,19 +20,19 @@ _PLAN, _STAGE, _TIER, _ENGINE = (
 
 
 def _p(name: str, unit: Unit, text: str) -> FactSpec:
-    return FactSpec(name, unit, text, _PLAN, Scope.PLAN)
+    return FactSpec(name, unit, text, _PLAN, RuleScope.PLAN)
 
 
 def _s(name: str, unit: Unit, text: str, source: str = _STAGE) -> FactSpec:
-    return FactSpec(name, unit, text, source, Scope.STAGE)
+    return FactSpec(name, unit, text, source, RuleScope.STAGE)
 
 
 def _t(name: str, unit: Unit, text: str) -> FactSpec:
-    return FactSpec(name, unit, text, _TIER, Scope.TIER)
+    return FactSpec(name, unit, text, _TIER, RuleScope.TIER)
 
 
 def _e(name: str, unit: Unit, text: str) -> FactSpec:
-    return FactSpec(name, unit, text, _ENGINE, Scope.ENGINE)
+    return FactSpec(name, unit, text, _ENGINE, RuleScope.ENGINE)
 
 
 B, BPS, R, C, BOOL, TEXT = (

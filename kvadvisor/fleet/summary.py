@@ -26,15 +26,15 @@ from kvadvisor.results.replay import (
     LinkDemand,
     Overload,
     Percentiles,
-    Rate,
     ReplayResult,
+    ReplaySeries,
     ReplaySeriesKey,
+    ReplayStageSplit,
+    ReplayTierDemand,
     RequestStats,
-    Series,
-    Slo,
-    StageSplit,
+    SloAttainment,
     StageSummary,
-    TierDemand,
+    WindowRate,
 )
 from kvadvisor.units import QuantityError, Unit, format_value, parse_quantity, plural
 from kvadvisor.units.format import number
@@ -162,7 +162,7 @@ def parse_slo(text: str) -> dict[str, float]:
     return out
 
 
-def _slo(targets: Mapping[str, float], cols: Mapping[str, np.ndarray]) -> Slo:
+def _slo(targets: Mapping[str, float], cols: Mapping[str, np.ndarray]) -> SloAttainment:
     attain: dict[str, float] = {}
     met: dict[str, bool] = {}
     for key, target in targets.items():
@@ -178,17 +178,17 @@ def _slo(targets: Mapping[str, float], cols: Mapping[str, np.ndarray]) -> Slo:
         attain[key] = float(np.mean(v <= target)) if v.size else 1.0
         # the pNN is within the target when at least NN% of the requests are
         met[key] = bool(attain[key] >= pct / 100.0 - SLO_TOLERANCE)
-    return Slo(dict(targets), attain, met)
+    return SloAttainment(dict(targets), attain, met)
 
 
-def _rate_stats(series: np.ndarray, end_w: int, window_s: float) -> tuple[Rate, list[float]]:
+def _rate_stats(series: np.ndarray, end_w: int, window_s: float) -> tuple[WindowRate, list[float]]:
     """Per-device rates (rows) over windows [0, end_w): combined stats and each device's mean."""
     if series.shape[0] == 0:
-        return Rate(0.0, 0.0, 0.0), []
+        return WindowRate(0.0, 0.0, 0.0), []
     per = series[:, :end_w] / window_s
     means = per.mean(axis=1)
     p99 = np.percentile(per, 99, axis=1)
-    return Rate(float(means.mean()), float(p99.max()), float(per.max())), list(means)
+    return WindowRate(float(means.mean()), float(p99.max()), float(per.max())), list(means)
 
 
 def _downsample(x: np.ndarray, y: np.ndarray, points: int = CHART_POINTS) -> tuple[tuple, tuple]:
@@ -202,7 +202,7 @@ def _downsample(x: np.ndarray, y: np.ndarray, points: int = CHART_POINTS) -> tup
     return tuple(float(v) for v in xs), tuple(float(v) for v in ys)
 
 
-def _busiest_minute(run: ReplayRun) -> list[Series]:
+def _busiest_minute(run: ReplayRun) -> list[ReplaySeries]:
     """The busiest replica-minute's steps (docs/replay.md, "Outputs"); none without a step log."""
     found = busiest_minute(run)
     if found is None:
@@ -211,11 +211,13 @@ def _busiest_minute(run: ReplayRun) -> list[Series]:
     name = f"{role} replica {replica}"
     x = tuple(float(v) for v in rows["start_s"])
     return [
-        Series(ReplaySeriesKey.STEP_TIME, name, x, tuple(float(v) for v in rows["duration_s"])),
-        Series(
+        ReplaySeries(
+            ReplaySeriesKey.STEP_TIME, name, x, tuple(float(v) for v in rows["duration_s"])
+        ),
+        ReplaySeries(
             ReplaySeriesKey.STEP_PREFILL, name, x, tuple(float(v) for v in rows["prefill_tokens"])
         ),
-        Series(
+        ReplaySeries(
             ReplaySeriesKey.STEP_DECODE,
             name,
             x,
@@ -224,16 +226,16 @@ def _busiest_minute(run: ReplayRun) -> list[Series]:
     ]
 
 
-def _cdf(kind: ReplaySeriesKey, values: np.ndarray) -> Series | None:
+def _cdf(kind: ReplaySeriesKey, values: np.ndarray) -> ReplaySeries | None:
     v = values[np.isfinite(values)]
     if v.size == 0:
         return None
     q = np.linspace(0.0, 1.0, CDF_POINTS)
-    return Series(kind, kind.value, tuple(float(x) for x in np.quantile(v, q)), tuple(q))
+    return ReplaySeries(kind, kind.value, tuple(float(x) for x in np.quantile(v, q)), tuple(q))
 
 
-def _tiers(run: ReplayRun, end_w: int, input_total: float) -> list[TierDemand]:
-    out: list[TierDemand] = []
+def _tiers(run: ReplayRun, end_w: int, input_total: float) -> list[ReplayTierDemand]:
+    out: list[ReplayTierDemand] = []
     w = run.window_s
     for st in run.stages:
         for k, tier in enumerate(st.spec.tiers):
@@ -251,7 +253,7 @@ def _tiers(run: ReplayRun, end_w: int, input_total: float) -> list[TierDemand]:
             u_both, _ = _rate_stats(np.maximum(r_util, w_util) * w, end_w, w)
             served = float(st.tier_hit_tokens[k].sum()) if st.tier_hit_tokens.size else 0.0
             out.append(
-                TierDemand(
+                ReplayTierDemand(
                     name=tier.name,
                     stage=st.role,
                     kind=tier.kind,
@@ -356,7 +358,7 @@ def summarize(run: ReplayRun, slo_targets: Mapping[str, float] | None = None) ->
     )
     pf = float(cols["prefill_gpu_s"].sum())
     dec = float(cols["decode_gpu_s"].sum())
-    split = StageSplit(pf, dec, pf / (pf + dec) if pf + dec > 0 else None)
+    split = ReplayStageSplit(pf, dec, pf / (pf + dec) if pf + dec > 0 else None)
     first = run.stages[0]
     input_total = float(a.input_tokens.sum())
     hit_ratio = (
@@ -399,27 +401,27 @@ def summarize(run: ReplayRun, slo_targets: Mapping[str, float] | None = None) ->
     )
     w = run.window_s
     times = (np.arange(end_w) + 0.5) * w
-    series: list[Series] = []
+    series: list[ReplaySeries] = []
     for kind, key in ((ReplaySeriesKey.TTFT_CDF, "ttft_s"), (ReplaySeriesKey.TPOT_CDF, "tpot_s")):
         cdf = _cdf(kind, cols[key])
         if cdf is not None:
             series.append(cdf)
     waiting = sum(st.waiting for st in run.stages)[:end_w] / w
     running = sum(st.running for st in run.stages)[:end_w] / w
-    series.append(Series(ReplaySeriesKey.QUEUE, "waiting", *_downsample(times, waiting)))
-    series.append(Series(ReplaySeriesKey.RUNNING, "running", *_downsample(times, running)))
+    series.append(ReplaySeries(ReplaySeriesKey.QUEUE, "waiting", *_downsample(times, waiting)))
+    series.append(ReplaySeries(ReplaySeriesKey.RUNNING, "running", *_downsample(times, running)))
     for st in run.stages:
         for k, tier in enumerate(st.spec.tiers):
             rows = [i for i, r in enumerate(st.resources) if r.kind == "tier" and r.tier == k]
             label = f"{st.role.value}/{tier.name}"
             rd = st.read_bytes[rows, :end_w].sum(axis=0) / w
             wr = st.write_bytes[rows, :end_w].sum(axis=0) / w
-            series.append(Series(ReplaySeriesKey.TIER_READ, label, *_downsample(times, rd)))
-            series.append(Series(ReplaySeriesKey.TIER_WRITE, label, *_downsample(times, wr)))
+            series.append(ReplaySeries(ReplaySeriesKey.TIER_READ, label, *_downsample(times, rd)))
+            series.append(ReplaySeries(ReplaySeriesKey.TIER_WRITE, label, *_downsample(times, wr)))
         links = [i for i, r in enumerate(st.resources) if r.kind == "link"]
         if links:
             lk = st.read_bytes[links, :end_w].sum(axis=0) / w
-            series.append(Series(ReplaySeriesKey.LINK, "p-to-d", *_downsample(times, lk)))
+            series.append(ReplaySeries(ReplaySeriesKey.LINK, "p-to-d", *_downsample(times, lk)))
     series += _busiest_minute(run)
     dep = run.deployment
     return ReplayResult(

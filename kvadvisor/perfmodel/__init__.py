@@ -8,7 +8,7 @@ from kvadvisor.perfmodel.perf import PerfModel
 from kvadvisor.perfmodel.silicon import SiliconChoice, silicon_step_table
 from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.perfmodel.transfer import (
-    Tier,
+    KvSource,
     break_even_bandwidth_bytes_per_s,
     break_even_tokens,
     load_s,
@@ -28,7 +28,7 @@ __all__ = [
     "PerfModel",
     "SiliconChoice",
     "StepTable",
-    "Tier",
+    "KvSource",
     "auto_tp",
     "break_even_bandwidth_bytes_per_s",
     "break_even_tokens",

@@ -97,8 +97,6 @@ ALLREDUCES_PER_LAYER = 2
 EMBEDDING_ALLREDUCES = 1
 # Activations, the LM head and the embedding stay 16-bit in FP8 and 4-bit checkpoints alike.
 ACTIVATION_BYTES = BYTES_PER_BF16
-# Weight-only quantised formats are dequantised into bf16 matmuls (Marlin, MXFP4 w4a16).
-WEIGHT_ONLY_DTYPES = ("int8", "int4", "fp4", "mxfp4")
 # FP8 weights run on FP8 tensor cores where the GPU has them, each scaling scheme with its own
 # kernels and so its own fitted coefficients: "fp8" block-scaled (128 x 128 tiles, how
 # DeepSeek, Qwen and Kimi publish FP8 checkpoints; vLLM's w8a8 block-FP8 GEMM) and

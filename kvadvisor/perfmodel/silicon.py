@@ -58,7 +58,6 @@ AIC_SYSTEMS = {
     "a100-80gb": "a100_sxm",
     "l40s": "l40s",
 }
-BACKENDS = ("vllm", "sglang", "trtllm")
 # kvadvisor weight / KV dtype -> AIConfigurator's quant mode (aiconfigurator_core.sdk.common
 # GEMMQuantMode, MoEQuantMode, KVCacheQuantMode). "fp8" is block-scaled (fp8_block),
 # "fp8-tensor" per-tensor (fp8); 4-bit weight-only formats map to AIC's w4a16 modes and "fp4"

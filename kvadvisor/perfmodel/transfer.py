@@ -89,7 +89,7 @@ def engine_share(
 
 
 @dataclass(frozen=True)
-class Tier:
+class KvSource:
     """A place KV can be loaded from.
 
     ``per_gpu``: every GPU of the TP group has its own link of this bandwidth (host DRAM over
@@ -104,10 +104,10 @@ class Tier:
     source: str
 
 
-def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
+def reference_tiers(gpu: GpuSpec) -> tuple[KvSource, ...]:
     """Reference tiers for the report, each figure sourced."""
     return (
-        Tier(
+        KvSource(
             "host-dram-pcie",
             gpu.pcie_bytes_per_s * HOST_DMA_EFFICIENCY,
             10.0 / US_PER_S,
@@ -116,7 +116,7 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
             f"catalog) x {number(HOST_DMA_EFFICIENCY)}, the share vLLM's DMA copies reach; "
             "latency ~10 us: NVIDIA KVBM docs class G2 pinned DRAM as ~us",
         ),
-        Tier(
+        KvSource(
             "nvme-gen4-x4",
             7.0 * BYTES_PER_GB * STORAGE_EFFICIENCY,
             80.0 / US_PER_S,
@@ -125,7 +125,7 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
             f"{number(STORAGE_EFFICIENCY)} (estimate: 3FS's file-system share); TLC random read "
             "~70-90 us QD1",
         ),
-        Tier(
+        KvSource(
             "nvme-gen5-x4",
             14.0 * BYTES_PER_GB * STORAGE_EFFICIENCY,
             80.0 / US_PER_S,
@@ -137,7 +137,7 @@ def reference_tiers(gpu: GpuSpec) -> tuple[Tier, ...]:
     )
 
 
-def load_s(pm: PerfModel, tier: Tier, prefix_tokens: np.ndarray) -> np.ndarray:
+def load_s(pm: PerfModel, tier: KvSource, prefix_tokens: np.ndarray) -> np.ndarray:
     """Time to load the KV of ``prefix_tokens`` from ``tier``, s."""
     p = np.asarray(prefix_tokens, dtype=np.float64)
     if tier.per_gpu:
@@ -154,7 +154,7 @@ def recompute_s(pm: PerfModel, prefix_tokens: np.ndarray) -> np.ndarray:
 
 
 def break_even_tokens(
-    pm: PerfModel, tier: Tier, max_tokens: int = MAX_PREFIX_TOKENS
+    pm: PerfModel, tier: KvSource, max_tokens: int = MAX_PREFIX_TOKENS
 ) -> float | None:
     """Smallest prefix length (tokens) at which loading is no slower than recomputing.
 

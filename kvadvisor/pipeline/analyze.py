@@ -8,7 +8,6 @@ memory (:mod:`kvadvisor.pipeline.inmemory`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Protocol
@@ -19,15 +18,13 @@ from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.pipeline.streaming import analyze_stream, plan_for_stream
 from kvadvisor.results.report import AdviceReport
 from kvadvisor.trace.detect import TraceFormat, parse_format
-from kvadvisor.trace.formats import ColumnSource
+from kvadvisor.trace.formats import ColumnMap
 from kvadvisor.trace.location import is_uri
 from kvadvisor.trace.memory import default_memory_limit_bytes
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.readers import read_trace
 from kvadvisor.trace.source import file_sha256
 from kvadvisor.trace.stream import TraceStream, open_trace_stream, seconds_stored
-
-ColumnMap = Mapping[str, ColumnSource] | Sequence[str] | None
 
 
 class Steps(Protocol):

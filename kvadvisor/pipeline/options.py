@@ -8,7 +8,7 @@ from typing import Any
 
 from kvadvisor.advice.inputs import AdvisorInputs
 from kvadvisor.advice.robust import DEFAULT_HEADROOM
-from kvadvisor.cache.tiers import TierSpec
+from kvadvisor.cache.tiers import CacheTierSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.execute import SERIAL, Executor
 from kvadvisor.plan.model import Plan
@@ -27,7 +27,7 @@ class AnalyzeOptions(ProfileOptions):
     # Prefix cache (docs/cache.md): inclusive tiers fastest first, routing comparison over this
     # many instances (<= 1: off), engine chunk size to coarsen hashes to, SHARDS rate (None:
     # exact unless the trace is huge).
-    cache_tiers: tuple[TierSpec, ...] = ()
+    cache_tiers: tuple[CacheTierSpec, ...] = ()
     cache_instances: int = 8
     cache_routing_seed: int = 0
     cache_chunk_tokens: int | None = None

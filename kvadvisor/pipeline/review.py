@@ -25,6 +25,7 @@ from kvadvisor.rules import Rule
 from kvadvisor.sections.workload import summarize_trace
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
+from kvadvisor.trace.formats import ColumnMap
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import read_trace_path
 from kvadvisor.units import Unit, format_value
@@ -204,7 +205,7 @@ def review(
     version: str,
     generated_at: str,
     trace_format: str | TraceFormat | None = None,
-    column_map: Sequence[str] | None = None,
+    column_map: ColumnMap = None,
     block_tokens: int | None = None,
     warmup_fraction: float = 0.5,
     window_s: float = 1.0,

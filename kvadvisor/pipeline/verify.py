@@ -9,7 +9,7 @@ notes say why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from kvadvisor.pipeline.review import check_windows, open_loop
 from kvadvisor.plan.model import Plan
 from kvadvisor.trace.arrays import RequestArrays
 from kvadvisor.trace.detect import TraceFormat
+from kvadvisor.trace.formats import ColumnMap
 from kvadvisor.trace.model import Trace
 from kvadvisor.trace.stream import read_trace_path
 from kvadvisor.units.format import duration
@@ -140,7 +141,7 @@ def verify(
     version: str,
     trace_sha256: str | None = None,
     trace_format: str | TraceFormat | None = None,
-    column_map: Sequence[str] | None = None,
+    column_map: ColumnMap = None,
     block_tokens: int | None = None,
 ) -> VerifySet:
     """The one `verify` entry: read the trace whole, replay it, build the jobs for ``plan``.

@@ -30,8 +30,8 @@ from typing import Any
 
 from kvadvisor.engines import registry
 from kvadvisor.errors import PlanError
-from kvadvisor.jsonio import loads as json_loads
-from kvadvisor.yamlio import parse_yaml
+from kvadvisor.io.jsonio import loads as json_loads
+from kvadvisor.io.yamlio import parse_yaml
 
 _ARRAY = re.compile(r"^([A-Z][A-Z0-9_]*)=\($", re.MULTILINE)
 _EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.MULTILINE)

@@ -32,7 +32,8 @@ from kvadvisor.catalog.storage import (
 from kvadvisor.checker import Checker, Field, Invalid, choice_problem, yaml_type
 from kvadvisor.engines import registry
 from kvadvisor.errors import CatalogError, PlanError
-from kvadvisor.fileio import check_input
+from kvadvisor.io.fileio import check_input
+from kvadvisor.io.yamlio import MAX_YAML_BYTES, load_yaml
 from kvadvisor.plan.engine_files import (
     EngineFileError,
     merge_engine_settings,
@@ -69,7 +70,7 @@ from kvadvisor.units import (
 )
 from kvadvisor.units.format import count
 from kvadvisor.vocab import Stage, Topology
-from kvadvisor.yamlio import MAX_YAML_BYTES, load_yaml_lines
+from kvadvisor.io.yamlio import MAX_YAML_BYTES, load_yaml_lines
 
 
 @dataclass(frozen=True)
@@ -579,7 +580,7 @@ def check_plan(
 
     ``catalogs`` None means the packaged storage and instance catalogs. Engine files are
     read from the plan's folder only, unless ``allow_outside_plan_dir``. ``lines``: the line
-    of each key path (kvadvisor.yamlio.load_yaml_lines), for the messages.
+    of each key path (kvadvisor.io.yamlio.load_yaml_lines), for the messages.
     """
     catalogs = catalogs or PlanCatalogs.packaged()
     table = engine_settings_table()

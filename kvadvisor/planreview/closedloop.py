@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from kvadvisor.plan.model import StagePlan
 from kvadvisor.planreview.demand import TierCalc
 from kvadvisor.results.common import IoRate, Utilization
-from kvadvisor.results.replay import Rate, ReplayResult
+from kvadvisor.results.replay import ReplayResult, WindowRate
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,11 @@ class Replayed:
     load_p99_s: float
 
 
-def _io(rate: Rate) -> IoRate:
+def _io(rate: WindowRate) -> IoRate:
     return IoRate(rate.mean, rate.p99, rate.peak)
 
 
-def _util(rate: Rate, capability: float | None) -> Utilization:
+def _util(rate: WindowRate, capability: float | None) -> Utilization:
     if not capability:
         return Utilization(None, None, None)
     return Utilization(rate.mean / capability, rate.p99 / capability, rate.peak / capability)

@@ -17,10 +17,10 @@ from kvadvisor.planreview.scope import ScopeFacts
 from kvadvisor.results.review import ReviewCheck
 from kvadvisor.rules import Firing, Rule, load_rules
 from kvadvisor.rules.engine import evaluate_rule
-from kvadvisor.rules.model import Scope
+from kvadvisor.rules.model import RuleScope
 from kvadvisor.vocab import CheckStatus, Stage
 
-REVIEW_SCOPES = (Scope.PLAN, Scope.STAGE, Scope.TIER, Scope.ENGINE)
+REVIEW_SCOPES = (RuleScope.PLAN, RuleScope.STAGE, RuleScope.TIER, RuleScope.ENGINE)
 # The plan stages a rule of each stage runs on: a serving stage prefills and decodes.
 RUNS_ON = {
     Stage.BOTH: frozenset(Stage),
@@ -57,7 +57,7 @@ def judge(rules: Sequence[Rule] | None, scopes: Sequence[ScopeFacts]) -> tuple[R
             if rule.scope is not sc.scope or sc.stage not in RUNS_ON[rule.stage]:
                 continue
             outcome = evaluate_rule(rule, sc.facts, sc.unavailable)
-            stage = rule.stage if sc.scope is Scope.PLAN else sc.stage
+            stage = rule.stage if sc.scope is RuleScope.PLAN else sc.stage
             if isinstance(outcome, Firing):
                 out.append(
                     ReviewCheck(

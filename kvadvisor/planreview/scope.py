@@ -8,7 +8,7 @@ from typing import Any
 
 from kvadvisor.facts.registry import fact
 from kvadvisor.plan.model import StagePlan
-from kvadvisor.rules.model import FactValue, Scope
+from kvadvisor.rules.model import FactValue, RuleScope
 from kvadvisor.vocab import Stage
 
 
@@ -20,7 +20,7 @@ class ScopeFacts:
     the engine (empty for plan and stage), as the review's checks do.
     """
 
-    scope: Scope
+    scope: RuleScope
     stage: Stage
     subject: str
     facts: dict[str, FactValue]
@@ -42,7 +42,7 @@ class FactSet:
         elif why:
             self.why[name] = why
 
-    def scope(self, scope: Scope, stage: Stage, subject: str, *outer: FactSet) -> ScopeFacts:
+    def scope(self, scope: RuleScope, stage: Stage, subject: str, *outer: FactSet) -> ScopeFacts:
         """These facts with those of the ``outer`` scopes, as one evaluation sees them."""
         facts: dict[str, FactValue] = {}
         why: dict[str, str] = {}
@@ -57,12 +57,12 @@ def all_scopes(
     stages: Iterable[tuple[StagePlan, FactSet, list[tuple[str, FactSet]], list[FactSet]]],
 ) -> list[ScopeFacts]:
     """Every evaluation's facts: the plan, then per stage its own, its engines', its tiers'."""
-    out = [plan_f.scope(Scope.PLAN, Stage.BOTH, "")]
+    out = [plan_f.scope(RuleScope.PLAN, Stage.BOTH, "")]
     for stage, sf, engines, tiers in stages:
         st = Stage(stage.stage)
-        out.append(sf.scope(Scope.STAGE, st, "", plan_f))
+        out.append(sf.scope(RuleScope.STAGE, st, "", plan_f))
         for tf in tiers:
-            out.append(tf.scope(Scope.TIER, st, str(tf.values["tier_name"].value), plan_f, sf))
+            out.append(tf.scope(RuleScope.TIER, st, str(tf.values["tier_name"].value), plan_f, sf))
         for name, ef in engines:
-            out.append(ef.scope(Scope.ENGINE, st, name, plan_f, sf))
+            out.append(ef.scope(RuleScope.ENGINE, st, name, plan_f, sf))
     return out

@@ -23,7 +23,7 @@ SEVERITY_RANK = {s: len(Severity) - 1 - s.rank for s in Severity}
 
 
 @dataclass(frozen=True)
-class StageVerdict:
+class StageSummary:
     """One stage's recommended configuration as (label, formatted value) pairs."""
 
     stage: Stage
@@ -127,17 +127,17 @@ def stage_notes(rec: StageRecommendation) -> tuple[str, ...]:
     return tuple(derivation) + tuple(rec.notes)
 
 
-def verdicts(report: AdviceReport) -> tuple[StageVerdict, ...]:
+def verdicts(report: AdviceReport) -> tuple[StageSummary, ...]:
     """The verdict per stage, prefill first (empty when there is no recommendation)."""
     rec = report.recommendation
     if rec is None or (rec.verdict is not None and nothing_recommended(rec.verdict)):
         return ()  # nothing recommended: the headline says why, the deployments what is closest
     return tuple(
-        StageVerdict(stage, stage_items(report.recommendation.stage(stage))) for stage in STAGES
+        StageSummary(stage, stage_items(report.recommendation.stage(stage))) for stage in STAGES
     )
 
 
-def verdict_table(verdicts: Sequence[StageVerdict]) -> tuple[list[str], list[list[str]]]:
+def verdict_table(verdicts: Sequence[StageSummary]) -> tuple[list[str], list[list[str]]]:
     """The stages side by side: headers ("", stage...) and one row per label any stage has."""
     names: list[str] = []
     for v in verdicts:

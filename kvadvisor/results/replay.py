@@ -44,7 +44,7 @@ class Percentiles:
 
 
 @dataclass(frozen=True)
-class Rate:
+class WindowRate:
     """A per-window rate (per second) over the replay: mean, 99th percentile, peak window."""
 
     mean: float
@@ -67,7 +67,7 @@ class RequestStats:
 
 
 @dataclass(frozen=True)
-class StageSplit:
+class ReplayStageSplit:
     """GPU time per stage (GPU-seconds: replica-seconds x GPUs per replica), closed loop."""
 
     prefill_gpu_s: float
@@ -99,7 +99,7 @@ class StageSummary:
 
 
 @dataclass(frozen=True)
-class TierDemand:
+class ReplayTierDemand:
     """One tier's demand per device (a replica's, an instance's or the pool's unit)."""
 
     name: str
@@ -111,14 +111,14 @@ class TierDemand:
     read_capability_bytes_per_s: float
     write_capability_bytes_per_s: float
     hit_ratio: float | None  # prompt tokens this tier served / prompt tokens
-    read_bytes_per_s: Rate  # delivered by the device
-    write_bytes_per_s: Rate  # drained to the device
-    read_demand_bytes_per_s: Rate  # asked for: loads started, their bytes in the window
-    write_demand_bytes_per_s: Rate  # offered: bytes the GPUs handed to the write buffer
-    read_iops: Rate
-    read_utilization: Rate
-    write_utilization: Rate
-    utilization: Rate  # the busier direction, window by window
+    read_bytes_per_s: WindowRate  # delivered by the device
+    write_bytes_per_s: WindowRate  # drained to the device
+    read_demand_bytes_per_s: WindowRate  # asked for: loads started, their bytes in the window
+    write_demand_bytes_per_s: WindowRate  # offered: bytes the GPUs handed to the write buffer
+    read_iops: WindowRate
+    read_utilization: WindowRate
+    write_utilization: WindowRate
+    utilization: WindowRate  # the busier direction, window by window
 
 
 @dataclass(frozen=True)
@@ -127,8 +127,8 @@ class LinkDemand:
 
     links: int
     capability_bytes_per_s: float
-    bytes_per_s: Rate
-    utilization: Rate
+    bytes_per_s: WindowRate
+    utilization: WindowRate
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class Counts:
 
 
 @dataclass(frozen=True)
-class Slo:
+class SloAttainment:
     """SLO targets in seconds (``ttft_p90_s`` ...), the share meeting each, percentile met.
 
     A request that never finished misses every target.
@@ -170,7 +170,7 @@ class Overload:
 
 
 @dataclass(frozen=True)
-class Series:
+class ReplaySeries:
     """One chart line: x and y of equal length (x in seconds, or the quantity for a CDF)."""
 
     kind: ReplaySeriesKey
@@ -196,22 +196,22 @@ class ReplayResult:
     deployment: DeploymentSummary
     stages: tuple[StageSummary, ...]
     requests: RequestStats
-    stage_split: StageSplit
+    stage_split: ReplayStageSplit
     hit_ratio: float | None  # prompt tokens served from any cache level / prompt tokens
-    tiers: tuple[TierDemand, ...]
+    tiers: tuple[ReplayTierDemand, ...]
     link: LinkDemand | None
     counts: Counts
-    slo: Slo
+    slo: SloAttainment
     overload: Overload
     window_s: float
     drain_cap_s: float
     span_s: float
-    series: tuple[Series, ...] = ()
+    series: tuple[ReplaySeries, ...] = ()
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (enums as their values)."""
-        return plain(self)
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self)}
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
-class Deployment:
+class ModelDeployment:
     """Where the model runs in the performance model; ``*_assumed`` marks defaults not chosen."""
 
     gpu: str
@@ -83,7 +83,7 @@ class ModelSummary:
     sliding_window_layers: int = 0
     total_params: float | None = None
     active_params: float | None = None
-    deployment: Deployment | None = None
+    deployment: ModelDeployment | None = None
     memory: MemorySummary | None = None
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ from kvadvisor.rules.model import (
     Firing,
     Quiet,
     Rule,
-    Scope,
+    RuleScope,
     Severity,
     Stage,
 )
@@ -22,7 +22,7 @@ __all__ = [
     "Firing",
     "Quiet",
     "Rule",
-    "Scope",
+    "RuleScope",
     "Severity",
     "Stage",
     "builtin_rules_dir",

@@ -20,6 +20,7 @@ from typing import Any
 
 from kvadvisor.checker import Checker, Field, choice_problem, did_you_mean, with_hint
 from kvadvisor.errors import RuleError, RuleReferenceError, RuleSyntaxError
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.rules.model import (
     VISIBLE,
     AllOf,
@@ -33,12 +34,12 @@ from kvadvisor.rules.model import (
     Recommend,
     Rule,
     RuleDocs,
-    Scope,
+    RuleScope,
     Severity,
     Stage,
 )
 from kvadvisor.units import plural
-from kvadvisor.yamlio import load_yaml_lines
+from kvadvisor.io.yamlio import load_yaml_lines
 
 CODE_RE = re.compile(r"^[A-Z]{2}[0-9]{2}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
@@ -68,7 +69,7 @@ RULE_FIELDS = {
     "message": Field("text", required=True),
     "recommend": Field("any"),
     "docs": Field("mapping", required=True, fields=DOCS_FIELDS),
-    "scope": Field("text", choices=tuple(s.value for s in Scope)),
+    "scope": Field("text", choices=tuple(s.value for s in RuleScope)),
     "applies": Field("any"),
     "escalate": Field("any"),
     "passed": Field("text"),
@@ -121,7 +122,7 @@ class _RuleReader:
 
     c: Checker
     facts: Mapping[str, FactSpec]
-    scope: Scope = Scope.WORKLOAD
+    scope: RuleScope = RuleScope.WORKLOAD
 
     def known(self, where: str, name: str) -> bool:
         """Whether ``name`` is a registered fact this rule's scope may read (else say why)."""
@@ -362,7 +363,7 @@ class _RuleReader:
             )
             return None
         d = self.c.record("", data, RULE_FIELDS)
-        self.scope = Scope(d.get("scope", Scope.WORKLOAD.value))
+        self.scope = RuleScope(d.get("scope", RuleScope.WORKLOAD.value))
         code, name, groups = self.identity(d)
         severity = Severity(d.get("severity", Severity.INFO.value))
         stage = next((s for s in RULE_STAGES if s.value == d.get("stage")), Stage.BOTH)
@@ -480,7 +481,7 @@ def parse_rule(
 ) -> Rule:
     """Check one parsed rule document; raise one error naming the file and every problem.
 
-    ``lines``: the line of each key path (kvadvisor.yamlio.load_yaml_lines), for the messages.
+    ``lines``: the line of each key path (kvadvisor.io.yamlio.load_yaml_lines), for the messages.
     """
     reader = _RuleReader(Checker(path, lines), facts)
     rule = reader.rule(data)

@@ -10,7 +10,7 @@ from kvadvisor.units import Unit
 from kvadvisor.vocab import Severity, Stage
 
 
-class Scope(str, Enum):
+class RuleScope(str, Enum):
     """What one evaluation of a rule speaks about, and so which facts it may read.
 
     ``analyze`` evaluates the workload rules once, over the trace's measurements and the
@@ -32,12 +32,12 @@ class Scope(str, Enum):
 
 
 # The fact scopes a rule of each scope may read (its own and the ones around it).
-VISIBLE: dict[Scope, frozenset[Scope]] = {
-    Scope.WORKLOAD: frozenset({Scope.WORKLOAD}),
-    Scope.PLAN: frozenset({Scope.PLAN}),
-    Scope.STAGE: frozenset({Scope.PLAN, Scope.STAGE}),
-    Scope.TIER: frozenset({Scope.PLAN, Scope.STAGE, Scope.TIER}),
-    Scope.ENGINE: frozenset({Scope.PLAN, Scope.STAGE, Scope.ENGINE}),
+VISIBLE: dict[RuleScope, frozenset[RuleScope]] = {
+    RuleScope.WORKLOAD: frozenset({RuleScope.WORKLOAD}),
+    RuleScope.PLAN: frozenset({RuleScope.PLAN}),
+    RuleScope.STAGE: frozenset({RuleScope.PLAN, RuleScope.STAGE}),
+    RuleScope.TIER: frozenset({RuleScope.PLAN, RuleScope.STAGE, RuleScope.TIER}),
+    RuleScope.ENGINE: frozenset({RuleScope.PLAN, RuleScope.STAGE, RuleScope.ENGINE}),
 }
 
 
@@ -84,7 +84,7 @@ class FactSpec:
     unit: Unit
     description: str
     source: str = ""  # which part of the analysis produces it (for docs/facts.md)
-    scope: Scope = Scope.WORKLOAD
+    scope: RuleScope = RuleScope.WORKLOAD
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ class Rule:
     docs: RuleDocs
     recommend: Recommend | None = None
     path: str = ""
-    scope: Scope = Scope.WORKLOAD
+    scope: RuleScope = RuleScope.WORKLOAD
     applies: Condition | None = None
     escalate: tuple[Escalation, ...] = ()
     passed: str = ""

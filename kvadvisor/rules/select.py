@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from kvadvisor.checker import did_you_mean, with_hint
 from kvadvisor.errors import RuleError
-from kvadvisor.rules.model import Rule, Scope
+from kvadvisor.rules.model import Rule, RuleScope
 
 
 def split_selectors(values: Iterable[str] | None) -> list[str]:
@@ -61,4 +61,4 @@ def select_rules(
 
 def workload_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:
     """The rules `analyze` evaluates: the workload scope (the review runs the others)."""
-    return tuple(r for r in rules if r.scope is Scope.WORKLOAD)
+    return tuple(r for r in rules if r.scope is RuleScope.WORKLOAD)

@@ -12,7 +12,7 @@ from kvadvisor.cache.measure import EXTRAS_MAX_ACCESSES, PrefixMeasurements
 from kvadvisor.cache.reuse import ReuseTimes
 from kvadvisor.cache.routing import RoutingComparison
 from kvadvisor.cache.sharing import PrefixSharing, ReuseSplit, SharedPrefix
-from kvadvisor.cache.tiers import TierSpec, split_tiers
+from kvadvisor.cache.tiers import CacheTierSpec, split_tiers
 from kvadvisor.results.report import (
     BlockSizePoint,
     CacheReuse,
@@ -81,7 +81,7 @@ def _curve_series(result: PrefixCacheResult) -> tuple[Series, ...]:
 
 
 def _tiers(
-    result: PrefixCacheResult, tiers: Sequence[TierSpec], kv_bytes_per_token: int | None
+    result: PrefixCacheResult, tiers: Sequence[CacheTierSpec], kv_bytes_per_token: int | None
 ) -> CacheTiers:
     b = split_tiers(result, tiers)
     return CacheTiers(
@@ -182,7 +182,7 @@ def result_section(
     result: PrefixCacheResult,
     *,
     warmup_fraction: float,
-    tiers: Sequence[TierSpec] = (),
+    tiers: Sequence[CacheTierSpec] = (),
     kv_bytes_per_token: int | None = None,
     note: str | None = None,
 ) -> PrefixCache:
@@ -220,7 +220,7 @@ def prefix_cache_section(
     measured: PrefixMeasurements | None,
     *,
     warmup_fraction: float = 0.5,
-    tiers: Sequence[TierSpec] = (),
+    tiers: Sequence[CacheTierSpec] = (),
     kv_bytes_per_token: int | None = None,
 ) -> PrefixCache:
     """The report's prefix-cache section from the trace's measurements.

@@ -47,12 +47,12 @@ from kvadvisor.perfmodel.silicon import silicon_step_table
 from kvadvisor.results.common import IoRate
 from kvadvisor.results.report import (
     CalibrationSummary,
-    Deployment,
     FitErrorSummary,
     IoDemand,
     IoPattern,
     LoadVsRecompute,
     MemorySummary,
+    ModelDeployment,
     ModelSummary,
     StageSplit,
 )
@@ -533,7 +533,7 @@ def _model_section(
             "the decode KV working set at peak exceeds the GPU memory left for "
             "KV: an engine would queue or preempt requests (not modelled)"
         )
-    deployment = Deployment(
+    deployment = ModelDeployment(
         gpu=pm.gpu.name,
         gpu_display_name=pm.gpu.display_name,
         gpu_assumed=options.gpu is None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -93,7 +94,7 @@ class SynthShape:
         for name, value in vars(self).items():
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"synth: {_OPTIONS.get(name, name)} must be a finite number")
-        checks = [
+        checks: list[tuple[Callable[[], bool], str]] = [
             (
                 # 0 wrote a trace every other command refuses ("no requests in the file").
                 lambda: 1 <= self.requests <= MAX_REQUESTS,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import output_stream
+from kvadvisor.io.fileio import output_stream
 from kvadvisor.synth.generate import DEFAULT_CHUNK_ROWS, SynthGenerator, synth_schema
 from kvadvisor.synth.model import SynthShape
 from kvadvisor.trace.writers import canonical_metadata

@@ -99,11 +99,6 @@ def base_suffix(name: str) -> str:
     return lowered[dot:] if dot > slash else ""
 
 
-def is_binary(head: bytes) -> bool:
-    """True when the bytes cannot be text (a NUL byte, or not UTF-8)."""
-    return text_problem(head) is not None
-
-
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 

@@ -262,7 +262,7 @@ def _nesting_kernel(buf, limit, state):  # pragma: no cover - compiled
 def too_deep(chunks: Iterable[np.ndarray | bytes], limit: int) -> int | None:
     """Byte offset of the first bracket nested deeper than ``limit`` in the chunks, or None.
 
-    The compiled counterpart of ``kvadvisor.jsonio.too_deep`` for large files (one pass at
+    The compiled counterpart of ``kvadvisor.io.jsonio.too_deep`` for large files (one pass at
     memory speed instead of several numpy passes), checked against the same reference.
     """
     state = np.zeros(3, dtype=np.int64)

@@ -54,6 +54,10 @@ class ColumnSource:
     unit: str = "s"
 
 
+# A column map as the readers take it: canonical name -> source, or `--map` strings.
+ColumnMap = Mapping[str, ColumnSource] | Sequence[str] | None
+
+
 def parse_column_map(items: Sequence[str] | None) -> dict[str, ColumnSource]:
     """Parse ``--map canonical=source[:unit]`` items (unit: s, ms, us, ns for time columns)."""
     mapping: dict[str, ColumnSource] = {}

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from kvadvisor.errors import ConfigError, TraceFormatError, TraceNotFoundError
-from kvadvisor.fileio import URI_SCHEMES, is_uri
+from kvadvisor.io.fileio import URI_SCHEMES, is_uri
 from kvadvisor.trace.readers import one_line
 
 # Query keys a URI may carry: where the service is, never who the caller is (pyarrow reads

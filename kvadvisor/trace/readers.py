@@ -29,8 +29,8 @@ from kvadvisor.errors import (
     TraceProblem,
     TraceSchemaError,
 )
-from kvadvisor.fileio import check_input
-from kvadvisor.jsonio import MAX_JSON_DEPTH, SCAN_CHUNK_BYTES, NestingScan
+from kvadvisor.io.fileio import check_input
+from kvadvisor.io.jsonio import MAX_JSON_DEPTH, SCAN_CHUNK_BYTES, NestingScan
 from kvadvisor.trace import formats
 from kvadvisor.trace.detect import (
     PARQUET_MAGIC,

@@ -21,7 +21,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.fileio import output_stream
+from kvadvisor.io.fileio import output_stream
 from kvadvisor.trace.model import (
     META_ARRIVALS_MEASURED,
     META_BLOCK_TOKENS,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from kvadvisor.errors import ConfigError
 from kvadvisor.units import Unit, format_value
@@ -179,7 +180,11 @@ def render_gate(report: GateReport, baseline: VerifyReport, candidate: VerifyRep
 
 
 def gate_json(
-    report: GateReport, baseline: dict, candidate: dict, generated_at: str, version: str
+    report: GateReport,
+    baseline: dict[str, Any],
+    candidate: dict[str, Any],
+    generated_at: str,
+    version: str,
 ) -> str:
     """The comparison as JSON: the verdicts and both runs' judged reports (keys sorted)."""
     doc = {

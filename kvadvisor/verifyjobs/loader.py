@@ -13,14 +13,14 @@ from typing import Any
 
 from kvadvisor.catalog.storage import STORAGE_FILE
 from kvadvisor.errors import CatalogError
-from kvadvisor.fileio import check_input
+from kvadvisor.io.fileio import check_input
+from kvadvisor.io.yamlio import load_yaml
 from kvadvisor.trace import TraceFormat, read_trace
 from kvadvisor.trace.model import Trace
 from kvadvisor.units.format import count
 from kvadvisor.verifyjobs.fio import fio_jobs
 from kvadvisor.verifyjobs.model import MANIFEST_NAME, RESULTS_DIR, VerifyError, VerifyFolder
 from kvadvisor.verifyjobs.results import DESCRIPTION, check_manifest
-from kvadvisor.yamlio import load_yaml
 
 BENCH_FORMATS = {"vllm": TraceFormat.VLLM, "sglang": TraceFormat.SGLANG}
 MAX_JSON_BYTES = 256 * 1024 * 1024  # a fio JSON of a few jobs is kilobytes; refuse the absurd

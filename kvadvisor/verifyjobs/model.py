@@ -17,8 +17,6 @@ MANIFEST_NAME = "verify.json"
 RESULTS_DIR = "results"
 
 DIRECTIONS = ("read", "write")
-# fio phases, in the order a job file runs them (each one stonewalled group, one JSON entry).
-PHASES = ("max-write", "max-read", "p99", "peak", "burst")
 
 
 class VerifyError(KvAdvisorError):

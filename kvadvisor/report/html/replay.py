@@ -16,10 +16,10 @@ from kvadvisor.report.charts import HALF_FIG_SIZE_IN, ChartSpec, Line, render_sv
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.replay import (
     Percentiles,
-    Rate,
     ReplayReport,
     ReplayResult,
     ReplaySeriesKey,
+    WindowRate,
 )
 from kvadvisor.vocab import Stage
 
@@ -60,12 +60,12 @@ class ReplayView:
     notes: tuple[str, ...]
 
 
-def _rate(rate: Rate, show: object = fmt.bandwidth) -> str:
+def _rate(rate: WindowRate, show: object = fmt.bandwidth) -> str:
     f = show if callable(show) else fmt.bandwidth
     return f"{f(rate.mean)} · {f(rate.p99)} · {f(rate.peak)}"
 
 
-def _pct_rate(rate: Rate) -> str:
+def _pct_rate(rate: WindowRate) -> str:
     return f"{fmt.percent(rate.mean)} · {fmt.percent(rate.p99)} · {fmt.percent(rate.peak)}"
 
 

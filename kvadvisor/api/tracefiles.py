@@ -7,21 +7,18 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from kvadvisor.errors import ConfigError, KvAdvisorWarning
-from kvadvisor.synth import ArrivalProcess, SynthShape, SynthWriteResult, write_synth_parquet
+from kvadvisor.io.fileio import is_uri
+from kvadvisor.synth import SynthShape, SynthWriteResult, write_synth_parquet
 from kvadvisor.trace import TraceFormat, read_trace_path
 from kvadvisor.trace.describe import TraceDescription, describe_trace
-from kvadvisor.trace.formats import ColumnSource
-from kvadvisor.trace.location import is_uri
+from kvadvisor.trace.formats import ColumnMap
 from kvadvisor.trace.readers import detect_format
 from kvadvisor.trace.writers import FORMATS, format_for, not_carried, write_trace
 
 PathLike = str | os.PathLike[str]
-ColumnMap = Mapping[str, ColumnSource] | Sequence[str] | None
 
 
 def convert(
@@ -42,6 +39,7 @@ def convert(
     ``--block-tokens`` a CSV, or a Mooncake file of other than 512-token blocks, is read
     with). ``trace`` may be a directory of canonical parquet files; they become one file.
     """
+    trace, output = os.fspath(trace), os.fspath(output)
     fmt = to or format_for(output) or "parquet"
     if fmt not in FORMATS:
         raise ConfigError(f"--to {fmt!r}: convert writes {', '.join(FORMATS)}")
@@ -79,6 +77,7 @@ def describe(
     ``trace`` may be a directory of canonical parquet files or an object-store URI of them, as
     `analyze` takes.
     """
+    trace = os.fspath(trace)
     read = read_trace_path(trace, trace_format, column_map=column_map, block_tokens=block_tokens)
     canonical = is_uri(trace) or Path(trace).is_dir()
     return describe_trace(
@@ -87,18 +86,11 @@ def describe(
 
 
 def synthesize(
-    output: PathLike,
-    shape: SynthShape | None = None,
-    *,
-    chunk_rows: int = 1 << 20,
-    **shape_fields: Any,
+    output: PathLike, shape: SynthShape | None = None, *, chunk_rows: int = 1 << 20
 ) -> SynthWriteResult:
     """Write a deterministic synthetic trace to parquet, a chunk of rows at a time.
 
-    The shape is ``shape``, or :class:`SynthShape`'s fields given by name (``arrival`` as
-    "poisson" or "bursty").
+    ``shape``: a :class:`SynthShape` (None: its defaults), e.g.
+    ``SynthShape(requests=10_000, rate_per_s=50.0)``.
     """
-    if "arrival" in shape_fields:
-        shape_fields["arrival"] = ArrivalProcess(shape_fields["arrival"])
-    shape = SynthShape(**shape_fields) if shape is None else shape
-    return write_synth_parquet(shape, output, chunk_rows)
+    return write_synth_parquet(shape or SynthShape(), os.fspath(output), chunk_rows)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from kvadvisor.errors import KvAdvisorError
-from kvadvisor.fileio import check_input
+from kvadvisor.io.fileio import check_input
 from kvadvisor.termtext import has_control
 from kvadvisor.units.format import count
 

@@ -108,7 +108,7 @@ class Progress:
         spinner = Spinner("line")
         progress = self
 
-        class Line:
+        class StatusLine:
             def __rich__(self) -> Text:
                 with progress._lock:
                     label = progress._label
@@ -126,7 +126,7 @@ class Progress:
             file=self.stream, force_terminal=True, highlight=False, markup=False, emoji=False
         )
         return Live(
-            Line(),
+            StatusLine(),
             console=console,
             transient=True,
             refresh_per_second=1 / REDRAW_S,

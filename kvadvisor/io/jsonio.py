@@ -231,17 +231,3 @@ def load_file(
     except OSError as exc:
         raise error(f"{path}: cannot be read ({exc.strerror or exc})") from None
     return loads(data, str(path), error, allow_nan=allow_nan)
-
-
-def finite_numbers(value: Any) -> bool:
-    """True when every float in the parsed JSON ``value`` is finite (for allow_nan inputs)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return False
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True

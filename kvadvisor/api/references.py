@@ -9,7 +9,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kvadvisor.advice.inputs import load_advisor_inputs, load_rule_set, rule_dir_problems
 from kvadvisor.catalog.checkfile import FileCheck, check_catalog_file
@@ -23,6 +22,7 @@ from kvadvisor.rules import Rule, builtin_rules_dir
 from kvadvisor.units import plural
 
 PathLike = str | os.PathLike[str]
+CatalogEntry = InstanceSpec | StorageSpec | GpuSpec | ModelSpec
 
 
 def _strs(paths: Sequence[PathLike]) -> tuple[str, ...]:
@@ -67,12 +67,12 @@ class Catalogs:
     gpus: Mapping[str, GpuSpec]
     models: Mapping[str, ModelSpec]
 
-    def find(self, name: str) -> InstanceSpec | StorageSpec | GpuSpec | ModelSpec:
+    def find(self, name: str) -> CatalogEntry:
         """The entry of any catalog named ``name`` (or one of its aliases, in any case).
 
         Instances are looked up first; a typo is answered with the closest names of any catalog.
         """
-        entries: dict[str, Any] = dict(self.instances)
+        entries: dict[str, CatalogEntry] = dict(self.instances)
         for more in (self.storage, self.gpus, self.models):
             entries.update((k, v) for k, v in more.items() if k not in entries)
         return find_named(entries, name, "catalog entry")
