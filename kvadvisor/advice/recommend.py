@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -239,62 +240,20 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     providers = _providers(inputs)
     slo = inputs.slo
     model = inputs.model
-    if view.requests == 0:
-        return abstain_all(providers, slo, "the trace has no requests", ("requests",))
-    if not view.arrivals_measured:
-        return abstain_all(
-            providers,
-            slo,
-            "the trace has no arrival times (benchmark results without start times): the "
-            "load is unknown, so no instance count, bandwidth or tier can be sized from it; "
-            "give a trace with arrival times (a request log, or a benchmark run with "
-            "--save-detailed start times)",
-            ("arrival times",),
-        )
-    if model is None:
-        return abstain_all(
-            providers,
-            slo,
-            "the model is not in the catalog: the replay needs its shape (give --model with a "
-            "catalog name)",
-            ("a catalog model",),
-        )
+    refused = _refusal(view, model)
+    if refused is not None:
+        why, missing = refused
+        return abstain_all(providers, slo, why, missing)
+    assert model is not None
     n = view.requests
     size = min(n, max(1, inputs.sample_requests))
     start, stop = busiest_window(view.arrival_s, size)
     catalogs = PlanCatalogs(inputs.storage, inputs.instances, inputs.perf)
-    doc_args = dict(
-        model=model.name,
-        kv_dtype=inputs.kv_dtype,
-        weight_dtype=inputs.weight_dtype,
-        chunk_tokens=inputs.chunk_tokens,
-        engine=inputs.engine,
-        attention=model.attention,
-        # The last part of the path (of a directory or URI given with its trailing slash too).
-        name="kvadvisor-" + view.path.rstrip("/").rsplit("/", 1)[-1].split(".")[0],
-        description=f"The deployment kvadvisor recommends for {view.path}",
-    )
+    doc_args = _doc_args(view, inputs, model)
     sample_arrays = view.rows(start, stop)
     replayer = Replayer(sample_arrays, slo.targets, doc_args, catalogs, headroom=inputs.headroom)
     work = _work(replayer)
-    total = view.input_tokens.astype(np.int64) + view.output_tokens.astype(np.int64)
-    spec = SearchSpec(
-        model=model,
-        kv_dtype=inputs.kv_dtype,
-        weight_dtype=inputs.weight_dtype,
-        instances=inputs.instances,
-        storage=inputs.storage,
-        targets=slo.targets,
-        longest_tokens=int(total.max()),
-        longest_prompt_tokens=int(view.input_tokens.max()),
-        has_hashes=view.has_hashes and sample_arrays.has_hashes,
-        reuse_bytes=inputs.reuse_bytes,
-        pinned=inputs.pinned,
-        forced_storage=inputs.forced_storage,
-        perf=inputs.perf,
-        gpu=inputs.gpu,
-        tp=inputs.tp,
-    )
+    spec = _search_spec(view, inputs, model, sample_arrays)
     hits = None
     if spec.has_hashes:
         rows = np.arange(sample_arrays.requests, dtype=np.int64)
@@ -339,18 +298,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         verdicts.append(
             _verdict(p, f, final, whole, errors, size < n, forced, picked, margin, stressable)
         )
-    sample = Sample(
-        requests=size,
-        trace_requests=n,
-        start_s=float(view.arrival_s[start] - view.arrival_s[0]),
-        span_s=float(view.arrival_s[stop - 1] - view.arrival_s[start]),
-        how=(
-            "the whole trace"
-            if size == n
-            else f"the busiest window of {count(size)} consecutive requests (rows {count(start)} "
-            f"to {count(stop - 1)}), starting from empty caches"
-        ),
-    )
+    sample = _sample(view, size, start, stop)
     primary, why = _primary(verdicts, inputs.providers, inputs.price_kind)
     if primary in picked:
         # What each tier of the chosen fleet is worth: the primary verdict's only (each tier
@@ -369,19 +317,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     chosen_primary = any(v.chosen and v.provider == primary for v in verdicts)
     closest = None if chosen_primary else _closest_provider(verdicts, slo.targets)
     if primary is not None and primary in errors and size < n:
-        sample = Sample(
-            sample.requests,
-            sample.trace_requests,
-            sample.start_s,
-            sample.span_s,
-            sample.how,
-            errors[primary],
-            "the chosen deployment replayed on the whole trace"
-            if whole
-            else f"the chosen deployment replayed on another window of "
-            f"{format_value(size, Unit.REQUESTS)} (rows {count(check_rows[0])} to "
-            f"{count(check_rows[1] - 1)})",
-        )
+        sample = _checked_sample(sample, errors[primary], whole, size, check_rows)
     missing = () if view.has_hashes else ("block hashes",)
     notes = ()
     if not view.has_hashes:
@@ -401,6 +337,106 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         missing=missing,
         notes=notes,
         closest=closest,
+    )
+
+
+def _refusal(view: TraceView, model: ModelSpec | None) -> tuple[str, tuple[str, ...]] | None:
+    """Why no verdict can be sized for this trace, and what it lacks (None: it can be)."""
+    if view.requests == 0:
+        return "the trace has no requests", ("requests",)
+    if not view.arrivals_measured:
+        return (
+            "the trace has no arrival times (benchmark results without start times): the "
+            "load is unknown, so no instance count, bandwidth or tier can be sized from it; "
+            "give a trace with arrival times (a request log, or a benchmark run with "
+            "--save-detailed start times)",
+            ("arrival times",),
+        )
+    if model is None:
+        return (
+            "the model is not in the catalog: the replay needs its shape (give --model with a "
+            "catalog name)",
+            ("a catalog model",),
+        )
+    return None
+
+
+def _doc_args(view: TraceView, inputs: RecommendInputs, model: ModelSpec) -> dict[str, Any]:
+    """What every plan document the replays write shares: model, dtypes, engine and name."""
+    return dict(
+        model=model.name,
+        kv_dtype=inputs.kv_dtype,
+        weight_dtype=inputs.weight_dtype,
+        chunk_tokens=inputs.chunk_tokens,
+        engine=inputs.engine,
+        attention=model.attention,
+        # The last part of the path (of a directory or URI given with its trailing slash too).
+        name="kvadvisor-" + view.path.rstrip("/").rsplit("/", 1)[-1].split(".")[0],
+        description=f"The deployment kvadvisor recommends for {view.path}",
+    )
+
+
+def _search_spec(
+    view: TraceView, inputs: RecommendInputs, model: ModelSpec, sample_arrays: TraceArrays
+) -> SearchSpec:
+    """The search space and targets every provider's search shares (before pooled hits)."""
+    total = view.input_tokens.astype(np.int64) + view.output_tokens.astype(np.int64)
+    return SearchSpec(
+        model=model,
+        kv_dtype=inputs.kv_dtype,
+        weight_dtype=inputs.weight_dtype,
+        instances=inputs.instances,
+        storage=inputs.storage,
+        targets=inputs.slo.targets,
+        longest_tokens=int(total.max()),
+        longest_prompt_tokens=int(view.input_tokens.max()),
+        has_hashes=view.has_hashes and sample_arrays.has_hashes,
+        reuse_bytes=inputs.reuse_bytes,
+        pinned=inputs.pinned,
+        forced_storage=inputs.forced_storage,
+        perf=inputs.perf,
+        gpu=inputs.gpu,
+        tp=inputs.tp,
+    )
+
+
+def _sample(view: TraceView, size: int, start: int, stop: int) -> Sample:
+    """The rows the search replayed: the whole trace or its busiest window."""
+    n = view.requests
+    return Sample(
+        requests=size,
+        trace_requests=n,
+        start_s=float(view.arrival_s[start] - view.arrival_s[0]),
+        span_s=float(view.arrival_s[stop - 1] - view.arrival_s[start]),
+        how=(
+            "the whole trace"
+            if size == n
+            else f"the busiest window of {count(size)} consecutive requests (rows {count(start)} "
+            f"to {count(stop - 1)}), starting from empty caches"
+        ),
+    )
+
+
+def _checked_sample(
+    sample: Sample,
+    error: dict[str, float],
+    whole: bool,
+    size: int,
+    check_rows: tuple[int, int],
+) -> Sample:
+    """The sample with the error of its figures against the check replay, and what that was."""
+    return Sample(
+        sample.requests,
+        sample.trace_requests,
+        sample.start_s,
+        sample.span_s,
+        sample.how,
+        error,
+        "the chosen deployment replayed on the whole trace"
+        if whole
+        else f"the chosen deployment replayed on another window of "
+        f"{format_value(size, Unit.REQUESTS)} (rows {count(check_rows[0])} to "
+        f"{count(check_rows[1] - 1)})",
     )
 
 
@@ -494,70 +530,13 @@ def _verdict_found(
 
     Its chosen candidate goes into ``picked`` (by provider).
     """
-    if f.chosen is None and f.unconstrained:
-        return no_verdict(
-            f,
-            f"no deployment: {f.unconstrained}; drop or change {f.constraint} to search them",
-            VerdictStatus.ABSTAINED,
-        )
     if f.chosen is None:
-        if not f.tried and f.floor:
-            return no_verdict(
-                f,
-                "no deployment can meet the SLO: even alone on an idle replica, with every "
-                f"prefix hit already in GPU memory, the best reaches {f.floor}",
-                VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
-                _closest([f.floor_outcome] if f.floor_outcome else [], SAMPLE_BASIS),
-            )
-        if not f.tried:
-            return no_verdict(
-                f,
-                "the model fits no instance of this provider with room for the longest "
-                "request, so there is no verdict for its GPUs",
-                VerdictStatus.ABSTAINED,
-            )
-        return no_verdict(
-            f,
-            "no deployment replayed meets the SLO; the closest is priced with the targets it "
-            "meets (or give more instance types)",
-            VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
-            _closest([o for t in f.tried for o in t.outcomes], SAMPLE_BASIS),
-        )
+        return _no_pick(f)
     # Verify the cheapest on the check set; when it had to grow, the next configuration may
     # now be cheaper: verify it too (VERIFY_CONFIGS at most) and keep the cheaper.
-    verified: list[tuple[Outcome, Outcome]] = []
-    checked_misses: list[Outcome] = []
-    failed: dict[str, str] = {}
-    failed_labels: dict[str, str] = {}
-    notes: list[str] = []
-    for o in _contenders(f, forced)[:VERIFY_CONFIGS]:
-        if verified and outcome_key(o) >= outcome_key(
-            min(verified, key=lambda v: outcome_key(v[0]))[0]
-        ):
-            break
-        caps = capacity_tiers(o.candidate, forced)
-        checked = final.outcome(o.candidate, caps)
-        if whole and not checked.meets:
-            checked_misses.append(checked)
-            failed[repr(o.doc)] = checked.why_not()
-            failed_labels[repr(o.doc)] = o.candidate.label()
-            grown = _grow(final, checked, caps)
-            if grown is None:
-                continue
-            notes.append(
-                f"sized on the sample as {o.candidate.label()}; the whole trace needed "
-                f"{grown.candidate.label()} ({checked.why_not()} before)"
-            )
-            verified.append((grown, o))
-        else:
-            if not checked.meets:
-                notes.append(
-                    f"on another window of the trace {o.candidate.label()} {checked.why_not()}: "
-                    "the sample's error is stated with the verdict"
-                )
-            verified.append((checked, o))
-        if len(verified) == 1 and checked.meets and checked.doc == o.doc:
-            break  # met as sized: no other configuration can undercut it
+    checks = _check_contenders(f, final, whole, forced)
+    verified, checked_misses, notes = checks.verified, checks.misses, checks.notes
+    failed, failed_labels = checks.failed, checks.failed_labels
     if not verified:
         whole_misses = {failed_labels[doc]: why for doc, why in failed.items()}
         return no_verdict(
@@ -601,6 +580,89 @@ def _verdict_found(
         notes,
         failed,
     )
+
+
+def _no_pick(f: ProviderSearch) -> Verdict:
+    """Why the search picked nothing: constrained away, the SLO out of reach, or no fit."""
+    if f.unconstrained:
+        return no_verdict(
+            f,
+            f"no deployment: {f.unconstrained}; drop or change {f.constraint} to search them",
+            VerdictStatus.ABSTAINED,
+        )
+    if not f.tried and f.floor:
+        return no_verdict(
+            f,
+            "no deployment can meet the SLO: even alone on an idle replica, with every "
+            f"prefix hit already in GPU memory, the best reaches {f.floor}",
+            VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+            _closest([f.floor_outcome] if f.floor_outcome else [], SAMPLE_BASIS),
+        )
+    if not f.tried:
+        return no_verdict(
+            f,
+            "the model fits no instance of this provider with room for the longest "
+            "request, so there is no verdict for its GPUs",
+            VerdictStatus.ABSTAINED,
+        )
+    return no_verdict(
+        f,
+        "no deployment replayed meets the SLO; the closest is priced with the targets it "
+        "meets (or give more instance types)",
+        VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
+        _closest([o for t in f.tried for o in t.outcomes], SAMPLE_BASIS),
+    )
+
+
+@dataclass
+class _Checks:
+    """The contenders replayed on the check set, and what the verdict says of them.
+
+    ``verified``: (as checked, as sampled) pairs; ``misses``, ``failed`` and ``failed_labels``:
+    the contenders the whole trace failed, and why; ``notes``: for the verdict.
+    """
+
+    verified: list[tuple[Outcome, Outcome]] = field(default_factory=list)
+    misses: list[Outcome] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    failed_labels: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _check_contenders(f: ProviderSearch, final: Replayer, whole: bool, forced: bool) -> _Checks:
+    """Replay the cheapest contenders on the check set, growing any that miss the whole trace."""
+    out = _Checks()
+    verified, checked_misses, notes = out.verified, out.misses, out.notes
+    failed, failed_labels = out.failed, out.failed_labels
+    for o in _contenders(f, forced)[:VERIFY_CONFIGS]:
+        if verified and outcome_key(o) >= outcome_key(
+            min(verified, key=lambda v: outcome_key(v[0]))[0]
+        ):
+            break
+        caps = capacity_tiers(o.candidate, forced)
+        checked = final.outcome(o.candidate, caps)
+        if whole and not checked.meets:
+            checked_misses.append(checked)
+            failed[repr(o.doc)] = checked.why_not()
+            failed_labels[repr(o.doc)] = o.candidate.label()
+            grown = _grow(final, checked, caps)
+            if grown is None:
+                continue
+            notes.append(
+                f"sized on the sample as {o.candidate.label()}; the whole trace needed "
+                f"{grown.candidate.label()} ({checked.why_not()} before)"
+            )
+            verified.append((grown, o))
+        else:
+            if not checked.meets:
+                notes.append(
+                    f"on another window of the trace {o.candidate.label()} {checked.why_not()}: "
+                    "the sample's error is stated with the verdict"
+                )
+            verified.append((checked, o))
+        if len(verified) == 1 and checked.meets and checked.doc == o.doc:
+            break  # met as sized: no other configuration can undercut it
+    return out
 
 
 def _robust(v: Verdict, final: Replayer, picked: Picked, spec: SearchSpec) -> Verdict:

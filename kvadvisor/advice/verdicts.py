@@ -109,98 +109,15 @@ def _mechanisms(
 ) -> tuple[tuple[Mechanism, ...], str]:
     """The stage's KV mechanisms per node, and the storage statement."""
     out: list[Mechanism] = []
-    count = stage.count
     loads = stage.role in (Stage.SERVING, Stage.PREFILL)
     decodes = stage.role in (Stage.SERVING, Stage.DECODE)
     if loads:
-        if demands:
-            reads = [_per_node(_rate(d.read_bytes_per_s), d.scope, count) for d in demands]
-            total = Rate(
-                sum(r.mean for r in reads), sum(r.p99 for r in reads), sum(r.peak for r in reads)
-            )
-            out.append(
-                Mechanism(
-                    "prefix_loads",
-                    total,
-                    ", ".join(t.name for t in tiers),
-                    "prefix hits below the GPU pool, loaded before prefill (p99 and peak summed "
-                    "over the tiers, an upper bound)",
-                )
-            )
-            first = demands[0]
-            writes = _per_node(_rate(first.write_bytes_per_s), first.scope, count)
-            out.append(
-                Mechanism(
-                    "new_kv_writes",
-                    writes,
-                    ", ".join(t.name for t in tiers),
-                    "KV of prompt tokens that missed every cache, written through to each tier "
-                    "when prefill completes",
-                )
-            )
-        else:
-            out.append(
-                Mechanism(
-                    "prefix_loads",
-                    None,
-                    None,
-                    "none below the GPU pool: hits are served from GPU memory, misses recomputed",
-                )
-            )
-            out.append(
-                Mechanism(
-                    "new_kv_writes",
-                    None,
-                    None,
-                    "new KV stays in the GPU pool: no tier below it to write to",
-                )
-            )
+        out += _load_mechanisms(tiers, demands, stage.count)
     statement = ""
     if decodes:
         preempt = int(run.counters.get("preemptions", 0)) if run is not None else 0
         swaps = int(run.counters.get("swaps", 0)) if run is not None else 0
-        if stage.role == Stage.DECODE:
-            link = result.link
-            out.append(
-                Mechanism(
-                    "kv_transfer_in",
-                    None if link is None else _rate(link.bytes_per_s),
-                    "p-to-d link",
-                    "each prompt's KV arrives from a prefill node over the link: a network "
-                    "transfer to size, not a storage read",
-                )
-            )
-        out.append(
-            Mechanism(
-                "preemption_swaps",
-                None,
-                None,
-                f"preemption recomputes (vLLM's default): {plural(preempt, 'preemption')}, "
-                f"{plural(swaps, 'swap')} to host memory",
-            )
-        )
-        out.append(
-            Mechanism(
-                "decode_offload_reads",
-                None,
-                None,
-                "not configured: the running batch's KV is held in the GPU pool"
-                + (
-                    ""
-                    if preempt == 0
-                    else f" (it overflowed {plural(preempt, 'time')}, recomputed)"
-                ),
-            )
-        )
-        out.append(
-            Mechanism(
-                "decode_writeback",
-                None,
-                None,
-                "decode KV is not kept: the next turn's prefill looks up its prompt's blocks, "
-                "which the prefill nodes stored",
-            )
-        )
+        out += _decode_mechanisms(stage.role, preempt, swaps, result)
         if stage.role == Stage.DECODE:
             statement = (
                 "decode needs no storage I/O: the prompt's KV arrives over the P-to-D link, "
@@ -208,28 +125,128 @@ def _mechanisms(
                 "offload and no write-back; no storage is bought for it"
             )
     if loads:
-        if tiers:
-            statement = (
-                "the nodes that prefill hold the tiers: "
-                + "; ".join(
-                    f"{t.name} ({t.storage}) serves "
-                    + (
-                        "an unknown share"
-                        if t.hit_ratio is None
-                        else format_value(t.hit_ratio, Unit.RATIO)
-                    )
-                    + " of prompt tokens"
-                    for t in tiers
-                )
-                + (
-                    "; decode on the same nodes reads only the GPU pool"
-                    if stage.role == Stage.SERVING
-                    else ""
-                )
-            )
-        else:
-            statement = stage.tier_note or "no storage tier"
+        statement = _tier_statement(stage, tiers)
     return tuple(out), statement
+
+
+def _load_mechanisms(
+    tiers: Sequence[TierChoice], demands: Sequence[TierDemand], count: int
+) -> list[Mechanism]:
+    """Prefix loads from the tiers and new-KV writes to them, per node (none without a tier)."""
+    out: list[Mechanism] = []
+    if demands:
+        reads = [_per_node(_rate(d.read_bytes_per_s), d.scope, count) for d in demands]
+        total = Rate(
+            sum(r.mean for r in reads), sum(r.p99 for r in reads), sum(r.peak for r in reads)
+        )
+        out.append(
+            Mechanism(
+                "prefix_loads",
+                total,
+                ", ".join(t.name for t in tiers),
+                "prefix hits below the GPU pool, loaded before prefill (p99 and peak summed "
+                "over the tiers, an upper bound)",
+            )
+        )
+        first = demands[0]
+        writes = _per_node(_rate(first.write_bytes_per_s), first.scope, count)
+        out.append(
+            Mechanism(
+                "new_kv_writes",
+                writes,
+                ", ".join(t.name for t in tiers),
+                "KV of prompt tokens that missed every cache, written through to each tier "
+                "when prefill completes",
+            )
+        )
+    else:
+        out.append(
+            Mechanism(
+                "prefix_loads",
+                None,
+                None,
+                "none below the GPU pool: hits are served from GPU memory, misses recomputed",
+            )
+        )
+        out.append(
+            Mechanism(
+                "new_kv_writes",
+                None,
+                None,
+                "new KV stays in the GPU pool: no tier below it to write to",
+            )
+        )
+    return out
+
+
+def _decode_mechanisms(
+    role: Stage, preempt: int, swaps: int, result: ReplayResult
+) -> list[Mechanism]:
+    """The KV a decode node moves: the P-to-D transfer in, preemptions, offload, write-back."""
+    out: list[Mechanism] = []
+    if role == Stage.DECODE:
+        link = result.link
+        out.append(
+            Mechanism(
+                "kv_transfer_in",
+                None if link is None else _rate(link.bytes_per_s),
+                "p-to-d link",
+                "each prompt's KV arrives from a prefill node over the link: a network "
+                "transfer to size, not a storage read",
+            )
+        )
+    out.append(
+        Mechanism(
+            "preemption_swaps",
+            None,
+            None,
+            f"preemption recomputes (vLLM's default): {plural(preempt, 'preemption')}, "
+            f"{plural(swaps, 'swap')} to host memory",
+        )
+    )
+    out.append(
+        Mechanism(
+            "decode_offload_reads",
+            None,
+            None,
+            "not configured: the running batch's KV is held in the GPU pool"
+            + ("" if preempt == 0 else f" (it overflowed {plural(preempt, 'time')}, recomputed)"),
+        )
+    )
+    out.append(
+        Mechanism(
+            "decode_writeback",
+            None,
+            None,
+            "decode KV is not kept: the next turn's prefill looks up its prompt's blocks, "
+            "which the prefill nodes stored",
+        )
+    )
+    return out
+
+
+def _tier_statement(stage: StagePick, tiers: Sequence[TierChoice]) -> str:
+    """Which tiers the prefilling nodes hold and the share of prompt tokens each serves."""
+    if tiers:
+        return (
+            "the nodes that prefill hold the tiers: "
+            + "; ".join(
+                f"{t.name} ({t.storage}) serves "
+                + (
+                    "an unknown share"
+                    if t.hit_ratio is None
+                    else format_value(t.hit_ratio, Unit.RATIO)
+                )
+                + " of prompt tokens"
+                for t in tiers
+            )
+            + (
+                "; decode on the same nodes reads only the GPU pool"
+                if stage.role == Stage.SERVING
+                else ""
+            )
+        )
+    return stage.tier_note or "no storage tier"
 
 
 def stage_verdicts(

@@ -113,13 +113,50 @@ def measure_sharing(
     no renumbering is needed. Memory: 17 bytes per id, plus, with sessions, an 8-byte slot per
     1.25 accesses of requests that have one (the set of (session, block) pairs held).
     """
-    from kvadvisor.cache import sharingkernels as sk  # numba only when a curve is computed
-
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     if offsets[0]:
         offsets = offsets - offsets[0]
     ids = np.ascontiguousarray(ids)
     inp = np.ascontiguousarray(input_tokens, dtype=np.int64)
+    tree = _tree_pass(offsets, ids, inp, id_bound, block_tokens, warmup_requests, session)
+    if tree.bad_position:
+        return None, None, _problem("position", tree.bad_position)
+    if tree.bad_parent:
+        return None, None, _problem("preceding block", tree.bad_parent)
+    split = _reuse_split(tree, session, inp, warmup_requests)
+    nodes = _shared_nodes(offsets, ids, inp, block_tokens, tree)
+    # The per-id arrays were last needed to find the shared prefixes: free them before ranking.
+    del tree
+    return _ranked(nodes, top), split, None
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """The prefix tree read from each id's first access (per-id arrays) and the pass's totals."""
+
+    first_req: np.ndarray
+    depth: np.ndarray
+    parent: np.ndarray
+    counts: np.ndarray
+    flags: np.ndarray
+    totals: np.ndarray
+    codes: np.ndarray  # one session code a request (empty without sessions)
+    bad_position: int  # ids met at more than one position
+    bad_parent: int  # ids met after more than one preceding id
+
+
+def _tree_pass(
+    offsets: np.ndarray,
+    ids: np.ndarray,
+    inp: np.ndarray,
+    id_bound: int,
+    block_tokens: int,
+    warmup_requests: int,
+    session: np.ndarray | None,
+) -> _Tree:
+    """One compiled pass over every access: the tree, block counts and reuse by conversation."""
+    from kvadvisor.cache import sharingkernels as sk  # numba only when a curve is computed
+
     bound = max(int(id_bound), 1)
     first_req = np.full(bound, -1, np.int32)
     depth = np.zeros(bound, np.int32)
@@ -151,19 +188,34 @@ def measure_sharing(
         flags,
         totals,
     )
-    del table
-    if totals[sk.T_BAD_POSITION]:
-        return None, None, _problem("position", int(totals[sk.T_BAD_POSITION]))
-    if totals[sk.T_BAD_PARENT]:
-        return None, None, _problem("preceding block", int(totals[sk.T_BAD_PARENT]))
+    return _Tree(
+        first_req,
+        depth,
+        parent,
+        counts,
+        flags,
+        totals,
+        codes,
+        int(totals[sk.T_BAD_POSITION]),
+        int(totals[sk.T_BAD_PARENT]),
+    )
+
+
+def _reuse_split(
+    tree: _Tree, session: np.ndarray | None, inp: np.ndarray, warmup_requests: int
+) -> ReuseSplit:
+    """Prompt tokens reused within a conversation and across conversations."""
+    from kvadvisor.cache import sharingkernels as sk
+
+    totals = tree.totals
     if session is None:
         basis, conversations = "continuation", int(totals[sk.T_STARTS])
     else:
-        own = codes >= 0
+        own = tree.codes >= 0
         basis = "session"
-        conversations = int(np.unique(codes[own]).shape[0]) + int(np.count_nonzero(~own))
+        conversations = int(np.unique(tree.codes[own]).shape[0]) + int(np.count_nonzero(~own))
     w = warmup_requests
-    split = ReuseSplit(
+    return ReuseSplit(
         basis=basis,
         conversations=conversations,
         warmup_requests=w,
@@ -174,19 +226,60 @@ def measure_sharing(
         within_tokens_steady=int(totals[sk.T_WITHIN_STEADY]),
         across_tokens_steady=int(totals[sk.T_ACROSS_STEADY]),
     )
-    groups = int(sk.maximal_nodes(first_req, parent, counts, flags))
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """The maximal shared prefixes: one entry a node of the tree shared by two or more requests."""
+
+    groups: int
+    requests_sharing: int
+    depth: np.ndarray
+    count: np.ndarray
+    first: np.ndarray
+    tokens: np.ndarray
+
+
+def _shared_nodes(
+    offsets: np.ndarray, ids: np.ndarray, inp: np.ndarray, block_tokens: int, tree: _Tree
+) -> _Nodes:
+    """The maximal shared nodes, their prefix tokens and the requests that share a first block."""
+    from kvadvisor.cache import sharingkernels as sk
+
+    groups = int(sk.maximal_nodes(tree.first_req, tree.parent, tree.counts, tree.flags))
     nodes = np.empty(groups, np.int64)
     tokens = np.empty(groups, np.int64)
     # The parent ids were last needed to find the maximal nodes: their array now indexes them.
     requests_sharing = int(
         sk.node_rows(
-            offsets, ids, inp, np.int64(block_tokens), counts, depth, flags, parent, nodes, tokens
+            offsets,
+            ids,
+            inp,
+            np.int64(block_tokens),
+            tree.counts,
+            tree.depth,
+            tree.flags,
+            tree.parent,
+            nodes,
+            tokens,
         )
     )
-    node_depth = depth[nodes].astype(np.int64)
-    node_count = counts[nodes].astype(np.int64)
-    node_first = first_req[nodes].astype(np.int64)
-    del first_req, depth, parent, counts, flags
+    return _Nodes(
+        groups,
+        requests_sharing,
+        tree.depth[nodes].astype(np.int64),
+        tree.counts[nodes].astype(np.int64),
+        tree.first_req[nodes].astype(np.int64),
+        tokens,
+    )
+
+
+def _ranked(nodes: _Nodes, top: int) -> PrefixSharing:
+    """The top shared prefixes by requests and by reusable tokens."""
+    from kvadvisor.cache import sharingkernels as sk
+
+    node_depth, node_count, node_first = nodes.depth, nodes.count, nodes.first
+    tokens = nodes.tokens
     reusable = tokens * (node_count - 1)
 
     def rows(
@@ -206,10 +299,9 @@ def measure_sharing(
         )
 
     # Ties: first seen first, i.e. by first request, then depth (its position there).
-    sharing = PrefixSharing(
-        groups=groups,
-        requests_sharing=requests_sharing,
+    return PrefixSharing(
+        groups=nodes.groups,
+        requests_sharing=nodes.requests_sharing,
         top_by_count=rows(node_count, node_depth, node_first, node_depth),
         top_by_volume=rows(reusable, node_count, node_first, node_depth),
     )
-    return sharing, split, None

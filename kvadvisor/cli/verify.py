@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 import kvadvisor
+from kvadvisor import TraceFormat
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     MAX_WINDOW_S,
@@ -184,73 +185,17 @@ def verify_cmd(
     """Write fio and serving-benchmark jobs that test a plan, or judge their results."""
     failed = False
     with handle_user_errors():
-        if gate is not None and len(results or ()) != 2:
-            raise ConfigError(
-                "--gate compares two runs: give --results BASELINE --results CANDIDATE"
-            )
-        if results and len(results) > 2:
-            raise ConfigError("--results: give one folder, or two (a baseline and a candidate)")
-        if results and (trace is not None or plan is not None):
-            raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
+        _check_modes(trace, plan, results, gate)
         if results and len(results) == 2:
-            files = command_inputs(catalogs=catalog or (), results=results[0])
-            command_inputs(results=results[1])
-            for target in output or []:
-                if Path(target).suffix.lower() != ".json":
-                    raise ConfigError(
-                        f"cannot write '{target}' for an A/B run: use .json (the comparison); "
-                        "a measured catalog comes from one folder's --results"
-                    )
-            given = {} if tolerance is None else {"tolerance": tolerance}
-            compared = kvadvisor.verify_compare(
-                *results, gate=gate, catalogs=as_strs(catalog), **given
-            )
-            for target in output or []:
-                for folder, report in zip(
-                    results, (compared.baseline, compared.candidate), strict=True
-                ):
-                    _not_an_input(Path(target), folder, report.inputs)
-                write_output(target, compared.to_json(), files)
-            echo(compared.to_text(), nl=False)
-            # The baseline is the run without the change: its own checks may fail (a deployment
-            # without the KV tier missing the SLO is the point); the candidate's count.
-            failed = compared.fails(fail_on.value)
+            failed = _compare_runs(results, output, gate, tolerance, catalog, fail_on)
         elif results:
-            results_dir = results[0]
-            files = command_inputs(catalogs=catalog or (), results=results_dir)
-            given = {} if tolerance is None else {"tolerance": tolerance}
-            report = kvadvisor.verify_results(results_dir, catalogs=as_strs(catalog), **given)
-            catalog_path = None
-            for target in output or [str(results_dir / CATALOG_NAME)]:
-                _not_an_input(Path(target), results_dir, report.inputs)
-                suffix = Path(target).suffix.lower()
-                catalog_text = report.catalog_yaml()
-                if suffix in (".yaml", ".yml"):
-                    if catalog_text is not None:
-                        write_output(target, catalog_text, files)
-                        catalog_path = target
-                elif suffix == ".json":
-                    write_output(target, report.to_json(), files)
-                else:
-                    raise ConfigError(
-                        f"cannot tell what to write to '{target}': use .yaml (measured catalog) "
-                        "or .json (report)"
-                    )
-            echo(report.to_text(catalog_path), nl=False)
-            failed = report.fails(fail_on.value)
+            failed = _read_results(results[0], output, tolerance, catalog, fail_on)
         else:
-            if trace is None or plan is None or not output or len(output) != 1:
-                raise ConfigError(
-                    "give TRACE --plan PLAN -o DIR to write the jobs, or --results DIR to read "
-                    "them back"
-                )
-            files = command_inputs(trace, plans=[plan], catalogs=catalog or ())
-            folder = Path(output[0])
-            check_folder(folder, (trace, plan))
-            written = kvadvisor.verify(
+            _write_jobs(
                 trace,
                 plan,
-                catalogs=as_strs(catalog),
+                output,
+                catalog,
                 window_s=window,
                 warmup_fraction=warmup_fraction,
                 bench_instances=bench_instances,
@@ -260,14 +205,124 @@ def verify_cmd(
                 block_tokens=block_tokens,
                 allow_outside_plan_dir=allow_outside_plan_dir,
             )
-            for rel in written.files:
-                files.check_output(folder / rel)
-            write_folder(folder, written.files, (trace, plan))
-            echo(
-                f"wrote {len(written.files)} files to {folder} (job set {written.job_set_id}): "
-                f"{plural(len(written.jobs), 'fio job file')}, "
-                f"{plural(len(written.benches), 'benchmark')}; "
-                f"what to run where: {folder / 'README.md'}"
-            )
     if failed:
         raise typer.Exit(EXIT_FINDINGS)
+
+
+def _check_modes(
+    trace: Path | None, plan: Path | None, results: list[Path] | None, gate: str | None
+) -> None:
+    """Refuse a mix of the three modes: write jobs, read one folder back, compare two."""
+    if gate is not None and len(results or ()) != 2:
+        raise ConfigError("--gate compares two runs: give --results BASELINE --results CANDIDATE")
+    if results and len(results) > 2:
+        raise ConfigError("--results: give one folder, or two (a baseline and a candidate)")
+    if results and (trace is not None or plan is not None):
+        raise ConfigError("--results reads a folder back: give it without TRACE and --plan")
+
+
+def _compare_runs(
+    results: list[Path],
+    output: list[str] | None,
+    gate: str | None,
+    tolerance: float | None,
+    catalog: list[Path] | None,
+    fail_on: FailOn,
+) -> bool:
+    """A/B: judge the candidate run against the baseline; True when the candidate fails."""
+    files = command_inputs(catalogs=catalog or (), results=results[0])
+    command_inputs(results=results[1])
+    for target in output or []:
+        if Path(target).suffix.lower() != ".json":
+            raise ConfigError(
+                f"cannot write '{target}' for an A/B run: use .json (the comparison); "
+                "a measured catalog comes from one folder's --results"
+            )
+    given = {} if tolerance is None else {"tolerance": tolerance}
+    compared = kvadvisor.verify_compare(*results, gate=gate, catalogs=as_strs(catalog), **given)
+    for target in output or []:
+        for folder, report in zip(results, (compared.baseline, compared.candidate), strict=True):
+            _not_an_input(Path(target), folder, report.inputs)
+        write_output(target, compared.to_json(), files)
+    echo(compared.to_text(), nl=False)
+    # The baseline is the run without the change: its own checks may fail (a deployment
+    # without the KV tier missing the SLO is the point); the candidate's count.
+    return compared.fails(fail_on.value)
+
+
+def _read_results(
+    results_dir: Path,
+    output: list[str] | None,
+    tolerance: float | None,
+    catalog: list[Path] | None,
+    fail_on: FailOn,
+) -> bool:
+    """Judge one folder's results, writing the measured catalog and/or the report; True on fail."""
+    files = command_inputs(catalogs=catalog or (), results=results_dir)
+    given = {} if tolerance is None else {"tolerance": tolerance}
+    report = kvadvisor.verify_results(results_dir, catalogs=as_strs(catalog), **given)
+    catalog_path = None
+    for target in output or [str(results_dir / CATALOG_NAME)]:
+        _not_an_input(Path(target), results_dir, report.inputs)
+        suffix = Path(target).suffix.lower()
+        catalog_text = report.catalog_yaml()
+        if suffix in (".yaml", ".yml"):
+            if catalog_text is not None:
+                write_output(target, catalog_text, files)
+                catalog_path = target
+        elif suffix == ".json":
+            write_output(target, report.to_json(), files)
+        else:
+            raise ConfigError(
+                f"cannot tell what to write to '{target}': use .yaml (measured catalog) "
+                "or .json (report)"
+            )
+    echo(report.to_text(catalog_path), nl=False)
+    return report.fails(fail_on.value)
+
+
+def _write_jobs(
+    trace: Path | None,
+    plan: Path | None,
+    output: list[str] | None,
+    catalog: list[Path] | None,
+    *,
+    window_s: float,
+    warmup_fraction: float,
+    bench_instances: int | None,
+    bench_requests: int | None,
+    trace_format: TraceFormat | None,
+    column_map: list[str] | None,
+    block_tokens: int | None,
+    allow_outside_plan_dir: bool,
+) -> None:
+    """Write the fio and benchmark jobs for ``plan`` against ``trace`` into the -o folder."""
+    if trace is None or plan is None or not output or len(output) != 1:
+        raise ConfigError(
+            "give TRACE --plan PLAN -o DIR to write the jobs, or --results DIR to read them back"
+        )
+    files = command_inputs(trace, plans=[plan], catalogs=catalog or ())
+    folder = Path(output[0])
+    check_folder(folder, (trace, plan))
+    written = kvadvisor.verify(
+        trace,
+        plan,
+        catalogs=as_strs(catalog),
+        window_s=window_s,
+        warmup_fraction=warmup_fraction,
+        bench_instances=bench_instances,
+        bench_requests=bench_requests,
+        trace_format=trace_format,
+        column_map=column_map,
+        block_tokens=block_tokens,
+        allow_outside_plan_dir=allow_outside_plan_dir,
+    )
+    for rel in written.files:
+        files.check_output(folder / rel)
+    write_folder(folder, written.files, (trace, plan))
+    echo(
+        f"wrote {len(written.files)} files to {folder} (job set {written.job_set_id}): "
+        f"{plural(len(written.jobs), 'fio job file')}, "
+        f"{plural(len(written.benches), 'benchmark')}; "
+        f"what to run where: {folder / 'README.md'}"
+    )

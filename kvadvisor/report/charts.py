@@ -197,13 +197,6 @@ def draw(spec: ChartSpec) -> Figure:
         announce(FONT_CACHE)
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
-    from matplotlib.ticker import (
-        FuncFormatter,
-        LogLocator,
-        MaxNLocator,
-        NullLocator,
-        PercentFormatter,
-    )
 
     with matplotlib.rc_context(_RC):
         fig = Figure(figsize=spec.size_in, layout="constrained")
@@ -213,112 +206,141 @@ def draw(spec: ChartSpec) -> Figure:
         ax.set_xlabel(spec.x_title)
         ax.set_ylabel(spec.y_title)
         if spec.categories:
-            n = len(spec.lines)
-            width = 0.8 / max(n, 1)
-            for i, line in enumerate(spec.lines):
-                pos = [c + (i - (n - 1) / 2) * width for c in range(len(spec.categories))]
-                ax.bar(pos, line.y, width=width, label=line.label, color=PALETTE[i % len(PALETTE)])
-            rotate = 45 if len(spec.categories) > 10 else 0
-            ax.set_xticks(
-                range(len(spec.categories)),
-                spec.categories,
-                rotation=rotate,
-                ha="right" if rotate else "center",
-            )
-            ax.grid(axis="x", visible=False)
+            _draw_category_bars(ax, spec)
         else:
             for i, line in enumerate(spec.lines):
-                color = PALETTE[i % len(PALETTE)]
-                if line.kind == "bar":
-                    ax.bar(
-                        line.x,
-                        line.y,
-                        width=_bar_widths(line),
-                        align="edge",
-                        label=line.label,
-                        color=color,
-                    )
-                elif line.kind == "area":
-                    ax.fill_between(
-                        line.x,
-                        line.y,
-                        step="post",
-                        label=line.label,
-                        color=color,
-                        alpha=0.45,
-                        linewidth=0,
-                    )
-                elif line.kind in ("points", "star"):
-                    star = line.kind == "star"
-                    ax.plot(
-                        line.x,
-                        line.y,
-                        label=line.label,
-                        color="#000000" if star else color,
-                        linestyle="none",
-                        marker="*" if star else "o",
-                        markersize=11 if star else 5,
-                        zorder=3 if star else 2,
-                    )
-                elif line.kind == "step":
-                    ax.step(
-                        line.x, line.y, where="post", label=line.label, color=color, linewidth=1.2
-                    )
-                else:
-                    ax.plot(
-                        line.x,
-                        line.y,
-                        label=line.label,
-                        color=color,
-                        linewidth=1.6,
-                        marker="o" if len(line.x) <= 12 else None,
-                        markersize=3,
-                    )
-        styles = ("--", ":", "-.", (0, (5, 1, 1, 1)))
-        for j, mark in enumerate(spec.marks):
-            draw = ax.axvline if mark.axis == "x" else ax.axhline
-            draw(
-                mark.at,
-                color="#444444",
-                linestyle=styles[j % len(styles)],
-                linewidth=1.0,
-                label=mark.label,
-            )
-        # parse_math is off, so log axes need a plain formatter (no "$10^{5}$" strings).
-        if spec.log_x:
-            ax.set_xscale("log")
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
-            ax.xaxis.set_minor_locator(NullLocator())
-        if spec.log_y:
-            ax.set_yscale("log")
-            # 1-2-5 ticks: a range under two decades still gets several labelled ticks.
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
-            ax.yaxis.set_minor_locator(NullLocator())
-        if spec.log_x and spec.log_y:
-            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        if spec.x_ticks:
-            ax.set_xticks(spec.x_ticks, spec.x_tick_labels or None)
-        if spec.y_integer:
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        if spec.y_percent:
-            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-            top = max([max(line.y, default=0.0) for line in spec.lines] + [0.0])
-            # Room above the highest point, in whole tenths, never past 100%.
-            ax.set_ylim(0, min(1.02, math.ceil((top + 0.05) * 10) / 10))
-        elif not spec.log_y:
-            ax.set_ylim(bottom=0)
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+                _draw_line(ax, line, PALETTE[i % len(PALETTE)])
+        _draw_marks(ax, spec.marks)
+        _set_scales(ax, spec)
         _label_points(ax, spec.point_labels)
         if len(spec.lines) + len(spec.marks) > 1:
-            # Below the plot, never over the data (constrained layout makes room for it).
-            entries = len(spec.lines) + len(spec.marks)
-            # As many columns as the longest entry lets fit across the figure: a legend wider
-            # than the figure is cut off at its edges (about 5.2 pt a character at 9 pt).
-            longest = max(len(x.label) for x in (*spec.lines, *spec.marks))
-            fits = int(spec.size_in[0] * 72 / 5.2 // (longest + 5))
-            fig.legend(loc="outside lower center", ncols=max(1, min(entries, 4, fits)))
+            _legend(fig, spec)
     return fig
+
+
+def _draw_category_bars(ax, spec: ChartSpec) -> None:  # type: ignore[no-untyped-def]
+    """One group of bars a category, one bar a line, side by side."""
+    n = len(spec.lines)
+    width = 0.8 / max(n, 1)
+    for i, line in enumerate(spec.lines):
+        pos = [c + (i - (n - 1) / 2) * width for c in range(len(spec.categories))]
+        ax.bar(pos, line.y, width=width, label=line.label, color=PALETTE[i % len(PALETTE)])
+    rotate = 45 if len(spec.categories) > 10 else 0
+    ax.set_xticks(
+        range(len(spec.categories)),
+        spec.categories,
+        rotation=rotate,
+        ha="right" if rotate else "center",
+    )
+    ax.grid(axis="x", visible=False)
+
+
+def _draw_line(ax, line: Line, color: str) -> None:  # type: ignore[no-untyped-def]
+    """One series on a numeric x axis, drawn as its kind says (bar, area, points, step, line)."""
+    if line.kind == "bar":
+        ax.bar(
+            line.x,
+            line.y,
+            width=_bar_widths(line),
+            align="edge",
+            label=line.label,
+            color=color,
+        )
+    elif line.kind == "area":
+        ax.fill_between(
+            line.x,
+            line.y,
+            step="post",
+            label=line.label,
+            color=color,
+            alpha=0.45,
+            linewidth=0,
+        )
+    elif line.kind in ("points", "star"):
+        star = line.kind == "star"
+        ax.plot(
+            line.x,
+            line.y,
+            label=line.label,
+            color="#000000" if star else color,
+            linestyle="none",
+            marker="*" if star else "o",
+            markersize=11 if star else 5,
+            zorder=3 if star else 2,
+        )
+    elif line.kind == "step":
+        ax.step(line.x, line.y, where="post", label=line.label, color=color, linewidth=1.2)
+    else:
+        ax.plot(
+            line.x,
+            line.y,
+            label=line.label,
+            color=color,
+            linewidth=1.6,
+            marker="o" if len(line.x) <= 12 else None,
+            markersize=3,
+        )
+
+
+def _draw_marks(ax, marks: tuple[Mark, ...]) -> None:  # type: ignore[no-untyped-def]
+    """Vertical or horizontal reference lines, each in its own dash pattern."""
+    styles = ("--", ":", "-.", (0, (5, 1, 1, 1)))
+    for j, mark in enumerate(marks):
+        line_at = ax.axvline if mark.axis == "x" else ax.axhline
+        line_at(
+            mark.at,
+            color="#444444",
+            linestyle=styles[j % len(styles)],
+            linewidth=1.0,
+            label=mark.label,
+        )
+
+
+def _set_scales(ax, spec: ChartSpec) -> None:  # type: ignore[no-untyped-def]
+    """Log or linear axes, their ticks and tick labels, and the y range."""
+    from matplotlib.ticker import (
+        FuncFormatter,
+        LogLocator,
+        MaxNLocator,
+        NullLocator,
+        PercentFormatter,
+    )
+
+    # parse_math is off, so log axes need a plain formatter (no "$10^{5}$" strings).
+    if spec.log_x:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+        ax.xaxis.set_minor_locator(NullLocator())
+    if spec.log_y:
+        ax.set_yscale("log")
+        # 1-2-5 ticks: a range under two decades still gets several labelled ticks.
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+        ax.yaxis.set_minor_locator(NullLocator())
+    if spec.log_x and spec.log_y:
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    if spec.x_ticks:
+        ax.set_xticks(spec.x_ticks, spec.x_tick_labels or None)
+    if spec.y_integer:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if spec.y_percent:
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+        top = max([max(line.y, default=0.0) for line in spec.lines] + [0.0])
+        # Room above the highest point, in whole tenths, never past 100%.
+        ax.set_ylim(0, min(1.02, math.ceil((top + 0.05) * 10) / 10))
+    elif not spec.log_y:
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+
+
+def _legend(fig: Figure, spec: ChartSpec) -> None:
+    """The legend below the plot, never over the data (constrained layout makes room for it)."""
+    entries = len(spec.lines) + len(spec.marks)
+    # As many columns as the longest entry lets fit across the figure: a legend wider
+    # than the figure is cut off at its edges (about 5.2 pt a character at 9 pt).
+    longest = max(len(x.label) for x in (*spec.lines, *spec.marks))
+    fits = int(spec.size_in[0] * 72 / 5.2 // (longest + 5))
+    fig.legend(loc="outside lower center", ncols=max(1, min(entries, 4, fits)))
 
 
 def _page_svg(text: str, key: str) -> str:

@@ -6,6 +6,7 @@ report sections.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -607,54 +608,133 @@ def profile_workload(
     }
     columns = (arrays.arrival_s, arrays.input_tokens, arrays.output_tokens)
     times = stage_times(*columns, pm, measured=measured, **run)
-    calibration = None
-    step_calibration: StepCalibration | None = None
-    split_notes: list[str] = []
+    fit = _fit(
+        inputs,
+        pm,
+        spec.name,
+        times,
+        lambda pm: stage_times(*columns, pm, measured=measured, **run),
+    )
+    pm, times = fit.pm, fit.times
+    notes += fit.notes
+    source, source_notes = _split_source(times, fit.calibrated)
+    split_notes = [*fit.split_notes, *source_notes]
+    summary = summarize_split(times)
+    split_notes += _split_caveats(times, summary, source, hits_known)
+    io = profile_io(
+        times,
+        pm.kv_bytes,
+        hits_known=hits_known,
+        window_s=options.window_s,
+        chunk_tokens=options.chunk_tokens,
+        io_unit_bytes=options.io_unit_bytes,
+        drive_capacity_bytes=options.drive_capacity_bytes,
+    )
+    concurrency = concurrency_series(times, io.window_s, io.windows)
+    io_section = _io_section(io, times, pm, hits_known, concurrency)
+    return StageProfile(
+        model=_model_section(pm, spec, options, times, notes, model_assumed),
+        stage_split=_split_section(
+            summary, source, hits_source, fit.summary, times, split_notes, pm.tp
+        ),
+        io=io_section,
+        facts=_facts(pm, times, io_section, concurrency[1]),
+        calibration=fit.step,
+    )
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """The stage times after calibrating to the trace's measured requests, and the fit."""
+
+    pm: PerfModel
+    times: StageTimes
+    calibrated: bool
+    step: StepCalibration | None = None
+    summary: CalibrationSummary | None = None
+    notes: tuple[str, ...] = ()  # for the model section
+    split_notes: tuple[str, ...] = ()  # for the stage split
+
+
+def _fit(
+    inputs: ProfileInputs,
+    pm: PerfModel,
+    model_name: str,
+    times: StageTimes,
+    times_with: Callable[[PerfModel], StageTimes],
+) -> _Fit:
+    """Calibrate through the replay, or open loop when it cannot run; the times modelled again.
+
+    Nothing to fit (no measured request) leaves ``pm`` and ``times`` as they are.
+    """
+    measured = inputs.measured
+    if not times.measured.any():
+        return _Fit(pm, times, False)
+    calibration: Calibration | ReplayCalibration | None = None
     summary_of_calibration: CalibrationSummary | None = None
-    if times.measured.any():
-        closed, why = (None, "")
-        if measured is not None:
-            closed, why = _calibrate_through_replay(inputs, measured, pm)
-            split_notes.append(why)
-        if closed is not None:
-            calibration = closed
-            summary_of_calibration = _replay_summary(closed)
-        else:
-            rows = _calibration_rows(measured, times)
-            calibration = calibrate(pm, rows) if rows is not None else None
-            if calibration is not None:
-                summary_of_calibration = _calibration_summary(calibration)
+    step_calibration: StepCalibration | None = None
+    notes: list[str] = []
+    split_notes: list[str] = []
+    closed, why = (None, "")
+    if measured is not None:
+        closed, why = _calibrate_through_replay(inputs, measured, pm)
+        split_notes.append(why)
+    if closed is not None:
+        calibration = closed
+        summary_of_calibration = _replay_summary(closed)
+    else:
+        rows = _calibration_rows(measured, times)
+        calibration = calibrate(pm, rows) if rows is not None else None
         if calibration is not None:
-            step_calibration = StepCalibration(
-                calibration.efficiency,
-                pm.gpu.name,
-                spec.name,
-                "replay" if closed is not None else "open_loop",
-            )
-            pm = pm.with_efficiency(calibration.efficiency)
-            notes.append("step times: the roofline calibrated to the trace's measured requests")
-            times = stage_times(*columns, pm, measured=measured, **run)
-        if not inputs.queue_measured:
-            split_notes.append(
-                "the trace has no queue_s: measured prefill is TTFT including any queueing"
-            )
-    measured_all = bool(times.measured.any() and times.measured.all())
-    if measured_all:
-        source = SplitSource.MEASURED
-    elif times.measured.any() and calibration is not None:
-        source = SplitSource.CALIBRATED
+            summary_of_calibration = _calibration_summary(calibration)
+    if calibration is not None:
+        step_calibration = StepCalibration(
+            calibration.efficiency,
+            pm.gpu.name,
+            model_name,
+            "replay" if closed is not None else "open_loop",
+        )
+        pm = pm.with_efficiency(calibration.efficiency)
+        notes.append("step times: the roofline calibrated to the trace's measured requests")
+        times = times_with(pm)
+    if not inputs.queue_measured:
         split_notes.append(
+            "the trace has no queue_s: measured prefill is TTFT including any queueing"
+        )
+    return _Fit(
+        pm,
+        times,
+        calibration is not None,
+        step_calibration,
+        summary_of_calibration,
+        tuple(notes),
+        tuple(split_notes),
+    )
+
+
+def _split_source(times: StageTimes, calibrated: bool) -> tuple[SplitSource, list[str]]:
+    """Whether the split is measured, calibrated or modelled, and what that rests on."""
+    if times.measured.any() and times.measured.all():
+        return SplitSource.MEASURED, []
+    if times.measured.any() and calibrated:
+        return SplitSource.CALIBRATED, [
             f"{plural(int(times.measured.sum()), 'request')} measured, the rest modelled "
             "with efficiency factors fitted to them"
-        )
-    else:
-        source = SplitSource.MODELED
-        if times.measured.any():
-            split_notes.append(
-                f"only {plural(int(times.measured.sum()), 'measured request')}: too few to "
-                "calibrate; all requests modelled with default efficiency "
-                "factors"
-            )
+        ]
+    if times.measured.any():
+        return SplitSource.MODELED, [
+            f"only {plural(int(times.measured.sum()), 'measured request')}: too few to "
+            "calibrate; all requests modelled with default efficiency "
+            "factors"
+        ]
+    return SplitSource.MODELED, []
+
+
+def _split_caveats(
+    times: StageTimes, summary: SplitSummary, source: SplitSource, hits_known: bool
+) -> list[str]:
+    """What the split assumes: hits, the decode batch, and GPU time past the trace's span."""
+    split_notes: list[str] = []
     if not hits_known:
         split_notes.append(
             "prefix hits unknown: every prompt token is prefilled; the split "
@@ -664,7 +744,6 @@ def profile_workload(
         f"decode batch from in-flight requests over time ({times.iterations} "
         "rounds of the latency/concurrency fixed point)"
     )
-    summary = summarize_split(times)
     busy = summary.gpu_busy_fraction or 0.0
     if busy > 1 and source is SplitSource.MEASURED:
         split_notes.append(
@@ -683,26 +762,7 @@ def profile_workload(
             "spread over more instances each decode batch is smaller, so decode's share would "
             "grow (give the real count with --instances)"
         )
-    io = profile_io(
-        times,
-        pm.kv_bytes,
-        hits_known=hits_known,
-        window_s=options.window_s,
-        chunk_tokens=options.chunk_tokens,
-        io_unit_bytes=options.io_unit_bytes,
-        drive_capacity_bytes=options.drive_capacity_bytes,
-    )
-    concurrency = concurrency_series(times, io.window_s, io.windows)
-    io_section = _io_section(io, times, pm, hits_known, concurrency)
-    return StageProfile(
-        model=_model_section(pm, spec, options, times, notes, model_assumed),
-        stage_split=_split_section(
-            summary, source, hits_source, summary_of_calibration, times, split_notes, pm.tp
-        ),
-        io=io_section,
-        facts=_facts(pm, times, io_section, concurrency[1]),
-        calibration=step_calibration,
-    )
+    return split_notes
 
 
 def _facts(

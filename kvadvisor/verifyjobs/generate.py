@@ -202,6 +202,49 @@ def verify_plan(
         options.window_s,
         replayed,
     )
+    jobs = _fio_jobs(plan, trace, tiers)
+    factor, rows, share_doc, which = _bench_share(plan, options, share, trace.requests)
+    datasets, _, block, totals = bench_datasets(trace, factor, options.bench_requests, rows)
+    benches, scripts = bench_runs(totals, block, trace.source_path, which)
+    notes = [*replay_notes, *_tier_notes(tiers)]
+    manifest = _manifest(
+        plan,
+        trace,
+        options,
+        storage,
+        tiers,
+        jobs,
+        perf.kv_bytes_per_token,
+        version=version,
+        trace_sha256=trace_sha256,
+        bench=[
+            {**asdict(b), "time_factor": factor, "chunk_hash_size": block, "share": share_doc}
+            for b in benches
+        ],
+        notes=notes,
+    )
+    files = {j.path: j.text for j in jobs}
+    files.update(datasets)
+    files.update(scripts)
+    files["run-fio.sh"] = run_fio_script(jobs)
+    files["README.md"] = readme(plan, trace, tiers, jobs, benches, which, notes)
+    files[MANIFEST_NAME] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    job_set = _job_set_id(files)
+    files = {path: text.replace(PLACEHOLDER, job_set) for path, text in files.items()}
+    manifest["job_set_id"] = job_set
+    return VerifySet(
+        job_set_id=job_set,
+        files=files,
+        manifest=manifest,
+        tiers=tiers,
+        jobs=tuple(replace(j, text=files[j.path]) for j in jobs),
+        benches=benches,
+        notes=tuple(notes),
+    )
+
+
+def _fio_jobs(plan: Plan, trace: Trace, tiers: tuple[TierDemand, ...]) -> list[FioJobFile]:
+    """One fio job file a tier that has one, plus its GPUDirect variant where the tier allows."""
     header = [
         f"kvadvisor verify: plan '{plan.name}' against {trace.source_path}",
         "job set @JOBSET@ (verify.json); run it with ../run-fio.sh (README.md says where)",
@@ -220,10 +263,12 @@ def verify_plan(
         jobs.append(job_file(d, PLACEHOLDER, header + where, gds=False))
         if d.gds:
             jobs.append(job_file(d, PLACEHOLDER, header + where, gds=True))
-    factor, rows, share_doc, which = _bench_share(plan, options, share, trace.requests)
-    datasets, _, block, totals = bench_datasets(trace, factor, options.bench_requests, rows)
-    benches, scripts = bench_runs(totals, block, trace.source_path, which)
-    notes = list(replay_notes)
+    return jobs
+
+
+def _tier_notes(tiers: tuple[TierDemand, ...]) -> list[str]:
+    """Why a tier has no job or no GPUDirect variant, and where it cannot carry its share."""
+    notes: list[str] = []
     for d in tiers:
         if d.skipped is not None:
             notes.append(f"{d.stage} tier '{d.tier}': no fio job: {d.skipped}")
@@ -240,6 +285,24 @@ def verify_plan(
                 "at its planned capability): its jobs test that capability, and the traffic asks "
                 "for more (the open-loop figures in its job file)"
             )
+    return notes
+
+
+def _manifest(
+    plan: Plan,
+    trace: Trace,
+    options: VerifyOptions,
+    storage: Mapping[str, StorageSpec],
+    tiers: tuple[TierDemand, ...],
+    jobs: list[FioJobFile],
+    kv_bytes_per_token: int,
+    *,
+    version: str,
+    trace_sha256: str | None,
+    bench: list[dict[str, Any]],
+    notes: list[str],
+) -> dict[str, Any]:
+    """verify.json: plan, trace, tier demands, jobs and benchmarks (job set id a placeholder)."""
     manifest: dict[str, Any] = {
         "kind": "kvadvisor-verify",
         "format_version": MANIFEST_VERSION,
@@ -249,7 +312,7 @@ def verify_plan(
             "name": plan.name,
             "path": plan.path,
             "model": plan.model.name,
-            "kv_bytes_per_token": perf.kv_bytes_per_token,
+            "kv_bytes_per_token": kv_bytes_per_token,
             "tp": plan.model.tp,
             "kv_dtype": plan.model.kv_dtype,
             "weight_dtype": plan.model.weight_dtype,
@@ -274,27 +337,7 @@ def verify_plan(
         "warmup_fraction": options.warmup_fraction,
         "tiers": [_tier_dict(d, storage) for d in tiers],
         "fio": [_job_dict(j) for j in jobs],
-        "benchmarks": [
-            {**asdict(b), "time_factor": factor, "chunk_hash_size": block, "share": share_doc}
-            for b in benches
-        ],
+        "benchmarks": bench,
         "notes": notes,
     }
-    files = {j.path: j.text for j in jobs}
-    files.update(datasets)
-    files.update(scripts)
-    files["run-fio.sh"] = run_fio_script(jobs)
-    files["README.md"] = readme(plan, trace, tiers, jobs, benches, which, notes)
-    files[MANIFEST_NAME] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    job_set = _job_set_id(files)
-    files = {path: text.replace(PLACEHOLDER, job_set) for path, text in files.items()}
-    manifest["job_set_id"] = job_set
-    return VerifySet(
-        job_set_id=job_set,
-        files=files,
-        manifest=manifest,
-        tiers=tiers,
-        jobs=tuple(replace(j, text=files[j.path]) for j in jobs),
-        benches=benches,
-        notes=tuple(notes),
-    )
+    return manifest

@@ -9,7 +9,7 @@ from kvadvisor.report.charts import ChartSpec, Line, render_svg
 from kvadvisor.report.html.chartviews import bandwidth_chart, series_chart
 from kvadvisor.report.html.view import Chart, Section, Table
 from kvadvisor.results.common import IoRate
-from kvadvisor.results.report import AdviceReport, IoDemand
+from kvadvisor.results.report import AdviceReport, IoDemand, LoadVsRecompute
 from kvadvisor.results.series import SeriesKey
 from kvadvisor.units import BYTES_PER_GB, Unit
 
@@ -64,6 +64,25 @@ def io_section(report: AdviceReport) -> Section:
     io = report.io
     if io is None:
         return Section("io", "KV I/O demand", missing=summary.why_missing(report, "io"))
+    charts, other = _series_charts(io)
+    tables = [t for t in (_io_pattern_table(io),) if t is not None]
+    if io.load_vs_recompute:
+        tables.append(_load_vs_recompute_table(io.load_vs_recompute))
+    return Section(
+        "io",
+        "KV I/O demand",
+        _io_lead(report, io),
+        charts=tuple(charts),
+        notes=io.notes,
+        more_title="Every I/O figure: rates, sizes, drive writes, load against recompute",
+        more_rows=tuple(_io_rows(io)),
+        more_tables=tuple(tables),
+        more_charts=tuple(other),
+    )
+
+
+def _io_rows(io: IoDemand) -> list[tuple[str, str]]:
+    """Every rate figure of both directions, then drive writes (those measured)."""
     read_known = io.read_known
     rows = [("window", fmt.duration(io.window_s))]
     for what, rate, known in (
@@ -89,6 +108,12 @@ def io_section(report: AdviceReport) -> Section:
     ):
         if text != fmt.NOT_MEASURED:
             rows.append((name, text))
+    return rows
+
+
+def _io_lead(report: AdviceReport, io: IoDemand) -> str:
+    """Peak against mean write demand, the read demand, and what the figures are of."""
+    read_known = io.read_known
     mean_w, peak_w = io.write.mean_bytes_per_s, io.write.peak_bytes_per_s
     ratio = f"{fmt.number(peak_w / mean_w)}×" if mean_w and peak_w is not None else "n/a"
     lead = (
@@ -106,6 +131,11 @@ def io_section(report: AdviceReport) -> Section:
             " These are the whole trace's demand, open loop (no fleet bounds it); the chosen "
             "deployment's replayed rates per node are with its details above."
         )
+    return lead
+
+
+def _series_charts(io: IoDemand) -> tuple[list[Chart], list[Chart]]:
+    """The demand charts (a bar summary first when no demand series exists), and the others."""
     charts: list[Chart] = []
     other: list[Chart] = []  # series beside the demand (requests in flight, decode batch)
     series = io.series
@@ -118,68 +148,63 @@ def io_section(report: AdviceReport) -> Section:
         else:
             other.append(series_chart(ser, f"io-series-{i}"))
     if not any(ser.key in DEMAND for ser in series):
+        charts.insert(0, _summary_chart(io))
+    return charts, other
 
-        def gbps(rate: IoRate) -> tuple[float, float, float]:
-            vals = (rate.mean_bytes_per_s, rate.p99_bytes_per_s, rate.peak_bytes_per_s)
-            return tuple((v or 0.0) / BYTES_PER_GB for v in vals)  # type: ignore[return-value]
 
-        # A side whose demand is unknown (null, e.g. no prefix hits known) gets no bars.
-        lines = [
-            Line(name, (0.0, 1.0, 2.0), gbps(rate), "bar")
-            for name, rate, known in (
-                ("write (prefill)", io.write, True),
-                ("read (prefix hits)", io.read, read_known),
-            )
-            if known and rate.mean_bytes_per_s is not None
-        ]
-        spec = ChartSpec(
-            key="io-summary",
-            title=f"What KV bandwidth must storage sustain per {fmt.duration(io.window_s)} window?",
-            x_title="statistic over windows",
-            y_title="bandwidth (GB/s)",
-            lines=tuple(lines),
-            categories=("mean", "p99", "peak"),
+def _summary_chart(io: IoDemand) -> Chart:
+    """Mean, p99 and peak bandwidth as bars, for a report without demand series."""
+    read_known = io.read_known
+
+    def gbps(rate: IoRate) -> tuple[float, float, float]:
+        vals = (rate.mean_bytes_per_s, rate.p99_bytes_per_s, rate.peak_bytes_per_s)
+        return tuple((v or 0.0) / BYTES_PER_GB for v in vals)  # type: ignore[return-value]
+
+    # A side whose demand is unknown (null, e.g. no prefix hits known) gets no bars.
+    lines = [
+        Line(name, (0.0, 1.0, 2.0), gbps(rate), "bar")
+        for name, rate, known in (
+            ("write (prefill)", io.write, True),
+            ("read (prefix hits)", io.read, read_known),
         )
-        charts.insert(0, Chart(spec.key, "", Markup(render_svg(spec))))
-    tables = [t for t in (_io_pattern_table(io),) if t is not None]
-    lvr = io.load_vs_recompute
-    if lvr:
-        tables.append(
-            Table(
-                "Load against recompute: the prefix length above which loading KV from a tier "
-                "beats recomputing it",
-                (
-                    "tier",
-                    "bandwidth",
-                    "latency",
-                    "break-even prefix",
-                    "hit tokens below it",
-                    "source",
-                ),
-                tuple(
-                    (
-                        x.tier,
-                        fmt.bandwidth(x.bandwidth_bytes_per_s),
-                        fmt.duration(x.latency_s),
-                        fmt.tokens(x.break_even_tokens)
-                        if x.break_even_tokens is not None
-                        else "recompute always wins",
-                        fmt.percent(x.hit_token_share_below),
-                        x.source,
-                    )
-                    for x in lvr
-                ),
-                whole=(0,),
+        if known and rate.mean_bytes_per_s is not None
+    ]
+    spec = ChartSpec(
+        key="io-summary",
+        title=f"What KV bandwidth must storage sustain per {fmt.duration(io.window_s)} window?",
+        x_title="statistic over windows",
+        y_title="bandwidth (GB/s)",
+        lines=tuple(lines),
+        categories=("mean", "p99", "peak"),
+    )
+    return Chart(spec.key, "", Markup(render_svg(spec)))
+
+
+def _load_vs_recompute_table(lvr: tuple[LoadVsRecompute, ...]) -> Table:
+    """The break-even prefix length per tier, above which loading beats recomputing."""
+    return Table(
+        "Load against recompute: the prefix length above which loading KV from a tier "
+        "beats recomputing it",
+        (
+            "tier",
+            "bandwidth",
+            "latency",
+            "break-even prefix",
+            "hit tokens below it",
+            "source",
+        ),
+        tuple(
+            (
+                x.tier,
+                fmt.bandwidth(x.bandwidth_bytes_per_s),
+                fmt.duration(x.latency_s),
+                fmt.tokens(x.break_even_tokens)
+                if x.break_even_tokens is not None
+                else "recompute always wins",
+                fmt.percent(x.hit_token_share_below),
+                x.source,
             )
-        )
-    return Section(
-        "io",
-        "KV I/O demand",
-        lead,
-        charts=tuple(charts),
-        notes=io.notes,
-        more_title="Every I/O figure: rates, sizes, drive writes, load against recompute",
-        more_rows=tuple(rows),
-        more_tables=tuple(tables),
-        more_charts=tuple(other),
+            for x in lvr
+        ),
+        whole=(0,),
     )

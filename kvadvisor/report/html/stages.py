@@ -7,7 +7,12 @@ from typing import Any
 from kvadvisor.report import chartspecs, fmt, summary
 from kvadvisor.report.html.chartviews import chart, series_chart
 from kvadvisor.report.html.view import Section, Table
-from kvadvisor.results.report import PER_REQUEST_UNITS, AdviceReport
+from kvadvisor.results.report import (
+    PER_REQUEST_UNITS,
+    AdviceReport,
+    CalibrationSummary,
+    StageSplit,
+)
 from kvadvisor.units import Unit, plural
 from kvadvisor.vocab import SplitSource
 
@@ -123,78 +128,15 @@ def stage_section(report: AdviceReport) -> Section:
         return Section("stages", "Stage split", missing=summary.why_missing(report, "stage_split"))
     replayed = s.source == SplitSource.REPLAY and report.replay is not None
     assumed = profiled_hardware(report)
-    if replayed:
-        hardware = f"the chosen deployment as replayed: {replayed_hardware(report)}"
-    elif s.source == SplitSource.MEASURED:
-        hardware = "the hardware that served the trace (stage times measured from it)"
-    elif summary.verdicts(report):
-        why = report.unavailable.get("replay") or "no replay ran"
-        hardware = (
-            f"the profiler's assumed configuration, {assumed}, not the chosen deployment ({why})"
-        )
-    else:
-        hardware = f"an assumed configuration, {assumed}, as no deployment was chosen"
-    dominant = "prefill" if s.prefill_share >= 0.5 else "decode"
-    share = s.prefill_share if dominant == "prefill" else 1 - s.prefill_share
-    classification = s.classification
-    lead = (
-        f"{dominant.capitalize()} takes {fmt.percent(share)} of GPU time ({s.source}) on "
-        f"{hardware}; size the {dominant} stage's hardware for that share, not a copied "
-        "configuration."
-    )
-    latency_share = s.latency_prefill_share
-    if latency_share is not None:
-        lead += (
-            f" By latency (TTFT against decode time per request) prefill is "
-            f"{fmt.percent(latency_share)}: the two splits can point different ways."
-        )
-    no_reuse = s.no_reuse_prefill_share
-    if no_reuse is not None:
-        lead += f" Without prefix reuse prefill would take {fmt.percent(no_reuse)} of GPU time."
+    hardware = _hardware_words(report, s, replayed, assumed)
+    lead = _lead(s, hardware)
     rows = [
         ("source", s.source),
         ("prefill GPU time", fmt.duration(s.prefill_s)),
         ("decode GPU time", fmt.duration(s.decode_s)),
         ("prefill share of GPU time", fmt.percent(s.prefill_share)),
     ]
-    # Figures of the profiler's own configuration: beside the replay they are a bound on
-    # other hardware ("GPU busy share 510%" on 1 instance while the verdict buys 7).
-    profiled = []
-    for name, text in (
-        ("classification", classification.replace("_", " ")),
-        ("latency: prefill (Σ TTFT)", fmt.duration(s.latency_prefill_s)),
-        ("latency: decode (Σ end-to-end − TTFT)", fmt.duration(s.latency_decode_s)),
-        ("latency: prefill share", fmt.percent(latency_share)),
-        ("latency classification", s.latency_classification.replace("_", " ")),
-        ("prefill share without prefix reuse", fmt.percent(no_reuse)),
-        ("prefill GPU time saved by reuse", fmt.duration(s.prefill_s_saved_by_reuse)),
-        ("prefix hits taken from", s.hits_source or ""),
-        ("open-loop prefill GPU time", fmt.duration(s.open_loop_prefill_s)),
-        ("open-loop decode GPU time", fmt.duration(s.open_loop_decode_s)),
-        ("open-loop prefill share", fmt.percent(s.open_loop_prefill_share)),
-        ("mean decode batch per instance", fmt.quantity(s.mean_decode_batch, Unit.COUNT)),
-        ("model instances", fmt.quantity(s.instances, Unit.COUNT)),
-        ("GPU busy share", fmt.percent(s.gpu_busy_fraction)),
-        ("requests with measured times", fmt.quantity(s.measured_requests, Unit.COUNT)),
-    ):
-        if text and text != fmt.NOT_MEASURED:
-            profiled.append((name, text))
-    thresholds = s.thresholds or {}
-    if thresholds:
-        profiled.append(
-            (
-                "classification thresholds",
-                "; ".join(f"{k.replace('_', ' ')} {fmt.percent(v)}" for k, v in thresholds.items()),
-            )
-        )
-    classes = s.request_classes or {}
-    if classes:
-        profiled.append(
-            (
-                "requests by class",
-                ", ".join(f"{k.replace('_', ' ')} {fmt.count(v)}" for k, v in classes.items()),
-            )
-        )
+    profiled = _split_figures(s)
     rows += _model_rows(report)
     profiled += _profiled_rows(report)
     charts = (
@@ -208,35 +150,8 @@ def stage_section(report: AdviceReport) -> Section:
     per_request = _dist_table("Per request", s.per_request or {})
     if per_request is not None:
         tables.append(per_request)
-    cal = s.calibration
-    if cal is not None:
-
-        def err(e: Any) -> str:
-            mean, median = fmt.percent(e.mape), fmt.percent(e.median_ape)
-            return f"{mean} mean, {median} median ({fmt.count(e.rows)} rows)"
-
-        replay = cal.method == "replay"
-        tables.append(
-            Table(
-                f"Calibration{' through the replay' if replay else ''}: fitted on "
-                f"{fmt.count(cal.fit_rows)} rows, checked on {fmt.count(cal.heldout_rows)} "
-                "held-out rows (absolute percentage error)",
-                ("", "before fitting", "after fitting"),
-                (
-                    (
-                        "TTFT (replayed)" if replay else "prefill time",
-                        err(cal.prefill_heldout_prior),
-                        err(cal.prefill_heldout),
-                    ),
-                    (
-                        "time per output token (replayed)" if replay else "decode step time",
-                        err(cal.decode_step_heldout_prior),
-                        err(cal.decode_step_heldout),
-                    ),
-                ),
-                note="" if cal.converged else "the fit did not converge; priors kept",
-            )
-        )
+    if s.calibration is not None:
+        tables.append(_calibration_table(s.calibration))
     model_notes = report.model.notes if report.model else ()
     # The replay appends its own note last (pipeline/replay.py); the profiler's notes before it
     # and the model's (its assumed GPU and TP) speak of the profiler's configuration, so with a
@@ -268,4 +183,109 @@ def stage_section(report: AdviceReport) -> Section:
         more_tables=tuple(tables) if replayed else (),
         more_notes=profiler_notes,
         more_charts=series,
+    )
+
+
+def _hardware_words(report: AdviceReport, s: StageSplit, replayed: bool, assumed: str) -> str:
+    """The hardware of the split: the replayed deployment, the served one or an assumed one."""
+    if replayed:
+        return f"the chosen deployment as replayed: {replayed_hardware(report)}"
+    if s.source == SplitSource.MEASURED:
+        return "the hardware that served the trace (stage times measured from it)"
+    if summary.verdicts(report):
+        why = report.unavailable.get("replay") or "no replay ran"
+        return f"the profiler's assumed configuration, {assumed}, not the chosen deployment ({why})"
+    return f"an assumed configuration, {assumed}, as no deployment was chosen"
+
+
+def _lead(s: StageSplit, hardware: str) -> str:
+    """Which stage dominates GPU time on that hardware, and how latency and no reuse would split."""
+    dominant = "prefill" if s.prefill_share >= 0.5 else "decode"
+    share = s.prefill_share if dominant == "prefill" else 1 - s.prefill_share
+    lead = (
+        f"{dominant.capitalize()} takes {fmt.percent(share)} of GPU time ({s.source}) on "
+        f"{hardware}; size the {dominant} stage's hardware for that share, not a copied "
+        "configuration."
+    )
+    latency_share = s.latency_prefill_share
+    if latency_share is not None:
+        lead += (
+            f" By latency (TTFT against decode time per request) prefill is "
+            f"{fmt.percent(latency_share)}: the two splits can point different ways."
+        )
+    no_reuse = s.no_reuse_prefill_share
+    if no_reuse is not None:
+        lead += f" Without prefix reuse prefill would take {fmt.percent(no_reuse)} of GPU time."
+    return lead
+
+
+def _split_figures(s: StageSplit) -> list[tuple[str, str]]:
+    """The split's own figures on the profiler's configuration, those not measured left out."""
+    # Figures of the profiler's own configuration: beside the replay they are a bound on
+    # other hardware ("GPU busy share 510%" on 1 instance while the verdict buys 7).
+    profiled: list[tuple[str, str]] = []
+    for name, text in (
+        ("classification", s.classification.replace("_", " ")),
+        ("latency: prefill (Σ TTFT)", fmt.duration(s.latency_prefill_s)),
+        ("latency: decode (Σ end-to-end − TTFT)", fmt.duration(s.latency_decode_s)),
+        ("latency: prefill share", fmt.percent(s.latency_prefill_share)),
+        ("latency classification", s.latency_classification.replace("_", " ")),
+        ("prefill share without prefix reuse", fmt.percent(s.no_reuse_prefill_share)),
+        ("prefill GPU time saved by reuse", fmt.duration(s.prefill_s_saved_by_reuse)),
+        ("prefix hits taken from", s.hits_source or ""),
+        ("open-loop prefill GPU time", fmt.duration(s.open_loop_prefill_s)),
+        ("open-loop decode GPU time", fmt.duration(s.open_loop_decode_s)),
+        ("open-loop prefill share", fmt.percent(s.open_loop_prefill_share)),
+        ("mean decode batch per instance", fmt.quantity(s.mean_decode_batch, Unit.COUNT)),
+        ("model instances", fmt.quantity(s.instances, Unit.COUNT)),
+        ("GPU busy share", fmt.percent(s.gpu_busy_fraction)),
+        ("requests with measured times", fmt.quantity(s.measured_requests, Unit.COUNT)),
+    ):
+        if text and text != fmt.NOT_MEASURED:
+            profiled.append((name, text))
+    thresholds = s.thresholds or {}
+    if thresholds:
+        profiled.append(
+            (
+                "classification thresholds",
+                "; ".join(f"{k.replace('_', ' ')} {fmt.percent(v)}" for k, v in thresholds.items()),
+            )
+        )
+    classes = s.request_classes or {}
+    if classes:
+        profiled.append(
+            (
+                "requests by class",
+                ", ".join(f"{k.replace('_', ' ')} {fmt.count(v)}" for k, v in classes.items()),
+            )
+        )
+    return profiled
+
+
+def _calibration_table(cal: CalibrationSummary) -> Table:
+    """The model's error before and after fitting, on the held-out rows."""
+
+    def err(e: Any) -> str:
+        mean, median = fmt.percent(e.mape), fmt.percent(e.median_ape)
+        return f"{mean} mean, {median} median ({fmt.count(e.rows)} rows)"
+
+    replay = cal.method == "replay"
+    return Table(
+        f"Calibration{' through the replay' if replay else ''}: fitted on "
+        f"{fmt.count(cal.fit_rows)} rows, checked on {fmt.count(cal.heldout_rows)} "
+        "held-out rows (absolute percentage error)",
+        ("", "before fitting", "after fitting"),
+        (
+            (
+                "TTFT (replayed)" if replay else "prefill time",
+                err(cal.prefill_heldout_prior),
+                err(cal.prefill_heldout),
+            ),
+            (
+                "time per output token (replayed)" if replay else "decode step time",
+                err(cal.decode_step_heldout_prior),
+                err(cal.decode_step_heldout),
+            ),
+        ),
+        note="" if cal.converged else "the fit did not converge; priors kept",
     )
