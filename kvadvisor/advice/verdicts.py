@@ -130,7 +130,7 @@ def _mechanisms(
 
 
 def _load_mechanisms(
-    tiers: Sequence[TierChoice], demands: Sequence[TierDemand], count: int
+    tiers: Sequence[TierChoice], demands: Sequence[ReplayTierDemand], count: int
 ) -> list[Mechanism]:
     """Prefix loads from the tiers and new-KV writes to them, per node (none without a tier)."""
     out: list[Mechanism] = []

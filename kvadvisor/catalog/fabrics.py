@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvadvisor.catalog.loader import check_entries, find_named
+from kvadvisor.catalog.loader import check_entries
 from kvadvisor.catalog.storage import DATA_DIR
 from kvadvisor.checker import Field
 from kvadvisor.errors import CatalogError

@@ -32,9 +32,8 @@ from kvadvisor.checker import (
     with_hint,
 )
 from kvadvisor.errors import CatalogError, CatalogProblems
-from kvadvisor.io.yamlio import load_yaml
-from kvadvisor.quoting import name_problem, one_line
 from kvadvisor.io.yamlio import load_yaml_lines
+from kvadvisor.quoting import name_problem, one_line
 
 COMMON_FIELDS: dict[str, Field] = {
     "source": Field("list[str]", required=True, help="keys of `sources`"),

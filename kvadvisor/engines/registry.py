@@ -17,10 +17,9 @@ from typing import Any
 from kvadvisor.checker import Checker
 from kvadvisor.engines.datafile import check_engine_data, engine_problem
 from kvadvisor.errors import ConfigError, PlanError
-from kvadvisor.io.yamlio import load_yaml
+from kvadvisor.io.yamlio import load_yaml_lines
 from kvadvisor.rules.model import FactSpec, RuleScope
 from kvadvisor.units import Unit
-from kvadvisor.io.yamlio import load_yaml_lines
 
 # The built-in engine modules, in the order --emit and the plan schema list them.
 BUILTIN = ("lmcache", "sglang", "kvbm", "mooncake", "vllm")

@@ -33,7 +33,7 @@ from kvadvisor.checker import Checker, Field, Invalid, choice_problem, yaml_type
 from kvadvisor.engines import registry
 from kvadvisor.errors import CatalogError, PlanError
 from kvadvisor.io.fileio import check_input
-from kvadvisor.io.yamlio import MAX_YAML_BYTES, load_yaml
+from kvadvisor.io.yamlio import MAX_YAML_BYTES, load_yaml_lines
 from kvadvisor.plan.engine_files import (
     EngineFileError,
     merge_engine_settings,
@@ -70,7 +70,6 @@ from kvadvisor.units import (
 )
 from kvadvisor.units.format import count
 from kvadvisor.vocab import Stage, Topology
-from kvadvisor.io.yamlio import MAX_YAML_BYTES, load_yaml_lines
 
 
 @dataclass(frozen=True)

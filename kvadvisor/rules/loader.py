@@ -20,7 +20,7 @@ from typing import Any
 
 from kvadvisor.checker import Checker, Field, choice_problem, did_you_mean, with_hint
 from kvadvisor.errors import RuleError, RuleReferenceError, RuleSyntaxError
-from kvadvisor.io.yamlio import load_yaml
+from kvadvisor.io.yamlio import load_yaml_lines
 from kvadvisor.rules.model import (
     VISIBLE,
     AllOf,
@@ -39,7 +39,6 @@ from kvadvisor.rules.model import (
     Stage,
 )
 from kvadvisor.units import plural
-from kvadvisor.io.yamlio import load_yaml_lines
 
 CODE_RE = re.compile(r"^[A-Z]{2}[0-9]{2}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
