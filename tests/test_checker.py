@@ -20,9 +20,9 @@ from kvadvisor.checker import Checker, Field, close_names, did_you_mean
 from kvadvisor.cli import EXIT_USER_ERROR, app
 from kvadvisor.errors import CatalogError, PlanError, RuleReferenceError, RuleSyntaxError
 from kvadvisor.facts import FACTS
+from kvadvisor.io.yamlio import load_yaml_lines, parse_yaml_lines
 from kvadvisor.plan import load_plan
 from kvadvisor.rules.loader import load_rule_file
-from kvadvisor.io.yamlio import load_yaml_lines, parse_yaml_lines
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "fixtures" / "traces" / "tiny_mooncake.jsonl"

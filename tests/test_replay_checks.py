@@ -203,7 +203,9 @@ def test_hit_ratio_equals_the_exact_cache_engine_one_replica(mooncake_head: Trac
     engine = simulate_arrays(
         offsets[: n + 1], values[: offsets[n]], inp, 512, warmup_requests=0, warmup_fraction=0.0
     )
-    split = tier_hit_tokens_per_request(engine, [CacheTierSpec("gpu", pool), CacheTierSpec("dram", None)])
+    split = tier_hit_tokens_per_request(
+        engine, [CacheTierSpec("gpu", pool), CacheTierSpec("dram", None)]
+    )
     gpu_hit = split[0] // page * page
     all_hit = (split[0] + split[1]) // page * page
     # the case: some hits end inside a page
