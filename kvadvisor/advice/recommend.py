@@ -573,7 +573,7 @@ def _verdict_found(
         f,
         final_outcome,
         result,
-        final_outcome.doc,
+        final.plan(final_outcome.candidate),
         float(a.input_tokens.sum()),
         float(a.output_tokens.sum()),
         span,

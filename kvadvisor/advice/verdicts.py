@@ -24,6 +24,8 @@ from kvadvisor.deploy import instance_cost, nic_bytes_per_s
 from kvadvisor.deploy.access import Via
 from kvadvisor.fleet import ReplayResult
 from kvadvisor.fleet.engine import ReplayRun, StageRun
+from kvadvisor.plan.model import Plan
+from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.results.replay import ReplayTierDemand
 from kvadvisor.results.verdict import (
     BurstFleet,
@@ -610,7 +612,7 @@ def verdict_of(
     found: ProviderSearch,
     outcome: Outcome,
     result: ReplayResult,
-    plan: dict,
+    plan: Plan,
     input_tokens: float,
     output_tokens: float,
     span_s: float,
@@ -668,7 +670,8 @@ def verdict_of(
         pruned=tuple(found.pruned),
         unconfirmed=tuple(dict.fromkeys(unconfirmed)),
         notes=tuple(notes) + _tier_notes(found, cand) + link_notes(link),
-        plan=plan,
+        plan=plan_mapping(plan),
+        replayed_plan=plan,
         price_kind=kind,
         price_unconfirmed=usd is not None and any(c.unconfirmed for c in costs),
     )

@@ -57,6 +57,21 @@ class PerfCatalogs:
         """
         return self.efficiency.for_gpu(gpu, self.gpus)
 
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        """Pickled with its mappings copied (a read-only view cannot be pickled).
+
+        A typed plan holds its catalogs, and a verdict its plan: a report crosses processes
+        (Dask, a test's shared analyses) like any other result.
+        """
+        return (_read_only, (dict(self.gpus), dict(self.models), self.efficiency))
+
+
+def _read_only(
+    gpus: dict[str, GpuSpec], models: dict[str, ModelSpec], efficiency: EfficiencyCatalog
+) -> PerfCatalogs:
+    """Catalogs over read-only views of ``gpus`` and ``models`` (unpickling)."""
+    return PerfCatalogs(MappingProxyType(gpus), MappingProxyType(models), efficiency)
+
 
 def load_perf_catalogs(
     gpu_files: Iterable[str | Path] = (),

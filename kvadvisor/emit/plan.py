@@ -10,8 +10,9 @@ whether decode saves the KV it generates, and the engine's token budget per step
 
 from __future__ import annotations
 
-import copy
 import re
+import typing
+from dataclasses import replace
 from pathlib import PurePath
 from typing import Any
 
@@ -20,7 +21,7 @@ import yaml
 from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import StageView, TierKind, TierView
 from kvadvisor.engines import registry
-from kvadvisor.plan.loader import CATEGORY_KINDS
+from kvadvisor.plan.loader import CATEGORY_KINDS, check_plan
 from kvadvisor.plan.model import ModelPlan, Plan, StagePlan, StorageCapability, TierPlan
 from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.quoting import one_line
@@ -120,53 +121,68 @@ def deployment_plan(ctx: EmitContext) -> Plan:
     )
 
 
-def deployment_document(ctx: EmitContext) -> dict[str, Any]:
-    """The recommended deployment as a plan mapping (the one plan writer's), no engine.
+def recommended_plan(ctx: EmitContext) -> Plan:
+    """The recommended deployment as a typed plan, no engine.
 
-    A chosen deployment verdict's own plan (the one the advisor's search replayed, issue 13)
-    stands in for it unchanged: :func:`on_engine` needs only a ``stages`` block per stage of
-    ``ctx.dep`` whose tiers are that stage's tiers, in order, which the verdict's are.
+    A chosen deployment verdict's own plan (the one the advisor's search replayed, issue 13):
+    its ``Plan``, or, in a report read back from JSON, its plan mapping as the loader reads
+    it. :func:`on_engine` needs only a stage per stage of ``ctx.dep`` whose tiers are that
+    stage's tiers, in order, which the verdict's are. Else the plan by names.
     """
     rec = ctx.report.recommendation
     verdict = rec.verdict.primary_verdict if rec is not None and rec.verdict is not None else None
     if verdict is not None and verdict.chosen and verdict.plan:
-        return copy.deepcopy(verdict.plan)
-    return plan_mapping(deployment_plan(ctx))
+        if verdict.replayed_plan is not None:
+            return typing.cast(Plan, verdict.replayed_plan)
+        return check_plan(verdict.plan.get("name", "plan"), verdict.plan)
+    return deployment_plan(ctx)
+
+
+def _on_engine_stage(
+    plan: StagePlan, ctx: EmitContext, engine: str, stage: StageView, files: list[str]
+) -> StagePlan:
+    """One stage of the plan as ``engine`` runs it (see :func:`on_engine`)."""
+    assert len(plan.tiers) == len(stage.tiers), (stage.stage, plan.tiers)
+    written = {id(t) for t in written_tiers(engine, ctx, stage)}
+    tiers = tuple(t for t, view in zip(plan.tiers, stage.tiers, strict=True) if id(view) in written)
+    scheduler = plan.scheduler
+    step_tokens = registry.engine(engine).step_tokens
+    if step_tokens is not None:
+        scheduler = replace(scheduler, max_num_batched_tokens=step_tokens(ctx, stage))
+    save = plan.save_decode_kv
+    if ctx.disaggregated and stage.stage == Stage.DECODE:
+        save = decode_saves(engine, ctx, stage)
+    return replace(
+        plan,
+        tiers=tiers,
+        chunk_tokens=None,
+        scheduler=scheduler,
+        save_decode_kv=save,
+        engine_files=tuple(files) if files else plan.engine_files,
+    )
 
 
 def on_engine(
-    doc: dict[str, Any], ctx: EmitContext, engine: str, engine_files: dict[str, list[str]]
-) -> dict[str, Any]:
-    """``doc`` (a deployment's plan mapping) as ``engine`` runs it: a new mapping.
+    plan: Plan, ctx: EmitContext, engine: str, engine_files: dict[str, list[str]]
+) -> Plan:
+    """``plan`` (a deployment) as ``engine`` runs it.
 
     Per stage: the engine's files; only the tiers its files configure (the plan's tiers are
     the stage's tiers, in order); the engine's own I/O unit instead of the advisor's chunk (the
     replay reads it from the files); vllm serve's token budget; whether decode saves its KV.
     """
-    out = copy.deepcopy(doc)
-    out["name"] = f"{doc['name']}-{engine}"
-    out["description"] = f"{doc['description']} on {engine}"
-    for stage in ctx.dep.stages:
-        block = out["stages"][stage.stage]
-        written = {id(t) for t in written_tiers(engine, ctx, stage)}
-        tiers = block.get("tiers") or []
-        assert len(tiers) == len(stage.tiers), (stage.stage, tiers)
-        block["tiers"] = [
-            t for t, view in zip(tiers, stage.tiers, strict=True) if id(view) in written
-        ]
-        block.pop("chunk_tokens", None)
-        step_tokens = registry.engine(engine).step_tokens
-        if step_tokens is not None:
-            sched = block.setdefault("scheduler", {})
-            sched["max_num_batched_tokens"] = step_tokens(ctx, stage)
-        if ctx.disaggregated and stage.stage == Stage.DECODE:
-            block["save_decode_kv"] = decode_saves(engine, ctx, stage)
-        files = engine_files.get(stage.stage)
-        if files:
-            block["engine_files"] = list(files)
-        # Tiers after the engine's settings, as a reader expects them.
-        block["tiers"] = block.pop("tiers")
-    return out
+    views = {s.stage: s for s in ctx.dep.stages}
+    return replace(
+        plan,
+        name=f"{plan.name}-{engine}",
+        description=f"{plan.description} on {engine}",
+        stages=tuple(
+            s
+            if s.stage not in views
+            else _on_engine_stage(s, ctx, engine, views[s.stage], engine_files.get(s.stage) or [])
+            for s in plan.stages
+        ),
+    )
 
 
 def plan_document(
@@ -174,9 +190,11 @@ def plan_document(
     engine: str | None = None,
     engine_files: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """The plan as a mapping: ``engine``'s deployment, ``engine_files`` {stage: [file names]}."""
-    doc = deployment_document(ctx)
-    return doc if engine is None else on_engine(doc, ctx, engine, engine_files or {})
+    """The plan as the one writer's mapping: ``engine``'s deployment, ``engine_files`` per stage."""
+    plan = recommended_plan(ctx)
+    if engine is not None:
+        plan = on_engine(plan, ctx, engine, engine_files or {})
+    return plan_mapping(plan)
 
 
 def plan_name(engine: str | None) -> str:

@@ -74,7 +74,8 @@ def recommended_plan(
     """The recommendation as a checked plan, or None and why it cannot be one (PlanError).
 
     A deployment verdict's own plan when the advisor searched one (issue 13): the very
-    deployment its search replayed; else the plan of the per-stage recommendation, its
+    deployment its search replayed (its typed Plan, or its plan mapping checked when the
+    report was read back from JSON); else the plan of the per-stage recommendation, its
     instances and storage looked up in ``catalogs`` (the packaged catalogs when None).
     """
     model, rec = report.model, report.recommendation
@@ -84,6 +85,9 @@ def recommended_plan(
         if primary is None or not primary.chosen or not primary.plan:
             why = primary.reason if primary is not None else verdicts.primary_why
             return None, f"no deployment was recommended: {why}"
+        if primary.replayed_plan is not None:  # the search's own Plan: nothing to read
+            return replace(primary.replayed_plan, path=PLAN_PATH), ""
+        # A verdict read back from JSON holds the plan as written: the loader reads it.
         return check_plan(PLAN_PATH, primary.plan, catalogs), ""
     if model is None or model.deployment is None:
         return None, "no model and GPU: the stage profile did not run"

@@ -595,9 +595,16 @@ class AdviceReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with the contract's top-level keys (meta fields lifted to the top)."""
-        # The rows are left out before asdict, which would deep-copy every array.
-        body = asdict(dataclasses.replace(self, request_rows={}))
+        # The rows are left out before asdict, which would deep-copy every array; so are the
+        # verdicts' typed plans (catalogs and all), which the JSON holds as their ``plan``.
+        rec = self.recommendation
+        if rec is not None and rec.verdict is not None:
+            rec = dataclasses.replace(rec, verdict=rec.verdict.without_plans())
+        body = asdict(dataclasses.replace(self, request_rows={}, recommendation=rec))
         body.pop("request_rows")
+        if body["recommendation"] is not None and body["recommendation"]["verdict"] is not None:
+            for v in body["recommendation"]["verdict"]["verdicts"]:
+                v.pop("replayed_plan")
         if not body["plan_reviews"]:  # absent unless plans were given: output stays as before
             body.pop("plan_reviews")
         if body["context"] is None:  # absent when not checked: output stays as before

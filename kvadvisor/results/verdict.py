@@ -14,7 +14,7 @@ unit of its scope (one instance's, or the pool's), rates of a mechanism per node
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -394,8 +394,10 @@ class ClosestMiss:
 class Verdict:
     """The recommended deployment of one provider, or why there is none.
 
-    ``plan`` is the deployment as a plan document (docs/review.md keys), the very one the
-    search replayed: ``--emit plan`` writes it, and `kvadvisor review` checks it.
+    ``replayed_plan`` is the deployment the search replayed, a typed ``kvadvisor.plan.Plan``;
+    ``plan`` is that plan as the one plan writer writes it (docs/review.md keys): the JSON
+    report's form, which ``kvadvisor.plan.check_plan`` reads back. ``--emit plan`` writes the
+    deployment, and `kvadvisor review` checks it.
     """
 
     provider: str
@@ -416,6 +418,10 @@ class Verdict:
     unconfirmed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     plan: dict[str, Any] = field(default_factory=dict)
+    # Not in the JSON contract (as AdviceReport.request_rows): the typed Plan ``plan`` was
+    # written from, held by the search's verdict; None when read back from JSON (``plan`` is
+    # what the report keeps). Typed Any: results imports no plan (tests/test_architecture.py).
+    replayed_plan: Any = field(default=None, repr=False, compare=False)
     robustness: Robustness | None = None
     closest: ClosestMiss | None = None  # when nothing meets the SLO: the nearest, priced
     # The kind of the instance rates its $/h rests on (on_demand, calendar, reservation,
@@ -463,6 +469,10 @@ class VerdictSet:
     def verdict(self, provider: str) -> Verdict | None:
         """The verdict for ``provider``, or None."""
         return next((v for v in self.verdicts if v.provider == provider), None)
+
+    def without_plans(self) -> VerdictSet:
+        """The same verdicts without their typed plans: what the JSON report holds."""
+        return replace(self, verdicts=tuple(replace(v, replayed_plan=None) for v in self.verdicts))
 
     @property
     def primary_verdict(self) -> Verdict | None:
