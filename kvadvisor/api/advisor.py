@@ -447,6 +447,7 @@ class Advisor:
         spare: bool = _SETTINGS.spare,
         price_kind: str = _SETTINGS.price_kind,
         over_context: str = _SETTINGS.over_context,
+        engine: str | None = _SETTINGS.engine,
         replay: bool = _SETTINGS.replay,
         replay_max_requests: int = _SETTINGS.replay_max_requests,
     ) -> Report:
@@ -500,6 +501,7 @@ class Advisor:
             spare=spare,
             price_kind=price_kind,
             over_context=over_context,
+            engine=engine,
             plans=self._plans(plans, allow_outside_plan_dir),
             replay=replay,
             replay_max_requests=replay_max_requests,
@@ -710,6 +712,7 @@ def analyze(
     spare: bool = _SETTINGS.spare,
     price_kind: str = _SETTINGS.price_kind,
     over_context: str = _SETTINGS.over_context,
+    engine: str | None = _SETTINGS.engine,
     replay: bool = _SETTINGS.replay,
     replay_max_requests: int = _SETTINGS.replay_max_requests,
 ) -> Report:
@@ -759,6 +762,7 @@ def analyze(
         spare=spare,
         price_kind=price_kind,
         over_context=over_context,
+        engine=engine,
         replay=replay,
         replay_max_requests=replay_max_requests,
     )
