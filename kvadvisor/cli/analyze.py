@@ -58,7 +58,6 @@ from kvadvisor.units.format import number
 
 if TYPE_CHECKING:
     from kvadvisor.report.registry import Renderer
-    from kvadvisor.results.report import AdviceReport
 
 
 class ReportFormat(str, Enum):
@@ -722,7 +721,7 @@ def _converted_options(
     }
 
 
-def _print_summary(report: AdviceReport, *, to_stderr: bool) -> None:
+def _print_summary(report: kvadvisor.Report, *, to_stderr: bool) -> None:
     """The terminal summary: on stderr when a report is written to stdout."""
     from kvadvisor.report.console import ConsoleRenderer
 
@@ -738,7 +737,7 @@ def _print_summary(report: AdviceReport, *, to_stderr: bool) -> None:
 
 
 def _write_reports(
-    report: AdviceReport,
+    report: kvadvisor.Report,
     renderers: list[tuple[str, Renderer]],
     files: InputSet,
     progress: Progress,
@@ -756,7 +755,7 @@ def _write_reports(
 
 
 def _write_emitted(
-    ctx: typer.Context, report: AdviceReport, emit: list[str], emit_dir: Path, files: InputSet
+    ctx: typer.Context, report: kvadvisor.Report, emit: list[str], emit_dir: Path, files: InputSet
 ) -> None:
     """Write the --emit engine files into the -o directory, saying each target refused."""
     from kvadvisor.emit import emit_targets
