@@ -1,6 +1,6 @@
 """`kvadvisor analyze`: measure a trace and advise a configuration per stage.
 
-The analysis, the renderers and the engine writers are imported inside the command:
+The analysis, the renderers and the engine writers are imported where the command runs:
 registering it (for `kvadvisor --help`) loads none of them (tests/test_cli_startup.py).
 """
 
@@ -11,7 +11,7 @@ import shlex
 import shutil
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -52,9 +52,12 @@ from kvadvisor.cli.common import (
 )
 from kvadvisor.cli.progress import Progress
 from kvadvisor.errors import ConfigError
-from kvadvisor.io.fileio import check_writable
+from kvadvisor.io.fileio import InputSet, check_writable
 from kvadvisor.report import get_renderer
 from kvadvisor.units.format import number
+
+if TYPE_CHECKING:
+    from kvadvisor.report.registry import Renderer
 
 
 class ReportFormat(str, Enum):
@@ -345,6 +348,224 @@ def io_unit_bytes(text: str) -> int:
     return int(value)
 
 
+# The command's other options, one alias each so its signature is one line per option.
+CacheTierOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="NAME=TOKENS",
+        help="Cache tier, fastest first (e.g. hbm=1M). Repeatable.",
+        rich_help_panel=PANEL_CACHE,
+    ),
+]
+CacheInstancesOpt = Annotated[
+    int,
+    typer.Option(
+        metavar="N",
+        min=1,
+        max=MAX_CACHE_INSTANCES,
+        help="Per-instance caches compared under each routing policy against one pool "
+        "(cache section only; 1: no comparison). Not the serving --instances.",
+        rich_help_panel=PANEL_CACHE,
+    ),
+]
+ChunkTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        min=1,
+        max=MAX_BLOCK_TOKENS,
+        help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
+        "and count KV I/Os per chunk (I/O default: 256, LMCache's).",
+        rich_help_panel=PANEL_CACHE,
+    ),
+]
+SaveUnfullChunkOpt = Annotated[
+    bool,
+    typer.Option(
+        "--save-unfull-chunk",
+        help="Keep a partial last chunk (LMCache save_unfull_chunk).",
+        rich_help_panel=PANEL_CACHE,
+    ),
+]
+CacheSampleRateOpt = Annotated[
+    float | None,
+    typer.Option(
+        metavar="RATE",
+        min=0.0,
+        max=1.0,
+        callback=finite_option,
+        help="Estimate the cache curve by SHARDS sampling at this rate.",
+        rich_help_panel=PANEL_CACHE,
+    ),
+]
+InstanceOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--instance",
+        metavar="[STAGE=]NAME",
+        help="Instance for both stages (NAME) or one stage (prefill=NAME, decode=NAME).",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--storage",
+        metavar="NAME",
+        callback=name_option("storage"),
+        help="The capacity tier below host memory on the nodes that prefill (catalog "
+        "name): the search sizes and replays it.",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+ProviderOpt = Annotated[
+    list[Provider] | None,
+    typer.Option(
+        "--provider",
+        metavar="PROVIDER",
+        help="Give a deployment verdict for this provider: aws, gcp, azure, alibaba or "
+        "onprem (default: every provider in the catalog, one verdict each). Repeatable.",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+SloOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--slo",
+        metavar="TARGETS",
+        help="Latency targets the fleet must meet, METRIC_pNN=TIME, comma-separated, "
+        "e.g. ttft_p99=2s (default: MLPerf's server limits for the model).",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+HeadroomOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--headroom",
+        metavar="SHARE",
+        help="Margin every target keeps: a deployment meets a target only when its "
+        "replayed percentile is at most (1 - SHARE) x the target, e.g. 10% or 0 "
+        "(default 10%: the step model's median error on MoE models, docs/advisor.md).",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+SpareOpt = Annotated[
+    bool,
+    typer.Option(
+        "--spare",
+        help="N+1: one instance per stage more than the fewest that meet the SLO.",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+PriceKindOpt = Annotated[
+    PriceKind,
+    typer.Option(
+        "--price-kind",
+        help="The rates the primary verdict compares: on_demand (confirmed on-demand rates "
+        "first; calendar, reservation and capacity-block rates ranked apart) or any (every "
+        "priced verdict's $/h).",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+OverContextOpt = Annotated[
+    OverContext,
+    typer.Option(
+        "--over-context",
+        help="Requests longer than the model's context (prompt + output): refuse (stop, "
+        "counting them), rope (serve them at the model's RoPE-scaled context, written into "
+        "the engine files), exclude (analyse the rest, counted) or auto (rope when the "
+        "scaled context holds them all, else exclude). Always stated in the report.",
+        rich_help_panel=PANEL_MODEL,
+    ),
+]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        help="Run the deployment search's providers and replays on a local Dask cluster "
+        "of N processes (default 1: this process alone; needs kvadvisor[distributed]). "
+        "The report is the same.",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Run the deployment search on an existing Dask cluster, e.g. "
+        "tcp://host:8786 (its workers need this kvadvisor; docs/scale.md).",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+PlanOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--plan",
+        metavar="FILE",
+        help="Deployment plan to review against the trace. Repeatable.",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+AllowOutsidePlanDirOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-outside-plan-dir",
+        help=ALLOW_OUTSIDE_HELP,
+        rich_help_panel=PANEL_RULES,
+    ),
+]
+ReplayOpt = Annotated[
+    bool,
+    typer.Option(
+        "--replay/--no-replay",
+        help="Replay the recommended deployment closed loop (its split becomes the report's).",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
+OutputOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="Report file; the extension names the format (.html, .json, .md, .txt); "
+        "'-' is stdout (JSON unless --format). Repeatable.",
+        rich_help_panel=PANEL_OUTPUT,
+    ),
+]
+FormatOpt = Annotated[
+    ReportFormat | None,
+    typer.Option(
+        "--format",
+        help="Report format when -o cannot tell (or no -o: stdout).",
+        rich_help_panel=PANEL_OUTPUT,
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="No terminal summary (files written are still said).",
+        rich_help_panel=PANEL_OUTPUT,
+    ),
+]
+EmitOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--emit",
+        metavar="ENGINE",
+        parser=emit_target,
+        help="Write this engine's configuration (or, with `plan`, the deployment plan) for "
+        "the recommended deployment into the -o directory; a name it does not know lists "
+        "the engines it does (docs/emit.md). Repeatable.",
+        rich_help_panel=PANEL_OUTPUT,
+    ),
+]
+
+
 @app.command("analyze")
 def analyze_cmd(
     ctx: typer.Context,
@@ -358,55 +579,11 @@ def analyze_cmd(
     until: UntilOpt = None,
     # Cache
     warmup_fraction: WarmupOpt = 0.5,
-    cache_tier: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME=TOKENS",
-            help="Cache tier, fastest first (e.g. hbm=1M). Repeatable.",
-            rich_help_panel=PANEL_CACHE,
-        ),
-    ] = None,
-    cache_instances: Annotated[
-        int,
-        typer.Option(
-            metavar="N",
-            min=1,
-            max=MAX_CACHE_INSTANCES,
-            help="Per-instance caches compared under each routing policy against one pool "
-            "(cache section only; 1: no comparison). Not the serving --instances.",
-            rich_help_panel=PANEL_CACHE,
-        ),
-    ] = 8,
-    chunk_tokens: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            min=1,
-            max=MAX_BLOCK_TOKENS,
-            help="Engine KV chunk size, tokens: coarsen the trace's block hashes to it "
-            "and count KV I/Os per chunk (I/O default: 256, LMCache's).",
-            rich_help_panel=PANEL_CACHE,
-        ),
-    ] = None,
-    save_unfull_chunk: Annotated[
-        bool,
-        typer.Option(
-            "--save-unfull-chunk",
-            help="Keep a partial last chunk (LMCache save_unfull_chunk).",
-            rich_help_panel=PANEL_CACHE,
-        ),
-    ] = False,
-    cache_sample_rate: Annotated[
-        float | None,
-        typer.Option(
-            metavar="RATE",
-            min=0.0,
-            max=1.0,
-            callback=finite_option,
-            help="Estimate the cache curve by SHARDS sampling at this rate.",
-            rich_help_panel=PANEL_CACHE,
-        ),
-    ] = None,
+    cache_tier: CacheTierOpt = None,
+    cache_instances: CacheInstancesOpt = 8,
+    chunk_tokens: ChunkTokensOpt = None,
+    save_unfull_chunk: SaveUnfullChunkOpt = False,
+    cache_sample_rate: CacheSampleRateOpt = None,
     # Model and GPU
     model: ModelOpt = None,
     gpu: GpuOpt = None,
@@ -416,132 +593,19 @@ def analyze_cmd(
     ep: EpOpt = 1,
     # Deployment
     instances: InstancesOpt = 1,
-    instance: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--instance",
-            metavar="[STAGE=]NAME",
-            help="Instance for both stages (NAME) or one stage (prefill=NAME, decode=NAME).",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = None,
-    storage: Annotated[
-        str | None,
-        typer.Option(
-            "--storage",
-            metavar="NAME",
-            callback=name_option("storage"),
-            help="The capacity tier below host memory on the nodes that prefill (catalog "
-            "name): the search sizes and replays it.",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = None,
-    provider: Annotated[
-        list[Provider] | None,
-        typer.Option(
-            "--provider",
-            metavar="PROVIDER",
-            help="Give a deployment verdict for this provider: aws, gcp, azure, alibaba or "
-            "onprem (default: every provider in the catalog, one verdict each). Repeatable.",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = None,
-    slo: Annotated[
-        str | None,
-        typer.Option(
-            "--slo",
-            metavar="TARGETS",
-            help="Latency targets the fleet must meet, METRIC_pNN=TIME, comma-separated, "
-            "e.g. ttft_p99=2s (default: MLPerf's server limits for the model).",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = None,
-    headroom: Annotated[
-        str | None,
-        typer.Option(
-            "--headroom",
-            metavar="SHARE",
-            help="Margin every target keeps: a deployment meets a target only when its "
-            "replayed percentile is at most (1 - SHARE) x the target, e.g. 10% or 0 "
-            "(default 10%: the step model's median error on MoE models, docs/advisor.md).",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = None,
-    spare: Annotated[
-        bool,
-        typer.Option(
-            "--spare",
-            help="N+1: one instance per stage more than the fewest that meet the SLO.",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = False,
-    price_kind: Annotated[
-        PriceKind,
-        typer.Option(
-            "--price-kind",
-            help="The rates the primary verdict compares: on_demand (confirmed on-demand rates "
-            "first; calendar, reservation and capacity-block rates ranked apart) or any (every "
-            "priced verdict's $/h).",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = PriceKind.on_demand,
-    over_context: Annotated[
-        OverContext,
-        typer.Option(
-            "--over-context",
-            help="Requests longer than the model's context (prompt + output): refuse (stop, "
-            "counting them), rope (serve them at the model's RoPE-scaled context, written into "
-            "the engine files), exclude (analyse the rest, counted) or auto (rope when the "
-            "scaled context holds them all, else exclude). Always stated in the report.",
-            rich_help_panel=PANEL_MODEL,
-        ),
-    ] = OverContext.auto,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers",
-            metavar="N",
-            help="Run the deployment search's providers and replays on a local Dask cluster "
-            "of N processes (default 1: this process alone; needs kvadvisor[distributed]). "
-            "The report is the same.",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = 1,
-    scheduler: Annotated[
-        str | None,
-        typer.Option(
-            "--scheduler",
-            metavar="ADDRESS",
-            help="Run the deployment search on an existing Dask cluster, e.g. "
-            "tcp://host:8786 (its workers need this kvadvisor; docs/scale.md).",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = None,
-    plan: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--plan",
-            metavar="FILE",
-            help="Deployment plan to review against the trace. Repeatable.",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = None,
-    allow_outside_plan_dir: Annotated[
-        bool,
-        typer.Option(
-            "--allow-outside-plan-dir",
-            help=ALLOW_OUTSIDE_HELP,
-            rich_help_panel=PANEL_RULES,
-        ),
-    ] = False,
-    replay: Annotated[
-        bool,
-        typer.Option(
-            "--replay/--no-replay",
-            help="Replay the recommended deployment closed loop (its split becomes the report's).",
-            rich_help_panel=PANEL_DEPLOYMENT,
-        ),
-    ] = True,
+    instance: InstanceOpt = None,
+    storage: StorageOpt = None,
+    provider: ProviderOpt = None,
+    slo: SloOpt = None,
+    headroom: HeadroomOpt = None,
+    spare: SpareOpt = False,
+    price_kind: PriceKindOpt = PriceKind.on_demand,
+    over_context: OverContextOpt = OverContext.auto,
+    workers: WorkersOpt = 1,
+    scheduler: SchedulerOpt = None,
+    plan: PlanOpt = None,
+    allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
+    replay: ReplayOpt = True,
     window: WindowOpt = 1.0,
     io_unit: IoUnitOpt = "4 KiB",
     drive_capacity: DriveCapacityOpt = None,
@@ -551,68 +615,17 @@ def analyze_cmd(
     ignore: IgnoreOpt = None,
     catalog: CatalogOpt = None,
     # Output
-    output: Annotated[
-        list[str] | None,
-        typer.Option(
-            "-o",
-            "--output",
-            metavar="FILE",
-            help="Report file; the extension names the format (.html, .json, .md, .txt); "
-            "'-' is stdout (JSON unless --format). Repeatable.",
-            rich_help_panel=PANEL_OUTPUT,
-        ),
-    ] = None,
-    fmt: Annotated[
-        ReportFormat | None,
-        typer.Option(
-            "--format",
-            help="Report format when -o cannot tell (or no -o: stdout).",
-            rich_help_panel=PANEL_OUTPUT,
-        ),
-    ] = None,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet",
-            "-q",
-            help="No terminal summary (files written are still said).",
-            rich_help_panel=PANEL_OUTPUT,
-        ),
-    ] = False,
-    emit: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--emit",
-            metavar="ENGINE",
-            parser=emit_target,
-            help="Write this engine's configuration (or, with `plan`, the deployment plan) for "
-            "the recommended deployment into the -o directory; a name it does not know lists "
-            "the engines it does (docs/emit.md). Repeatable.",
-            rich_help_panel=PANEL_OUTPUT,
-        ),
-    ] = None,
+    output: OutputOpt = None,
+    fmt: FormatOpt = None,
+    quiet: QuietOpt = False,
+    emit: EmitOpt = None,
 ) -> None:
     """Analyze a trace and recommend a KV storage configuration per stage."""
-    from kvadvisor.emit import emit_targets
-    from kvadvisor.report.console import ConsoleRenderer
-
     with handle_user_errors():
         files = command_inputs(
             trace, plans=plan or (), rules_dirs=rules_dir or (), catalogs=catalog or (), model=model
         )
-        emit_dir, output = _split_emit_dir(emit, output)
-        fmt_name = fmt.value if fmt else None
-        targets = output or (["-"] if fmt_name else [])
-        # '-' alone is stdout in JSON, the format a pipe wants; --format names another.
-        renderers = [
-            (o, get_renderer(fmt_name or ("json" if o == "-" else None), o)) for o in targets
-        ]
-        for target in targets:
-            files.check_output(target)
-        if emit_dir is not None:
-            # Before the analysis, as every -o file is: a folder that cannot be made is found
-            # now, not after minutes of work.
-            check_writable(emit_dir, "-o", directory=True)
+        emit_dir, targets, renderers = _report_targets(files, emit, output, fmt)
         progress = Progress(quiet=quiet)
         phases.listen(progress.phase)  # the library names its phases (search 2 of 5, ...)
         try:
@@ -646,56 +659,111 @@ def analyze_cmd(
                 ep=ep,
                 window_s=window,
                 instances=instances,
-                io_unit_bytes=io_unit_bytes(io_unit),
-                drive_capacity_bytes=(
-                    size_option("--drive-capacity", drive_capacity)
-                    if drive_capacity is not None
-                    else None
-                ),
-                # Without --chunk-tokens, I/Os are counted at the profiler's default chunk (256).
-                **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
+                **_converted_options(io_unit, drive_capacity, chunk_tokens, headroom, emit),
                 storage=storage,
                 instance=as_strs(instance),
                 providers=tuple(p.value for p in provider or ()),
                 slo=slo,
-                # Without --headroom the library's documented default applies.
-                **({"headroom": headroom} if headroom is not None else {}),
                 spare=spare,
                 price_kind=price_kind.value,
                 over_context=over_context.value,
-                # the verdicts replay the KV page of the first engine asked for (docs/emit.md)
-                engine=next((e for e in emit or () if e != "plan"), None),
                 workers=workers,
                 scheduler=scheduler,
             )
         finally:
             phases.listen(None)
         if not quiet:
-            # The summary shares stdout only when no report is written there. It comes first,
-            # so the run ends with the "wrote PATH" lines of what it wrote.
-            to_stderr = "-" in targets
-            width = shutil.get_terminal_size().columns
-            color = wants_color(err=to_stderr)
-            text = ConsoleRenderer(width, color=color).render(report)
-            if color:
-                echo_styled(text, err=to_stderr)
-            else:
-                echo(text, nl=False, err=to_stderr)
+            _print_summary(report, to_stderr="-" in targets)
         if renderers:
-            # Rendered first, written after: the run ends with the "wrote PATH" lines.
-            with progress.step(phases.REPORT):
-                texts = []
-                for i, (_, renderer) in enumerate(renderers, 1):
-                    progress.phase(phases.REPORT, phases.of(i, len(renderers), renderer.name))
-                    texts.append(renderer.render(report))
-            for (target, renderer), text in zip(renderers, texts, strict=True):
-                terminal = renderer.name in ("text", "markdown")
-                write_output(target, text, files, terminal=terminal)
+            _write_reports(report, renderers, files, progress)
         if emit:
-            written, refused = emit_targets(report, list(emit), command_line(ctx))
-            for engine, why in refused.items():  # the other targets are still written
-                echo(f"note: --emit {engine} not written: {why}", err=True)
-            for name in written:  # every name first: no half set written before a refusal
-                files.check_output(Path(emit_dir) / name)
-            for name, text in written.items():
-                write_output(str(Path(emit_dir) / name), text, files)
+            # emit_dir is set whenever --emit is given (_split_emit_dir refuses otherwise)
+            _write_emitted(ctx, report, emit, Path(emit_dir or ""), files)
+
+
+def _report_targets(
+    files: InputSet, emit: list[str] | None, output: list[str] | None, fmt: ReportFormat | None
+) -> tuple[str | None, list[str], list[tuple[str, Renderer]]]:
+    """The --emit directory, the report targets and their renderers, each checked writable."""
+    emit_dir, output = _split_emit_dir(emit, output)
+    fmt_name = fmt.value if fmt else None
+    targets = output or (["-"] if fmt_name else [])
+    # '-' alone is stdout in JSON, the format a pipe wants; --format names another.
+    renderers = [(o, get_renderer(fmt_name or ("json" if o == "-" else None), o)) for o in targets]
+    for target in targets:
+        files.check_output(target)
+    if emit_dir is not None:
+        # Before the analysis, as every -o file is: a folder that cannot be made is found
+        # now, not after minutes of work.
+        check_writable(emit_dir, "-o", directory=True)
+    return emit_dir, targets, renderers
+
+
+def _converted_options(
+    io_unit: str,
+    drive_capacity: str | None,
+    chunk_tokens: int | None,
+    headroom: str | None,
+    emit: list[str] | None,
+) -> dict[str, Any]:
+    """The analysis keywords an option gives only converted, or only when it is given."""
+    return {
+        "io_unit_bytes": io_unit_bytes(io_unit),
+        "drive_capacity_bytes": (
+            size_option("--drive-capacity", drive_capacity) if drive_capacity is not None else None
+        ),
+        # Without --chunk-tokens, I/Os are counted at the profiler's default chunk (256).
+        **({"chunk_tokens": chunk_tokens} if chunk_tokens else {}),
+        # Without --headroom the library's documented default applies.
+        **({"headroom": headroom} if headroom is not None else {}),
+        # the verdicts replay the KV page of the first engine asked for (docs/emit.md)
+        "engine": next((e for e in emit or () if e != "plan"), None),
+    }
+
+
+def _print_summary(report: kvadvisor.Report, *, to_stderr: bool) -> None:
+    """The terminal summary: on stderr when a report is written to stdout."""
+    from kvadvisor.report.console import ConsoleRenderer
+
+    # The summary shares stdout only when no report is written there. It comes first,
+    # so the run ends with the "wrote PATH" lines of what it wrote.
+    width = shutil.get_terminal_size().columns
+    color = wants_color(err=to_stderr)
+    text = ConsoleRenderer(width, color=color).render(report)
+    if color:
+        echo_styled(text, err=to_stderr)
+    else:
+        echo(text, nl=False, err=to_stderr)
+
+
+def _write_reports(
+    report: kvadvisor.Report,
+    renderers: list[tuple[str, Renderer]],
+    files: InputSet,
+    progress: Progress,
+) -> None:
+    """Render every -o report, then write them all."""
+    # Rendered first, written after: the run ends with the "wrote PATH" lines.
+    with progress.step(phases.REPORT):
+        texts = []
+        for i, (_, renderer) in enumerate(renderers, 1):
+            progress.phase(phases.REPORT, phases.of(i, len(renderers), renderer.name))
+            texts.append(renderer.render(report))
+    for (target, renderer), text in zip(renderers, texts, strict=True):
+        terminal = renderer.name in ("text", "markdown")
+        write_output(target, text, files, terminal=terminal)
+
+
+def _write_emitted(
+    ctx: typer.Context, report: kvadvisor.Report, emit: list[str], emit_dir: Path, files: InputSet
+) -> None:
+    """Write the --emit engine files into the -o directory, saying each target refused."""
+    from kvadvisor.emit import emit_targets
+
+    written, refused = emit_targets(report, list(emit), command_line(ctx))
+    for engine, why in refused.items():  # the other targets are still written
+        echo(f"note: --emit {engine} not written: {why}", err=True)
+    for name in written:  # every name first: no half set written before a refusal
+        files.check_output(emit_dir / name)
+    for name, text in written.items():
+        write_output(str(emit_dir / name), text, files)
