@@ -16,13 +16,14 @@ case of tests/test_verdict_block.py).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -58,6 +59,19 @@ def _once(folder: Path, key: str, compute: Callable[[], T]) -> T:
         part.write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(part, done)
         return result
+
+
+@contextlib.contextmanager
+def device_to_itself(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Hold the run's one fio lock: a timed fio run has the disk alone among the workers.
+
+    fio's rate-limited phases check that the device moved the rate asked for; a second fio run
+    on the same disk at the same moment (the striped test's loop devices, the gate's candidate
+    run, on the other xdist worker) takes part of the bandwidth it measures.
+    """
+    with open(_run_directory(tmp_path_factory) / "fio.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def analysed(

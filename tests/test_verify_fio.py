@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from analysis_cache import device_to_itself
 from cli_checks import one_error_line
 from typer.testing import CliRunner
 from verify_fixtures import DISK_PLAN, write_bursty_trace
@@ -85,7 +86,8 @@ def fio_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "KVADVISOR_FIO_SIZE": "64m",
         "KVADVISOR_FIO_RUNTIME": str(RUNTIME_S),
     }
-    subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
+    with device_to_itself(tmp_path_factory):
+        subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
     manifest = json.loads((folder / "verify.json").read_text())
     doc = json.loads((folder / "results" / "prefill.disk.json").read_text())
     shutil.rmtree(scratch / "kvadvisor.prefill.disk", ignore_errors=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from analysis_cache import device_to_itself
 from bench_outputs import (
     Timings,
     bench_keys,
@@ -307,7 +308,9 @@ def test_sglang_gate_missed_fails(sglang_runs: dict) -> None:
     assert line.split()[0] == "FAIL"
 
 
-def test_candidate_storage_is_judged_beside_the_gate(runs: dict, tmp_path: Path) -> None:
+def test_candidate_storage_is_judged_beside_the_gate(
+    runs: dict, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The candidate's NVMe tier measured by the real fio: judged beside the serving gates.
 
     Its phases are reported in the A/B run with fio's figures, and a p99 or burst phase below
@@ -335,12 +338,13 @@ def test_candidate_storage_is_judged_beside_the_gate(runs: dict, tmp_path: Path)
         "KVADVISOR_FIO_SIZE": str(4 * spec["io_bytes"]),
         "KVADVISOR_FIO_RUNTIME": "1",
     }
-    subprocess.run(
-        [str(candidate / "run-fio.sh"), "fio/serving.nvme.fio"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    with device_to_itself(tmp_path_factory):
+        subprocess.run(
+            [str(candidate / "run-fio.sh"), "fio/serving.nvme.fio"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
     shutil.rmtree(scratch, ignore_errors=True)
     fio_doc = json.loads((candidate / "results" / "serving.nvme.json").read_text())
     jobs = {j["jobname"]: j for j in fio_doc["jobs"]}

@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from analysis_cache import device_to_itself
 from test_verify_fio import _direct_io_dir
 from typer.testing import CliRunner
 from verify_fixtures import DISK_PLAN, write_bursty_trace
@@ -115,7 +116,8 @@ def striped_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         **{f"KVADVISOR_FIO_DEV_{i}": d for i, d in enumerate(devices)},
     }
     try:
-        subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
+        with device_to_itself(tmp_path_factory):
+            subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
         sizes = [_size(d) for d in devices]
     finally:
         if mode == "loop devices":
