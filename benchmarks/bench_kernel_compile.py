@@ -28,7 +28,7 @@ def child(trace: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from replay_identity import aggregated
 
-    from kvadvisor.fleet import ReplayOptions, TraceArrays, engine, run_replay
+    from kvadvisor.fleet import ReplayOptions, TraceArrays, engine
     from kvadvisor.trace import read_trace
 
     inner = engine._kernel_call
@@ -44,7 +44,7 @@ def child(trace: Path) -> None:
     engine._kernel_call = timed
     arrays = TraceArrays.from_trace(read_trace(trace))
     wall = time.perf_counter()
-    run_replay(arrays, aggregated(), ReplayOptions(step_log=True, workers=1))
+    engine.run_resolved(arrays, aggregated(), ReplayOptions(step_log=True, workers=1))
     wall = time.perf_counter() - wall
     print(
         f"process CPU {time.process_time():.1f} s, inside the compiled loop's calls "

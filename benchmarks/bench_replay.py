@@ -26,20 +26,20 @@ import pyarrow as pa
 
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import get_model
-from kvadvisor.fleet import (
-    Deployment,
-    ReplayContext,
-    RouterPolicy,
-    SchedulerSpec,
-    Scope,
-    StageSpec,
-    TierSpec,
-    TraceArrays,
-    replay,
-    run_replay,
-    summarize,
-)
+from kvadvisor.fleet import ReplayContext, ReplayResult, TraceArrays, summarize
 from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
+
+# The fleet's resolved inputs, built by hand (outside the fleet only tests and benchmarks may):
+# the benchmark sweeps replicas, TP and pooling directly, without a plan file per point.
+from kvadvisor.fleet.engine import run_resolved
+from kvadvisor.fleet.resolved import (
+    ResolvedFleet,
+    ResolvedScheduler,
+    ResolvedStage,
+    ResolvedTier,
+    RouterPolicy,
+    Scope,
+)
 from kvadvisor.fleet.sample import sample_replicas
 from kvadvisor.synth import SynthShape, generate
 from kvadvisor.trace import read_trace
@@ -51,14 +51,21 @@ REPO = Path(__file__).resolve().parents[1]
 MOONCAKE = REPO / "sample_traces" / "mooncake_conversation.parquet"
 
 
-def deployment(replicas_per_instance: int, instances: int, tp: int, pooled: bool) -> Deployment:
+def replay(trace: ReplayContext | TraceArrays, fleet: ResolvedFleet) -> ReplayResult:
+    """The resolved fleet replayed and summarised (kvadvisor.fleet.replay, without a plan)."""
+    return summarize(run_resolved(trace, fleet))
+
+
+def deployment(replicas_per_instance: int, instances: int, tp: int, pooled: bool) -> ResolvedFleet:
     """Qwen3-32B on H200 with DRAM per replica, NVMe per instance and optionally a pool."""
     model = get_model("qwen3-32b")
     pm, step = roofline_for(model, get_gpu("h200"), tp)
     kv = kv_model(model, "bf16", tp)
 
-    def tier(name: str, kind: str, scope: Scope, cap_gb: float, rd: float, wr: float) -> TierSpec:
-        return TierSpec(
+    def tier(
+        name: str, kind: str, scope: Scope, cap_gb: float, rd: float, wr: float
+    ) -> ResolvedTier:
+        return ResolvedTier(
             name,
             kind,
             scope,
@@ -74,19 +81,19 @@ def deployment(replicas_per_instance: int, instances: int, tp: int, pooled: bool
     ]
     if pooled:
         tiers.append(tier("pool", "pool", Scope.POOLED, 100_000, 25, 25))
-    stage = StageSpec(
+    stage = ResolvedStage(
         role=Stage.SERVING,
         instances=instances,
         replicas_per_instance=replicas_per_instance,
         gpus_per_replica=tp,
         step=step,
         pool_tokens=pool_tokens(pm),
-        scheduler=SchedulerSpec(8192, 1024, 16),
+        scheduler=ResolvedScheduler(8192, 1024, 16),
         router=RouterPolicy.ROUND_ROBIN,
         tiers=tuple(tiers),
         kv=kv,
     )
-    return Deployment("bench", Topology.AGGREGATED, (stage,), kv)
+    return ResolvedFleet("bench", Topology.AGGREGATED, (stage,), kv)
 
 
 def synthetic(requests: int) -> TraceArrays:
@@ -106,7 +113,7 @@ def mooncake(runs: int) -> None:
     """Section 1: the Mooncake conversation trace, 8 replicas, three tiers."""
     arrays = TraceArrays.from_trace(read_trace(MOONCAKE))
     dep = deployment(4, 2, 2, pooled=True)
-    summarize(run_replay(ReplayContext(arrays), dep))  # warm-up: compile or load the kernel
+    summarize(run_resolved(ReplayContext(arrays), dep))  # warm-up: compile or load the kernel
     times = []
     for _ in range(runs):
         start = time.perf_counter()

@@ -25,25 +25,25 @@ import numpy as np
 
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import get_model
-from kvadvisor.fleet import (
-    Deployment,
-    LinkSpec,
+from kvadvisor.fleet import ReplayOptions, TraceArrays, engine, summarize
+from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
+
+# The fleet's resolved inputs, built by hand (outside the fleet only tests and benchmarks may):
+# each scenario sets one mechanism's knob directly, which a Plan reaches only through defaults.
+from kvadvisor.fleet.engine import run_resolved
+from kvadvisor.fleet.resolved import (
     LoadMode,
     Preemption,
     PrefetchPolicy,
-    ReplayOptions,
+    ResolvedFleet,
+    ResolvedLink,
+    ResolvedScheduler,
+    ResolvedStage,
+    ResolvedTier,
     RouterPolicy,
-    SchedulerSpec,
     Scope,
-    StageSpec,
-    TierSpec,
-    TraceArrays,
     WritePolicy,
-    engine,
-    run_replay,
-    summarize,
 )
-from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
 from kvadvisor.trace import read_trace
 from kvadvisor.units import BYTES_PER_GB
 from kvadvisor.vocab import Stage, Topology
@@ -63,10 +63,10 @@ def tier(name: str, scope: Scope, cap_gb: float | None, rd_gb: float, wr_gb: flo
     """A tier of ``cap_gb`` GB per scope unit (None: unbounded)."""
     cap = None if cap_gb is None else cap_gb * BYTES_PER_GB / KV.bytes_per_token
     kind = "dram" if name == "dram" else "ssd"
-    return TierSpec(name, kind, scope, cap, rd_gb * BYTES_PER_GB, wr_gb * BYTES_PER_GB, **kw)
+    return ResolvedTier(name, kind, scope, cap, rd_gb * BYTES_PER_GB, wr_gb * BYTES_PER_GB, **kw)
 
 
-def stage(role: Stage = Stage.SERVING, **kw: object) -> StageSpec:
+def stage(role: Stage = Stage.SERVING, **kw: object) -> ResolvedStage:
     """Qwen3-32B TP 2 on H200, 2 instances of 2 replicas, with ``kw`` changed."""
     base: dict[str, object] = dict(
         role=role,
@@ -75,7 +75,7 @@ def stage(role: Stage = Stage.SERVING, **kw: object) -> StageSpec:
         gpus_per_replica=2,
         step=STEP,
         pool_tokens=pool_tokens(PM),
-        scheduler=SchedulerSpec(8192, 256, 16),
+        scheduler=ResolvedScheduler(8192, 256, 16),
         tiers=(
             tier("dram", Scope.REPLICA, 20, 50, 50, latency_s=10e-6),
             tier("nvme", Scope.INSTANCE, 200, 7, 3, latency_s=80e-6, read_iops=1e6),
@@ -84,21 +84,21 @@ def stage(role: Stage = Stage.SERVING, **kw: object) -> StageSpec:
         kv=KV,
     )
     base.update(kw)
-    return StageSpec(**base)  # type: ignore[arg-type]
+    return ResolvedStage(**base)  # type: ignore[arg-type]
 
 
-def aggregated(**kw: object) -> Deployment:
+def aggregated(**kw: object) -> ResolvedFleet:
     """One serving stage."""
-    return Deployment("identity", Topology.AGGREGATED, (stage(**kw),), KV)
+    return ResolvedFleet("identity", Topology.AGGREGATED, (stage(**kw),), KV)
 
 
-SMALL = dict(pool_tokens=60000, scheduler=SchedulerSpec(2048, 64, 16))
-SMALL_SWAP = dict(pool_tokens=60000, scheduler=SchedulerSpec(2048, 64, 16, Preemption.SWAP))
+SMALL = dict(pool_tokens=60000, scheduler=ResolvedScheduler(2048, 64, 16))
+SMALL_SWAP = dict(pool_tokens=60000, scheduler=ResolvedScheduler(2048, 64, 16, Preemption.SWAP))
 SLOW_TIERS = (
     tier("dram", Scope.REPLICA, 2, 5, 1.0, write_buffer_bytes=2e9),
     tier("nvme", Scope.INSTANCE, 50, 2, 0.5, write_buffer_bytes=1e9, drop_when_full=True),
 )
-SCENARIOS: dict[str, Callable[[], Deployment]] = {
+SCENARIOS: dict[str, Callable[[], ResolvedFleet]] = {
     "three-tiers": lambda: aggregated(),
     "write-back": lambda: aggregated(write_policy=WritePolicy.WRITE_BACK, save_decode_kv=True),
     "small-buffers": lambda: aggregated(tiers=SLOW_TIERS),
@@ -120,12 +120,12 @@ SCENARIOS: dict[str, Callable[[], Deployment]] = {
     "least-outstanding": lambda: aggregated(router=RouterPolicy.LEAST_OUTSTANDING),
     "prefix-aware": lambda: aggregated(router=RouterPolicy.PREFIX_AWARE, router_weight=2.0),
     "frontend": lambda: aggregated(frontend_fixed_s=0.004, frontend_per_token_s=2e-7),
-    "disaggregated": lambda: Deployment(
+    "disaggregated": lambda: ResolvedFleet(
         "identity",
         Topology.DISAGGREGATED,
         (stage(Stage.PREFILL), stage(Stage.DECODE, tiers=(), **SMALL)),
         KV,
-        LinkSpec(12.5e9, 20e-6),
+        ResolvedLink(12.5e9, 20e-6),
     ),
 }
 
@@ -155,7 +155,7 @@ def figures() -> dict[str, object]:
             arrays = TraceArrays.from_trace(read_trace(REPO / "sample_traces" / name))
             for label, build in SCENARIOS.items():
                 calls.clear()
-                run = run_replay(arrays, build(), ReplayOptions(step_log=True, workers=1))
+                run = run_resolved(arrays, build(), ReplayOptions(step_log=True, workers=1))
                 found[f"{name} {label}"] = {
                     "groups": list(calls),
                     "summary": repr(dataclasses.asdict(summarize(run))),

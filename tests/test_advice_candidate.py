@@ -7,13 +7,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from kvadvisor.advice.candidate import Candidate, StagePick, candidate_plan, deployment_of
+from kvadvisor.advice.candidate import Candidate, StagePick, candidate_plan, plan_of
 from kvadvisor.advice.space import shapes
 from kvadvisor.advice.tiers import capacity_options, capacity_pick, host_tier
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import load_storage
-from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.plan.loader import PlanCatalogs
 from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.vocab import Stage, Topology
@@ -82,9 +82,9 @@ def test_the_replayed_plan_is_the_one_its_written_plan_loads_to(
     """
     catalogs = PlanCatalogs.packaged()
     plan = candidate_plan(_candidate(instance, topology, count), **ARGS, catalogs=catalogs.perf)
-    built, built_notes = deployment_from_plan(plan)
+    built, built_notes = resolve_plan(plan)
     doc = plan_mapping(plan)
-    read, read_notes = deployment_of(doc, catalogs)
+    read, read_notes = resolve_plan(plan_of(doc, catalogs))
     _same(built, read, "deployment")
     assert built_notes == read_notes
     # The p99 targets are the plan's; a p90 target is the search's own and not written.

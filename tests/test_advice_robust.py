@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 import kvadvisor
-from kvadvisor.advice.candidate import deployment_of
+from kvadvisor.advice.candidate import plan_of
 from kvadvisor.advice.robust import (
     BURST_PEAK_TO_MEAN,
     STEP_BUSY_FLOOR,
@@ -31,11 +31,11 @@ from kvadvisor.advice.robust import (
     burst_targets,
     parse_headroom,
 )
-from kvadvisor.advice.sizing import slowed
 from kvadvisor.cli import EXIT_USER_ERROR, app
 from kvadvisor.errors import ConfigError
 from kvadvisor.facts.registry import FACTS
 from kvadvisor.fleet import TraceArrays, replay, request_columns, run_replay
+from kvadvisor.fleet.fromplan import resolve_plan  # a test reads the resolved step table
 from kvadvisor.rules import load_rules
 
 GCP = ("gcp",)
@@ -77,7 +77,7 @@ def _verdict(report):  # type: ignore[no-untyped-def]
 
 def _prefill_step_s(plan: dict) -> float:
     """One 1,000-token prompt alone: one step of the plan's step table, by hand."""
-    step = deployment_of(plan)[0].stages[0].step
+    step = resolve_plan(plan_of(plan))[0].stages[0].step
     tokens = float(LONE_PROMPT_TOKENS)
     pairs = step.full_attention_layers * (tokens * (tokens + 1) / 2.0)  # causal, from empty
     return float(step.step_s(tokens, pairs, 0.0, 1.0))
@@ -109,13 +109,13 @@ def _nearest_rank(values: np.ndarray, pct: float) -> float:
 def test_scaled_step_table_is_factor_times_every_step(lone_csv) -> None:  # type: ignore[no-untyped-def]
     """Every part of a step is linear in the table: scaled, any step takes factor x as long."""
     report = kvadvisor.analyze(lone_csv, slo="ttft_p99=2s,tpot_p99=100ms", providers=GCP)
-    dep = deployment_of(_verdict(report).plan)[0]
+    dep = resolve_plan(plan_of(_verdict(report).plan))[0]
     step = dep.stages[0].step
-    slow = slowed(dep, STEP_TIME_FACTOR).stages[0].step
+    slow = dep.slowed(STEP_TIME_FACTOR).stages[0].step
     for tokens, pairs, kv, logits in ((1, 0, 1e6, 1), (512, 1e8, 0, 1), (8192, 3e9, 4e9, 64)):
         want = STEP_TIME_FACTOR * float(step.step_s(tokens, pairs, kv, logits))
         assert float(slow.step_s(tokens, pairs, kv, logits)) == pytest.approx(want, rel=1e-12)
-    assert slowed(dep, 1.0) is dep
+    assert dep.slowed(1.0) is dep
 
 
 def test_margin_and_step_stress_of_lone_requests_by_hand(lone_csv) -> None:  # type: ignore[no-untyped-def]
@@ -220,8 +220,7 @@ def test_step_busy_is_the_replica_time_in_steps(bursty) -> None:  # type: ignore
     """Charged per request, the steps' replica-seconds equal the replicas' own step timers."""
     path, report = bursty
     v = _verdict(report)
-    dep, _ = deployment_of(v.plan)
-    result = replay(TraceArrays.from_trace(kvadvisor.read_trace(path)), dep)
+    result = replay(TraceArrays.from_trace(kvadvisor.read_trace(path)), plan_of(v.plan))
     timers = result.stages[0].busy_fraction
     assert v.robustness.step_busy_fraction == pytest.approx(timers, rel=1e-9)
     assert v.stages[0].step_busy_fraction == pytest.approx(timers, rel=1e-9)
@@ -243,7 +242,7 @@ def test_traffic_stress_is_the_replay_of_arrivals_compressed_by_hand(bursty) -> 
     squeezed = a[0] + (a - a[0]) / TRAFFIC_FACTOR
     n = a.size
     arrays = TraceArrays.of(squeezed, np.full(n, 2000), np.full(n, 200))
-    cols = request_columns(run_replay(arrays, deployment_of(v.plan)[0]))
+    cols = request_columns(run_replay(arrays, plan_of(v.plan)))
     stress = v.robustness.stresses[1]
     got = next(m for m in stress.margins if m.target == "ttft_p99_s").replayed_s
     assert got == pytest.approx(_nearest_rank(cols["ttft_s"], 99.0), rel=1e-9)
@@ -272,7 +271,7 @@ def test_bursty_fleet_warns_with_the_cheaper_p90_fleet(bursty) -> None:  # type:
     plan = dict(v.plan)
     plan["stages"] = {"serving": dict(plan["stages"]["serving"], count=count)}
     arrays = TraceArrays.from_trace(kvadvisor.read_trace(path))
-    cols = request_columns(run_replay(arrays, deployment_of(plan)[0]))
+    cols = request_columns(run_replay(arrays, plan_of(plan)))
     assert _nearest_rank(cols["ttft_s"], 90.0) <= 2.0 < _nearest_rank(cols["ttft_s"], 99.0)
     assert b.ttft_p99_s == pytest.approx(_nearest_rank(cols["ttft_s"], 99.0), rel=1e-9)
 

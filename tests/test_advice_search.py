@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from analysis_cache import analysed
 
-from kvadvisor.advice.candidate import deployment_of
+from kvadvisor.advice.candidate import plan_of
 from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet import TraceArrays, replay
@@ -64,8 +64,7 @@ def code(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
 
 
 def _replayed_meets(trace, verdict, targets) -> None:  # type: ignore[no-untyped-def]
-    dep, _ = deployment_of(verdict.plan)
-    result = replay(TraceArrays.from_trace(trace), dep, slo=targets)
+    result = replay(TraceArrays.from_trace(trace), plan_of(verdict.plan), slo=targets)
     assert result.requests.unfinished == 0
     assert not result.overload.overloaded, result.overload.reason
     assert all(result.slo.met.values()), (verdict.provider, result.slo)

@@ -106,14 +106,14 @@ def test_bounds_by_hand() -> None:
     ctx = 20_000 + 101 / 2
     tpot = (
         step.tokens_time_s(1.0)
-        + step.decode_s_per_kv_byte * shape.kv.rank_full_bytes_per_token * ctx
+        + step.decode_s_per_kv_byte * shape.kv.rank_layout.full_bytes_per_token * ctx
     )
     assert b.tpot_alone_s[99.0] == pytest.approx(float(tpot))
     prefill = m * float(step.tokens_time_s(8192)) / 8192 + step.s_per_pair * pairs
     assert b.prefill_replica_s == pytest.approx(prefill)
     batch = min(1024, shape.pool_tokens / ctx)
     decode = 101 * float(step.tokens_time_s(batch)) / batch + float(
-        step.decode_s_per_kv_byte * 101 * shape.kv.rank_full_bytes_per_token * ctx
+        step.decode_s_per_kv_byte * 101 * shape.kv.rank_layout.full_bytes_per_token * ctx
     )
     assert b.decode_replica_s == pytest.approx(decode)
     # Fewest instances: (prefill + decode) / (100 s x 4 replicas), rounded up.

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvadvisor.advice.candidate import Candidate, StagePick, TierPick, deployment_of
+from kvadvisor.advice.candidate import Candidate, StagePick, TierPick, plan_of
 from kvadvisor.advice.search import SearchSpec
 from kvadvisor.advice.sizing import SEARCH_DRAIN_S, Replayer, check_targets
 from kvadvisor.advice.space import shapes
@@ -27,9 +27,8 @@ from kvadvisor.advice.tiervalue import tier_values, without_tier
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import load_storage
-from kvadvisor.fleet import ReplayOptions, TraceArrays, request_columns, slo_percentiles
+from kvadvisor.fleet import ReplayOptions, TraceArrays, request_columns, run_replay, slo_percentiles
 from kvadvisor.fleet.build import roofline_for
-from kvadvisor.fleet.engine import run_replay
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.plan.loader import PlanCatalogs
@@ -93,8 +92,8 @@ def _fleet(shape, count: int, tiers: tuple[TierPick, ...]) -> Candidate:  # type
 
 def _replay(arrays: TraceArrays, doc: dict) -> dict[str, np.ndarray]:  # type: ignore[type-arg]
     """A plan document replayed on its own (the search's drain cap), per request."""
-    dep, _ = deployment_of(doc)
-    return request_columns(run_replay(arrays, dep, ReplayOptions(drain_cap_s=SEARCH_DRAIN_S)))
+    run = run_replay(arrays, plan_of(doc), ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
+    return request_columns(run)
 
 
 def _tierless(doc: dict, count: int) -> dict:  # type: ignore[type-arg]
@@ -154,8 +153,7 @@ def test_the_host_tier_saves_an_instance_as_the_hand_edited_plans_replay(case) -
 
     # Hits below the GPU pool are the host tier's: the replay's hit tokens less the GPU's.
     assert value.prompt_tokens == float(arrays.input_tokens.sum())
-    dep, _ = deployment_of(doc)
-    run = run_replay(arrays, dep, ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
+    run = run_replay(arrays, plan_of(doc), ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
     served = float(run.stages[0].tier_hit_tokens[0].sum())
     assert served > 0 and value.hit_tokens == served
     assert 0 < value.hit_ratio < 1
@@ -181,7 +179,7 @@ def test_the_break_even_is_the_brute_force_shortest_prompt_that_loads_faster(cas
     _, value = tier_values(_fleet(shape, 2, (slow,)), replayer, spec, 1)
     pm, _ = roofline_for(MODEL, shape.gpu, 1, "bf16", "bf16")
     p = np.arange(1, 100_000, dtype=np.float64)
-    load = 0.005 + p * shape.kv.bytes_per_token / (1e9 * 50 / 64)  # at the host DMA share
+    load = 0.005 + p * shape.kv.total_bytes_per_token / (1e9 * 50 / 64)  # at the host DMA share
     first = p[np.argmax(pm.prefill_compute_s(p, np.zeros_like(p)) >= load)]
     assert 1 < first < 99_999
     assert value.break_even_prompt_tokens == first
@@ -277,8 +275,7 @@ def test_removing_host_memory_keeps_the_capacity_tier_below_it(case) -> None:  #
         ("capacity", "host kept"),
     ]
     doc = replayer.document(chosen)
-    dep, _ = deployment_of(doc)
-    run = run_replay(arrays, dep, ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
+    run = run_replay(arrays, plan_of(doc), ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
     for k, value in enumerate(values):
         kept = copy.deepcopy(doc)
         tiers = kept["stages"]["serving"]["tiers"]
@@ -318,8 +315,7 @@ def test_prefix_reuse_is_valued_against_recomputing_every_prompt(case) -> None: 
     assert gpu.gpus_saved == (need - 1) * 8
     same = _ttft(_replay(plain, _tierless(doc, 1)))
     assert (gpu.without_ttft_p50_s, gpu.without_ttft_p99_s) == pytest.approx(same)
-    dep, _ = deployment_of(doc)
-    run = run_replay(arrays, dep, ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
+    run = run_replay(arrays, plan_of(doc), ReplayOptions(drain_cap_s=SEARCH_DRAIN_S))
     st = run.stages[0]
     assert gpu.hit_tokens == float(st.hit_tokens.sum()) > 0
     assert gpu.break_even_prompt_tokens == 1.0

@@ -28,7 +28,7 @@ from kvadvisor.emit.text import Setting, shell_script
 from kvadvisor.engines import registry
 from kvadvisor.engines.registry import Engine, setting_fact
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.plan import engine_settings_table, load_plan
 from kvadvisor.planreview.scope import FactSet
 from kvadvisor.planreview.settings import EngineSettings, engine_facts, settings_facts
@@ -124,7 +124,7 @@ def test_a_registered_engine_is_an_emit_target_plan_engine_and_fact_source(
         assert engine == "toycache"
         assert ef.values["engine_host_bytes_needed"].value == TOY_GB * 1e9 * REPLICAS
     # The replay takes the plan as it takes any other (vLLM's scheduler defaults on an H200).
-    dep, _ = deployment_from_plan(plan)
+    dep, _ = resolve_plan(plan)
     assert [(s.scheduler.max_batched_tokens, s.scheduler.max_seqs) for s in dep.stages] == [
         (8192, 1024),
         (8192, 1024),

@@ -17,7 +17,7 @@ import pytest
 from emit_fixtures import HOST, POOL
 from emit_fixtures import emit_report as _report
 
-from kvadvisor.advice.candidate import deployment_of
+from kvadvisor.advice.candidate import plan_of
 from kvadvisor.advice.verdicts import LINK_BUSY_WARNING, link_notes, transport_of
 from kvadvisor.catalog.fabrics import load_fabrics
 from kvadvisor.catalog.instances import load_instances
@@ -25,6 +25,7 @@ from kvadvisor.emit.context import EmitContext
 from kvadvisor.emit.deployment import deployment_from_report
 from kvadvisor.emit.writers import EMITTERS
 from kvadvisor.engines.router import is_router_file
+from kvadvisor.fleet.fromplan import resolve_plan  # the test reads the resolved link rate
 from kvadvisor.plan import engine_settings_table
 from kvadvisor.plan.engine_files import read_engine_file
 from kvadvisor.results.verdict import LinkChoice
@@ -228,7 +229,7 @@ def test_replay_link_is_derated_on_tcp_fabrics(fabric) -> None:
     """The P-to-D link enters the replay at line rate x the fabric's share (TCP: Mooncake's)."""
     spec = INSTANCES[FABRIC_INSTANCES[fabric]]
     gbit = spec.backend_network_gbit or spec.frontend_network_gbit
-    dep, notes = deployment_of(_pd_doc(spec.name))
+    dep, notes = resolve_plan(plan_of(_pd_doc(spec.name)))
     share = 1.0 if fabric in ("efa", "infiniband") else TCP_SHARE
     assert dep.link.bytes_per_s == pytest.approx(gbit * 1e9 / 8 * share)
     assert any("P-to-D link" in n and ("no RDMA" in n) != (share == 1.0) for n in notes)
@@ -236,9 +237,9 @@ def test_replay_link_is_derated_on_tcp_fabrics(fabric) -> None:
 
 def test_a_plan_efficiency_or_bandwidth_overrides_the_fabric() -> None:
     """The plan's own efficiency wins; a plan bandwidth is taken as given (no fabric share)."""
-    dep, _ = deployment_of(_pd_doc("a3-highgpu-8g", efficiency=0.5))
+    dep, _ = resolve_plan(plan_of(_pd_doc("a3-highgpu-8g", efficiency=0.5)))
     assert dep.link.bytes_per_s == pytest.approx(1000e9 / 8 * 0.5)
-    dep, _ = deployment_of(_pd_doc("a3-highgpu-8g", bandwidth="25 GB/s"))
+    dep, _ = resolve_plan(plan_of(_pd_doc("a3-highgpu-8g", bandwidth="25 GB/s")))
     assert dep.link.bytes_per_s == pytest.approx(25e9)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import get_model
 from kvadvisor.fleet.build import StepModelInputs, step_model_for
-from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.perf import PerfModel
 from kvadvisor.plan.loader import check_plan
@@ -74,10 +74,10 @@ PLAN = {
 def test_a_plan_replays_the_calibrated_steps_on_the_calibrated_gpu_only() -> None:
     """Prefill on H100 SXM (where the trace was measured) calibrated; decode on H200 not."""
     plan = check_plan("plan.yaml", PLAN)
-    dep, _ = deployment_from_plan(plan, _calibration())
+    dep, _ = resolve_plan(plan, _calibration())
     prefill, decode = dep.stages
     assert prefill.step.source.startswith("calibrated: ")
     assert "does not apply to h200" in decode.step.source
-    plain, _ = deployment_from_plan(plan)
+    plain, _ = resolve_plan(plan)
     assert plain.stages[0].step.source.startswith("roofline")
     assert prefill.step.tokens_s[0] > plain.stages[0].step.tokens_s[0]

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.cli import app
-from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.plan import load_plan
 from kvadvisor.units import BYTES_PER_GB
 
@@ -35,7 +35,7 @@ def stage_of(tmp_path: Path, tiers: str, extra: str = ""):  # type: ignore[no-un
     """The serving stage a plan with these tiers replays, and the plan's notes."""
     path = tmp_path / "plan.yaml"
     path.write_text(PLAN.format(tiers=tiers, extra=extra), encoding="utf-8")
-    dep, notes = deployment_from_plan(load_plan(path))
+    dep, notes = resolve_plan(load_plan(path))
     return dep.stages[0], notes
 
 
@@ -146,7 +146,7 @@ def test_a_measured_catalog_figure_takes_no_share_on_top(tmp_path: Path) -> None
     assert tier_plan.storage.measured and tier_plan.storage.kind == "pool"
     storage = replace(tier_plan.storage, write_bytes_per_s=40 * BYTES_PER_GB)
     stage_plan = replace(stage_plan, tiers=(replace(tier_plan, storage=storage),))
-    dep, notes = deployment_from_plan(replace(plan, stages=(stage_plan,)))
+    dep, notes = resolve_plan(replace(plan, stages=(stage_plan,)))
     (tier,) = dep.stages[0].tiers
     assert tier.read_bytes_per_s == pytest.approx(87 * BYTES_PER_GB, rel=1e-12)
     assert tier.write_bytes_per_s == pytest.approx(40 * BYTES_PER_GB, rel=1e-12)

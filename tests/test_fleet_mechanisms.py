@@ -10,30 +10,35 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvadvisor.fleet import (
-    Deployment,
-    KvModel,
-    LinkSpec,
+from kvadvisor.fleet import ReplayOptions, TraceArrays, request_columns, summarize
+
+# Toy resolved fleets, built by hand: a test sets one mechanism's input directly (a plan
+# reaches it only through defaults), which only tests and benchmarks may (test_architecture).
+from kvadvisor.fleet.engine import run_resolved
+from kvadvisor.fleet.resolved import (
     LoadMode,
     Preemption,
     PrefetchPolicy,
-    ReplayOptions,
-    SchedulerSpec,
+    ResolvedFleet,
+    ResolvedKv,
+    ResolvedLink,
+    ResolvedScheduler,
+    ResolvedStage,
+    ResolvedTier,
     Scope,
-    StageSpec,
-    TierSpec,
-    TraceArrays,
     WritePolicy,
-    replay,
-    request_columns,
-    run_replay,
 )
 from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.vocab import Stage, Topology
 
 STEP_S = 0.1
 KVB = 1000.0
-KV = KvModel(bytes_per_token=KVB, gpu_bytes_per_token=KVB, rank_full_bytes_per_token=KVB)
+KV = ResolvedKv(bytes_per_token=KVB, gpu_bytes_per_token=KVB, rank_full_bytes_per_token=KVB)
+
+
+def replay_resolved(trace, fleet, options=None):  # type: ignore[no-untyped-def]
+    """A toy resolved fleet replayed and summarised (``kvadvisor.fleet.replay`` takes a Plan)."""
+    return summarize(run_resolved(trace, fleet, options))
 
 
 def constant_step(seconds: float = STEP_S, s_per_kv: float = 0.0) -> StepTable:
@@ -42,7 +47,7 @@ def constant_step(seconds: float = STEP_S, s_per_kv: float = 0.0) -> StepTable:
     return StepTable("constant", grid, np.full(3, seconds), 0.0, s_per_kv, 1)
 
 
-def stage(role: Stage = Stage.SERVING, **kw: object) -> StageSpec:
+def stage(role: Stage = Stage.SERVING, **kw: object) -> ResolvedStage:
     """A one-replica stage on the constant step, vLLM-like scheduler defaults."""
     base: dict[str, object] = dict(
         role=role,
@@ -51,13 +56,13 @@ def stage(role: Stage = Stage.SERVING, **kw: object) -> StageSpec:
         gpus_per_replica=1,
         step=constant_step(),
         pool_tokens=10**6,
-        scheduler=SchedulerSpec(8192, 64, 16),
+        scheduler=ResolvedScheduler(8192, 64, 16),
     )
     base.update(kw)
-    return StageSpec(**base)  # type: ignore[arg-type]
+    return ResolvedStage(**base)  # type: ignore[arg-type]
 
 
-def tier(**kw: object) -> TierSpec:
+def tier(**kw: object) -> ResolvedTier:
     """A replica-scoped disk tier (1 GB/s read, 1 MB/s write) unless overridden."""
     base: dict[str, object] = dict(
         name="disk",
@@ -68,7 +73,7 @@ def tier(**kw: object) -> TierSpec:
         write_bytes_per_s=1e6,
     )
     base.update(kw)
-    return TierSpec(**base)  # type: ignore[arg-type]
+    return ResolvedTier(**base)  # type: ignore[arg-type]
 
 
 def one(input_tokens: int = 1000, output_tokens: int = 1) -> TraceArrays:
@@ -76,15 +81,15 @@ def one(input_tokens: int = 1000, output_tokens: int = 1) -> TraceArrays:
     return TraceArrays.of(np.array([0.0]), np.array([input_tokens]), np.array([output_tokens]))
 
 
-def aggregated(*st: StageSpec) -> Deployment:
+def aggregated(*st: ResolvedStage) -> ResolvedFleet:
     """An aggregated deployment of the toy model."""
-    return Deployment("toy", Topology.AGGREGATED, st, KV)
+    return ResolvedFleet("toy", Topology.AGGREGATED, st, KV)
 
 
 def test_a_full_write_buffer_blocks_the_step_that_wrote() -> None:
     """1,000 new tokens (1 MB) into a 0.4 MB buffer at 1 MB/s: the step waits 0.6 s."""
     t = tier(write_buffer_bytes=0.4e6)
-    run = run_replay(one(), aggregated(stage(tiers=(t,))))
+    run = run_resolved(one(), aggregated(stage(tiers=(t,))))
     cols = request_columns(run)
     assert cols["ttft_s"][0] == pytest.approx(STEP_S + 0.6)
     assert run.stages[0].counters["blocked_writes"] == 1
@@ -96,7 +101,7 @@ def test_a_full_write_buffer_blocks_the_step_that_wrote() -> None:
 def test_a_full_write_buffer_drops_the_excess_where_the_engine_drops() -> None:
     """The same write with on_full drop: no stall, 0.6 MB lost and counted."""
     t = tier(write_buffer_bytes=0.4e6, drop_when_full=True)
-    res = replay(one(), aggregated(stage(tiers=(t,))))
+    res = replay_resolved(one(), aggregated(stage(tiers=(t,))))
     assert res.requests.ttft_s is not None and res.requests.ttft_s.mean == pytest.approx(STEP_S)
     assert res.counts.dropped_writes == 1
     assert res.counts.dropped_write_bytes == pytest.approx(0.6e6)
@@ -106,7 +111,7 @@ def test_a_full_write_buffer_drops_the_excess_where_the_engine_drops() -> None:
 def test_write_policies_write_the_same_bytes_at_different_times(policy: WritePolicy) -> None:
     """Write-through writes as prefill ends (t = 0.1 s); write-back when the request ends."""
     t = tier(write_bytes_per_s=1e9)
-    run = run_replay(one(output_tokens=30), aggregated(stage(tiers=(t,), write_policy=policy)))
+    run = run_resolved(one(output_tokens=30), aggregated(stage(tiers=(t,), write_policy=policy)))
     st = run.stages[0]
     assert st.write_bytes.sum() == pytest.approx(1e6)
     first = int(np.flatnonzero(st.write_bytes[0])[0])
@@ -118,19 +123,19 @@ def test_write_policies_write_the_same_bytes_at_different_times(policy: WritePol
 def test_disaggregated_kv_crosses_the_link_before_decode() -> None:
     """TTFT = prefill step + 4,000 tokens x 1,000 B / 2 GB/s + 1 ms; then 9 decode steps."""
     trace = one(input_tokens=4000, output_tokens=10)
-    dep = Deployment(
+    dep = ResolvedFleet(
         "pd",
         Topology.DISAGGREGATED,
         (stage(Stage.PREFILL), stage(Stage.DECODE)),
         KV,
-        LinkSpec(2e9, 1e-3),
+        ResolvedLink(2e9, 1e-3),
     )
-    run = run_replay(trace, dep)
+    run = run_resolved(trace, dep)
     cols = request_columns(run)
     transfer = 4000 * KVB / 2e9 + 1e-3
     assert cols["ttft_s"][0] == pytest.approx(STEP_S + transfer)
     assert cols["e2e_s"][0] == pytest.approx(STEP_S + transfer + 9 * STEP_S)
-    res = replay(trace, dep)
+    res = replay_resolved(trace, dep)
     assert res.link is not None
     assert res.link.bytes_per_s.peak > 0
     assert sum(st.read_bytes.sum() for st in run.stages) == pytest.approx(4000 * KVB)
@@ -164,7 +169,7 @@ POOL = 496
 def test_a_hit_below_the_threshold_is_recomputed_and_counted() -> None:
     """A 160-token disk hit under a 256-token minimum: recomputed, not loaded."""
     st = stage(pool_tokens=POOL, tiers=(tier(),), min_load_tokens=256)
-    run = run_replay(hashed(), aggregated(st), ReplayOptions(window_s=1.0))
+    run = run_resolved(hashed(), aggregated(st), ReplayOptions(window_s=1.0))
     s = run.stages[0]
     assert s.hit_tokens[-1] == 160
     assert s.loaded_tokens[-1] == 0 and s.recomputed_tokens[-1] == 160
@@ -174,7 +179,7 @@ def test_a_hit_below_the_threshold_is_recomputed_and_counted() -> None:
 def test_a_hit_is_loaded_at_the_tier_bandwidth_before_prefill() -> None:
     """160 tokens (160 kB) at 1 MB/s: the load takes 0.16 s, then one prefill step."""
     st = stage(pool_tokens=POOL, tiers=(tier(read_bytes_per_s=1e6, latency_s=0.01),))
-    cols = request_columns(run_replay(hashed(), aggregated(st)))
+    cols = request_columns(run_resolved(hashed(), aggregated(st)))
     assert cols["loaded_tokens"][-1] == 160
     assert cols["load_s"][-1] == pytest.approx(0.16 + 0.01)
     assert cols["ttft_s"][-1] == pytest.approx(0.16 + 0.01 + STEP_S)
@@ -188,12 +193,12 @@ def test_best_effort_prefetch_keeps_what_arrived_and_recomputes_the_rest() -> No
     """
     st = stage(
         pool_tokens=POOL,
-        scheduler=SchedulerSpec(8192, 1, 16),
+        scheduler=ResolvedScheduler(8192, 1, 16),
         tiers=(tier(read_bytes_per_s=1e6),),
         load_mode=LoadMode.PREFETCH,
         prefetch_policy=PrefetchPolicy.BEST_EFFORT,
     )
-    cols = request_columns(run_replay(hashed(((100.0, [3000]),)), aggregated(st)))
+    cols = request_columns(run_resolved(hashed(((100.0, [3000]),)), aggregated(st)))
     assert cols["loaded_tokens"][-1] == 100
     assert cols["recomputed_tokens"][-1] == 60
 
@@ -209,10 +214,10 @@ def test_preemption_when_the_batch_outgrows_the_pool(mode: Preemption) -> None:
     trace = TraceArrays.of(np.zeros(n), np.full(n, 100), np.full(n, 200))
     st = stage(
         pool_tokens=1600,
-        scheduler=SchedulerSpec(8192, 64, 16, mode),
+        scheduler=ResolvedScheduler(8192, 64, 16, mode),
         swap_bytes_per_s=1e9,
     )
-    run = run_replay(trace, aggregated(st))
+    run = run_resolved(trace, aggregated(st))
     c = run.stages[0].counters
     assert c["unfinished"] == 0
     assert c["preemptions"] > 0
@@ -243,7 +248,7 @@ def test_decode_offload_reads_the_kv_beyond_the_pool_every_step() -> None:
         ),
         offload_tier="host",
     )
-    cols = request_columns(run_replay(one(320, 5), aggregated(st)))
+    cols = request_columns(run_resolved(one(320, 5), aggregated(st)))
     # prefill: 320 tokens = 20 pages, 10 beyond the pool -> that step reads them too
     expected = 0.0
     held_pages = 20

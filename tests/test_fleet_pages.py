@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 
 from kvadvisor.fleet import run_replay
-from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.hits import TraceArrays
 from kvadvisor.plan import load_plan
 from kvadvisor.trace import read_trace
@@ -35,10 +34,9 @@ stages:
 def _hits(tmp_path: Path, page: int) -> np.ndarray:
     path = tmp_path / f"plan-{page}.yaml"
     path.write_text(PLAN.format(page=page), encoding="utf-8")
-    dep, _ = deployment_from_plan(load_plan(path))
-    assert dep.stages[0].scheduler.page_tokens == page
-    run = run_replay(TraceArrays.from_trace(read_trace(TRACE)), dep)
+    run = run_replay(TraceArrays.from_trace(read_trace(TRACE)), load_plan(path))
     (stage,) = run.stages
+    assert stage.spec.scheduler.page_tokens == page
     return np.asarray(stage.hit_tokens, dtype=np.int64)
 
 

@@ -13,20 +13,19 @@ from typer.testing import CliRunner
 import kvadvisor
 from kvadvisor.catalog.models import get_model
 from kvadvisor.cli import EXIT_OK, app
-from kvadvisor.fleet import (
-    Deployment,
-    ReplayOptions,
-    SchedulerSpec,
-    Scope,
-    StageSpec,
-    TierSpec,
-    TraceArrays,
-    request_columns,
-    run_replay,
-    summarize,
-)
+from kvadvisor.fleet import ReplayOptions, TraceArrays, request_columns, run_replay, summarize
 from kvadvisor.fleet.build import kv_model
-from kvadvisor.fleet.fromplan import deployment_from_plan
+
+# Toy resolved fleets, built by hand: a test sets one mechanism's input directly (a plan
+# reaches it only through defaults), which only tests and benchmarks may (test_architecture).
+from kvadvisor.fleet.engine import run_resolved
+from kvadvisor.fleet.resolved import (
+    ResolvedFleet,
+    ResolvedScheduler,
+    ResolvedStage,
+    ResolvedTier,
+    Scope,
+)
 from kvadvisor.fleet.steps import STEP_COLUMNS, busiest_minute, step_batches
 from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.plan import load_plan
@@ -63,7 +62,7 @@ def constant_step(seconds: float) -> StepTable:
     return StepTable("constant", grid, np.full(3, seconds), 0.0, 0.0, 1)
 
 
-def hand_trace(**stage_kw: float) -> tuple[TraceArrays, Deployment]:
+def hand_trace(**stage_kw: float) -> tuple[TraceArrays, ResolvedFleet]:
     """Three one-token requests on one replica whose GPU pool holds 4 blocks of 16 tokens.
 
     A (t = 0) prefills blocks 0-2; C (t = 10) prefills blocks 10-13, pushing A's out of the
@@ -79,25 +78,25 @@ def hand_trace(**stage_kw: float) -> tuple[TraceArrays, Deployment]:
         block_tokens=16,
     )
     kv = kv_model(get_model("qwen3-32b"))
-    tier = TierSpec("disk", "ssd", Scope.REPLICA, None, 48 * kv.bytes_per_token / LOAD_S, 1e15)
-    stage = StageSpec(
+    tier = ResolvedTier("disk", "ssd", Scope.REPLICA, None, 48 * kv.bytes_per_token / LOAD_S, 1e15)
+    stage = ResolvedStage(
         role=Stage.SERVING,
         instances=1,
         replicas_per_instance=1,
         gpus_per_replica=1,
         step=constant_step(STEP_S),
         pool_tokens=64,
-        scheduler=SchedulerSpec(8192, 16, 16),
+        scheduler=ResolvedScheduler(8192, 16, 16),
         tiers=(tier,),
         **stage_kw,  # type: ignore[arg-type]
     )
-    return arrays, Deployment("hand", Topology.AGGREGATED, (stage,), kv)
+    return arrays, ResolvedFleet("hand", Topology.AGGREGATED, (stage,), kv)
 
 
 def test_busy_is_time_in_steps_and_occupancy_time_holding_requests() -> None:
     """Three one-step requests: busy 3 steps; occupied also through B's 5 s load."""
     arrays, dep = hand_trace()
-    run = run_replay(arrays, dep)
+    run = run_resolved(arrays, dep)
     st = run.stages[0]
     assert list(st.loaded_tokens) == [0, 0, 48]
     # B: admitted at 20 s holding its pages, loads 5 s, then its 16-token step
@@ -115,7 +114,7 @@ def test_frontend_cost_lengthens_the_admitting_step_and_ttft() -> None:
     """R13: each request's fixed + per-token front-end work runs in the step admitting it."""
     fixed, per_token = 0.02, 1e-4
     arrays, dep = hand_trace(frontend_fixed_s=fixed, frontend_per_token_s=per_token)
-    run = run_replay(arrays, dep, ReplayOptions(step_log=True))
+    run = run_resolved(arrays, dep, ReplayOptions(step_log=True))
     cols = request_columns(run)
     fe = fixed + per_token * np.array([48, 64, 64])
     # A and C: one step each, its compute plus their front end
@@ -136,8 +135,7 @@ def test_step_log_rows_are_the_steps_and_their_time_the_gpu_seconds(tmp_path: Pa
     plan = tmp_path / "plan.yaml"
     plan.write_text(PLAN, encoding="utf-8")
     arrays = TraceArrays.from_trace(read_trace(MOONCAKE))
-    dep, _ = deployment_from_plan(load_plan(plan))
-    run = run_replay(arrays, dep, ReplayOptions(step_log=True))
+    run = run_replay(arrays, load_plan(plan), ReplayOptions(step_log=True))
     res = summarize(run)
     batches = list(step_batches(run, rows=2_000))
     assert len(batches) > 1  # written a batch at a time

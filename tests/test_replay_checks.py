@@ -17,21 +17,20 @@ from kvadvisor.cache.prefix import simulate_arrays
 from kvadvisor.cache.tiers import CacheTierSpec, tier_hit_tokens_per_request
 from kvadvisor.catalog.gpus import get_gpu
 from kvadvisor.catalog.models import get_model
-from kvadvisor.fleet import (
-    Deployment,
-    ReplayContext,
-    ReplayOptions,
-    RouterPolicy,
-    SchedulerSpec,
-    Scope,
-    StageSpec,
-    TierSpec,
-    TraceArrays,
-    replay,
-    request_columns,
-    run_replay,
-)
+from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, request_columns, summarize
 from kvadvisor.fleet.build import kv_model, pool_tokens, roofline_for
+
+# Toy resolved fleets, built by hand: a test sets one mechanism's input directly (a plan
+# reaches it only through defaults), which only tests and benchmarks may (test_architecture).
+from kvadvisor.fleet.engine import run_resolved
+from kvadvisor.fleet.resolved import (
+    ResolvedFleet,
+    ResolvedScheduler,
+    ResolvedStage,
+    ResolvedTier,
+    RouterPolicy,
+    Scope,
+)
 from kvadvisor.perfmodel import kv_size
 from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.trace import read_trace
@@ -41,10 +40,15 @@ from kvadvisor.vocab import Stage, Topology
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
 
-def serving(step: StepTable, pool: int, replicas: int = 1, **kw: object) -> StageSpec:
+def replay_resolved(trace, fleet, options=None):  # type: ignore[no-untyped-def]
+    """A toy resolved fleet replayed and summarised (``kvadvisor.fleet.replay`` takes a Plan)."""
+    return summarize(run_resolved(trace, fleet, options))
+
+
+def serving(step: StepTable, pool: int, replicas: int = 1, **kw: object) -> ResolvedStage:
     """One aggregated stage with vLLM's defaults for a large-memory GPU unless overridden."""
-    sched = kw.pop("scheduler", SchedulerSpec(8192, 1024, 16))
-    return StageSpec(
+    sched = kw.pop("scheduler", ResolvedScheduler(8192, 1024, 16))
+    return ResolvedStage(
         role=Stage.SERVING,
         instances=replicas,
         replicas_per_instance=1,
@@ -79,8 +83,8 @@ def test_one_request_alone_is_the_step_model_exactly(prompt: int) -> None:
     kv = kv_model(model)
     out = 20
     arrays = TraceArrays.of(np.array([0.0]), np.array([prompt]), np.array([out]))
-    dep = Deployment("one", Topology.AGGREGATED, (serving(step, pool),), kv)
-    cols = request_columns(run_replay(arrays, dep))
+    dep = ResolvedFleet("one", Topology.AGGREGATED, (serving(step, pool),), kv)
+    cols = request_columns(run_resolved(arrays, dep))
     # chunks of at most 8192 tokens (vLLM's max_num_batched_tokens), each after the last
     prefill, done_tokens = 0.0, 0
     while done_tokens < prompt:
@@ -143,8 +147,8 @@ def test_littles_law_for_constant_rate_identical_requests() -> None:
     step, pool, model = qwen3_h200()
     rate, n = 2.0, 4000
     arrays = TraceArrays.of(np.arange(n) / rate, np.full(n, 1500), np.full(n, 200))
-    dep = Deployment("little", Topology.AGGREGATED, (serving(step, pool),), kv_model(model))
-    run = run_replay(arrays, dep)
+    dep = ResolvedFleet("little", Topology.AGGREGATED, (serving(step, pool),), kv_model(model))
+    run = run_resolved(arrays, dep)
     cols = request_columns(run)
     st = run.stages[0]
     w = run.window_s
@@ -153,7 +157,7 @@ def test_littles_law_for_constant_rate_identical_requests() -> None:
     in_system = (st.waiting[lo:hi] + st.running[lo:hi]).sum() / ((hi - lo) * w)
     middle = (arrays.arrival_s >= lo * w) & (arrays.arrival_s < hi * w)
     assert in_system > 5  # a real batch, not an idle server
-    assert not replay(arrays, dep).overload.overloaded  # stationary: Little's law applies
+    assert not replay_resolved(arrays, dep).overload.overloaded  # stationary: Little's law applies
     assert in_system == pytest.approx(rate * cols["e2e_s"][middle].mean(), rel=0.01)
 
 
@@ -163,8 +167,10 @@ def test_pollaczek_khinchine_mean_wait_single_server_deterministic_service() -> 
     arrivals = np.cumsum(np.random.default_rng(1).exponential(1 / lam, n))
     arrays = TraceArrays.of(arrivals, np.full(n, 10), np.ones(n, np.int64))
     kv = kv_model(get_model("qwen3-32b"))
-    stage = serving(constant_step(service), 10**6, scheduler=SchedulerSpec(8192, 1, 16))
-    cols = request_columns(run_replay(arrays, Deployment("md1", Topology.AGGREGATED, (stage,), kv)))
+    stage = serving(constant_step(service), 10**6, scheduler=ResolvedScheduler(8192, 1, 16))
+    cols = request_columns(
+        run_resolved(arrays, ResolvedFleet("md1", Topology.AGGREGATED, (stage,), kv))
+    )
     rho = lam * service
     expected = lam * service**2 / (2 * (1 - rho))
     assert cols["queue_s"].mean() == pytest.approx(expected, rel=0.05)
@@ -188,13 +194,13 @@ def test_hit_ratio_equals_the_exact_cache_engine_one_replica(mooncake_head: Trac
     at the prompt's end inside a 512-token block, is rounded down to the page.
     """
     step, pool, model = qwen3_h200()
-    dram = TierSpec("dram", "dram", Scope.REPLICA, None, 50e9, 50e9)
+    dram = ResolvedTier("dram", "dram", Scope.REPLICA, None, 50e9, 50e9)
     stage = serving(step, pool, tiers=(dram,))
     page = stage.scheduler.page_tokens
     assert page == 16
-    dep = Deployment("hits", Topology.AGGREGATED, (stage,), kv_model(model))
-    run = run_replay(mooncake_head, dep, ReplayOptions(drain_cap_s=1e6))
-    res = replay(mooncake_head, dep, options=ReplayOptions(drain_cap_s=1e6))
+    dep = ResolvedFleet("hits", Topology.AGGREGATED, (stage,), kv_model(model))
+    run = run_resolved(mooncake_head, dep, ReplayOptions(drain_cap_s=1e6))
+    res = replay_resolved(mooncake_head, dep, options=ReplayOptions(drain_cap_s=1e6))
     # the engine, from the trace's own hashes (not the replay's dense ids)
     trace = read_trace(SAMPLES / "mooncake_conversation.parquet")
     offsets, values = trace.hash_arrays()
@@ -225,7 +231,7 @@ def test_hit_ratio_equals_the_exact_cache_engine_one_replica(mooncake_head: Trac
 # ---- loads sharing a tier, and the seed's cold read ---------------------------------------------
 
 
-def cold_read_scenario(read_gb_per_s: float, n: int = 16) -> tuple[TraceArrays, Deployment]:
+def cold_read_scenario(read_gb_per_s: float, n: int = 16) -> tuple[TraceArrays, ResolvedFleet]:
     """The seed's cold read: n requests whose 8,192-token prefixes sit only on a disk tier.
 
     Qwen2.5-32B on one H200 (bf16, roofline defaults); the n requests arrive together at
@@ -267,15 +273,15 @@ def cold_read_scenario(read_gb_per_s: float, n: int = 16) -> tuple[TraceArrays, 
     )
     model = get_model("qwen2.5-32b")
     pm, step = roofline_for(model, get_gpu("h200"), 1)
-    disk = TierSpec("disk", "ssd", Scope.REPLICA, None, read_gb_per_s * BYTES_PER_GB, 5e9)
+    disk = ResolvedTier("disk", "ssd", Scope.REPLICA, None, read_gb_per_s * BYTES_PER_GB, 5e9)
     stage = serving(step, pool_tokens(pm), tiers=(disk,))
-    return arrays, Deployment("cold", Topology.AGGREGATED, (stage,), kv_model(model))
+    return arrays, ResolvedFleet("cold", Topology.AGGREGATED, (stage,), kv_model(model))
 
 
 def test_concurrent_loads_share_the_tier_and_finish_by_n_s_over_b() -> None:
     """16 loads of S bytes at once on a tier of B bytes/s: every one done by N S / B."""
     arrays, dep = cold_read_scenario(0.98)
-    run = run_replay(arrays, dep)
+    run = run_resolved(arrays, dep)
     st = run.stages[0]
     measured = arrays.arrival_s >= 300.0
     s_bytes = 8192 * dep.kv.bytes_per_token
@@ -291,7 +297,7 @@ def test_concurrent_loads_share_the_tier_and_finish_by_n_s_over_b() -> None:
 def test_seed_cold_read_ttft_within_25_percent(bandwidth: float, seed_ttft_s: float) -> None:
     """The seed's R1 test: 16 concurrent cold reads of Qwen2.5-32B prefixes on one card."""
     arrays, dep = cold_read_scenario(bandwidth)
-    cols = request_columns(run_replay(arrays, dep))
+    cols = request_columns(run_resolved(arrays, dep))
     ttft = cols["ttft_s"][arrays.arrival_s >= 300.0].mean()
     assert ttft == pytest.approx(seed_ttft_s, rel=0.25)
 
@@ -311,8 +317,10 @@ def test_azure_code_split_prefill_heavy_and_decode_bounded_when_spread() -> None
     step, pool, model = qwen3_h200()
     kv = kv_model(model)
     ctx = ReplayContext(arrays)
-    one = replay(ctx, Deployment("1", Topology.AGGREGATED, (serving(step, pool),), kv))
-    eight = replay(ctx, Deployment("8", Topology.AGGREGATED, (serving(step, pool, 8),), kv))
+    one = replay_resolved(ctx, ResolvedFleet("1", Topology.AGGREGATED, (serving(step, pool),), kv))
+    eight = replay_resolved(
+        ctx, ResolvedFleet("8", Topology.AGGREGATED, (serving(step, pool, 8),), kv)
+    )
     assert one.stage_split.prefill_share is not None and one.stage_split.prefill_share >= 0.8
     pf_one, pf_eight = one.stage_split.prefill_gpu_s, eight.stage_split.prefill_gpu_s
     assert pf_one <= pf_eight <= 1.1 * pf_one
@@ -331,6 +339,6 @@ def test_least_outstanding_router_uses_every_replica() -> None:
     n = 64
     arrays = TraceArrays.of(np.zeros(n), np.full(n, 4000), np.full(n, 50))
     stage = serving(step, pool, 4, router=RouterPolicy.LEAST_OUTSTANDING)
-    run = run_replay(arrays, Deployment("lor", Topology.AGGREGATED, (stage,), kv_model(model)))
+    run = run_resolved(arrays, ResolvedFleet("lor", Topology.AGGREGATED, (stage,), kv_model(model)))
     counts = np.bincount(run.stages[0].replica, minlength=4)
     assert (counts == n // 4).all()

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from kvadvisor.cli import EXIT_OK, app
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.plan import load_plan
 from kvadvisor.plan.loader import PlanError
 from kvadvisor.report.replayjson import replay_schema
@@ -131,7 +131,7 @@ def _one_unit_per_quantity(text: str, rp: dict) -> None:  # type: ignore[type-ar
 
 def test_disaggregated_plan_replays_with_its_link(tmp_path: Path) -> None:
     """Prefill and decode stages, the link at 25 GB/s x 0.8 per decode instance."""
-    dep, notes = deployment_from_plan(load_plan(write(tmp_path, DISAGGREGATED)))
+    dep, notes = resolve_plan(load_plan(write(tmp_path, DISAGGREGATED)))
     assert dep.link is not None and dep.link.bytes_per_s == pytest.approx(20e9)
     assert dep.link.latency_s == pytest.approx(20e-6)
     assert [s.replicas for s in dep.stages] == [4, 4]  # 8 GPUs / TP 2
@@ -155,7 +155,7 @@ def test_old_plans_still_load_and_convert_or_say_what_is_missing() -> None:
         plan = load_plan(path)
         assert plan.topology == "disaggregated"
         try:
-            dep, _ = deployment_from_plan(plan)
+            dep, _ = resolve_plan(plan)
         except ConfigError as error:
             assert "storage.read_bandwidth" in str(error) or "storage.write_bandwidth" in str(
                 error

@@ -2,8 +2,8 @@
 
 The search never builds a replay deployment by hand: a candidate becomes a
 :class:`~kvadvisor.plan.model.Plan` (:func:`candidate_plan`, its catalog entries resolved as
-the plan loader resolves them), the replay builds its deployment from that Plan
-(:func:`kvadvisor.fleet.fromplan.deployment_from_plan`), and the one plan writer
+the plan loader resolves them), the replay takes that Plan (:func:`kvadvisor.fleet.run_replay`
+resolves it into its own inputs), and the one plan writer
 (:mod:`kvadvisor.plan.writer`) writes it for the verdict. What the search replayed is
 therefore what ``--emit plan`` writes and what `kvadvisor review` replays.
 """
@@ -19,8 +19,6 @@ from kvadvisor.advice.space import Shape
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.engines import registry
-from kvadvisor.fleet import Deployment
-from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.plan.loader import (
     PlanCatalogs,
     check_plan,
@@ -244,12 +242,6 @@ def _catalogs() -> PlanCatalogs:
     return PlanCatalogs.packaged()
 
 
-def deployment_of(
-    doc: Mapping[str, Any], catalogs: PlanCatalogs | None = None
-) -> tuple[Deployment, tuple[str, ...]]:
-    """The replay deployment of a plan mapping (a verdict's), through the plan loader.
-
-    Raises ConfigError or PlanError.
-    """
-    plan = check_plan(str(doc.get("name", "candidate")), dict(doc), catalogs or _catalogs())
-    return deployment_from_plan(plan)
+def plan_of(doc: Mapping[str, Any], catalogs: PlanCatalogs | None = None) -> Plan:
+    """The Plan of a plan mapping (a verdict's), through the plan loader (PlanError)."""
+    return check_plan(str(doc.get("name", "candidate")), dict(doc), catalogs or _catalogs())

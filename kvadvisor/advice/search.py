@@ -253,7 +253,7 @@ def _stage_tiers(shape: Shape, count: int, spec: SearchSpec) -> tuple[tuple[Tier
     if host is None or host.capacity_bytes is None:
         return (), f"no tier: {shape.instance.name}'s host memory is not in the catalog"
     gpu = float(count * shape.replicas_per_instance * shape.pool_tokens)
-    host_tokens = count * host.capacity_bytes / shape.kv.bytes_per_token
+    host_tokens = count * host.capacity_bytes / shape.kv.total_bytes_per_token
     gain = tier_gain(spec.pooled_hits, spec.sample_inputs, gpu, gpu + host_tokens)
     if gain is not None and gain < MIN_TIER_GAIN:
         return (), (
@@ -358,7 +358,9 @@ def _estimate(
     """
     n = bound
     host = host_tier(shape, spec.storage) if spec.has_hashes else None
-    host_tokens = 0.0 if host is None else (host.capacity_bytes or 0.0) / shape.kv.bytes_per_token
+    host_tokens = (
+        0.0 if host is None else (host.capacity_bytes or 0.0) / shape.kv.total_bytes_per_token
+    )
     for _ in range(2):
         if hits is None or role == Stage.DECODE:
             got = work
@@ -499,7 +501,7 @@ def _transfer_misses(
     link = link_bytes_per_s(dec.instance)
     if link is None or b.ttft_alone_per_request_s is None or not ttft:
         return ""
-    t = b.ttft_alone_per_request_s + work.input_tokens * pre.kv.bytes_per_token / link
+    t = b.ttft_alone_per_request_s + work.input_tokens * pre.kv.total_bytes_per_token / link
     parts = []
     for p, target in ttft.items():
         got = slo_percentiles(t, (p,))[0] if t.size else 0.0
@@ -645,7 +647,7 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
     hits = spec.pooled_hits
     if hits is not None and not forced:
         gpu = float(stage.count * stage.shape.replicas_per_instance * stage.shape.pool_tokens)
-        kvb = stage.shape.kv.bytes_per_token
+        kvb = stage.shape.kv.total_bytes_per_token
         above = gpu + fleet_host / kvb
         gain = tier_gain(hits, spec.sample_inputs, above, above + spec.reuse_bytes / kvb)
         if gain is not None and gain < MIN_TIER_GAIN:

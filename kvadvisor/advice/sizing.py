@@ -30,18 +30,20 @@ from kvadvisor.advice.candidate import Candidate, candidate_plan
 from kvadvisor.errors import ConfigError
 from kvadvisor.execute import Executor
 from kvadvisor.fleet import (
-    Deployment,
     ReplayContext,
     ReplayOptions,
     ReplayResult,
+    ReplayRun,
     TraceArrays,
+    replay_notes,
     request_columns,
+    run_prefill_alone,
+    run_replay,
     slo_percentiles,
     summarize,
 )
-from kvadvisor.fleet.engine import ReplayRun, run_replay, run_stage
-from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.summary import SLO_TOLERANCE
+from kvadvisor.perfmodel import kv_size
 from kvadvisor.plan.loader import PlanCatalogs, PlanError
 from kvadvisor.plan.model import Plan
 from kvadvisor.plan.writer import plan_mapping
@@ -209,14 +211,6 @@ def tier_problem(result: ReplayResult, capacity_tiers: set[str]) -> str:
     return ""
 
 
-def slowed(dep: Deployment, factor: float) -> Deployment:
-    """The deployment with every stage's steps ``factor`` times as long (1: unchanged)."""
-    if factor == 1.0:
-        return dep
-    stages = tuple(replace(st, step=st.step.scaled(factor)) for st in dep.stages)
-    return replace(dep, stages=stages)
-
-
 class Replayer:
     """Replays candidates of one trace sample, remembering each result (pure, no files).
 
@@ -337,12 +331,12 @@ class Replayer:
         if (hit := self._hit(key, candidate, doc)) is not None:
             return hit
         try:
-            dep, _ = deployment_from_plan(plan)
+            replay_notes(plan)  # a plan the replay cannot resolve is an outcome, not a replay
         except (ConfigError, PlanError) as exc:
             out = Outcome(candidate, doc, error=str(exc))
             self._cache[key] = out
             return out
-        return self._replayed(key, candidate, doc, Replayer.replay_whole, dep, capacity_tiers)
+        return self._replayed(key, candidate, doc, Replayer.replay_whole, plan, capacity_tiers)
 
     def _replayed(
         self,
@@ -383,15 +377,15 @@ class Replayer:
         self,
         candidate: Candidate,
         doc: dict[str, Any],
-        dep: Deployment,
+        plan: Plan,
         capacity_tiers: frozenset[str],
     ) -> Outcome:
-        """Replay the deployment of ``doc`` closed loop and check it (no cache)."""
-        run = run_replay(self.ctx, slowed(dep, self.step_factor), self.options)
+        """Replay ``plan`` (``doc``'s) closed loop and check it (no cache)."""
+        run = run_replay(self.ctx, plan, self.options, step_factor=self.step_factor)
         cols = request_columns(run)
         met, attain = check_targets(self.limits, cols)
         summary = summarize(run)
-        problem = tier_problem(summary, set(capacity_tiers)) if dep.stages[0].tiers else ""
+        problem = tier_problem(summary, set(capacity_tiers)) if run.stages[0].spec.tiers else ""
         tpot = cols["tpot_s"][cols["output_tokens"] > 1]
         return Outcome(
             candidate,
@@ -423,23 +417,24 @@ class Replayer:
         if (hit := self._hit(key, candidate, doc)) is not None:
             return hit
         try:
-            dep, _ = deployment_from_plan(plan)
+            replay_notes(plan)  # as in outcome: unresolvable is an outcome
         except (ConfigError, PlanError) as exc:
             return Outcome(candidate, doc, error=str(exc))
-        return self._replayed(key, candidate, doc, Replayer.replay_prefill, dep, link_bytes_per_s)
+        return self._replayed(key, candidate, doc, Replayer.replay_prefill, plan, link_bytes_per_s)
 
     def replay_prefill(
-        self, candidate: Candidate, doc: dict[str, Any], dep: Deployment, link_bytes_per_s: float
+        self, candidate: Candidate, doc: dict[str, Any], plan: Plan, link_bytes_per_s: float
     ) -> Outcome:
-        """Replay ``dep``'s prefill stage alone against the TTFT targets (no cache)."""
+        """Replay ``plan``'s prefill stage alone against the TTFT targets (no cache)."""
         a = self.arrays
-        window, stop = self._window_stop()
-        rows = np.arange(a.requests, dtype=np.int64)
-        dep = slowed(dep, self.step_factor)
-        run = run_stage(self.ctx, dep, dep.stages[0], rows, a.arrival_s, window, stop, 2)
+        run = run_prefill_alone(self.ctx, plan, self.options, step_factor=self.step_factor)
         first = np.full(a.requests, np.inf)
         first[run.rows] = run.first_s
-        transfer = a.input_tokens * dep.kv.bytes_per_token / link_bytes_per_s
+        model = plan.model.spec
+        assert model is not None  # a plan without a catalog model does not resolve
+        # the prompt's distinct KV bytes cross the link (the replay's link transfer, tp 1)
+        kv_bytes = kv_size(model, plan.model.kv_dtype).total_bytes_per_token
+        transfer = a.input_tokens * kv_bytes / link_bytes_per_s
         cols = {
             "ttft_s": first - a.arrival_s + transfer,
             "output_tokens": a.output_tokens,
@@ -462,12 +457,6 @@ class Replayer:
             "",
             self.headroom,
         )
-
-    def _window_stop(self) -> tuple[float, float]:
-        a = self.arrays
-        span = float(a.arrival_s[-1]) if a.requests else 0.0
-        drain = self.options.drain_cap_s
-        return self.options.window_s, span + (drain if drain is not None else max(600.0, span))
 
 
 def headroom(out: Outcome) -> float:

@@ -29,9 +29,9 @@ from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.engines import registry
 from kvadvisor.errors import CatalogError, ConfigError
-from kvadvisor.fleet import KvModel, slo_percentiles
-from kvadvisor.fleet.build import StepModelInputs, kv_model, pool_tokens, roofline_for
-from kvadvisor.perfmodel import PerfModel
+from kvadvisor.fleet import slo_percentiles
+from kvadvisor.fleet.build import StepModelInputs, pool_tokens, roofline_for
+from kvadvisor.perfmodel import KvSize, PerfModel, kv_size
 from kvadvisor.perfmodel.memory import TP_CHOICES
 from kvadvisor.perfmodel.step import StepTable
 from kvadvisor.units import Unit, format_value, plural
@@ -47,7 +47,7 @@ class Shape:
     tp: int
     pool_tokens: int  # GPU KV pool of one replica, tokens
     step: StepTable
-    kv: KvModel
+    kv: KvSize  # the model's KV per token at this TP (perfmodel.kv_size)
     max_batched_tokens: int
     max_seqs: int
 
@@ -104,10 +104,10 @@ def _perf(
     kv_dtype: str,
     weight_dtype: str,
     catalogs: _Catalogs = _PACKAGED,
-) -> tuple[PerfModel, StepTable, KvModel]:
+) -> tuple[PerfModel, StepTable, KvSize]:
     inputs = StepModelInputs(catalogs.catalogs)
     pm, step = roofline_for(model, gpu, tp, kv_dtype, weight_dtype, inputs)
-    return pm, step, kv_model(model, kv_dtype, tp)
+    return pm, step, kv_size(model, kv_dtype, tp)
 
 
 def shapes(
@@ -217,7 +217,7 @@ def bounds(shape: Shape, work: Work, percentiles: tuple[float, ...]) -> Bounds:
     cached = (work.input_tokens - work.new_tokens).astype(np.float64)
     ttft = _prefill_alone_s(shape, new, cached)
     ctx = work.input_tokens.astype(np.float64) + work.output_tokens / 2.0
-    kv_rank = kv.rank_full_bytes_per_token * ctx
+    kv_rank = kv.rank_layout.full_bytes_per_token * ctx
     tpot = step.tokens_time_s(1.0) + step.decode_s_per_kv_byte * kv_rank
     multi = work.output_tokens > 1
     # Prefill at its most efficient: whole step budgets (per-token time falls with the chunk).

@@ -34,7 +34,7 @@ SGLANG_SERVER_PORT = 30000
 SGLANG_BOOTSTRAP_PORT = 8998
 ROUTER_PORT = 30000  # both routers' default --port
 DYNAMO_HTTP_PORT = 8000  # the frontend's default --http-port
-# Dynamo's KV router cost weight: the replay's router_weight (fleet/deployment.py, 1.0).
+# Dynamo's KV router cost weight: the replay's router_weight (fleet/resolved.py, 1.0).
 DYNAMO_OVERLAP_WEIGHT = "1.0"
 
 # The plan's router -> (policy of the SGLang/vLLM router, how it differs from the replay's).

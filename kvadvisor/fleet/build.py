@@ -17,7 +17,7 @@ from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.catalog.models import ModelSpec
 from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.deployment import KvModel
+from kvadvisor.fleet.resolved import ResolvedKv
 from kvadvisor.perfmodel import PerfModel, kv_size, memory_fit
 from kvadvisor.perfmodel.calibrate import StepCalibration
 from kvadvisor.perfmodel.memory import DEFAULT_MEMORY_UTILIZATION
@@ -26,10 +26,10 @@ from kvadvisor.perfmodel.step import StepTable, roofline_step_table
 from kvadvisor.units import Unit, format_value
 
 
-def kv_model(model: ModelSpec, kv_dtype: str = "bf16", tp: int = 1) -> KvModel:
+def kv_model(model: ModelSpec, kv_dtype: str = "bf16", tp: int = 1) -> ResolvedKv:
     """The KV sizes the replay needs (DESIGN.md's formulas, ``perfmodel.kv_size``)."""
     size = kv_size(model, kv_dtype, tp)
-    return KvModel(
+    return ResolvedKv(
         bytes_per_token=size.total_bytes_per_token,
         gpu_bytes_per_token=size.gpu_total_bytes_per_token,
         rank_full_bytes_per_token=size.rank_layout.full_bytes_per_token,

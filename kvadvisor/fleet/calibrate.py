@@ -20,10 +20,10 @@ import numpy as np
 
 from kvadvisor.catalog.efficiency import Efficiency
 from kvadvisor.fleet.build import kv_model, pool_tokens
-from kvadvisor.fleet.deployment import Deployment, SchedulerSpec, StageSpec
-from kvadvisor.fleet.engine import run_replay
+from kvadvisor.fleet.engine import run_resolved
 from kvadvisor.fleet.fromplan import VLLM_BLOCK_TOKENS, _batch_defaults
 from kvadvisor.fleet.hits import TraceArrays
+from kvadvisor.fleet.resolved import ResolvedFleet, ResolvedScheduler, ResolvedStage
 from kvadvisor.fleet.summary import request_columns
 from kvadvisor.perfmodel.calibrate import (
     HELDOUT_EVERY,
@@ -77,19 +77,19 @@ def replayed_latencies(arrays: TraceArrays, pm: PerfModel) -> tuple[np.ndarray, 
     pool, no KV tiers; the step table is ``pm``'s.
     """
     batched, seqs = _batch_defaults(pm.gpu)
-    stage = StageSpec(
+    stage = ResolvedStage(
         role=Stage.SERVING,
         instances=1,
         replicas_per_instance=1,
         gpus_per_replica=pm.tp,
         step=pm.step_table,
         pool_tokens=pool_tokens(pm),
-        scheduler=SchedulerSpec(batched, seqs, VLLM_BLOCK_TOKENS),
+        scheduler=ResolvedScheduler(batched, seqs, VLLM_BLOCK_TOKENS),
         gpu=pm.gpu.name,
     )
     kv = kv_model(pm.model, pm.kv_dtype, pm.tp)
-    deployment = Deployment("calibration", Topology.AGGREGATED, (stage,), kv)
-    cols = request_columns(run_replay(arrays, deployment))
+    deployment = ResolvedFleet("calibration", Topology.AGGREGATED, (stage,), kv)
+    cols = request_columns(run_resolved(arrays, deployment))
     return cols["ttft_s"], cols["tpot_s"]
 
 

@@ -1,4 +1,4 @@
-"""Run a deployment over a trace: route, read the tier hits, split into groups, run the loop.
+"""Run a resolved plan over a trace: route, read the tier hits, split into groups, run the loop.
 
 The order of work for one stage (docs/replay.md, "How a replay runs"):
 
@@ -27,20 +27,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.deployment import (
-    Deployment,
-    LinkSpec,
+from kvadvisor.fleet.hits import ReplayContext, TraceArrays, gather_blocks
+from kvadvisor.fleet.resolved import (
     LoadMode,
     Preemption,
     PrefetchPolicy,
+    ResolvedFleet,
+    ResolvedLink,
+    ResolvedStage,
     RouterPolicy,
     Scope,
     Stage,
-    StageSpec,
     Topology,
     WritePolicy,
 )
-from kvadvisor.fleet.hits import ReplayContext, TraceArrays, gather_blocks
 from kvadvisor.units import Unit, format_value
 
 # The replay runs this long past the last arrival before it stops (a fleet that cannot keep
@@ -106,7 +106,7 @@ class StageRun:
     """One stage's outcome: per request (global trace rows), per resource, per window."""
 
     role: Stage
-    spec: StageSpec
+    spec: ResolvedStage
     rows: np.ndarray  # trace rows this stage served, in its arrival order
     arrival_s: np.ndarray  # when each reached the stage
     replica: np.ndarray
@@ -141,7 +141,7 @@ class StageRun:
 class ReplayRun:
     """Everything a replay measured, before it is summarised (:mod:`kvadvisor.fleet.summary`)."""
 
-    deployment: Deployment
+    deployment: ResolvedFleet  # the plan as resolved (fleet-private: read, never built, outside)
     arrays: TraceArrays
     stages: tuple[StageRun, ...]
     window_s: float
@@ -149,6 +149,9 @@ class ReplayRun:
     stop_s: float
     end_s: float
     notes: tuple[str, ...] = ()
+    # which defaults the plan's resolution took (fromplan.resolve_plan), kept apart from
+    # ``notes`` because callers place them ahead of a note of their own (traffic.scale)
+    plan_notes: tuple[str, ...] = ()
 
 
 def _choose_window(options: ReplayOptions, stop_s: float, rows: int) -> float:
@@ -158,7 +161,7 @@ def _choose_window(options: ReplayOptions, stop_s: float, rows: int) -> float:
 
 
 def _resources(
-    stage: StageSpec, kv_bpt: float, link: LinkSpec | None
+    stage: ResolvedStage, kv_bpt: float, link: ResolvedLink | None
 ) -> tuple[list[Resource], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The stage's resources and each replica's: per tier, its link, its swap link, offload."""
     reps, rpi = stage.replicas, stage.replicas_per_instance
@@ -296,8 +299,8 @@ class _StageInputs:
 
 
 def _settings(
-    stage: StageSpec,
-    dep: Deployment,
+    stage: ResolvedStage,
+    dep: ResolvedFleet,
     route_policy: int,
     block_tokens: int,
     window_s: float,
@@ -409,7 +412,7 @@ class _GroupMaps:
 
 
 def _request_rows(
-    stage: StageSpec, inp: _StageInputs, local: np.ndarray, route: np.ndarray, maps: _GroupMaps
+    stage: ResolvedStage, inp: _StageInputs, local: np.ndarray, route: np.ndarray, maps: _GroupMaps
 ) -> tuple[np.ndarray, ...]:
     """The requests' and replicas' input rows: ``qi``, ``qf``, ``tl``, ``tw``, ``ri``, ``rf``."""
     from kvadvisor.fleet import kernel as k
@@ -448,8 +451,8 @@ def _request_rows(
 
 
 def _kernel_call(
-    stage: StageSpec,
-    dep: Deployment,
+    stage: ResolvedStage,
+    dep: ResolvedFleet,
     inp: _StageInputs,
     local: np.ndarray,  # indices into the stage's requests
     route: np.ndarray,  # replica per local request (group numbering), or -1 (router decides)
@@ -578,8 +581,8 @@ def _block_view(
 
 def _stage_inputs(
     ctx: ReplayContext,
-    stage: StageSpec,
-    dep: Deployment,
+    stage: ResolvedStage,
+    dep: ResolvedFleet,
     rows: np.ndarray,
     arrival: np.ndarray,
     assign: np.ndarray | None,
@@ -623,11 +626,11 @@ def _stage_inputs(
     return _StageInputs(rows, arrival, inp, out, gpu, load, own, xfer, done_write)
 
 
-def _pool_pages(stage: StageSpec) -> int:
+def _pool_pages(stage: ResolvedStage) -> int:
     return max(stage.pool_tokens // stage.scheduler.page_tokens, 1)
 
 
-def _offload_pages(stage: StageSpec) -> int:
+def _offload_pages(stage: ResolvedStage) -> int:
     """Pages of decode-time offload space per replica (its share of the offload tier)."""
     if stage.offload_tier is None:
         return 0
@@ -639,7 +642,7 @@ def _offload_pages(stage: StageSpec) -> int:
     return int(per // stage.scheduler.page_tokens)
 
 
-def _stage_maps(stage: StageSpec, dep: Deployment) -> _GroupMaps:
+def _stage_maps(stage: ResolvedStage, dep: ResolvedFleet) -> _GroupMaps:
     """The whole stage as one group: its replicas' pages and resources."""
     resources, res_tier, res_link, res_swap, res_offload = _resources(
         stage, dep.kv.bytes_per_token, dep.link
@@ -652,8 +655,8 @@ def _stage_maps(stage: StageSpec, dep: Deployment) -> _GroupMaps:
 
 def _router_choices(
     ctx: ReplayContext,
-    dep: Deployment,
-    stage: StageSpec,
+    dep: ResolvedFleet,
+    stage: ResolvedStage,
     rows: np.ndarray,
     arrival: np.ndarray,
     maps: _GroupMaps,
@@ -707,8 +710,8 @@ def _router_choices(
 
 
 def _run_group(
-    stage: StageSpec,
-    dep: Deployment,
+    stage: ResolvedStage,
+    dep: ResolvedFleet,
     inp: _StageInputs,
     assign: np.ndarray,
     reps_g: np.ndarray,
@@ -831,8 +834,8 @@ def _merge_groups(
 
 def run_stage(
     ctx: ReplayContext,
-    dep: Deployment,
-    stage: StageSpec,
+    dep: ResolvedFleet,
+    stage: ResolvedStage,
     rows: np.ndarray,
     arrival: np.ndarray,
     window_s: float,
@@ -908,13 +911,17 @@ def _merge_logs(logs: list[np.ndarray]) -> np.ndarray:
     return both[order]
 
 
-def run_replay(
+def run_resolved(
     ctx: ReplayContext | TraceArrays,
-    dep: Deployment,
+    dep: ResolvedFleet,
     options: ReplayOptions | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ReplayRun:
-    """Replay the trace through the deployment (pure: arrays in, arrays out)."""
+    """Replay the trace through a resolved plan (pure: arrays in, arrays out).
+
+    The public entry takes the Plan (:func:`kvadvisor.fleet.entry.run_replay`); this one takes
+    what :func:`kvadvisor.fleet.fromplan.resolve_plan` made of it, or a test's toy stages.
+    """
     options = options or ReplayOptions()
     if isinstance(ctx, TraceArrays):
         ctx = ReplayContext(ctx)

@@ -35,17 +35,17 @@ from kvadvisor.catalog.gpus import GpuSpec
 from kvadvisor.engines import registry
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.build import StepModelInputs, kv_model, pool_tokens, step_model_for
-from kvadvisor.fleet.deployment import (
-    Deployment,
-    LinkSpec,
+from kvadvisor.fleet.resolved import (
     LoadMode,
     Preemption,
     PrefetchPolicy,
+    ResolvedFleet,
+    ResolvedLink,
+    ResolvedScheduler,
+    ResolvedStage,
+    ResolvedTier,
     RouterPolicy,
-    SchedulerSpec,
     Scope,
-    StageSpec,
-    TierSpec,
     WritePolicy,
 )
 from kvadvisor.perfmodel.calibrate import StepCalibration
@@ -172,7 +172,7 @@ def _frontend(stage: StagePlan) -> tuple[float, float, str]:
 
 def _tier(
     plan: Plan, stage: StagePlan, i: int, tier: TierPlan, kvb: float, tp: int, rpi: int
-) -> tuple[TierSpec, str]:
+) -> tuple[ResolvedTier, str]:
     where = f"stages.{stage.stage}.tiers[{i}]"
     st = tier.storage
     rates = []
@@ -189,7 +189,7 @@ def _tier(
             total = min(total, stage.disk_bandwidth_cap_bytes_per_s)  # the instance's disk cap
         rates.append(total)
     rates, why = _load_path(stage, tier, tp, rpi, rates)
-    spec = TierSpec(
+    spec = ResolvedTier(
         name=tier.name,
         kind=st.kind,
         scope=Scope(tier.scope),
@@ -207,7 +207,7 @@ def _tier(
 
 def _stage(
     plan: Plan, stage: StagePlan, role: Stage, inputs: StepModelInputs
-) -> tuple[StageSpec, list[str]]:
+) -> tuple[ResolvedStage, list[str]]:
     where = f"stages.{stage.stage}"
     spec = plan.model.spec
     assert spec is not None
@@ -251,14 +251,14 @@ def _stage(
     fe_fixed, fe_per_token, fe_why = _frontend(stage)
     notes.append(f"{stage.stage}: front end {fe_why}")
     return (
-        StageSpec(
+        ResolvedStage(
             role=role,
             instances=stage.count,
             replicas_per_instance=rpi,
             gpus_per_replica=tp,
             step=step,
             pool_tokens=pool,
-            scheduler=SchedulerSpec(
+            scheduler=ResolvedScheduler(
                 max_batched_tokens=sched.max_num_batched_tokens or batched,
                 max_seqs=sched.max_num_seqs or seqs,
                 page_tokens=_page_tokens(stage, spec.attention),
@@ -285,9 +285,9 @@ def _stage(
     )
 
 
-def deployment_from_plan(
+def resolve_plan(
     plan: Plan, calibration: StepCalibration | None = None
-) -> tuple[Deployment, tuple[str, ...]]:
+) -> tuple[ResolvedFleet, tuple[str, ...]]:
     """The deployment a plan describes, and notes saying which defaults it took (ConfigError).
 
     Step times come from the catalogs the plan was checked against (``plan.catalogs``) and,
@@ -307,7 +307,7 @@ def deployment_from_plan(
         serving = plan.stage(Stage.SERVING)
         assert serving is not None
         stage, notes = _stage(plan, serving, Stage.SERVING, inputs)
-        dep = Deployment(
+        dep = ResolvedFleet(
             plan.name, Topology.AGGREGATED, (stage,), kv_model(spec, plan.model.kv_dtype)
         )
         return dep, tuple(notes)
@@ -338,11 +338,11 @@ def deployment_from_plan(
         f"instance ({'the plan' if link.bandwidth_bytes_per_s else 'the instance catalog'}, "
         f"efficiency {format_value(efficiency, Unit.RATIO)}: {why})",
     ]
-    dep = Deployment(
+    dep = ResolvedFleet(
         plan.name,
         Topology.DISAGGREGATED,
         (p_stage, d_stage),
         kv_model(spec, plan.model.kv_dtype),
-        LinkSpec(nic * efficiency, link.latency_s),
+        ResolvedLink(nic * efficiency, link.latency_s),
     )
     return dep, tuple(notes)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from kvadvisor.errors import KvAdvisorError
-from kvadvisor.fleet.engine import ReplayOptions, run_replay
-from kvadvisor.fleet.fromplan import deployment_from_plan
+from kvadvisor.fleet.engine import ReplayOptions, run_resolved
+from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.fleet.hits import ReplayContext
 from kvadvisor.fleet.summary import request_columns, summarize
 from kvadvisor.perfmodel.calibrate import StepCalibration
@@ -153,12 +153,12 @@ def replay_recommended(
     result: ReplayResult | None = None
     for _ in range(MAX_SIZING_ROUNDS):
         try:
-            dep, dep_notes = deployment_from_plan(plan, calibration)
+            fleet, plan_notes = resolve_plan(plan, calibration)
         except KvAdvisorError as exc:
             return None, str(exc).removeprefix(f"{PLAN_PATH}: ")
-        run = run_replay(ctx, dep, options)
+        run = run_resolved(ctx, fleet, options)
         result = summarize(run)
-        result = replace(result, notes=(*dep_notes, *result.notes))
+        result = replace(result, notes=(*plan_notes, *result.notes))
         if not result.overload.overloaded:
             break
         busiest = max(result.stages, key=lambda s: s.busy_fraction or 0.0)

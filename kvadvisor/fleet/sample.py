@@ -15,14 +15,14 @@ from dataclasses import replace
 import numpy as np
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.fleet.deployment import Deployment, RouterPolicy, Scope
 from kvadvisor.fleet.hits import TraceArrays
+from kvadvisor.fleet.resolved import ResolvedFleet, RouterPolicy, Scope
 from kvadvisor.vocab import Topology
 
 
 def sample_replicas(
-    arrays: TraceArrays, deployment: Deployment, replicas: int
-) -> tuple[TraceArrays, Deployment, float]:
+    arrays: TraceArrays, deployment: ResolvedFleet, replicas: int
+) -> tuple[TraceArrays, ResolvedFleet, float]:
     """The sampled trace, the sampled deployment, and the scale of fleet totals (R / k)."""
     if deployment.topology is not Topology.AGGREGATED:
         raise ConfigError("a replica sample needs an aggregated deployment")

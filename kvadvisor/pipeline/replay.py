@@ -11,7 +11,6 @@ import numpy as np
 
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, run_replay, summarize
-from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.fromreport import replay_recommended
 from kvadvisor.fleet.steps import STEP_COLUMNS, step_batches
 from kvadvisor.fleet.summary import parse_slo, request_columns
@@ -120,12 +119,13 @@ def replay_in_context(
     options: ReplayOptions | None = None,
 ) -> tuple[ReplayResult, dict[str, np.ndarray], StepSource | None]:
     """One plan replayed on a prepared trace (its LRU passes shared with other plans)."""
-    deployment, notes = deployment_from_plan(plan)
+    notes: tuple[str, ...] = ()
     if plan.traffic_scale != 1.0:
         ctx = ctx.with_arrivals(ctx.arrays.arrival_s / plan.traffic_scale)
         faster = format_value(plan.traffic_scale, Unit.MULTIPLE)
-        notes = (*notes, f"arrivals come {faster} faster (traffic.scale)")
-    run = run_replay(ctx, deployment, options)
+        notes = (f"arrivals come {faster} faster (traffic.scale)",)
+    run = run_replay(ctx, plan, options)
+    notes = (*run.plan_notes, *notes)
     result = summarize(run, plan_targets(plan, slo))
     steps = partial(step_batches, run) if run.stages[0].step_log is not None else None
     return replace(result, notes=(*notes, *result.notes)), request_columns(run), steps

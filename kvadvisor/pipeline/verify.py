@@ -17,9 +17,15 @@ import numpy as np
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.errors import KvAdvisorError
-from kvadvisor.fleet import ReplayContext, ReplayOptions, ReplayRun, TraceArrays, run_replay
+from kvadvisor.fleet import (
+    ReplayContext,
+    ReplayOptions,
+    ReplayRun,
+    TraceArrays,
+    replay_notes,
+    run_replay,
+)
 from kvadvisor.fleet.engine import StageRun
-from kvadvisor.fleet.fromplan import deployment_from_plan
 from kvadvisor.fleet.summary import request_columns
 from kvadvisor.metrics.timeline import inflight_window_means
 from kvadvisor.pipeline.replay import scaled_arrays
@@ -123,13 +129,13 @@ def replayed_tiers(
     replay reuses (None: it finds them). None for the share when the plan cannot be replayed.
     """
     try:
-        deployment, notes = deployment_from_plan(plan)
+        replay_notes(plan)  # a plan the replay cannot resolve falls back; a failed replay fails
     except KvAdvisorError as exc:
         return {}, (f"no closed-loop replay ({exc}): the jobs use the open-loop demand",), None
     ctx = ReplayContext(scaled_arrays(TraceArrays.from_arrays(arrays, exact), plan.traffic_scale))
-    run = run_replay(ctx, deployment, ReplayOptions(window_s=window_s))
+    run = run_replay(ctx, plan, ReplayOptions(window_s=window_s))
     tiers = {(t.stage, t.tier): t for st in run.stages for t in _stage_tiers(run, st)}
-    return tiers, (*notes, *run.notes), _share(run, plan, bench_requests)
+    return tiers, (*run.plan_notes, *run.notes), _share(run, plan, bench_requests)
 
 
 def verify(

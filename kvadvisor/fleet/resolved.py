@@ -1,14 +1,17 @@
-"""What the replay runs: a deployment as plain data (stages, replicas, scheduler, router, tiers).
+"""The replay's resolved inputs: a Plan with every default taken, every rate derived.
 
-Built from a plan file by :mod:`kvadvisor.fleet.fromplan`, or directly by a caller that
-searches deployments (the advisor). Quantities are in base units (bytes, bytes per second,
-seconds, tokens); every field is documented in docs/replay.md.
+Private to :mod:`kvadvisor.fleet`: a Plan (:mod:`kvadvisor.plan`) is the one deployment type,
+and :func:`kvadvisor.fleet.fromplan.resolve_plan` turns it into these (step tables, GPU pool
+tokens, tier rates after the load path), which the engine turns into the kernel's arrays. No
+module outside the fleet imports them (tests/test_architecture.py); tests and benchmarks may,
+to run toy step tables. Quantities are in base units (bytes, bytes per second, seconds,
+tokens); every field is documented in docs/replay.md.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from kvadvisor.errors import ConfigError
@@ -62,7 +65,7 @@ class Scope(str, Enum):
 
 
 @dataclass(frozen=True)
-class TierSpec:
+class ResolvedTier:
     """One KV tier below the GPU pool, fastest first.
 
     ``capacity_tokens`` is per scope unit (a replica, an instance, or the pool; None =
@@ -84,7 +87,7 @@ class TierSpec:
 
 
 @dataclass(frozen=True)
-class SchedulerSpec:
+class ResolvedScheduler:
     """Continuous batching: tokens per step, running sequences, KV page size, preemption."""
 
     max_batched_tokens: int
@@ -94,7 +97,7 @@ class SchedulerSpec:
 
 
 @dataclass(frozen=True)
-class KvModel:
+class ResolvedKv:
     """The model's KV per token: distinct bytes (tiers, link), GPU copies, one rank's layout."""
 
     bytes_per_token: float
@@ -106,8 +109,8 @@ class KvModel:
 
 
 @dataclass(frozen=True)
-class StageSpec:
-    """One stage's replicas and how they serve (docs/replay.md lists every field)."""
+class ResolvedStage:
+    """One resolved stage: its replicas and how they serve (docs/replay.md lists every field)."""
 
     role: Stage
     instances: int
@@ -115,10 +118,10 @@ class StageSpec:
     gpus_per_replica: int
     step: StepTable
     pool_tokens: int
-    scheduler: SchedulerSpec
+    scheduler: ResolvedScheduler
     router: RouterPolicy = RouterPolicy.ROUND_ROBIN
     router_weight: float = 1.0
-    tiers: tuple[TierSpec, ...] = ()
+    tiers: tuple[ResolvedTier, ...] = ()
     write_policy: WritePolicy = WritePolicy.WRITE_THROUGH
     load_mode: LoadMode = LoadMode.ASYNC
     prefetch_policy: PrefetchPolicy = PrefetchPolicy.WAIT_COMPLETE
@@ -133,7 +136,7 @@ class StageSpec:
     frontend_per_token_s: float = 0.0
     instance: str | None = None
     gpu: str | None = None
-    kv: KvModel | None = None  # this stage's KV layout per rank (its TP); None: the deployment's
+    kv: ResolvedKv | None = None  # this stage's KV layout per rank (its TP); None: the fleet's
 
     @property
     def replicas(self) -> int:
@@ -175,7 +178,7 @@ class StageSpec:
 
 
 @dataclass(frozen=True)
-class LinkSpec:
+class ResolvedLink:
     """The prefill-to-decode link of one decode instance (its NIC), shared by its replicas."""
 
     bytes_per_s: float
@@ -188,14 +191,14 @@ class LinkSpec:
 
 
 @dataclass(frozen=True)
-class Deployment:
-    """A fleet to replay: one serving stage (aggregated) or prefill and decode stages."""
+class ResolvedFleet:
+    """A resolved plan: one serving stage (aggregated) or prefill and decode stages."""
 
     name: str
     topology: Topology
-    stages: tuple[StageSpec, ...]
-    kv: KvModel
-    link: LinkSpec | None = None
+    stages: tuple[ResolvedStage, ...]
+    kv: ResolvedKv
+    link: ResolvedLink | None = None
 
     def __post_init__(self) -> None:
         """The stages must match the topology; disaggregated needs a link."""
@@ -208,6 +211,14 @@ class Deployment:
             if self.link is None:
                 raise ConfigError("a disaggregated deployment needs a P-to-D link")
 
-    def stage(self, role: Stage) -> StageSpec | None:
+    def stage(self, role: Stage) -> ResolvedStage | None:
         """The stage with this role, or None."""
         return next((s for s in self.stages if s.role is role), None)
+
+    def slowed(self, factor: float) -> ResolvedFleet:
+        """Every stage's steps ``factor`` times as long (1: this one, unchanged)."""
+        if factor == 1.0:
+            return self
+        return replace(
+            self, stages=tuple(replace(s, step=s.step.scaled(factor)) for s in self.stages)
+        )
