@@ -334,6 +334,66 @@ def test_the_cli_imports_only_the_api_renderers_and_its_plumbing() -> None:
     ]
 
 
+# A Plan is the one deployment (issue 29): fleet/fromplan resolves it into the replay's inputs
+# (fleet/resolved.py: step tables, pool tokens, rates after the load path), and only the fleet
+# builds them or names their types; every other module hands the fleet a Plan and reads the
+# replay's results. Tests and benchmarks, outside kvadvisor/, may import them: they replay toy
+# step tables and set one mechanism's input directly, which a plan reaches only by defaults.
+FLEET_PRIVATE_MODULES = {"kvadvisor.fleet.resolved"}
+# The functions that make resolved inputs or take them (the public entries take a Plan).
+FLEET_PRIVATE_FUNCTIONS = {"resolve_plan", "run_resolved", "run_stage"}
+
+
+def fleet_private_names() -> set[str]:
+    """The classes of fleet/resolved.py and the functions that make or take them."""
+    tree = ast.parse((PKG / "fleet" / "resolved.py").read_text(encoding="utf-8"))
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    return classes | FLEET_PRIVATE_FUNCTIONS
+
+
+def fleet_private_imports(files: dict[Path, str]) -> list[str]:
+    """Every import of the fleet's resolved inputs by a module outside kvadvisor/fleet."""
+    private = fleet_private_names()
+    out = []
+    for rel, text in sorted(files.items()):
+        if rel.parts[0] == "fleet":
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "kvadvisor.fleet"
+            ):
+                for a in node.names:
+                    # from the module itself, a private name, or the module as a name
+                    names = {node.module, f"{node.module}.{a.name}"}
+                    if a.name in private or names & FLEET_PRIVATE_MODULES:
+                        out.append(f"{rel} imports {node.module}.{a.name}")
+            elif isinstance(node, ast.Import):
+                out += [
+                    f"{rel} imports {a.name}" for a in node.names if a.name in FLEET_PRIVATE_MODULES
+                ]
+    return out
+
+
+def test_only_the_fleet_imports_its_resolved_inputs() -> None:
+    """Outside kvadvisor/fleet a module passes a Plan; planted imports of the inputs fail."""
+    assert {"ResolvedFleet", "ResolvedStage", "ResolvedTier", "run_resolved"} <= (
+        fleet_private_names()
+    )
+    assert not fleet_private_imports(package_files())
+    files = package_files()
+    files[Path("advice/sizing.py")] += "\nfrom kvadvisor.fleet.resolved import Scope\n"
+    files[Path("pipeline/replay.py")] += "\nfrom kvadvisor.fleet.engine import run_resolved\n"
+    files[Path("api/advisor.py")] += "\nfrom kvadvisor.fleet import resolved\n"
+    files[Path("sections/profile.py")] += "\nimport kvadvisor.fleet.resolved\n"
+    files[Path("fleet/sample.py")] += "\nfrom kvadvisor.fleet.resolved import ResolvedFleet\n"
+    assert fleet_private_imports(files) == [
+        "advice/sizing.py imports kvadvisor.fleet.resolved.Scope",
+        "api/advisor.py imports kvadvisor.fleet.resolved",
+        "pipeline/replay.py imports kvadvisor.fleet.engine.run_resolved",
+        "sections/profile.py imports kvadvisor.fleet.resolved",
+    ]
+
+
 def test_a_planted_disallowed_import_fails() -> None:
     """The check is not vacuous: a renderer importing the pipeline, an unlisted package, fail."""
     files = package_files()
