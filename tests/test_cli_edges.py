@@ -273,6 +273,8 @@ def test_analyze_help_is_grouped_into_panels() -> None:
         "Cache",
         "Model and GPU",
         "Deployment",
+        # --allow-outside-plan-dir: the one declaration review, replay and verify use too
+        "Trust",
         "Rules and catalogs",
         "Output",
     ]

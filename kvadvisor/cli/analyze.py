@@ -18,7 +18,6 @@ import typer
 import kvadvisor
 from kvadvisor import phases
 from kvadvisor.cli.common import (
-    ALLOW_OUTSIDE_HELP,
     MAX_BLOCK_TOKENS,
     MAX_CACHE_INSTANCES,
     MAX_INSTANCES,
@@ -29,7 +28,7 @@ from kvadvisor.cli.common import (
     PANEL_INPUT,
     PANEL_MODEL,
     PANEL_OUTPUT,
-    PANEL_RULES,
+    AllowOutsidePlanDirOpt,
     BlockTokensOpt,
     CatalogOpt,
     IgnoreOpt,
@@ -47,6 +46,7 @@ from kvadvisor.cli.common import (
     finite_option,
     handle_user_errors,
     name_option,
+    trace_reading,
     wants_color,
     write_output,
 )
@@ -508,14 +508,6 @@ PlanOpt = Annotated[
         rich_help_panel=PANEL_DEPLOYMENT,
     ),
 ]
-AllowOutsidePlanDirOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-outside-plan-dir",
-        help=ALLOW_OUTSIDE_HELP,
-        rich_help_panel=PANEL_RULES,
-    ),
-]
 ReplayOpt = Annotated[
     bool,
     typer.Option(
@@ -638,9 +630,7 @@ def analyze_cmd(
                 plans=as_strs(plan),
                 allow_outside_plan_dir=allow_outside_plan_dir,
                 memory_limit=memory_limit,
-                trace_format=trace_format,
-                column_map=maps,
-                block_tokens=block_tokens,
+                **trace_reading(trace_format, maps, block_tokens),
                 progress=progress,
                 since_s=since,
                 until_s=until,

@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, TextIO, TypedDict
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -405,6 +405,23 @@ WarmupOpt = Annotated[
         rich_help_panel=PANEL_CACHE,
     ),
 ]
+
+
+class TraceReading(TypedDict):
+    """How a command reads its trace, as the API's keywords take it (one place to forward)."""
+
+    trace_format: TraceFormat | None
+    column_map: list[str] | None
+    block_tokens: int | None
+
+
+def trace_reading(
+    trace_format: TraceFormat | None, maps: list[str] | None, block_tokens: int | None
+) -> TraceReading:
+    """The --trace-format, --map and --block-tokens options as the API's keywords."""
+    return TraceReading(trace_format=trace_format, column_map=maps, block_tokens=block_tokens)
+
+
 RulesDirOpt = Annotated[
     list[Path] | None,
     typer.Option(

@@ -23,6 +23,7 @@ from kvadvisor.cli.common import (
     finite_option,
     handle_user_errors,
     said_written,
+    trace_reading,
     write_output,
 )
 from kvadvisor.errors import ConfigError
@@ -109,9 +110,7 @@ def replay_cmd(
             window_s=window,
             drain_cap_s=drain_cap,
             catalogs=as_strs(catalog),
-            trace_format=trace_format,
-            column_map=maps,
-            block_tokens=block_tokens,
+            **trace_reading(trace_format, maps, block_tokens),
             allow_outside_plan_dir=allow_outside_plan_dir,
             # the HTML page charts the busiest minute's steps
             step_log=steps_out is not None or any(kind == "html" for _, kind in targets),

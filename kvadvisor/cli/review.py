@@ -28,6 +28,7 @@ from kvadvisor.cli.common import (
     echo,
     finite_option,
     handle_user_errors,
+    trace_reading,
     write_output,
 )
 from kvadvisor.errors import ConfigError
@@ -117,9 +118,7 @@ def review_cmd(
             trace,
             plan,
             catalogs=as_strs(catalog),
-            trace_format=trace_format,
-            column_map=maps,
-            block_tokens=block_tokens,
+            **trace_reading(trace_format, maps, block_tokens),
             warmup_fraction=warmup_fraction,
             window_s=window,
             results=results,

@@ -11,7 +11,6 @@ from typing import Annotated
 import typer
 
 import kvadvisor
-from kvadvisor import TraceFormat
 from kvadvisor.cli.common import (
     EXIT_FINDINGS,
     MAX_WINDOW_S,
@@ -20,6 +19,7 @@ from kvadvisor.cli.common import (
     CatalogOpt,
     MapOpt,
     TraceFormatOpt,
+    TraceReading,
     WarmupOpt,
     app,
     as_strs,
@@ -27,6 +27,7 @@ from kvadvisor.cli.common import (
     echo,
     finite_option,
     handle_user_errors,
+    trace_reading,
     write_output,
 )
 from kvadvisor.cli.review import FailOn
@@ -200,9 +201,7 @@ def verify_cmd(
                 warmup_fraction=warmup_fraction,
                 bench_instances=bench_instances,
                 bench_requests=bench_requests,
-                trace_format=trace_format,
-                column_map=maps,
-                block_tokens=block_tokens,
+                reading=trace_reading(trace_format, maps, block_tokens),
                 allow_outside_plan_dir=allow_outside_plan_dir,
             )
     if failed:
@@ -291,9 +290,7 @@ def _write_jobs(
     warmup_fraction: float,
     bench_instances: int | None,
     bench_requests: int | None,
-    trace_format: TraceFormat | None,
-    column_map: list[str] | None,
-    block_tokens: int | None,
+    reading: TraceReading,
     allow_outside_plan_dir: bool,
 ) -> None:
     """Write the fio and benchmark jobs for ``plan`` against ``trace`` into the -o folder."""
@@ -312,10 +309,8 @@ def _write_jobs(
         warmup_fraction=warmup_fraction,
         bench_instances=bench_instances,
         bench_requests=bench_requests,
-        trace_format=trace_format,
-        column_map=column_map,
-        block_tokens=block_tokens,
         allow_outside_plan_dir=allow_outside_plan_dir,
+        **reading,
     )
     for rel in written.files:
         files.check_output(folder / rel)
