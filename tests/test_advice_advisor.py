@@ -13,11 +13,12 @@ import pytest
 from report_fixtures import verdict_set
 
 from kvadvisor.advice.advisor import advise, parse_instance_choice, parse_providers
-from kvadvisor.advice.candidate import TierPick
 from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.advice.verdicts import _tier_choice
 from kvadvisor.errors import ConfigError
 from kvadvisor.facts.registry import collect
+from kvadvisor.plan.loader import storage_capability
+from kvadvisor.plan.model import TierPlan
 from kvadvisor.results.replay import ReplayTierDemand, WindowRate
 from kvadvisor.results.verdict import Rate as VRate
 from kvadvisor.results.verdict import TierChoice, VerdictSet
@@ -149,7 +150,8 @@ def test_the_verdict_tier_carries_the_replayed_load_demand() -> None:
         write_utilization=WindowRate(0.05, 0.5, 0.5),
         utilization=WindowRate(0.05, 1.0, 1.0),
     )
-    pick = TierPick("capacity", "block", "instance", 1e12, storage=INPUTS.storage["aws-ebs-gp3"])
+    gp3 = INPUTS.storage["aws-ebs-gp3"]
+    pick = TierPlan("capacity", storage_capability(gp3, 1e12), 1e12, spec=gp3, category="block")
     tier = _tier_choice(pick, demand, Stage.SERVING)
     assert tier.read_demand == VRate(1e8, 5e9, 7e9)
     assert tier.read_p99_bytes_per_s == 2e9  # delivered: the tier's bandwidth bounds it

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plan_documents import plan_of
 from typer.testing import CliRunner
 
 import kvadvisor
-from kvadvisor.advice.candidate import plan_of
 from kvadvisor.advice.robust import (
     BURST_PEAK_TO_MEAN,
     STEP_BUSY_FLOOR,

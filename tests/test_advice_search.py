@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from analysis_cache import analysed
+from plan_documents import plan_of
 
-from kvadvisor.advice.candidate import plan_of
 from kvadvisor.emit import emit_all
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet import TraceArrays, replay

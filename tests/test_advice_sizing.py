@@ -12,20 +12,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvadvisor.advice.candidate import Candidate, StagePick
+from kvadvisor.advice.plans import PlanBasis, fleet_plan, stage_plan
 from kvadvisor.advice.search import cost_key, outcome_key
 from kvadvisor.advice.sizing import Outcome, check_targets, min_count
 from kvadvisor.advice.space import shapes
 from kvadvisor.catalog.instances import load_instances
 from kvadvisor.catalog.models import get_model
 from kvadvisor.fleet import slo_percentiles
+from kvadvisor.plan.model import ModelPlan, Plan
+from kvadvisor.vocab import Stage, Topology
 
 INSTANCES = load_instances()
+# A plan with no stages: the outcomes of the count search are faked, nothing is replayed.
+EMPTY = Plan("empty", "empty", ModelPlan(name=None, kv_bytes_per_token=None), ())
 
 
 def _fake(needed: int, tried: list[int], share_below: float = 0.5):  # type: ignore[no-untyped-def]
     """An outcome meeting a p99 target from ``needed`` instances on (monotone in the count)."""
-    cand = Candidate("aws", "aggregated", ())
+    cand = EMPTY
 
     def evaluate(n: int) -> Outcome:
         tried.append(n)
@@ -66,7 +70,7 @@ def test_the_search_gives_up_past_the_cap_and_on_a_stall() -> None:
     assert min_count(_fake(100, tried), 1, 1, cap=8)[0] is None
     assert max(tried) == 8
     flat: list[int] = []
-    cand = Candidate("aws", "aggregated", ())
+    cand = EMPTY
 
     def stalled(n: int) -> Outcome:
         flat.append(n)
@@ -90,9 +94,12 @@ def test_check_targets_by_hand() -> None:
     assert share["tpot_p90_s"] == 1.0  # single-token requests have no TPOT
 
 
-def _candidate(name: str, count: int) -> Candidate:
-    shape = shapes(INSTANCES[name], get_model("llama-3.1-70b"), "bf16", "bf16", 10_000)[0][0]
-    return Candidate(INSTANCES[name].provider, "aggregated", (StagePick("serving", shape, count),))
+def _candidate(name: str, count: int) -> Plan:
+    model = get_model("llama-3.1-70b")
+    shape = shapes(INSTANCES[name], model, "bf16", "bf16", 10_000)[0][0]
+    basis = PlanBasis("ties", model.name, model.attention, "bf16", "bf16", 256)
+    stage = stage_plan(basis, Stage.SERVING, shape, count)
+    return fleet_plan(basis, INSTANCES[name].provider, Topology.AGGREGATED, (stage,))
 
 
 def test_ties_are_broken_by_cost_never_by_name() -> None:
@@ -154,7 +161,7 @@ def test_a_target_is_met_exactly_when_its_percentile_is_within_it(
 
 
 def _missing(tpot_s: np.ndarray, target_s: float) -> Outcome:
-    cand = Candidate("aws", "aggregated", ())
+    cand = EMPTY
     key = "tpot_p99_s"
     met, share = check_targets({key: target_s}, {"tpot_s": tpot_s, "output_tokens": tpot_s * 0 + 9})
     p90, p99 = slo_percentiles(tpot_s, (90.0, 99.0))
@@ -183,7 +190,7 @@ def test_why_not_reads_true_against_its_target() -> None:
 
 def test_an_e2e_target_is_not_read_as_tpot() -> None:
     """A missed e2e target says its share; it used to print the TPOT figure as its own."""
-    cand = Candidate("aws", "aggregated", ())
+    cand = EMPTY
     out = Outcome(
         cand,
         {},

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plan_documents import plan_of
 
-from kvadvisor.advice.candidate import Candidate, StagePick, TierPick, plan_of
+from kvadvisor.advice.plans import fleet_plan, stage_plan
 from kvadvisor.advice.search import SearchSpec
 from kvadvisor.advice.sizing import SEARCH_DRAIN_S, Replayer, check_targets
 from kvadvisor.advice.space import shapes
@@ -32,7 +33,7 @@ from kvadvisor.fleet.build import roofline_for
 from kvadvisor.pipeline import AnalyzeOptions
 from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.plan.loader import PlanCatalogs
-from kvadvisor.plan.model import StorageCapability
+from kvadvisor.plan.model import Plan, StorageCapability, TierPlan
 from kvadvisor.report.console import ConsoleRenderer
 from kvadvisor.report.deployments import money
 from kvadvisor.trace import read_trace
@@ -44,14 +45,21 @@ MODEL = get_model("llama-3.1-8b")
 INSTANCE = "g2-standard-96"
 BLOCK_TOKENS = 256
 TARGETS = {"ttft_p99_s": 5.0, "tpot_p99_s": 0.2}
-DOC_ARGS = {
-    "model": MODEL.name,
-    "kv_dtype": "bf16",
-    "weight_dtype": "bf16",
-    "chunk_tokens": BLOCK_TOKENS,
-    "name": "tier-value",
-    "description": "tier value test",
-}
+SPEC = SearchSpec(
+    MODEL,
+    "bf16",
+    "bf16",
+    INSTANCES,
+    STORAGE,
+    TARGETS,
+    0,
+    0,
+    True,
+    None,
+    chunk_tokens=BLOCK_TOKENS,
+    plan_name="tier-value",
+    description="tier value test",
+)
 
 
 def _conversations(sessions: int = 80, turns: int = 5, prefix_blocks: int = 40) -> TraceArrays:
@@ -80,14 +88,13 @@ def case():  # type: ignore[no-untyped-def]
     shape = next(
         s for s in shapes(INSTANCES[INSTANCE], MODEL, "bf16", "bf16", 20_000)[0] if s.tp == 1
     )
-    replayer = Replayer(arrays, TARGETS, DOC_ARGS, PlanCatalogs.packaged())
-    spec = SearchSpec(MODEL, "bf16", "bf16", INSTANCES, STORAGE, TARGETS, 0, 0, True, None)
-    return arrays, shape, replayer, spec
+    replayer = Replayer(arrays, TARGETS, PlanCatalogs.packaged())
+    return arrays, shape, replayer, SPEC
 
 
-def _fleet(shape, count: int, tiers: tuple[TierPick, ...]) -> Candidate:  # type: ignore[no-untyped-def]
-    stage = StagePick(Stage.SERVING, shape, count, tiers)
-    return Candidate("gcp", Topology.AGGREGATED, (stage,))
+def _fleet(shape, count: int, tiers: tuple[TierPlan, ...]) -> Plan:  # type: ignore[no-untyped-def]
+    stage = stage_plan(SPEC.basis, Stage.SERVING, shape, count, tiers)
+    return fleet_plan(SPEC.basis, "gcp", Topology.AGGREGATED, (stage,))
 
 
 def _replay(arrays: TraceArrays, doc: dict) -> dict[str, np.ndarray]:  # type: ignore[type-arg]
@@ -167,14 +174,14 @@ def test_the_break_even_is_the_brute_force_shortest_prompt_that_loads_faster(cas
     token.
     """
     arrays, shape, replayer, spec = case
-    slow = TierPick(
+    slow = TierPlan(
         name="host",
-        category="memory",
-        scope="instance",
-        capacity_bytes=200e9,
-        inline=StorageCapability(
+        storage=StorageCapability(
             kind="dram", read_bytes_per_s=1e9, write_bytes_per_s=1e9, latency_s=0.005
         ),
+        capacity_bytes=200e9,
+        category="memory",
+        usd_per_hour=0.0,
     )
     _, value = tier_values(_fleet(shape, 2, (slow,)), replayer, spec, 1)
     pm, _ = roofline_for(MODEL, shape.gpu, 1, "bf16", "bf16")
@@ -190,8 +197,9 @@ def test_a_tier_bought_per_node_is_priced_per_node_when_the_count_changes(case) 
     """Removing host memory keeps the capacity tier; a node's own costs n times, a pool once."""
     _, shape, _, _ = case
     host = host_tier(shape, STORAGE)
-    own = TierPick("capacity", "block", "instance", 1e12, usd_per_hour=3.0)
-    pool = TierPick("capacity", "parallel_fs", "pooled", 1e12, usd_per_hour=5.0)
+    own = TierPlan("capacity", StorageCapability("block"), 1e12, usd_per_hour=3.0)
+    pool = TierPlan("capacity", StorageCapability("filesystem"), 1e12, shared=True, scope="pooled")
+    pool = replace(pool, usd_per_hour=5.0)
     for capacity, at_four in ((own, 6.0), (pool, 5.0)):
         fleet = _fleet(shape, 2, (host, capacity))
         bare = without_tier(fleet, Stage.SERVING, "host", 4)

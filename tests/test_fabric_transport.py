@@ -16,8 +16,8 @@ from dataclasses import replace
 import pytest
 from emit_fixtures import HOST, POOL
 from emit_fixtures import emit_report as _report
+from plan_documents import plan_of
 
-from kvadvisor.advice.candidate import plan_of
 from kvadvisor.advice.verdicts import LINK_BUSY_WARNING, link_notes, transport_of
 from kvadvisor.catalog.fabrics import load_fabrics
 from kvadvisor.catalog.instances import load_instances

@@ -21,12 +21,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
 
 import numpy as np
 
 from kvadvisor import phases
-from kvadvisor.advice.candidate import Candidate
 from kvadvisor.advice.robust import robustness, with_spare
 from kvadvisor.advice.search import (
     Config,
@@ -61,6 +59,7 @@ from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.execute import SERIAL, Executor
 from kvadvisor.fleet import TraceArrays, summarize
 from kvadvisor.plan.loader import PlanCatalogs
+from kvadvisor.plan.model import Plan
 from kvadvisor.results.verdict import (
     ClosestMiss,
     Sample,
@@ -75,7 +74,7 @@ from kvadvisor.vocab import Stage
 
 # A chosen verdict's outcome on the check set, the other configurations that met the SLO on
 # the sample, its capacity tiers, headroom and spare: what its robustness replays need.
-Picked = tuple[Outcome, ProviderSearch, Callable[[Candidate], frozenset[str]], float, bool]
+Picked = tuple[Outcome, ProviderSearch, Callable[[Plan], frozenset[str]], float, bool]
 
 SEARCH_REQUESTS = 3000
 # Configurations verified on the check set per provider at most (the cheapest first): the next
@@ -205,12 +204,12 @@ def _grow(replayer: Replayer, outcome: Outcome, caps: frozenset[str]) -> Outcome
     None when no count within :data:`MAX_INSTANCES` meets it, or growing stalls (latency,
     not capacity, misses the target: :func:`kvadvisor.advice.sizing.min_count`).
     """
-    cand = outcome.candidate
-    order = [s.role for s in cand.stages][::-1]  # decode before prefill: TPOT, then TTFT
+    cand = outcome.plan
+    order = [s.stage for s in cand.stages][::-1]  # decode before prefill: TPOT, then TTFT
     current = outcome
     for role in order:
-        n0 = next(s.count for s in current.candidate.stages if s.role == role)
-        base = current.candidate
+        n0 = next(s.count for s in current.plan.stages if s.stage == role)
+        base = current.plan
         best, tried = min_count(
             lambda n, base=base, role=role: replayer.outcome(base.with_count(role, n), caps),
             n0 + 1,
@@ -249,9 +248,8 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     size = min(n, max(1, inputs.sample_requests))
     start, stop = busiest_window(view.arrival_s, size)
     catalogs = PlanCatalogs(inputs.storage, inputs.instances, inputs.perf)
-    doc_args = _doc_args(view, inputs, model)
     sample_arrays = view.rows(start, stop)
-    replayer = Replayer(sample_arrays, slo.targets, doc_args, catalogs, headroom=inputs.headroom)
+    replayer = Replayer(sample_arrays, slo.targets, catalogs, headroom=inputs.headroom)
     work = _work(replayer)
     spec = _search_spec(view, inputs, model, sample_arrays)
     hits = None
@@ -278,7 +276,6 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     final = Replayer(
         check_arrays,
         slo.targets,
-        doc_args,
         catalogs,
         drain_s=None,
         share=False,
@@ -289,7 +286,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         final.ctx = replayer.ctx
     verdicts: list[Verdict] = []
     errors: dict[str, dict[str, float]] = {}
-    picked: dict[str, Candidate] = {}
+    picked: dict[str, Plan] = {}
     stressable: dict[str, Picked] = {}
     forced = inputs.forced_storage is not None
     margin = (inputs.headroom, inputs.spare)
@@ -361,21 +358,6 @@ def _refusal(view: TraceView, model: ModelSpec | None) -> tuple[str, tuple[str, 
     return None
 
 
-def _doc_args(view: TraceView, inputs: RecommendInputs, model: ModelSpec) -> dict[str, Any]:
-    """What every plan document the replays write shares: model, dtypes, engine and name."""
-    return dict(
-        model=model.name,
-        kv_dtype=inputs.kv_dtype,
-        weight_dtype=inputs.weight_dtype,
-        chunk_tokens=inputs.chunk_tokens,
-        engine=inputs.engine,
-        attention=model.attention,
-        # The last part of the path (of a directory or URI given with its trailing slash too).
-        name="kvadvisor-" + view.path.rstrip("/").rsplit("/", 1)[-1].split(".")[0],
-        description=f"The deployment kvadvisor recommends for {view.path}",
-    )
-
-
 def _search_spec(
     view: TraceView, inputs: RecommendInputs, model: ModelSpec, sample_arrays: TraceArrays
 ) -> SearchSpec:
@@ -397,6 +379,11 @@ def _search_spec(
         perf=inputs.perf,
         gpu=inputs.gpu,
         tp=inputs.tp,
+        chunk_tokens=inputs.chunk_tokens,
+        engine=inputs.engine,
+        # The last part of the path (of a directory or URI given with its trailing slash too).
+        plan_name="kvadvisor-" + view.path.rstrip("/").rsplit("/", 1)[-1].split(".")[0],
+        description=f"The deployment kvadvisor recommends for {view.path}",
     )
 
 
@@ -493,7 +480,7 @@ def _verdict(
     errors: dict[str, dict[str, float]],
     sampled: bool,
     forced: bool = False,
-    picked: dict[str, Candidate] | None = None,
+    picked: dict[str, Plan] | None = None,
     margin: tuple[float, bool] = (0.0, False),
     stressable: dict[str, Picked] | None = None,
 ) -> Verdict:
@@ -522,7 +509,7 @@ def _verdict_found(
     errors: dict[str, dict[str, float]],
     sampled: bool,
     forced: bool,
-    picked: dict[str, Candidate] | None,
+    picked: dict[str, Plan] | None,
     margin: tuple[float, bool],
     stressable: dict[str, Picked],
 ) -> Verdict:
@@ -541,7 +528,7 @@ def _verdict_found(
         whole_misses = {failed_labels[doc]: why for doc, why in failed.items()}
         return no_verdict(
             f,
-            unverified_reason(f.chosen.candidate.label(), whole_misses),
+            unverified_reason(f.chosen.plan.label(), whole_misses),
             VerdictStatus.NO_DEPLOYMENT_MEETS_SLO,
             _closest(checked_misses, "the whole trace"),
         )
@@ -549,23 +536,21 @@ def _verdict_found(
     if sampled:
         errors[provider] = _error(
             sample_outcome,
-            final.outcome(
-                sample_outcome.candidate, capacity_tiers(sample_outcome.candidate, forced)
-            ),
+            final.outcome(sample_outcome.plan, capacity_tiers(sample_outcome.plan, forced)),
         )
     headroom, spare = margin
     caps_of = partial(capacity_tiers, forced=forced)
     if spare:
-        cand = with_spare(final_outcome.candidate)
+        cand = with_spare(final_outcome.plan)
         notes.append(
             f"N+1: one spare instance per stage beyond the fewest that meet the SLO "
-            f"({final_outcome.candidate.label()}), replayed as {cand.label()}"
+            f"({final_outcome.plan.label()}), replayed as {cand.label()}"
         )
         final_outcome = final.outcome(cand, caps_of(cand))
     stressable[provider] = (final_outcome, f, caps_of, headroom, spare)
     assert final_outcome.run is not None
     if picked is not None:
-        picked[provider] = final_outcome.candidate
+        picked[provider] = final_outcome.plan
     result = summarize(final_outcome.run, final.targets)
     a = final_outcome.run.arrays
     span = float(a.arrival_s[-1] - a.arrival_s[0]) if a.requests > 1 else 0.0
@@ -573,7 +558,7 @@ def _verdict_found(
         f,
         final_outcome,
         result,
-        final.plan(final_outcome.candidate),
+        final.replayed(final_outcome.plan),
         float(a.input_tokens.sum()),
         float(a.output_tokens.sum()),
         span,
@@ -639,24 +624,24 @@ def _check_contenders(f: ProviderSearch, final: Replayer, whole: bool, forced: b
             min(verified, key=lambda v: outcome_key(v[0]))[0]
         ):
             break
-        caps = capacity_tiers(o.candidate, forced)
-        checked = final.outcome(o.candidate, caps)
+        caps = capacity_tiers(o.plan, forced)
+        checked = final.outcome(o.plan, caps)
         if whole and not checked.meets:
             checked_misses.append(checked)
             failed[repr(o.doc)] = checked.why_not()
-            failed_labels[repr(o.doc)] = o.candidate.label()
+            failed_labels[repr(o.doc)] = o.plan.label()
             grown = _grow(final, checked, caps)
             if grown is None:
                 continue
             notes.append(
-                f"sized on the sample as {o.candidate.label()}; the whole trace needed "
-                f"{grown.candidate.label()} ({checked.why_not()} before)"
+                f"sized on the sample as {o.plan.label()}; the whole trace needed "
+                f"{grown.plan.label()} ({checked.why_not()} before)"
             )
             verified.append((grown, o))
         else:
             if not checked.meets:
                 notes.append(
-                    f"on another window of the trace {o.candidate.label()} {checked.why_not()}: "
+                    f"on another window of the trace {o.plan.label()} {checked.why_not()}: "
                     "the sample's error is stated with the verdict"
                 )
             verified.append((checked, o))

@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from kvadvisor.advice.candidate import Candidate
 from kvadvisor.advice.search import Config, Tried, cost_key
 from kvadvisor.advice.sizing import Outcome, Replayer, min_count, percentile_label, split_target
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.engine import ReplayRun
+from kvadvisor.plan.model import Plan
 from kvadvisor.results.verdict import BurstFleet, Robustness, Stress, TargetMargin
 from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.units.format import price
@@ -71,7 +71,7 @@ def parse_headroom(value: float | str) -> float:
 
 
 Grow = Callable[[Replayer, Outcome, frozenset[str]], Outcome | None]
-Caps = Callable[[Candidate], frozenset[str]]
+Caps = Callable[[Plan], frozenset[str]]
 # The configurations the search enumerated, and its sizing of one on a replayer.
 Others = tuple[Sequence[Config], Callable[[Config, Replayer], Tried]]
 
@@ -124,13 +124,13 @@ def stress(
     With ``spare`` the re-sized ones get their spare instance too (the pick has its own).
     """
     replayer = stressed(final, kind, factor)
-    got = replayer.outcome(chosen.candidate, caps(chosen.candidate))
+    got = replayer.outcome(chosen.plan, caps(chosen.plan))
     shown = margins(got, final.targets)
     what = _stress_text(kind, factor)
     if got.meets:
         return Stress(kind, factor, True, shown, "", statement=f"holds at {what}")
-    grown = grow(replayer, got, caps(chosen.candidate))
-    best = None if grown is None else grown.candidate
+    grown = grow(replayer, got, caps(chosen.plan))
+    best = None if grown is None else grown.plan
     configs, size = others
     for config in sorted(configs, key=lambda c: c.cost_bound)[:STRESS_CONFIGS]:
         if best is not None and config.cost_bound >= cost_key(best)[:2]:
@@ -138,7 +138,7 @@ def stress(
         found = size(config, replayer).best
         if found is None:
             continue
-        cand = with_spare(found.candidate) if spare else found.candidate
+        cand = with_spare(found.plan) if spare else found.plan
         if best is None or cost_key(cand) < cost_key(best):
             best = cand
     why = got.why_not()
@@ -158,7 +158,7 @@ def stress(
     )
     # Met under the stress, it meets the SLO without it too (more load or slower steps only
     # lengthen latencies): a cheaper one means the search's sample or estimate missed it.
-    undercuts = cost_key(best) < cost_key(chosen.candidate)
+    undercuts = cost_key(best) < cost_key(chosen.plan)
     also = (
         "; it costs less than the pick and meets the SLO without the stress too: the search "
         "missed it"
@@ -179,10 +179,10 @@ def stress(
     )
 
 
-def with_spare(cand: Candidate) -> Candidate:
+def with_spare(cand: Plan) -> Plan:
     """N+1: one instance more in every stage."""
     for st in cand.stages:
-        cand = cand.with_count(st.role, st.count + 1)
+        cand = cand.with_count(st.stage, st.count + 1)
     return cand
 
 
@@ -264,26 +264,25 @@ def burst_fleet(final: Replayer, chosen: Outcome, caps: Caps) -> BurstFleet | No
     replayer = Replayer(
         final.arrays,
         targets,
-        final.doc_args,
         final.catalogs,
         drain_s=final.options.drain_cap_s,
         share=final.share,
     )
     replayer.ctx = final.ctx
-    cand = chosen.candidate
+    cand = chosen.plan
     best: Outcome | None = None
-    for stage in chosen.candidate.stages:
+    for stage in chosen.plan.stages:
         if stage.count <= 1:
             continue
-        base, role = cand, stage.role
+        base, role = cand, stage.stage
         found, _ = min_count(
             lambda n, base=base, role=role: replayer.outcome(base.with_count(role, n), caps(base)),
             1,
             max(1, stage.count // 2),
             stage.count,
         )
-        if found is not None and found.candidate.gpus < cand.gpus:
-            best, cand = found, found.candidate
+        if found is not None and found.plan.gpus < cand.gpus:
+            best, cand = found, found.plan
     if best is None:
         return None
     return BurstFleet(
@@ -323,7 +322,7 @@ def robustness(
         and busy < STEP_BUSY_FLOOR
         and peak is not None
         and peak >= BURST_PEAK_TO_MEAN
-        and any(st.count > 1 for st in chosen.candidate.stages)  # one instance cannot shrink
+        and any(st.count > 1 for st in chosen.plan.stages)  # one instance cannot shrink
     )
     return Robustness(
         headroom=headroom,

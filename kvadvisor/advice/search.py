@@ -24,15 +24,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kvadvisor.advice.candidate import (
-    Candidate,
-    StagePick,
-    TierPick,
-)
+from kvadvisor.advice.plans import PlanBasis, fleet_plan, restaged, shape_of, stage_plan
 from kvadvisor.advice.sizing import (
     MAX_INSTANCES,
     Outcome,
@@ -61,6 +57,7 @@ from kvadvisor.errors import CatalogError
 from kvadvisor.fleet import slo_percentiles, summarize
 from kvadvisor.fleet.hits import HitIndex
 from kvadvisor.perfmodel.memory import TP_CHOICES
+from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.units import Unit, format_value, plural
 from kvadvisor.units.format import apart, price
 from kvadvisor.vocab import Stage, Topology
@@ -103,6 +100,27 @@ class SearchSpec:
     perf: PerfCatalogs = field(default_factory=PerfCatalogs.packaged)  # GPUs and step models
     gpu: str | None = None  # --gpu (catalog name): only instances with this GPU, every stage
     tp: int | None = None  # --tp: only this TP degree, every stage
+    # What the plans the search builds state besides their stages (PlanBasis).
+    chunk_tokens: int = 256
+    engine: str = "vllm"
+    plan_name: str = "candidate"
+    description: str = ""
+
+    @property
+    def basis(self) -> PlanBasis:
+        """What every plan the search builds shares: name, model, dtypes, engine, SLO."""
+        return PlanBasis(
+            name=self.plan_name,
+            model=self.model.name,
+            attention=self.model.attention,
+            kv_dtype=self.kv_dtype,
+            weight_dtype=self.weight_dtype,
+            chunk_tokens=self.chunk_tokens,
+            engine=self.engine,
+            description=self.description,
+            slo=self.targets,
+            catalogs=self.perf,
+        )
 
     @property
     def constraint(self) -> str:
@@ -208,7 +226,7 @@ class ProviderSearch:
     configs: int = 0
 
 
-def cost_key(c: Candidate) -> tuple[int, float, int]:
+def cost_key(c: Plan) -> tuple[int, float, int]:
     """Order of preference: priced and cheaper first; unpriced by GPUs; then fewer GPUs."""
     usd = c.usd_per_hour
     return (0, usd, c.gpus) if usd is not None else (1, float(c.gpus), c.gpus)
@@ -216,7 +234,7 @@ def cost_key(c: Candidate) -> tuple[int, float, int]:
 
 def outcome_key(o: Outcome) -> tuple[int, float, int, float]:
     """Cost first (:func:`cost_key`); equal cost and GPUs: the larger SLO margin wins."""
-    return (*cost_key(o.candidate), -headroom(o))
+    return (*cost_key(o.plan), -headroom(o))
 
 
 def tier_gain(
@@ -242,7 +260,7 @@ def tier_gain(
 NO_HASHES = "no tier: the trace has no block hashes, so no prefix reuse was measured (CA03)"
 
 
-def _stage_tiers(shape: Shape, count: int, spec: SearchSpec) -> tuple[tuple[TierPick, ...], str]:
+def _stage_tiers(shape: Shape, count: int, spec: SearchSpec) -> tuple[tuple[TierPlan, ...], str]:
     """The host-memory tier when reuse is measured and the GPU pools do not already hold it.
 
     Returns the tiers and, when there are none, why.
@@ -274,23 +292,23 @@ def link_bytes_per_s(instance: InstanceSpec) -> float | None:
     return nic_bytes_per_s(instance, Via.BACKEND) or nic_bytes_per_s(instance, Via.FRONTEND)
 
 
-def _aggregated(config: Config, count: int, spec: SearchSpec, provider: str) -> Candidate:
+def _aggregated(config: Config, count: int, spec: SearchSpec, provider: str) -> Plan:
     shape = config.shapes[0][1]
     tiers, note = _stage_tiers(shape, count, spec)
-    stage = StagePick(Stage.SERVING, shape, count, tiers, tier_note=note)
-    return Candidate(provider, Topology.AGGREGATED, (stage,))
+    basis = spec.basis
+    stage = stage_plan(basis, Stage.SERVING, shape, count, tiers, tier_note=note)
+    return fleet_plan(basis, provider, Topology.AGGREGATED, (stage,))
 
 
-def _disaggregated(
-    config: Config, counts: Sequence[int], spec: SearchSpec, provider: str
-) -> Candidate:
+def _disaggregated(config: Config, counts: Sequence[int], spec: SearchSpec, provider: str) -> Plan:
     pre, dec = config.shapes[0][1], config.shapes[1][1]
     tiers, note = _stage_tiers(pre, counts[0], spec)
+    basis = spec.basis
     stages = (
-        StagePick(Stage.PREFILL, pre, counts[0], tiers, tier_note=note),
-        StagePick(Stage.DECODE, dec, counts[1], (), router="least_outstanding"),
+        stage_plan(basis, Stage.PREFILL, pre, counts[0], tiers, tier_note=note),
+        stage_plan(basis, Stage.DECODE, dec, counts[1], router="least_outstanding"),
     )
-    return Candidate(provider, Topology.DISAGGREGATED, stages)
+    return fleet_plan(basis, provider, Topology.DISAGGREGATED, stages)
 
 
 def size_config(config: Config, replayer: Replayer, spec: SearchSpec, provider: str) -> Tried:
@@ -313,7 +331,7 @@ def size_config(config: Config, replayer: Replayer, spec: SearchSpec, provider: 
     )
     if p_best is None:
         return Tried(config, None, tuple(p_tried), "prefill: " + _why(p_tried))
-    p_count = p_best.candidate.stages[0].count
+    p_count = p_best.plan.stages[0].count
     tries = list(p_tried)
     # The decode stage adds the KV transfer's queueing and its own admission to TTFT; when
     # no decode count recovers it, prefill gets one more instance (twice at most).
@@ -336,7 +354,7 @@ def _why(tried: Sequence[Outcome]) -> str:
     if not tried:
         return "not replayed"
     last = tried[-1]
-    n = sum(s.count for s in last.candidate.stages)
+    n = sum(s.count for s in last.plan.stages)
     return f"{last.why_not()} at {plural(n, 'instance')}"
 
 
@@ -556,12 +574,12 @@ def search_provider(
         found.floor_outcome = replayer.outcome(_aggregated(floor_config, est, spec, provider))
     best: Outcome | None = None
     for config in configs:
-        if best is not None and config.cost_bound >= cost_key(best.candidate)[:2]:
+        if best is not None and config.cost_bound >= cost_key(best.plan)[:2]:
             found.bound_pruned.append(config)
             continue
         if best is not None:
             kind, est = config.cost_estimate
-            have = cost_key(best.candidate)
+            have = cost_key(best.plan)
             if kind == have[0] and est > ESTIMATE_MARGIN * have[1]:
                 found.estimate_pruned.append(config)
                 continue
@@ -575,7 +593,7 @@ def search_provider(
             found.chosen_config = config
     found.chosen = best
     if best is not None:
-        found.priced = best.candidate.usd_per_hour is not None
+        found.priced = best.plan.usd_per_hour is not None
         _with_capacity_tier(found, spec, replayer)
     return found
 
@@ -619,8 +637,9 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
     """
     chosen = found.chosen
     assert chosen is not None
-    cand = chosen.candidate
+    cand = chosen.plan
     stage = cand.stages[0]  # serving or prefill: the stage that loads and writes
+    shape = shape_of(stage)
     host = next((t for t in stage.tiers if t.name == HOST_TIER), None)
     if not spec.has_hashes:
         found.tier_note = _unbought(
@@ -646,8 +665,8 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         return
     hits = spec.pooled_hits
     if hits is not None and not forced:
-        gpu = float(stage.count * stage.shape.replicas_per_instance * stage.shape.pool_tokens)
-        kvb = stage.shape.kv.total_bytes_per_token
+        gpu = float(stage.count * shape.replicas_per_instance * shape.pool_tokens)
+        kvb = shape.kv.total_bytes_per_token
         above = gpu + fleet_host / kvb
         gain = tier_gain(hits, spec.sample_inputs, above, above + spec.reuse_bytes / kvb)
         if gain is not None and gain < MIN_TIER_GAIN:
@@ -663,13 +682,13 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         )
         return
     options, refused = capacity_options(
-        stage.shape, spec.storage, spec.reuse_bytes, write_p99, stage.count
+        shape, spec.storage, spec.reuse_bytes, write_p99, stage.count
     )
     if not options:
         found.tier_note = _unbought(
             spec,
             f"the KV worth keeping ({format_value(spec.reuse_bytes, Unit.BYTES)}) outgrows host "
-            f"memory, but {stage.shape.instance.name} can have no sizable capacity tier"
+            f"memory, but {shape.instance.name} can have no sizable capacity tier"
             + (f" ({'; '.join(refused)})" if refused else ""),
         )
         return
@@ -680,17 +699,14 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         # not bought. Between the 80% target and 100% the replay judges it.
         found.tier_note = _unbought(spec, _cannot_keep_up(fit, stage, cand, write_p99))
         return
-    role = stage.role
+    role = stage.stage
     reuse = spec.reuse_bytes
 
-    def build(n: int) -> Candidate:
-        refit, _ = capacity_options(stage.shape, {fit.spec.name: fit.spec}, reuse, write_p99, n)
+    def build(n: int) -> Plan:
+        refit, _ = capacity_options(shape, {fit.spec.name: fit.spec}, reuse, write_p99, n)
         tiers = stage.tiers + ((capacity_pick(refit[0], n),) if refit else ())
-        stages = tuple(
-            StagePick(s.role, s.shape, n, tiers, s.router, s.tier_note) if s.role == role else s
-            for s in cand.stages
-        )
-        return Candidate(cand.provider, cand.topology, stages)
+        stages = tuple(restaged(s, n, tiers) if s.stage == role else s for s in cand.stages)
+        return replace(cand, stages=stages)
 
     config = found.chosen_config
     bound = 1 if config is None else next(b for r, _, b, _ in config.shapes if r == role)
@@ -699,7 +715,7 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
     caps = frozenset() if forced else frozenset({CAPACITY_TIER})
     best, tried = min_count(lambda n: replayer.outcome(build(n), caps), bound, stage.count)
     tier_config = Config(
-        cand.topology, tuple((s.role, s.shape, s.count, s.count) for s in cand.stages)
+        cand.topology, tuple((s.stage, shape_of(s), s.count, s.count) for s in cand.stages)
     )
     found.tier_outcome = Tried(tier_config, best, tuple(tried), "" if best else _why(tried))
     if best is not None and forced:
@@ -718,14 +734,15 @@ def _with_capacity_tier(found: ProviderSearch, spec: SearchSpec, replayer: Repla
         )
 
 
-def _cannot_keep_up(fit: TierFit, stage: StagePick, cand: Candidate, write_p99: float) -> str:
+def _cannot_keep_up(fit: TierFit, stage: StagePlan, cand: Plan, write_p99: float) -> str:
     """Why a forced tier is not bought, and what carrying its writes would take and cost.
 
     Spreading the p99 new-KV writes per node (``write_p99``, at ``stage.count`` nodes) until
     they use at most :data:`TARGET_TIER_UTILIZATION` of the tier one node reaches takes
     ``ceil(count x p99 / (target x bandwidth))`` nodes, assuming writes spread evenly.
     """
-    inst = stage.shape.instance
+    shape = shape_of(stage)
+    inst = shape.instance
     text = f"sized at its most on {inst.name} ({fit.reason}), it cannot keep up"
     bw = fit.write_bytes_per_s
     if not bw:
@@ -737,8 +754,8 @@ def _cannot_keep_up(fit: TierFit, stage: StagePick, cand: Candidate, write_p99: 
         f"{plural(nodes, 'instance')}"
     )
     usd = cand.usd_per_hour
-    if usd is not None and stage.shape.price is not None:
-        more = usd + (nodes - stage.count) * stage.shape.price
+    if usd is not None and shape.price is not None:
+        more = usd + (nodes - stage.count) * shape.price
         text += f" ({price(more, 'h')} against {price(usd, 'h')} without the tier)"
     return text + ": the GPU fleet is not grown for a storage tier"
 

@@ -1,7 +1,7 @@
 """Replaying candidates and finding the fewest instances per stage that meet the SLO.
 
-Every replay runs the candidate's Plan (:mod:`kvadvisor.advice.candidate`); its written form is
-the cache key and the verdict's plan.
+Every replay runs the Plan the search built (:mod:`kvadvisor.advice.plans`) as its written form
+reads back; that written form is the cache key and the verdict's plan.
 A candidate meets the SLO when the share of requests within each target reaches the target's
 percentile (a request that never finished misses every target, as in the replay's own SLO
 check), and its tiers keep up: p99 utilization at most :data:`TIER_P99_TARGET` and no window
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kvadvisor.advice.candidate import Candidate, candidate_plan
+from kvadvisor.advice.plans import as_written
 from kvadvisor.errors import ConfigError
 from kvadvisor.execute import Executor
 from kvadvisor.fleet import (
@@ -69,7 +69,7 @@ _TARGET = re.compile(r"^(ttft|tpot|e2e|queue)_p(\d{1,2}(?:\.\d+)?)_s$")
 
 @dataclass(frozen=True, eq=False)
 class Outcome:
-    """One replay of a candidate: whether it could run, its latencies, whether it meets the SLO.
+    """One replay of a plan: whether it could run, its latencies, whether it meets the SLO.
 
     ``error`` says why the candidate cannot be replayed (a constraint), else it is "". The
     percentile figures (:func:`kvadvisor.fleet.slo_percentiles`, the pNN the SLO check reads:
@@ -77,7 +77,7 @@ class Outcome:
     ``targets`` the targets in seconds.
     """
 
-    candidate: Candidate
+    plan: Plan  # as the search built it (its prices and reasons with it)
     doc: dict[str, Any]
     error: str = ""
     met: dict[str, bool] = field(default_factory=dict)
@@ -212,7 +212,7 @@ def tier_problem(result: ReplayResult, capacity_tiers: set[str]) -> str:
 
 
 class Replayer:
-    """Replays candidates of one trace sample, remembering each result (pure, no files).
+    """Replays the search's plans on one trace sample, remembering each result (pure, no files).
 
     ``capacity_tiers`` names the tiers bought for capacity (RV04's floor applies to them).
     """
@@ -221,7 +221,6 @@ class Replayer:
         self,
         arrays: TraceArrays,
         targets: Mapping[str, float],
-        doc_args: Mapping[str, Any],
         catalogs: PlanCatalogs,
         drain_s: float | None = SEARCH_DRAIN_S,
         share: bool = True,
@@ -231,12 +230,11 @@ class Replayer:
     ) -> None:
         self.ctx = ReplayContext(arrays)
         self.arrays = arrays
-        self.targets = dict(targets)  # the user's: the plan document states them
+        self.targets = dict(targets)  # the user's: the plan documents state them
         # What a replay must reach: each target less the headroom (docs/advisor.md, margin).
         self.limits = {k: v * (1.0 - headroom) for k, v in targets.items()}
         self.headroom = headroom
         self.step_factor = step_factor  # every step this many times as long (a stress)
-        self.doc_args = dict(doc_args)
         self.catalogs = catalogs
         self.options = ReplayOptions(drain_cap_s=drain_s)
         self.replays = 0
@@ -268,14 +266,13 @@ class Replayer:
     def like(
         self, arrays: TraceArrays, headroom: float | None = None, step_factor: float = 1.0
     ) -> Replayer:
-        """A replayer of ``arrays`` with this one's targets, documents, drain and sharing.
+        """A replayer of ``arrays`` with this one's targets, catalogs, drain and sharing.
 
         ``headroom`` None keeps this one's; a stress passes 0 (the stress takes its place).
         """
         return Replayer(
             arrays,
             self.targets,
-            self.doc_args,
             self.catalogs,
             drain_s=self.options.drain_cap_s,
             share=self.share,
@@ -283,15 +280,13 @@ class Replayer:
             step_factor=step_factor,
         )
 
-    def plan(self, candidate: Candidate) -> Plan:
-        """The candidate's plan, on the search's catalogs."""
-        return candidate_plan(
-            candidate, slo=self.targets, catalogs=self.catalogs.perf, **self.doc_args
-        )
+    def replayed(self, plan: Plan) -> Plan:
+        """``plan`` as this replayer replays it: against its targets, as written plans read."""
+        return as_written(plan, self.targets)
 
-    def document(self, candidate: Candidate) -> dict[str, Any]:
-        """The candidate's plan as plan.yaml holds it (what the verdict keeps, the cache key)."""
-        return plan_mapping(self.plan(candidate))
+    def document(self, plan: Plan) -> dict[str, Any]:
+        """``plan`` as plan.yaml holds it (what the verdict keeps, the cache key)."""
+        return plan_mapping(self.replayed(plan))
 
     def _key(self, doc: Mapping[str, Any]) -> str:
         """What the replay depends on: the document, each instance by what the replay reads.
@@ -317,36 +312,34 @@ class Replayer:
         plain.pop("description", None)
         return json.dumps(plain, sort_keys=True)
 
-    def _hit(self, key: str, candidate: Candidate, doc: dict[str, Any]) -> Outcome | None:
+    def _hit(self, key: str, plan: Plan, doc: dict[str, Any]) -> Outcome | None:
         got = self._cache.get(key)
-        return None if got is None else replace(got, candidate=candidate, doc=doc)
+        return None if got is None else replace(got, plan=plan, doc=doc)
 
-    def outcome(
-        self, candidate: Candidate, capacity_tiers: frozenset[str] = frozenset()
-    ) -> Outcome:
+    def outcome(self, plan: Plan, capacity_tiers: frozenset[str] = frozenset()) -> Outcome:
         """Replay the whole deployment (cached by its plan document)."""
-        plan = self.plan(candidate)
-        doc = plan_mapping(plan)
+        written = self.replayed(plan)
+        doc = plan_mapping(written)
         key = self._key(doc)
-        if (hit := self._hit(key, candidate, doc)) is not None:
+        if (hit := self._hit(key, plan, doc)) is not None:
             return hit
         try:
-            replay_notes(plan)  # a plan the replay cannot resolve is an outcome, not a replay
+            replay_notes(written)  # a plan the replay cannot resolve is an outcome, not a replay
         except (ConfigError, PlanError) as exc:
-            out = Outcome(candidate, doc, error=str(exc))
+            out = Outcome(plan, doc, error=str(exc))
             self._cache[key] = out
             return out
-        return self._replayed(key, candidate, doc, Replayer.replay_whole, plan, capacity_tiers)
+        return self._replayed(key, plan, doc, Replayer.replay_whole, written, capacity_tiers)
 
     def _replayed(
         self,
         key: str,
-        candidate: Candidate,
+        plan: Plan,
         doc: dict[str, Any],
         replay: Callable[..., Outcome],
         *args: Any,
     ) -> Outcome:
-        """``replay(self, candidate, doc, *args)`` here, or once on the executor's workers.
+        """``replay(self, plan, doc, *args)`` here, or once on the executor's workers.
 
         Counted and cached by ``key`` either way: the replays run, and what each returns, do
         not depend on where (or in which order) they ran.
@@ -354,41 +347,41 @@ class Replayer:
         ex = self.executor
         if ex is None or not ex.parallel:
             self.replays += 1
-            out = replay(self, candidate, doc, *args)
+            out = replay(self, plan, doc, *args)
             self._cache[key] = out
             return out
         with self._lock:
-            if (hit := self._hit(key, candidate, doc)) is not None:
+            if (hit := self._hit(key, plan, doc)) is not None:
                 return hit
             pending = self._pending.get(key)
             if pending is None:
                 self.replays += 1
                 if self._shared is None:
                     self._shared = ex.share(self)
-                pending = ex.submit(replay, self._shared, candidate, doc, *args)
+                pending = ex.submit(replay, self._shared, plan, doc, *args)
                 self._pending[key] = pending
         got = pending.result()
         with self._lock:
             got = self._cache.setdefault(key, got)
             self._pending.pop(key, None)
-        return replace(got, candidate=candidate, doc=doc)
+        return replace(got, plan=plan, doc=doc)
 
     def replay_whole(
         self,
-        candidate: Candidate,
-        doc: dict[str, Any],
         plan: Plan,
+        doc: dict[str, Any],
+        written: Plan,
         capacity_tiers: frozenset[str],
     ) -> Outcome:
-        """Replay ``plan`` (``doc``'s) closed loop and check it (no cache)."""
-        run = run_replay(self.ctx, plan, self.options, step_factor=self.step_factor)
+        """Replay ``written`` (``plan`` as written, ``doc``) closed loop and check it (no cache)."""
+        run = run_replay(self.ctx, written, self.options, step_factor=self.step_factor)
         cols = request_columns(run)
         met, attain = check_targets(self.limits, cols)
         summary = summarize(run)
         problem = tier_problem(summary, set(capacity_tiers)) if run.stages[0].spec.tiers else ""
         tpot = cols["tpot_s"][cols["output_tokens"] > 1]
         return Outcome(
-            candidate,
+            plan,
             doc,
             "",
             met,
@@ -403,37 +396,37 @@ class Replayer:
             self.headroom,
         )
 
-    def prefill_outcome(self, candidate: Candidate, link_bytes_per_s: float) -> Outcome:
-        """A disaggregated candidate's prefill stage alone, against the TTFT targets.
+    def prefill_outcome(self, plan: Plan, link_bytes_per_s: float) -> Outcome:
+        """A disaggregated plan's prefill stage alone, against the TTFT targets.
 
         TTFT here is the prefill stage's first token plus the prompt's KV crossing the link
         alone (``link_bytes_per_s`` per decode instance): a bound the whole fleet can only
         exceed. TPOT targets are left to the decode stage.
         """
-        plan = self.plan(candidate)
-        doc = plan_mapping(plan)
+        written = self.replayed(plan)
+        doc = plan_mapping(written)
         pre = dict(doc, stages={"prefill": doc["stages"]["prefill"]})
         key = f"prefill:{link_bytes_per_s:.9g}:" + self._key(pre)  # exact: a cache key
-        if (hit := self._hit(key, candidate, doc)) is not None:
+        if (hit := self._hit(key, plan, doc)) is not None:
             return hit
         try:
-            replay_notes(plan)  # as in outcome: unresolvable is an outcome
+            replay_notes(written)  # as in outcome: unresolvable is an outcome
         except (ConfigError, PlanError) as exc:
-            return Outcome(candidate, doc, error=str(exc))
-        return self._replayed(key, candidate, doc, Replayer.replay_prefill, plan, link_bytes_per_s)
+            return Outcome(plan, doc, error=str(exc))
+        return self._replayed(key, plan, doc, Replayer.replay_prefill, written, link_bytes_per_s)
 
     def replay_prefill(
-        self, candidate: Candidate, doc: dict[str, Any], plan: Plan, link_bytes_per_s: float
+        self, plan: Plan, doc: dict[str, Any], written: Plan, link_bytes_per_s: float
     ) -> Outcome:
-        """Replay ``plan``'s prefill stage alone against the TTFT targets (no cache)."""
+        """Replay ``written``'s prefill stage alone against the TTFT targets (no cache)."""
         a = self.arrays
-        run = run_prefill_alone(self.ctx, plan, self.options, step_factor=self.step_factor)
+        run = run_prefill_alone(self.ctx, written, self.options, step_factor=self.step_factor)
         first = np.full(a.requests, np.inf)
         first[run.rows] = run.first_s
-        model = plan.model.spec
+        model = written.model.spec
         assert model is not None  # a plan without a catalog model does not resolve
         # the prompt's distinct KV bytes cross the link (the replay's link transfer, tp 1)
-        kv_bytes = kv_size(model, plan.model.kv_dtype).total_bytes_per_token
+        kv_bytes = kv_size(model, written.model.kv_dtype).total_bytes_per_token
         transfer = a.input_tokens * kv_bytes / link_bytes_per_s
         cols = {
             "ttft_s": first - a.arrival_s + transfer,
@@ -443,7 +436,7 @@ class Replayer:
         met, attain = check_targets(ttft_targets, cols)
         ttft = _pcts(cols["ttft_s"], ttft_targets, "ttft")
         return Outcome(
-            candidate,
+            plan,
             doc,
             "",
             met,

@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from kvadvisor.advice.candidate import TierPick
 from kvadvisor.advice.space import Shape
 from kvadvisor.advice.tierfit import TierFit, fit_tier
 from kvadvisor.catalog.storage import StorageSpec
 from kvadvisor.deploy import host_tier_name, storage_options
-from kvadvisor.plan.model import StorageCapability
+from kvadvisor.plan.loader import storage_capability
+from kvadvisor.plan.model import StorageCapability, TierPlan
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -39,7 +39,7 @@ CAPACITY_TIER = "capacity"
 CAPACITY_CATEGORIES = ("local_nvme", "ephemeral", "block", "parallel_fs", "kv_store")
 
 
-def host_tier(shape: Shape, storage: Mapping[str, StorageSpec]) -> TierPick | None:
+def host_tier(shape: Shape, storage: Mapping[str, StorageSpec]) -> TierPlan | None:
     """The instance's host memory as a KV tier (None when the catalog lacks its size)."""
     inst = shape.instance
     if not inst.host_memory_gib:
@@ -47,12 +47,12 @@ def host_tier(shape: Shape, storage: Mapping[str, StorageSpec]) -> TierPick | No
     capacity = HOST_KV_FRACTION * inst.host_memory_gib * BYTES_PER_GIB
     link = shape.gpu.pcie_bytes_per_s * inst.gpu_count
     entry = host_tier_name(inst)
-    return TierPick(
+    return TierPlan(
         name=HOST_TIER,
-        category="memory",
-        scope="instance",
+        # written inline: its bandwidth is the GPUs' host links, which no storage entry states
+        storage=StorageCapability(kind="dram", read_bytes_per_s=link, write_bytes_per_s=link),
         capacity_bytes=capacity,
-        inline=StorageCapability(kind="dram", read_bytes_per_s=link, write_bytes_per_s=link),
+        category="memory",
         usd_per_hour=0.0,
         price_basis=f"the instance's own memory ({entry}), in its price",
         why=(
@@ -114,8 +114,11 @@ def capacity_options(
     return sorted(fits, key=key), refused
 
 
-def capacity_pick(fit: TierFit, instances: int) -> TierPick:
-    """A sized option as the plan's capacity tier (its price covers every unit)."""
+def capacity_pick(fit: TierFit, instances: int) -> TierPlan:
+    """A sized option as the plan's capacity tier (its price covers every unit).
+
+    Its capacity is per unit of its scope (one instance, or the pool).
+    """
     spec = fit.spec
     shared = spec.shared
     units = 1 if shared else instances
@@ -126,13 +129,16 @@ def capacity_pick(fit: TierFit, instances: int) -> TierPick:
         + ("" if per_device is None else f" of {format_value(per_device, Unit.BYTES)}")
         + (" shared by the stage" if shared else " per node")
     )
-    return TierPick(
+    devices = fit.devices if spec.result_scope in ("per_drive", "per_volume") else 1
+    return TierPlan(
         name=CAPACITY_TIER,
-        category=spec.category,
-        scope="pooled" if shared else "instance",
+        storage=storage_capability(spec, None if capacity is None else capacity / devices),
         capacity_bytes=capacity,
-        devices=fit.devices if spec.result_scope in ("per_drive", "per_volume") else 1,
-        storage=spec,
+        devices=devices,
+        shared=shared,
+        spec=spec,
+        scope="pooled" if shared else "instance",
+        category=spec.category,
         usd_per_hour=None if fit.cost.usd_per_hour is None else fit.cost.usd_per_hour * units,
         price_basis=fit.cost.basis,
         why=f"{what}: {fit.reason}",

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from kvadvisor.advice.candidate import Candidate, StagePick, TierPick
+from kvadvisor.advice.plans import restaged, shape_of
 from kvadvisor.advice.search import Config, SearchSpec
 from kvadvisor.advice.sizing import MAX_INSTANCES, Outcome, Replayer, min_count
 from kvadvisor.advice.tiers import CAPACITY_TIER
@@ -35,6 +35,7 @@ from kvadvisor.fleet.build import StepModelInputs, roofline_for
 from kvadvisor.fleet.engine import ReplayRun
 from kvadvisor.perfmodel import break_even_tokens
 from kvadvisor.perfmodel.transfer import KvSource
+from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.results.verdict import REUSE_TIER, TierValue, Verdict
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import plural
@@ -43,14 +44,14 @@ from kvadvisor.vocab import Stage
 BASIS = "replayed on the search's sample, with the same targets"
 
 
-def capacity_tiers(c: Candidate, forced: bool = False) -> frozenset[str]:
+def capacity_tiers(c: Plan, forced: bool = False) -> frozenset[str]:
     """The tiers bought for capacity (RV04's floor applies); none when --storage forced one."""
     if forced:
         return frozenset()
     return frozenset(t.name for s in c.stages for t in s.tiers if t.name == CAPACITY_TIER)
 
 
-def _rescaled(pick: TierPick, count: int, n: int) -> TierPick:
+def _rescaled(pick: TierPlan, count: int, n: int) -> TierPlan:
     """The tier at ``n`` instances: a node's own tier is bought per node, a pool once."""
     usd = pick.usd_per_hour
     if pick.scope == "pooled" or usd is None or count == n:
@@ -58,20 +59,20 @@ def _rescaled(pick: TierPick, count: int, n: int) -> TierPick:
     return replace(pick, usd_per_hour=usd * n / count)
 
 
-def without_tier(c: Candidate, role: Stage, name: str, n: int | None = None) -> Candidate:
+def without_tier(c: Plan, role: Stage, name: str, n: int | None = None) -> Plan:
     """``c`` without tier ``name`` of stage ``role`` ("": none removed), at ``n`` instances."""
     stages = []
     for s in c.stages:
-        if s.role == role:
+        if s.stage == role:
             count = s.count if n is None else n
             tiers = tuple(_rescaled(t, s.count, count) for t in s.tiers if t.name != name)
-            s = StagePick(s.role, s.shape, count, tiers, s.router, s.tier_note)
+            s = restaged(s, count, tiers)
         stages.append(s)
-    return Candidate(c.provider, c.topology, tuple(stages), c.notes)
+    return replace(c, stages=tuple(stages))
 
 
 def resized(
-    chosen: Candidate, name: str, replayer: Replayer, bound: int, forced: bool = False
+    chosen: Plan, name: str, replayer: Replayer, bound: int, forced: bool = False
 ) -> tuple[Outcome | None, str]:
     """The fewest instances of the tiered stage meeting the SLO on the sample without ``name``.
 
@@ -82,7 +83,7 @@ def resized(
     stage = chosen.stages[0]
 
     def evaluate(n: int) -> Outcome:
-        c = without_tier(chosen, stage.role, name, n)
+        c = without_tier(chosen, stage.stage, name, n)
         return replayer.outcome(c, capacity_tiers(c, forced))
 
     return _sized(evaluate, bound, stage.count)
@@ -96,11 +97,11 @@ def _sized(
     if best is not None or not tried:
         return best, ""
     last = tried[-1]
-    return None, f"{last.why_not()} at {plural(last.candidate.stages[0].count, 'instance')}"
+    return None, f"{last.why_not()} at {plural(last.plan.stages[0].count, 'instance')}"
 
 
 def _value(
-    chosen: Candidate,
+    chosen: Plan,
     with_out: Outcome,
     same: Outcome,
     sized: Outcome | None,
@@ -117,8 +118,8 @@ def _value(
     best, why = resized_without
     stage = chosen.stages[0]
     assert with_out.run is not None, with_out.error  # tier_values checks it first
-    base = None if sized is None else sized.candidate
-    rest = None if best is None else best.candidate
+    base = None if sized is None else sized.plan
+    rest = None if best is None else best.plan
     usd_with = None if base is None else base.usd_per_hour
     usd_without = None if rest is None else rest.usd_per_hour
     p50, p99 = _ttft(with_out.run)
@@ -166,7 +167,7 @@ def _served(run: ReplayRun, role: Stage, name: str) -> float:
 
 
 def _break_even(
-    run: ReplayRun, role: Stage, name: str, stage: StagePick, spec: SearchSpec
+    run: ReplayRun, role: Stage, name: str, stage: StagePlan, spec: SearchSpec
 ) -> tuple[float | None, str]:
     """The prompt length above which loading from the tier beats recompute, and its basis.
 
@@ -177,7 +178,7 @@ def _break_even(
     st = next(s for s in run.deployment.stages if s.role.value == role)
     latency_s = next(t for t in st.tiers if t.name == name).latency_s
     bw = demand.read_capability_bytes_per_s
-    shape = stage.shape
+    shape = shape_of(stage)
     pm, _ = roofline_for(
         spec.model,
         shape.gpu,
@@ -195,13 +196,13 @@ def _break_even(
     return tokens, basis
 
 
-def _kept(stage: StagePick, name: str) -> str:
+def _kept(stage: StagePlan, name: str) -> str:
     rest = [t.name for t in stage.tiers if t.name != name]
     return "no tier below the GPU pool" if not rest else " and ".join(rest) + " kept"
 
 
 def tier_value(
-    chosen: Candidate,
+    chosen: Plan,
     index: int,
     replayer: Replayer,
     spec: SearchSpec,
@@ -210,7 +211,7 @@ def tier_value(
 ) -> TierValue:
     """The worth of tier ``index`` of the chosen fleet's first stage (the one holding tiers)."""
     stage = chosen.stages[0]
-    role, pick, inst = stage.role, stage.tiers[index], stage.shape.instance
+    role, pick, inst = stage.stage, stage.tiers[index], shape_of(stage).instance
     with_out = replayer.outcome(chosen, capacity_tiers(chosen, forced))
     assert with_out.run is not None, with_out.error  # tier_values checks it first
     same = replayer.outcome(
@@ -225,7 +226,7 @@ def tier_value(
         sized,
         resized(chosen, pick.name, replayer, bound, forced),
         tier=pick.name,
-        storage=pick.storage.name if pick.storage is not None else host_tier_name(inst),
+        storage=pick.spec.name if pick.spec is not None else host_tier_name(inst),
         without=_kept(stage, pick.name),
         hit_tokens=_served(with_out.run, role, pick.name),
         break_even_prompt_tokens=be,
@@ -237,22 +238,22 @@ def tier_value(
 # and from any tier below it) is valued against recomputing every prompt (REUSE_TIER).
 
 
-def _reuse_storage(c: Candidate) -> str:
+def _reuse_storage(c: Plan) -> str:
     """What serves the reuse, in words: "prefix caching in GPU memory (and host-dram-ddr5)"."""
     below = [
-        t.storage.name if t.storage is not None else host_tier_name(c.stages[0].shape.instance)
+        t.spec.name if t.spec is not None else host_tier_name(shape_of(c.stages[0]).instance)
         for t in c.stages[0].tiers
     ]
     return "prefix caching in GPU memory" + (f" (and {', '.join(below)})" if below else "")
 
 
-def _bare(c: Candidate, n: int | None = None) -> Candidate:
+def _bare(c: Plan, n: int | None = None) -> Plan:
     """``c`` with no tier below the GPU pool on any stage, its first stage at ``n`` instances."""
     stages = []
     for i, s in enumerate(c.stages):
         count = s.count if (n is None or i > 0) else n
-        stages.append(StagePick(s.role, s.shape, count, (), s.router, s.tier_note))
-    return Candidate(c.provider, c.topology, tuple(stages), c.notes)
+        stages.append(restaged(s, count, ()))
+    return replace(c, stages=tuple(stages))
 
 
 def _no_hashes(a: TraceArrays) -> TraceArrays:
@@ -260,9 +261,7 @@ def _no_hashes(a: TraceArrays) -> TraceArrays:
     return replace(a, arrays=replace(a.arrays, blocks=None), id_bound=0)
 
 
-def reuse_value(
-    chosen: Candidate, replayer: Replayer, bound: int, forced: bool = False
-) -> TierValue:
+def reuse_value(chosen: Plan, replayer: Replayer, bound: int, forced: bool = False) -> TierValue:
     """The worth of prefix reuse as a whole, the GPU pool first: every prompt recomputed.
 
     The alternative is the same configuration with no prefix reuse at all (the sample's block
@@ -274,7 +273,7 @@ def reuse_value(
     with_out = replayer.outcome(chosen, capacity_tiers(chosen, forced))
     assert with_out.run is not None, with_out.error
     plain = replayer.like(_no_hashes(replayer.arrays))
-    st = next(s for s in with_out.run.stages if s.role == stage.role)
+    st = next(s for s in with_out.run.stages if s.role == stage.stage)
     return _value(
         chosen,
         with_out,
@@ -292,7 +291,7 @@ def reuse_value(
 
 
 def tier_values(
-    chosen: Candidate, replayer: Replayer, spec: SearchSpec, bound: int, forced: bool = False
+    chosen: Plan, replayer: Replayer, spec: SearchSpec, bound: int, forced: bool = False
 ) -> tuple[TierValue, ...]:
     """The worth of every KV tier of the chosen fleet's stage that holds them, fastest first.
 
@@ -319,7 +318,7 @@ def with_tier_values(verdict: Verdict, values: tuple[TierValue, ...]) -> Verdict
     return replace(verdict, stages=(first, *verdict.stages[1:]))
 
 
-def sizing_bound(config: Config | None, chosen: Candidate) -> int:
+def sizing_bound(config: Config | None, chosen: Plan) -> int:
     """The busy-time bound of the chosen stage's shape (1 when the search has none for it).
 
     Served every hit, no fewer instances keep up; without a tier there are fewer hits, so it
@@ -327,7 +326,8 @@ def sizing_bound(config: Config | None, chosen: Candidate) -> int:
     """
     stage = chosen.stages[0]
     for role, shape, bound, _ in () if config is None else config.shapes:
-        if role == stage.role and shape.instance.name == stage.shape.instance.name:
-            if shape.tp == stage.shape.tp:
+        chosen_shape = shape_of(stage)
+        if role == stage.stage and shape.instance.name == chosen_shape.instance.name:
+            if shape.tp == chosen_shape.tp:
                 return bound
     return 1

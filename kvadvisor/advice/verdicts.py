@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from kvadvisor.advice.candidate import Candidate, StagePick, TierPick
+from kvadvisor.advice.plans import shape_of
 from kvadvisor.advice.robust import step_busy
 from kvadvisor.advice.search import MAX_CONFIGS, Config, ProviderSearch, Tried, cost_key
 from kvadvisor.advice.sizing import Outcome, reached, shortfall
@@ -24,7 +24,7 @@ from kvadvisor.deploy import instance_cost, nic_bytes_per_s
 from kvadvisor.deploy.access import Via
 from kvadvisor.fleet import ReplayResult
 from kvadvisor.fleet.engine import ReplayRun, StageRun
-from kvadvisor.plan.model import Plan
+from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.results.replay import ReplayTierDemand
 from kvadvisor.results.verdict import (
@@ -72,10 +72,10 @@ def _per_node(rate: Rate, scope: str, count: int) -> Rate:
     return Rate(rate.mean / k, rate.p99 / k, rate.peak / k)
 
 
-def _tier_choice(pick: TierPick, demand: ReplayTierDemand | None, role: Stage) -> TierChoice:
+def _tier_choice(pick: TierPlan, demand: ReplayTierDemand | None, role: Stage) -> TierChoice:
     return TierChoice(
         name=pick.name,
-        storage=pick.storage.name if pick.storage is not None else "host memory",
+        storage=pick.spec.name if pick.spec is not None else "host memory",
         category=pick.category,
         scope=pick.scope,
         capacity_bytes=pick.capacity_bytes,
@@ -103,7 +103,7 @@ def _stage_run(run: ReplayRun | None, role: Stage) -> StageRun | None:
 
 
 def _mechanisms(
-    stage: StagePick,
+    stage: StagePlan,
     tiers: Sequence[TierChoice],
     demands: Sequence[ReplayTierDemand],
     run: StageRun | None,
@@ -111,16 +111,16 @@ def _mechanisms(
 ) -> tuple[tuple[Mechanism, ...], str]:
     """The stage's KV mechanisms per node, and the storage statement."""
     out: list[Mechanism] = []
-    loads = stage.role in (Stage.SERVING, Stage.PREFILL)
-    decodes = stage.role in (Stage.SERVING, Stage.DECODE)
+    loads = stage.stage in (Stage.SERVING, Stage.PREFILL)
+    decodes = stage.stage in (Stage.SERVING, Stage.DECODE)
     if loads:
         out += _load_mechanisms(tiers, demands, stage.count)
     statement = ""
     if decodes:
         preempt = int(run.counters.get("preemptions", 0)) if run is not None else 0
         swaps = int(run.counters.get("swaps", 0)) if run is not None else 0
-        out += _decode_mechanisms(stage.role, preempt, swaps, result)
-        if stage.role == Stage.DECODE:
+        out += _decode_mechanisms(stage.stage, preempt, swaps, result)
+        if stage.stage == Stage.DECODE:
             statement = (
                 "decode needs no storage I/O: the prompt's KV arrives over the P-to-D link, "
                 f"preemptions recompute ({format_value(preempt, Unit.COUNT)}), no decode-time "
@@ -227,7 +227,7 @@ def _decode_mechanisms(
     return out
 
 
-def _tier_statement(stage: StagePick, tiers: Sequence[TierChoice]) -> str:
+def _tier_statement(stage: StagePlan, tiers: Sequence[TierChoice]) -> str:
     """Which tiers the prefilling nodes hold and the share of prompt tokens each serves."""
     if tiers:
         return (
@@ -244,7 +244,7 @@ def _tier_statement(stage: StagePick, tiers: Sequence[TierChoice]) -> str:
             )
             + (
                 "; decode on the same nodes reads only the GPU pool"
-                if stage.role == Stage.SERVING
+                if stage.stage == Stage.SERVING
                 else ""
             )
         )
@@ -252,25 +252,25 @@ def _tier_statement(stage: StagePick, tiers: Sequence[TierChoice]) -> str:
 
 
 def stage_verdicts(
-    candidate: Candidate, outcome: Outcome, result: ReplayResult
+    candidate: Plan, outcome: Outcome, result: ReplayResult
 ) -> tuple[StageVerdict, ...]:
     """Each stage of the chosen candidate with its tiers, mechanisms and price."""
     dep_stages = {s.role.value: s for s in (outcome.run.deployment.stages if outcome.run else ())}
     out = []
     for pick in candidate.stages:
-        demands = [t for t in result.tiers if t.stage.value == pick.role]
+        demands = [t for t in result.tiers if t.stage.value == pick.stage]
         by_name = {d.name: d for d in demands}
-        tiers = tuple(_tier_choice(t, by_name.get(t.name), pick.role) for t in pick.tiers)
+        tiers = tuple(_tier_choice(t, by_name.get(t.name), pick.stage) for t in pick.tiers)
         mechanisms, statement = _mechanisms(
             pick,
             tiers,
             [by_name[t.name] for t in pick.tiers if t.name in by_name],
-            _stage_run(outcome.run, pick.role),
+            _stage_run(outcome.run, pick.stage),
             result,
         )
-        dep = dep_stages.get(pick.role)
-        summary = next((s for s in result.stages if s.role.value == pick.role), None)
-        shape = pick.shape
+        dep = dep_stages.get(pick.stage)
+        summary = next((s for s in result.stages if s.role.value == pick.stage), None)
+        shape = shape_of(pick)
         inst = shape.instance
         price = pick.usd_per_hour
         # The rate as the catalog knows it: "on demand" only when no note qualifies it (a
@@ -285,7 +285,7 @@ def stage_verdicts(
         )
         out.append(
             StageVerdict(
-                role=pick.role,
+                role=pick.stage,
                 instance=inst.name,
                 gpu=inst.gpu,
                 instances=pick.count,
@@ -307,7 +307,7 @@ def stage_verdicts(
                 busy_fraction=None if summary is None else summary.busy_fraction,
                 step_busy_fraction=None
                 if outcome.run is None
-                else step_busy(outcome.run, pick.role),
+                else step_busy(outcome.run, pick.stage),
                 transport=transport_of(inst),
                 gpu_architecture=shape.gpu.architecture,
             )
@@ -320,11 +320,11 @@ def stage_verdicts(
 LINK_BUSY_WARNING = 0.8
 
 
-def link_choice(candidate: Candidate, result: ReplayResult) -> LinkChoice | None:
+def link_choice(candidate: Plan, result: ReplayResult) -> LinkChoice | None:
     """The P-to-D link of a disaggregated candidate, with its replayed load."""
     if candidate.topology == Topology.AGGREGATED or result.link is None:
         return None
-    dec = candidate.stages[-1].shape.instance
+    dec = shape_of(candidate.stages[-1]).instance
     fabric = dec.fabric
     derated = (
         ""
@@ -382,7 +382,7 @@ def _nic(instance: InstanceSpec, via: Via) -> str:
 
 
 def token_prices(
-    candidate: Candidate,
+    candidate: Plan,
     result: ReplayResult,
     input_tokens: float,
     output_tokens: float,
@@ -413,7 +413,7 @@ def token_prices(
 
 def summary_of(outcome: Outcome, lost: LossReason | None, why: str) -> CandidateSummary:
     """One replayed outcome for the runners-up and the chart."""
-    c = outcome.candidate
+    c = outcome.plan
     return CandidateSummary(
         label=c.label(),
         topology=c.topology,
@@ -434,12 +434,12 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else x
 
 
-def _cost_text(c: Candidate) -> str:
+def _cost_text(c: Plan) -> str:
     usd = c.usd_per_hour
     return price(usd, "h") if usd is not None else f"{plural(c.gpus, 'GPU')}, unpriced"
 
 
-def _lost_on_cost(loser: Candidate, chosen: Candidate) -> str:
+def _lost_on_cost(loser: Plan, chosen: Plan) -> str:
     a, b = loser.usd_per_hour, chosen.usd_per_hour
     if a is not None and b is not None:
         if math.isclose(a, b) and loser.gpus == chosen.gpus:
@@ -477,7 +477,7 @@ def runners_up(
                     f"met the SLO on the sample; the whole trace {failed[repr(o.doc)]}",
                 )
             elif o.meets:
-                s = summary_of(o, LossReason.COST, _lost_on_cost(o.candidate, chosen.candidate))
+                s = summary_of(o, LossReason.COST, _lost_on_cost(o.plan, chosen.plan))
             elif o.error:
                 s = summary_of(o, LossReason.CONSTRAINT, o.error)
             else:
@@ -492,30 +492,26 @@ def runners_up(
                 else (LossReason.CONSTRAINT if rep.error else LossReason.SLO)
             )
             why = (
-                _lost_on_cost(rep.candidate, chosen.candidate)
+                _lost_on_cost(rep.plan, chosen.plan)
                 if rep.meets
                 else (rep.error or t.why or rep.why_not())
             )
             if repr(rep.doc) in failed:
                 lost = LossReason.SLO
                 why = f"met the SLO on the sample; the whole trace {failed[repr(rep.doc)]}"
-            ups.append(
-                ((0 if rep.meets else 1, *cost_key(rep.candidate)), summary_of(rep, lost, why))
-            )
+            ups.append(((0 if rep.meets else 1, *cost_key(rep.plan)), summary_of(rep, lost, why)))
     # The chosen configuration with one instance fewer: why the count is not lower.
     below = [
         o
         for t in tried
         for o in t.outcomes
-        if not o.meets and not o.error and _same_shape(o.candidate, chosen.candidate)
+        if not o.meets and not o.error and _same_shape(o.plan, chosen.plan)
     ]
     if below:
-        near = max(below, key=lambda o: o.candidate.gpus)
-        ups.append(
-            ((1, *cost_key(near.candidate)), summary_of(near, LossReason.SLO, near.why_not()))
-        )
+        near = max(below, key=lambda o: o.plan.gpus)
+        ups.append(((1, *cost_key(near.plan)), summary_of(near, LossReason.SLO, near.why_not())))
     for config in found.bound_pruned[:2]:
-        ups.append(((2, *config.cost_bound, 0), _bound_summary(config, chosen.candidate)))
+        ups.append(((2, *config.cost_bound, 0), _bound_summary(config, chosen.plan)))
     for config in found.capped[:2]:
         ups.append(((3, *config.cost_estimate, 0), _capped_summary(config)))
     if not any(s.lost is None for s in every):
@@ -531,21 +527,21 @@ def runners_up(
     return tuple(out[:MAX_RUNNERS_UP]), tuple(every)
 
 
-def _tier_names(c: Candidate) -> tuple[tuple[str, ...], ...]:
+def _tier_names(c: Plan) -> tuple[tuple[str, ...], ...]:
     """Each stage's tiers by name and storage option (what a tier note speaks about)."""
     return tuple(
-        tuple(f"{t.name}:{t.storage.name if t.storage else ''}" for t in s.tiers) for s in c.stages
+        tuple(f"{t.name}:{t.spec.name if t.spec else ''}" for t in s.tiers) for s in c.stages
     )
 
 
-def _same_shape(a: Candidate, b: Candidate) -> bool:
+def _same_shape(a: Plan, b: Plan) -> bool:
     return a.topology == b.topology and all(
-        x.shape.instance.name == y.shape.instance.name and x.shape.tp == y.shape.tp
+        shape_of(x).instance.name == shape_of(y).instance.name and shape_of(x).tp == shape_of(y).tp
         for x, y in zip(a.stages, b.stages, strict=False)
     )
 
 
-def _bound_summary(config: Config, chosen: Candidate) -> CandidateSummary:
+def _bound_summary(config: Config, chosen: Plan) -> CandidateSummary:
     priced, value = config.cost_bound
     gpus = sum(n * s.instance.gpu_count for _, s, n, _ in config.shapes)
     if priced == 1 and chosen.usd_per_hour is not None:
@@ -591,13 +587,13 @@ def _unreplayed(config: Config, gpus: int, priced: int, value: float, why: str) 
     )
 
 
-def _tier_notes(found: ProviderSearch, cand: Candidate) -> tuple[str, ...]:
+def _tier_notes(found: ProviderSearch, cand: Plan) -> tuple[str, ...]:
     """Why the chosen fleet has the tiers it has.
 
     The search's note when it was about this fleet's shape, else the stages' own (the whole
     trace may have chosen another shape than the sample).
     """
-    chosen = found.chosen.candidate if found.chosen is not None else None
+    chosen = found.chosen.plan if found.chosen is not None else None
     if (
         chosen is not None
         and _same_shape(chosen, cand)
@@ -624,7 +620,7 @@ def verdict_of(
     ``failed`` maps the plan documents (as ``repr``) of candidates that met the SLO on the
     sample but not on the whole trace to why.
     """
-    cand = outcome.candidate
+    cand = outcome.plan
     stages = stage_verdicts(cand, outcome, result)
     usd_in, usd_out = token_prices(cand, result, input_tokens, output_tokens, span_s)
     ups, every = runners_up(found, outcome, failed or {})
@@ -639,13 +635,13 @@ def verdict_of(
     )
     unconfirmed: list[str] = []
     for pick in cand.stages:
-        inst = pick.shape.instance
+        inst = shape_of(pick).instance
         if inst.price is not None and inst.price.unconfirmed:
             unconfirmed.append(f"{inst.name} price")
         unconfirmed += [f"{inst.name}.{f}" for f in inst.unconfirmed]
         for t in pick.tiers:
             unconfirmed += list(t.unconfirmed)
-    costs = [instance_cost(p.shape.instance) for p in cand.stages]
+    costs = [instance_cost(shape_of(p).instance) for p in cand.stages]
     kinds = {c.kind for c in costs if c.usd_per_hour is not None}
     kind = "" if usd is None else (kinds.pop() if len(kinds) == 1 else "mixed")
     if kind and kind != "on_demand":
@@ -752,7 +748,7 @@ def no_verdict(
 
 def closest_miss(outcome: Outcome, basis: str) -> ClosestMiss:
     """A deployment that misses the SLO, priced, with the loosest targets it meets."""
-    c = outcome.candidate
+    c = outcome.plan
     got = reached(outcome)
     # A tier that cannot keep up, or a queue that grows, is not cured by looser targets.
     fixable = not (outcome.error or outcome.tier_problem or outcome.overloaded)
@@ -762,7 +758,7 @@ def closest_miss(outcome: Outcome, basis: str) -> ClosestMiss:
     asked = {k: v / keep for k, v in outcome.targets.items()}
     need = {k: v / keep for k, v in got.items()}
     loosest = loosened(asked, need) if fixable else None
-    costs = [instance_cost(s.shape.instance) for s in c.stages]
+    costs = [instance_cost(shape_of(s).instance) for s in c.stages]
     bases = [x.basis for x in costs if x.usd_per_hour is not None]
     kinds = {x.kind for x in costs if x.usd_per_hour is not None}
     kind = "" if c.usd_per_hour is None else (kinds.pop() if len(kinds) == 1 else "mixed")
@@ -808,6 +804,6 @@ def nearest(outcomes: Sequence[Outcome]) -> Outcome | None:
             if offer is None
             else max((offer[k] / t for k, t in o.targets.items() if t > 0), default=1.0)
         )
-        return (ratio, *cost_key(o.candidate), shortfall(o))
+        return (ratio, *cost_key(o.plan), shortfall(o))
 
     return min(runnable, key=key)

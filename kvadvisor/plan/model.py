@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvadvisor.catalog.gpus import GpuSpec
@@ -71,6 +71,15 @@ class TierPlan:
     io_tokens: int | None = None  # tokens per I/O; None: the stage's engine chunk
     # share of the rated bandwidth the engine's transfers reach; None: by kind (docs/replay.md)
     efficiency: float | None = None
+    # What the advisor says of a tier it chose (commentary: nothing here is replayed or
+    # written): the storage category, the $/h of every unit together (None: unpriced, as for
+    # a plan read from a file), the price's basis, why this tier, and the catalog figures no
+    # source confirmed.
+    category: str = field(default="", compare=False)
+    usd_per_hour: float | None = field(default=None, compare=False)
+    price_basis: str = field(default="", compare=False)
+    why: str = field(default="", compare=False)
+    unconfirmed: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,33 @@ class StagePlan:
     frontend_fixed_s: float | None = None
     frontend_per_ki_token_s: float | None = None
     network_bytes_per_s: float | None = None  # back-end (else front-end) network, per instance
+    # Why the advisor gave the stage no tier, when it gave none (commentary).
+    tier_note: str = field(default="", compare=False)
+    # The point of the advisor's search space the stage was sized from (an advice.space.Shape:
+    # step times, KV pool, batch limits); None for a plan read from a file. The plan layer
+    # sits below the advisor, so it holds it without reading it.
+    shape: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the stage (0 when the plan gives no GPUs per instance)."""
+        return self.count * (self.gpus_per_instance or 0)
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        """Instances at their catalog on-demand price plus tiers; None when any is unpriced."""
+        spec = self.instance_spec
+        each = None if spec is None else spec.price_usd_per_hour
+        parts = [None if each is None else each * self.count]
+        parts += [t.usd_per_hour for t in self.tiers]
+        return None if any(p is None for p in parts) else float(sum(p for p in parts if p))
+
+    def label(self) -> str:
+        """E.g. "3 x p5en.48xlarge TP 2 x 4" (instances, TP, replicas per instance)."""
+        return (
+            f"{self.count} x {self.instance} TP {self.gpus_per_replica} x "
+            f"{self.replicas_per_instance}"
+        )
 
     def tier_units(self, tier: TierPlan) -> int:
         """How many of ``tier`` the stage has: one pool, one per instance, or one per replica."""
@@ -197,7 +233,30 @@ class Plan:
     # The GPU, model and efficiency catalogs the plan was checked against (its GPUs and model
     # come from them); its step times are computed from the same ones.
     catalogs: PerfCatalogs = field(default_factory=PerfCatalogs.packaged, compare=False, repr=False)
+    provider: str = field(default="", compare=False)  # the cloud the advisor priced it on
 
     def stage(self, name: Stage) -> StagePlan | None:
         """The plan for ``name`` (prefill, decode or serving), or None when the plan omits it."""
         return next((s for s in self.stages if s.stage == name), None)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole fleet."""
+        return sum(s.gpus for s in self.stages)
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        """The fleet's $/h; None when any instance or tier is unpriced."""
+        parts = [s.usd_per_hour for s in self.stages]
+        return None if any(p is None for p in parts) else float(sum(p for p in parts if p))
+
+    def label(self) -> str:
+        """The fleet in one line, e.g. "prefill 2 x p5en TP 2 x 4 + decode 1 x ..."."""
+        if self.topology == Topology.AGGREGATED:
+            return f"aggregated {self.stages[0].label()}"
+        return " + ".join(f"{s.stage} {s.label()}" for s in self.stages)
+
+    def with_count(self, role: Stage, count: int) -> Plan:
+        """The same plan with ``count`` instances in stage ``role`` (tiers as they are)."""
+        stages = tuple(replace(s, count=count) if s.stage == role else s for s in self.stages)
+        return replace(self, stages=stages)

@@ -1,4 +1,4 @@
-"""A candidate's Plan: the search replays it as built, and it is what its written plan loads to."""
+"""The search's Plans: the replayed form is the very plan its written plan loads to."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+from plan_documents import plan_of
 
-from kvadvisor.advice.candidate import Candidate, StagePick, candidate_plan, plan_of
+from kvadvisor.advice.plans import PlanBasis, as_written, fleet_plan, stage_plan
 from kvadvisor.advice.space import shapes
 from kvadvisor.advice.tiers import capacity_options, capacity_pick, host_tier
 from kvadvisor.catalog.instances import load_instances
@@ -15,21 +16,24 @@ from kvadvisor.catalog.models import get_model
 from kvadvisor.catalog.storage import load_storage
 from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.plan.loader import PlanCatalogs
+from kvadvisor.plan.model import Plan
 from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.vocab import Stage, Topology
 
 INSTANCES = load_instances()
 STORAGE = load_storage()
 MODEL = get_model("llama-3.1-8b")
-ARGS = {
-    "model": MODEL.name,
-    "kv_dtype": "bf16",
-    "weight_dtype": "bf16",
-    "chunk_tokens": 256,
-    "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.05, "ttft_p90_s": 1.0},
-    "name": "candidate",
-    "description": "a candidate of the test",
-}
+SLO = {"ttft_p99_s": 2.0, "tpot_p99_s": 0.05, "ttft_p90_s": 1.0}
+BASIS = PlanBasis(
+    name="candidate",
+    model=MODEL.name,
+    attention=MODEL.attention,
+    kv_dtype="bf16",
+    weight_dtype="bf16",
+    chunk_tokens=256,
+    description="a candidate of the test",
+    slo=SLO,
+)
 
 
 def _same(got: object, want: object, where: str) -> None:
@@ -47,22 +51,20 @@ def _same(got: object, want: object, where: str) -> None:
         assert got == want, where
 
 
-def _candidate(instance: str, topology: Topology, count: int) -> Candidate:
+def _plan(instance: str, topology: Topology, count: int) -> Plan:
     shape = shapes(INSTANCES[instance], MODEL, "bf16", "bf16", 20_000)[0][0]
     host = host_tier(shape, STORAGE)
     assert host is not None
     fits, _ = capacity_options(shape, STORAGE, 500e9, 1e9, count)
     tiers = (host, capacity_pick(fits[0], count))
     if topology is Topology.AGGREGATED:
-        return Candidate("any", topology, (StagePick(Stage.SERVING, shape, count, tiers),))
-    return Candidate(
-        "any",
-        topology,
-        (
-            StagePick(Stage.PREFILL, shape, count, tiers),
-            StagePick(Stage.DECODE, shape, count, (), router="least_outstanding"),
-        ),
-    )
+        stages = (stage_plan(BASIS, Stage.SERVING, shape, count, tiers),)
+    else:
+        stages = (
+            stage_plan(BASIS, Stage.PREFILL, shape, count, tiers),
+            stage_plan(BASIS, Stage.DECODE, shape, count, router="least_outstanding"),
+        )
+    return fleet_plan(BASIS, "any", topology, stages)
 
 
 @pytest.mark.parametrize(
@@ -75,13 +77,13 @@ def _candidate(instance: str, topology: Topology, count: int) -> Candidate:
 def test_the_replayed_plan_is_the_one_its_written_plan_loads_to(
     instance: str, topology: Topology, count: int
 ) -> None:
-    """The deployment of the Plan as built equals the deployment of its plan read back.
+    """The deployment of the Plan as replayed equals the deployment of its plan read back.
 
     Host memory inline, a catalog capacity tier sized per instance, the scheduler, router and
     write policy: nothing is lost or rounded into a different replay by writing the plan.
     """
     catalogs = PlanCatalogs.packaged()
-    plan = candidate_plan(_candidate(instance, topology, count), **ARGS, catalogs=catalogs.perf)
+    plan = as_written(_plan(instance, topology, count), SLO)
     built, built_notes = resolve_plan(plan)
     doc = plan_mapping(plan)
     read, read_notes = resolve_plan(plan_of(doc, catalogs))
