@@ -102,3 +102,33 @@ def test_storage_restricts_the_search_to_instances_that_can_have_it() -> None:
             version="test",
             generated_at="2026-01-01T00:00:00",
         )
+
+
+def test_a_fleet_without_the_asked_storage_says_so_whichever_shape_won() -> None:
+    """--storage X and a final fleet without X: the verdict's tier note names the option.
+
+    On the whole Mooncake sample with `--storage aws-instance-store-nvme --provider aws` the
+    whole trace grew the sample's disaggregated pick until an aggregated shape won; that
+    fleet's own note ("no tier: the fleet's GPU KV pools already hold the reuse ...") was
+    given alone, and the block said "KV tiers: GPU memory only" as if nothing was asked.
+    """
+    from kvadvisor.advice.search import ProviderSearch
+    from kvadvisor.advice.verdicts import _tier_notes
+    from kvadvisor.plan.model import ModelPlan, Plan, StagePlan
+    from kvadvisor.vocab import Stage, Topology
+
+    def fleet(note: str) -> Plan:
+        stage = StagePlan(stage=Stage.SERVING, instance="p5en.48xlarge", count=6, tier_note=note)
+        model = ModelPlan(name="llama-3.1-70b", kv_bytes_per_token=None)
+        return Plan("x", "x", model, (stage,), topology=Topology.AGGREGATED)
+
+    asked = ProviderSearch("aws", forced_storage="aws-instance-store-nvme")
+    own = "no tier: the fleet's GPU KV pools already hold the reuse"
+    assert _tier_notes(asked, fleet(own)) == (
+        f"--storage aws-instance-store-nvme was not bought: {own}",
+    )
+    assert _tier_notes(asked, fleet("")) == (
+        "--storage aws-instance-store-nvme was not bought: the chosen fleet has no capacity tier",
+    )
+    # Nothing asked: the fleet's own note, unchanged.
+    assert _tier_notes(ProviderSearch("aws"), fleet(own)) == (own,)

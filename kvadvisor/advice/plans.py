@@ -3,9 +3,9 @@
 The search builds every deployment it tries as a :class:`~kvadvisor.plan.model.Plan` (its
 catalog entries resolved as the plan loader resolves them, its prices and reasons in the
 plan's commentary fields); the replay takes that Plan (:func:`kvadvisor.fleet.run_replay`)
-in the form its written plan reads back as (:func:`as_written`), and the one plan writer (:mod:`kvadvisor.plan.writer`) writes it
-for the verdict. What the search replayed is therefore what ``--emit plan`` writes and what
-`kvadvisor review` replays.
+in the form its written plan reads back as (:func:`as_written`), and the one plan writer
+(:mod:`kvadvisor.plan.writer`) writes it for the verdict. What the search replayed is
+therefore what ``--emit plan`` writes and what `kvadvisor review` replays.
 """
 
 from __future__ import annotations

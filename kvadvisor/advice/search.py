@@ -222,6 +222,7 @@ class ProviderSearch:
     unconstrained: str = ""  # when nothing fits under them: what the search would need
     tier_outcome: Tried | None = None
     tier_note: str = ""
+    forced_storage: str = ""  # --storage, when the user named the capacity tier
     priced: bool = True
     configs: int = 0
 
@@ -558,7 +559,9 @@ def search_provider(
     hits: HitIndex | None,
 ) -> ProviderSearch:
     """Search one provider's deployments on the replayer's sample."""
-    found = ProviderSearch(provider, constraint=spec.constraint)
+    found = ProviderSearch(
+        provider, constraint=spec.constraint, forced_storage=spec.forced_storage or ""
+    )
     every = [i for i in spec.instances.values() if i.provider == provider]
     insts = [i for i in every if spec.has_gpu(i)]
     configs, pruned, floor, floor_config = _configs(insts, spec, work, hits)

@@ -591,7 +591,8 @@ def _tier_notes(found: ProviderSearch, cand: Plan) -> tuple[str, ...]:
     """Why the chosen fleet has the tiers it has.
 
     The search's note when it was about this fleet's shape, else the stages' own (the whole
-    trace may have chosen another shape than the sample).
+    trace may have chosen another shape than the sample). A fleet without the tier
+    ``--storage`` asked for says so, whichever shape won.
     """
     chosen = found.chosen.plan if found.chosen is not None else None
     if (
@@ -600,8 +601,15 @@ def _tier_notes(found: ProviderSearch, cand: Plan) -> tuple[str, ...]:
         and _tier_names(chosen) == _tier_names(cand)
         and found.tier_note
     ):
-        return (found.tier_note,)
-    return tuple(dict.fromkeys(s.tier_note for s in cand.stages if s.tier_note))
+        notes: tuple[str, ...] = (found.tier_note,)
+    else:
+        notes = tuple(dict.fromkeys(s.tier_note for s in cand.stages if s.tier_note))
+    asked = found.forced_storage
+    bought = any(t.spec is not None and t.spec.name == asked for s in cand.stages for t in s.tiers)
+    if not asked or bought or any(f"--storage {asked}" in n for n in notes):
+        return notes
+    why = "; ".join(notes) or "the chosen fleet has no capacity tier"
+    return (f"--storage {asked} was not bought: {why}",)
 
 
 def verdict_of(

@@ -64,6 +64,13 @@ def _buy(vs: VerdictSet, v: Verdict) -> str:
     return f"Recommended on {v.provider}, {cost}, {v.topology}: " + "; ".join(parts)
 
 
+def _unbought(v: Verdict) -> str:
+    """ "--storage X not bought (...)" when the tier the user asked for is not in the fleet."""
+    note = next((n for n in v.notes if n.startswith("--storage ") and " was not bought" in n), "")
+    asked = note.removeprefix("--storage ").split(" was not bought", 1)[0]
+    return f"--storage {asked} not bought (the notes say why)" if note else ""
+
+
 def _worth(role: Stage, t: TierValue) -> str:
     """What a tier is worth, as tiervalue.line says it, less the "(sample)" a line says once."""
     return tiervalue.line(role, t).removesuffix(" (sample)")
@@ -121,6 +128,7 @@ def items(report: AdviceReport) -> tuple[Item, ...]:
     out: list[Item] = []
     if vs is not None and v is not None and chosen:
         out.append(Item(_buy(vs, v), 0))
+        out.append(Item(_unbought(v), 1))
         worth = [_worth(s.role, t) for s in v.stages for t in s.tier_values]
         if worth:
             out += [Item(w, 1) for w in worth]
