@@ -155,12 +155,12 @@ def test_mooncake_router_on_a_host_tier_deployment(decode) -> None:
     report = emit_report(decode=decode)
     text = emit_all(report, ["mooncake"], "kvadvisor analyze")["vllm-mooncake-router.sh"]
     opts = _check_options("mooncake", text)
-    dep = deployment_from_report(report)
+    plan, _ = deployment_from_report(report)
     if decode is None:
-        assert len(opts["worker-urls"][0]) == dep.stages[0].replicas
+        assert len(opts["worker-urls"][0]) == plan.stages[0].replicas
     else:
         assert "vllm-pd-disaggregation" in opts
-        assert [len(opts["prefill"]), len(opts["decode"])] == [s.replicas for s in dep.stages]
+        assert [len(opts["prefill"]), len(opts["decode"])] == [s.replicas for s in plan.stages]
 
 
 def _stages(verdict: Verdict) -> dict[str, Any]:
