@@ -22,8 +22,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import PurePath
 
-from kvadvisor.catalog.instances import InstanceSpec, find_instance
-from kvadvisor.errors import CatalogError, ConfigError
+from kvadvisor.errors import ConfigError
 from kvadvisor.plan.loader import CATEGORY_KINDS, PlanCatalogs, check_plan
 from kvadvisor.plan.model import ModelPlan, Plan, StagePlan, StorageCapability, TierPlan
 from kvadvisor.quoting import one_line
@@ -254,14 +253,6 @@ def _tier_plan(t: Tier) -> TierPlan:
     )
 
 
-def _catalog_instance(name: str) -> InstanceSpec | None:
-    """The packaged catalog's entry for ``name``, if it has one (the plan then names it only)."""
-    try:
-        return find_instance(PlanCatalogs.packaged().instances, name)
-    except CatalogError:
-        return None
-
-
 def _recommended_stage(
     report: AdviceReport, name: Stage, stage: StageRecommendation, tp: int, kv_rank: float
 ) -> tuple[StagePlan, StageFacts]:
@@ -290,7 +281,8 @@ def _recommended_stage(
         stage=name,
         instance=stage.instance,
         count=stage.instance_count or 1,
-        instance_spec=_catalog_instance(stage.instance),
+        # the packaged catalog's entry, when it has one: the plan then names the instance only
+        instance_spec=PlanCatalogs.packaged().instances.get(stage.instance),
         gpus_per_instance=gpus,
         host_memory_bytes=None
         if stage.host_memory_gib is None
