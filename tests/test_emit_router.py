@@ -316,10 +316,21 @@ def test_dynamo_refuses_a_decode_router_it_does_not_run() -> None:
     stages = tuple(
         replace(s, router="prefix_aware") if str(s.role) == "decode" else s for s in verdict.stages
     )
+    plan = verdict.replayed_plan
+    plan = replace(
+        plan,
+        stages=tuple(
+            replace(s, router="prefix_aware") if str(s.stage) == "decode" else s
+            for s in plan.stages
+        ),
+    )
     vs = report.recommendation.verdict
     edited = replace(
         vs,
-        verdicts=tuple(replace(v, stages=stages) if v is verdict else v for v in vs.verdicts),
+        verdicts=tuple(
+            replace(v, stages=stages, replayed_plan=plan) if v is verdict else v
+            for v in vs.verdicts
+        ),
     )
     bad = replace(report, recommendation=replace(report.recommendation, verdict=edited))
     with pytest.raises(ConfigError, match="decode router prefix_aware cannot be expressed") as exc:
