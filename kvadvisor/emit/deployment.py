@@ -300,8 +300,9 @@ def _recommended_stage(
 def recommendation_plan(report: AdviceReport) -> tuple[Plan, EmitFacts]:
     """The stage recommendation of a report without a verdict as a plan: every tier, no engine.
 
-    Its instances and storage are named, not resolved: the loader looks them up when the plan
-    is read back.
+    Its storage is named, not resolved (the loader looks it up when the plan is read back); its
+    instances carry the packaged catalog's entry where it has one, so the written plan names
+    them and states only what differs.
     """
     model = report.model
     rec = report.recommendation
@@ -311,8 +312,8 @@ def recommendation_plan(report: AdviceReport) -> tuple[Plan, EmitFacts]:
     kv_rank = float(model.kv_bytes_per_token_per_gpu or math.ceil(model.kv_bytes_per_token / tp))
     # One instance type per stage is a prefill fleet and a decode fleet: disaggregated; an
     # aggregated fleet's one stage serves both prefill and decode.
-    recommended = [(n, s) for n, s in ((Stage.PREFILL, rec.prefill), (Stage.DECODE, rec.decode))]
-    recommended = [(n, s) for n, s in recommended if s.instance is not None]
+    pairs = ((Stage.PREFILL, rec.prefill), (Stage.DECODE, rec.decode))
+    recommended = [(n, s) for n, s in pairs if s.instance is not None]
     topology = Topology.DISAGGREGATED if len(recommended) == 2 else Topology.AGGREGATED
     built = [_recommended_stage(report, n, s, tp, kv_rank) for n, s in recommended]
     if topology == Topology.AGGREGATED:
