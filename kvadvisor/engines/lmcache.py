@@ -55,12 +55,13 @@ RANK_UNIT = "GiB per worker process (one TP rank)"
 
 def _chunk(ctx: EmitContext, stage: StagePlan) -> Setting:
     kvb = ctx.facts.kv_bytes_per_rank_per_token
+    chunk = stage.io_chunk_tokens()[0]  # the advisor's: every plan emit renders states it
     return Setting(
         "chunk_size",
-        str(stage.chunk_tokens),
-        f"{stage.chunk_tokens} tokens, the advisor's chunk ({sources.LMCACHE_CHUNK}) x "
+        str(chunk),
+        f"{chunk} tokens, the advisor's chunk ({sources.LMCACHE_CHUNK}) x "
         f"{format_value(kvb, Unit.BYTES_PER_TOKEN)} of KV on one rank = "
-        f"{format_value(stage.chunk_tokens * kvb, Unit.BYTES)} per chunk I/O per rank; a multiple "
+        f"{format_value(chunk * kvb, Unit.BYTES)} per chunk I/O per rank; a multiple "
         "of vLLM's 16-token block",
     )
 

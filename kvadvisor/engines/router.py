@@ -80,7 +80,7 @@ def worker_urls(stage: StagePlan, per_replica: bool, port: int) -> list[str]:
     urls = []
     for node in range(1, stage.count + 1):
         host = placeholder(f"{stage.stage}-node-{node}")
-        ports = range(port, port + stage.replicas_per_instance) if per_replica else (port,)
+        ports = range(port, port + (stage.replicas_per_instance or 1)) if per_replica else (port,)
         urls += [f"http://{host}:{p}" for p in ports]
     return urls
 
@@ -190,7 +190,7 @@ def http_router(ctx: EmitContext, engine: str, name: str) -> dict[str, str]:
         flags += _serving_flags(
             serving, per_replica, SGLANG_SERVER_PORT if sglang else 8000, source
         )
-    if sglang and any(s.replicas_per_instance > 1 for s in ctx.plan.stages):
+    if sglang and any((s.replicas_per_instance or 1) > 1 for s in ctx.plan.stages):
         flags.append(
             Setting(
                 "dp-aware",

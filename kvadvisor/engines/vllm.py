@@ -142,8 +142,8 @@ def block_flag(ctx: EmitContext, stage: StagePlan) -> Setting:
         + ("; the page the verdict was replayed at" if stage.scheduler.page_tokens else "")
         + " (prefix hits land on block boundaries)"
         + (
-            f", and the {stage.chunk_tokens}-token KV chunk is a multiple of it"
-            if stage.chunk_tokens % page.tokens == 0
+            f", and the {stage.io_chunk_tokens()[0]}-token KV chunk is a multiple of it"
+            if stage.io_chunk_tokens()[0] % page.tokens == 0
             else ""
         ),
     )
