@@ -263,9 +263,9 @@ LAUNCHES = {
 
 def _replayed(report, stage) -> dict[str, object]:  # type: ignore[no-untyped-def]
     """The fields the verdict was replayed with (the deployment, the context check, the stage)."""
-    dep = deployment_from_report(report)
+    plan, _ = deployment_from_report(report)
     return {
-        "kv_dtype": dep.kv_dtype,
+        "kv_dtype": plan.model.kv_dtype,
         "page_tokens": stage.page_tokens,
         "max_model_len": report.context.served_context_tokens if report.context else None,
         "tp": stage.tp,
@@ -348,7 +348,7 @@ def _per_engine(analyse, topology: str | None = None):  # type: ignore[no-untype
         if topology is not None:
             report = _verdict(report, topology)
             v = report.recommendation.verdict.primary_verdict
-        attention = deployment_from_report(report).attention
+        attention = deployment_from_report(report)[1].attention
         if all(
             registry.page_for(target, attention, s.gpu_architecture).tokens == s.page_tokens
             for s in v.stages
@@ -444,7 +444,7 @@ def test_fp8_kv_and_mla_read_back_as_replayed(
 
     reports = _per_engine(analyse)
     report = reports("vllm")
-    assert deployment_from_report(report).kv_dtype == kv_dtype
+    assert deployment_from_report(report)[0].model.kv_dtype == kv_dtype
     v = report.recommendation.verdict.primary_verdict
     host = all(any(t.name == "host" for t in s.tiers) for s in v.stages)
     targets = ROUNDTRIP_TARGETS + (("mooncake",) if host else ())

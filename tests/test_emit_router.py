@@ -155,12 +155,12 @@ def test_mooncake_router_on_a_host_tier_deployment(decode) -> None:
     report = emit_report(decode=decode)
     text = emit_all(report, ["mooncake"], "kvadvisor analyze")["vllm-mooncake-router.sh"]
     opts = _check_options("mooncake", text)
-    dep = deployment_from_report(report)
+    plan, _ = deployment_from_report(report)
     if decode is None:
-        assert len(opts["worker-urls"][0]) == dep.stages[0].replicas
+        assert len(opts["worker-urls"][0]) == plan.stages[0].replicas
     else:
         assert "vllm-pd-disaggregation" in opts
-        assert [len(opts["prefill"]), len(opts["decode"])] == [s.replicas for s in dep.stages]
+        assert [len(opts["prefill"]), len(opts["decode"])] == [s.replicas for s in plan.stages]
 
 
 def _stages(verdict: Verdict) -> dict[str, Any]:
@@ -316,10 +316,21 @@ def test_dynamo_refuses_a_decode_router_it_does_not_run() -> None:
     stages = tuple(
         replace(s, router="prefix_aware") if str(s.role) == "decode" else s for s in verdict.stages
     )
+    plan = verdict.replayed_plan
+    plan = replace(
+        plan,
+        stages=tuple(
+            replace(s, router="prefix_aware") if str(s.stage) == "decode" else s
+            for s in plan.stages
+        ),
+    )
     vs = report.recommendation.verdict
     edited = replace(
         vs,
-        verdicts=tuple(replace(v, stages=stages) if v is verdict else v for v in vs.verdicts),
+        verdicts=tuple(
+            replace(v, stages=stages, replayed_plan=plan) if v is verdict else v
+            for v in vs.verdicts
+        ),
     )
     bad = replace(report, recommendation=replace(report.recommendation, verdict=edited))
     with pytest.raises(ConfigError, match="decode router prefix_aware cannot be expressed") as exc:

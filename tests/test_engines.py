@@ -23,13 +23,14 @@ from kvadvisor.cli import app
 from kvadvisor.cli.analyze import emit_target
 from kvadvisor.emit import TARGETS, emit_all
 from kvadvisor.emit.context import EmitContext
-from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.deployment import StageFacts, TierKind, tier_of
 from kvadvisor.emit.text import Setting, shell_script
 from kvadvisor.engines import registry
 from kvadvisor.engines.registry import Engine, setting_fact
 from kvadvisor.errors import ConfigError
 from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.plan import engine_settings_table, load_plan
+from kvadvisor.plan.model import StagePlan
 from kvadvisor.planreview.scope import FactSet
 from kvadvisor.planreview.settings import EngineSettings, engine_facts, settings_facts
 from kvadvisor.units import Unit
@@ -40,15 +41,15 @@ REPLICAS = 4
 TOY_GB = math.floor(HOST_TIER_GIB * GIB / REPLICAS / 1e9)  # 429 GB per engine instance
 
 
-def _toy_gb(stage: StageView) -> int:
-    host = stage.tier(TierKind.HOST)
+def _toy_gb(stage: StagePlan) -> int:
+    host = tier_of(stage, TierKind.HOST)
     assert host is not None and host.capacity_bytes is not None
-    return math.floor(host.capacity_bytes / stage.replicas_per_instance / 1e9)
+    return math.floor(host.capacity_bytes / (stage.replicas_per_instance or 1) / 1e9)
 
 
 def _emit_toy(ctx: EmitContext) -> dict[str, str]:
     files = {}
-    for stage in ctx.dep.stages:
+    for stage in ctx.plan.stages:
         flag = Setting("toy-size-gb", str(_toy_gb(stage)), "the host tier per engine instance")
         files[f"toycache-{stage.stage}.sh"] = shell_script(
             ctx.head("toycache"), [], "TOYCACHE_ARGS", [flag], ["toycache serve"]
@@ -189,14 +190,12 @@ def test_batch_defaults_are_vllms_get_batch_defaults(gpu, memory_gib, expected) 
 def test_the_search_and_the_emitted_files_agree_on_the_a100() -> None:
     """The emit writer once tested 'a100 in the name', the search 'name starts with a100'."""
     from kvadvisor.advice.space import batch_defaults
-    from kvadvisor.engines.vllm import serve_default_batched_tokens
+    from kvadvisor.engines.vllm import serve_defaults
 
     for name in ("a100-80gb", "a100-40gb", "h200", "a800", "l4"):
         gpu = get_gpu(name)
-        view = StageView(
-            "serving", "x", 1, gpu.display_name, 8, 1, None, None, (), 256, gpu.memory_bytes
-        )
-        assert serve_default_batched_tokens(view) == batch_defaults(gpu)[0], name
+        facts = StageFacts(gpu.display_name, gpu.memory_bytes, None)
+        assert serve_defaults(facts) == batch_defaults(gpu), name
 
 
 # Modules outside kvadvisor/engines/ that still name an engine: none.

@@ -79,10 +79,12 @@ def test_only_rdma_fabrics_name_nics_and_tcp_ones_are_derated() -> None:
 def _context(fabric: str, decode_tiers=(HOST,), prefill_tiers=(HOST, POOL)) -> EmitContext:
     """A disaggregated deployment on the fabric's instance (the emit fixtures' sizes)."""
     report = _report(prefill=prefill_tiers, decode=decode_tiers)
-    dep = deployment_from_report(report)
+    plan, facts = deployment_from_report(report)
     transport = transport_of(INSTANCES[FABRIC_INSTANCES[fabric]])
-    dep = replace(dep, stages=tuple(replace(s, transport=transport) for s in dep.stages))
-    return EmitContext(report, dep, "kvadvisor analyze t --emit all")
+    stages = {k: replace(f, transport=transport) for k, f in facts.stages.items()}
+    return EmitContext(
+        report, plan, replace(facts, stages=stages), "kvadvisor analyze t --emit all"
+    )
 
 
 def _settings(files: dict[str, str], engine: str) -> dict[str, dict]:

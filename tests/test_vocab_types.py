@@ -25,7 +25,6 @@ STAGE_FIELDS = {"stage", "role", "topology"}
 # Fields of these names that are not stages: (class, field) -> why.
 NOT_STAGES = {
     ("InputFile", "role"): "which input a file is (trace, plan, catalog): not a stage",
-    ("TierView", "role"): "a tier's role: TierRole",
     ("Tier", "role"): "a tier's role: TierRole",
     ("VerdictCard", "role"): "what the stage does, in words (a display view)",
 }

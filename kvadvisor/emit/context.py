@@ -1,13 +1,20 @@
-"""What every writer needs: the report, the deployment read off it, and the command line."""
+"""What every writer needs: the report, the plan read off it and its facts, the command line."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from kvadvisor.emit.deployment import Deployment, StageView, TierView
+from kvadvisor.emit.deployment import (
+    EmitFacts,
+    StageFacts,
+    describe,
+    role_words,
+    tier_label,
+)
 from kvadvisor.emit.sizing import Share, SizingScope, reuse_at, share
 from kvadvisor.emit.text import header
+from kvadvisor.plan.model import Plan, StagePlan, TierPlan
 from kvadvisor.results import AdviceReport
 from kvadvisor.units import BYTES_PER_GB, BYTES_PER_GIB, Unit, format_value
 from kvadvisor.vocab import Topology
@@ -29,26 +36,33 @@ def floor_gb(nbytes: float) -> int:
 
 @dataclass(frozen=True)
 class EmitContext:
-    """The report, its deployment, and the command that asked for the files."""
+    """The report, the plan of its recommended deployment with its facts, and the command."""
 
     report: AdviceReport
-    dep: Deployment
+    plan: Plan
+    facts: EmitFacts
     command: str
 
     def head(self, what: str, prefix: str = "#") -> list[str]:
         """The header every file starts with."""
-        return header(self.report, self.dep, what, self.command, prefix)
+        return header(
+            self.report, describe(self.plan, self.facts), self.facts, what, self.command, prefix
+        )
 
     @property
     def disaggregated(self) -> bool:
         """Prefill and decode on their own instances, KV moved between them."""
-        return self.dep.topology == Topology.DISAGGREGATED
+        return self.plan.topology == Topology.DISAGGREGATED
 
-    def share(self, stage: StageView, tier: TierView, scope: SizingScope) -> Share:
+    def stage_facts(self, stage: StagePlan) -> StageFacts:
+        """What the advisor knows of ``stage`` that the plan does not state (GPU, pool, fabric)."""
+        return self.facts.stage(stage)
+
+    def share(self, stage: StagePlan, tier: TierPlan, scope: SizingScope) -> Share:
         """``tier``'s capacity for one ``scope`` unit of ``stage``."""
-        return share(self.dep, stage, tier, scope)
+        return share(self.facts.kv_bytes_per_rank_per_token, stage, tier, scope)
 
-    def tier_reason(self, stage: StageView, sh: Share, unit: str) -> str:
+    def tier_reason(self, stage: StagePlan, sh: Share, unit: str) -> str:
         """Why a size: the tier, the split to the engine's unit, and the reuse it buys.
 
         ``unit`` names the engine's unit and how the engine reads the number, e.g.
@@ -62,7 +76,7 @@ class EmitContext:
             else f"the pool keeps {format_value(sh.stage_tokens, Unit.TOKENS)}"
         )
         return (
-            f"{stage.stage} {sh.tier.role_words} ({sh.tier.name}): {sh.split_text()} = "
+            f"{stage.stage} {role_words(sh.tier)} ({tier_label(sh.tier)}): {sh.split_text()} = "
             f"{format_value(sh.bytes, Unit.BYTES)}, {unit}; {held}; {reuse.text(sh.stage_tokens)}"
         )
 

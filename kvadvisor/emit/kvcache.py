@@ -20,10 +20,10 @@ plan replayed with swap is refused (:func:`check_preemption`).
 from __future__ import annotations
 
 from kvadvisor.emit.context import EmitContext
-from kvadvisor.emit.deployment import StageView
 from kvadvisor.emit.text import Setting
 from kvadvisor.engines import registry
 from kvadvisor.errors import ConfigError
+from kvadvisor.plan.model import StagePlan
 from kvadvisor.units import Unit, format_value
 
 VLLM_DTYPE_SOURCE = "vLLM vllm/config/cache.py CacheDType"
@@ -37,10 +37,10 @@ _VALUES = {
 
 def kv_dtype_flag(ctx: EmitContext, engine: str) -> Setting:
     """``--kv-cache-dtype`` of ``engine`` ("vllm" or "sglang") for the deployment's KV dtype."""
-    dtype = ctx.dep.kv_dtype.lower()
+    dtype = ctx.plan.model.kv_dtype.lower()
     value = _VALUES[engine].get(dtype, "auto")
     source = VLLM_DTYPE_SOURCE if engine == "vllm" else SGLANG_DTYPE_SOURCE
-    per_token = ctx.dep.kv_bytes_per_token
+    per_token = ctx.facts.kv_bytes_per_token
     return Setting(
         "kv-cache-dtype",
         value,
@@ -64,9 +64,11 @@ def kv_dtype_read(value: object) -> str | None:
     return None
 
 
-def engine_page(ctx: EmitContext, engine: str, stage: StageView) -> registry.Page:
+def engine_page(ctx: EmitContext, engine: str, stage: StagePlan) -> registry.Page:
     """The KV page ``engine`` runs the deployment's model with on ``stage``'s GPU."""
-    return registry.page_for(engine, ctx.dep.attention, stage.architecture)
+    return registry.page_for(
+        engine, ctx.facts.attention, None if stage.gpu is None else stage.gpu.architecture
+    )
 
 
 def check_page(ctx: EmitContext, engine: str) -> None:
@@ -78,13 +80,14 @@ def check_page(ctx: EmitContext, engine: str) -> None:
     """
     if not registry.engine(engine).page:
         return
-    for stage in ctx.dep.stages:
+    for stage in ctx.plan.stages:
         page = engine_page(ctx, engine, stage)
-        if stage.page_tokens is not None and page.tokens != stage.page_tokens:
+        replayed = stage.scheduler.page_tokens
+        if replayed is not None and page.tokens != replayed:
             raise ConfigError(
                 f"{registry.engine(engine).label or engine} runs {page.tokens}-token KV pages "
                 f"on the {stage.stage} stage ({page.why}), and the verdict was replayed at "
-                f"{stage.page_tokens}-token pages, the page of the first --emit engine; give "
+                f"{replayed}-token pages, the page of the first --emit engine; give "
                 f"--emit {engine} first (or alone) to replay the deployment it runs"
             )
 
@@ -100,10 +103,11 @@ def check_preemption(ctx: EmitContext, engine: str) -> None:
     if declared is None:
         return
     mode, why = declared
-    for stage in ctx.dep.stages:
-        if stage.preemption is not None and stage.preemption != mode:
+    for stage in ctx.plan.stages:
+        preemption = stage.scheduler.preemption
+        if preemption is not None and preemption != mode:
             raise ConfigError(
                 f"{registry.engine(engine).label or engine} preempts by {mode} ({why}), and "
-                f"the {stage.stage} stage was replayed with {stage.preemption} preemption; "
+                f"the {stage.stage} stage was replayed with {preemption} preemption; "
                 f"replay the plan with scheduler.preemption: {mode} to emit it"
             )

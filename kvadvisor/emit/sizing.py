@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from kvadvisor.emit.deployment import Deployment, StageView, TierView
+from kvadvisor.plan.model import StagePlan, TierPlan
 from kvadvisor.results import AdviceReport
 from kvadvisor.results.series import SeriesKey
 from kvadvisor.units import Unit, format_value
@@ -38,7 +38,7 @@ class SizingScope(str, Enum):
 class Share:
     """A tier's capacity for one unit of an engine's scope."""
 
-    tier: TierView
+    tier: TierPlan
     scope: SizingScope
     bytes: float  # per unit
     units_per_instance: int  # units that split one instance's capacity (1 for a pool)
@@ -58,15 +58,17 @@ def _gib(nbytes: float) -> str:
     return format_value(nbytes, Unit.BYTES)
 
 
-def share(dep: Deployment, stage: StageView, tier: TierView, scope: SizingScope) -> Share:
+def share(kv_rank: float, stage: StagePlan, tier: TierPlan, scope: SizingScope) -> Share:
     """Split ``tier``'s capacity to one ``scope`` unit of ``stage`` (0 bytes when unbounded).
 
     Node-local tiers: capacity per instance / ranks (RANK), / replicas (REPLICA), whole (NODE).
     A shared tier sized per replica (an engine whose tier is private to each engine instance,
-    such as KVBM's disk) is split over every replica of the stage.
+    such as KVBM's disk) is split over every replica of the stage. ``kv_rank``: the KV bytes
+    per token one rank keeps.
     """
     cap = tier.capacity_bytes or 0.0
-    replica_bytes_per_token = dep.kv_bytes_per_rank_per_token * stage.tp
+    replica_bytes_per_token = kv_rank * stage.tp
+    per_instance = stage.replicas_per_instance or 1
     if tier.shared and scope != SizingScope.POOL:
         units = stage.replicas * (stage.tp if scope == SizingScope.RANK else 1)
         per = cap / units
@@ -83,11 +85,11 @@ def share(dep: Deployment, stage: StageView, tier: TierView, scope: SizingScope)
         return Share(tier, SizingScope.POOL, cap, 1, 0.0, cap / replica_bytes_per_token)
     units = {
         SizingScope.RANK: stage.ranks_per_instance,
-        SizingScope.REPLICA: stage.replicas_per_instance,
+        SizingScope.REPLICA: per_instance,
         SizingScope.NODE: 1,
     }[scope]
     per = cap / units
-    per_replica = cap / stage.replicas_per_instance
+    per_replica = cap / per_instance
     tokens = per_replica / replica_bytes_per_token
     return Share(tier, scope, per, units, tokens, tokens * stage.replicas)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvadvisor.emit.deployment import StageView
 from kvadvisor.emit.text import Setting, placeholder
 from kvadvisor.results.verdict import Transport
 from kvadvisor.units import Unit, format_value
@@ -44,9 +43,8 @@ class TransferPlan:
     why: str
 
 
-def transfer_plan(stage: StageView) -> TransferPlan:
-    """The stage's transfer settings from its fabric (RDMA with a NIC placeholder if unknown)."""
-    t: Transport | None = stage.transport
+def transfer_plan(t: Transport | None) -> TransferPlan:
+    """A stage's transfer settings from its fabric (RDMA with a NIC placeholder if unknown)."""
     if t is None:
         return TransferPlan(
             "unknown",
@@ -74,27 +72,27 @@ def transfer_plan(stage: StageView) -> TransferPlan:
     )
 
 
-def nixl_connector(stage: StageView) -> dict[str, Any]:
+def nixl_connector(transport: Transport | None) -> dict[str, Any]:
     """The NixlConnector of vLLM, its NIXL backend named when not UCX (the default)."""
     conn: dict[str, Any] = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
-    backend = transfer_plan(stage).nixl_backend
+    backend = transfer_plan(transport).nixl_backend
     if backend != DEFAULT_NIXL_BACKEND:
         conn["kv_connector_extra_config"] = {"backends": [backend]}
     return conn
 
 
-def mooncake_connector(role: str, stage: StageView) -> dict[str, Any]:
+def mooncake_connector(role: str, transport: Transport | None) -> dict[str, Any]:
     """VLLM's MooncakeConnector, its protocol named when not rdma (its default)."""
     conn: dict[str, Any] = {"kv_connector": "MooncakeConnector", "kv_role": role}
-    protocol = transfer_plan(stage).protocol
+    protocol = transfer_plan(transport).protocol
     if protocol != DEFAULT_PROTOCOL:
         conn["kv_connector_extra_config"] = {MOONCAKE_CONNECTOR_PROTOCOL_KEY: protocol}
     return conn
 
 
-def sglang_transfer(stage: StageView) -> tuple[list[Setting], list[Setting]]:
+def sglang_transfer(transport: Transport | None) -> tuple[list[Setting], list[Setting]]:
     """(environment, flags) of SGLang's Mooncake P/D transfer on the stage's fabric."""
-    plan = transfer_plan(stage)
+    plan = transfer_plan(transport)
     env: list[Setting] = []
     flags: list[Setting] = []
     if plan.protocol != DEFAULT_PROTOCOL:
@@ -104,20 +102,18 @@ def sglang_transfer(stage: StageView) -> tuple[list[Setting], list[Setting]]:
     return env, flags
 
 
-def mooncake_client_transport(stage: StageView | None) -> dict[str, Any]:
-    """The Mooncake client configuration's ``protocol`` and ``device_name`` keys."""
-    if stage is None:
-        return {
-            "protocol": DEFAULT_PROTOCOL,
-            "device_name": placeholder(f"rdma-devices, e.g. {RDMA_DEVICES_HINT}"),
-        }
-    plan = transfer_plan(stage)
+def mooncake_client_transport(transport: Transport | None) -> dict[str, Any]:
+    """The Mooncake client configuration's ``protocol`` and ``device_name`` keys.
+
+    With no fabric known: RDMA, and a placeholder for its NICs.
+    """
+    plan = transfer_plan(transport)
     return {"protocol": plan.protocol, "device_name": plan.devices or ""}
 
 
-def mooncake_store_settings(stage: StageView) -> list[Setting]:
+def mooncake_store_settings(transport: Transport | None) -> list[Setting]:
     """mooncake_client's --protocol and, on RDMA, --device_names."""
-    plan = transfer_plan(stage)
+    plan = transfer_plan(transport)
     out = [Setting("protocol", plan.protocol, plan.why)]
     if plan.devices is not None:
         out.append(Setting("device_names", plan.devices, "the RDMA NICs"))

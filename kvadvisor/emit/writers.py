@@ -67,7 +67,8 @@ def _engine_files(names: Sequence[str]) -> dict[str, list[str]]:
 
 
 def _context(report: AdviceReport, command: str) -> EmitContext:
-    return EmitContext(report, deployment_from_report(report), command)
+    plan, facts = deployment_from_report(report)
+    return EmitContext(report, plan, facts, command)
 
 
 def emit_config(

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.contextlen import context_flags
-from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.deployment import (
+    TierKind,
+    role_words,
+    storage_tier,
+    tier_kind,
+    tier_label,
+    tier_of,
+    tier_words,
+)
 from kvadvisor.emit.kvcache import kv_dtype_flag
 from kvadvisor.emit.sizing import SizingScope
 from kvadvisor.emit.text import Setting, env_file, json_compact, placeholder, shell_script
@@ -34,6 +42,7 @@ from kvadvisor.engines.vllm import (
 )
 from kvadvisor.engines.vllm import PREEMPTION as VLLM_PREEMPTION
 from kvadvisor.errors import ConfigError
+from kvadvisor.plan.model import StagePlan, TierPlan
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value, plural
 from kvadvisor.units.format import as_written
@@ -53,19 +62,19 @@ KV_EVENTS = (
 )
 
 
-def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[str]]:
+def kvbm_env(ctx: EmitContext, stage: StagePlan) -> tuple[list[Setting], list[str]]:
     """The stage's DYN_KVBM_* variables, and notes for tiers KVBM is not given."""
     out: list[Setting] = []
     notes: list[str] = []
-    host = stage.tier(TierKind.HOST)
+    host = tier_of(stage, TierKind.HOST)
     cpu_gb = 0
     if host is not None and host.capacity_bytes:
         sh = ctx.share(stage, host, SizingScope.REPLICA)
         cpu_gb = floor_gb(sh.bytes)
         why = ctx.tier_reason(stage, sh, REPLICA_UNIT) + f" ({sources.KVBM_SCOPE})"
-        device = stage.device_pool_tokens_per_replica
+        device = ctx.stage_facts(stage).pool_tokens_per_replica
         if device is not None:
-            device_bytes = device * ctx.dep.kv_bytes_per_rank_per_token * stage.tp
+            device_bytes = device * ctx.facts.kv_bytes_per_rank_per_token * stage.tp
             if cpu_gb * BYTES_PER_GB < device_bytes:
                 raise ConfigError(
                     f"KVBM would churn on {stage.instance}: the host tier gives each engine "
@@ -80,18 +89,23 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
                 f"as {sources.KVBM_GUIDE} asks"
             )
         out.append(Setting("DYN_KVBM_CPU_CACHE_GB", str(cpu_gb), why))
-    t = stage.storage_tier
-    if t is not None and t.kind in (TierKind.LOCAL_DISK, TierKind.SHARED_FS) and t.capacity_bytes:
+    t = storage_tier(stage)
+    if (
+        t is not None
+        and tier_kind(t) in (TierKind.LOCAL_DISK, TierKind.SHARED_FS)
+        and t.capacity_bytes
+    ):
         sh = ctx.share(stage, t, SizingScope.REPLICA)
         disk_gb = floor_gb(sh.bytes)
         if disk_gb < cpu_gb:
             notes.append(
-                f"note: the {t.role_words} ({t.name}) gives each engine instance {disk_gb} GB, "
+                f"note: the {role_words(t)} ({tier_label(t)}) gives each engine instance "
+                f"{disk_gb} GB, "
                 f"less than its {cpu_gb} GB host tier; KVBM's write-through disk tier would add no "
                 "hits (DISK >= CPU), so it is not written"
             )
             return out, notes
-        shared = t.kind == TierKind.SHARED_FS
+        shared = tier_kind(t) == TierKind.SHARED_FS
         mount = "/absolute/shared-fs/mount" if shared else "/absolute/local-disk/mount"
         out += [
             Setting(
@@ -109,7 +123,7 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
             Setting(
                 "DYN_KVBM_DISK_CACHE_DIR",
                 f"{placeholder(mount)}/kvbm",
-                f"a directory on {t.name} (the default is /tmp); the launch file gives each "
+                f"a directory on {tier_label(t)} (the default is /tmp); the launch file gives each "
                 f"replica its own sub-directory ({sources.KVBM_DIR})",
             ),
         ]
@@ -124,7 +138,7 @@ def kvbm_env(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[st
             )
     elif t is not None:
         notes.append(
-            f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) has no KVBM tier "
+            f"note: the advisor's {tier_words(t)} has no KVBM tier "
             "written here (KVBM's object tier is experimental)"
         )
     return out, notes
@@ -139,11 +153,11 @@ DYNAMO_CONNECTOR = {
 }
 
 
-def kvbm_transfer(ctx: EmitContext, stage: StageView, kvbm_here: bool) -> Setting | None:
+def kvbm_transfer(ctx: EmitContext, stage: StagePlan, kvbm_here: bool) -> Setting | None:
     """--kv-transfer-config: KVBM's connector and, disaggregated, NIXL on the stage's fabric."""
     connectors: list[dict[str, Any]] = [dict(DYNAMO_CONNECTOR)] if kvbm_here else []
     if ctx.disaggregated:
-        connectors.append(nixl_connector(stage))
+        connectors.append(nixl_connector(ctx.stage_facts(stage).transport))
     if not connectors:
         return None
     if len(connectors) == 1:
@@ -167,7 +181,7 @@ def kvbm_transfer(ctx: EmitContext, stage: StageView, kvbm_here: bool) -> Settin
     )
 
 
-def worker_role(stage: StageView) -> Setting:
+def worker_role(stage: StagePlan) -> Setting:
     """--disaggregation-mode for a disaggregated stage's dynamo.vllm workers."""
     if stage.stage == Stage.PREFILL:
         what = "this worker prefills and hands the KV to decode workers"
@@ -181,7 +195,7 @@ def worker_role(stage: StageView) -> Setting:
 def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
     """kvbm-<stage>.env for stages that run KVBM, dynamo-<stage>.sh for every stage."""
     files: dict[str, str] = {}
-    for stage in ctx.dep.stages:
+    for stage in ctx.plan.stages:
         kvbm_here = stage.stage != Stage.DECODE
         env_lines: list[str] = []
         notes: list[str] = []
@@ -239,7 +253,7 @@ def emit_kvbm(ctx: EmitContext) -> dict[str, str]:
             '"${DYN_KVBM_DISK_CACHE_DIR:+$DYN_KVBM_DISK_CACHE_DIR/replica-$r}" '
             'python3 -m dynamo.vllm "${DYNAMO_ARGS[@]}"'
         )
-        if any(s.router != "round_robin" for s in ctx.dep.stages):
+        if any(s.router != "round_robin" for s in ctx.plan.stages):
             # The KV router learns what each worker holds from its KV events; every replica on
             # a node publishes on a port of its own.
             run += " --kv-events-config " + KV_EVENTS
@@ -335,7 +349,7 @@ def _kvbm_facts(f: FactSet, s: EngineSettings) -> None:
         fs = s.shared_fs() if s.local_disk() is None else None
         f.add("kvbm_disk_on_filesystem", fs is not None)
         if fs is not None:
-            f.add("kvbm_disk_tier_name", fs.name)
+            f.add("kvbm_disk_tier_name", tier_label(fs))
             f.add("kvbm_zerofill_fallback", bool(s.get(e, "DYN_KVBM_DISK_ZEROFILL_FALLBACK")))
     mode = s.get(e, "disaggregation-mode")
     if mode is not None:
@@ -420,7 +434,7 @@ def _io_chunk(engines: Mapping[str, Any]) -> tuple[int, str]:
     return int(engines.get("vllm", {}).get("block-size", VLLM_BLOCK_TOKENS)), "vLLM --block-size"
 
 
-def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+def _tier_keys(ctx: EmitContext, stage: StagePlan) -> set[str]:
     # KVBM runs on prefill (and aggregated) workers; decode takes the KV over NIXL.
     return set() if stage.stage == Stage.DECODE else {s.name for s in kvbm_env(ctx, stage)[0]}
 

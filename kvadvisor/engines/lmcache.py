@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
-from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.deployment import (
+    TierKind,
+    role_words,
+    storage_tier,
+    tier_kind,
+    tier_label,
+    tier_of,
+    tier_words,
+)
 from kvadvisor.emit.sizing import SizingScope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script, yaml_file
 from kvadvisor.emit.transport import nixl_connector, transfer_plan
@@ -30,7 +38,7 @@ from kvadvisor.engines.vllm import (
     nixl_reason,
 )
 from kvadvisor.engines.vllm import PREEMPTION as VLLM_PREEMPTION
-from kvadvisor.plan.model import KvLoadPlan
+from kvadvisor.plan.model import KvLoadPlan, StagePlan, TierPlan
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
 from kvadvisor.units.format import as_written
@@ -45,43 +53,45 @@ LMCACHE = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 RANK_UNIT = "GiB per worker process (one TP rank)"
 
 
-def _chunk(ctx: EmitContext, stage: StageView) -> Setting:
-    kvb = ctx.dep.kv_bytes_per_rank_per_token
+def _chunk(ctx: EmitContext, stage: StagePlan) -> Setting:
+    kvb = ctx.facts.kv_bytes_per_rank_per_token
+    chunk = stage.io_chunk_tokens()[0]  # the advisor's: every plan emit renders states it
     return Setting(
         "chunk_size",
-        str(stage.chunk_tokens),
-        f"{stage.chunk_tokens} tokens, the advisor's chunk ({sources.LMCACHE_CHUNK}) x "
+        str(chunk),
+        f"{chunk} tokens, the advisor's chunk ({sources.LMCACHE_CHUNK}) x "
         f"{format_value(kvb, Unit.BYTES_PER_TOKEN)} of KV on one rank = "
-        f"{format_value(stage.chunk_tokens * kvb, Unit.BYTES)} per chunk I/O per rank; a multiple "
+        f"{format_value(chunk * kvb, Unit.BYTES)} per chunk I/O per rank; a multiple "
         "of vLLM's 16-token block",
     )
 
 
-def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[str]]:
+def lmcache_settings(ctx: EmitContext, stage: StagePlan) -> tuple[list[Setting], list[str]]:
     """The stage's LMCache keys, and notes for tiers LMCache is not given."""
     out = [_chunk(ctx, stage)]
     notes: list[str] = []
-    host = stage.tier(TierKind.HOST)
+    host = tier_of(stage, TierKind.HOST)
     if host is None or not host.capacity_bytes:
         out.append(Setting("local_cpu", "false", f"no host tier recommended for {stage.stage}"))
     else:
         sh = ctx.share(stage, host, SizingScope.RANK)
         out += [
-            Setting("local_cpu", "true", f"the {stage.stage} host DRAM tier ({host.name})"),
+            Setting("local_cpu", "true", f"the {stage.stage} host DRAM tier ({tier_label(host)})"),
             Setting(
                 "max_local_cpu_size",
                 f"{floor_gib(sh.bytes):g}",  # exact: LMCache's config value, in GiB
                 ctx.tier_reason(stage, sh, RANK_UNIT) + f" ({sources.LMCACHE_CPU})",
             ),
         ]
-    t = stage.storage_tier
-    if t is not None and t.kind == TierKind.LOCAL_DISK and t.capacity_bytes:
+    t = storage_tier(stage)
+    if t is not None and tier_kind(t) == TierKind.LOCAL_DISK and t.capacity_bytes:
         sh = ctx.share(stage, t, SizingScope.RANK)
         out += [
             Setting(
                 "local_disk",
                 f'"file://{placeholder("/absolute/local-disk/mount")}/lmcache/"',
-                f"the {stage.stage} {t.role_words} is a disk of the node ({t.name}, {t.devices} "
+                f"the {stage.stage} {role_words(t)} is a disk of the node ({tier_label(t)}, "
+                f"{t.devices} "
                 "device(s)): a directory on it; LMCache keeps one sub-directory per GPU "
                 f"(local_disk_path_sharding by_gpu, {sources.LMCACHE_KEYS})",
             ),
@@ -91,33 +101,36 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
                 ctx.tier_reason(stage, sh, RANK_UNIT) + f" ({sources.LMCACHE_DISK})",
             ),
         ]
-    elif t is not None and t.kind == TierKind.SHARED_FS:
+    elif t is not None and tier_kind(t) == TierKind.SHARED_FS:
         cap = "unbounded" if not t.capacity_bytes else format_value(t.capacity_bytes, Unit.BYTES)
         out += [
             Setting(
                 "remote_url",
                 f'"fs://localhost:0{placeholder("/absolute/shared-fs/mount")}/lmcache/"',
-                f"the {stage.stage} {t.role_words} is a file system every node mounts ({t.name}, "
+                f"the {stage.stage} {role_words(t)} is a file system every node mounts "
+                f"({tier_label(t)}, "
                 f"{cap} for the whole stage): LMCache's FS remote connector, so every "
                 "instance reads what any instance wrote; the file system's own size bounds it "
                 f"({sources.LMCACHE_FS})",
             ),
             Setting("remote_serde", '"naive"', "raw KV bytes, no GPU codec (the default)"),
         ]
-    elif t is not None and t.kind == TierKind.POOL and "mooncake" in t.name:
+    elif t is not None and tier_kind(t) == TierKind.POOL and "mooncake" in tier_label(t):
         out.append(
             Setting(
                 "remote_url",
                 f'"mooncakestore://{placeholder("mooncake-master-host")}:50051/"',
-                f"the {stage.stage} {t.role_words} is a Mooncake Store pool ({t.name}) shared by "
+                f"the {stage.stage} {role_words(t)} is a Mooncake Store pool ({tier_label(t)}) "
+                "shared by "
                 f"the stage; 50051 is mooncake_master's RPC port ({sources.LMCACHE_MOONCAKE})",
             )
         )
-        plan = transfer_plan(stage)
+        transport = ctx.stage_facts(stage).transport
+        plan = transfer_plan(transport)
         out.append(
             Setting(
                 "extra_config",
-                json_compact(mooncake_client_json("LMCache", stage)),
+                json_compact(mooncake_client_json("LMCache", transport)),
                 "the Mooncake Store client LMCache starts: its master, metadata server and this "
                 f"node's address, and the transfer protocol {plan.protocol} (LMCache's default "
                 f"would be tcp: {plan.why}); global_segment_size 0: the pool's memory comes "
@@ -126,7 +139,7 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
         )
     elif t is not None:
         notes.append(
-            f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) has no LMCache backend "
+            f"note: the advisor's {tier_words(t)} has no LMCache backend "
             "written here; only host DRAM is configured"
         )
     if stage.stage == Stage.DECODE and (host is not None or t is not None):
@@ -144,14 +157,18 @@ def lmcache_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting],
 def emit_lmcache(ctx: EmitContext) -> dict[str, str]:
     """lmcache-<stage>.yaml and vllm-lmcache-<stage>.sh for every stage."""
     files = {}
-    for stage in ctx.dep.stages:
+    for stage in ctx.plan.stages:
         settings, notes = lmcache_settings(ctx, stage)
         yaml_name = f"lmcache-{stage.stage}.yaml"
         head = ctx.head(
             f"LMCache configuration for the {stage.stage} replicas (LMCACHE_CONFIG_FILE)"
         )
         files[yaml_name] = yaml_file(head + [comment(n) for n in notes], settings)
-        connectors = [nixl_connector(stage), LMCACHE] if ctx.disaggregated else [LMCACHE]
+        connectors = (
+            [nixl_connector(ctx.stage_facts(stage).transport), LMCACHE]
+            if ctx.disaggregated
+            else [LMCACHE]
+        )
         why = "LMCacheConnectorV1 loads and stores KV through LMCache"
         if ctx.disaggregated:
             why = nixl_reason(ctx, stage) + "; " + why
@@ -307,7 +324,7 @@ def _io_shape(
     return "contiguous", 1, "LMCache: one object per chunk per rank (all layers)"
 
 
-def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+def _tier_keys(ctx: EmitContext, stage: StagePlan) -> set[str]:
     return {s.name for s in lmcache_settings(ctx, stage)[0]}
 
 

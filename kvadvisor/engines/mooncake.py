@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext
-from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.deployment import (
+    TierKind,
+    storage_tier,
+    tier_kind,
+    tier_label,
+    tier_of,
+    tier_words,
+)
 from kvadvisor.emit.sizing import SizingScope
 from kvadvisor.emit.text import Setting, json_compact, json_text, placeholder, shell_script
 from kvadvisor.emit.transport import mooncake_connector, mooncake_store_settings, transfer_plan
@@ -27,6 +34,7 @@ from kvadvisor.engines.sglang import (
 from kvadvisor.engines.vllm import PREEMPTION as VLLM_PREEMPTION
 from kvadvisor.engines.vllm import batched_tokens, engine_flags, kv_transfer, launch_lines
 from kvadvisor.errors import ConfigError
+from kvadvisor.plan.model import StagePlan, TierPlan
 from kvadvisor.quoting import comment
 from kvadvisor.units import Unit, format_value
 from kvadvisor.units.format import count
@@ -50,13 +58,13 @@ MOONCAKE_BOOTSTRAP_BASE_PORT = (
 
 def _master(ctx: EmitContext) -> list[Setting]:
     pool = 0.0
-    for stage in ctx.dep.stages:
-        host = stage.tier(TierKind.HOST)
+    for stage in ctx.plan.stages:
+        host = tier_of(stage, TierKind.HOST)
         if host is not None and host.capacity_bytes:
             pool += ctx.share(stage, host, SizingScope.NODE).bytes * stage.count
     offload = any(
-        s.storage_tier is not None and s.storage_tier.kind == TierKind.LOCAL_DISK
-        for s in ctx.dep.stages
+        (st := storage_tier(s)) is not None and tier_kind(st) == TierKind.LOCAL_DISK
+        for s in ctx.plan.stages
     )
     out = [
         Setting(
@@ -103,9 +111,9 @@ def _master(ctx: EmitContext) -> list[Setting]:
     return out
 
 
-def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], list[Setting]]:
+def store_settings(ctx: EmitContext, stage: StagePlan) -> tuple[list[Setting], list[Setting]]:
     """(SSD-offload environment, mooncake_client flags) of one node of ``stage``."""
-    host = stage.tier(TierKind.HOST)
+    host = tier_of(stage, TierKind.HOST)
     if host is None or not host.capacity_bytes:
         raise ConfigError(f"no Mooncake Store pool to write for {stage.stage}: no host tier")
     sh = ctx.share(stage, host, SizingScope.NODE)
@@ -122,7 +130,7 @@ def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], l
             "the metadata service the master runs",
         ),
         Setting("host", placeholder("this-node-ip"), "this node's address as the others reach it"),
-        *mooncake_store_settings(stage),
+        *mooncake_store_settings(ctx.stage_facts(stage).transport),
         Setting(
             "global_segment_size",
             str(segment),
@@ -132,17 +140,17 @@ def store_settings(ctx: EmitContext, stage: StageView) -> tuple[list[Setting], l
         ),
     ]
     env: list[Setting] = []
-    t = stage.storage_tier
-    if t is not None and t.kind == TierKind.LOCAL_DISK and t.capacity_bytes:
+    t = storage_tier(stage)
+    if t is not None and tier_kind(t) == TierKind.LOCAL_DISK and t.capacity_bytes:
         disk = ctx.share(stage, t, SizingScope.NODE)
         flags.append(
-            Setting("enable_offload", "true", f"this node's {t.name} holds what DRAM evicts")
+            Setting("enable_offload", "true", f"this node's {tier_label(t)} holds what DRAM evicts")
         )
         env += [
             Setting(
                 "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
                 f"{placeholder('/absolute/local-disk/mount')}/mooncake",
-                f"a directory on {t.name} ({sources.MOONCAKE_SSD})",
+                f"a directory on {tier_label(t)} ({sources.MOONCAKE_SSD})",
             ),
             Setting(
                 "MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR",
@@ -171,14 +179,14 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
         ['mooncake_master "${MOONCAKE_MASTER_ARGS[@]}"'],
         gflags=True,
     )
-    for stage in ctx.dep.stages:
+    for stage in ctx.plan.stages:
         env, flags = store_settings(ctx, stage)
         notes = []
-        t = stage.storage_tier
-        if t is not None and t.kind != TierKind.LOCAL_DISK:
+        t = storage_tier(stage)
+        if t is not None and tier_kind(t) != TierKind.LOCAL_DISK:
             notes.append(
                 comment(
-                    f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) is not a disk "
+                    f"note: the advisor's {tier_words(t)} is not a disk "
                     "of the node; Mooncake's SSD offload is per node, so it is not written here"
                 )
             )
@@ -195,13 +203,14 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
             stage.stage, "kv_both"
         )
         store = {"kv_connector": "MooncakeStoreConnector", "kv_role": role}
-        connectors = [mooncake_connector(role, stage), store] if ctx.disaggregated else [store]
+        transport = ctx.stage_facts(stage).transport
+        connectors = [mooncake_connector(role, transport), store] if ctx.disaggregated else [store]
         transfer = kv_transfer(connectors)
         if ctx.disaggregated:
             transfer["kv_role"] = role
         why = (
             "MooncakeConnector moves the prompt's KV from prefill to decode (protocol "
-            f"{transfer_plan(stage).protocol}: {transfer_plan(stage).why}); "
+            f"{transfer_plan(transport).protocol}: {transfer_plan(transport).why}); "
             "MooncakeStoreConnector shares the pool"
             if ctx.disaggregated
             else "MooncakeStoreConnector keeps KV in the pool"
@@ -224,11 +233,11 @@ def emit_mooncake(ctx: EmitContext) -> dict[str, str]:
             ),
         )
     # One client file for every node: the decode stage's fabric (P/D pairs share a network).
-    last = ctx.dep.stages[-1] if ctx.dep.stages else None
-    files[CLIENT_JSON] = json_text(mooncake_client_json(CLIENT_JSON, last))
-    files["mooncake-client.notes.txt"] = (
-        "\n".join(ctx.head(CLIENT_JSON) + mooncake_notes(CLIENT_JSON, last)) + "\n"
-    )
+    last = ctx.plan.stages[-1] if ctx.plan.stages else None
+    transport = None if last is None else ctx.stage_facts(last).transport
+    notes = mooncake_notes(CLIENT_JSON, None if last is None else transfer_plan(transport))
+    files[CLIENT_JSON] = json_text(mooncake_client_json(CLIENT_JSON, transport))
+    files["mooncake-client.notes.txt"] = "\n".join(ctx.head(CLIENT_JSON) + notes) + "\n"
     files.update(router.http_router(ctx, "vllm", "vllm-mooncake-router.sh"))
     return files
 
@@ -322,7 +331,7 @@ def _disk_demand(s: EngineSettings) -> tuple[float, TierPlan | None, str] | None
     )
 
 
-def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+def _tier_keys(ctx: EmitContext, stage: StagePlan) -> set[str]:
     env, flags = store_settings(ctx, stage)
     return {s.name for s in env + flags}
 

@@ -40,7 +40,7 @@ class Engine:
 
     ``settings``: its block of the plan's settings schema (``format``, ``settings``) and
     ``sources``, the references those settings cite. ``emit``: EmitContext -> {file: text}.
-    ``tier_keys``: (EmitContext, StageView) -> the setting names its files write for the stage's
+    ``tier_keys``: (EmitContext, StagePlan) -> the setting names its files write for the stage's
     tiers; ``host_keys``/``storage_keys`` say which of those give it the host tier and the tier
     below. ``facts``: (FactSet, EngineSettings) -> None, the review's facts of its settings.
     """
@@ -51,10 +51,10 @@ class Engine:
     tier_keys: Callable[[Any, Any], set[str]] = _no_keys
     host_keys: frozenset[str] = frozenset()
     storage_keys: frozenset[str] = frozenset()
-    # the token budget per step its launch files give it, (EmitContext, StageView) -> tokens,
+    # the token budget per step its launch files give it, (EmitContext, StagePlan) -> tokens,
     # which the emitted plan's scheduler states; None when its files set none
     step_tokens: Callable[[Any, Any], int] | None = None
-    # whether its decode servers write the KV they generate: (EmitContext, StageView) -> bool
+    # whether its decode servers write the KV they generate: (EmitContext, StagePlan) -> bool
     decode_saves: Callable[[Any, Any], bool] = lambda ctx, stage: False
     # The review (planreview/settings.py): its facts of a stage's settings, (FactSet,
     # EngineSettings) -> None, declared in ``fact_specs``; the host and disk its settings take

@@ -14,9 +14,9 @@ import shlex
 from collections.abc import Sequence
 
 from kvadvisor.emit.context import EmitContext
-from kvadvisor.emit.deployment import StageView
 from kvadvisor.emit.text import Setting, placeholder, shell_script
 from kvadvisor.errors import ConfigError
+from kvadvisor.plan.model import StagePlan
 from kvadvisor.quoting import comment
 from kvadvisor.vocab import Stage
 
@@ -71,21 +71,21 @@ def is_router_file(name: str) -> bool:
     return name.endswith(ROUTER_FILES)
 
 
-def _policy(stage: StageView) -> tuple[str, str]:
+def _policy(stage: StagePlan) -> tuple[str, str]:
     return POLICIES[stage.router]
 
 
-def worker_urls(stage: StageView, per_replica: bool, port: int) -> list[str]:
+def worker_urls(stage: StagePlan, per_replica: bool, port: int) -> list[str]:
     """One placeholder URL per worker the router sees: per replica, or per instance."""
     urls = []
     for node in range(1, stage.count + 1):
         host = placeholder(f"{stage.stage}-node-{node}")
-        ports = range(port, port + stage.replicas_per_instance) if per_replica else (port,)
+        ports = range(port, port + (stage.replicas_per_instance or 1)) if per_replica else (port,)
         urls += [f"http://{host}:{p}" for p in ports]
     return urls
 
 
-def _thresholds(stages: Sequence[StageView], source: str) -> list[Setting]:
+def _thresholds(stages: Sequence[StagePlan], source: str) -> list[Setting]:
     if not any(s.router == "prefix_aware" for s in stages):
         return []
     return [
@@ -109,7 +109,7 @@ def _thresholds(stages: Sequence[StageView], source: str) -> list[Setting]:
     ]
 
 
-def _serving_flags(stage: StageView, per_replica: bool, port: int, source: str) -> list[Setting]:
+def _serving_flags(stage: StagePlan, per_replica: bool, port: int, source: str) -> list[Setting]:
     policy, why = _policy(stage)
     urls = worker_urls(stage, per_replica, port)
     return [
@@ -128,7 +128,7 @@ def _serving_flags(stage: StageView, per_replica: bool, port: int, source: str) 
 
 
 def _pd_flags(
-    prefill: StageView, decode: StageView, source: str, mode: str, bootstrap: int | None
+    prefill: StagePlan, decode: StagePlan, source: str, mode: str, bootstrap: int | None
 ) -> tuple[list[Setting], list[str]]:
     """P/D mode: the prefill and decode lists, a policy per stage; the --prefill/--decode words.
 
@@ -163,7 +163,7 @@ def http_router(ctx: EmitContext, engine: str, name: str) -> dict[str, str]:
     sglang = engine == "sglang"
     source = SGLANG_ROUTER if sglang else VLLM_ROUTER
     module = "sglang_router.launch_router" if sglang else "vllm_router.launch_router"
-    stages = {s.stage: s for s in ctx.dep.stages}
+    stages = {s.stage: s for s in ctx.plan.stages}
     flags = [
         Setting("host", "0.0.0.0", "clients reach the fleet here"),
         Setting(
@@ -185,12 +185,12 @@ def http_router(ctx: EmitContext, engine: str, name: str) -> dict[str, str]:
         )
         flags += pd
     else:
-        serving = ctx.dep.stages[0]
+        serving = ctx.plan.stages[0]
         per_replica = not sglang
         flags += _serving_flags(
             serving, per_replica, SGLANG_SERVER_PORT if sglang else 8000, source
         )
-    if sglang and any(s.replicas_per_instance > 1 for s in ctx.dep.stages):
+    if sglang and any((s.replicas_per_instance or 1) > 1 for s in ctx.plan.stages):
         flags.append(
             Setting(
                 "dp-aware",
@@ -199,8 +199,8 @@ def http_router(ctx: EmitContext, engine: str, name: str) -> dict[str, str]:
                 "router routes to each rank, as the replay does to each replica",
             )
         )
-    flags += _thresholds(ctx.dep.stages, source)
-    for s in ctx.dep.stages:
+    flags += _thresholds(ctx.plan.stages, source)
+    for s in ctx.plan.stages:
         notes.append(
             f"{s.stage}: {s.replicas} replica(s) on {s.count} x {s.instance}; the replay's "
             f"router: {s.router}"
@@ -235,9 +235,9 @@ def dynamo_frontend(ctx: EmitContext, name: str) -> dict[str, str]:
     Disaggregated, that is the prefill stage's, and the decode stage gets the router Dynamo
     gives it (:func:`dynamo_decode_router`); a plan whose decode router differs is refused.
     """
-    stage = ctx.dep.stages[0]
+    stage = ctx.plan.stages[0]
     if ctx.disaggregated:
-        decode = ctx.dep.stages[-1]
+        decode = ctx.plan.stages[-1]
         real = dynamo_decode_router(stage.router)
         if decode.router != real:
             raise ConfigError(
@@ -246,7 +246,7 @@ def dynamo_frontend(ctx: EmitContext, name: str) -> dict[str, str]:
                 f"its KV router at overlap weight 0); the plan's decode router {decode.router} "
                 "cannot be expressed: give the decode stage router: " + real
             )
-    modes = {DYNAMO_MODES[s.router][0] for s in ctx.dep.stages}
+    modes = {DYNAMO_MODES[s.router][0] for s in ctx.plan.stages}
     mode, why = DYNAMO_MODES[stage.router]
     flags = [
         Setting("http-port", str(DYNAMO_HTTP_PORT), f"the frontend's default ({DYNAMO_FRONTEND})"),
@@ -287,13 +287,13 @@ def dynamo_frontend(ctx: EmitContext, name: str) -> dict[str, str]:
                 "prefill while prefill workers register); the mode above routes the prefill "
                 "workers, and the decode workers "
                 + ("on load alone (overlap weight 0)" if mode == "kv" else "round robin")
-                + f", the plan's decode router {ctx.dep.stages[-1].router} ({DYNAMO_FRONTEND})",
+                + f", the plan's decode router {ctx.plan.stages[-1].router} ({DYNAMO_FRONTEND})",
             )
         )
     notes = [
         f"{s.stage}: {s.replicas} dynamo.vllm worker(s) on {s.count} x {s.instance} register "
         f"themselves; the replay's router: {s.router}"
-        for s in ctx.dep.stages
+        for s in ctx.plan.stages
     ]
     head = ctx.head("Dynamo frontend and router, one for the fleet")
     return {

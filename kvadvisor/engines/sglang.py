@@ -17,16 +17,30 @@ from typing import TYPE_CHECKING, Any
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gb
 from kvadvisor.emit.contextlen import context_flags
-from kvadvisor.emit.deployment import StageView, TierKind, TierView
+from kvadvisor.emit.deployment import (
+    TierKind,
+    role_words,
+    storage_tier,
+    tier_kind,
+    tier_label,
+    tier_of,
+    tier_words,
+)
 from kvadvisor.emit.kvcache import engine_page, kv_dtype_flag
 from kvadvisor.emit.sizing import SizingScope, reuse_at
 from kvadvisor.emit.text import Setting, json_text, placeholder, shell_script
-from kvadvisor.emit.transport import mooncake_client_transport, sglang_transfer, transfer_plan
+from kvadvisor.emit.transport import (
+    TransferPlan,
+    mooncake_client_transport,
+    sglang_transfer,
+    transfer_plan,
+)
 from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
 from kvadvisor.errors import ConfigError
-from kvadvisor.plan.model import KvLoadPlan
+from kvadvisor.plan.model import KvLoadPlan, StagePlan, TierPlan
 from kvadvisor.quoting import comment
+from kvadvisor.results.verdict import Transport
 from kvadvisor.units import BYTES_PER_GB, Unit, format_value
 from kvadvisor.vocab import Stage
 
@@ -38,16 +52,16 @@ LOW_REUSE_HIT_RATIO = 0.20  # below this, writing every block through is mostly 
 MOONCAKE_LOCAL_BUFFER_BYTES = 1 << 30  # Mooncake DEFAULT_LOCAL_BUFFER_SIZE (mooncake_config.py)
 
 
-def _backend(t: TierView) -> str | None:
+def _backend(t: TierPlan) -> str | None:
     """The HiCache L3 backend for a tier kind (None: none written)."""
-    if t.kind in (TierKind.LOCAL_DISK, TierKind.SHARED_FS):
+    if tier_kind(t) in (TierKind.LOCAL_DISK, TierKind.SHARED_FS):
         return "file"
-    if t.kind == TierKind.POOL:
-        return "hf3fs" if "3fs" in t.name else "mooncake"
+    if tier_kind(t) == TierKind.POOL:
+        return "hf3fs" if "3fs" in tier_label(t) else "mooncake"
     return None
 
 
-def mooncake_client_json(what: str, stage: StageView | None = None) -> dict[str, object]:
+def mooncake_client_json(what: str, transport: Transport | None = None) -> dict[str, object]:
     """A complete Mooncake client configuration whose process gives the pool no memory.
 
     Its protocol and NICs follow the stage's fabric (:mod:`kvadvisor.emit.transport`).
@@ -57,15 +71,17 @@ def mooncake_client_json(what: str, stage: StageView | None = None) -> dict[str,
         "local_hostname": placeholder("this-node-ip"),
         "metadata_server": f"http://{master}:8080/metadata",
         "master_server_address": f"{master}:50051",
-        **mooncake_client_transport(stage),
+        **mooncake_client_transport(transport),
         "global_segment_size": 0,
         "local_buffer_size": MOONCAKE_LOCAL_BUFFER_BYTES,
     }
 
 
-def mooncake_notes(what: str, stage: StageView | None = None) -> list[str]:
-    """Why each Mooncake client key has its value (JSON has no comments)."""
-    plan = transfer_plan(stage) if stage is not None else None
+def mooncake_notes(what: str, plan: TransferPlan | None = None) -> list[str]:
+    """Why each Mooncake client key has its value (JSON has no comments).
+
+    ``plan``: the stage's transfer settings (None: no stage, the RDMA defaults in words).
+    """
     protocol = (
         [
             "# protocol: rdma for the pool's bandwidth; tcp works without RDMA NICs",
@@ -93,19 +109,19 @@ def mooncake_notes(what: str, stage: StageView | None = None) -> list[str]:
     ]
 
 
-def _host_size(ctx: EmitContext, stage: StageView) -> Setting | None:
-    host = stage.tier(TierKind.HOST)
+def _host_size(ctx: EmitContext, stage: StagePlan) -> Setting | None:
+    host = tier_of(stage, TierKind.HOST)
     if host is None or not host.capacity_bytes:
         return None
     sh = ctx.share(stage, host, SizingScope.RANK)
     gb = floor_gb(sh.bytes)
-    device = stage.device_pool_tokens_per_replica
+    device = ctx.stage_facts(stage).pool_tokens_per_replica
     why = (
         ctx.tier_reason(stage, sh, "whole GB per TP rank process")
         + f" ({sources.SGLANG_HOST_POOL})"
     )
     if device is not None:
-        device_rank = device * ctx.dep.kv_bytes_per_rank_per_token
+        device_rank = device * ctx.facts.kv_bytes_per_rank_per_token
         if gb * BYTES_PER_GB <= device_rank:
             raise ConfigError(
                 f"SGLang HiCache cannot start on {stage.instance}: the host pool of {gb} GB "
@@ -142,23 +158,23 @@ def _write_policy(ctx: EmitContext) -> Setting:
     )
 
 
-def _scheduler_flags(stage: StageView) -> list[Setting]:
+def _scheduler_flags(stage: StagePlan) -> list[Setting]:
     """The prefill chunk and running requests the verdict was replayed with (if it was)."""
     out = []
-    if stage.max_batched_tokens:
+    if stage.scheduler.max_num_batched_tokens:
         out.append(
             Setting(
                 "chunked-prefill-size",
-                str(stage.max_batched_tokens),
+                str(stage.scheduler.max_num_batched_tokens),
                 "the step token budget the verdict was replayed with: SGLang prefills a long "
                 f"prompt in chunks of this many tokens ({sources.SGLANG_SCHEDULE})",
             )
         )
-    if stage.max_seqs:
+    if stage.scheduler.max_num_seqs:
         out.append(
             Setting(
                 "max-running-requests",
-                str(stage.max_seqs),
+                str(stage.scheduler.max_num_seqs),
                 "the running sequences per replica the verdict was replayed with "
                 f"({sources.SGLANG_SCHEDULE})",
             )
@@ -167,7 +183,7 @@ def _scheduler_flags(stage: StageView) -> list[Setting]:
 
 
 def sglang_stage(
-    ctx: EmitContext, stage: StageView
+    ctx: EmitContext, stage: StagePlan
 ) -> tuple[list[Setting], list[Setting], list[str], dict[str, str]]:
     """(environment, flags, notes, extra files) for one stage's server."""
     env: list[Setting] = []
@@ -175,7 +191,7 @@ def sglang_stage(
     extra: dict[str, str] = {}
     page = engine_page(ctx, "sglang-hicache", stage)
     page_why = f"{page.tokens} tokens: {page.why}" + (
-        "; the page the verdict was replayed at" if stage.page_tokens else ""
+        "; the page the verdict was replayed at" if stage.scheduler.page_tokens else ""
     )
     flags = [
         Setting("model-path", placeholder("model-path-or-hf-id"), "the model to serve"),
@@ -199,8 +215,9 @@ def sglang_stage(
                 Setting(
                     "attention-backend",
                     page.backend,
-                    f"the MLA back-end SGLang runs on {stage.gpu or 'this GPU'} "
-                    f"({stage.architecture}), whose page is above ({sources.SGLANG_MLA})",
+                    f"the MLA back-end SGLang runs on {ctx.stage_facts(stage).gpu or 'this GPU'} "
+                    f"({None if stage.gpu is None else stage.gpu.architecture}), whose page is "
+                    f"above ({sources.SGLANG_MLA})",
                 )
             ]
             if page.backend
@@ -210,9 +227,9 @@ def sglang_stage(
         *_scheduler_flags(stage),
     ]
     size = _host_size(ctx, stage)
-    t = stage.storage_tier
+    t = storage_tier(stage)
     backend = None if t is None else _backend(t)
-    shared_l3 = t is not None and t.kind in (TierKind.SHARED_FS, TierKind.POOL)
+    shared_l3 = t is not None and tier_kind(t) in (TierKind.SHARED_FS, TierKind.POOL)
     decode_offload = stage.stage == Stage.DECODE and shared_l3 and backend is not None
     hicache = size is not None and (stage.stage != Stage.DECODE or decode_offload)
     if stage.stage == Stage.DECODE and not decode_offload and (size is not None or t is not None):
@@ -242,10 +259,7 @@ def sglang_stage(
             ),
         ]
     if hicache and t is not None and backend is None:
-        notes.append(
-            f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) has no HiCache backend "
-            "written here"
-        )
+        notes.append(f"note: the advisor's {tier_words(t)} has no HiCache backend written here")
     if hicache and t is not None and backend is not None:
         flags += _l3(ctx, stage, t, backend, env, extra)
     if ctx.disaggregated:
@@ -260,10 +274,10 @@ def sglang_stage(
                 "mooncake",
                 "the prompt's KV moves from prefill to decode with the Mooncake transfer engine "
                 f"(SGLang's default, {sources.SGLANG_DISAGG}) over "
-                f"{transfer_plan(stage).fabric}",
+                f"{transfer_plan(ctx.stage_facts(stage).transport).fabric}",
             ),
         ]
-        fabric_env, fabric_flags = sglang_transfer(stage)
+        fabric_env, fabric_flags = sglang_transfer(ctx.stage_facts(stage).transport)
         env += fabric_env
         flags += fabric_flags
     if decode_offload:
@@ -280,8 +294,8 @@ def sglang_stage(
 
 def _l3(
     ctx: EmitContext,
-    stage: StageView,
-    t: TierView,
+    stage: StagePlan,
+    t: TierPlan,
     backend: str,
     env: list[Setting],
     extra: dict[str, str],
@@ -289,9 +303,9 @@ def _l3(
     reuse = reuse_at(ctx.report, math.inf)
     where = (
         "a disk of the node"
-        if t.kind == TierKind.LOCAL_DISK
+        if tier_kind(t) == TierKind.LOCAL_DISK
         else "a file system every node mounts"
-        if t.kind == TierKind.SHARED_FS
+        if tier_kind(t) == TierKind.SHARED_FS
         else "a pool shared by the stage"
     )
     cap = "unbounded" if not t.capacity_bytes else format_value(t.capacity_bytes, Unit.BYTES)
@@ -300,7 +314,8 @@ def _l3(
         Setting(
             "hicache-storage-backend",
             backend,
-            f"the {stage.stage} {t.role_words} ({t.name}, {cap} {per}) is {where}: HiCache's "
+            f"the {stage.stage} {role_words(t)} ({tier_label(t)}, {cap} {per}) is {where}: "
+            "HiCache's "
             f"'{backend}' L3 backend ({sources.SGLANG_MEMORY}); "
             + (
                 f"unbounded prefix hit ratio {format_value(reuse.unbounded, Unit.RATIO)}"
@@ -323,7 +338,7 @@ def _l3(
     if backend == "file":
         mount = (
             "/absolute/local-disk/mount"
-            if t.kind == TierKind.LOCAL_DISK
+            if tier_kind(t) == TierKind.LOCAL_DISK
             else "/absolute/shared-fs/mount"
         )
         env.append(
@@ -336,9 +351,10 @@ def _l3(
         )
     elif backend == "mooncake":
         name = f"sglang-mooncake-{stage.stage}.json"
-        extra[name] = json_text(mooncake_client_json(name, stage))
+        transport = ctx.stage_facts(stage).transport
+        extra[name] = json_text(mooncake_client_json(name, transport))
         extra[f"sglang-mooncake-{stage.stage}.notes.txt"] = (
-            "\n".join(ctx.head(name) + mooncake_notes(name, stage)) + "\n"
+            "\n".join(ctx.head(name) + mooncake_notes(name, transfer_plan(transport))) + "\n"
         )
         env.append(
             Setting(
@@ -354,7 +370,7 @@ def _l3(
 def emit_sglang(ctx: EmitContext) -> dict[str, str]:
     """sglang-<stage>.sh for every stage (plus the Mooncake client JSON when the L3 is a pool)."""
     files: dict[str, str] = {}
-    for stage in ctx.dep.stages:
+    for stage in ctx.plan.stages:
         env, flags, notes, extra = sglang_stage(ctx, stage)
         head = ctx.head(f"SGLang {stage.stage} server, one per {stage.instance}")
         files[f"sglang-{stage.stage}.sh"] = shell_script(
@@ -544,7 +560,7 @@ def _front_end(engines: Mapping[str, Any]) -> tuple[str, bool]:
     return "sglang", bool(engines["sglang-hicache"].get("hicache-storage-backend"))
 
 
-def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+def _tier_keys(ctx: EmitContext, stage: StagePlan) -> set[str]:
     env, flags, _, _ = sglang_stage(ctx, stage)
     return {s.name for s in env + flags}
 

@@ -14,13 +14,21 @@ from typing import TYPE_CHECKING, Any
 from kvadvisor.emit import sources
 from kvadvisor.emit.context import EmitContext, floor_gib
 from kvadvisor.emit.contextlen import context_flags
-from kvadvisor.emit.deployment import StageView, TierKind
+from kvadvisor.emit.deployment import (
+    StageFacts,
+    TierKind,
+    describe,
+    storage_tier,
+    tier_of,
+    tier_words,
+)
 from kvadvisor.emit.kvcache import engine_page, kv_dtype_flag
 from kvadvisor.emit.sizing import SizingScope
 from kvadvisor.emit.text import Setting, json_compact, placeholder, shell_script
 from kvadvisor.emit.transport import nixl_connector, transfer_plan
 from kvadvisor.engines import router
 from kvadvisor.engines.registry import Engine, packaged_settings, register, setting_fact
+from kvadvisor.plan.model import StagePlan
 from kvadvisor.quoting import comment
 from kvadvisor.units import BYTES_PER_GIB, Unit, format_value, plural
 from kvadvisor.units.format import as_written, count
@@ -58,24 +66,25 @@ def batch_defaults(gpu_name: str, memory_bytes: float) -> tuple[int, int]:
     return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
 
 
-def serve_default_batched_tokens(stage: StageView) -> int:
-    """`vllm serve`'s default max_num_batched_tokens on the stage's GPU."""
-    return batch_defaults(stage.gpu or "", stage.gpu_memory_bytes or 0.0)[0]
+def serve_defaults(facts: StageFacts) -> tuple[int, int]:
+    """`vllm serve`'s default (max_num_batched_tokens, max_num_seqs) on the stage's GPU."""
+    return batch_defaults(facts.gpu or "", facts.gpu_memory_bytes or 0.0)
 
 
-def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
+def batched_tokens(ctx: EmitContext, stage: StagePlan) -> tuple[int, str]:
     """The stage's max-num-batched-tokens and why: one mean prompt per prefill step."""
-    default = serve_default_batched_tokens(stage)
-    gpu = f"{stage.gpu or 'GPU'}" + (
+    facts = ctx.stage_facts(stage)
+    default = serve_defaults(facts)[0]
+    gpu = f"{facts.gpu or 'GPU'}" + (
         ""
-        if stage.gpu_memory_bytes is None
-        else f", {format_value(stage.gpu_memory_bytes, Unit.BYTES)}"
+        if facts.gpu_memory_bytes is None
+        else f", {format_value(facts.gpu_memory_bytes, Unit.BYTES)}"
     )
-    if stage.max_batched_tokens:  # the budget the verdict was replayed with, as is
-        return stage.max_batched_tokens, (
+    if stage.scheduler.max_num_batched_tokens:  # the budget the verdict was replayed with, as is
+        return stage.scheduler.max_num_batched_tokens, (
             f"the step budget the verdict was replayed with: vllm serve's default {default} "
             f"on this GPU ({gpu}; {sources.VLLM_BATCH_DEFAULTS})"
-            if stage.max_batched_tokens == default
+            if stage.scheduler.max_num_batched_tokens == default
             else "the step budget the verdict was replayed with"
         )
     mean_in = ctx.mean_input_tokens
@@ -93,20 +102,20 @@ def batched_tokens(ctx: EmitContext, stage: StageView) -> tuple[int, str]:
     )
 
 
-def scheduler_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
+def scheduler_flags(ctx: EmitContext, stage: StagePlan) -> list[Setting]:
     """The token budget per step and, when the verdict replayed one, the running sequences."""
     budget, why = batched_tokens(ctx, stage)
     out = [Setting("max-num-batched-tokens", str(budget), why)]
-    if stage.max_seqs:
-        default = batch_defaults(stage.gpu or "", stage.gpu_memory_bytes or 0.0)[1]
+    if stage.scheduler.max_num_seqs:
+        default = serve_defaults(ctx.stage_facts(stage))[1]
         out.append(
             Setting(
                 "max-num-seqs",
-                str(stage.max_seqs),
+                str(stage.scheduler.max_num_seqs),
                 "the running sequences per replica the verdict was replayed with"
                 + (
                     f": vllm serve's default on this GPU ({sources.VLLM_BATCH_DEFAULTS})"
-                    if stage.max_seqs == default
+                    if stage.scheduler.max_num_seqs == default
                     else ""
                 ),
             )
@@ -123,31 +132,31 @@ def model_flag() -> Setting:
     )
 
 
-def block_flag(ctx: EmitContext, stage: StageView) -> Setting:
+def block_flag(ctx: EmitContext, stage: StagePlan) -> Setting:
     """The vLLM block the model runs with: the default 16, FlashMLA's 64 for an MLA model."""
     page = engine_page(ctx, "vllm", stage)
     return Setting(
         "block-size",
         str(page.tokens),
         f"{page.tokens}-token blocks: {page.why}"
-        + ("; the page the verdict was replayed at" if stage.page_tokens else "")
+        + ("; the page the verdict was replayed at" if stage.scheduler.page_tokens else "")
         + " (prefix hits land on block boundaries)"
         + (
-            f", and the {stage.chunk_tokens}-token KV chunk is a multiple of it"
-            if stage.chunk_tokens % page.tokens == 0
+            f", and the {stage.io_chunk_tokens()[0]}-token KV chunk is a multiple of it"
+            if stage.io_chunk_tokens()[0] % page.tokens == 0
             else ""
         ),
     )
 
 
-def engine_flags(ctx: EmitContext, stage: StageView) -> list[Setting]:
+def engine_flags(ctx: EmitContext, stage: StagePlan) -> list[Setting]:
     """Parallelism, block, KV dtype, prefix caching, memory share and token budget of a replica."""
     out = [
         model_flag(),
         Setting(
             "tensor-parallel-size",
             str(stage.tp),
-            f"TP {stage.tp} from the deployment ({ctx.dep.describe().split(';')[0]}); "
+            f"TP {stage.tp} from the deployment ({describe(ctx.plan, ctx.facts).split(';')[0]}); "
             f"{stage.replicas_per_instance} replica(s) of it per {stage.instance} "
             f"({sources.VLLM_PARALLEL})",
         ),
@@ -180,10 +189,10 @@ def kv_transfer(connectors: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def nixl_reason(ctx: EmitContext, stage: StageView) -> str:
+def nixl_reason(ctx: EmitContext, stage: StagePlan) -> str:
     """Why the P/D connector is there, and its NIXL backend for the stage's fabric."""
     other = Stage.DECODE if stage.stage == Stage.PREFILL else Stage.PREFILL
-    plan = transfer_plan(stage)
+    plan = transfer_plan(ctx.stage_facts(stage).transport)
     return (
         f"P/D transfer: the prompt's KV moves from prefill to decode replicas over the network "
         f"(NixlConnector, kv_both on both sides; {sources.VLLM_DISAGG}); this {stage.stage} "
@@ -195,7 +204,7 @@ NIXL_PORT = ("VLLM_NIXL_SIDE_CHANNEL_PORT", NIXL_SIDE_CHANNEL_BASE_PORT)
 
 
 def launch_lines(
-    stage: StageView,
+    stage: StagePlan,
     run: str,
     env_lines: Sequence[str] = (),
     port_env: tuple[str, int] | None = None,
@@ -220,9 +229,9 @@ def launch_lines(
     return lines
 
 
-def offload_bytes(ctx: EmitContext, stage: StageView) -> tuple[float, str] | None:
+def offload_bytes(ctx: EmitContext, stage: StagePlan) -> tuple[float, str] | None:
     """One replica's host-tier bytes and the reason, or None when the stage has no host tier."""
-    host = stage.tier(TierKind.HOST)
+    host = tier_of(stage, TierKind.HOST)
     if host is None or not host.capacity_bytes:
         return None
     sh = ctx.share(stage, host, SizingScope.REPLICA)
@@ -234,7 +243,7 @@ def offload_bytes(ctx: EmitContext, stage: StageView) -> tuple[float, str] | Non
 def emit_vllm(ctx: EmitContext) -> dict[str, str]:
     """vllm-<stage>.sh: vLLM with native CPU offloading and, disaggregated, NixlConnector."""
     files = {}
-    for stage in ctx.dep.stages:
+    for stage in ctx.plan.stages:
         flags = engine_flags(ctx, stage)
         off = offload_bytes(ctx, stage)
         notes = _unsupported_tiers(stage)
@@ -246,7 +255,7 @@ def emit_vllm(ctx: EmitContext) -> dict[str, str]:
                     Setting("kv-offloading-size", f"{gib:g}", off[1]),  # exact: a vLLM flag
                 ]
         else:
-            connectors: list[dict[str, Any]] = [nixl_connector(stage)]
+            connectors: list[dict[str, Any]] = [nixl_connector(ctx.stage_facts(stage).transport)]
             why = nixl_reason(ctx, stage)
             if off is not None:
                 cpu = int(floor_gib(off[0]) * BYTES_PER_GIB)
@@ -277,13 +286,13 @@ def emit_vllm(ctx: EmitContext) -> dict[str, str]:
     return files
 
 
-def _unsupported_tiers(stage: StageView) -> list[str]:
+def _unsupported_tiers(stage: StagePlan) -> list[str]:
     """Say what the other tiers need: vLLM's native offloading holds CPU memory only."""
-    t = stage.storage_tier
+    t = storage_tier(stage)
     if t is None:
         return []
     return [
-        f"note: the advisor's {t.role_words} ({t.name}, {t.kind.value}) is not written here: "
+        f"note: the advisor's {tier_words(t)} is not written here: "
         "vLLM's native offloading keeps KV in CPU memory only; use --emit lmcache or --emit "
         "dynamo-kvbm for a disk or shared tier"
     ]
@@ -405,7 +414,7 @@ def _scheduler(engines: Mapping[str, Any]) -> dict[str, float]:
     return {name: float(vllm[flag]) for flag, name in _SCHEDULER_FLAGS.items() if flag in vllm}
 
 
-def _tier_keys(ctx: EmitContext, stage: StageView) -> set[str]:
+def _tier_keys(ctx: EmitContext, stage: StagePlan) -> set[str]:
     return {"kv-offloading-size"} if offload_bytes(ctx, stage) is not None else set()
 
 

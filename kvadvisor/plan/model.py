@@ -173,6 +173,21 @@ class StagePlan:
             f"{self.replicas_per_instance}"
         )
 
+    @property
+    def tp(self) -> int:
+        """GPUs per replica (TP x EP) as the stage states it; the loader always states it."""
+        return self.gpus_per_replica or 1
+
+    @property
+    def ranks_per_instance(self) -> int:
+        """GPU worker processes on one instance: GPUs per replica x replicas per instance."""
+        return self.tp * (self.replicas_per_instance or 1)
+
+    @property
+    def replicas(self) -> int:
+        """Engine instances (replicas) of the whole stage."""
+        return self.count * (self.replicas_per_instance or 1)
+
     def tier_units(self, tier: TierPlan) -> int:
         """How many of ``tier`` the stage has: one pool, one per instance, or one per replica."""
         if tier.scope == "pooled":

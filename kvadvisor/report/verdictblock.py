@@ -65,7 +65,7 @@ def _buy(vs: VerdictSet, v: Verdict) -> str:
 
 
 def _unbought(v: Verdict) -> str:
-    """ "--storage X not bought (...)" when the tier the user asked for is not in the fleet."""
+    """The line saying --storage X was not bought, when the fleet lacks the tier asked for."""
     note = next((n for n in v.notes if n.startswith("--storage ") and " was not bought" in n), "")
     asked = note.removeprefix("--storage ").split(" was not bought", 1)[0]
     return f"--storage {asked} not bought (the notes say why)" if note else ""
