@@ -45,6 +45,50 @@ def _format(target: str) -> str:
     return _FORMATS[suffix]
 
 
+# Time slices and the cluster: options of their own, so the command body stays short.
+TimeSliceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--time-slice",
+        metavar="SECONDS",
+        help="Replay in independent time slices of this length (tasks on --workers); "
+        "default: the whole trace at once. docs/replay.md says what slicing changes.",
+        min=0.001,
+        max=MAX_DRAIN_CAP_S,
+        callback=finite_option,
+    ),
+]
+SliceWarmupOpt = Annotated[
+    float,
+    typer.Option(
+        "--slice-warmup",
+        metavar="SECONDS",
+        help="Each time slice first replays the requests of this many seconds before it, "
+        "not counted (warm caches and queues).",
+        min=0.0,
+        max=MAX_DRAIN_CAP_S,
+        callback=finite_option,
+    ),
+]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        help="Replay the replica groups (or time slices) on a local Dask cluster of N "
+        "processes (default 1: this process; needs kvadvisor[distributed]). Same figures.",
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Replay on an existing Dask cluster, e.g. tcp://host:8786 (docs/scale.md).",
+    ),
+]
+
+
 @app.command("replay")
 def replay_cmd(
     trace: TraceArg,
@@ -89,47 +133,10 @@ def replay_cmd(
             callback=finite_option,
         ),
     ] = None,
-    time_slice: Annotated[
-        float | None,
-        typer.Option(
-            "--time-slice",
-            metavar="SECONDS",
-            help="Replay in independent time slices of this length (tasks on --workers); "
-            "default: the whole trace at once. docs/replay.md says what slicing changes.",
-            min=0.001,
-            max=MAX_DRAIN_CAP_S,
-            callback=finite_option,
-        ),
-    ] = None,
-    slice_warmup: Annotated[
-        float,
-        typer.Option(
-            "--slice-warmup",
-            metavar="SECONDS",
-            help="Each time slice first replays the requests of this many seconds before it, "
-            "not counted (warm caches and queues).",
-            min=0.0,
-            max=MAX_DRAIN_CAP_S,
-            callback=finite_option,
-        ),
-    ] = 0.0,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers",
-            metavar="N",
-            help="Replay the replica groups (or time slices) on a local Dask cluster of N "
-            "processes (default 1: this process; needs kvadvisor[distributed]). Same figures.",
-        ),
-    ] = 1,
-    scheduler: Annotated[
-        str | None,
-        typer.Option(
-            "--scheduler",
-            metavar="ADDRESS",
-            help="Replay on an existing Dask cluster, e.g. tcp://host:8786 (docs/scale.md).",
-        ),
-    ] = None,
+    time_slice: TimeSliceOpt = None,
+    slice_warmup: SliceWarmupOpt = 0.0,
+    workers: WorkersOpt = 1,
+    scheduler: SchedulerOpt = None,
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
