@@ -584,6 +584,10 @@ class Advisor:
         generated_at: str | None = None,
         allow_outside_plan_dir: bool = False,
         step_log: bool = False,
+        slice_s: float | None = None,
+        slice_warmup_s: float = 0.0,
+        workers: int = 1,
+        scheduler: str | None = None,
     ) -> Replay:
         """Replay a trace through a plan's deployment: `kvadvisor replay` as a call.
 
@@ -591,23 +595,37 @@ class Advisor:
         ``ttft_p90_s`` to seconds; ``window_s`` is the demand window; ``drain_cap_s`` how long
         the replay runs past the last arrival (default: the trace's span, at least ten
         minutes); ``step_log`` keeps every step (``Replay.step_batches``, the busiest minute's
-        chart).
+        chart). ``slice_s`` replays the trace in independent time slices, each after a warm-up
+        of ``slice_warmup_s`` (docs/replay.md); ``workers``/``scheduler`` run the replica groups
+        (or the slices) on a Dask cluster, as `analyze` runs its search (docs/scale.md).
         """
         (loaded,) = self._plans([plan], allow_outside_plan_dir)
         targets = parse_slo(slo) if isinstance(slo, str) else dict(slo or {})
-        options = ReplayOptions(window_s=window_s, drain_cap_s=drain_cap_s, step_log=step_log)
-        if not isinstance(trace, Trace):
-            trace = read_trace(
-                os.fspath(trace), trace_format, column_map=column_map, block_tokens=block_tokens
-            )
-        report, rows, steps = replay_plan(
-            trace,
-            loaded,
-            version=__version__,
-            generated_at=generated_at or utc_now(),
-            slo=targets,
-            options=options,
+        options = ReplayOptions(
+            window_s=window_s,
+            drain_cap_s=drain_cap_s,
+            step_log=step_log,
+            slice_s=slice_s,
+            slice_warmup_s=slice_warmup_s,
         )
+        # Before the trace is read: a missing extra or an unreachable scheduler fails at once.
+        with open_executor(workers, scheduler) as executor:
+            if not isinstance(trace, Trace):
+                trace = read_trace(
+                    os.fspath(trace),
+                    trace_format,
+                    column_map=column_map,
+                    block_tokens=block_tokens,
+                )
+            report, rows, steps = replay_plan(
+                trace,
+                loaded,
+                version=__version__,
+                generated_at=generated_at or utc_now(),
+                slo=targets,
+                options=options,
+                executor=executor,
+            )
         return Replay.of(report, rows, steps)
 
     def verify(
@@ -814,6 +832,10 @@ def replay(
     generated_at: str | None = None,
     allow_outside_plan_dir: bool = False,
     step_log: bool = False,
+    slice_s: float | None = None,
+    slice_warmup_s: float = 0.0,
+    workers: int = 1,
+    scheduler: str | None = None,
 ) -> Replay:
     """:meth:`Advisor.replay` with the packaged catalogs, plus any ``catalogs`` files."""
     return _advisor(catalogs=catalogs).replay(
@@ -828,6 +850,10 @@ def replay(
         generated_at=generated_at,
         allow_outside_plan_dir=allow_outside_plan_dir,
         step_log=step_log,
+        slice_s=slice_s,
+        slice_warmup_s=slice_warmup_s,
+        workers=workers,
+        scheduler=scheduler,
     )
 
 

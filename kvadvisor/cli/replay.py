@@ -46,6 +46,50 @@ def _format(target: str) -> str:
     return _FORMATS[suffix]
 
 
+# Time slices and the cluster: options of their own, so the command body stays short.
+TimeSliceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--time-slice",
+        metavar="SECONDS",
+        help="Replay in independent time slices of this length (tasks on --workers); "
+        "default: the whole trace at once. docs/replay.md says what slicing changes.",
+        min=0.001,
+        max=MAX_DRAIN_CAP_S,
+        callback=finite_option,
+    ),
+]
+SliceWarmupOpt = Annotated[
+    float,
+    typer.Option(
+        "--slice-warmup",
+        metavar="SECONDS",
+        help="Each time slice first replays the requests of this many seconds before it, "
+        "not counted (warm caches and queues).",
+        min=0.0,
+        max=MAX_DRAIN_CAP_S,
+        callback=finite_option,
+    ),
+]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        help="Replay the replica groups (or time slices) on a local Dask cluster of N "
+        "processes (default 1: this process; needs kvadvisor[distributed]). Same figures.",
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Replay on an existing Dask cluster, e.g. tcp://host:8786 (docs/scale.md).",
+    ),
+]
+
+
 @app.command("replay")
 def replay_cmd(
     trace: TraceArg,
@@ -90,6 +134,10 @@ def replay_cmd(
             callback=finite_option,
         ),
     ] = None,
+    time_slice: TimeSliceOpt = None,
+    slice_warmup: SliceWarmupOpt = 0.0,
+    workers: WorkersOpt = 1,
+    scheduler: SchedulerOpt = None,
     trace_format: TraceFormatOpt = None,
     maps: MapOpt = None,
     block_tokens: BlockTokensOpt = None,
@@ -114,6 +162,10 @@ def replay_cmd(
             allow_outside_plan_dir=allow_outside_plan_dir,
             # the HTML page charts the busiest minute's steps
             step_log=steps_out is not None or any(kind == "html" for _, kind in targets),
+            slice_s=time_slice,
+            slice_warmup_s=slice_warmup,
+            workers=workers,
+            scheduler=scheduler,
         )
         render = {"json": result.to_json, "html": result.to_html, "text": result.to_text}
         for target, kind in targets:

@@ -9,8 +9,8 @@ The order of work for one stage (docs/replay.md, "How a replay runs"):
 2. Read each request's hits per tier off exact LRU passes of each replica's, instance's or
    pool's stream (:mod:`kvadvisor.fleet.hits`): GPU pool first, then the tiers fastest first.
 3. Split the replicas into groups that share nothing (a pooled tier or an instance's tier or
-   NIC joins replicas) and replay the groups independently (threads here; a distributed
-   engine would fan the same tasks out).
+   NIC joins replicas) and replay the groups independently (threads here, or tasks on a
+   Dask cluster's workers: :mod:`kvadvisor.fleet.fanout`).
 
 Disaggregated deployments run the prefill stage, then the decode stage with each request
 arriving when its prefill produced the first token.
@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +43,9 @@ from kvadvisor.fleet.resolved import (
     WritePolicy,
 )
 from kvadvisor.units import Unit, format_value
+
+if TYPE_CHECKING:
+    from kvadvisor.fleet.fanout import Tasks
 
 # The replay runs this long past the last arrival before it stops (a fleet that cannot keep
 # up never drains): the trace's own span, and at least ten minutes.
@@ -76,13 +80,23 @@ class ReplayOptions:
     drain_cap_s: float | None = None
     workers: int | None = None
     step_log: bool = False  # keep every step event (``fleet.steps`` writes them)
+    # Replay in independent time slices of this length (None: whole), each after a warm-up of
+    # the requests of the slice_warmup_s before it, replayed but not counted (fleet.slices).
+    slice_s: float | None = None
+    slice_warmup_s: float = 0.0
 
     def __post_init__(self) -> None:
-        """Positive window and drain cap."""
+        """Positive window, drain cap and slice; a warm-up only with slices."""
         if not self.window_s > 0:
             raise ConfigError(f"replay window must be > 0 s, got {self.window_s}")
         if self.drain_cap_s is not None and not self.drain_cap_s >= 0:
             raise ConfigError(f"replay drain cap must be >= 0 s, got {self.drain_cap_s}")
+        if self.slice_s is not None and not (self.slice_s > 0 and math.isfinite(self.slice_s)):
+            raise ConfigError(f"replay time slice must be > 0 s, got {self.slice_s}")
+        if not (self.slice_warmup_s >= 0 and math.isfinite(self.slice_warmup_s)):
+            raise ConfigError(f"replay slice warm-up must be >= 0 s, got {self.slice_warmup_s}")
+        if self.slice_warmup_s and self.slice_s is None:
+            raise ConfigError("a slice warm-up needs time slices (give the slice length too)")
 
 
 @dataclass(frozen=True)
@@ -842,8 +856,12 @@ def run_stage(
     stop_s: float,
     workers: int,
     step_log: bool = False,
+    executor: Tasks | None = None,
 ) -> StageRun:
-    """Route, read hits, and replay every group of one stage (see the module docstring)."""
+    """Route, read hits, and replay every group of one stage (see the module docstring).
+
+    ``executor``: a parallel one (Dask's) replays the groups as its tasks (``fleet.fanout``).
+    """
     reps = stage.replicas
     m = rows.size
     maps = _stage_maps(stage, dep)
@@ -862,8 +880,15 @@ def run_stage(
     def one(reps_g: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         return _run_group(stage, dep, inp, assign, reps_g, maps, window_s, stop_s, step_log)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(groups)))) as ex:
-        results = list(ex.map(one, groups))
+    if executor is not None and executor.parallel and len(groups) > 1:
+        from kvadvisor.fleet.fanout import run_groups
+
+        results = run_groups(
+            executor, stage, dep, inp, assign, groups, maps, window_s, stop_s, step_log
+        )
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(groups)))) as ex:
+            results = list(ex.map(one, groups))
     n_win = int(math.ceil(stop_s / window_s)) + 2
     full = _merge_groups(results, groups, m, maps, n_win)
     cnames, fnames = _counter_names()
@@ -916,15 +941,22 @@ def run_resolved(
     dep: ResolvedFleet,
     options: ReplayOptions | None = None,
     progress: Callable[[str], None] | None = None,
+    executor: Tasks | None = None,
 ) -> ReplayRun:
     """Replay the trace through a resolved plan (pure: arrays in, arrays out).
 
     The public entry takes the Plan (:func:`kvadvisor.fleet.entry.run_replay`); this one takes
     what :func:`kvadvisor.fleet.fromplan.resolve_plan` made of it, or a test's toy stages.
+    ``executor``: where the replica groups (or, with ``options.slice_s``, the time slices)
+    run; None or a serial one: here, on threads.
     """
     options = options or ReplayOptions()
     if isinstance(ctx, TraceArrays):
         ctx = ReplayContext(ctx)
+    if options.slice_s is not None:
+        from kvadvisor.fleet.slices import run_sliced
+
+        return run_sliced(ctx, dep, options, progress, executor)
     arrays = ctx.arrays
     n = arrays.requests
     span = float(arrays.arrival_s[-1]) if n else 0.0
@@ -960,7 +992,18 @@ def run_resolved(
     if progress:
         progress(f"replaying {first.role.value}")
     runs.append(
-        run_stage(ctx, dep, first, rows, arrays.arrival_s, window, stop, workers, options.step_log)
+        run_stage(
+            ctx,
+            dep,
+            first,
+            rows,
+            arrays.arrival_s,
+            window,
+            stop,
+            workers,
+            options.step_log,
+            executor,
+        )
     )
     if dep.topology is Topology.DISAGGREGATED:
         pre = runs[0]
@@ -972,7 +1015,16 @@ def run_resolved(
             progress("replaying decode")
         runs.append(
             run_stage(
-                ctx, dep, dep.stages[1], d_rows, d_arrival, window, stop, workers, options.step_log
+                ctx,
+                dep,
+                dep.stages[1],
+                d_rows,
+                d_arrival,
+                window,
+                stop,
+                workers,
+                options.step_log,
+                executor,
             )
         )
     end = max((r.counters.get("end_s", 0.0) for r in runs), default=0.0)

@@ -23,6 +23,7 @@ from kvadvisor.fleet.engine import (
     run_resolved,
     run_stage,
 )
+from kvadvisor.fleet.fanout import Tasks
 from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.fleet.hits import ReplayContext, TraceArrays
 from kvadvisor.perfmodel.calibrate import StepCalibration
@@ -41,15 +42,17 @@ def run_replay(
     calibration: StepCalibration | None = None,
     step_factor: float = 1.0,
     progress: Callable[[str], None] | None = None,
+    executor: Tasks | None = None,
 ) -> ReplayRun:
     """Replay ``trace`` through ``plan`` (pure; ConfigError when the plan cannot be replayed).
 
     ``calibration``: step coefficients fitted to the trace's measured requests (a stage on
     their GPU and model replays on them). ``step_factor``: every step this many times as long
     (the advisor's stress). The resolution's notes are the run's ``plan_notes``.
+    ``executor``: where the replica groups (or time slices) run (``fleet.fanout``; None: here).
     """
     fleet, notes = resolve_plan(plan, calibration)
-    run = run_resolved(trace, fleet.slowed(step_factor), options, progress)
+    run = run_resolved(trace, fleet.slowed(step_factor), options, progress, executor)
     return replace(run, plan_notes=notes)
 
 

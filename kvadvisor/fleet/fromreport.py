@@ -17,6 +17,7 @@ import numpy as np
 
 from kvadvisor.errors import KvAdvisorError
 from kvadvisor.fleet.engine import ReplayOptions, run_resolved
+from kvadvisor.fleet.fanout import Tasks
 from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.fleet.hits import ReplayContext
 from kvadvisor.fleet.summary import request_columns, summarize
@@ -135,6 +136,7 @@ def replay_recommended(
     catalogs: PlanCatalogs | None = None,
     options: ReplayOptions | None = None,
     calibration: StepCalibration | None = None,
+    executor: Tasks | None = None,
 ) -> tuple[RecommendedReplay | None, str]:
     """Replay the recommended deployment, doubling an overloaded stage; None and why if not.
 
@@ -142,6 +144,7 @@ def replay_recommended(
     ``calibration``: the coefficients fitted to the trace's measured requests; a stage on the
     GPU and model they were measured on replays on them (the stage's ``step_model`` says so,
     and says when they do not apply).
+    ``executor``: where the replica groups replay (``fleet.fanout``; None: here).
     """
     try:
         plan, why = recommended_plan(report, catalogs)
@@ -156,7 +159,7 @@ def replay_recommended(
             fleet, plan_notes = resolve_plan(plan, calibration)
         except KvAdvisorError as exc:
             return None, str(exc).removeprefix(f"{PLAN_PATH}: ")
-        run = run_resolved(ctx, fleet, options)
+        run = run_resolved(ctx, fleet, options, executor=executor)
         result = summarize(run)
         result = replace(result, notes=(*plan_notes, *result.notes))
         if not result.overload.overloaded:

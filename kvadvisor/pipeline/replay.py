@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from kvadvisor.cache.model import PrefixCacheResult
+from kvadvisor.execute import SERIAL, Executor
 from kvadvisor.fleet import ReplayContext, ReplayOptions, TraceArrays, run_replay, summarize
 from kvadvisor.fleet.fromreport import replay_recommended
 from kvadvisor.fleet.steps import STEP_COLUMNS, step_batches
@@ -88,11 +89,13 @@ def replay_plan(
     slo: Mapping[str, float] | None = None,
     options: ReplayOptions | None = None,
     trace_info: TraceInfo | None = None,
+    executor: Executor = SERIAL,
 ) -> tuple[ReplayReport, dict[str, np.ndarray], StepSource | None]:
     """Replay ``trace`` through ``plan``'s deployment: the report, one row per request, steps.
 
     The third item, with ``options.step_log``, yields the step log in batches
-    (:func:`kvadvisor.fleet.steps.step_batches`); None otherwise.
+    (:func:`kvadvisor.fleet.steps.step_batches`); None otherwise. ``executor``: where the
+    replica groups (or the time slices) replay.
     """
     arrays = trace if isinstance(trace, TraceArrays) else TraceArrays.from_trace(trace)
     if trace_info is None:
@@ -107,7 +110,7 @@ def replay_plan(
         else:
             span = float(arrays.arrival_s[-1]) if arrays.requests else 0.0
             trace_info = TraceInfo("", "arrays", arrays.requests, span, arrays.block_tokens)
-    result, columns, steps = replay_in_context(ReplayContext(arrays), plan, slo, options)
+    result, columns, steps = replay_in_context(ReplayContext(arrays), plan, slo, options, executor)
     report = ReplayReport(REPLAY_FORMAT_VERSION, version, generated_at, trace_info, result)
     return report, columns, steps
 
@@ -117,6 +120,7 @@ def replay_in_context(
     plan: Plan,
     slo: Mapping[str, float] | None = None,
     options: ReplayOptions | None = None,
+    executor: Executor = SERIAL,
 ) -> tuple[ReplayResult, dict[str, np.ndarray], StepSource | None]:
     """One plan replayed on a prepared trace (its LRU passes shared with other plans)."""
     notes: tuple[str, ...] = ()
@@ -124,7 +128,7 @@ def replay_in_context(
         ctx = ctx.with_arrivals(ctx.arrays.arrival_s / plan.traffic_scale)
         faster = format_value(plan.traffic_scale, Unit.MULTIPLE)
         notes = (f"arrivals come {faster} faster (traffic.scale)",)
-    run = run_replay(ctx, plan, options)
+    run = run_replay(ctx, plan, options, executor=executor)
     notes = (*run.plan_notes, *notes)
     result = summarize(run, plan_targets(plan, slo))
     steps = partial(step_batches, run) if run.stages[0].step_log is not None else None
@@ -147,7 +151,7 @@ def replay_recommendation(
     The closed-loop stage split replaces a modeled or calibrated one (a measured split stays:
     it is the engine's own); the open-loop figures are kept in ``open_loop_*`` as a bound.
     ``options`` is the analysis' AnalyzeOptions (``replay``, ``replay_max_requests``,
-    ``window_s``, ``advisor_inputs``).
+    ``window_s``, ``advisor_inputs``, ``executor``: the replica groups replay as its tasks).
     """
     why = None
     if not options.replay:
@@ -166,7 +170,12 @@ def replay_recommendation(
         )
         ctx = (source or ReplaySource(RequestArrays.of(trace))).context
         found, why = replay_recommended(
-            ctx, report, catalogs, ReplayOptions(window_s=options.window_s), calibration
+            ctx,
+            report,
+            catalogs,
+            ReplayOptions(window_s=options.window_s),
+            calibration,
+            executor=options.executor,
         )
     if found is None:
         return replace(
