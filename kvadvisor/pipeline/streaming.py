@@ -254,6 +254,12 @@ def plan_analysis(
         rows = min(room // CHUNK_BYTES_PER_ROW, MAX_PROFILE_CHUNK_ROWS, requests)
         return int(rows) if rows >= min(requests, MIN_PROFILE_CHUNK_ROWS) else 0
 
+    def advice(curve_bytes: int) -> dict:
+        """The profile's chunk and the planned peak with the advice (or what it would need)."""
+        rows = chunk_rows(curve_bytes)
+        peak = curve_bytes + (fixed + CHUNK_BYTES_PER_ROW * rows if rows else least)
+        return dict(stage_profile=rows > 0, profile_chunk_rows=rows, profile_bytes=peak)
+
     profile_bytes = least
     common = dict(
         memory_limit_bytes=memory_limit_bytes,
@@ -286,13 +292,10 @@ def plan_analysis(
         sampled_need > memory_limit_bytes
     )
     if (exact_stream <= memory_limit_bytes and exact_first) or block_accesses == 0:
-        need = exact_stream + profile_bytes
         return ScalePlan(
             mode="streaming",
             sample_rate=None,
-            stage_profile=need <= memory_limit_bytes,
-            profile_chunk_rows=chunk_rows(exact_stream),
-            profile_bytes=need,
+            **advice(exact_stream),
             profile_counts=(
                 f"{_size(BASELINE_BYTES)} baseline, {EXACT_BYTES_PER_REQUEST} B per request and "
                 f"{EXACT_BYTES_PER_ACCESS} B per block access for the exact curve, {profile_part}"
@@ -335,9 +338,7 @@ def plan_analysis(
     return ScalePlan(
         mode="streaming",
         sample_rate=rate,
-        stage_profile=sampled_need <= memory_limit_bytes,
-        profile_chunk_rows=chunk_rows(BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests),
-        profile_bytes=sampled_need,
+        **advice(BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests),
         profile_counts=(
             f"{_size(BASELINE_BYTES)} baseline, {SAMPLED_BYTES_PER_REQUEST} B per request kept "
             f"by the sampled curve, {profile_part}"
@@ -819,10 +820,14 @@ def _replay(
             request_rows={} if columns is None else trace_rows(columns),
         )
     need = replay_bytes(plan.requests, plan.block_accesses)
-    if plan.requests <= options.replay_max_requests and need <= plan.memory_limit_bytes:
+    # The plan holds room for a window's rows (advice_fixed_bytes): the whole trace when it
+    # is no longer, or when its own rows fit the limit too.
+    size = min(REPLAY_WINDOW_REQUESTS, options.replay_max_requests)
+    if plan.requests <= size or (
+        plan.requests <= options.replay_max_requests and need <= plan.memory_limit_bytes
+    ):
         trace, source = rows()
         return replay_recommendation(trace, report, options, source, calibration)
-    size = min(REPLAY_WINDOW_REQUESTS, options.replay_max_requests, plan.requests)
     start, stop = view.busiest(size)
     window = stream_rows(stream, start, stop)
     windowed = replay_recommendation(
@@ -835,7 +840,8 @@ def _replay(
         f"more than `analyze` replays whole ({count(options.replay_max_requests)}, "
         "--replay-max-requests)"
         if plan.requests > options.replay_max_requests
-        else f"too many to replay whole within the memory limit ({_size(need)} needed)"
+        else f"more than the {count(size)} the memory plan holds for a replay (replaying them "
+        f"whole needs {_size(need)}, over the memory limit)"
     )
     note = (
         f"replayed on the busiest window of {count(size)} consecutive requests (rows "
