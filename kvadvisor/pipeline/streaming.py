@@ -274,6 +274,7 @@ def plan_analysis(
             mode="in_memory",
             sample_rate=None,
             stage_profile=True,
+            profile_chunk_rows=requests,
             reason=(
                 f"the whole trace fits the memory limit ({_size(in_memory)} of "
                 f"{_size(memory_limit_bytes)}): every analysis, exact"
