@@ -284,7 +284,7 @@ def plan_analysis(
     profile_part = (
         f"{CHUNK_BYTES_PER_ROW} B per request of a profile chunk (at least "
         f"{number(min(requests, MIN_PROFILE_CHUNK_ROWS))} requests) and {_size(fixed)} for the "
-        "search's and the replay's windows and the per-window series"
+        "search's and the replay's windows, the per-window series and the profile's time grids"
     )
     sampled_need = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes
     # Advice before an exact curve: when the exact curve leaves no room for the profile (and the
@@ -552,9 +552,14 @@ PROFILE_COLUMNS = (
     "model",
 )
 PROFILE_BYTES_PER_REQUEST = 256
-# A profile chunk holds its columns twice (this chunk and the next, about 60 B per row each),
-# its context rows, and the profiler's arrays (256 B per row): 400 B per row of a chunk.
-CHUNK_BYTES_PER_ROW = 400
+# A profile chunk holds its columns twice (this chunk and the next), its context rows, the
+# profiler's arrays and the chunk's sums' temporaries; the profiler's time grids (2^20 cells,
+# several arrays) are the same size for any chunk. Measured on the 5M-request synth trace
+# (docs/benchmarks.md 4): 370 MiB over the baseline for chunks of 262,144 rows and 885 MiB for
+# 1,048,576 (each with 2 x 32,768 context rows): 687 B per row and 155 MiB fixed. Planned with
+# headroom at 768 B per row and 192 MiB.
+CHUNK_BYTES_PER_ROW = 768
+PROFILE_GRID_BYTES = 192 * 1024**2
 # Chunks of at most 1M requests (the profile's 2^20-cell grid is then as fine as in memory for
 # a 1M-request trace), at least 32,768 (else the context rows would dominate).
 MAX_PROFILE_CHUNK_ROWS = 1 << 20
@@ -572,11 +577,11 @@ SEARCH_WINDOW_REQUESTS = SEARCH_REQUESTS + VERIFY_REQUESTS
 
 
 def advice_fixed_bytes(requests: int, accesses_per_request: float, duration_s: float) -> int:
-    """The bounded parts of streamed advice: search, replay window, per-window series."""
+    """The bounded parts of streamed advice: search, replay window, series, profile grids."""
     windows = max(duration_s, 0.0) / 1.0 + 1  # the default 1 s window (--window)
     rows = min(requests, REPLAY_WINDOW_REQUESTS) + min(requests, SEARCH_WINDOW_REQUESTS)
     per_row = IN_MEMORY_BYTES_PER_REQUEST + IN_MEMORY_BYTES_PER_ACCESS * accesses_per_request
-    return int(rows * per_row + BYTES_PER_WINDOW * windows)
+    return int(rows * per_row + BYTES_PER_WINDOW * windows + PROFILE_GRID_BYTES)
 
 
 # The replay of the verdict on a streamed trace larger than `analyze` replays whole: the
