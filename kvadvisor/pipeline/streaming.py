@@ -13,12 +13,14 @@ budget (``--memory-limit``, by default half the machine's memory,
 
 In both streaming modes one pass over the record batches computes every metric that allows it
 (request and token counts, time span, arrival and length charts, model names, the prefix-cache
-curve); a second, narrow pass feeds the stage profiler its per-request columns when its arrays
-fit the budget too (``ScalePlan.stage_profile``). On those columns the deployment search picks
-its windows as in memory and reads only their rows again; the verdict is replayed on the whole
-trace's rows when `analyze` would replay it in memory and they fit the budget
-(:mod:`kvadvisor.pipeline.windows`). Sections that need the whole trace at once (routing, reuse
-times, block-size comparison) are left out, and the report says why.
+curve); a second, narrow pass feeds the stage profiler its per-request columns, whole when
+the trace fits one chunk, else chunk by chunk (``ScalePlan.profile_chunk_rows``), so the advice's
+memory does not grow with the trace. The deployment search finds its busiest window in a pass
+over the arrivals and reads only its rows again; the verdict is replayed on the whole trace's
+rows when `analyze` would replay it in memory, else on the busiest window of
+:data:`REPLAY_WINDOW_REQUESTS` (:mod:`kvadvisor.pipeline.windows`). Sections that need the
+whole trace at once (routing, reuse times, block-size comparison) are left out, and the report
+says why.
 """
 
 from __future__ import annotations
@@ -533,12 +535,9 @@ def _prefix_section(
     )
 
 
-# The stage profiler needs only per-request columns: a second pass reads them (about 40 B per
-# request held) and the profiler builds its arrays (measured: 2.2 GB more for a 10M-request
-# streamed trace, about 230 B per request), so it runs only when that fits the memory limit;
-# otherwise model, stage_split and io are unavailable and the report says why. The search and
-# the replay's request rows then keep three of those columns (24 B per request, within the
-# profiler's freed arrays) and read only their windows' rows again (pipeline/windows.py).
+# The stage profiler needs only per-request columns: a second pass reads them, a chunk of
+# consecutive requests at a time (sections/chunkprofile.py) unless the whole trace fits one
+# chunk; the search and the replay read only their windows' rows again (pipeline/windows.py).
 PROFILE_COLUMNS = (
     "arrival_s",
     "input_tokens",
@@ -551,12 +550,11 @@ PROFILE_COLUMNS = (
     "ok",
     "model",
 )
-PROFILE_BYTES_PER_REQUEST = 256
 # A profile chunk holds its columns twice (this chunk and the next), its context rows, the
 # profiler's arrays and the chunk's sums' temporaries; the profiler's time grids (2^20 cells,
 # several arrays) are the same size for any chunk. Measured on the 5M-request synth trace
-# (docs/benchmarks.md 4): 370 MiB over the baseline for chunks of 262,144 rows and 885 MiB for
-# 1,048,576 (each with 2 x 32,768 context rows): 687 B per row and 155 MiB fixed. Planned with
+# (docs/benchmarks.md 4): 368 MiB over the baseline for chunks of 262,144 rows and 886 MiB for
+# 1,048,576 (each with 2 x 32,768 context rows): 690 B per row and 152 MiB fixed. Planned with
 # headroom at 768 B per row and 192 MiB.
 CHUNK_BYTES_PER_ROW = 768
 PROFILE_GRID_BYTES = 192 * 1024**2
