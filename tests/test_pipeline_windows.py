@@ -26,7 +26,7 @@ from kvadvisor.pipeline.streaming import (
     plan_for_stream,
     replay_bytes,
 )
-from kvadvisor.pipeline.windows import stream_rows
+from kvadvisor.pipeline.windows import _busiest_pass, stream_rows
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.stream import stream_trace
 from kvadvisor.units import Unit, format_value
@@ -54,6 +54,17 @@ def test_stream_rows_are_the_tables_rows(mooncake) -> None:
         for name in ("arrival_s", "input_tokens", "output_tokens", "block_hashes"):
             want = mooncake.table[name].slice(start, stop - start).to_pylist()
             assert got.table[name].to_pylist() == want, (name, start)
+
+
+def test_busiest_window_in_one_pass(mooncake) -> None:
+    """The pass over streamed arrivals finds busiest_window's rows, whatever the batch size."""
+    arrival = mooncake.column_np("arrival_s")
+    for batch_rows in (100, 1000, 5000):
+        stream = stream_trace(mooncake, batch_rows=batch_rows)
+        for size in (1, 7, 3000, mooncake.requests, 20_000):
+            start, stop, first, t_start, t_last = _busiest_pass(stream, size)
+            assert (start, stop) == busiest_window(arrival, size), (batch_rows, size)
+            assert (first, t_start, t_last) == (arrival[0], arrival[start], arrival[stop - 1])
 
 
 # What the streamed report cannot have: reuse times need the whole trace in memory (the

@@ -114,7 +114,7 @@ def _busiest_pass(stream: TraceStream, size: int) -> tuple[int, int, float, floa
     """
     carry = np.zeros(0)
     best, best_start, seen = np.inf, 0, 0
-    first = None
+    first, ends = None, (0.0, 0.0)
     for batch in stream.select(("arrival_s",)):
         a = np.asarray(batch.column("arrival_s").to_numpy(zero_copy_only=False), np.float64)
         if first is None and a.size:
@@ -126,16 +126,13 @@ def _busiest_pass(stream: TraceStream, size: int) -> tuple[int, int, float, floa
             k = int(np.argmin(spans))
             if spans[k] < best:
                 best, best_start = float(spans[k]), base + k
+                ends = (float(x[k]), float(x[k + size - 1]))
         seen += a.size
         carry = x[max(x.size - (size - 1), 0) :] if size > 1 else np.zeros(0)
-    if seen <= size:
+    if seen <= size:  # the whole trace: its first and last arrivals
         best_start = 0
-    stop = min(best_start + size, seen)
-    rows = stream_rows(stream.select(("arrival_s",)), best_start, stop)
-    times = rows.column_np("arrival_s")
-    start_s = float(times[0]) if len(times) else 0.0
-    last_s = float(times[-1]) if len(times) else 0.0
-    return best_start, stop, first or 0.0, start_s, last_s
+        ends = (first or 0.0, float(carry[-1]) if carry.size else first or 0.0)
+    return best_start, min(best_start + size, seen), first or 0.0, *ends
 
 
 class StreamedView(TraceView):
