@@ -8,6 +8,9 @@ streaming pass is linear in requests; memory is bounded by the limit, not the tr
 
     python benchmarks/bench_stream.py [--requests 100000000] [--memory-limit 4GiB]
                                       [--workdir DIR] [--keep]
+
+The analysis runs with ``--model deepseek-v3`` (see MODEL), and the plan is printed first
+from the file's footers (the script stops if a planned peak is over the limit).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import kvadvisor_argv, run_measured
 
 TARGET_REQUESTS = 100_000_000
+MODEL = "deepseek-v3"
 
 
 def _size_bytes(text: str) -> int:
@@ -30,6 +34,29 @@ def _size_bytes(text: str) -> int:
     from kvadvisor.pipeline.streaming import parse_memory_limit
 
     return parse_memory_limit(text)
+
+
+def _print_plan(trace: Path, limit: int) -> None:
+    """The plan `analyze` will follow, from the file's footers, before it runs."""
+    from kvadvisor.pipeline.streaming import plan_for_stream
+    from kvadvisor.trace.stream import open_trace_stream
+
+    stream = open_trace_stream(trace)
+    plan = plan_for_stream(stream, limit)
+    curve = "exact curve" if plan.exact_curve else f"SHARDS at rate {plan.sample_rate:g}"
+    advice = (
+        f"profile in chunks of {plan.profile_chunk_rows:,} requests, search and replay on "
+        f"windows; planned peak {plan.profile_bytes / 2**30:.2f} GiB of "
+        f"{limit / 2**30:.2f} GiB ({plan.profile_counts})"
+        if plan.stage_profile
+        else f"no stage profile: it would need {plan.profile_bytes / 2**30:.2f} GiB"
+    )
+    print(
+        f"  plan: {plan.mode}, {curve}; {advice}; {stream.requests:,} requests, "
+        f"{stream.block_accesses:,} block accesses (footers), {stream.duration_s:,.0f} s"
+    )
+    if plan.mode != "in_memory" and plan.stage_profile and plan.profile_bytes > limit:
+        sys.exit("the plan does not fit the memory limit")
 
 
 def main() -> int:
@@ -70,6 +97,7 @@ def main() -> int:
             sys.exit(synth.stderr_tail)
         print(synth.line())
         print(f"  {synth.stderr_tail.strip()}")
+    _print_plan(trace, limit)
     report = work / "stream-report.json"
     run = run_measured(
         "analyze --memory-limit " + args.memory_limit,
@@ -78,6 +106,11 @@ def main() -> int:
             str(trace),
             "--memory-limit",
             args.memory_limit,
+            # The synth shape clips prompts at 131,072 tokens and outputs at 16,384, so some
+            # requests exceed a 128K-context model (a streamed trace cannot leave them out);
+            # DeepSeek-V3's 163,840 tokens hold the longest possible request (147,456).
+            "--model",
+            MODEL,
             "--format",
             "json",
             "-o",
@@ -106,6 +139,13 @@ def main() -> int:
     for v in verdicts:
         print(f"  verdict {v.get('provider')}: {v.get('status')}")
     print(f"  unavailable: {sorted(body.get('unavailable') or {}) or 'nothing'}")
+    split = body.get("stage_split") or {}
+    print(
+        f"  stage split: {split.get('classification')} (source {split.get('source')}); "
+        f"{next((n for n in split.get('notes') or () if n.startswith('profiled in')), 'whole')}"
+    )
+    replay = body.get("replay") or {}
+    print(f"  replay: {(replay.get('notes') or ['none'])[-1]}")
     print(
         f"  peak RSS / memory limit: {run.peak_rss_bytes / limit:.2f} "
         f"({'within' if run.peak_rss_bytes <= limit else 'OVER'} the budget)"

@@ -20,9 +20,10 @@ from kvadvisor.pipeline.analyze import analyze, analyze_large
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.pipeline.streaming import (
     BASELINE_BYTES,
-    EXACT_BYTES_PER_ACCESS,
+    CHUNK_BYTES_PER_ROW,
     SAMPLED_BYTES_PER_ACCESS,
     SAMPLED_BYTES_PER_REQUEST,
+    advice_fixed_bytes,
     analyze_stream,
     parse_memory_limit,
     physical_memory_bytes,
@@ -87,10 +88,15 @@ def test_plan_by_hand() -> None:
     assert "SHARDS" in p.reason
     with pytest.raises(ConfigError, match="too small"):
         plan_analysis(req, acc, table, BASELINE_BYTES)
-    # The profile pass and the search (32 + 256 + 72 B per request) fit at 400 MB over the
-    # baseline, not at 350 MB nor at 100 MB.
-    assert plan_analysis(req, acc, table, BASELINE_BYTES + 400 * 10**6).stage_profile
-    assert not plan_analysis(req, acc, table, BASELINE_BYTES + 350 * 10**6).stage_profile
+    # Beside a sampled curve (32 B per request), the advice needs its bounded parts and a
+    # profile chunk of at least 32,768 requests (400 B each): it fits 1 MB over that, not 1 MB
+    # under, nor at 100 MB.
+    least = advice_fixed_bytes(req, acc / req, 0.0) + CHUNK_BYTES_PER_ROW * 32_768
+    room = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * req + least
+    fits = plan_analysis(req, acc, table, room + 10**6)
+    assert fits.sample_rate is not None and fits.stage_profile
+    assert fits.profile_chunk_rows == 32_768 + 10**6 // CHUNK_BYTES_PER_ROW
+    assert not plan_analysis(req, acc, table, room - 10**6).stage_profile
     small = plan_analysis(req, acc, table, BASELINE_BYTES + 100 * 10**6)
     assert small.sample_rate == pytest.approx(0.028) and not small.stage_profile
 
@@ -137,15 +143,12 @@ def _hive(trace, tmp_path):
 
 
 def _exact_plan(stream):
-    # Exactly the exact pass plus the stage profile and the search (256 + 72 B per request).
-    plan = plan_for_stream(
-        stream,
-        BASELINE_BYTES
-        + EXACT_BYTES_PER_ACCESS * stream.block_accesses
-        + (16 + 256 + 72) * stream.requests,
-    )
-    assert plan.mode == "streaming" and plan.exact_curve and plan.stage_profile
-    return plan
+    # Streamed with the exact curve just under the in-memory estimate; the profile in one chunk
+    # (the plan's bounded advice parts are more than this small trace's whole analysis).
+    limit = plan_for_stream(stream, 64 * GIB).estimated_in_memory_bytes - 1
+    plan = plan_for_stream(stream, limit)
+    assert plan.mode == "streaming" and plan.exact_curve
+    return dataclasses.replace(plan, stage_profile=True, profile_chunk_rows=stream.requests)
 
 
 @pytest.mark.parametrize("source", ["memory", "hive"])

@@ -10,18 +10,23 @@ from conftest import MOONCAKE_HEAD_JSONL_GZ
 
 from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.advice.recommend import busiest_window
-from kvadvisor.pipeline.analyze import analyze, analyze_large
+from kvadvisor.pipeline.analyze import analyze
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.pipeline.replay import replay_recommendation
 from kvadvisor.pipeline.streaming import (
     BASELINE_BYTES,
+    CHUNK_BYTES_PER_ROW,
+    MAX_PROFILE_CHUNK_ROWS,
+    MIN_PROFILE_CHUNK_ROWS,
     SAMPLED_BYTES_PER_ACCESS,
     SAMPLED_BYTES_PER_REQUEST,
+    advice_fixed_bytes,
+    analyze_stream,
     plan_analysis,
     plan_for_stream,
     replay_bytes,
 )
-from kvadvisor.pipeline.windows import stream_rows
+from kvadvisor.pipeline.windows import _busiest_pass, stream_rows
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.stream import stream_trace
 from kvadvisor.units import Unit, format_value
@@ -51,6 +56,17 @@ def test_stream_rows_are_the_tables_rows(mooncake) -> None:
             assert got.table[name].to_pylist() == want, (name, start)
 
 
+def test_busiest_window_in_one_pass(mooncake) -> None:
+    """The pass over streamed arrivals finds busiest_window's rows, whatever the batch size."""
+    arrival = mooncake.column_np("arrival_s")
+    for batch_rows in (100, 1000, 5000):
+        stream = stream_trace(mooncake, batch_rows=batch_rows)
+        for size in (1, 7, 3000, mooncake.requests, 20_000):
+            start, stop, first, t_start, t_last = _busiest_pass(stream, size)
+            assert (start, stop) == busiest_window(arrival, size), (batch_rows, size)
+            assert (first, t_start, t_last) == (arrival[0], arrival[start], arrival[stop - 1])
+
+
 # What the streamed report cannot have: reuse times need the whole trace in memory (the
 # prefix-cache section says so), so these facts, and the capacity the search sizes a tier for
 # from the retention figure, are the in-memory run's alone.
@@ -70,9 +86,13 @@ def test_streamed_search_and_replay_equal_in_memory(mooncake) -> None:
     estimate = plan_for_stream(stream, 64 * GIB).estimated_in_memory_bytes
     limit = estimate - 1
     plan = plan_for_stream(stream, limit)
-    assert plan.mode == "streaming" and plan.exact_curve and plan.stage_profile
+    assert plan.mode == "streaming" and plan.exact_curve
     assert replay_bytes(stream.requests, stream.block_accesses) <= limit
-    got = analyze_large(stream, OPTIONS, memory_limit_bytes=limit, **_kw())
+    # The plan's bounded advice parts (the search's and the replay's windows at the in-memory
+    # figures per row) are more than this small trace's whole analysis is: the profile in one
+    # chunk is given here, as a larger limit would read the trace in memory.
+    plan = replace(plan, stage_profile=True, profile_chunk_rows=stream.requests)
+    got = analyze_stream(stream, OPTIONS, plan=plan, **_kw())
     assert any("streamed" in n for n in got.trace.notes)
     assert got.prefix_cache.mrc == want.prefix_cache.mrc
     assert got.model == want.model and got.io == want.io
@@ -102,61 +122,96 @@ def test_streamed_search_and_replay_equal_in_memory(mooncake) -> None:
         np.testing.assert_array_equal(got.request_rows[name], again.request_rows[name])
 
 
-def test_streamed_replay_over_the_limit_says_why() -> None:
-    """Room for the search but not the whole-trace replay: the replay names figure and limit.
+def test_streamed_replay_on_the_busiest_window() -> None:
+    """More requests than `analyze` replays whole: the verdict replayed on the busiest window.
 
-    On the Mooncake head (400 real requests with block hashes, streamed in batches of 100):
-    what is checked is the choice and its message, which the trace's length does not change.
+    On the Mooncake head (400 real requests with block hashes, streamed in batches of 100)
+    with --replay-max-requests 100: the replay is the verdict replayed on those 100 rows held
+    in memory, figure for figure, its notes say what it covers, and the request rows are the
+    window's, numbered as in the trace.
     """
     head = read_trace(MOONCAKE_HEAD_JSONL_GZ)
     stream = stream_trace(head, batch_rows=100)
-    need = replay_bytes(stream.requests, stream.block_accesses)
-    plan = plan_for_stream(stream, need - 1)
-    assert plan.mode == "streaming" and plan.stage_profile
-    got = analyze_large(stream, OPTIONS, memory_limit_bytes=need - 1, **_kw())
-    assert got.recommendation is not None and got.replay is None
-    assert "the trace in memory" not in got.recommendation.verdict.missing
-    why = got.unavailable["replay"]
-    assert format_value(need, Unit.BYTES) in why and "over the memory limit" in why
-    assert len(got.request_rows["arrival_s"]) == head.requests == 400
+    options = replace(OPTIONS, replay_max_requests=100)
+    plan = plan_for_stream(stream, replay_bytes(stream.requests, stream.block_accesses) - 1)
+    assert plan.mode == "streaming"
+    plan = replace(plan, stage_profile=True, profile_chunk_rows=stream.requests)
+    got = analyze_stream(stream, options, plan=plan, **_kw())
+    assert got.replay is not None and "replay" not in got.unavailable
+    start, stop = busiest_window(head.column_np("arrival_s"), 100)
+    assert any(
+        f"busiest window of 100 consecutive requests (rows {start} to {stop - 1}" in n
+        and "more than `analyze` replays whole (100" in n
+        for n in got.replay.notes
+    )
+    window = stream_rows(stream, start, stop)
+    inputs = load_advisor_inputs()
+    again = replay_recommendation(
+        window, replace(got, replay=None), replace(options, advisor_inputs=inputs)
+    )
+    assert replace(got.replay, notes=()) == replace(again.replay, notes=())
+    np.testing.assert_array_equal(got.request_rows["request"], np.arange(start, stop))
+    np.testing.assert_array_equal(got.request_rows["ttft_s"], again.request_rows["ttft_s"])
 
 
 def test_profile_skip_message_says_what_it_counts(mooncake) -> None:
     """The figure in the skip message is the plan's, with the parts it adds up named."""
     stream = stream_trace(mooncake, batch_rows=4000)
-    r = stream.requests
-    limit = BASELINE_BYTES + (32 + 300) * r  # a sampled curve fits, the 328 B profile beside not
-    plan = plan_for_stream(stream, limit)
+    r, n = stream.requests, stream.block_accesses
+    fixed = advice_fixed_bytes(r, n / r, stream.duration_s)
+    least = fixed + CHUNK_BYTES_PER_ROW * min(r, MIN_PROFILE_CHUNK_ROWS)
+    exact = BASELINE_BYTES + 16 * r + 40 * n
+    limit = exact - 1  # a sampled curve fits, a profile chunk beside it not
+    assert BASELINE_BYTES + 32 * r + least > limit
+    # Planned as a trace too large to read in memory (this one is small enough at any limit
+    # that leaves the profile out).
+    plan = plan_analysis(r, n, 10 * GIB, limit, stream.duration_s)
     assert plan.mode == "streaming" and not plan.exact_curve and not plan.stage_profile
-    want = BASELINE_BYTES + (32 + 256 + 72) * r
+    want = BASELINE_BYTES + 32 * r + least
     assert plan.profile_bytes == want
-    got = analyze_large(stream, OPTIONS, memory_limit_bytes=limit, **_kw())
+    got = analyze_stream(stream, OPTIONS, plan=plan, **_kw())
     why = got.unavailable["stage_split"]
     assert format_value(want, Unit.BYTES) in why
     assert "baseline" in why and "32 B per request kept by the sampled curve" in why
-    assert "256 B per request for the stage profile and 72 B" in why
+    assert f"{CHUNK_BYTES_PER_ROW} B per request of a profile chunk" in why
+    assert format_value(fixed, Unit.BYTES) in why
     assert got.unavailable["replay"] == why and got.recommendation is not None
 
 
 def test_exact_curve_gives_way_to_advice() -> None:
     """A sampled curve with room for the profile is chosen over an exact one without it."""
-    req, acc = 20_000_000, 141_802_768  # the 20M-request synth trace of docs/benchmarks.md
+    req, acc, span = 20_000_000, 141_802_768, 20_000.0  # the 20M synth of docs/benchmarks.md
     exact = BASELINE_BYTES + 16 * req + 40 * acc
-    sampled_need = BASELINE_BYTES + (32 + 256 + 72) * req
-    # 7.2 GiB: more than the exact curve alone (6.1 GiB), less than it with the profile.
-    assert exact < sampled_need < exact + (256 + 72) * req
-    plan = plan_analysis(req, acc, 10**9, 7 * GIB + GIB // 2)
+    least = advice_fixed_bytes(req, acc / req, span) + CHUNK_BYTES_PER_ROW * MIN_PROFILE_CHUNK_ROWS
+    plan = plan_analysis(req, acc, 10**9, exact, span)  # the exact curve fits, a chunk not
     assert plan.sample_rate is not None and plan.stage_profile
-    assert "leaves no room" in plan.reason and plan.profile_bytes == sampled_need
-    plan = plan_analysis(req, acc, 10**9, exact)  # the exact curve fits, the profile nowhere
-    assert plan.exact_curve and not plan.stage_profile
+    assert "leaves no room" in plan.reason
+    # The largest chunk that fits (at most 1M requests), and the peak planned with it.
+    assert plan.profile_chunk_rows == MAX_PROFILE_CHUNK_ROWS
+    assert BASELINE_BYTES + 32 * req + least < plan.profile_bytes <= exact
+    plan = plan_analysis(req, acc, 10**9, exact + least, span)
+    assert plan.exact_curve and plan.stage_profile and plan.profile_bytes == exact + least
+    assert plan.profile_chunk_rows == MIN_PROFILE_CHUNK_ROWS
+
+
+def test_the_100m_request_plan_fits_4gib() -> None:
+    """The issue's run: 100M synth requests (docs/benchmarks.md 3) get the whole advice at 4 GiB.
+
+    Sizes from that file's footers: 709,161,659 block accesses over about 100,000 s.
+    """
+    req, acc, span = 100_000_000, 709_161_659, 100_000.0
+    plan = plan_analysis(req, acc, 5 * 10**9, 4 * GIB, span)
+    assert plan.mode == "streaming" and plan.sample_rate is not None and plan.stage_profile
+    assert plan.profile_bytes <= 4 * GIB
+    assert MIN_PROFILE_CHUNK_ROWS <= plan.profile_chunk_rows < req
+    assert plan.sample_rate >= 1e-3
 
 
 def test_sampled_stream_still_searches_on_the_busiest_window(mooncake) -> None:
-    """A SHARDS-sampled stream: the search runs on the busiest window of the arrivals.
+    """A SHARDS-sampled stream profiled in chunks: the search runs on the busiest window.
 
-    Inherent differences: the profile has no simulated per-request hits, and the whole-trace
-    replay does not fit the small limit and says so.
+    Inherent difference: the profile has no simulated per-request hits. The whole trace is
+    fewer requests than `analyze` replays, and is replayed.
     """
     stream = stream_trace(mooncake, batch_rows=2000)
     limit = (
@@ -165,8 +220,10 @@ def test_sampled_stream_still_searches_on_the_busiest_window(mooncake) -> None:
         + int(SAMPLED_BYTES_PER_ACCESS * 0.25 * stream.block_accesses)
     )
     plan = plan_for_stream(stream, limit)
-    assert plan.mode == "streaming" and not plan.exact_curve and plan.stage_profile
-    got = analyze_large(stream, OPTIONS, memory_limit_bytes=limit, **_kw())
+    assert plan.mode == "streaming" and not plan.exact_curve
+    # In chunks of 5,000 requests: the search reads no per-request column.
+    plan = replace(plan, stage_profile=True, profile_chunk_rows=5000)
+    got = analyze_stream(stream, OPTIONS, plan=plan, **_kw())
     assert got.prefix_cache.status == "sampled"
     # Sampled passes keep no per-request hits; the Mooncake trace has no cached_tokens either.
     assert got.stage_split is not None and got.stage_split.hits_source is None
@@ -177,4 +234,5 @@ def test_sampled_stream_still_searches_on_the_busiest_window(mooncake) -> None:
     assert sample.start_s == float(arrival[start] - arrival[0])
     assert sample.span_s == float(arrival[stop - 1] - arrival[start])
     assert any(v.chosen for v in got.recommendation.verdict.verdicts)
-    assert got.replay is None and "over the memory limit" in got.unavailable["replay"]
+    assert any("profiled in 3 chunks" in n for n in got.stage_split.notes)
+    assert got.replay is not None and "replay" not in got.unavailable

@@ -106,6 +106,19 @@ class TraceView:
         """Requests in the trace."""
         return int(self.arrival_s.shape[0])
 
+    def busiest(self, size: int) -> tuple[int, int]:
+        """The busiest window of ``size`` consecutive requests (:func:`busiest_window`)."""
+        return busiest_window(self.arrival_s, size)
+
+    def arrival_at(self, row: int) -> float:
+        """Arrival time of request ``row``, s."""
+        return float(self.arrival_s[row])
+
+    def longest(self) -> tuple[int, int]:
+        """The longest request (prompt + output) and the longest prompt, tokens."""
+        total = self.input_tokens.astype(np.int64) + self.output_tokens.astype(np.int64)
+        return int(total.max()), int(self.input_tokens.max())
+
 
 @dataclass(frozen=True)
 class RecommendInputs:
@@ -246,7 +259,7 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
     assert model is not None
     n = view.requests
     size = min(n, max(1, inputs.sample_requests))
-    start, stop = busiest_window(view.arrival_s, size)
+    start, stop = view.busiest(size)
     catalogs = PlanCatalogs(inputs.storage, inputs.instances, inputs.perf)
     sample_arrays = view.rows(start, stop)
     replayer = Replayer(sample_arrays, slo.targets, catalogs, headroom=inputs.headroom)
@@ -362,7 +375,7 @@ def _search_spec(
     view: TraceView, inputs: RecommendInputs, model: ModelSpec, sample_arrays: TraceArrays
 ) -> SearchSpec:
     """The search space and targets every provider's search shares (before pooled hits)."""
-    total = view.input_tokens.astype(np.int64) + view.output_tokens.astype(np.int64)
+    longest, longest_prompt = view.longest()
     return SearchSpec(
         model=model,
         kv_dtype=inputs.kv_dtype,
@@ -370,8 +383,8 @@ def _search_spec(
         instances=inputs.instances,
         storage=inputs.storage,
         targets=inputs.slo.targets,
-        longest_tokens=int(total.max()),
-        longest_prompt_tokens=int(view.input_tokens.max()),
+        longest_tokens=longest,
+        longest_prompt_tokens=longest_prompt,
         has_hashes=view.has_hashes and sample_arrays.has_hashes,
         reuse_bytes=inputs.reuse_bytes,
         pinned=inputs.pinned,
@@ -393,8 +406,8 @@ def _sample(view: TraceView, size: int, start: int, stop: int) -> Sample:
     return Sample(
         requests=size,
         trace_requests=n,
-        start_s=float(view.arrival_s[start] - view.arrival_s[0]),
-        span_s=float(view.arrival_s[stop - 1] - view.arrival_s[start]),
+        start_s=view.arrival_at(start) - view.arrival_at(0),
+        span_s=view.arrival_at(stop - 1) - view.arrival_at(start),
         how=(
             "the whole trace"
             if size == n

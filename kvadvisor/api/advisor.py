@@ -140,9 +140,8 @@ class Report(AdviceReport):
         """
         if not self.request_rows:
             raise ConfigError(
-                "this report holds no per-request rows: the trace was streamed and its "
-                "per-request columns did not fit memory_limit, or the report was read back from "
-                "JSON; "
+                "this report holds no per-request rows: the trace was streamed and its verdict "
+                "not replayed, or the report was read back from JSON; "
                 "kvadvisor.read_trace(path).to_pandas() gives the trace's own columns"
             )
         import pandas as pd

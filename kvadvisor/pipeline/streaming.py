@@ -13,12 +13,14 @@ budget (``--memory-limit``, by default half the machine's memory,
 
 In both streaming modes one pass over the record batches computes every metric that allows it
 (request and token counts, time span, arrival and length charts, model names, the prefix-cache
-curve); a second, narrow pass feeds the stage profiler its per-request columns when its arrays
-fit the budget too (``ScalePlan.stage_profile``). On those columns the deployment search picks
-its windows as in memory and reads only their rows again; the verdict is replayed on the whole
-trace's rows when `analyze` would replay it in memory and they fit the budget
-(:mod:`kvadvisor.pipeline.windows`). Sections that need the whole trace at once (routing, reuse
-times, block-size comparison) are left out, and the report says why.
+curve); a second, narrow pass feeds the stage profiler its per-request columns, whole when
+the trace fits one chunk, else chunk by chunk (``ScalePlan.profile_chunk_rows``), so the advice's
+memory does not grow with the trace. The deployment search finds its busiest window in a pass
+over the arrivals and reads only its rows again; the verdict is replayed on the whole trace's
+rows when `analyze` would replay it in memory, else on the busiest window of
+:data:`REPLAY_WINDOW_REQUESTS` (:mod:`kvadvisor.pipeline.windows`). Sections that need the
+whole trace at once (routing, reuse times, block-size comparison) are left out, and the report
+says why.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import pyarrow.compute as pc
 
 from kvadvisor import phases
 from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs
+from kvadvisor.advice.recommend import SEARCH_REQUESTS, VERIFY_REQUESTS, TraceView
 from kvadvisor.cache.model import PrefixCacheResult
 from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
 from kvadvisor.cache.shards import estimate_prefix_curve, record_parts
@@ -48,11 +51,13 @@ from kvadvisor.pipeline.assemble import (
     with_context,
 )
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
+from kvadvisor.pipeline.profilechunks import profile_chunks_of
 from kvadvisor.pipeline.replay import ReplaySource, replay_recommendation, trace_rows
-from kvadvisor.pipeline.windows import stream_view, whole_source
+from kvadvisor.pipeline.windows import StreamedView, stream_rows, stream_view, whole_source
 from kvadvisor.results.common import Meta, TraceSummary
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, ContextCheck, PrefixCache
 from kvadvisor.results.series import Series
+from kvadvisor.sections.chunkprofile import profile_chunks
 from kvadvisor.sections.context import decide_context
 from kvadvisor.sections.prefix import result_section, unknown_prefix_cache
 from kvadvisor.sections.profile import (
@@ -86,7 +91,7 @@ from kvadvisor.units import (
     format_value,
     plural,
 )
-from kvadvisor.units.format import number
+from kvadvisor.units.format import count, number
 from kvadvisor.units.parse import SIZE_UNITS
 
 # Measured on the Mooncake trace x50 (docs/benchmarks.md): the exact pass adds about 22 B per
@@ -203,6 +208,9 @@ class ScalePlan:
     # What the curve's pass and the profile together are planned to need, and what that counts.
     profile_bytes: int = 0
     profile_counts: str = ""
+    # Requests per chunk of the streamed profile: the whole trace in one when it fits (the
+    # profile then equals the in-memory one), else chunks with context rows (bounded memory).
+    profile_chunk_rows: int = 0
 
     @property
     def exact_curve(self) -> bool:
@@ -211,13 +219,20 @@ class ScalePlan:
 
 
 def plan_analysis(
-    requests: int, block_accesses: int, table_bytes: int, memory_limit_bytes: int
+    requests: int,
+    block_accesses: int,
+    table_bytes: int,
+    memory_limit_bytes: int,
+    duration_s: float = 0.0,
 ) -> ScalePlan:
     """Choose in-memory, streaming exact or streaming sampled from sizes and the budget.
 
     Estimates (bytes): in memory = baseline + table + 96·requests + 120·accesses; streaming
     exact = baseline + 16·requests + 40·accesses; sampled at rate R = baseline + 32·requests +
-    120·R·accesses, R the largest that fits (at least 1e-4).
+    120·R·accesses, R the largest that fits (at least 1e-4). The advice beside the curve
+    (profile, search, replay of the verdict) is bounded (:func:`advice_bytes`): the profile
+    reads chunks of as many requests as fit, the search and the replay fixed windows.
+    ``duration_s``: the trace's span (its per-window series are held whole).
     """
     in_memory = (
         BASELINE_BYTES
@@ -232,7 +247,22 @@ def plan_analysis(
     )
     # The profile pass runs after the curve, beside what the curve's result keeps: the exact
     # result keeps per-access distances, a sampled one the input tokens of every request.
-    profile_bytes = (PROFILE_BYTES_PER_REQUEST + SEARCH_BYTES_PER_REQUEST) * requests
+    accesses_per_request = block_accesses / requests if requests else 0.0
+    fixed = advice_fixed_bytes(requests, accesses_per_request, duration_s)
+    least = fixed + CHUNK_BYTES_PER_ROW * min(requests, MIN_PROFILE_CHUNK_ROWS)
+
+    def chunk_rows(curve_bytes: int) -> int:
+        room = memory_limit_bytes - curve_bytes - fixed
+        rows = min(room // CHUNK_BYTES_PER_ROW, MAX_PROFILE_CHUNK_ROWS, requests)
+        return int(rows) if rows >= min(requests, MIN_PROFILE_CHUNK_ROWS) else 0
+
+    def advice(curve_bytes: int) -> dict:
+        """The profile's chunk and the planned peak with the advice (or what it would need)."""
+        rows = chunk_rows(curve_bytes)
+        peak = curve_bytes + (fixed + CHUNK_BYTES_PER_ROW * rows if rows else least)
+        return dict(stage_profile=rows > 0, profile_chunk_rows=rows, profile_bytes=peak)
+
+    profile_bytes = least
     common = dict(
         memory_limit_bytes=memory_limit_bytes,
         requests=requests,
@@ -246,6 +276,7 @@ def plan_analysis(
             mode="in_memory",
             sample_rate=None,
             stage_profile=True,
+            profile_chunk_rows=requests,
             reason=(
                 f"the whole trace fits the memory limit ({_size(in_memory)} of "
                 f"{_size(memory_limit_bytes)}): every analysis, exact"
@@ -253,8 +284,9 @@ def plan_analysis(
             **common,
         )
     profile_part = (
-        f"{PROFILE_BYTES_PER_REQUEST} B per request for the stage profile and "
-        f"{SEARCH_BYTES_PER_REQUEST} B for the search's columns and the request rows"
+        f"{CHUNK_BYTES_PER_ROW} B per request of a profile chunk (at least "
+        f"{number(min(requests, MIN_PROFILE_CHUNK_ROWS))} requests) and {_size(fixed)} for the "
+        "search's and the replay's windows, the per-window series and the profile's time grids"
     )
     sampled_need = BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests + profile_bytes
     # Advice before an exact curve: when the exact curve leaves no room for the profile (and the
@@ -263,12 +295,10 @@ def plan_analysis(
         sampled_need > memory_limit_bytes
     )
     if (exact_stream <= memory_limit_bytes and exact_first) or block_accesses == 0:
-        need = exact_stream + profile_bytes
         return ScalePlan(
             mode="streaming",
             sample_rate=None,
-            stage_profile=need <= memory_limit_bytes,
-            profile_bytes=need,
+            **advice(exact_stream),
             profile_counts=(
                 f"{_size(BASELINE_BYTES)} baseline, {EXACT_BYTES_PER_REQUEST} B per request and "
                 f"{EXACT_BYTES_PER_ACCESS} B per block access for the exact curve, {profile_part}"
@@ -311,8 +341,7 @@ def plan_analysis(
     return ScalePlan(
         mode="streaming",
         sample_rate=rate,
-        stage_profile=sampled_need <= memory_limit_bytes,
-        profile_bytes=sampled_need,
+        **advice(BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests),
         profile_counts=(
             f"{_size(BASELINE_BYTES)} baseline, {SAMPLED_BYTES_PER_REQUEST} B per request kept "
             f"by the sampled curve, {profile_part}"
@@ -325,7 +354,11 @@ def plan_analysis(
 def plan_for_stream(stream: TraceStream, memory_limit_bytes: int) -> ScalePlan:
     """:func:`plan_analysis` from a stream's footer sizes (accesses are an upper bound)."""
     return plan_analysis(
-        stream.requests, stream.block_accesses, stream.table_bytes, memory_limit_bytes
+        stream.requests,
+        stream.block_accesses,
+        stream.table_bytes,
+        memory_limit_bytes,
+        stream.duration_s,
     )
 
 
@@ -502,12 +535,9 @@ def _prefix_section(
     )
 
 
-# The stage profiler needs only per-request columns: a second pass reads them (about 40 B per
-# request held) and the profiler builds its arrays (measured: 2.2 GB more for a 10M-request
-# streamed trace, about 230 B per request), so it runs only when that fits the memory limit;
-# otherwise model, stage_split and io are unavailable and the report says why. The search and
-# the replay's request rows then keep three of those columns (24 B per request, within the
-# profiler's freed arrays) and read only their windows' rows again (pipeline/windows.py).
+# The stage profiler needs only per-request columns: a second pass reads them, a chunk of
+# consecutive requests at a time (sections/chunkprofile.py) unless the whole trace fits one
+# chunk; the search and the replay read only their windows' rows again (pipeline/windows.py).
 PROFILE_COLUMNS = (
     "arrival_s",
     "input_tokens",
@@ -520,11 +550,41 @@ PROFILE_COLUMNS = (
     "ok",
     "model",
 )
-PROFILE_BYTES_PER_REQUEST = 256
-# Beside what the profile leaves held, the search keeps arrival and lengths (24 B per request)
-# and the report the request rows (32 B). Measured: the 20M-request synth trace at 6 GiB, planned
-# at 32 + 256 B per request, peaked at 7,286 MiB, 67 B per request over the plan; 72 B covers it.
-SEARCH_BYTES_PER_REQUEST = 72
+# A profile chunk holds its columns twice (this chunk and the next), its context rows, the
+# profiler's arrays and the chunk's sums' temporaries; the profiler's time grids (2^20 cells,
+# several arrays) are the same size for any chunk. Measured on the 5M-request synth trace
+# (docs/benchmarks.md 4): 368 MiB over the baseline for chunks of 262,144 rows and 886 MiB for
+# 1,048,576 (each with 2 x 32,768 context rows): 690 B per row and 152 MiB fixed. Planned with
+# headroom at 768 B per row and 192 MiB.
+CHUNK_BYTES_PER_ROW = 768
+PROFILE_GRID_BYTES = 192 * 1024**2
+# Chunks of at most 1M requests (the profile's 2^20-cell grid is then as fine as in memory for
+# a 1M-request trace), at least 32,768 (else the context rows would dominate).
+MAX_PROFILE_CHUNK_ROWS = 1 << 20
+MIN_PROFILE_CHUNK_ROWS = 1 << 15
+# Requests before and after a chunk profiled as its context: at the benchmark's 1,000 requests
+# per second, 33 s of decodes overlapping the chunk's edges.
+PROFILE_CONTEXT_ROWS = 1 << 15
+# Per window of the profile's series (write and read bytes and I/Os, in flight, peak batch,
+# grown by doubling): 6 float64 twice.
+BYTES_PER_WINDOW = 96
+# The search replays a window of SEARCH_REQUESTS and checks the whole trace up to
+# VERIFY_REQUESTS (else a second window); planned, as the replay's window, at the in-memory
+# figures.
+SEARCH_WINDOW_REQUESTS = SEARCH_REQUESTS + VERIFY_REQUESTS
+
+
+def advice_fixed_bytes(requests: int, accesses_per_request: float, duration_s: float) -> int:
+    """The bounded parts of streamed advice: search, replay window, series, profile grids."""
+    windows = max(duration_s, 0.0) / 1.0 + 1  # the default 1 s window (--window)
+    rows = min(requests, REPLAY_WINDOW_REQUESTS) + min(requests, SEARCH_WINDOW_REQUESTS)
+    per_row = IN_MEMORY_BYTES_PER_REQUEST + IN_MEMORY_BYTES_PER_ACCESS * accesses_per_request
+    return int(rows * per_row + BYTES_PER_WINDOW * windows + PROFILE_GRID_BYTES)
+
+
+# The replay of the verdict on a streamed trace larger than `analyze` replays whole: the
+# busiest window of this many consecutive requests (analyze's --replay-max-requests default).
+REPLAY_WINDOW_REQUESTS = 200_000
 
 
 def _stage_profile(
@@ -532,17 +592,37 @@ def _stage_profile(
     options: AnalyzeOptions,
     result: PrefixCacheResult | None,
     plan: ScalePlan,
-    models: tuple[str, ...],
-) -> tuple[StageProfile, Trace] | None:
-    """The stage profile of a streamed trace and the per-request columns it read.
+    totals: _Totals,
+) -> tuple[StageProfile, Trace | None] | None:
+    """The stage profile of a streamed trace and the per-request columns it read, if held.
 
-    None when they do not fit the plan. The columns (as a Trace of them) serve the search's
-    choice of window and the request rows after the profiler's own arrays are freed.
-    ``models``: the served-model names the pass over the stream collected.
+    None when not even a chunk fits the plan. A trace no larger than a chunk is profiled
+    whole, exactly as in memory, and its columns (as a Trace) serve the search's choice of
+    window and the request rows; a larger one in chunks (:mod:`kvadvisor.sections.chunkprofile`),
+    holding no per-request column (None).
     """
     if not plan.stage_profile:
         return None
+    models = listed_models(totals.models)
     narrow = stream.select(PROFILE_COLUMNS)
+    if stream.requests > plan.profile_chunk_rows:
+        hits = None if result is None else result.hit_tokens
+        source = (
+            "prefix-cache simulation (unbounded capacity)"
+            if hits is not None
+            else ("cached_tokens" if "cached_tokens" in stream.columns else None)
+        )
+        rows = plan.profile_chunk_rows
+        stages = profile_chunks(
+            profile_chunks_of(narrow, rows, min(PROFILE_CONTEXT_ROWS, rows), models, hits),
+            options.profile_options(),
+            models=models,
+            mean_context_tokens=(totals.input_tokens + totals.output_tokens)
+            / max(totals.requests, 1),
+            hits_source=source,
+            catalogs=options.perf_catalogs,
+        )
+        return stages, None
     table = pa.Table.from_batches(list(narrow))
     trace = Trace(
         table=table,
@@ -622,7 +702,7 @@ def analyze_stream(
     inputs = options.advisor_inputs or load_advisor_inputs()
     context = _streamed_context(options, inputs, totals)
     phases.enter(phases.PROFILE)
-    profiled = _stage_profile(whole, options, result, plan, listed_models(totals.models))
+    profiled = _stage_profile(whole, options, result, plan, totals)
     stages, columns_read = profiled if profiled is not None else (None, None)
     kv = stages.model.kv_bytes_per_token if stages is not None else None
     prefix = (
@@ -680,11 +760,19 @@ def analyze_stream(
     # The whole trace's rows are read (once) only when the search or the replay asks for them;
     # the replay reuses the exact pass's block ids, as in memory.
     rows = whole_source(whole, result if plan.exact_curve else None)
-    view = None if columns_read is None else stream_view(whole, columns_read, rows)
-    report = advise_sections(report, options, inputs, stages=stages, view=view)
+    view: TraceView | None = None
     if columns_read is not None:
+        view = stream_view(whole, columns_read, rows)
+    elif stages is not None:
+        longest = (
+            int(totals.request_lengths.values.max(initial=0)),
+            int(totals.input_lengths.values.max(initial=0)),
+        )
+        view = StreamedView(whole, longest, rows)
+    report = advise_sections(report, options, inputs, stages=stages, view=view)
+    if view is not None:
         phases.enter(phases.REPLAY)
-        report = _replay(report, options, plan, columns_read, rows, stages)
+        report = _replay(report, options, plan, columns_read, rows, stages, view, whole)
         report = refresh_advice(report, options, inputs, stages)
     report = with_context(report, context)
     why = unavailable_reasons(stream, report)
@@ -715,31 +803,58 @@ def _replay(
     report: AdviceReport,
     options: AnalyzeOptions,
     plan: ScalePlan,
-    columns: Trace,
+    columns: Trace | None,
     rows: Callable[[], tuple[Trace, ReplaySource]],
     stages: StageProfile | None,
+    view: TraceView,
+    stream: TraceStream,
 ) -> AdviceReport:
-    """The verdict replayed on the whole trace, as in memory, when `analyze` replays it at all.
+    """The verdict replayed on the whole trace when `analyze` would and it fits, else a window.
 
-    The whole trace's rows are read only when the replay runs (``--replay-max-requests``, as
-    in memory) and fit the memory limit; otherwise the per-request columns say why not.
+    The whole trace's rows are read only when `analyze` would replay them in memory
+    (``--replay-max-requests``) and they fit the memory limit; otherwise the busiest window of
+    at most :data:`REPLAY_WINDOW_REQUESTS` consecutive requests is read and replayed (from
+    empty caches), and the replay's notes say what it covers.
     """
     calibration = stages.calibration if stages is not None else None
-    if not options.replay or plan.requests > options.replay_max_requests:
-        return replay_recommendation(columns, report, options, None, calibration)
-    need = replay_bytes(plan.requests, plan.block_accesses)
-    if need > plan.memory_limit_bytes:
-        why = (
-            f"the replay of {plural(plan.requests, 'request')} needs about {_size(need)} "
-            f"(baseline, {IN_MEMORY_BYTES_PER_REQUEST} B per request and "
-            f"{IN_MEMORY_BYTES_PER_ACCESS} B per block access), over the memory limit "
-            f"{_size(plan.memory_limit_bytes)}; raise --memory-limit or run `kvadvisor replay` "
-            "on the deployment (--emit plan)"
-        )
+    if not options.replay:
         return replace(
             report,
-            unavailable={**report.unavailable, "replay": why},
-            request_rows=trace_rows(columns),
+            unavailable={**report.unavailable, "replay": "not asked for (--no-replay)"},
+            request_rows={} if columns is None else trace_rows(columns),
         )
-    trace, source = rows()
-    return replay_recommendation(trace, report, options, source, calibration)
+    need = replay_bytes(plan.requests, plan.block_accesses)
+    # The plan holds room for a window's rows (advice_fixed_bytes): the whole trace when it
+    # is no longer, or when its own rows fit the limit too.
+    size = min(REPLAY_WINDOW_REQUESTS, options.replay_max_requests)
+    if plan.requests <= size or (
+        plan.requests <= options.replay_max_requests and need <= plan.memory_limit_bytes
+    ):
+        trace, source = rows()
+        return replay_recommendation(trace, report, options, source, calibration)
+    start, stop = view.busiest(size)
+    window = stream_rows(stream, start, stop)
+    windowed = replay_recommendation(
+        window, report, replace(options, replay_max_requests=size), None, calibration
+    )
+    if windowed.replay is None:
+        return replace(windowed, request_rows={})
+    t0, t1 = view.arrival_at(start) - view.arrival_at(0), view.arrival_at(stop - 1)
+    why = (
+        f"more than `analyze` replays whole ({count(options.replay_max_requests)}, "
+        "--replay-max-requests)"
+        if plan.requests > options.replay_max_requests
+        else f"more than the {count(size)} the memory plan holds for a replay (replaying them "
+        f"whole needs {_size(need)}, over the memory limit)"
+    )
+    note = (
+        f"replayed on the busiest window of {count(size)} consecutive requests (rows "
+        f"{count(start)} to {count(stop - 1)}, arriving from {format_value(t0, Unit.SECONDS)} "
+        f"over {format_value(t1 - view.arrival_at(start), Unit.SECONDS)}), starting from empty "
+        f"caches: the trace's {count(plan.requests)} requests are {why}"
+    )
+    replayed = replace(windowed.replay, notes=(*windowed.replay.notes, note))
+    request_rows = dict(windowed.request_rows)
+    if "request" in request_rows:
+        request_rows["request"] = np.asarray(request_rows["request"]) + start
+    return replace(windowed, replay=replayed, request_rows=request_rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import numpy as np
 
@@ -338,18 +339,15 @@ def _split_section(
     source: SplitSource,
     hits_source: str | None,
     calibration: CalibrationSummary | None,
-    times: StageTimes,
+    counts: np.ndarray,
     notes: list[str],
     tp: int,
 ) -> StageSplit:
-    """The stage_split section; GPU times in GPU-seconds (an instance's seconds x tp)."""
-    per_share = np.divide(
-        times.prefill_gpu_s,
-        times.prefill_gpu_s + times.decode_gpu_s,
-        out=np.zeros_like(times.prefill_gpu_s),
-        where=(times.prefill_gpu_s + times.decode_gpu_s) > 0,
-    )
-    counts, edges = np.histogram(per_share, bins=10, range=(0.0, 1.0))
+    """The stage_split section; GPU times in GPU-seconds (an instance's seconds x tp).
+
+    ``counts``: requests per tenth of their own GPU-time prefill share (:func:`share_counts`).
+    """
+    edges = np.linspace(0.0, 1.0, 11)
     hist = Series(
         "fraction",
         "count",
@@ -394,6 +392,17 @@ def _split_section(
     )
 
 
+def share_counts(times: StageTimes) -> np.ndarray:
+    """Requests per tenth of their own GPU-time prefill share (the split's histogram)."""
+    per_share = np.divide(
+        times.prefill_gpu_s,
+        times.prefill_gpu_s + times.decode_gpu_s,
+        out=np.zeros_like(times.prefill_gpu_s),
+        where=(times.prefill_gpu_s + times.decode_gpu_s) > 0,
+    )
+    return np.histogram(per_share, bins=10, range=(0.0, 1.0))[0]
+
+
 def _rate(stage: StageIo) -> IoRate:
     if not stage.known or stage.bandwidth is None:
         return IoRate(None, None, None, None, None, None)
@@ -423,11 +432,12 @@ def _pattern(stage: StageIo) -> IoPattern | None:
 
 def _io_section(
     io: IoProfile,
-    times: StageTimes,
+    hit_share_below: Callable[[float | None], float | None],
     pm: PerfModel,
     hits_known: bool,
     concurrency: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> IoDemand:
+    """The io section; ``hit_share_below(tokens)``: share of hit tokens in shorter hits."""
     starts, inflight, peak_batch = concurrency
     series = [
         _series(
@@ -472,7 +482,7 @@ def _io_section(
                 bandwidth_bytes_per_s=tier.bandwidth_bytes_per_s,
                 latency_s=tier.latency_s,
                 break_even_tokens=be,
-                hit_token_share_below=share_below(times.hit_tokens, be) if hits_known else None,
+                hit_token_share_below=hit_share_below(be) if hits_known else None,
                 source=tier.source,
             )
         )
@@ -498,15 +508,13 @@ def _model_section(
     pm: PerfModel,
     spec: ModelSpec,
     options: ProfileOptions,
-    times: StageTimes,
+    context: tuple[float, float],
     notes: list[str],
     assumed: bool,
 ) -> ModelSummary:
-    mean_context = (
-        float(np.mean(times.input_tokens + times.output_tokens)) if len(times.input_tokens) else 0.0
-    )
+    """The model section; ``context``: (mean context tokens, peak decode KV per rank)."""
+    mean_context, peak_kv = context
     fit = memory_fit(pm, mean_context)
-    peak_kv = float(times.decode_kv_rank_cells.max(initial=0.0))
     memory = MemorySummary(
         memory_bytes_per_gpu=fit.memory_bytes_per_gpu,
         usable_bytes_per_gpu=fit.usable_bytes_per_gpu,
@@ -617,10 +625,11 @@ def profile_workload(
     )
     pm, times = fit.pm, fit.times
     notes += fit.notes
-    source, source_notes = _split_source(times, fit.calibrated)
+    measured_rows = (int(times.measured.sum()), len(times.measured))
+    source, source_notes = split_source(measured_rows, fit.calibrated)
     split_notes = [*fit.split_notes, *source_notes]
     summary = summarize_split(times)
-    split_notes += _split_caveats(times, summary, source, hits_known)
+    split_notes += split_caveats(times.iterations, times.instances, summary, source, hits_known)
     io = profile_io(
         times,
         pm.kv_bytes,
@@ -631,14 +640,20 @@ def profile_workload(
         drive_capacity_bytes=options.drive_capacity_bytes,
     )
     concurrency = concurrency_series(times, io.window_s, io.windows)
-    io_section = _io_section(io, times, pm, hits_known, concurrency)
+    io_section = _io_section(
+        io, partial(share_below, times.hit_tokens), pm, hits_known, concurrency
+    )
+    context = times.input_tokens + times.output_tokens
+    mean_context = float(np.mean(context)) if len(context) else 0.0
+    peak_kv = float(times.decode_kv_rank_cells.max(initial=0.0))
+    mean_kv = float(np.mean(pm.kv_bytes(context))) if len(context) else 0.0
     return StageProfile(
-        model=_model_section(pm, spec, options, times, notes, model_assumed),
+        model=_model_section(pm, spec, options, (mean_context, peak_kv), notes, model_assumed),
         stage_split=_split_section(
-            summary, source, hits_source, fit.summary, times, split_notes, pm.tp
+            summary, source, hits_source, fit.summary, share_counts(times), split_notes, pm.tp
         ),
         io=io_section,
-        facts=_facts(pm, times, io_section, concurrency[1]),
+        facts=_facts(pm, times.instances, mean_kv, io_section, concurrency[1]),
         calibration=fit.step,
     )
 
@@ -712,26 +727,30 @@ def _fit(
     )
 
 
-def _split_source(times: StageTimes, calibrated: bool) -> tuple[SplitSource, list[str]]:
-    """Whether the split is measured, calibrated or modelled, and what that rests on."""
-    if times.measured.any() and times.measured.all():
+def split_source(measured: tuple[int, int], calibrated: bool) -> tuple[SplitSource, list[str]]:
+    """Whether the split is measured, calibrated or modelled, and what that rests on.
+
+    ``measured``: (requests with measured stage times, requests).
+    """
+    done, rows = measured
+    if done and done == rows:
         return SplitSource.MEASURED, []
-    if times.measured.any() and calibrated:
+    if done and calibrated:
         return SplitSource.CALIBRATED, [
-            f"{plural(int(times.measured.sum()), 'request')} measured, the rest modelled "
+            f"{plural(done, 'request')} measured, the rest modelled "
             "with efficiency factors fitted to them"
         ]
-    if times.measured.any():
+    if done:
         return SplitSource.MODELED, [
-            f"only {plural(int(times.measured.sum()), 'measured request')}: too few to "
+            f"only {plural(done, 'measured request')}: too few to "
             "calibrate; all requests modelled with default efficiency "
             "factors"
         ]
     return SplitSource.MODELED, []
 
 
-def _split_caveats(
-    times: StageTimes, summary: SplitSummary, source: SplitSource, hits_known: bool
+def split_caveats(
+    iterations: int, instances: int, summary: SplitSummary, source: SplitSource, hits_known: bool
 ) -> list[str]:
     """What the split assumes: hits, the decode batch, and GPU time past the trace's span."""
     split_notes: list[str] = []
@@ -741,7 +760,7 @@ def _split_caveats(
             "with and without reuse is the same"
         )
     split_notes.append(
-        f"decode batch from in-flight requests over time ({times.iterations} "
+        f"decode batch from in-flight requests over time ({iterations} "
         "rounds of the latency/concurrency fixed point)"
     )
     busy = summary.gpu_busy_fraction or 0.0
@@ -756,9 +775,9 @@ def _split_caveats(
         split_notes.append(
             f"the GPU time is {format_value(busy, Unit.MULTIPLE)} the time from first arrival "
             "to last completion: "
-            f"{plural(times.instances, 'instance')} of this deployment cannot carry the load "
+            f"{plural(instances, 'instance')} of this deployment cannot carry the load "
             "(about "
-            f"{int(np.ceil(busy * times.instances))} would); queueing is not modelled, and "
+            f"{int(np.ceil(busy * instances))} would); queueing is not modelled, and "
             "spread over more instances each decode batch is smaller, so decode's share would "
             "grow (give the real count with --instances)"
         )
@@ -766,7 +785,7 @@ def _split_caveats(
 
 
 def _facts(
-    pm: PerfModel, times: StageTimes, io: IoDemand, inflight: np.ndarray
+    pm: PerfModel, instances: int, mean_kv: float, io: IoDemand, inflight: np.ndarray
 ) -> dict[str, float | None]:
     """Facts the advisor reads besides the report sections (advise/facts.py names them).
 
@@ -774,10 +793,8 @@ def _facts(
     over ``instances``; its KV: that count x the mean of kv(n + o) over requests.
     """
     tier = next(t for t in io.load_vs_recompute if t.tier == BREAKEVEN_FACT_TIER)
-    per_instance = inflight / times.instances
+    per_instance = inflight / instances
     p99 = float(np.percentile(per_instance, 99)) if len(per_instance) else None
-    context = times.input_tokens + times.output_tokens
-    mean_kv = float(np.mean(pm.kv_bytes(context))) if len(context) else 0.0
     return {
         "model_weights_gib": pm.weight_bytes / BYTES_PER_GIB,
         "split_gpu_bf16_tflops": pm.gpu.bf16_dense_tflops,
