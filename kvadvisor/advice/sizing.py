@@ -22,13 +22,13 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from kvadvisor.advice.candidate import Candidate, candidate_plan
 from kvadvisor.errors import ConfigError
-from kvadvisor.execute import Executor
+from kvadvisor.execute import Executor, Kept
 from kvadvisor.fleet import (
     Deployment,
     ReplayContext,
@@ -72,7 +72,9 @@ class Outcome:
     ``error`` says why the candidate cannot be replayed (a constraint), else it is "". The
     percentile figures (:func:`kvadvisor.fleet.slo_percentiles`, the pNN the SLO check reads:
     within a target exactly when the target is met) are seconds; ``met`` per target, and
-    ``targets`` the targets in seconds.
+    ``targets`` the targets in seconds. :attr:`run` is the whole replay: held here, or, for a
+    replay that ran on a cluster's worker, kept there and fetched on first use (``kept``;
+    :func:`compact` is what came back).
     """
 
     candidate: Candidate
@@ -83,11 +85,24 @@ class Outcome:
     ttft_s: dict[str, float] = field(default_factory=dict)  # "p90", "p99" and each target's
     tpot_s: dict[str, float] = field(default_factory=dict)
     tier_problem: str = ""
-    run: ReplayRun | None = None
+    held: ReplayRun | None = None  # the run, when it is here (see :attr:`run`)
     overloaded: bool = False  # the queue grew over the arrivals: capacity, not latency, binds
     targets: dict[str, float] = field(default_factory=dict)  # "ttft_p99_s": seconds
     overload_reason: str = ""  # why the fleet did not keep up ("" when it did)
     headroom: float = 0.0  # ``targets`` are the SLO's less this share (the --headroom)
+    kept: Kept | None = field(default=None, repr=False)  # the whole outcome, on a worker
+
+    @property
+    def run(self) -> ReplayRun | None:
+        """The replay's per-request and per-stage results (None: a stage alone, or an error)."""
+        if self.held is None and self.kept is not None:
+            return self.kept.get().held
+        return self.held
+
+    @property
+    def whole(self) -> bool:
+        """A whole deployment replayed: :attr:`run` is not None (read without fetching it)."""
+        return self.held is not None or self.kept is not None
 
     @property
     def meets(self) -> bool:
@@ -274,7 +289,7 @@ class Replayer:
     def like(
         self, arrays: TraceArrays, headroom: float | None = None, step_factor: float = 1.0
     ) -> Replayer:
-        """A replayer of ``arrays`` with this one's targets, documents, drain and sharing.
+        """A replayer of ``arrays`` with this one's targets, documents, drain, sharing, executor.
 
         ``headroom`` None keeps this one's; a stress passes 0 (the stress takes its place).
         """
@@ -287,6 +302,7 @@ class Replayer:
             share=self.share,
             headroom=self.headroom if headroom is None else headroom,
             step_factor=step_factor,
+            executor=self.executor,
         )
 
     def plan(self, candidate: Candidate) -> Plan:
@@ -355,7 +371,8 @@ class Replayer:
         """``replay(self, candidate, doc, *args)`` here, or once on the executor's workers.
 
         Counted and cached by ``key`` either way: the replays run, and what each returns, do
-        not depend on where (or in which order) they ran.
+        not depend on where (or in which order) they ran. From a worker only the outcome's
+        :func:`compact` form comes back; its run stays there until a verdict reads it.
         """
         ex = self.executor
         if ex is None or not ex.parallel:
@@ -371,9 +388,11 @@ class Replayer:
                 self.replays += 1
                 if self._shared is None:
                     self._shared = ex.share(self)
-                pending = ex.submit(replay, self._shared, candidate, doc, *args)
+                pending = ex.submit_kept(replay, compact, self._shared, candidate, doc, *args)
                 self._pending[key] = pending
-        got = pending.result()
+        small, kept = pending
+        got, whole = small.result()
+        got = replace(got, candidate=candidate, doc=doc, kept=kept if whole else None)
         with self._lock:
             got = self._cache.setdefault(key, got)
             self._pending.pop(key, None)
@@ -470,6 +489,18 @@ class Replayer:
         return self.options.window_s, span + (drain if drain is not None else max(600.0, span))
 
 
+def compact(out: Outcome) -> tuple[Outcome, bool]:
+    """What the search reads of a replay, and whether it has a run (fetched apart, if read).
+
+    Every figure the branch and bound, :func:`min_count`, the ranking and the verdicts' texts
+    read stays; the run (per-request and per-stage results, about 1.5 MB pickled for the
+    3,000-request sample) does not, nor the candidate and its plan document (about 10 kB: the
+    caller has them and puts them back).
+    """
+    bare = replace(out, candidate=cast(Candidate, None), doc={}, held=None, kept=None)
+    return bare, out.held is not None
+
+
 def headroom(out: Outcome) -> float:
     """The smallest margin of any target: share of requests within it over its percentile."""
     margins = [share - _split(key)[1] / 100.0 for key, share in out.attainment.items()]
@@ -541,11 +572,13 @@ def reached(out: Outcome) -> dict[str, float]:
     this figure is met. E2E and queue figures are read off the replay's request columns.
     """
     out_figures: dict[str, float] = {}
-    cols = request_columns(out.run) if out.run is not None else None
+    cols = None  # read only for a figure the outcome does not carry (a kept run is fetched)
     for key in out.targets:
         metric, pct = _split(key)
         label = percentile_label(pct)
         got = {"ttft": out.ttft_s, "tpot": out.tpot_s}.get(metric, {}).get(label)
+        if got is None and cols is None and out.whole:
+            cols = request_columns(out.run)
         if got is None and cols is not None:
             values = cols[f"{metric}_s"]
             if metric == "tpot":

@@ -1,7 +1,8 @@
 """The search on Dask: a local cluster of processes, or an existing scheduler ([distributed]).
 
 Providers run at once in threads of this process; each replay they ask for runs as a task on a
-worker (one thread per local worker: the replay holds the GIL). Each worker keeps its own numba
+worker (one thread per local worker: the replay holds the GIL), and only what the search reads
+of it comes back (:meth:`DaskExecutor.submit_kept`). Each worker keeps its own numba
 cache directory: numba writes a kernel's cache index without a lock, so two processes saving
 different signatures of one kernel at once can leave an index that points one signature at the
 other's machine code (tests/conftest.py says the same of pytest-xdist). A local worker's
@@ -27,7 +28,7 @@ from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.execute import EXTRA, Executor
+from kvadvisor.execute import EXTRA, Executor, Kept
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,6 +78,19 @@ class DaskExecutor(Executor):
     def submit(self, fn: Callable[..., R], *args: Any) -> Any:
         """``fn(*args)`` as a task on a worker (never deduplicated by Dask: callers do)."""
         return self.client.submit(fn, *args, pure=False)
+
+    def submit_kept(self, fn: Callable[..., R], reduce: Callable[[R], Any], *args: Any) -> Any:
+        """``fn(*args)`` as a task whose result stays on its worker; ``reduce`` of it comes back.
+
+        ``reduce`` runs as a second task on the worker that holds the result (Dask places a
+        task with its input), so only what it returns crosses to this process; the whole
+        result crosses once, if ever, when its :class:`Kept` handle is read, and is freed on
+        the worker when nothing here holds the handle.
+        """
+        whole = self.client.submit(fn, *args, pure=False)
+        # Ahead of replays queued on that worker: the search waits on what it returns.
+        small = self.client.submit(reduce, whole, pure=False, priority=1)
+        return small, Kept(whole)
 
     def close(self) -> None:
         """Disconnect; a local cluster's processes end with it."""
