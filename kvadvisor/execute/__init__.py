@@ -30,8 +30,8 @@ class Kept:
 
     _UNSET = object()
 
-    def __init__(self, future: Future) -> None:
-        self._future: Future | None = future
+    def __init__(self, future: Future[Any]) -> None:
+        self._future: Future[Any] | None = future
         self._value: Any = Kept._UNSET
         self._lock = Lock()  # two threads asking at once fetch it once
 
@@ -45,8 +45,8 @@ class Kept:
             return self._value
 
 
-def _done(value: Any) -> Future:
-    done: Future = Future()
+def _done(value: Any) -> Future[Any]:
+    done: Future[Any] = Future()
     done.set_result(value)
     return done
 
@@ -89,7 +89,7 @@ class Executor:
 
     def submit_kept(
         self, fn: Callable[..., R], reduce: Callable[[R], Any], *args: Any
-    ) -> tuple[Future, Kept]:
+    ) -> tuple[Future[Any], Kept]:
         """Run ``fn(*args)`` and keep its result where it ran.
 
         The future of ``reduce(result)`` (all that comes back) and a :class:`Kept` handle on the
