@@ -146,6 +146,11 @@ def test_each_worker_has_its_own_numba_cache() -> None:
         assert ex.parallel and ex.workers == 2
         # A lambda travels by value (a bound os.environ.get would carry this process's).
         dirs = ex.client.run(lambda: os.environ.get("NUMBA_CACHE_DIR"))  # type: ignore[attr-defined]
+        # ... and runs with Dask's housekeeping slowed (cluster.QUIET: idle CPU, measured)
+        profiling = ex.client.run(  # type: ignore[attr-defined]
+            lambda: __import__("dask").config.get("distributed.worker.profile.enabled")
+        )
+    assert list(profiling.values()) == [False, False]
     assert len(set(dirs.values())) == 2, dirs
     assert sorted(Path(d).name for d in dirs.values()) == ["numba-dask-0", "numba-dask-1"]
 
