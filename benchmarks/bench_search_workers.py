@@ -6,14 +6,16 @@ once and kept; then ``--pairs`` pairs of searches run, serial and on the cluster
 alternating pair by pair (ABBA), so a change in the machine's load falls on both sides.
 
 The search's wall is ``recommend`` from its start until the checks of the chosen deployments
-begin (the providers' branch and bound, every replay of it); the whole ``recommend`` (the checks
-and stresses after the search run in this process either way) is printed beside it. CPU seconds
-count this process and, on the cluster, the workers' processes too (a machine that shares its
-cores between login sessions, as Linux's autogroup does, gives one session's processes one
-share however many they are: there the CPU, not the wall, says what idle cores would give).
-Every cluster run's verdicts must equal the serial run's, or the script stops. The load average
-is printed before and after: on a shared machine the ratio is only as good as the idle cores it
-had.
+begin (the providers' branch and bound, every replay of it); the whole ``recommend`` (the search,
+then each provider's pick checked and grown on the whole trace, the primary's tier values and
+stresses: on the cluster too) is timed beside it. CPU seconds count this process and, on the
+cluster, the workers' processes too (a machine that shares its cores between login sessions, as
+Linux's autogroup does, gives one session's processes one share however many they are: there the
+CPU, not the wall, says what idle cores would give: the serial CPU over the cluster's CPU spread
+on the workers' cores). Every cluster run's verdicts must equal the serial run's, or the script
+stops. The load average is printed before and after: on a shared machine the wall ratio is only
+as good as the idle cores it had. The serial warm-up also measures what a task sends back: each
+whole replay's outcome pickled, and its compact form (what a worker returns).
 
     python benchmarks/bench_search_workers.py [--pairs 3] [--workers 2]
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import pickle
 import resource
 import statistics
 import sys
@@ -35,6 +38,7 @@ from bench_search import MOONCAKE, REUSE_BYTES, SLO
 from kvadvisor import phases
 from kvadvisor.advice.inputs import load_advisor_inputs
 from kvadvisor.advice.recommend import RecommendInputs, recommend
+from kvadvisor.advice.sizing import Outcome, Replayer, compact
 from kvadvisor.advice.slo import slo_targets
 from kvadvisor.catalog.models import get_model
 from kvadvisor.execute import SERIAL, Executor, open_executor
@@ -57,11 +61,31 @@ def _cpu(ex: Executor) -> tuple[float, float]:
     return _cpu_self(), sum(ex.client.run(_cpu_self).values())  # type: ignore[attr-defined]
 
 
-def timed(view: object, inputs: RecommendInputs, ex: Executor) -> tuple[float, ...]:
-    """One recommend on ``ex``: search wall, whole wall, the search's CPU here and on workers.
+@dataclasses.dataclass
+class Timing:
+    """One recommend: walls (s) and CPU (s) here and on the workers, for the search and whole."""
 
-    The last item is the verdicts.
-    """
+    search_wall: float
+    whole_wall: float
+    search_here: float
+    search_there: float
+    whole_here: float
+    whole_there: float
+    verdicts: object
+
+    @property
+    def search_cpu(self) -> float:
+        """The search's CPU, this process and the workers."""
+        return self.search_here + self.search_there
+
+    @property
+    def whole_cpu(self) -> float:
+        """The whole recommend's CPU, this process and the workers."""
+        return self.whole_here + self.whole_there
+
+
+def timed(view: object, inputs: RecommendInputs, ex: Executor) -> Timing:
+    """One recommend on ``ex``, timed to the checks' start and to its end."""
     marks: dict[str, tuple[float, float, float]] = {}
 
     def mark(name: str, _detail: str) -> None:
@@ -76,14 +100,44 @@ def timed(view: object, inputs: RecommendInputs, ex: Executor) -> tuple[float, .
     finally:
         phases.listen(None)
     end = time.perf_counter()
+    here3, there3 = _cpu(ex)
     at, here2, there2 = marks[phases.CHECK]
-    return at - start, end - start, here2 - here, there2 - there, verdicts  # type: ignore[return-value]
+    return Timing(
+        at - start,
+        end - start,
+        here2 - here,
+        there2 - there,
+        here3 - here,
+        there3 - there,
+        verdicts,
+    )
 
 
-def spread(values: list[float]) -> str:
-    """Median with min and max, seconds."""
+def sizes_sent(view: object, inputs: RecommendInputs) -> tuple[list[int], list[int]]:
+    """One serial recommend: each whole replay's outcome pickled, whole and compact (bytes)."""
+    whole: list[int] = []
+    small: list[int] = []
+    replay_whole = Replayer.replay_whole
+
+    def measured(self: Replayer, *args: object) -> Outcome:
+        out = replay_whole(self, *args)  # type: ignore[arg-type]
+        whole.append(len(pickle.dumps(out)))
+        small.append(len(pickle.dumps(compact(out))))
+        return out
+
+    Replayer.replay_whole = measured  # type: ignore[method-assign]
+    try:
+        recommend(view, dataclasses.replace(inputs, executor=SERIAL))  # type: ignore[arg-type]
+    finally:
+        Replayer.replay_whole = replay_whole  # type: ignore[method-assign]
+    return whole, small
+
+
+def spread(values: list[float], unit: str = " s") -> str:
+    """Median with min and max."""
     return (
-        f"median {statistics.median(values):.2f} s (min {min(values):.2f}, max {max(values):.2f})"
+        f"median {statistics.median(values):.2f}{unit} (min {min(values):.2f}, "
+        f"max {max(values):.2f})"
     )
 
 
@@ -115,55 +169,59 @@ def main() -> int:
         f"local cluster of {args.workers} processes started in {time.perf_counter() - start:.2f} s"
     )
     try:
-        *_, reference = timed(view, inputs, SERIAL)  # kernels loaded or compiled here
+        reference = timed(view, inputs, SERIAL).verdicts  # kernels loaded or compiled here
         timed(view, inputs, cluster)  # ... and in each worker (seeded from this process's cache)
-        walls: dict[str, list[float]] = {"1": [], str(args.workers): []}
-        wholes: dict[str, list[float]] = {"1": [], str(args.workers): []}
-        cpus: dict[str, list[float]] = {"1": [], str(args.workers): []}
-        cpu_here: dict[str, list[float]] = {"1": [], str(args.workers): []}
-        ratios = []
+        whole_b, small_b = sizes_sent(view, inputs)
+        print(
+            f"a whole replay's outcome pickled: median {statistics.median(whole_b) / 1e6:.2f} MB "
+            f"(min {min(whole_b) / 1e6:.2f}, max {max(whole_b) / 1e6:.2f}, {len(whole_b)} "
+            f"replays); what a task returns now: median {statistics.median(small_b) / 1e3:.2f} kB "
+            f"(max {max(small_b) / 1e3:.2f})",
+            flush=True,
+        )
+        n = str(args.workers)
+        runs: dict[str, list[Timing]] = {"1": [], n: []}
         for i in range(args.pairs):
-            order = [("1", SERIAL), (str(args.workers), cluster)]
-            got = {}
+            order = [("1", SERIAL), (n, cluster)]
             for label, ex in order if i % 2 == 0 else order[::-1]:
-                wall, whole, here, there, verdicts = timed(view, inputs, ex)
-                if verdicts != reference:
+                t = timed(view, inputs, ex)
+                if t.verdicts != reference:
                     raise SystemExit(f"--workers {label}: the verdicts differ from the serial run")
-                walls[label].append(wall)
-                wholes[label].append(whole)
-                cpus[label].append(here + there)
-                cpu_here[label].append(here)
-                got[label] = wall
-            ratios.append(got["1"] / got[str(args.workers)])
+                runs[label].append(t)
+            a, b = runs["1"][-1], runs[n][-1]
             print(
-                f"pair {i + 1}: search 1 worker {got['1']:.2f} s, {args.workers} workers "
-                f"{got[str(args.workers)]:.2f} s, ratio {ratios[-1]:.2f}x",
+                f"pair {i + 1}: search {a.search_wall:.2f} s / {b.search_wall:.2f} s "
+                f"({a.search_wall / b.search_wall:.2f}x); whole recommend {a.whole_wall:.2f} s / "
+                f"{b.whole_wall:.2f} s ({a.whole_wall / b.whole_wall:.2f}x); load "
+                f"{os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     finally:
         cluster.close()
-    for label in walls:
-        print(
-            f"--workers {label}: search {spread(walls[label])}; whole recommend "
-            f"{spread(wholes[label])}; the search's CPU {spread(cpus[label])}, of which this "
-            f"process {spread(cpu_here[label])}"
-        )
-    n = str(args.workers)
-    serial_cpu, cluster_cpu = statistics.median(cpus["1"]), statistics.median(cpus[n])
-    # What idle cores would allow: the cluster's search cannot take less wall than its CPU
-    # spread evenly over the cores (this process and the workers share them).
     cores = min(args.workers, os.cpu_count() or 1)
-    print(
-        f"the search's CPU on the cluster is {cluster_cpu / serial_cpu:.2f}x the serial one; "
-        f"on {cores} idle cores its wall would be at least {cluster_cpu / cores:.2f} s against "
-        f"the serial {serial_cpu:.2f} s of CPU: at most {serial_cpu * cores / cluster_cpu:.2f}x"
-    )
-    print(
-        f"speed-up of the search, ratio of medians: "
-        f"{statistics.median(walls['1']) / statistics.median(walls[n]):.2f}x; per pair: "
-        f"median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})"
-    )
-    print(f"load average after {os.getloadavg()}; replays per search {reference.replayed}")  # type: ignore[attr-defined]
+    for part in ("search", "whole"):
+        for label, ts in runs.items():
+            walls = [getattr(t, f"{part}_wall") for t in ts]
+            cpus = [getattr(t, f"{part}_cpu") for t in ts]
+            here = [getattr(t, f"{part}_here") for t in ts]
+            print(
+                f"{part}, --workers {label}: wall {spread(walls)}; CPU {spread(cpus)}, of which "
+                f"this process {spread(here)}"
+            )
+        one = [getattr(t, f"{part}_wall") for t in runs["1"]]
+        many = [getattr(t, f"{part}_wall") for t in runs[n]]
+        ratios = [a / b for a, b in zip(one, many, strict=True)]
+        serial_cpu = statistics.median(getattr(t, f"{part}_cpu") for t in runs["1"])
+        cluster_cpu = statistics.median(getattr(t, f"{part}_cpu") for t in runs[n])
+        # What idle cores would allow: the cluster's run cannot take less wall than its CPU
+        # spread evenly over the cores (this process and the workers share them).
+        print(
+            f"{part}: wall ratio of medians {statistics.median(one) / statistics.median(many):.2f}x"
+            f", per pair {spread(ratios, 'x')}; CPU on the cluster {cluster_cpu / serial_cpu:.2f}x"
+            f" the serial; on {cores} idle cores at most {serial_cpu * cores / cluster_cpu:.2f}x "
+            f"(serial CPU {serial_cpu:.2f} s / (cluster CPU {cluster_cpu:.2f} s / {cores}))"
+        )
+    print(f"load average after {os.getloadavg()}; replays per recommend {reference.replayed}")  # type: ignore[attr-defined]
     return 0
 
 

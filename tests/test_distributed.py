@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,8 @@ from conftest import MOONCAKE_HEAD_JSONL_GZ, SAMPLES
 from typer.testing import CliRunner
 
 import kvadvisor
-from kvadvisor import execute
+from kvadvisor import execute, phases
+from kvadvisor.advice.sizing import Outcome, Replayer, compact
 from kvadvisor.cli import app
 from kvadvisor.execute import EXTRA, SERIAL, open_executor
 
@@ -44,29 +47,56 @@ def _report(**how: object) -> dict:
     return json.loads(report.to_json())
 
 
+@dataclass
+class Runs:
+    """The two reports, the phase each task was sent in, and the serial run's whole outcomes."""
+
+    local: dict
+    distributed: dict
+    sent: list[str]  # per task sent to the cluster: the phase the analysis was in
+    outcomes: list[Outcome]  # the serial run's whole replays (what a task used to return)
+
+
 @pytest.fixture(scope="module")
-def both() -> tuple[dict, dict, int]:
+def both() -> Runs:
     """The report in one process, on a local cluster of 2 processes, and the tasks it sent."""
     _needs_dask()
     from kvadvisor.execute import cluster
 
-    local = _report()
-    sent = []
-    submit = cluster.DaskExecutor.submit
+    outcomes: list[Outcome] = []
+    replay_whole = Replayer.replay_whole
 
-    def counted(self: cluster.DaskExecutor, fn: object, *args: object) -> object:
-        sent.append(fn)
-        return submit(self, fn, *args)
+    def kept(self: Replayer, *args: object) -> Outcome:
+        out = replay_whole(self, *args)  # type: ignore[arg-type]
+        outcomes.append(out)
+        return out
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cluster.DaskExecutor, "submit", counted)
+        mp.setattr(Replayer, "replay_whole", kept)
+        local = _report()
+    sent: list[str] = []
+    phase = [""]
+    enter = phases.enter
+    submit = cluster.DaskExecutor.submit_kept
+
+    def entered(name: str, detail: str = "") -> None:
+        phase[0] = name
+        enter(name, detail)
+
+    def counted(self: cluster.DaskExecutor, *args: object) -> object:
+        sent.append(phase[0])
+        return submit(self, *args)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(phases, "enter", entered)
+        mp.setattr(cluster.DaskExecutor, "submit_kept", counted)
         distributed = _report(workers=2)
-    return local, distributed, len(sent)
+    return Runs(local, distributed, sent, outcomes)
 
 
-def test_two_workers_give_the_local_report_figure_for_figure(both: tuple[dict, dict, int]) -> None:
+def test_two_workers_give_the_local_report_figure_for_figure(both: Runs) -> None:
     """Every figure, the ranking and every verdict's text equal the serial run's."""
-    local, distributed, _ = both
+    local, distributed = both.local, both.distributed
     verdicts = local["recommendation"]["verdict"]
     assert verdicts["primary"] is not None  # a real search: a chosen deployment to compare
     assert [v["provider"] for v in verdicts["verdicts"]] == [
@@ -75,13 +105,38 @@ def test_two_workers_give_the_local_report_figure_for_figure(both: tuple[dict, d
     assert distributed == local
 
 
-def test_the_search_replays_ran_on_the_workers(both: tuple[dict, dict, int]) -> None:
-    """Replays went to the cluster as tasks, each once: fewer than the report's replay count.
+def test_the_search_and_the_checks_replayed_on_the_workers(both: Runs) -> None:
+    """Every replay the report counts went to the cluster as a task, the checks' too.
 
-    The report counts the search's replays plus the checks after it (which run here).
+    The report counts the search's replays and the checks of each pick; the tier values and
+    the stresses replay more (on replayers of their own, not counted), also as tasks.
     """
-    local, _, sent = both
-    assert 0 < sent < local["recommendation"]["verdict"]["replayed"]
+    replayed = both.local["recommendation"]["verdict"]["replayed"]
+    assert len(both.sent) >= replayed
+    # A cluster announces each provider's search as it ends: its first replays are sent before.
+    checks = both.sent.index(phases.CHECK)
+    assert checks > 0  # the search's replays
+    assert set(both.sent[checks:]) == {phases.CHECK}  # picks checked, tiers valued, stressed
+    assert len(both.sent) - checks >= 5  # each provider's pick at least, and the stresses
+
+
+def test_a_task_returns_only_what_the_search_reads(both: Runs) -> None:
+    """The compact outcome keeps every figure; it drops the run, the candidate and its plan.
+
+    What comes back pickles to a small fraction of the whole outcome.
+    """
+    whole = [o for o in both.outcomes if o.held is not None]
+    assert len(whole) >= 10
+    for out in whole:
+        small, has_run = compact(out)
+        assert has_run and small.run is None and not small.whole
+        for f in fields(Outcome):
+            if f.name not in ("held", "kept", "doc", "candidate"):
+                assert getattr(small, f.name) == getattr(out, f.name), f.name
+        assert small.meets == out.meets and small.why_not() == out.why_not()
+        assert small.doc == {} and small.candidate is None  # the caller has them
+        # the run is what is large: per request and per stage, so it grows with the sample
+        assert len(pickle.dumps(small)) * 20 < len(pickle.dumps(out))
 
 
 def test_each_worker_has_its_own_numba_cache() -> None:
@@ -91,6 +146,11 @@ def test_each_worker_has_its_own_numba_cache() -> None:
         assert ex.parallel and ex.workers == 2
         # A lambda travels by value (a bound os.environ.get would carry this process's).
         dirs = ex.client.run(lambda: os.environ.get("NUMBA_CACHE_DIR"))  # type: ignore[attr-defined]
+        # ... and runs with Dask's housekeeping slowed (cluster.QUIET: idle CPU, measured)
+        profiling = ex.client.run(  # type: ignore[attr-defined]
+            lambda: __import__("dask").config.get("distributed.worker.profile.enabled")
+        )
+    assert list(profiling.values()) == [False, False]
     assert len(set(dirs.values())) == 2, dirs
     assert sorted(Path(d).name for d in dirs.values()) == ["numba-dask-0", "numba-dask-1"]
 

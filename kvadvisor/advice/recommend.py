@@ -8,7 +8,8 @@
    requests (the shortest span holding that many arrivals: the fleet must carry its peak),
    starting from empty caches; the whole trace when it is no larger.
 3. Search each provider (:mod:`kvadvisor.advice.search`): one after another, or all at once
-   with their replays on a Dask cluster (:mod:`kvadvisor.execute`; the same verdicts).
+   with their replays on a Dask cluster (:mod:`kvadvisor.execute`; the same verdicts). The
+   checks below fan out alike: providers at once, the primary's tier values beside its stresses.
 4. Verify: traces of up to :data:`VERIFY_REQUESTS` requests are replayed whole on each chosen
    deployment (grown when the whole trace misses the SLO); larger ones are replayed on a
    second window. The relative difference of the chosen deployment's figures between the
@@ -21,6 +22,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +64,7 @@ from kvadvisor.plan.loader import PlanCatalogs
 from kvadvisor.plan.model import Plan
 from kvadvisor.results.verdict import (
     ClosestMiss,
+    Robustness,
     Sample,
     SloTargets,
     Verdict,
@@ -280,7 +283,6 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         return search_provider(p, spec, replayer, work, hits)
 
     found = dict(zip(providers, ex.fan_out(one, providers, announce), strict=True))
-    replayer.executor = None  # what follows replays here, one after another
     phases.enter(phases.CHECK)
 
     whole = n <= inputs.verify_requests
@@ -293,21 +295,23 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         drain_s=None,
         share=False,
         headroom=inputs.headroom,
+        executor=ex,
     )
     # The final replays share the sample's exact LRU passes when they replay the same rows.
     if check_arrays is sample_arrays:
         final.ctx = replayer.ctx
-    verdicts: list[Verdict] = []
     errors: dict[str, dict[str, float]] = {}
     picked: dict[str, Plan] = {}
     stressable: dict[str, Picked] = {}
     forced = inputs.forced_storage is not None
     margin = (inputs.headroom, inputs.spare)
-    for p in providers:
+
+    def check(p: str) -> Verdict:
         f = found[p]
-        verdicts.append(
-            _verdict(p, f, final, whole, errors, size < n, forced, picked, margin, stressable)
-        )
+        return _verdict(p, f, final, whole, errors, size < n, forced, picked, margin, stressable)
+
+    # Each provider's pick checked (and grown) on the check set: at once on a cluster.
+    verdicts = ex.fan_out(check, providers)
     sample = _sample(view, size, start, stop)
     primary, why = _primary(verdicts, inputs.providers, inputs.price_kind)
     if primary in picked:
@@ -315,13 +319,20 @@ def recommend(view: TraceView, inputs: RecommendInputs) -> VerdictSet:
         # takes a re-sizing's replays on the sample).
         cand = picked[primary]
         bound = sizing_bound(found[primary].chosen_config, cand)
-        phases.enter(phases.CHECK, "what each KV tier is worth")
-        values = tier_values(cand, replayer, spec, bound, forced)
-        verdicts = [with_tier_values(v, values) if v.provider == primary else v for v in verdicts]
-        # Only the primary verdict is stressed: each stress replays the check set again.
-        phases.enter(phases.CHECK, "margin under stress")
+        # Only the primary verdict is stressed: each stress replays the check set again. The
+        # two are independent: at once on a cluster, each tier value and stress as before.
+        jobs: tuple[tuple[str, Callable[[], Any]], ...] = (
+            (
+                "what each KV tier is worth",
+                lambda: tier_values(cand, replayer, spec, bound, forced),
+            ),
+            ("margin under stress", lambda: _robustness(final, stressable[primary], spec)),
+        )
+        values, robust = ex.fan_out(
+            lambda job: job[1](), jobs, lambda _i, job: phases.enter(phases.CHECK, job[0])
+        )
         verdicts = [
-            _robust(v, final, stressable[primary], spec) if v.provider == primary else v
+            _robust(with_tier_values(v, values), robust) if v.provider == primary else v
             for v in verdicts
         ]
     chosen_primary = any(v.chosen and v.provider == primary for v in verdicts)
@@ -501,7 +512,7 @@ def _verdict(
 
     ``margin`` is (headroom, spare): with spare, each stage gets one instance more than
     the fewest that meet the SLO (N+1), replayed as such. ``picked`` receives the chosen
-    candidate, ``stressable`` what the robustness replays need of it (:func:`_robust`).
+    candidate, ``stressable`` what the robustness replays need of it (:func:`_robustness`).
     """
     stressable = {} if stressable is None else stressable
     v = _verdict_found(
@@ -663,8 +674,8 @@ def _check_contenders(f: ProviderSearch, final: Replayer, whole: bool, forced: b
     return out
 
 
-def _robust(v: Verdict, final: Replayer, picked: Picked, spec: SearchSpec) -> Verdict:
-    """The verdict with its margins and stresses replayed (docs/advisor.md)."""
+def _robustness(final: Replayer, picked: Picked, spec: SearchSpec) -> Robustness:
+    """The chosen deployment's margins and stresses, replayed (docs/advisor.md)."""
     outcome, f, caps_of, headroom, spare = picked
     configs = [t.config for t in f.tried] + f.bound_pruned + f.estimate_pruned + f.capped
 
@@ -672,7 +683,11 @@ def _robust(v: Verdict, final: Replayer, picked: Picked, spec: SearchSpec) -> Ve
         return size_config(config, replayer, spec, f.provider)
 
     others = (configs, size)
-    robust = robustness(final, outcome, others, caps_of, _grow, headroom, spare)
+    return robustness(final, outcome, others, caps_of, _grow, headroom, spare)
+
+
+def _robust(v: Verdict, robust: Robustness) -> Verdict:
+    """The verdict with its margins and stresses (:func:`_robustness`)."""
     return replace(v, robustness=robust, notes=v.notes + robust_notes(robust))
 
 

@@ -22,13 +22,13 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from kvadvisor.advice.plans import as_written
 from kvadvisor.errors import ConfigError
-from kvadvisor.execute import Executor
+from kvadvisor.execute import Executor, Kept
 from kvadvisor.fleet import (
     ReplayContext,
     ReplayOptions,
@@ -74,7 +74,9 @@ class Outcome:
     ``error`` says why the candidate cannot be replayed (a constraint), else it is "". The
     percentile figures (:func:`kvadvisor.fleet.slo_percentiles`, the pNN the SLO check reads:
     within a target exactly when the target is met) are seconds; ``met`` per target, and
-    ``targets`` the targets in seconds.
+    ``targets`` the targets in seconds. :attr:`run` is the whole replay: held here, or, for a
+    replay that ran on a cluster's worker, kept there and fetched on first use (``kept``;
+    :func:`compact` is what came back).
     """
 
     plan: Plan  # as the search built it (its prices and reasons with it)
@@ -85,11 +87,25 @@ class Outcome:
     ttft_s: dict[str, float] = field(default_factory=dict)  # "p90", "p99" and each target's
     tpot_s: dict[str, float] = field(default_factory=dict)
     tier_problem: str = ""
-    run: ReplayRun | None = None
+    held: ReplayRun | None = None  # the run, when it is here (see :attr:`run`)
     overloaded: bool = False  # the queue grew over the arrivals: capacity, not latency, binds
     targets: dict[str, float] = field(default_factory=dict)  # "ttft_p99_s": seconds
     overload_reason: str = ""  # why the fleet did not keep up ("" when it did)
     headroom: float = 0.0  # ``targets`` are the SLO's less this share (the --headroom)
+    kept: Kept | None = field(default=None, repr=False)  # the whole outcome, on a worker
+
+    @property
+    def run(self) -> ReplayRun | None:
+        """The replay's per-request and per-stage results (None: a stage alone, or an error)."""
+        if self.held is None and self.kept is not None:
+            whole: Outcome = self.kept.get()
+            return whole.held
+        return self.held
+
+    @property
+    def whole(self) -> bool:
+        """A whole deployment replayed: :attr:`run` is not None (read without fetching it)."""
+        return self.held is not None or self.kept is not None
 
     @property
     def meets(self) -> bool:
@@ -243,7 +259,7 @@ class Replayer:
         # A parallel executor replays on its workers (each replay once: _pending holds those
         # under way); None or the serial one replays here, one after another.
         self.executor = executor
-        self._pending: dict[str, Future] = {}
+        self._pending: dict[str, tuple[Future[tuple[Outcome, bool]], Kept]] = {}
         self._lock = threading.Lock()
         self._shared: Any = None  # this replayer as the executor's workers hold it
 
@@ -266,7 +282,7 @@ class Replayer:
     def like(
         self, arrays: TraceArrays, headroom: float | None = None, step_factor: float = 1.0
     ) -> Replayer:
-        """A replayer of ``arrays`` with this one's targets, catalogs, drain and sharing.
+        """A replayer of ``arrays`` with this one's targets, catalogs, drain, sharing, executor.
 
         ``headroom`` None keeps this one's; a stress passes 0 (the stress takes its place).
         """
@@ -278,6 +294,7 @@ class Replayer:
             share=self.share,
             headroom=self.headroom if headroom is None else headroom,
             step_factor=step_factor,
+            executor=self.executor,
         )
 
     def replayed(self, plan: Plan) -> Plan:
@@ -342,7 +359,8 @@ class Replayer:
         """``replay(self, plan, doc, *args)`` here, or once on the executor's workers.
 
         Counted and cached by ``key`` either way: the replays run, and what each returns, do
-        not depend on where (or in which order) they ran.
+        not depend on where (or in which order) they ran. From a worker only the outcome's
+        :func:`compact` form comes back; its run stays there until a verdict reads it.
         """
         ex = self.executor
         if ex is None or not ex.parallel:
@@ -358,9 +376,11 @@ class Replayer:
                 self.replays += 1
                 if self._shared is None:
                     self._shared = ex.share(self)
-                pending = ex.submit(replay, self._shared, plan, doc, *args)
+                pending = ex.submit_kept(replay, compact, self._shared, plan, doc, *args)
                 self._pending[key] = pending
-        got = pending.result()
+        small, kept = pending
+        got, whole = small.result()
+        got = replace(got, plan=plan, doc=doc, kept=kept if whole else None)
         with self._lock:
             got = self._cache.setdefault(key, got)
             self._pending.pop(key, None)
@@ -452,6 +472,18 @@ class Replayer:
         )
 
 
+def compact(out: Outcome) -> tuple[Outcome, bool]:
+    """What the search reads of a replay, and whether it has a run (fetched apart, if read).
+
+    Every figure the branch and bound, :func:`min_count`, the ranking and the verdicts' texts
+    read stays (0.37 kB pickled on the Mooncake trace); the run does not (per-request and
+    per-stage results: 0.85 MB for a replay of the 3,000-request sample, docs/benchmarks.md
+    5d), nor the candidate and its plan document (about 10 kB: the caller has them).
+    """
+    bare = replace(out, plan=cast(Plan, None), doc={}, held=None, kept=None)
+    return bare, out.held is not None
+
+
 def headroom(out: Outcome) -> float:
     """The smallest margin of any target: share of requests within it over its percentile."""
     margins = [share - _split(key)[1] / 100.0 for key, share in out.attainment.items()]
@@ -523,11 +555,13 @@ def reached(out: Outcome) -> dict[str, float]:
     this figure is met. E2E and queue figures are read off the replay's request columns.
     """
     out_figures: dict[str, float] = {}
-    cols = request_columns(out.run) if out.run is not None else None
+    cols = None  # read only for a figure the outcome does not carry (a kept run is fetched)
     for key in out.targets:
         metric, pct = _split(key)
         label = percentile_label(pct)
         got = {"ttft": out.ttft_s, "tpot": out.tpot_s}.get(metric, {}).get(label)
+        if got is None and cols is None and (run := out.run) is not None:
+            cols = request_columns(run)
         if got is None and cols is not None:
             values = cols[f"{metric}_s"]
             if metric == "tpot":

@@ -801,7 +801,7 @@ def nearest(outcomes: Sequence[Outcome]) -> Outcome | None:
     ``--slo`` accepts alike are ranked by cost, then by the requests they leave short.
     """
     # Whole deployments only: a prefill stage replayed alone answers TTFT, not the SLO.
-    runnable = [o for o in outcomes if not o.error and o.attainment and o.run is not None]
+    runnable = [o for o in outcomes if not o.error and o.attainment and o.whole]
     if not runnable:
         return None
 

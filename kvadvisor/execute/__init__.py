@@ -1,16 +1,19 @@
 """Where the deployment search runs: in this process (the default) or on a Dask cluster.
 
 The search hands its providers to :meth:`Executor.fan_out` and its replays to
-:meth:`Executor.submit`; the serial executor runs them here, one after another, exactly as a
-plain loop would. :func:`open_executor` gives the serial one for one worker and no scheduler,
-without importing Dask; otherwise a :class:`kvadvisor.execute.cluster.DaskExecutor` on a local
-cluster of processes or on an existing scheduler (docs/scale.md, "Running on a Dask cluster").
+:meth:`Executor.submit_kept` (what the search reads of a replay comes back; the whole replay is
+kept where it ran and fetched once, by :class:`Kept`, only where a verdict reads it); the serial
+executor runs them here, one after another, exactly as a plain loop would. :func:`open_executor`
+gives the serial one for one worker and no scheduler, without importing Dask; otherwise a
+:class:`kvadvisor.execute.cluster.DaskExecutor` on a local cluster of processes or on an
+existing scheduler (docs/scale.md, "Running on a Dask cluster").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from threading import Lock
 from typing import Any, TypeVar
 
 from kvadvisor.errors import ConfigError
@@ -20,6 +23,32 @@ R = TypeVar("R")
 
 # What to install for --workers/--scheduler (pyproject's optional extra).
 EXTRA = "kvadvisor[distributed]"
+
+
+class Kept:
+    """A result kept where it was computed: fetched on the first :meth:`get`, then held here."""
+
+    _UNSET = object()
+
+    def __init__(self, future: Future[Any]) -> None:
+        self._future: Future[Any] | None = future
+        self._value: Any = Kept._UNSET
+        self._lock = Lock()  # two threads asking at once fetch it once
+
+    def get(self) -> Any:
+        """The result (fetched once; the executor may then free its copy)."""
+        with self._lock:
+            if self._value is Kept._UNSET:
+                assert self._future is not None
+                self._value = self._future.result()
+                self._future = None  # a cluster frees a result nobody holds
+            return self._value
+
+
+def _done(value: Any) -> Future[Any]:
+    done: Future[Any] = Future()
+    done.set_result(value)
+    return done
 
 
 class Executor:
@@ -57,6 +86,19 @@ class Executor:
         except Exception as exc:  # the caller's .result() raises it, as a pool's would
             done.set_exception(exc)
         return done
+
+    def submit_kept(
+        self, fn: Callable[..., R], reduce: Callable[[R], Any], *args: Any
+    ) -> tuple[Future[Any], Kept]:
+        """Run ``fn(*args)`` and keep its result where it ran.
+
+        The future of ``reduce(result)`` (all that comes back) and a :class:`Kept` handle on the
+        whole result. Here: both done before it returns (an exception raises from .result()).
+        """
+        whole = self.submit(fn, *args)
+        if whole.exception() is not None:
+            return whole, Kept(whole)
+        return self.submit(reduce, whole.result()), Kept(_done(whole.result()))
 
     def close(self) -> None:
         """Release what the executor holds (here: nothing)."""

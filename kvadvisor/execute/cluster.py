@@ -1,7 +1,8 @@
 """The search on Dask: a local cluster of processes, or an existing scheduler ([distributed]).
 
 Providers run at once in threads of this process; each replay they ask for runs as a task on a
-worker (one thread per local worker: the replay holds the GIL). Each worker keeps its own numba
+worker (one thread per local worker: the replay holds the GIL), and only what the search reads
+of it comes back (:meth:`DaskExecutor.submit_kept`). Each worker keeps its own numba
 cache directory: numba writes a kernel's cache index without a lock, so two processes saving
 different signatures of one kernel at once can leave an index that points one signature at the
 other's machine code (tests/conftest.py says the same of pytest-xdist). A local worker's
@@ -23,17 +24,28 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
+import dask
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.execute import EXTRA, Executor
+from kvadvisor.execute import EXTRA, Executor, Kept
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 # Seconds to reach a scheduler, and for an existing cluster to show its first worker.
 CONNECT_TIMEOUT_S = 10
+# A local cluster's housekeeping, slowed: with Dask's defaults an idle worker spent 2.7% of a
+# core and the analysing process (scheduler and client) 3.5%, with these 0.25% and 0.6%
+# (measured over 20 s on the shared 2-core machine). The profiles and system figures feed only
+# a dashboard, which a local cluster here does not serve; memory is still checked every second.
+QUIET = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
 # The package's own in-tree cache (numba's default place for the kernels beside it).
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -77,6 +89,19 @@ class DaskExecutor(Executor):
     def submit(self, fn: Callable[..., R], *args: Any) -> Any:
         """``fn(*args)`` as a task on a worker (never deduplicated by Dask: callers do)."""
         return self.client.submit(fn, *args, pure=False)
+
+    def submit_kept(self, fn: Callable[..., R], reduce: Callable[[R], Any], *args: Any) -> Any:
+        """``fn(*args)`` as a task whose result stays on its worker; ``reduce`` of it comes back.
+
+        ``reduce`` runs as a second task on the worker that holds the result (Dask places a
+        task with its input), so only what it returns crosses to this process; the whole
+        result crosses once, if ever, when its :class:`Kept` handle is read, and is freed on
+        the worker when nothing here holds the handle.
+        """
+        whole = self.client.submit(fn, *args, pure=False)
+        # Ahead of replays queued on that worker: the search waits on what it returns.
+        small = self.client.submit(reduce, whole, pure=False, priority=1)
+        return small, Kept(whole)
 
     def close(self) -> None:
         """Disconnect; a local cluster's processes end with it."""
@@ -168,14 +193,15 @@ def local(workers: int) -> DaskExecutor:
     """A cluster of ``workers`` processes on this machine (one thread each), ready to run."""
     base, seed = local_seed()
     try:
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
+        with dask.config.set(QUIET):  # read as the scheduler and the workers start
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
     except (OSError, RuntimeError) as exc:
         raise ConfigError(
             f"--workers {workers}: cannot start a local Dask cluster: {_first_line(exc)}"

@@ -270,7 +270,6 @@ def plan_analysis(
         estimated_in_memory_bytes=in_memory,
         estimated_exact_stream_bytes=exact_stream,
     )
-    gib = 1024**3
     if in_memory <= memory_limit_bytes:
         return ScalePlan(
             mode="in_memory",
@@ -310,25 +309,7 @@ def plan_analysis(
             ),
             **common,
         )
-    room = memory_limit_bytes - BASELINE_BYTES - SAMPLED_BYTES_PER_REQUEST * requests
-    rate = room / (SAMPLED_BYTES_PER_ACCESS * max(block_accesses, 1))
-    if rate < MIN_SAMPLE_RATE:
-        need = (
-            BASELINE_BYTES
-            + SAMPLED_BYTES_PER_REQUEST * requests
-            + SAMPLED_BYTES_PER_ACCESS * MIN_SAMPLE_RATE * block_accesses
-        )
-        # Rounded up, so the size suggested is itself enough.
-        least_gib = math.ceil(need / gib * 100) / 100
-        raise ConfigError(
-            f"--memory-limit {_size(memory_limit_bytes)} is too small for "
-            f"{plural(requests, 'request')} and "
-            f"{plural(block_accesses, 'block access', 'block accesses')} even sampling at rate "
-            f"{number(MIN_SAMPLE_RATE)}; give at least {least_gib:.2f} GiB"  # exact: typed back
-        )
-    # Two significant digits, rounded down, so the stated rate is a readable number.
-    digits = 1 - int(np.floor(np.log10(rate)))
-    rate = min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
+    rate = _sample_rate(requests, block_accesses, memory_limit_bytes)
     # The sampled state is freed before the profile runs; the curve keeps per-request tokens.
     why = (
         f"the exact curve needs {_size(exact_stream)} > the memory limit "
@@ -349,6 +330,34 @@ def plan_analysis(
         reason=f"{why}: SHARDS spatial sampling at rate {number(rate)}",
         **common,
     )
+
+
+def _sample_rate(requests: int, block_accesses: int, memory_limit_bytes: int) -> float:
+    """The largest SHARDS rate whose sampled state fits beside the curve's per-request part.
+
+    Raises ConfigError, naming the limit that would do, when even :data:`MIN_SAMPLE_RATE`
+    does not fit.
+    """
+    gib = 1024**3
+    room = memory_limit_bytes - BASELINE_BYTES - SAMPLED_BYTES_PER_REQUEST * requests
+    rate = room / (SAMPLED_BYTES_PER_ACCESS * max(block_accesses, 1))
+    if rate < MIN_SAMPLE_RATE:
+        need = (
+            BASELINE_BYTES
+            + SAMPLED_BYTES_PER_REQUEST * requests
+            + SAMPLED_BYTES_PER_ACCESS * MIN_SAMPLE_RATE * block_accesses
+        )
+        # Rounded up, so the size suggested is itself enough.
+        least_gib = math.ceil(need / gib * 100) / 100
+        raise ConfigError(
+            f"--memory-limit {_size(memory_limit_bytes)} is too small for "
+            f"{plural(requests, 'request')} and "
+            f"{plural(block_accesses, 'block access', 'block accesses')} even sampling at rate "
+            f"{number(MIN_SAMPLE_RATE)}; give at least {least_gib:.2f} GiB"  # exact: typed back
+        )
+    # Two significant digits, rounded down, so the stated rate is a readable number.
+    digits = 1 - int(np.floor(np.log10(rate)))
+    return min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
 
 
 def plan_for_stream(stream: TraceStream, memory_limit_bytes: int) -> ScalePlan:
