@@ -134,7 +134,7 @@ def open_executor(workers: int = 1, scheduler: str | None = None) -> Executor:
         if (exc.name or "").split(".")[0] not in ("dask", "distributed"):
             raise
         raise ConfigError(
-            f"{flag} runs the search on Dask, which is not installed: pip install '{EXTRA}'"
+            f"{flag} runs on Dask, which is not installed: pip install '{EXTRA}'"
         ) from None
     if scheduler is not None:
         return cluster.connect(scheduler)

@@ -1,4 +1,4 @@
-"""The search on Dask: a local cluster of processes, or an existing scheduler ([distributed]).
+"""Replays on Dask: a local cluster of processes, or an existing scheduler ([distributed]).
 
 Providers run at once in threads of this process; each replay they ask for runs as a task on a
 worker (one thread per local worker: the replay holds the GIL), and only what the search reads
