@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from advice_traces import slo_for
 from analysis_cache import analysed
 
 from kvadvisor.pipeline.options import AnalyzeOptions
@@ -34,12 +35,13 @@ def test_downsample_keeps_each_points_highest_window() -> None:
 def mooncake_io(mooncake_path, tmp_path_factory):
     """The Mooncake report's I/O section (3,537 one-second windows, merged four to a point).
 
-    No replay of the recommendation: the I/O section is the profile's, written before the
-    advice and its replay, which read it and never write it. The options and clock strings
-    are tests/test_pipeline_streaming.py's in-memory reference: one analysis for both files.
+    The I/O section is the profile's, written before the advice and its replay, which read it
+    and never write it. The options and clock strings are the round trips' for this trace
+    (tests/test_advice_roundtrip.py, tests/test_emit_roundtrip.py): one analysis for the three
+    files, which tests/conftest.py sends to one xdist worker.
     """
-    options = AnalyzeOptions(cache_instances=1, replay=False)
-    clock = {"version": "0.0.test", "generated_at": "2026-01-01T00:00:00+00:00"}
+    options = AnalyzeOptions(slo=slo_for(mooncake_path))
+    clock = {"version": "test", "generated_at": "2026-01-01T00:00:00"}
     trace = read_trace(mooncake_path)
     report = analysed(tmp_path_factory, mooncake_path, trace, options, **clock)
     return report.io
