@@ -121,7 +121,7 @@ def test_the_search_and_the_checks_replayed_on_the_workers(both: Runs) -> None:
 
 
 def test_a_task_returns_only_what_the_search_reads(both: Runs) -> None:
-    """The compact outcome keeps every figure; it drops the run, the candidate and its plan.
+    """The compact outcome keeps every figure; it drops the run, the plan and its document.
 
     What comes back pickles to a small fraction of the whole outcome.
     """
@@ -131,10 +131,10 @@ def test_a_task_returns_only_what_the_search_reads(both: Runs) -> None:
         small, has_run = compact(out)
         assert has_run and small.run is None and not small.whole
         for f in fields(Outcome):
-            if f.name not in ("held", "kept", "doc", "candidate"):
+            if f.name not in ("held", "kept", "doc", "plan"):
                 assert getattr(small, f.name) == getattr(out, f.name), f.name
         assert small.meets == out.meets and small.why_not() == out.why_not()
-        assert small.doc == {} and small.candidate is None  # the caller has them
+        assert small.doc == {} and small.plan is None  # the caller has them
         # the run is what is large: per request and per stage, so it grows with the sample
         assert len(pickle.dumps(small)) * 20 < len(pickle.dumps(out))
 
