@@ -291,6 +291,38 @@ _inner = nb.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapp
 
 
 @_inner
+def _interp(x, xp, fp):  # pragma: no cover - compiled
+    """``np.interp(x, xp, fp)`` for one float ``x``, step for step as numpy's ``arr_interp``.
+
+    numba's own ``np.interp`` is written for arrays of any shape: compiling it (and its search
+    helper) cost 1.7 CPU-s of a cold run (docs/benchmarks.md, kernel compile), for a scalar.
+    """
+    n = xp.shape[0]
+    if np.isnan(x):
+        return x
+    if x < xp[0]:
+        return fp[0]
+    if x >= xp[n - 1]:
+        return fp[n - 1]
+    lo, hi = 0, n - 1  # xp[lo] <= x < xp[hi]: the segment holding x, by bisection
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if xp[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    if xp[lo] == x:
+        return fp[lo]
+    slope = (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo])
+    out = slope * (x - xp[lo]) + fp[lo]
+    if np.isnan(out):  # numpy then tries from the other end of the segment
+        out = slope * (x - xp[lo + 1]) + fp[lo + 1]
+        if np.isnan(out) and fp[lo] == fp[lo + 1]:
+            out = fp[lo]
+    return out
+
+
+@_inner
 def tokens_time(grid, tokens_s, t):  # pragma: no cover - compiled
     """``StepTable.tokens_time_s``: the grid interpolated, extrapolated linearly past its end."""
     n = grid.shape[0]
@@ -298,7 +330,7 @@ def tokens_time(grid, tokens_s, t):  # pragma: no cover - compiled
     if t > last:
         slope = (tokens_s[n - 1] - tokens_s[n - 2]) / (last - grid[n - 2])
         return tokens_s[n - 1] + slope * (t - last)
-    return np.interp(t, grid, tokens_s)
+    return _interp(float(t), grid, tokens_s)
 
 
 @_inner
