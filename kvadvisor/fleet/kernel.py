@@ -295,7 +295,7 @@ def _interp(x, xp, fp):  # pragma: no cover - compiled
     """``np.interp(x, xp, fp)`` for one float ``x``, step for step as numpy's ``arr_interp``.
 
     numba's own ``np.interp`` is written for arrays of any shape: compiling it (and its search
-    helper) cost 1.7 CPU-s of a cold run (docs/benchmarks.md, kernel compile), for a scalar.
+    helper) cost 1.6 CPU-s of a cold run, for a scalar (docs/benchmarks.md, kernel compile).
     """
     n = xp.shape[0]
     if np.isnan(x):
