@@ -139,6 +139,27 @@ def test_compiled_step_time_agrees_with_the_step_table() -> None:
             assert got == pytest.approx(want, rel=1e-12)
 
 
+def test_compiled_interpolation_is_numpys_to_the_bit() -> None:
+    """The loop's scalar interpolation returns np.interp's value exactly inside the grid.
+
+    With no attention pairs and no KV bytes, ``step_time`` is the two interpolated tables
+    summed; the points are random, the grid points themselves and below the first.
+    """
+    from kvadvisor.fleet import kernel
+
+    _, table = roofline_for(get_model("qwen3-32b"), get_gpu("h200"), 2)
+    grid, lgrid = table.tokens_grid, table.logits_grid
+    rng = np.random.default_rng(1)
+    tokens = np.concatenate([rng.uniform(grid[0] / 2, grid[-1], 300), grid])
+    seqs = np.concatenate([rng.uniform(0.0, lgrid[-1], 300), np.resize(lgrid, grid.shape[0])])
+    for tok, seq in zip(tokens, seqs, strict=True):
+        got = kernel.step_time(
+            grid, table.tokens_s, 1.0, 1.0, lgrid, table.logits_s, 0.0, 0.0, tok, seq, 0.0, 0.0
+        )
+        want = np.interp(tok, grid, table.tokens_s) + np.interp(seq, lgrid, table.logits_s)
+        assert got == want, (tok, seq)
+
+
 # ---- queueing theory -----------------------------------------------------------------------
 
 

@@ -130,10 +130,14 @@ def simulate_arrays(
     tok_steady = np.zeros(bins, np.int64)
     blk_all = np.zeros(bins, np.int64)
     blk_steady = np.zeros(bins, np.int64)
+    # The kernel reads input_tokens through a read-only view: the trace's own array is read-only
+    # or not depending on how it was read, and each would compile curve_bins once more.
+    read_only = input_tokens.view()
+    read_only.flags.writeable = False
     hit = stackdist.curve_bins(
         offsets,
         dist,
-        input_tokens,
+        read_only,
         np.int64(block_tokens),
         np.int64(warmup_requests),
         tok_all,

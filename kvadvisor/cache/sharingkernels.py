@@ -35,7 +35,12 @@ T_STARTS = 6  # requests that continue no earlier one (the inferred conversation
 TOTALS = 7
 
 
-@nb.njit(cache=True, nogil=True)
+# Called only from the compiled functions below: no Python-callable wrapper is compiled for it
+# (see ``fleet/kernel.py``'s ``_inner``).
+_inner = nb.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+
+@_inner
 def _slot(key, slots):  # pragma: no cover - compiled
     """The first slot to probe for ``key`` (Lemire's multiply-shift range reduction)."""
     return np.int64(((_splitmix64(np.uint64(key)) >> np.uint64(32)) * slots) >> np.uint64(32))

@@ -33,7 +33,12 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-@nb.njit(cache=True, nogil=True)
+# Called only from the compiled functions below: no Python-callable wrapper is compiled for them
+# (see ``fleet/kernel.py``'s ``_inner``).
+_inner = nb.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+
+@_inner
 def _splitmix64(x: np.uint64) -> np.uint64:  # pragma: no cover - compiled
     """SplitMix64 finaliser (Steele, Lea and Flood, 2014): a fast, well-mixed 64-bit hash."""
     z = x + _GOLDEN
@@ -85,7 +90,7 @@ def _popcount(typingctx, x):  # pragma: no cover - compiled
     return sig, codegen
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _markers_through(bits, tree, q):  # pragma: no cover - compiled
     """Live markers at stream positions 0..q (0-based, inclusive)."""
     w = q >> 6
@@ -101,7 +106,7 @@ def _markers_through(bits, tree, q):  # pragma: no cover - compiled
     return s + np.int64(_popcount(word))
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _add_to_word(tree, words, w, delta):  # pragma: no cover - compiled
     """Add ``delta`` markers to word w's count in the Fenwick tree."""
     i = w + 1
@@ -110,7 +115,7 @@ def _add_to_word(tree, words, w, delta):  # pragma: no cover - compiled
         i += i & (-i)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _move_to_top(ids, start, end, first, base, last_pos, bits, tree):  # pragma: no cover
     """Insert or refresh blocks ``ids[start:end]`` in order at stream positions ``first``...
 
@@ -207,7 +212,8 @@ def prefix_stack_distances(offsets, ids, last_pos, bits, tree, scratch):  # prag
                 if running > max_finite:
                     max_finite = running
             scratch[t - start] = running
-        live += _move_to_top(ids, start, end, start, 0, last_pos, bits, tree)
+        # np.int64(0), not the literal 0, which would compile a specialisation of its own
+        live += _move_to_top(ids, start, end, start, np.int64(0), last_pos, bits, tree)
         for t in range(start, end):
             ids[t] = scratch[t - start]
     return max_finite
@@ -361,7 +367,7 @@ def instance_hits(
     bits[:] = 0
     tree[:] = 0
     live = 0
-    pos = 0
+    pos = np.int64(0)  # not the literal 0, which would compile one more _move_to_top
     for q in range(rows.shape[0]):
         r = rows[q]
         start = offsets[r]

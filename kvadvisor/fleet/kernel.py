@@ -284,8 +284,45 @@ ADMIT_SKIP = 1  # leave it waiting, look at the next
 ADMIT_STOP = 2  # no pages: stop admitting in this step
 INF = np.inf
 
+# The loop's phases and primitives are called only from compiled code: numba compiles no
+# Python-callable wrapper (argument unboxing, the C-function entry) for them, code that each
+# of them would otherwise optimise and emit for nothing (docs/benchmarks.md, kernel compile).
+_inner = nb.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
-@nb.njit(cache=True, nogil=True)
+
+@_inner
+def _interp(x, xp, fp):  # pragma: no cover - compiled
+    """``np.interp(x, xp, fp)`` for one float ``x``, step for step as numpy's ``arr_interp``.
+
+    numba's own ``np.interp`` is written for arrays of any shape: compiling it (and its search
+    helper) cost 1.6 CPU-s of a cold run, for a scalar (docs/benchmarks.md, kernel compile).
+    """
+    n = xp.shape[0]
+    if np.isnan(x):
+        return x
+    if x < xp[0]:
+        return fp[0]
+    if x >= xp[n - 1]:
+        return fp[n - 1]
+    lo, hi = 0, n - 1  # xp[lo] <= x < xp[hi]: the segment holding x, by bisection
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if xp[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    if xp[lo] == x:
+        return fp[lo]
+    slope = (fp[lo + 1] - fp[lo]) / (xp[lo + 1] - xp[lo])
+    out = slope * (x - xp[lo]) + fp[lo]
+    if np.isnan(out):  # numpy then tries from the other end of the segment
+        out = slope * (x - xp[lo + 1]) + fp[lo + 1]
+        if np.isnan(out) and fp[lo] == fp[lo + 1]:
+            out = fp[lo]
+    return out
+
+
+@_inner
 def tokens_time(grid, tokens_s, t):  # pragma: no cover - compiled
     """``StepTable.tokens_time_s``: the grid interpolated, extrapolated linearly past its end."""
     n = grid.shape[0]
@@ -293,10 +330,10 @@ def tokens_time(grid, tokens_s, t):  # pragma: no cover - compiled
     if t > last:
         slope = (tokens_s[n - 1] - tokens_s[n - 2]) / (last - grid[n - 2])
         return tokens_s[n - 1] + slope * (t - last)
-    return np.interp(t, grid, tokens_s)
+    return _interp(float(t), grid, tokens_s)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _window_prefix(x, w):  # pragma: no cover - compiled
     """``perfmodel.kv.window_prefix``: sum_{t=1..x} min(t, W)."""
     inside = min(x, w)
@@ -313,7 +350,7 @@ def attention_pairs(m, p, full_layers, window_layers, window_tokens):  # pragma:
     return pairs
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def shared_time(
     grid, tokens_s, logits_grid, logits_s, pf_fixed, dec_fixed, tokens, seqs, pairs, kv
 ):  # pragma: no cover - compiled
@@ -348,7 +385,7 @@ def step_time(
     return shared + s_per_pair * pairs + s_per_kv * kv_bytes
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _rank_kv(c, full_bpt, win_bpt, win_tokens):  # pragma: no cover - compiled
     """``KvLayout.bytes_for`` of one rank for a context of ``c`` tokens."""
     out = full_bpt * c
@@ -357,7 +394,7 @@ def _rank_kv(c, full_bpt, win_bpt, win_tokens):  # pragma: no cover - compiled
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _rank_kv_sum(c0, k, full_bpt, win_bpt, win_tokens):  # pragma: no cover - compiled
     """Sum of ``_rank_kv(c0 + j)`` for j in 0..k-1 (``KvLayout.bytes_summed``)."""
     out = full_bpt * (k * c0 + k * (k - 1.0) / 2.0)
@@ -369,7 +406,7 @@ def _rank_kv_sum(c0, k, full_bpt, win_bpt, win_tokens):  # pragma: no cover - co
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _add_rate(series, row, t0, t1, rate, window_s):  # pragma: no cover - compiled
     """Spread ``rate`` (per second) over [t0, t1) into the windows of ``series[row]``."""
     if t1 <= t0 or rate == 0.0:
@@ -390,7 +427,7 @@ def _add_rate(series, row, t0, t1, rate, window_s):  # pragma: no cover - compil
     series[row, w1] += rate * (t1 - w1 * window_s)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _add_at(series, row, t, amount, window_s):  # pragma: no cover - compiled
     """Add ``amount`` to the window holding time ``t``."""
     w = min(int(t / window_s), series.shape[1] - 1)
@@ -400,15 +437,17 @@ def _add_at(series, row, t, amount, window_s):  # pragma: no cover - compiled
 # ---- the timed-event heap (time, kind, id); its size is cnt[G_EVENTS] ----------------------
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ev_swap(evt, evi, a, b):  # pragma: no cover - compiled
     evt[a], evt[b] = evt[b], evt[a]
     evi[EVI_KIND, a], evi[EVI_KIND, b] = evi[EVI_KIND, b], evi[EVI_KIND, a]
     evi[EVI_ID, a], evi[EVI_ID, b] = evi[EVI_ID, b], evi[EVI_ID, a]
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ev_push(evt, evi, cnt, t, kind, ident):  # pragma: no cover - compiled
+    # Callers pass the kind as np.int64(EV_*): a bare constant is typed as its literal value,
+    # and each kind would compile a specialisation of its own.
     i = cnt[G_EVENTS]
     evt[i] = t
     evi[EVI_KIND, i] = kind
@@ -422,14 +461,14 @@ def _ev_push(evt, evi, cnt, t, kind, ident):  # pragma: no cover - compiled
     cnt[G_EVENTS] += 1
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ev_pop(evt, evi, cnt):  # pragma: no cover - compiled
     size = cnt[G_EVENTS] - 1
     cnt[G_EVENTS] = size
     evt[0] = evt[size]
     evi[EVI_KIND, 0] = evi[EVI_KIND, size]
     evi[EVI_ID, 0] = evi[EVI_ID, size]
-    i = 0
+    i = np.int64(0)  # not the literal 0: one _ev_swap compiled, not one more for i == 0
     while True:
         left = 2 * i + 1
         if left >= size:
@@ -450,7 +489,7 @@ def _ev_pop(evt, evi, cnt):  # pragma: no cover - compiled
 # rsi[RSI_BASE, s] .. + capacity; fl_i[FL_POS, f] is flow f's slot offset (-1 when inactive).
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ps_swap(fl_i, fl_f, base, a, b):  # pragma: no cover - compiled
     i, j = base + a, base + b
     fl_f[FL_KEY, i], fl_f[FL_KEY, j] = fl_f[FL_KEY, j], fl_f[FL_KEY, i]
@@ -459,7 +498,7 @@ def _ps_swap(fl_i, fl_f, base, a, b):  # pragma: no cover - compiled
     fl_i[FL_POS, fl_i[FL_FID, j]] = b
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ps_up(fl_i, fl_f, base, i):  # pragma: no cover - compiled
     while i > 0:
         parent = (i - 1) // 2
@@ -469,7 +508,7 @@ def _ps_up(fl_i, fl_f, base, i):  # pragma: no cover - compiled
         i = parent
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ps_down(fl_i, fl_f, base, size, i):  # pragma: no cover - compiled
     while True:
         left = 2 * i + 1
@@ -484,7 +523,7 @@ def _ps_down(fl_i, fl_f, base, size, i):  # pragma: no cover - compiled
         i = child
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ps_advance(s, t, rs, rsi, ser, window_s):  # pragma: no cover - compiled
     """Move resource ``s`` to time ``t``: every flow in flight got bandwidth / n since."""
     n = rsi[RSI_SIZE, s]
@@ -495,7 +534,7 @@ def _ps_advance(s, t, rs, rsi, ser, window_s):  # pragma: no cover - compiled
     rs[RS_LAST, s] = t
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ps_next(s, rs, rsi, fl_f):  # pragma: no cover - compiled
     """When resource ``s`` completes its next flow (inf when idle)."""
     n = rsi[RSI_SIZE, s]
@@ -507,7 +546,7 @@ def _ps_next(s, rs, rsi, fl_f):  # pragma: no cover - compiled
     return rs[RS_LAST, s] + remaining * n / rs[RS_RD_BW, s]
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ps_remove(s, f, rsi, fl_i, fl_f):  # pragma: no cover - compiled
     """Take flow ``f`` out of resource ``s`` (completed or cancelled)."""
     base = rsi[RSI_BASE, s]
@@ -522,7 +561,7 @@ def _ps_remove(s, f, rsi, fl_i, fl_f):  # pragma: no cover - compiled
         _ps_up(fl_i, fl_f, base, i)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _ps_push(s, f, nbytes, t, rs, rsi, fl_i, fl_f, ser, window_s):  # pragma: no cover
     """Start flow ``f`` of ``nbytes`` on resource ``s`` at ``t`` (its I/Os counted now)."""
     _ps_advance(s, t, rs, rsi, ser, window_s)
@@ -539,7 +578,7 @@ def _ps_push(s, f, nbytes, t, rs, rsi, fl_i, fl_f, ser, window_s):  # pragma: no
     _add_at(ser, SER_READ_DEMAND * n_res + s, t, nbytes, window_s)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _next_flow(rs, rsi, fl_f):  # pragma: no cover - compiled
     """The resource whose flow completes first, and when (-1 and inf when none is in flight)."""
     t_ps = INF
@@ -552,7 +591,7 @@ def _next_flow(rs, rsi, fl_f):  # pragma: no cover - compiled
     return t_ps, s_ps
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _flow(q, f, s, nbytes, t, qi, io, cf):  # pragma: no cover
     """Request ``q`` starts flow ``f`` on resource ``s``; it waits for one more."""
     rs, rsi, fl_i, fl_f, ser = io
@@ -560,7 +599,7 @@ def _flow(q, f, s, nbytes, t, qi, io, cf):  # pragma: no cover
     qi[Q_PENDING, q] += 1
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _hit_tokens(q, tl):  # pragma: no cover - compiled
     """Hit tokens request ``q`` loads from the tiers, all tiers together."""
     total = 0
@@ -569,7 +608,7 @@ def _hit_tokens(q, tl):  # pragma: no cover - compiled
     return total
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _load_tiers(q, r, t, qi, tl, rt, io, cf):  # pragma: no cover
     """Start request ``q``'s loads of its hits, one flow per tier that holds some."""
     n_tier = tl.shape[2]
@@ -582,7 +621,7 @@ def _load_tiers(q, r, t, qi, tl, rt, io, cf):  # pragma: no cover
 # ---- write buffers ---------------------------------------------------------------------------
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _wb_drain(s, t, rs, ser, window_s):  # pragma: no cover - compiled
     """Drain resource ``s``'s write buffer at its write bandwidth up to time ``t``."""
     last = rs[RS_WB_LAST, s]
@@ -595,7 +634,7 @@ def _wb_drain(s, t, rs, ser, window_s):  # pragma: no cover - compiled
         rs[RS_WB_LAST, s] = t
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _wb_write(s, t, nbytes, rs, ser, window_s, cnt, fcnt):  # pragma: no cover - compiled
     """Put ``nbytes`` into resource ``s``'s buffer at ``t``; return how long the writer stalls."""
     if nbytes <= 0.0:
@@ -615,7 +654,7 @@ def _wb_write(s, t, nbytes, rs, ser, window_s, cnt, fcnt):  # pragma: no cover -
     return excess / rs[RS_WR_BW, s]
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _tier_write(q, k, s, t, tok, tw, io, ci, cf, cnt, fcnt):  # pragma: no cover
     """Tier ``k`` (resource ``s``) is given ``tok`` tokens of ``q``: held back or buffered."""
     rs, rsi, fl_i, fl_f, ser = io
@@ -626,7 +665,7 @@ def _tier_write(q, k, s, t, tok, tw, io, ci, cf, cnt, fcnt):  # pragma: no cover
     return _wb_write(s, t, nbytes, rs, ser, cf[CF_WINDOW_S], cnt, fcnt)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _flush_writes(q, r, t, rt, tw, io, cf, cnt, fcnt):  # pragma: no cover
     """A request releases its KV: write-back bytes held back and decode KV kept for later."""
     rs, rsi, fl_i, fl_f, ser = io
@@ -638,7 +677,7 @@ def _flush_writes(q, r, t, rt, tw, io, cf, cnt, fcnt):  # pragma: no cover
             _wb_write(s, t, nbytes, rs, ser, cf[CF_WINDOW_S], cnt, fcnt)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _write_chunks(r, t, qi, tl, tw, ri, run, rt, io, ci, cf, cnt, fcnt):  # pragma: no cover
     """A step ends: the tiers are given what its prefill chunks computed; the longest stall."""
     stall = 0.0
@@ -657,7 +696,7 @@ def _write_chunks(r, t, qi, tl, tw, ri, run, rt, io, ci, cf, cnt, fcnt):  # prag
     return stall
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _offload_read(r, t, ri, io, ci, cf):  # pragma: no cover - compiled
     """Decode-time offload: KV beyond the GPU pool is read from the tier every step; its time."""
     rs, rsi, fl_i, fl_f, ser = io
@@ -677,7 +716,7 @@ def _offload_read(r, t, ri, io, ci, cf):  # pragma: no cover - compiled
 # ---- requests and replicas -------------------------------------------------------------------
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _occupy(r, t, ri, rf):  # pragma: no cover - compiled
     """Open or close replica ``r``'s interval holding requests (occupancy), at time ``t``."""
     if ri[R_RUN_CNT, r] > 0 and rf[RF_OCC_SINCE, r] < 0.0:
@@ -687,12 +726,12 @@ def _occupy(r, t, ri, rf):  # pragma: no cover - compiled
         rf[RF_OCC_SINCE, r] = -1.0
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _pages(tokens, page):  # pragma: no cover - compiled
     return (tokens + page - 1) // page
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _drop_running(run, ri, r, q):  # pragma: no cover - compiled
     """Remove request ``q`` from replica ``r``'s running list, keeping the order."""
     j = 0
@@ -703,7 +742,7 @@ def _drop_running(run, ri, r, q):  # pragma: no cover - compiled
     ri[R_RUN_CNT, r] = j
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _finish(q, r, t, qi, qf, tw, ri, rf, rt, io, cf, cnt, fcnt):  # pragma: no cover
     """Request ``q`` is done: its writes flushed, its pages freed (it stays in the list)."""
     qi[Q_STATE, q] = S_DONE
@@ -717,7 +756,7 @@ def _finish(q, r, t, qi, qf, tw, ri, rf, rt, io, cf, cnt, fcnt):  # pragma: no c
     rf[RF_ACT_DEC, r] -= float(qi[Q_INPUT, q])
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _init(qi, qf, ri, rf):  # pragma: no cover - compiled
     """The state rows' starting values (the engine passes them zeroed)."""
     for q in range(qi.shape[1]):
@@ -740,7 +779,7 @@ def _init(qi, qf, ri, rf):  # pragma: no cover - compiled
 # ---- routing and arrivals --------------------------------------------------------------------
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _kv_overlaps(q, qi, ri, ci, blk_offsets, blk_ids, blk_masks):  # pragma: no cover
     """Per replica, the leading prompt tokens the KV router's view says it holds."""
     nblk = blk_offsets[q + 1] - blk_offsets[q]
@@ -757,7 +796,7 @@ def _kv_overlaps(q, qi, ri, ci, blk_offsets, blk_ids, blk_masks):  # pragma: no 
         ri[R_OVERLAP, x] = matched // ci[CI_PAGE] * ci[CI_PAGE]
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def route_request(q, qi, ri, rf, ci, cf, blocks, cnt):  # pragma: no cover - compiled
     """The router's replica for request ``q`` (ROUTE_LEAST or ROUTE_KV), from live load.
 
@@ -795,7 +834,7 @@ def route_request(q, qi, ri, rf, ci, cf, blocks, cnt):  # pragma: no cover - com
     return best
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _prefetch(q, r, t, qi, qf, tl, ri, rt, io, ci, cf, evt, evi, cnt):  # pragma: no cover
     """HiCache's L3 prefetch: request ``q`` starts loading its hits as it arrives."""
     total = _hit_tokens(q, tl)
@@ -807,10 +846,10 @@ def _prefetch(q, r, t, qi, qf, tl, ri, rt, io, ci, cf, evt, evi, cnt):  # pragma
     _load_tiers(q, r, t, qi, tl, rt, io, cf)
     if ci[CI_PREFETCH] == PREFETCH_TIMEOUT:
         qf[QF_DEADLINE, q] = t + cf[CF_PREFETCH_BASE_S] + cf[CF_PREFETCH_PER_TOKEN_S] * total
-        _ev_push(evt, evi, cnt, qf[QF_DEADLINE, q], EV_TIMEOUT, q)
+        _ev_push(evt, evi, cnt, qf[QF_DEADLINE, q], np.int64(EV_TIMEOUT), q)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _arrive(t, qi, qf, tl, ri, rf, rt, io, ci, cf, blocks, evt, evi, cnt):  # pragma: no cover
     """The next arrival: routed, queued, and its prefetch started where the engine does."""
     q = cnt[G_NEXT]
@@ -839,7 +878,7 @@ def _arrive(t, qi, qf, tl, ri, rf, rt, io, ci, cf, blocks, evt, evi, cnt):  # pr
 # ---- events: a flow completes, a request's KV is in, a step ends -----------------------------
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _flow_done(s, t, n_slot, qi, qf, io, cf, evt, evi, cnt):  # pragma: no cover
     """Resource ``s``'s next flow completes; its request is ready when all are in, + latency."""
     rs, rsi, fl_i, fl_f, ser = io
@@ -850,10 +889,10 @@ def _flow_done(s, t, n_slot, qi, qf, io, cf, evt, evi, cnt):  # pragma: no cover
     qi[Q_PENDING, q] -= 1
     qf[QF_READY_AT, q] = max(qf[QF_READY_AT, q], t + rs[RS_LAT, s])
     if qi[Q_PENDING, q] == 0:
-        _ev_push(evt, evi, cnt, qf[QF_READY_AT, q], EV_READY, q)
+        _ev_push(evt, evi, cnt, qf[QF_READY_AT, q], np.int64(EV_READY), q)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _on_ready(q, t, qi, qf, tw, ri, rf, run, rt, io, cf, cnt, fcnt):  # pragma: no cover
     """Request ``q``'s KV is in (a prefetch, a load, a swap-in, or the link's transfer)."""
     r = qi[Q_REPLICA, q]
@@ -882,7 +921,7 @@ def _on_ready(q, t, qi, qf, tw, ri, rf, run, rt, io, cf, cnt, fcnt):  # pragma: 
             _occupy(r, t, ri, rf)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _progress(r, t, qi, qf, tw, ri, rf, run, rt, io, ci, cf, cnt, fcnt):  # pragma: no cover
     """Replica ``r``'s step is over: chunks and tokens applied, finished requests leave."""
     j = 0
@@ -918,7 +957,7 @@ def _progress(r, t, qi, qf, tw, ri, rf, run, rt, io, ci, cf, cnt, fcnt):  # prag
     _occupy(r, t, ri, rf)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _step_end(r, t, qi, qf, tl, tw, ri, rf, run, rt, io, ci, cf, cnt, fcnt):  # pragma: no cover
     """Replica ``r``'s step ends: write what its prefill chunks produced, then progress.
 
@@ -941,7 +980,7 @@ def _step_end(r, t, qi, qf, tl, tw, ri, rf, run, rt, io, ci, cf, cnt, fcnt):  # 
 # ---- the scheduler: what replica r's next step runs -------------------------------------------
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _preempt(r, x, need, qi, ri, run, io, ci, cf, cnt, fcnt):  # pragma: no cover - compiled
     """Preempt the running request at ``run[r, x]`` for ``need`` pages; the swap-out time."""
     rs, rsi, fl_i, fl_f, ser = io
@@ -984,7 +1023,7 @@ def _preempt(r, x, need, qi, ri, run, io, ci, cf, cnt, fcnt):  # pragma: no cove
     return swap_s
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _serve_running(r, qi, ri, run, io, ci, cf, cnt, fcnt):  # pragma: no cover - compiled
     """VLLM's first pass: a decode token or a prefill chunk for each running request.
 
@@ -1049,7 +1088,7 @@ def _serve_running(r, qi, ri, run, io, ci, cf, cnt, fcnt):  # pragma: no cover -
     return budget, n_tok, n_seq, n_pf_tok, pairs, kv, swap_s, n_preempt
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _harvest(q, t, qi, tl, rt, io, cf):  # pragma: no cover
     """Best effort: stop ``q``'s prefetch; the leading run of hit tokens that has arrived."""
     rs, rsi, fl_i, fl_f, ser = io
@@ -1077,7 +1116,7 @@ def _harvest(q, t, qi, tl, rt, io, cf):  # pragma: no cover
     return loaded
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _admit_prompt(
     q, r, t, budget, qi, qf, tl, tw, ri, rt, io, ci, cf, cnt, fcnt
 ):  # pragma: no cover
@@ -1137,7 +1176,7 @@ def _admit_prompt(
     return ADMIT_OK, need, loads, qf[QF_FRONTEND, q]
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _admission(q, r, t, budget, qi, qf, tl, tw, ri, rt, io, ci, cf, cnt, fcnt):  # pragma: no cover
     """Whether waiting request ``q`` fits: (ADMIT_*, pages, loads first, front-end seconds)."""
     page = ci[CI_PAGE]
@@ -1164,7 +1203,7 @@ def _admission(q, r, t, budget, qi, qf, tl, tw, ri, rt, io, ci, cf, cnt, fcnt): 
     return ADMIT_OK, need, loads, 0.0
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _enter_running(q, r, t, prev, need, qi, qf, ri, rf, run, cnt):  # pragma: no cover
     """Waiting request ``q`` (after ``prev`` in the list) joins the running list with its pages."""
     nxt = qi[Q_WNEXT, q]
@@ -1186,7 +1225,7 @@ def _enter_running(q, r, t, prev, need, qi, qf, ri, rf, run, cnt):  # pragma: no
         qf[QF_ADMIT, q] = t
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _start_loads(q, r, t, qi, qf, tl, ri, rt, io, ci, cf):  # pragma: no cover
     """Admitted request ``q`` first waits for its KV: the link, its tier hits, or a swap-in."""
     n_tier = tl.shape[2]
@@ -1203,7 +1242,7 @@ def _start_loads(q, r, t, qi, qf, tl, ri, rt, io, ci, cf):  # pragma: no cover
         _flow(q, f + 1, ri[R_SWAP, r], nbytes, t, qi, io, cf)
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def schedule_step(r, t, qi, qf, tl, tw, ri, rf, run, rt, io, ci, cf, cnt, fcnt):  # pragma: no cover
     """The scheduler policy ``ci[CI_SCHEDULER]`` fills replica ``r``'s next step.
 
@@ -1220,7 +1259,7 @@ def schedule_step(r, t, qi, qf, tl, tw, ri, rf, run, rt, io, ci, cf, cnt, fcnt):
     # preemption in the step stops them
     fe = 0.0
     admitted = False
-    prev = -1
+    prev = np.int64(-1)  # typed int64 from the start: no literal-typed _enter_running compiled
     q = ri[R_WHEAD, r] if n_preempt == 0 else -1
     while q >= 0 and budget > 0 and ri[R_RUN_CNT, r] < ci[CI_MAX_SEQS]:
         nxt = qi[Q_WNEXT, q]
@@ -1258,7 +1297,7 @@ def schedule_step(r, t, qi, qf, tl, tw, ri, rf, run, rt, io, ci, cf, cnt, fcnt):
 # ---- a step: its time, the decode fast-forward, each request's share, the step log -------------
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _fast_forward(r, t, compute, qi, qf, ri, run, ci, cf, cnt):  # pragma: no cover - compiled
     """Decode fast-forward: the k identical decode steps replica ``r`` can take as one event.
 
@@ -1315,7 +1354,7 @@ def _fast_forward(r, t, compute, qi, qf, ri, run, ci, cf, cnt):  # pragma: no co
     return k, total, slope
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _shares(r, steps, tok_part, extra, n_tok, n_dec, qi, qf, ri, run, ci, cf):  # pragma: no cover
     """Each request's share of the step's time (docs/replay.md, stage split); KV tokens held."""
     full_layers, window_layers = cf[CF_FULL_LAYERS], cf[CF_WIN_LAYERS]
@@ -1352,7 +1391,7 @@ def _shares(r, steps, tok_part, extra, n_tok, n_dec, qi, qf, ri, run, ci, cf):  
     return kv_tok
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _log_step(r, t, figures, qi, ri, run, rt, io, cf, slog, cnt):  # pragma: no cover - compiled
     """One step-log row (rows past the log's capacity are only counted).
 
@@ -1390,7 +1429,7 @@ def _log_step(r, t, figures, qi, ri, run, rt, io, cf, slog, cnt):  # pragma: no 
     slog[row, L_FRONTEND_S] = fe
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def start_step(
     r, t, tables, qi, qf, tl, tw, ri, rf, run, rt, io, ci, cf, slog, cnt, fcnt
 ):  # pragma: no cover
@@ -1542,7 +1581,7 @@ def simulate_group(state, io, events, tables, blocks):  # pragma: no cover - com
             else:
                 stall = _step_end(i, t, qi, qf, tl, tw, ri, rf, run, rt, io, ci, cf, cnt, fcnt)
                 if stall > 0.0:
-                    _ev_push(evt, evi, cnt, t + stall, EV_STEP, i)
+                    _ev_push(evt, evi, cnt, t + stall, np.int64(EV_STEP), i)
                     continue  # nothing else changed
         else:
             _arrive(t, qi, qf, tl, ri, rf, rt, io, ci, cf, blocks, evt, evi, cnt)
@@ -1555,7 +1594,7 @@ def simulate_group(state, io, events, tables, blocks):  # pragma: no cover - com
                 r, t, tables, qi, qf, tl, tw, ri, rf, run, rt, io, ci, cf, slog, cnt, fcnt
             )
             if end >= 0.0:
-                _ev_push(evt, evi, cnt, end, EV_STEP, r)
+                _ev_push(evt, evi, cnt, end, np.int64(EV_STEP), r)
     # ---- the end: flows and buffers brought to the last event; what never finished counted
     for s in range(n_res):
         _ps_advance(s, t, rs, rsi, ser, window_s)

@@ -54,6 +54,11 @@ _QUOTE, _COMMA, _COLON, _ZERO, _NINE = 34, 44, 58, 48, 57
 _LBRACKET, _BACKSLASH, _RBRACKET, _LBRACE, _RBRACE = 91, 92, 93, 123, 125
 
 
+# Called only from the compiled functions below: no Python-callable wrapper is compiled for them
+# (see ``fleet/kernel.py``'s ``_inner``).
+_inner = nb.njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+
 @nb.njit(cache=True, nogil=True)
 def count_lines_and_commas(buf):  # pragma: no cover - compiled
     """(LF bytes, comma bytes) in ``buf``: upper bounds that size the output arrays.
@@ -72,7 +77,7 @@ def count_lines_and_commas(buf):  # pragma: no cover - compiled
     return lines, commas
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _skip_blanks(buf, i, n):  # pragma: no cover - compiled
     """Past spaces and tabs: the only whitespace handled inside a record."""
     while i < n and (buf[i] == _SPACE or buf[i] == _TAB):
@@ -80,7 +85,7 @@ def _skip_blanks(buf, i, n):  # pragma: no cover - compiled
     return i
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _same_bytes(buf, start, length, key):  # pragma: no cover - compiled
     if length != key.shape[0]:
         return False
@@ -90,7 +95,7 @@ def _same_bytes(buf, start, length, key):  # pragma: no cover - compiled
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _key_id(buf, start, length):  # pragma: no cover - compiled
     """0 timestamp, 1 input_length, 2 output_length, 3 hash_ids, -1 anything else."""
     if _same_bytes(buf, start, length, _TIMESTAMP):
@@ -104,7 +109,7 @@ def _key_id(buf, start, length):  # pragma: no cover - compiled
     return -1
 
 
-@nb.njit(cache=True, nogil=True)
+@_inner
 def _integer(buf, i, n):  # pragma: no cover - compiled
     """(value, index after it), or (-1, index) unless 1-18 digits without a leading zero.
 
