@@ -336,9 +336,15 @@ def _fanned(
         executor.submit(prepare_part, part, stream.duration_s, sample_rate, warmup, int(start))
         for part, start in zip(parts, starts[:-1], strict=True)
     ]
-    prepared: list[Prepared] = []
     totals = Totals(duration_s=stream.duration_s)
-    for part, future in zip(parts, futures, strict=True):
+    # The exact pass's per-request arrays are filled part by part as they arrive (16 B per
+    # request, as the serial pass holds them); each part keeps only its ids and their hashes.
+    exact = stream.has_hashes and sample_rate is None
+    offsets = np.zeros(stream.requests + 1 if exact else 1, np.int64)
+    input_tokens = np.empty(stream.requests if exact else 0, np.int64)
+    runs: list[tuple[np.ndarray, np.ndarray]] = []
+    samples: list[Sample] = []
+    for part, start, future in zip(parts, starts[:-1], futures, strict=True):
         done = future.result()
         if done.totals.requests != part.requests:
             # Each part's requests are numbered from the footers' counts: they must agree.
@@ -347,35 +353,36 @@ def _fanned(
                 f"{done.totals.requests} were read; write the files again with `kvadvisor convert`"
             )
         totals.merge(done.totals)
-        prepared.append(done)
+        if done.sample is not None:
+            samples.append(done.sample)
+        if exact and done.offsets is not None and done.input_tokens is not None:
+            r0, r1 = int(start), int(start) + part.requests
+            offsets[r0 + 1 : r1 + 1] = done.offsets[1:] + offsets[r0]
+            input_tokens[r0:r1] = done.input_tokens
+            assert done.ids is not None and done.keys is not None
+            runs.append((done.ids, done.keys))
     if not stream.has_hashes:
         return None, totals
     if sample_rate is not None:
-        sample = join_samples([p.sample for p in prepared if p.sample is not None])
+        sample = join_samples(samples)
         return _sampled(sample, stream, sample_rate, warmup_fraction, warmup), totals
-    return _joined_exact(prepared, stream, warmup_fraction), totals
+    return _joined_exact(offsets, input_tokens, runs, stream, warmup_fraction), totals
 
 
 def _joined_exact(
-    prepared: list[Prepared], stream: TraceStream, warmup_fraction: float
+    offsets: np.ndarray,
+    input_tokens: np.ndarray,
+    runs: list[tuple[np.ndarray, np.ndarray]],
+    stream: TraceStream,
+    warmup_fraction: float,
 ) -> PrefixCacheResult:
     """The exact pass over the parts' dense ids joined in order (as the serial pass's ids)."""
-    offsets, input_tokens, runs = [np.zeros(1, np.int64)], [], []
-    shift = 0
-    for p in prepared:
-        assert p.offsets is not None and p.input_tokens is not None
-        assert p.ids is not None and p.keys is not None
-        offsets.append(p.offsets[1:] + shift)
-        shift += int(p.offsets[-1])
-        input_tokens.append(p.input_tokens)
-        runs.append((p.ids, p.keys))
     present = [keys for _, keys in runs if keys.shape[0]]
     lo = min((int(k.min()) for k in present), default=0)
     hi = max((int(k.max()) for k in present), default=0)
-    joined = (np.concatenate(offsets), np.concatenate(input_tokens))
-    if id_bound_of(lo, hi, shift) is not None:
+    if id_bound_of(lo, hi, int(offsets[-1])) is not None:
         # Small ids already (Mooncake's): the serial pass uses the hashes as they are.
         values = np.concatenate([keys[ids] for ids, keys in runs])
-        return _exact(joined[0], values, joined[1], stream, warmup_fraction)
+        return _exact(offsets, values, input_tokens, stream, warmup_fraction)
     ids, bound = join_first_use(runs)
-    return _exact(joined[0], ids, joined[1], stream, warmup_fraction, id_bound=bound)
+    return _exact(offsets, ids, input_tokens, stream, warmup_fraction, id_bound=bound)
