@@ -29,8 +29,14 @@ def dense_id_bound(values: np.ndarray) -> int | None:
     """
     if values.shape[0] == 0:
         return 0
-    lo, hi = int(values.min()), int(values.max())
-    if lo >= 0 and hi < max(2 * values.shape[0], 1024) and hi < MAX_EXACT_ACCESSES:
+    return id_bound_of(int(values.min()), int(values.max()), int(values.shape[0]))
+
+
+def id_bound_of(lo: int, hi: int, accesses: int) -> int | None:
+    """:func:`dense_id_bound` from the hashes' least and greatest value and their count."""
+    if accesses == 0:
+        return 0
+    if lo >= 0 and hi < max(2 * accesses, 1024) and hi < MAX_EXACT_ACCESSES:
         return hi + 1
     return None
 
@@ -58,6 +64,34 @@ def dense_block_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     if bound is not None:
         return values.astype(np.int32), bound
     return _remap(values)
+
+
+def first_use_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hashes as dense int32 ids in order of first use, and the hash of each id.
+
+    A run of the trace made dense on its own (a partition, on a worker): the runs' ids join
+    into the whole trace's through their hashes (:func:`join_first_use`).
+    """
+    ids, unique = _remap(values)
+    keys = np.empty(unique, np.int64)
+    keys[ids] = values
+    return ids, keys
+
+
+def join_first_use(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, int]:
+    """The runs' :func:`first_use_ids`, in trace order, as one trace's dense ids and bound.
+
+    A hash has one id wherever it appears (the runs' own hashes made dense together), so the
+    exact pass over these ids gives the distances of the hashes themselves.
+    """
+    if not parts:
+        return np.zeros(0, np.int32), 0
+    joined, bound = _remap(np.concatenate([keys for _, keys in parts]))
+    ids, start = [], 0
+    for local, keys in parts:
+        ids.append(joined[start : start + keys.shape[0]][local])
+        start += keys.shape[0]
+    return np.concatenate(ids), bound
 
 
 def pass_block_ids(result: PrefixCacheResult | None, values: np.ndarray) -> tuple[np.ndarray, int]:

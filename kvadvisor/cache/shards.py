@@ -11,7 +11,7 @@ blocks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,8 +67,8 @@ def _flatten(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass
-class _Sample:
-    """The sampled sub-stream and the exact totals of the whole stream."""
+class Sample:
+    """The sampled sub-stream and the exact totals of the whole stream (or of a run of it)."""
 
     keys: np.ndarray
     req: np.ndarray
@@ -81,14 +81,64 @@ class _Sample:
     block_tokens_steady: int
 
 
+def _threshold(rate: float) -> int:
+    """The spatial filter's threshold in the 2^24 hash space (the effective rate's numerator)."""
+    if not 0.0 < rate <= 1.0:
+        raise ConfigError(f"sampling rate {rate} is outside (0, 1]; give e.g. 0.01")
+    return max(1, int(round(rate * HASH_SPACE)))
+
+
+def collect_sample(
+    batches: Iterable[BlockBatch],
+    *,
+    block_tokens: int,
+    rate: float,
+    warmup: int,
+    first_request: int = 0,
+    salt: int = 0,
+) -> Sample:
+    """The spatial filter over ``batches``, whose first request is ``first_request`` of the trace.
+
+    The filter is a pure function of each hash, and a request's warm-up state of its index in
+    the trace: the samples of consecutive runs of requests, each collected from its own first
+    request (on different workers), joined in order by :func:`join_samples`, are the sample of
+    the whole stream.
+    """
+    return _collect(batches, block_tokens, _threshold(rate), salt, warmup, first_request)
+
+
+def join_samples(parts: Sequence[Sample]) -> Sample:
+    """The samples of consecutive runs of requests, in trace order, as one."""
+
+    def cat(name: str, dtype: type) -> np.ndarray:
+        arrays = [getattr(p, name) for p in parts]
+        return np.concatenate(arrays) if arrays else np.zeros(0, dtype)
+
+    return Sample(
+        keys=cat("keys", np.int64),
+        req=cat("req", np.int64),
+        tok=cat("tok", np.int64),
+        label=cat("label", np.int8),
+        input_tokens=cat("input_tokens", np.int64),
+        total_accesses=sum(p.total_accesses for p in parts),
+        accesses_steady=sum(p.accesses_steady for p in parts),
+        block_tokens_all=sum(p.block_tokens_all for p in parts),
+        block_tokens_steady=sum(p.block_tokens_steady for p in parts),
+    )
+
+
 def _collect(
-    batches: Iterable[BlockBatch], block_tokens: int, threshold: int, salt: int, warmup: int
-) -> _Sample:
+    batches: Iterable[BlockBatch],
+    block_tokens: int,
+    threshold: int,
+    salt: int,
+    warmup: int,
+    r0: int = 0,
+) -> Sample:
     from kvadvisor.cache import stackdist  # numba only when a curve is computed
 
     keys, reqs, toks, labels, inputs = [], [], [], [], []
     totals = np.zeros(4, np.int64)
-    r0 = 0
     for inp, offsets, values in batches:
         n = values.shape[0]
         out_keys = np.empty(n, np.int64)
@@ -111,7 +161,7 @@ def _collect(
     def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
-    return _Sample(
+    return Sample(
         keys=cat(keys, np.int64),
         req=cat(reqs, np.int64),
         tok=cat(toks, np.int64),
@@ -130,7 +180,7 @@ def _scaled_curve(
     tok: np.ndarray,
     rate: float,
     warmup: int,
-    sample: _Sample,
+    sample: Sample,
     block_tokens: int,
     count_correction: bool,
 ) -> MissRatioCurve:
@@ -226,12 +276,35 @@ def estimate_prefix_curve(
     sub-samples (rate R/4 each); the standard deviation of their token hit ratios, divided by
     √4, is averaged over 64 log-spaced capacities (the standard error of the mean of the four).
     """
-    if not 0.0 < rate <= 1.0:
-        raise ConfigError(f"sampling rate {rate} is outside (0, 1]; give e.g. 0.01")
-    threshold = max(1, int(round(rate * HASH_SPACE)))
-    eff_rate = threshold / HASH_SPACE
+    threshold = _threshold(rate)
     warmup = warmup_requests_for(total_requests, warmup_fraction)
     sample = _collect(batches, block_tokens, threshold, salt, warmup)
+    return sampled_curve(
+        sample,
+        block_tokens=block_tokens,
+        warmup_fraction=warmup_fraction,
+        warmup=warmup,
+        rate=rate,
+        salt=salt,
+        count_correction=count_correction,
+    )
+
+
+def sampled_curve(
+    sample: Sample,
+    *,
+    block_tokens: int,
+    warmup_fraction: float,
+    warmup: int,
+    rate: float,
+    salt: int = 0,
+    count_correction: bool = True,
+) -> PrefixCacheResult:
+    """The SHARDS curve and its error estimate from the whole stream's sample.
+
+    ``rate``, ``salt`` and ``warmup`` (requests) are those the sample was collected with.
+    """
+    eff_rate = _threshold(rate) / HASH_SPACE
     if sample.keys.shape[0] == 0 and sample.total_accesses > 0:
         raise ConfigError(
             f"sampling rate {rate} drew no block of {sample.total_accesses} accesses; "
@@ -273,7 +346,7 @@ def estimate_prefix_curve(
 
 
 def _error_estimate(
-    sample: _Sample,
+    sample: Sample,
     curve: MissRatioCurve,
     rate: float,
     warmup: int,

@@ -483,8 +483,9 @@ WorkersOpt = Annotated[
     typer.Option(
         "--workers",
         metavar="N",
-        help="Run the deployment search's providers and replays on a local Dask cluster "
-        "of N processes (default 1: this process alone; needs kvadvisor[distributed]). "
+        help="Run the deployment search's providers and replays (and a streamed trace's "
+        "partitions, read and prepared) on a local Dask cluster of N processes (default 1: "
+        "this process alone; needs kvadvisor[distributed]). "
         "The report is the same.",
         rich_help_panel=PANEL_DEPLOYMENT,
     ),
@@ -494,8 +495,9 @@ SchedulerOpt = Annotated[
     typer.Option(
         "--scheduler",
         metavar="ADDRESS",
-        help="Run the deployment search on an existing Dask cluster, e.g. "
-        "tcp://host:8786 (its workers need this kvadvisor; docs/scale.md).",
+        help="Run the deployment search (and a streamed trace's partitions) on an existing "
+        "Dask cluster, e.g. tcp://host:8786 (its workers need this kvadvisor and, for the "
+        "partitions, the trace's path or URI; docs/scale.md).",
         rich_help_panel=PANEL_DEPLOYMENT,
     ),
 ]

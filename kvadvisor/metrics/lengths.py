@@ -71,6 +71,19 @@ class LengthCounts:
         self.values, self.counts = merged, counts
         return self
 
+    def merge(self, other: LengthCounts) -> LengthCounts:
+        """Merge another distribution in (a batch counted elsewhere); returns self."""
+        if other.values.size == 0:
+            return self
+        if self.values.size == 0:
+            self.values, self.counts = other.values.copy(), other.counts.copy()
+            return self
+        merged, where = np.unique(np.concatenate([self.values, other.values]), return_inverse=True)
+        counts = np.zeros(merged.size, np.int64)
+        np.add.at(counts, where, np.concatenate([self.counts, other.counts]))
+        self.values, self.counts = merged, counts
+        return self
+
     def quantile(self, q: float) -> float:
         """The linearly interpolated q-quantile (type 7) of the lengths added so far."""
         n = int(self.counts.sum())

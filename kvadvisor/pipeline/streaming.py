@@ -27,21 +27,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kvadvisor import phases
 from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs
 from kvadvisor.advice.recommend import SEARCH_REQUESTS, VERIFY_REQUESTS, TraceView
 from kvadvisor.cache.model import PrefixCacheResult
-from kvadvisor.cache.prefix import simulate_arrays, warmup_requests_for
-from kvadvisor.cache.shards import estimate_prefix_curve, record_parts
 from kvadvisor.errors import ConfigError
-from kvadvisor.metrics.lengths import LengthCounts
 from kvadvisor.pipeline.assemble import (
     advise_sections,
     data_versions,
@@ -53,10 +49,10 @@ from kvadvisor.pipeline.assemble import (
 from kvadvisor.pipeline.options import AnalyzeOptions, options_record
 from kvadvisor.pipeline.profilechunks import profile_chunks_of
 from kvadvisor.pipeline.replay import ReplaySource, replay_recommendation, trace_rows
+from kvadvisor.pipeline.scan import Totals, scan
 from kvadvisor.pipeline.windows import StreamedView, stream_rows, stream_view, whole_source
 from kvadvisor.results.common import Meta, TraceSummary
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, ContextCheck, PrefixCache
-from kvadvisor.results.series import Series
 from kvadvisor.sections.chunkprofile import profile_chunks
 from kvadvisor.sections.context import decide_context
 from kvadvisor.sections.prefix import result_section, unknown_prefix_cache
@@ -69,13 +65,8 @@ from kvadvisor.sections.profile import (
     trace_model_name,
 )
 from kvadvisor.sections.workload import (
-    arrival_chart,
-    arrival_counts,
-    arrival_window_s,
-    length_chart,
     length_summary,
     listed_models,
-    log2_bin,
 )
 from kvadvisor.trace.describe import capabilities_of
 from kvadvisor.trace.memory import physical_memory_bytes
@@ -371,151 +362,6 @@ def plan_for_stream(stream: TraceStream, memory_limit_bytes: int) -> ScalePlan:
     )
 
 
-@dataclass
-class _Totals:
-    """Everything one streaming pass sums: counts, span, chart bins, model names.
-
-    The arrival window is chosen from the span in the footers exactly as
-    :func:`kvadvisor.sections.workload.arrival_series` chooses it, so the charts are the same.
-    """
-
-    duration_s: float = 0.0
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    block_accesses: int = 0
-    first_arrival_s: float | None = None
-    last_arrival_s: float = 0.0
-    batches: int = 0
-    arrival_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    input_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    output_bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    models: set[str] = field(default_factory=set)
-    failed_requests: int = 0
-    input_lengths: LengthCounts = field(default_factory=LengthCounts)
-    output_lengths: LengthCounts = field(default_factory=LengthCounts)
-    # Prompt + output per request: the context check's distribution (sections/context.py).
-    request_lengths: LengthCounts = field(default_factory=LengthCounts)
-
-    @property
-    def window_s(self) -> int:
-        return arrival_window_s(self.duration_s)
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        self.requests += batch.num_rows
-        self.batches += 1
-        if batch.num_rows == 0:
-            return
-        inp = batch.column("input_tokens").to_numpy(zero_copy_only=False)
-        out = batch.column("output_tokens").to_numpy(zero_copy_only=False)
-        arrival = batch.column("arrival_s").to_numpy(zero_copy_only=False)
-        self.input_tokens += int(inp.sum())
-        self.output_tokens += int(out.sum())
-        if self.first_arrival_s is None:
-            self.first_arrival_s = float(arrival[0])
-        self.last_arrival_s = float(arrival[-1])
-        self.arrival_counts = _add_counts(
-            self.arrival_counts, arrival_counts(arrival, self.duration_s, self.window_s)
-        )
-        self.input_bins = _add_counts(self.input_bins, np.bincount(log2_bin(inp)))
-        self.output_bins = _add_counts(self.output_bins, np.bincount(log2_bin(out)))
-        self.input_lengths.add(inp)
-        self.output_lengths.add(out)
-        self.request_lengths.add(inp.astype(np.int64) + out.astype(np.int64))
-        if "block_hashes" in batch.schema.names:
-            self.block_accesses += int(
-                pc.sum(pc.list_value_length(batch.column("block_hashes"))).as_py() or 0
-            )
-        if "ok" in batch.schema.names:
-            # as Trace.failed_requests: rows whose ok is false (nulls are not failures)
-            self.failed_requests += int(pc.sum(pc.invert(batch.column("ok"))).as_py() or 0)
-        if "model" in batch.schema.names:
-            self.models.update(
-                str(m) for m in pc.unique(batch.column("model").drop_null()).to_pylist()
-            )
-
-    def arrivals(self) -> Series | None:
-        """The arrivals chart, as :func:`kvadvisor.sections.workload.arrival_series` draws it."""
-        return None if self.requests == 0 else arrival_chart(self.arrival_counts, self.window_s)
-
-    def histogram(self, what: str) -> Series | None:
-        """A length chart, as :func:`kvadvisor.sections.workload.length_histogram` draws it."""
-        counts = self.input_bins if what == "input" else self.output_bins
-        return None if self.requests == 0 else length_chart(counts, what)
-
-
-def _add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
-    if more.size > total.size:
-        total = np.concatenate([total, np.zeros(more.size - total.size, np.int64)])
-    total[: more.size] += more
-    return total
-
-
-def _tap(batches: Iterable[pa.RecordBatch], totals: _Totals) -> Iterator[pa.RecordBatch]:
-    """Pass batches through, summing them on the way (so the cache pass is the only pass)."""
-    for batch in batches:
-        totals.add(batch)
-        yield batch
-
-
-@dataclass
-class _FlatBlocks:
-    """The exact pass's input, filled batch by batch into arrays sized from the footers."""
-
-    offsets: np.ndarray
-    values: np.ndarray
-    input_tokens: np.ndarray
-    rows: int = 0
-    used: int = 0
-    grown: list[int] = field(default_factory=list)
-
-    @classmethod
-    def sized(cls, requests: int, accesses: int) -> _FlatBlocks:
-        return cls(
-            np.zeros(requests + 1, np.int64),
-            np.empty(accesses, np.int64),
-            np.empty(requests, np.int64),
-        )
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        col = batch.column("block_hashes")
-        if col.null_count:
-            col = pc.fill_null(col, pa.scalar([], col.type))
-        off = col.offsets.to_numpy().astype(np.int64)
-        vals = col.values.to_numpy(zero_copy_only=False)[off[0] : off[-1]]
-        n, k = batch.num_rows, len(vals)
-        if self.rows + n > len(self.input_tokens) or self.used + k > len(self.values):
-            # Footers undercounted (they should not): grow rather than fail, and remember it.
-            self.grown.append(self.rows)
-            self.offsets = np.resize(self.offsets, max(2 * len(self.offsets), self.rows + n + 1))
-            self.input_tokens = np.resize(
-                self.input_tokens, max(2 * len(self.input_tokens), self.rows + n)
-            )
-            self.values = np.resize(self.values, max(2 * len(self.values), self.used + k))
-        self.values[self.used : self.used + k] = vals
-        self.offsets[self.rows + 1 : self.rows + n + 1] = self.used + off[1:] - off[0]
-        self.input_tokens[self.rows : self.rows + n] = batch.column("input_tokens").to_numpy()
-        self.rows += n
-        self.used += k
-
-
-def _exact_streamed(
-    stream: TraceStream, totals: _Totals, warmup_fraction: float
-) -> PrefixCacheResult:
-    flat = _FlatBlocks.sized(stream.requests, stream.block_accesses)
-    for batch in _tap(stream, totals):
-        flat.add(batch)
-    warmup = warmup_requests_for(flat.rows, warmup_fraction)
-    return simulate_arrays(
-        flat.offsets[: flat.rows + 1],
-        flat.values[: flat.used],
-        flat.input_tokens[: flat.rows],
-        int(stream.block_tokens or 0),
-        warmup_requests=warmup,
-        warmup_fraction=warmup_fraction,
-    )
-
-
 def _prefix_section(
     result: PrefixCacheResult,
     options: AnalyzeOptions,
@@ -601,7 +447,7 @@ def _stage_profile(
     options: AnalyzeOptions,
     result: PrefixCacheResult | None,
     plan: ScalePlan,
-    totals: _Totals,
+    totals: Totals,
 ) -> tuple[StageProfile, Trace | None] | None:
     """The stage profile of a streamed trace and the per-request columns it read, if held.
 
@@ -652,7 +498,7 @@ def _stage_profile(
 
 
 def _streamed_context(
-    options: AnalyzeOptions, inputs: AdvisorInputs, totals: _Totals
+    options: AnalyzeOptions, inputs: AdvisorInputs, totals: Totals
 ) -> ContextCheck:
     """The context check over the streamed lengths; leaving requests out needs the trace whole.
 
@@ -692,22 +538,13 @@ def analyze_stream(
     columns = stream.columns  # all of them, for the summary, before narrowing the stream
     whole = stream  # the stage profile reads its own columns (measured latencies) from it
     stream = stream.select(STREAMED_COLUMNS)  # decode nothing the pass does not use
-    totals = _Totals(duration_s=stream.duration_s)
-    result: PrefixCacheResult | None = None
     phases.enter(phases.READING, "and the cache curves, in batches")
-    if not stream.has_hashes:
-        for _ in _tap(stream, totals):
-            pass
-    elif plan.sample_rate is None:
-        result = _exact_streamed(stream, totals, options.warmup_fraction)
-    else:
-        result = estimate_prefix_curve(
-            record_parts(_tap(iter(stream), totals)),
-            block_tokens=int(stream.block_tokens or 0),
-            total_requests=stream.requests,
-            warmup_fraction=options.warmup_fraction,
-            rate=plan.sample_rate,
-        )
+    result, totals = scan(
+        stream,
+        sample_rate=plan.sample_rate,
+        warmup_fraction=options.warmup_fraction,
+        executor=options.executor,
+    )
     inputs = options.advisor_inputs or load_advisor_inputs()
     context = _streamed_context(options, inputs, totals)
     phases.enter(phases.PROFILE)

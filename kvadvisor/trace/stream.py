@@ -160,6 +160,31 @@ class TraceStream:
             for batch in batches:
                 yield self._shift(batch)
 
+    def parts(self) -> tuple[TraceStream, ...]:
+        """The stream cut between files whose time ranges do not overlap, parts in time order.
+
+        Together the parts are this stream's rows in the same order. Each part reads one group
+        of overlapping files (merged by arrival as this stream merges them; with partitions by
+        time, one partition), with this stream's shift of ``arrival_s``; its ``requests`` and
+        ``block_accesses`` are its files' own (from the footers). A stream held in memory is
+        one part.
+        """
+        if self._table is not None or len(self._clusters) <= 1:
+            return (self,)
+        return tuple(
+            replace(
+                self,
+                requests=sum(f.rows for f in cluster),
+                files=tuple(self._scan.prefix + f.path for f in cluster),
+                block_accesses=(
+                    sum(f.block_values for f in cluster) if "block_hashes" in self.columns else 0
+                ),
+                table_bytes=sum(f.uncompressed_bytes for f in cluster),
+                _clusters=(cluster,),
+            )
+            for cluster in self._clusters
+        )
+
     def select(self, columns: tuple[str, ...]) -> TraceStream:
         """The same stream reading only ``columns`` (those present; required ones always)."""
         keep = tuple(c for c in self.columns if c in columns or c in REQUIRED_COLUMNS)
