@@ -28,7 +28,7 @@ from kvadvisor.cli.common import (
 )
 from kvadvisor.errors import ConfigError
 from kvadvisor.io.fileio import output_stream, write_parquet_batches
-from kvadvisor.units.format import plural
+from kvadvisor.units.format import number, plural
 
 # Longest drain past the last arrival: 31.7 years, the longest span a trace may have.
 MAX_DRAIN_CAP_S = 1e9
@@ -47,16 +47,30 @@ def _format(target: str) -> str:
 
 
 # Time slices and the cluster: options of their own, so the command body stays short.
+MIN_SLICE_S = 0.001
+
+
+def _seconds_within(value: float, least: float) -> float:
+    """A finite number of seconds from ``least`` to :data:`MAX_DRAIN_CAP_S`."""
+    finite_option(value)
+    if not least <= value <= MAX_DRAIN_CAP_S:
+        raise typer.BadParameter(
+            f"{number(value)} is not in {number(least)} to {number(MAX_DRAIN_CAP_S)} seconds"
+        )
+    return value
+
+
 TimeSliceOpt = Annotated[
     float | None,
     typer.Option(
         "--time-slice",
         metavar="SECONDS",
-        help="Replay in independent time slices of this length (tasks on --workers); "
-        "default: the whole trace at once. docs/replay.md says what slicing changes.",
-        min=0.001,
-        max=MAX_DRAIN_CAP_S,
-        callback=finite_option,
+        help="Replay in independent time slices of this length, 0.001 s or more (tasks on "
+        "--workers); default: the whole trace at once. docs/replay.md says what slicing "
+        "changes.",
+        # The range is checked in the callback and said in the help: typer's own range text
+        # ([0.001<=x<=1000000000.0]) wrapped mid-number at 80 columns.
+        callback=lambda v: None if v is None else _seconds_within(v, MIN_SLICE_S),
     ),
 ]
 SliceWarmupOpt = Annotated[
@@ -66,9 +80,7 @@ SliceWarmupOpt = Annotated[
         metavar="SECONDS",
         help="Each time slice first replays the requests of this many seconds before it, "
         "not counted (warm caches and queues).",
-        min=0.0,
-        max=MAX_DRAIN_CAP_S,
-        callback=finite_option,
+        callback=lambda v: _seconds_within(v, 0.0),
     ),
 ]
 WorkersOpt = Annotated[
