@@ -93,7 +93,8 @@ def test_cli_options(mooncake_jsonl_path) -> None:
     """The analyze options reach the engine: tiers, instances, chunk size, warm-up.
 
     On the Mooncake head (400 requests with hashes): what is checked is where each option
-    lands, not a figure of the whole trace.
+    lands, not a figure of the whole trace; one provider's search and no closed-loop replay,
+    which read the cache section and never write it.
     """
     runner = CliRunner()
     res = runner.invoke(
@@ -116,6 +117,9 @@ def test_cli_options(mooncake_jsonl_path) -> None:
             "--save-unfull-chunk",
             "--warmup-fraction",
             "0.25",
+            "--provider",
+            "aws",
+            "--no-replay",
         ],
     )
     assert res.exit_code == 0, res.output

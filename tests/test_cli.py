@@ -57,13 +57,16 @@ def test_profile_deployment_options_reach_the_report(mooncake_jsonl_path, tmp_pa
     """--instances, --io-unit and --drive-capacity set the profile's knobs, with units.
 
     On the Mooncake head (400 requests, with hashes and arrival times): the knobs, not the
-    trace's size, are under test, and two whole-trace analyses took a minute.
+    trace's size, are under test, and two whole-trace analyses took a minute. One provider's
+    search and no closed-loop replay: the knobs are the profile's, which both only read.
     """
-    base = _analyze_json(mooncake_jsonl_path, tmp_path / "a.json")
+    quick = ("--provider", "aws", "--no-replay")
+    base = _analyze_json(mooncake_jsonl_path, tmp_path / "a.json", *quick)
     assert base["io"]["io_unit_bytes"] == 4096 and base["io"]["drive_writes_per_day"] is None
     got = _analyze_json(
         mooncake_jsonl_path,
         tmp_path / "b.json",
+        *quick,
         "--instances",
         "4",
         "--io-unit",

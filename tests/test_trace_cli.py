@@ -164,12 +164,17 @@ def test_millisecond_arrivals_warn_in_one_line(tmp_path) -> None:
 
 
 def test_report_output_respects_umask(tmp_path) -> None:
-    """A report written by analyze -o gets the umask's mode (0644 under 022), not 0600."""
+    """A report written by analyze -o gets the umask's mode (0644 under 022), not 0600.
+
+    The Mooncake head with one provider's search and no closed-loop replay: the file's mode
+    is the writer's, whatever the analysis put in it.
+    """
     out = tmp_path / "r.json"
+    head = SAMPLES / "mooncake_conversation_head.jsonl.gz"
     old = os.umask(0o022)
     try:
         result = runner.invoke(
-            app, ["analyze", str(SAMPLES / "mooncake_conversation_head.jsonl.gz"), "-o", str(out)]
+            app, ["analyze", str(head), "--provider", "aws", "--no-replay", "-o", str(out)]
         )
     finally:
         os.umask(old)
