@@ -333,6 +333,42 @@ def test_unreadable_plan_rules_and_model_config(
 # --- signals -----------------------------------------------------------------------------
 
 
+# A signal whose handler ran inside a callback Python cannot raise from: the stop is raised
+# in a weakref callback, as when SIGTERM landed in the import system's module-lock callback.
+_UNRAISABLE_STOP = """
+import sys, weakref
+import kvadvisor.cli as cli
+sys.argv = ["kvadvisor", "info", "x"]
+
+class Box:
+    pass
+
+def run():
+    box = Box()
+    ref = weakref.ref(box, lambda _: (_ for _ in ()).throw(cli.Interrupted(15)))
+    del box
+    return 0
+
+cli._run = run
+cli.main()
+"""
+
+
+def test_a_signal_inside_a_callback_stops_with_one_line() -> None:
+    """SIGTERM handled inside a weakref callback: exit 143 and the one line, no traceback.
+
+    Seen once under load in the test below: the handler's exception, raised in the import
+    system's module-lock callback, was printed as "Exception ignored in ..." with its traceback
+    and the run went on until the watchdog stopped it.
+    """
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", _UNRAISABLE_STOP], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr == "error: interrupted by SIGTERM; no output was left half-written\n"
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_removes_the_temporary_file(tmp_path: Path, sig: int, code: int) -> None:
     """SIGTERM or SIGINT while synth writes: exit 143 or 130, one line, no file left behind."""

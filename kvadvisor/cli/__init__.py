@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvadvisor import __version__
 from kvadvisor.lazy import lazy_exports
@@ -110,6 +110,19 @@ def _on_signal(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
+def _on_unraisable(info: Any) -> None:
+    """An Interrupted that Python could not raise where the signal landed: stop at once.
+
+    A signal handled while the interpreter runs a callback it cannot propagate from (the
+    import system's module-lock weakref callback, a ``__del__``) would print "Exception
+    ignored in ..." with a traceback and go on until the watchdog: seen once in a test of
+    SIGTERM during `synth`'s imports.
+    """
+    if isinstance(info.exc_value, Interrupted):
+        _stop_now(info.exc_value.signum)
+    sys.__unraisablehook__(info)
+
+
 def main() -> None:
     """Console-script entry point: exits with the command's code.
 
@@ -126,6 +139,7 @@ def main() -> None:
         sys.exit(0)
     limit_threads_under_memory_cap()
     previous = {sig: signal.signal(sig, _on_signal) for sig in STOP_SIGNALS}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _on_unraisable
     previous_gc = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
     try:
@@ -145,6 +159,7 @@ def main() -> None:
             late = handler is _DEFAULT_HANDLERS[sig] or handler is None
             signal.signal(sig, _on_late_signal if late else handler)
         gc.set_threshold(*previous_gc)
+        sys.unraisablehook = previous_hook
     sys.exit(code)
 
 
