@@ -46,6 +46,7 @@ from kvadvisor.cli.common import (
     finite_option,
     handle_user_errors,
     name_option,
+    seconds_within,
     trace_reading,
     wants_color,
     write_output,
@@ -266,12 +267,7 @@ MIN_WINDOW_S = 1e-3
 
 def window_option(value: float) -> float:
     """--window: a finite number of seconds within the range the help states."""
-    finite_option(value)
-    if not MIN_WINDOW_S <= value <= MAX_WINDOW_S:
-        raise typer.BadParameter(
-            f"{number(value)} is not in {number(MIN_WINDOW_S)} to {number(MAX_WINDOW_S)} seconds"
-        )
-    return value
+    return seconds_within(value, MIN_WINDOW_S, MAX_WINDOW_S)
 
 
 WindowOpt = Annotated[

@@ -27,7 +27,7 @@ from kvadvisor.errors import (
 )
 from kvadvisor.io.fileio import InputFile, InputSet, check_input, is_uri, write_text
 from kvadvisor.termtext import printable
-from kvadvisor.units.format import count
+from kvadvisor.units.format import count, number
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -329,6 +329,20 @@ def finite_option(value: float | None) -> float | None:
     """Option callback: a float option must be finite (typer's ranges let inf and nan pass)."""
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def seconds_within(value: float, least: float, most: float) -> float:
+    """A seconds option: finite and from ``least`` to ``most``, as its help states.
+
+    Options whose range typer would print (``[0.001<=x<=1000000000.0]``) state it in their help
+    instead and check it here: typer's range text wraps mid-number at 80 columns.
+    """
+    finite_option(value)
+    if not least <= value <= most:
+        raise typer.BadParameter(
+            f"{number(value)} is not in {number(least)} to {number(most)} seconds"
+        )
     return value
 
 

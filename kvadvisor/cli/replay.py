@@ -23,12 +23,13 @@ from kvadvisor.cli.common import (
     finite_option,
     handle_user_errors,
     said_written,
+    seconds_within,
     trace_reading,
     write_output,
 )
 from kvadvisor.errors import ConfigError
 from kvadvisor.io.fileio import output_stream, write_parquet_batches
-from kvadvisor.units.format import number, plural
+from kvadvisor.units.format import plural
 
 # Longest drain past the last arrival: 31.7 years, the longest span a trace may have.
 MAX_DRAIN_CAP_S = 1e9
@@ -50,16 +51,6 @@ def _format(target: str) -> str:
 MIN_SLICE_S = 0.001
 
 
-def _seconds_within(value: float, least: float) -> float:
-    """A finite number of seconds from ``least`` to :data:`MAX_DRAIN_CAP_S`."""
-    finite_option(value)
-    if not least <= value <= MAX_DRAIN_CAP_S:
-        raise typer.BadParameter(
-            f"{number(value)} is not in {number(least)} to {number(MAX_DRAIN_CAP_S)} seconds"
-        )
-    return value
-
-
 TimeSliceOpt = Annotated[
     float | None,
     typer.Option(
@@ -70,7 +61,7 @@ TimeSliceOpt = Annotated[
         "changes.",
         # The range is checked in the callback and said in the help: typer's own range text
         # ([0.001<=x<=1000000000.0]) wrapped mid-number at 80 columns.
-        callback=lambda v: None if v is None else _seconds_within(v, MIN_SLICE_S),
+        callback=lambda v: None if v is None else seconds_within(v, MIN_SLICE_S, MAX_DRAIN_CAP_S),
     ),
 ]
 SliceWarmupOpt = Annotated[
@@ -80,7 +71,7 @@ SliceWarmupOpt = Annotated[
         metavar="SECONDS",
         help="Each time slice first replays the requests of this many seconds before it, "
         "not counted (warm caches and queues).",
-        callback=lambda v: _seconds_within(v, 0.0),
+        callback=lambda v: seconds_within(v, 0.0, MAX_DRAIN_CAP_S),
     ),
 ]
 WorkersOpt = Annotated[

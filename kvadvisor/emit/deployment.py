@@ -23,8 +23,8 @@ from enum import Enum
 from pathlib import PurePath
 
 from kvadvisor.errors import ConfigError
-from kvadvisor.plan.loader import CATEGORY_KINDS, PlanCatalogs, check_plan
-from kvadvisor.plan.model import ModelPlan, Plan, StagePlan, StorageCapability, TierPlan
+from kvadvisor.plan.loader import PlanCatalogs, check_plan, named_tier
+from kvadvisor.plan.model import ModelPlan, Plan, StagePlan, TierPlan
 from kvadvisor.quoting import one_line
 from kvadvisor.results import AdviceReport, StageRecommendation, Tier
 from kvadvisor.results.verdict import Transport, Verdict
@@ -239,18 +239,8 @@ def _device_pool_tokens(
 
 
 def _tier_plan(t: Tier) -> TierPlan:
-    """A recommended tier by its catalog name, its capacity per instance or pool.
-
-    The advisor sizes a node's tier per instance and a shared one for the whole stage.
-    """
-    return TierPlan(
-        name=t.name,
-        storage=StorageCapability(kind=CATEGORY_KINDS.get(t.category, "ssd"), catalog_name=t.name),
-        capacity_bytes=None if t.capacity_gib is None else t.capacity_gib * BYTES_PER_GIB,
-        devices=t.devices,
-        shared=t.shared,
-        scope="pooled" if t.shared else "instance",
-    )
+    """A recommended tier by its catalog name, its capacity per instance or pool."""
+    return named_tier(t.name, t.category, t.capacity_gib, t.devices, t.shared)
 
 
 def _recommended_stage(

@@ -22,12 +22,12 @@ from kvadvisor.fleet.fromplan import resolve_plan
 from kvadvisor.fleet.hits import ReplayContext
 from kvadvisor.fleet.summary import request_columns, summarize
 from kvadvisor.perfmodel.calibrate import StepCalibration
-from kvadvisor.plan.loader import CATEGORY_KINDS, PlanCatalogs, check_plan
-from kvadvisor.plan.model import ModelPlan, Plan, StagePlan, StorageCapability, TierPlan
+from kvadvisor.plan.loader import PlanCatalogs, check_plan, named_tier
+from kvadvisor.plan.model import ModelPlan, Plan, StagePlan, TierPlan
 from kvadvisor.plan.writer import plan_mapping
 from kvadvisor.results.replay import ReplayResult
 from kvadvisor.results.report import AdviceReport, StageRecommendation, Tier
-from kvadvisor.units import BYTES_PER_GIB, plural
+from kvadvisor.units import plural
 from kvadvisor.vocab import Stage
 
 MAX_SIZING_ROUNDS = 4
@@ -46,15 +46,8 @@ class RecommendedReplay:
 
 
 def _tier_plan(t: Tier) -> TierPlan:
-    """A recommended tier: its catalog entry by name, its capacity per instance or pool."""
-    return TierPlan(
-        name=t.name,
-        storage=StorageCapability(kind=CATEGORY_KINDS.get(t.category, "ssd"), catalog_name=t.name),
-        capacity_bytes=None if t.capacity_gib is None else t.capacity_gib * BYTES_PER_GIB,
-        devices=t.devices,
-        shared=t.shared,
-        scope="pooled" if t.shared else "instance",
-    )
+    """A recommended tier by its catalog name, its capacity per instance or pool."""
+    return named_tier(t.name, t.category, t.capacity_gib, t.devices, t.shared)
 
 
 def _stage_plan(stage: Stage, rec: StageRecommendation) -> StagePlan | None:

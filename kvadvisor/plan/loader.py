@@ -140,6 +140,24 @@ CATEGORY_KINDS = {
 }
 
 
+def named_tier(
+    name: str, category: str, capacity_gib: float | None, devices: int, shared: bool
+) -> TierPlan:
+    """A tier by its storage option's name, left for the loader to resolve when read back.
+
+    Its capacity is per instance, or for the whole stage when ``shared`` (a pool). Emit and the
+    replay of a recommendation without a verdict both build their tiers this way.
+    """
+    return TierPlan(
+        name=name,
+        storage=StorageCapability(kind=CATEGORY_KINDS.get(category, "ssd"), catalog_name=name),
+        capacity_bytes=None if capacity_gib is None else capacity_gib * BYTES_PER_GIB,
+        devices=devices,
+        shared=shared,
+        scope="pooled" if shared else "instance",
+    )
+
+
 def storage_capability(spec: StorageSpec, device_bytes: float | None) -> StorageCapability:
     """A storage option's figures in base units at one device's capacity (cloud disks scale)."""
     perf = spec.perf_at(None if device_bytes is None else device_bytes / BYTES_PER_GIB)
