@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import fio_prerun
 import pytest
 
 from kvadvisor.pipeline import AnalyzeOptions
@@ -67,9 +68,10 @@ def device_to_itself(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 
     fio's rate-limited phases check that the device moved the rate asked for; a second fio run
     on the same disk at the same moment (the striped test's loop devices, the gate's candidate
-    run, on the other xdist worker) takes part of the bandwidth it measures.
+    run, on the other xdist worker) takes part of the bandwidth it measures. The background
+    fio runs (tests/fio_prerun.py) hold the same lock.
     """
-    with open(_run_directory(tmp_path_factory) / "fio.lock", "w") as lock:
+    with open(fio_prerun.lock_path(_run_directory(tmp_path_factory)), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
 

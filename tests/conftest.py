@@ -14,9 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import fio_prerun
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -54,6 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
     them once, not once per worker.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None and not config.option.collectonly:
+        _FIO["folder"] = Path(tempfile.mkdtemp(prefix="kvadvisor-fio-"))
+        os.environ[fio_prerun.ENV] = str(_FIO["folder"])  # the workers inherit it
     if os.environ.get("NUMBA_CACHE_DIR") or (
         worker is None and config.getoption("numprocesses", None)
     ):
@@ -61,6 +66,42 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker is not None:
         _start_one_compile()
     os.environ["NUMBA_CACHE_DIR"] = str(CACHES / f"numba-{worker or 'main'}")
+
+
+# The verify tests' fio runs in the background (tests/fio_prerun.py), in the process that
+# schedules the tests: their folder, and the process once started.
+_FIO: dict[str, object] = {}
+
+
+def _start_fio(nodeids: list[str]) -> None:
+    """Start the fio runs the collected tests read, once, as soon as the collection is known.
+
+    Their timed phases take about 38 s of wall and almost no CPU: in the background they run
+    while the workers compile, collect and test, instead of idling a worker's core.
+    """
+    folder = _FIO.get("folder")
+    if isinstance(folder, Path) and "process" not in _FIO:
+        _FIO["process"] = fio_prerun.start(folder, nodeids)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    """The xdist controller: a worker's collection is known before any test is scheduled."""
+    _start_fio(ids)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Let the background fio runs end (they detach their loop devices), then remove them."""
+    process = _FIO.get("process")
+    if isinstance(process, subprocess.Popen):
+        try:
+            process.wait(timeout=fio_prerun.WAIT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    folder = _FIO.get("folder")
+    if isinstance(folder, Path):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # This run's warm-up: the process, in the one worker that started it; the marker that says it
@@ -114,6 +155,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     numba reads a kernel's cache index when the kernel first runs, not when its module is
     imported, so a copy made after collection is read by every test.
     """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # a serial run: it schedules itself
+        _start_fio([item.nodeid for item in session.items])
     done = _WARM_UP.get("done")
     if not isinstance(done, Path):
         return

@@ -1,7 +1,8 @@
 """The generated fio jobs run by the real fio: the measured pattern is the one each job asks for.
 
 One folder is generated for a small disk plan and ``run-fio.sh`` runs it for 4 s a phase
-(about 24 s in all) against a file on disk; every test reads that real JSON output. Direct I/O
+(about 24 s in all) against a file on disk, in the background from the test run's start
+(tests/fio_prerun.py); every test reads that real JSON output. Direct I/O
 needs a file system that takes O_DIRECT: the first candidate directory that does is used, and
 if none does the run falls back to buffered I/O with a warning saying so.
 """
@@ -9,7 +10,6 @@ if none does the run falls back to buffered I/O with a warning saying so.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import re
 import shutil
@@ -17,6 +17,7 @@ import subprocess
 import warnings
 from pathlib import Path
 
+import fio_prerun
 import pytest
 from analysis_cache import device_to_itself
 from cli_checks import one_error_line
@@ -29,77 +30,31 @@ from kvadvisor.plan import PlanCatalogs, load_plan
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
-# Long enough that a start-up stall of a fraction of a second on a busy machine stays within
-# the 3 % a rate check allows (2 s phases fell 8 % short once on a loaded 2-core machine).
-RUNTIME_S = 4
 FIO = shutil.which("fio")
-
-
-def _direct_io_dir(candidates: list[Path]) -> Path | None:
-    """The first directory where an O_DIRECT write of one aligned page succeeds."""
-    for folder in candidates:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".odirect-probe"
-        try:
-            fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o644)
-        except (OSError, AttributeError):
-            continue
-        try:
-            os.write(fd, mmap.mmap(-1, 4096))  # mmap memory is page-aligned, as O_DIRECT needs
-            return folder
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-            probe.unlink(missing_ok=True)
-    return None
+_direct_io_dir = fio_prerun.direct_io_dir  # the striped and gate tests import it from here
 
 
 @pytest.fixture(scope="session")
 def fio_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Generate the jobs for the disk plan and run them once with the real fio."""
+    """The jobs for the disk plan, run once with the real fio (tests/fio_prerun.py's run)."""
     if FIO is None:
         if os.environ.get("CI"):
             pytest.fail("fio is not installed (`.ci/run` installs Debian's fio)")
         pytest.skip("fio is not installed: apt-get install fio")
-    base = tmp_path_factory.mktemp("verify-fio")
-    trace = write_bursty_trace(base / "bursty.jsonl")
-    plan = base / "plan.yaml"
-    plan.write_text(DISK_PLAN)
-    folder = base / "jobs"
-    result = runner.invoke(app, ["verify", str(trace), "--plan", str(plan), "-o", str(folder)])
-    assert result.exit_code == EXIT_OK, result.output
-    scratch = _direct_io_dir([base / "scratch", REPO / ".fio-scratch"])
-    job = folder / "fio" / "prefill.disk.fio"
-    generated = job.read_text()
-    if scratch is None:
-        scratch = base / "scratch"
-        warnings.warn(
-            "no directory here takes O_DIRECT: the fio jobs ran with direct=0 (buffered); "
-            "their rates and sizes are still checked, latencies are the page cache's",
-            stacklevel=1,
-        )
-        job.write_text(generated.replace("direct=1", "direct=0"))
-    env = {
-        **os.environ,
-        "KVADVISOR_FIO_DIR": str(scratch),
-        "KVADVISOR_FIO_SIZE": "64m",
-        "KVADVISOR_FIO_RUNTIME": str(RUNTIME_S),
-    }
-    with device_to_itself(tmp_path_factory):
-        subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
-    manifest = json.loads((folder / "verify.json").read_text())
+    here = tmp_path_factory.mktemp("verify-fio")
+    out = fio_prerun.result("plain", here, lambda: device_to_itself(tmp_path_factory))
+    for said in out["warnings"]:
+        warnings.warn(said, stacklevel=1)
+    folder = Path(out["folder"])
     doc = json.loads((folder / "results" / "prefill.disk.json").read_text())
-    shutil.rmtree(scratch / "kvadvisor.prefill.disk", ignore_errors=True)
-    (scratch / "kvadvisor.prefill.disk").unlink(missing_ok=True)
     return {
-        "base": base,
-        "trace": trace,
-        "plan": plan,
+        "base": Path(out["base"]),
+        "trace": Path(out["trace"]),
+        "plan": Path(out["plan"]),
         "folder": folder,
-        "manifest": manifest,
+        "manifest": json.loads((folder / "verify.json").read_text()),
         "doc": doc,
-        "generated": generated,
+        "generated": out["generated"],
         "jobs": {j["jobname"]: j for j in doc["jobs"]},
     }
 

@@ -6,8 +6,9 @@ files when this process can make them (root, /dev/loop-control and losetup), els
 files** standing in for them; the run says which (a warning, and ``mode`` in the fixture that
 test_the_devices_are_what_the_run_says checks). The tier's rates are split evenly over the
 devices; fio reports each device (``new_group``) and `verify --results` sums them against the
-tier's rates. A loop device takes O_DIRECT itself; plain files need a file system that does
-(test_verify_fio._direct_io_dir), else the jobs run buffered and say so.
+tier's rates. A loop device takes O_DIRECT itself; plain files need a file system that does,
+else the jobs run buffered and say so. tests/fio_prerun.py runs the jobs in the background from
+the test run's start.
 """
 
 from __future__ import annotations
@@ -15,30 +16,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import warnings
 from pathlib import Path
 
+import fio_prerun
 import pytest
 from analysis_cache import device_to_itself
-from test_verify_fio import _direct_io_dir
 from typer.testing import CliRunner
-from verify_fixtures import DISK_PLAN, write_bursty_trace
+from verify_fixtures import DISK_PLAN
 
 from kvadvisor.cli import EXIT_OK, app
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
-RUNTIME_S = 3
-DEVICES = 4
-SIZE_BYTES = 16 * 2**20  # each volume (a loop device's backing file) and fio's size on it
+DEVICES = fio_prerun.DEVICES
+SIZE_BYTES = fio_prerun.STRIPED_SIZE_BYTES  # each volume's size, and fio's size on it
 FIO = shutil.which("fio")
-# The disk plan's tier as 4 block volumes of 50 MB/s each (200 MB/s for the tier).
-STRIPED_PLAN = DISK_PLAN.replace(
-    "storage: {kind: ssd, read_bandwidth: 200 MB/s, write_bandwidth: 200 MB/s, latency: 100 us}",
-    "storage: {kind: block, read_bandwidth: 50 MB/s, write_bandwidth: 50 MB/s, latency: 100 us}"
-    f"\n        devices: {DEVICES}",
-)
+STRIPED_PLAN = fio_prerun.striped_plan()
 IO2_PLAN = DISK_PLAN.replace(
     "storage: {kind: ssd, read_bandwidth: 200 MB/s, write_bandwidth: 200 MB/s, latency: 100 us}",
     f"storage: aws-ebs-io2-block-express\n        devices: {DEVICES}",
@@ -46,99 +40,27 @@ IO2_PLAN = DISK_PLAN.replace(
 
 
 def _generate(base: Path, plan_text: str) -> Path:
-    trace = write_bursty_trace(base / "bursty.jsonl")
-    plan = base / "plan.yaml"
-    plan.write_text(plan_text)
-    folder = base / "jobs"
-    result = runner.invoke(app, ["verify", str(trace), "--plan", str(plan), "-o", str(folder)])
-    assert result.exit_code == EXIT_OK, result.output
-    return folder
-
-
-def _loop_devices(backing: list[Path]) -> tuple[list[str], str]:
-    """Attach one loop device per backing file: (devices, '') or ([], why they cannot be made)."""
-    losetup = shutil.which("losetup")
-    if os.geteuid() != 0 or not Path("/dev/loop-control").exists() or losetup is None:
-        return [], "not root, or no /dev/loop-control or losetup here"
-    devices: list[str] = []
-    for f in backing:
-        f.write_bytes(b"")
-        os.truncate(f, SIZE_BYTES)
-        made = subprocess.run(
-            [losetup, "--find", "--show", str(f)], capture_output=True, text=True, check=False
-        )
-        if made.returncode != 0:
-            _detach(devices)
-            return [], f"losetup failed: {made.stderr.strip()}"
-        devices.append(made.stdout.strip())
-    return devices, ""
-
-
-def _detach(devices: list[str]) -> None:
-    for dev in devices:
-        subprocess.run(["losetup", "-d", dev], capture_output=True, check=False)
+    return fio_prerun.generate(base, plan_text)[2]
 
 
 @pytest.fixture(scope="module")
 def striped_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Generate the striped jobs and run them once with the real fio on 4 devices."""
+    """The striped jobs, run once with the real fio on 4 devices (tests/fio_prerun.py's run)."""
     if FIO is None:
         if os.environ.get("CI"):
             pytest.fail("fio is not installed (`.ci/run` installs Debian's fio)")
         pytest.skip("fio is not installed: apt-get install fio")
-    base = tmp_path_factory.mktemp("verify-striped")
-    folder = _generate(base, STRIPED_PLAN)
-    job = folder / "fio" / "prefill.disk.fio"
-    scratch = base / "scratch"
-    scratch.mkdir()
-    devices, why_not = _loop_devices([scratch / f"volume{i}.img" for i in range(DEVICES)])
-    if devices:
-        mode = "loop devices"
-    else:
-        # 4 plain files stand in for the volumes, on a file system that takes O_DIRECT if any.
-        mode = "plain files"
-        direct = _direct_io_dir([scratch / "files", REPO / ".fio-scratch-striped"])
-        files_dir = direct or scratch / "files"
-        devices = [str(files_dir / f"volume{i}") for i in range(DEVICES)]
-        buffered = "" if direct else "; no directory here takes O_DIRECT, so they ran buffered"
-        warnings.warn(
-            f"the striped fio jobs ran on {DEVICES} plain files, not loop devices ({why_not})"
-            + buffered,
-            stacklevel=1,
-        )
-        if direct is None:
-            job.write_text(job.read_text().replace("direct=1", "direct=0"))
-    env = {
-        **os.environ,
-        "KVADVISOR_FIO_DIR": str(scratch),
-        "KVADVISOR_FIO_SIZE": f"{SIZE_BYTES // 2**20}m",
-        "KVADVISOR_FIO_RUNTIME": str(RUNTIME_S),
-        **{f"KVADVISOR_FIO_DEV_{i}": d for i, d in enumerate(devices)},
-    }
-    try:
-        with device_to_itself(tmp_path_factory):
-            subprocess.run([str(folder / "run-fio.sh")], env=env, check=True, capture_output=True)
-        sizes = [_size(d) for d in devices]
-    finally:
-        if mode == "loop devices":
-            _detach(devices)
-        shutil.rmtree(scratch, ignore_errors=True)
-        shutil.rmtree(REPO / ".fio-scratch-striped", ignore_errors=True)
+    here = tmp_path_factory.mktemp("verify-striped")
+    out = fio_prerun.result("striped", here, lambda: device_to_itself(tmp_path_factory))
+    for said in out["warnings"]:
+        warnings.warn(said, stacklevel=1)
+    folder = Path(out["folder"])
     return {
+        **out,
         "folder": folder,
         "manifest": json.loads((folder / "verify.json").read_text()),
         "doc": json.loads((folder / "results" / "prefill.disk.json").read_text()),
-        "devices": devices,
-        "sizes": sizes,
-        "mode": mode,
-        "why_not": why_not,
     }
-
-
-def _size(path: str) -> int:
-    """A file's size, or a block device's (seek to its end)."""
-    with open(path, "rb") as f:
-        return f.seek(0, os.SEEK_END)
 
 
 def _phase(run: dict, phase: str) -> dict:
