@@ -220,6 +220,37 @@ def plan_analysis(
     memory_limit_bytes: int,
     duration_s: float = 0.0,
 ) -> ScalePlan:
+    """The plan of :func:`_plan_curve` and, streamed, how the cache extras run in it.
+
+    The extras (:func:`kvadvisor.pipeline.streamextras.plan_extras`) run after the profile and
+    before the search: exact on the whole rows when they fit (planned as the replay's whole
+    rows, :func:`replay_bytes`), else on a hash sample beside the curve and the planned advice.
+    """
+    plan = _plan_curve(requests, block_accesses, table_bytes, memory_limit_bytes, duration_s)
+    if plan.mode != "streaming":
+        return plan
+    curve = (
+        plan.estimated_exact_stream_bytes
+        if plan.exact_curve
+        else BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests
+    )
+    extras = plan_extras(
+        block_accesses=block_accesses,
+        exact_curve=plan.exact_curve,
+        rows_bytes=replay_bytes(requests, block_accesses),
+        peak_bytes=plan.profile_bytes if plan.stage_profile else curve,
+        memory_limit_bytes=memory_limit_bytes,
+    )
+    return replace(plan, extras=extras)
+
+
+def _plan_curve(
+    requests: int,
+    block_accesses: int,
+    table_bytes: int,
+    memory_limit_bytes: int,
+    duration_s: float = 0.0,
+) -> ScalePlan:
     """Choose in-memory, streaming exact or streaming sampled from sizes and the budget.
 
     Estimates (bytes): in memory = baseline + table + 96·requests + 120·accesses; streaming
@@ -289,23 +320,11 @@ def plan_analysis(
         sampled_need > memory_limit_bytes
     )
 
-    def extras(curve_bytes: int, exact_curve: bool) -> ExtrasPlan:
-        """The extras run after the profile, search and replay (or after the curve alone)."""
-        planned = advice(curve_bytes)
-        return plan_extras(
-            block_accesses=block_accesses,
-            exact_curve=exact_curve,
-            rows_bytes=replay_bytes(requests, block_accesses),
-            peak_bytes=planned["profile_bytes"] if planned["stage_profile"] else curve_bytes,
-            memory_limit_bytes=memory_limit_bytes,
-        )
-
     if (exact_stream <= memory_limit_bytes and exact_first) or block_accesses == 0:
         return ScalePlan(
             mode="streaming",
             sample_rate=None,
-            **advice(exact_stream),
-            extras=extras(exact_stream, True),
+            **advice(exact_stream),  # fmt: skip
             profile_counts=(
                 f"{_size(BASELINE_BYTES)} baseline, {EXACT_BYTES_PER_REQUEST} B per request and "
                 f"{EXACT_BYTES_PER_ACCESS} B per block access for the exact curve, {profile_part}"
@@ -330,8 +349,7 @@ def plan_analysis(
     return ScalePlan(
         mode="streaming",
         sample_rate=rate,
-        **advice(BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests),
-        extras=extras(BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests, False),
+        **advice(BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests),  # fmt: skip
         profile_counts=(
             f"{_size(BASELINE_BYTES)} baseline, {SAMPLED_BYTES_PER_REQUEST} B per request kept "
             f"by the sampled curve, {profile_part}"

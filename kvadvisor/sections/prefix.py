@@ -245,7 +245,7 @@ def prefix_cache_section(
         why = "" if not result.exact else f"more than {count(EXTRAS_MAX_ACCESSES)} block accesses: "
         note = f"{note}; {why}" if note else why
         note = f"{note}{estimated_note(estimated)}"
-    elif not measured.extras:
+    elif result.exact and not measured.extras:
         note = (
             f"routing, reuse times, block sizes and shared prefixes skipped: more than "
             f"{EXTRAS_MAX_ACCESSES} block accesses"
