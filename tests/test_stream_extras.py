@@ -21,11 +21,12 @@ from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.pipeline.streamextras import (
     EXTRAS_SAMPLED_BYTES_PER_ACCESS,
     EXTRAS_TARGET_SAMPLED_ACCESSES,
+    ExtrasPlan,
     plan_extras,
     sampled_extras,
 )
 from kvadvisor.pipeline.streaming import analyze_stream, plan_for_stream, replay_bytes
-from kvadvisor.sections.prefix import extras_fields
+from kvadvisor.sections.prefix import extras_fields, prefix_cache_section
 from kvadvisor.trace import read_trace
 from kvadvisor.trace.arrays import BlockArrays, RequestArrays
 from kvadvisor.trace.stream import stream_trace
@@ -212,3 +213,40 @@ def test_sampled_reuse_times_by_hand() -> None:
     # A 15 s TTL at t=25 holds a and b (last used at 10 and 25): 2 sampled blocks -> 4.
     assert ttl[0.5].peak_blocks == 4 and ttl[0.5].capacity_tokens == 64
     assert sum(reuse.histogram_tokens) == reuse.hit_tokens
+
+
+def test_streamed_estimate_states_rate_errors_and_what_is_left_out(head) -> None:
+    """A plan that samples the extras: the section holds them with their rate and errors."""
+    stream = stream_trace(head, batch_rows=64)
+    limit = plan_for_stream(stream, 64 * GIB).estimated_in_memory_bytes - 1
+    plan = dataclasses.replace(
+        plan_for_stream(stream, limit),
+        stage_profile=True,
+        profile_chunk_rows=stream.requests,
+        extras=ExtrasPlan("sampled", 0.5, "the whole trace's rows need 9 GiB > 8 GiB"),
+    )
+    got = analyze_stream(stream, OPTIONS, plan=plan, **_kw()).prefix_cache
+    assert got.reuse is not None and got.routing is not None and got.sharing is None
+    assert [e.extra for e in got.extras_sampling] == ["reuse", "routing"]
+    for e in got.extras_sampling:
+        assert e.rate == 0.5 and e.total_accesses == stream.block_accesses
+        assert 0 < e.sampled_accesses < e.total_accesses and e.error_estimate is not None
+    assert "9 GiB > 8 GiB" in got.note and "rate 0.5" in got.note
+    assert "shared prefixes and the conversation split left out" in got.note
+
+
+def test_in_memory_above_the_extras_limit_estimates_them(head, monkeypatch) -> None:
+    """An in-memory trace over the exact extras' limit gets them estimated, not skipped."""
+    import kvadvisor.cache.measure as measure
+
+    want = extras_fields(_in_memory(head))["reuse"]
+    monkeypatch.setattr(measure, "EXTRAS_MAX_ACCESSES", 1_000)
+    measured = measure.measure_prefix_cache(RequestArrays.of(head))
+    assert measured is not None and not measured.extras and measured.estimated is not None
+    section = prefix_cache_section(measured)
+    assert section.reuse is not None and section.routing is not None
+    assert {e.extra for e in section.extras_sampling} == {"reuse", "routing"}
+    # 11,349 accesses are under the 4M sampled accesses the rate allows: rate 1, exact figures.
+    assert section.extras_sampling[0].rate == 1.0
+    assert section.reuse == want
+    assert "block accesses: routing, reuse times and block sizes estimated" in section.note
