@@ -222,9 +222,11 @@ def plan_analysis(
 ) -> ScalePlan:
     """The plan of :func:`_plan_curve` and, streamed, how the cache extras run in it.
 
-    The extras (:func:`kvadvisor.pipeline.streamextras.plan_extras`) run after the profile and
-    before the search: exact on the whole rows when they fit (planned as the replay's whole
-    rows, :func:`replay_bytes`), else on a hash sample beside the curve and the planned advice.
+    The extras (:func:`kvadvisor.pipeline.streamextras.plan_extras`) run after the profile's
+    chunks are freed and before the search reads its windows: exact on the whole rows when
+    they fit (planned as the replay's whole rows, :func:`replay_bytes`), else on a hash sample
+    beside the curve's result, the advice's bounded parts and, when the trace is profiled in
+    one chunk, the columns the profile keeps for the search.
     """
     plan = _plan_curve(requests, block_accesses, table_bytes, memory_limit_bytes, duration_s)
     if plan.mode != "streaming":
@@ -234,11 +236,14 @@ def plan_analysis(
         if plan.exact_curve
         else BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests
     )
+    held = advice_fixed_bytes(requests, block_accesses / max(requests, 1), duration_s)
+    if plan.stage_profile and plan.profile_chunk_rows >= requests:
+        held += CHUNK_BYTES_PER_ROW * requests
     extras = plan_extras(
         block_accesses=block_accesses,
         exact_curve=plan.exact_curve,
         rows_bytes=replay_bytes(requests, block_accesses),
-        peak_bytes=plan.profile_bytes if plan.stage_profile else curve,
+        peak_bytes=curve + held,
         memory_limit_bytes=memory_limit_bytes,
     )
     return replace(plan, extras=extras)
