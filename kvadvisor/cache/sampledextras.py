@@ -6,12 +6,15 @@ One pass over its batches keeps every access to the blocks whose hash falls unde
 
 - reuse times and TTL: a sampled block's gaps are those of the whole trace, and the sampled
   blocks are an unbiased sample of all blocks, so the token-weighted quantiles of the sampled
-  gaps estimate the whole trace's; hit tokens, histogram and TTL peaks scale by 1/R;
+  gaps estimate the whole trace's; hit tokens, histogram and TTL peaks scale by 1/R, and
+  SHARDS_adj's difference (expected less sampled block tokens: a hot block drawn or missed)
+  is credited at the shortest gap, as the curve credits its first bucket;
 - block sizes: each chunk size's coarsened ids (the hash of the chunk's last block) are sampled
   by their own hash, and the hit ratio at unbounded capacity is SHARDS's (with SHARDS_adj);
 - routing: each request is routed from its own row (round robin, random, session), exactly as in
-  memory; each instance's LRU runs on its sampled requests' blocks, distances scaled by 1/R
-  (:func:`kvadvisor.cache.shards.sub_stream_curve`); the pooled cache is the trace's curve.
+  memory; each instance's LRU runs on its sampled requests' blocks, distances scaled by 1/R,
+  with SHARDS_adj from the instance's own totals (:func:`kvadvisor.cache.shards.sub_stream_curve`);
+  the pooled cache is the trace's curve.
 
 The error of each: the sampled keys fall into 4 disjoint sub-samples by independent hash bits
 (as the curve's error estimate); the spread of the 4 sub-sample estimates over √4 is a standard
