@@ -250,3 +250,18 @@ def test_in_memory_above_the_extras_limit_estimates_them(head, monkeypatch) -> N
     assert section.extras_sampling[0].rate == 1.0
     assert section.reuse == want
     assert "block accesses: routing, reuse times and block sizes estimated" in section.note
+
+
+def test_html_summary_states_each_estimate() -> None:
+    """The HTML page's prefix-cache rows name each estimate, its rate and its error."""
+    from report_fixtures import full_report
+
+    from kvadvisor.report.html.prefix import _summary_rows
+    from kvadvisor.results.report import ExtraSampling
+
+    one = ExtraSampling("block_sizes", 0.11, 10, 100, 0.0123, "ratio", "sub-samples")
+    pc = dataclasses.replace(full_report().prefix_cache, extras_sampling=(one,))
+    assert _summary_rows(pc)[-1] == (
+        "block sizes: estimated at rate 0.11, standard error (ratio)",
+        "0.0123",
+    )
