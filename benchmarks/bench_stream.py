@@ -135,6 +135,14 @@ def main() -> int:
             f"{accesses} block accesses, error estimate {sampling['error_estimate']}"
         )
     print(f"  token hit ratio (unbounded): {pcache.get('hit_ratio')}")
+    for extra in pcache.get("extras_sampling") or ():
+        print(
+            f"  {extra['extra']} estimated at rate {extra['rate']:g} ({extra['sampled_accesses']} "
+            f"sampled accesses), standard error {extra['error_estimate']} ({extra['error_unit']})"
+        )
+    ttl = (pcache.get("reuse") or {}).get("ttl") or ()
+    if ttl:
+        print("  TTL rows (share, s): " + ", ".join(f"{t['share']}: {t['ttl_s']:.1f}" for t in ttl))
     verdicts = ((body.get("recommendation") or {}).get("verdict") or {}).get("verdicts") or []
     for v in verdicts:
         print(f"  verdict {v.get('provider')}: {v.get('status')}")

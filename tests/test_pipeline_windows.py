@@ -81,19 +81,18 @@ def test_busiest_window_in_one_pass(mooncake) -> None:
             assert (first, t_start, t_last) == (arrival[0], arrival[start], arrival[stop - 1])
 
 
-# What the streamed report cannot have: reuse times need the whole trace in memory (the
-# prefix-cache section says so), so these facts, and the capacity the search sizes a tier for
-# from the retention figure, are the in-memory run's alone.
+# The reuse-time facts: a streamed trace whose rows fit gets them exactly as in memory (its
+# cache extras run on the whole rows, pipeline/streamextras.py), so the search sizes the same
+# tiers from the same retention figure.
 REUSE_FACTS = {"retention_capacity_gib", "retention_ttl_s", "reuse_time_p50_s", "reuse_time_p90_s"}
 
 
 def test_streamed_search_and_replay_equal_in_memory(mooncake_first) -> None:
     """Forced through the stream by a limit just under the in-memory estimate: same analysis.
 
-    The exact curve, the stage profile, every fact but the reuse times and the search's
-    windows equal the in-memory run's; the replay of the streamed verdict equals that verdict
-    replayed on the trace in memory. The inherent difference: without reuse times the search
-    sizes capacity from the working set, so the verdict itself may differ (see REUSE_FACTS).
+    The exact curve, the stage profile, every fact (the reuse times too: the rows fit, so the
+    extras are exact) and the search's windows equal the in-memory run's; the replay of the
+    streamed verdict equals that verdict replayed on the trace in memory.
     On the trace's first 4,000 requests: what is compared is the streamed path against the
     in-memory one, not a figure of the whole trace, and the search still replays a window.
     """
@@ -114,8 +113,8 @@ def test_streamed_search_and_replay_equal_in_memory(mooncake_first) -> None:
     assert got.prefix_cache.mrc == want.prefix_cache.mrc
     assert got.model == want.model and got.io == want.io
     fw, fg = want.recommendation.facts, got.recommendation.facts
-    assert set(fw) - set(fg) <= REUSE_FACTS and REUSE_FACTS <= set(fw)
-    assert {k: v for k, v in fw.items() if k not in REUSE_FACTS} == fg
+    assert REUSE_FACTS <= set(fg) and fw == fg
+    assert got.prefix_cache.reuse == want.prefix_cache.reuse
     # The search replayed the same busiest window as in memory.
     sw, sg = want.recommendation.verdict.sample, got.recommendation.verdict.sample
     assert (sg.requests, sg.start_s, sg.span_s, sg.how) == (

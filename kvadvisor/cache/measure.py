@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kvadvisor.cache.coarsen import coarsen_blocks
 from kvadvisor.cache.model import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult
@@ -62,6 +63,9 @@ class PrefixMeasurements:
     conversations: ReuseSplit | None = None
     tree_problem: str | None = None
     block_sizes: tuple[BlockSizeRatio, ...] = ()
+    # Routing, reuse times and block sizes estimated on a hash sample when ``extras`` is False
+    # (kvadvisor.cache.sampledextras.SampledExtras; typed loosely: that module imports this).
+    estimated: Any = None
 
 
 def _block_sizes(
@@ -144,8 +148,49 @@ def measure_prefix_cache(
     coarsened = blocks is not own
     extras = result.exact and result.curve.total_blocks_all <= EXTRAS_MAX_ACCESSES
     measured = PrefixMeasurements(arrays, blocks, coarsened, result, extras)
+    if not extras and sample_rate is not None:
+        return measured  # a sampled curve asked for: its extras are not estimated either
     if not extras:
-        return measured
+        from kvadvisor.cache.sampledextras import estimate_in_memory
+
+        estimated = estimate_in_memory(
+            arrays,
+            blocks,
+            result,
+            warmup_fraction=warmup_fraction,
+            instances=instances,
+            seed=routing_seed,
+            save_unfull_chunk=save_unfull_chunk,
+        )
+        return replace(measured, estimated=estimated)
+    return with_extras(
+        measured,
+        warmup_fraction=warmup_fraction,
+        save_unfull_chunk=save_unfull_chunk,
+        instances=instances,
+        routing_seed=routing_seed,
+        capacities_tokens=capacities_tokens,
+    )
+
+
+def with_extras(
+    measured: PrefixMeasurements,
+    *,
+    warmup_fraction: float = 0.5,
+    save_unfull_chunk: bool = False,
+    instances: int = 8,
+    routing_seed: int = 0,
+    capacities_tokens: Sequence[int | None] = STANDARD_CAPACITIES_TOKENS,
+) -> PrefixMeasurements:
+    """``measured`` with its extras: routing, reuse times, shared prefixes, block sizes.
+
+    ``measured.result`` must be the exact pass over ``measured.blocks`` (from
+    :func:`measure_prefix_cache`, or a streamed trace's exact pass over the same hashes).
+    """
+    arrays, blocks, result = measured.arrays, measured.blocks, measured.result
+    own = arrays.blocks
+    assert own is not None and result.exact
+    coarsened = measured.coarsened
     # Encoded once here: both threads below read them.
     sessions = arrays.sessions
 
@@ -188,6 +233,7 @@ def measure_prefix_cache(
         (sharing, conversations, problem), reuse, block_sizes = extras_done.result()
     return replace(
         measured,
+        extras=True,
         routing=routing,
         reuse=reuse,
         sharing=sharing,

@@ -162,7 +162,7 @@ def reuse_times(
             ttl_s=float(ttl),
             peak_blocks=int(peak),
             capacity_tokens=int(peak) * block_tokens,
-            lru_capacity_tokens=_lru_capacity_for(result, share),
+            lru_capacity_tokens=lru_capacity_for(result, share),
         )
         for share, ttl, peak in zip(ttl_shares, ttls, peaks, strict=True)
     )
@@ -175,7 +175,7 @@ def reuse_times(
     )
 
 
-def _lru_capacity_for(result: PrefixCacheResult, share: float) -> int | None:
+def lru_capacity_for(result: PrefixCacheResult, share: float) -> int | None:
     """Smallest LRU capacity (tokens) whose hit tokens reach ``share`` of the unbounded hits."""
     cum = result.curve.hit_tokens_all
     if cum.shape[0] == 0:

@@ -63,10 +63,11 @@ def _instance_rows(inst: np.ndarray) -> list[np.ndarray]:
     return np.split(order, starts[1:]) if order.size else []
 
 
-def _session_hashes(sessions: SessionKeys, seed: int) -> np.ndarray:
+def _session_hashes(sessions: SessionKeys, seed: int, first_row: int = 0) -> np.ndarray:
     """A 64-bit hash per request of its session name, keyed by ``seed``.
 
-    A request without a session is its own session: it is keyed by its row number. Each
+    A request without a session is its own session: it is keyed by its row number (counted
+    from ``first_row``, the trace's row of ``sessions``' first request). Each
     name is hashed once (pandas hashes each value on its own, so hashing the names and
     indexing them by code gives every row the hash of its own name).
     """
@@ -77,9 +78,16 @@ def _session_hashes(sessions: SessionKeys, seed: int) -> np.ndarray:
     missing = np.flatnonzero(sessions.codes < 0)
     if missing.size:
         # Only those rows are formatted; formatting every row cost a Python call per request.
-        rows = np.array([f"#row{i}" for i in missing], dtype=object)
+        rows = np.array([f"#row{first_row + i}" for i in missing], dtype=object)
         h[missing] = pd.util.hash_array(rows, hash_key=key)
     return h
+
+
+def session_instances(
+    sessions: SessionKeys, instances: int, seed: int = 0, first_row: int = 0
+) -> np.ndarray:
+    """Session-sticky routing of requests from the trace's row ``first_row`` on (a batch)."""
+    return (_session_hashes(sessions, seed, first_row) % np.uint64(instances)).astype(np.int64)
 
 
 def assign_instances(
@@ -98,7 +106,7 @@ def assign_instances(
     if policy is RoutingPolicy.SESSION:
         if sessions is None:
             return None
-        return (_session_hashes(sessions, seed) % np.uint64(instances)).astype(np.int64)
+        return session_instances(sessions, instances, seed)
     raise ConfigError(f"routing policy '{policy.value}' does not split the cache")
 
 

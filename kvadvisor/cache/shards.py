@@ -183,8 +183,12 @@ def _scaled_curve(
     sample: Sample,
     block_tokens: int,
     count_correction: bool,
+    input_totals: tuple[int, int] | None = None,
 ) -> MissRatioCurve:
-    """Exact prefix distances on the sampled sub-stream, scaled by 1/rate, with SHARDS_adj."""
+    """Exact prefix distances on the sampled sub-stream, scaled by 1/rate, with SHARDS_adj.
+
+    ``input_totals``: the (all, steady) input tokens, when ``sample`` does not hold them.
+    """
     from kvadvisor.cache import stackdist
 
     n = int(keys.shape[0])
@@ -228,9 +232,13 @@ def _scaled_curve(
     position = (steps[owner] + (sub + 0.5) / spread[owner]) / rate
     capacity = np.floor(position).astype(np.int64) + 1
     capacities, slot = np.unique(capacity, return_inverse=True)
+    tok_all, tok_steady = input_totals or (
+        int(sample.input_tokens.sum()),
+        int(sample.input_tokens[warmup:].sum()),
+    )
     totals = {
-        "tok_all": int(sample.input_tokens.sum()),
-        "tok_steady": int(sample.input_tokens[warmup:].sum()),
+        "tok_all": tok_all,
+        "tok_steady": tok_steady,
         "blk_all": sample.total_accesses,
         "blk_steady": sample.accesses_steady,
     }
@@ -253,6 +261,30 @@ def _scaled_curve(
         total_tokens_steady=totals["tok_steady"],
         total_blocks_all=totals["blk_all"],
         total_blocks_steady=totals["blk_steady"],
+    )
+
+
+def sub_stream_curve(
+    keys: np.ndarray,
+    req: np.ndarray,
+    tok: np.ndarray,
+    *,
+    rate: float,
+    warmup: int,
+    block_tokens: int,
+    input_totals: tuple[int, int],
+    block_totals: tuple[int, int, int, int],
+) -> MissRatioCurve:
+    """The SHARDS curve, with SHARDS_adj, of part of a sample (one instance's requests).
+
+    ``block_totals``: the part's (accesses, steady accesses, block tokens, steady block tokens)
+    over all of its requests, for SHARDS_adj; the hit tokens are clipped at ``input_totals``
+    (all, steady).
+    """
+    none = np.zeros(0, np.int64)
+    part = Sample(none, none, none, none, none, *block_totals)
+    return _scaled_curve(
+        keys, req, tok, rate, warmup, part, block_tokens, True, input_totals=input_totals
     )
 
 

@@ -18,9 +18,10 @@ the trace fits one chunk, else chunk by chunk (``ScalePlan.profile_chunk_rows``)
 memory does not grow with the trace. The deployment search finds its busiest window in a pass
 over the arrivals and reads only its rows again; the verdict is replayed on the whole trace's
 rows when `analyze` would replay it in memory, else on the busiest window of
-:data:`REPLAY_WINDOW_REQUESTS` (:mod:`kvadvisor.pipeline.windows`). Sections that need the
-whole trace at once (routing, reuse times, block-size comparison) are left out, and the report
-says why.
+:data:`REPLAY_WINDOW_REQUESTS` (:mod:`kvadvisor.pipeline.windows`). The cache extras
+(routing, reuse times, block sizes, shared prefixes) run on the whole trace's rows, exactly as
+in memory, when those fit; else reuse times, block sizes and routing are estimated on a spatial
+hash sample with their errors (:mod:`kvadvisor.pipeline.streamextras`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from kvadvisor.pipeline.options import AnalyzeOptions, options_record
 from kvadvisor.pipeline.profilechunks import profile_chunks_of
 from kvadvisor.pipeline.replay import ReplaySource, replay_recommendation, trace_rows
 from kvadvisor.pipeline.scan import Totals, scan
+from kvadvisor.pipeline.streamextras import ExtrasPlan, add_extras, plan_extras
 from kvadvisor.pipeline.windows import StreamedView, stream_rows, stream_view, whole_source
 from kvadvisor.results.common import Meta, TraceSummary
 from kvadvisor.results.report import FORMAT_VERSION, AdviceReport, ContextCheck, PrefixCache
@@ -202,6 +204,8 @@ class ScalePlan:
     # Requests per chunk of the streamed profile: the whole trace in one when it fits (the
     # profile then equals the in-memory one), else chunks with context rows (bounded memory).
     profile_chunk_rows: int = 0
+    # How the cache extras run: exact on the whole rows, on a hash sample, or not (and why).
+    extras: ExtrasPlan = ExtrasPlan("none", None, "the trace is analysed in memory")
 
     @property
     def exact_curve(self) -> bool:
@@ -210,6 +214,42 @@ class ScalePlan:
 
 
 def plan_analysis(
+    requests: int,
+    block_accesses: int,
+    table_bytes: int,
+    memory_limit_bytes: int,
+    duration_s: float = 0.0,
+) -> ScalePlan:
+    """The plan of :func:`_plan_curve` and, streamed, how the cache extras run in it.
+
+    The extras (:func:`kvadvisor.pipeline.streamextras.plan_extras`) run after the profile's
+    chunks are freed and before the search reads its windows: exact on the whole rows when
+    they fit (planned as the replay's whole rows, :func:`replay_bytes`), else on a hash sample
+    beside the curve's result, the advice's bounded parts and, when the trace is profiled in
+    one chunk, the columns the profile keeps for the search.
+    """
+    plan = _plan_curve(requests, block_accesses, table_bytes, memory_limit_bytes, duration_s)
+    if plan.mode != "streaming":
+        return plan
+    curve = (
+        plan.estimated_exact_stream_bytes
+        if plan.exact_curve
+        else BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests
+    )
+    held = advice_fixed_bytes(requests, block_accesses / max(requests, 1), duration_s)
+    if plan.stage_profile and plan.profile_chunk_rows >= requests:
+        held += CHUNK_BYTES_PER_ROW * requests
+    extras = plan_extras(
+        block_accesses=block_accesses,
+        exact_curve=plan.exact_curve,
+        rows_bytes=replay_bytes(requests, block_accesses),
+        peak_bytes=curve + held,
+        memory_limit_bytes=memory_limit_bytes,
+    )
+    return replace(plan, extras=extras)
+
+
+def _plan_curve(
     requests: int,
     block_accesses: int,
     table_bytes: int,
@@ -284,11 +324,12 @@ def plan_analysis(
     exact_first = exact_stream + profile_bytes <= memory_limit_bytes or (
         sampled_need > memory_limit_bytes
     )
+
     if (exact_stream <= memory_limit_bytes and exact_first) or block_accesses == 0:
         return ScalePlan(
             mode="streaming",
             sample_rate=None,
-            **advice(exact_stream),
+            **advice(exact_stream),  # fmt: skip
             profile_counts=(
                 f"{_size(BASELINE_BYTES)} baseline, {EXACT_BYTES_PER_REQUEST} B per request and "
                 f"{EXACT_BYTES_PER_ACCESS} B per block access for the exact curve, {profile_part}"
@@ -313,7 +354,7 @@ def plan_analysis(
     return ScalePlan(
         mode="streaming",
         sample_rate=rate,
-        **advice(BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests),
+        **advice(BASELINE_BYTES + SAMPLED_BYTES_PER_REQUEST * requests),  # fmt: skip
         profile_counts=(
             f"{_size(BASELINE_BYTES)} baseline, {SAMPLED_BYTES_PER_REQUEST} B per request kept "
             f"by the sampled curve, {profile_part}"
@@ -368,14 +409,10 @@ def _prefix_section(
     plan: ScalePlan,
     kv_bytes_per_token: int | None = None,
 ) -> PrefixCache:
-    left_out = (
-        "routing, reuse times, block sizes and shared prefixes need the whole trace in memory: "
-        "left out"
-    )
     note = (
-        f"streamed ({plan.reason}); {left_out}"
+        f"streamed ({plan.reason})"
         if result.exact
-        else f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}; {left_out}"
+        else f"curve estimated by spatial hash sampling (SHARDS) because {plan.reason}"
     )
     # Capacities in bytes at the model's KV size, as the in-memory analysis reports them.
     kv = kv_bytes_per_token or kv_bytes_per_token_for(
@@ -615,6 +652,9 @@ def analyze_stream(
             int(totals.input_lengths.values.max(initial=0)),
         )
         view = StreamedView(whole, longest, rows)
+    # Before the advice, which reads the retention facts (as in memory); the exact extras read
+    # the whole rows the search and the replay then share.
+    report = add_extras(report, whole, result, options, plan.extras, rows)
     report = advise_sections(report, options, inputs, stages=stages, view=view)
     if view is not None:
         phases.enter(phases.REPLAY)

@@ -202,6 +202,24 @@ class CacheSampling:
 
 
 @dataclass(frozen=True)
+class ExtraSampling:
+    """One prefix-cache extra estimated on a spatial hash sample (SHARDS), with its error.
+
+    ``extra`` names the section ("reuse", "block_sizes" or "routing"); ``error_estimate`` is a
+    standard error in ``error_unit`` ("ratio": of a hit ratio; "relative": of a TTL, as a
+    fraction of it), and ``error_method`` says how it was found.
+    """
+
+    extra: str
+    rate: float
+    sampled_accesses: int
+    total_accesses: int
+    error_estimate: float | None
+    error_unit: str
+    error_method: str
+
+
+@dataclass(frozen=True)
 class CacheTier:
     """Hit tokens served by one tier of an inclusive hierarchy (fastest tier holding them)."""
 
@@ -358,6 +376,8 @@ class PrefixCache:
     block_sizes: tuple[BlockSizePoint, ...] = ()
     sharing: CacheSharing | None = None
     conversations: ConversationReuse | None = None
+    # The extras estimated on a sample (a streamed trace whose rows do not fit), one per extra.
+    extras_sampling: tuple[ExtraSampling, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, replace
+from typing import Any
 
 import numpy as np
 
 from kvadvisor.cache import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult, curve_grid
-from kvadvisor.cache.measure import EXTRAS_MAX_ACCESSES, PrefixMeasurements
+from kvadvisor.cache.measure import EXTRAS_MAX_ACCESSES, BlockSizeRatio, PrefixMeasurements
 from kvadvisor.cache.reuse import ReuseTimes
 from kvadvisor.cache.routing import RoutingComparison
+from kvadvisor.cache.sampledextras import SampledExtras
 from kvadvisor.cache.sharing import PrefixSharing, ReuseSplit, SharedPrefix
 from kvadvisor.cache.tiers import CacheTierSpec, split_tiers
 from kvadvisor.results.report import (
@@ -22,6 +24,7 @@ from kvadvisor.results.report import (
     CacheTier,
     CacheTiers,
     ConversationReuse,
+    ExtraSampling,
     HitRatio,
     MrcPoint,
     PrefixCache,
@@ -32,6 +35,7 @@ from kvadvisor.results.report import (
     TtlPoint,
 )
 from kvadvisor.results.series import Series, SeriesKey, SeriesKind
+from kvadvisor.units.format import count, number, percent
 from kvadvisor.vocab import CacheStatus
 
 UNKNOWN_NOTE = (
@@ -236,7 +240,12 @@ def prefix_cache_section(
     note = None
     if not result.exact:
         note = "curve estimated by spatial hash sampling (SHARDS); see sampling"
-    elif not measured.extras:
+    estimated = measured.estimated
+    if estimated is not None:
+        why = "" if not result.exact else f"more than {count(EXTRAS_MAX_ACCESSES)} block accesses: "
+        note = f"{note}; {why}" if note else why
+        note = f"{note}{estimated_note(estimated)}"
+    elif result.exact and not measured.extras:
         note = (
             f"routing, reuse times, block sizes and shared prefixes skipped: more than "
             f"{EXTRAS_MAX_ACCESSES} block accesses"
@@ -244,7 +253,6 @@ def prefix_cache_section(
     why = measured.tree_problem
     if why is not None:
         note = why if note is None else f"{note}; {why}"
-    arrays = measured.arrays
     return replace(
         result_section(
             result,
@@ -253,14 +261,17 @@ def prefix_cache_section(
             kv_bytes_per_token=kv_bytes_per_token,
             note=note,
         ),
+        **(extras_fields(measured) if estimated is None else estimated_fields(estimated)),
+    )
+
+
+def extras_fields(measured: PrefixMeasurements) -> dict[str, Any]:
+    """The section's fields the extras fill (routing, reuse, block sizes, sharing), measured."""
+    arrays = measured.arrays
+    return dict(
         routing=None if measured.routing is None else _routing(measured.routing),
         reuse=None if measured.reuse is None else _reuse(measured.reuse),
-        block_sizes=tuple(
-            BlockSizePoint(
-                b.chunk_tokens, b.save_unfull_chunk, _f(b.hit_ratio_all), _f(b.hit_ratio_steady)
-            )
-            for b in measured.block_sizes
-        ),
+        block_sizes=block_size_points(measured.block_sizes),
         sharing=(
             None
             if measured.sharing is None
@@ -273,4 +284,47 @@ def prefix_cache_section(
             if measured.conversations is None
             else _conversation_section(measured.conversations)
         ),
+    )
+
+
+def estimated_fields(est: SampledExtras) -> dict[str, Any]:
+    """The section's fields from extras estimated on a hash sample, with their errors."""
+    return dict(
+        routing=None if est.routing is None else _routing(est.routing),
+        reuse=None if est.reuse is None else _reuse(est.reuse),
+        block_sizes=block_size_points(est.block_sizes),
+        extras_sampling=tuple(
+            ExtraSampling(
+                e.extra, e.rate, e.sampled_accesses, e.total_accesses, e.error, e.unit, e.method
+            )
+            for e in est.errors
+        ),
+    )
+
+
+def estimated_note(est: SampledExtras) -> str:
+    """What was estimated, at which rate and with which standard errors, and what was not."""
+    errors = "; ".join(
+        f"{e.extra} ±{_error_text(e.error, e.unit)}" for e in est.errors if e.error is not None
+    )
+    rate = est.errors[0].rate if est.errors else 0.0
+    return (
+        f"routing, reuse times and block sizes estimated on a spatial hash sample at rate "
+        f"{number(rate)} (standard errors: {errors or 'not estimable'}); shared prefixes and the "
+        "conversation split left out: they need every block of each request's prefix (the "
+        "tree's nodes), which a sample of blocks does not keep"
+    )
+
+
+def _error_text(error: float, unit: str) -> str:
+    return f"{percent(error)} of the TTL" if unit == "relative" else number(error)
+
+
+def block_size_points(points: Sequence[BlockSizeRatio]) -> tuple[BlockSizePoint, ...]:
+    """The block-size comparison as the report's points."""
+    return tuple(
+        BlockSizePoint(
+            b.chunk_tokens, b.save_unfull_chunk, _f(b.hit_ratio_all), _f(b.hit_ratio_steady)
+        )
+        for b in points
     )

@@ -88,6 +88,18 @@ def _summary_rows(pc: PrefixCache) -> tuple[tuple[str, str], ...]:
             ),
             (f"estimated error ({smp.error_method})", fmt.percent(smp.error_estimate)),
         ]
+    for extra in pc.extras_sampling:
+        # Estimated on a hash sample (a streamed trace whose rows do not fit): rate and error.
+        error = (
+            "not estimable" if extra.error_estimate is None else fmt.number(extra.error_estimate)
+        )
+        rows.append(
+            (
+                f"{extra.extra.replace('_', ' ')}: estimated at rate "
+                f"{fmt.number(extra.rate)}, standard error ({extra.error_unit})",
+                error,
+            )
+        )
     return tuple(rows)
 
 
