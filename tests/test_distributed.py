@@ -263,7 +263,8 @@ def test_a_plan_travels_without_the_catalogs_its_replayer_has() -> None:
     assert len(pickle.dumps(travelling)) + len(pickle.dumps(written.catalogs)) // 2 < len(
         pickle.dumps(written)
     )
-    there = pickle.loads(pickle.dumps(replayer))  # the worker's copy
+    cloudpickle = pytest.importorskip("cloudpickle", reason=f"needs the {EXTRA} extra")
+    there = pickle.loads(cloudpickle.dumps(replayer))  # the worker's copy, as it is sent
     got, has_run = compact(_replay_there(there, Replayer.replay_whole, travelling, frozenset()))
     doc = replayer.document(plan)
     want, _ = compact(replayer.replay_whole(plan, doc, written, frozenset()))

@@ -34,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
+import cloudpickle
 import dask
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -150,13 +151,13 @@ class DaskExecutor(Executor):
         return out
 
     def share(self, value: Any) -> Any:
-        """A handle on ``value`` (pickled now) for :meth:`submit_kept`'s calls.
+        """A handle on ``value`` (pickled now, as Dask would) for :meth:`submit_kept`'s calls.
 
         Each worker receives it with its first task that reads it and keeps it until the
         handle is dropped here.
         """
         token = uuid.uuid4().hex
-        blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         with self._lock:
             self._blobs[token] = blob
         handle = Shared(token)
