@@ -15,7 +15,10 @@ CPU, not the wall, says what idle cores would give: the serial CPU over the clus
 on the workers' cores). Every cluster run's verdicts must equal the serial run's, or the script
 stops. The load average is printed before and after: on a shared machine the wall ratio is only
 as good as the idle cores it had. The serial warm-up also measures what a task sends back: each
-whole replay's outcome pickled, and its compact form (what a worker returns).
+whole replay's outcome pickled, and its compact form (what a worker returns); and each fan-out's
+chains (a provider's search, a provider's checks, the tier values, the stresses), the CPU of each
+one run alone: replays within a chain depend on each other, so 2 workers cannot finish a fan-out
+before its longest chain, whatever the CPU spread (the critical-path bound printed).
 
     python benchmarks/bench_search_workers.py [--pairs 3] [--workers 2]
 """
@@ -133,6 +136,43 @@ def sizes_sent(view: object, inputs: RecommendInputs) -> tuple[list[int], list[i
     return whole, small
 
 
+class Chains(Executor):
+    """The serial executor, timing the CPU of each item of each fan-out (one chain each)."""
+
+    def __init__(self) -> None:
+        self.cpu: list[list[float]] = []
+
+    def fan_out(self, fn, items, announce=None):  # type: ignore[no-untyped-def]
+        """As the serial executor's, each call's CPU seconds recorded."""
+        times: list[float] = []
+        self.cpu.append(times)
+        out = []
+        for i, item in enumerate(items, 1):
+            if announce is not None:
+                announce(i, item)
+            start = _cpu_self()
+            out.append(fn(item))
+            times.append(_cpu_self() - start)
+        return out
+
+
+def critical_path(view: object, inputs: RecommendInputs, workers: int) -> list[str]:
+    """Per fan-out of one serial recommend: its chains' CPU, and what ``workers`` could give."""
+    chains = Chains()
+    recommend(view, dataclasses.replace(inputs, executor=chains))  # type: ignore[arg-type]
+    names = ("the search", "the checks", "tier values and stresses")
+    lines = []
+    for name, times in zip(names, chains.cpu, strict=False):
+        total, longest = sum(times), max(times, default=0.0)
+        best = max(total / workers, longest)
+        lines.append(
+            f"{name}: chains' CPU {', '.join(f'{t:.2f}' for t in times)} s; sum {total:.2f} s, "
+            f"longest {longest:.2f} s: on {workers} workers at most "
+            f"{total / best if best else 1.0:.2f}x (sum / max(sum / {workers}, longest))"
+        )
+    return lines
+
+
 def spread(values: list[float], unit: str = " s") -> str:
     """Median with min and max."""
     return (
@@ -179,6 +219,8 @@ def main() -> int:
             f"(max {max(small_b) / 1e3:.2f})",
             flush=True,
         )
+        for line in critical_path(view, inputs, args.workers):
+            print("critical path, " + line, flush=True)
         n = str(args.workers)
         runs: dict[str, list[Timing]] = {"1": [], n: []}
         for i in range(args.pairs):

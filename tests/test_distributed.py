@@ -12,7 +12,7 @@ import os
 import pickle
 import subprocess
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import pytest
@@ -227,3 +227,86 @@ def test_bad_worker_options_are_one_line(argv: list[str], needle: str) -> None:
     """No workers, or workers and a scheduler both: exit 2, one line."""
     res = runner.invoke(app, ["analyze", str(SMALL), "-q", *argv])
     one_error_line(res, needle)
+
+
+def test_a_plan_travels_without_the_catalogs_its_replayer_has() -> None:
+    """A replay sent to a worker leaves its plan's catalogs behind and gets the same outcome.
+
+    The catalogs are most of a plan pickled; the worker's copy of the replayer has them. A plan
+    checked against other catalogs keeps its own.
+    """
+    from kvadvisor.advice.plans import fleet_plan, stage_plan
+    from kvadvisor.advice.search import SearchSpec
+    from kvadvisor.advice.sizing import _replay_there
+    from kvadvisor.advice.space import shapes
+    from kvadvisor.catalog.instances import load_instances
+    from kvadvisor.catalog.models import get_model
+    from kvadvisor.catalog.storage import load_storage
+    from kvadvisor.fleet import TraceArrays
+    from kvadvisor.plan.loader import PlanCatalogs
+    from kvadvisor.vocab import Stage, Topology
+
+    np = pytest.importorskip("numpy")
+    instances, model = load_instances(), get_model("llama-3.1-8b")
+    targets = {"ttft_p99_s": 5.0, "tpot_p99_s": 0.2}
+    spec = SearchSpec(model, "bf16", "bf16", instances, load_storage(), targets, 0, 0, False, None)
+    shape = shapes(instances["g2-standard-96"], model, "bf16", "bf16", 20_000)[0][0]
+    stage = stage_plan(spec.basis, Stage.SERVING, shape, 2, ())
+    plan = fleet_plan(spec.basis, "gcp", Topology.AGGREGATED, (stage,))
+    n = 200
+    arrays = TraceArrays.of(np.arange(n) / 4.0, np.full(n, 2048), np.full(n, 64))
+    replayer = Replayer(arrays, targets, PlanCatalogs.packaged())
+    written = replayer.replayed(plan)
+    assert written.catalogs is replayer.catalogs.perf  # the search's plans share them
+    travelling = replayer._travelling(written)
+    assert travelling.catalogs is None
+    assert len(pickle.dumps(travelling)) + len(pickle.dumps(written.catalogs)) // 2 < len(
+        pickle.dumps(written)
+    )
+    cloudpickle = pytest.importorskip("cloudpickle", reason=f"needs the {EXTRA} extra")
+    there = pickle.loads(cloudpickle.dumps(replayer))  # the worker's copy, as it is sent
+    got, has_run = compact(_replay_there(there, Replayer.replay_whole, travelling, frozenset()))
+    doc = replayer.document(plan)
+    want, _ = compact(replayer.replay_whole(plan, doc, written, frozenset()))
+    assert has_run and got.met and got.ttft_s
+    for f in fields(Outcome):
+        assert getattr(got, f.name) == getattr(want, f.name), f.name
+    own = replace(written, catalogs=pickle.loads(pickle.dumps(written.catalogs)))
+    assert replayer._travelling(own) is own
+
+
+def test_the_runners_keep_results_until_nothing_here_holds_them() -> None:
+    """Kept results and shared values stay on their worker while held here, then are dropped.
+
+    A shared value crosses once per worker; a kept result crosses when read; what is let go
+    here is forgotten there with that worker's next task. A task's error is raised here.
+    """
+    _needs_dask()
+    import gc
+    import time
+
+    def held(dask_worker: object) -> list[tuple[int, int]]:
+        actors = dask_worker.state.actors.values()  # type: ignore[attr-defined]
+        return [(len(a.kept), len(a.shared)) for a in actors]
+
+    with open_executor(2) as ex:
+        data = list(range(1000))
+        handle = ex.share(data)
+        jobs = [ex.submit_kept(list, len, handle) for _ in range(6)]
+        assert [small.result() for small, _ in jobs] == [1000] * 6
+        assert jobs[0][1].get() == data  # fetched from its worker (and no longer kept there)
+        counts = [c for cs in ex.client.run(held).values() for c in cs]  # type: ignore[attr-defined]
+        assert sum(k for k, _ in counts) == 5
+        assert all(s == 1 for k, s in counts if k) and sum(s for _, s in counts) <= 2
+        del jobs, handle
+        gc.collect()
+        # both workers busy at once: each takes a task, and drops what it held with it
+        busy = [ex.submit_kept(time.sleep, str, 0.3) for _ in range(4)]
+        assert [small.result() for small, _ in busy] == ["None"] * 4
+        counts = [c for cs in ex.client.run(held).values() for c in cs]  # type: ignore[attr-defined]
+        assert sum(k for k, _ in counts) == 4 and sum(s for _, s in counts) == 0
+        small, kept = ex.submit_kept(int, str, "not a number")
+        with pytest.raises(ValueError):
+            small.result()
+        with pytest.raises(ValueError):
+            kept.get()

@@ -27,6 +27,7 @@ from typing import Any, cast
 import numpy as np
 
 from kvadvisor.advice.plans import as_written
+from kvadvisor.catalog.perfcatalogs import PerfCatalogs
 from kvadvisor.errors import ConfigError
 from kvadvisor.execute import Executor, Kept
 from kvadvisor.fleet import (
@@ -376,7 +377,10 @@ class Replayer:
                 self.replays += 1
                 if self._shared is None:
                     self._shared = ex.share(self)
-                pending = ex.submit_kept(replay, compact, self._shared, plan, doc, *args)
+                written, *rest = args
+                pending = ex.submit_kept(
+                    _replay_there, compact, self._shared, replay, self._travelling(written), *rest
+                )
                 self._pending[key] = pending
         small, kept = pending
         got, whole = small.result()
@@ -385,6 +389,16 @@ class Replayer:
             got = self._cache.setdefault(key, got)
             self._pending.pop(key, None)
         return replace(got, plan=plan, doc=doc)
+
+    def _travelling(self, written: Plan) -> Plan:
+        """``written`` for a worker: without its catalogs when they are this replayer's.
+
+        They are most of a plan pickled (42 of 50 kB, and 1.3 ms to unpickle): the worker's
+        copy of the replayer has them already (:func:`_replay_there` puts them back).
+        """
+        if written.catalogs is self.catalogs.perf:
+            return replace(written, catalogs=cast(PerfCatalogs, None))
+        return written
 
     def replay_whole(
         self,
@@ -470,6 +484,20 @@ class Replayer:
             "",
             self.headroom,
         )
+
+
+def _replay_there(
+    replayer: Replayer, replay: Callable[..., Outcome], written: Plan, *args: Any
+) -> Outcome:
+    """``replay`` of ``written`` on a worker (its catalogs the replayer's if sent without).
+
+    The plan and its document are not sent: only :func:`compact`'s form of the outcome
+    comes back, and the caller puts its own with it; the whole outcome kept on the worker
+    is read for its run alone.
+    """
+    if written.catalogs is None:
+        written = replace(written, catalogs=replayer.catalogs.perf)
+    return replay(replayer, written, {}, written, *args)
 
 
 def compact(out: Outcome) -> tuple[Outcome, bool]:

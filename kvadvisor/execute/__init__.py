@@ -26,12 +26,15 @@ EXTRA = "kvadvisor[distributed]"
 
 
 class Kept:
-    """A result kept where it was computed: fetched on the first :meth:`get`, then held here."""
+    """A result kept where it was computed: fetched on the first :meth:`get`, then held here.
+
+    ``fetch`` returns the result (or raises the error that computing it raised).
+    """
 
     _UNSET = object()
 
-    def __init__(self, future: Future[Any]) -> None:
-        self._future: Future[Any] | None = future
+    def __init__(self, fetch: Callable[[], Any]) -> None:
+        self._fetch: Callable[[], Any] | None = fetch
         self._value: Any = Kept._UNSET
         self._lock = Lock()  # two threads asking at once fetch it once
 
@@ -39,16 +42,10 @@ class Kept:
         """The result (fetched once; the executor may then free its copy)."""
         with self._lock:
             if self._value is Kept._UNSET:
-                assert self._future is not None
-                self._value = self._future.result()
-                self._future = None  # a cluster frees a result nobody holds
+                assert self._fetch is not None
+                self._value = self._fetch()
+                self._fetch = None  # a cluster frees a result nobody holds
             return self._value
-
-
-def _done(value: Any) -> Future[Any]:
-    done: Future[Any] = Future()
-    done.set_result(value)
-    return done
 
 
 class Executor:
@@ -97,8 +94,8 @@ class Executor:
         """
         whole = self.submit(fn, *args)
         if whole.exception() is not None:
-            return whole, Kept(whole)
-        return self.submit(reduce, whole.result()), Kept(_done(whole.result()))
+            return whole, Kept(whole.result)
+        return self.submit(reduce, whole.result()), Kept(whole.result)
 
     def close(self) -> None:
         """Release what the executor holds (here: nothing)."""

@@ -1,8 +1,13 @@
 """Replays on Dask: a local cluster of processes, or an existing scheduler ([distributed]).
 
-Providers run at once in threads of this process; each replay they ask for runs as a task on a
-worker (one thread per local worker: the replay holds the GIL), and only what the search reads
-of it comes back (:meth:`DaskExecutor.submit_kept`). Each worker keeps its own numba
+Providers run at once in threads of this process; each replay they ask for runs on a worker,
+and only what the search reads of it comes back (:meth:`DaskExecutor.submit_kept`). Those
+replays are calls on one :class:`Runner` actor per worker, fed from one queue here by one
+thread per worker, so a worker runs one replay at a time and the next waiting one goes to
+whichever worker frees first: a Dask task costs about 8 ms of CPU between this process
+(client and scheduler) and the worker, an actor call about 2.5 ms (docs/benchmarks.md 5d),
+and a replay of the search about 40 ms. The whole result stays in its runner until a verdict
+fetches it or nothing here holds it. Each worker keeps its own numba
 cache directory: numba writes a kernel's cache index without a lock, so two processes saving
 different signatures of one kernel at once can leave an index that points one signature at the
 other's machine code (tests/conftest.py says the same of pytest-xdist). A local worker's
@@ -15,15 +20,21 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import pickle
+import queue
 import re
 import shutil
 import sys
 import tempfile
+import threading
+import uuid
+import weakref
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
+import cloudpickle
 import dask
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -50,8 +61,53 @@ QUIET = {
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
+class Shared:
+    """A value :meth:`DaskExecutor.share` sends once to each worker that runs a task reading it."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+class Runner:
+    """One per worker (a Dask actor): runs the kept tasks and holds what they keep.
+
+    ``shared``: the values tasks read (:class:`Shared`), sent with the first task that needs
+    them on this worker; ``kept``: each task's whole result, until fetched or dropped.
+    """
+
+    def __init__(self) -> None:
+        self.shared: dict[str, Any] = {}
+        self.kept: dict[str, Any] = {}
+
+    def run_kept(
+        self,
+        token: str,
+        fn: Callable[..., Any],
+        reduce: Callable[[Any], Any],
+        args: tuple[Any, ...],
+        send: dict[str, bytes],
+        drop: list[str],
+    ) -> Any:
+        """``reduce(fn(*args))``, keeping ``fn``'s result as ``token`` (after the drops)."""
+        for gone in drop:  # what nothing in the analysing process holds any more
+            self.kept.pop(gone, None)
+            self.shared.pop(gone, None)
+        for key, blob in send.items():
+            self.shared[key] = pickle.loads(blob)
+        whole = fn(*(self.shared[a.token] if isinstance(a, Shared) else a for a in args))
+        self.kept[token] = whole
+        return reduce(whole)
+
+    def take(self, token: str) -> Any:
+        """A kept result, handed over (it is held where it was asked for from now on)."""
+        return self.kept.pop(token)
+
+
+_Job = tuple[str, Callable[..., Any], Callable[[Any], Any], tuple[Any, ...], Future[Any]]
+
+
 class DaskExecutor(Executor):
-    """Providers in threads here, replays as tasks on the cluster's workers."""
+    """Providers in threads here, replays on the cluster's workers (one :class:`Runner` each)."""
 
     parallel = True
 
@@ -59,6 +115,18 @@ class DaskExecutor(Executor):
         self.client = client
         self.cluster = cluster
         self.workers = len(client.scheduler_info()["workers"])
+        self._lock = threading.Lock()
+        self._runners: list[Any] = []  # started with the first kept task
+        self._actors: list[Any] = []  # the runners' futures: the actors live while held
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._blobs: dict[str, bytes] = {}  # shared values, pickled once
+        self._sent: list[set[str]] = []  # per runner: the shared values it holds
+        self._drops: list[list[str]] = []  # per runner: what to forget with its next task
+        self._where: dict[str, int] = {}  # a kept result's runner
+        self._orphans: set[str] = set()  # kept results let go before their task ended
+        # Handles dropped here (finalizers run in any thread, so they only queue the token).
+        self._released: queue.SimpleQueue[tuple[str, Future[Any] | None]] = queue.SimpleQueue()
 
     def fan_out(
         self,
@@ -83,28 +151,132 @@ class DaskExecutor(Executor):
         return out
 
     def share(self, value: Any) -> Any:
-        """``value`` sent once to every worker; tasks receive the worker's copy."""
-        return self.client.scatter(value, broadcast=True, hash=False)
+        """A handle on ``value`` (pickled now, as Dask would) for :meth:`submit_kept`'s calls.
+
+        Each worker receives it with its first task that reads it and keeps it until the
+        handle is dropped here.
+        """
+        token = uuid.uuid4().hex
+        blob = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        with self._lock:
+            self._blobs[token] = blob
+        handle = Shared(token)
+        weakref.finalize(handle, self._unshare, token)
+        return handle
 
     def submit(self, fn: Callable[..., R], *args: Any) -> Any:
         """``fn(*args)`` as a task on a worker (never deduplicated by Dask: callers do)."""
         return self.client.submit(fn, *args, pure=False)
 
     def submit_kept(self, fn: Callable[..., R], reduce: Callable[[R], Any], *args: Any) -> Any:
-        """``fn(*args)`` as a task whose result stays on its worker; ``reduce`` of it comes back.
+        """``fn(*args)`` on the first worker free; only ``reduce`` of its result comes back.
 
-        ``reduce`` runs as a second task on the worker that holds the result (Dask places a
-        task with its input), so only what it returns crosses to this process; the whole
-        result crosses once, if ever, when its :class:`Kept` handle is read, and is freed on
-        the worker when nothing here holds the handle.
+        The future of ``reduce(result)`` and a :class:`Kept` handle whose first read fetches
+        the whole result from its worker; a result never read is forgotten there when its
+        handle is dropped here.
         """
-        whole = self.client.submit(fn, *args, pure=False)
-        # Ahead of replays queued on that worker: the search waits on what it returns.
-        small = self.client.submit(reduce, whole, pure=False, priority=1)
-        return small, Kept(whole)
+        self._start()
+        token = uuid.uuid4().hex
+        done: Future[Any] = Future()
+        self._jobs.put((token, fn, reduce, args, done))
+        kept = Kept(lambda: self._take(token, done))
+        weakref.finalize(kept, self._unkeep, token, done)
+        return done, kept
+
+    def _start(self) -> None:
+        """The runners and their feeding threads, once."""
+        with self._lock:
+            if self._runners:
+                return
+            addresses = sorted(self.client.scheduler_info()["workers"])
+            with self.client.as_current():  # an actor's handle binds to the current client
+                self._actors = [
+                    self.client.submit(
+                        Runner, workers=[a], allow_other_workers=False, actor=True, pure=False
+                    )
+                    for a in addresses
+                ]
+                runners = [f.result() for f in self._actors]
+            self._sent = [set() for _ in runners]
+            self._drops = [[] for _ in runners]
+            for i, runner in enumerate(runners):
+                thread = threading.Thread(
+                    target=self._feed, args=(i, runner), name=f"kvadvisor-runner-{i}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+            self._runners = runners
+
+    def _feed(self, i: int, runner: Any) -> None:
+        """Hand runner ``i`` the next waiting job each time it is free."""
+        while (job := self._jobs.get()) is not None:
+            token, fn, reduce, args, done = job
+            if not done.set_running_or_notify_cancel():
+                continue
+            with self._lock:
+                self._settle()
+                need = [
+                    a.token for a in args if isinstance(a, Shared) and a.token not in self._sent[i]
+                ]
+                send = {t: self._blobs[t] for t in need}
+                self._sent[i].update(need)
+                drop, self._drops[i] = self._drops[i], []
+            try:
+                small = runner.run_kept(token, fn, reduce, args, send, drop).result()
+            except BaseException as exc:  # the caller's .result() raises it
+                done.set_exception(exc)
+                continue
+            with self._lock:
+                self._settle()
+                if token in self._orphans:
+                    self._orphans.discard(token)
+                    self._drops[i].append(token)
+                else:
+                    self._where[token] = i
+            done.set_result(small)
+
+    def _take(self, token: str, done: Future[Any]) -> Any:
+        """A kept result, from the runner that holds it (its task's error, if it failed)."""
+        done.result()
+        with self._lock:
+            i = self._where.pop(token)
+        return self._runners[i].take(token).result()
+
+    def _unshare(self, token: str) -> None:
+        """The handle on shared value ``token`` was dropped (a finalizer: takes no lock)."""
+        self._released.put((token, None))
+
+    def _unkeep(self, token: str, done: Future[Any]) -> None:
+        """The handle on kept result ``token`` was dropped (a finalizer: takes no lock)."""
+        self._released.put((token, done))
+
+    def _settle(self) -> None:
+        """What was released, to be dropped by its workers with their next task (lock held)."""
+        while True:
+            try:
+                token, done = self._released.get_nowait()
+            except queue.Empty:
+                return
+            if done is None:  # a shared value
+                self._blobs.pop(token, None)
+                for i, sent in enumerate(self._sent):
+                    if token in sent:
+                        sent.discard(token)
+                        self._drops[i].append(token)
+            elif token in self._where:
+                self._drops[self._where.pop(token)].append(token)
+            elif not done.done():
+                self._orphans.add(token)  # still running: dropped as soon as it ends
 
     def close(self) -> None:
         """Disconnect; a local cluster's processes end with it."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+        self._runners = []
+        self._actors = []
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -206,7 +378,9 @@ def local(workers: int) -> DaskExecutor:
         raise ConfigError(
             f"--workers {workers}: cannot start a local Dask cluster: {_first_line(exc)}"
         ) from None
-    client = Client(cluster, set_as_default=False)
+    # Actor calls straight to the workers, not relayed by the scheduler (also in this process):
+    # 15% less CPU here a call on the shared 2-core machine (local workers are always reachable).
+    client = Client(cluster, set_as_default=False, direct_to_workers=True)
     try:
         client.register_plugin(NumbaCacheDir(base, seed), name="kvadvisor-numba-cache")
     except Exception:
