@@ -70,3 +70,31 @@ def test_no_replay_keeps_the_open_loop_split_and_says_why() -> None:
     assert r.stage_split is not None and r.stage_split.source == "modeled"
     assert "--no-replay" in r.unavailable["replay"]
     assert "Not replayed" in r.to_html()
+
+
+def test_no_search_leaves_the_verdicts_and_the_replay_out_and_the_rest_as_always(
+    report: kvadvisor.Report,
+) -> None:
+    """--no-search (search=False): every provider abstains, naming it; nothing replayed.
+
+    The measurements are the default run's: the same cache section, trace summary and model.
+    """
+    r = kvadvisor.analyze(
+        SAMPLE,
+        model="qwen3-32b",
+        gpu="h200",
+        search=False,
+        generated_at="2026-01-01T00:00:00+00:00",
+    )
+    assert r.recommendation is not None and r.recommendation.verdict is not None
+    verdicts = r.recommendation.verdict
+    assert verdicts.primary is None and verdicts.replayed == 0 and verdicts.enumerated == 0
+    assert report.recommendation is not None and report.recommendation.verdict is not None
+    assert {v.provider for v in verdicts.verdicts} == {
+        v.provider for v in report.recommendation.verdict.verdicts
+    }
+    assert all(v.status == "abstained" and "--no-search" in v.reason for v in verdicts.verdicts)
+    assert r.replay is None and "--no-search" in r.unavailable["replay"]
+    assert r.stage_split is not None and r.stage_split.source == "modeled"
+    assert r.options["search"] is False and report.options["search"] is True
+    assert (r.prefix_cache, r.trace, r.model) == (report.prefix_cache, report.trace, report.model)

@@ -45,7 +45,7 @@ def test_the_settings_are_analyze_options_fields_with_its_defaults() -> None:
     params = _params(Advisor.analyze)
     defaults = AnalyzeOptions()
     settings = {f.name for f in dataclasses.fields(AnalyzeOptions)} - NOT_SETTINGS
-    assert len(settings) == 30 and settings <= set(params)
+    assert len(settings) == 31 and settings <= set(params)
     for name in settings:
         assert params[name].default == getattr(defaults, name), name
 

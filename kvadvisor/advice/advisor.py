@@ -81,6 +81,7 @@ class AdvisorOptions:
     spare: bool = False  # N+1: one instance per stage beyond the fewest that meet the SLO
     price_kind: str = "on_demand"  # --price-kind: the rates the primary verdict compares
     engine: str = "vllm"  # the serving engine the verdicts replay (its KV page)
+    search: bool = True  # False: no deployment search (--no-search); every verdict abstains
 
 
 @dataclass(frozen=True)
@@ -696,6 +697,10 @@ def _providers_of(
     return options.providers or providers_in(instances)
 
 
+# Why every verdict abstains when the search was not asked for (`analyze --no-search`).
+SEARCH_LEFT_OUT = "the deployment search was left out (--no-search)"
+
+
 def advise_report(
     report: AdviceReport,
     inputs: AdvisorInputs,
@@ -720,7 +725,9 @@ def advise_report(
     stats = report.trace.input_tokens_stats
     slo = slo_targets(options.slo, model, None if stats is None else stats.p99_tokens)
     instances, storage = _restricted(inputs, options)
-    if view is None:
+    if not options.search:
+        verdicts = abstain_all(_providers_of(options, instances), slo, SEARCH_LEFT_OUT, ())
+    elif view is None:
         verdicts = abstain_all(
             _providers_of(options, instances),
             slo,

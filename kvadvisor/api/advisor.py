@@ -449,6 +449,7 @@ class Advisor:
         engine: str | None = _SETTINGS.engine,
         replay: bool = _SETTINGS.replay,
         replay_max_requests: int = _SETTINGS.replay_max_requests,
+        search: bool = _SETTINGS.search,
     ) -> Report:
         """Measure a trace and advise a configuration per stage: `kvadvisor analyze` as a call.
 
@@ -464,11 +465,10 @@ class Advisor:
         one (docs/scale.md); the report is the same as in one process. The rest are the
         analysis settings, :class:`AnalyzeOptions`' fields (docs/api.md lists them):
         ``cache_tiers`` as ``"hbm=1M"`` text or TierSpecs, ``headroom`` as 0.1 or "10%",
-        ``instance`` and ``providers`` as one name or several.
+        ``instance`` and ``providers`` as one name or several; ``search`` False: no verdict.
         """
         # Parsed first: a bad value is an error even where the trace is read whole.
         limit = parse_memory_limit(memory_limit) if isinstance(memory_limit, str) else memory_limit
-        inputs = self.inputs
         chosen = AnalyzeOptions(
             model=model,
             gpu=gpu,
@@ -493,7 +493,7 @@ class Advisor:
             cache_sample_rate=cache_sample_rate,
             storage=storage,
             instance=_names(instance),
-            advisor_inputs=inputs,
+            advisor_inputs=self.inputs,
             providers=_names(providers),
             slo=slo,
             headroom=parse_headroom(headroom),
@@ -504,6 +504,7 @@ class Advisor:
             plans=self._plans(plans, allow_outside_plan_dir),
             replay=replay,
             replay_max_requests=replay_max_requests,
+            search=search,
         )
         # Before the trace is read: a missing extra or an unreachable scheduler fails at once.
         with open_executor(workers, scheduler) as executor:
@@ -732,6 +733,7 @@ def analyze(
     engine: str | None = _SETTINGS.engine,
     replay: bool = _SETTINGS.replay,
     replay_max_requests: int = _SETTINGS.replay_max_requests,
+    search: bool = _SETTINGS.search,
 ) -> Report:
     """:meth:`Advisor.analyze` with the built-in rules and packaged catalogs, plus any given.
 
@@ -782,6 +784,7 @@ def analyze(
         engine=engine,
         replay=replay,
         replay_max_requests=replay_max_requests,
+        search=search,
     )
 
 

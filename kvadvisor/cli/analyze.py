@@ -514,6 +514,15 @@ ReplayOpt = Annotated[
         rich_help_panel=PANEL_DEPLOYMENT,
     ),
 ]
+SearchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--search/--no-search",
+        help="Search deployments per provider, check and stress the picks, and replay the "
+        "verdict (--no-search: the measurements and findings only, no verdict; faster).",
+        rich_help_panel=PANEL_DEPLOYMENT,
+    ),
+]
 OutputOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -596,6 +605,7 @@ def analyze_cmd(
     plan: PlanOpt = None,
     allow_outside_plan_dir: AllowOutsidePlanDirOpt = False,
     replay: ReplayOpt = True,
+    search: SearchOpt = True,
     window: WindowOpt = 1.0,
     io_unit: IoUnitOpt = "4 KiB",
     drive_capacity: DriveCapacityOpt = None,
@@ -639,6 +649,7 @@ def analyze_cmd(
                 cache_save_unfull_chunk=save_unfull_chunk,
                 cache_sample_rate=cache_sample_rate,
                 replay=replay,
+                search=search,
                 model=model,
                 gpu=gpu,
                 kv_dtype=kv_dtype.value,

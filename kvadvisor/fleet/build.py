@@ -89,6 +89,16 @@ def roofline_for(
     return pm, roofline_step_table(pm)
 
 
+# Step models already built, by what they are built from. The advisor's search resolves each
+# candidate plan twice and the same few shapes hundreds of times (the model, the GPU, the TP),
+# and a step table takes milliseconds (the silicon extra's import attempt alone, when it is
+# not installed, looks through sys.path each time). Keyed by identity (the specs and catalogs
+# hold mappings, so they do not hash); each entry holds what it was built from, so no id is
+# reused while its entry lives. The tables are not written to (a stress scales a copy).
+_STEP_MODELS: dict[tuple[object, ...], tuple[tuple[object, ...], tuple[PerfModel, StepTable]]] = {}
+_STEP_MODELS_HELD = 256
+
+
 def step_model_for(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -96,6 +106,31 @@ def step_model_for(
     kv_dtype: str = "bf16",
     weight_dtype: str | None = None,
     inputs: StepModelInputs | None = None,
+) -> tuple[PerfModel, StepTable]:
+    """One replica's performance model and step table (built once per process, then shared).
+
+    :func:`_built_step_model` says which model is chosen and why.
+    """
+    inputs = inputs or StepModelInputs()
+    held = (model, gpu, inputs.catalogs, inputs.calibration)
+    key = (*(id(x) for x in held), tp, kv_dtype, weight_dtype)
+    got = _STEP_MODELS.get(key)
+    if got is not None:
+        return got[1]
+    made = _built_step_model(model, gpu, tp, kv_dtype, weight_dtype, inputs)
+    if len(_STEP_MODELS) >= _STEP_MODELS_HELD:
+        _STEP_MODELS.clear()
+    _STEP_MODELS[key] = (held, made)
+    return made
+
+
+def _built_step_model(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    tp: int,
+    kv_dtype: str,
+    weight_dtype: str | None,
+    inputs: StepModelInputs,
 ) -> tuple[PerfModel, StepTable]:
     """One replica's performance model and step table, and (in its ``source``) why that one.
 
@@ -107,7 +142,6 @@ def step_model_for(
     model) is said so in the source. The table's ``source`` is the replay report's
     ``step_model``.
     """
-    inputs = inputs or StepModelInputs()
     pm = PerfModel.build(
         model, gpu, tp=tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype, catalogs=inputs.catalogs
     )

@@ -115,6 +115,7 @@ def advise_sections(
         spare=options.spare,
         price_kind=options.price_kind,
         engine=options.engine or "vllm",
+        search=options.search,
     )
     extra = stages.facts if stages is not None else None
     return advise_report(

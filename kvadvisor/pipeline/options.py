@@ -60,6 +60,9 @@ class AnalyzeOptions(ProfileOptions):
     # this many requests; its stage split then becomes the report's.
     replay: bool = True
     replay_max_requests: int = 200_000
+    # The deployment search, the checks of its picks and the replay of the verdict
+    # (docs/advisor.md); False leaves them out (`--no-search`): no verdict, the rest as always.
+    search: bool = True
     # Where the deployment search runs (--workers, --scheduler; docs/scale.md). Not an
     # analysis choice: the report is the same wherever it ran, so it is not recorded.
     executor: Executor = SERIAL

@@ -150,12 +150,14 @@ def replay_recommendation(
 
     The closed-loop stage split replaces a modeled or calibrated one (a measured split stays:
     it is the engine's own); the open-loop figures are kept in ``open_loop_*`` as a bound.
-    ``options`` is the analysis' AnalyzeOptions (``replay``, ``replay_max_requests``,
+    ``options`` is the analysis' AnalyzeOptions (``replay``, ``search``, ``replay_max_requests``,
     ``window_s``, ``advisor_inputs``, ``executor``: the replica groups replay as its tasks).
     """
     why = None
     if not options.replay:
         why = "not asked for (--no-replay)"
+    elif not options.search:
+        why = "no deployment was searched (--no-search)"
     elif trace.requests > options.replay_max_requests:
         why = (
             f"{plural(trace.requests, 'request')} is more than the "
