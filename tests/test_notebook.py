@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import re
 from pathlib import Path
 
@@ -27,7 +28,12 @@ def cells() -> list[nbformat.NotebookNode]:
         kernel_name="python3",
         resources={"metadata": {"path": str(NOTEBOOK.parent)}},
     )
-    client.execute()
+    # The kernel imports this checkout's kvadvisor, as every other test does. From the
+    # notebook's folder it would import the installed copy (`pip install .` in CI), whose
+    # source paths key no kernel in this worker's numba cache: it compiled every kernel cold,
+    # about 18 s of CPU. The checkout's paths find the kernels the run compiled once.
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    client.execute(env={**os.environ, "PYTHONPATH": path})
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
