@@ -13,6 +13,19 @@ from kvadvisor.errors import ConfigError
 MAX_EXACT_ACCESSES = 2**31 - 2
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (no copy), for a kernel argument the kernel only reads.
+
+    numba compiles a kernel once per argument type, and writability is part of the type: a
+    trace's arrays are read-only or not depending on how they were read (arrow buffers, a
+    copy, a slice), so each kernel compiled once more for each mix. Handed read-only views,
+    it compiles once for all of them.
+    """
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def warmup_requests_for(requests: int, warmup_fraction: float) -> int:
     """Requests treated as warm-up: ``floor(warmup_fraction × requests)``."""
     if not 0.0 <= warmup_fraction < 1.0:
@@ -49,7 +62,7 @@ def _remap(values: np.ndarray) -> tuple[np.ndarray, int]:
     # Load at most 0.8 even if every key is distinct: probes stay short, 20 bytes per access.
     table = np.zeros(2 * (n + n // 4 + 1), np.int64)
     out = np.empty(n, np.int32)
-    n_unique = stackdist.remap_dense(values, table, out)
+    n_unique = stackdist.remap_dense(read_only(values), table, out)
     del table
     return out, int(n_unique)
 
@@ -164,14 +177,10 @@ def simulate_arrays(
     tok_steady = np.zeros(bins, np.int64)
     blk_all = np.zeros(bins, np.int64)
     blk_steady = np.zeros(bins, np.int64)
-    # The kernel reads input_tokens through a read-only view: the trace's own array is read-only
-    # or not depending on how it was read, and each would compile curve_bins once more.
-    read_only = input_tokens.view()
-    read_only.flags.writeable = False
     hit = stackdist.curve_bins(
         offsets,
         dist,
-        read_only,
+        read_only(input_tokens),
         np.int64(block_tokens),
         np.int64(warmup_requests),
         tok_all,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvadvisor.cache.model import PrefixCacheResult
-from kvadvisor.cache.prefix import pass_block_ids
+from kvadvisor.cache.prefix import pass_block_ids, read_only
 from kvadvisor.errors import ConfigError
 from kvadvisor.trace.arrays import BlockArrays
 
@@ -128,10 +128,10 @@ def reuse_times(
     last_req = np.full(max(bound, 1), -1, np.int32)
     k = rk.reuse_hits(
         offsets,
-        ids,
+        read_only(ids),
         result.leading_distance,
-        arrival,
-        np.ascontiguousarray(result.input_tokens, dtype=np.int64),
+        read_only(arrival),
+        read_only(np.ascontiguousarray(result.input_tokens, dtype=np.int64)),
         np.int64(block_tokens),
         last_req,
         gap,
@@ -155,7 +155,15 @@ def reuse_times(
     ttls = np.array(weighted_quantiles(lead, tokens, ttl_shares), np.float64)
     del lead, tokens
     peaks = np.zeros(ttls.shape[0], np.int64)
-    rk.ttl_peaks(offsets, ids, arrival, ttls, last_req, np.zeros(result.requests, np.int64), peaks)
+    rk.ttl_peaks(
+        offsets,
+        read_only(ids),
+        read_only(arrival),
+        ttls,
+        last_req,
+        np.zeros(result.requests, np.int64),
+        peaks,
+    )
     rows = tuple(
         TtlRow(
             share=float(share),

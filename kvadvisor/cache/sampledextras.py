@@ -33,7 +33,7 @@ import pyarrow as pa
 from kvadvisor.cache.coarsen import coarsen_blocks
 from kvadvisor.cache.measure import COMPARED_CHUNK_TOKENS, BlockSizeRatio
 from kvadvisor.cache.model import PrefixCacheResult
-from kvadvisor.cache.prefix import dense_block_ids, warmup_requests_for
+from kvadvisor.cache.prefix import dense_block_ids, read_only, warmup_requests_for
 from kvadvisor.cache.reuse import (
     DEFAULT_QUANTILES,
     DEFAULT_TTL_SHARES,
@@ -515,7 +515,15 @@ def _reuse(
         err = float(np.mean(se / np.maximum(ttls, 1e-9)))
     peaks = np.zeros(ttls.shape[0], np.int64)
     groups = offsets.shape[0] - 1
-    rk.ttl_peaks(offsets, ids, group_arrival, ttls, last_req, np.zeros(groups, np.int64), peaks)
+    rk.ttl_peaks(
+        offsets,
+        read_only(ids),
+        read_only(group_arrival),
+        ttls,
+        last_req,
+        np.zeros(groups, np.int64),
+        peaks,
+    )
     rows = tuple(
         TtlRow(
             share=float(share),

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kvadvisor.cache.model import MissRatioCurve, PrefixCacheResult, SamplingInfo
-from kvadvisor.cache.prefix import dense_block_ids, warmup_requests_for
+from kvadvisor.cache.prefix import dense_block_ids, read_only, warmup_requests_for
 from kvadvisor.errors import ConfigError
 from kvadvisor.trace.arrays import BlockArrays
 
@@ -146,8 +146,8 @@ def _collect(
         out_tok = np.empty(n, np.int64)
         out_label = np.empty(n, np.int8)
         k = stackdist.sample_batch(
-            offsets, values, inp, np.int64(block_tokens), np.int64(r0), np.int64(warmup),
-            np.int64(threshold), np.uint64(salt), np.int64(SUBSAMPLES),
+            offsets, read_only(values), read_only(inp), np.int64(block_tokens), np.int64(r0),
+            np.int64(warmup), np.int64(threshold), np.uint64(salt), np.int64(SUBSAMPLES),
             out_keys, out_req, out_tok, out_label, totals,
         )  # fmt: skip
         keys.append(out_keys[:k].copy())

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvadvisor.cache.prefix import read_only
 from kvadvisor.units.format import count
 
 # Shared prefixes listed per ranking.
@@ -174,8 +175,8 @@ def _tree_pass(
         table = np.full(held + held // 4 + 1, -1, np.int64)
     sk.tree_pass(
         offsets,
-        ids,
-        inp,
+        read_only(ids),
+        read_only(inp),
         np.int64(block_tokens),
         np.int64(warmup_requests),
         codes,
@@ -253,8 +254,8 @@ def _shared_nodes(
     requests_sharing = int(
         sk.node_rows(
             offsets,
-            ids,
-            inp,
+            read_only(ids),
+            read_only(inp),
             np.int64(block_tokens),
             tree.counts,
             tree.depth,
