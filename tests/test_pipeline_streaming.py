@@ -333,3 +333,38 @@ def test_streamed_profile_knows_arrivals_were_not_measured() -> None:
     unknown = "arrival times unknown: calibrated open loop (queueing read as prefill)"
     assert unknown in want.notes and unknown in got.notes
     assert got.calibration == want.calibration
+
+
+def test_a_streamed_no_search_reads_no_rows_and_says_why(mooncake, monkeypatch) -> None:
+    """--no-search on a streamed trace: verdicts abstain, the replay names it, no row is read.
+
+    The whole trace's rows are the replay's input; with no deployment searched there is
+    nothing to replay, so reading them (the trace's largest read after the scan) is skipped.
+    (The exact cache extras read them too: left out here, as a plan too small for them does.)
+    """
+    import kvadvisor.pipeline.streaming as streaming
+    from kvadvisor.pipeline.streamextras import ExtrasPlan
+
+    read: list[int] = []
+    whole = streaming.whole_source
+
+    def counted(*args, **kwargs):
+        rows = whole(*args, **kwargs)
+
+        def read_rows():
+            read.append(1)
+            return rows()
+
+        return read_rows
+
+    monkeypatch.setattr(streaming, "whole_source", counted)
+    stream = stream_trace(mooncake, batch_rows=64)
+    options = dataclasses.replace(OPTIONS, replay=True, search=False)
+    plan = dataclasses.replace(_exact_plan(stream), extras=ExtrasPlan("none", None, "not here"))
+    report = analyze_stream(stream, options, plan=plan, **_kw())
+    assert report.replay is None
+    assert report.unavailable["replay"] == "no deployment was searched (--no-search)"
+    verdicts = report.recommendation.verdict
+    assert verdicts.primary is None and verdicts.replayed == 0
+    assert all("--no-search" in v.reason for v in verdicts.verdicts)
+    assert read == []

@@ -703,10 +703,18 @@ def _replay(
     empty caches), and the replay's notes say what it covers.
     """
     calibration = stages.calibration if stages is not None else None
-    if not options.replay:
+    # Neither reads the whole trace's rows: with nothing to replay, reading them is wasted.
+    left_out = (
+        "not asked for (--no-replay)"
+        if not options.replay
+        else "no deployment was searched (--no-search)"
+        if not options.search
+        else None
+    )
+    if left_out is not None:
         return replace(
             report,
-            unavailable={**report.unavailable, "replay": "not asked for (--no-replay)"},
+            unavailable={**report.unavailable, "replay": left_out},
             request_rows={} if columns is None else trace_rows(columns),
         )
     need = replay_bytes(plan.requests, plan.block_accesses)
