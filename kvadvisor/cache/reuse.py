@@ -86,6 +86,22 @@ def weighted_quantiles(
     return out
 
 
+def gap_histogram(gap: np.ndarray, tokens: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens by reuse gap: ``bins`` log-spaced bins from the shortest positive gap, and [0, it).
+
+    Returns (edges in seconds, token counts per bin).
+    """
+    from kvadvisor.cache import reusekernels as rk  # numba only when a curve is computed
+
+    top = max(float(gap.max()), 1.0)
+    positive_min = float(np.min(gap, initial=np.inf, where=gap > 0))
+    low = max(positive_min if np.isfinite(positive_min) else 1.0, 1e-3)
+    edges = np.concatenate(([0.0], np.geomspace(low, top * (1 + 1e-9), bins)))
+    hist = np.zeros(edges.shape[0] - 1, np.int64)
+    rk.weighted_histogram(gap, tokens, edges, hist)
+    return edges, hist
+
+
 def reuse_times(
     blocks: BlockArrays,
     arrival_s: np.ndarray,
@@ -145,12 +161,7 @@ def reuse_times(
     qs = tuple(
         zip((float(q) for q in quantiles), weighted_quantiles(gap, tokens, quantiles), strict=True)
     )
-    top = max(float(gap.max()), 1.0)
-    positive_min = float(np.min(gap, initial=np.inf, where=gap > 0))
-    low = max(positive_min if np.isfinite(positive_min) else 1.0, 1e-3)
-    edges = np.concatenate(([0.0], np.geomspace(low, top * (1 + 1e-9), bins)))
-    hist = np.zeros(edges.shape[0] - 1, np.int64)
-    rk.weighted_histogram(gap, tokens, edges, hist)
+    edges, hist = gap_histogram(gap, tokens, bins)
     del gap
     ttls = np.array(weighted_quantiles(lead, tokens, ttl_shares), np.float64)
     del lead, tokens

@@ -39,6 +39,7 @@ from kvadvisor.cache.reuse import (
     DEFAULT_TTL_SHARES,
     ReuseTimes,
     TtlRow,
+    gap_histogram,
     lru_capacity_for,
     weighted_quantiles,
 )
@@ -490,12 +491,7 @@ def _reuse(
     # there, as the curve credits them to its first bucket.
     adj = max(rate * fine.block_tokens_all - float(fine.tok.sum()), -0.5 * sampled_total)
     qs = tuple(zip(quantiles, _adjusted_quantiles(gap, tokens, quantiles, adj), strict=True))
-    top = max(float(gap.max()), 1.0)
-    positive_min = float(np.min(gap, initial=np.inf, where=gap > 0))
-    low = max(positive_min if np.isfinite(positive_min) else 1.0, 1e-3)
-    edges = np.concatenate(([0.0], np.geomspace(low, top * (1 + 1e-9), bins)))
-    hist = np.zeros(edges.shape[0] - 1, np.int64)
-    rk.weighted_histogram(gap, tokens, edges, hist)
+    edges, hist = gap_histogram(gap, tokens, bins)
     scaled = hist / rate
     if adj >= 0:
         scaled[0] += adj / rate
