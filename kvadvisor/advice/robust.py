@@ -310,11 +310,24 @@ def robustness(
     headroom: float,
     spare: bool,
 ) -> Robustness:
-    """The chosen deployment's margins, its two stresses, and whether its GPUs idle."""
-    stresses = tuple(
-        stress(kind, factor, final, chosen, others, caps, grow, spare)
-        for kind, factor in ((STEP_TIME, STEP_TIME_FACTOR), (TRAFFIC, TRAFFIC_FACTOR))
-    )
+    """The chosen deployment's margins, its two stresses, and whether its GPUs idle.
+
+    On a parallel executor the two stresses run at once (each a chain of replays, one after
+    another): each has its own replayer (:func:`stressed`: its cache and replays under way),
+    and what they share (``final``, ``chosen``, the search's configurations and sizing) they
+    only read. One process runs them one after the other, as before.
+    """
+    kinds = ((STEP_TIME, STEP_TIME_FACTOR), (TRAFFIC, TRAFFIC_FACTOR))
+
+    def one(kind_factor: tuple[str, float]) -> Stress:
+        kind, factor = kind_factor
+        return stress(kind, factor, final, chosen, others, caps, grow, spare)
+
+    ex = final.executor
+    if ex is not None and ex.parallel:
+        stresses = tuple(ex.fan_out(one, kinds))
+    else:
+        stresses = tuple(one(kf) for kf in kinds)
     busy = None if chosen.run is None else step_busy(chosen.run)
     peak = arrival_peak_to_mean(final.arrays.arrival_s)
     bursts = (
