@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvadvisor.cache.coarsen import coarsen_blocks
 from kvadvisor.cache.model import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult
@@ -20,6 +20,9 @@ from kvadvisor.cache.routing import RoutingComparison, compare_routing
 from kvadvisor.cache.sharing import PrefixSharing, ReuseSplit, measure_sharing
 from kvadvisor.cache.simulate import simulate_blocks
 from kvadvisor.trace.arrays import BlockArrays, RequestArrays, SessionKeys
+
+if TYPE_CHECKING:  # sampledextras imports this module: the annotation only
+    from kvadvisor.cache.sampledextras import SampledExtras
 
 # Engine chunk sizes compared when the trace's blocks are fine enough (LMCache's default is
 # 256, vLLM/SGLang pages 16-64, Mooncake 512; research/field.md).
@@ -63,9 +66,8 @@ class PrefixMeasurements:
     conversations: ReuseSplit | None = None
     tree_problem: str | None = None
     block_sizes: tuple[BlockSizeRatio, ...] = ()
-    # Routing, reuse times and block sizes estimated on a hash sample when ``extras`` is False
-    # (kvadvisor.cache.sampledextras.SampledExtras; typed loosely: that module imports this).
-    estimated: Any = None
+    # Routing, reuse times and block sizes estimated on a hash sample when ``extras`` is False.
+    estimated: SampledExtras | None = None
 
 
 def _block_sizes(

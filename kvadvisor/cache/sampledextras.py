@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from kvadvisor.cache.coarsen import coarsen_blocks
 from kvadvisor.cache.measure import COMPARED_CHUNK_TOKENS, BlockSizeRatio
-from kvadvisor.cache.model import PrefixCacheResult
+from kvadvisor.cache.model import STANDARD_CAPACITIES_TOKENS, PrefixCacheResult
 from kvadvisor.cache.prefix import dense_block_ids, read_only, warmup_requests_for
 from kvadvisor.cache.reuse import (
     DEFAULT_QUANTILES,
@@ -236,8 +236,6 @@ class ExtrasCollector:
         self, fine: Sample, result: PrefixCacheResult, rate: float
     ) -> tuple[RoutingComparison, float | None]:
         """Local LRUs per instance on the sample against the pooled cache (the trace's curve)."""
-        from kvadvisor.cache.model import STANDARD_CAPACITIES_TOKENS
-
         caps = list(STANDARD_CAPACITIES_TOKENS)
         totals = (self.input_all, self.input_steady)
         outcomes: list[RoutingOutcome] = []

@@ -11,6 +11,7 @@ blocks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,12 @@ SPREAD = 16
 
 # One batch of the stream: (input tokens per request, offsets from 0, flattened hashes).
 BlockBatch = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def readable_rate(rate: float) -> float:
+    """``rate`` to two significant digits, rounded down: a readable rate that still fits."""
+    digits = 1 - math.floor(math.log10(rate))
+    return min(1.0, math.floor(rate * 10**digits) / 10**digits)
 
 
 def record_parts(batches: Iterable[pa.RecordBatch]) -> Iterator[BlockBatch]:

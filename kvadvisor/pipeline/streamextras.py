@@ -12,7 +12,6 @@ prefix tree and are left out of an estimate, and the note says so.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -27,7 +26,7 @@ from kvadvisor.cache.sampledextras import (
     ExtrasCollector,
     SampledExtras,
 )
-from kvadvisor.cache.shards import record_parts
+from kvadvisor.cache.shards import readable_rate, record_parts
 from kvadvisor.pipeline.options import AnalyzeOptions
 from kvadvisor.pipeline.replay import ReplaySource
 from kvadvisor.results.report import AdviceReport, PrefixCache
@@ -100,10 +99,7 @@ def plan_extras(
             f"({EXTRAS_SAMPLED_BYTES_PER_ACCESS} B per sampled block access beside the rest of "
             f"the analysis, {_size(peak_bytes)}), over the memory limit {limit}",
         )
-    # Two significant digits, rounded down (as the curve's rate).
-    digits = 1 - math.floor(math.log10(rate))
-    rate = min(1.0, math.floor(rate * 10**digits) / 10**digits)
-    return ExtrasPlan("sampled", rate, why)
+    return ExtrasPlan("sampled", readable_rate(rate), why)
 
 
 def add_extras(

@@ -38,6 +38,7 @@ from kvadvisor import phases
 from kvadvisor.advice.inputs import AdvisorInputs, load_advisor_inputs
 from kvadvisor.advice.recommend import SEARCH_REQUESTS, VERIFY_REQUESTS, TraceView
 from kvadvisor.cache.model import PrefixCacheResult
+from kvadvisor.cache.shards import readable_rate
 from kvadvisor.errors import ConfigError
 from kvadvisor.pipeline.assemble import (
     advise_sections,
@@ -387,9 +388,7 @@ def _sample_rate(requests: int, block_accesses: int, memory_limit_bytes: int) ->
             f"{plural(block_accesses, 'block access', 'block accesses')} even sampling at rate "
             f"{number(MIN_SAMPLE_RATE)}; give at least {least_gib:.2f} GiB"  # exact: typed back
         )
-    # Two significant digits, rounded down, so the stated rate is a readable number.
-    digits = 1 - int(np.floor(np.log10(rate)))
-    return min(1.0, float(np.floor(rate * 10**digits) / 10**digits))
+    return readable_rate(rate)
 
 
 def plan_for_stream(stream: TraceStream, memory_limit_bytes: int) -> ScalePlan:
