@@ -349,3 +349,22 @@ def test_distances_equal_a_literal_recency_list(hashes) -> None:
     assert ids.tolist() == expected
     finite = [d for d in expected if d != int(np.iinfo(np.int32).max)]
     assert largest == max(finite, default=-1)
+
+
+def test_writability_compiles_no_second_kernel_signature() -> None:
+    """A read-only and a writable hash array run the same compiled remap (prefix.read_only).
+
+    numba types an array's writability, so without the read-only view each read path (arrow
+    buffers are read-only, copies are not) compiled the kernel once more.
+    """
+    from kvadvisor.cache import stackdist
+    from kvadvisor.cache.prefix import dense_block_ids
+
+    writable = np.array([2**40 + 3, 2**41 + 5, 2**40 + 3, 2**42], np.int64)
+    frozen = writable.copy()
+    frozen.flags.writeable = False
+    ids, bound = dense_block_ids(writable)
+    before = len(stackdist.remap_dense.signatures)
+    again, bound_again = dense_block_ids(frozen)
+    assert len(stackdist.remap_dense.signatures) == before
+    assert ids.tolist() == again.tolist() == [0, 1, 0, 2] and bound == bound_again == 3

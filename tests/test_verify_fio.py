@@ -359,3 +359,21 @@ def test_measured_entry_says_its_scope_date_and_keeps_its_price(
     if name == "aws-ebs-gp3":
         assert spec.price is not None and spec.price.usd_per_gb_month == 0.08
         assert spec.price.source_text  # its citation resolved in the measured file
+
+
+def test_a_failed_background_run_fails_its_fixture_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background fio run that failed raises with what it wrote, instead of passing silently."""
+    (tmp_path / "started").write_text("plain striped")
+    (tmp_path / "plain.failed").write_text("fio: engine libaio not loadable")
+    monkeypatch.setenv(fio_prerun.ENV, str(tmp_path))
+    ran_here: list[str] = []
+
+    def own_lock():  # a run made here would take the lock: it must not happen
+        ran_here.append("lock")
+        raise AssertionError("ran fio here instead of reading the background run")
+
+    with pytest.raises(RuntimeError, match="engine libaio not loadable"):
+        fio_prerun.result("plain", tmp_path / "here", own_lock)
+    assert ran_here == []
