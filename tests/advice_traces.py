@@ -48,17 +48,19 @@ def new_to_samples(paths: list[Path]) -> list[Path]:
     return [p for p in paths if hashlib.sha256(p.read_bytes()).hexdigest() not in IN_SAMPLES]
 
 
+def shared_traces() -> list[Path]:
+    """The shared real traces present beside the checkout that no sample already holds."""
+    if not SHARED.is_dir():
+        return []
+    return new_to_samples(sorted(p for p in SHARED.glob("*") if p.suffix in (".jsonl", ".csv")))
+
+
 def traces() -> list[Path]:
     """Sample traces, then the shared ones present that no sample already holds."""
     samples = sorted(
         p for p in (ROOT / "sample_traces").iterdir() if p.suffix not in (".py", ".md")
     )
-    shared = (
-        sorted(p for p in SHARED.glob("*") if p.suffix in (".jsonl", ".csv"))
-        if SHARED.is_dir()
-        else []
-    )
-    return samples + new_to_samples(shared)
+    return samples + shared_traces()
 
 
 def slo_for(path: Path) -> str | None:

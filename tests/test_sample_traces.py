@@ -58,3 +58,20 @@ def test_azure_head_is_the_first_lines(azure_code_csv_path: Path) -> None:
     head = _zstd(SAMPLES / "azure_code_head.csv.zst")
     lines = azure_code_csv_path.read_bytes().splitlines(keepends=True)
     assert head == b"".join(lines[: HEAD_ROWS + 1])
+
+
+def test_a_shared_copy_of_a_sample_is_left_out_and_another_trace_kept(
+    azure_code_csv_path: Path, tmp_path: Path
+) -> None:
+    """tests/advice_traces.py drops a shared file by its bytes, not its name.
+
+    The decompressed Azure sample (the published file) under another name is dropped; the same
+    bytes with one more row are a different trace and stay.
+    """
+    from advice_traces import new_to_samples  # here: advice_traces imports this module
+
+    copy = tmp_path / "renamed.csv"
+    copy.write_bytes(azure_code_csv_path.read_bytes())
+    other = tmp_path / "AzureLLMInferenceTrace_code.csv"
+    other.write_bytes(azure_code_csv_path.read_bytes() + b"2023-11-16 18:20:00.0000000,10,20\n")
+    assert new_to_samples([copy, other]) == [other]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from advice_traces import SHARED, new_to_samples
+from advice_traces import shared_traces
 from conftest import REPO
 
 from kvadvisor.cache.prefix import simulate_arrays
@@ -25,11 +25,11 @@ from kvadvisor.trace.stream import stream_trace
 SAMPLES = REPO / "sample_traces"
 # The shared copies of these two published files are left out by their checksum
 # (tests/advice_traces.py): the same requests, profiled twice. Any other shared trace is kept.
-TRACES = [SAMPLES / "mooncake_conversation.parquet", SAMPLES / "azure_code.csv.zst"] + (
-    new_to_samples(sorted(p for p in SHARED.glob("*") if p.suffix in (".jsonl", ".csv")))
-    if SHARED.is_dir()
-    else []
-)
+TRACES = [
+    SAMPLES / "mooncake_conversation.parquet",
+    SAMPLES / "azure_code.csv.zst",
+    *shared_traces(),
+]
 # Measured on these traces in chunks of 3,000 requests with 3,000 context rows each side: the
 # decode-side sums and means within 1.0e-4 (relative; the mean decode batch on the Azure code
 # trace), quantiles over requests within 1.0% (the sketch's 0.5% and the rank it answers for,
