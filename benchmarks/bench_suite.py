@@ -15,8 +15,8 @@ cores share their throughput and ``-n auto`` cannot gain a factor of two, whatev
         [--shared FOLDER]
 
 ``--shared`` links FOLDER as ``../shared`` beside each clone (the real traces the round-trip
-tests add). Nothing else should run on the machine meanwhile. Each pair takes about half an
-hour on two cores.
+tests add). Nothing else should run on the machine meanwhile. A pair took 33 minutes on two
+vCPUs (docs/benchmarks.md, the test suite's tenth round).
 """
 
 from __future__ import annotations
@@ -139,7 +139,10 @@ def main() -> int:
         parser.error(f"--shared {args.shared}: not a folder")
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-suite-"))
     work.mkdir(parents=True, exist_ok=True)
-    sides = {"A": _commit(args.before), "B": _commit(args.after)}
+    try:
+        sides = {"A": _commit(args.before), "B": _commit(args.after)}
+    except subprocess.CalledProcessError as e:
+        parser.error(f"not a commit of this repository: {e.stderr.strip()}")
     print(f"A = {sides['A']} (before), B = {sides['B']} (after); logs in {work}", flush=True)
     print(
         "run  commit   rc  passed  suite_s  job_wall_s  job_cpu_s  loop_alone_s  loop_two_s",
