@@ -1,4 +1,4 @@
-"""README's test command before and after issue 30, as CI runs it: interleaved, medians, spread.
+r"""README's test command before and after issue 30, as CI runs it: interleaved, medians, spread.
 
 Each run is a fresh clone of this repository at one commit, its own ``.ci/run`` with
 ``CI=true`` (a fresh virtual environment, the package and its test extra installed, cold pip

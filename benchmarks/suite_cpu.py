@@ -1,12 +1,13 @@
-"""Where the test suite's CPU goes: a pytest plugin that logs each test's CPU, and its summary.
+r"""Where the test suite's CPU goes: a pytest plugin that logs each test's CPU, and its summary.
 
 Each test's CPU is user + system seconds of its worker and of every process the test waited for
 (a ``kvadvisor`` subprocess, a fio run), from setup to teardown, so the fixtures a test builds
 are charged to the first test that needs them; each worker's collection is logged too. One
 JSON line per test, one file per xdist worker, in the folder named by ``KVADVISOR_SUITE_CPU``:
 
-    KVADVISOR_SUITE_CPU=/tmp/cpu PYTHONPATH=benchmarks python -m pytest -q -n auto -p suite_cpu
-    python benchmarks/suite_cpu.py /tmp/cpu
+    KVADVISOR_SUITE_CPU=$HOME/suite-cpu PYTHONPATH=benchmarks \
+        python -m pytest -q -n auto -p suite_cpu
+    python benchmarks/suite_cpu.py $HOME/suite-cpu
 
 The summary prints the CPU by file and the slowest tests. A process a test starts and does not
 wait for (the Dask cluster's workers, the S3 server) is not counted.
