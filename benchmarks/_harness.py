@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -78,6 +79,11 @@ def best_of(label: str, argv: list[str], repeats: int, **kwargs: object) -> Meas
         if r.returncode != 0:
             sys.exit(f"{label} failed (rc {r.returncode}):\n{r.stderr_tail}")
     return min(runs, key=lambda r: r.wall_s)
+
+
+def spread(values: list[float]) -> str:
+    """The median and the range: "11.20 (10.80 to 12.10)"."""
+    return f"{statistics.median(values):.2f} ({min(values):.2f} to {max(values):.2f})"
 
 
 def kvadvisor_argv(*args: str) -> list[str]:

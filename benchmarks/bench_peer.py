@@ -35,6 +35,7 @@ from _harness import (
     kvadvisor_argv,
     mooncake_source,
     run_measured,
+    spread,
     write_mooncake_repeated,
 )
 
@@ -86,9 +87,9 @@ def main() -> int:
             runs[label].append(m)
     for label, got in runs.items():
         print(
-            f"{label:<30} wall {_spread([r.wall_s for r in got])} s   CPU "
-            f"{_spread([r.cpu_s for r in got])} s   peak RSS "
-            f"{_spread([r.peak_rss_bytes / BYTES_PER_MIB for r in got])} MiB"
+            f"{label:<30} wall {spread([r.wall_s for r in got])} s   CPU "
+            f"{spread([r.cpu_s for r in got])} s   peak RSS "
+            f"{spread([r.peak_rss_bytes / BYTES_PER_MIB for r in got])} MiB"
         )
     ltl = runs[tools[-1][0]]
     for label, _ in tools[:-1]:
@@ -110,7 +111,7 @@ def _ratios(label: str, kv: list[Measured], ltl: list[Measured]) -> None:
     mem_share = max(r.peak_rss_bytes for r in kv) / max(r.peak_rss_bytes for r in ltl)
     print(
         f"{label}: speedup (peer wall / its wall), ratio of medians: {speedup:.1f}x; per pair "
-        f"{_spread(per_pair)}x; CPU {cpu:.1f}x, per pair {_spread(per_cpu)}x   target >= "
+        f"{spread(per_pair)}x; CPU {cpu:.1f}x, per pair {spread(per_cpu)}x   target >= "
         f"{TARGET_SPEEDUP:g}x {'MET' if speedup >= TARGET_SPEEDUP else 'NOT MET'}"
     )
     print(
@@ -118,11 +119,6 @@ def _ratios(label: str, kv: list[Measured], ltl: list[Measured]) -> None:
         f"target <= {TARGET_MEMORY_SHARE:g} "
         f"{'MET' if mem_share <= TARGET_MEMORY_SHARE else 'NOT MET'}"
     )
-
-
-def _spread(values: list[float]) -> str:
-    """The median and the range: "11.20 (10.80 to 12.10)"."""
-    return f"{statistics.median(values):.2f} ({min(values):.2f} to {max(values):.2f})"
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO, spread
+
 FILED_ON = "f539671"  # issue 30 was filed on this commit: README ran the suite in one process
 # The first line of pytest's -q summary: "2867 passed, 3 warnings in 753.32s (0:12:33)".
 SUMMARY = re.compile(r"^(\d+) passed\b.*? in ([\d.]+)s\b", re.MULTILINE)
@@ -49,6 +50,7 @@ class Run:
 
     label: str
     commit: str
+    log: Path  # .ci/run's output
     returncode: int
     passed: int | None
     suite_s: float | None
@@ -56,6 +58,21 @@ class Run:
     job_cpu_s: float
     loop_alone_s: float
     loop_two_s: tuple[float, float]
+
+
+def read_log(text: str) -> tuple[int | None, float | None, int | None]:
+    """From .ci/run's output: the suite's tests passed and seconds, and how many failed.
+
+    The suite's summary is pytest's first (the [silicon] step's comes after it); a run with a
+    failure has no "N passed" line of its own, so its seconds are None.
+    """
+    summary = SUMMARY.search(text)
+    failed = FAILED.search(text)
+    return (
+        int(summary.group(1)) if summary else None,
+        float(summary.group(2)) if summary else None,
+        int(failed.group(1)) if failed else None,
+    )
 
 
 def _loop(count: int) -> list[float]:
@@ -106,24 +123,20 @@ def run_once(label: str, commit: str, work: Path, shared: Path | None, log: Path
             ["bash", ".ci/run"], cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     wall, cpu = time.perf_counter() - wall0, _children_cpu() - cpu0
-    text = log.read_text(errors="replace")
-    summary = SUMMARY.search(text)
+    passed, suite_s, _ = read_log(log.read_text(errors="replace"))
     shutil.rmtree(folder, ignore_errors=True)
     return Run(
         label=label,
         commit=commit,
+        log=log,
         returncode=done.returncode,
-        passed=int(summary.group(1)) if summary else None,
-        suite_s=float(summary.group(2)) if summary else None,
+        passed=passed,
+        suite_s=suite_s,
         job_wall_s=wall,
         job_cpu_s=cpu,
         loop_alone_s=alone,
         loop_two_s=(two[0], two[1]),
     )
-
-
-def _spread(values: list[float]) -> str:
-    return f"median {statistics.median(values):.1f} s ({min(values):.1f} to {max(values):.1f})"
 
 
 def main() -> int:
@@ -148,12 +161,13 @@ def main() -> int:
         "run  commit   rc  passed  suite_s  job_wall_s  job_cpu_s  loop_alone_s  loop_two_s",
         flush=True,
     )
-    runs: list[Run] = []
+    pairs: list[dict[str, Run]] = []
     for pair in range(args.pairs):
+        pairs.append({})
         for label in "AB" if pair % 2 == 0 else "BA":
             name = f"{label}{pair + 1}"
             r = run_once(name, sides[label], work, args.shared, work / f"{name}.log")
-            runs.append(r)
+            pairs[-1][label] = r
             suite = f"{r.suite_s:.1f}" if r.suite_s is not None else "-"
             print(
                 f"{name:<4} {r.commit:<8} {r.returncode:>2} {r.passed or '-':>7} {suite:>8} "
@@ -161,25 +175,22 @@ def main() -> int:
                 f"{r.loop_two_s[0]:.2f} / {r.loop_two_s[1]:.2f}",
                 flush=True,
             )
-    bad = [r for r in runs if r.returncode != 0 or r.suite_s is None]
+    bad = [r for p in pairs for r in p.values() if r.returncode != 0 or r.suite_s is None]
     for r in bad:
-        failed = FAILED.search((work / f"{r.label}.log").read_text(errors="replace"))
-        why = f"{failed.group(1)} failed" if failed else "no pytest summary"
-        print(f"{r.label}: .ci/run exited {r.returncode} ({why}); see {work / r.label}.log")
-    a = [r.suite_s for r in runs if r.label.startswith("A") and r.suite_s is not None]
-    b = [r.suite_s for r in runs if r.label.startswith("B") and r.suite_s is not None]
+        failed = read_log(r.log.read_text(errors="replace"))[2]
+        why = f"{failed} failed" if failed else "no pytest summary"
+        print(f"{r.label}: .ci/run exited {r.returncode} ({why}); see {r.log}")
+    a = [p["A"].suite_s for p in pairs if p["A"].suite_s is not None]
+    b = [p["B"].suite_s for p in pairs if p["B"].suite_s is not None]
     if not a or not b:
         return 1
-    print(f"A, one process: {_spread(a)}")
-    print(f"B, -n auto:     {_spread(b)}")
+    print(f"A, one process: {spread(a)} s")
+    print(f"B, -n auto:     {spread(b)} s")
     print(f"ratio of the medians B/A: {statistics.median(b) / statistics.median(a):.3f}")
-    pairs = [
-        (ra.suite_s, rb.suite_s)
-        for i in range(0, len(runs) - 1, 2)
-        for ra, rb in [sorted(runs[i : i + 2], key=lambda r: r.label)]
-        if ra.suite_s and rb.suite_s
+    within = [
+        f"{p['B'].suite_s / p['A'].suite_s:.3f}" for p in pairs if p["A"].suite_s and p["B"].suite_s
     ]
-    print("B/A within each pair: " + ", ".join(f"{rb / ra:.3f}" for ra, rb in pairs))
+    print("B/A within each pair: " + ", ".join(within))
     return 1 if bad else 0
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 ENV = "KVADVISOR_SUITE_CPU"
-_FILES: dict[str, Any] = {}
+_OUT: list[Any] = []  # this process's log file, once opened (one process is one worker)
 
 
 def _cpu() -> tuple[float, float]:
@@ -39,12 +39,12 @@ def _write(row: dict[str, object]) -> None:
     folder = os.environ.get(ENV)
     if not folder:
         return
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    if worker not in _FILES:
+    if not _OUT:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         Path(folder).mkdir(parents=True, exist_ok=True)
-        _FILES[worker] = open(Path(folder) / f"cpu-{worker}.jsonl", "a")
-    _FILES[worker].write(json.dumps(row) + "\n")
-    _FILES[worker].flush()
+        _OUT.append(open(Path(folder) / f"cpu-{worker}.jsonl", "a"))
+    _OUT[0].write(json.dumps(row) + "\n")
+    _OUT[0].flush()
 
 
 @pytest.hookimpl(hookwrapper=True)
